@@ -1,0 +1,20 @@
+//! tessera-exporter's library: everything that touches a GPU, and the sample model.
+//!
+//! - [`model`]: inventory and sample types, in base units (the vocabulary of every layer).
+//! - [`device`]: the one backend trait, [`device::GpuBackend`], and its error type.
+//! - [`nvml`]: the NVML backend (nvml-wrapper, loaded at run time; raw calls where the crate has gaps).
+//! - [`sim`]: the simulated fleet (scenarios, workloads, faults, ground truth) and its backend.
+//! - [`mig`]: GPU models, MIG profile tables and the layout checker.
+//! - [`sampler`]: the sampler thread that publishes immutable snapshots.
+//! - [`render`]: one snapshot as a table or JSON (the `--once` output).
+//!
+//! This crate never links polars and never depends on the analyzer (`tessera`); the analyzer
+//! depends on it for the device layer and the sample model.
+
+pub mod device;
+pub mod mig;
+pub mod model;
+pub mod nvml;
+pub mod render;
+pub mod sampler;
+pub mod sim;

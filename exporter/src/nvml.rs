@@ -1,0 +1,1 @@
+//! NVML backend (in progress).
