@@ -1,2 +1,76 @@
-//! placeholder
-fn main() {}
+//! `tessera`: thin command-line glue over the analyzer library (argument parsing, exit codes).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use tessera::scenario;
+use tessera_exporter::sim;
+
+/// GPU utilization advisor.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with simulator scenario files.
+    Scenario {
+        #[command(subcommand)]
+        command: ScenarioCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScenarioCommand {
+    /// Validate a scenario and print a summary.
+    Check {
+        /// Scenario file (default: the embedded demo scenario).
+        file: Option<PathBuf>,
+    },
+    /// Write the ground truth (planted conditions) of a scenario as JSON.
+    Truth {
+        /// Scenario file (default: the embedded demo scenario).
+        file: Option<PathBuf>,
+        /// Days from the scenario's start.
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tessera: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Scenario { command } => match command {
+            ScenarioCommand::Check { file } => {
+                let s = sim::load_scenario(file.as_deref())?;
+                print!("{}", scenario::summary(&s));
+            }
+            ScenarioCommand::Truth { file, days, out } => {
+                let s = sim::load_scenario(file.as_deref())?;
+                let truth = scenario::truth(&s, days)?;
+                match out {
+                    Some(path) => scenario::write_truth(&truth, &path)?,
+                    None => println!("{}", serde_json::to_string_pretty(&truth)?),
+                }
+            }
+        },
+    }
+    Ok(())
+}

@@ -1,1 +1,419 @@
-//! Sampler (in progress).
+//! The sampler: one dedicated thread that owns the backend, samples at a fixed rate and publishes
+//! immutable [`Snapshot`]s.
+//!
+//! Architecture invariants:
+//! - The backend (and so NVML) is called only on this thread. Readers (HTTP handlers, the history
+//!   writer, `--once`) get an `Arc<Snapshot>` from [`SnapshotHandle::latest`]; they never wait
+//!   for NVML.
+//! - One GPU's error never drops the others (that is the backend's contract); a node-level
+//!   (driver) error drops the backend, and a new one is created with exponential backoff. Until
+//!   then snapshots are still published, carrying the error and no sample.
+//! - Ticks are fixed-rate (`start + n × interval`); a tick that comes too late is skipped and
+//!   counted in [`Snapshot::missed_ticks`], never run twice.
+//!
+//! This module does no rendering and no I/O besides calling the backend.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::device::{DeviceError, GpuBackend};
+use crate::model::{Inventory, NodeSample};
+
+/// Creates a backend; called at start and after every driver-level error.
+pub type BackendFactory = Box<dyn FnMut() -> Result<Box<dyn GpuBackend>, DeviceError> + Send>;
+
+/// Sampler settings.
+#[derive(Debug, Clone)]
+pub struct SamplerConfig {
+    /// Time between samples (`--sample.interval`).
+    pub interval: Duration,
+    /// First delay before re-creating a failed backend.
+    pub backoff_initial: Duration,
+    /// Largest delay between re-creation attempts.
+    pub backoff_max: Duration,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            interval: Duration::from_secs(1),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// State of the backend as of one snapshot.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BackendState {
+    /// Backend name (`nvml`, `sim`), or `none` before the first successful creation.
+    pub backend: &'static str,
+    /// Whether the last attempt (creation or sample) succeeded.
+    pub healthy: bool,
+    /// The last node-level error, if the last attempt failed.
+    pub last_error: Option<String>,
+    /// How many times the backend was (re)created successfully.
+    pub initialisations: u64,
+    /// Node-level errors since start.
+    pub errors_total: u64,
+}
+
+/// One published snapshot: immutable, shared by `Arc`.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Increases by one per published snapshot, from 1.
+    pub sequence: u64,
+    /// Inventory from the current backend's initialisation.
+    pub inventory: Option<Arc<Inventory>>,
+    /// The sample of this tick; `None` when the backend is down.
+    pub sample: Option<NodeSample>,
+    pub state: BackendState,
+    /// How long the backend took for this tick.
+    pub duration: Duration,
+    /// Ticks skipped since start because sampling overran.
+    pub missed_ticks: u64,
+}
+
+#[derive(Default)]
+struct Slot {
+    latest: Option<Arc<Snapshot>>,
+}
+
+/// Read side of the sampler: cheap to clone, safe to share between threads.
+#[derive(Clone, Default)]
+pub struct SnapshotHandle {
+    inner: Arc<(Mutex<Slot>, Condvar)>,
+}
+
+impl SnapshotHandle {
+    /// The latest snapshot, if any has been published.
+    pub fn latest(&self) -> Option<Arc<Snapshot>> {
+        self.lock().latest.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        // A poisoned lock only means a reader panicked; the data is still a valid Arc.
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait until a snapshot with `sequence > after` is published, or `timeout` passes.
+    pub fn wait_newer(&self, after: u64, timeout: Duration) -> Option<Arc<Snapshot>> {
+        let deadline = Instant::now() + timeout;
+        let mut slot = self.lock();
+        loop {
+            if let Some(s) = &slot.latest
+                && s.sequence > after
+            {
+                return Some(s.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            slot = self
+                .inner
+                .1
+                .wait_timeout(slot, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn publish(&self, snapshot: Snapshot) {
+        self.lock().latest = Some(Arc::new(snapshot));
+        self.inner.1.notify_all();
+    }
+}
+
+/// A running sampler thread. Dropping it stops the thread.
+pub struct Sampler {
+    handle: SnapshotHandle,
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sampler {
+    /// Start sampling on a new thread.
+    pub fn spawn(factory: BackendFactory, config: SamplerConfig) -> std::io::Result<Sampler> {
+        let handle = SnapshotHandle::default();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let publish = handle.clone();
+        let thread = std::thread::Builder::new()
+            .name("tessera-sampler".into())
+            .spawn(move || run(factory, config, publish, stop_rx))?;
+        Ok(Sampler {
+            handle,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The read side.
+    pub fn handle(&self) -> SnapshotHandle {
+        self.handle.clone()
+    }
+
+    /// Stop the thread and wait for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn run(mut factory: BackendFactory, config: SamplerConfig, publish: SnapshotHandle, stop: mpsc::Receiver<()>) {
+    let mut backend: Option<Box<dyn GpuBackend>> = None;
+    let mut inventory: Option<Arc<Inventory>> = None;
+    let mut state = BackendState {
+        backend: "none",
+        healthy: false,
+        last_error: None,
+        initialisations: 0,
+        errors_total: 0,
+    };
+    let mut backoff = config.backoff_initial;
+    let mut retry_at = Instant::now();
+    let mut sequence = 0u64;
+    let mut missed = 0u64;
+    let start = Instant::now();
+    let interval = config.interval.max(Duration::from_millis(1));
+    let mut tick = 0u64;
+    loop {
+        let began = Instant::now();
+        let mut sample = None;
+        if backend.is_none() && began >= retry_at {
+            match factory().and_then(|mut b| b.inventory().map(|inv| (b, inv))) {
+                Ok((b, inv)) => {
+                    log::info!("{} backend ready: {} GPU(s)", b.name(), inv.gpus.len());
+                    state.backend = b.name();
+                    state.initialisations += 1;
+                    inventory = Some(Arc::new(inv));
+                    backend = Some(b);
+                    backoff = config.backoff_initial;
+                }
+                Err(e) => {
+                    log::warn!("backend unavailable: {e}; retrying in {backoff:?}");
+                    state.healthy = false;
+                    state.last_error = Some(e.to_string());
+                    state.errors_total += 1;
+                    retry_at = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(config.backoff_max);
+                }
+            }
+        }
+        if let Some(b) = backend.as_mut() {
+            match b.sample() {
+                Ok(s) => {
+                    state.healthy = true;
+                    state.last_error = None;
+                    sample = Some(s);
+                }
+                Err(e) => {
+                    state.healthy = false;
+                    state.last_error = Some(e.to_string());
+                    state.errors_total += 1;
+                    if e.is_driver_level() {
+                        log::warn!("node-level error: {e}; re-initialising in {backoff:?}");
+                        backend = None;
+                        retry_at = Instant::now() + backoff;
+                        backoff = (backoff * 2).min(config.backoff_max);
+                    } else {
+                        log::warn!("sample failed: {e}");
+                    }
+                }
+            }
+        }
+        sequence += 1;
+        publish.publish(Snapshot {
+            sequence,
+            inventory: inventory.clone(),
+            sample,
+            state: state.clone(),
+            duration: began.elapsed(),
+            missed_ticks: missed,
+        });
+        // Next fixed-rate tick; skip (and count) ticks already past.
+        tick += 1;
+        let elapsed = start.elapsed();
+        let due = interval * tick as u32;
+        if elapsed > due {
+            let behind = ((elapsed - due).as_nanos() / interval.as_nanos()) as u64 + 1;
+            missed += behind;
+            tick += behind;
+        }
+        let wait = (interval * tick as u32).saturating_sub(start.elapsed());
+        match stop.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NodeSample;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A backend that fails at node level on chosen calls.
+    struct Flaky {
+        calls: Arc<AtomicU32>,
+        fail_on: Vec<u32>,
+    }
+
+    impl GpuBackend for Flaky {
+        fn name(&self) -> &'static str {
+            "flaky"
+        }
+        fn inventory(&mut self) -> Result<Inventory, DeviceError> {
+            Ok(Inventory {
+                node: "n".into(),
+                driver_version: None,
+                cuda_version: None,
+                gpus: vec![],
+            })
+        }
+        fn sample(&mut self) -> Result<NodeSample, DeviceError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.fail_on.contains(&n) {
+                Err(DeviceError::Nvml {
+                    call: "nvmlDeviceGetCount_v2".into(),
+                    kind: "unknown".into(),
+                })
+            } else {
+                Ok(NodeSample {
+                    timestamp_ms: n as i64,
+                    gpus: vec![],
+                })
+            }
+        }
+    }
+
+    fn fast() -> SamplerConfig {
+        SamplerConfig {
+            interval: Duration::from_millis(5),
+            backoff_initial: Duration::from_millis(5),
+            backoff_max: Duration::from_millis(20),
+        }
+    }
+
+    #[test]
+    fn driver_error_reinitialises_the_backend() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let created = Arc::new(AtomicU32::new(0));
+        let (c, k) = (calls.clone(), created.clone());
+        let sampler = Sampler::spawn(
+            Box::new(move || {
+                k.fetch_add(1, Ordering::SeqCst);
+                Ok(Box::new(Flaky {
+                    calls: c.clone(),
+                    fail_on: vec![2, 3],
+                }) as Box<dyn GpuBackend>)
+            }),
+            fast(),
+        )
+        .unwrap();
+        let h = sampler.handle();
+        let mut saw_error = false;
+        let mut seq = 0;
+        let last = loop {
+            let s = h.wait_newer(seq, Duration::from_secs(5)).expect("snapshots keep coming");
+            seq = s.sequence;
+            saw_error |= s.state.last_error.is_some() && s.sample.is_none();
+            if s.state.initialisations >= 3 && s.sample.is_some() {
+                break s;
+            }
+        };
+        sampler.stop();
+        assert!(saw_error, "the failure was published");
+        assert!(last.state.healthy);
+        assert_eq!(last.state.errors_total, 2);
+        assert_eq!(created.load(Ordering::SeqCst), 3, "re-created once per driver error");
+    }
+
+    #[test]
+    fn a_backend_that_cannot_start_is_retried_with_backoff() {
+        let attempts = Arc::new(AtomicU32::new(0));
+        let a = attempts.clone();
+        let sampler = Sampler::spawn(
+            Box::new(move || {
+                let n = a.fetch_add(1, Ordering::SeqCst);
+                if n < 2 {
+                    Err(DeviceError::DriverNotLoaded { detail: "test".into() })
+                } else {
+                    Ok(Box::new(Flaky {
+                        calls: Arc::new(AtomicU32::new(0)),
+                        fail_on: vec![],
+                    }) as Box<dyn GpuBackend>)
+                }
+            }),
+            fast(),
+        )
+        .unwrap();
+        let h = sampler.handle();
+        let first = h.wait_newer(0, Duration::from_secs(5)).unwrap();
+        assert!(first.sample.is_none() && first.state.last_error.as_deref().unwrap().contains("not loaded"));
+        let mut seq = first.sequence;
+        loop {
+            let s = h.wait_newer(seq, Duration::from_secs(5)).unwrap();
+            seq = s.sequence;
+            if s.sample.is_some() {
+                assert_eq!(s.state.backend, "flaky");
+                break;
+            }
+        }
+        sampler.stop();
+        assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    }
+}
+
+/// Parse a Prometheus-style duration (`500ms`, `1s`, `2m`, `1h`, `1d`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected a number and a unit, e.g. 1s or 500ms"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86400.0,
+        _ => return Err(format!("invalid duration {s:?}: unit must be ms, s, m, h or d")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("invalid duration {s:?}: must be greater than zero"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn parses_prometheus_durations() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("0s").unwrap_err().contains("greater than zero"));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}

@@ -229,3 +229,15 @@ impl GpuBackend for SimBackend {
         })
     }
 }
+
+/// The demo scenario shipped in `fixtures/scenarios/demo.toml`, embedded as the default for
+/// `--backend sim` so the exporter runs with no GPU and no file.
+pub const DEMO_SCENARIO: &str = include_str!("../../../fixtures/scenarios/demo.toml");
+
+/// Load `path`, or the embedded demo scenario when `path` is `None`.
+pub fn load_scenario(path: Option<&std::path::Path>) -> Result<Scenario, ScenarioError> {
+    match path {
+        Some(p) => Scenario::from_file(p),
+        None => Scenario::from_toml(DEMO_SCENARIO, "embedded demo scenario"),
+    }
+}
