@@ -41,7 +41,11 @@ pub fn summary(s: &Scenario) -> String {
         let models: Vec<_> = s.node_models(n).iter().map(|m| m.key).collect();
         let _ = writeln!(out, "  {}: {}", n.name, models.join(", "));
         for m in &n.mig {
-            let profiles: Vec<_> = m.instances.iter().map(|i| format!("{}@{}", i.profile, i.start)).collect();
+            let profiles: Vec<_> = m
+                .instances
+                .iter()
+                .map(|i| format!("{}@{}", i.profile, i.start))
+                .collect();
             let _ = writeln!(out, "    GPU {} MIG: {}", m.gpu, profiles.join(" "));
         }
     }
@@ -65,7 +69,11 @@ pub fn truth(s: &Scenario, days: u32) -> Result<GroundTruth, TruthError> {
     if !(1..=366).contains(&days) {
         return Err(TruthError::Days(days));
     }
-    Ok(GroundTruth::compute(s, s.start, s.start + chrono::Duration::days(days as i64)))
+    Ok(GroundTruth::compute(
+        s,
+        s.start,
+        s.start + chrono::Duration::days(days as i64),
+    ))
 }
 
 /// Write the ground truth as pretty JSON to `path`.
@@ -97,6 +105,9 @@ mod tests {
     fn days_out_of_range_are_refused() {
         let s = tessera_exporter::sim::load_scenario(None).unwrap();
         assert!(matches!(truth(&s, 0), Err(TruthError::Days(0))));
-        assert_eq!(truth(&s, 1).unwrap().end, s.start + chrono::Duration::days(1));
+        assert_eq!(
+            truth(&s, 1).unwrap().end,
+            s.start + chrono::Duration::days(1)
+        );
     }
 }

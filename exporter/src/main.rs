@@ -80,7 +80,10 @@ fn main() -> ExitCode {
 
 fn factory(args: &Args, continuous: bool) -> Result<BackendFactory> {
     if args.sim_speed <= 0.0 || !args.sim_speed.is_finite() {
-        bail!("--sim.speed must be a positive number, got {}", args.sim_speed);
+        bail!(
+            "--sim.speed must be a positive number, got {}",
+            args.sim_speed
+        );
     }
     match args.backend {
         Backend::Nvml => {
@@ -93,7 +96,14 @@ fn factory(args: &Args, continuous: bool) -> Result<BackendFactory> {
             let scenario = sim::load_scenario(args.sim_scenario.as_deref())?;
             let node = args.sim_node.clone();
             // Validate the node name now, so a typo fails at start rather than in the loop.
-            SimBackend::new(&scenario, node.as_deref(), SimClock::Stepped { next_ms: 0, step_ms: 0 })?;
+            SimBackend::new(
+                &scenario,
+                node.as_deref(),
+                SimClock::Stepped {
+                    next_ms: 0,
+                    step_ms: 0,
+                },
+            )?;
             let step_ms = args.sample_interval.as_millis() as i64;
             let start_ms = match (args.sim_time, continuous) {
                 (Some(t), _) => t.timestamp_millis(),
@@ -165,7 +175,9 @@ fn run(args: Args) -> Result<()> {
     }
     if args.backend == Backend::Nvml {
         // Fail fast with the clear message when there is no driver at all.
-        if let Err(e @ DeviceError::LibraryNotFound { .. }) = NvmlBackend::new(args.nvml_lib_path.as_deref()) {
+        if let Err(e @ DeviceError::LibraryNotFound { .. }) =
+            NvmlBackend::new(args.nvml_lib_path.as_deref())
+        {
             return Err(e.into());
         }
     }
@@ -176,7 +188,10 @@ fn run(args: Args) -> Result<()> {
             ..SamplerConfig::default()
         },
     )?;
-    log::info!("sampling every {:?}; the HTTP server is not part of this build yet", args.sample_interval);
+    log::info!(
+        "sampling every {:?}; the HTTP server is not part of this build yet",
+        args.sample_interval
+    );
     let handle = sampler.handle();
     let mut seq = 0;
     loop {

@@ -125,11 +125,48 @@ fn eight_slot(m: EightSlot) -> GpuModel {
     use profile_index::*;
     let [l1, l1x2, l2, l3, l4, l7] = m.labels;
     // (id, index, name, compute, memory slices, max count, starts, +me)
-    let rows: [(u32, u32, String, u32, u32, u32, Vec<u32>, bool); 7] = [
-        (19, SLICE_1, format!("1g.{l1}"), 1, 1, 7, (0..7).collect(), false),
-        (20, SLICE_1_REV1, format!("1g.{l1}+me"), 1, 1, 1, (0..7).collect(), true),
-        (15, SLICE_1_REV2, format!("1g.{l1x2}"), 1, 2, 4, vec![0, 2, 4, 6], false),
-        (14, SLICE_2, format!("2g.{l2}"), 2, 2, 3, vec![0, 2, 4], false),
+    type Row = (u32, u32, String, u32, u32, u32, Vec<u32>, bool);
+    let rows: [Row; 7] = [
+        (
+            19,
+            SLICE_1,
+            format!("1g.{l1}"),
+            1,
+            1,
+            7,
+            (0..7).collect(),
+            false,
+        ),
+        (
+            20,
+            SLICE_1_REV1,
+            format!("1g.{l1}+me"),
+            1,
+            1,
+            1,
+            (0..7).collect(),
+            true,
+        ),
+        (
+            15,
+            SLICE_1_REV2,
+            format!("1g.{l1x2}"),
+            1,
+            2,
+            4,
+            vec![0, 2, 4, 6],
+            false,
+        ),
+        (
+            14,
+            SLICE_2,
+            format!("2g.{l2}"),
+            2,
+            2,
+            3,
+            vec![0, 2, 4],
+            false,
+        ),
         (9, SLICE_3, format!("3g.{l3}"), 3, 4, 2, vec![0, 4], false),
         (5, SLICE_4, format!("4g.{l4}"), 4, 4, 1, vec![0], false),
         (0, SLICE_7, format!("7g.{l7}"), 7, 8, 1, vec![0], false),
@@ -168,19 +205,20 @@ fn eight_slot(m: EightSlot) -> GpuModel {
 
 fn a30() -> GpuModel {
     use profile_index::*;
-    let p = |id, index, name: &str, compute_slices, memory_slices, max_count, starts: Vec<u32>, me| {
-        MigProfile {
-            id,
-            index,
-            name: name.to_string(),
-            compute_slices,
-            memory_slices,
-            memory_bytes: 5836 * memory_slices as u64 * MIB,
-            max_count,
-            placement_starts: starts,
-            media_extensions: me,
-        }
-    };
+    let p =
+        |id, index, name: &str, compute_slices, memory_slices, max_count, starts: Vec<u32>, me| {
+            MigProfile {
+                id,
+                index,
+                name: name.to_string(),
+                compute_slices,
+                memory_slices,
+                memory_bytes: 5836 * memory_slices as u64 * MIB,
+                max_count,
+                placement_starts: starts,
+                media_extensions: me,
+            }
+        };
     GpuModel {
         key: "A30-24GB",
         nvml_name: "NVIDIA A30",
@@ -195,7 +233,16 @@ fn a30() -> GpuModel {
         compute_slices: 4,
         profiles: vec![
             p(14, SLICE_1, "1g.6gb", 1, 1, 4, vec![0, 1, 2, 3], false),
-            p(21, SLICE_1_REV1, "1g.6gb+me", 1, 1, 1, vec![0, 1, 2, 3], true),
+            p(
+                21,
+                SLICE_1_REV1,
+                "1g.6gb+me",
+                1,
+                1,
+                1,
+                vec![0, 1, 2, 3],
+                true,
+            ),
             p(5, SLICE_2, "2g.12gb", 2, 2, 2, vec![0, 2], false),
             p(6, SLICE_2_REV1, "2g.12gb+me", 2, 2, 1, vec![0, 2], true),
             p(0, SLICE_4, "4g.24gb", 4, 4, 1, vec![0], false),
@@ -358,12 +405,13 @@ pub fn check_layout(model: &GpuModel, layout: &[LayoutInstance]) -> Result<(), L
     let mut me = 0;
     let mut compute = 0;
     for (i, inst) in layout.iter().enumerate() {
-        let profile = model
-            .profile(inst.profile_id)
-            .ok_or_else(|| LayoutError::UnknownProfile {
-                model: model.key.into(),
-                profile_id: inst.profile_id,
-            })?;
+        let profile =
+            model
+                .profile(inst.profile_id)
+                .ok_or_else(|| LayoutError::UnknownProfile {
+                    model: model.key.into(),
+                    profile_id: inst.profile_id,
+                })?;
         if inst.placement.size != profile.memory_slices
             || !profile.placement_starts.contains(&inst.placement.start)
         {
@@ -431,7 +479,10 @@ mod tests {
         let h200 = model("h200-141gb").unwrap();
         assert_eq!(h200.profile(0).unwrap().name, "7g.141gb");
         assert_eq!(h200.profile_by_name("3g.71gb").unwrap().id, 9);
-        assert_eq!(model("A30-24GB").unwrap().profile(0).unwrap().name, "4g.24gb");
+        assert_eq!(
+            model("A30-24GB").unwrap().profile(0).unwrap().name,
+            "4g.24gb"
+        );
     }
 
     #[test]
@@ -492,7 +543,12 @@ mod tests {
                 })
             })
             .collect();
-        fn count(h: &GpuModel, all: &[LayoutInstance], from: usize, cur: &mut Vec<LayoutInstance>) -> usize {
+        fn count(
+            h: &GpuModel,
+            all: &[LayoutInstance],
+            from: usize,
+            cur: &mut Vec<LayoutInstance>,
+        ) -> usize {
             let mut n = 0;
             for i in from..all.len() {
                 cur.push(all[i]);
@@ -504,6 +560,9 @@ mod tests {
             n
         }
         let n = count(h, &all, 0, &mut Vec::new());
-        assert_eq!(n, 722, "the MIG user guide's geometry gives 722 placed layouts");
+        assert_eq!(
+            n, 722,
+            "the MIG user guide's geometry gives 722 placed layouts"
+        );
     }
 }

@@ -54,7 +54,13 @@ fn gib(v: Option<u64>) -> String {
 fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -101,7 +107,8 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
     out.push('\n');
     let mut rows = vec![
         [
-            "GPU", "NAME", "STATUS", "BUSY", "SM", "MEM GiB", "POWER W", "TEMP C", "SM MHz", "MIG", "THROTTLE",
+            "GPU", "NAME", "STATUS", "BUSY", "SM", "MEM GiB", "POWER W", "TEMP C", "SM MHz", "MIG",
+            "THROTTLE",
         ]
         .map(String::from)
         .to_vec(),
@@ -127,31 +134,47 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             mig,
             opt(g.throttle_reasons, |m| {
                 let names = throttle_reason_names(m);
-                if names.is_empty() { "none".into() } else { names.join(",") }
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(",")
+                }
             }),
         ]);
     }
     out.push_str(&table(&rows));
 
     let mut mig_rows = vec![
-        ["GPU", "GI", "CI", "PROFILE", "PLACEMENT", "SM", "MEM GiB", "UUID"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "GPU",
+            "GI",
+            "CI",
+            "PROFILE",
+            "PLACEMENT",
+            "SM",
+            "MEM GiB",
+            "UUID",
+        ]
+        .map(String::from)
+        .to_vec(),
     ];
     for g in &sample.gpus {
         let info = inventory.gpus.iter().find(|i| i.index == g.index);
         for m in &g.mig {
             let inst = info.and_then(|i| {
-                i.mig_instances
-                    .iter()
-                    .find(|x| x.gpu_instance_id == m.gpu_instance_id && x.compute_instance_id == m.compute_instance_id)
+                i.mig_instances.iter().find(|x| {
+                    x.gpu_instance_id == m.gpu_instance_id
+                        && x.compute_instance_id == m.compute_instance_id
+                })
             });
             mig_rows.push(vec![
                 g.index.to_string(),
                 m.gpu_instance_id.to_string(),
                 m.compute_instance_id.to_string(),
-                inst.map(|i| format!("{} (id {})", i.profile_name, i.profile_id)).unwrap_or_else(|| "-".into()),
-                inst.map(|i| format!("{}+{}", i.placement.start, i.placement.size)).unwrap_or_else(|| "-".into()),
+                inst.map(|i| format!("{} (id {})", i.profile_name, i.profile_id))
+                    .unwrap_or_else(|| "-".into()),
+                inst.map(|i| format!("{}+{}", i.placement.start, i.placement.size))
+                    .unwrap_or_else(|| "-".into()),
                 pct(m.sm_active_ratio),
                 format!("{}/{}", gib(m.memory_used_bytes), gib(m.memory_total_bytes)),
                 m.uuid.clone(),
@@ -197,7 +220,10 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             problems.push(format!("GPU {}: lost (fell off the bus?)", g.index));
         }
         for e in &g.errors {
-            problems.push(format!("GPU {}: reading {} failed: {}", g.index, e.field, e.kind));
+            problems.push(format!(
+                "GPU {}: reading {} failed: {}",
+                g.index, e.field, e.kind
+            ));
         }
         for x in &g.xid_events {
             problems.push(format!("GPU {}: XID {}", g.index, x.xid));
@@ -218,7 +244,10 @@ mod tests {
 
     #[test]
     fn columns_align_and_absent_values_show_a_dash() {
-        let t = table(&[vec!["A".into(), "BB".into(), "C".into()], vec!["long".into(), "-".into(), "x".into()]]);
+        let t = table(&[
+            vec!["A".into(), "BB".into(), "C".into()],
+            vec!["long".into(), "-".into(), "x".into()],
+        ]);
         assert_eq!(t, "A     BB  C\nlong  -   x\n");
         assert_eq!(pct(None), "-");
         assert_eq!(pct(Some(0.0)), "0%");

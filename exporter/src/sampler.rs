@@ -174,7 +174,12 @@ impl Drop for Sampler {
     }
 }
 
-fn run(mut factory: BackendFactory, config: SamplerConfig, publish: SnapshotHandle, stop: mpsc::Receiver<()>) {
+fn run(
+    mut factory: BackendFactory,
+    config: SamplerConfig,
+    publish: SnapshotHandle,
+    stop: mpsc::Receiver<()>,
+) {
     let mut backend: Option<Box<dyn GpuBackend>> = None;
     let mut inventory: Option<Arc<Inventory>> = None;
     let mut state = BackendState {
@@ -330,7 +335,9 @@ mod tests {
         let mut saw_error = false;
         let mut seq = 0;
         let last = loop {
-            let s = h.wait_newer(seq, Duration::from_secs(5)).expect("snapshots keep coming");
+            let s = h
+                .wait_newer(seq, Duration::from_secs(5))
+                .expect("snapshots keep coming");
             seq = s.sequence;
             saw_error |= s.state.last_error.is_some() && s.sample.is_none();
             if s.state.initialisations >= 3 && s.sample.is_some() {
@@ -341,7 +348,11 @@ mod tests {
         assert!(saw_error, "the failure was published");
         assert!(last.state.healthy);
         assert_eq!(last.state.errors_total, 2);
-        assert_eq!(created.load(Ordering::SeqCst), 3, "re-created once per driver error");
+        assert_eq!(
+            created.load(Ordering::SeqCst),
+            3,
+            "re-created once per driver error"
+        );
     }
 
     #[test]
@@ -352,7 +363,9 @@ mod tests {
             Box::new(move || {
                 let n = a.fetch_add(1, Ordering::SeqCst);
                 if n < 2 {
-                    Err(DeviceError::DriverNotLoaded { detail: "test".into() })
+                    Err(DeviceError::DriverNotLoaded {
+                        detail: "test".into(),
+                    })
                 } else {
                     Ok(Box::new(Flaky {
                         calls: Arc::new(AtomicU32::new(0)),
@@ -365,7 +378,15 @@ mod tests {
         .unwrap();
         let h = sampler.handle();
         let first = h.wait_newer(0, Duration::from_secs(5)).unwrap();
-        assert!(first.sample.is_none() && first.state.last_error.as_deref().unwrap().contains("not loaded"));
+        assert!(
+            first.sample.is_none()
+                && first
+                    .state
+                    .last_error
+                    .as_deref()
+                    .unwrap()
+                    .contains("not loaded")
+        );
         let mut seq = first.sequence;
         loop {
             let s = h.wait_newer(seq, Duration::from_secs(5)).unwrap();
@@ -383,18 +404,24 @@ mod tests {
 /// Parse a Prometheus-style duration (`500ms`, `1s`, `2m`, `1h`, `1d`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected a number and a unit, e.g. 1s or 500ms"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("invalid duration {s:?}: expected a number and a unit, e.g. 1s or 500ms")
+    })?;
     let secs = match unit {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
         "d" => value * 86400.0,
-        _ => return Err(format!("invalid duration {s:?}: unit must be ms, s, m, h or d")),
+        _ => {
+            return Err(format!(
+                "invalid duration {s:?}: unit must be ms, s, m, h or d"
+            ));
+        }
     };
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("invalid duration {s:?}: must be greater than zero"));
@@ -412,7 +439,11 @@ mod duration_tests {
         assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("0s").unwrap_err().contains("greater than zero"));
+        assert!(
+            parse_duration("0s")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("s").is_err());
     }

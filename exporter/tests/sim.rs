@@ -15,11 +15,21 @@ fn demo() -> Scenario {
 }
 
 fn ms(s: &str) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap()
+        .timestamp_millis()
 }
 
 fn stepped(s: &Scenario, node: &str, start: &str) -> SimBackend {
-    SimBackend::new(s, Some(node), SimClock::Stepped { next_ms: ms(start), step_ms: 1000 }).unwrap()
+    SimBackend::new(
+        s,
+        Some(node),
+        SimClock::Stepped {
+            next_ms: ms(start),
+            step_ms: 1000,
+        },
+    )
+    .unwrap()
 }
 
 #[test]
@@ -42,8 +52,14 @@ fn another_seed_gives_other_samples() {
     other.seed += 1;
     let mut a = stepped(&s, "gpu-node-1", "2026-11-02T13:00:00Z");
     let mut b = stepped(&other, "gpu-node-1", "2026-11-02T13:00:00Z");
-    assert_ne!(a.sample().unwrap().gpus[0].sm_active_ratio, b.sample().unwrap().gpus[0].sm_active_ratio);
-    assert_ne!(a.inventory().unwrap().gpus[0].uuid, b.inventory().unwrap().gpus[0].uuid);
+    assert_ne!(
+        a.sample().unwrap().gpus[0].sm_active_ratio,
+        b.sample().unwrap().gpus[0].sm_active_ratio
+    );
+    assert_ne!(
+        a.inventory().unwrap().gpus[0].uuid,
+        b.inventory().unwrap().gpus[0].uuid
+    );
 }
 
 #[test]
@@ -57,7 +73,10 @@ fn mig_state_obeys_the_placement_table() {
             let layout: Vec<LayoutInstance> = gpu
                 .mig_instances
                 .iter()
-                .map(|m| LayoutInstance { profile_id: m.profile_id, placement: m.placement })
+                .map(|m| LayoutInstance {
+                    profile_id: m.profile_id,
+                    placement: m.placement,
+                })
                 .collect();
             if gpu.mig_mode.is_some_and(|m| m.current) {
                 assert!(!layout.is_empty());
@@ -67,9 +86,17 @@ fn mig_state_obeys_the_placement_table() {
                     assert_eq!(m.profile_name, p.name);
                     assert_eq!(m.memory_total_bytes, Some(p.memory_bytes));
                 }
-                let mut gi: Vec<_> = gpu.mig_instances.iter().map(|m| m.gpu_instance_id).collect();
+                let mut gi: Vec<_> = gpu
+                    .mig_instances
+                    .iter()
+                    .map(|m| m.gpu_instance_id)
+                    .collect();
                 gi.dedup();
-                assert_eq!(gi.len(), gpu.mig_instances.len(), "GPU instance ids are unique");
+                assert_eq!(
+                    gi.len(),
+                    gpu.mig_instances.len(),
+                    "GPU instance ids are unique"
+                );
             } else {
                 assert!(layout.is_empty());
             }
@@ -83,10 +110,16 @@ fn mig_mode_hides_device_utilisation_like_real_hardware() {
     let mut b = stepped(&s, "gpu-node-1", "2026-11-02T14:00:00Z");
     let sample = b.sample().unwrap();
     let mig_gpu = &sample.gpus[3];
-    assert_eq!(mig_gpu.busy_ratio, None, "NVML has no utilisation in MIG mode");
+    assert_eq!(
+        mig_gpu.busy_ratio, None,
+        "NVML has no utilisation in MIG mode"
+    );
     assert!(mig_gpu.sm_active_ratio.is_some(), "H100 has GPM");
     assert_eq!(mig_gpu.mig.len(), 3);
-    let rerank = mig_gpu.processes.iter().find(|p| p.gpu_instance_id == Some(mig_gpu.mig[0].gpu_instance_id));
+    let rerank = mig_gpu
+        .processes
+        .iter()
+        .find(|p| p.gpu_instance_id == Some(mig_gpu.mig[0].gpu_instance_id));
     assert!(rerank.is_some_and(|p| p.sm_ratio.is_none()));
     // A100 has no GPM: SM activity absent, never 0.
     let mut a100 = stepped(&s, "gpu-node-2", "2026-11-02T14:00:00Z");
@@ -110,13 +143,20 @@ fn faults_appear_at_their_time() {
     assert_eq!(at.gpus[2].xid_events[0].xid, 79);
     assert_eq!(at.gpus[2].ecc_corrected_total, Some(3));
     let after = n1.sample().unwrap();
-    assert!(after.gpus[2].xid_events.is_empty(), "an XID is reported once");
+    assert!(
+        after.gpus[2].xid_events.is_empty(),
+        "an XID is reported once"
+    );
 
     let mut n3 = stepped(&s, "gpu-node-3", "2026-11-03T11:00:00Z");
     let lost = n3.sample().unwrap();
     assert_eq!(lost.gpus[1].status, GpuStatus::Lost);
     assert_eq!(lost.gpus[1].power_watts, None);
-    assert_eq!(lost.gpus[0].status, GpuStatus::Ok, "one GPU's fault never drops the others");
+    assert_eq!(
+        lost.gpus[0].status,
+        GpuStatus::Ok,
+        "one GPU's fault never drops the others"
+    );
     assert!(lost.gpus[0].power_watts.is_some());
 
     let mut n2 = stepped(&s, "gpu-node-2", "2026-11-02T06:05:00Z");
@@ -133,9 +173,16 @@ fn energy_counts_up_with_power() {
     let mut b = stepped(&s, "gpu-node-1", "2026-11-02T14:00:00Z");
     let a = b.sample().unwrap();
     let c = b.sample().unwrap();
-    let (e0, e1) = (a.gpus[0].energy_joules.unwrap(), c.gpus[0].energy_joules.unwrap());
+    let (e0, e1) = (
+        a.gpus[0].energy_joules.unwrap(),
+        c.gpus[0].energy_joules.unwrap(),
+    );
     let p = c.gpus[0].power_watts.unwrap();
-    assert!((e1 - e0 - p).abs() < 1e-6, "1 s at {p} W adds {p} J, got {}", e1 - e0);
+    assert!(
+        (e1 - e0 - p).abs() < 1e-6,
+        "1 s at {p} W adds {p} J, got {}",
+        e1 - e0
+    );
 }
 
 #[test]
@@ -143,18 +190,40 @@ fn ground_truth_finds_the_planted_conditions() {
     let s = demo();
     let start = s.start;
     let truth = GroundTruth::compute(&s, start, start + chrono::Duration::days(7));
-    let idle: Vec<_> = truth.idle_loaded.iter().map(|t| t.workload.as_str()).collect();
+    let idle: Vec<_> = truth
+        .idle_loaded
+        .iter()
+        .map(|t| t.workload.as_str())
+        .collect();
     assert!(idle.contains(&"embeddings-forgotten"));
     assert!(idle.contains(&"ocr-mig-idle"));
-    assert!(!idle.contains(&"tiny-idle"), "0.8 GiB is below the 1 GiB bar");
+    assert!(
+        !idle.contains(&"tiny-idle"),
+        "0.8 GiB is below the 1 GiB bar"
+    );
     assert!(!idle.contains(&"chat-api"));
-    let forgotten = truth.idle_loaded.iter().find(|t| t.workload == "embeddings-forgotten").unwrap();
+    let forgotten = truth
+        .idle_loaded
+        .iter()
+        .find(|t| t.workload == "embeddings-forgotten")
+        .unwrap();
     assert_eq!((forgotten.start, forgotten.end), (truth.start, truth.end));
-    let bnw: Vec<_> = truth.busy_not_working.iter().map(|t| t.workload.as_str()).collect();
+    let bnw: Vec<_> = truth
+        .busy_not_working
+        .iter()
+        .map(|t| t.workload.as_str())
+        .collect();
     assert!(bnw.contains(&"dataloader-bound") && !bnw.contains(&"chat-api"));
-    let train = truth.workloads.iter().find(|w| w.name == "llm-pretrain").unwrap();
+    let train = truth
+        .workloads
+        .iter()
+        .find(|w| w.name == "llm-pretrain")
+        .unwrap();
     assert_eq!(train.loaded.len(), 5, "five weekday nights");
-    assert_eq!(truth, GroundTruth::compute(&s, start, start + chrono::Duration::days(7)));
+    assert_eq!(
+        truth,
+        GroundTruth::compute(&s, start, start + chrono::Duration::days(7))
+    );
 }
 
 #[test]
@@ -167,31 +236,49 @@ gpus = [{ model = "H100-80GB", count = 1 }]
 "#;
     let cases = [
         (format!("{base}bogus = 1\n"), "unknown field"),
-        (base.replace("H100-80GB", "H900"), "unknown GPU model \"H900\""),
         (
-            format!("{base}mig = [{{ gpu = 0, instances = [{{ profile = \"3g.40gb\", start = 2 }}] }}]\n"),
+            base.replace("H100-80GB", "H900"),
+            "unknown GPU model \"H900\"",
+        ),
+        (
+            format!(
+                "{base}mig = [{{ gpu = 0, instances = [{{ profile = \"3g.40gb\", start = 2 }}] }}]\n"
+            ),
             "cannot be placed at",
         ),
         (
-            format!("{base}mig = [{{ gpu = 0, instances = [{{ profile = \"3g.40gb\", start = 0 }}, {{ profile = \"1g.10gb\", start = 2 }}] }}]\n"),
+            format!(
+                "{base}mig = [{{ gpu = 0, instances = [{{ profile = \"3g.40gb\", start = 0 }}, {{ profile = \"1g.10gb\", start = 2 }}] }}]\n"
+            ),
             "overlap",
         ),
         (
-            format!("{base}[[workloads]]\nname = \"w\"\nkind = \"idle\"\nnode = \"m\"\ngpu = 0\nmemory_gib = 1.0\n"),
+            format!(
+                "{base}[[workloads]]\nname = \"w\"\nkind = \"idle\"\nnode = \"m\"\ngpu = 0\nmemory_gib = 1.0\n"
+            ),
             "unknown node \"m\"",
         ),
         (
-            format!("{base}[[workloads]]\nname = \"w\"\nkind = \"idle\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 500.0\n"),
+            format!(
+                "{base}[[workloads]]\nname = \"w\"\nkind = \"idle\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 500.0\n"
+            ),
             "memory_gib = 500",
         ),
         (
-            format!("{base}[[faults]]\nkind = \"nvml_error\"\nnode = \"n\"\ngpu = 0\nfield = \"volts\"\n"),
+            format!(
+                "{base}[[faults]]\nkind = \"nvml_error\"\nnode = \"n\"\ngpu = 0\nfield = \"volts\"\n"
+            ),
             "field \"volts\"",
         ),
-        ("name = \"x\"\nstart = \"yesterday\"\nnodes = []\n".to_string(), "start"),
+        (
+            "name = \"x\"\nstart = \"yesterday\"\nnodes = []\n".to_string(),
+            "start",
+        ),
     ];
     for (text, want) in cases {
-        let err = Scenario::from_toml(&text, "case.toml").unwrap_err().to_string();
+        let err = Scenario::from_toml(&text, "case.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("case.toml"), "{err}");
         assert!(err.contains(want), "expected {want:?} in: {err}");
     }

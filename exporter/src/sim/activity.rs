@@ -66,7 +66,13 @@ fn local(scenario: &Scenario, t: i64) -> Local {
 }
 
 /// Whether a training run scheduled daily at `start_hour` for `duration_hours` covers `t`.
-fn in_daily_run(scenario: &Scenario, w: &WorkloadSpec, t: i64, start_hour: f64, hours: f64) -> bool {
+fn in_daily_run(
+    scenario: &Scenario,
+    w: &WorkloadSpec,
+    t: i64,
+    start_hour: f64,
+    hours: f64,
+) -> bool {
     let l = local(scenario, t);
     let start = (start_hour * 3600.0) as i64;
     let len = (hours * 3600.0) as i64;
@@ -122,8 +128,10 @@ fn level(scenario: &Scenario, index: usize, w: &WorkloadSpec, t: i64) -> Option<
         WorkloadKind::Batch => {
             let every = (w.every_hours.unwrap_or(24.0) * 3600.0) as i64;
             let len = (w.duration_minutes.unwrap_or(60.0) * 60.0) as i64;
-            let offset = (w.start_hour.unwrap_or(0.0) * 3600.0) as i64 - scenario.utc_offset_hours as i64 * 3600;
-            ((t - offset).rem_euclid(every.max(1)) < len).then(|| (w.peak + noise(5)).clamp(0.01, 1.0))
+            let offset = (w.start_hour.unwrap_or(0.0) * 3600.0) as i64
+                - scenario.utc_offset_hours as i64 * 3600;
+            ((t - offset).rem_euclid(every.max(1)) < len)
+                .then(|| (w.peak + noise(5)).clamp(0.01, 1.0))
         }
     }
 }
@@ -133,7 +141,11 @@ pub fn activity(scenario: &Scenario, index: usize, t: i64) -> Option<Activity> {
     let w = &scenario.workloads[index];
     level(scenario, index, w, t).map(|sm| Activity {
         sm,
-        busy: if sm <= 0.0 { 0.0 } else { (sm / w.efficiency).min(1.0) },
+        busy: if sm <= 0.0 {
+            0.0
+        } else {
+            (sm / w.efficiency).min(1.0)
+        },
         memory_bytes: (w.memory_gib * (1u64 << 30) as f64) as u64,
     })
 }
@@ -166,9 +178,11 @@ gpu = 0
 
     #[test]
     fn idle_holds_memory_with_zero_activity() {
-        let s = scenario(r#"name = "m"
+        let s = scenario(
+            r#"name = "m"
 kind = "idle"
-memory_gib = 12.0"#);
+memory_gib = 12.0"#,
+        );
         let a = activity(&s, 0, at("2026-11-02T10:00:00Z")).unwrap();
         assert_eq!((a.sm, a.busy), (0.0, 0.0));
         assert_eq!(a.memory_bytes, 12 << 30);
@@ -176,42 +190,54 @@ memory_gib = 12.0"#);
 
     #[test]
     fn training_runs_only_in_its_window_and_crosses_midnight() {
-        let s = scenario(r#"name = "train"
+        let s = scenario(
+            r#"name = "train"
 kind = "training"
 memory_gib = 60.0
 start_hour = 22.0
 duration_hours = 6.0
-days = ["mon"]"#);
+days = ["mon"]"#,
+        );
         // 2026-11-02 is a Monday.
         assert!(activity(&s, 0, at("2026-11-02T21:59:59Z")).is_none());
         assert!(activity(&s, 0, at("2026-11-02T22:00:00Z")).is_some());
         assert!(activity(&s, 0, at("2026-11-03T03:59:59Z")).is_some());
         assert!(activity(&s, 0, at("2026-11-03T04:00:00Z")).is_none());
-        assert!(activity(&s, 0, at("2026-11-03T22:30:00Z")).is_none(), "not on tuesday");
+        assert!(
+            activity(&s, 0, at("2026-11-03T22:30:00Z")).is_none(),
+            "not on tuesday"
+        );
     }
 
     #[test]
     fn inference_peaks_in_the_afternoon_and_is_deterministic() {
-        let s = scenario(r#"name = "api"
+        let s = scenario(
+            r#"name = "api"
 kind = "inference"
 memory_gib = 20.0
-peak = 0.7"#);
+peak = 0.7"#,
+        );
         let night = activity(&s, 0, at("2026-11-03T02:00:00Z")).unwrap().sm;
         let day = activity(&s, 0, at("2026-11-03T14:00:00Z")).unwrap().sm;
         assert!(night < 0.12 && day > 0.6, "night {night} day {day}");
-        assert_eq!(activity(&s, 0, 1_800_000_000), activity(&s, 0, 1_800_000_000));
+        assert_eq!(
+            activity(&s, 0, 1_800_000_000),
+            activity(&s, 0, 1_800_000_000)
+        );
         let busy = activity(&s, 0, at("2026-11-03T14:00:00Z")).unwrap().busy;
         assert!(busy >= day);
     }
 
     #[test]
     fn batch_runs_periodically() {
-        let s = scenario(r#"name = "b"
+        let s = scenario(
+            r#"name = "b"
 kind = "batch"
 memory_gib = 8.0
 every_hours = 6.0
 duration_minutes = 30.0
-start_hour = 1.0"#);
+start_hour = 1.0"#,
+        );
         assert!(activity(&s, 0, at("2026-11-02T01:10:00Z")).is_some());
         assert!(activity(&s, 0, at("2026-11-02T01:40:00Z")).is_none());
         assert!(activity(&s, 0, at("2026-11-02T07:29:00Z")).is_some());

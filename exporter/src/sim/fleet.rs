@@ -17,7 +17,8 @@ use super::activity::{activity, mix};
 use super::scenario::{FaultKind, Scenario};
 use crate::mig::{GpuModel, LayoutInstance};
 use crate::model::{
-    GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample, ProcessSample, XidEvent,
+    GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample, ProcessSample,
+    XidEvent,
 };
 
 /// One simulated GPU: its model, identity and MIG layout.
@@ -86,7 +87,9 @@ fn uuid_like(prefix: &str, seed: u64, a: u64, b: u64) -> String {
 }
 
 fn name_key(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// GPU instance id for an instance, following the pattern the driver uses (7g → 0, 4g/3g → 1–2,
@@ -120,7 +123,12 @@ impl SimNode {
                             layout: l,
                             gpu_instance_id: gpu_instance_id(&l),
                             compute_instance_id: 0,
-                            uuid: uuid_like("MIG", scenario.seed, nkey ^ i as u64, l.placement.start as u64 + 100),
+                            uuid: uuid_like(
+                                "MIG",
+                                scenario.seed,
+                                nkey ^ i as u64,
+                                l.placement.start as u64 + 100,
+                            ),
                         })
                         .collect();
                     layout.sort_by_key(|m| m.gpu_instance_id);
@@ -129,7 +137,9 @@ impl SimNode {
                 let unsupported = scenario
                     .faults
                     .iter()
-                    .filter(|f| f.kind == FaultKind::NotSupported && f.node == name && f.gpu == Some(i))
+                    .filter(|f| {
+                        f.kind == FaultKind::NotSupported && f.node == name && f.gpu == Some(i)
+                    })
                     .filter_map(|f| {
                         Some((
                             Field::parse(f.field.as_deref()?)?,
@@ -231,7 +241,11 @@ impl SimNode {
         self.scenario.faults.iter().any(|f| {
             f.kind == FaultKind::DriverError
                 && f.node == self.node
-                && Self::in_window(f.at.map(|a| a.timestamp_millis()), f.until.map(|u| u.timestamp_millis()), t_ms)
+                && Self::in_window(
+                    f.at.map(|a| a.timestamp_millis()),
+                    f.until.map(|u| u.timestamp_millis()),
+                    t_ms,
+                )
         })
     }
 
@@ -275,7 +289,11 @@ impl SimNode {
             .collect();
         let lost = faults.iter().any(|f| {
             f.kind == FaultKind::GpuLost
-                && Self::in_window(f.at.map(|a| a.timestamp_millis()), f.until.map(|u| u.timestamp_millis()), t_ms)
+                && Self::in_window(
+                    f.at.map(|a| a.timestamp_millis()),
+                    f.until.map(|u| u.timestamp_millis()),
+                    t_ms,
+                )
         });
         if lost {
             return GpuReading {
@@ -300,9 +318,10 @@ impl SimNode {
                 continue;
             };
             let slot = match (&g.mig, spec.mig_start) {
-                (Some(insts), Some(start)) => {
-                    insts.iter().position(|i| i.layout.placement.start == start).expect("validated")
-                }
+                (Some(insts), Some(start)) => insts
+                    .iter()
+                    .position(|i| i.layout.placement.start == start)
+                    .expect("validated"),
                 _ => 0,
             };
             let share = match &g.mig {
@@ -381,7 +400,14 @@ impl SimNode {
             power_watts: Some(power),
             energy_joules: Some(0.0),
             temperature_celsius: Some(temp),
-            sm_clock_hertz: Some(if busy >= 0.01 { m.max_sm_clock_mhz } else { m.idle_sm_clock_mhz } as f64 * 1e6),
+            sm_clock_hertz: Some(
+                if busy >= 0.01 {
+                    m.max_sm_clock_mhz
+                } else {
+                    m.idle_sm_clock_mhz
+                } as f64
+                    * 1e6,
+            ),
             memory_clock_hertz: Some(m.memory_clock_mhz as f64 * 1e6),
             throttle_reasons: Some(throttle),
             ecc_corrected_total: Some(ecc(false)),
@@ -419,7 +445,11 @@ impl SimNode {
             .iter()
             .filter(|f| {
                 f.kind == FaultKind::NvmlError
-                    && Self::in_window(f.at.map(|a| a.timestamp_millis()), f.until.map(|u| u.timestamp_millis()), t_ms)
+                    && Self::in_window(
+                        f.at.map(|a| a.timestamp_millis()),
+                        f.until.map(|u| u.timestamp_millis()),
+                        t_ms,
+                    )
             })
             .filter_map(|f| {
                 Some((

@@ -26,7 +26,13 @@ use crate::model::{FieldError, GpuSample, GpuStatus, Inventory, NodeSample};
 
 /// Error kinds a simulated `nvml_error` fault may carry (the stable tokens of
 /// [`FieldError::kind`]).
-pub const ERROR_KINDS: &[&str] = &["unknown", "timeout", "no_permission", "gpu_lost", "insufficient_size"];
+pub const ERROR_KINDS: &[&str] = &[
+    "unknown",
+    "timeout",
+    "no_permission",
+    "gpu_lost",
+    "insufficient_size",
+];
 
 /// A group of values read by one NVML call, the unit in which faults are injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,7 +89,11 @@ impl Field {
 
     /// The stable name of the field.
     pub fn as_str(self) -> &'static str {
-        FIELDS.iter().find(|(f, _)| *f == self).map(|(_, n)| *n).unwrap_or("unknown")
+        FIELDS
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("unknown")
     }
 
     /// Every field name.
@@ -159,7 +169,11 @@ pub enum SimClock {
     /// deterministic (tests, `--once`, `tessera simulate`).
     Stepped { next_ms: i64, step_ms: i64 },
     /// Virtual time runs `speed` times faster than real time from `start_ms`.
-    Wall { start_ms: i64, origin: Instant, speed: f64 },
+    Wall {
+        start_ms: i64,
+        origin: Instant,
+        speed: f64,
+    },
 }
 
 impl SimClock {
@@ -170,9 +184,11 @@ impl SimClock {
                 *next_ms += *step_ms;
                 t
             }
-            SimClock::Wall { start_ms, origin, speed } => {
-                *start_ms + (origin.elapsed().as_secs_f64() * *speed * 1000.0) as i64
-            }
+            SimClock::Wall {
+                start_ms,
+                origin,
+                speed,
+            } => *start_ms + (origin.elapsed().as_secs_f64() * *speed * 1000.0) as i64,
         }
     }
 }
@@ -186,14 +202,23 @@ pub struct SimBackend {
 
 impl SimBackend {
     /// Simulate `node` (default: the scenario's first node).
-    pub fn new(scenario: &Scenario, node: Option<&str>, clock: SimClock) -> Result<SimBackend, ScenarioError> {
+    pub fn new(
+        scenario: &Scenario,
+        node: Option<&str>,
+        clock: SimClock,
+    ) -> Result<SimBackend, ScenarioError> {
         let name = node.unwrap_or(&scenario.nodes[0].name);
         let node = SimNode::new(scenario, name).ok_or_else(|| ScenarioError::Invalid {
             path: scenario.source.clone(),
             item: "--sim.node".into(),
             message: format!(
                 "no node {name:?}; the scenario has {}",
-                scenario.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                scenario
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         })?;
         Ok(SimBackend { node, clock })
@@ -225,7 +250,11 @@ impl GpuBackend for SimBackend {
         }
         Ok(NodeSample {
             timestamp_ms: reading.timestamp_ms,
-            gpus: reading.gpus.into_iter().map(GpuReading::into_sample).collect(),
+            gpus: reading
+                .gpus
+                .into_iter()
+                .map(GpuReading::into_sample)
+                .collect(),
         })
     }
 }

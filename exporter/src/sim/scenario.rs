@@ -290,7 +290,11 @@ impl Scenario {
     }
 
     /// The MIG layout of one GPU as checked instances (profile id, placement).
-    pub fn mig_layout(&self, model: &GpuModel, spec: &MigSpec) -> Result<Vec<LayoutInstance>, String> {
+    pub fn mig_layout(
+        &self,
+        model: &GpuModel,
+        spec: &MigSpec,
+    ) -> Result<Vec<LayoutInstance>, String> {
         spec.instances
             .iter()
             .map(|i| {
@@ -298,7 +302,8 @@ impl Scenario {
                     .profile_by_name(&i.profile)
                     .or_else(|| i.profile.parse().ok().and_then(|id| model.profile(id)))
                     .ok_or_else(|| {
-                        let names: Vec<_> = model.profiles.iter().map(|p| p.name.as_str()).collect();
+                        let names: Vec<_> =
+                            model.profiles.iter().map(|p| p.name.as_str()).collect();
                         format!(
                             "unknown MIG profile {:?} for {}; expected one of {}",
                             i.profile,
@@ -332,7 +337,11 @@ impl Scenario {
                 if mig::model(&g.model).is_none() {
                     return Err(self.invalid(
                         item,
-                        format!("unknown GPU model {:?}; expected one of {}", g.model, known.join(", ")),
+                        format!(
+                            "unknown GPU model {:?}; expected one of {}",
+                            g.model,
+                            known.join(", ")
+                        ),
                     ));
                 }
             }
@@ -343,13 +352,25 @@ impl Scenario {
             for (mi, spec) in node.mig.iter().enumerate() {
                 let item = format!("{item}.mig[{mi}]");
                 let model = models.get(spec.gpu as usize).ok_or_else(|| {
-                    self.invalid(&item, format!("GPU {} does not exist (node has {})", spec.gpu, models.len()))
+                    self.invalid(
+                        &item,
+                        format!(
+                            "GPU {} does not exist (node has {})",
+                            spec.gpu,
+                            models.len()
+                        ),
+                    )
                 })?;
                 if node.mig[..mi].iter().any(|o| o.gpu == spec.gpu) {
-                    return Err(self.invalid(&item, format!("GPU {} has two MIG layouts", spec.gpu)));
+                    return Err(
+                        self.invalid(&item, format!("GPU {} has two MIG layouts", spec.gpu))
+                    );
                 }
-                let layout = self.mig_layout(model, spec).map_err(|m| self.invalid(&item, m))?;
-                mig::check_layout(model, &layout).map_err(|e| self.invalid(&item, e.to_string()))?;
+                let layout = self
+                    .mig_layout(model, spec)
+                    .map_err(|m| self.invalid(&item, m))?;
+                mig::check_layout(model, &layout)
+                    .map_err(|e| self.invalid(&item, e.to_string()))?;
             }
         }
         for (wi, w) in self.workloads.iter().enumerate() {
@@ -362,7 +383,15 @@ impl Scenario {
                 .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", w.node)))?;
             let models = self.node_models(node);
             let model = models.get(w.gpu as usize).ok_or_else(|| {
-                self.invalid(&item, format!("GPU {} does not exist on {} (it has {})", w.gpu, w.node, models.len()))
+                self.invalid(
+                    &item,
+                    format!(
+                        "GPU {} does not exist on {} (it has {})",
+                        w.gpu,
+                        w.node,
+                        models.len()
+                    ),
+                )
             })?;
             let mig = node.mig.iter().find(|m| m.gpu == w.gpu);
             match (mig, w.mig_start) {
@@ -376,45 +405,62 @@ impl Scenario {
                     }
                 }
                 (Some(_), None) => {
-                    return Err(self.invalid(&item, "GPU has MIG enabled: set mig_start to the instance's start slot"));
+                    return Err(self.invalid(
+                        &item,
+                        "GPU has MIG enabled: set mig_start to the instance's start slot",
+                    ));
                 }
                 (None, Some(_)) => {
-                    return Err(self.invalid(&item, "mig_start given but the GPU has no MIG layout"));
+                    return Err(
+                        self.invalid(&item, "mig_start given but the GPU has no MIG layout")
+                    );
                 }
                 (None, None) => {}
             }
             for (name, v) in [("peak", w.peak), ("base", w.base), ("noise", w.noise)] {
                 if !(0.0..=1.0).contains(&v) {
-                    return Err(self.invalid(&item, format!("{name} = {v}; expected a ratio in 0–1")));
+                    return Err(
+                        self.invalid(&item, format!("{name} = {v}; expected a ratio in 0–1"))
+                    );
                 }
             }
             if !(w.efficiency > 0.0 && w.efficiency <= 1.0) {
-                return Err(self.invalid(&item, format!("efficiency = {}; expected 0 < efficiency ≤ 1", w.efficiency)));
+                return Err(self.invalid(
+                    &item,
+                    format!("efficiency = {}; expected 0 < efficiency ≤ 1", w.efficiency),
+                ));
             }
             let mem_total = model.memory_total_bytes as f64 / (1u64 << 30) as f64;
             if !(w.memory_gib >= 0.0 && w.memory_gib <= mem_total) {
                 return Err(self.invalid(
                     &item,
-                    format!("memory_gib = {}; expected 0–{mem_total:.1} for {}", w.memory_gib, model.key),
+                    format!(
+                        "memory_gib = {}; expected 0–{mem_total:.1} for {}",
+                        w.memory_gib, model.key
+                    ),
                 ));
             }
-            match w.kind {
-                WorkloadKind::Training => {
-                    if w.start_hour.is_none() != w.duration_hours.is_none() {
-                        return Err(self.invalid(&item, "training needs both start_hour and duration_hours (or neither, with from/until)"));
-                    }
-                }
-                WorkloadKind::Batch => {
-                    if w.every_hours.is_none_or(|h| h <= 0.0) || w.duration_minutes.is_none_or(|m| m <= 0.0) {
-                        return Err(self.invalid(&item, "batch needs every_hours > 0 and duration_minutes > 0"));
-                    }
-                }
-                _ => {}
+            let training_half_scheduled = w.start_hour.is_none() != w.duration_hours.is_none();
+            if w.kind == WorkloadKind::Training && training_half_scheduled {
+                return Err(self.invalid(
+                    &item,
+                    "training needs both start_hour and duration_hours (or neither, with from/until)",
+                ));
+            }
+            let batch_unscheduled = w.every_hours.is_none_or(|h| h <= 0.0)
+                || w.duration_minutes.is_none_or(|m| m <= 0.0);
+            if w.kind == WorkloadKind::Batch && batch_unscheduled {
+                return Err(self.invalid(
+                    &item,
+                    "batch needs every_hours > 0 and duration_minutes > 0",
+                ));
             }
             if let Some(h) = w.start_hour
                 && !(0.0..24.0).contains(&h)
             {
-                return Err(self.invalid(&item, format!("start_hour = {h}; expected 0 ≤ hour < 24")));
+                return Err(
+                    self.invalid(&item, format!("start_hour = {h}; expected 0 ≤ hour < 24"))
+                );
             }
             if let Some(days) = &w.days {
                 for d in days {
@@ -439,7 +485,10 @@ impl Scenario {
                 match f.gpu {
                     None => return Err(self.invalid(&item, "gpu is required")),
                     Some(g) if g >= gpus => {
-                        return Err(self.invalid(&item, format!("GPU {g} does not exist on {} (it has {gpus})", f.node)));
+                        return Err(self.invalid(
+                            &item,
+                            format!("GPU {g} does not exist on {} (it has {gpus})", f.node),
+                        ));
                     }
                     _ => {}
                 }
@@ -448,13 +497,18 @@ impl Scenario {
                 FaultKind::Xid if f.xid.is_none() || f.at.is_none() => {
                     return Err(self.invalid(&item, "xid faults need xid and at"));
                 }
-                FaultKind::Ecc if f.at.is_none() => return Err(self.invalid(&item, "ecc faults need at")),
+                FaultKind::Ecc if f.at.is_none() => {
+                    return Err(self.invalid(&item, "ecc faults need at"));
+                }
                 FaultKind::NvmlError | FaultKind::NotSupported => {
                     let field = f.field.as_deref().unwrap_or("");
                     if super::Field::parse(field).is_none() {
                         return Err(self.invalid(
                             &item,
-                            format!("field {field:?}; expected one of {}", super::Field::names().join(", ")),
+                            format!(
+                                "field {field:?}; expected one of {}",
+                                super::Field::names().join(", ")
+                            ),
                         ));
                     }
                     if f.kind == FaultKind::NvmlError {
@@ -462,7 +516,10 @@ impl Scenario {
                         if !super::ERROR_KINDS.contains(&e) {
                             return Err(self.invalid(
                                 &item,
-                                format!("error {e:?}; expected one of {}", super::ERROR_KINDS.join(", ")),
+                                format!(
+                                    "error {e:?}; expected one of {}",
+                                    super::ERROR_KINDS.join(", ")
+                                ),
                             ));
                         }
                     }

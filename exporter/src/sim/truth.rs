@@ -124,7 +124,10 @@ impl GroundTruth {
             .filter_map(|n| SimNode::new(scenario, &n.name))
             .collect();
         for (i, w) in scenario.workloads.iter().enumerate() {
-            let node = nodes.iter().find(|n| n.name() == w.node).expect("validated");
+            let node = nodes
+                .iter()
+                .find(|n| n.name() == w.node)
+                .expect("validated");
             let gpu = &node.gpus()[w.gpu as usize];
             let mig_uuid = gpu.mig.as_ref().and_then(|insts| {
                 insts
@@ -157,7 +160,10 @@ impl GroundTruth {
             }
             busy_not_working.extend(
                 spans(
-                    |t| activity(scenario, i, t).is_some_and(|a| a.busy >= 0.5 && a.sm <= a.busy / 2.0),
+                    |t| {
+                        activity(scenario, i, t)
+                            .is_some_and(|a| a.busy >= 0.5 && a.sm <= a.busy / 2.0)
+                    },
                     s,
                     e,
                 )
@@ -179,7 +185,10 @@ impl GroundTruth {
                 memory_bytes,
                 loaded: spans(|t| activity(scenario, i, t).is_some(), s, e)
                     .into_iter()
-                    .map(|(a, b)| Span { start: ts(a), end: ts(b) })
+                    .map(|(a, b)| Span {
+                        start: ts(a),
+                        end: ts(b),
+                    })
                     .collect(),
             });
         }

@@ -16,7 +16,10 @@ use std::sync::Mutex;
 pub fn target_profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     // target/<profile>/deps/<test-binary>
-    exe.parent().and_then(|d| d.parent()).expect("target dir").to_path_buf()
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .to_path_buf()
 }
 
 /// Path of the fake `libnvidia-ml.so` built beside the tests.

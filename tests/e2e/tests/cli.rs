@@ -35,9 +35,23 @@ fn once_json_prints_one_versioned_snapshot_of_the_demo_node() {
 
 #[test]
 fn once_is_deterministic_through_the_binary() {
-    let args = ["--backend", "sim", "--once", "--format", "json", "--sim.node", "gpu-node-2", "--sim.time", "2026-11-04T14:30:00Z"];
-    let (_, a, _) = run(exporter![args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8]]);
-    let (_, b, _) = run(exporter![args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8]]);
+    let args = [
+        "--backend",
+        "sim",
+        "--once",
+        "--format",
+        "json",
+        "--sim.node",
+        "gpu-node-2",
+        "--sim.time",
+        "2026-11-04T14:30:00Z",
+    ];
+    let (_, a, _) = run(exporter![
+        args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8]
+    ]);
+    let (_, b, _) = run(exporter![
+        args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8]
+    ]);
     assert!(!a.is_empty());
     assert_eq!(a, b);
 }
@@ -45,15 +59,27 @@ fn once_is_deterministic_through_the_binary() {
 #[test]
 fn once_table_shows_gpus_mig_instances_processes_and_problems() {
     let (out, stdout, stderr) = run(exporter![
-        "--backend", "sim", "--once", "--sim.node", "gpu-node-3", "--sim.time", "2026-11-03T11:00:00Z"
+        "--backend",
+        "sim",
+        "--once",
+        "--sim.node",
+        "gpu-node-3",
+        "--sim.time",
+        "2026-11-03T11:00:00Z"
     ]);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("node gpu-node-3  backend sim"), "{stdout}");
     assert!(stdout.contains("NVIDIA A100-SXM4-40GB"));
-    assert!(stdout.contains("LOST"), "GPU 1 is lost in this window:\n{stdout}");
+    assert!(
+        stdout.contains("LOST"),
+        "GPU 1 is lost in this window:\n{stdout}"
+    );
     assert!(stdout.contains("GPU 1: lost"));
     let (_, stdout, _) = run(exporter!["--backend", "sim", "--once"]);
-    assert!(stdout.contains("MIG instances") && stdout.contains("3g.40gb (id 9)"), "{stdout}");
+    assert!(
+        stdout.contains("MIG instances") && stdout.contains("3g.40gb (id 9)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("Processes") && stdout.contains("torchrun") == false);
     assert!(!stdout.contains('\u{1b}'), "no colour codes");
 }
@@ -61,12 +87,21 @@ fn once_table_shows_gpus_mig_instances_processes_and_problems() {
 #[test]
 fn without_a_driver_the_exporter_says_so_in_one_line_and_exits_2() {
     for once in [true, false] {
-        let mut cmd = exporter!["--backend", "nvml", "--nvml.lib-path", "/nonexistent/libnvidia-ml.so.1"];
+        let mut cmd = exporter![
+            "--backend",
+            "nvml",
+            "--nvml.lib-path",
+            "/nonexistent/libnvidia-ml.so.1"
+        ];
         if once {
             cmd.arg("--once");
         }
         let (out, stdout, stderr) = run(cmd);
-        assert_eq!(out.status.code(), Some(2), "stdout: {stdout} stderr: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "stdout: {stdout} stderr: {stderr}"
+        );
         assert!(stdout.is_empty());
         let lines: Vec<_> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{stderr}");
@@ -80,13 +115,31 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nstart = \"2026-11-02T00:00:00Z\"\n[[nodes]]\nname = \"n\"\ngpus = [{ model = \"Z80\" }]\n").unwrap();
-    let (out, _, stderr) = run(exporter!["--backend", "sim", "--sim.scenario", &bad, "--once"]);
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--sim.scenario",
+        &bad,
+        "--once"
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr.contains("bad.toml") && stderr.contains("unknown GPU model \"Z80\""), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("unknown GPU model \"Z80\""),
+        "{stderr}"
+    );
 
-    let (out, _, stderr) = run(exporter!["--backend", "sim", "--sim.node", "nope", "--once"]);
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--sim.node",
+        "nope",
+        "--once"
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr.contains("no node \"nope\"") && stderr.contains("gpu-node-1"), "{stderr}");
+    assert!(
+        stderr.contains("no node \"nope\"") && stderr.contains("gpu-node-1"),
+        "{stderr}"
+    );
 
     let (out, _, stderr) = run(exporter!["--backend", "sim", "--sample.interval", "fast"]);
     assert_eq!(out.status.code(), Some(2));
@@ -97,18 +150,36 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     assert!(stderr.contains("bad.toml"), "{stderr}");
 
     let missing = dir.path().join("missing.toml");
-    let (out, _, stderr) = run(exporter!["--backend", "sim", "--sim.scenario", &missing, "--once"]);
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--sim.scenario",
+        &missing,
+        "--once"
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr.contains("cannot read scenario") && stderr.contains("missing.toml"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read scenario") && stderr.contains("missing.toml"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn continuous_mode_keeps_sampling() {
-    let mut child = exporter!["--backend", "sim", "--format", "json", "--sample.interval", "50ms", "--sim.speed", "60"]
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = exporter![
+        "--backend",
+        "sim",
+        "--format",
+        "json",
+        "--sample.interval",
+        "50ms",
+        "--sim.speed",
+        "60"
+    ]
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut last = 0;
     for _ in 0..4 {
@@ -126,13 +197,29 @@ fn continuous_mode_keeps_sampling() {
 fn scenario_truth_lists_the_planted_conditions() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("truth.json");
-    let (out, _, stderr) = run(tessera!["scenario", "truth", "fixtures/scenarios/demo.toml", "--days", "2", "-o", &out_path]);
+    let (out, _, stderr) = run(tessera![
+        "scenario",
+        "truth",
+        "fixtures/scenarios/demo.toml",
+        "--days",
+        "2",
+        "-o",
+        &out_path
+    ]);
     assert!(out.status.success(), "{stderr}");
     let truth = json(&std::fs::read_to_string(&out_path).unwrap());
     assert_eq!(truth["version"], 1);
     assert_eq!(truth["end"], "2026-11-04T00:00:00Z");
-    let idle: Vec<_> = truth["idle_loaded"].as_array().unwrap().iter().map(|s| s["workload"].as_str().unwrap()).collect();
-    assert!(idle.contains(&"embeddings-forgotten") && idle.contains(&"ocr-mig-idle"), "{idle:?}");
+    let idle: Vec<_> = truth["idle_loaded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["workload"].as_str().unwrap())
+        .collect();
+    assert!(
+        idle.contains(&"embeddings-forgotten") && idle.contains(&"ocr-mig-idle"),
+        "{idle:?}"
+    );
     let (out, stdout, _) = run(tessera!["scenario", "check"]);
     assert!(out.status.success());
     assert!(stdout.contains("scenario demo"));
