@@ -174,6 +174,12 @@ impl Drop for Sampler {
     }
 }
 
+/// Offset of tick `n` from the start, without the `u32` overflow of `Duration * u32`.
+fn tick_time(interval: Duration, n: u64) -> Duration {
+    let nanos = interval.as_nanos().saturating_mul(n as u128);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
 fn run(
     mut factory: BackendFactory,
     config: SamplerConfig,
@@ -253,13 +259,13 @@ fn run(
         // Next fixed-rate tick; skip (and count) ticks already past.
         tick += 1;
         let elapsed = start.elapsed();
-        let due = interval * tick as u32;
+        let due = tick_time(interval, tick);
         if elapsed > due {
             let behind = ((elapsed - due).as_nanos() / interval.as_nanos()) as u64 + 1;
             missed += behind;
             tick += behind;
         }
-        let wait = (interval * tick as u32).saturating_sub(start.elapsed());
+        let wait = tick_time(interval, tick).saturating_sub(start.elapsed());
         match stop.recv_timeout(wait) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
@@ -305,6 +311,12 @@ mod tests {
                 })
             }
         }
+    }
+
+    #[test]
+    fn tick_offsets_do_not_wrap() {
+        let ms = Duration::from_millis(1);
+        assert_eq!(tick_time(ms, 5_000_000_000), Duration::from_secs(5_000_000));
     }
 
     fn fast() -> SamplerConfig {
