@@ -516,7 +516,9 @@ fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRe
         let Some(gi) = reads.take(field, raw::gpu_instance_id(&mig_dev))? else {
             continue;
         };
-        let ci = reads.take(field, raw::compute_instance_id(&mig_dev))?.unwrap_or(0);
+        let Some(ci) = reads.take(field, raw::compute_instance_id(&mig_dev))? else {
+            continue;
+        };
         let uuid = reads.take(field, mig_dev.uuid())?.unwrap_or_default();
         let mem = reads.take(field, mig_dev.memory_info())?;
         out.push(MigRead {
@@ -764,7 +766,9 @@ fn gpu_info(index: u32, dev: &Device<'_>, state: &mut GpuState, missing: &mut BT
             let Some(gi) = inv("GPU instance id", index, raw::gpu_instance_id(&mig_dev), missing) else {
                 continue;
             };
-            let ci = inv("compute instance id", index, raw::compute_instance_id(&mig_dev), missing).unwrap_or(0);
+            let Some(ci) = inv("compute instance id", index, raw::compute_instance_id(&mig_dev), missing) else {
+                continue;
+            };
             let Some((profile_id, profile_name, placement)) =
                 inv("GPU instance info", index, mig_profile(dev, &name, gi), missing)
             else {

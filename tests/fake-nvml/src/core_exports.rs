@@ -113,6 +113,9 @@ pub extern "C" fn nvmlShutdown() -> nvmlReturn_t {
         if f.init_count == 0 {
             return Err(UNINITIALIZED);
         }
+        if let Some(ret) = f.injected("nvmlShutdown", None) {
+            return Err(ret);
+        }
         f.init_count -= 1;
         Ok(())
     })
