@@ -39,20 +39,24 @@ mod raw;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{NVML_DEVICE_MIG_ENABLE, nvmlDevice_t, nvmlEventTypeXidCriticalError};
+use nvml_wrapper_sys::bindings::{
+    NVML_DEVICE_MIG_ENABLE, nvmlDevice_t, nvmlEventTypeXidCriticalError,
+};
 
 pub use raw::GpuInstanceProfile;
 
 use crate::device::{DeviceError, GpuBackend};
 use crate::mig;
 use crate::model::{
-    FieldError, GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample, NodeSample, Placement,
-    ProcessSample, XidEvent,
+    FieldError, GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample,
+    NodeSample, Placement, ProcessSample, XidEvent,
 };
 use crate::sim::Field;
 
@@ -234,7 +238,8 @@ impl Reads<'_> {
                 if matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded) {
                     self.driver_down = true;
                 }
-                self.errors.push((field.to_string(), error_kind(&e).to_string()));
+                self.errors
+                    .push((field.to_string(), error_kind(&e).to_string()));
                 Ok(None)
             }
         }
@@ -259,7 +264,9 @@ impl Reads<'_> {
 fn note_missing(missing: &mut BTreeSet<String>, detail: &str) {
     let name = missing_symbol_name(detail);
     if missing.insert(name.clone()) {
-        log::warn!("NVML function {name} is missing from the loaded library (driver too old?); its values are absent");
+        log::warn!(
+            "NVML function {name} is missing from the loaded library (driver too old?); its values are absent"
+        );
     }
 }
 
@@ -364,7 +371,11 @@ impl NvmlBackend {
     /// 3g, as NVML's `profileId` argument expects) on GPU `gpu`, via the raw
     /// `nvmlDeviceGetGpuInstancePossiblePlacements_v2` (the wrapper's version is broken in 0.13).
     /// For checking [`crate::mig`]'s tables against a real GPU.
-    pub fn possible_placements(&self, gpu: u32, profile_id: u32) -> Result<Vec<Placement>, DeviceError> {
+    pub fn possible_placements(
+        &self,
+        gpu: u32,
+        profile_id: u32,
+    ) -> Result<Vec<Placement>, DeviceError> {
         let dev = self.device(gpu)?;
         raw::possible_placements(&dev, profile_id)
             .map_err(|e| call_error("nvmlDeviceGetGpuInstancePossiblePlacements_v2", e))
@@ -437,9 +448,13 @@ fn drain_xids(
                     Some(i) => out.entry(i).or_default().push(XidEvent {
                         xid: ev.data,
                         timestamp_ms,
-                        gpu_instance_id: (ev.gpu_instance_id != raw::NO_ID).then_some(ev.gpu_instance_id),
+                        gpu_instance_id: (ev.gpu_instance_id != raw::NO_ID)
+                            .then_some(ev.gpu_instance_id),
                     }),
-                    None => log::warn!("XID {} from a device handle of no known GPU; dropped", ev.data),
+                    None => log::warn!(
+                        "XID {} from a device handle of no known GPU; dropped",
+                        ev.data
+                    ),
                 }
             }
             Err(NvmlError::Timeout) => break,
@@ -535,10 +550,12 @@ fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRe
 
 /// Whether MIG is currently enabled (`None` if the GPU has no MIG or the read failed).
 fn mig_mode(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Option<MigMode>, Lost> {
-    Ok(reads.take(Field::MigMemory.as_str(), dev.mig_mode())?.map(|m| MigMode {
-        current: m.current == NVML_DEVICE_MIG_ENABLE,
-        pending: m.pending == NVML_DEVICE_MIG_ENABLE,
-    }))
+    Ok(reads
+        .take(Field::MigMemory.as_str(), dev.mig_mode())?
+        .map(|m| MigMode {
+            current: m.current == NVML_DEVICE_MIG_ENABLE,
+            pending: m.pending == NVML_DEVICE_MIG_ENABLE,
+        }))
 }
 
 /// Read every value of one GPU.
@@ -592,20 +609,35 @@ fn read_gpu_values(
         s.memory_used_bytes = Some(m.used);
         s.memory_total_bytes = Some(m.total);
     }
-    s.power_watts = r.take(Field::Power.as_str(), dev.power_usage())?.map(|mw| mw as f64 / 1000.0);
+    s.power_watts = r
+        .take(Field::Power.as_str(), dev.power_usage())?
+        .map(|mw| mw as f64 / 1000.0);
     s.energy_joules = r
         .take(Field::Energy.as_str(), dev.total_energy_consumption())?
         .map(|mj| mj as f64 / 1000.0);
     s.temperature_celsius = r
-        .take(Field::Temperature.as_str(), dev.temperature(TemperatureSensor::Gpu))?
+        .take(
+            Field::Temperature.as_str(),
+            dev.temperature(TemperatureSensor::Gpu),
+        )?
         .map(f64::from);
     let clocks = Field::Clocks.as_str();
-    s.sm_clock_hertz = r.take(clocks, dev.clock_info(Clock::SM))?.map(|mhz| mhz as f64 * 1e6);
-    s.memory_clock_hertz = r.take(clocks, dev.clock_info(Clock::Memory))?.map(|mhz| mhz as f64 * 1e6);
+    s.sm_clock_hertz = r
+        .take(clocks, dev.clock_info(Clock::SM))?
+        .map(|mhz| mhz as f64 * 1e6);
+    s.memory_clock_hertz = r
+        .take(clocks, dev.clock_info(Clock::Memory))?
+        .map(|mhz| mhz as f64 * 1e6);
     s.throttle_reasons = r.take(Field::Throttle.as_str(), raw::clocks_event_reasons(dev))?;
     let ecc = Field::Ecc.as_str();
-    s.ecc_corrected_total = r.take(ecc, dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile))?;
-    s.ecc_uncorrected_total = r.take(ecc, dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile))?;
+    s.ecc_corrected_total = r.take(
+        ecc,
+        dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+    )?;
+    s.ecc_uncorrected_total = r.take(
+        ecc,
+        dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+    )?;
     let pcie = Field::Pcie.as_str();
     s.pcie_tx_bytes_per_second = r
         .take(pcie, dev.pcie_throughput(PcieUtilCounter::Send))?
@@ -653,20 +685,40 @@ fn read_gpu_values(
 
     // MIG instances.
     let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);
-    let migs = if mig_on { read_mig_devices(r, dev)? } else { Vec::new() };
+    let migs = if mig_on {
+        read_mig_devices(r, dev)?
+    } else {
+        Vec::new()
+    };
 
     // GPM: SM activity and occupancy of the GPU and SM activity of each GPU instance.
-    let gpm_supported = r.take(Field::Gpm.as_str(), dev.gpm_support())?.unwrap_or(false);
+    let gpm_supported = r
+        .take(Field::Gpm.as_str(), dev.gpm_support())?
+        .unwrap_or(false);
     let mut mig_sm: BTreeMap<u32, Option<f64>> = BTreeMap::new();
     if gpm_supported {
-        let v = gpm_step(nvml, r, dev, None, &mut state.gpm, &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy])?;
+        let v = gpm_step(
+            nvml,
+            r,
+            dev,
+            None,
+            &mut state.gpm,
+            &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy],
+        )?;
         s.sm_active_ratio = v.first().copied().flatten();
         s.sm_occupancy_ratio = v.get(1).copied().flatten();
         let mut kept = BTreeMap::new();
         let mut lost = false;
         for m in &migs {
             let mut prev = state.mig_gpm.remove(&m.gpu_instance_id);
-            let v = gpm_step(nvml, r, dev, Some(m.gpu_instance_id), &mut prev, &[GpmMetricId::SmUtil]);
+            let v = gpm_step(
+                nvml,
+                r,
+                dev,
+                Some(m.gpu_instance_id),
+                &mut prev,
+                &[GpmMetricId::SmUtil],
+            );
             if let Some(p) = prev {
                 kept.insert(m.gpu_instance_id, p);
             }
@@ -712,7 +764,11 @@ fn read_gpu_values(
 }
 
 /// Profile id, name and placement of a GPU instance.
-fn mig_profile(parent: &Device<'_>, parent_name: &str, gi: u32) -> Result<(u32, String, Placement), NvmlError> {
+fn mig_profile(
+    parent: &Device<'_>,
+    parent_name: &str,
+    gi: u32,
+) -> Result<(u32, String, Placement), NvmlError> {
     let (profile_id, placement) = raw::gpu_instance_info(parent, gi)?;
     let name = mig::model_by_nvml_name(parent_name)
         .and_then(|m| m.profile(profile_id))
@@ -723,7 +779,12 @@ fn mig_profile(parent: &Device<'_>, parent_name: &str, gi: u32) -> Result<(u32, 
 
 /// Log a failed inventory read and turn it into `None` (NotSupported and missing symbols are
 /// expected and not logged as failures).
-fn inv<T>(what: &str, index: u32, r: Result<T, NvmlError>, missing: &mut BTreeSet<String>) -> Option<T> {
+fn inv<T>(
+    what: &str,
+    index: u32,
+    r: Result<T, NvmlError>,
+    missing: &mut BTreeSet<String>,
+) -> Option<T> {
     match r {
         Ok(v) => Some(v),
         Err(NvmlError::NotSupported) => None,
@@ -738,7 +799,12 @@ fn inv<T>(what: &str, index: u32, r: Result<T, NvmlError>, missing: &mut BTreeSe
     }
 }
 
-fn gpu_info(index: u32, dev: &Device<'_>, state: &mut GpuState, missing: &mut BTreeSet<String>) -> GpuInfo {
+fn gpu_info(
+    index: u32,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    missing: &mut BTreeSet<String>,
+) -> GpuInfo {
     if let Some(u) = inv("uuid", index, dev.uuid(), missing) {
         state.uuid = Some(u);
     }
@@ -747,7 +813,8 @@ fn gpu_info(index: u32, dev: &Device<'_>, state: &mut GpuState, missing: &mut BT
         .map(|p| p.bus_id)
         .unwrap_or_default();
     let memory_total_bytes = inv("memory", index, dev.memory_info(), missing).map(|m| m.total);
-    let power_limit_watts = inv("power limit", index, dev.enforced_power_limit(), missing).map(|mw| mw as f64 / 1000.0);
+    let power_limit_watts =
+        inv("power limit", index, dev.enforced_power_limit(), missing).map(|mw| mw as f64 / 1000.0);
     let mig_mode = inv("MIG mode", index, dev.mig_mode(), missing).map(|m| MigMode {
         current: m.current == NVML_DEVICE_MIG_ENABLE,
         pending: m.pending == NVML_DEVICE_MIG_ENABLE,
@@ -763,16 +830,31 @@ fn gpu_info(index: u32, dev: &Device<'_>, state: &mut GpuState, missing: &mut BT
                     None => continue,
                 },
             };
-            let Some(gi) = inv("GPU instance id", index, raw::gpu_instance_id(&mig_dev), missing) else {
+            let Some(gi) = inv(
+                "GPU instance id",
+                index,
+                raw::gpu_instance_id(&mig_dev),
+                missing,
+            ) else {
                 continue;
             };
-            let Some(ci) = inv("compute instance id", index, raw::compute_instance_id(&mig_dev), missing) else {
+            let Some(ci) = inv(
+                "compute instance id",
+                index,
+                raw::compute_instance_id(&mig_dev),
+                missing,
+            ) else {
                 continue;
             };
-            let Some((profile_id, profile_name, placement)) =
-                inv("GPU instance info", index, mig_profile(dev, &name, gi), missing)
-            else {
-                log::warn!("GPU {index}: MIG GPU instance {gi} left out of the inventory (no profile/placement)");
+            let Some((profile_id, profile_name, placement)) = inv(
+                "GPU instance info",
+                index,
+                mig_profile(dev, &name, gi),
+                missing,
+            ) else {
+                log::warn!(
+                    "GPU {index}: MIG GPU instance {gi} left out of the inventory (no profile/placement)"
+                );
                 continue;
             };
             mig_instances.push(MigInstanceInfo {
@@ -782,7 +864,8 @@ fn gpu_info(index: u32, dev: &Device<'_>, state: &mut GpuState, missing: &mut BT
                 profile_name,
                 placement,
                 uuid: inv("MIG uuid", index, mig_dev.uuid(), missing).unwrap_or_default(),
-                memory_total_bytes: inv("MIG memory", index, mig_dev.memory_info(), missing).map(|m| m.total),
+                memory_total_bytes: inv("MIG memory", index, mig_dev.memory_info(), missing)
+                    .map(|m| m.total),
             });
         }
         mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
@@ -811,8 +894,19 @@ impl GpuBackend for NvmlBackend {
             .map_err(|e| call_error("nvmlDeviceGetCount_v2", e))?;
         self.grow(count);
         let nvml = &self.nvml;
-        let driver_version = inv("driver version", 0, nvml.sys_driver_version(), &mut self.missing);
-        let cuda_version = inv("CUDA version", 0, nvml.sys_cuda_driver_version(), &mut self.missing).map(|v| {
+        let driver_version = inv(
+            "driver version",
+            0,
+            nvml.sys_driver_version(),
+            &mut self.missing,
+        );
+        let cuda_version = inv(
+            "CUDA version",
+            0,
+            nvml.sys_cuda_driver_version(),
+            &mut self.missing,
+        )
+        .map(|v| {
             format!(
                 "{}.{}",
                 nvml_wrapper::cuda_driver_version_major(v),
@@ -855,7 +949,8 @@ impl GpuBackend for NvmlBackend {
         self.grow(count);
         let timestamp_ms = now_ms();
         let nvml = &self.nvml;
-        let devices: Vec<Result<Device<'_>, NvmlError>> = (0..count).map(|i| nvml.device_by_index(i)).collect();
+        let devices: Vec<Result<Device<'_>, NvmlError>> =
+            (0..count).map(|i| nvml.device_by_index(i)).collect();
         for (dev, state) in devices.iter().zip(self.gpus.iter_mut()) {
             if let Ok(dev) = dev {
                 register_xid(self.events.as_ref(), dev, state, &mut self.missing);
@@ -866,7 +961,13 @@ impl GpuBackend for NvmlBackend {
             // SAFETY: the handles are compared only, while `devices` is alive.
             .map(|d| d.as_ref().ok().map(|d| unsafe { d.handle() }))
             .collect();
-        let mut xids = drain_xids(nvml, self.events.as_ref(), &handles, timestamp_ms, &mut self.missing);
+        let mut xids = drain_xids(
+            nvml,
+            self.events.as_ref(),
+            &handles,
+            timestamp_ms,
+            &mut self.missing,
+        );
 
         let mut gpus = Vec::with_capacity(count as usize);
         let mut driver_down = 0usize;
@@ -876,7 +977,14 @@ impl GpuBackend for NvmlBackend {
             let state = &mut self.gpus[i];
             let sample = match dev {
                 Ok(dev) => {
-                    let (sample, down) = read_gpu(nvml, index, &dev, state, xids.remove(&i).unwrap_or_default(), &mut self.missing);
+                    let (sample, down) = read_gpu(
+                        nvml,
+                        index,
+                        &dev,
+                        state,
+                        xids.remove(&i).unwrap_or_default(),
+                        &mut self.missing,
+                    );
                     if down {
                         driver_down += 1;
                     }
@@ -884,13 +992,21 @@ impl GpuBackend for NvmlBackend {
                         Ok(s) => s,
                         Err(Lost) => {
                             state.reset(nvml);
-                            GpuSample::empty(index, state.uuid.clone().unwrap_or_default(), GpuStatus::Lost)
+                            GpuSample::empty(
+                                index,
+                                state.uuid.clone().unwrap_or_default(),
+                                GpuStatus::Lost,
+                            )
                         }
                     }
                 }
                 Err(NvmlError::GpuLost) => {
                     state.reset(nvml);
-                    GpuSample::empty(index, state.uuid.clone().unwrap_or_default(), GpuStatus::Lost)
+                    GpuSample::empty(
+                        index,
+                        state.uuid.clone().unwrap_or_default(),
+                        GpuStatus::Lost,
+                    )
                 }
                 Err(e) => {
                     if matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded) {
@@ -965,9 +1081,18 @@ mod tests {
     #[test]
     fn no_library_is_a_clear_error() {
         let err = NvmlBackend::new(Some(Path::new("/nonexistent/libnvidia-ml.so.1"))).unwrap_err();
-        assert!(matches!(err, DeviceError::LibraryNotFound { .. }), "{err:?}");
+        assert!(
+            matches!(err, DeviceError::LibraryNotFound { .. }),
+            "{err:?}"
+        );
         let text = err.to_string();
-        assert!(text.contains("NVML not available") && text.contains("--backend sim"), "{text}");
-        assert!(text.contains("/nonexistent/libnvidia-ml.so.1 not found"), "{text}");
+        assert!(
+            text.contains("NVML not available") && text.contains("--backend sim"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/nonexistent/libnvidia-ml.so.1 not found"),
+            "{text}"
+        );
     }
 }

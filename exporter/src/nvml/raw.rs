@@ -15,13 +15,13 @@ use std::mem::ManuallyDrop;
 use std::os::raw::{c_uint, c_ulonglong};
 use std::ptr;
 
-use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlEventData_t, nvmlEventSet_t, nvmlGpmSample_t, nvmlGpuInstance_t, nvmlGpuInstanceInfo_t,
-    nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
+    nvmlDevice_t, nvmlEventData_t, nvmlEventSet_t, nvmlGpmSample_t, nvmlGpuInstance_t,
+    nvmlGpuInstanceInfo_t, nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
 };
 
 use crate::model::Placement;
@@ -84,7 +84,12 @@ pub struct GpuInstanceProfile {
 
 /// `nvmlDeviceGetGpuInstanceProfileInfo` for one profile index.
 pub fn profile_info(dev: &Device<'_>, index: u32) -> Result<GpuInstanceProfile, NvmlError> {
-    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceGetGpuInstanceProfileInfo.as_ref())?;
+    let sym = nvml_sym(
+        dev.nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstanceProfileInfo
+            .as_ref(),
+    )?;
     // SAFETY: the struct is plain integers; all-zero is valid.
     let mut info: nvmlGpuInstanceProfileInfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: the handle comes from the live `dev`; `info` is a valid out pointer.
@@ -102,7 +107,12 @@ pub fn profile_info(dev: &Device<'_>, index: u32) -> Result<GpuInstanceProfile, 
 /// `nvmlDeviceGetGpuInstancePossiblePlacements_v2` for a profile *id*: first the count, then the
 /// list (the wrapper's `possible_placements` never sets the vector's length).
 pub fn possible_placements(dev: &Device<'_>, profile_id: u32) -> Result<Vec<Placement>, NvmlError> {
-    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceGetGpuInstancePossiblePlacements_v2.as_ref())?;
+    let sym = nvml_sym(
+        dev.nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstancePossiblePlacements_v2
+            .as_ref(),
+    )?;
     let mut count: c_uint = 0;
     // SAFETY: the handle comes from the live `dev`; a null list asks for the count only.
     nvml_try(unsafe { sym(dev.handle(), profile_id, ptr::null_mut(), &mut count) })?;

@@ -16,9 +16,9 @@ use nvml_wrapper_sys::bindings::*;
 use tessera_exporter::sim::Field;
 
 use crate::state::{
-    self, Dev, EventSetState, Fake, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NO_ID, NOT_FOUND, NOT_SUPPORTED, Ret,
-    SUCCESS, TIMEOUT, UNINITIALIZED, VERSION_MISMATCH, XID_EVENT, c_str, device_call, device_handle,
-    gpu_instance_handle, put, put_str, system_call,
+    self, Dev, EventSetState, Fake, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NO_ID, NOT_FOUND,
+    NOT_SUPPORTED, Ret, SUCCESS, TIMEOUT, UNINITIALIZED, VERSION_MISMATCH, XID_EVENT, c_str,
+    device_call, device_handle, gpu_instance_handle, put, put_str, system_call,
 };
 
 // ---- control symbols (not NVML) -------------------------------------------------------------
@@ -26,7 +26,10 @@ use crate::state::{
 /// Load `node` (null: the first node) of the scenario file at `path`. Returns 0, or -1 with the
 /// reason on stderr. Virtual time restarts at the scenario start; injected errors are cleared.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn tesseraFakeLoadScenario(path: *const c_char, node: *const c_char) -> c_int {
+pub unsafe extern "C" fn tesseraFakeLoadScenario(
+    path: *const c_char,
+    node: *const c_char,
+) -> c_int {
     // SAFETY: per the contract, both are null or NUL-terminated strings.
     let (path, node) = unsafe { (c_str(path), c_str(node)) };
     let Some(path) = path else {
@@ -66,7 +69,11 @@ pub extern "C" fn tesseraFakeTimeMs() -> i64 {
 /// Force `function` to return `nvml_return` for GPU `device_index` (-1: every device and calls
 /// without a device). `nvml_return == 0` clears; a null `function` clears every injection.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn tesseraFakeInjectError(function: *const c_char, device_index: c_int, nvml_return: c_int) {
+pub unsafe extern "C" fn tesseraFakeInjectError(
+    function: *const c_char,
+    device_index: c_int,
+    nvml_return: c_int,
+) {
     // SAFETY: null or a NUL-terminated string per the contract.
     let name = unsafe { c_str(function) };
     state::control((), |f| match name {
@@ -142,18 +149,32 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 // ---- system --------------------------------------------------------------------------------
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     system_call("nvmlSystemGetDriverVersion", |f| {
-        let v = f.node.as_ref().map(|n| n.scenario().driver_version.clone()).unwrap_or_default();
+        let v = f
+            .node
+            .as_ref()
+            .map(|n| n.scenario().driver_version.clone())
+            .unwrap_or_default();
         // SAFETY: `version` holds `length` bytes per the contract.
         unsafe { put_str(version, length, &v) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     system_call("nvmlSystemGetNVMLVersion", |f| {
-        let v = f.node.as_ref().map(|n| n.scenario().driver_version.clone()).unwrap_or_default();
+        let v = f
+            .node
+            .as_ref()
+            .map(|n| n.scenario().driver_version.clone())
+            .unwrap_or_default();
         // SAFETY: `version` holds `length` bytes per the contract.
         unsafe { put_str(version, length, &format!("12.{v}")) }
     })
@@ -161,7 +182,11 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: 
 
 fn cuda_version(function: &str, version: *mut c_int) -> Ret {
     system_call(function, |f| {
-        let v = f.node.as_ref().map(|n| state::cuda_version_number(&n.scenario().cuda_version)).unwrap_or(0);
+        let v = f
+            .node
+            .as_ref()
+            .map(|n| state::cuda_version_number(&n.scenario().cuda_version))
+            .unwrap_or(0);
         // SAFETY: `version` is null or a valid out pointer per the contract.
         unsafe { put(version, v) }
     })
@@ -178,7 +203,11 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     system_call("nvmlSystemGetProcessName", |f| {
         let found = f
             .reading()?
@@ -189,7 +218,10 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char
             .and_then(|p| p.name.clone());
         let name_str = found.ok_or(NOT_FOUND)?;
         // NVML crops the name to the buffer.
-        let cropped: String = name_str.chars().take((length as usize).saturating_sub(1)).collect();
+        let cropped: String = name_str
+            .chars()
+            .take((length as usize).saturating_sub(1))
+            .collect();
         // SAFETY: `name` holds `length` bytes per the contract.
         unsafe { put_str(name, length, &cropped) }
     })
@@ -215,7 +247,10 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     state::with(|f| {
         if f.init_count == 0 {
             return Err(UNINITIALIZED);
@@ -236,7 +271,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetIndex(
+    device: nvmlDevice_t,
+    index: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetIndex", device, |_, d| {
         // SAFETY: `index` is null or a valid out pointer.
         unsafe { put(index, d.gpu) }
@@ -248,11 +286,18 @@ fn mig_instance(f: &Fake, d: Dev) -> Result<&tessera_exporter::sim::fleet::SimMi
     let g = f.sim_gpu(d.gpu)?;
     let index = d.mig.ok_or(NOT_SUPPORTED)?;
     let pos = f.mig_position(g, index).ok_or(INVALID_ARGUMENT)?;
-    g.mig.as_ref().and_then(|m| m.get(pos)).ok_or(INVALID_ARGUMENT)
+    g.mig
+        .as_ref()
+        .and_then(|m| m.get(pos))
+        .ok_or(INVALID_ARGUMENT)
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: nvmlDevice_t,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetUUID", device, |f, d| {
         let u = match d.mig {
             None => f.sim_gpu(d.gpu)?.uuid.clone(),
@@ -264,14 +309,21 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_ch
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: nvmlDevice_t,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetName", device, |f, d| {
         let model = f.model(d.gpu)?;
         let n = match d.mig {
             None => model.nvml_name.to_string(),
             Some(_) => {
                 let inst = mig_instance(f, d)?;
-                let profile = model.profile(inst.layout.profile_id).map(|p| p.name.as_str()).unwrap_or("");
+                let profile = model
+                    .profile(inst.layout.profile_id)
+                    .map(|p| p.name.as_str())
+                    .unwrap_or("");
                 format!("{} MIG {profile}", model.nvml_name)
             }
         };
@@ -281,7 +333,10 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_ch
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    device: nvmlDevice_t,
+    pci: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetPciInfo_v3", device, |f, d| {
         if d.mig.is_some() {
             return Err(NOT_SUPPORTED);
@@ -291,7 +346,12 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut
         let mut info: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
         state::fill_array(&mut info.busId, &bus_id);
         state::fill_array(&mut info.busIdLegacy, bus_id.get(4..).unwrap_or(&bus_id));
-        let field = |i: usize| bus_id.split([':', '.']).nth(i).and_then(|s| u32::from_str_radix(s, 16).ok());
+        let field = |i: usize| {
+            bus_id
+                .split([':', '.'])
+                .nth(i)
+                .and_then(|s| u32::from_str_radix(s, 16).ok())
+        };
         info.domain = field(0).unwrap_or(0);
         info.bus = field(1).unwrap_or(0);
         info.device = field(2).unwrap_or(0);
@@ -313,7 +373,9 @@ fn memory(f: &Fake, d: Dev) -> Result<(u64, u64), Ret> {
         }
         Some(index) => {
             let g = f.field(d.gpu, Field::MigMemory)?;
-            let pos = f.mig_position(f.sim_gpu(d.gpu)?, index).ok_or(INVALID_ARGUMENT)?;
+            let pos = f
+                .mig_position(f.sim_gpu(d.gpu)?, index)
+                .ok_or(INVALID_ARGUMENT)?;
             let m = g.sample.mig.get(pos).ok_or(INVALID_ARGUMENT)?;
             Ok((
                 m.memory_used_bytes.ok_or(NOT_SUPPORTED)?,
@@ -324,7 +386,10 @@ fn memory(f: &Fake, d: Dev) -> Result<(u64, u64), Ret> {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, mem: *mut nvmlMemory_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetMemoryInfo", device, |f, d| {
         let (used, total) = memory(f, d)?;
         let info = nvmlMemory_t {
@@ -338,7 +403,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, mem: *mut
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *mut nvmlMemory_v2_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetMemoryInfo_v2", device, |f, d| {
         if mem.is_null() {
             return Err(INVALID_ARGUMENT);
@@ -362,7 +430,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
+    device: nvmlDevice_t,
+    limit: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetEnforcedPowerLimit", device, |f, d| {
         if d.mig.is_some() {
             return Err(NOT_SUPPORTED);
@@ -402,9 +473,15 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(
+    device: nvmlDevice_t,
+    power: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetPowerUsage", device, |f, d| {
-        let w = physical(f, d, Field::Power)?.sample.power_watts.ok_or(NOT_SUPPORTED)?;
+        let w = physical(f, d, Field::Power)?
+            .sample
+            .power_watts
+            .ok_or(NOT_SUPPORTED)?;
         // SAFETY: `power` is null or a valid out pointer.
         unsafe { put(power, (w * 1000.0).round() as c_uint) }
     })
@@ -420,7 +497,10 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
         if sensor != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        let c = physical(f, d, Field::Temperature)?.sample.temperature_celsius.ok_or(NOT_SUPPORTED)?;
+        let c = physical(f, d, Field::Temperature)?
+            .sample
+            .temperature_celsius
+            .ok_or(NOT_SUPPORTED)?;
         // SAFETY: `temp` is null or a valid out pointer.
         unsafe { put(temp, c.round() as c_uint) }
     })
@@ -435,7 +515,9 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
     device_call("nvmlDeviceGetClockInfo", device, |f, d| {
         let s = &physical(f, d, Field::Clocks)?.sample;
         let hz = match clock_type {
-            nvmlClockType_enum_NVML_CLOCK_GRAPHICS | nvmlClockType_enum_NVML_CLOCK_SM => s.sm_clock_hertz,
+            nvmlClockType_enum_NVML_CLOCK_GRAPHICS | nvmlClockType_enum_NVML_CLOCK_SM => {
+                s.sm_clock_hertz
+            }
             nvmlClockType_enum_NVML_CLOCK_MEM => s.memory_clock_hertz,
             nvmlClockType_enum_NVML_CLOCK_VIDEO => None,
             _ => return Err(INVALID_ARGUMENT),
@@ -447,9 +529,16 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
 }
 
 /// Clock event (throttle) reasons; shared by the old and new names.
-pub fn clocks_event_reasons(function: &str, device: nvmlDevice_t, reasons: *mut c_ulonglong) -> Ret {
+pub fn clocks_event_reasons(
+    function: &str,
+    device: nvmlDevice_t,
+    reasons: *mut c_ulonglong,
+) -> Ret {
     device_call(function, device, |f, d| {
-        let bits = physical(f, d, Field::Throttle)?.sample.throttle_reasons.ok_or(NOT_SUPPORTED)?;
+        let bits = physical(f, d, Field::Throttle)?
+            .sample
+            .throttle_reasons
+            .ok_or(NOT_SUPPORTED)?;
         // SAFETY: `reasons` is null or a valid out pointer.
         unsafe { put(reasons, bits) }
     })
@@ -555,7 +644,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         if d.mig.is_some() || !g.model.supports_mig() {
             return Err(NOT_SUPPORTED);
         }
-        let mode = if g.mig.is_some() { NVML_DEVICE_MIG_ENABLE } else { NVML_DEVICE_MIG_DISABLE };
+        let mode = if g.mig.is_some() {
+            NVML_DEVICE_MIG_ENABLE
+        } else {
+            NVML_DEVICE_MIG_DISABLE
+        };
         // SAFETY: both are null or valid out pointers.
         unsafe {
             put(current, mode)?;
@@ -565,7 +658,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetMaxMigDeviceCount", device, |f, d| {
         let g = f.sim_gpu(d.gpu)?;
         if d.mig.is_some() || !g.model.supports_mig() {
@@ -597,7 +693,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: nvmlDevice_t,
+    is_mig: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceIsMigDeviceHandle", device, |_, d| {
         // SAFETY: `is_mig` is null or a valid out pointer.
         unsafe { put(is_mig, d.mig.is_some() as c_uint) }
@@ -605,7 +704,10 @@ pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mi
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetGpuInstanceId", device, |f, d| {
         let gi = mig_instance(f, d)?.gpu_instance_id;
         // SAFETY: `id` is null or a valid out pointer.
@@ -614,7 +716,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *m
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+) -> nvmlReturn_t {
     device_call("nvmlDeviceGetComputeInstanceId", device, |f, d| {
         let ci = mig_instance(f, d)?.compute_instance_id;
         // SAFETY: `id` is null or a valid out pointer.
@@ -627,13 +732,17 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
     mig_device: nvmlDevice_t,
     device: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
-    device_call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig_device, |_, d| {
-        if d.mig.is_none() {
-            return Err(INVALID_ARGUMENT);
-        }
-        // SAFETY: `device` is null or a valid out pointer.
-        unsafe { put(device, device_handle(d.gpu, None)) }
-    })
+    device_call(
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+        mig_device,
+        |_, d| {
+            if d.mig.is_none() {
+                return Err(INVALID_ARGUMENT);
+            }
+            // SAFETY: `device` is null or a valid out pointer.
+            unsafe { put(device, device_handle(d.gpu, None)) }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -648,7 +757,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceById(
             return Err(INVALID_ARGUMENT);
         }
         let insts = g.mig.as_ref().ok_or(NOT_SUPPORTED)?;
-        insts.iter().find(|m| m.gpu_instance_id == id).ok_or(NOT_FOUND)?;
+        insts
+            .iter()
+            .find(|m| m.gpu_instance_id == id)
+            .ok_or(NOT_FOUND)?;
         // SAFETY: `gpu_instance` is null or a valid out pointer.
         unsafe { put(gpu_instance, gpu_instance_handle(d.gpu, id)) }
     })
@@ -663,25 +775,29 @@ pub unsafe extern "C" fn nvmlGpuInstanceGetInfo(
         return INVALID_ARGUMENT;
     };
     // Checked as a call on the parent device.
-    device_call("nvmlGpuInstanceGetInfo", device_handle(gpu, None), |f, d| {
-        let g = f.sim_gpu(d.gpu)?;
-        let inst = g
-            .mig
-            .as_ref()
-            .and_then(|m| m.iter().find(|m| m.gpu_instance_id == gi))
-            .ok_or(INVALID_ARGUMENT)?;
-        let out = nvmlGpuInstanceInfo_t {
-            device: device_handle(d.gpu, None),
-            id: gi,
-            profileId: inst.layout.profile_id,
-            placement: nvmlGpuInstancePlacement_t {
-                start: inst.layout.placement.start,
-                size: inst.layout.placement.size,
-            },
-        };
-        // SAFETY: `info` is null or a valid out pointer.
-        unsafe { put(info, out) }
-    })
+    device_call(
+        "nvmlGpuInstanceGetInfo",
+        device_handle(gpu, None),
+        |f, d| {
+            let g = f.sim_gpu(d.gpu)?;
+            let inst = g
+                .mig
+                .as_ref()
+                .and_then(|m| m.iter().find(|m| m.gpu_instance_id == gi))
+                .ok_or(INVALID_ARGUMENT)?;
+            let out = nvmlGpuInstanceInfo_t {
+                device: device_handle(d.gpu, None),
+                id: gi,
+                profileId: inst.layout.profile_id,
+                placement: nvmlGpuInstancePlacement_t {
+                    start: inst.layout.placement.start,
+                    size: inst.layout.placement.size,
+                },
+            };
+            // SAFETY: `info` is null or a valid out pointer.
+            unsafe { put(info, out) }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -732,7 +848,10 @@ pub unsafe extern "C" fn nvmlEventSetFree(set: nvmlEventSet_t) -> nvmlReturn_t {
         if let Some(ret) = f.injected("nvmlEventSetFree", None) {
             return Err(ret);
         }
-        f.event_sets.remove(&set.addr()).map(|_| ()).ok_or(INVALID_ARGUMENT)
+        f.event_sets
+            .remove(&set.addr())
+            .map(|_| ())
+            .ok_or(INVALID_ARGUMENT)
     })
 }
 

@@ -15,8 +15,8 @@ use tessera_exporter::sim::Field;
 
 use crate::core_exports::clocks_event_reasons;
 use crate::state::{
-    self, GpmSnap, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, SUCCESS, UNINITIALIZED,
-    VERSION_MISMATCH, device_call, put,
+    self, GpmSnap, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, SUCCESS,
+    UNINITIALIZED, VERSION_MISMATCH, device_call, put,
 };
 
 #[unsafe(no_mangle)]
@@ -28,7 +28,11 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
         if d.mig.is_some() {
             return Err(NOT_SUPPORTED);
         }
-        let j = f.field(d.gpu, Field::Energy)?.sample.energy_joules.ok_or(NOT_SUPPORTED)?;
+        let j = f
+            .field(d.gpu, Field::Energy)?
+            .sample
+            .energy_joules
+            .ok_or(NOT_SUPPORTED)?;
         // SAFETY: `energy` is null or a valid out pointer.
         unsafe { put(energy, (j * 1000.0).round() as c_ulonglong) }
     })
@@ -101,39 +105,43 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
     placements: *mut nvmlGpuInstancePlacement_t,
     count: *mut c_uint,
 ) -> nvmlReturn_t {
-    device_call("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, |f, d| {
-        if count.is_null() {
-            return Err(INVALID_ARGUMENT);
-        }
-        let model = f.model(d.gpu)?;
-        if d.mig.is_some() || !model.supports_mig() {
-            return Err(NOT_SUPPORTED);
-        }
-        let list: Vec<nvmlGpuInstancePlacement_t> = model
-            .profile(profile_id)
-            .ok_or(INVALID_ARGUMENT)?
-            .placements()
-            .map(|p| nvmlGpuInstancePlacement_t {
-                start: p.start,
-                size: p.size,
-            })
-            .collect();
-        if placements.is_null() {
-            // SAFETY: non-null and writable per the contract.
+    device_call(
+        "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+        device,
+        |f, d| {
+            if count.is_null() {
+                return Err(INVALID_ARGUMENT);
+            }
+            let model = f.model(d.gpu)?;
+            if d.mig.is_some() || !model.supports_mig() {
+                return Err(NOT_SUPPORTED);
+            }
+            let list: Vec<nvmlGpuInstancePlacement_t> = model
+                .profile(profile_id)
+                .ok_or(INVALID_ARGUMENT)?
+                .placements()
+                .map(|p| nvmlGpuInstancePlacement_t {
+                    start: p.start,
+                    size: p.size,
+                })
+                .collect();
+            if placements.is_null() {
+                // SAFETY: non-null and writable per the contract.
+                unsafe { *count = list.len() as c_uint };
+                return Ok(());
+            }
+            // SAFETY: non-null and valid for reads and writes per the contract.
+            let capacity = unsafe { *count } as usize;
+            // SAFETY: as above.
             unsafe { *count = list.len() as c_uint };
-            return Ok(());
-        }
-        // SAFETY: non-null and valid for reads and writes per the contract.
-        let capacity = unsafe { *count } as usize;
-        // SAFETY: as above.
-        unsafe { *count = list.len() as c_uint };
-        if capacity < list.len() {
-            return Err(INSUFFICIENT_SIZE);
-        }
-        // SAFETY: `placements` holds `capacity >= list.len()` elements per the contract.
-        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), placements, list.len()) };
-        Ok(())
-    })
+            if capacity < list.len() {
+                return Err(INSUFFICIENT_SIZE);
+            }
+            // SAFETY: `placements` holds `capacity >= list.len()` elements per the contract.
+            unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), placements, list.len()) };
+            Ok(())
+        },
+    )
 }
 
 // ---- GPM -----------------------------------------------------------------------------------
@@ -184,12 +192,20 @@ pub unsafe extern "C" fn nvmlGpmSampleFree(gpm_sample: nvmlGpmSample_t) -> nvmlR
         if let Some(ret) = f.injected("nvmlGpmSampleFree", None) {
             return Err(ret);
         }
-        f.gpm.remove(&gpm_sample.addr()).map(|_| ()).ok_or(INVALID_ARGUMENT)
+        f.gpm
+            .remove(&gpm_sample.addr())
+            .map(|_| ())
+            .ok_or(INVALID_ARGUMENT)
     })
 }
 
 /// Fill a GPM sample of a device (`gpu_instance: None`) or of one of its GPU instances.
-fn gpm_fill(function: &str, device: nvmlDevice_t, gpu_instance: Option<u32>, sample: nvmlGpmSample_t) -> nvmlReturn_t {
+fn gpm_fill(
+    function: &str,
+    device: nvmlDevice_t,
+    gpu_instance: Option<u32>,
+    sample: nvmlGpmSample_t,
+) -> nvmlReturn_t {
     device_call(function, device, |f, d| {
         if d.mig.is_some() || !f.model(d.gpu)?.gpm {
             return Err(NOT_SUPPORTED);
@@ -227,7 +243,10 @@ fn gpm_fill(function: &str, device: nvmlDevice_t, gpu_instance: Option<u32>, sam
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlGpmSampleGet(device: nvmlDevice_t, gpm_sample: nvmlGpmSample_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlGpmSampleGet(
+    device: nvmlDevice_t,
+    gpm_sample: nvmlGpmSample_t,
+) -> nvmlReturn_t {
     gpm_fill("nvmlGpmSampleGet", device, None, gpm_sample)
 }
 
@@ -237,7 +256,12 @@ pub unsafe extern "C" fn nvmlGpmMigSampleGet(
     gpu_instance_id: c_uint,
     gpm_sample: nvmlGpmSample_t,
 ) -> nvmlReturn_t {
-    gpm_fill("nvmlGpmMigSampleGet", device, Some(gpu_instance_id), gpm_sample)
+    gpm_fill(
+        "nvmlGpmMigSampleGet",
+        device,
+        Some(gpu_instance_id),
+        gpm_sample,
+    )
 }
 
 /// Metrics between two samples, from the later sample's reading: SM_UTIL and SM_OCCUPANCY in
@@ -256,12 +280,23 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(metrics_get: *mut nvmlGpmMetricsGet_t
         if m.version != NVML_GPM_METRICS_GET_VERSION {
             return Err(VERSION_MISMATCH);
         }
-        let first = f.gpm.get(&m.sample1.addr()).cloned().ok_or(INVALID_ARGUMENT)?;
-        let second = f.gpm.get(&m.sample2.addr()).cloned().ok_or(INVALID_ARGUMENT)?;
+        let first = f
+            .gpm
+            .get(&m.sample1.addr())
+            .cloned()
+            .ok_or(INVALID_ARGUMENT)?;
+        let second = f
+            .gpm
+            .get(&m.sample2.addr())
+            .cloned()
+            .ok_or(INVALID_ARGUMENT)?;
         let (Some(gpu), Some(gpu2)) = (first.gpu, second.gpu) else {
             return Err(INVALID_ARGUMENT);
         };
-        if gpu != gpu2 || first.gpu_instance != second.gpu_instance || second.time_ms < first.time_ms {
+        if gpu != gpu2
+            || first.gpu_instance != second.gpu_instance
+            || second.time_ms < first.time_ms
+        {
             return Err(INVALID_ARGUMENT);
         }
         if let Some(ret) = f.injected("nvmlGpmMetricsGet", Some(gpu)) {

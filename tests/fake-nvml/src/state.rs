@@ -62,7 +62,11 @@ pub enum Clock {
     /// Set by the caller (`tesseraFakeSetTimeMs` / `tesseraFakeAdvanceMs`, or the env step).
     Manual(i64),
     /// `start_ms + elapsed × speed`, in whole virtual seconds (`TESSERA_FAKE_NVML_SPEED`).
-    Speed { start_ms: i64, origin: Instant, speed: f64 },
+    Speed {
+        start_ms: i64,
+        origin: Instant,
+        speed: f64,
+    },
 }
 
 /// A device handle, decoded: the GPU index and, for a MIG device handle, its MIG device index.
@@ -244,8 +248,14 @@ pub fn id_handle<T>(id: usize) -> *mut T {
 /// Parse "12.4" into NVML's CUDA version number (12040).
 pub fn cuda_version_number(s: &str) -> i32 {
     let mut parts = s.split('.');
-    let major: i32 = parts.next().and_then(|p| p.trim().parse().ok()).unwrap_or(0);
-    let minor: i32 = parts.next().and_then(|p| p.trim().parse().ok()).unwrap_or(0);
+    let major: i32 = parts
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or(0);
+    let minor: i32 = parts
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or(0);
     major * 1000 + minor * 10
 }
 
@@ -254,10 +264,16 @@ impl Fake {
     /// the scenario start and injected errors and queued events are cleared.
     pub fn load(&mut self, path: &Path, node: Option<&str>) -> Result<(), String> {
         let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
-        let name = node.map(str::to_string).unwrap_or_else(|| scenario.nodes[0].name.clone());
+        let name = node
+            .map(str::to_string)
+            .unwrap_or_else(|| scenario.nodes[0].name.clone());
         let sim = SimNode::new(&scenario, &name).ok_or_else(|| {
             let names: Vec<_> = scenario.nodes.iter().map(|n| n.name.as_str()).collect();
-            format!("scenario {} has no node {name:?}; it has {}", path.display(), names.join(", "))
+            format!(
+                "scenario {} has no node {name:?}; it has {}",
+                path.display(),
+                names.join(", ")
+            )
         })?;
         self.clock = Clock::Manual(scenario.start.timestamp_millis());
         self.node = Some(sim);
@@ -298,11 +314,9 @@ impl Fake {
             };
         }
         if let Ok(s) = std::env::var("TESSERA_FAKE_NVML_STEP_MS") {
-            let step: i64 = s
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| format!("TESSERA_FAKE_NVML_STEP_MS={s:?} is not a positive integer"))?;
+            let step: i64 = s.parse().ok().filter(|v| *v > 0).ok_or_else(|| {
+                format!("TESSERA_FAKE_NVML_STEP_MS={s:?} is not a positive integer")
+            })?;
             self.step_ms = Some(step);
         }
         Ok(())
@@ -312,7 +326,11 @@ impl Fake {
     pub fn now_ms(&self) -> i64 {
         match self.clock {
             Clock::Manual(t) => t,
-            Clock::Speed { start_ms, origin, speed } => {
+            Clock::Speed {
+                start_ms,
+                origin,
+                speed,
+            } => {
                 let virtual_ms = (origin.elapsed().as_secs_f64() * speed * 1000.0) as i64;
                 start_ms + virtual_ms.div_euclid(1000) * 1000
             }
@@ -329,13 +347,17 @@ impl Fake {
         self.injections
             .iter()
             .rev()
-            .find(|i| i.function == function && (i.device < 0 || gpu.is_some_and(|g| g as i64 == i.device as i64)))
+            .find(|i| {
+                i.function == function
+                    && (i.device < 0 || gpu.is_some_and(|g| g as i64 == i.device as i64))
+            })
             .map(|i| i.ret)
     }
 
     /// Force (or with `ret == 0` clear) the return of `function` for `device` (-1: all).
     pub fn inject(&mut self, function: &str, device: i32, ret: Ret) {
-        self.injections.retain(|i| !(i.function == function && i.device == device));
+        self.injections
+            .retain(|i| !(i.function == function && i.device == device));
         if ret != SUCCESS {
             self.injections.push(Injection {
                 function: function.to_string(),
@@ -359,7 +381,11 @@ impl Fake {
             for g in &reading.gpus {
                 for x in &g.sample.xid_events {
                     for set in self.event_sets.values_mut() {
-                        if set.registered.get(&g.sample.index).is_some_and(|m| m & XID_EVENT != 0) {
+                        if set
+                            .registered
+                            .get(&g.sample.index)
+                            .is_some_and(|m| m & XID_EVENT != 0)
+                        {
                             set.queue.push_back(QueuedEvent {
                                 gpu: g.sample.index,
                                 xid: x.xid,
@@ -390,7 +416,10 @@ impl Fake {
 
     /// The simulated GPU `gpu`.
     pub fn sim_gpu(&self, gpu: u32) -> Result<&SimGpu, Ret> {
-        self.node()?.gpus().get(gpu as usize).ok_or(INVALID_ARGUMENT)
+        self.node()?
+            .gpus()
+            .get(gpu as usize)
+            .ok_or(INVALID_ARGUMENT)
     }
 
     /// The GPU model of GPU `gpu`.
@@ -400,7 +429,10 @@ impl Fake {
 
     /// The reading of GPU `gpu`.
     pub fn gpu(&self, gpu: u32) -> Result<&GpuReading, Ret> {
-        self.reading()?.gpus.get(gpu as usize).ok_or(INVALID_ARGUMENT)
+        self.reading()?
+            .gpus
+            .get(gpu as usize)
+            .ok_or(INVALID_ARGUMENT)
     }
 
     /// The reading of GPU `gpu` for a read of `field`: the field's injected fault, if any, as the
@@ -416,8 +448,11 @@ impl Fake {
     /// Whether a scenario `not_supported` fault covers `field` on GPU `gpu` now.
     pub fn unsupported(&self, gpu: u32, field: Field) -> bool {
         let now = self.now_ms();
-        self.sim_gpu(gpu)
-            .is_ok_and(|g| g.unsupported.iter().any(|(f, from)| *f == field && now >= *from))
+        self.sim_gpu(gpu).is_ok_and(|g| {
+            g.unsupported
+                .iter()
+                .any(|(f, from)| *f == field && now >= *from)
+        })
     }
 
     /// Whether GPU `gpu` is lost now.
@@ -440,13 +475,19 @@ impl Fake {
         }
         let index = slot - 1;
         self.mig_position(g, index)?;
-        Some(Dev { gpu, mig: Some(index) })
+        Some(Dev {
+            gpu,
+            mig: Some(index),
+        })
     }
 
     /// Position in the GPU's MIG list of MIG device index `index`. MIG device indices are the
     /// placement start slots, so the index space has holes (NotFound), as on real GPUs.
     pub fn mig_position(&self, g: &SimGpu, index: u32) -> Option<usize> {
-        g.mig.as_ref()?.iter().position(|m| m.layout.placement.start == index)
+        g.mig
+            .as_ref()?
+            .iter()
+            .position(|m| m.layout.placement.start == index)
     }
 
     /// Common checks of a call on a device handle: initialised, valid handle, injected error,
@@ -486,7 +527,11 @@ impl Fake {
 }
 
 /// Run a call on a device handle: the common checks, then `f`.
-pub fn device_call(function: &str, h: nvmlDevice_t, f: impl FnOnce(&mut Fake, Dev) -> Result<(), Ret>) -> Ret {
+pub fn device_call(
+    function: &str,
+    h: nvmlDevice_t,
+    f: impl FnOnce(&mut Fake, Dev) -> Result<(), Ret>,
+) -> Ret {
     with(|fake| {
         let dev = fake.device_checks(function, h)?;
         f(fake, dev)

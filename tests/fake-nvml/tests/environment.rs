@@ -33,7 +33,11 @@ fn unconfigured_then_configured_from_the_environment() {
     assert_eq!(inv.gpus[1].mig_instances.len(), 5);
     let t0 = fake.time_ms();
     let s = b.sample().expect("sample");
-    assert_eq!(s.gpus[0].status, GpuStatus::Degraded, "the power error window of gpu-node-2");
+    assert_eq!(
+        s.gpus[0].status,
+        GpuStatus::Degraded,
+        "the power error window of gpu-node-2"
+    );
     b.sample().expect("sample");
     assert_eq!(fake.time_ms() - t0, 2000, "each sample moves time one step");
     assert!(t0 >= ms("2026-11-02T06:04:58Z"));

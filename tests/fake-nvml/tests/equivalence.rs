@@ -54,7 +54,11 @@ fn compare(node: &str, start: &str, steps: usize) -> Vec<(NodeSample, NodeSample
         assert_equivalent(&a, &b, out.last().map(|(p, _)| p), &context);
         out.push((a, b));
     }
-    assert!(nv.missing_functions().is_empty(), "{:?}", nv.missing_functions());
+    assert!(
+        nv.missing_functions().is_empty(),
+        "{:?}",
+        nv.missing_functions()
+    );
     out
 }
 
@@ -86,8 +90,16 @@ fn mig_instances_and_processes_match() {
     let (nv, _) = &samples[2];
     let mig_gpu = &nv.gpus[3];
     assert_eq!(mig_gpu.mig.len(), 3);
-    assert_eq!(mig_gpu.busy_ratio, None, "no device utilisation in MIG mode");
-    assert!(mig_gpu.processes.iter().all(|p| p.gpu_instance_id.is_some() && p.sm_ratio.is_none()));
+    assert_eq!(
+        mig_gpu.busy_ratio, None,
+        "no device utilisation in MIG mode"
+    );
+    assert!(
+        mig_gpu
+            .processes
+            .iter()
+            .all(|p| p.gpu_instance_id.is_some() && p.sm_ratio.is_none())
+    );
     let chat = &nv.gpus[0].processes[0];
     assert_eq!(chat.name.as_deref(), Some("python3"));
     assert!(chat.sm_ratio.is_some() && chat.gpu_instance_id.is_none());
@@ -96,7 +108,10 @@ fn mig_instances_and_processes_match() {
     let (nv, _) = &samples[2];
     assert_eq!(nv.gpus[1].mig.len(), 5, "A100 with 4 × 1g + 3g");
     assert_eq!(nv.gpus[0].sm_active_ratio, None, "A100: no GPM");
-    assert_eq!(nv.gpus[2].pcie_rx_bytes_per_second, None, "scenario NotSupported");
+    assert_eq!(
+        nv.gpus[2].pcie_rx_bytes_per_second, None,
+        "scenario NotSupported"
+    );
     assert!(nv.gpus[2].errors.is_empty());
 }
 
@@ -104,8 +119,15 @@ fn mig_instances_and_processes_match() {
 fn the_xid_and_ecc_fault_match() {
     let _guard = Fake::lock();
     let samples = compare("gpu-node-1", "2026-11-02T02:59:58Z", 5);
-    let xids: Vec<usize> = samples.iter().map(|(nv, _)| nv.gpus[2].xid_events.len()).collect();
-    assert_eq!(xids, vec![0, 0, 1, 0, 0], "one XID, reported once, at 03:00:00");
+    let xids: Vec<usize> = samples
+        .iter()
+        .map(|(nv, _)| nv.gpus[2].xid_events.len())
+        .collect();
+    assert_eq!(
+        xids,
+        vec![0, 0, 1, 0, 0],
+        "one XID, reported once, at 03:00:00"
+    );
     let (nv, _) = &samples[2];
     assert_eq!(nv.gpus[2].xid_events[0].xid, 79);
     assert_eq!(nv.gpus[2].xid_events[0].gpu_instance_id, None);
@@ -116,22 +138,46 @@ fn the_xid_and_ecc_fault_match() {
 fn the_lost_gpu_window_matches() {
     let _guard = Fake::lock();
     let samples = compare("gpu-node-3", "2026-11-03T09:59:58Z", 5);
-    let status: Vec<GpuStatus> = samples.iter().map(|(nv, _)| nv.gpus[1].status.clone()).collect();
+    let status: Vec<GpuStatus> = samples
+        .iter()
+        .map(|(nv, _)| nv.gpus[1].status.clone())
+        .collect();
     assert_eq!(
         status,
-        vec![GpuStatus::Ok, GpuStatus::Ok, GpuStatus::Lost, GpuStatus::Lost, GpuStatus::Lost]
+        vec![
+            GpuStatus::Ok,
+            GpuStatus::Ok,
+            GpuStatus::Lost,
+            GpuStatus::Lost,
+            GpuStatus::Lost
+        ]
     );
     let (nv, _) = &samples[3];
     assert!(!nv.gpus[1].uuid.is_empty(), "a lost GPU keeps its UUID");
-    assert_eq!(nv.gpus[0].status, GpuStatus::Ok, "the other GPU is still sampled");
+    assert_eq!(
+        nv.gpus[0].status,
+        GpuStatus::Ok,
+        "the other GPU is still sampled"
+    );
     // And back at 12:00.
     let samples = compare("gpu-node-3", "2026-11-03T11:59:58Z", 4);
-    let status: Vec<GpuStatus> = samples.iter().map(|(nv, _)| nv.gpus[1].status.clone()).collect();
+    let status: Vec<GpuStatus> = samples
+        .iter()
+        .map(|(nv, _)| nv.gpus[1].status.clone())
+        .collect();
     assert_eq!(
         status,
-        vec![GpuStatus::Lost, GpuStatus::Lost, GpuStatus::Ok, GpuStatus::Ok]
+        vec![
+            GpuStatus::Lost,
+            GpuStatus::Lost,
+            GpuStatus::Ok,
+            GpuStatus::Ok
+        ]
     );
-    assert!(!samples[2].0.gpus[1].uuid.is_empty(), "the UUID is read again once the GPU is back");
+    assert!(
+        !samples[2].0.gpus[1].uuid.is_empty(),
+        "the UUID is read again once the GPU is back"
+    );
 }
 
 #[test]
@@ -147,7 +193,11 @@ fn the_power_error_window_matches() {
     assert_eq!(during.gpus[0].errors[0].field, "power");
     assert_eq!(during.gpus[0].errors[0].kind, "unknown");
     let samples = compare("gpu-node-2", "2026-11-02T06:09:59Z", 2);
-    assert_eq!(samples[1].0.gpus[0].status, GpuStatus::Ok, "the window ends at 06:10");
+    assert_eq!(
+        samples[1].0.gpus[0].status,
+        GpuStatus::Ok,
+        "the window ends at 06:10"
+    );
 }
 
 #[test]

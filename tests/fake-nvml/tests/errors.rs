@@ -71,7 +71,11 @@ const CASES: &[Case] = &[
         device: 3,
         gpu: MIG,
         field: "mig_memory",
-        absent: |g| g.mig.iter().all(|m| m.memory_used_bytes.is_none() && m.memory_total_bytes.is_none()),
+        absent: |g| {
+            g.mig
+                .iter()
+                .all(|m| m.memory_used_bytes.is_none() && m.memory_total_bytes.is_none())
+        },
     },
     Case {
         function: "nvmlDeviceGetPowerUsage",
@@ -169,7 +173,11 @@ const CASES: &[Case] = &[
         device: 3,
         gpu: MIG,
         field: "gpm",
-        absent: |g| g.sm_active_ratio.is_some() && g.mig.len() == 3 && g.mig.iter().all(|m| m.sm_active_ratio.is_none()),
+        absent: |g| {
+            g.sm_active_ratio.is_some()
+                && g.mig.len() == 3
+                && g.mig.iter().all(|m| m.sm_active_ratio.is_none())
+        },
     },
     Case {
         function: "nvmlDeviceGetUUID",
@@ -217,10 +225,16 @@ const CASES: &[Case] = &[
 ];
 
 /// Inject `ret` into a case's function and sample once.
-fn sample_with(fake: &Fake, case: &Case, ret: i32) -> (tessera_exporter::model::NodeSample, NvmlBackend) {
+fn sample_with(
+    fake: &Fake,
+    case: &Case,
+    ret: i32,
+) -> (tessera_exporter::model::NodeSample, NvmlBackend) {
     let mut b = warmed_up(fake);
     fake.inject(case.function, case.device, ret);
-    let s = b.sample().expect("a field error is never a node-level error");
+    let s = b
+        .sample()
+        .expect("a field error is never a node-level error");
     fake.clear();
     (s, b)
 }
@@ -250,12 +264,22 @@ fn other_errors_are_absent_with_a_field_error_and_degraded() {
             field: case.field.into(),
             kind: "unknown".into(),
         };
-        assert!(g.errors.contains(&expected), "{}: {:?}", case.function, g.errors);
+        assert!(
+            g.errors.contains(&expected),
+            "{}: {:?}",
+            case.function,
+            g.errors
+        );
         assert_eq!(g.status, GpuStatus::Degraded, "{}", case.function);
         if case.device >= 0 {
             for (i, other) in s.gpus.iter().enumerate() {
                 if i != case.gpu {
-                    assert_eq!(other.status, GpuStatus::Ok, "{}: GPU {i} unaffected", case.function);
+                    assert_eq!(
+                        other.status,
+                        GpuStatus::Ok,
+                        "{}: GPU {i} unaffected",
+                        case.function
+                    );
                 }
             }
         }
@@ -276,10 +300,17 @@ fn gpu_lost_from_any_call_marks_the_gpu_lost() {
             "{}: every value absent",
             case.function
         );
-        assert!(!g.uuid.is_empty(), "{}: the UUID seen before is kept", case.function);
+        assert!(
+            !g.uuid.is_empty(),
+            "{}: the UUID seen before is kept",
+            case.function
+        );
         if case.device >= 0 {
             assert!(
-                s.gpus.iter().enumerate().all(|(i, o)| i == case.gpu || o.status == GpuStatus::Ok),
+                s.gpus
+                    .iter()
+                    .enumerate()
+                    .all(|(i, o)| i == case.gpu || o.status == GpuStatus::Ok),
                 "{}: other GPUs are still sampled",
                 case.function
             );
@@ -287,12 +318,25 @@ fn gpu_lost_from_any_call_marks_the_gpu_lost() {
         // Back: values again; GPM starts over (first sample after the loss has none).
         fake.advance_ms(1000);
         let back = b.sample().expect("sample");
-        assert_eq!(back.gpus[case.gpu].status, GpuStatus::Ok, "{}", case.function);
+        assert_eq!(
+            back.gpus[case.gpu].status,
+            GpuStatus::Ok,
+            "{}",
+            case.function
+        );
         assert!(back.gpus[case.gpu].power_watts.is_some());
-        assert_eq!(back.gpus[case.gpu].sm_active_ratio, None, "{}", case.function);
+        assert_eq!(
+            back.gpus[case.gpu].sm_active_ratio, None,
+            "{}",
+            case.function
+        );
         fake.advance_ms(1000);
         let later = b.sample().expect("sample");
-        assert!(later.gpus[case.gpu].sm_active_ratio.is_some(), "{}", case.function);
+        assert!(
+            later.gpus[case.gpu].sm_active_ratio.is_some(),
+            "{}",
+            case.function
+        );
     }
 }
 
@@ -323,7 +367,11 @@ fn error_kinds_are_the_simulator_tokens() {
 fn process_names_fail_soft() {
     let _guard = Fake::lock();
     let fake = Fake::open(FULL);
-    for ret in [NVML_ERROR_NOT_FOUND, NVML_ERROR_UNKNOWN, NVML_ERROR_NO_PERMISSION] {
+    for ret in [
+        NVML_ERROR_NOT_FOUND,
+        NVML_ERROR_UNKNOWN,
+        NVML_ERROR_NO_PERMISSION,
+    ] {
         let mut b = warmed_up(&fake);
         fake.inject("nvmlSystemGetProcessName", -1, ret);
         let s = b.sample().expect("sample");
@@ -342,7 +390,10 @@ fn a_failed_handle_is_an_error_status_and_the_others_are_sampled() {
     fake.inject("nvmlDeviceGetHandleByIndex_v2", 1, NVML_ERROR_UNKNOWN);
     let s = b.sample().expect("sample");
     match &s.gpus[1].status {
-        GpuStatus::Error { message } => assert!(message.contains("nvmlDeviceGetHandleByIndex_v2"), "{message}"),
+        GpuStatus::Error { message } => assert!(
+            message.contains("nvmlDeviceGetHandleByIndex_v2"),
+            "{message}"
+        ),
         other => panic!("expected Error, got {other:?}"),
     }
     assert!(!s.gpus[1].uuid.is_empty(), "the UUID seen before is kept");
@@ -374,7 +425,11 @@ fn node_level_failures_are_errors() {
     }
     assert!(b.inventory().is_err());
     fake.clear();
-    fake.inject("nvmlDeviceGetHandleByIndex_v2", -1, NVML_ERROR_UNINITIALIZED);
+    fake.inject(
+        "nvmlDeviceGetHandleByIndex_v2",
+        -1,
+        NVML_ERROR_UNINITIALIZED,
+    );
     let err = b.sample().expect_err("every GPU uninitialised");
     assert!(err.is_driver_level(), "{err:?}");
     fake.clear();
@@ -389,7 +444,10 @@ fn init_failures_map_to_device_errors() {
     fake.load(&demo_path(), NODE);
     fake.inject("nvmlInit_v2", -1, NVML_ERROR_DRIVER_NOT_LOADED);
     let err = NvmlBackend::new(Some(&fake.path)).expect_err("driver not loaded");
-    assert!(matches!(err, DeviceError::DriverNotLoaded { .. }), "{err:?}");
+    assert!(
+        matches!(err, DeviceError::DriverNotLoaded { .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("--backend sim"), "{err}");
     fake.inject("nvmlInit_v2", -1, NVML_ERROR_NO_PERMISSION);
     match NvmlBackend::new(Some(&fake.path)) {
@@ -409,7 +467,10 @@ fn a_driver_fault_is_node_level_like_in_the_simulator() {
     let fake = Fake::open(FULL);
     let text = std::fs::read_to_string(demo_path()).expect("demo")
         + "\n[[faults]]\nkind = \"driver_error\"\nnode = \"gpu-node-3\"\nat = \"2026-11-02T01:00:00Z\"\nuntil = \"2026-11-02T01:05:00Z\"\n";
-    let mut file = tempfile::Builder::new().suffix(".toml").tempfile().expect("temp file");
+    let mut file = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("temp file");
     file.write_all(text.as_bytes()).expect("write");
     let scenario = Scenario::from_file(file.path()).expect("valid scenario");
     fake.load(file.path(), "gpu-node-3");
@@ -428,13 +489,22 @@ fn a_driver_fault_is_node_level_like_in_the_simulator() {
     fake.advance_ms(1000);
     let nv_err = b.sample().expect_err("driver fault");
     let sim_err = sim.sample().expect_err("driver fault");
-    assert!(nv_err.is_driver_level() && sim_err.is_driver_level(), "{nv_err:?} / {sim_err:?}");
+    assert!(
+        nv_err.is_driver_level() && sim_err.is_driver_level(),
+        "{nv_err:?} / {sim_err:?}"
+    );
     assert!(matches!(nv_err, DeviceError::Nvml { .. }));
     // Re-initialising during the fault fails the way a missing kernel driver does.
     let err = NvmlBackend::new(Some(&fake.path)).expect_err("init during the fault");
-    assert!(matches!(err, DeviceError::DriverNotLoaded { .. }), "{err:?}");
+    assert!(
+        matches!(err, DeviceError::DriverNotLoaded { .. }),
+        "{err:?}"
+    );
     fake.set_time("2026-11-02T01:05:00Z");
-    assert!(b.sample().is_ok(), "the same backend works again after the fault");
+    assert!(
+        b.sample().is_ok(),
+        "the same backend works again after the fault"
+    );
 }
 
 #[test]
@@ -502,25 +572,46 @@ fn inventory_errors_leave_values_absent() {
     let full = b.inventory().expect("inventory");
     assert_eq!(full.gpus[MIG].mig_instances.len(), 3);
 
-    let check = |function: &str, device: i32, ok: &dyn Fn(&tessera_exporter::model::Inventory) -> bool| {
-        for ret in [NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN] {
-            let mut fresh = fake.backend(NODE);
-            fake.inject(function, device, ret);
-            let inv = fresh.inventory().expect("inventory never fails for a field");
-            fake.clear();
-            assert!(ok(&inv), "{function} → {ret}: {inv:?}");
-        }
-    };
-    check("nvmlSystemGetDriverVersion", -1, &|i| i.driver_version.is_none());
-    check("nvmlSystemGetCudaDriverVersion_v2", -1, &|i| i.cuda_version.is_none());
-    check("nvmlDeviceGetName", 3, &|i| {
-        i.gpus[3].name.is_empty() && i.gpus[3].mig_instances.iter().all(|m| m.profile_name.starts_with("profile-"))
+    let check =
+        |function: &str, device: i32, ok: &dyn Fn(&tessera_exporter::model::Inventory) -> bool| {
+            for ret in [NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN] {
+                let mut fresh = fake.backend(NODE);
+                fake.inject(function, device, ret);
+                let inv = fresh
+                    .inventory()
+                    .expect("inventory never fails for a field");
+                fake.clear();
+                assert!(ok(&inv), "{function} → {ret}: {inv:?}");
+            }
+        };
+    check("nvmlSystemGetDriverVersion", -1, &|i| {
+        i.driver_version.is_none()
     });
-    check("nvmlDeviceGetPciInfo_v3", 0, &|i| i.gpus[0].pci_bus_id.is_empty());
-    check("nvmlDeviceGetMemoryInfo_v2", 0, &|i| i.gpus[0].memory_total_bytes.is_none());
-    check("nvmlDeviceGetEnforcedPowerLimit", 0, &|i| i.gpus[0].power_limit_watts.is_none());
-    check("nvmlDeviceGetMigMode", 3, &|i| i.gpus[3].mig_mode.is_none() && i.gpus[3].mig_instances.is_empty());
-    check("nvmlDeviceGetUUID", 0, &|i| i.gpus[0].uuid == full.gpus[0].uuid);
+    check("nvmlSystemGetCudaDriverVersion_v2", -1, &|i| {
+        i.cuda_version.is_none()
+    });
+    check("nvmlDeviceGetName", 3, &|i| {
+        i.gpus[3].name.is_empty()
+            && i.gpus[3]
+                .mig_instances
+                .iter()
+                .all(|m| m.profile_name.starts_with("profile-"))
+    });
+    check("nvmlDeviceGetPciInfo_v3", 0, &|i| {
+        i.gpus[0].pci_bus_id.is_empty()
+    });
+    check("nvmlDeviceGetMemoryInfo_v2", 0, &|i| {
+        i.gpus[0].memory_total_bytes.is_none()
+    });
+    check("nvmlDeviceGetEnforcedPowerLimit", 0, &|i| {
+        i.gpus[0].power_limit_watts.is_none()
+    });
+    check("nvmlDeviceGetMigMode", 3, &|i| {
+        i.gpus[3].mig_mode.is_none() && i.gpus[3].mig_instances.is_empty()
+    });
+    check("nvmlDeviceGetUUID", 0, &|i| {
+        i.gpus[0].uuid == full.gpus[0].uuid
+    });
     for function in [
         "nvmlDeviceGetMaxMigDeviceCount",
         "nvmlDeviceGetMigDeviceHandleByIndex",
@@ -529,7 +620,9 @@ fn inventory_errors_leave_values_absent() {
         "nvmlDeviceGetGpuInstanceById",
         "nvmlGpuInstanceGetInfo",
     ] {
-        check(function, 3, &|i| i.gpus[3].mig_instances.is_empty() && i.gpus[0] == full.gpus[0]);
+        check(function, 3, &|i| {
+            i.gpus[3].mig_instances.is_empty() && i.gpus[0] == full.gpus[0]
+        });
     }
     // A lost GPU in the inventory: identity from before, nothing else.
     fake.inject("nvmlDeviceGetHandleByIndex_v2", 1, NVML_ERROR_GPU_IS_LOST);
@@ -547,11 +640,23 @@ fn mig_table_reads_report_errors() {
     fake.set_time(DAY);
     let b = fake.backend(NODE);
     assert_eq!(b.profile_table(0).expect("table").len(), 7);
-    fake.inject("nvmlDeviceGetGpuInstanceProfileInfo", 0, NVML_ERROR_NOT_SUPPORTED);
-    assert!(b.profile_table(0).expect("NotSupported rows are skipped").is_empty());
+    fake.inject(
+        "nvmlDeviceGetGpuInstanceProfileInfo",
+        0,
+        NVML_ERROR_NOT_SUPPORTED,
+    );
+    assert!(
+        b.profile_table(0)
+            .expect("NotSupported rows are skipped")
+            .is_empty()
+    );
     fake.inject("nvmlDeviceGetGpuInstanceProfileInfo", 0, NVML_ERROR_UNKNOWN);
     assert!(matches!(b.profile_table(0), Err(DeviceError::Nvml { .. })));
-    fake.inject("nvmlDeviceGetGpuInstancePossiblePlacements_v2", 0, NVML_ERROR_UNKNOWN);
+    fake.inject(
+        "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+        0,
+        NVML_ERROR_UNKNOWN,
+    );
     match b.possible_placements(0, 9) {
         Err(DeviceError::Nvml { call, kind }) => {
             assert_eq!(call, "nvmlDeviceGetGpuInstancePossiblePlacements_v2");

@@ -32,7 +32,10 @@ fn an_old_driver_samples_without_the_missing_functions() {
         },
     )
     .expect("sim");
-    assert_eq!(b.inventory().expect("inventory"), sim.inventory().expect("inventory"));
+    assert_eq!(
+        b.inventory().expect("inventory"),
+        sim.inventory().expect("inventory")
+    );
     for step in 0..3 {
         if step > 0 {
             old.advance_ms(1000);
@@ -40,11 +43,19 @@ fn an_old_driver_samples_without_the_missing_functions() {
         let s = b.sample().expect("an old driver still samples");
         let mut expected = sim.sample().expect("sim");
         for g in &s.gpus {
-            assert_eq!(g.status, GpuStatus::Ok, "missing functions are no error: {:?}", g.errors);
+            assert_eq!(
+                g.status,
+                GpuStatus::Ok,
+                "missing functions are no error: {:?}",
+                g.errors
+            );
             assert_eq!(g.energy_joules, None);
             assert_eq!(g.sm_active_ratio, None);
             assert!(g.processes.iter().all(|p| p.sm_ratio.is_none()));
-            assert!(g.throttle_reasons.is_some(), "the old name of clock event reasons is used");
+            assert!(
+                g.throttle_reasons.is_some(),
+                "the old name of clock event reasons is used"
+            );
         }
         // Everything else equals the simulator.
         for g in &mut expected.gpus {
@@ -69,7 +80,10 @@ fn an_old_driver_samples_without_the_missing_functions() {
     ] {
         assert!(missing.iter().any(|m| m == f), "{f} not in {missing:?}");
     }
-    assert!(!missing.iter().any(|m| m.contains("ClocksEventReasons")), "a fallback exists: {missing:?}");
+    assert!(
+        !missing.iter().any(|m| m.contains("ClocksEventReasons")),
+        "a fallback exists: {missing:?}"
+    );
     match b.possible_placements(0, 9) {
         Err(DeviceError::MissingSymbol { symbol }) => {
             assert_eq!(symbol, "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
@@ -78,7 +92,12 @@ fn an_old_driver_samples_without_the_missing_functions() {
         }
         other => panic!("expected MissingSymbol, got {other:?}"),
     }
-    assert_eq!(b.profile_table(0).expect("profile info exists in old drivers").len(), 7);
+    assert_eq!(
+        b.profile_table(0)
+            .expect("profile info exists in old drivers")
+            .len(),
+        7
+    );
 }
 
 #[test]
@@ -88,7 +107,11 @@ fn the_fallback_name_carries_errors_too() {
     old.load(&demo_path(), NODE);
     old.set_time(DAY);
     let mut b = old.backend(NODE);
-    old.inject("nvmlDeviceGetCurrentClocksThrottleReasons", 0, NVML_ERROR_UNKNOWN);
+    old.inject(
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        0,
+        NVML_ERROR_UNKNOWN,
+    );
     let s = b.sample().expect("sample");
     old.clear();
     assert_eq!(s.gpus[0].throttle_reasons, None);
@@ -118,8 +141,16 @@ fn two_libraries_in_one_process_keep_their_own_state() {
     full.clear();
     assert_eq!(sa.gpus.len(), 2);
     assert_eq!(sb.gpus.len(), 4);
-    assert_eq!(sa.gpus[1].status, GpuStatus::Lost, "gpu-node-3 GPU 1 is lost at 11:00");
-    assert_eq!(sa.gpus[0].status, GpuStatus::Ok, "the injection into the other library does not apply");
+    assert_eq!(
+        sa.gpus[1].status,
+        GpuStatus::Lost,
+        "gpu-node-3 GPU 1 is lost at 11:00"
+    );
+    assert_eq!(
+        sa.gpus[0].status,
+        GpuStatus::Ok,
+        "the injection into the other library does not apply"
+    );
     assert_eq!(sb.gpus[0].status, GpuStatus::Degraded);
     assert_ne!(old.time_ms(), full.time_ms());
     assert!(a.missing_functions().len() >= 3);

@@ -14,12 +14,19 @@ use tessera_exporter::nvml::NvmlBackend;
 
 #[test]
 fn no_driver_is_library_not_found_with_a_hint() {
-    let err = NvmlBackend::new(Some(Path::new("/nonexistent/libnvidia-ml.so.1"))).expect_err("no library");
-    assert!(matches!(err, DeviceError::LibraryNotFound { .. }), "{err:?}");
+    let err = NvmlBackend::new(Some(Path::new("/nonexistent/libnvidia-ml.so.1")))
+        .expect_err("no library");
+    assert!(
+        matches!(err, DeviceError::LibraryNotFound { .. }),
+        "{err:?}"
+    );
     let text = err.to_string();
     assert!(text.contains("NVML not available"), "{text}");
     assert!(text.contains("--backend sim"), "{text}");
-    assert!(text.contains("/nonexistent/libnvidia-ml.so.1 not found"), "{text}");
+    assert!(
+        text.contains("/nonexistent/libnvidia-ml.so.1 not found"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -63,6 +70,10 @@ fn placements_and_profiles_match_the_mig_tables() {
         // the length): this is why the backend makes the raw call. If this starts failing, the
         // crate was fixed.
         let dev = b.nvml().device_by_index(gpu).expect("device");
-        assert!(dev.possible_placements(9).expect("call succeeds").is_empty());
+        assert!(
+            dev.possible_placements(9)
+                .expect("call succeeds")
+                .is_empty()
+        );
     }
 }

@@ -41,7 +41,9 @@ pub fn demo() -> Scenario {
 
 /// Unix ms of an RFC 3339 time.
 pub fn ms(s: &str) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(s).expect("RFC 3339").timestamp_millis()
+    chrono::DateTime::parse_from_rfc3339(s)
+        .expect("RFC 3339")
+        .timestamp_millis()
 }
 
 /// Path of a fake library built beside this test binary (`target/<profile>/deps`).
@@ -49,7 +51,11 @@ pub fn lib_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().expect("deps dir");
     let path = dir.join(name);
-    assert!(path.exists(), "{} not built (expected beside the test binary)", path.display());
+    assert!(
+        path.exists(),
+        "{} not built (expected beside the test binary)",
+        path.display()
+    );
     path
 }
 
@@ -75,7 +81,8 @@ impl Fake {
         let path = lib_path(name);
         let cell = if name == OLD { &OLD_LIB } else { &FULL_LIB };
         // SAFETY: the fake library has no initialisers with preconditions; it stays loaded.
-        let lib = cell.get_or_init(|| unsafe { libloading::Library::new(&path) }.expect("dlopen fake NVML"));
+        let lib = cell
+            .get_or_init(|| unsafe { libloading::Library::new(&path) }.expect("dlopen fake NVML"));
         Fake { path, lib }
     }
 
@@ -87,7 +94,9 @@ impl Fake {
         let rc = unsafe {
             let f = self
                 .lib
-                .get::<unsafe extern "C" fn(*const c_char, *const c_char) -> c_int>(b"tesseraFakeLoadScenario\0")
+                .get::<unsafe extern "C" fn(*const c_char, *const c_char) -> c_int>(
+                    b"tesseraFakeLoadScenario\0",
+                )
                 .expect("tesseraFakeLoadScenario");
             f(p.as_ptr(), n.as_ptr())
         };
@@ -138,7 +147,9 @@ impl Fake {
         unsafe {
             let f = self
                 .lib
-                .get::<unsafe extern "C" fn(*const c_char, c_int, c_int)>(b"tesseraFakeInjectError\0")
+                .get::<unsafe extern "C" fn(*const c_char, c_int, c_int)>(
+                    b"tesseraFakeInjectError\0",
+                )
                 .expect("tesseraFakeInjectError");
             f(name.as_ptr(), device, ret)
         }
@@ -150,7 +161,9 @@ impl Fake {
         unsafe {
             let f = self
                 .lib
-                .get::<unsafe extern "C" fn(*const c_char, c_int, c_int)>(b"tesseraFakeInjectError\0")
+                .get::<unsafe extern "C" fn(*const c_char, c_int, c_int)>(
+                    b"tesseraFakeInjectError\0",
+                )
                 .expect("tesseraFakeInjectError");
             f(std::ptr::null(), -1, 0)
         }
@@ -186,7 +199,11 @@ pub fn normalise_gpu(nv: &mut GpuSample, sim: &GpuSample, gpm_expected: bool) {
         nv.uuid = sim.uuid.clone();
     }
     close(&mut nv.busy_ratio, sim.busy_ratio, 0.005 + 1e-9);
-    close(&mut nv.memory_controller_ratio, sim.memory_controller_ratio, 0.005 + 1e-9);
+    close(
+        &mut nv.memory_controller_ratio,
+        sim.memory_controller_ratio,
+        0.005 + 1e-9,
+    );
     close(&mut nv.energy_joules, sim.energy_joules, 0.0005 + 1e-9);
     if gpm_expected {
         close(&mut nv.sm_active_ratio, sim.sm_active_ratio, 1e-9);
@@ -195,7 +212,11 @@ pub fn normalise_gpu(nv: &mut GpuSample, sim: &GpuSample, gpm_expected: bool) {
             close(&mut a.sm_active_ratio, b.sm_active_ratio, 1e-9);
         }
     } else {
-        assert_eq!(nv.sm_active_ratio, None, "GPU {}: GPM needs two samples", nv.index);
+        assert_eq!(
+            nv.sm_active_ratio, None,
+            "GPU {}: GPM needs two samples",
+            nv.index
+        );
         assert_eq!(nv.sm_occupancy_ratio, None);
         assert!(nv.mig.iter().all(|m| m.sm_active_ratio.is_none()));
         nv.sm_active_ratio = sim.sm_active_ratio;
@@ -218,7 +239,12 @@ pub fn gpm_expected(prev: Option<&NodeSample>, i: usize) -> bool {
 }
 
 /// Assert that an NVML-path node sample equals the simulator's, up to the documented differences.
-pub fn assert_equivalent(nv: &NodeSample, sim: &NodeSample, prev_nv: Option<&NodeSample>, context: &str) {
+pub fn assert_equivalent(
+    nv: &NodeSample,
+    sim: &NodeSample,
+    prev_nv: Option<&NodeSample>,
+    context: &str,
+) {
     let mut nv = nv.clone();
     nv.timestamp_ms = sim.timestamp_ms;
     assert_eq!(nv.gpus.len(), sim.gpus.len(), "{context}: GPU count");
