@@ -300,6 +300,14 @@ impl NvmlBackend {
             None => Nvml::init(),
         }
         .map_err(|e| init_error(&lib, e))?;
+        if nvml.lib().nvmlShutdown.is_err() {
+            // nvml-wrapper's `Drop for Nvml` calls nvmlShutdown through a method that panics when
+            // the symbol is missing: never drop such an instance (this leaks one library handle).
+            std::mem::forget(nvml);
+            return Err(DeviceError::MissingSymbol {
+                symbol: "nvmlShutdown".into(),
+            });
+        }
         let mut missing = BTreeSet::new();
         let events = match raw::event_set_create(&nvml) {
             Ok(set) => Some(set),
@@ -914,11 +922,18 @@ impl GpuBackend for NvmlBackend {
             )
         });
         let mut gpus = Vec::with_capacity(count as usize);
+        let mut driver_down = 0u32;
         for i in 0..count {
             let state = &mut self.gpus[i as usize];
             match nvml.device_by_index(i) {
                 Ok(dev) => gpus.push(gpu_info(i, &dev, state, &mut self.missing)),
                 Err(e) => {
+                    if matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded) {
+                        driver_down += 1;
+                        if driver_down == count {
+                            return Err(call_error("nvmlDeviceGetHandleByIndex_v2", e));
+                        }
+                    }
                     log::warn!("GPU {i}: no handle ({e}); reported with its last known UUID only");
                     gpus.push(GpuInfo {
                         index: i,

@@ -432,6 +432,8 @@ fn node_level_failures_are_errors() {
     );
     let err = b.sample().expect_err("every GPU uninitialised");
     assert!(err.is_driver_level(), "{err:?}");
+    let err = b.inventory().expect_err("every GPU uninitialised");
+    assert!(err.is_driver_level(), "{err:?}");
     fake.clear();
     fake.advance_ms(1000);
     assert!(b.sample().is_ok(), "recovers once the driver answers again");
