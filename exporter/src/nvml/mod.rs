@@ -18,7 +18,8 @@
 //! - A function missing from the loaded library (old driver) → `None`, one warning in the log,
 //!   and the name in [`NvmlBackend::missing_functions`]; never a panic, never an error status.
 //! - Any other error on a field → `None`, a [`FieldError`] named after the simulator's
-//!   [`Field`] (`power`, `gpm`, ...) and status `Degraded`.
+//!   [`Field`] (`power`, `gpm`, ...; MIG enumeration failures count as `mig_memory`, and a failed
+//!   UUID read, reported with the last UUID seen, as `uuid`) and status `Degraded`.
 //! - `GpuIsLost` from any call of a GPU → status `Lost`, values absent. A failed handle → status
 //!   `Error`. One GPU's failure never drops the others.
 //! - Node-level failures (`nvmlDeviceGetCount_v2` fails, or every GPU is `Uninitialized` /
