@@ -303,14 +303,23 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     assert!(err.is_driver_level(), "{err}");
 
     // Through the sampler: each re-created backend resumes the virtual clock where it stopped.
-    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(ms("2026-11-02T00:00:00Z")));
+    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(ms(
+        "2026-11-02T00:00:00Z",
+    )));
     let scenario = s.clone();
     let sampler = Sampler::spawn(
         Box::new(move || {
             let next_ms = clock.fetch_add(1000, std::sync::atomic::Ordering::SeqCst);
-            SimBackend::new(&scenario, Some("gpu-node-1"), SimClock::Stepped { next_ms, step_ms: 1000 })
-                .map(|b| Box::new(b) as Box<dyn GpuBackend>)
-                .map_err(Into::into)
+            SimBackend::new(
+                &scenario,
+                Some("gpu-node-1"),
+                SimClock::Stepped {
+                    next_ms,
+                    step_ms: 1000,
+                },
+            )
+            .map(|b| Box::new(b) as Box<dyn GpuBackend>)
+            .map_err(Into::into)
         }),
         SamplerConfig {
             interval: Duration::from_millis(5),
@@ -323,7 +332,9 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     let mut seq = 0;
     let mut failures = 0;
     loop {
-        let snap = h.wait_newer(seq, Duration::from_secs(5)).expect("snapshots keep coming");
+        let snap = h
+            .wait_newer(seq, Duration::from_secs(5))
+            .expect("snapshots keep coming");
         seq = snap.sequence;
         if snap.sample.is_none() {
             failures += 1;
@@ -333,7 +344,10 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
             && sample.timestamp_ms >= ms("2026-11-02T00:00:03Z")
         {
             assert_eq!(sample.gpus.len(), 4);
-            assert!(snap.state.initialisations >= 3, "re-created after each driver error");
+            assert!(
+                snap.state.initialisations >= 3,
+                "re-created after each driver error"
+            );
             break;
         }
     }

@@ -23,7 +23,7 @@ fn once_json_prints_one_versioned_snapshot_of_the_demo_node() {
     assert_eq!(gpus[0]["name"], "NVIDIA H100 80GB HBM3");
     assert_eq!(gpus[3]["mig_instances"].as_array().unwrap().len(), 3);
     // The demo scenario starts 2026-11-02T00:00:00Z; --once reports exactly that instant.
-    assert_eq!(doc["sample"]["timestamp_ms"], 1_794_873_600_000i64);
+    assert_eq!(doc["sample"]["timestamp_ms"], 1_793_577_600_000i64);
     // The forgotten embeddings model holds memory with no activity.
     let g1 = &doc["sample"]["gpus"][1];
     assert_eq!(g1["processes"][0]["name"], "python3");
