@@ -80,7 +80,10 @@ fn once_table_shows_gpus_mig_instances_processes_and_problems() {
         stdout.contains("MIG instances") && stdout.contains("3g.40gb (id 9)"),
         "{stdout}"
     );
-    assert!(stdout.contains("Processes") && stdout.contains("torchrun") == false);
+    assert!(
+        stdout.contains("Processes") && !stdout.contains("torchrun"),
+        "training is not running at midnight"
+    );
     assert!(!stdout.contains('\u{1b}'), "no colour codes");
 }
 
