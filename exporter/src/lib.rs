@@ -6,12 +6,15 @@
 //! - [`sim`]: the simulated fleet (scenarios, workloads, faults, ground truth) and its backend.
 //! - [`mig`]: GPU models, MIG profile tables and the layout checker.
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
+//! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
 //! - [`render`]: one snapshot as a table or JSON (the `--once` output).
 //!
 //! This crate never links polars and never depends on the analyzer (`tessera`); the analyzer
 //! depends on it for the device layer and the sample model.
 
+pub mod attribution;
 pub mod device;
+pub mod metrics;
 pub mod mig;
 pub mod model;
 pub mod nvml;

@@ -169,6 +169,8 @@ fn run(args: Args) -> Result<()> {
             },
             duration: Duration::ZERO,
             missed_ticks: 0,
+            totals: Default::default(),
+            attribution: Default::default(),
         };
         print(&args, backend.name(), &snap);
         return Ok(());

@@ -13,16 +13,22 @@
 //!
 //! This module does no rendering and no I/O besides calling the backend.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::attribution::Attribution;
 use crate::device::{DeviceError, GpuBackend};
 use crate::model::{Inventory, NodeSample};
 
 /// Creates a backend; called at start and after every driver-level error.
 pub type BackendFactory = Box<dyn FnMut() -> Result<Box<dyn GpuBackend>, DeviceError> + Send>;
+
+/// Where each process of a sample runs (pod, container, Slurm job), by pid. Runs on the sampler
+/// thread after each sample, so scrapes never read `/proc`; keeps its own cache.
+pub type Attributor = Box<dyn FnMut(&NodeSample) -> HashMap<u32, Arc<Attribution>> + Send>;
 
 /// Sampler settings.
 #[derive(Debug, Clone)]
@@ -33,6 +39,13 @@ pub struct SamplerConfig {
     pub backoff_initial: Duration,
     /// Largest delay between re-creation attempts.
     pub backoff_max: Duration,
+}
+
+/// Optional steps the sampler runs after each sample.
+#[derive(Default)]
+pub struct SamplerHooks {
+    /// Attributes processes to pods, containers and Slurm jobs.
+    pub attributor: Option<Attributor>,
 }
 
 impl Default for SamplerConfig {
@@ -74,6 +87,43 @@ pub struct Snapshot {
     pub duration: Duration,
     /// Ticks skipped since start because sampling overran.
     pub missed_ticks: u64,
+    /// Running totals since start, kept on the sampler thread (counters for `/metrics`).
+    pub totals: Arc<Totals>,
+    /// Attribution of this sample's processes, by pid (absent: unknown).
+    pub attribution: Arc<HashMap<u32, Arc<Attribution>>>,
+}
+
+/// A GPU as a counter key: index and UUID.
+pub type GpuKey = (u32, String);
+
+/// Counters accumulated over every sample since the exporter started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// XID events by GPU and XID code.
+    pub xid: BTreeMap<(GpuKey, u64), u64>,
+    /// Failed reads by GPU, field and error kind.
+    pub field_errors: BTreeMap<(GpuKey, String, String), u64>,
+}
+
+impl Totals {
+    /// Add what one sample reports. Returns whether anything changed.
+    pub fn add(&mut self, sample: &NodeSample) -> bool {
+        let mut changed = false;
+        for g in &sample.gpus {
+            for x in &g.xid_events {
+                *self.xid.entry(((g.index, g.uuid.clone()), x.xid)).or_default() += 1;
+                changed = true;
+            }
+            for e in &g.errors {
+                *self
+                    .field_errors
+                    .entry(((g.index, g.uuid.clone()), e.field.clone(), e.kind.clone()))
+                    .or_default() += 1;
+                changed = true;
+            }
+        }
+        changed
+    }
 }
 
 #[derive(Default)]
@@ -137,12 +187,17 @@ pub struct Sampler {
 impl Sampler {
     /// Start sampling on a new thread.
     pub fn spawn(factory: BackendFactory, config: SamplerConfig) -> std::io::Result<Sampler> {
+        Sampler::spawn_with(factory, config, SamplerHooks::default())
+    }
+
+    /// Start sampling on a new thread, with hooks.
+    pub fn spawn_with(factory: BackendFactory, config: SamplerConfig, hooks: SamplerHooks) -> std::io::Result<Sampler> {
         let handle = SnapshotHandle::default();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let publish = handle.clone();
         let thread = std::thread::Builder::new()
             .name("tessera-sampler".into())
-            .spawn(move || run(factory, config, publish, stop_rx))?;
+            .spawn(move || run(factory, config, hooks, publish, stop_rx))?;
         Ok(Sampler {
             handle,
             stop: Some(stop_tx),
@@ -183,6 +238,7 @@ fn tick_time(interval: Duration, n: u64) -> Duration {
 fn run(
     mut factory: BackendFactory,
     config: SamplerConfig,
+    mut hooks: SamplerHooks,
     publish: SnapshotHandle,
     stop: mpsc::Receiver<()>,
 ) {
@@ -202,6 +258,7 @@ fn run(
     let start = Instant::now();
     let interval = config.interval.max(Duration::from_millis(1));
     let mut tick = 0u64;
+    let mut totals = Arc::new(Totals::default());
     loop {
         let began = Instant::now();
         let mut sample = None;
@@ -230,6 +287,9 @@ fn run(
                 Ok(s) => {
                     state.healthy = true;
                     state.last_error = None;
+                    if s.gpus.iter().any(|g| !g.xid_events.is_empty() || !g.errors.is_empty()) {
+                        Arc::make_mut(&mut totals).add(&s);
+                    }
                     sample = Some(s);
                 }
                 Err(e) => {
@@ -247,6 +307,10 @@ fn run(
                 }
             }
         }
+        let attribution = match (&sample, hooks.attributor.as_mut()) {
+            (Some(s), Some(attribute)) => Arc::new(attribute(s)),
+            _ => Arc::default(),
+        };
         sequence += 1;
         publish.publish(Snapshot {
             sequence,
@@ -255,6 +319,8 @@ fn run(
             state: state.clone(),
             duration: began.elapsed(),
             missed_ticks: missed,
+            totals: totals.clone(),
+            attribution,
         });
         // Next fixed-rate tick; skip (and count) ticks already past.
         tick += 1;

@@ -185,6 +185,36 @@ impl SimNode {
         &self.gpus
     }
 
+    /// Attribution of every workload process on this node, as the scenario describes it: a pod
+    /// UID and container id derived from the pod and workload names (stable across runs), and the
+    /// Slurm job id. The simulator's pids do not exist on the host, so `/proc` cannot be used.
+    pub fn attribution(&self) -> std::collections::HashMap<u32, std::sync::Arc<crate::attribution::Attribution>> {
+        self.workloads
+            .iter()
+            .map(|&w| {
+                let spec = &self.scenario.workloads[w];
+                let seed = self.scenario.seed;
+                let pod_uid = spec.pod.as_ref().map(|p| {
+                    let u = uuid_like("P", seed, name_key(p), 1);
+                    u[2..].to_string()
+                });
+                let container_id = spec.pod.as_ref().map(|_| {
+                    (0..4)
+                        .map(|i| format!("{:016x}", mix(seed ^ name_key(&spec.name) ^ (i + 7))))
+                        .collect::<String>()
+                });
+                (
+                    Self::pid(w),
+                    std::sync::Arc::new(crate::attribution::Attribution {
+                        pod_uid,
+                        container_id,
+                        slurm_job_id: spec.slurm_job.clone(),
+                    }),
+                )
+            })
+            .collect()
+    }
+
     /// Process id of a workload (stable for the whole simulation).
     pub fn pid(workload: usize) -> u32 {
         4000 + 17 * workload as u32

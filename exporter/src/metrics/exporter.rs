@@ -1,0 +1,134 @@
+//! The exporter's own metrics: build info, backend health and re-initialisations, per-GPU
+//! collection success, sample duration and timestamp, NVML errors by kind, missed sampler ticks
+//! and truncated process series.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+
+use super::{Collector, Context, counter_family, family, process, single, single_counter};
+use crate::model::GpuStatus;
+
+/// Self-metrics.
+pub struct ExporterCollector;
+
+impl Collector for ExporterCollector {
+    fn name(&self) -> &'static str {
+        "exporter"
+    }
+
+    fn collect(&self, ctx: &Context<'_>, enc: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let snap = ctx.snapshot;
+        family(
+            enc,
+            "tessera_exporter_build_info",
+            "Version of tessera-exporter and the backend in use (value is always 1).",
+            None,
+            vec![(
+                [("version", ctx.options.version.as_str()), ("backend", snap.state.backend)],
+                1i64,
+            )],
+        )?;
+        single(
+            enc,
+            "tessera_exporter_backend_up",
+            "1 when the last attempt to sample the backend (NVML or simulator) succeeded.",
+            None,
+            snap.state.healthy as i64,
+        )?;
+        single_counter(
+            enc,
+            "tessera_exporter_backend_initializations",
+            "Successful (re)initialisations of the backend; more than 1 means NVML was re-initialised after a driver-level error.",
+            None,
+            snap.state.initialisations,
+        )?;
+        single_counter(
+            enc,
+            "tessera_exporter_backend_errors",
+            "Node-level backend errors (NVML unavailable or failing for every GPU).",
+            None,
+            snap.state.errors_total,
+        )?;
+        single_counter(
+            enc,
+            "tessera_exporter_sampler_missed_ticks",
+            "Sampling ticks skipped because a sample took longer than --sample.interval.",
+            None,
+            snap.missed_ticks,
+        )?;
+        single(
+            enc,
+            "tessera_exporter_sample_duration",
+            "Time the last sample took.",
+            Some(Unit::Seconds),
+            snap.duration.as_secs_f64(),
+        )?;
+        if let Some(sample) = &snap.sample {
+            single(
+                enc,
+                "tessera_exporter_last_sample_timestamp",
+                "When the last sample was taken (unix time; virtual time on the simulator).",
+                Some(Unit::Seconds),
+                sample.timestamp_ms as f64 / 1000.0,
+            )?;
+        }
+        if let Some(inventory) = snap.inventory.as_deref() {
+            let idx: Vec<String> = inventory.gpus.iter().map(|g| g.index.to_string()).collect();
+            family(
+                enc,
+                "tessera_exporter_gpu_collection_success",
+                "1 when every read of the GPU in the last sample succeeded or was not supported.",
+                None,
+                inventory
+                    .gpus
+                    .iter()
+                    .zip(&idx)
+                    .map(|(g, i)| {
+                        let ok = snap.sample.as_ref().is_some_and(|s| {
+                            s.gpus.iter().any(|x| x.index == g.index && x.status == GpuStatus::Ok)
+                        });
+                        ([("gpu", i.as_str()), ("uuid", g.uuid.as_str())], ok as i64)
+                    })
+                    .collect(),
+            )?;
+        }
+        let errors: Vec<_> = snap
+            .totals
+            .field_errors
+            .iter()
+            .map(|(((gpu, uuid), field, kind), n)| {
+                (
+                    [
+                        ("gpu", gpu.to_string()),
+                        ("uuid", uuid.clone()),
+                        ("field", field.clone()),
+                        ("kind", kind.clone()),
+                    ],
+                    *n,
+                )
+            })
+            .collect();
+        counter_family(
+            enc,
+            "tessera_exporter_nvml_errors",
+            "Failed NVML reads since start, by GPU, field and error kind (NotSupported is not an error).",
+            None,
+            errors,
+        )?;
+        if let Some(sample) = &snap.sample
+            && ctx.options.processes
+        {
+            let (_, truncated) = process::selected(sample, ctx.options.processes_max);
+            single(
+                enc,
+                "tessera_exporter_processes_truncated",
+                "Processes left out of the per-process metrics by --collector.processes.max in the last sample.",
+                None,
+                truncated as i64,
+            )?;
+        }
+        Ok(())
+    }
+}

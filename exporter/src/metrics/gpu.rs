@@ -1,0 +1,271 @@
+//! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, memory, power,
+//! energy, temperature, clocks, throttle reasons, ECC, PCIe and XID counters.
+//!
+//! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type` or
+//! `xid` where a family needs one. Values come from the snapshot only.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+
+use super::{Collector, Context, counter_family, family, units};
+use crate::model::{GpuStatus, THROTTLE_REASONS};
+
+/// XID codes whose counters exist (at 0) from the start, so `increase()` sees the first one:
+/// the critical XIDs of NVIDIA's XID catalogue.
+pub const CRITICAL_XIDS: &[u64] = &[48, 62, 63, 64, 74, 79, 94, 95, 119, 120];
+
+/// Per-GPU metrics.
+pub struct GpuCollector;
+
+type L2<'a> = [(&'static str, &'a str); 2];
+
+impl Collector for GpuCollector {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn collect(&self, ctx: &Context<'_>, enc: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let snap = ctx.snapshot;
+        let Some(inventory) = snap.inventory.as_deref() else {
+            return Ok(());
+        };
+        let idx: Vec<String> = inventory.gpus.iter().map(|g| g.index.to_string()).collect();
+        let driver = inventory.driver_version.as_deref().unwrap_or("");
+        let cuda = inventory.cuda_version.as_deref().unwrap_or("");
+
+        family(
+            enc,
+            "tessera_gpu_info",
+            "GPU identity: model name, PCI bus id, driver and CUDA versions (value is always 1).",
+            None,
+            inventory
+                .gpus
+                .iter()
+                .zip(&idx)
+                .map(|(g, i)| {
+                    (
+                        [
+                            ("gpu", i.as_str()),
+                            ("uuid", g.uuid.as_str()),
+                            ("name", g.name.as_str()),
+                            ("pci_bus_id", g.pci_bus_id.as_str()),
+                            ("driver_version", driver),
+                            ("cuda_version", cuda),
+                        ],
+                        1i64,
+                    )
+                })
+                .collect(),
+        )?;
+        let labels = |i: usize| -> L2<'_> { [("gpu", idx[i].as_str()), ("uuid", inventory.gpus[i].uuid.as_str())] };
+        let info_gauge = |f: &dyn Fn(usize) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
+            (0..inventory.gpus.len()).filter_map(|i| f(i).map(|v| (labels(i), v))).collect()
+        };
+        family(
+            enc,
+            "tessera_gpu_power_limit",
+            "Enforced power limit.",
+            units::watts(),
+            info_gauge(&|i| inventory.gpus[i].power_limit_watts),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_mig_enabled",
+            "1 when MIG mode is enabled now (absent on GPUs without MIG).",
+            None,
+            info_gauge(&|i| inventory.gpus[i].mig_mode.map(|m| m.current as i64 as f64)),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_mig_pending_enabled",
+            "1 when MIG mode will be enabled after the next GPU reset.",
+            None,
+            info_gauge(&|i| inventory.gpus[i].mig_mode.map(|m| m.pending as i64 as f64)),
+        )?;
+
+        // Status: one series per state; when the backend is down every GPU is in state `error`.
+        const STATES: [&str; 4] = ["ok", "degraded", "lost", "error"];
+        let state_of = |i: usize| -> &'static str {
+            let Some(sample) = &snap.sample else { return "error" };
+            match sample.gpus.iter().find(|g| g.index == inventory.gpus[i].index).map(|g| &g.status) {
+                Some(GpuStatus::Ok) => "ok",
+                Some(GpuStatus::Degraded) => "degraded",
+                Some(GpuStatus::Lost) => "lost",
+                Some(GpuStatus::Error { .. }) | None => "error",
+            }
+        };
+        let mut status = Vec::new();
+        for i in 0..inventory.gpus.len() {
+            let current = state_of(i);
+            for state in STATES {
+                status.push((
+                    [("gpu", idx[i].as_str()), ("uuid", inventory.gpus[i].uuid.as_str()), ("state", state)],
+                    (state == current) as i64,
+                ));
+            }
+        }
+        family(
+            enc,
+            "tessera_gpu_status",
+            "GPU health: 1 for the current state (ok, degraded: some reads failed, lost: fell off the bus, error: unreadable), 0 for the others.",
+            None,
+            status,
+        )?;
+
+        let Some(sample) = &snap.sample else {
+            return Ok(());
+        };
+        // Index into the inventory by GPU index, for labels.
+        let pos = |gpu: u32| inventory.gpus.iter().position(|g| g.index == gpu);
+        let series = |f: &dyn Fn(&crate::model::GpuSample) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
+            sample
+                .gpus
+                .iter()
+                .filter_map(|g| Some((labels(pos(g.index)?), f(g)?)))
+                .collect()
+        };
+        let ratios: [(&str, &str, fn(&crate::model::GpuSample) -> Option<f64>); 4] = [
+            (
+                "tessera_gpu_busy",
+                "Share of time a kernel was running (NVML utilization.gpu; DCGM GPU_UTIL). Overstates compute load: see tessera_gpu_sm_active_ratio.",
+                |g| g.busy_ratio,
+            ),
+            (
+                "tessera_gpu_memory_controller_busy",
+                "Share of time the memory controller was busy (NVML utilization.memory).",
+                |g| g.memory_controller_ratio,
+            ),
+            (
+                "tessera_gpu_sm_active",
+                "Share of SMs with at least one warp resident, averaged over the sample (GPM, Hopper and later).",
+                |g| g.sm_active_ratio,
+            ),
+            (
+                "tessera_gpu_sm_occupancy",
+                "Warps resident per SM relative to the maximum, averaged over the sample (GPM, Hopper and later).",
+                |g| g.sm_occupancy_ratio,
+            ),
+        ];
+        for (name, help, f) in ratios {
+            family(enc, name, help, units::ratio(), series(&f))?;
+        }
+        family(
+            enc,
+            "tessera_gpu_memory_used",
+            "GPU memory in use.",
+            units::bytes(),
+            series(&|g| g.memory_used_bytes.map(|v| v as f64)),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_memory_total",
+            "GPU memory in total.",
+            units::bytes(),
+            series(&|g| g.memory_total_bytes.map(|v| v as f64)),
+        )?;
+        family(enc, "tessera_gpu_power", "Power draw.", units::watts(), series(&|g| g.power_watts))?;
+        counter_family(
+            enc,
+            "tessera_gpu_energy",
+            "Energy consumed since the driver was loaded.",
+            Some(Unit::Joules),
+            series(&|g| g.energy_joules),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_temperature",
+            "GPU core temperature.",
+            Some(Unit::Celsius),
+            series(&|g| g.temperature_celsius),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_sm_clock",
+            "SM clock frequency.",
+            units::hertz(),
+            series(&|g| g.sm_clock_hertz),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_memory_clock",
+            "Memory clock frequency.",
+            units::hertz(),
+            series(&|g| g.memory_clock_hertz),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_pcie_transmit",
+            "PCIe transmit throughput (NVML samples it over 20 ms).",
+            Some(Unit::Other("bytes_per_second".into())),
+            series(&|g| g.pcie_tx_bytes_per_second),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_pcie_receive",
+            "PCIe receive throughput (NVML samples it over 20 ms).",
+            Some(Unit::Other("bytes_per_second".into())),
+            series(&|g| g.pcie_rx_bytes_per_second),
+        )?;
+
+        let mut throttle = Vec::new();
+        for g in &sample.gpus {
+            let (Some(p), Some(mask)) = (pos(g.index), g.throttle_reasons) else {
+                continue;
+            };
+            for (bit, reason) in THROTTLE_REASONS {
+                throttle.push((
+                    [("gpu", idx[p].as_str()), ("uuid", g.uuid.as_str()), ("reason", reason)],
+                    (mask & bit != 0) as i64,
+                ));
+            }
+        }
+        family(
+            enc,
+            "tessera_gpu_throttle_reason",
+            "1 while the clocks are held down for this reason (NVML clock event reasons), else 0.",
+            None,
+            throttle,
+        )?;
+
+        let mut ecc = Vec::new();
+        for g in &sample.gpus {
+            let Some(p) = pos(g.index) else { continue };
+            for (kind, v) in [("corrected", g.ecc_corrected_total), ("uncorrected", g.ecc_uncorrected_total)] {
+                if let Some(v) = v {
+                    ecc.push(([("gpu", idx[p].as_str()), ("uuid", g.uuid.as_str()), ("type", kind)], v));
+                }
+            }
+        }
+        counter_family(
+            enc,
+            "tessera_gpu_ecc_errors",
+            "ECC errors since the driver was loaded (volatile), by type.",
+            None,
+            ecc,
+        )?;
+
+        // XID counters: accumulated by the sampler; critical codes exist from the start.
+        let mut xid: Vec<([(&str, String); 3], u64)> = Vec::new();
+        for (i, g) in inventory.gpus.iter().enumerate() {
+            let key = (g.index, g.uuid.clone());
+            let mut codes: Vec<u64> = CRITICAL_XIDS.to_vec();
+            codes.extend(snap.totals.xid.keys().filter(|(k, _)| *k == key).map(|(_, x)| *x));
+            codes.sort_unstable();
+            codes.dedup();
+            for code in codes {
+                let n = snap.totals.xid.get(&(key.clone(), code)).copied().unwrap_or(0);
+                xid.push(([("gpu", idx[i].clone()), ("uuid", g.uuid.clone()), ("xid", code.to_string())], n));
+            }
+        }
+        counter_family(
+            enc,
+            "tessera_gpu_xid_errors",
+            "XID error events since the exporter started, by XID code.",
+            None,
+            xid,
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,132 @@
+//! MIG instance metrics: identity with profile and placement (`tessera_mig_info`), memory and SM
+//! activity (GPM, Hopper and later) per instance.
+//!
+//! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::{Collector, Context, family, units};
+
+/// MIG instance metrics.
+pub struct MigCollector;
+
+impl Collector for MigCollector {
+    fn name(&self) -> &'static str {
+        "mig"
+    }
+
+    fn collect(&self, ctx: &Context<'_>, enc: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let Some(inventory) = ctx.snapshot.inventory.as_deref() else {
+            return Ok(());
+        };
+        struct Row<'a> {
+            gpu: String,
+            uuid: &'a str,
+            gi: String,
+            ci: String,
+            profile: &'a str,
+        }
+        let mut rows = Vec::new();
+        let mut info = Vec::new();
+        for g in &inventory.gpus {
+            for m in &g.mig_instances {
+                rows.push((
+                    g.index,
+                    m.gpu_instance_id,
+                    m.compute_instance_id,
+                    Row {
+                        gpu: g.index.to_string(),
+                        uuid: &g.uuid,
+                        gi: m.gpu_instance_id.to_string(),
+                        ci: m.compute_instance_id.to_string(),
+                        profile: &m.profile_name,
+                    },
+                ));
+                info.push((m, g.index.to_string(), g.uuid.as_str()));
+            }
+        }
+        let extra: Vec<[String; 3]> = info
+            .iter()
+            .map(|(m, _, _)| [m.profile_id.to_string(), m.placement.start.to_string(), m.placement.size.to_string()])
+            .collect();
+        family(
+            enc,
+            "tessera_mig_info",
+            "MIG instance identity: profile, profile id, placement on the memory-slice axis and MIG UUID (value is always 1).",
+            None,
+            rows.iter()
+                .zip(&info)
+                .zip(&extra)
+                .map(|(((_, _, _, r), (m, _, _)), e)| {
+                    (
+                        [
+                            ("gpu", r.gpu.as_str()),
+                            ("uuid", r.uuid),
+                            ("gpu_instance", r.gi.as_str()),
+                            ("compute_instance", r.ci.as_str()),
+                            ("profile", r.profile),
+                            ("profile_id", e[0].as_str()),
+                            ("placement_start", e[1].as_str()),
+                            ("placement_size", e[2].as_str()),
+                            ("mig_uuid", m.uuid.as_str()),
+                        ],
+                        1i64,
+                    )
+                })
+                .collect(),
+        )?;
+        let Some(sample) = &ctx.snapshot.sample else {
+            return Ok(());
+        };
+        let series = |f: &dyn Fn(&crate::model::MigSample) -> Option<f64>| {
+            let mut out = Vec::new();
+            for (gpu, gi, ci, r) in &rows {
+                let Some(m) = sample
+                    .gpus
+                    .iter()
+                    .find(|g| g.index == *gpu)
+                    .and_then(|g| g.mig.iter().find(|m| m.gpu_instance_id == *gi && m.compute_instance_id == *ci))
+                else {
+                    continue;
+                };
+                if let Some(v) = f(m) {
+                    out.push((
+                        [
+                            ("gpu", r.gpu.as_str()),
+                            ("uuid", r.uuid),
+                            ("gpu_instance", r.gi.as_str()),
+                            ("compute_instance", r.ci.as_str()),
+                            ("profile", r.profile),
+                        ],
+                        v,
+                    ));
+                }
+            }
+            out
+        };
+        family(
+            enc,
+            "tessera_mig_memory_used",
+            "Memory in use in the MIG instance.",
+            units::bytes(),
+            series(&|m| m.memory_used_bytes.map(|v| v as f64)),
+        )?;
+        family(
+            enc,
+            "tessera_mig_memory_total",
+            "Memory of the MIG instance.",
+            units::bytes(),
+            series(&|m| m.memory_total_bytes.map(|v| v as f64)),
+        )?;
+        family(
+            enc,
+            "tessera_mig_sm_active",
+            "SM activity of the MIG instance (GPM, Hopper and later; NVML has none on Ampere).",
+            units::ratio(),
+            series(&|m| m.sm_active_ratio),
+        )?;
+        Ok(())
+    }
+}

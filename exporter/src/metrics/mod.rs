@@ -1,0 +1,277 @@
+//! Renders a [`Snapshot`] as OpenMetrics text (prometheus-client's encoder): the body of
+//! `/metrics`. Every metric is documented in `docs/metrics.md`.
+//!
+//! One collector per file behind one interface, [`Collector`], in the style of node_exporter:
+//! [`gpu`] (per-GPU values and identity), [`mig`] (MIG instances), [`process`] (per-process use
+//! with attribution labels), [`exporter`] (self-metrics: collection success, durations, NVML
+//! errors, build info) and [`runtime`] (the standard `process_*` metrics of the exporter itself).
+//!
+//! Architecture invariants:
+//! - Rendering reads only the snapshot (and `/proc/self` for `process_*`); it never calls NVML.
+//! - Absent values produce no series (never a 0 that was not measured); a lost GPU keeps its
+//!   identity and status series so alerts see it.
+//! - Names follow Prometheus conventions: `tessera_` prefix, base units as suffixes, `_total` on
+//!   counters, `_info` gauges with value 1 for identity (gauges, not the OpenMetrics `info` type,
+//!   so the output also passes `promtool check metrics`).
+//!
+//! [`MetricsCache`] renders once per snapshot and serves the same bytes to every scrape until the
+//! next snapshot; it does no I/O besides that.
+
+pub mod exporter;
+pub mod gpu;
+pub mod mig;
+pub mod process;
+pub mod runtime;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::sampler::Snapshot;
+
+/// Content type of the OpenMetrics exposition (served when the scraper accepts it, as
+/// Prometheus does).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Content type of the Prometheus text format 0.0.4 (served to clients that do not ask for
+/// OpenMetrics, e.g. curl or older tools).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether an `Accept` header asks for OpenMetrics.
+pub fn accepts_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
+/// Convert tessera's OpenMetrics exposition to the Prometheus text format 0.0.4: drop `# UNIT`
+/// and `# EOF`, and name counter families after their `_total` samples. Exact for what tessera
+/// renders (gauges and counters only).
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut counters = std::collections::HashSet::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some(name) = rest.strip_suffix(" counter")
+        {
+            counters.insert(name.to_string());
+        }
+    }
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters.contains(name).then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// What to render.
+#[derive(Debug, Clone)]
+pub struct RenderOptions {
+    /// Export per-process metrics (`--[no-]collector.processes`).
+    pub processes: bool,
+    /// At most this many process series per node (`--collector.processes.max`); the rest are
+    /// counted in `tessera_exporter_processes_truncated`.
+    pub processes_max: usize,
+    /// Include the `process_*` metrics of the exporter itself (off in golden tests: they vary).
+    pub runtime: bool,
+    /// Exporter version for `tessera_exporter_build_info`.
+    pub version: String,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            processes: true,
+            processes_max: 256,
+            runtime: true,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Everything a collector may read.
+pub struct Context<'a> {
+    pub snapshot: &'a Snapshot,
+    pub options: &'a RenderOptions,
+}
+
+/// One group of metrics rendered from a snapshot.
+pub trait Collector: Send + Sync {
+    /// Short name (for docs and debugging).
+    fn name(&self) -> &'static str;
+    /// Encode this collector's metric families.
+    fn collect(&self, ctx: &Context<'_>, enc: &mut DescriptorEncoder<'_>) -> fmt::Result;
+}
+
+/// Every collector, in output order.
+pub fn collectors() -> Vec<Box<dyn Collector>> {
+    vec![
+        Box::new(gpu::GpuCollector),
+        Box::new(mig::MigCollector),
+        Box::new(process::ProcessCollector),
+        Box::new(exporter::ExporterCollector),
+        Box::new(runtime::RuntimeCollector),
+    ]
+}
+
+/// Encode one metric family if it has any series.
+pub(crate) fn family<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    series: Vec<(L, V)>,
+) -> fmt::Result {
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
+    for (labels, v) in &series {
+        m.encode_family(labels)?.encode_gauge(v)?;
+    }
+    Ok(())
+}
+
+/// Encode one counter family if it has any series. `name` excludes the unit and `_total`.
+pub(crate) fn counter_family<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeCounterValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    series: Vec<(L, V)>,
+) -> fmt::Result {
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
+    for (labels, v) in &series {
+        m.encode_family(labels)?
+            .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(v, None)?;
+    }
+    Ok(())
+}
+
+/// Encode a family of one series without labels (`name value`).
+pub(crate) fn single<V: prometheus_client::encoding::EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    value: V,
+) -> fmt::Result {
+    enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?
+        .encode_gauge(&value)
+}
+
+/// Encode a counter of one series without labels (`name_total value`).
+pub(crate) fn single_counter<V: prometheus_client::encoding::EncodeCounterValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    value: V,
+) -> fmt::Result {
+    enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?
+        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&value, None)
+}
+
+/// Units used by tessera's metrics.
+pub(crate) mod units {
+    use prometheus_client::registry::Unit;
+    pub fn watts() -> Option<Unit> {
+        Some(Unit::Other("watts".into()))
+    }
+    pub fn hertz() -> Option<Unit> {
+        Some(Unit::Other("hertz".into()))
+    }
+    pub fn ratio() -> Option<Unit> {
+        Some(Unit::Other("ratio".into()))
+    }
+    pub fn bytes() -> Option<Unit> {
+        Some(Unit::Bytes)
+    }
+}
+
+struct All {
+    snapshot: Arc<Snapshot>,
+    options: RenderOptions,
+}
+
+impl fmt::Debug for All {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tessera collectors")
+    }
+}
+
+impl prometheus_client::collector::Collector for All {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let ctx = Context {
+            snapshot: &self.snapshot,
+            options: &self.options,
+        };
+        for c in collectors() {
+            c.collect(&ctx, &mut encoder)?;
+        }
+        Ok(())
+    }
+}
+
+/// Render a snapshot as an OpenMetrics document (ending in `# EOF`).
+pub fn render(snapshot: Arc<Snapshot>, options: &RenderOptions) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(All {
+        snapshot,
+        options: options.clone(),
+    }));
+    let mut out = String::with_capacity(64 * 1024);
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+/// One snapshot rendered in both formats.
+#[derive(Debug)]
+pub struct Rendered {
+    pub openmetrics: String,
+    pub text: String,
+}
+
+/// Renders each snapshot once and serves the cached bytes to every scrape until the next one.
+pub struct MetricsCache {
+    options: RenderOptions,
+    cached: Mutex<Option<(u64, Arc<Rendered>)>>,
+}
+
+impl MetricsCache {
+    pub fn new(options: RenderOptions) -> MetricsCache {
+        MetricsCache {
+            options,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// The exposition of `snapshot` in both formats, rendered at most once per snapshot sequence.
+    pub fn get(&self, snapshot: Arc<Snapshot>) -> Arc<Rendered> {
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seq, body)) = cached.as_ref()
+            && *seq == snapshot.sequence
+        {
+            return body.clone();
+        }
+        let seq = snapshot.sequence;
+        let openmetrics = render(snapshot, &self.options);
+        let text = to_prometheus_text(&openmetrics);
+        let body = Arc::new(Rendered { openmetrics, text });
+        *cached = Some((seq, body.clone()));
+        body
+    }
+}

@@ -1,0 +1,112 @@
+//! Per-process metrics: GPU memory and SM utilisation of every process NVML reports, with
+//! attribution labels (Kubernetes pod UID and container id, Slurm job id) from the sampler.
+//!
+//! Capped at `--collector.processes.max` series per family: the processes holding the most memory
+//! are kept, and the number left out is exported as `tessera_exporter_processes_truncated`
+//! (by the exporter collector), so nothing is dropped silently. Off with
+//! `--no-collector.processes`.
+//!
+//! Labels: `gpu`, `uuid`, `pid`, `process`, `gpu_instance`, `compute_instance` (empty outside
+//! MIG), `pod_uid`, `container_id`, `slurm_job_id` (empty when unknown).
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::{Collector, Context, family, units};
+use crate::model::{GpuSample, NodeSample, ProcessSample};
+
+/// Per-process metrics.
+pub struct ProcessCollector;
+
+/// The processes to export (largest memory first, capped at `max`) and how many were left out.
+pub fn selected(sample: &NodeSample, max: usize) -> (Vec<(&GpuSample, &ProcessSample)>, usize) {
+    let mut all: Vec<(&GpuSample, &ProcessSample)> =
+        sample.gpus.iter().flat_map(|g| g.processes.iter().map(move |p| (g, p))).collect();
+    let total = all.len();
+    if total > max {
+        all.sort_by(|a, b| {
+            b.1.used_memory_bytes
+                .unwrap_or(0)
+                .cmp(&a.1.used_memory_bytes.unwrap_or(0))
+                .then(a.0.index.cmp(&b.0.index))
+                .then(a.1.pid.cmp(&b.1.pid))
+        });
+        all.truncate(max);
+        all.sort_by(|a, b| a.0.index.cmp(&b.0.index).then(a.1.pid.cmp(&b.1.pid)));
+    }
+    let kept = all.len();
+    (all, total - kept)
+}
+
+impl Collector for ProcessCollector {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn collect(&self, ctx: &Context<'_>, enc: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let Some(sample) = &ctx.snapshot.sample else {
+            return Ok(());
+        };
+        if !ctx.options.processes {
+            return Ok(());
+        }
+        let (procs, _) = selected(sample, ctx.options.processes_max);
+        let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+        let rows: Vec<[String; 9]> = procs
+            .iter()
+            .map(|(g, p)| {
+                let a = ctx.snapshot.attribution.get(&p.pid);
+                let get = |f: fn(&crate::attribution::Attribution) -> &Option<String>| {
+                    a.and_then(|a| f(a).clone()).unwrap_or_default()
+                };
+                [
+                    g.index.to_string(),
+                    g.uuid.clone(),
+                    p.pid.to_string(),
+                    p.name.clone().unwrap_or_default(),
+                    opt(p.gpu_instance_id),
+                    opt(p.compute_instance_id),
+                    get(|a| &a.pod_uid),
+                    get(|a| &a.container_id),
+                    get(|a| &a.slurm_job_id),
+                ]
+            })
+            .collect();
+        const KEYS: [&str; 9] = [
+            "gpu",
+            "uuid",
+            "pid",
+            "process",
+            "gpu_instance",
+            "compute_instance",
+            "pod_uid",
+            "container_id",
+            "slurm_job_id",
+        ];
+        let labels = |r: &[String; 9]| -> [(&'static str, String); 9] { std::array::from_fn(|i| (KEYS[i], r[i].clone())) };
+        family(
+            enc,
+            "tessera_process_memory_used",
+            "GPU memory used by the process.",
+            units::bytes(),
+            procs
+                .iter()
+                .zip(&rows)
+                .filter_map(|((_, p), r)| Some((labels(r), p.used_memory_bytes? as f64)))
+                .collect(),
+        )?;
+        family(
+            enc,
+            "tessera_process_sm_utilization",
+            "Share of the sample period the process had a kernel running on the SMs (NVML process utilization; none in MIG mode).",
+            units::ratio(),
+            procs
+                .iter()
+                .zip(&rows)
+                .filter_map(|((_, p), r)| Some((labels(r), p.sm_ratio?)))
+                .collect(),
+        )?;
+        Ok(())
+    }
+}
