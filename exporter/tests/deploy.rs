@@ -1,0 +1,311 @@
+//! The deployment files under `deploy/` agree with each other and with the exporter: every
+//! Kubernetes YAML document parses, the DaemonSet runs in the host PID namespace with the host's
+//! /proc at /host/proc, its probes use the exporter's health endpoints, and the port is the same in
+//! the systemd unit, the DaemonSet, the Service and the ServiceMonitor.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every YAML document of every file under deploy/kubernetes, by file name.
+fn documents() -> BTreeMap<String, Vec<Value>> {
+    let dir = deploy().join("kubernetes");
+    let mut out = BTreeMap::new();
+    for entry in fs::read_dir(&dir).expect("deploy/kubernetes") {
+        let path = entry.expect("dir entry").path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if !(name.ends_with(".yaml") || name.ends_with(".yml")) {
+            continue;
+        }
+        let text = read(&path);
+        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {e}")))
+            .filter(|doc| !doc.is_null())
+            .collect();
+        assert!(!docs.is_empty(), "{name}: no YAML document");
+        out.insert(name, docs);
+    }
+    out
+}
+
+/// The one document of the given kind.
+fn one<'a>(docs: &'a BTreeMap<String, Vec<Value>>, kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs
+        .values()
+        .flatten()
+        .filter(|d| d["kind"] == kind)
+        .collect();
+    assert_eq!(found.len(), 1, "expected one {kind}, found {}", found.len());
+    found[0]
+}
+
+fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
+    v.as_str()
+        .unwrap_or_else(|| panic!("{what}: expected a string, found {v:?}"))
+}
+
+fn seq<'a>(v: &'a Value, what: &str) -> &'a [Value] {
+    v.as_sequence()
+        .map(Vec::as_slice)
+        .unwrap_or_else(|| panic!("{what}: expected a list, found {v:?}"))
+}
+
+fn labels(v: &Value, what: &str) -> BTreeMap<String, String> {
+    let map = v
+        .as_mapping()
+        .unwrap_or_else(|| panic!("{what}: expected a mapping, found {v:?}"));
+    map.iter()
+        .map(|(k, v)| (str_of(k, what).to_string(), str_of(v, what).to_string()))
+        .collect()
+}
+
+fn is_subset(small: &BTreeMap<String, String>, big: &BTreeMap<String, String>) -> bool {
+    small.iter().all(|(k, v)| big.get(k) == Some(v))
+}
+
+/// The `[Service]` settings of the systemd unit (a key may repeat).
+fn unit_service_settings() -> Vec<(String, String)> {
+    let text = read(&deploy().join("systemd/tessera-exporter.service"));
+    let mut section = String::new();
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if line.starts_with('[') {
+            section = line.to_string();
+        } else if section == "[Service]" {
+            let (key, value) = line
+                .split_once('=')
+                .unwrap_or_else(|| panic!("bad line {line}"));
+            out.push((key.trim().to_string(), value.trim().to_string()));
+        }
+    }
+    out
+}
+
+fn unit_setting(settings: &[(String, String)], key: &str) -> Option<String> {
+    settings
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
+/// The port of `--web.listen-address=[host]:PORT` in an argument list.
+fn listen_port<'a>(args: impl IntoIterator<Item = &'a str>) -> Option<u16> {
+    args.into_iter()
+        .find_map(|a| a.strip_prefix("--web.listen-address="))
+        .and_then(|addr| addr.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+}
+
+fn unit_port() -> u16 {
+    let settings = unit_service_settings();
+    let exec = unit_setting(&settings, "ExecStart").expect("ExecStart");
+    assert!(
+        exec.starts_with("/usr/local/bin/tessera-exporter "),
+        "{exec}"
+    );
+    listen_port(exec.split_whitespace()).expect("--web.listen-address=:PORT in ExecStart")
+}
+
+#[test]
+fn systemd_unit_is_unprivileged_and_hardened() {
+    let settings = unit_service_settings();
+    let get = |key: &str| unit_setting(&settings, key);
+    assert!(get("DynamicUser").as_deref() == Some("yes") || get("User").is_some());
+    assert_ne!(get("User").as_deref(), Some("root"));
+    for (key, value) in [
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("ProtectKernelTunables", "yes"),
+        ("ProtectKernelModules", "yes"),
+        ("ProtectControlGroups", "yes"),
+        ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+        ("RestrictNamespaces", "yes"),
+        ("LockPersonality", "yes"),
+        ("MemoryDenyWriteExecute", "yes"),
+        ("SystemCallArchitectures", "native"),
+        ("CapabilityBoundingSet", ""),
+        ("StateDirectory", "tessera"),
+        ("Restart", "on-failure"),
+    ] {
+        assert_eq!(get(key).as_deref(), Some(value), "{key}");
+    }
+    // Settings that would break NVML or process attribution.
+    assert_ne!(get("PrivateDevices").as_deref(), Some("yes"));
+    assert_ne!(get("ProtectProc").as_deref(), Some("invisible"));
+    assert_eq!(unit_port(), 9435);
+}
+
+#[test]
+fn kubernetes_documents_parse_and_are_listed_in_the_kustomization() {
+    let docs = documents();
+    for (name, list) in &docs {
+        for doc in list {
+            str_of(&doc["apiVersion"], name);
+            str_of(&doc["kind"], name);
+        }
+    }
+    let kustomization = one(&docs, "Kustomization");
+    assert_eq!(kustomization["namespace"], "tessera");
+    let listed: BTreeSet<String> = seq(&kustomization["resources"], "resources")
+        .iter()
+        .map(|r| str_of(r, "resources").to_string())
+        .collect();
+    let files: BTreeSet<String> = docs
+        .keys()
+        .filter(|n| *n != "kustomization.yaml")
+        .cloned()
+        .collect();
+    assert_eq!(listed, files);
+    // Everything namespaced lives in the tessera namespace, which allows hostPID and hostPath.
+    for doc in docs.values().flatten() {
+        match str_of(&doc["kind"], "kind") {
+            "Kustomization" => {}
+            "Namespace" => {
+                assert_eq!(doc["metadata"]["name"], "tessera");
+                assert_eq!(
+                    doc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+                    "privileged"
+                );
+            }
+            kind => assert_eq!(doc["metadata"]["namespace"], "tessera", "{kind}"),
+        }
+    }
+}
+
+#[test]
+fn daemonset_sees_host_pids_and_proc_and_probes_the_health_endpoints() {
+    let docs = documents();
+    let ds = one(&docs, "DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true);
+    assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.present"], "true");
+    assert!(is_subset(
+        &labels(&ds["spec"]["selector"]["matchLabels"], "selector"),
+        &labels(&ds["spec"]["template"]["metadata"]["labels"], "pod labels"),
+    ));
+
+    let containers = seq(&pod["containers"], "containers");
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let args: Vec<&str> = seq(&c["args"], "args")
+        .iter()
+        .map(|a| str_of(a, "args"))
+        .collect();
+    let port = listen_port(args.iter().copied()).expect("--web.listen-address in args");
+    assert_eq!(
+        port,
+        unit_port(),
+        "DaemonSet and systemd unit listen on the same port"
+    );
+    assert!(args.contains(&"--path.procfs=/host/proc"), "{args:?}");
+
+    let ports = seq(&c["ports"], "ports");
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0]["name"], "metrics");
+    assert_eq!(ports[0]["containerPort"].as_u64(), Some(u64::from(port)));
+
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/-/healthy");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/-/ready");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+
+    let env: BTreeMap<String, String> = seq(&c["env"], "env")
+        .iter()
+        .map(|e| {
+            (
+                str_of(&e["name"], "env").to_string(),
+                str_of(&e["value"], "env").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str),
+        Some("all")
+    );
+    assert_eq!(
+        env.get("NVIDIA_DRIVER_CAPABILITIES").map(String::as_str),
+        Some("utility")
+    );
+
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["resources"]["limits"]["memory"], "64Mi");
+
+    // /host/proc is the host's /proc, read-only.
+    let mount = seq(&c["volumeMounts"], "volumeMounts")
+        .iter()
+        .find(|m| m["mountPath"] == "/host/proc")
+        .expect("a volume mounted at /host/proc");
+    assert_eq!(mount["readOnly"], true);
+    let volume = seq(&pod["volumes"], "volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the /host/proc volume");
+    assert_eq!(volume["hostPath"]["path"], "/proc");
+}
+
+#[test]
+fn service_and_servicemonitor_agree_on_the_metrics_port() {
+    let docs = documents();
+    let ds = one(&docs, "DaemonSet");
+    let service = one(&docs, "Service");
+    let monitor = one(&docs, "ServiceMonitor");
+
+    assert_eq!(service["spec"]["clusterIP"], "None", "headless");
+    let pod_labels = labels(&ds["spec"]["template"]["metadata"]["labels"], "pod labels");
+    assert!(is_subset(
+        &labels(&service["spec"]["selector"], "service selector"),
+        &pod_labels
+    ));
+
+    let container_port =
+        &seq(&ds["spec"]["template"]["spec"]["containers"], "containers")[0]["ports"][0];
+    let service_ports = seq(&service["spec"]["ports"], "service ports");
+    assert_eq!(service_ports.len(), 1);
+    let service_port = &service_ports[0];
+    assert_eq!(service_port["port"], container_port["containerPort"]);
+    assert_eq!(service_port["targetPort"], container_port["name"]);
+
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert!(is_subset(
+        &labels(
+            &monitor["spec"]["selector"]["matchLabels"],
+            "monitor selector"
+        ),
+        &labels(&service["metadata"]["labels"], "service labels"),
+    ));
+    let names = seq(
+        &monitor["spec"]["namespaceSelector"]["matchNames"],
+        "matchNames",
+    );
+    assert!(names.iter().any(|n| n == "tessera"));
+    let endpoints = seq(&monitor["spec"]["endpoints"], "endpoints");
+    assert_eq!(endpoints.len(), 1);
+    assert_eq!(endpoints[0]["port"], service_port["name"]);
+    assert_eq!(endpoints[0]["path"], "/metrics");
+    assert_eq!(endpoints[0]["interval"], "15s");
+}
