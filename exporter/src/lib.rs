@@ -8,6 +8,7 @@
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
 //! - [`render`]: one snapshot as a table or JSON (the `--once` output).
+//! - [`web`]: the HTTP layer (telemetry path, landing page, health, TLS, basic auth, limits).
 //!
 //! This crate never links polars and never depends on the analyzer (`tessera`); the analyzer
 //! depends on it for the device layer and the sample model.
@@ -21,3 +22,4 @@ pub mod nvml;
 pub mod render;
 pub mod sampler;
 pub mod sim;
+pub mod web;
