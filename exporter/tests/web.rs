@@ -608,6 +608,71 @@ fn a_render_that_takes_too_long_gets_503() {
     server.shutdown().expect("shutdown");
 }
 
+#[test]
+fn shutdown_lets_a_running_scrape_finish() {
+    let gated = Arc::new(Gated::default());
+    let (server, addr) = start(options(), gated.clone());
+    let scrape = std::thread::spawn(move || get(&format!("http://{addr}/metrics")));
+    gated.wait_started(1);
+    let stopper = std::thread::spawn(move || server.shutdown());
+    // Once the listener is closed, the shutdown is under way.
+    let deadline = Instant::now() + PATIENCE;
+    while TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after shutdown");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gated.release();
+    let r = scrape.join().expect("scrape");
+    assert_status(&r, 200);
+    assert_eq!(r.body, BODY);
+    stopper.join().expect("stopper").expect("shutdown");
+}
+
+struct Panics;
+
+impl Exposition for Panics {
+    fn render(&self) -> Rendered {
+        panic!("render failed on purpose");
+    }
+    fn ready(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_panicking_render_is_a_500_and_the_server_lives_on() {
+    let (server, addr) = start(options(), Arc::new(Panics));
+    for _ in 0..2 {
+        assert_status(&get(&format!("http://{addr}/metrics")), 500);
+    }
+    assert_status(&get(&format!("http://{addr}/-/healthy")), 200);
+    server.shutdown().expect("shutdown");
+}
+
+#[test]
+fn run_until_serves_on_the_callers_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = Server::bind(options(), Fixed::new(true)).expect("bind");
+    let addr = server.local_addrs()[0];
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let client = std::thread::spawn(move || {
+        let r = get(&format!("http://{addr}/metrics"));
+        let _ = stop_tx.send(());
+        r
+    });
+    runtime
+        .block_on(server.run_until(async {
+            let _ = stop_rx.await;
+        }))
+        .expect("run_until");
+    assert_status(&client.join().expect("client"), 200);
+    assert!(TcpStream::connect(addr).is_err(), "still listening");
+}
+
 fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.write_all(request).expect("write");

@@ -52,6 +52,9 @@ use super::{Exposition, ServerOptions, WebError, landing};
 
 /// HTTP/2 streams one connection may have open at once.
 const MAX_CONCURRENT_STREAMS: u32 = 32;
+/// Threads for renders and bcrypt checks (more wait in a queue; the handler timeout bounds the
+/// wait).
+const MAX_BLOCKING_THREADS: usize = 16;
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
@@ -167,6 +170,7 @@ impl Server {
     pub fn spawn(self) -> Result<RunningServer, WebError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(MAX_BLOCKING_THREADS)
             .thread_name("tessera-web")
             .enable_all()
             .build()
@@ -404,6 +408,10 @@ async fn accept_loop(
             },
         }
     }
+    // Close the socket before saying this task is done, so that once `serve` returns nothing
+    // listens any more.
+    drop(listener);
+    drop(done);
 }
 
 async fn connection(
