@@ -1177,3 +1177,24 @@ fn valid_web_configs_load() {
     .expect("absolute paths");
     assert!(c.tls_enabled());
 }
+
+#[test]
+fn the_example_in_docs_web_md_loads() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/web.md"))
+        .expect("docs/web.md");
+    let start = doc.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let len = doc[start..].find("```").expect("end of the yaml block");
+    let yaml = &doc[start..start + len];
+    let pki = pki();
+    std::fs::create_dir(pki.path("tls")).expect("mkdir");
+    for (from, to) in [
+        ("server.crt", "tls/server.crt"),
+        ("server.key", "tls/server.key"),
+        ("ca.crt", "tls/clients-ca.crt"),
+    ] {
+        std::fs::copy(pki.path(from), pki.path(to)).expect("copy");
+    }
+    let c = web_config(&pki, yaml).expect("the documented example");
+    assert!(c.tls_enabled());
+    assert!(c.basic_auth_enabled());
+}
