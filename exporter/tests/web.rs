@@ -108,6 +108,16 @@ fn options() -> ServerOptions {
     }
 }
 
+/// Options listening on a loopback address of the test's own (127.0.0.`n`). Tests that check that
+/// nothing listens after a shutdown use one, so that another test's server, which may get the same
+/// port number on 127.0.0.1, cannot answer in its place.
+fn options_on(n: u8) -> ServerOptions {
+    ServerOptions {
+        listen: vec![format!("127.0.0.{n}:0")],
+        ..ServerOptions::default()
+    }
+}
+
 fn start(opts: ServerOptions, exposition: Arc<dyn Exposition>) -> (RunningServer, SocketAddr) {
     let server = Server::bind(opts, exposition).expect("bind");
     let running = server.spawn().expect("spawn");
@@ -397,7 +407,7 @@ fn unknown_paths_are_404_and_other_methods_405() {
 #[test]
 fn several_listen_addresses_all_serve() {
     let opts = ServerOptions {
-        listen: vec!["127.0.0.1:0".into(), "127.0.0.1:0".into()],
+        listen: vec!["127.0.0.21:0".into(), "127.0.0.21:0".into()],
         ..options()
     };
     let server = Server::bind(opts, Fixed::new(true)).expect("bind");
@@ -518,8 +528,10 @@ fn unlimited_max_requests_serves_concurrent_scrapes() {
 
 #[test]
 fn slow_clients_cannot_hold_the_server() {
+    // Short enough to keep the test short, long enough that a loaded machine still answers the
+    // normal scrape in time.
     let opts = ServerOptions {
-        request_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(3),
         ..options()
     };
     let (server, addr) = start(opts, Fixed::new(true));
@@ -611,7 +623,7 @@ fn a_render_that_takes_too_long_gets_503() {
 #[test]
 fn shutdown_lets_a_running_scrape_finish() {
     let gated = Arc::new(Gated::default());
-    let (server, addr) = start(options(), gated.clone());
+    let (server, addr) = start(options_on(22), gated.clone());
     let scrape = std::thread::spawn(move || get(&format!("http://{addr}/metrics")));
     gated.wait_started(1);
     let stopper = std::thread::spawn(move || server.shutdown());
@@ -656,7 +668,7 @@ fn run_until_serves_on_the_callers_runtime() {
         .enable_all()
         .build()
         .expect("runtime");
-    let server = Server::bind(options(), Fixed::new(true)).expect("bind");
+    let server = Server::bind(options_on(23), Fixed::new(true)).expect("bind");
     let addr = server.local_addrs()[0];
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let client = std::thread::spawn(move || {
@@ -845,7 +857,7 @@ fn tls_serves_https_and_refuses_plain_http() {
 fn tls_handshake_must_finish_within_the_timeout() {
     let pki = pki();
     let opts = ServerOptions {
-        request_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(3),
         ..tls_options(&pki, "")
     };
     let (server, addr) = start(opts, Fixed::new(true));
