@@ -20,14 +20,24 @@ fn demo() -> Scenario {
 }
 
 fn ms(s: &str) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap()
+        .timestamp_millis()
 }
 
 /// `samples` one-second samples of `node` starting at `start`; the snapshot of the last, with
 /// totals accumulated over all of them as the sampler does.
 fn snapshot(node: &str, start: &str, samples: usize) -> Snapshot {
     let s = demo();
-    let mut b = SimBackend::new(&s, Some(node), SimClock::Stepped { next_ms: ms(start), step_ms: 1000 }).unwrap();
+    let mut b = SimBackend::new(
+        &s,
+        Some(node),
+        SimClock::Stepped {
+            next_ms: ms(start),
+            step_ms: 1000,
+        },
+    )
+    .unwrap();
     let inventory = b.inventory().unwrap();
     let mut totals = Totals::default();
     let mut last = None;
@@ -68,8 +78,12 @@ fn golden(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with TESSERA_UPDATE_GOLDEN=1 to create it", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with TESSERA_UPDATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
     if expected != actual {
         let line = expected
             .lines()
@@ -90,13 +104,19 @@ fn golden(name: &str, actual: &str) {
 fn golden_h100_node_with_mig_xid_and_ecc() {
     // Three samples ending at the XID/ECC fault of GPU 2 (03:00:00).
     let snap = snapshot("gpu-node-1", "2026-11-02T02:59:58Z", 3);
-    golden("metrics-gpu-node-1.txt", &metrics::render(Arc::new(snap), &fixed_options()));
+    golden(
+        "metrics-gpu-node-1.txt",
+        &metrics::render(Arc::new(snap), &fixed_options()),
+    );
 }
 
 #[test]
 fn golden_a100_h200_node_with_mig_and_a_power_error() {
     let snap = snapshot("gpu-node-2", "2026-11-02T06:04:59Z", 2);
-    golden("metrics-gpu-node-2.txt", &metrics::render(Arc::new(snap), &fixed_options()));
+    golden(
+        "metrics-gpu-node-2.txt",
+        &metrics::render(Arc::new(snap), &fixed_options()),
+    );
 }
 
 #[test]
@@ -105,7 +125,11 @@ fn a_lost_gpu_keeps_its_status_series() {
     let text = metrics::render(Arc::new(snap), &fixed_options());
     let uuid_line = |state: &str, gpu: &str| {
         text.lines()
-            .find(|l| l.starts_with("tessera_gpu_status{") && l.contains(&format!("gpu=\"{gpu}\"")) && l.contains(&format!("state=\"{state}\"")))
+            .find(|l| {
+                l.starts_with("tessera_gpu_status{")
+                    && l.contains(&format!("gpu=\"{gpu}\""))
+                    && l.contains(&format!("state=\"{state}\""))
+            })
             .unwrap_or_else(|| panic!("no status {state} for GPU {gpu}:\n{text}"))
             .to_string()
     };
@@ -113,8 +137,15 @@ fn a_lost_gpu_keeps_its_status_series() {
     assert!(uuid_line("ok", "1").ends_with(" 0"));
     assert!(uuid_line("ok", "0").ends_with(" 1"));
     // Values of the lost GPU are absent, the other GPU's are there.
-    assert!(text.lines().any(|l| l.starts_with("tessera_gpu_power_watts{gpu=\"0\"")));
-    assert!(!text.lines().any(|l| l.starts_with("tessera_gpu_power_watts{gpu=\"1\"")));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tessera_gpu_power_watts{gpu=\"0\""))
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("tessera_gpu_power_watts{gpu=\"1\""))
+    );
     assert!(text.contains("tessera_exporter_gpu_collection_success{gpu=\"1\""));
     assert!(text.ends_with("# EOF\n"));
 }
@@ -128,7 +159,14 @@ fn backend_down_still_renders_status_and_self_metrics() {
     let text = metrics::render(Arc::new(snap), &fixed_options());
     assert!(text.contains("tessera_exporter_backend_up 0"), "{text}");
     assert!(text.contains("tessera_exporter_backend_errors_total 4"));
-    assert_eq!(text.lines().filter(|l| l.starts_with("tessera_gpu_status{") && l.contains("state=\"error\"") && l.ends_with(" 1")).count(), 4);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("tessera_gpu_status{")
+                && l.contains("state=\"error\"")
+                && l.ends_with(" 1"))
+            .count(),
+        4
+    );
     assert!(!text.contains("tessera_gpu_power_watts"));
 }
 
@@ -136,15 +174,36 @@ fn backend_down_still_renders_status_and_self_metrics() {
 fn process_cap_and_switch() {
     let snap = Arc::new(snapshot("gpu-node-1", "2026-11-02T14:00:00Z", 1));
     let all = metrics::render(snap.clone(), &fixed_options());
-    let n = all.lines().filter(|l| l.starts_with("tessera_process_memory_used_bytes{")).count();
+    let n = all
+        .lines()
+        .filter(|l| l.starts_with("tessera_process_memory_used_bytes{"))
+        .count();
     assert!(n >= 4, "{all}");
     assert!(all.contains("tessera_exporter_processes_truncated 0"));
-    let capped = metrics::render(snap.clone(), &RenderOptions { processes_max: 2, ..fixed_options() });
-    assert_eq!(capped.lines().filter(|l| l.starts_with("tessera_process_memory_used_bytes{")).count(), 2);
+    let capped = metrics::render(
+        snap.clone(),
+        &RenderOptions {
+            processes_max: 2,
+            ..fixed_options()
+        },
+    );
+    assert_eq!(
+        capped
+            .lines()
+            .filter(|l| l.starts_with("tessera_process_memory_used_bytes{"))
+            .count(),
+        2
+    );
     assert!(capped.contains(&format!("tessera_exporter_processes_truncated {}", n - 2)));
     // The largest holders are kept: the 71 GiB training job is not running at 14:00, so chat-api (38 GiB).
     assert!(capped.contains("pod_uid=") && capped.contains("process=\"python3\""));
-    let off = metrics::render(snap, &RenderOptions { processes: false, ..fixed_options() });
+    let off = metrics::render(
+        snap,
+        &RenderOptions {
+            processes: false,
+            ..fixed_options()
+        },
+    );
     assert!(!off.contains("tessera_process_"));
 }
 
@@ -172,7 +231,10 @@ fn promtool_check_metrics_is_clean() {
         ("gpu-node-2", "2026-11-02T06:04:59Z", 2),
         ("gpu-node-3", "2026-11-03T11:00:00Z", 1),
     ] {
-        let om = metrics::render(Arc::new(snapshot(node, start, n)), &RenderOptions::default());
+        let om = metrics::render(
+            Arc::new(snapshot(node, start, n)),
+            &RenderOptions::default(),
+        );
         let text = metrics::to_prometheus_text(&om);
         let mut child = Command::new("promtool")
             .args(["check", "metrics"])
@@ -181,10 +243,22 @@ fn promtool_check_metrics_is_clean() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("promtool not found: install Debian's prometheus package (bash scripts/test.sh does)");
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
-        let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && msg.trim().is_empty(), "promtool on {node}:\n{msg}");
+        let msg = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && msg.trim().is_empty(),
+            "promtool on {node}:\n{msg}"
+        );
     }
 }
 
@@ -195,7 +269,9 @@ fn prometheus_text_names_counters_after_their_samples() {
         metrics::to_prometheus_text(om),
         "# HELP a_total x\n# HELP c_total Counter.\n# TYPE c_total counter\nc_total 1\n# HELP g G.\n# TYPE g gauge\ng 2\n"
     );
-    assert!(metrics::accepts_openmetrics(Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")));
+    assert!(metrics::accepts_openmetrics(Some(
+        "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    )));
     assert!(!metrics::accepts_openmetrics(Some("*/*")));
     assert!(!metrics::accepts_openmetrics(None));
 }

@@ -26,7 +26,10 @@ impl Collector for ExporterCollector {
             "Version of tessera-exporter and the backend in use (value is always 1).",
             None,
             vec![(
-                [("version", ctx.options.version.as_str()), ("backend", snap.state.backend)],
+                [
+                    ("version", ctx.options.version.as_str()),
+                    ("backend", snap.state.backend),
+                ],
                 1i64,
             )],
         )?;
@@ -87,7 +90,9 @@ impl Collector for ExporterCollector {
                     .zip(&idx)
                     .map(|(g, i)| {
                         let ok = snap.sample.as_ref().is_some_and(|s| {
-                            s.gpus.iter().any(|x| x.index == g.index && x.status == GpuStatus::Ok)
+                            s.gpus
+                                .iter()
+                                .any(|x| x.index == g.index && x.status == GpuStatus::Ok)
                         });
                         ([("gpu", i.as_str()), ("uuid", g.uuid.as_str())], ok as i64)
                     })

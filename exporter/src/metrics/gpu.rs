@@ -59,9 +59,16 @@ impl Collector for GpuCollector {
                 })
                 .collect(),
         )?;
-        let labels = |i: usize| -> L2<'_> { [("gpu", idx[i].as_str()), ("uuid", inventory.gpus[i].uuid.as_str())] };
+        let labels = |i: usize| -> L2<'_> {
+            [
+                ("gpu", idx[i].as_str()),
+                ("uuid", inventory.gpus[i].uuid.as_str()),
+            ]
+        };
         let info_gauge = |f: &dyn Fn(usize) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
-            (0..inventory.gpus.len()).filter_map(|i| f(i).map(|v| (labels(i), v))).collect()
+            (0..inventory.gpus.len())
+                .filter_map(|i| f(i).map(|v| (labels(i), v)))
+                .collect()
         };
         family(
             enc,
@@ -88,8 +95,15 @@ impl Collector for GpuCollector {
         // Status: one series per state; when the backend is down every GPU is in state `error`.
         const STATES: [&str; 4] = ["ok", "degraded", "lost", "error"];
         let state_of = |i: usize| -> &'static str {
-            let Some(sample) = &snap.sample else { return "error" };
-            match sample.gpus.iter().find(|g| g.index == inventory.gpus[i].index).map(|g| &g.status) {
+            let Some(sample) = &snap.sample else {
+                return "error";
+            };
+            match sample
+                .gpus
+                .iter()
+                .find(|g| g.index == inventory.gpus[i].index)
+                .map(|g| &g.status)
+            {
                 Some(GpuStatus::Ok) => "ok",
                 Some(GpuStatus::Degraded) => "degraded",
                 Some(GpuStatus::Lost) => "lost",
@@ -97,11 +111,15 @@ impl Collector for GpuCollector {
             }
         };
         let mut status = Vec::new();
-        for i in 0..inventory.gpus.len() {
+        for (i, (g, gpu)) in inventory.gpus.iter().zip(&idx).enumerate() {
             let current = state_of(i);
             for state in STATES {
                 status.push((
-                    [("gpu", idx[i].as_str()), ("uuid", inventory.gpus[i].uuid.as_str()), ("state", state)],
+                    [
+                        ("gpu", gpu.as_str()),
+                        ("uuid", g.uuid.as_str()),
+                        ("state", state),
+                    ],
                     (state == current) as i64,
                 ));
             }
@@ -126,7 +144,8 @@ impl Collector for GpuCollector {
                 .filter_map(|g| Some((labels(pos(g.index)?), f(g)?)))
                 .collect()
         };
-        let ratios: [(&str, &str, fn(&crate::model::GpuSample) -> Option<f64>); 4] = [
+        type Read = fn(&crate::model::GpuSample) -> Option<f64>;
+        let ratios: [(&str, &str, Read); 4] = [
             (
                 "tessera_gpu_busy",
                 "Share of time a kernel was running (NVML utilization.gpu; DCGM GPU_UTIL). Overstates compute load: see tessera_gpu_sm_active_ratio.",
@@ -165,7 +184,13 @@ impl Collector for GpuCollector {
             units::bytes(),
             series(&|g| g.memory_total_bytes.map(|v| v as f64)),
         )?;
-        family(enc, "tessera_gpu_power", "Power draw.", units::watts(), series(&|g| g.power_watts))?;
+        family(
+            enc,
+            "tessera_gpu_power",
+            "Power draw.",
+            units::watts(),
+            series(&|g| g.power_watts),
+        )?;
         counter_family(
             enc,
             "tessera_gpu_energy",
@@ -216,7 +241,11 @@ impl Collector for GpuCollector {
             };
             for (bit, reason) in THROTTLE_REASONS {
                 throttle.push((
-                    [("gpu", idx[p].as_str()), ("uuid", g.uuid.as_str()), ("reason", reason)],
+                    [
+                        ("gpu", idx[p].as_str()),
+                        ("uuid", g.uuid.as_str()),
+                        ("reason", reason),
+                    ],
                     (mask & bit != 0) as i64,
                 ));
             }
@@ -232,9 +261,19 @@ impl Collector for GpuCollector {
         let mut ecc = Vec::new();
         for g in &sample.gpus {
             let Some(p) = pos(g.index) else { continue };
-            for (kind, v) in [("corrected", g.ecc_corrected_total), ("uncorrected", g.ecc_uncorrected_total)] {
+            for (kind, v) in [
+                ("corrected", g.ecc_corrected_total),
+                ("uncorrected", g.ecc_uncorrected_total),
+            ] {
                 if let Some(v) = v {
-                    ecc.push(([("gpu", idx[p].as_str()), ("uuid", g.uuid.as_str()), ("type", kind)], v));
+                    ecc.push((
+                        [
+                            ("gpu", idx[p].as_str()),
+                            ("uuid", g.uuid.as_str()),
+                            ("type", kind),
+                        ],
+                        v,
+                    ));
                 }
             }
         }
@@ -251,12 +290,30 @@ impl Collector for GpuCollector {
         for (i, g) in inventory.gpus.iter().enumerate() {
             let key = (g.index, g.uuid.clone());
             let mut codes: Vec<u64> = CRITICAL_XIDS.to_vec();
-            codes.extend(snap.totals.xid.keys().filter(|(k, _)| *k == key).map(|(_, x)| *x));
+            codes.extend(
+                snap.totals
+                    .xid
+                    .keys()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, x)| *x),
+            );
             codes.sort_unstable();
             codes.dedup();
             for code in codes {
-                let n = snap.totals.xid.get(&(key.clone(), code)).copied().unwrap_or(0);
-                xid.push(([("gpu", idx[i].clone()), ("uuid", g.uuid.clone()), ("xid", code.to_string())], n));
+                let n = snap
+                    .totals
+                    .xid
+                    .get(&(key.clone(), code))
+                    .copied()
+                    .unwrap_or(0);
+                xid.push((
+                    [
+                        ("gpu", idx[i].clone()),
+                        ("uuid", g.uuid.clone()),
+                        ("xid", code.to_string()),
+                    ],
+                    n,
+                ));
             }
         }
         counter_family(

@@ -49,7 +49,13 @@ impl Collector for MigCollector {
         }
         let extra: Vec<[String; 3]> = info
             .iter()
-            .map(|(m, _, _)| [m.profile_id.to_string(), m.placement.start.to_string(), m.placement.size.to_string()])
+            .map(|(m, _, _)| {
+                [
+                    m.profile_id.to_string(),
+                    m.placement.start.to_string(),
+                    m.placement.size.to_string(),
+                ]
+            })
             .collect();
         family(
             enc,
@@ -83,12 +89,11 @@ impl Collector for MigCollector {
         let series = |f: &dyn Fn(&crate::model::MigSample) -> Option<f64>| {
             let mut out = Vec::new();
             for (gpu, gi, ci, r) in &rows {
-                let Some(m) = sample
-                    .gpus
-                    .iter()
-                    .find(|g| g.index == *gpu)
-                    .and_then(|g| g.mig.iter().find(|m| m.gpu_instance_id == *gi && m.compute_instance_id == *ci))
-                else {
+                let Some(m) = sample.gpus.iter().find(|g| g.index == *gpu).and_then(|g| {
+                    g.mig
+                        .iter()
+                        .find(|m| m.gpu_instance_id == *gi && m.compute_instance_id == *ci)
+                }) else {
                     continue;
                 };
                 if let Some(v) = f(m) {

@@ -65,7 +65,9 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
         let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
             let rest = line.strip_prefix(prefix)?;
             let (name, tail) = rest.split_once(' ')?;
-            counters.contains(name).then(|| format!("{prefix}{name}_total {tail}"))
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
         });
         out.push_str(renamed.as_deref().unwrap_or(line));
         out.push('\n');
@@ -142,7 +144,10 @@ pub(crate) fn family<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGa
 }
 
 /// Encode one counter family if it has any series. `name` excludes the unit and `_total`.
-pub(crate) fn counter_family<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeCounterValue>(
+pub(crate) fn counter_family<
+    L: EncodeLabelSet,
+    V: prometheus_client::encoding::EncodeCounterValue,
+>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

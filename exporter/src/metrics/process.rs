@@ -21,8 +21,11 @@ pub struct ProcessCollector;
 
 /// The processes to export (largest memory first, capped at `max`) and how many were left out.
 pub fn selected(sample: &NodeSample, max: usize) -> (Vec<(&GpuSample, &ProcessSample)>, usize) {
-    let mut all: Vec<(&GpuSample, &ProcessSample)> =
-        sample.gpus.iter().flat_map(|g| g.processes.iter().map(move |p| (g, p))).collect();
+    let mut all: Vec<(&GpuSample, &ProcessSample)> = sample
+        .gpus
+        .iter()
+        .flat_map(|g| g.processes.iter().map(move |p| (g, p)))
+        .collect();
     let total = all.len();
     if total > max {
         all.sort_by(|a, b| {
@@ -84,7 +87,9 @@ impl Collector for ProcessCollector {
             "container_id",
             "slurm_job_id",
         ];
-        let labels = |r: &[String; 9]| -> [(&'static str, String); 9] { std::array::from_fn(|i| (KEYS[i], r[i].clone())) };
+        let labels = |r: &[String; 9]| -> [(&'static str, String); 9] {
+            std::array::from_fn(|i| (KEYS[i], r[i].clone()))
+        };
         family(
             enc,
             "tessera_process_memory_used",

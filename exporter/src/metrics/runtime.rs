@@ -52,7 +52,10 @@ pub fn self_stats() -> SelfStats {
         s.virtual_bytes = num(20);
         s.resident_bytes = num(21).map(|pages| pages * page_size());
         if let (Some(start), Ok(uptime)) = (num(19), std::fs::read_to_string("/proc/uptime"))
-            && let Some(up) = uptime.split_whitespace().next().and_then(|u| u.parse::<f64>().ok())
+            && let Some(up) = uptime
+                .split_whitespace()
+                .next()
+                .and_then(|u| u.parse::<f64>().ok())
         {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -85,19 +88,45 @@ impl Collector for RuntimeCollector {
         }
         let s = self_stats();
         let gauges = [
-            ("process_resident_memory", "Resident memory size.", Some(Unit::Bytes), s.resident_bytes),
-            ("process_virtual_memory", "Virtual memory size.", Some(Unit::Bytes), s.virtual_bytes),
+            (
+                "process_resident_memory",
+                "Resident memory size.",
+                Some(Unit::Bytes),
+                s.resident_bytes,
+            ),
+            (
+                "process_virtual_memory",
+                "Virtual memory size.",
+                Some(Unit::Bytes),
+                s.virtual_bytes,
+            ),
             (
                 "process_start_time",
                 "Start time of the process since the unix epoch.",
                 Some(Unit::Seconds),
                 s.start_time_seconds,
             ),
-            ("process_open_fds", "Number of open file descriptors.", None, s.open_fds),
-            ("process_max_fds", "Maximum number of open file descriptors.", None, s.max_fds),
+            (
+                "process_open_fds",
+                "Number of open file descriptors.",
+                None,
+                s.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+                None,
+                s.max_fds,
+            ),
         ];
         if let Some(cpu) = s.cpu_seconds {
-            single_counter(enc, "process_cpu", "User and system CPU time spent.", Some(Unit::Seconds), cpu)?;
+            single_counter(
+                enc,
+                "process_cpu",
+                "User and system CPU time spent.",
+                Some(Unit::Seconds),
+                cpu,
+            )?;
         }
         for (name, help, unit, value) in gauges {
             if let Some(v) = value {

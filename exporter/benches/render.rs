@@ -1,0 +1,90 @@
+//! Render benchmark: a node with 8 H100s × 7 MIG instances × 128 processes, rendered as the
+//! `/metrics` body (OpenMetrics + 0.0.4 text, as the cache does once per sample). Prints p50, p99
+//! and max over many renders. Run: `cargo bench -p tessera-exporter --bench render`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tessera_exporter::device::GpuBackend;
+use tessera_exporter::metrics::{self, RenderOptions};
+use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
+use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
+
+fn scenario() -> Scenario {
+    let mut t = String::from(
+        "name = \"bench\"\nseed = 1\nstart = \"2026-11-02T14:00:00Z\"\n[[nodes]]\nname = \"big\"\ngpus = [{ model = \"H100-80GB\", count = 8 }]\n",
+    );
+    t.push_str("mig = [\n");
+    for g in 0..8 {
+        let inst: Vec<String> = (0..7)
+            .map(|s| format!("{{ profile = \"1g.10gb\", start = {s} }}"))
+            .collect();
+        let _ = writeln!(t, "  {{ gpu = {g}, instances = [{}] }},", inst.join(", "));
+    }
+    t.push_str("]\n");
+    for p in 0..128 {
+        let (g, s) = ((p / 16) % 8, p % 7);
+        let _ = write!(
+            t,
+            "[[workloads]]\nname = \"w{p}\"\nkind = \"inference\"\nnode = \"big\"\ngpu = {g}\nmig_start = {s}\nmemory_gib = 0.5\npeak = 0.1\nnamespace = \"ns\"\npod = \"pod-{p}\"\n"
+        );
+    }
+    Scenario::from_toml(&t, "bench").expect("bench scenario")
+}
+
+fn main() {
+    let s = scenario();
+    let mut b = SimBackend::new(
+        &s,
+        None,
+        SimClock::Stepped {
+            next_ms: s.start.timestamp_millis(),
+            step_ms: 1000,
+        },
+    )
+    .unwrap();
+    let inventory = Arc::new(b.inventory().unwrap());
+    b.sample().unwrap();
+    let sample = b.sample().unwrap();
+    let procs: usize = sample.gpus.iter().map(|g| g.processes.len()).sum();
+    let migs: usize = sample.gpus.iter().map(|g| g.mig.len()).sum();
+    let snap = Arc::new(Snapshot {
+        sequence: 1,
+        inventory: Some(inventory),
+        sample: Some(sample),
+        state: BackendState {
+            backend: "sim",
+            healthy: true,
+            last_error: None,
+            initialisations: 1,
+            errors_total: 0,
+        },
+        duration: Duration::from_millis(1),
+        missed_ticks: 0,
+        totals: Arc::new(Totals::default()),
+        attribution: Arc::new(b.node().attribution()),
+    });
+    let options = RenderOptions::default();
+    let mut bytes = 0;
+    for _ in 0..200 {
+        bytes = metrics::render(snap.clone(), &options).len();
+    }
+    let n = 5000;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let om = metrics::render(snap.clone(), &options);
+        let text = metrics::to_prometheus_text(&om);
+        std::hint::black_box((om, text));
+        times.push(t.elapsed());
+    }
+    times.sort();
+    let pct = |p: f64| times[((n as f64 * p) as usize).min(n - 1)];
+    println!(
+        "render (OpenMetrics + 0.0.4) of 8 GPUs, {migs} MIG instances, {procs} processes, {bytes} bytes: p50 {:?}  p99 {:?}  max {:?}  ({n} renders)",
+        pct(0.50),
+        pct(0.99),
+        times[n - 1]
+    );
+}
