@@ -111,7 +111,10 @@ impl Totals {
         let mut changed = false;
         for g in &sample.gpus {
             for x in &g.xid_events {
-                *self.xid.entry(((g.index, g.uuid.clone()), x.xid)).or_default() += 1;
+                *self
+                    .xid
+                    .entry(((g.index, g.uuid.clone()), x.xid))
+                    .or_default() += 1;
                 changed = true;
             }
             for e in &g.errors {
@@ -191,7 +194,11 @@ impl Sampler {
     }
 
     /// Start sampling on a new thread, with hooks.
-    pub fn spawn_with(factory: BackendFactory, config: SamplerConfig, hooks: SamplerHooks) -> std::io::Result<Sampler> {
+    pub fn spawn_with(
+        factory: BackendFactory,
+        config: SamplerConfig,
+        hooks: SamplerHooks,
+    ) -> std::io::Result<Sampler> {
         let handle = SnapshotHandle::default();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let publish = handle.clone();
@@ -287,7 +294,10 @@ fn run(
                 Ok(s) => {
                     state.healthy = true;
                     state.last_error = None;
-                    if s.gpus.iter().any(|g| !g.xid_events.is_empty() || !g.errors.is_empty()) {
+                    if s.gpus
+                        .iter()
+                        .any(|g| !g.xid_events.is_empty() || !g.errors.is_empty())
+                    {
                         Arc::make_mut(&mut totals).add(&s);
                     }
                     sample = Some(s);

@@ -188,7 +188,9 @@ impl SimNode {
     /// Attribution of every workload process on this node, as the scenario describes it: a pod
     /// UID and container id derived from the pod and workload names (stable across runs), and the
     /// Slurm job id. The simulator's pids do not exist on the host, so `/proc` cannot be used.
-    pub fn attribution(&self) -> std::collections::HashMap<u32, std::sync::Arc<crate::attribution::Attribution>> {
+    pub fn attribution(
+        &self,
+    ) -> std::collections::HashMap<u32, std::sync::Arc<crate::attribution::Attribution>> {
         self.workloads
             .iter()
             .map(|&w| {
