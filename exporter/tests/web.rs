@@ -187,6 +187,19 @@ fn assert_status(r: &Reply, status: u16) {
     assert_eq!(r.status, status, "{r:#?}");
 }
 
+/// Wait until connecting to `addr` fails. Not at once: a child process (curl, started by another
+/// test) may hold a copy of the listening socket between its fork and exec.
+fn assert_stops_listening(addr: SocketAddr) {
+    let deadline = Instant::now() + PATIENCE;
+    while TcpStream::connect(addr).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "{addr} still accepts connections"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Read from a raw connection until the server closes it (or `PATIENCE` passes: then panic).
 fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     stream
@@ -420,8 +433,8 @@ fn several_listen_addresses_all_serve() {
     }
     running.shutdown().expect("shutdown");
     // After shutdown nothing listens any more.
-    for addr in &addrs {
-        assert!(TcpStream::connect(addr).is_err(), "{addr} still accepts");
+    for addr in addrs {
+        assert_stops_listening(addr);
     }
 }
 
@@ -628,11 +641,7 @@ fn shutdown_lets_a_running_scrape_finish() {
     gated.wait_started(1);
     let stopper = std::thread::spawn(move || server.shutdown());
     // Once the listener is closed, the shutdown is under way.
-    let deadline = Instant::now() + PATIENCE;
-    while TcpStream::connect(addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after shutdown");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_stops_listening(addr);
     gated.release();
     let r = scrape.join().expect("scrape");
     assert_status(&r, 200);
@@ -682,7 +691,7 @@ fn run_until_serves_on_the_callers_runtime() {
         }))
         .expect("run_until");
     assert_status(&client.join().expect("client"), 200);
-    assert!(TcpStream::connect(addr).is_err(), "still listening");
+    assert_stops_listening(addr);
 }
 
 fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {

@@ -179,11 +179,10 @@ impl Server {
                 source: e,
             })?;
         let addrs = self.addrs.clone();
-        let listeners = {
+        let (listeners, ctx) = {
             let _enter = runtime.enter();
-            self.tokio_listeners()?
+            self.into_tokio()?
         };
-        let ctx = self.ctx;
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("tessera-web".into())
@@ -210,25 +209,23 @@ impl Server {
     where
         F: Future<Output = ()>,
     {
-        let listeners = self.tokio_listeners()?;
-        serve(listeners, self.ctx, shutdown).await;
+        let (listeners, ctx) = self.into_tokio()?;
+        serve(listeners, ctx, shutdown).await;
         Ok(())
     }
 
-    fn tokio_listeners(&self) -> Result<Vec<(SocketAddr, TcpListener)>, WebError> {
+    /// Hand the sockets to tokio (no duplicate file descriptors: when the accept loops drop
+    /// them, nothing listens any more).
+    fn into_tokio(self) -> Result<(Vec<(SocketAddr, TcpListener)>, Arc<Ctx>), WebError> {
         let mut out = Vec::new();
-        for ((address, l), local) in self.listeners.iter().zip(&self.addrs) {
-            let cloned = l.try_clone().map_err(|e| WebError::Bind {
+        for ((address, l), local) in self.listeners.into_iter().zip(self.addrs) {
+            let listener = TcpListener::from_std(l).map_err(|e| WebError::Bind {
                 address: address.clone(),
                 source: e,
             })?;
-            let listener = TcpListener::from_std(cloned).map_err(|e| WebError::Bind {
-                address: address.clone(),
-                source: e,
-            })?;
-            out.push((*local, listener));
+            out.push((local, listener));
         }
-        Ok(out)
+        Ok((out, self.ctx))
     }
 }
 
