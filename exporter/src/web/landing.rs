@@ -4,6 +4,8 @@
 //! Links are relative (`./metrics`), so the page keeps working behind a reverse proxy that serves
 //! the exporter under a path prefix. Everything inserted is HTML-escaped. The page is rendered
 //! once, at [`Server::bind`](super::Server::bind); it has no scripts and no external resources.
+//!
+//! It does not serve anything (the handler does) and holds no state that changes while running.
 
 /// What the landing page says.
 #[derive(Debug, Clone, PartialEq, Eq)]

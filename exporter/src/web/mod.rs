@@ -29,6 +29,7 @@ pub mod server;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use bytes::Bytes;
 pub use config::{ClientAuth, TlsVersion, WebConfig};
 pub use landing::{LandingInfo, LandingLink};
 pub use server::{RunningServer, Server, shutdown_signal};

@@ -27,6 +27,10 @@
 //!
 //! Shutdown stops accepting, asks every connection to finish (HTTP/1 closes after the current
 //! response, HTTP/2 sends GOAWAY) and waits for them at most `T` before dropping the rest.
+//!
+//! It does not route or authenticate requests (see `handler` and `auth`), parse the web config
+//! ([`super::config`]), or serve HTTP/2 without TLS (plain-text connections are HTTP/1.1, as with
+//! Go's `net/http`; on TLS, HTTP/2 is chosen through ALPN when `http2` is on).
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
