@@ -73,6 +73,9 @@ struct Ctx {
     timeout: Duration,
 }
 
+/// Bound sockets with their addresses, on tokio.
+type Listeners = Vec<(SocketAddr, TcpListener)>;
+
 /// A validated, bound server that is not running yet.
 pub struct Server {
     listeners: Vec<(String, std::net::TcpListener)>,
@@ -220,7 +223,7 @@ impl Server {
 
     /// Hand the sockets to tokio (no duplicate file descriptors: when the accept loops drop
     /// them, nothing listens any more).
-    fn into_tokio(self) -> Result<(Vec<(SocketAddr, TcpListener)>, Arc<Ctx>), WebError> {
+    fn into_tokio(self) -> Result<(Listeners, Arc<Ctx>), WebError> {
         let mut out = Vec::new();
         for ((address, l), local) in self.listeners.into_iter().zip(self.addrs) {
             let listener = TcpListener::from_std(l).map_err(|e| WebError::Bind {
@@ -350,11 +353,7 @@ fn bind_one(address: &str) -> Result<std::net::TcpListener, WebError> {
     })
 }
 
-async fn serve<F: Future<Output = ()>>(
-    listeners: Vec<(SocketAddr, TcpListener)>,
-    ctx: Arc<Ctx>,
-    shutdown: F,
-) {
+async fn serve<F: Future<Output = ()>>(listeners: Listeners, ctx: Arc<Ctx>, shutdown: F) {
     let (stop_tx, stop_rx) = watch::channel(false);
     // Every task holds a sender; recv() returns None once all of them are gone.
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
