@@ -1,5 +1,6 @@
 //! `tessera-exporter`: thin command-line glue over the library (argument parsing, logging, exit
-//! codes). Samples GPUs through NVML or the simulated fleet; `--once` prints one snapshot.
+//! codes). Samples GPUs through NVML or the simulated fleet and serves `/metrics`; `--once`
+//! prints one snapshot instead.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,11 +8,19 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::device::{DeviceError, GpuBackend};
+use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::nvml::NvmlBackend;
 use tessera_exporter::render;
-use tessera_exporter::sampler::{BackendFactory, Sampler, SamplerConfig, parse_duration};
-use tessera_exporter::sim::{self, SimBackend, SimClock};
+use tessera_exporter::sampler::{
+    Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks, parse_duration,
+};
+use tessera_exporter::sim::{self, SimBackend, SimClock, SimNode};
+use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
@@ -52,9 +61,44 @@ struct Args {
     /// Time between samples.
     #[arg(long = "sample.interval", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     sample_interval: Duration,
-    /// Print one snapshot and exit.
+    /// Print one snapshot and exit (no HTTP server).
     #[arg(long)]
     once: bool,
+    /// While serving, also print every sample to stdout (JSON lines with --format json).
+    #[arg(long)]
+    watch: bool,
+    /// Addresses to listen on (repeatable), e.g. :19435, 127.0.0.1:19435, [::1]:19435.
+    #[arg(long = "web.listen-address", value_name = "ADDRESS", default_values_t = [format!(":{}", web::DEFAULT_PORT)])]
+    web_listen_address: Vec<String>,
+    /// Path under which metrics are served.
+    #[arg(
+        long = "web.telemetry-path",
+        value_name = "PATH",
+        default_value = "/metrics"
+    )]
+    web_telemetry_path: String,
+    /// Maximum number of concurrent scrapes; more get 503 (0 = no limit).
+    #[arg(long = "web.max-requests", value_name = "N", default_value_t = 40)]
+    web_max_requests: usize,
+    /// exporter-toolkit web configuration file (TLS, basic auth); see docs/web.md.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    web_config_file: Option<PathBuf>,
+    /// Longest time a client may take (TLS handshake, headers, idle connection).
+    #[arg(long = "web.request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    web_request_timeout: Duration,
+    /// Do not export per-process metrics (they are on by default).
+    #[arg(long = "no-collector.processes")]
+    no_collector_processes: bool,
+    /// At most this many processes per node in the per-process metrics (the largest by memory).
+    #[arg(
+        long = "collector.processes.max",
+        value_name = "N",
+        default_value_t = 256
+    )]
+    collector_processes_max: usize,
+    /// procfs mount point, for process attribution (the host's /proc when containerised).
+    #[arg(long = "path.procfs", value_name = "PATH", default_value = "/proc")]
+    path_procfs: PathBuf,
     /// Output format of snapshots.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -133,15 +177,25 @@ fn factory(args: &Args, continuous: bool) -> Result<BackendFactory> {
     }
 }
 
-fn print(args: &Args, backend: &str, snap: &tessera_exporter::sampler::Snapshot) {
+/// Write one sample to stdout. A closed stdout (e.g. `| head`) is an `Err`, never a panic.
+fn print_sample(
+    format: Format,
+    once: bool,
+    backend: &str,
+    snap: &tessera_exporter::sampler::Snapshot,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
     let (Some(inv), Some(sample)) = (&snap.inventory, &snap.sample) else {
-        return;
+        return Ok(());
     };
-    match args.format {
-        Format::Json if args.once => print!("{}", render::json(backend, inv, sample)),
-        Format::Json => println!("{}", serde_json::to_string(sample).unwrap_or_default()),
-        Format::Table => print!("{}", render::table_text(backend, inv, sample)),
-    }
+    let text = match format {
+        Format::Json if once => render::json(backend, inv, sample),
+        Format::Json => format!("{}\n", serde_json::to_string(sample).unwrap_or_default()),
+        Format::Table => render::table_text(backend, inv, sample),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
 }
 
 fn run(args: Args) -> Result<()> {
@@ -172,7 +226,11 @@ fn run(args: Args) -> Result<()> {
             totals: Default::default(),
             attribution: Default::default(),
         };
-        print(&args, backend.name(), &snap);
+        if let Err(e) = print_sample(args.format, true, backend.name(), &snap)
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            return Err(e.into());
+        }
         return Ok(());
     }
     if args.backend == Backend::Nvml {
@@ -183,23 +241,111 @@ fn run(args: Args) -> Result<()> {
             return Err(e.into());
         }
     }
-    let sampler = Sampler::spawn(
+    let web_config = args
+        .web_config_file
+        .as_deref()
+        .map(WebConfig::from_file)
+        .transpose()?;
+    let sampler = Sampler::spawn_with(
         factory(&args, true)?,
         SamplerConfig {
             interval: args.sample_interval,
             ..SamplerConfig::default()
         },
+        SamplerHooks {
+            attributor: Some(attributor(&args)?),
+        },
+    )?;
+    let handle = sampler.handle();
+    let exposition = Arc::new(MetricsExposition::new(
+        handle.clone(),
+        RenderOptions {
+            processes: !args.no_collector_processes,
+            processes_max: args.collector_processes_max,
+            ..RenderOptions::default()
+        },
+    ));
+    let server = Server::bind(
+        ServerOptions {
+            listen: args.web_listen_address.clone(),
+            telemetry_path: args.web_telemetry_path.clone(),
+            max_requests: args.web_max_requests,
+            web_config,
+            request_timeout: args.web_request_timeout,
+            landing: LandingInfo {
+                name: "tessera-exporter".into(),
+                description: "GPU telemetry exporter: NVIDIA GPUs, MIG instances and processes"
+                    .into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                links: Vec::new(),
+            },
+        },
+        exposition,
     )?;
     log::info!(
-        "sampling every {:?}; the HTTP server is not part of this build yet",
+        "serving {} (sampling every {:?})",
+        args.web_telemetry_path,
         args.sample_interval
     );
-    let handle = sampler.handle();
-    let mut seq = 0;
-    loop {
-        if let Some(snap) = handle.wait_newer(seq, Duration::from_secs(3600)) {
-            seq = snap.sequence;
-            print(&args, snap.state.backend, &snap);
+    let running = server.spawn()?;
+    if args.watch {
+        let format = args.format;
+        std::thread::Builder::new()
+            .name("tessera-watch".into())
+            .spawn(move || {
+                let mut seq = 0;
+                loop {
+                    if let Some(snap) = handle.wait_newer(seq, Duration::from_secs(3600)) {
+                        seq = snap.sequence;
+                        if let Err(e) = print_sample(format, false, snap.state.backend, &snap) {
+                            log::warn!("--watch stopped: cannot write to stdout: {e}");
+                            return;
+                        }
+                    }
+                }
+            })?;
+    }
+    running.wait_for_signal()?;
+    log::info!("shutting down");
+    sampler.stop();
+    Ok(())
+}
+
+/// Attribution of processes to pods, containers and Slurm jobs: from procfs for NVML, from the
+/// scenario for the simulator (its pids do not exist on this host).
+fn attributor(args: &Args) -> Result<Attributor> {
+    match args.backend {
+        Backend::Nvml => {
+            let mut procs = ProcAttributor::new(&args.path_procfs);
+            Ok(Box::new(move |sample| {
+                let live: HashSet<u32> = sample
+                    .gpus
+                    .iter()
+                    .flat_map(|g| g.processes.iter().map(|p| p.pid))
+                    .collect();
+                procs.retain(&live);
+                live.into_iter()
+                    .map(|pid| (pid, procs.attribute(pid)))
+                    .collect()
+            }))
+        }
+        Backend::Sim => {
+            let scenario = sim::load_scenario(args.sim_scenario.as_deref())?;
+            let name = args
+                .sim_node
+                .clone()
+                .unwrap_or_else(|| scenario.nodes[0].name.clone());
+            let known = SimNode::new(&scenario, &name)
+                .map(|n| n.attribution())
+                .unwrap_or_default();
+            Ok(Box::new(move |sample| {
+                sample
+                    .gpus
+                    .iter()
+                    .flat_map(|g| g.processes.iter())
+                    .filter_map(|p| Some((p.pid, known.get(&p.pid)?.clone())))
+                    .collect()
+            }))
         }
     }
 }

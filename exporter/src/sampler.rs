@@ -93,6 +93,28 @@ pub struct Snapshot {
     pub attribution: Arc<HashMap<u32, Arc<Attribution>>>,
 }
 
+impl Snapshot {
+    /// The snapshot before any sample (sequence 0): no inventory, no sample, backend not up.
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            sequence: 0,
+            inventory: None,
+            sample: None,
+            state: BackendState {
+                backend: "none",
+                healthy: false,
+                last_error: None,
+                initialisations: 0,
+                errors_total: 0,
+            },
+            duration: Duration::ZERO,
+            missed_ticks: 0,
+            totals: Arc::default(),
+            attribution: Arc::default(),
+        }
+    }
+}
+
 /// A GPU as a counter key: index and UUID.
 pub type GpuKey = (u32, String);
 

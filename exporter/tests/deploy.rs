@@ -153,7 +153,11 @@ fn systemd_unit_is_unprivileged_and_hardened() {
     // Settings that would break NVML or process attribution.
     assert_ne!(get("PrivateDevices").as_deref(), Some("yes"));
     assert_ne!(get("ProtectProc").as_deref(), Some("invisible"));
-    assert_eq!(unit_port(), 9435);
+    assert_eq!(
+        unit_port(),
+        tessera_exporter::web::DEFAULT_PORT,
+        "the deploy files use the default port"
+    );
 }
 
 #[test]

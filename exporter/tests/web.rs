@@ -41,7 +41,7 @@ impl Fixed {
 }
 
 impl Exposition for Fixed {
-    fn render(&self) -> Rendered {
+    fn render(&self, _accept: Option<&str>) -> Rendered {
         Rendered {
             content_type: OPENMETRICS,
             body: BODY.into(),
@@ -76,7 +76,7 @@ impl Gated {
 }
 
 impl Exposition for Gated {
-    fn render(&self) -> Rendered {
+    fn render(&self, _accept: Option<&str>) -> Rendered {
         let mut s = self.state.lock().unwrap();
         s.0 += 1;
         self.cv.notify_all();
@@ -652,7 +652,7 @@ fn shutdown_lets_a_running_scrape_finish() {
 struct Panics;
 
 impl Exposition for Panics {
-    fn render(&self) -> Rendered {
+    fn render(&self, _accept: Option<&str>) -> Rendered {
         panic!("render failed on purpose");
     }
     fn ready(&self) -> bool {

@@ -243,17 +243,17 @@ pub fn render(snapshot: Arc<Snapshot>, options: &RenderOptions) -> String {
     out
 }
 
-/// One snapshot rendered in both formats.
+/// One snapshot rendered in both formats (reference-counted: a scrape clones no bytes).
 #[derive(Debug)]
-pub struct Rendered {
-    pub openmetrics: String,
-    pub text: String,
+pub struct Bodies {
+    pub openmetrics: bytes::Bytes,
+    pub text: bytes::Bytes,
 }
 
 /// Renders each snapshot once and serves the cached bytes to every scrape until the next one.
 pub struct MetricsCache {
     options: RenderOptions,
-    cached: Mutex<Option<(u64, Arc<Rendered>)>>,
+    cached: Mutex<Option<(u64, Arc<Bodies>)>>,
 }
 
 impl MetricsCache {
@@ -265,7 +265,7 @@ impl MetricsCache {
     }
 
     /// The exposition of `snapshot` in both formats, rendered at most once per snapshot sequence.
-    pub fn get(&self, snapshot: Arc<Snapshot>) -> Arc<Rendered> {
+    pub fn get(&self, snapshot: Arc<Snapshot>) -> Arc<Bodies> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((seq, body)) = cached.as_ref()
             && *seq == snapshot.sequence
@@ -275,8 +275,55 @@ impl MetricsCache {
         let seq = snapshot.sequence;
         let openmetrics = render(snapshot, &self.options);
         let text = to_prometheus_text(&openmetrics);
-        let body = Arc::new(Rendered { openmetrics, text });
+        let body = Arc::new(Bodies {
+            openmetrics: openmetrics.into(),
+            text: text.into(),
+        });
         *cached = Some((seq, body.clone()));
         body
+    }
+}
+
+/// The telemetry path of the HTTP server: the latest snapshot, rendered once per sample, in the
+/// format the scraper asks for.
+pub struct MetricsExposition {
+    handle: crate::sampler::SnapshotHandle,
+    cache: MetricsCache,
+    /// Shown before the first snapshot: no GPU series, backend not up.
+    empty: Arc<Snapshot>,
+}
+
+impl MetricsExposition {
+    pub fn new(
+        handle: crate::sampler::SnapshotHandle,
+        options: RenderOptions,
+    ) -> MetricsExposition {
+        MetricsExposition {
+            handle,
+            cache: MetricsCache::new(options),
+            empty: Arc::new(Snapshot::empty()),
+        }
+    }
+}
+
+impl crate::web::Exposition for MetricsExposition {
+    fn render(&self, accept: Option<&str>) -> crate::web::Rendered {
+        let snapshot = self.handle.latest().unwrap_or_else(|| self.empty.clone());
+        let bodies = self.cache.get(snapshot);
+        if accepts_openmetrics(accept) {
+            crate::web::Rendered {
+                content_type: CONTENT_TYPE,
+                body: bodies.openmetrics.clone(),
+            }
+        } else {
+            crate::web::Rendered {
+                content_type: TEXT_CONTENT_TYPE,
+                body: bodies.text.clone(),
+            }
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.handle.latest().is_some()
     }
 }

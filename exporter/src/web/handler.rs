@@ -97,7 +97,12 @@ impl App {
             return r;
         }
         if path == self.telemetry_path {
-            return self.telemetry().await;
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            return self.telemetry(accept).await;
         }
         if let Some(page) = landing {
             let mut r = Response::new(Full::new(page.clone()));
@@ -120,7 +125,7 @@ impl App {
         }
     }
 
-    async fn telemetry(&self) -> Response<Full<Bytes>> {
+    async fn telemetry(&self, accept: Option<String>) -> Response<Full<Bytes>> {
         let permit = match &self.limit {
             None => None,
             Some(sem) => match sem.clone().try_acquire_owned() {
@@ -149,7 +154,7 @@ impl App {
         // stuck render keeps counting against the limit.
         let rendered = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            exposition.render()
+            exposition.render(accept.as_deref())
         })
         .await;
         match rendered {

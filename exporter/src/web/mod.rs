@@ -60,9 +60,9 @@ pub struct Rendered {
 /// Called from the server's threads: [`render`](Exposition::render) runs on a blocking thread,
 /// once per scrape, and must never wait on a GPU (render the latest snapshot).
 pub trait Exposition: Send + Sync + 'static {
-    /// The body and content type for the telemetry path. Called per scrape; must be cheap and never
-    /// block on a GPU.
-    fn render(&self) -> Rendered;
+    /// The body and content type for the telemetry path, given the request's `Accept` header
+    /// (for content negotiation). Called per scrape; must be cheap and never block on a GPU.
+    fn render(&self, accept: Option<&str>) -> Rendered;
     /// Whether the first snapshot exists (for `/-/ready`).
     fn ready(&self) -> bool;
 }

@@ -42,7 +42,27 @@ pub fn bin(package: &str, name: &str) -> Command {
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let mut build = Command::new(cargo);
+        // Drop the variables cargo set for this test binary: build scripts that watch them (ring's
+        // does) would otherwise rebuild here, and again in the next outer build.
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .iter()
+            .any(|p| k.starts_with(p))
+                || k == "OUT_DIR"
+            {
+                build.env_remove(&key);
+            }
+        }
+        let status = build
             .args(["build", "-p", package, "--bin", name])
             .current_dir(repo_root())
             .status()

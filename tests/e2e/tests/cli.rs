@@ -172,12 +172,15 @@ fn continuous_mode_keeps_sampling() {
     let mut child = exporter![
         "--backend",
         "sim",
+        "--watch",
         "--format",
         "json",
         "--sample.interval",
         "50ms",
         "--sim.speed",
-        "60"
+        "60",
+        "--web.listen-address",
+        "127.0.0.1:0"
     ]
     .stdout(Stdio::piped())
     .stderr(Stdio::null())
