@@ -1,8 +1,8 @@
-//! Render benchmark: a node with 8 H100s × 7 MIG instances × 128 processes, rendered as the
+//! Render benchmark: a node with 8 H100s × 7 MIG instances × 128 processes
+//! (`fixtures/scenarios/big-node.toml`), rendered as the
 //! `/metrics` body (OpenMetrics + 0.0.4 text, as the cache does once per sample). Prints p50, p99
 //! and max over many renders. Run: `cargo bench -p tessera-exporter --bench render`.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,25 +12,8 @@ use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
 use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
 
 fn scenario() -> Scenario {
-    let mut t = String::from(
-        "name = \"bench\"\nseed = 1\nstart = \"2026-11-02T14:00:00Z\"\n[[nodes]]\nname = \"big\"\ngpus = [{ model = \"H100-80GB\", count = 8 }]\n",
-    );
-    t.push_str("mig = [\n");
-    for g in 0..8 {
-        let inst: Vec<String> = (0..7)
-            .map(|s| format!("{{ profile = \"1g.10gb\", start = {s} }}"))
-            .collect();
-        let _ = writeln!(t, "  {{ gpu = {g}, instances = [{}] }},", inst.join(", "));
-    }
-    t.push_str("]\n");
-    for p in 0..128 {
-        let (g, s) = ((p / 16) % 8, p % 7);
-        let _ = write!(
-            t,
-            "[[workloads]]\nname = \"w{p}\"\nkind = \"inference\"\nnode = \"big\"\ngpu = {g}\nmig_start = {s}\nmemory_gib = 0.5\npeak = 0.1\nnamespace = \"ns\"\npod = \"pod-{p}\"\n"
-        );
-    }
-    Scenario::from_toml(&t, "bench").expect("bench scenario")
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/big-node.toml");
+    Scenario::from_file(&path).expect("fixtures/scenarios/big-node.toml")
 }
 
 fn main() {
