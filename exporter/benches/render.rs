@@ -12,7 +12,8 @@ use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
 use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
 
 fn scenario() -> Scenario {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/big-node.toml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/scenarios/big-node.toml");
     Scenario::from_file(&path).expect("fixtures/scenarios/big-node.toml")
 }
 
