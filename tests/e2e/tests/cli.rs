@@ -152,6 +152,51 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr.contains("bad.toml"), "{stderr}");
 
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "basic_auth_users:\n  alice: notahash\n").unwrap();
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--web.config.file",
+        &web
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("web.yml") && stderr.contains("basic_auth_users.alice"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.key\n",
+    )
+    .unwrap();
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--web.config.file",
+        &web
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("tls_server_config.cert_file") && stderr.contains("nope.pem"),
+        "{stderr}"
+    );
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--web.listen-address",
+        "nonsense"
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("--web.listen-address \"nonsense\""),
+        "{stderr}"
+    );
+
     let missing = dir.path().join("missing.toml");
     let (out, _, stderr) = run(exporter![
         "--backend",
