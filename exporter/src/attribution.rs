@@ -53,12 +53,22 @@ pub struct Attribution {
     pub container_id: Option<String>,
     /// Slurm job id (the numeric id of the job's cgroup, `job_<n>`).
     pub slurm_job_id: Option<String>,
+    /// Kubernetes namespace, where known (the simulator knows it; cgroups do not, so `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Kubernetes pod name, where known (the simulator; never from cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
 }
 
 impl Attribution {
     /// Whether nothing is known.
     pub fn is_empty(&self) -> bool {
-        self.pod_uid.is_none() && self.container_id.is_none() && self.slurm_job_id.is_none()
+        self.pod_uid.is_none()
+            && self.container_id.is_none()
+            && self.slurm_job_id.is_none()
+            && self.namespace.is_none()
+            && self.pod.is_none()
     }
 }
 
@@ -295,6 +305,7 @@ mod tests {
             pod_uid: pod.map(str::to_string),
             container_id: container.map(str::to_string),
             slurm_job_id: job.map(str::to_string),
+            ..Attribution::default()
         }
     }
 

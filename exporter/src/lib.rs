@@ -7,6 +7,7 @@
 //! - [`mig`]: GPU models, MIG profile tables and the layout checker.
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
+//! - [`history`]: interval rows on disk (aggregation, JSONL/Parquet writer, strict reader).
 //! - [`render`]: one snapshot as a table or JSON (the `--once` output).
 //! - [`web`]: the HTTP layer (telemetry path, landing page, health, TLS, basic auth, limits).
 //!
@@ -15,6 +16,7 @@
 
 pub mod attribution;
 pub mod device;
+pub mod history;
 pub mod metrics;
 pub mod mig;
 pub mod model;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::device::{DeviceError, GpuBackend};
+use tessera_exporter::history::{self, HistoryStats, WriterMode, WriterOptions};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::nvml::NvmlBackend;
 use tessera_exporter::render;
@@ -99,6 +100,19 @@ struct Args {
     /// procfs mount point, for process attribution (the host's /proc when containerised).
     #[arg(long = "path.procfs", value_name = "PATH", default_value = "/proc")]
     path_procfs: PathBuf,
+    /// Folder of the history files (one sub-folder per node; docs/history-format.md). Default:
+    /// /var/lib/tessera/history when writable, otherwise history is off. "" disables it.
+    #[arg(long = "history.dir", value_name = "DIR")]
+    history_dir: Option<PathBuf>,
+    /// Length of one history row (aggregation interval).
+    #[arg(long = "history.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    history_interval: Duration,
+    /// Delete closed history files older than this.
+    #[arg(long = "history.retention", value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
+    history_retention: Duration,
+    /// Delete the oldest closed history files beyond this size per node (e.g. 512MiB, 2GB).
+    #[arg(long = "history.max-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = history::parse_bytes)]
+    history_max_bytes: u64,
     /// Output format of snapshots.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -246,6 +260,32 @@ fn run(args: Args) -> Result<()> {
         .as_deref()
         .map(WebConfig::from_file)
         .transpose()?;
+    let history_stats = Arc::new(HistoryStats::default());
+    let history_sender = match history_root(&args) {
+        Some(root) => {
+            log::info!(
+                "writing history to {} (every {:?}, keeping {:?} and at most {} bytes per node)",
+                root.display(),
+                args.history_interval,
+                args.history_retention,
+                args.history_max_bytes
+            );
+            let (sender, _thread) = history::spawn(
+                root,
+                WriterOptions {
+                    interval_ms: args.history_interval.as_millis().max(1) as i64,
+                    retention_ms: args.history_retention.as_millis() as i64,
+                    max_bytes: args.history_max_bytes,
+                    mode: WriterMode::Jsonl,
+                },
+                history_stats.clone(),
+                64,
+            )?;
+            Some(sender)
+        }
+        None => None,
+    };
+    let history_enabled = history_sender.is_some();
     let sampler = Sampler::spawn_with(
         factory(&args, true)?,
         SamplerConfig {
@@ -254,6 +294,10 @@ fn run(args: Args) -> Result<()> {
         },
         SamplerHooks {
             attributor: Some(attributor(&args)?),
+            on_sample: history_sender.map(|h| {
+                Box::new(move |snap: &Arc<tessera_exporter::sampler::Snapshot>| h.offer(snap))
+                    as tessera_exporter::sampler::OnSample
+            }),
         },
     )?;
     let handle = sampler.handle();
@@ -262,6 +306,7 @@ fn run(args: Args) -> Result<()> {
         RenderOptions {
             processes: !args.no_collector_processes,
             processes_max: args.collector_processes_max,
+            history: history_enabled.then(|| history_stats.clone()),
             ..RenderOptions::default()
         },
     ));
@@ -309,6 +354,32 @@ fn run(args: Args) -> Result<()> {
     log::info!("shutting down");
     sampler.stop();
     Ok(())
+}
+
+/// Where history goes: `--history.dir` as given ("" = off), or the default folder when it can
+/// be created and written (checked with a probe file), else off with one INFO line saying why.
+fn history_root(args: &Args) -> Option<PathBuf> {
+    match &args.history_dir {
+        Some(dir) if dir.as_os_str().is_empty() => None,
+        Some(dir) => Some(dir.clone()),
+        None => {
+            let dir = PathBuf::from(history::DEFAULT_DIR);
+            let probe = dir.join(format!(".tessera-probe-{}", std::process::id()));
+            let ok = std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&probe, b""))
+                .and_then(|()| std::fs::remove_file(&probe));
+            match ok {
+                Ok(()) => Some(dir),
+                Err(e) => {
+                    log::info!(
+                        "history is off: {} is not writable ({e}); enable it with --history.dir=DIR",
+                        dir.display()
+                    );
+                    None
+                }
+            }
+        }
+    }
 }
 
 /// Attribution of processes to pods, containers and Slurm jobs: from procfs for NVML, from the

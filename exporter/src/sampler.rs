@@ -46,7 +46,13 @@ pub struct SamplerConfig {
 pub struct SamplerHooks {
     /// Attributes processes to pods, containers and Slurm jobs.
     pub attributor: Option<Attributor>,
+    /// Called with every published snapshot, on the sampler thread: must not block (the history
+    /// writer `try_send`s to its own thread, see [`crate::history::HistorySender::offer`]).
+    pub on_sample: Option<OnSample>,
 }
+
+/// A hook that sees every published snapshot (must return at once).
+pub type OnSample = Box<dyn FnMut(&Arc<Snapshot>) + Send>;
 
 impl Default for SamplerConfig {
     fn default() -> Self {
@@ -196,8 +202,8 @@ impl SnapshotHandle {
         }
     }
 
-    fn publish(&self, snapshot: Snapshot) {
-        self.lock().latest = Some(Arc::new(snapshot));
+    fn publish(&self, snapshot: Arc<Snapshot>) {
+        self.lock().latest = Some(snapshot);
         self.inner.1.notify_all();
     }
 }
@@ -344,7 +350,7 @@ fn run(
             _ => Arc::default(),
         };
         sequence += 1;
-        publish.publish(Snapshot {
+        let snapshot = Arc::new(Snapshot {
             sequence,
             inventory: inventory.clone(),
             sample,
@@ -354,6 +360,10 @@ fn run(
             totals: totals.clone(),
             attribution,
         });
+        if let Some(hook) = hooks.on_sample.as_mut() {
+            hook(&snapshot);
+        }
+        publish.publish(snapshot);
         // Next fixed-rate tick; skip (and count) ticks already past.
         tick += 1;
         let elapsed = start.elapsed();

@@ -22,6 +22,7 @@ fn attr(pod: Option<&str>, container: Option<&str>, job: Option<&str>) -> Attrib
         pod_uid: pod.map(str::to_string),
         container_id: container.map(str::to_string),
         slurm_job_id: job.map(str::to_string),
+        ..Attribution::default()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The exporter's own metrics: build info, backend health and re-initialisations, per-GPU
 //! collection success, sample duration and timestamp, NVML errors by kind, missed sampler ticks
-//! and truncated process series.
+//! and truncated process series; the history writer's rows, errors and dropped samples.
 
 use std::fmt;
 
@@ -122,6 +122,34 @@ impl Collector for ExporterCollector {
             None,
             errors,
         )?;
+        if let Some(history) = ctx.options.history.as_deref() {
+            use crate::history::Table;
+            use std::sync::atomic::Ordering::Relaxed;
+            counter_family(
+                enc,
+                "tessera_exporter_history_rows_written",
+                "Rows written to the history files (--history.dir), by table.",
+                None,
+                Table::ALL
+                    .iter()
+                    .map(|t| ([("table", t.name().to_string())], history.rows(*t)))
+                    .collect(),
+            )?;
+            single_counter(
+                enc,
+                "tessera_exporter_history_write_errors",
+                "Failed history writes (read-only or full disk, ...); the exporter keeps serving.",
+                None,
+                history.write_errors.load(Relaxed),
+            )?;
+            single_counter(
+                enc,
+                "tessera_exporter_history_dropped_samples",
+                "Samples the history writer dropped because it was behind (its queue was full).",
+                None,
+                history.dropped_samples.load(Relaxed),
+            )?;
+        }
         if let Some(sample) = &snap.sample
             && ctx.options.processes
         {

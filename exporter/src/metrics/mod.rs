@@ -87,6 +87,8 @@ pub struct RenderOptions {
     pub runtime: bool,
     /// Exporter version for `tessera_exporter_build_info`.
     pub version: String,
+    /// Counters of the history writer, when `--history.dir` is on (no history series otherwise).
+    pub history: Option<std::sync::Arc<crate::history::HistoryStats>>,
 }
 
 impl Default for RenderOptions {
@@ -96,6 +98,7 @@ impl Default for RenderOptions {
             processes_max: 256,
             runtime: true,
             version: env!("CARGO_PKG_VERSION").to_string(),
+            history: None,
         }
     }
 }

@@ -211,6 +211,8 @@ impl SimNode {
                         pod_uid,
                         container_id,
                         slurm_job_id: spec.slurm_job.clone(),
+                        namespace: spec.namespace.clone(),
+                        pod: spec.pod.clone(),
                     }),
                 )
             })

@@ -1,0 +1,309 @@
+//! The strict history reader (arrow/parquet; never polars): a node folder's manifest, closed
+//! Parquet files and open JSONL segments, as typed rows or arrow `RecordBatch`es.
+//!
+//! Strict as `docs/history-format.md` requires: an unknown format version, an unknown, missing or
+//! mistyped column, a null in a non-nullable column, or a bad JSONL line other than the last is
+//! an error naming the file, the line or row, and the column. A torn last line of an open segment
+//! (no trailing newline, or not valid JSON) is skipped and counted exactly.
+//!
+//! This module writes nothing.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use arrow_array::{ArrayRef, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+
+use super::aggregate::{GpuRow, MigRow, ProcessRow};
+use super::schema::{ColType, FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, Table};
+use super::writer::{HistoryError, Manifest, io};
+
+/// Everything in one node folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeHistory {
+    pub manifest: Manifest,
+    pub gpu: Vec<GpuRow>,
+    pub mig: Vec<MigRow>,
+    pub process: Vec<ProcessRow>,
+    /// Torn last lines of open segments that were skipped.
+    pub skipped_lines: u64,
+}
+
+/// Read and check the manifest of a node folder.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, HistoryError> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = fs::read_to_string(&path).map_err(io(&path))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| HistoryError::Invalid {
+        path: path.clone(),
+        message: format!("not a manifest: {e}"),
+    })?;
+    if v.get("format").and_then(Value::as_str) != Some(FORMAT_NAME) {
+        return Err(HistoryError::Invalid {
+            path,
+            message: format!("\"format\" is not {FORMAT_NAME:?}"),
+        });
+    }
+    match v.get("version").and_then(Value::as_u64) {
+        Some(found) if found == u64::from(HISTORY_VERSION) => {}
+        Some(found) => {
+            return Err(HistoryError::Version {
+                path,
+                found,
+                expected: HISTORY_VERSION,
+            });
+        }
+        None => {
+            return Err(HistoryError::Invalid {
+                path,
+                message: "no integer \"version\"".into(),
+            });
+        }
+    }
+    serde_json::from_value(v).map_err(|e| HistoryError::Invalid {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// Read every row of a node folder (closed files in hour order, then open segments).
+pub fn read_node_dir(dir: &Path) -> Result<NodeHistory, HistoryError> {
+    let manifest = read_manifest(dir)?;
+    let (gpu, a) = read_table::<GpuRow>(dir)?;
+    let (mig, b) = read_table::<MigRow>(dir)?;
+    let (process, c) = read_table::<ProcessRow>(dir)?;
+    Ok(NodeHistory {
+        manifest,
+        gpu,
+        mig,
+        process,
+        skipped_lines: a + b + c,
+    })
+}
+
+/// The data files of one table in a node folder, sorted by name (so by hour), Parquet first.
+pub fn table_files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, HistoryError> {
+    let d = dir.join(table.name());
+    let mut files = Vec::new();
+    if !d.exists() {
+        return Ok(files);
+    }
+    for entry in fs::read_dir(&d).map_err(io(&d))? {
+        let path = entry.map_err(io(&d))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".parquet") || name.ends_with(".open.jsonl") {
+            files.push(path);
+        }
+    }
+    files.sort_by_key(|p| {
+        let open = p.to_string_lossy().ends_with(".open.jsonl");
+        (open, p.clone())
+    });
+    Ok(files)
+}
+
+/// Every row of one table of a node folder, and the number of torn lines skipped.
+pub fn read_table<R: HistoryRow>(dir: &Path) -> Result<(Vec<R>, u64), HistoryError> {
+    let mut rows = Vec::new();
+    let mut skipped = 0;
+    for path in table_files(dir, R::TABLE)? {
+        if path.to_string_lossy().ends_with(".parquet") {
+            rows.extend(read_parquet::<R>(&path)?);
+        } else {
+            let (r, s) = read_jsonl::<R>(&path)?;
+            rows.extend(r);
+            skipped += s;
+        }
+    }
+    Ok((rows, skipped))
+}
+
+/// One table of a node folder as arrow batches (Parquet and open segments alike), with the
+/// number of torn lines skipped.
+pub fn read_table_batches(
+    dir: &Path,
+    table: Table,
+) -> Result<(Vec<RecordBatch>, u64), HistoryError> {
+    fn go<R: HistoryRow>(dir: &Path) -> Result<(Vec<RecordBatch>, u64), HistoryError> {
+        let (rows, skipped) = read_table::<R>(dir)?;
+        let batch =
+            RecordBatch::try_new(R::TABLE.arrow_schema(), R::to_columns(&rows)).map_err(|e| {
+                HistoryError::Invalid {
+                    path: dir.to_path_buf(),
+                    message: e.to_string(),
+                }
+            })?;
+        Ok((vec![batch], skipped))
+    }
+    match table {
+        Table::Gpu => go::<GpuRow>(dir),
+        Table::Mig => go::<MigRow>(dir),
+        Table::Process => go::<ProcessRow>(dir),
+    }
+}
+
+/// The batches of one Parquet file, checked against `table` and with columns in its order.
+pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch>, HistoryError> {
+    let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let col_err = |column: &str, message: String| HistoryError::Column {
+        path: path.to_path_buf(),
+        column: column.to_string(),
+        place: "schema".into(),
+        message,
+    };
+    let file = File::open(path).map_err(io(path))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| pq(&e))?;
+    let schema = builder.schema().clone();
+    for f in schema.fields() {
+        match table.column(f.name()) {
+            None => {
+                return Err(col_err(
+                    f.name(),
+                    format!("unknown column in table {}", table.name()),
+                ));
+            }
+            Some(c) if c.ty.data_type() != *f.data_type() => {
+                return Err(col_err(
+                    f.name(),
+                    format!(
+                        "type {} where {} is expected",
+                        f.data_type(),
+                        c.ty.data_type()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let mut order = Vec::new();
+    for c in table.columns() {
+        match schema.index_of(c.name) {
+            Ok(i) => order.push(i),
+            Err(_) => return Err(col_err(c.name, "missing column".into())),
+        }
+    }
+    let reader = builder.build().map_err(|e| pq(&e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| pq(&e))?;
+        let columns: Vec<ArrayRef> = order.iter().map(|&i| batch.column(i).clone()).collect();
+        out.push(RecordBatch::try_new(table.arrow_schema(), columns).map_err(|e| pq(&e))?);
+    }
+    Ok(out)
+}
+
+/// The rows of one Parquet file.
+pub fn read_parquet<R: HistoryRow>(path: &Path) -> Result<Vec<R>, HistoryError> {
+    let mut rows = Vec::new();
+    for batch in read_parquet_batches(path, R::TABLE)? {
+        let offset = rows.len();
+        let r = R::from_columns(batch.columns()).map_err(|(column, row, message)| {
+            HistoryError::Column {
+                path: path.to_path_buf(),
+                column: column.into(),
+                place: format!("row {}", offset + row),
+                message,
+            }
+        })?;
+        rows.extend(r);
+    }
+    Ok(rows)
+}
+
+fn type_ok(ty: ColType, v: &Value) -> bool {
+    match ty {
+        ColType::Int64 => v.as_i64().is_some(),
+        ColType::UInt32 => v.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)),
+        ColType::UInt64 => v.as_u64().is_some(),
+        ColType::Float64 => v.is_number(),
+        ColType::Utf8 => v.is_string(),
+        ColType::Bool => v.is_boolean(),
+    }
+}
+
+/// The rows of an open JSONL segment and the number of torn last lines skipped (0 or 1).
+pub fn read_jsonl<R: HistoryRow>(path: &Path) -> Result<(Vec<R>, u64), HistoryError> {
+    let bytes = fs::read(path).map_err(io(path))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let table = R::TABLE;
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut rows = Vec::new();
+    let mut skipped = 0;
+    let line_err = |line: usize, message: String| HistoryError::Line {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let number = i + 1;
+        let last = i + 1 == lines.len();
+        if last && !complete {
+            skipped += 1;
+            continue;
+        }
+        let value: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(_) if last => {
+                skipped += 1;
+                continue;
+            }
+            Err(e) => return Err(line_err(number, format!("not valid JSON: {e}"))),
+        };
+        let Value::Object(map) = value else {
+            return Err(line_err(number, "not a JSON object".into()));
+        };
+        if i == 0 {
+            match map.get("tessera_history").and_then(Value::as_u64) {
+                Some(v) if v == u64::from(HISTORY_VERSION) => {}
+                Some(found) => {
+                    return Err(HistoryError::Version {
+                        path: path.to_path_buf(),
+                        found,
+                        expected: HISTORY_VERSION,
+                    });
+                }
+                None => return Err(line_err(1, "no \"tessera_history\" header".into())),
+            }
+            if map.get("table").and_then(Value::as_str) != Some(table.name()) {
+                return Err(line_err(
+                    1,
+                    format!("header does not name table {:?}", table.name()),
+                ));
+            }
+            continue;
+        }
+        let col_err = |column: &str, message: String| HistoryError::Column {
+            path: path.to_path_buf(),
+            column: column.to_string(),
+            place: format!("line {number}"),
+            message,
+        };
+        if let Some(k) = map.keys().find(|k| table.column(k).is_none()) {
+            return Err(col_err(
+                k,
+                format!("unknown column in table {}", table.name()),
+            ));
+        }
+        for c in table.columns() {
+            match map.get(c.name) {
+                None => return Err(col_err(c.name, "missing column".into())),
+                Some(Value::Null) if c.nullable => {}
+                Some(Value::Null) => {
+                    return Err(col_err(c.name, "null in a non-nullable column".into()));
+                }
+                Some(v) if !type_ok(c.ty, v) => {
+                    return Err(col_err(c.name, format!("{v} is not of type {:?}", c.ty)));
+                }
+                Some(_) => {}
+            }
+        }
+        let row: R = serde_json::from_value(Value::Object(map))
+            .map_err(|e| line_err(number, e.to_string()))?;
+        rows.push(row);
+    }
+    Ok((rows, skipped))
+}
