@@ -238,3 +238,25 @@ fn unwritable_folder_is_counted_and_sampling_goes_on() {
     let _: HashMap<u32, u32> = HashMap::new();
     sampler.stop();
 }
+
+#[test]
+fn simulate_one_day_of_the_demo_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = sim::load_scenario(None).unwrap();
+    let s = history::simulate::simulate(&scenario, 1, tmp.path(), 1000, 10_000).unwrap();
+    assert_eq!(s.nodes, 3);
+    let mut gpu_rows = 0;
+    for n in &scenario.nodes {
+        let h = read_node_dir(&tmp.path().join(&n.name)).unwrap();
+        assert_eq!(h.skipped_lines, 0);
+        let gpus = h
+            .gpu
+            .iter()
+            .map(|r| r.gpu)
+            .collect::<std::collections::BTreeSet<_>>();
+        // days × intervals × GPUs (a driver-level fault may cost whole intervals, none here).
+        assert_eq!(h.gpu.len(), 8640 * gpus.len(), "{}", n.name);
+        gpu_rows += h.gpu.len() as u64;
+    }
+    assert_eq!(s.rows[0], gpu_rows);
+}

@@ -5,6 +5,7 @@
 //! - [`aggregate`]: 1-second samples → interval rows (pure).
 //! - [`writer`]: one node folder: manifest, open JSONL segments, hourly Parquet, recovery, retention.
 //! - [`reader`]: the strict reader (arrow/parquet, never polars).
+//! - [`simulate`]: a whole scenario's history on the virtual clock (`tessera simulate`).
 //! - [`spawn`]: the exporter's history thread, fed off the sampler's hot path by a bounded channel.
 //!
 //! This module never samples a GPU and never links polars.
@@ -12,6 +13,7 @@
 pub mod aggregate;
 pub mod reader;
 pub mod schema;
+pub mod simulate;
 pub mod writer;
 
 use std::path::PathBuf;
