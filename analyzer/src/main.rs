@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use tessera::scenario;
 use tessera_exporter::sim;
 
+mod simulate;
+
 /// GPU utilization advisor.
 #[derive(Debug, Parser)]
 #[command(name = "tessera", version, about)]
@@ -23,6 +25,8 @@ enum Command {
         #[command(subcommand)]
         command: ScenarioCommand,
     },
+    /// Write N days of history for every node of a scenario, with its ground truth.
+    Simulate(simulate::SimulateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,6 +75,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         },
+        Command::Simulate(args) => simulate::run(args)?,
     }
     Ok(())
 }
