@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tessera::scenario;
 use tessera_exporter::sim;
 
+mod ingest_cmd;
 mod simulate;
 
 /// GPU utilization advisor.
@@ -25,6 +26,8 @@ enum Command {
         #[command(subcommand)]
         command: ScenarioCommand,
     },
+    /// Read telemetry sources into the canonical frames and summarise them.
+    Ingest(ingest_cmd::IngestArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
 }
@@ -75,6 +78,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         },
+        Command::Ingest(args) => ingest_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
     }
     Ok(())

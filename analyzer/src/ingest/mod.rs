@@ -1,0 +1,395 @@
+//! Ingest: reads telemetry from `--source`s (tessera history, CSV files) into the canonical frames
+//! of `docs/frames.md` — three polars `LazyFrame`s `gpu`, `mig`, `process` with the columns of
+//! `docs/history-format.md`, `ts` as `Datetime(ms, UTC)` and a `source` column — plus an
+//! [`IngestReport`] (rows, time range, skipped rows with reasons, warnings).
+//!
+//! Readers are strict: a bad manifest, version, column, file or line is an [`IngestError`] naming
+//! the file (and line or column); `skip_bad_rows` turns bad *rows* (not bad files or schemas) into
+//! counted warnings. This module does not detect, plan or report anything, does not deduplicate
+//! rows that several sources share, and does not read Prometheus yet (`prometheus:` is parsed and
+//! refused as not implemented).
+
+mod csv;
+mod history;
+pub mod schema;
+pub mod summary;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use polars::prelude::*;
+use serde::Serialize;
+
+pub use schema::Table;
+
+/// The canonical frames: one lazy frame per table, all sources concatenated.
+#[derive(Clone)]
+pub struct Frames {
+    pub gpu: LazyFrame,
+    pub mig: LazyFrame,
+    pub process: LazyFrame,
+}
+
+impl Frames {
+    /// The frame of one table.
+    pub fn table(&self, t: Table) -> &LazyFrame {
+        match t {
+            Table::Gpu => &self.gpu,
+            Table::Mig => &self.mig,
+            Table::Process => &self.process,
+        }
+    }
+}
+
+/// Where telemetry comes from (`--source`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `history:DIR`: a folder of node folders, one node folder, or a glob of either.
+    History(String),
+    /// `csv:FILE`: the generic long format or an `nvidia-smi --format=csv` log.
+    Csv(PathBuf),
+    /// `prometheus:URL`: parsed, not implemented in this build.
+    Prometheus(String),
+}
+
+impl FromStr for Source {
+    type Err = IngestError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| IngestError::SourceSpec {
+            spec: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let (scheme, rest) = s.split_once(':').ok_or_else(|| {
+            bad("expected SCHEME:LOCATION with scheme history, csv or prometheus")
+        })?;
+        if rest.is_empty() {
+            return Err(bad("the location after the scheme is empty"));
+        }
+        match scheme {
+            "history" => Ok(Source::History(rest.to_string())),
+            "csv" => Ok(Source::Csv(PathBuf::from(rest))),
+            "prometheus" => {
+                if !(rest.starts_with("http://") || rest.starts_with("https://")) {
+                    return Err(bad("expected prometheus:http(s)://HOST[:PORT]"));
+                }
+                Ok(Source::Prometheus(rest.to_string()))
+            }
+            other => Err(bad(&format!(
+                "unknown scheme {other:?}; expected history, csv or prometheus"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::History(d) => write!(f, "history:{d}"),
+            Source::Csv(p) => write!(f, "csv:{}", p.display()),
+            Source::Prometheus(u) => write!(f, "prometheus:{u}"),
+        }
+    }
+}
+
+/// Progress callback: (work items done, work items in total). A work item is one file.
+pub type Progress<'a> = &'a dyn Fn(usize, usize);
+
+/// How to ingest.
+pub struct IngestOptions<'a> {
+    /// Keep rows with `ts >= since` (unix ms).
+    pub since: Option<i64>,
+    /// Keep rows with `ts < until` (unix ms).
+    pub until: Option<i64>,
+    /// Skip bad rows (counted in the report) instead of failing.
+    pub skip_bad_rows: bool,
+    /// Bucket length for sources that are not already aggregated (CSV), in ms.
+    pub interval_ms: i64,
+    /// Called after each file.
+    pub progress: Option<Progress<'a>>,
+}
+
+impl Default for IngestOptions<'_> {
+    fn default() -> Self {
+        IngestOptions {
+            since: None,
+            until: None,
+            skip_bad_rows: false,
+            interval_ms: 10_000,
+            progress: None,
+        }
+    }
+}
+
+/// Rows and time range of one table after ingest (and the time filter).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    pub rows: u64,
+    /// First and last `ts`, unix ms.
+    pub first_ts: Option<i64>,
+    pub last_ts: Option<i64>,
+}
+
+/// What an ingest read, skipped and warned about.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IngestReport {
+    /// Per table: rows and time range.
+    pub tables: BTreeMap<Table, TableStats>,
+    /// Skipped rows by reason (only with `skip_bad_rows`, plus torn last lines of open segments).
+    pub skipped: BTreeMap<String, u64>,
+    /// Torn last lines of open segments (tolerated; also counted in `skipped`).
+    pub torn_lines: u64,
+    /// Files read.
+    pub files: u64,
+    /// Human-readable warnings, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl IngestReport {
+    /// Overall time range over all tables (unix ms).
+    pub fn time_range(&self) -> Option<(i64, i64)> {
+        let first = self.tables.values().filter_map(|t| t.first_ts).min()?;
+        let last = self.tables.values().filter_map(|t| t.last_ts).max()?;
+        Some((first, last))
+    }
+
+    /// Total skipped rows.
+    pub fn skipped_rows(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+
+    pub(crate) fn skip(&mut self, reason: impl Into<String>) {
+        *self.skipped.entry(reason.into()).or_default() += 1;
+    }
+}
+
+/// Ingest errors: what, where, and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("bad --source {spec:?}: {reason}")]
+    SourceSpec { spec: String, reason: String },
+    #[error("--source {0}: the prometheus source is not implemented yet in this build")]
+    NotImplemented(String),
+    #[error("bad time {value:?}: {reason}")]
+    Time { value: String, reason: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{source_spec}: no tessera history found (expected a folder with tessera-history.json or folders of them)"
+    )]
+    NoHistory { source_spec: String },
+    #[error("{path}: bad manifest: {reason}")]
+    Manifest { path: PathBuf, reason: String },
+    #[error("{path}: history version {found}, this reader knows version {expected}")]
+    Version {
+        path: PathBuf,
+        found: String,
+        expected: u64,
+    },
+    #[error("{path}: column {column:?}: {reason}")]
+    Column {
+        path: PathBuf,
+        column: String,
+        reason: String,
+    },
+    #[error("{path}: not a readable Parquet file (truncated or corrupt?): {reason}")]
+    Parquet { path: PathBuf, reason: String },
+    #[error("{path}:{line}: {reason}")]
+    Line {
+        path: PathBuf,
+        line: u64,
+        reason: String,
+    },
+    #[error("{path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("polars: {0}")]
+    Polars(#[from] PolarsError),
+}
+
+/// One file to read, resolved from a source.
+enum WorkItem {
+    Parquet {
+        table: Table,
+        path: PathBuf,
+        source: String,
+    },
+    Jsonl {
+        table: Table,
+        path: PathBuf,
+        source: String,
+    },
+    Csv {
+        path: PathBuf,
+    },
+}
+
+/// Reads every source into the canonical frames. Fails on the first bad file; the report
+/// carries row counts and time ranges (computed by scanning `ts`), skips and warnings.
+pub fn ingest(
+    sources: &[Source],
+    opts: &IngestOptions,
+) -> Result<(Frames, IngestReport), IngestError> {
+    let mut report = IngestReport::default();
+    let mut items = Vec::new();
+    for s in sources {
+        match s {
+            Source::History(spec) => items.extend(history::resolve(spec, &mut report)?),
+            Source::Csv(path) => items.push(WorkItem::Csv { path: path.clone() }),
+            Source::Prometheus(_) => return Err(IngestError::NotImplemented(s.to_string())),
+        }
+    }
+    let total = items.len();
+    let mut parts: BTreeMap<Table, Vec<LazyFrame>> = BTreeMap::new();
+    for (i, item) in items.into_iter().enumerate() {
+        match item {
+            WorkItem::Parquet {
+                table,
+                path,
+                source,
+            } => {
+                let lf = history::scan_parquet(table, &path)?;
+                parts
+                    .entry(table)
+                    .or_default()
+                    .push(canonical(lf, table, &source, opts));
+            }
+            WorkItem::Jsonl {
+                table,
+                path,
+                source,
+            } => {
+                let df = history::read_open_segment(table, &path, opts, &mut report)?;
+                parts
+                    .entry(table)
+                    .or_default()
+                    .push(canonical(df.lazy(), table, &source, opts));
+            }
+            WorkItem::Csv { path } => {
+                let source = format!("csv:{}", path.display());
+                for (table, df) in csv::read(&path, opts, &mut report)? {
+                    parts.entry(table).or_default().push(canonical(
+                        df.lazy(),
+                        table,
+                        &source,
+                        opts,
+                    ));
+                }
+            }
+        }
+        report.files += 1;
+        if let Some(p) = opts.progress {
+            p(i + 1, total);
+        }
+    }
+    let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
+        let lfs = parts.remove(&t).unwrap_or_default();
+        let lf = if lfs.is_empty() {
+            DataFrame::empty_with_schema(&t.frame_schema()).lazy()
+        } else {
+            concat(lfs, UnionArgs::default())?
+        };
+        Ok(lf)
+    };
+    let frames = Frames {
+        gpu: build(Table::Gpu)?,
+        mig: build(Table::Mig)?,
+        process: build(Table::Process)?,
+    };
+    for t in Table::ALL {
+        let stats = table_stats(frames.table(t).clone())?;
+        report.tables.insert(t, stats);
+    }
+    Ok((frames, report))
+}
+
+/// Row count and ts range of a frame (reads only `ts`).
+fn table_stats(lf: LazyFrame) -> Result<TableStats, IngestError> {
+    let ms = col("ts").cast(DataType::Int64);
+    let df = lf
+        .select([
+            len().alias("rows"),
+            ms.clone().min().alias("first"),
+            ms.max().alias("last"),
+        ])
+        .collect()?;
+    let get = |name: &str| -> Result<Option<i64>, IngestError> {
+        let c = df.column(name)?.cast(&DataType::Int64)?;
+        Ok(c.i64()?.get(0))
+    };
+    Ok(TableStats {
+        rows: get("rows")?.unwrap_or(0).max(0) as u64,
+        first_ts: get("first")?,
+        last_ts: get("last")?,
+    })
+}
+
+/// Selects the table's columns in order with their canonical types, applies the time filter,
+/// converts `ts` to `Datetime(ms, UTC)` and adds `source`.
+fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) -> LazyFrame {
+    let mut lf = lf;
+    if let Some(since) = opts.since {
+        lf = lf.filter(col("ts").cast(DataType::Int64).gt_eq(lit(since)));
+    }
+    if let Some(until) = opts.until {
+        lf = lf.filter(col("ts").cast(DataType::Int64).lt(lit(until)));
+    }
+    let mut exprs: Vec<Expr> = table
+        .columns()
+        .map(|c| {
+            if c.name == "ts" {
+                col("ts").cast(DataType::Int64).cast(schema::ts_dtype())
+            } else {
+                col(c.name).cast(c.ty.polars())
+            }
+        })
+        .collect();
+    exprs.push(lit(source.to_string()).alias("source"));
+    lf.select(exprs)
+}
+
+/// Parses `--since`/`--until`: a duration back from `now_ms` (`90s`, `30m`, `12h`, `7d`, `2w`),
+/// an RFC 3339 time, or a date (`2026-11-02`, midnight UTC). Returns unix ms.
+pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, IngestError> {
+    let err = |reason: &str| IngestError::Time {
+        value: value.to_string(),
+        reason: reason.to_string(),
+    };
+    let v = value.trim();
+    if let Some(unit) = v.chars().last().filter(|c| c.is_ascii_alphabetic()) {
+        let num = &v[..v.len() - 1];
+        if let Ok(n) = num.parse::<u32>() {
+            let secs: i64 = match unit {
+                's' => 1,
+                'm' => 60,
+                'h' => 3_600,
+                'd' => 86_400,
+                'w' => 604_800,
+                _ => return Err(err("unknown unit; expected s, m, h, d or w")),
+            };
+            return Ok(now_ms - i64::from(n) * secs * 1000);
+        }
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
+        return Ok(t.timestamp_millis());
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(t.and_utc().timestamp_millis());
+    }
+    Err(err(
+        "expected a duration like 7d or 12h, an RFC 3339 time, or a date YYYY-MM-DD",
+    ))
+}
+
+/// Formats unix ms as RFC 3339 UTC (for reports).
+pub fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
+}

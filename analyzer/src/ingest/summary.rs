@@ -1,0 +1,144 @@
+//! What `tessera ingest` prints: per table rows, entities, time range and the null share of key
+//! columns, plus the report's skips and warnings, as a text table or JSON.
+//!
+//! This module collects the frames to count; it does not judge the data (detectors do that).
+
+use std::fmt::Write as _;
+
+use polars::prelude::*;
+use serde::Serialize;
+
+use super::{Frames, IngestError, IngestReport, Table, fmt_ms};
+
+/// One table's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    pub table: Table,
+    pub rows: u64,
+    /// Distinct entities (gpu: node+uuid; mig: node+uuid+instance ids; process: node+uuid+pid).
+    pub entities: u64,
+    pub first_ts: Option<i64>,
+    pub last_ts: Option<i64>,
+    /// Share of null values in the table's key columns (0–1), in order.
+    pub null_share: Vec<(String, f64)>,
+}
+
+/// Columns identifying an entity of the table.
+pub fn entity_columns(t: Table) -> &'static [&'static str] {
+    match t {
+        Table::Gpu => &["node", "uuid"],
+        Table::Mig => &["node", "uuid", "gpu_instance", "compute_instance"],
+        Table::Process => &["node", "uuid", "pid"],
+    }
+}
+
+/// Key value columns whose null share is reported.
+pub fn key_columns(t: Table) -> &'static [&'static str] {
+    match t {
+        Table::Gpu => &[
+            "busy_mean",
+            "sm_active_mean",
+            "memory_used_max_bytes",
+            "power_mean_watts",
+        ],
+        Table::Mig => &["sm_active_mean", "memory_used_max_bytes"],
+        Table::Process => &["memory_used_max_bytes", "sm_mean", "pod"],
+    }
+}
+
+/// Summarises every table (collects the frames).
+pub fn describe(frames: &Frames, report: &IngestReport) -> Result<Vec<TableSummary>, IngestError> {
+    let mut out = Vec::new();
+    for t in Table::ALL {
+        let lf = frames.table(t).clone();
+        let keys: Vec<Expr> = entity_columns(t).iter().map(|c| col(*c)).collect();
+        let entities = lf.clone().group_by(keys).agg([len()]).collect()?.height() as u64;
+        let mut exprs = vec![len().alias("__rows")];
+        for c in key_columns(t) {
+            exprs.push(col(*c).null_count().alias(*c));
+        }
+        let df = lf.select(exprs).collect()?;
+        let count = |name: &str| -> Result<u64, IngestError> {
+            let c = df.column(name)?.cast(&DataType::UInt64)?;
+            Ok(c.u64()?.get(0).unwrap_or(0))
+        };
+        let rows = count("__rows")?;
+        let mut null_share = Vec::new();
+        for c in key_columns(t) {
+            let nulls = count(c)?;
+            let share = if rows == 0 {
+                0.0
+            } else {
+                nulls as f64 / rows as f64
+            };
+            null_share.push(((*c).to_string(), share));
+        }
+        let stats = report.tables.get(&t).cloned().unwrap_or_default();
+        out.push(TableSummary {
+            table: t,
+            rows,
+            entities,
+            first_ts: stats.first_ts,
+            last_ts: stats.last_ts,
+            null_share,
+        });
+    }
+    Ok(out)
+}
+
+/// The text table printed on stdout.
+pub fn render_table(summaries: &[TableSummary], report: &IngestReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} {:>10} {:>9}  {:<24} {:<24}  null share of key columns",
+        "table", "rows", "entities", "first", "last"
+    );
+    for t in summaries {
+        let nulls: Vec<String> = t
+            .null_share
+            .iter()
+            .map(|(c, v)| format!("{c} {:.0}%", v * 100.0))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:<8} {:>10} {:>9}  {:<24} {:<24}  {}",
+            t.table.name(),
+            t.rows,
+            t.entities,
+            t.first_ts.map_or_else(|| "-".into(), fmt_ms),
+            t.last_ts.map_or_else(|| "-".into(), fmt_ms),
+            nulls.join(", ")
+        );
+    }
+    let _ = writeln!(s, "files read: {}", report.files);
+    if report.skipped.is_empty() {
+        let _ = writeln!(s, "skipped rows: 0");
+    } else {
+        let _ = writeln!(s, "skipped rows: {}", report.skipped_rows());
+        for (reason, n) in &report.skipped {
+            let _ = writeln!(s, "  {n:>8}  {reason}");
+        }
+    }
+    s
+}
+
+/// The JSON document printed with `--format json`.
+pub fn to_json(summaries: &[TableSummary], report: &IngestReport) -> serde_json::Value {
+    serde_json::json!({
+        "tables": summaries.iter().map(|t| serde_json::json!({
+            "table": t.table,
+            "rows": t.rows,
+            "entities": t.entities,
+            "first": t.first_ts.map(fmt_ms),
+            "last": t.last_ts.map(fmt_ms),
+            "null_share": t.null_share.iter()
+                .map(|(c, v)| (c.clone(), serde_json::json!(v)))
+                .collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+        "files": report.files,
+        "skipped": report.skipped,
+        "torn_lines": report.torn_lines,
+        "warnings": report.warnings,
+    })
+}

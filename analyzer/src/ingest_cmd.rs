@@ -1,0 +1,103 @@
+//! `tessera ingest`: flag parsing and printing for the ingest summary (a module of the binary,
+//! not of the library). Table or JSON on stdout; warnings and progress on stderr.
+
+use std::io::IsTerminal as _;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tessera::ingest::{self, IngestOptions, Source, summary};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Telemetry source, repeatable: history:DIR (node folders, one node folder, or a glob),
+    /// csv:FILE (generic long format or nvidia-smi --format=csv), prometheus:URL.
+    #[arg(long = "source", required = true, value_parser = parse_source)]
+    sources: Vec<Source>,
+    /// Keep rows from this time on: a duration back from now (7d, 12h) or an RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Keep rows before this time: a duration back from now or an RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Skip bad rows (counted and reported) instead of failing.
+    #[arg(long)]
+    skip_bad_rows: bool,
+    /// Bucket length for CSV sources (e.g. 10s, 1m).
+    #[arg(long, default_value = "10s", value_parser = parse_interval)]
+    interval: i64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
+    s.parse().map_err(|e: ingest::IngestError| e.to_string())
+}
+
+fn parse_interval(s: &str) -> Result<i64, String> {
+    // A duration back from 0 is minus the duration.
+    match ingest::parse_time(s, 0) {
+        Ok(v) if v < 0 && s.ends_with(|c: char| c.is_ascii_alphabetic()) => Ok(-v),
+        _ => Err(format!(
+            "bad interval {s:?}: expected a duration like 10s, 1m or 1h"
+        )),
+    }
+}
+
+pub fn run(args: IngestArgs) -> Result<()> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    let until = args
+        .until
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    let start = Instant::now();
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} ingest {pos}/{len} files {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let tty = std::io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if tty && bar.is_hidden() && start.elapsed() > Duration::from_millis(500) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let opts = IngestOptions {
+        since,
+        until,
+        skip_bad_rows: args.skip_bad_rows,
+        interval_ms: args.interval,
+        progress: Some(&progress),
+    };
+    let result = ingest::ingest(&args.sources, &opts);
+    bar.finish_and_clear();
+    let (frames, report) = result?;
+    let summaries = summary::describe(&frames, &report)?;
+    for w in &report.warnings {
+        eprintln!("tessera: warning: {w}");
+    }
+    match args.format {
+        OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary::to_json(&summaries, &report))?
+        ),
+    }
+    Ok(())
+}

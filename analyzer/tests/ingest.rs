@@ -1,0 +1,766 @@
+//! Ingest: history (Parquet written here with polars + zstd, open JSONL segments), generic CSV and
+//! nvidia-smi CSV, good and bad inputs, through the library and the `tessera ingest` binary.
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use serde_json::{Value, json};
+use tessera::ingest::schema::{ColType, Table};
+use tessera::ingest::{self, Frames, IngestError, IngestOptions, IngestReport, Source};
+
+const T0: i64 = 1_793_628_000_000; // 2026-11-02T14:00:00Z
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/csv")
+        .join(name)
+}
+
+fn gpu_row(ts: i64, busy_max: Option<f64>) -> Value {
+    json!({
+        "ts": ts, "interval_ms": 10000, "node": "node-a", "gpu": 0, "uuid": "GPU-a",
+        "samples": 10, "model": "NVIDIA H100 80GB HBM3", "status": "ok",
+        "busy_mean": busy_max.map(|b| b / 2.0), "busy_max": busy_max,
+        "sm_active_mean": null, "sm_active_max": null, "sm_occupancy_mean": null,
+        "memory_controller_mean": 0.1, "memory_used_max_bytes": 1_000_000_000u64,
+        "memory_total_bytes": 85_899_345_920u64, "power_mean_watts": 300.0,
+        "energy_delta_joules": 3000.0, "temperature_max_celsius": 50.0, "xid_count": 0,
+        "mig_enabled": false
+    })
+}
+
+fn mig_row(ts: i64) -> Value {
+    json!({
+        "ts": ts, "interval_ms": 10000, "node": "node-a", "gpu": 1, "uuid": "GPU-b",
+        "samples": 10, "gpu_instance": 1, "compute_instance": 0, "profile": "3g.40gb",
+        "profile_id": 9, "placement_start": 0, "placement_size": 4, "mig_uuid": "MIG-1",
+        "memory_used_max_bytes": 5u64, "memory_total_bytes": 40u64,
+        "sm_active_mean": 0.25, "sm_active_max": 0.5
+    })
+}
+
+fn process_row(ts: i64) -> Value {
+    json!({
+        "ts": ts, "interval_ms": 10000, "node": "node-a", "gpu": 0, "uuid": "GPU-a",
+        "samples": 10, "pid": 4242, "process": "python", "gpu_instance": null,
+        "compute_instance": null, "pod_uid": "uid-1", "container_id": null,
+        "slurm_job_id": null, "namespace": "ml", "pod": "train-0",
+        "memory_used_max_bytes": 7u64, "sm_mean": 0.2, "sm_max": 0.4
+    })
+}
+
+/// A DataFrame in a history file's schema, built from JSON rows.
+fn frame(table: Table, rows: &[Value]) -> DataFrame {
+    let cols: Vec<Column> = table
+        .columns()
+        .map(|c| {
+            let vals = rows.iter().map(|r| &r[c.name]);
+            let name: PlSmallStr = c.name.into();
+            match c.ty {
+                ColType::Int64 => Column::new(name, vals.map(Value::as_i64).collect::<Vec<_>>()),
+                ColType::UInt32 => Column::new(
+                    name,
+                    vals.map(|v| v.as_u64().map(|n| n as u32))
+                        .collect::<Vec<_>>(),
+                ),
+                ColType::UInt64 => Column::new(name, vals.map(Value::as_u64).collect::<Vec<_>>()),
+                ColType::Float64 => Column::new(name, vals.map(Value::as_f64).collect::<Vec<_>>()),
+                ColType::Utf8 => Column::new(name, vals.map(Value::as_str).collect::<Vec<_>>()),
+                ColType::Bool => Column::new(name, vals.map(Value::as_bool).collect::<Vec<_>>()),
+            }
+        })
+        .collect();
+    DataFrame::new_infer_height(cols).expect("frame")
+}
+
+fn write_parquet(path: &Path, df: &mut DataFrame) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let f = std::fs::File::create(path).expect("create");
+    ParquetWriter::new(f)
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(df)
+        .expect("write parquet");
+}
+
+fn write_manifest(node_dir: &Path, version: u64) {
+    std::fs::create_dir_all(node_dir).expect("mkdir");
+    let node = node_dir.file_name().and_then(|s| s.to_str()).expect("name");
+    std::fs::write(
+        node_dir.join("tessera-history.json"),
+        format!(
+            r#"{{"format": "tessera-history", "version": {version}, "node": "{node}", "interval_ms": 10000}}"#
+        ),
+    )
+    .expect("manifest");
+}
+
+fn jsonl(table: &str, rows: &[Value]) -> String {
+    let mut s = format!("{{\"tessera_history\": 1, \"table\": \"{table}\"}}\n");
+    for r in rows {
+        s.push_str(&r.to_string());
+        s.push('\n');
+    }
+    s
+}
+
+/// A node folder with one closed hour per table and an open gpu segment with a torn last line.
+fn good_history(root: &Path) -> PathBuf {
+    let node = root.join("node-a");
+    write_manifest(&node, 1);
+    let rows: Vec<Value> = [0.5, 0.9, 0.7]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| gpu_row(T0 + 10_000 * (i as i64 + 1), Some(*b)))
+        .collect();
+    write_parquet(
+        &node.join("gpu/2026-11-02T14.parquet"),
+        &mut frame(Table::Gpu, &rows),
+    );
+    write_parquet(
+        &node.join("mig/2026-11-02T14.parquet"),
+        &mut frame(Table::Mig, &[mig_row(T0 + 10_000)]),
+    );
+    write_parquet(
+        &node.join("process/2026-11-02T14.parquet"),
+        &mut frame(Table::Process, &[process_row(T0 + 10_000)]),
+    );
+    let open_rows = [
+        gpu_row(T0 + 3_600_000, Some(0.3)),
+        gpu_row(T0 + 3_610_000, None),
+    ];
+    let mut text = jsonl("gpu", &open_rows);
+    text.push_str(r#"{"ts": 1793631620000, "interval_ms": 10"#); // torn: killed mid-write
+    std::fs::write(node.join("gpu/2026-11-02T15.open.jsonl"), text).expect("jsonl");
+    node
+}
+
+fn run(sources: &[Source], skip: bool) -> Result<(Frames, IngestReport), IngestError> {
+    let opts = IngestOptions {
+        skip_bad_rows: skip,
+        ..IngestOptions::default()
+    };
+    ingest::ingest(sources, &opts)
+}
+
+fn history(p: &Path) -> Source {
+    Source::History(p.to_string_lossy().into_owned())
+}
+
+fn csv(p: &Path) -> Source {
+    Source::Csv(p.to_path_buf())
+}
+
+fn f64s(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
+    let ca = df.column(name).expect(name).f64().expect("f64");
+    (0..ca.len()).map(|i| ca.get(i)).collect()
+}
+
+fn u64s(df: &DataFrame, name: &str) -> Vec<Option<u64>> {
+    let c = df
+        .column(name)
+        .expect(name)
+        .cast(&DataType::UInt64)
+        .expect("cast");
+    let ca = c.u64().expect("u64");
+    (0..ca.len()).map(|i| ca.get(i)).collect()
+}
+
+fn strs(df: &DataFrame, name: &str) -> Vec<Option<String>> {
+    let c = df.column(name).expect(name);
+    let ca = c.str().expect("str");
+    (0..ca.len())
+        .map(|i| ca.get(i).map(str::to_string))
+        .collect()
+}
+
+fn ts_ms(df: &DataFrame) -> Vec<i64> {
+    let c = df
+        .column("ts")
+        .expect("ts")
+        .cast(&DataType::Int64)
+        .expect("cast");
+    let ca = c.i64().expect("i64");
+    (0..ca.len()).filter_map(|i| ca.get(i)).collect()
+}
+
+fn sorted(lf: &LazyFrame, by: &[&str]) -> DataFrame {
+    lf.clone()
+        .sort(
+            by.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            SortMultipleOptions::default(),
+        )
+        .collect()
+        .expect("collect")
+}
+
+fn err_text(r: Result<(Frames, IngestReport), IngestError>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------- history, good
+
+#[test]
+fn history_parquet_and_open_segment_with_torn_last_line() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    for spec in [
+        node.clone(),
+        dir.path().to_path_buf(),
+        dir.path().join("node-*"),
+    ] {
+        let (frames, report) = run(&[history(&spec)], false).expect("ingest");
+        assert_eq!(report.tables[&Table::Gpu].rows, 5, "{spec:?}");
+        assert_eq!(report.tables[&Table::Mig].rows, 1);
+        assert_eq!(report.tables[&Table::Process].rows, 1);
+        assert_eq!(report.torn_lines, 1);
+        assert_eq!(report.skipped["torn last line of an open segment"], 1);
+        assert_eq!(report.time_range(), Some((T0 + 10_000, T0 + 3_610_000)));
+        assert_eq!(report.files, 4);
+
+        let gpu = sorted(&frames.gpu, &["ts"]);
+        assert_eq!(
+            gpu.schema().get("ts"),
+            Some(&DataType::Datetime(
+                TimeUnit::Milliseconds,
+                Some(TimeZone::UTC)
+            ))
+        );
+        assert_eq!(
+            f64s(&gpu, "busy_max"),
+            [Some(0.5), Some(0.9), Some(0.7), Some(0.3), None]
+        );
+        let max = gpu
+            .column("busy_max")
+            .expect("c")
+            .as_materialized_series()
+            .max::<f64>();
+        assert_eq!(max.expect("max"), Some(0.9));
+        let want_source = format!("history:{}", node.display());
+        assert_eq!(
+            strs(&gpu, "source")[0].as_deref(),
+            Some(want_source.as_str())
+        );
+        let names: Vec<String> = gpu
+            .get_column_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let want: Vec<String> = Table::Gpu
+            .frame_schema()
+            .iter_names()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(names, want);
+        let process = frames.process.clone().collect().expect("p");
+        assert_eq!(strs(&process, "pod"), [Some("train-0".to_string())]);
+    }
+}
+
+#[test]
+fn time_filter_keeps_only_rows_in_range() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let opts = IngestOptions {
+        since: Some(T0 + 20_000),
+        until: Some(T0 + 3_600_000),
+        ..IngestOptions::default()
+    };
+    let (frames, report) = ingest::ingest(&[history(&node)], &opts).expect("ingest");
+    assert_eq!(report.tables[&Table::Gpu].rows, 2);
+    assert_eq!(
+        ts_ms(&sorted(&frames.gpu, &["ts"])),
+        [T0 + 20_000, T0 + 30_000]
+    );
+}
+
+// ---------------------------------------------------------------- history, bad
+
+#[test]
+fn wrong_manifest_version_names_file_and_versions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    write_manifest(&node, 2);
+    let e = err_text(run(&[history(&node)], false));
+    assert!(e.contains("tessera-history.json"), "{e}");
+    assert!(
+        e.contains("history version 2, this reader knows version 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_open_segment_header_version() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let p = node.join("gpu/2026-11-02T15.open.jsonl");
+    std::fs::write(&p, "{\"tessera_history\": 7, \"table\": \"gpu\"}\n").expect("w");
+    let e = err_text(run(&[history(&node)], false));
+    assert!(
+        e.contains("2026-11-02T15.open.jsonl") && e.contains("version 7"),
+        "{e}"
+    );
+}
+
+#[test]
+fn truncated_and_corrupt_parquet_name_the_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let p = node.join("gpu/2026-11-02T14.parquet");
+    let bytes = std::fs::read(&p).expect("read");
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).expect("truncate");
+    let e = err_text(run(&[history(&node)], false));
+    assert!(
+        e.contains("2026-11-02T14.parquet") && e.contains("truncated or corrupt"),
+        "{e}"
+    );
+    std::fs::write(&p, b"this is not parquet").expect("garbage");
+    let e = err_text(run(&[history(&node)], false));
+    assert!(e.contains("2026-11-02T14.parquet"), "{e}");
+}
+
+#[test]
+fn missing_unknown_and_mistyped_parquet_columns() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let p = node.join("gpu/2026-11-02T14.parquet");
+    let base = frame(Table::Gpu, &[gpu_row(T0 + 10_000, Some(0.5))]);
+
+    let mut missing = base.drop("busy_max").expect("drop");
+    write_parquet(&p, &mut missing);
+    let e = err_text(run(&[history(&node)], false));
+    assert!(
+        e.contains("2026-11-02T14.parquet") && e.contains("column \"busy_max\": missing"),
+        "{e}"
+    );
+
+    let mut unknown = base.clone();
+    unknown
+        .with_column(Column::new("fan_speed".into(), [1.0f64]))
+        .expect("add");
+    write_parquet(&p, &mut unknown);
+    let e = err_text(run(&[history(&node)], false));
+    assert!(e.contains("column \"fan_speed\": unknown column"), "{e}");
+
+    let mut mistyped = base.clone();
+    mistyped
+        .with_column(Column::new("busy_max".into(), ["high"]))
+        .expect("replace");
+    write_parquet(&p, &mut mistyped);
+    let e = err_text(run(&[history(&node)], false));
+    assert!(
+        e.contains("column \"busy_max\": type str, expected float64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_line_inside_open_segment_is_an_error_or_a_counted_skip() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let p = node.join("gpu/2026-11-02T15.open.jsonl");
+    let mut unknown_col = gpu_row(T0 + 3_620_000, Some(0.1));
+    unknown_col["fan"] = json!(1);
+    let mut text = jsonl("gpu", &[gpu_row(T0 + 3_600_000, Some(0.3))]);
+    text.push_str("{not json\n");
+    text.push_str(&format!("{unknown_col}\n"));
+    text.push_str(&format!("{}\n", gpu_row(T0 + 3_630_000, Some(0.2))));
+    std::fs::write(&p, text).expect("w");
+    let e = err_text(run(&[history(&node)], false));
+    assert!(
+        e.contains("2026-11-02T15.open.jsonl:3: not valid JSON"),
+        "{e}"
+    );
+
+    let (frames, report) = run(&[history(&node)], true).expect("skip");
+    assert_eq!(report.skipped["bad line in an open segment"], 2);
+    assert_eq!(report.torn_lines, 0);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("skipped 2 bad line(s)")),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(report.tables[&Table::Gpu].rows, 5);
+    let gpu = sorted(&frames.gpu, &["ts"]);
+    assert_eq!(f64s(&gpu, "busy_max")[3..], [Some(0.3), Some(0.2)]);
+}
+
+// ---------------------------------------------------------------- sources
+
+#[test]
+fn source_parsing() {
+    assert_eq!(
+        "history:/h".parse::<Source>().expect("h"),
+        Source::History("/h".into())
+    );
+    assert_eq!(
+        "csv:a.csv".parse::<Source>().expect("c"),
+        Source::Csv("a.csv".into())
+    );
+    let p: Source = "prometheus:http://prom:9090".parse().expect("p");
+    let e = err_text(run(&[p], false));
+    assert!(e.contains("not implemented yet in this build"), "{e}");
+    let e = "s3:bucket"
+        .parse::<Source>()
+        .expect_err("unknown")
+        .to_string();
+    assert!(e.contains("unknown scheme \"s3\""), "{e}");
+    assert!("history:".parse::<Source>().is_err());
+    assert!("nocolon".parse::<Source>().is_err());
+    assert!("prometheus:prom:9090".parse::<Source>().is_err());
+    let e = err_text(run(&[Source::History("/nonexistent/x".into())], false));
+    assert!(e.contains("/nonexistent/x"), "{e}");
+}
+
+#[test]
+fn parse_time_forms() {
+    assert_eq!(
+        ingest::parse_time("7d", T0).expect("d"),
+        T0 - 7 * 86_400_000
+    );
+    assert_eq!(
+        ingest::parse_time("2026-11-02T14:00:00Z", 0).expect("rfc"),
+        T0
+    );
+    assert_eq!(
+        ingest::parse_time("2026-11-02", 0).expect("date"),
+        T0 - 14 * 3_600_000
+    );
+    assert!(ingest::parse_time("7x", T0).is_err());
+    assert!(ingest::parse_time("last tuesday", T0).is_err());
+}
+
+// ---------------------------------------------------------------- CSV
+
+#[test]
+fn generic_csv_pivots_and_buckets() {
+    let (frames, report) = run(&[csv(&fixture("generic.csv"))], false).expect("ingest");
+    assert_eq!(report.skipped["csv: unknown metric"], 1);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("fan_speed_ratio")),
+        "{:?}",
+        report.warnings
+    );
+
+    let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+    assert_eq!(gpu.height(), 3);
+    assert_eq!(ts_ms(&gpu), [T0 + 10_000, T0 + 20_000, T0 + 10_000]);
+    assert_eq!(
+        strs(&gpu, "uuid"),
+        [
+            Some("GPU-aaaa".into()),
+            Some("GPU-aaaa".into()),
+            Some("GPU-bbbb".into())
+        ]
+    );
+    let busy_mean = f64s(&gpu, "busy_mean");
+    assert!((busy_mean[0].expect("m") - 0.6).abs() < 1e-9);
+    assert_eq!(f64s(&gpu, "busy_max"), [Some(1.0), Some(0.4), Some(0.0)]);
+    assert_eq!(
+        u64s(&gpu, "memory_used_max_bytes"),
+        [Some(3000), None, None]
+    );
+    assert_eq!(u64s(&gpu, "memory_total_bytes")[0], Some(85_899_345_920));
+    assert_eq!(f64s(&gpu, "power_mean_watts"), [Some(200.0), None, None]);
+    assert_eq!(u64s(&gpu, "samples"), [Some(6), Some(1), Some(1)]);
+    assert_eq!(u64s(&gpu, "gpu"), [Some(0), Some(0), Some(1)]);
+    assert_eq!(u64s(&gpu, "interval_ms"), [Some(10_000); 3]);
+    assert_eq!(
+        strs(&gpu, "model")[0].as_deref(),
+        Some("NVIDIA H100 80GB HBM3, SXM")
+    );
+    assert_eq!(strs(&gpu, "node")[2].as_deref(), Some("node-a"));
+    let src = format!("csv:{}", fixture("generic.csv").display());
+    assert_eq!(strs(&gpu, "source")[0].as_deref(), Some(src.as_str()));
+
+    let mig = frames.mig.clone().collect().expect("mig");
+    assert_eq!(mig.height(), 1);
+    assert_eq!(f64s(&mig, "sm_active_mean"), [Some(0.5)]);
+    assert_eq!(f64s(&mig, "sm_active_max"), [Some(0.75)]);
+    assert_eq!(strs(&mig, "mig_uuid"), [Some("MIG-1111".into())]);
+    assert_eq!(u64s(&mig, "gpu_instance"), [Some(1)]);
+
+    let process = frames.process.clone().collect().expect("process");
+    assert_eq!(u64s(&process, "pid"), [Some(4242)]);
+    assert_eq!(
+        u64s(&process, "memory_used_max_bytes"),
+        [Some(5_000_000_000)]
+    );
+    assert_eq!(f64s(&process, "sm_max"), [Some(0.3)]);
+    assert_eq!(strs(&process, "namespace"), [Some("ml".into())]);
+}
+
+#[test]
+fn interval_option_changes_buckets() {
+    let opts = IngestOptions {
+        interval_ms: 60_000,
+        ..IngestOptions::default()
+    };
+    let (frames, _) = ingest::ingest(&[csv(&fixture("generic.csv"))], &opts).expect("ingest");
+    let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+    assert_eq!(ts_ms(&gpu), [T0 + 60_000, T0 + 60_000]);
+    assert!((f64s(&gpu, "busy_mean")[0].expect("m") - 0.55).abs() < 1e-9);
+}
+
+#[test]
+fn csv_garbage_lines_error_or_exact_skip_count() {
+    let path = fixture("garbage.csv");
+    let e = err_text(run(&[csv(&path)], false));
+    assert!(e.contains("garbage.csv:3: expected 6 fields"), "{e}");
+
+    let (frames, report) = run(&[csv(&path)], true).expect("skip");
+    assert_eq!(report.skipped_rows(), 3);
+    assert_eq!(report.skipped["csv: wrong number of fields"], 1);
+    assert_eq!(report.skipped["csv: bad timestamp"], 1);
+    assert_eq!(report.skipped["csv: bad value"], 1);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("skipped 3 bad line(s)") && w.contains("first at line 3")),
+        "{:?}",
+        report.warnings
+    );
+    let gpu = frames.gpu.clone().collect().expect("gpu");
+    assert_eq!(f64s(&gpu, "busy_max"), [Some(0.9)]);
+    assert_eq!(u64s(&gpu, "samples"), [Some(3)]);
+}
+
+#[test]
+fn ratio_out_of_range_is_rejected() {
+    let path = fixture("ratio-out-of-range.csv");
+    let e = err_text(run(&[csv(&path)], false));
+    assert!(
+        e.contains("ratio-out-of-range.csv:3:") && e.contains("within 0–1, got 45"),
+        "{e}"
+    );
+    let (_, report) = run(&[csv(&path)], true).expect("skip");
+    assert_eq!(report.skipped["csv: ratio out of range"], 1);
+}
+
+#[test]
+fn nvidia_smi_csv_normalises_units_and_markers() {
+    let (frames, report) = run(&[csv(&fixture("nvidia-smi.csv"))], false).expect("ingest");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("1 repeated header")),
+        "{:?}",
+        report.warnings
+    );
+    let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+    assert_eq!(gpu.height(), 3);
+    assert_eq!(ts_ms(&gpu), [T0 + 10_000, T0 + 20_000, T0 + 10_000]);
+    let mean = f64s(&gpu, "busy_mean");
+    assert!((mean[0].expect("m") - 0.70).abs() < 1e-9, "{mean:?}");
+    assert_eq!(mean[2], None, "[N/A] is null, not 0");
+    assert!((f64s(&gpu, "busy_max")[0].expect("m") - 0.95).abs() < 1e-9);
+    assert!((f64s(&gpu, "memory_controller_mean")[0].expect("m") - 0.20).abs() < 1e-9);
+    assert_eq!(
+        f64s(&gpu, "memory_controller_mean")[2],
+        None,
+        "[Not Supported] is null"
+    );
+    assert_eq!(
+        u64s(&gpu, "memory_used_max_bytes"),
+        [Some(2048 * 1_048_576), Some(512 * 1_048_576), Some(0)]
+    );
+    assert_eq!(
+        u64s(&gpu, "memory_total_bytes")[0],
+        Some(81_559 * 1_048_576)
+    );
+    assert_eq!(
+        f64s(&gpu, "power_mean_watts"),
+        [Some(300.0), Some(70.0), None]
+    );
+    assert_eq!(
+        f64s(&gpu, "temperature_max_celsius"),
+        [Some(44.0), Some(38.0), Some(35.0)]
+    );
+    assert_eq!(u64s(&gpu, "gpu"), [Some(0), Some(0), Some(1)]);
+    assert_eq!(
+        strs(&gpu, "model")[0].as_deref(),
+        Some("NVIDIA H100 80GB HBM3")
+    );
+    assert_eq!(u64s(&gpu, "samples"), [Some(2), Some(1), Some(1)]);
+}
+
+#[test]
+fn sources_combine() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let (frames, report) =
+        run(&[history(&node), csv(&fixture("nvidia-smi.csv"))], false).expect("ingest");
+    assert_eq!(report.tables[&Table::Gpu].rows, 8);
+    let srcs = frames
+        .gpu
+        .clone()
+        .group_by([col("source")])
+        .agg([len()])
+        .collect()
+        .expect("g");
+    assert_eq!(srcs.height(), 2);
+}
+
+// ---------------------------------------------------------------- schema vs doc
+
+/// The column lists in `schema.rs` agree with the tables in docs/history-format.md.
+#[test]
+fn schema_matches_the_history_doc() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/history-format.md"),
+    )
+    .expect("doc");
+    let mut section = String::new();
+    let mut from_doc: Vec<(String, String, String, bool)> = Vec::new();
+    for line in doc.lines() {
+        if let Some(h) = line.strip_prefix("### ") {
+            section = h.trim().trim_matches('`').to_string();
+            continue;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let ty = cells[2];
+        for name in cells[1].split(',') {
+            let name = name.trim().trim_matches('`').to_string();
+            from_doc.push((
+                section.clone(),
+                name,
+                ty.trim_end_matches('?').to_string(),
+                ty.ends_with('?'),
+            ));
+        }
+    }
+    let mut from_code = Vec::new();
+    for c in tessera::ingest::schema::COMMON {
+        from_code.push((
+            "Columns common to every table".to_string(),
+            c.name.to_string(),
+            c.ty.doc_name().to_string(),
+            c.nullable,
+        ));
+    }
+    for t in Table::ALL {
+        for c in t.own_columns() {
+            from_code.push((
+                t.name().to_string(),
+                c.name.to_string(),
+                c.ty.doc_name().to_string(),
+                c.nullable,
+            ));
+        }
+    }
+    assert_eq!(from_doc, from_code);
+}
+
+// ---------------------------------------------------------------- binary
+
+fn tessera(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("run tessera")
+}
+
+#[test]
+fn cli_ingest_table_json_and_errors() {
+    let src = format!("csv:{}", fixture("nvidia-smi.csv").display());
+    let out = tessera(&["ingest", "--source", &src]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("gpu") && stdout.contains("2026-11-02T14:00:10.000Z"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("busy_mean 33%"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+
+    let out = tessera(&["ingest", "--source", &src, "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["tables"][0]["rows"], 3);
+    assert_eq!(v["tables"][0]["entities"], 2);
+
+    let bad = format!("csv:{}", fixture("garbage.csv").display());
+    let out = tessera(&["ingest", "--source", &bad]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("garbage.csv:3"), "{stderr}");
+
+    let out = tessera(&[
+        "ingest",
+        "--source",
+        &bad,
+        "--skip-bad-rows",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["skipped"]["csv: bad value"], 1);
+
+    let out = tessera(&["ingest", "--source", "prometheus:http://prom:9090"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented yet"));
+}
+
+// ---------------------------------------------------------------- exporter interop
+
+/// The analyzer's column lists agree with `tessera_exporter::history::schema`.
+#[test]
+fn schema_matches_the_exporters() {
+    use tessera_exporter::history::schema as exp;
+    assert_eq!(
+        u64::from(exp::HISTORY_VERSION),
+        tessera::ingest::schema::HISTORY_VERSION
+    );
+    for (ours, theirs) in Table::ALL.into_iter().zip(exp::Table::ALL) {
+        assert_eq!(ours.name(), theirs.name());
+        let a: Vec<(String, String, bool)> = ours
+            .columns()
+            .map(|c| (c.name.to_string(), format!("{:?}", c.ty), c.nullable))
+            .collect();
+        let b: Vec<(String, String, bool)> = theirs
+            .columns()
+            .iter()
+            .map(|c| (c.name.to_string(), format!("{:?}", c.ty), c.nullable))
+            .collect();
+        assert_eq!(a, b, "table {}", ours.name());
+    }
+}
+
+/// History written by the exporter's own writer (through its simulator) ingests row for row.
+#[test]
+fn ingests_history_written_by_the_exporter() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
+    let s = tessera_exporter::history::simulate::simulate(&scenario, 1, tmp.path(), 10_000, 10_000)
+        .expect("simulate");
+    let (frames, report) = run(&[history(tmp.path())], false).expect("ingest");
+    for (i, t) in Table::ALL.into_iter().enumerate() {
+        assert_eq!(report.tables[&t].rows, s.rows[i], "{}", t.name());
+    }
+    assert_eq!(report.skipped_rows(), 0);
+    let sources = frames
+        .gpu
+        .group_by([col("source")])
+        .agg([len()])
+        .collect()
+        .expect("g");
+    assert_eq!(sources.height(), s.nodes);
+}
