@@ -102,8 +102,8 @@ struct Args {
     path_procfs: PathBuf,
     /// Folder of the history files (one sub-folder per node; docs/history-format.md). Default:
     /// /var/lib/tessera/history when writable, otherwise history is off. "" disables it.
-    #[arg(long = "history.dir", value_name = "DIR")]
-    history_dir: Option<PathBuf>,
+    #[arg(long = "history.dir", value_name = "DIR", value_parser = clap::builder::OsStringValueParser::new())]
+    history_dir: Option<std::ffi::OsString>,
     /// Length of one history row (aggregation interval).
     #[arg(long = "history.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     history_interval: Duration,
@@ -360,8 +360,8 @@ fn run(args: Args) -> Result<()> {
 /// be created and written (checked with a probe file), else off with one INFO line saying why.
 fn history_root(args: &Args) -> Option<PathBuf> {
     match &args.history_dir {
-        Some(dir) if dir.as_os_str().is_empty() => None,
-        Some(dir) => Some(dir.clone()),
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(PathBuf::from(dir)),
         None => {
             let dir = PathBuf::from(history::DEFAULT_DIR);
             let probe = dir.join(format!(".tessera-probe-{}", std::process::id()));

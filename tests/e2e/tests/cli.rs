@@ -218,6 +218,8 @@ fn continuous_mode_keeps_sampling() {
         "--backend",
         "sim",
         "--watch",
+        "--history.dir",
+        "",
         "--format",
         "json",
         "--sample.interval",

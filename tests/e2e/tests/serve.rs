@@ -11,6 +11,8 @@ use tessera_e2e::{exporter, fake_nvml};
 struct Served {
     child: Child,
     addr: String,
+    /// History goes here, never to the default /var/lib/tessera/history.
+    history: tempfile::TempDir,
 }
 
 impl Drop for Served {
@@ -21,7 +23,9 @@ impl Drop for Served {
 }
 
 fn serve(mut cmd: Command) -> Served {
-    cmd.args(["--web.listen-address", "127.0.0.1:0"])
+    let history = tempfile::tempdir().unwrap();
+    cmd.args(["--web.listen-address", "127.0.0.1:0", "--history.dir"])
+        .arg(history.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("starting tessera-exporter");
@@ -37,7 +41,11 @@ fn serve(mut cmd: Command) -> Served {
     };
     // Keep draining stderr so the exporter never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Served { child, addr }
+    Served {
+        child,
+        addr,
+        history,
+    }
 }
 
 fn curl(args: &[&str]) -> (String, String) {
@@ -231,4 +239,40 @@ fn nvml_read_errors_are_counted_and_scrapes_keep_working() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn history_is_recorded_where_asked() {
+    let s = serve(exporter![
+        "--backend",
+        "sim",
+        "--sample.interval",
+        "20ms",
+        "--history.interval",
+        "100ms"
+    ]);
+    wait_ready(&s);
+    let node = s.history.path().join("gpu-node-1");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (body, _) = curl(&[&format!("http://{}/metrics", s.addr)]);
+        let written = line(
+            &body,
+            "tessera_exporter_history_rows_written_total{",
+            &["table=\"gpu\""],
+        )
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+        if written >= 8.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no history rows written:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(node.join("tessera-history.json").exists());
+    let gpu_dir = std::fs::read_dir(node.join("gpu")).unwrap().count();
+    assert!(gpu_dir >= 1, "an open segment exists");
 }
