@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Writes a deterministic N-GPU scenario (docs/scenarios.md) for benchmarks: N/8 nodes of 8 GPUs
+mixing A100-40GB, A100-80GB, H100-80GB and H200-141GB, one MIG-partitioned GPU on every other
+node, ~1.5 workloads per GPU of every kind (inference, idle, training at night and at weekends,
+notebook, batch) and a few faults. Same arguments, same file, byte for byte.
+
+    python3 scripts/gen-fleet.py --gpus 64 > fixtures/scenarios/fleet-64.toml
+    python3 scripts/gen-fleet.py --gpus 1024 -o target/bench-data/fleet-1024.toml
+
+Used by the history benchmarks in docs/performance.md. No dependencies beyond Python 3.8.
+"""
+
+import argparse
+import random
+import sys
+
+# model key -> (memory GiB, MIG memory label by profile size: 1g, 1g x2, 2g, 3g, 4g, 7g)
+MODELS = {
+    "A100-40GB": (40.0, ["5gb", "10gb", "10gb", "20gb", "20gb", "40gb"]),
+    "A100-80GB": (80.0, ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"]),
+    "H100-80GB": (79.6, ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"]),
+    "H200-141GB": (140.0, ["18gb", "35gb", "35gb", "71gb", "71gb", "141gb"]),
+}
+
+# Node types in rotation: GPU groups (model, count), 8 GPUs each.
+NODE_TYPES = [
+    [("H100-80GB", 8)],
+    [("A100-80GB", 8)],
+    [("H200-141GB", 8)],
+    [("A100-40GB", 8)],
+    [("A100-80GB", 4), ("H100-80GB", 4)],
+    [("H100-80GB", 8)],
+    [("H200-141GB", 4), ("H100-80GB", 4)],
+    [("A100-40GB", 4), ("A100-80GB", 4)],
+]
+
+# MIG layouts: (size index into the label list, compute slices, memory slots, start).
+# Sizes: 0 = 1g, 2 = 2g, 3 = 3g; memory slots 1, 2, 4 out of 8.
+MIG_LAYOUTS = [
+    [(3, 0), (2, 4), (0, 6)],  # 3g + 2g + 1g
+    [(0, 0), (0, 1), (0, 2), (0, 3), (3, 4)],  # 4 x 1g + 3g
+    [(0, s) for s in range(7)],  # 7 x 1g
+    [(3, 0), (3, 4)],  # 2 x 3g
+]
+SIZE_PREFIX = {0: "1g", 2: "2g", 3: "3g"}
+SIZE_SLOTS = {0: 1, 2: 2, 3: 4}
+
+DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+NAMESPACES = ["serving", "research", "batch", "ml-platform", "vision", "search"]
+
+
+def fmt(x):
+    return repr(float(x))
+
+
+def workload(rng, name, node, gpu, mem_gib, kind=None, mig_start=None):
+    """One [[workloads]] table as TOML lines."""
+    if kind is None:
+        kind = rng.choices(
+            ["inference", "training", "idle", "notebook", "batch"],
+            weights=[40, 20, 12, 14, 14],
+        )[0]
+    ns = rng.choice(NAMESPACES)
+    lines = [
+        "[[workloads]]",
+        f'name = "{name}"',
+        f'kind = "{kind}"',
+        f'node = "{node}"',
+        f"gpu = {gpu}",
+    ]
+    if mig_start is not None:
+        lines.append(f"mig_start = {mig_start}")
+    frac = {"idle": (0.1, 0.4), "notebook": (0.15, 0.5)}.get(kind, (0.3, 0.9))
+    lines.append(f"memory_gib = {fmt(round(mem_gib * rng.uniform(*frac), 1))}")
+    if kind == "inference":
+        lines.append(f"peak = {fmt(round(rng.uniform(0.3, 0.85), 2))}")
+        lines.append(f"base = {fmt(round(rng.uniform(0.02, 0.2), 2))}")
+        if rng.random() < 0.15:
+            lines.append(f"efficiency = {fmt(round(rng.uniform(0.2, 0.35), 2))}")
+    elif kind == "training":
+        lines.append(f"peak = {fmt(round(rng.uniform(0.75, 0.95), 2))}")
+        style = rng.random()
+        if style < 0.5:  # nightly, weekdays
+            lines.append(f"start_hour = {fmt(float(rng.choice([18, 19, 20, 21, 22])))}")
+            lines.append(f"duration_hours = {fmt(float(rng.choice([8, 10, 12])))}")
+            lines.append('days = ["mon", "tue", "wed", "thu", "fri"]')
+        elif style < 0.8:  # weekends
+            lines.append(f"start_hour = {fmt(float(rng.choice([6, 8, 10])))}")
+            lines.append(f"duration_hours = {fmt(float(rng.choice([12, 24, 36])))}")
+            lines.append(f'days = ["{rng.choice(["sat", "sun"])}"]')
+        # else: runs throughout
+        lines.append('process = "torchrun"')
+    elif kind == "notebook":
+        lines.append(f"peak = {fmt(round(rng.uniform(0.4, 0.8), 2))}")
+        lines.append(f"burst_probability = {fmt(round(rng.uniform(0.05, 0.3), 2))}")
+        lines.append('process = "jupyter"')
+    elif kind == "batch":
+        every = float(rng.choice([6, 12, 24]))
+        lines.append(f"peak = {fmt(round(rng.uniform(0.6, 0.95), 2))}")
+        lines.append(f"every_hours = {fmt(every)}")
+        lines.append(f"duration_minutes = {fmt(float(rng.choice([30, 60, 90, 120])))}")
+        lines.append(f"start_hour = {fmt(float(rng.randrange(int(every))))}")
+    if kind == "training" or (kind == "batch" and rng.random() < 0.5):
+        lines.append(f'slurm_job = "{rng.randrange(80000, 99999)}"')
+    else:
+        lines.append(f'namespace = "{ns}"')
+        suffix = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5))
+        lines.append(f'pod = "{name}-{suffix}"')
+    return lines
+
+
+def generate(gpus, seed):
+    if gpus < 8 or gpus % 8:
+        raise SystemExit("gen-fleet: --gpus must be a positive multiple of 8")
+    rng = random.Random(seed)
+    n_nodes = gpus // 8
+    out = [
+        f"# Generated by scripts/gen-fleet.py --gpus {gpus} --seed {seed}; do not edit by hand.",
+        f"# {gpus} GPUs over {n_nodes} nodes (A100-40GB, A100-80GB, H100-80GB, H200-141GB), a MIG-",
+        "# partitioned GPU on every other node, workloads of every kind and a few faults.",
+        "# Benchmark fleet of docs/performance.md (History).",
+        f'name = "fleet-{gpus}"',
+        f"seed = {seed}",
+        'start = "2026-11-02T00:00:00Z"   # a Monday',
+        "utc_offset_hours = 0",
+        "",
+    ]
+    nodes = []  # (name, [model per gpu], {gpu: layout})
+    for i in range(n_nodes):
+        name = f"node-{i:04d}"
+        groups = NODE_TYPES[i % len(NODE_TYPES)]
+        models = [m for m, c in groups for _ in range(c)]
+        mig = {}
+        if i % 2 == 1:
+            mig[7] = MIG_LAYOUTS[(i // 2) % len(MIG_LAYOUTS)]
+        nodes.append((name, models, mig))
+        out.append("[[nodes]]")
+        out.append(f'name = "{name}"')
+        out.append(
+            "gpus = ["
+            + ", ".join(f'{{ model = "{m}", count = {c} }}' for m, c in groups)
+            + "]"
+        )
+        if mig:
+            out.append("mig = [")
+            for g, layout in mig.items():
+                labels = MODELS[models[g]][1]
+                inst = ", ".join(
+                    f'{{ profile = "{SIZE_PREFIX[s]}.{labels[s]}", start = {st} }}'
+                    for s, st in layout
+                )
+                out.append(f"  {{ gpu = {g}, instances = [{inst}] }},")
+            out.append("]")
+        out.append("")
+
+    count = 0
+    for name, models, mig in nodes:
+        out.append(f"# --- {name} " + "-" * 60)
+        for g, model in enumerate(models):
+            mem, labels = MODELS[model]
+            if g in mig:
+                for s, st in mig[g]:
+                    if rng.random() < 0.2:
+                        continue  # an unused instance
+                    inst_mem = mem * SIZE_SLOTS[s] / 8
+                    kind = rng.choice(["inference", "inference", "idle", "notebook", "batch"])
+                    count += 1
+                    out += workload(rng, f"w{count:05d}", name, g, inst_mem, kind, st)
+                    out.append("")
+                continue
+            r = rng.random()
+            n = 0 if r < 0.06 else (2 if r > 0.5 else 1)  # unused, shared, single
+            for _ in range(n):
+                count += 1
+                out += workload(rng, f"w{count:05d}", name, g, mem / n)
+                out.append("")
+
+    out.append("# --- faults " + "-" * 60)
+    n_faults = max(4, n_nodes // 2)
+    for k in range(n_faults):
+        name, models, mig = nodes[rng.randrange(n_nodes)]
+        g = rng.randrange(len(models))
+        day = rng.randrange(7)
+        hour = rng.randrange(24)
+        at = f"2026-11-{2 + day:02d}T{hour:02d}:00:00Z"
+        until = f"2026-11-{2 + day:02d}T{hour:02d}:30:00Z"
+        kind = ["xid", "ecc", "gpu_lost", "nvml_error"][k % 4]
+        out += ["[[faults]]", f'kind = "{kind}"', f'node = "{name}"', f"gpu = {g}", f'at = "{at}"']
+        if kind == "xid":
+            out.append(f"xid = {rng.choice([13, 31, 43, 48, 79])}")
+        elif kind == "ecc":
+            out.append(f"count = {rng.randrange(1, 5)}")
+        elif kind == "gpu_lost":
+            out.append(f'until = "{until}"')
+        else:
+            out += ['field = "power"', 'error = "unknown"', f'until = "{until}"']
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, default=64, help="GPUs in total (a multiple of 8)")
+    ap.add_argument("--seed", type=int, default=64, help="seed of the generator and scenario")
+    ap.add_argument("-o", "--out", help="output file (default: stdout)")
+    args = ap.parse_args()
+    text = generate(args.gpus, args.seed)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
