@@ -2,12 +2,13 @@
 //! not of the library). Table or JSON on stdout; warnings and progress on stderr.
 
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tessera::ingest::{self, IngestOptions, Source, summary};
+use tessera::ingest::{self, IngestOptions, PrometheusOptions, Source, summary};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
@@ -33,6 +34,15 @@ pub struct IngestArgs {
     /// Bucket length for CSV sources (e.g. 10s, 1m).
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     interval: i64,
+    /// Timeout of one request to a prometheus: source (retried 3 times with backoff).
+    #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = parse_interval)]
+    prometheus_timeout: i64,
+    /// File holding a bearer token for prometheus: sources.
+    #[arg(long = "prometheus.bearer-token-file", value_name = "FILE")]
+    prometheus_bearer_token_file: Option<PathBuf>,
+    /// Basic auth for prometheus: sources: user and a file holding the password.
+    #[arg(long = "prometheus.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
+    prometheus_basic_auth: Option<(String, PathBuf)>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     format: OutputFormat,
@@ -40,6 +50,13 @@ pub struct IngestArgs {
 
 fn parse_source(s: &str) -> Result<Source, String> {
     s.parse().map_err(|e: ingest::IngestError| e.to_string())
+}
+
+fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once(':') {
+        Some((u, f)) if !u.is_empty() && !f.is_empty() => Ok((u.to_string(), PathBuf::from(f))),
+        _ => Err(format!("bad basic auth {s:?}: expected USER:PASSWORD_FILE")),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<i64, String> {
@@ -83,6 +100,12 @@ pub fn run(args: IngestArgs) -> Result<()> {
         until,
         skip_bad_rows: args.skip_bad_rows,
         interval_ms: args.interval,
+        prometheus: PrometheusOptions {
+            timeout: Duration::from_millis(args.prometheus_timeout.max(1) as u64),
+            bearer_token_file: args.prometheus_bearer_token_file,
+            basic_auth: args.prometheus_basic_auth,
+            ..PrometheusOptions::default()
+        },
         progress: Some(&progress),
     };
     let result = ingest::ingest(&args.sources, &opts);

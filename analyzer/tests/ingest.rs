@@ -402,9 +402,10 @@ fn source_parsing() {
         "csv:a.csv".parse::<Source>().expect("c"),
         Source::Csv("a.csv".into())
     );
-    let p: Source = "prometheus:http://prom:9090".parse().expect("p");
-    let e = err_text(run(&[p], false));
-    assert!(e.contains("not implemented yet in this build"), "{e}");
+    assert_eq!(
+        "prometheus:http://prom:9090".parse::<Source>().expect("p"),
+        Source::Prometheus("http://prom:9090".into())
+    );
     let e = "s3:bucket"
         .parse::<Source>()
         .expect_err("unknown")
@@ -714,9 +715,18 @@ fn cli_ingest_table_json_and_errors() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["skipped"]["csv: bad value"], 1);
 
-    let out = tessera(&["ingest", "--source", "prometheus:http://prom:9090"]);
+    // Nothing listens on port 1: three attempts, then one line naming the source.
+    let out = tessera(&[
+        "ingest",
+        "--source",
+        "prometheus:http://127.0.0.1:1",
+        "--prometheus.timeout",
+        "2s",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented yet"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("prometheus:http://127.0.0.1:1"), "{e}");
+    assert!(e.contains("failed after 3 attempt(s)"), "{e}");
 }
 
 // ---------------------------------------------------------------- exporter interop

@@ -272,7 +272,7 @@ fn check_label(ty: ColType, v: &str) -> Result<(), String> {
     }
 }
 
-fn build_column(
+pub(super) fn build_column(
     name: &str,
     ty: ColType,
     strs: Vec<Option<String>>,

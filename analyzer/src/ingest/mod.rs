@@ -1,16 +1,16 @@
-//! Ingest: reads telemetry from `--source`s (tessera history, CSV files) into the canonical frames
+//! Ingest: reads telemetry from `--source`s (tessera history, CSV files, Prometheus) into the canonical frames
 //! of `docs/frames.md` — three polars `LazyFrame`s `gpu`, `mig`, `process` with the columns of
 //! `docs/history-format.md`, `ts` as `Datetime(ms, UTC)` and a `source` column — plus an
 //! [`IngestReport`] (rows, time range, skipped rows with reasons, warnings).
 //!
 //! Readers are strict: a bad manifest, version, column, file or line is an [`IngestError`] naming
 //! the file (and line or column); `skip_bad_rows` turns bad *rows* (not bad files or schemas) into
-//! counted warnings. This module does not detect, plan or report anything, does not deduplicate
-//! rows that several sources share, and does not read Prometheus yet (`prometheus:` is parsed and
-//! refused as not implemented).
+//! counted warnings. This module does not detect, plan or report anything and does not deduplicate
+//! rows that several sources share.
 
 mod csv;
 mod history;
+pub mod prometheus;
 pub mod schema;
 pub mod summary;
 
@@ -22,6 +22,7 @@ use std::str::FromStr;
 use polars::prelude::*;
 use serde::Serialize;
 
+pub use prometheus::PrometheusOptions;
 pub use schema::Table;
 
 /// The canonical frames: one lazy frame per table, all sources concatenated.
@@ -50,7 +51,7 @@ pub enum Source {
     History(String),
     /// `csv:FILE`: the generic long format or an `nvidia-smi --format=csv` log.
     Csv(PathBuf),
-    /// `prometheus:URL`: parsed, not implemented in this build.
+    /// `prometheus:URL`: a server with the Prometheus HTTP API (`query_range`).
     Prometheus(String),
 }
 
@@ -105,8 +106,11 @@ pub struct IngestOptions<'a> {
     pub until: Option<i64>,
     /// Skip bad rows (counted in the report) instead of failing.
     pub skip_bad_rows: bool,
-    /// Bucket length for sources that are not already aggregated (CSV), in ms.
+    /// Bucket length for sources that are not already aggregated (CSV), and the query step
+    /// of Prometheus sources, in ms.
     pub interval_ms: i64,
+    /// Timeout, retries and auth of `prometheus:` sources.
+    pub prometheus: PrometheusOptions,
     /// Called after each file.
     pub progress: Option<Progress<'a>>,
 }
@@ -118,6 +122,7 @@ impl Default for IngestOptions<'_> {
             until: None,
             skip_bad_rows: false,
             interval_ms: 10_000,
+            prometheus: PrometheusOptions::default(),
             progress: None,
         }
     }
@@ -170,8 +175,8 @@ impl IngestReport {
 pub enum IngestError {
     #[error("bad --source {spec:?}: {reason}")]
     SourceSpec { spec: String, reason: String },
-    #[error("--source {0}: the prometheus source is not implemented yet in this build")]
-    NotImplemented(String),
+    #[error("{source_spec}: {reason}")]
+    Prometheus { source_spec: String, reason: String },
     #[error("bad time {value:?}: {reason}")]
     Time { value: String, reason: String },
     #[error("{path}: {source}")]
@@ -226,6 +231,9 @@ enum WorkItem {
     Csv {
         path: PathBuf,
     },
+    Prometheus {
+        url: String,
+    },
 }
 
 /// Reads every source into the canonical frames. Fails on the first bad file; the report
@@ -240,7 +248,7 @@ pub fn ingest(
         match s {
             Source::History(spec) => items.extend(history::resolve(spec, &mut report)?),
             Source::Csv(path) => items.push(WorkItem::Csv { path: path.clone() }),
-            Source::Prometheus(_) => return Err(IngestError::NotImplemented(s.to_string())),
+            Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
         }
     }
     let total = items.len();
@@ -272,6 +280,17 @@ pub fn ingest(
             WorkItem::Csv { path } => {
                 let source = format!("csv:{}", path.display());
                 for (table, df) in csv::read(&path, opts, &mut report)? {
+                    parts.entry(table).or_default().push(canonical(
+                        df.lazy(),
+                        table,
+                        &source,
+                        opts,
+                    ));
+                }
+            }
+            WorkItem::Prometheus { url } => {
+                let source = format!("prometheus:{url}");
+                for (table, df) in prometheus::read(&url, opts, &mut report)? {
                     parts.entry(table).or_default().push(canonical(
                         df.lazy(),
                         table,

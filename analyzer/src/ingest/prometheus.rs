@@ -1,0 +1,1097 @@
+//! The `prometheus:URL` source: any server with the Prometheus HTTP API (Prometheus, Thanos,
+//! Mimir, VictoriaMetrics) read through `/api/v1/query_range` into the canonical frames.
+//!
+//! One range query per canonical column (`avg_over_time(m[R])`, `max_over_time(m[R])`, … with `R`
+//! one step minus 1 ms, so each point aggregates the half-open interval `(ts - step, ts]` exactly
+//! like a history row, on Prometheus 2 (closed ranges) and 3 (left-open) alike), evaluated at
+//! multiples of the step (`IngestOptions::interval_ms`). Long ranges are split into chunks of at
+//! most [`PrometheusOptions::max_points`] points per series. The metric family — tessera's own,
+//! dcgm-exporter's or nvidia_gpu_exporter's — is detected first through
+//! `/api/v1/label/__name__/values` and named in the report.
+//!
+//! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
+//! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
+//! query, the status and Prometheus' message); bearer token or basic auth. Partial data
+//! (`warnings` in a response, series missing from chunks in the middle of their life) becomes
+//! counted report warnings. This module does not deduplicate HA pairs, does not read counters
+//! (energy, XIDs: null) and maps dcgm-exporter's pod labels nowhere (it has no per-process data).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use polars::prelude::*;
+use serde::Deserialize;
+
+use super::csv::build_column;
+use super::schema::{ColType, Table};
+use super::{IngestError, IngestOptions, IngestReport};
+
+/// Settings of the Prometheus source (`--prometheus.*`).
+#[derive(Debug, Clone)]
+pub struct PrometheusOptions {
+    /// Timeout of one HTTP request (connect to last byte).
+    pub timeout: Duration,
+    /// Attempts per request (1 = no retry).
+    pub attempts: u32,
+    /// Wait before the first retry; doubled for each further one.
+    pub backoff: Duration,
+    /// A file holding a bearer token (`--prometheus.bearer-token-file`).
+    pub bearer_token_file: Option<PathBuf>,
+    /// Basic auth: user and a file holding the password (`--prometheus.basic-auth USER:FILE`).
+    pub basic_auth: Option<(String, PathBuf)>,
+    /// Most points per series in one request (Prometheus refuses more than 11,000).
+    pub max_points: i64,
+}
+
+impl Default for PrometheusOptions {
+    fn default() -> Self {
+        PrometheusOptions {
+            timeout: Duration::from_secs(30),
+            attempts: 3,
+            backoff: Duration::from_millis(500),
+            bearer_token_file: None,
+            basic_auth: None,
+            max_points: 11_000,
+        }
+    }
+}
+
+/// Default range when `--since` is not given: the last 7 days.
+const DEFAULT_RANGE_MS: i64 = 7 * 86_400_000;
+
+/// The exporter family found on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Tessera,
+    Dcgm,
+    NvidiaSmi,
+}
+
+impl Family {
+    fn name(self) -> &'static str {
+        match self {
+            Family::Tessera => "tessera-exporter",
+            Family::Dcgm => "dcgm-exporter",
+            Family::NvidiaSmi => "nvidia_gpu_exporter",
+        }
+    }
+
+    /// Metric names whose presence identifies the family (MIG-mode GPUs have no busy series,
+    /// hence the memory metric too).
+    fn markers(self) -> &'static [&'static str] {
+        match self {
+            Family::Tessera => &["tessera_gpu_busy_ratio", "tessera_gpu_memory_used_bytes"],
+            Family::Dcgm => &["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"],
+            Family::NvidiaSmi => &[
+                "nvidia_smi_utilization_gpu_ratio",
+                "nvidia_smi_memory_used_bytes",
+            ],
+        }
+    }
+}
+
+/// How a query's values become a column: the PromQL template (`{R}` = range), the scale
+/// applied to values, and which table's rows it feeds.
+struct Query {
+    table: Table,
+    column: &'static str,
+    /// PromQL with `{R}` for the range; alternatives fill only cells still null.
+    promql: &'static str,
+    scale: f64,
+}
+
+const fn q(table: Table, column: &'static str, promql: &'static str, scale: f64) -> Query {
+    Query {
+        table,
+        column,
+        promql,
+        scale,
+    }
+}
+
+/// MiB → bytes.
+const MIB: f64 = 1_048_576.0;
+/// Percent → ratio (a negative scale divides: `45 / 100` is exactly 0.45, `45 × 0.01` is not).
+const PCT: f64 = -100.0;
+
+fn queries(family: Family) -> Vec<Query> {
+    use Table::*;
+    match family {
+        Family::Tessera => vec![
+            q(
+                Gpu,
+                "busy_mean",
+                "avg_over_time(tessera_gpu_busy_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "busy_max",
+                "max_over_time(tessera_gpu_busy_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_active_mean",
+                "avg_over_time(tessera_gpu_sm_active_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_active_max",
+                "max_over_time(tessera_gpu_sm_active_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_occupancy_mean",
+                "avg_over_time(tessera_gpu_sm_occupancy_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_controller_mean",
+                "avg_over_time(tessera_gpu_memory_controller_busy_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_used_max_bytes",
+                "max_over_time(tessera_gpu_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_total_bytes",
+                "max_over_time(tessera_gpu_memory_total_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "power_mean_watts",
+                "avg_over_time(tessera_gpu_power_watts[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "temperature_max_celsius",
+                "max_over_time(tessera_gpu_temperature_celsius[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "mig_enabled",
+                "max_over_time(tessera_gpu_mig_enabled[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "samples",
+                "count_over_time(tessera_gpu_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(Gpu, "status", "max_over_time(tessera_gpu_status[{R}])", 1.0),
+            q(Gpu, "model", "max_over_time(tessera_gpu_info[{R}])", 1.0),
+            q(
+                Mig,
+                "memory_used_max_bytes",
+                "max_over_time(tessera_mig_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "memory_total_bytes",
+                "max_over_time(tessera_mig_memory_total_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "sm_active_mean",
+                "avg_over_time(tessera_mig_sm_active_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "sm_active_max",
+                "max_over_time(tessera_mig_sm_active_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "samples",
+                "count_over_time(tessera_mig_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(Mig, "mig_info", "max_over_time(tessera_mig_info[{R}])", 1.0),
+            q(
+                Process,
+                "memory_used_max_bytes",
+                "max_over_time(tessera_process_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Process,
+                "sm_mean",
+                "avg_over_time(tessera_process_sm_utilization_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Process,
+                "sm_max",
+                "max_over_time(tessera_process_sm_utilization_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Process,
+                "samples",
+                "count_over_time(tessera_process_memory_used_bytes[{R}])",
+                1.0,
+            ),
+        ],
+        Family::Dcgm => vec![
+            q(
+                Gpu,
+                "busy_mean",
+                "avg_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])",
+                PCT,
+            ),
+            q(
+                Gpu,
+                "busy_mean",
+                "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "busy_max",
+                "max_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])",
+                PCT,
+            ),
+            q(
+                Gpu,
+                "busy_max",
+                "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_active_mean",
+                "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_active_max",
+                "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "sm_occupancy_mean",
+                "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_controller_mean",
+                "avg_over_time(DCGM_FI_DEV_MEM_COPY_UTIL[{R}])",
+                PCT,
+            ),
+            q(
+                Gpu,
+                "memory_used_max_bytes",
+                "max_over_time(DCGM_FI_DEV_FB_USED[{R}])",
+                MIB,
+            ),
+            q(
+                Gpu,
+                "memory_total_bytes",
+                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])",
+                MIB,
+            ),
+            q(
+                Gpu,
+                "memory_total_bytes",
+                "max_over_time(DCGM_FI_DEV_FB_TOTAL[{R}])",
+                MIB,
+            ),
+            q(
+                Gpu,
+                "power_mean_watts",
+                "avg_over_time(DCGM_FI_DEV_POWER_USAGE[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "temperature_max_celsius",
+                "max_over_time(DCGM_FI_DEV_GPU_TEMP[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "samples",
+                "count_over_time(DCGM_FI_DEV_FB_USED[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "memory_used_max_bytes",
+                "max_over_time(DCGM_FI_DEV_FB_USED[{R}])",
+                MIB,
+            ),
+            q(
+                Mig,
+                "memory_total_bytes",
+                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])",
+                MIB,
+            ),
+            q(
+                Mig,
+                "sm_active_mean",
+                "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "sm_active_max",
+                "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                1.0,
+            ),
+            q(
+                Mig,
+                "samples",
+                "count_over_time(DCGM_FI_DEV_FB_USED[{R}])",
+                1.0,
+            ),
+        ],
+        Family::NvidiaSmi => vec![
+            q(
+                Gpu,
+                "busy_mean",
+                "avg_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "busy_max",
+                "max_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_controller_mean",
+                "avg_over_time(nvidia_smi_utilization_memory_ratio[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_used_max_bytes",
+                "max_over_time(nvidia_smi_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "memory_total_bytes",
+                "max_over_time(nvidia_smi_memory_total_bytes[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "power_mean_watts",
+                "avg_over_time(nvidia_smi_power_draw_watts[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "temperature_max_celsius",
+                "max_over_time(nvidia_smi_temperature_gpu[{R}])",
+                1.0,
+            ),
+            q(
+                Gpu,
+                "samples",
+                "count_over_time(nvidia_smi_memory_used_bytes[{R}])",
+                1.0,
+            ),
+            q(Gpu, "model", "max_over_time(nvidia_smi_gpu_info[{R}])", 1.0),
+        ],
+    }
+}
+
+/// The Prometheus API envelope.
+#[derive(Deserialize)]
+struct Envelope {
+    status: String,
+    #[serde(default)]
+    data: Option<serde_json::Value>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Matrix {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<MatrixSeries>,
+}
+
+#[derive(Deserialize)]
+struct MatrixSeries {
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+}
+
+/// The HTTP side: base URL, agent, auth header, retry policy.
+struct Client {
+    spec: String,
+    base: String,
+    agent: ureq::Agent,
+    auth: Option<String>,
+    opts: PrometheusOptions,
+    /// Requests sent (attempts included), for the report.
+    requests: u64,
+}
+
+fn err(spec: &str, reason: impl Into<String>) -> IngestError {
+    IngestError::Prometheus {
+        source_spec: spec.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl Client {
+    fn new(spec: &str, url: &str, opts: &PrometheusOptions) -> Result<Client, IngestError> {
+        let (base, url_auth) = split_userinfo(url);
+        let read = |p: &PathBuf, what: &str| -> Result<String, IngestError> {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| err(spec, format!("cannot read the {what} {}: {e}", p.display())))
+        };
+        let auth = if let Some(p) = &opts.bearer_token_file {
+            Some(format!("Bearer {}", read(p, "bearer token file")?))
+        } else if let Some((user, p)) = &opts.basic_auth {
+            let pass = read(p, "basic auth password file")?;
+            Some(format!(
+                "Basic {}",
+                base64(format!("{user}:{pass}").as_bytes())
+            ))
+        } else {
+            url_auth.map(|(u, p)| format!("Basic {}", base64(format!("{u}:{p}").as_bytes())))
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(opts.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(Client {
+            spec: spec.to_string(),
+            base: base.trim_end_matches('/').to_string(),
+            agent,
+            auth,
+            opts: opts.clone(),
+            requests: 0,
+        })
+    }
+
+    /// GET `path` with `params`; retries 5xx and transport errors; returns the `data` and the
+    /// response's warnings. `what` names the request in errors (the PromQL for queries).
+    fn get(
+        &mut self,
+        path: &str,
+        params: &[(&str, String)],
+        what: &str,
+    ) -> Result<(serde_json::Value, Vec<String>), IngestError> {
+        let url = format!("{}{}", self.base, path);
+        let attempts = self.opts.attempts.max(1);
+        let mut last = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt - 1));
+            }
+            self.requests += 1;
+            let mut req = self.agent.get(&url);
+            for (k, v) in params {
+                req = req.query(k, v);
+            }
+            if let Some(a) = &self.auth {
+                req = req.header("Authorization", a);
+            }
+            let mut resp = match req.call() {
+                Ok(r) => r,
+                Err(e @ (ureq::Error::BadUri(_) | ureq::Error::RequireHttpsOnly(_))) => {
+                    return Err(err(&self.spec, format!("{url}: {e}")));
+                }
+                Err(e) => {
+                    last = format!("{e}");
+                    continue;
+                }
+            };
+            let status = resp.status().as_u16();
+            let body = match resp.body_mut().with_config().limit(u64::MAX).read_to_vec() {
+                Ok(b) => b,
+                Err(e) => {
+                    last = format!("HTTP {status}, reading the body: {e}");
+                    continue;
+                }
+            };
+            let env: Option<Envelope> = serde_json::from_slice(&body).ok();
+            let message = env
+                .as_ref()
+                .and_then(|e| {
+                    e.error
+                        .as_ref()
+                        .map(|m| format!("{}: {m}", e.error_type.as_deref().unwrap_or("error")))
+                })
+                .unwrap_or_else(|| snippet(&body));
+            if (500..600).contains(&status) {
+                last = format!("HTTP {status}: {message}");
+                continue;
+            }
+            if status != 200 {
+                return Err(err(
+                    &self.spec,
+                    format!("{what}: HTTP {status} from {url}: {message}"),
+                ));
+            }
+            let env = env.ok_or_else(|| {
+                err(
+                    &self.spec,
+                    format!("{what}: {url} did not answer Prometheus API JSON: {message}"),
+                )
+            })?;
+            if env.status != "success" {
+                return Err(err(
+                    &self.spec,
+                    format!("{what}: status {}: {message}", env.status),
+                ));
+            }
+            return Ok((env.data.unwrap_or(serde_json::Value::Null), env.warnings));
+        }
+        Err(err(
+            &self.spec,
+            format!("{what}: {url} failed after {attempts} attempt(s); last: {last}"),
+        ))
+    }
+}
+
+/// The start of a body, for error messages.
+fn snippet(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    let s = s.trim();
+    if s.chars().count() > 200 {
+        format!("{}…", s.chars().take(200).collect::<String>())
+    } else if s.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Splits `http://user:pass@host/…` into the URL without userinfo and (user, pass), decoded.
+fn split_userinfo(url: &str) -> (String, Option<(String, String)>) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (url.to_string(), None);
+    };
+    let auth_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..auth_end];
+    let Some((info, host)) = authority.rsplit_once('@') else {
+        return (url.to_string(), None);
+    };
+    let (u, p) = info.split_once(':').unwrap_or((info, ""));
+    (
+        format!("{scheme}://{host}{}", &rest[auth_end..]),
+        Some((percent_decode(u), percent_decode(p))),
+    )
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len() + 1
+            && let Some(h) = s.get(i + 1..i + 3)
+            && let Ok(v) = u8::from_str_radix(h, 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Standard base64 with padding (for basic auth).
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for ch in data.chunks(3) {
+        let n = (u32::from(ch[0]) << 16)
+            | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*ch.get(2).unwrap_or(&0));
+        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
+            if i <= ch.len() {
+                out.push(T[((n >> shift) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The evaluation timestamps: multiples of `step` in `[since, until)`, split into chunks of at
+/// most `max_points` points. Returns (start, end) pairs, both evaluated, unix ms.
+pub fn chunks(since: i64, until: i64, step: i64, max_points: i64) -> Vec<(i64, i64)> {
+    let step = step.max(1);
+    let first = since.div_euclid(step) * step + if since.rem_euclid(step) != 0 { step } else { 0 };
+    let last = (until - 1).div_euclid(step) * step;
+    let per = max_points.max(1);
+    let mut out = Vec::new();
+    let mut s = first;
+    while s <= last {
+        let e = (s + (per - 1) * step).min(last);
+        out.push((s, e));
+        s = e + step;
+    }
+    out
+}
+
+/// A canonical entity: its table and label-derived columns.
+type Key = (Table, Vec<(&'static str, String)>);
+
+#[derive(Default)]
+struct Entity {
+    /// Per ts: column → value.
+    rows: BTreeMap<i64, BTreeMap<&'static str, f64>>,
+    /// Per ts: string columns (status).
+    strs: BTreeMap<i64, BTreeMap<&'static str, String>>,
+}
+
+/// Label-derived identity of a series in `table`, from the family's labels. `None` when the
+/// series lacks what identifies it (e.g. a dcgm GPU series that is a MIG instance).
+fn identity(
+    table: Table,
+    family: Family,
+    m: &BTreeMap<String, String>,
+) -> Option<Vec<(&'static str, String)>> {
+    let get = |names: &[&str]| -> Option<String> {
+        names
+            .iter()
+            .filter_map(|n| m.get(*n))
+            .find(|v| !v.is_empty())
+            .cloned()
+    };
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut put = |col: &'static str, v: Option<String>| {
+        if let Some(v) = v {
+            out.push((col, v));
+        }
+    };
+    put("node", node_name(m));
+    match family {
+        Family::Tessera => {
+            put("gpu", get(&["gpu"]));
+            put("uuid", get(&["uuid"]));
+            match table {
+                Table::Gpu => {}
+                Table::Mig => {
+                    for c in ["gpu_instance", "compute_instance", "profile"] {
+                        put(c, get(&[c]));
+                    }
+                }
+                Table::Process => {
+                    for c in [
+                        "pid",
+                        "process",
+                        "gpu_instance",
+                        "compute_instance",
+                        "pod_uid",
+                        "container_id",
+                        "slurm_job_id",
+                        "namespace",
+                        "pod",
+                    ] {
+                        put(c, get(&[c]));
+                    }
+                }
+            }
+        }
+        Family::Dcgm => {
+            let mig = get(&["GPU_I_ID"]);
+            if (table == Table::Mig) != mig.is_some() {
+                return None;
+            }
+            put("gpu", get(&["gpu"]));
+            put("uuid", get(&["UUID"]));
+            if table == Table::Mig {
+                put("gpu_instance", mig);
+                put("profile", get(&["GPU_I_PROFILE"]));
+            }
+        }
+        Family::NvidiaSmi => {
+            put("gpu", get(&["gpu", "index"]));
+            put("uuid", get(&["uuid"]));
+        }
+    }
+    Some(out)
+}
+
+/// `node`: a `node` label, else dcgm-exporter's `Hostname`, else `instance` without its port.
+fn node_name(m: &BTreeMap<String, String>) -> Option<String> {
+    for l in ["node", "Hostname"] {
+        if let Some(v) = m.get(l).filter(|v| !v.is_empty()) {
+            return Some(v.clone());
+        }
+    }
+    let inst = m.get("instance").filter(|v| !v.is_empty())?;
+    match inst.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => Some(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+        ),
+        _ => Some(inst.clone()),
+    }
+}
+
+/// Worse status first wins: `ok` < `degraded` < `error` < `lost`.
+fn status_rank(s: &str) -> u8 {
+    match s {
+        "ok" => 1,
+        "degraded" => 2,
+        "error" => 3,
+        "lost" => 4,
+        _ => 0,
+    }
+}
+
+/// Reads `prometheus:URL` for the options' time range into frames per table.
+pub(super) fn read(
+    url: &str,
+    opts: &IngestOptions,
+    report: &mut IngestReport,
+) -> Result<Vec<(Table, DataFrame)>, IngestError> {
+    let spec = format!("prometheus:{url}");
+    let popts = &opts.prometheus;
+    let mut client = Client::new(&spec, url, popts)?;
+    let step = opts.interval_ms.max(1);
+    let until = opts
+        .until
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
+    let since = opts.since.unwrap_or(until - DEFAULT_RANGE_MS);
+    if opts.since.is_none() {
+        report.warnings.push(format!(
+            "{spec}: no --since given; read the last 7 days before {}",
+            super::fmt_ms(until)
+        ));
+    }
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+
+    // Which family is there?
+    let all = [Family::Tessera, Family::Dcgm, Family::NvidiaSmi];
+    let pattern = all
+        .iter()
+        .flat_map(|f| f.markers().iter().copied())
+        .collect::<Vec<_>>()
+        .join("|");
+    let (data, _) = client.get(
+        "/api/v1/label/__name__/values",
+        &[
+            ("match[]", format!("{{__name__=~\"{pattern}\"}}")),
+            ("start", secs(since - step)),
+            ("end", secs(until)),
+        ],
+        "metric family detection",
+    )?;
+    let names: BTreeSet<String> = serde_json::from_value(data)
+        .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
+    let found: Vec<Family> = all
+        .into_iter()
+        .filter(|f| f.markers().iter().any(|m| names.contains(*m)))
+        .collect();
+    let Some(&family) = found.first() else {
+        report.warnings.push(format!(
+            "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
+            super::fmt_ms(since),
+            super::fmt_ms(until)
+        ));
+        return Ok(Vec::new());
+    };
+    report.warnings.push(format!(
+        "{spec}: read {} metrics (step {} ms)",
+        family.name(),
+        step
+    ));
+    if found.len() > 1 {
+        let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
+        report.warnings.push(format!(
+            "{spec}: also found {} metrics; only {} were read",
+            others.join(", "),
+            family.name()
+        ));
+    }
+
+    let range = format!("{}ms", (step - 1).max(1));
+    let windows = chunks(since, until, step, popts.max_points);
+    let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
+    let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
+    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
+    let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
+    for query in queries(family) {
+        let promql = query.promql.replace("{R}", &range);
+        // Per series fingerprint: chunks it appeared in.
+        let mut seen: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        for (ci, (s, e)) in windows.iter().enumerate() {
+            let (data, warns) = client.get(
+                "/api/v1/query_range",
+                &[
+                    ("query", promql.clone()),
+                    ("start", secs(*s)),
+                    ("end", secs(*e)),
+                    ("step", format!("{:.3}", step as f64 / 1000.0)),
+                ],
+                &format!("query {promql:?}"),
+            )?;
+            for w in warns {
+                *prom_warnings.entry(w).or_default() += 1;
+            }
+            let m: Matrix = serde_json::from_value(data)
+                .map_err(|e| err(&spec, format!("query {promql:?}: bad answer: {e}")))?;
+            if m.result_type != "matrix" {
+                return Err(err(
+                    &spec,
+                    format!("query {promql:?}: expected a matrix, got {}", m.result_type),
+                ));
+            }
+            for series in m.result {
+                let fp = format!("{:?}", series.metric);
+                seen.entry(fp).or_default().insert(ci);
+                let Some(id) = identity(query.table, family, &series.metric) else {
+                    continue;
+                };
+                let key = (query.table, id);
+                collect(&query, &series, &key, &mut entities, &mut attrs, step);
+            }
+        }
+        let gapped = seen
+            .values()
+            .filter(|c| match (c.first(), c.last()) {
+                (Some(a), Some(b)) => b - a + 1 != c.len(),
+                _ => false,
+            })
+            .count() as u64;
+        if gapped > 0 {
+            *gaps.entry(promql).or_default() += gapped;
+        }
+    }
+    report.warnings.push(format!(
+        "{spec}: {} request(s) for {} chunk(s) of at most {} points",
+        client.requests,
+        windows.len(),
+        popts.max_points
+    ));
+    for (w, n) in &prom_warnings {
+        report.warnings.push(format!(
+            "{spec}: partial data: the server warned in {n} response(s): {w}"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: responses with warnings".into())
+            .or_default() += n;
+    }
+    for (promql, n) in &gaps {
+        report.warnings.push(format!(
+            "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: series with missing chunks".into())
+            .or_default() += n;
+    }
+    build(entities, attrs, step)
+}
+
+/// Adds one series' points into its entity (or label-derived attributes for info/status).
+fn collect(
+    query: &Query,
+    series: &MatrixSeries,
+    key: &Key,
+    entities: &mut BTreeMap<Key, Entity>,
+    attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
+    _step: i64,
+) {
+    let m = &series.metric;
+    // Attributes carried as labels on data series.
+    if let Some(model) = m.get("modelName").filter(|v| !v.is_empty())
+        && key.0 == Table::Gpu
+    {
+        attrs
+            .entry(key.clone())
+            .or_default()
+            .insert("model", model.clone());
+    }
+    match query.column {
+        "model" => {
+            if let Some(name) = m.get("name").filter(|v| !v.is_empty()) {
+                attrs
+                    .entry(key.clone())
+                    .or_default()
+                    .insert("model", name.clone());
+            }
+            return;
+        }
+        "mig_info" => {
+            let a = attrs.entry(key.clone()).or_default();
+            for c in [
+                "profile_id",
+                "placement_start",
+                "placement_size",
+                "mig_uuid",
+            ] {
+                if let Some(v) = m.get(c).filter(|v| !v.is_empty()) {
+                    a.insert(c, v.clone());
+                }
+            }
+            return;
+        }
+        _ => {}
+    }
+    let ent = entities.entry(key.clone()).or_default();
+    for (t, v) in &series.values {
+        let ts = (t * 1000.0).round() as i64;
+        let Ok(x) = v.parse::<f64>() else { continue };
+        if query.column == "status" {
+            let state = m.get("state").cloned().unwrap_or_default();
+            if x >= 1.0 {
+                let cell = ent.strs.entry(ts).or_default();
+                let worse = cell
+                    .get("status")
+                    .is_none_or(|cur| status_rank(&state) > status_rank(cur));
+                if worse {
+                    cell.insert("status", state);
+                }
+            }
+            continue;
+        }
+        if x.is_nan() {
+            continue;
+        }
+        let row = ent.rows.entry(ts).or_default();
+        let v = if query.scale < 0.0 {
+            x / -query.scale
+        } else {
+            x * query.scale
+        };
+        row.entry(query.column).or_insert(v);
+    }
+}
+
+fn build(
+    entities: BTreeMap<Key, Entity>,
+    attrs: BTreeMap<Key, BTreeMap<&'static str, String>>,
+    step: i64,
+) -> Result<Vec<(Table, DataFrame)>, IngestError> {
+    let mut out = Vec::new();
+    for table in Table::ALL {
+        let cols: Vec<_> = table.columns().collect();
+        let mut strs: Vec<Vec<Option<String>>> = vec![Vec::new(); cols.len()];
+        let mut nums: Vec<Vec<Option<f64>>> = vec![Vec::new(); cols.len()];
+        let mut rows = 0usize;
+        for (key, ent) in &entities {
+            if key.0 != table {
+                continue;
+            }
+            let a = attrs.get(key);
+            let stamps: BTreeSet<i64> = ent.rows.keys().chain(ent.strs.keys()).copied().collect();
+            for ts in stamps {
+                let vals = ent.rows.get(&ts);
+                // A row needs a value, not only a status or a count.
+                let has_value = vals.is_some_and(|v| v.keys().any(|k| *k != "samples"));
+                if !has_value {
+                    continue;
+                }
+                rows += 1;
+                for (i, c) in cols.iter().enumerate() {
+                    let label = key
+                        .1
+                        .iter()
+                        .find(|(n, _)| *n == c.name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| a.and_then(|a| a.get(c.name).cloned()))
+                        .or_else(|| ent.strs.get(&ts).and_then(|s| s.get(c.name).cloned()));
+                    let num = match c.name {
+                        "ts" => Some(ts as f64),
+                        "interval_ms" => Some(step as f64),
+                        _ => vals.and_then(|v| v.get(c.name).copied()),
+                    };
+                    let (s, n) = match (c.ty, num) {
+                        (ColType::Bool, Some(x)) => (Some((x != 0.0).to_string()), None),
+                        (ColType::Utf8, _) => (label, None),
+                        (_, Some(x)) => (None, Some(x)),
+                        (_, None) => (label, None),
+                    };
+                    strs[i].push(s);
+                    nums[i].push(n);
+                }
+            }
+        }
+        if rows == 0 {
+            continue;
+        }
+        let mut columns = Vec::new();
+        for ((c, s), n) in cols.iter().zip(strs).zip(nums) {
+            columns.push(build_column(c.name, c.ty, s, n)?);
+        }
+        out.push((table, DataFrame::new(rows, columns)?));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn chunks_cover_the_range_within_the_point_limit() {
+        let c = chunks(5, 100_001, 10, 1000);
+        assert_eq!(c.first().map(|c| c.0), Some(10));
+        assert_eq!(c.last().map(|c| c.1), Some(100_000));
+        for (s, e) in &c {
+            assert!((e - s) / 10 < 1000);
+        }
+        for w in c.windows(2) {
+            assert_eq!(w[0].1 + 10, w[1].0);
+        }
+        assert!(chunks(10, 10, 10, 5).is_empty());
+    }
+
+    #[test]
+    fn userinfo_and_node() {
+        let (u, a) = split_userinfo("http://al%40x:p%3Aw@host:9090/prom");
+        assert_eq!(u, "http://host:9090/prom");
+        assert_eq!(a, Some(("al@x".into(), "p:w".into())));
+        let m: BTreeMap<String, String> = [("instance".to_string(), "n1:9400".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(node_name(&m).as_deref(), Some("n1"));
+    }
+}

@@ -1,0 +1,469 @@
+//! The `prometheus:` source against a fake HTTP server (std `TcpListener` on 127.0.0.1:0 serving
+//! canned Prometheus API JSON): errors, retries, timeouts, chunking, auth headers, partial data.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use polars::prelude::*;
+use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source};
+
+/// One request the fake server saw.
+#[derive(Debug, Clone)]
+struct Req {
+    path: String,
+    params: BTreeMap<String, String>,
+    headers: BTreeMap<String, String>,
+}
+
+type Handler = dyn Fn(&Req, usize) -> Option<(u16, String)> + Send + Sync;
+
+/// Serves `handler(request, index)`; `None` means never answer (hold the connection).
+struct Fake {
+    url: String,
+    seen: Arc<Mutex<Vec<Req>>>,
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() + 1 => {
+                let v = u8::from_str_radix(&s[i + 1..i + 3], 16).expect("hex");
+                out.push(v);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).expect("utf8")
+}
+
+fn serve(handler: Box<Handler>) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        let mut held: Vec<TcpStream> = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let mut headers = BTreeMap::new();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = h.trim().split_once(':') {
+                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                }
+            }
+            let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+            let params = query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (decode(k), decode(v))
+                })
+                .collect();
+            let req = Req {
+                path: path.to_string(),
+                params,
+                headers,
+            };
+            let index = {
+                let mut s = seen2.lock().expect("lock");
+                s.push(req.clone());
+                s.len() - 1
+            };
+            let mut stream = stream;
+            match handler(&req, index) {
+                Some((status, body)) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.flush();
+                    let mut rest = Vec::new();
+                    let _ = reader.read_to_end(&mut rest);
+                }
+                None => held.push(stream),
+            }
+        }
+    });
+    Fake { url, seen }
+}
+
+impl Fake {
+    fn requests(&self) -> Vec<Req> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+const BUSY: &str = "tessera_gpu_busy_ratio";
+
+fn names_body(names: &[&str]) -> String {
+    serde_json::json!({"status": "success", "data": names}).to_string()
+}
+
+/// A matrix with one GPU series (value 0.5) for busy and memory queries, empty otherwise;
+/// `skip` drops the series from request number `skip` on.
+fn matrix_for(req: &Req, warnings: &[&str]) -> String {
+    let q = req.params.get("query").cloned().unwrap_or_default();
+    let start: f64 = req.params["start"].parse().expect("start");
+    let end: f64 = req.params["end"].parse().expect("end");
+    let step: f64 = req.params["step"].parse().expect("step");
+    let mut result = Vec::new();
+    if q.contains(BUSY) || q.contains("tessera_gpu_memory_used_bytes") {
+        let value = if q.contains("count_over_time") {
+            "10"
+        } else if q.contains("memory") {
+            "1000"
+        } else {
+            "0.5"
+        };
+        let mut values = Vec::new();
+        let mut t = start;
+        while t <= end + 1e-9 {
+            values.push(serde_json::json!([t, value]));
+            t += step;
+        }
+        result.push(serde_json::json!({
+            "metric": {"instance": "node-a:9835", "job": "tessera", "gpu": "0", "uuid": "GPU-a"},
+            "values": values,
+        }));
+    }
+    let mut v = serde_json::json!({
+        "status": "success",
+        "data": {"resultType": "matrix", "result": result},
+    });
+    if !warnings.is_empty() {
+        v["warnings"] = serde_json::json!(warnings);
+    }
+    v.to_string()
+}
+
+fn tessera_server() -> Fake {
+    serve(Box::new(|req, _| {
+        Some(if req.path.ends_with("/label/__name__/values") {
+            (200, names_body(&[BUSY]))
+        } else {
+            (200, matrix_for(req, &[]))
+        })
+    }))
+}
+
+fn opts(since: i64, until: i64) -> IngestOptions<'static> {
+    IngestOptions {
+        since: Some(since),
+        until: Some(until),
+        prometheus: PrometheusOptions {
+            timeout: Duration::from_secs(2),
+            backoff: Duration::from_millis(50),
+            ..PrometheusOptions::default()
+        },
+        ..IngestOptions::default()
+    }
+}
+
+fn run(url: &str, o: &IngestOptions) -> Result<(ingest::Frames, IngestReport), String> {
+    let src: Source = format!("prometheus:{url}")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    ingest::ingest(&[src], o).map_err(|e| e.to_string())
+}
+
+fn run_err(url: &str, o: &IngestOptions) -> String {
+    match run(url, o) {
+        Ok(_) => panic!("expected an error from {url}"),
+        Err(e) => e,
+    }
+}
+
+const T0: i64 = 1_793_577_600_000; // 2026-11-02T00:00:00Z
+
+#[test]
+fn reads_a_tessera_gpu_series_into_the_gpu_frame() {
+    let fake = tessera_server();
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 6);
+    assert_eq!(report.tables[&ingest::Table::Gpu].first_ts, Some(T0));
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("tessera-exporter")),
+        "{:?}",
+        report.warnings
+    );
+    let df = frames.gpu.collect().expect("collect");
+    let node = df.column("node").expect("node").str().expect("str").get(0);
+    assert_eq!(node, Some("node-a"));
+    let busy = df.column("busy_max").expect("c").f64().expect("f").get(0);
+    assert_eq!(busy, Some(0.5));
+    let mem = df.column("memory_used_max_bytes").expect("c");
+    assert_eq!(mem.u64().expect("u").get(0), Some(1000));
+    let samples = df.column("samples").expect("c").u32().expect("u").get(0);
+    assert_eq!(samples, Some(10));
+    // Queries aggregate (ts - step, ts]: a range of step - 1 ms.
+    let reqs = fake.requests();
+    let q = reqs
+        .iter()
+        .find_map(|r| r.params.get("query").filter(|q| q.contains(BUSY)))
+        .expect("a busy query");
+    assert!(q.contains("[9999ms]"), "{q}");
+}
+
+#[test]
+fn client_error_names_the_query_and_status_without_retrying() {
+    let fake = serve(Box::new(|req, _| {
+        Some(if req.path.ends_with("/values") {
+            (200, names_body(&[BUSY]))
+        } else {
+            (
+                400,
+                r#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#
+                    .to_string(),
+            )
+        })
+    }));
+    let e = run_err(&fake.url, &opts(T0, T0 + 60_000));
+    assert!(e.contains("HTTP 400"), "{e}");
+    assert!(e.contains("parse error at char 3"), "{e}");
+    assert!(e.contains("avg_over_time(tessera_gpu_busy_ratio"), "{e}");
+    assert_eq!(fake.requests().len(), 2, "no retry on 4xx");
+}
+
+#[test]
+fn server_error_is_retried_then_succeeds() {
+    let fake = serve(Box::new(|req, i| {
+        Some(if i < 2 {
+            (503, "overloaded".to_string())
+        } else if req.path.ends_with("/values") {
+            (200, names_body(&[BUSY]))
+        } else {
+            (200, matrix_for(req, &[]))
+        })
+    }));
+    let (_, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("retried");
+    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 6);
+    assert!(
+        fake.requests()[..3]
+            .iter()
+            .all(|r| r.path.ends_with("/values"))
+    );
+}
+
+#[test]
+fn server_error_forever_fails_after_the_attempts() {
+    let fake = serve(Box::new(|_, _| Some((500, "boom".to_string()))));
+    let e = run_err(&fake.url, &opts(T0, T0 + 60_000));
+    assert!(e.contains("failed after 3 attempt(s)"), "{e}");
+    assert!(e.contains("HTTP 500: boom"), "{e}");
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[test]
+fn a_server_that_never_answers_times_out() {
+    let fake = serve(Box::new(|_, _| None));
+    let mut o = opts(T0, T0 + 60_000);
+    o.prometheus.timeout = Duration::from_millis(500);
+    let start = Instant::now();
+    let e = run_err(&fake.url, &o);
+    let took = start.elapsed();
+    assert!(e.contains("failed after 3 attempt(s)"), "{e}");
+    assert!(e.to_lowercase().contains("timeout"), "{e}");
+    // 3 × 0.5 s + backoff 50 + 100 ms, plus slack.
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[test]
+fn long_ranges_are_chunked_within_the_point_limit() {
+    let fake = tessera_server();
+    let mut o = opts(T0, T0 + 1_000 * 10_000);
+    o.prometheus.max_points = 300;
+    let (_, report) = run(&fake.url, &o).expect("ingest");
+    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 1_000);
+    let reqs = fake.requests();
+    let ranges: Vec<&Req> = reqs
+        .iter()
+        .filter(|r| r.path.ends_with("/query_range"))
+        .collect();
+    let per_query: BTreeMap<&str, usize> = ranges.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.params["query"].as_str()).or_default() += 1;
+        m
+    });
+    // 1000 points in chunks of ≤ 300: 4 requests per query.
+    assert!(per_query.values().all(|n| *n == 4), "{per_query:?}");
+    for r in &ranges {
+        let s: f64 = r.params["start"].parse().expect("s");
+        let e: f64 = r.params["end"].parse().expect("e");
+        let points = ((e - s) / 10.0).round() as i64 + 1;
+        assert!(points <= 300, "{points}");
+        assert_eq!(r.params["step"], "10.000");
+    }
+}
+
+#[test]
+fn bearer_and_basic_auth_headers_are_sent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("w");
+    let fake = tessera_server();
+    let mut o = opts(T0, T0 + 20_000);
+    o.prometheus.bearer_token_file = Some(token);
+    run(&fake.url, &o).expect("bearer");
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.headers.get("authorization").map(String::as_str)
+                == Some("Bearer s3cret-token"))
+    );
+
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, "open sesame").expect("w");
+    let fake = tessera_server();
+    let mut o = opts(T0, T0 + 20_000);
+    o.prometheus.basic_auth = Some(("ali".into(), pass));
+    run(&fake.url, &o).expect("basic");
+    // base64("ali:open sesame")
+    let want = "Basic YWxpOm9wZW4gc2VzYW1l";
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.headers.get("authorization").map(String::as_str) == Some(want))
+    );
+
+    // user:pass in the URL.
+    let fake = tessera_server();
+    let url = fake.url.replace("http://", "http://ali:open%20sesame@");
+    run(&url, &opts(T0, T0 + 20_000)).expect("url auth");
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.headers.get("authorization").map(String::as_str) == Some(want))
+    );
+}
+
+#[test]
+fn partial_data_is_reported_with_counts() {
+    // Server warnings on every range query, and the series missing from the middle chunk.
+    let fake = serve(Box::new(|req, _| {
+        if req.path.ends_with("/values") {
+            return Some((200, names_body(&[BUSY])));
+        }
+        let start: f64 = req.params["start"].parse().expect("s");
+        let ms = (start * 1000.0) as i64;
+        let middle = (T0 + 100_000..T0 + 200_000).contains(&ms);
+        let body = if middle {
+            serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []},
+                "warnings": ["store gateway 2 unreachable"]})
+            .to_string()
+        } else {
+            matrix_for(req, &["store gateway 2 unreachable"])
+        };
+        Some((200, body))
+    }));
+    let mut o = opts(T0, T0 + 300_000);
+    o.prometheus.max_points = 10;
+    let (_, report) = run(&fake.url, &o).expect("ingest");
+    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 20);
+    let ranges = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/query_range"))
+        .count() as u64;
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains(&format!(
+            "partial data: the server warned in {ranges} response(s): store gateway 2 unreachable"
+        )),
+        "{w}"
+    );
+    assert!(
+        w.contains(
+            "1 series of \"avg_over_time(tessera_gpu_busy_ratio[9999ms])\" missing from chunks"
+        ),
+        "{w}"
+    );
+    assert_eq!(
+        report.skipped["prometheus: responses with warnings"],
+        ranges
+    );
+    assert!(report.skipped["prometheus: series with missing chunks"] >= 1);
+}
+
+#[test]
+fn dcgm_and_nvidia_smi_families_are_detected_and_scaled() {
+    let fake = serve(Box::new(|req, _| {
+        if req.path.ends_with("/values") {
+            return Some((
+                200,
+                names_body(&["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]),
+            ));
+        }
+        let q = &req.params["query"];
+        let value = if q.contains("GPU_UTIL") {
+            "45"
+        } else if q.contains("FB_USED") && q.contains("FB_FREE") {
+            "81559"
+        } else if q.contains("FB_USED") {
+            "1024"
+        } else {
+            return Some((200, serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []}}).to_string()));
+        };
+        let body = serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"gpu": "1", "UUID": "GPU-d", "Hostname": "dgx-7", "modelName": "NVIDIA H100 80GB HBM3", "instance": "10.0.0.7:9400"},
+             "values": [[req.params["start"].parse::<f64>().expect("s"), value]]},
+            {"metric": {"gpu": "1", "UUID": "GPU-d", "Hostname": "dgx-7", "GPU_I_ID": "2", "GPU_I_PROFILE": "3g.40gb"},
+             "values": [[req.params["start"].parse::<f64>().expect("s"), value]]}
+        ]}});
+        Some((200, body.to_string()))
+    }));
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 10_000)).expect("ingest");
+    assert!(report.warnings.iter().any(|w| w.contains("dcgm-exporter")));
+    let df = frames.gpu.collect().expect("gpu");
+    assert_eq!(df.height(), 1);
+    let f = |c: &str| {
+        df.column(c)
+            .expect("c")
+            .cast(&DataType::Float64)
+            .expect("f")
+            .f64()
+            .expect("f")
+            .get(0)
+    };
+    assert_eq!(f("busy_mean"), Some(0.45));
+    assert_eq!(f("memory_used_max_bytes"), Some(1024.0 * 1_048_576.0));
+    assert_eq!(f("memory_total_bytes"), Some(81559.0 * 1_048_576.0));
+    let s = |c: &str| {
+        df.column(c)
+            .expect("c")
+            .str()
+            .expect("s")
+            .get(0)
+            .map(str::to_string)
+    };
+    assert_eq!(s("node").as_deref(), Some("dgx-7"));
+    assert_eq!(s("uuid").as_deref(), Some("GPU-d"));
+    assert_eq!(s("model").as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    let mig = frames.mig.collect().expect("mig");
+    assert_eq!(mig.height(), 1);
+    let p = mig.column("profile").expect("p").str().expect("s").get(0);
+    assert_eq!(p, Some("3g.40gb"));
+}
