@@ -1,0 +1,438 @@
+//! The `prometheus:` source against a real Prometheus (Debian's 2.42; `/usr/bin/prometheus` and
+//! `/usr/bin/promtool` are required — the test fails, not skips, without them; `scripts/test.sh`
+//! installs them).
+//!
+//! Two days of a tiny scenario are simulated into history with 5-second samples (two per 10-s
+//! row). The OpenMetrics text is written *from the history rows*: per row two samples, at
+//! `ts - 5 s` and `ts`, chosen so that their mean and max are the row's (`min = 2·mean − max`,
+//! exact for two samples); memory, temperature and power repeat the row's max or mean. So it is
+//! a round trip history → TSDB → PromQL → frames, not an independent second measurement.
+//! `promtool tsdb create-blocks-from openmetrics` builds blocks, Prometheus serves them, and the
+//! frames from `prometheus:URL` and `history:DIR` for the same range must agree per GPU and ts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use polars::prelude::*;
+use tessera::ingest::{self, IngestOptions, Source};
+
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+const PROMTOOL: &str = "/usr/bin/promtool";
+
+const SCENARIO: &str = r#"
+name = "tiny"
+seed = 7
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+driver_version = "550.54.15"
+cuda_version = "12.4"
+
+[[nodes]]
+name = "gpu-node-1"
+gpus = [{ model = "H100-80GB", count = 2 }]
+
+[[workloads]]
+name = "chat-api"
+kind = "inference"
+node = "gpu-node-1"
+gpu = 0
+memory_gib = 38.0
+peak = 0.72
+base = 0.06
+namespace = "serving"
+pod = "chat-api-7d9f8c-x2k4p"
+
+[[workloads]]
+name = "train"
+kind = "training"
+node = "gpu-node-1"
+gpu = 1
+memory_gib = 70.0
+namespace = "research"
+pod = "train-0"
+"#;
+
+const DAYS: u32 = 2;
+
+/// Kills Prometheus when dropped (also on panic).
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn require_tools() {
+    for tool in [PROMETHEUS, PROMTOOL] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: install Debian's prometheus package (scripts/test.sh does)"
+        );
+    }
+}
+
+/// Builds a TSDB from `openmetrics` and serves it on a free port.
+fn serve(dir: &Path, openmetrics: &str) -> Server {
+    require_tools();
+    let om = dir.join("data.om");
+    std::fs::write(&om, openmetrics).expect("write openmetrics");
+    let data = dir.join("tsdb");
+    let out = Command::new(PROMTOOL)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&data)
+        .output()
+        .expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
+    let child = Command::new(PROMETHEUS)
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--config.file={}", config.display()))
+        .arg("--storage.tsdb.retention.time=100y")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start prometheus");
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = ureq::get(format!("{}/-/ready", server.url)).call()
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prometheus not ready after 60 s: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server
+}
+
+/// Simulates the scenario into `dir/history` and returns the history gpu frame and the range.
+fn simulate(dir: &Path) -> (PathBuf, DataFrame, i64, i64) {
+    let scenario = tessera_exporter::sim::Scenario::from_toml(SCENARIO, "tiny").expect("scenario");
+    let hist = dir.join("history");
+    tessera_exporter::history::simulate::simulate(&scenario, DAYS, &hist, 5_000, 10_000)
+        .expect("simulate");
+    let since = scenario.start.timestamp_millis();
+    let until = since + i64::from(DAYS) * 86_400_000 + 1;
+    let (frames, _) = ingest::ingest(
+        &[Source::History(hist.to_string_lossy().into_owned())],
+        &range(since, until),
+    )
+    .expect("ingest history");
+    let gpu = frames
+        .gpu
+        .sort(["uuid", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("collect");
+    (hist, gpu, since, until)
+}
+
+fn range(since: i64, until: i64) -> IngestOptions<'static> {
+    IngestOptions {
+        since: Some(since),
+        until: Some(until),
+        ..IngestOptions::default()
+    }
+}
+
+/// The values of a column as f64 (null → None).
+fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+    df.column(c)
+        .expect("column")
+        .cast(&DataType::Float64)
+        .expect("cast")
+        .f64()
+        .expect("f64")
+        .iter()
+        .collect()
+}
+
+fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+    df.column(c)
+        .expect("column")
+        .str()
+        .expect("str")
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect()
+}
+
+/// Per row of `gpu`: (uuid, gpu, model, ts, field → value).
+struct Row {
+    uuid: String,
+    gpu: String,
+    model: String,
+    ts: i64,
+    busy: Option<(f64, f64)>,
+    sm: Option<(f64, f64)>,
+    mem: Option<f64>,
+    total: Option<f64>,
+    power: Option<f64>,
+    temp: Option<f64>,
+}
+
+fn rows(gpu: &DataFrame) -> Vec<Row> {
+    let uuid = strs(gpu, "uuid");
+    let model = strs(gpu, "model");
+    let idx = f64s(gpu, "gpu");
+    let ts = f64s(gpu, "ts");
+    let (bm, bx) = (f64s(gpu, "busy_mean"), f64s(gpu, "busy_max"));
+    let (sm, sx) = (f64s(gpu, "sm_active_mean"), f64s(gpu, "sm_active_max"));
+    let mem = f64s(gpu, "memory_used_max_bytes");
+    let total = f64s(gpu, "memory_total_bytes");
+    let power = f64s(gpu, "power_mean_watts");
+    let temp = f64s(gpu, "temperature_max_celsius");
+    (0..gpu.height())
+        .map(|i| Row {
+            uuid: uuid[i].clone().unwrap_or_default(),
+            gpu: format!("{}", idx[i].unwrap_or(0.0) as u32),
+            model: model[i].clone().unwrap_or_default(),
+            ts: ts[i].unwrap_or(0.0) as i64,
+            busy: bm[i].zip(bx[i]),
+            sm: sm[i].zip(sx[i]),
+            mem: mem[i],
+            total: total[i],
+            power: power[i],
+            temp: temp[i],
+        })
+        .collect()
+}
+
+/// Appends one metric family: `# TYPE`, then two samples per row from `pick`.
+fn family(
+    out: &mut String,
+    name: &str,
+    rows: &[Row],
+    labels: impl Fn(&Row) -> String,
+    pick: impl Fn(&Row) -> Option<(f64, f64)>,
+) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for r in rows {
+        if let Some((a, b)) = pick(r) {
+            let l = labels(r);
+            let _ = writeln!(
+                out,
+                "{name}{{{l}}} {a} {:.3}",
+                (r.ts - 5_000) as f64 / 1000.0
+            );
+            let _ = writeln!(out, "{name}{{{l}}} {b} {:.3}", r.ts as f64 / 1000.0);
+        }
+    }
+}
+
+/// Two samples with this mean and max: (2·mean − max, max).
+fn two(mean_max: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    mean_max.map(|(m, x)| (2.0 * m - x, x))
+}
+
+fn same(v: Option<f64>) -> Option<(f64, f64)> {
+    v.map(|v| (v, v))
+}
+
+fn tessera_openmetrics(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let l = |r: &Row| {
+        format!(
+            "instance=\"gpu-node-1:9835\",gpu=\"{}\",uuid=\"{}\"",
+            r.gpu, r.uuid
+        )
+    };
+    family(&mut s, "tessera_gpu_busy_ratio", rows, l, |r| two(r.busy));
+    family(
+        &mut s,
+        "tessera_gpu_sm_active_ratio",
+        rows,
+        l,
+        |r| two(r.sm),
+    );
+    family(&mut s, "tessera_gpu_memory_used_bytes", rows, l, |r| {
+        same(r.mem)
+    });
+    family(&mut s, "tessera_gpu_memory_total_bytes", rows, l, |r| {
+        same(r.total)
+    });
+    family(&mut s, "tessera_gpu_power_watts", rows, l, |r| {
+        same(r.power)
+    });
+    family(&mut s, "tessera_gpu_temperature_celsius", rows, l, |r| {
+        same(r.temp)
+    });
+    let info = |r: &Row| format!("{},name=\"{}\"", l(r), r.model);
+    family(&mut s, "tessera_gpu_info", rows, info, |_| Some((1.0, 1.0)));
+    s.push_str("# EOF\n");
+    s
+}
+
+const MIB: f64 = 1_048_576.0;
+
+fn dcgm_openmetrics(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let l = |r: &Row| {
+        format!(
+            "gpu=\"{}\",UUID=\"{}\",Hostname=\"gpu-node-1\",modelName=\"{}\",instance=\"10.0.0.1:9400\"",
+            r.gpu, r.uuid, r.model
+        )
+    };
+    let pct = |v: Option<(f64, f64)>| two(v).map(|(a, b)| (a * 100.0, b * 100.0));
+    family(&mut s, "DCGM_FI_DEV_GPU_UTIL", rows, l, |r| pct(r.busy));
+    family(&mut s, "DCGM_FI_PROF_SM_ACTIVE", rows, l, |r| two(r.sm));
+    // dcgm-exporter reports whole MiB.
+    family(&mut s, "DCGM_FI_DEV_FB_USED", rows, l, |r| {
+        same(r.mem.map(|m| (m / MIB).round()))
+    });
+    family(&mut s, "DCGM_FI_DEV_FB_FREE", rows, l, |r| {
+        same(
+            r.mem
+                .zip(r.total)
+                .map(|(m, t)| (t / MIB).round() - (m / MIB).round()),
+        )
+    });
+    family(&mut s, "DCGM_FI_DEV_POWER_USAGE", rows, l, |r| {
+        same(r.power)
+    });
+    family(&mut s, "DCGM_FI_DEV_GPU_TEMP", rows, l, |r| same(r.temp));
+    s.push_str("# EOF\n");
+    s
+}
+
+/// Compares the prometheus frame against the history frame row by row (both sorted by uuid, ts).
+fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64) {
+    let h = rows(hist);
+    let p = rows(prom);
+    let diff = (h.len() as i64 - p.len() as i64).abs();
+    // Edges may differ by one interval per GPU.
+    assert!(
+        diff <= 2,
+        "rows: history {} prometheus {}",
+        h.len(),
+        p.len()
+    );
+    let pm: std::collections::HashMap<(String, i64), &Row> =
+        p.iter().map(|r| ((r.uuid.clone(), r.ts), r)).collect();
+    let close = |a: Option<f64>, b: Option<f64>, tol: f64, what: &str, r: &Row| match (a, b) {
+        (Some(a), Some(b)) => assert!(
+            (a - b).abs() <= tol,
+            "{what} of {} at {}: history {a} prometheus {b}",
+            r.uuid,
+            r.ts
+        ),
+        (None, None) => {}
+        (a, b) => panic!(
+            "{what} of {} at {}: history {a:?} prometheus {b:?}",
+            r.uuid, r.ts
+        ),
+    };
+    let mut matched = 0;
+    for r in &h {
+        let Some(q) = pm.get(&(r.uuid.clone(), r.ts)) else {
+            continue;
+        };
+        matched += 1;
+        assert_eq!(q.gpu, r.gpu);
+        assert_eq!(q.model, r.model);
+        close(
+            r.busy.map(|b| b.0),
+            q.busy.map(|b| b.0),
+            1e-9,
+            "busy_mean",
+            r,
+        );
+        close(
+            r.busy.map(|b| b.1),
+            q.busy.map(|b| b.1),
+            1e-9,
+            "busy_max",
+            r,
+        );
+        close(
+            r.sm.map(|b| b.0),
+            q.sm.map(|b| b.0),
+            1e-9,
+            "sm_active_mean",
+            r,
+        );
+        close(
+            r.sm.map(|b| b.1),
+            q.sm.map(|b| b.1),
+            1e-9,
+            "sm_active_max",
+            r,
+        );
+        close(r.mem, q.mem, mem_tol, "memory_used_max_bytes", r);
+        close(r.total, q.total, 2.0 * mem_tol, "memory_total_bytes", r);
+        close(r.power, q.power, 1e-6, "power_mean_watts", r);
+        close(r.temp, q.temp, 1e-9, "temperature_max_celsius", r);
+    }
+    assert!(matched + 2 >= h.len(), "matched {matched} of {}", h.len());
+}
+
+fn ingest_prometheus(url: &str, since: i64, until: i64) -> (DataFrame, ingest::IngestReport) {
+    let (frames, report) =
+        ingest::ingest(&[Source::Prometheus(url.to_string())], &range(since, until))
+            .expect("ingest prometheus");
+    let gpu = frames
+        .gpu
+        .sort(["uuid", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("collect");
+    (gpu, report)
+}
+
+#[test]
+fn tessera_metrics_in_prometheus_match_the_history() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, hist, since, until) = simulate(tmp.path());
+    assert!(
+        hist.height() >= 2 * 8640 * DAYS as usize - 4,
+        "{}",
+        hist.height()
+    );
+    let server = serve(tmp.path(), &tessera_openmetrics(&rows(&hist)));
+    let (prom, report) = ingest_prometheus(&server.url, since, until);
+    let w = report.warnings.join("\n");
+    assert!(w.contains("read tessera-exporter metrics"), "{w}");
+    // Two days of 10-s steps need two chunks of ≤ 11,000 points.
+    assert!(w.contains("2 chunk(s)"), "{w}");
+    assert!(!w.contains("partial data"), "{w}");
+    assert_agree(&hist, &prom, 0.0);
+}
+
+#[test]
+fn dcgm_metrics_in_prometheus_match_the_history() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, hist, since, until) = simulate(tmp.path());
+    let server = serve(tmp.path(), &dcgm_openmetrics(&rows(&hist)));
+    let (prom, report) = ingest_prometheus(&server.url, since, until);
+    let w = report.warnings.join("\n");
+    assert!(w.contains("read dcgm-exporter metrics"), "{w}");
+    let nodes: Vec<Option<String>> = strs(&prom, "node");
+    assert!(nodes.iter().all(|n| n.as_deref() == Some("gpu-node-1")));
+    // FB_USED/FB_FREE are whole MiB.
+    assert_agree(&hist, &prom, MIB / 2.0 + 1.0);
+}
