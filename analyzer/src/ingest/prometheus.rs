@@ -616,7 +616,6 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%'
-            && i + 2 < b.len() + 1
             && let Some(h) = s.get(i + 1..i + 3)
             && let Ok(v) = u8::from_str_radix(h, 16)
         {
@@ -880,7 +879,7 @@ pub(super) fn read(
                     continue;
                 };
                 let key = (query.table, id);
-                collect(&query, &series, &key, &mut entities, &mut attrs, step);
+                collect(&query, &series, &key, &mut entities, &mut attrs);
             }
         }
         let gapped = seen
@@ -928,7 +927,6 @@ fn collect(
     key: &Key,
     entities: &mut BTreeMap<Key, Entity>,
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
-    _step: i64,
 ) {
     let m = &series.metric;
     // Attributes carried as labels on data series.
