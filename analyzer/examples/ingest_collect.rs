@@ -22,7 +22,9 @@ fn grouped(dir: &str) -> anyhow::Result<Frames> {
         let mut lfs = Vec::new();
         for n in &nodes {
             let d = n.join(t.name());
-            let Ok(rd) = std::fs::read_dir(&d) else { continue };
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
             let mut paths: Vec<String> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
