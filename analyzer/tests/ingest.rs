@@ -644,7 +644,7 @@ fn schema_matches_the_history_doc() {
         }
     }
     let mut from_code = Vec::new();
-    for c in tessera::ingest::schema::COMMON {
+    for c in tessera::ingest::schema::common() {
         from_code.push((
             "Columns common to every table".to_string(),
             c.name.to_string(),

@@ -1,14 +1,19 @@
-//! The column lists of history format version 1 (`docs/history-format.md`) and the canonical
-//! frames' polars schema derived from them (`docs/frames.md`), declared once here.
+//! The column lists of history format version 1 (`docs/history-format.md`) as the analyzer sees
+//! them, and the canonical frames' polars schema derived from them (`docs/frames.md`). The lists
+//! are not restated here: they are read from the exporter's `tessera_exporter::history::schema`,
+//! the one declaration of the contract that both the writer and this reader use.
 //!
 //! This module only declares columns and maps them to polars types; it does not read files.
 //! `ts` is `int64` unix milliseconds in the history files and `Datetime(ms, UTC)` in the frames;
 //! the frames add a `source` column. A test checks these lists against the tables in the doc.
 
-use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone};
+use std::sync::OnceLock;
 
-/// History format version this reader understands.
-pub const HISTORY_VERSION: u64 = 1;
+use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone};
+use tessera_exporter::history::schema as contract;
+
+/// History format version this reader understands (the exporter's).
+pub const HISTORY_VERSION: u64 = contract::HISTORY_VERSION as u64;
 
 /// The value type of a history column, as written in the doc's tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,82 +60,34 @@ pub struct Col {
     pub nullable: bool,
 }
 
-const fn c(name: &'static str, ty: ColType) -> Col {
-    Col {
-        name,
-        ty,
-        nullable: false,
-    }
-}
-const fn n(name: &'static str, ty: ColType) -> Col {
-    Col {
-        name,
-        ty,
-        nullable: true,
+impl From<contract::ColType> for ColType {
+    fn from(t: contract::ColType) -> ColType {
+        match t {
+            contract::ColType::Int64 => ColType::Int64,
+            contract::ColType::UInt32 => ColType::UInt32,
+            contract::ColType::UInt64 => ColType::UInt64,
+            contract::ColType::Float64 => ColType::Float64,
+            contract::ColType::Utf8 => ColType::Utf8,
+            contract::ColType::Bool => ColType::Bool,
+        }
     }
 }
 
-use ColType::*;
+impl From<&contract::Column> for Col {
+    fn from(c: &contract::Column) -> Col {
+        Col {
+            name: c.name,
+            ty: c.ty.into(),
+            nullable: c.nullable,
+        }
+    }
+}
 
 /// Columns common to every table, in order.
-pub const COMMON: &[Col] = &[
-    c("ts", Int64),
-    c("interval_ms", Int64),
-    c("node", Utf8),
-    c("gpu", UInt32),
-    c("uuid", Utf8),
-    c("samples", UInt32),
-];
-
-/// Columns of the `gpu` table after the common ones.
-pub const GPU: &[Col] = &[
-    c("model", Utf8),
-    c("status", Utf8),
-    n("busy_mean", Float64),
-    n("busy_max", Float64),
-    n("sm_active_mean", Float64),
-    n("sm_active_max", Float64),
-    n("sm_occupancy_mean", Float64),
-    n("memory_controller_mean", Float64),
-    n("memory_used_max_bytes", UInt64),
-    n("memory_total_bytes", UInt64),
-    n("power_mean_watts", Float64),
-    n("energy_delta_joules", Float64),
-    n("temperature_max_celsius", Float64),
-    c("xid_count", UInt32),
-    n("mig_enabled", Bool),
-];
-
-/// Columns of the `mig` table after the common ones.
-pub const MIG: &[Col] = &[
-    c("gpu_instance", UInt32),
-    c("compute_instance", UInt32),
-    c("profile", Utf8),
-    c("profile_id", UInt32),
-    c("placement_start", UInt32),
-    c("placement_size", UInt32),
-    c("mig_uuid", Utf8),
-    n("memory_used_max_bytes", UInt64),
-    n("memory_total_bytes", UInt64),
-    n("sm_active_mean", Float64),
-    n("sm_active_max", Float64),
-];
-
-/// Columns of the `process` table after the common ones.
-pub const PROCESS: &[Col] = &[
-    c("pid", UInt32),
-    n("process", Utf8),
-    n("gpu_instance", UInt32),
-    n("compute_instance", UInt32),
-    n("pod_uid", Utf8),
-    n("container_id", Utf8),
-    n("slurm_job_id", Utf8),
-    n("namespace", Utf8),
-    n("pod", Utf8),
-    n("memory_used_max_bytes", UInt64),
-    n("sm_mean", Float64),
-    n("sm_max", Float64),
-];
+pub fn common() -> &'static [Col] {
+    static COMMON: OnceLock<Vec<Col>> = OnceLock::new();
+    COMMON.get_or_init(|| contract::COMMON.iter().map(Col::from).collect())
+}
 
 /// The three history tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -153,18 +110,32 @@ impl Table {
         }
     }
 
+    /// The exporter's table of the same name.
+    fn contract(self) -> contract::Table {
+        match self {
+            Table::Gpu => contract::Table::Gpu,
+            Table::Mig => contract::Table::Mig,
+            Table::Process => contract::Table::Process,
+        }
+    }
+
     /// Columns of this table after the common ones.
     pub fn own_columns(self) -> &'static [Col] {
-        match self {
-            Table::Gpu => GPU,
-            Table::Mig => MIG,
-            Table::Process => PROCESS,
-        }
+        static OWN: OnceLock<[Vec<Col>; 3]> = OnceLock::new();
+        let own = OWN.get_or_init(|| {
+            Table::ALL.map(|t| {
+                t.contract().columns()[contract::COMMON.len()..]
+                    .iter()
+                    .map(Col::from)
+                    .collect()
+            })
+        });
+        &own[self as usize]
     }
 
     /// Every column of the table as stored in history files, in order.
     pub fn columns(self) -> impl Iterator<Item = Col> {
-        COMMON.iter().chain(self.own_columns()).copied()
+        common().iter().chain(self.own_columns()).copied()
     }
 
     /// Looks a column up by name.
