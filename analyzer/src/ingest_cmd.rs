@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tessera::ingest::{self, IngestOptions, PrometheusOptions, Source, summary};
+use tessera::ingest::{
+    self, Frames, IngestOptions, IngestReport, PrometheusOptions, Source, summary,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
@@ -16,33 +18,40 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Where to read from and which time range: shared by `ingest`, `analyze` and later commands.
 #[derive(Debug, Args)]
-pub struct IngestArgs {
+pub struct SourceArgs {
     /// Telemetry source, repeatable: history:DIR (node folders, one node folder, or a glob),
     /// csv:FILE (generic long format or nvidia-smi --format=csv), prometheus:URL.
     #[arg(long = "source", required = true, value_parser = parse_source)]
-    sources: Vec<Source>,
+    pub sources: Vec<Source>,
     /// Keep rows from this time on: a duration back from now (7d, 12h) or an RFC 3339 time.
     #[arg(long)]
-    since: Option<String>,
+    pub since: Option<String>,
     /// Keep rows before this time: a duration back from now or an RFC 3339 time.
     #[arg(long)]
-    until: Option<String>,
+    pub until: Option<String>,
     /// Skip bad rows (counted and reported) instead of failing.
     #[arg(long)]
-    skip_bad_rows: bool,
-    /// Bucket length for CSV sources (e.g. 10s, 1m).
+    pub skip_bad_rows: bool,
+    /// Bucket length for CSV sources and the query step of prometheus: sources (e.g. 10s, 1m).
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
-    interval: i64,
+    pub interval: i64,
     /// Timeout of one request to a prometheus: source (retried 3 times with backoff).
     #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = parse_interval)]
-    prometheus_timeout: i64,
+    pub prometheus_timeout: i64,
     /// File holding a bearer token for prometheus: sources.
     #[arg(long = "prometheus.bearer-token-file", value_name = "FILE")]
-    prometheus_bearer_token_file: Option<PathBuf>,
+    pub prometheus_bearer_token_file: Option<PathBuf>,
     /// Basic auth for prometheus: sources: user and a file holding the password.
     #[arg(long = "prometheus.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
-    prometheus_basic_auth: Option<(String, PathBuf)>,
+    pub prometheus_basic_auth: Option<(String, PathBuf)>,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     format: OutputFormat,
@@ -59,7 +68,7 @@ fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-fn parse_interval(s: &str) -> Result<i64, String> {
+pub fn parse_interval(s: &str) -> Result<i64, String> {
     // A duration back from 0 is minus the duration.
     match ingest::parse_time(s, 0) {
         Ok(v) if v < 0 && s.ends_with(|c: char| c.is_ascii_alphabetic()) => Ok(-v),
@@ -69,52 +78,61 @@ fn parse_interval(s: &str) -> Result<i64, String> {
     }
 }
 
-pub fn run(args: IngestArgs) -> Result<()> {
-    let now = chrono::Utc::now().timestamp_millis();
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| ingest::parse_time(s, now))
-        .transpose()?;
-    let until = args
-        .until
-        .as_deref()
-        .map(|s| ingest::parse_time(s, now))
-        .transpose()?;
-    let start = Instant::now();
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} ingest {pos}/{len} files {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let tty = std::io::stderr().is_terminal();
-    let progress = |done: usize, total: usize| {
-        if tty && bar.is_hidden() && start.elapsed() > Duration::from_millis(500) {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
+impl SourceArgs {
+    /// Ingests the sources with the flags' options, showing a spinner on a terminal when it
+    /// takes more than half a second; prints the report's warnings on stderr.
+    pub fn ingest(&self) -> Result<(Frames, IngestReport)> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let since = self
+            .since
+            .as_deref()
+            .map(|s| ingest::parse_time(s, now))
+            .transpose()?;
+        let until = self
+            .until
+            .as_deref()
+            .map(|s| ingest::parse_time(s, now))
+            .transpose()?;
+        let start = Instant::now();
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} ingest {pos}/{len} files {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let tty = std::io::stderr().is_terminal();
+        let progress = |done: usize, total: usize| {
+            if tty && bar.is_hidden() && start.elapsed() > Duration::from_millis(500) {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        };
+        let opts = IngestOptions {
+            since,
+            until,
+            skip_bad_rows: self.skip_bad_rows,
+            interval_ms: self.interval,
+            prometheus: PrometheusOptions {
+                timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
+                bearer_token_file: self.prometheus_bearer_token_file.clone(),
+                basic_auth: self.prometheus_basic_auth.clone(),
+                ..PrometheusOptions::default()
+            },
+            progress: Some(&progress),
+        };
+        let result = ingest::ingest(&self.sources, &opts);
+        bar.finish_and_clear();
+        let (frames, report) = result?;
+        for w in &report.warnings {
+            eprintln!("tessera: warning: {w}");
         }
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    };
-    let opts = IngestOptions {
-        since,
-        until,
-        skip_bad_rows: args.skip_bad_rows,
-        interval_ms: args.interval,
-        prometheus: PrometheusOptions {
-            timeout: Duration::from_millis(args.prometheus_timeout.max(1) as u64),
-            bearer_token_file: args.prometheus_bearer_token_file,
-            basic_auth: args.prometheus_basic_auth,
-            ..PrometheusOptions::default()
-        },
-        progress: Some(&progress),
-    };
-    let result = ingest::ingest(&args.sources, &opts);
-    bar.finish_and_clear();
-    let (frames, report) = result?;
-    let summaries = summary::describe(&frames, &report)?;
-    for w in &report.warnings {
-        eprintln!("tessera: warning: {w}");
+        Ok((frames, report))
     }
+}
+
+pub fn run(args: IngestArgs) -> Result<()> {
+    let (frames, report) = args.src.ingest()?;
+    let summaries = summary::describe(&frames, &report)?;
     match args.format {
         OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
         OutputFormat::Json => println!(

@@ -5,5 +5,6 @@
 //! Architecture invariant: the analyzer never calls NVML; anything about GPUs comes through the
 //! exporter's library (`tessera_exporter`).
 
+pub mod advisor;
 pub mod ingest;
 pub mod scenario;

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tessera::scenario;
 use tessera_exporter::sim;
 
+mod analyze_cmd;
 mod ingest_cmd;
 mod simulate;
 
@@ -28,6 +29,8 @@ enum Command {
     },
     /// Read telemetry sources into the canonical frames and summarise them.
     Ingest(ingest_cmd::IngestArgs),
+    /// Find idle-loaded models, consolidation candidates, off-peak windows and busy-but-idle GPUs.
+    Analyze(analyze_cmd::AnalyzeArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
 }
@@ -79,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Command::Ingest(args) => ingest_cmd::run(args)?,
+        Command::Analyze(args) => analyze_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
     }
     Ok(())

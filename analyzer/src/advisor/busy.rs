@@ -1,0 +1,213 @@
+//! Busy but not working: GPUs whose busy ratio (NVML `utilization.gpu`, dcgm `GPU_UTIL`) is high
+//! while their SM activity is low — a kernel is resident most of the time but uses few SMs
+//! (small batches, a single stream, CPU-bound input pipelines). Needs both signals in the same
+//! rows; GPUs with only one are skipped and counted in a note.
+//!
+//! A row qualifies when `busy_mean ≥ min_busy` and `sm_active_mean ≤ max_sm_share × busy_mean`.
+//! Rows are joined into spans with the same gap rule as the idle detector; a GPU is reported when
+//! its spans add up to at least `min_duration`. This module suggests, it does not profile.
+
+use polars::prelude::*;
+use serde_json::json;
+
+use super::columns::{self, runs, ts_ms};
+use super::{
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
+    r3,
+};
+use crate::ingest::{Frames, fmt_ms};
+
+/// Thresholds (flags `--busy.*`).
+#[derive(Debug, Clone)]
+pub struct BusyParams {
+    /// Lowest busy ratio that counts (default 0.5).
+    pub min_busy: f64,
+    /// SM activity at most this share of busy (default 0.5).
+    pub max_sm_share: f64,
+    /// Least total time in such spans for a finding, ms (default 60 min).
+    pub min_duration_ms: i64,
+    /// A gap longer than this many intervals breaks a span (default 2).
+    pub max_gap_intervals: f64,
+}
+
+impl Default for BusyParams {
+    fn default() -> Self {
+        BusyParams {
+            min_busy: 0.5,
+            max_sm_share: 0.5,
+            min_duration_ms: 3_600_000,
+            max_gap_intervals: 2.0,
+        }
+    }
+}
+
+/// The busy-not-working detector.
+pub struct BusyNotWorking;
+
+/// One GPU's busy-not-working spans `(start, end)` in unix ms (start = start of the first
+/// qualifying interval).
+#[derive(Debug, Clone)]
+pub struct BusyGpu {
+    pub entity: Entity,
+    pub spans: Vec<(i64, i64)>,
+    pub busy_mean: f64,
+    pub sm_mean: f64,
+    pub observed_ms: i64,
+}
+
+/// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
+pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64), AdvisorError> {
+    let df = frames
+        .gpu
+        .clone()
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            col("model"),
+            ts_ms().alias("ts"),
+            col("interval_ms").cast(DataType::Int64),
+            col("busy_mean"),
+            col("sm_active_mean"),
+        ])
+        .sort(["node", "uuid", "ts"], SortMultipleOptions::default())
+        .collect()?;
+    let node = columns::strs(&df, "node")?;
+    let uuid = columns::strs(&df, "uuid")?;
+    let model = columns::strs(&df, "model")?;
+    let gpu = columns::i64s(&df, "gpu")?;
+    let ts = columns::i64s(&df, "ts")?;
+    let iv = columns::i64s(&df, "interval_ms")?;
+    let busy = columns::f64s(&df, "busy_mean")?;
+    let sm = columns::f64s(&df, "sm_active_mean")?;
+    let mut out = Vec::new();
+    let mut single_signal = 0u64;
+    for r in runs(&[&node, &uuid], df.height()) {
+        let first = r.start;
+        let mut spans: Vec<(i64, i64)> = Vec::new();
+        let mut cur: Option<(i64, i64)> = None;
+        let mut prev: Option<i64> = None;
+        let (mut bsum, mut ssum, mut k, mut observed) = (0.0, 0.0, 0u64, 0i64);
+        let mut both = false;
+        for i in r {
+            let (Some(t), Some(d)) = (ts.get(i), iv.get(i)) else {
+                continue;
+            };
+            let d = d.max(1);
+            if let Some(pt) = prev
+                && (t - pt) as f64 > p.max_gap_intervals * d as f64
+            {
+                spans.extend(cur.take());
+            }
+            prev = Some(t);
+            let (Some(b), Some(s)) = (busy.get(i), sm.get(i)) else {
+                spans.extend(cur.take());
+                continue;
+            };
+            both = true;
+            observed += d;
+            bsum += b;
+            ssum += s;
+            k += 1;
+            if b >= p.min_busy && s <= p.max_sm_share * b {
+                let c = cur.get_or_insert((t - d, t));
+                c.1 = t;
+            } else {
+                spans.extend(cur.take());
+            }
+        }
+        spans.extend(cur.take());
+        if !both {
+            single_signal += 1;
+            continue;
+        }
+        let o = |v: Option<&str>| v.map(str::to_string);
+        out.push(BusyGpu {
+            entity: Entity {
+                kind: "gpu".into(),
+                node: o(node.get(first)),
+                gpu: gpu.get(first).map(|g| g as u32),
+                uuid: o(uuid.get(first)),
+                model: o(model.get(first)),
+                ..Entity::default()
+            },
+            spans,
+            busy_mean: if k > 0 { bsum / k as f64 } else { 0.0 },
+            sm_mean: if k > 0 { ssum / k as f64 } else { 0.0 },
+            observed_ms: observed,
+        });
+    }
+    Ok((out, single_signal))
+}
+
+impl Detector for BusyNotWorking {
+    fn id(&self) -> &'static str {
+        "busy_not_working"
+    }
+
+    fn title(&self) -> &'static str {
+        "Busy but not working"
+    }
+
+    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+        let p = &params.busy;
+        let (gpus, single) = busy_gpus(frames, p)?;
+        let mut out = DetectorOutput::default();
+        if single > 0 {
+            out.notes.push(format!(
+                "{single} GPU(s) lack busy ratio or SM activity (MIG mode, pre-Hopper without DCGM profiling) and were not judged"
+            ));
+        }
+        for g in gpus {
+            let total: i64 = g.spans.iter().map(|(a, b)| b - a).sum();
+            if total < p.min_duration_ms {
+                continue;
+            }
+            let share = if g.observed_ms > 0 {
+                total as f64 / g.observed_ms as f64
+            } else {
+                0.0
+            };
+            let ident = [
+                g.entity.node.as_deref().unwrap_or(""),
+                g.entity.uuid.as_deref().unwrap_or(""),
+            ];
+            out.findings.push(Finding {
+                id: finding_id(self.id(), &ident),
+                detector: self.id(),
+                severity: if share >= 0.25 {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                },
+                summary: format!(
+                    "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
+                    g.entity.label(),
+                    hours(total),
+                    share * 100.0,
+                    g.busy_mean * 100.0,
+                    g.sm_mean * 100.0
+                ),
+                entity: g.entity.clone(),
+                action: "profile the workload (Nsight Systems): larger batches, more CUDA streams or a faster input pipeline would use the SMs it already holds; busy ratio overstates its use".into(),
+                evidence: json!({
+                    "hours": r3(hours(total)),
+                    "share": r3(share),
+                    "busy_mean": r3(g.busy_mean),
+                    "sm_active_mean": r3(g.sm_mean),
+                    "spans": g.spans.iter().map(|(a, b)| json!({
+                        "start": fmt_ms(*a), "end": fmt_ms(*b),
+                        "minutes": r3((b - a) as f64 / 60_000.0),
+                    })).collect::<Vec<_>>(),
+                }),
+            });
+        }
+        out.summary = format!(
+            "{} GPU(s) busy by utilization.gpu while SM activity stayed ≤ {:.0}% of it for ≥ {} min",
+            out.findings.len(),
+            p.max_sm_share * 100.0,
+            p.min_duration_ms / 60_000
+        );
+        Ok(out)
+    }
+}

@@ -1,0 +1,487 @@
+//! Consolidation candidates: whole-GPU workloads (everything running on one GPU outside MIG
+//! mode) whose *time-aligned* combined demand fits on fewer GPUs of the same model.
+//!
+//! Each loaded GPU's series is bucketed to `step` (memory: max; activity: max of SM activity,
+//! else of the busy ratio), aligned on the same buckets, and packed first-fit-decreasing by peak
+//! memory onto GPUs of its model. A group fits on one GPU when, on the *summed* series,
+//! - peak memory × (1 + headroom) ≤ the GPU's memory,
+//! - the `quantile` of summed activity ≤ `compute_target`, and
+//! - the summed activity never exceeds 1 (so the plan never exceeds capacity on history).
+//!
+//! Buckets where a GPU has no data count at that GPU's own peak (a gap never makes a plan look
+//! better). Risk is the share of buckets where the combined activity exceeded the target.
+//! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::*;
+use serde_json::json;
+
+use super::columns::{self, runs, ts_ms};
+use super::{
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
+    r3,
+};
+use crate::ingest::Frames;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Thresholds (flags `--consolidation.*`).
+#[derive(Debug, Clone)]
+pub struct ConsolidationParams {
+    /// Bucket length of the aligned series, ms (default 60 s).
+    pub step_ms: i64,
+    /// Memory headroom on the combined peak (default 0.10).
+    pub headroom: f64,
+    /// Quantile of combined activity that must stay under the target (default 0.95).
+    pub quantile: f64,
+    /// Activity target for that quantile (default 0.8).
+    pub compute_target: f64,
+    /// Memory peak below which a GPU is not a workload (empty GPU), bytes (default 1 GiB).
+    pub min_memory_bytes: f64,
+}
+
+impl Default for ConsolidationParams {
+    fn default() -> Self {
+        ConsolidationParams {
+            step_ms: 60_000,
+            headroom: 0.10,
+            quantile: 0.95,
+            compute_target: 0.8,
+            min_memory_bytes: GIB,
+        }
+    }
+}
+
+/// The consolidation detector.
+pub struct Consolidation;
+
+/// One loaded GPU with its aligned series.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub entity: Entity,
+    /// Processes/pods seen on it.
+    pub tenants: Vec<String>,
+    pub capacity_bytes: f64,
+    pub mem: Vec<f32>,
+    pub act: Vec<f32>,
+    pub peak_mem: f32,
+    pub peak_act: f32,
+    /// `sm_active` or `busy`.
+    pub activity_source: &'static str,
+}
+
+/// A group of workloads planned onto one GPU (the host: the first member).
+#[derive(Debug, Clone)]
+pub struct Bin {
+    pub members: Vec<usize>,
+    pub mem: Vec<f32>,
+    pub act: Vec<f32>,
+    pub peak_mem: f32,
+    pub peak_act: f32,
+}
+
+fn quantile(v: &[f32], q: f64) -> f32 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut c = v.to_vec();
+    let k = ((q * (c.len() - 1) as f64).round() as usize).min(c.len() - 1);
+    let (_, x, _) = c.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
+    *x
+}
+
+/// Loaded GPUs outside MIG mode, bucketed and aligned (pure over the frames).
+pub fn workloads(
+    frames: &Frames,
+    p: &ConsolidationParams,
+) -> Result<(Vec<Workload>, Vec<String>), AdvisorError> {
+    let step = p.step_ms.max(1);
+    let mut notes = Vec::new();
+    let df = frames
+        .gpu
+        .clone()
+        .filter(col("mig_enabled").fill_null(lit(false)).not())
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            col("model"),
+            // ts > 0, so truncation is floor.
+            ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(step as f64))
+                .cast(DataType::Int64)
+                .alias("b"),
+            col("memory_used_max_bytes")
+                .cast(DataType::Float64)
+                .alias("mem"),
+            col("memory_total_bytes")
+                .cast(DataType::Float64)
+                .alias("total"),
+            col("sm_active_max"),
+            col("busy_max"),
+        ])
+        .group_by([col("node"), col("uuid"), col("b")])
+        .agg([
+            col("gpu").first(),
+            col("model").first(),
+            col("mem").max(),
+            col("total").max(),
+            col("sm_active_max").max(),
+            col("busy_max").max(),
+        ])
+        .sort(["node", "uuid", "b"], SortMultipleOptions::default())
+        .collect()?;
+    let node = columns::strs(&df, "node")?;
+    let uuid = columns::strs(&df, "uuid")?;
+    let model = columns::strs(&df, "model")?;
+    let gpu = columns::i64s(&df, "gpu")?;
+    let b = columns::i64s(&df, "b")?;
+    let mem = columns::f64s(&df, "mem")?;
+    let total = columns::f64s(&df, "total")?;
+    let sm = columns::f64s(&df, "sm_active_max")?;
+    let busy = columns::f64s(&df, "busy_max")?;
+    let (mut bmin, mut bmax) = (i64::MAX, i64::MIN);
+    for i in 0..df.height() {
+        if let Some(x) = b.get(i) {
+            bmin = bmin.min(x);
+            bmax = bmax.max(x);
+        }
+    }
+    if bmin > bmax {
+        return Ok((Vec::new(), notes));
+    }
+    let len = (bmax - bmin + 1) as usize;
+    let tenants = tenants(frames)?;
+    let mut out = Vec::new();
+    let mut no_total = 0;
+    for r in runs(&[&node, &uuid], df.height()) {
+        let first = r.start;
+        let uses_sm = r.clone().any(|i| sm.get(i).is_some());
+        let mut m = vec![f32::NAN; len];
+        let mut a = vec![f32::NAN; len];
+        let mut cap: f64 = 0.0;
+        for i in r {
+            let Some(x) = b.get(i) else { continue };
+            let k = (x - bmin) as usize;
+            m[k] = mem.get(i).map_or(f32::NAN, |v| v as f32);
+            let act = if uses_sm { sm.get(i) } else { busy.get(i) };
+            a[k] = act.map_or(f32::NAN, |v| v as f32);
+            cap = cap.max(total.get(i).unwrap_or(0.0));
+        }
+        let peak_mem = m
+            .iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .fold(0.0, f32::max);
+        if f64::from(peak_mem) < p.min_memory_bytes {
+            continue;
+        }
+        if cap <= 0.0 {
+            no_total += 1;
+            continue;
+        }
+        let peak_act = a
+            .iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .fold(0.0, f32::max);
+        // Unknown buckets count at the workload's own peak.
+        for v in &mut m {
+            if v.is_nan() {
+                *v = peak_mem;
+            }
+        }
+        let any_act = a.iter().any(|v| !v.is_nan());
+        for v in &mut a {
+            if v.is_nan() {
+                // No activity signal at all: assume the GPU is fully used (never consolidated).
+                *v = if any_act { peak_act } else { 1.0 };
+            }
+        }
+        let n = node.get(first).unwrap_or("").to_string();
+        let u = uuid.get(first).unwrap_or("").to_string();
+        out.push(Workload {
+            tenants: tenants
+                .get(&(n.clone(), u.clone()))
+                .cloned()
+                .unwrap_or_default(),
+            entity: Entity {
+                kind: "gpu".into(),
+                node: Some(n),
+                gpu: gpu.get(first).map(|g| g as u32),
+                uuid: Some(u),
+                model: model.get(first).map(str::to_string),
+                ..Entity::default()
+            },
+            capacity_bytes: cap,
+            peak_mem,
+            peak_act: if any_act { peak_act } else { 1.0 },
+            mem: m,
+            act: a,
+            activity_source: if uses_sm { "sm_active" } else { "busy" },
+        });
+    }
+    if no_total > 0 {
+        notes.push(format!(
+            "{no_total} loaded GPU(s) report no memory total and were left out"
+        ));
+    }
+    Ok((out, notes))
+}
+
+/// Processes/pods per GPU, for labels.
+fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, AdvisorError> {
+    let df = frames
+        .process
+        .clone()
+        .select([
+            col("node"),
+            col("uuid"),
+            col("process"),
+            col("namespace"),
+            col("pod"),
+            col("slurm_job_id"),
+        ])
+        .unique(None, UniqueKeepStrategy::Any)
+        .sort(["node", "uuid", "process"], SortMultipleOptions::default())
+        .collect()?;
+    let c = |n: &str| columns::strs(&df, n);
+    let (node, uuid, process, ns, pod, job) = (
+        c("node")?,
+        c("uuid")?,
+        c("process")?,
+        c("namespace")?,
+        c("pod")?,
+        c("slurm_job_id")?,
+    );
+    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for i in 0..df.height() {
+        let mut label = process.get(i).unwrap_or("?").to_string();
+        match (ns.get(i), pod.get(i)) {
+            (Some(n), Some(p)) => label.push_str(&format!(" ({n}/{p})")),
+            (None, Some(p)) => label.push_str(&format!(" ({p})")),
+            _ => {}
+        }
+        if let Some(j) = job.get(i) {
+            label.push_str(&format!(" (slurm job {j})"));
+        }
+        let e = out
+            .entry((
+                node.get(i).unwrap_or("").into(),
+                uuid.get(i).unwrap_or("").into(),
+            ))
+            .or_default();
+        if !e.contains(&label) {
+            e.push(label);
+        }
+    }
+    Ok(out)
+}
+
+/// Would `w` fit into `bin` on a GPU of `cap` bytes?
+fn fits(bin: &Bin, w: &Workload, cap: f64, p: &ConsolidationParams) -> bool {
+    let limit = (cap / (1.0 + p.headroom)) as f32;
+    if bin.peak_mem + w.peak_mem > limit {
+        let peak = bin
+            .mem
+            .iter()
+            .zip(&w.mem)
+            .map(|(a, b)| a + b)
+            .fold(0.0, f32::max);
+        if peak > limit {
+            return false;
+        }
+    }
+    if bin.peak_act + w.peak_act <= p.compute_target as f32 {
+        return true;
+    }
+    let sum: Vec<f32> = bin.act.iter().zip(&w.act).map(|(a, b)| a + b).collect();
+    if sum.iter().any(|&v| v > 1.0) {
+        return false;
+    }
+    quantile(&sum, p.quantile) <= p.compute_target as f32
+}
+
+/// First-fit decreasing by peak memory over the workloads of one model; returns the bins.
+pub fn pack(ws: &[Workload], idx: &[usize], p: &ConsolidationParams) -> Vec<Bin> {
+    let cap = idx
+        .iter()
+        .map(|&i| ws[i].capacity_bytes)
+        .fold(f64::INFINITY, f64::min);
+    let mut order = idx.to_vec();
+    order.sort_by(|&a, &b| {
+        ws[b]
+            .peak_mem
+            .total_cmp(&ws[a].peak_mem)
+            .then(ws[b].peak_act.total_cmp(&ws[a].peak_act))
+            .then(a.cmp(&b))
+    });
+    let mut bins: Vec<Bin> = Vec::new();
+    for i in order {
+        let w = &ws[i];
+        if let Some(bin) = bins.iter_mut().find(|bin| fits(bin, w, cap, p)) {
+            for (a, b) in bin.mem.iter_mut().zip(&w.mem) {
+                *a += b;
+            }
+            for (a, b) in bin.act.iter_mut().zip(&w.act) {
+                *a += b;
+            }
+            bin.peak_mem = bin.mem.iter().copied().fold(0.0, f32::max);
+            bin.peak_act = bin.act.iter().copied().fold(0.0, f32::max);
+            bin.members.push(i);
+        } else {
+            bins.push(Bin {
+                members: vec![i],
+                mem: w.mem.clone(),
+                act: w.act.clone(),
+                peak_mem: w.peak_mem,
+                peak_act: w.peak_act,
+            });
+        }
+    }
+    bins
+}
+
+impl Detector for Consolidation {
+    fn id(&self) -> &'static str {
+        "consolidation"
+    }
+
+    fn title(&self) -> &'static str {
+        "Consolidation candidates"
+    }
+
+    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+        let p = &params.consolidation;
+        if !(0.0..=1.0).contains(&p.quantile) || !(0.0..=1.0).contains(&p.compute_target) {
+            return Err(AdvisorError::Param {
+                name: "--consolidation.quantile/--consolidation.compute-target",
+                reason: "must be in 0–1".into(),
+            });
+        }
+        let (ws, notes) = workloads(frames, p)?;
+        let mut out = DetectorOutput {
+            notes,
+            ..DetectorOutput::default()
+        };
+        let mut by_model: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, w) in ws.iter().enumerate() {
+            by_model
+                .entry(w.entity.model.clone().unwrap_or_else(|| "unknown".into()))
+                .or_default()
+                .push(i);
+        }
+        let step_h = hours(p.step_ms);
+        let mut freed_total = 0usize;
+        for (model, idx) in &by_model {
+            let bins = pack(&ws, idx, p);
+            let freed = idx.len() - bins.len();
+            if freed == 0 {
+                continue;
+            }
+            freed_total += freed;
+            let cap = idx
+                .iter()
+                .map(|&i| ws[i].capacity_bytes)
+                .fold(f64::INFINITY, f64::min);
+            let buckets = ws[idx[0]].mem.len();
+            let label = |i: usize| {
+                let w = &ws[i];
+                let mut s = w.entity.label();
+                if !w.tenants.is_empty() {
+                    s.push_str(&format!(" [{}]", w.tenants.join("; ")));
+                }
+                s
+            };
+            let plan: Vec<_> = bins
+                .iter()
+                .filter(|b| b.members.len() > 1)
+                .map(|b| {
+                    let host = &ws[b.members[0]];
+                    let over_target = b
+                        .act
+                        .iter()
+                        .filter(|&&v| f64::from(v) > p.compute_target)
+                        .count();
+                    let over_cap = b.act.iter().filter(|&&v| v > 1.0).count()
+                        + b
+                            .mem
+                            .iter()
+                            .filter(|&&v| f64::from(v) > cap)
+                            .count();
+                    json!({
+                        "host": {"node": host.entity.node, "gpu": host.entity.gpu, "uuid": host.entity.uuid},
+                        "workloads": b.members.iter().map(|&i| json!({
+                            "node": ws[i].entity.node, "gpu": ws[i].entity.gpu,
+                            "uuid": ws[i].entity.uuid, "label": label(i),
+                            "memory_peak_gib": r3(f64::from(ws[i].peak_mem) / GIB),
+                            "activity_peak": r3(f64::from(ws[i].peak_act)),
+                            "activity_source": ws[i].activity_source,
+                        })).collect::<Vec<_>>(),
+                        "combined_memory_peak_gib": r3(f64::from(b.peak_mem) / GIB),
+                        "memory_headroom": r3(1.0 - f64::from(b.peak_mem) / cap),
+                        "combined_activity_p95": r3(f64::from(quantile(&b.act, 0.95))),
+                        "combined_activity_p99": r3(f64::from(quantile(&b.act, 0.99))),
+                        "combined_activity_max": r3(f64::from(b.peak_act)),
+                        "risk_over_target_share": r3(over_target as f64 / buckets.max(1) as f64),
+                        "over_capacity_share": r3(over_cap as f64 / buckets.max(1) as f64),
+                    })
+                })
+                .collect();
+            let moves: Vec<String> = bins
+                .iter()
+                .filter(|b| b.members.len() > 1)
+                .flat_map(|b| {
+                    let host = ws[b.members[0]].entity.label();
+                    b.members[1..]
+                        .iter()
+                        .map(move |&i| (i, host.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .map(|(i, host)| format!("{} → {host}", label(i)))
+                .collect();
+            let gpu_hours = freed as f64 * buckets as f64 * step_h;
+            out.findings.push(Finding {
+                id: finding_id(self.id(), &[model]),
+                detector: self.id(),
+                severity: Severity::Warning,
+                entity: Entity {
+                    kind: "gpu_model".into(),
+                    model: Some(model.clone()),
+                    ..Entity::default()
+                },
+                summary: format!(
+                    "{model}: {} loaded GPU(s) fit on {} — {freed} GPU(s) freed ({:.0} GPU-hours over the period)",
+                    idx.len(),
+                    bins.len(),
+                    gpu_hours
+                ),
+                action: format!(
+                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}",
+                    moves.join("; ")
+                ),
+                evidence: json!({
+                    "model": model,
+                    "gpus_loaded": idx.len(),
+                    "gpus_needed": bins.len(),
+                    "gpus_freed": freed,
+                    "gpu_hours_freed": r3(gpu_hours),
+                    "capacity_gib": r3(cap / GIB),
+                    "headroom": p.headroom,
+                    "quantile": p.quantile,
+                    "compute_target": p.compute_target,
+                    "step_seconds": p.step_ms / 1000,
+                    "plan": plan,
+                }),
+            });
+        }
+        out.summary = format!(
+            "{} loaded GPU(s) outside MIG; {freed_total} could be freed by co-locating workloads whose combined peak memory (+{:.0}%) and p{:.0} activity (≤ {:.0}%) fit",
+            ws.len(),
+            p.headroom * 100.0,
+            p.quantile * 100.0,
+            p.compute_target * 100.0
+        );
+        Ok(out)
+    }
+}

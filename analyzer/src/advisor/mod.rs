@@ -1,0 +1,301 @@
+//! The advisor: detectors over the canonical frames (`docs/frames.md`) that find waste and
+//! opportunity, each returning [`Finding`]s with evidence and a suggested action
+//! (`docs/findings.md`).
+//!
+//! Every detector is a pure function of the frames and its [`Params`]: it reads, never writes,
+//! and does no I/O besides collecting the lazy frames it is given. Detectors are listed in one
+//! registry ([`registry`]); [`analyze`] runs them all and assembles a versioned [`Analysis`].
+//!
+//! Detectors (one module each):
+//! - [`idle`] — idle-loaded models (memory held, no activity, for an hour or more);
+//! - [`consolidation`] — whole-GPU workloads whose time-aligned combined demand fits on fewer
+//!   GPUs;
+//! - [`offpeak`] — hour-of-week windows where GPUs are reliably free (for training);
+//! - [`busy`] — GPUs busy by `utilization.gpu` while their SMs are mostly idle.
+//!
+//! This module does not read sources (that is `ingest`), plan MIG layouts, or render reports.
+
+pub mod busy;
+pub mod columns;
+pub mod consolidation;
+pub mod idle;
+pub mod offpeak;
+
+use std::fmt::Write as _;
+
+use chrono_tz::Tz;
+use polars::prelude::PolarsError;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ingest::{Frames, fmt_ms};
+
+/// Version of the findings JSON document (`docs/findings.md`).
+pub const FINDINGS_VERSION: u32 = 1;
+
+/// Errors of the advisor.
+#[derive(Debug, thiserror::Error)]
+pub enum AdvisorError {
+    #[error("reading frames: {0}")]
+    Polars(#[from] PolarsError),
+    #[error("bad parameter {name}: {reason}")]
+    Param { name: &'static str, reason: String },
+}
+
+/// What a finding is about.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Entity {
+    /// `process`, `mig`, `gpu`, `gpu_model` or `fleet`.
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig_uuid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_instance: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
+}
+
+impl Entity {
+    /// A short human label: `gpu-node-1/GPU1 pid 1234 (python3, research/embed-0)`.
+    pub fn label(&self) -> String {
+        let mut s = String::new();
+        if let Some(n) = &self.node {
+            s.push_str(n);
+        }
+        if let Some(g) = self.gpu {
+            let _ = write!(s, "/GPU{g}");
+        }
+        if let Some(gi) = self.gpu_instance {
+            let _ = write!(s, "/GI{gi}");
+        }
+        if let Some(m) = &self.model
+            && self.node.is_none()
+        {
+            s.push_str(m);
+        }
+        if let Some(p) = self.pid {
+            let _ = write!(s, " pid {p}");
+        }
+        let mut who = Vec::new();
+        if let Some(p) = &self.process {
+            who.push(p.clone());
+        }
+        match (&self.namespace, &self.pod) {
+            (Some(ns), Some(p)) => who.push(format!("{ns}/{p}")),
+            (None, Some(p)) => who.push(p.clone()),
+            _ => {}
+        }
+        if let Some(j) = &self.slurm_job {
+            who.push(format!("slurm job {j}"));
+        }
+        if !who.is_empty() {
+            let _ = write!(s, " ({})", who.join(", "));
+        }
+        if s.is_empty() {
+            s.push_str(&self.kind);
+        }
+        s
+    }
+}
+
+/// How much a finding matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+/// One finding: a stable id, what it is about, one line saying what was found, a suggested
+/// action, and detector-specific evidence (`docs/findings.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// Stable across runs for the same detector and entity (`idle_loaded-3f9a0c1d2b4e5f60`).
+    pub id: String,
+    pub detector: &'static str,
+    pub severity: Severity,
+    pub entity: Entity,
+    pub summary: String,
+    pub action: String,
+    pub evidence: Value,
+}
+
+/// A stable finding id: the detector and a 64-bit FNV-1a hash of the identity parts (stable
+/// across runs, platforms and releases — unlike `std`'s hasher).
+pub fn finding_id(detector: &str, parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in std::iter::once(detector).chain(parts.iter().copied()) {
+        for b in p.bytes().chain(std::iter::once(0x1f)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{detector}-{h:016x}")
+}
+
+/// Thresholds of every detector (each a `tessera analyze` flag).
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub idle: idle::IdleParams,
+    pub consolidation: consolidation::ConsolidationParams,
+    pub offpeak: offpeak::OffpeakParams,
+    pub busy: busy::BusyParams,
+    /// Time zone of schedules and hour-of-week profiles.
+    pub tz: Tz,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            idle: idle::IdleParams::default(),
+            consolidation: consolidation::ConsolidationParams::default(),
+            offpeak: offpeak::OffpeakParams::default(),
+            busy: busy::BusyParams::default(),
+            tz: Tz::UTC,
+        }
+    }
+}
+
+/// One detector of the registry (after tokio-console's lints: check, then format, then
+/// summarise).
+pub trait Detector: Sync {
+    /// Stable id, used in finding ids and JSON (`idle_loaded`).
+    fn id(&self) -> &'static str;
+    /// Human title.
+    fn title(&self) -> &'static str;
+    /// Runs over the frames.
+    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError>;
+}
+
+/// What one detector returns: its findings, one summary line and notes on the data it used
+/// (which activity signal, what it could not judge).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DetectorOutput {
+    pub findings: Vec<Finding>,
+    pub summary: String,
+    pub notes: Vec<String>,
+    /// Detector-level result that is not a finding (e.g. the free-capacity profile).
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub data: Value,
+}
+
+/// Every detector, in report order.
+pub fn registry() -> Vec<Box<dyn Detector>> {
+    vec![
+        Box::new(idle::IdleLoaded),
+        Box::new(consolidation::Consolidation),
+        Box::new(offpeak::OffPeak),
+        Box::new(busy::BusyNotWorking),
+    ]
+}
+
+/// One detector's part of an [`Analysis`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DetectorReport {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub findings: usize,
+    pub summary: String,
+    pub notes: Vec<String>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub data: Value,
+}
+
+/// The versioned result of `tessera analyze` (`docs/findings.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub version: u32,
+    /// Analysed range, RFC 3339 (first and last row end).
+    pub from: Option<String>,
+    pub until: Option<String>,
+    pub sources: Vec<String>,
+    pub tz: String,
+    pub detectors: Vec<DetectorReport>,
+    pub findings: Vec<Finding>,
+}
+
+/// Runs every detector of the registry (or only those in `only`, by id).
+pub fn analyze(
+    frames: &Frames,
+    params: &Params,
+    range: Option<(i64, i64)>,
+    sources: Vec<String>,
+    only: &[String],
+) -> Result<Analysis, AdvisorError> {
+    let mut detectors = Vec::new();
+    let mut findings = Vec::new();
+    for d in registry() {
+        if !only.is_empty() && !only.iter().any(|o| o == d.id()) {
+            continue;
+        }
+        let out = d.check(frames, params)?;
+        detectors.push(DetectorReport {
+            id: d.id(),
+            title: d.title(),
+            findings: out.findings.len(),
+            summary: out.summary,
+            notes: out.notes,
+            data: out.data,
+        });
+        findings.extend(out.findings);
+    }
+    Ok(Analysis {
+        version: FINDINGS_VERSION,
+        from: range.map(|r| fmt_ms(r.0)),
+        until: range.map(|r| fmt_ms(r.1)),
+        sources,
+        tz: params.tz.name().to_string(),
+        detectors,
+        findings,
+    })
+}
+
+/// The text table `tessera analyze` prints.
+pub fn render_table(a: &Analysis) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "analysed {} .. {} ({})",
+        a.from.as_deref().unwrap_or("-"),
+        a.until.as_deref().unwrap_or("-"),
+        a.tz
+    );
+    for d in &a.detectors {
+        let _ = writeln!(s, "\n== {} — {}", d.title, d.summary);
+        for n in &d.notes {
+            let _ = writeln!(s, "   note: {n}");
+        }
+        for f in a.findings.iter().filter(|f| f.detector == d.id) {
+            let _ = writeln!(s, "  [{:?}] {}  {}", f.severity, f.id, f.summary);
+            let _ = writeln!(s, "      -> {}", f.action);
+        }
+    }
+    s
+}
+
+/// Milliseconds as hours.
+pub(crate) fn hours(ms: i64) -> f64 {
+    ms as f64 / 3_600_000.0
+}
+
+/// Rounds to 3 decimals for evidence (keeps JSON readable and snapshot-stable).
+pub(crate) fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
