@@ -29,8 +29,10 @@ fn main() {
     )
     .unwrap();
     let inventory = Arc::new(b.inventory().unwrap());
-    b.sample().unwrap();
+    let mut tracker = tessera_exporter::idle::IdleTracker::default();
+    tracker.update(&b.sample().unwrap());
     let sample = b.sample().unwrap();
+    let idle = tracker.update(&sample);
     let procs: usize = sample.gpus.iter().map(|g| g.processes.len()).sum();
     let migs: usize = sample.gpus.iter().map(|g| g.mig.len()).sum();
     let snap = Arc::new(Snapshot {
@@ -48,6 +50,7 @@ fn main() {
         missed_ticks: 0,
         totals: Arc::new(Totals::default()),
         attribution: Arc::new(b.node().attribution()),
+        idle: Arc::new(idle),
     });
     let options = RenderOptions::default();
     let mut bytes = 0;

@@ -5,7 +5,9 @@
 //! - [`nvml`]: the NVML backend (nvml-wrapper, loaded at run time; raw calls where the crate has gaps).
 //! - [`sim`]: the simulated fleet (scenarios, workloads, faults, ground truth) and its backend.
 //! - [`mig`]: GPU models, MIG profile tables and the layout checker.
+//! - [`mig_config`]: the planned MIG layout (nvidia-mig-parted v1 files) and drift from it.
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
+//! - [`idle`]: how long each process and GPU has done nothing (on the sampler's clock).
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
 //! - [`history`]: interval rows on disk (aggregation, JSONL/Parquet writer, strict reader).
 //! - [`render`]: one snapshot as a table or JSON (the `--once` output).
@@ -17,8 +19,10 @@
 pub mod attribution;
 pub mod device;
 pub mod history;
+pub mod idle;
 pub mod metrics;
 pub mod mig;
+pub mod mig_config;
 pub mod model;
 pub mod nvml;
 pub mod render;

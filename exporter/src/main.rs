@@ -15,6 +15,7 @@ use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::device::{DeviceError, GpuBackend};
 use tessera_exporter::history::{self, HistoryStats, WriterMode, WriterOptions};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
+use tessera_exporter::mig_config::{MigConfigFile, MigPlan};
 use tessera_exporter::nvml::NvmlBackend;
 use tessera_exporter::render;
 use tessera_exporter::sampler::{
@@ -113,6 +114,21 @@ struct Args {
     /// Delete the oldest closed history files beyond this size per node (e.g. 512MiB, 2GB).
     #[arg(long = "history.max-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = history::parse_bytes)]
     history_max_bytes: u64,
+    /// The node's planned MIG layout: an nvidia-mig-parted config file (version v1); with
+    /// --mig.config-label, exports tessera_mig_layout_drift per GPU (docs/metrics.md).
+    #[arg(
+        long = "mig.config",
+        value_name = "FILE",
+        requires = "mig_config_label"
+    )]
+    mig_config: Option<PathBuf>,
+    /// Which config of --mig.config is this node's plan (as nvidia-mig-parted apply -c LABEL).
+    #[arg(
+        long = "mig.config-label",
+        value_name = "LABEL",
+        requires = "mig_config"
+    )]
+    mig_config_label: Option<String>,
     /// Output format of snapshots.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -212,7 +228,39 @@ fn print_sample(
     out.flush()
 }
 
+/// The planned MIG layout of `--mig.config`/`--mig.config-label`, parsed, selected and checked
+/// against this node's GPUs when they can be read now (a bad file or a plan the GPUs cannot hold
+/// fails here, with exit status 2).
+fn mig_plan(args: &Args) -> Result<Option<Arc<MigPlan>>> {
+    let (Some(file), Some(label)) = (&args.mig_config, &args.mig_config_label) else {
+        return Ok(None);
+    };
+    let plan = MigConfigFile::from_file(file)?.select(label)?;
+    let inventory = factory(args, false).and_then(|mut make| {
+        let mut backend = make()?;
+        Ok(backend.inventory()?)
+    });
+    match inventory {
+        Ok(inv) => {
+            for warning in plan.check(&inv)? {
+                log::warn!("{warning}");
+            }
+            log::info!(
+                "MIG plan: config {:?} of {} ({} GPU(s) checked)",
+                plan.label,
+                plan.source,
+                inv.gpus.len()
+            );
+        }
+        Err(e) => log::warn!(
+            "cannot check --mig.config against the GPUs now ({e:#}); drift is exported once they can be read"
+        ),
+    }
+    Ok(Some(Arc::new(plan)))
+}
+
 fn run(args: Args) -> Result<()> {
+    let mig_plan = mig_plan(&args)?;
     if args.once {
         // One backend, two samples: the first primes counters (GPM, process utilisation, XID),
         // the second is printed.
@@ -239,6 +287,7 @@ fn run(args: Args) -> Result<()> {
             missed_ticks: 0,
             totals: Default::default(),
             attribution: Default::default(),
+            idle: Default::default(),
         };
         if let Err(e) = print_sample(args.format, true, backend.name(), &snap)
             && e.kind() != std::io::ErrorKind::BrokenPipe
@@ -307,6 +356,7 @@ fn run(args: Args) -> Result<()> {
             processes: !args.no_collector_processes,
             processes_max: args.collector_processes_max,
             history: history_enabled.then(|| history_stats.clone()),
+            mig_plan,
             ..RenderOptions::default()
         },
     ));

@@ -53,6 +53,9 @@ pub struct GpuModel {
     pub key: &'static str,
     /// Product name as NVML reports it.
     pub nvml_name: &'static str,
+    /// PCI device id with the vendor in the low 16 bits (`0x233010DE`), as NVML's
+    /// `pciDeviceId` and nvidia-mig-parted's `device-filter` write it.
+    pub pci_device_id: u32,
     pub memory_total_bytes: u64,
     pub power_limit_watts: f64,
     pub idle_power_watts: f64,
@@ -111,6 +114,7 @@ pub mod profile_index {
 struct EightSlot {
     key: &'static str,
     nvml_name: &'static str,
+    pci_device_id: u32,
     total_mib: u64,
     slice_mib: u64,
     labels: [&'static str; 6],
@@ -190,6 +194,7 @@ fn eight_slot(m: EightSlot) -> GpuModel {
     GpuModel {
         key: m.key,
         nvml_name: m.nvml_name,
+        pci_device_id: m.pci_device_id,
         memory_total_bytes: m.total_mib * MIB,
         power_limit_watts: m.power,
         idle_power_watts: m.idle_power,
@@ -222,6 +227,7 @@ fn a30() -> GpuModel {
     GpuModel {
         key: "A30-24GB",
         nvml_name: "NVIDIA A30",
+        pci_device_id: 0x20B7_10DE,
         memory_total_bytes: 24576 * MIB,
         power_limit_watts: 165.0,
         idle_power_watts: 30.0,
@@ -258,6 +264,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "A100-40GB",
                 nvml_name: "NVIDIA A100-SXM4-40GB",
+                pci_device_id: 0x20B0_10DE,
                 total_mib: 40960,
                 slice_mib: 4864,
                 labels: ["5gb", "10gb", "10gb", "20gb", "20gb", "40gb"],
@@ -270,6 +277,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "A100-80GB",
                 nvml_name: "NVIDIA A100-SXM4-80GB",
+                pci_device_id: 0x20B2_10DE,
                 total_mib: 81920,
                 slice_mib: 9856,
                 labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
@@ -283,6 +291,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "H100-80GB",
                 nvml_name: "NVIDIA H100 80GB HBM3",
+                pci_device_id: 0x2330_10DE,
                 total_mib: 81559,
                 slice_mib: 9856,
                 labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
@@ -295,6 +304,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "H100-94GB-NVL",
                 nvml_name: "NVIDIA H100 NVL",
+                pci_device_id: 0x2321_10DE,
                 total_mib: 95830,
                 slice_mib: 11520,
                 labels: ["12gb", "24gb", "24gb", "47gb", "47gb", "94gb"],
@@ -307,6 +317,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "GH200-96GB",
                 nvml_name: "NVIDIA GH200 480GB",
+                pci_device_id: 0x2342_10DE,
                 total_mib: 97871,
                 slice_mib: 11776,
                 labels: ["12gb", "24gb", "24gb", "48gb", "48gb", "96gb"],
@@ -319,6 +330,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "H200-141GB",
                 nvml_name: "NVIDIA H200",
+                pci_device_id: 0x2335_10DE,
                 total_mib: 143771,
                 slice_mib: 17792,
                 labels: ["18gb", "35gb", "35gb", "71gb", "71gb", "141gb"],
@@ -331,6 +343,7 @@ pub fn models() -> &'static [GpuModel] {
             eight_slot(EightSlot {
                 key: "B200-180GB",
                 nvml_name: "NVIDIA B200",
+                pci_device_id: 0x2901_10DE,
                 total_mib: 183359,
                 slice_mib: 22784,
                 labels: ["23gb", "45gb", "45gb", "90gb", "90gb", "180gb"],

@@ -10,6 +10,11 @@
 //!   then snapshots are still published, carrying the error and no sample.
 //! - Ticks are fixed-rate (`start + n × interval`); a tick that comes too late is skipped and
 //!   counted in [`Snapshot::missed_ticks`], never run twice.
+//! - The inventory (identity, MIG mode and MIG instances) is read when the backend is created,
+//!   again every [`SamplerConfig::inventory_refresh`], and at once (at most every
+//!   [`INVENTORY_RECHECK`]) when a sample's MIG devices differ from it — so a MIG layout changed
+//!   at run time shows in `tessera_mig_info` and in the drift from the planned layout.
+//! - Idle spans of processes and GPUs ([`crate::idle`]) are kept here, on the samples' clock.
 //!
 //! This module does no rendering and no I/O besides calling the backend.
 
@@ -21,7 +26,12 @@ use std::time::{Duration, Instant};
 
 use crate::attribution::Attribution;
 use crate::device::{DeviceError, GpuBackend};
-use crate::model::{Inventory, NodeSample};
+use crate::idle::{IdleTimes, IdleTracker};
+use crate::model::{GpuStatus, Inventory, NodeSample};
+
+/// Shortest time between two inventory reads triggered by a sample whose MIG devices differ from
+/// the inventory (a GPU whose MIG reads fail would otherwise trigger one every sample).
+pub const INVENTORY_RECHECK: Duration = Duration::from_secs(5);
 
 /// Creates a backend; called at start and after every driver-level error.
 pub type BackendFactory = Box<dyn FnMut() -> Result<Box<dyn GpuBackend>, DeviceError> + Send>;
@@ -39,6 +49,8 @@ pub struct SamplerConfig {
     pub backoff_initial: Duration,
     /// Largest delay between re-creation attempts.
     pub backoff_max: Duration,
+    /// Time between two reads of the inventory while the backend is up.
+    pub inventory_refresh: Duration,
 }
 
 /// Optional steps the sampler runs after each sample.
@@ -60,6 +72,7 @@ impl Default for SamplerConfig {
             interval: Duration::from_secs(1),
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            inventory_refresh: Duration::from_secs(60),
         }
     }
 }
@@ -97,6 +110,8 @@ pub struct Snapshot {
     pub totals: Arc<Totals>,
     /// Attribution of this sample's processes, by pid (absent: unknown).
     pub attribution: Arc<HashMap<u32, Arc<Attribution>>>,
+    /// How long each process and GPU of this sample has been idle (absent: unknown).
+    pub idle: Arc<IdleTimes>,
 }
 
 impl Snapshot {
@@ -117,8 +132,35 @@ impl Snapshot {
             missed_ticks: 0,
             totals: Arc::default(),
             attribution: Arc::default(),
+            idle: Arc::default(),
         }
     }
+}
+
+/// Whether a sample's MIG devices (GPU and compute instance ids) differ from the inventory's, on
+/// any GPU that was read fully (not lost, no failed MIG reads).
+pub fn mig_devices_changed(inventory: &Inventory, sample: &NodeSample) -> bool {
+    sample.gpus.iter().any(|g| {
+        if matches!(g.status, GpuStatus::Lost | GpuStatus::Error { .. })
+            || g.errors.iter().any(|e| e.field == "mig_memory")
+        {
+            return false;
+        }
+        let Some(info) = inventory.gpus.iter().find(|i| i.index == g.index) else {
+            return true;
+        };
+        let have: Vec<(u32, u32)> = g
+            .mig
+            .iter()
+            .map(|m| (m.gpu_instance_id, m.compute_instance_id))
+            .collect();
+        let known: Vec<(u32, u32)> = info
+            .mig_instances
+            .iter()
+            .map(|m| (m.gpu_instance_id, m.compute_instance_id))
+            .collect();
+        have != known
+    })
 }
 
 /// A GPU as a counter key: index and UUID.
@@ -294,6 +336,8 @@ fn run(
     let interval = config.interval.max(Duration::from_millis(1));
     let mut tick = 0u64;
     let mut totals = Arc::new(Totals::default());
+    let mut idle = IdleTracker::default();
+    let mut inventory_at = Instant::now();
     loop {
         let began = Instant::now();
         let mut sample = None;
@@ -304,6 +348,7 @@ fn run(
                     state.backend = b.name();
                     state.initialisations += 1;
                     inventory = Some(Arc::new(inv));
+                    inventory_at = Instant::now();
                     backend = Some(b);
                     backoff = config.backoff_initial;
                 }
@@ -328,6 +373,25 @@ fn run(
                     {
                         Arc::make_mut(&mut totals).add(&s);
                     }
+                    let since = inventory_at.elapsed();
+                    if since >= config.inventory_refresh
+                        || (since >= INVENTORY_RECHECK
+                            && inventory
+                                .as_deref()
+                                .is_some_and(|inv| mig_devices_changed(inv, &s)))
+                    {
+                        inventory_at = Instant::now();
+                        match b.inventory() {
+                            Ok(inv) if inventory.as_deref() != Some(&inv) => {
+                                log::info!(
+                                    "GPU inventory changed (MIG mode or instances); using the new one"
+                                );
+                                inventory = Some(Arc::new(inv));
+                            }
+                            Ok(_) => {}
+                            Err(e) => log::warn!("re-reading the GPU inventory failed: {e}"),
+                        }
+                    }
                     sample = Some(s);
                 }
                 Err(e) => {
@@ -349,6 +413,10 @@ fn run(
             (Some(s), Some(attribute)) => Arc::new(attribute(s)),
             _ => Arc::default(),
         };
+        let idle_times = match &sample {
+            Some(s) => Arc::new(idle.update(s)),
+            None => Arc::default(),
+        };
         sequence += 1;
         let snapshot = Arc::new(Snapshot {
             sequence,
@@ -359,6 +427,7 @@ fn run(
             missed_ticks: missed,
             totals: totals.clone(),
             attribution,
+            idle: idle_times,
         });
         if let Some(hook) = hooks.on_sample.as_mut() {
             hook(&snapshot);
@@ -421,6 +490,147 @@ mod tests {
         }
     }
 
+    /// One GPU whose MIG layout the test switches between one and two instances.
+    struct Reconfigured {
+        two: Arc<std::sync::atomic::AtomicBool>,
+        inventories: Arc<AtomicU32>,
+    }
+
+    impl Reconfigured {
+        fn instances(&self) -> Vec<crate::model::MigInstanceInfo> {
+            let n = if self.two.load(Ordering::SeqCst) {
+                2
+            } else {
+                1
+            };
+            (0..n)
+                .map(|i| crate::model::MigInstanceInfo {
+                    gpu_instance_id: 1 + i,
+                    compute_instance_id: 0,
+                    profile_id: 9,
+                    profile_name: "3g.40gb".into(),
+                    placement: crate::model::Placement {
+                        start: 4 * i,
+                        size: 4,
+                    },
+                    uuid: format!("MIG-{i}"),
+                    memory_total_bytes: None,
+                })
+                .collect()
+        }
+    }
+
+    impl GpuBackend for Reconfigured {
+        fn name(&self) -> &'static str {
+            "reconfigured"
+        }
+        fn inventory(&mut self) -> Result<Inventory, DeviceError> {
+            self.inventories.fetch_add(1, Ordering::SeqCst);
+            Ok(Inventory {
+                node: "n".into(),
+                driver_version: None,
+                cuda_version: None,
+                gpus: vec![crate::model::GpuInfo {
+                    index: 0,
+                    uuid: "GPU-0".into(),
+                    name: "NVIDIA H100 80GB HBM3".into(),
+                    pci_bus_id: String::new(),
+                    memory_total_bytes: None,
+                    power_limit_watts: None,
+                    mig_mode: Some(crate::model::MigMode {
+                        current: true,
+                        pending: true,
+                    }),
+                    mig_instances: self.instances(),
+                }],
+            })
+        }
+        fn sample(&mut self) -> Result<NodeSample, DeviceError> {
+            let mut g = crate::model::GpuSample::empty(0, "GPU-0", GpuStatus::Ok);
+            g.mig = self
+                .instances()
+                .iter()
+                .map(|m| crate::model::MigSample {
+                    gpu_instance_id: m.gpu_instance_id,
+                    compute_instance_id: 0,
+                    uuid: m.uuid.clone(),
+                    memory_used_bytes: None,
+                    memory_total_bytes: None,
+                    sm_active_ratio: None,
+                })
+                .collect();
+            Ok(NodeSample {
+                timestamp_ms: 0,
+                gpus: vec![g],
+            })
+        }
+    }
+
+    #[test]
+    fn a_mig_layout_changed_at_run_time_reaches_the_inventory() {
+        let two = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let inventories = Arc::new(AtomicU32::new(0));
+        let (t, n) = (two.clone(), inventories.clone());
+        let sampler = Sampler::spawn(
+            Box::new(move || {
+                Ok(Box::new(Reconfigured {
+                    two: t.clone(),
+                    inventories: n.clone(),
+                }) as Box<dyn GpuBackend>)
+            }),
+            SamplerConfig {
+                inventory_refresh: Duration::from_millis(30),
+                ..fast()
+            },
+        )
+        .unwrap();
+        let h = sampler.handle();
+        let first = h.wait_newer(0, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            first.inventory.as_ref().unwrap().gpus[0]
+                .mig_instances
+                .len(),
+            1
+        );
+        two.store(true, Ordering::SeqCst);
+        let mut seq = first.sequence;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = h.wait_newer(seq, Duration::from_secs(5)).unwrap();
+            seq = s.sequence;
+            if s.inventory.as_ref().unwrap().gpus[0].mig_instances.len() == 2 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the new layout never reached the inventory"
+            );
+        }
+        sampler.stop();
+        assert!(inventories.load(Ordering::SeqCst) >= 2);
+    }
+
+    #[test]
+    fn changed_mig_devices_are_noticed_unless_the_read_failed() {
+        let mut b = Reconfigured {
+            two: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            inventories: Arc::default(),
+        };
+        let inv = b.inventory().unwrap();
+        assert!(!mig_devices_changed(&inv, &b.sample().unwrap()));
+        b.two.store(true, Ordering::SeqCst);
+        let mut s = b.sample().unwrap();
+        assert!(mig_devices_changed(&inv, &s));
+        s.gpus[0].errors.push(crate::model::FieldError {
+            field: "mig_memory".into(),
+            kind: "unknown".into(),
+        });
+        assert!(!mig_devices_changed(&inv, &s));
+        s.gpus[0].errors.clear();
+        s.gpus[0].status = GpuStatus::Lost;
+        assert!(!mig_devices_changed(&inv, &s));
+    }
+
     #[test]
     fn tick_offsets_do_not_wrap() {
         let ms = Duration::from_millis(1);
@@ -432,6 +642,7 @@ mod tests {
             interval: Duration::from_millis(5),
             backoff_initial: Duration::from_millis(5),
             backoff_max: Duration::from_millis(20),
+            inventory_refresh: Duration::from_secs(60),
         }
     }
 

@@ -40,10 +40,13 @@ fn snapshot(node: &str, start: &str, samples: usize) -> Snapshot {
     .unwrap();
     let inventory = b.inventory().unwrap();
     let mut totals = Totals::default();
+    let mut tracker = tessera_exporter::idle::IdleTracker::default();
+    let mut idle = Default::default();
     let mut last = None;
     for _ in 0..samples {
         let sample = b.sample().unwrap();
         totals.add(&sample);
+        idle = tracker.update(&sample);
         last = Some(sample);
     }
     Snapshot {
@@ -61,6 +64,7 @@ fn snapshot(node: &str, start: &str, samples: usize) -> Snapshot {
         missed_ticks: 0,
         totals: Arc::new(totals),
         attribution: Arc::new(b.node().attribution()),
+        idle: Arc::new(idle),
     }
 }
 

@@ -325,6 +325,7 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
             interval: Duration::from_millis(5),
             backoff_initial: Duration::from_millis(5),
             backoff_max: Duration::from_millis(10),
+            ..SamplerConfig::default()
         },
     )
     .unwrap();

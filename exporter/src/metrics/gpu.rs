@@ -1,5 +1,5 @@
-//! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, memory, power,
-//! energy, temperature, clocks, throttle reasons, ECC, PCIe and XID counters.
+//! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, idle time, memory,
+//! power, energy, temperature, clocks, throttle reasons, ECC, PCIe and XID counters.
 //!
 //! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type` or
 //! `xid` where a family needs one. Values come from the snapshot only.
@@ -183,6 +183,13 @@ impl Collector for GpuCollector {
             "GPU memory in total.",
             units::bytes(),
             series(&|g| g.memory_total_bytes.map(|v| v as f64)),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_idle",
+            "How long the GPU has continuously shown no activity (SM activity, else busy time, below 0.1%), on the sampler's clock; 0 while active.",
+            Some(Unit::Seconds),
+            series(&|g| snap.idle.gpus.get(&g.uuid).copied()),
         )?;
         family(
             enc,

@@ -1,7 +1,10 @@
 //! MIG instance metrics: identity with profile and placement (`tessera_mig_info`), memory and SM
-//! activity (GPM, Hopper and later) per instance.
+//! activity (GPM, Hopper and later) per instance; with `--mig.config`, per GPU whether its layout
+//! differs from the planned one (`tessera_mig_layout_drift`, computed from the snapshot's
+//! inventory, see [`crate::mig_config`]).
 //!
-//! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`.
+//! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`; the
+//! drift series have `gpu`, `uuid` and `config` (the label of the selected config).
 
 use std::fmt;
 
@@ -21,6 +24,35 @@ impl Collector for MigCollector {
         let Some(inventory) = ctx.snapshot.inventory.as_deref() else {
             return Ok(());
         };
+        if let Some(plan) = ctx.options.mig_plan.as_deref() {
+            let drift = plan.drift(inventory);
+            let idx: Vec<String> = drift.iter().map(|d| d.index.to_string()).collect();
+            let labels = |i: usize| {
+                [
+                    ("gpu", idx[i].as_str()),
+                    ("uuid", drift[i].uuid.as_str()),
+                    ("config", plan.label.as_str()),
+                ]
+            };
+            family(
+                enc,
+                "tessera_mig_layout_drift",
+                "1 when the GPU's MIG mode or GPU instances per profile differ from the planned layout (--mig.config, --mig.config-label), 0 when they match.",
+                None,
+                (0..drift.len())
+                    .map(|i| (labels(i), drift[i].drifted as i64))
+                    .collect(),
+            )?;
+            family(
+                enc,
+                "tessera_mig_layout_drift_instances",
+                "GPU instances to create or destroy to match the planned MIG layout.",
+                None,
+                (0..drift.len())
+                    .map(|i| (labels(i), drift[i].differing_instances as i64))
+                    .collect(),
+            )?;
+        }
         struct Row<'a> {
             gpu: String,
             uuid: &'a str,

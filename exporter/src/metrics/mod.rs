@@ -2,7 +2,8 @@
 //! `/metrics`. Every metric is documented in `docs/metrics.md`.
 //!
 //! One collector per file behind one interface, [`Collector`], in the style of node_exporter:
-//! [`gpu`] (per-GPU values and identity), [`mig`] (MIG instances), [`process`] (per-process use
+//! [`gpu`] (per-GPU values and identity), [`mig`] (MIG instances and drift from the planned
+//! layout), [`process`] (per-process use
 //! with attribution labels), [`exporter`] (self-metrics: collection success, durations, NVML
 //! errors, build info) and [`runtime`] (the standard `process_*` metrics of the exporter itself).
 //!
@@ -89,6 +90,8 @@ pub struct RenderOptions {
     pub version: String,
     /// Counters of the history writer, when `--history.dir` is on (no history series otherwise).
     pub history: Option<std::sync::Arc<crate::history::HistoryStats>>,
+    /// The planned MIG layout (`--mig.config`), for the drift series (none without it).
+    pub mig_plan: Option<std::sync::Arc<crate::mig_config::MigPlan>>,
 }
 
 impl Default for RenderOptions {
@@ -99,6 +102,7 @@ impl Default for RenderOptions {
             runtime: true,
             version: env!("CARGO_PKG_VERSION").to_string(),
             history: None,
+            mig_plan: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Per-process metrics: GPU memory and SM utilisation of every process NVML reports, with
+//! Per-process metrics: GPU memory, SM utilisation and idle time of every process NVML reports, with
 //! attribution labels (Kubernetes pod UID and container id, Slurm job id) from the sampler.
 //!
 //! Capped at `--collector.processes.max` series per family: the processes holding the most memory
@@ -110,6 +110,22 @@ impl Collector for ProcessCollector {
                 .iter()
                 .zip(&rows)
                 .filter_map(|((_, p), r)| Some((labels(r), p.sm_ratio?)))
+                .collect(),
+        )?;
+        family(
+            enc,
+            "tessera_process_idle",
+            "How long the process has continuously shown no activity (its SM utilisation, else its MIG instance's or its GPU's activity, below 0.1%), on the sampler's clock; 0 while active.",
+            Some(prometheus_client::registry::Unit::Seconds),
+            procs
+                .iter()
+                .zip(&rows)
+                .filter_map(|((g, p), r)| {
+                    Some((
+                        labels(r),
+                        *ctx.snapshot.idle.processes.get(&(g.uuid.clone(), p.pid))?,
+                    ))
+                })
                 .collect(),
         )?;
         Ok(())
