@@ -10,7 +10,7 @@
 use polars::prelude::*;
 use serde_json::json;
 
-use super::columns::{self, runs, ts_ms};
+use super::columns::{self, groups, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
     r3,
@@ -70,7 +70,6 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
             col("busy_mean"),
             col("sm_active_mean"),
         ])
-        .sort(["node", "uuid", "ts"], SortMultipleOptions::default())
         .collect()?;
     let node = columns::strs(&df, "node")?;
     let uuid = columns::strs(&df, "uuid")?;
@@ -82,8 +81,8 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
     let sm = columns::f64s(&df, "sm_active_mean")?;
     let mut out = Vec::new();
     let mut single_signal = 0u64;
-    for r in runs(&[&node, &uuid], df.height()) {
-        let first = r.start;
+    for r in groups(&[&node, &uuid], &ts, df.height()) {
+        let first = r[0];
         let mut spans: Vec<(i64, i64)> = Vec::new();
         let mut cur: Option<(i64, i64)> = None;
         let mut prev: Option<i64> = None;

@@ -3,6 +3,8 @@
 //!
 //! This module does not decide anything; it only hides polars' casting and chunk handling.
 
+use std::collections::HashMap;
+
 use polars::prelude::*;
 
 use super::AdvisorError;
@@ -64,20 +66,37 @@ pub fn ts_ms() -> Expr {
     col("ts").cast(DataType::Int64)
 }
 
-/// Rows of one entity in a frame sorted by entity keys then `ts`: yields `start..end` index
-/// ranges where all of `keys` are equal.
-pub fn runs(keys: &[&Strs], n: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for i in 1..=n {
-        let boundary = i == n || keys.iter().any(|k| k.get(i) != k.get(i - 1));
-        if boundary {
-            out.push(start..i);
-            start = i;
+/// Row indices of each entity (rows with equal `keys`), each sorted by `ts`, entities in key
+/// order. Grouping happens here, not in polars: hashing borrowed strings is much cheaper than a
+/// multi-column string sort of the whole frame, and rows usually arrive in time order already.
+pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    type Key<'a> = Vec<Option<&'a str>>;
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut out: Vec<(Key, Vec<usize>)> = Vec::new();
+    let mut last: Option<usize> = None;
+    for i in 0..n {
+        // Fast path: same entity as the previous row.
+        if let Some(g) = last
+            && keys.iter().zip(&out[g].0).all(|(c, k)| c.get(i) == *k)
+        {
+            out[g].1.push(i);
+            continue;
         }
+        let k: Key = keys.iter().map(|c| c.get(i)).collect();
+        let g = *index.entry(k.clone()).or_insert_with(|| {
+            out.push((k, Vec::new()));
+            out.len() - 1
+        });
+        out[g].1.push(i);
+        last = Some(g);
     }
-    if n == 0 {
-        out.clear();
-    }
-    out
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter()
+        .map(|(_, mut v)| {
+            if !v.windows(2).all(|w| ts.get(w[0]) <= ts.get(w[1])) {
+                v.sort_by_key(|&i| ts.get(i));
+            }
+            v
+        })
+        .collect()
 }

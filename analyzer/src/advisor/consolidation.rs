@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde_json::json;
 
-use super::columns::{self, runs, ts_ms};
+use super::columns::{self, groups, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
     r3,
@@ -129,7 +129,6 @@ pub fn workloads(
             col("sm_active_max").max(),
             col("busy_max").max(),
         ])
-        .sort(["node", "uuid", "b"], SortMultipleOptions::default())
         .collect()?;
     let node = columns::strs(&df, "node")?;
     let uuid = columns::strs(&df, "uuid")?;
@@ -154,9 +153,9 @@ pub fn workloads(
     let tenants = tenants(frames)?;
     let mut out = Vec::new();
     let mut no_total = 0;
-    for r in runs(&[&node, &uuid], df.height()) {
-        let first = r.start;
-        let uses_sm = r.clone().any(|i| sm.get(i).is_some());
+    for r in groups(&[&node, &uuid], &b, df.height()) {
+        let first = r[0];
+        let uses_sm = r.iter().any(|&i| sm.get(i).is_some());
         let mut m = vec![f32::NAN; len];
         let mut a = vec![f32::NAN; len];
         let mut cap: f64 = 0.0;

@@ -16,7 +16,7 @@ use polars::prelude::*;
 use serde::Serialize;
 use serde_json::json;
 
-use super::columns::{self, Strs, runs, ts_ms};
+use super::columns::{self, Strs, groups, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
     r3,
@@ -303,18 +303,6 @@ fn rows(frames: &Frames) -> LazyFrame {
             .alias("pid_key"),
         col("process").fill_null(lit("")).alias("process_key"),
     ])
-    .sort(
-        [
-            "kind",
-            "node",
-            "uuid",
-            "gi_key",
-            "pid_key",
-            "process_key",
-            "ts",
-        ],
-        SortMultipleOptions::default(),
-    )
 }
 
 /// Compute slices of a MIG profile name (`3g.40gb` → 3), as a share of the GPU's 7.
@@ -357,8 +345,8 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
 
     let keys: [&Strs; 6] = [&kind, &node, &uuid, &gi_key, &pid_key, &process_key];
     let mut out = Vec::new();
-    for r in runs(&keys, n) {
-        let first = r.start;
+    for r in groups(&keys, &ts, n) {
+        let first = r[0];
         let mut spans = Vec::new();
         let mut observed = 0i64;
         let mut unjudged = 0u64;
@@ -373,7 +361,7 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
                 spans.push(s);
             }
         };
-        for i in r.clone() {
+        for &i in &r {
             let (Some(t), Some(iv)) = (ts.get(i), interval.get(i)) else {
                 continue;
             };

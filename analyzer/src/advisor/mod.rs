@@ -24,11 +24,11 @@ pub mod offpeak;
 use std::fmt::Write as _;
 
 use chrono_tz::Tz;
-use polars::prelude::PolarsError;
+use polars::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ingest::{Frames, fmt_ms};
+use crate::ingest::{Frames, Table, fmt_ms};
 
 /// Version of the findings JSON document (`docs/findings.md`).
 pub const FINDINGS_VERSION: u32 = 1;
@@ -231,7 +231,87 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
 }
 
-/// Runs every detector of the registry (or only those in `only`, by id).
+/// Columns the detectors read, per table.
+const USED: [(Table, &[&str]); 3] = [
+    (
+        Table::Gpu,
+        &[
+            "node",
+            "uuid",
+            "gpu",
+            "model",
+            "ts",
+            "interval_ms",
+            "busy_mean",
+            "busy_max",
+            "sm_active_mean",
+            "sm_active_max",
+            "memory_used_max_bytes",
+            "memory_total_bytes",
+            "mig_enabled",
+        ],
+    ),
+    (
+        Table::Mig,
+        &[
+            "node",
+            "uuid",
+            "gpu",
+            "gpu_instance",
+            "ts",
+            "interval_ms",
+            "sm_active_max",
+            "memory_used_max_bytes",
+            "mig_uuid",
+            "profile",
+        ],
+    ),
+    (
+        Table::Process,
+        &[
+            "node",
+            "uuid",
+            "gpu",
+            "pid",
+            "process",
+            "gpu_instance",
+            "namespace",
+            "pod",
+            "pod_uid",
+            "slurm_job_id",
+            "ts",
+            "interval_ms",
+            "memory_used_max_bytes",
+            "sm_max",
+        ],
+    ),
+];
+
+/// Reads each table once, with only the columns detectors use, into memory; detectors then
+/// run over in-memory frames instead of rescanning every source file per query.
+pub fn prepare(frames: &Frames) -> Result<Frames, AdvisorError> {
+    let get = |t: Table| -> Result<LazyFrame, AdvisorError> {
+        let cols = USED
+            .iter()
+            .find(|(u, _)| *u == t)
+            .map(|(_, c)| *c)
+            .unwrap_or(&[]);
+        let df = frames
+            .table(t)
+            .clone()
+            .select(cols.iter().map(|c| col(*c)).collect::<Vec<_>>())
+            .collect()?;
+        Ok(df.lazy())
+    };
+    Ok(Frames {
+        gpu: get(Table::Gpu)?,
+        mig: get(Table::Mig)?,
+        process: get(Table::Process)?,
+    })
+}
+
+/// Runs every detector of the registry (or only those in `only`, by id) over the frames
+/// ([`prepare`]d first).
 pub fn analyze(
     frames: &Frames,
     params: &Params,
@@ -239,6 +319,7 @@ pub fn analyze(
     sources: Vec<String>,
     only: &[String],
 ) -> Result<Analysis, AdvisorError> {
+    let frames = &prepare(frames)?;
     let mut detectors = Vec::new();
     let mut findings = Vec::new();
     for d in registry() {
