@@ -6,7 +6,14 @@
 //! never runs a stale binary, also under `cargo test -p tessera-e2e`, which does not build other
 //! packages' binaries. Cargo releases its build lock before running tests, so this nests safely.
 //!
+//! [`promql`] lexes just enough PromQL to find the metrics an expression reads; [`monitoring`]
+//! loads the rules and dashboards and runs the exporter, Prometheus and Debian's tools for the
+//! monitoring tests.
+//!
 //! This crate holds no product code.
+
+pub mod monitoring;
+pub mod promql;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
