@@ -78,8 +78,14 @@ impl Entity {
         if let Some(n) = &self.node {
             s.push_str(n);
         }
-        if let Some(g) = self.gpu {
-            let _ = write!(s, "/GPU{g}");
+        match (self.gpu, &self.uuid) {
+            (Some(g), _) => {
+                let _ = write!(s, "/GPU{g}");
+            }
+            (None, Some(u)) => {
+                let _ = write!(s, "/{u}");
+            }
+            _ => {}
         }
         if let Some(gi) = self.gpu_instance {
             let _ = write!(s, "/GI{gi}");
