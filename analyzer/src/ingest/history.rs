@@ -170,7 +170,7 @@ fn show(v: Option<&Value>) -> String {
 }
 
 /// Lazily scans one closed Parquet file after checking its schema (reads only the footer).
-pub(super) fn scan_parquet(table: Table, path: &Path) -> Result<LazyFrame, IngestError> {
+pub(super) fn check_parquet(table: Table, path: &Path) -> Result<(), IngestError> {
     let parquet_err = |e: PolarsError| IngestError::Parquet {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -185,9 +185,26 @@ pub(super) fn scan_parquet(table: Table, path: &Path) -> Result<LazyFrame, Inges
         .iter_values()
         .map(|f| (f.name.to_string(), DataType::from_arrow_field(f)))
         .collect();
-    check_schema(table, path, &found)?;
-    let p = PlRefPath::new(path.to_string_lossy().into_owned());
-    LazyFrame::scan_parquet(p, ScanArgsParquet::default()).map_err(parquet_err)
+    check_schema(table, path, &found)
+}
+
+/// One lazy multi-file scan over Parquet files that all passed [`check_parquet`] for the same
+/// table (one scan per node and table: polars runs each scan separately, so one scan per file
+/// made ingest superlinear in the number of files — docs/performance.md).
+pub(super) fn scan_parquet_files(paths: &[PathBuf]) -> Result<LazyFrame, IngestError> {
+    let buf = paths
+        .iter()
+        .map(|p| PlRefPath::new(p.to_string_lossy().into_owned()))
+        .collect();
+    LazyFrame::scan_parquet_files(buf, ScanArgsParquet::default()).map_err(|e| {
+        IngestError::Parquet {
+            path: paths.first().cloned().unwrap_or_default(),
+            reason: format!(
+                "scanning it and {} more file(s) together: {e}",
+                paths.len().saturating_sub(1)
+            ),
+        }
+    })
 }
 
 /// Missing, unknown and mistyped columns are errors naming the file and the column.

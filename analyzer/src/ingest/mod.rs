@@ -253,6 +253,8 @@ pub fn ingest(
     }
     let total = items.len();
     let mut parts: BTreeMap<Table, Vec<LazyFrame>> = BTreeMap::new();
+    // Checked Parquet files by (source, table), scanned together below.
+    let mut scans: BTreeMap<(String, Table), Vec<PathBuf>> = BTreeMap::new();
     for (i, item) in items.into_iter().enumerate() {
         match item {
             WorkItem::Parquet {
@@ -260,11 +262,9 @@ pub fn ingest(
                 path,
                 source,
             } => {
-                let lf = history::scan_parquet(table, &path)?;
-                parts
-                    .entry(table)
-                    .or_default()
-                    .push(canonical(lf, table, &source, opts));
+                history::check_parquet(table, &path)?;
+                let group = scans.entry((source, table)).or_default();
+                group.push(path);
             }
             WorkItem::Jsonl {
                 table,
@@ -304,6 +304,13 @@ pub fn ingest(
         if let Some(p) = opts.progress {
             p(i + 1, total);
         }
+    }
+    for ((source, table), paths) in scans {
+        let lf = history::scan_parquet_files(&paths)?;
+        parts
+            .entry(table)
+            .or_default()
+            .push(canonical(lf, table, &source, opts));
     }
     let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
         let lfs = parts.remove(&t).unwrap_or_default();
