@@ -472,3 +472,96 @@ impl Detector for OffPeak {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-11-02T00:00Z (a Monday) as an hour index.
+    const MON: i64 = 1_793_577_600 / 3600;
+
+    fn params(k: u32) -> Params {
+        Params {
+            offpeak: OffpeakParams {
+                min_gpus: MinGpus::Count(k),
+                ..OffpeakParams::default()
+            },
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn weekend_window_wraps_around_the_week() {
+        // 3 weeks: free 8 GPUs from Fri 20:00 to Mon 06:00, 0 otherwise.
+        let mut m = BTreeMap::new();
+        for h in 0..21 * 24 {
+            let slot = (h % 168) as usize;
+            let free = slot >= 4 * 24 + 20 || slot < 6;
+            m.insert(MON + h, if free { 8 } else { 0 });
+        }
+        let p = profile(&m, 8, &params(4));
+        assert_eq!(p.period, "week");
+        assert_eq!(
+            p.windows,
+            vec![Window {
+                start_slot: 4 * 24 + 20,
+                hours: 58,
+                expected_free_gpus: 8,
+                confidence: 1.0
+            }]
+        );
+        let s = schedule(&p);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].cron_start, "0 20 * * 5");
+        assert_eq!(s[0].cron_end, "0 6 * * 1");
+    }
+
+    #[test]
+    fn short_runs_and_unreliable_hours_are_not_windows() {
+        // 10 days, hour-of-day mode: 02:00–05:00 free (3 h, too short); 12:00–18:00 free on
+        // only 8 of 10 days (< 90%).
+        let mut m = BTreeMap::new();
+        for d in 0..10 {
+            for h in 0..24 {
+                let free = (2..5).contains(&h) || ((12..18).contains(&h) && d < 8);
+                m.insert(MON + d * 24 + h, if free { 5 } else { 1 });
+            }
+        }
+        let p = profile(&m, 8, &params(4));
+        assert_eq!(p.period, "day");
+        assert!(p.windows.is_empty(), "{:?}", p.windows);
+        // At P = 0.8 the afternoon qualifies.
+        let mut q = params(4);
+        q.offpeak.min_share = 0.8;
+        let p = profile(&m, 8, &q);
+        assert_eq!(p.windows.len(), 1);
+        assert_eq!((p.windows[0].start_slot, p.windows[0].hours), (12, 6));
+        assert_eq!(p.windows[0].confidence, 0.8);
+    }
+
+    #[test]
+    fn always_free_is_one_window_and_empty_data_none() {
+        let m: BTreeMap<i64, u32> = (0..48).map(|h| (MON + h, 3)).collect();
+        let p = profile(&m, 3, &params(1));
+        assert_eq!(p.windows.len(), 1);
+        assert_eq!(p.windows[0].hours, 24);
+        assert_eq!(schedule(&p)[0].cron_start, "@reboot");
+        let p = profile(&BTreeMap::new(), 0, &params(1));
+        assert!(p.windows.is_empty());
+    }
+
+    #[test]
+    fn min_gpus_parses_counts_and_shares() {
+        assert_eq!("4".parse::<MinGpus>(), Ok(MinGpus::Count(4)));
+        assert_eq!("25%".parse::<MinGpus>(), Ok(MinGpus::Share(0.25)));
+        for bad in ["0", "0%", "101%", "x", "-1", ""] {
+            assert!(bad.parse::<MinGpus>().is_err(), "{bad}");
+        }
+        // A share rounds up and is at least one GPU.
+        let mut p = params(1);
+        p.offpeak.min_gpus = MinGpus::Share(0.1);
+        let m: BTreeMap<i64, u32> = (0..24).map(|h| (MON + h, 2)).collect();
+        assert_eq!(profile(&m, 11, &p).k, 2);
+        assert_eq!(profile(&m, 3, &p).k, 1);
+    }
+}
