@@ -496,7 +496,7 @@ mod tests {
         let mut m = BTreeMap::new();
         for h in 0..21 * 24 {
             let slot = (h % 168) as usize;
-            let free = slot >= 4 * 24 + 20 || slot < 6;
+            let free = !(6..4 * 24 + 20).contains(&slot);
             m.insert(MON + h, if free { 8 } else { 0 });
         }
         let p = profile(&m, 8, &params(4));
