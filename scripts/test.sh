@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): formatting, lints and every test of the workspace,
-# including the NVML code path through the fake libnvidia-ml.so and the end-to-end tests of both
-# binaries. Installs what it needs; needs no GPU and no server.
+# including the NVML code path through the fake libnvidia-ml.so, the alert rules and Alertmanager
+# example, and the end-to-end tests of both binaries (one with a real Prometheus). Installs what
+# it needs; needs no GPU and no server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,10 +16,12 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
-# Debian packages the tests use: promtool (prometheus) lints /metrics; curl is the independent
-# HTTP/TLS client of the web tests.
+# Debian packages the tests use: prometheus (promtool lints /metrics and tests the rules; the
+# server runs in the end-to-end monitoring test), prometheus-alertmanager (amtool and the server
+# check the Alertmanager example); curl is the independent HTTP/TLS client of the web tests.
 missing=()
-need promtool || missing+=(prometheus)
+{ need promtool && need prometheus; } || missing+=(prometheus)
+{ need amtool && need prometheus-alertmanager; } || missing+=(prometheus-alertmanager)
 need curl || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"

@@ -216,8 +216,13 @@ impl Drop for Exporter {
 impl Exporter {
     /// Start `cmd` (a `tessera-exporter` command) listening on 127.0.0.1 with history off, and
     /// wait until it listens and has published its first sample.
-    pub fn start(mut cmd: Command) -> Exporter {
-        cmd.args(["--web.listen-address", "127.0.0.1:0", "--history.dir", ""])
+    pub fn start(cmd: Command) -> Exporter {
+        Exporter::start_on(cmd, "127.0.0.1:0")
+    }
+
+    /// [`Exporter::start`] on a given address (when a scraper must know it beforehand).
+    pub fn start_on(mut cmd: Command, listen: &str) -> Exporter {
+        cmd.args(["--web.listen-address", listen, "--history.dir", ""])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("starting tessera-exporter");

@@ -1,0 +1,432 @@
+//! End to end with a real Prometheus (Debian's `prometheus`; the test fails, never skips, without
+//! it — `bash scripts/test.sh` installs it): the exporter runs the monitoring scenario
+//! (`fixtures/scenarios/alerting.toml`) on the simulator's accelerated clock (an hour per second)
+//! with the MIG plan `fixtures/mig-configs/alerting.yaml`; Prometheus, in a temporary directory on
+//! 127.0.0.1, scrapes it every second and evaluates `rules/` every second. Then:
+//!
+//! - every PromQL expression of `rules/` and `dashboards/` parses and returns data — except the
+//!   few listed in [`MAY_BE_EMPTY`] whose condition this scenario does not plant, whose vector
+//!   selectors must return data instead;
+//! - the planted conditions alert: XIDs 79 and 64, uncorrectable ECC errors, the row-remap
+//!   failure (firing), GPU 2's full memory and power cap and GPU 3's MIG drift (pending: their
+//!   `for` is longer than the test), and the idle-loaded-model alert fires for the planted idle
+//!   model only — not for the busy services, not for the idle 0.8 GiB warm spare;
+//! - the analyzer's `prometheus:` source (the `tessera ingest` binary and its library) reads the
+//!   same GPUs, MIG instances and processes back, with values in range.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use polars::prelude::*;
+use serde_json::Value;
+use tessera_e2e::monitoring::{
+    Exporter, Prometheus, dashboard_queries, free_port, rule_files, rules, tool,
+};
+use tessera_e2e::promql::{selectors, substitute_grafana_variables};
+use tessera_e2e::{exporter, repo_root, run, tessera};
+use tessera_exporter::sim::{Scenario, SimNode};
+
+/// Expressions that may legitimately return nothing in this scenario (rule alert name, or
+/// dashboard file and panel title), and why. Their vector selectors must return data.
+const MAY_BE_EMPTY: &[(&str, &str)] = &[
+    ("TesseraExporterDown", "the exporter is up"),
+    ("TesseraExporterStale", "the exporter keeps sampling"),
+    (
+        "TesseraExporterBackendDown",
+        "the simulated backend never fails here",
+    ),
+    ("TesseraGpuLost", "no GPU is lost in this scenario"),
+    (
+        "TesseraGpuThermalThrottling",
+        "the simulator never throttles for heat",
+    ),
+    (
+        "TesseraGpuIdleLoaded",
+        "every GPU has per-process series (and none is idle)",
+    ),
+    (
+        "TesseraFleetUnderutilised",
+        "the fleet's activity depends on the hour; may be above 30%",
+    ),
+    (
+        "tessera-waste.json Consolidation candidates",
+        "no GPU of this busy node stays below 30%",
+    ),
+];
+
+fn may_be_empty(key: &str) -> bool {
+    MAY_BE_EMPTY.iter().any(|(k, _)| *k == key)
+}
+
+/// Poll `f` every 250 ms until it returns `Some`, or fail after `limit` with `what` and the
+/// alerts Prometheus has at that moment.
+fn wait_for<T>(
+    prom: &Prometheus,
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; alerts now: {:#?}\nprometheus log:\n{}",
+            prom.alerts(),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn label<'a>(v: &'a Value, name: &str) -> &'a str {
+    v["labels"][name].as_str().unwrap_or("")
+}
+
+/// Alerts of `name` in `state` (pending, firing) as (gpu, extra label) pairs.
+fn alerts_of(alerts: &[Value], name: &str, state: &str, extra: &str) -> BTreeSet<(String, String)> {
+    alerts
+        .iter()
+        .filter(|a| label(a, "alertname") == name && a["state"] == state)
+        .map(|a| (label(a, "gpu").to_string(), label(a, extra).to_string()))
+        .collect()
+}
+
+fn set(items: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// Values of a label over the series of an exposition's family.
+fn label_values(exposition: &str, family: &str, label: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter_map(|l| {
+            let start = l.find(&format!("{label}=\""))? + label.len() + 2;
+            let end = l[start..].find('"')? + start;
+            Some(l[start..end].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_back() {
+    tool("prometheus");
+    let root = repo_root();
+    let scenario = Scenario::from_file(&root.join("fixtures/scenarios/alerting.toml")).unwrap();
+    let pid_of = |name: &str| {
+        let w = scenario
+            .workloads
+            .iter()
+            .position(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no workload {name}"));
+        SimNode::pid(w).to_string()
+    };
+    let idle_model = pid_of("embeddings-forgotten");
+    let warm_spare = pid_of("warm-spare");
+
+    // Prometheus first, so it has scraped the counters at 0 before the faults planted 29 virtual
+    // hours (29 seconds) after the exporter's start.
+    let port = free_port();
+    let rule_list: Vec<String> = rule_files()
+        .iter()
+        .map(|p| format!("  - {}", p.display()))
+        .collect();
+    let prom = Prometheus::start(&format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+         rule_files:\n{}\n\
+         scrape_configs:\n  - job_name: tessera-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+        rule_list.join("\n")
+    ));
+    let e = Exporter::start_on(
+        exporter![
+            "--backend",
+            "sim",
+            "--sim.scenario",
+            root.join("fixtures/scenarios/alerting.toml"),
+            "--sim.time",
+            "2026-11-02T04:00:00Z",
+            "--sim.speed",
+            "3600",
+            "--sample.interval",
+            "250ms",
+            "--mig.config",
+            root.join("fixtures/mig-configs/alerting.yaml"),
+            "--mig.config-label",
+            "inference-node",
+        ],
+        &format!("127.0.0.1:{port}"),
+    );
+    let exposition = e.scrape();
+    let uuids = label_values(&exposition, "tessera_gpu_info", "uuid");
+    let mig_uuids = label_values(&exposition, "tessera_mig_info", "mig_uuid");
+    let pids = label_values(&exposition, "tessera_process_memory_used_bytes", "pid");
+    assert_eq!(
+        (uuids.len(), mig_uuids.len(), pids.len()),
+        (4, 3, 7),
+        "4 GPUs, 3 MIG instances, 7 processes"
+    );
+    assert!(pids.contains(&idle_model) && pids.contains(&warm_spare));
+
+    // A few scrapes, the rules evaluated, and the faults (an hour in) alerting.
+    wait_for(
+        &prom,
+        Duration::from_secs(60),
+        "4 GPUs scraped 3 times",
+        || {
+            let r = prom
+                .query("count(count_over_time(tessera_gpu_info[1m]) >= 3)")
+                .ok()?;
+            (r.first()?["value"][1] == "4").then_some(())
+        },
+    );
+    wait_for(
+        &prom,
+        Duration::from_secs(60),
+        "the XID and ECC alerts to fire",
+        || {
+            let a = prom.alerts();
+            (alerts_of(&a, "TesseraGpuCriticalXid", "firing", "xid").len() == 2
+                && !alerts_of(&a, "TesseraGpuUncorrectableEccErrors", "firing", "type").is_empty())
+            .then_some(())
+        },
+    );
+
+    // Every expression parses and returns data.
+    let mut exprs: Vec<(String, String)> = rules()
+        .into_iter()
+        .map(|r| (r.alert.or(r.record).unwrap_or_default(), r.expr))
+        .collect();
+    for q in dashboard_queries() {
+        let title = q
+            .place
+            .strip_prefix("panel ")
+            .and_then(|p| p.split(" target ").next())
+            .map(|t| t.trim_matches('"').to_string())
+            .unwrap_or(q.place.clone());
+        exprs.push((format!("{} {title}", q.dashboard), q.expr));
+    }
+    assert!(exprs.len() > 70, "{} expressions", exprs.len());
+    let mut failures = Vec::new();
+    let mut empty = Vec::new();
+    for (key, expr) in &exprs {
+        let expr = substitute_grafana_variables(expr);
+        match prom.query(&expr) {
+            Err(e) => failures.push(format!("{key}: {expr:?}: {e}")),
+            Ok(r) if !r.is_empty() => {}
+            Ok(_) if may_be_empty(key) => {
+                empty.push(key.clone());
+                for s in selectors(&expr) {
+                    match prom.query(&s.text) {
+                        Ok(r) if !r.is_empty() => {}
+                        other => failures.push(format!(
+                            "{key}: selector {} of an empty expression returns {other:?}",
+                            s.text
+                        )),
+                    }
+                }
+            }
+            Ok(_) => failures.push(format!("{key}: {expr:?} returned no data")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} expressions failed:\n{}\nprometheus log:\n{}",
+        failures.len(),
+        exprs.len(),
+        failures.join("\n"),
+        prom.log()
+    );
+    eprintln!(
+        "{} expressions returned data; legitimately empty here: {empty:?}",
+        exprs.len() - empty.len()
+    );
+
+    // The warm spare is just as idle as the planted model, so only its 0.8 GiB keeps it quiet.
+    let spare_idle = prom
+        .query(&format!(
+            "tessera_process_idle_seconds{{pid=\"{warm_spare}\"}}"
+        ))
+        .unwrap();
+    let secs: f64 = spare_idle[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(secs >= 3600.0, "the warm spare has been idle {secs} s");
+
+    // The idle-loaded alert fires (after its `for: 1m`) for the planted idle model only.
+    let alerts = wait_for(
+        &prom,
+        Duration::from_secs(150),
+        "TesseraIdleLoadedModel to fire",
+        || {
+            let a = prom.alerts();
+            (!alerts_of(&a, "TesseraIdleLoadedModel", "firing", "pid").is_empty()).then_some(a)
+        },
+    );
+    let idle: BTreeSet<String> = alerts
+        .iter()
+        .filter(|a| label(a, "alertname") == "TesseraIdleLoadedModel")
+        .map(|a| label(a, "pid").to_string())
+        .collect();
+    assert_eq!(
+        idle,
+        BTreeSet::from([idle_model.clone()]),
+        "pending or firing for the idle model only"
+    );
+    let firing = alerts
+        .iter()
+        .find(|a| label(a, "alertname") == "TesseraIdleLoadedModel")
+        .unwrap();
+    assert_eq!(label(firing, "severity"), "info");
+    assert!(
+        firing["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("#tesseraidleloadedmodel")
+    );
+    // The other planted conditions.
+    assert_eq!(
+        alerts_of(&alerts, "TesseraGpuCriticalXid", "firing", "xid"),
+        set(&[("1", "64"), ("2", "79")])
+    );
+    assert_eq!(
+        alerts_of(&alerts, "TesseraGpuRowRemapFailure", "firing", "xid"),
+        set(&[("1", "64")])
+    );
+    assert_eq!(
+        alerts_of(
+            &alerts,
+            "TesseraGpuUncorrectableEccErrors",
+            "firing",
+            "type"
+        ),
+        set(&[("3", "uncorrected")])
+    );
+    assert_eq!(
+        alerts_of(
+            &alerts,
+            "TesseraGpuMemoryNearlyFull",
+            "pending",
+            "gpu_instance"
+        ),
+        set(&[("2", "")])
+    );
+    assert_eq!(
+        alerts_of(&alerts, "TesseraMigLayoutDrift", "pending", "config"),
+        set(&[("3", "inference-node")])
+    );
+    assert_eq!(
+        alerts_of(&alerts, "TesseraGpuPowerThrottling", "pending", "reason"),
+        set(&[("2", "sw_power_cap")])
+    );
+    for quiet in [
+        "TesseraGpuLost",
+        "TesseraExporterStale",
+        "TesseraGpuIdleLoaded",
+    ] {
+        assert!(
+            !alerts.iter().any(|a| label(a, "alertname") == quiet),
+            "{quiet} should not be pending or firing"
+        );
+    }
+
+    // The analyzer reads the same series back: the binary's summary...
+    let (out, stdout, stderr) = run(tessera![
+        "ingest",
+        "--source",
+        format!("prometheus:{}", prom.url),
+        "--since",
+        "2m",
+        "--interval",
+        "5s",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "tessera ingest failed: {stderr}");
+    let summary: Value = serde_json::from_str(&stdout).expect("ingest JSON");
+    let entities = |table: &str| {
+        summary["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["table"] == table)
+            .map(|t| (t["entities"].as_u64().unwrap(), t["rows"].as_u64().unwrap()))
+            .unwrap_or_else(|| panic!("no {table} table in {summary}"))
+    };
+    for (table, n) in [("gpu", 4), ("mig", 3), ("process", 7)] {
+        let (ents, rows) = entities(table);
+        assert_eq!(ents, n, "{table} entities: {summary}");
+        assert!(rows >= 2 * n, "{table}: {rows} rows");
+    }
+    // ... and, through the library, the same identities and values in range.
+    let now = chrono_now_ms();
+    let source: tessera::ingest::Source = format!("prometheus:{}", prom.url).parse().unwrap();
+    let (frames, _) = tessera::ingest::ingest(
+        &[source],
+        &tessera::ingest::IngestOptions {
+            since: Some(now - 120_000),
+            until: Some(now),
+            interval_ms: 5_000,
+            ..Default::default()
+        },
+    )
+    .expect("ingest from prometheus");
+    let gpu = frames.gpu.collect().unwrap();
+    let strs = |df: &DataFrame, c: &str| -> BTreeSet<String> {
+        df.column(c)
+            .unwrap()
+            .str()
+            .unwrap()
+            .iter()
+            .flatten()
+            .map(str::to_string)
+            .collect()
+    };
+    let f64s = |df: &DataFrame, c: &str| -> Vec<f64> {
+        df.column(c)
+            .unwrap()
+            .cast(&DataType::Float64)
+            .unwrap()
+            .f64()
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect()
+    };
+    assert_eq!(strs(&gpu, "uuid"), uuids, "same GPUs");
+    for c in ["busy_mean", "busy_max", "sm_active_mean", "sm_active_max"] {
+        let v = f64s(&gpu, c);
+        assert!(
+            !v.is_empty() && v.iter().all(|x| (0.0..=1.0).contains(x)),
+            "{c}: {v:?}"
+        );
+    }
+    let used = f64s(&gpu, "memory_used_max_bytes");
+    let total = f64s(&gpu, "memory_total_bytes");
+    assert!(!used.is_empty() && used.len() == total.len());
+    assert!(used.iter().zip(&total).all(|(u, t)| u <= t && *u > 0.0));
+    assert!(
+        f64s(&gpu, "power_mean_watts")
+            .iter()
+            .all(|w| *w > 0.0 && *w <= 700.0)
+    );
+    let mig = frames.mig.collect().unwrap();
+    assert_eq!(strs(&mig, "mig_uuid"), mig_uuids, "same MIG instances");
+    let process = frames.process.collect().unwrap();
+    let got_pids: BTreeSet<String> = f64s(&process, "pid")
+        .iter()
+        .map(|p| (*p as u32).to_string())
+        .collect();
+    assert_eq!(got_pids, pids, "same processes");
+    drop(e);
+}
+
+fn chrono_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
