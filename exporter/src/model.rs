@@ -185,6 +185,9 @@ pub struct GpuSample {
     /// Volatile corrected ECC errors since the driver was loaded.
     pub ecc_corrected_total: Option<u64>,
     pub ecc_uncorrected_total: Option<u64>,
+    /// Row remapping (Ampere and later): rows remapped and whether a remap is pending or failed.
+    #[serde(default)]
+    pub remapped_rows: Option<RemappedRows>,
     pub pcie_tx_bytes_per_second: Option<f64>,
     pub pcie_rx_bytes_per_second: Option<f64>,
     /// XID events seen since the previous sample.
@@ -216,6 +219,7 @@ impl GpuSample {
             throttle_reasons: None,
             ecc_corrected_total: None,
             ecc_uncorrected_total: None,
+            remapped_rows: None,
             pcie_tx_bytes_per_second: None,
             pcie_rx_bytes_per_second: None,
             xid_events: Vec::new(),
@@ -224,6 +228,18 @@ impl GpuSample {
             errors: Vec::new(),
         }
     }
+}
+
+/// Row remapping state of a GPU's memory (NVML `nvmlDeviceGetRemappedRows`): rows remapped
+/// since manufacture (persistent, not reset by the driver), by the kind of error that caused
+/// them, whether a remapping waits for the next GPU reset, and whether one failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    pub pending: bool,
+    pub failure: bool,
 }
 
 /// Per-MIG-instance values of one sample.

@@ -228,6 +228,16 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
         for x in &g.xid_events {
             problems.push(format!("GPU {}: XID {}", g.index, x.xid));
         }
+        if let Some(r) = g.remapped_rows {
+            if r.failure {
+                problems.push(format!("GPU {}: row remapping failed", g.index));
+            } else if r.pending {
+                problems.push(format!(
+                    "GPU {}: row remapping pending (reset the GPU)",
+                    g.index
+                ));
+            }
+        }
     }
     if !problems.is_empty() {
         out.push_str("\nProblems\n");

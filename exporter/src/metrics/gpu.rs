@@ -1,5 +1,6 @@
 //! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, idle time, memory,
-//! power, energy, temperature, clocks, throttle reasons, ECC, PCIe and XID counters.
+//! power, energy, temperature, clocks, throttle reasons, ECC, row remapping, PCIe and XID
+//! counters.
 //!
 //! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type` or
 //! `xid` where a family needs one. Values come from the snapshot only.
@@ -290,6 +291,51 @@ impl Collector for GpuCollector {
             "ECC errors since the driver was loaded (volatile), by type.",
             None,
             ecc,
+        )?;
+
+        let mut rows = Vec::new();
+        let mut pending = Vec::new();
+        let mut failure = Vec::new();
+        for g in &sample.gpus {
+            let (Some(p), Some(r)) = (pos(g.index), g.remapped_rows) else {
+                continue;
+            };
+            pending.push((labels(p), r.pending as i64));
+            failure.push((labels(p), r.failure as i64));
+            for (kind, v) in [
+                ("correctable", r.correctable),
+                ("uncorrectable", r.uncorrectable),
+            ] {
+                rows.push((
+                    [
+                        ("gpu", idx[p].as_str()),
+                        ("uuid", g.uuid.as_str()),
+                        ("type", kind),
+                    ],
+                    v as i64,
+                ));
+            }
+        }
+        family(
+            enc,
+            "tessera_gpu_remapped_rows",
+            "Memory rows remapped since manufacture (persistent), by the kind of error that caused them.",
+            None,
+            rows,
+        )?;
+        family(
+            enc,
+            "tessera_gpu_row_remap_pending",
+            "1 while a row remapping waits for the next GPU reset, else 0.",
+            None,
+            pending,
+        )?;
+        family(
+            enc,
+            "tessera_gpu_row_remap_failure",
+            "1 when a row remapping has failed (the GPU needs service), else 0.",
+            None,
+            failure,
         )?;
 
         // XID counters: accumulated by the sampler; critical codes exist from the start.

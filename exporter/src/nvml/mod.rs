@@ -8,8 +8,8 @@
 //! - [`GpuBackend::inventory`]: identity, power limit, MIG mode and MIG instances (GPU/compute
 //!   instance id, profile id and name, placement) of every GPU.
 //! - [`GpuBackend::sample`]: one snapshot of every GPU: utilisation, memory, power, energy,
-//!   temperature, clocks, clock-event (throttle) reason bits, volatile ECC totals, PCIe
-//!   throughput, processes (with per-process SM utilisation), MIG instance memory, GPM SM
+//!   temperature, clocks, clock-event (throttle) reason bits, volatile ECC totals, row remapping,
+//!   PCIe throughput, processes (with per-process SM utilisation), MIG instance memory, GPM SM
 //!   activity/occupancy (Hopper+, per GPU and per GPU instance) and XID events.
 //! - Values come in base units (W, J, Hz, bytes, ratios 0–1).
 //!
@@ -647,6 +647,7 @@ fn read_gpu_values(
         ecc,
         dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
     )?;
+    s.remapped_rows = r.take(Field::RowRemap.as_str(), raw::remapped_rows(dev))?;
     let pcie = Field::Pcie.as_str();
     s.pcie_tx_bytes_per_second = r
         .take(pcie, dev.pcie_throughput(PcieUtilCounter::Send))?

@@ -8,8 +8,9 @@
 //! Covered here: MIG identity (`nvmlDeviceGetGpuInstanceId`, `nvmlDeviceGetComputeInstanceId`,
 //! `nvmlDeviceGetGpuInstanceById` + `nvmlGpuInstanceGetInfo`), the GPU instance profile table and
 //! its placements (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`: the wrapper's version returns
-//! an empty list), clock event reasons as raw bits, event sets (created once and kept across
-//! samples) and GPM sample handles (kept across samples to compute metrics between them).
+//! an empty list), clock event reasons as raw bits, row remapping (`nvmlDeviceGetRemappedRows`),
+//! event sets (created once and kept across samples) and GPM sample handles (kept across samples
+//! to compute metrics between them).
 
 use std::mem::ManuallyDrop;
 use std::os::raw::{c_uint, c_ulonglong};
@@ -144,6 +145,30 @@ pub fn clocks_event_reasons(dev: &Device<'_>) -> Result<u64, NvmlError> {
     // SAFETY: the handle comes from the live `dev`; `bits` is a valid out pointer.
     nvml_try(unsafe { sym(dev.handle(), &mut bits) })?;
     Ok(bits)
+}
+
+/// Row remapping state (`nvmlDeviceGetRemappedRows`, Ampere and later): correctable and
+/// uncorrectable rows remapped, whether a remapping is pending, whether one failed. Not in
+/// nvml-wrapper 0.13's safe API.
+pub fn remapped_rows(dev: &Device<'_>) -> Result<crate::model::RemappedRows, NvmlError> {
+    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
+    let (mut corr, mut unc, mut pending, mut failure) = (0, 0, 0, 0);
+    // SAFETY: the handle comes from the live `dev`; the four are valid out pointers.
+    nvml_try(unsafe {
+        sym(
+            dev.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failure,
+        )
+    })?;
+    Ok(crate::model::RemappedRows {
+        correctable: corr,
+        uncorrectable: unc,
+        pending: pending != 0,
+        failure: failure != 0,
+    })
 }
 
 /// An NVML event set, created once and kept for the backend's life.

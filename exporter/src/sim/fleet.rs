@@ -18,7 +18,7 @@ use super::scenario::{FaultKind, Scenario};
 use crate::mig::{GpuModel, LayoutInstance};
 use crate::model::{
     GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample, ProcessSample,
-    XidEvent,
+    RemappedRows, XidEvent,
 };
 
 /// One simulated GPU: its model, identity and MIG layout.
@@ -407,6 +407,28 @@ impl SimNode {
                 .map(|f| f.count.unwrap_or(1))
                 .sum()
         };
+        // Row remapping: every modelled GPU (Ampere and later) supports it.
+        let remaps: Vec<_> = faults
+            .iter()
+            .filter(|f| {
+                f.kind == FaultKind::RowRemap && f.at.is_some_and(|a| a.timestamp_millis() <= t_ms)
+            })
+            .collect();
+        let remapped = |uncorrected: bool| -> u32 {
+            remaps
+                .iter()
+                .filter(|f| f.uncorrected == uncorrected && !f.failure)
+                .map(|f| f.count.unwrap_or(1) as u32)
+                .sum()
+        };
+        let remapped_rows = RemappedRows {
+            correctable: remapped(false),
+            uncorrectable: remapped(true),
+            pending: remaps
+                .iter()
+                .any(|f| !f.failure && f.until.is_none_or(|u| t_ms < u.timestamp_millis())),
+            failure: remaps.iter().any(|f| f.failure),
+        };
         let xid_events = faults
             .iter()
             .filter(|f| f.kind == FaultKind::Xid)
@@ -446,6 +468,7 @@ impl SimNode {
             throttle_reasons: Some(throttle),
             ecc_corrected_total: Some(ecc(false)),
             ecc_uncorrected_total: Some(ecc(true)),
+            remapped_rows: Some(remapped_rows),
             // NVML reports KB/s; keep whole KB.
             pcie_tx_bytes_per_second: Some(((busy * 1.5e9) / 1024.0).round() * 1024.0),
             pcie_rx_bytes_per_second: Some(((busy * 4.0e9) / 1024.0).round() * 1024.0),

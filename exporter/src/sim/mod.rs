@@ -55,6 +55,8 @@ pub enum Field {
     Throttle,
     /// `nvmlDeviceGetTotalEccErrors`.
     Ecc,
+    /// `nvmlDeviceGetRemappedRows`.
+    RowRemap,
     /// `nvmlDeviceGetPcieThroughput`.
     Pcie,
     /// `nvmlDeviceGetComputeRunningProcesses`.
@@ -75,6 +77,7 @@ const FIELDS: &[(Field, &str)] = &[
     (Field::Clocks, "clocks"),
     (Field::Throttle, "throttle"),
     (Field::Ecc, "ecc"),
+    (Field::RowRemap, "row_remap"),
     (Field::Pcie, "pcie"),
     (Field::Processes, "processes"),
     (Field::ProcessUtilization, "process_utilization"),
@@ -129,6 +132,7 @@ impl Field {
                 s.ecc_corrected_total = None;
                 s.ecc_uncorrected_total = None;
             }
+            Field::RowRemap => s.remapped_rows = None,
             Field::Pcie => {
                 s.pcie_tx_bytes_per_second = None;
                 s.pcie_rx_bytes_per_second = None;

@@ -213,6 +213,10 @@ pub enum FaultKind {
     NotSupported,
     /// `count` ECC errors (corrected unless `uncorrected`) at `at`.
     Ecc,
+    /// `count` memory rows remapped at `at` (for uncorrectable errors if `uncorrected`), the
+    /// remapping pending until `until` (a GPU reset; default: pending for good); with
+    /// `failure`, the remapping failed instead.
+    RowRemap,
     /// Every NVML call on the node fails (driver-level) from `at` until `until`.
     DriverError,
 }
@@ -242,6 +246,9 @@ pub struct FaultSpec {
     pub count: Option<u64>,
     #[serde(default)]
     pub uncorrected: bool,
+    /// `row_remap` faults: the remapping failed (NVML `failureOccurred`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failure: bool,
 }
 
 impl Scenario {
@@ -499,6 +506,12 @@ impl Scenario {
                 }
                 FaultKind::Ecc if f.at.is_none() => {
                     return Err(self.invalid(&item, "ecc faults need at"));
+                }
+                FaultKind::RowRemap if f.at.is_none() => {
+                    return Err(self.invalid(&item, "row_remap faults need at"));
+                }
+                _ if f.failure && f.kind != FaultKind::RowRemap => {
+                    return Err(self.invalid(&item, "failure applies to row_remap faults only"));
                 }
                 FaultKind::NvmlError | FaultKind::NotSupported => {
                     let field = f.field.as_deref().unwrap_or("");

@@ -59,6 +59,7 @@ const EXACT: &[&str] = &[
     "throttle_reasons",
     "ecc_corrected_total",
     "ecc_uncorrected_total",
+    "remapped_rows",
     "pcie_tx_bytes_per_second",
     "pcie_rx_bytes_per_second",
     "processes",

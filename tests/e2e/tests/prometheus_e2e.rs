@@ -8,7 +8,7 @@
 //!   few listed in [`MAY_BE_EMPTY`] whose condition this scenario does not plant, whose vector
 //!   selectors must return data instead;
 //! - the planted conditions alert: XIDs 79 and 64, uncorrectable ECC errors, the row-remap
-//!   failure (firing), GPU 2's full memory and power cap and GPU 3's MIG drift (pending: their
+//!   failure (firing; not the merely pending remap), GPU 2's full memory and power cap and GPU 3's MIG drift (pending: their
 //!   `for` is longer than the test), and the idle-loaded-model alert fires for the planted idle
 //!   model only — not for the busy services, not for the idle 0.8 GiB warm spare;
 //! - the analyzer's `prometheus:` source (the `tessera ingest` binary and its library) reads the
@@ -292,9 +292,14 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
         alerts_of(&alerts, "TesseraGpuCriticalXid", "firing", "xid"),
         set(&[("1", "64"), ("2", "79")])
     );
+    // XID 64 and NVML's failure flag of GPU 1 make one alert; GPU 0's pending remap none.
+    assert_eq!(
+        alerts_of(&alerts, "TesseraGpuRowRemapFailure", "firing", "uuid").len(),
+        1
+    );
     assert_eq!(
         alerts_of(&alerts, "TesseraGpuRowRemapFailure", "firing", "xid"),
-        set(&[("1", "64")])
+        set(&[("1", "")])
     );
     assert_eq!(
         alerts_of(

@@ -576,6 +576,29 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: nvmlDevice_t,
+    corr_rows: *mut c_uint,
+    unc_rows: *mut c_uint,
+    is_pending: *mut c_uint,
+    failure_occurred: *mut c_uint,
+) -> nvmlReturn_t {
+    device_call("nvmlDeviceGetRemappedRows", device, |f, d| {
+        let r = physical(f, d, Field::RowRemap)?
+            .sample
+            .remapped_rows
+            .ok_or(NOT_SUPPORTED)?;
+        // SAFETY: each pointer is null or a valid out pointer.
+        unsafe {
+            put(corr_rows, r.correctable)?;
+            put(unc_rows, r.uncorrectable)?;
+            put(is_pending, c_uint::from(r.pending))?;
+            put(failure_occurred, c_uint::from(r.failure))
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
     device: nvmlDevice_t,
     counter: nvmlPcieUtilCounter_t,

@@ -6,6 +6,8 @@
 //! Legitimate differences, applied by `common::normalise_gpu`: timestamps (wall clock vs virtual),
 //! whole-percent utilisation, whole-millijoule energy, GPM only from the second sample (and not
 //! in the first sample after a GPU was lost), and XID timestamps (NVML events carry none).
+//!
+//! Row remapping faults come from the monitoring scenario (`alerting.toml`).
 
 mod common;
 
@@ -16,11 +18,25 @@ use tessera_exporter::sim::{SimBackend, SimClock};
 
 /// Sample `steps` seconds from `start` through both backends and compare each sample.
 fn compare(node: &str, start: &str, steps: usize) -> Vec<(NodeSample, NodeSample)> {
+    compare_in(&demo_path(), node, start, steps)
+}
+
+/// [`compare`] on another scenario file.
+fn compare_in(
+    path: &std::path::Path,
+    node: &str,
+    start: &str,
+    steps: usize,
+) -> Vec<(NodeSample, NodeSample)> {
     let fake = Fake::open(FULL);
-    fake.load(&demo_path(), node);
+    fake.load(path, node);
     fake.set_time(start);
     let mut nv = fake.backend(node);
-    let scenario = demo();
+    let scenario = if path == demo_path() {
+        demo()
+    } else {
+        tessera_exporter::sim::Scenario::from_file(path).expect("scenario")
+    };
     let mut sim = SimBackend::new(
         &scenario,
         Some(node),
@@ -132,6 +148,20 @@ fn the_xid_and_ecc_fault_match() {
     assert_eq!(nv.gpus[2].xid_events[0].xid, 79);
     assert_eq!(nv.gpus[2].xid_events[0].gpu_instance_id, None);
     assert_eq!(nv.gpus[2].ecc_corrected_total, Some(3));
+}
+
+#[test]
+fn the_row_remap_faults_match() {
+    let _guard = Fake::lock();
+    // The monitoring scenario: a remap pending on GPU 0 since 11-02 06:00, a failed one on GPU 1
+    // at 11-03 09:00.
+    let path = demo_path().with_file_name("alerting.toml");
+    let samples = compare_in(&path, "gpu-node-1", "2026-11-03T08:59:59Z", 3);
+    let rows = |i: usize, gpu: usize| samples[i].0.gpus[gpu].remapped_rows.expect("row remap");
+    assert!(rows(0, 0).pending && !rows(0, 0).failure && rows(0, 0).correctable == 1);
+    assert!(!rows(0, 1).failure, "before 09:00");
+    assert!(rows(1, 1).failure && rows(2, 1).failure, "from 09:00 on");
+    assert_eq!(rows(2, 2), rows(0, 2), "GPU 2 untouched");
 }
 
 #[test]

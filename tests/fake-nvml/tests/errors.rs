@@ -120,6 +120,13 @@ const CASES: &[Case] = &[
         absent: |g| g.ecc_corrected_total.is_none() && g.ecc_uncorrected_total.is_none(),
     },
     Case {
+        function: "nvmlDeviceGetRemappedRows",
+        device: 0,
+        gpu: PLAIN,
+        field: "row_remap",
+        absent: |g| g.remapped_rows.is_none(),
+    },
+    Case {
         function: "nvmlDeviceGetPcieThroughput",
         device: 0,
         gpu: PLAIN,
