@@ -279,3 +279,64 @@ fn prometheus_text_names_counters_after_their_samples() {
     assert!(!metrics::accepts_openmetrics(Some("*/*")));
     assert!(!metrics::accepts_openmetrics(None));
 }
+
+#[test]
+fn mig_layout_drift_of_the_simulated_node_against_a_plan() {
+    // gpu-node-1 of the demo: GPUs 0–2 without MIG, GPU 3 as 3g + 2g + 1g.
+    let snap = Arc::new(snapshot("gpu-node-1", "2026-11-02T14:00:00Z", 1));
+    let plan = tessera_exporter::mig_config::MigConfigFile::parse(
+        r#"
+version: v1
+mig-configs:
+  node-1:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2]
+      mig-enabled: true
+      mig-devices: { "1g.10gb": 7 }
+    - devices: [3]
+      mig-enabled: true
+      mig-devices: { "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1 }
+"#,
+        "plan.yaml",
+    )
+    .unwrap()
+    .select("node-1")
+    .unwrap();
+    plan.check(snap.inventory.as_deref().unwrap()).unwrap();
+    let text = metrics::render(
+        snap.clone(),
+        &RenderOptions {
+            mig_plan: Some(Arc::new(plan)),
+            ..fixed_options()
+        },
+    );
+    let value = |family: &str, gpu: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!("{family}{{gpu=\"{gpu}\""))
+                    && l.contains("config=\"node-1\"")
+            })
+            .unwrap_or_else(|| panic!("no {family} for GPU {gpu}:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for (gpu, drift, instances) in [
+        ("0", "0", "0"),
+        ("1", "0", "0"),
+        ("2", "1", "7"),
+        ("3", "0", "0"),
+    ] {
+        assert_eq!(value("tessera_mig_layout_drift", gpu), drift, "GPU {gpu}");
+        assert_eq!(
+            value("tessera_mig_layout_drift_instances", gpu),
+            instances,
+            "GPU {gpu}"
+        );
+    }
+    // Without a plan there is no drift series.
+    let plain = metrics::render(snap, &fixed_options());
+    assert!(!plain.contains("tessera_mig_layout_drift"));
+}

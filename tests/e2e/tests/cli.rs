@@ -277,3 +277,83 @@ fn scenario_truth_lists_the_planted_conditions() {
     assert!(out.status.success());
     assert!(stdout.contains("scenario demo"));
 }
+
+#[test]
+fn a_bad_mig_plan_gets_a_clear_error_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let check = |file: &std::path::Path, label: &str, expect: &[&str]| {
+        let (out, _, stderr) = run(exporter![
+            "--backend",
+            "sim",
+            "--once",
+            "--mig.config",
+            file,
+            "--mig.config-label",
+            label
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        for e in expect {
+            assert!(stderr.contains(e), "expected {e:?} in: {stderr}");
+        }
+    };
+    // A typo'd key: file, YAML path, line and column.
+    let typo = plan(
+        "typo.yaml",
+        "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enable: true\n",
+    );
+    check(
+        &typo,
+        "a",
+        &[
+            "typo.yaml",
+            "mig-configs.a[0]",
+            "unknown field `mig-enable`",
+            "line 5",
+        ],
+    );
+    // A profile of another GPU model (the demo node has H100s).
+    let a100 = plan(
+        "a100.yaml",
+        "version: v1\nmig-configs:\n  a:\n    - devices: [3]\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 7}\n",
+    );
+    check(
+        &a100,
+        "a",
+        &[
+            "a100.yaml",
+            "GPU 3",
+            "\"1g.5gb\" does not exist on H100-80GB",
+        ],
+    );
+    check(&a100, "b", &["no config labelled \"b\"", "the file has: a"]);
+    // Both flags or neither.
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--once",
+        "--mig.config",
+        &a100
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("--mig.config-label"), "{stderr}");
+    // The matching plan is accepted.
+    let good = plan(
+        "good.yaml",
+        "version: v1\nmig-configs:\n  a:\n    - devices: [0, 1, 2]\n      mig-enabled: false\n    - devices: [3]\n      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 1, \"2g.20gb\": 1, \"1g.10gb\": 1}\n",
+    );
+    let (out, _, stderr) = run(exporter![
+        "--backend",
+        "sim",
+        "--once",
+        "--mig.config",
+        &good,
+        "--mig.config-label",
+        "a"
+    ]);
+    assert!(out.status.success(), "{stderr}");
+}
