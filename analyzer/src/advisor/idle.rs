@@ -80,8 +80,13 @@ pub struct IdleEntity {
     pub unjudged_rows: u64,
 }
 
+/// A typed all-null column (keeps the three entity kinds' schemas equal for the concat).
+fn null(name: &str, ty: DataType) -> Expr {
+    lit(NULL).cast(ty).alias(name)
+}
+
 /// Unified per-row columns of all three entity kinds.
-fn rows(frames: &Frames) -> LazyFrame {
+fn rows(frames: &Frames) -> Result<LazyFrame, AdvisorError> {
     let s = |v: &str| lit(v.to_string());
     let gpu = frames.gpu.clone().select([
         col("node"),
@@ -229,11 +234,11 @@ fn rows(frames: &Frames) -> LazyFrame {
         col("uuid"),
         col("gpu"),
         col("gpu_instance"),
-        lit(NULL).cast(DataType::Int64).alias("pid"),
-        lit(NULL).cast(DataType::String).alias("process"),
-        lit(NULL).cast(DataType::String).alias("namespace"),
-        lit(NULL).cast(DataType::String).alias("pod"),
-        lit(NULL).cast(DataType::String).alias("slurm_job_id"),
+        null("pid", DataType::Int64),
+        null("process", DataType::String),
+        null("namespace", DataType::String),
+        null("pod", DataType::String),
+        null("slurm_job_id", DataType::String),
         col("model"),
         col("mig_uuid"),
         col("profile"),
@@ -272,15 +277,15 @@ fn rows(frames: &Frames) -> LazyFrame {
         col("node"),
         col("uuid"),
         col("gpu"),
-        lit(NULL).cast(DataType::Int64).alias("gpu_instance"),
-        lit(NULL).cast(DataType::Int64).alias("pid"),
-        lit(NULL).cast(DataType::String).alias("process"),
-        lit(NULL).cast(DataType::String).alias("namespace"),
-        lit(NULL).cast(DataType::String).alias("pod"),
-        lit(NULL).cast(DataType::String).alias("slurm_job_id"),
+        null("gpu_instance", DataType::Int64),
+        null("pid", DataType::Int64),
+        null("process", DataType::String),
+        null("namespace", DataType::String),
+        null("pod", DataType::String),
+        null("slurm_job_id", DataType::String),
         col("model"),
-        lit(NULL).cast(DataType::String).alias("mig_uuid"),
-        lit(NULL).cast(DataType::String).alias("profile"),
+        null("mig_uuid", DataType::String),
+        null("profile", DataType::String),
         col("ts"),
         col("interval_ms"),
         col("mem"),
@@ -289,10 +294,8 @@ fn rows(frames: &Frames) -> LazyFrame {
         g_act.alias("whole_act"),
     ]);
 
-    let all = concat([procs, migs, gpus], UnionArgs::default()).unwrap_or_else(|_| {
-        DataFrame::empty().lazy() // unreachable: the three selects have the same columns
-    });
-    all.with_columns([
+    let all = concat([procs, migs, gpus], UnionArgs::default())?;
+    Ok(all.with_columns([
         col("gpu_instance")
             .cast(DataType::String)
             .fill_null(lit(""))
@@ -302,7 +305,7 @@ fn rows(frames: &Frames) -> LazyFrame {
             .fill_null(lit(""))
             .alias("pid_key"),
         col("process").fill_null(lit("")).alias("process_key"),
-    ])
+    ]))
 }
 
 /// Compute slices of a MIG profile name (`3g.40gb` → 3), as a share of the GPU's 7.
@@ -315,7 +318,7 @@ fn profile_share(profile: Option<&str>) -> f64 {
 
 /// Finds every entity's idle spans.
 pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>, AdvisorError> {
-    let df = rows(frames).collect()?;
+    let df = rows(frames)?.collect()?;
     let n = df.height();
     let key = |c: &str| columns::strs(&df, c);
     let (kind, node, uuid, gi_key, pid_key, process_key) = (
