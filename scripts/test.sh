@@ -31,6 +31,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's
+# [profile.dev]); say so up front instead of letting the linker die with SIGBUS when it runs out.
+avail_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ -n "$avail_kb" ] && [ "$avail_kb" -lt 6000000 ]; then
+  echo "warning: only $((avail_kb / 1024)) MiB free here; the build needs about 5 GB" >&2
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
