@@ -6,6 +6,7 @@
 //! - [`sim`]: the simulated fleet (scenarios, workloads, faults, ground truth) and its backend.
 //! - [`mig`]: GPU models, MIG profile tables and the layout checker.
 //! - [`mig_config`]: the planned MIG layout (nvidia-mig-parted v1 files) and drift from it.
+//! - [`mig_plan`]: tessera's MIG plan (explicit placements) and schedule formats.
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
 //! - [`idle`]: how long each process and GPU has done nothing (on the sampler's clock).
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
@@ -23,6 +24,7 @@ pub mod idle;
 pub mod metrics;
 pub mod mig;
 pub mod mig_config;
+pub mod mig_plan;
 pub mod model;
 pub mod nvml;
 pub mod render;
