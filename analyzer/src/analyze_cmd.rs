@@ -146,10 +146,17 @@ pub fn since(frames: &Frames, from: i64) -> Frames {
 }
 
 /// Ingests and, without `--since`, narrows to the last 7 days of the data.
+#[allow(dead_code)] // TODO(merge): the report command uses it; remove the allow then.
 pub fn load(src: &SourceArgs) -> Result<(Frames, Option<(i64, i64)>)> {
-    let (frames, report) = src.ingest()?;
+    let (parts, range) = load_parts(src)?;
+    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, range))
+}
+
+/// Like [`load`], partitioned by node: the advisor then runs one node at a time.
+pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<(i64, i64)>)> {
+    let (parts, report) = src.ingest_parts()?;
     let mut range = report.time_range();
-    let frames = match range {
+    let parts = match range {
         Some((first, last)) if src.since.is_none() && last - first > WEEK_MS => {
             let from = last - WEEK_MS;
             eprintln!(
@@ -158,21 +165,35 @@ pub fn load(src: &SourceArgs) -> Result<(Frames, Option<(i64, i64)>)> {
                 tessera::ingest::fmt_ms(last)
             );
             range = Some((from, last));
-            since(&frames, from)
+            parts
+                .into_iter()
+                .map(|p| tessera::ingest::Part {
+                    key: p.key,
+                    frames: since(&p.frames, from),
+                })
+                .collect()
         }
-        _ => frames,
+        _ => parts,
     };
-    Ok((frames, range))
+    Ok((parts, range))
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let params = args.params()?;
-    let (frames, range) = load(&args.src)?;
+    let (parts, range) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to analyse");
     }
     let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
-    let analysis = advisor::analyze(&frames, &params, range, sources, &args.detectors)?;
+    let analysis = advisor::analyze_parts(
+        parts
+            .into_iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
+        &params,
+        range,
+        sources,
+        &args.detectors,
+    )?;
     match args.format {
         OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),

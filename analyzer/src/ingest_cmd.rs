@@ -82,6 +82,12 @@ impl SourceArgs {
     /// Ingests the sources with the flags' options, showing a spinner on a terminal when it
     /// takes more than half a second; prints the report's warnings on stderr.
     pub fn ingest(&self) -> Result<(Frames, IngestReport)> {
+        let (parts, report) = self.ingest_parts()?;
+        Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, report))
+    }
+
+    /// Like [`ingest`](Self::ingest), partitioned by node (`ingest::ingest_parts`).
+    pub fn ingest_parts(&self) -> Result<(Vec<ingest::Part>, IngestReport)> {
         let now = chrono::Utc::now().timestamp_millis();
         let since = self
             .since
@@ -120,13 +126,13 @@ impl SourceArgs {
             },
             progress: Some(&progress),
         };
-        let result = ingest::ingest(&self.sources, &opts);
+        let result = ingest::ingest_parts(&self.sources, &opts);
         bar.finish_and_clear();
-        let (frames, report) = result?;
+        let (parts, report) = result?;
         for w in &report.warnings {
             eprintln!("tessera: warning: {w}");
         }
-        Ok((frames, report))
+        Ok((parts, report))
     }
 }
 

@@ -72,6 +72,29 @@ fn run(name: &str, days: u32, step_ms: i64, delete: &[(&str, &str)], params: &Pa
     .expect("ingest");
     let analysis =
         advisor::analyze(&frames, params, report.time_range(), vec![], &[]).expect("analyze");
+    // The same analysis one node at a time (what `tessera analyze` runs) gives the same result.
+    let (parts, report_parts) = ingest::ingest_parts(
+        &[Source::History(dir.path().display().to_string())],
+        &IngestOptions::default(),
+    )
+    .expect("ingest parts");
+    assert!(parts.len() > 1, "{name}: expected one partition per node");
+    assert_eq!(report_parts.tables, report.tables);
+    let by_node = advisor::analyze_parts(
+        parts
+            .into_iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
+        params,
+        report_parts.time_range(),
+        vec![],
+        &[],
+    )
+    .expect("analyze by node");
+    assert_eq!(
+        serde_json::to_value(&by_node).unwrap(),
+        serde_json::to_value(&analysis).unwrap(),
+        "{name}: analysis by node differs from the analysis of the whole fleet"
+    );
     Run {
         truth,
         frames,

@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::columns::{self, groups, ts_ms};
 use super::{
-    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
-    r3,
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
+    hours, r3, unbox,
 };
 use crate::ingest::{Frames, fmt_ms};
 
@@ -148,9 +148,18 @@ impl Detector for BusyNotWorking {
         "Busy but not working"
     }
 
-    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+    fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
+        Ok(Box::new(busy_gpus(frames, &params.busy)?))
+    }
+
+    fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
         let p = &params.busy;
-        let (gpus, single) = busy_gpus(frames, p)?;
+        let mut gpus = Vec::new();
+        let mut single = 0;
+        for (g, s) in unbox::<(Vec<BusyGpu>, u64)>(self.id(), parts)? {
+            gpus.extend(g);
+            single += s;
+        }
         let mut out = DetectorOutput::default();
         if single > 0 {
             out.notes.push(format!(

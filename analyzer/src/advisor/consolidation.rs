@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::columns::{self, groups, ts_ms};
 use super::{
-    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
-    r3,
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
+    hours, r3, unbox,
 };
 use crate::ingest::Frames;
 
@@ -91,13 +91,12 @@ fn quantile(v: &[f32], q: f64) -> f32 {
     *x
 }
 
-/// Loaded GPUs outside MIG mode, bucketed and aligned (pure over the frames).
-pub fn workloads(
+/// Loaded GPUs outside MIG mode, bucketed over their own range (pure over one partition).
+pub fn raw_workloads(
     frames: &Frames,
     p: &ConsolidationParams,
-) -> Result<(Vec<Workload>, Vec<String>), AdvisorError> {
+) -> Result<RawWorkloads, AdvisorError> {
     let step = p.step_ms.max(1);
-    let mut notes = Vec::new();
     let df = frames
         .gpu
         .clone()
@@ -146,22 +145,34 @@ pub fn workloads(
             bmax = bmax.max(x);
         }
     }
+    let mut raw = RawWorkloads {
+        workloads: Vec::new(),
+        no_total: 0,
+        buckets: (bmin <= bmax).then_some((bmin, bmax)),
+        notes: Vec::new(),
+    };
     if bmin > bmax {
-        return Ok((Vec::new(), notes));
+        return Ok(raw);
     }
-    let len = (bmax - bmin + 1) as usize;
     let tenants = tenants(frames)?;
-    let mut out = Vec::new();
-    let mut no_total = 0;
     for r in groups(&[&node, &uuid], &b, df.height()) {
         let first = r[0];
         let uses_sm = r.iter().any(|&i| sm.get(i).is_some());
+        // Rows are sorted by bucket within the group.
+        let (gmin, gmax) = r
+            .iter()
+            .filter_map(|&i| b.get(i))
+            .fold((i64::MAX, i64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        if gmin > gmax {
+            continue;
+        }
+        let len = (gmax - gmin + 1) as usize;
         let mut m = vec![f32::NAN; len];
         let mut a = vec![f32::NAN; len];
         let mut cap: f64 = 0.0;
         for i in r {
             let Some(x) = b.get(i) else { continue };
-            let k = (x - bmin) as usize;
+            let k = (x - gmin) as usize;
             m[k] = mem.get(i).map_or(f32::NAN, |v| v as f32);
             let act = if uses_sm { sm.get(i) } else { busy.get(i) };
             a[k] = act.map_or(f32::NAN, |v| v as f32);
@@ -176,9 +187,84 @@ pub fn workloads(
             continue;
         }
         if cap <= 0.0 {
-            no_total += 1;
+            raw.no_total += 1;
             continue;
         }
+        let n = node.get(first).unwrap_or("").to_string();
+        let u = uuid.get(first).unwrap_or("").to_string();
+        raw.workloads.push(RawWorkload {
+            tenants: tenants
+                .get(&(n.clone(), u.clone()))
+                .cloned()
+                .unwrap_or_default(),
+            entity: Entity {
+                kind: "gpu".into(),
+                node: Some(n),
+                gpu: gpu.get(first).map(|g| g as u32),
+                uuid: Some(u),
+                model: model.get(first).map(str::to_string),
+                ..Entity::default()
+            },
+            capacity_bytes: cap,
+            first_bucket: gmin,
+            mem: m,
+            act: a,
+            uses_sm,
+        });
+    }
+    Ok(raw)
+}
+
+/// One loaded GPU's bucketed series over its own bucket range (`NaN` = no data), before
+/// alignment on the fleet's range.
+#[derive(Debug, Clone)]
+pub struct RawWorkload {
+    pub entity: Entity,
+    pub tenants: Vec<String>,
+    pub capacity_bytes: f64,
+    pub first_bucket: i64,
+    pub mem: Vec<f32>,
+    pub act: Vec<f32>,
+    pub uses_sm: bool,
+}
+
+/// One partition's loaded GPUs (the detector's partial).
+#[derive(Debug, Clone, Default)]
+pub struct RawWorkloads {
+    pub workloads: Vec<RawWorkload>,
+    /// Loaded GPUs left out for lack of a memory total.
+    pub no_total: usize,
+    /// First and last bucket of any non-MIG GPU row in the partition (loaded or not).
+    pub buckets: Option<(i64, i64)>,
+    pub notes: Vec<String>,
+}
+
+/// Aligns every partition's workloads on the common bucket range and fills the gaps: a bucket
+/// without data counts at the workload's own peak (a gap never makes a plan look better).
+pub fn align(parts: Vec<RawWorkloads>) -> (Vec<Workload>, Vec<String>) {
+    let range = parts
+        .iter()
+        .filter_map(|p| p.buckets)
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+    let no_total: usize = parts.iter().map(|p| p.no_total).sum();
+    let mut notes: Vec<String> = parts.iter().flat_map(|p| p.notes.clone()).collect();
+    notes.dedup();
+    let Some((bmin, bmax)) = range else {
+        return (Vec::new(), notes);
+    };
+    let len = (bmax - bmin + 1) as usize;
+    let mut out = Vec::new();
+    for w in parts.into_iter().flat_map(|p| p.workloads) {
+        let off = (w.first_bucket - bmin) as usize;
+        let mut m = vec![f32::NAN; len];
+        let mut a = vec![f32::NAN; len];
+        m[off..off + w.mem.len()].copy_from_slice(&w.mem);
+        a[off..off + w.act.len()].copy_from_slice(&w.act);
+        let peak_mem = m
+            .iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .fold(0.0, f32::max);
         let peak_act = a
             .iter()
             .copied()
@@ -197,27 +283,15 @@ pub fn workloads(
                 *v = if any_act { peak_act } else { 1.0 };
             }
         }
-        let n = node.get(first).unwrap_or("").to_string();
-        let u = uuid.get(first).unwrap_or("").to_string();
         out.push(Workload {
-            tenants: tenants
-                .get(&(n.clone(), u.clone()))
-                .cloned()
-                .unwrap_or_default(),
-            entity: Entity {
-                kind: "gpu".into(),
-                node: Some(n),
-                gpu: gpu.get(first).map(|g| g as u32),
-                uuid: Some(u),
-                model: model.get(first).map(str::to_string),
-                ..Entity::default()
-            },
-            capacity_bytes: cap,
+            entity: w.entity,
+            tenants: w.tenants,
+            capacity_bytes: w.capacity_bytes,
             peak_mem,
             peak_act: if any_act { peak_act } else { 1.0 },
             mem: m,
             act: a,
-            activity_source: if uses_sm { "sm_active" } else { "busy" },
+            activity_source: if w.uses_sm { "sm_active" } else { "busy" },
         });
     }
     if no_total > 0 {
@@ -225,7 +299,15 @@ pub fn workloads(
             "{no_total} loaded GPU(s) report no memory total and were left out"
         ));
     }
-    Ok((out, notes))
+    (out, notes)
+}
+
+/// Loaded GPUs outside MIG mode, bucketed and aligned (pure over the frames).
+pub fn workloads(
+    frames: &Frames,
+    p: &ConsolidationParams,
+) -> Result<(Vec<Workload>, Vec<String>), AdvisorError> {
+    Ok(align(vec![raw_workloads(frames, p)?]))
 }
 
 /// Processes/pods per GPU, for labels.
@@ -350,7 +432,7 @@ impl Detector for Consolidation {
         "Consolidation candidates"
     }
 
-    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+    fn validate(&self, params: &Params) -> Result<(), AdvisorError> {
         let p = &params.consolidation;
         if !(0.0..=1.0).contains(&p.quantile) || !(0.0..=1.0).contains(&p.compute_target) {
             return Err(AdvisorError::Param {
@@ -358,7 +440,16 @@ impl Detector for Consolidation {
                 reason: "must be in 0–1".into(),
             });
         }
-        let (ws, notes) = workloads(frames, p)?;
+        Ok(())
+    }
+
+    fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
+        Ok(Box::new(raw_workloads(frames, &params.consolidation)?))
+    }
+
+    fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+        let p = &params.consolidation;
+        let (ws, notes) = align(unbox::<RawWorkloads>(self.id(), parts)?);
         let mut out = DetectorOutput {
             notes,
             ..DetectorOutput::default()

@@ -18,8 +18,8 @@ use serde_json::json;
 
 use super::columns::{self, Strs, groups, ts_ms};
 use super::{
-    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id, hours,
-    r3,
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
+    hours, r3, unbox,
 };
 use crate::ingest::{Frames, fmt_ms};
 
@@ -449,9 +449,16 @@ impl Detector for IdleLoaded {
         "Idle-loaded models"
     }
 
-    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+    fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
+        Ok(Box::new(idle_entities(frames, &params.idle)?))
+    }
+
+    fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
         let p = &params.idle;
-        let entities = idle_entities(frames, p)?;
+        let entities: Vec<IdleEntity> = unbox::<Vec<IdleEntity>>(self.id(), parts)?
+            .into_iter()
+            .flatten()
+            .collect();
         let mut out = DetectorOutput::default();
         let unjudged: Vec<&IdleEntity> = entities.iter().filter(|e| e.unjudged_rows > 0).collect();
         if !unjudged.is_empty() {

@@ -40,6 +40,9 @@ pub enum AdvisorError {
     Polars(#[from] PolarsError),
     #[error("bad parameter {name}: {reason}")]
     Param { name: &'static str, reason: String },
+    /// A detector was handed another detector's partial result (a bug in [`analyze_parts`]).
+    #[error("internal error: detector {0} got a partial result of the wrong type")]
+    PartialType(&'static str),
 }
 
 /// What a finding is about.
@@ -179,15 +182,51 @@ impl Default for Params {
     }
 }
 
+/// A detector's result over one partition of the frames, combined by [`Detector::finish`].
+pub type Partial = Box<dyn std::any::Any + Send>;
+
 /// One detector of the registry (after tokio-console's lints: check, then format, then
 /// summarise).
+///
+/// Detectors run in two phases so that a fleet can be analysed one node at a time in bounded
+/// memory: [`partial`](Detector::partial) over each partition of the frames (every entity —
+/// process, MIG instance, GPU — lives in exactly one partition), then
+/// [`finish`](Detector::finish) over the partials. A detector's result must not depend on how
+/// the rows were partitioned (a test compares the two).
 pub trait Detector: Sync {
     /// Stable id, used in finding ids and JSON (`idle_loaded`).
     fn id(&self) -> &'static str;
     /// Human title.
     fn title(&self) -> &'static str;
-    /// Runs over the frames.
-    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError>;
+    /// Checks the parameters before any data is read.
+    fn validate(&self, _params: &Params) -> Result<(), AdvisorError> {
+        Ok(())
+    }
+    /// The detector's work over one partition.
+    fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError>;
+    /// Combines every partition's partial into the output.
+    fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError>;
+    /// Runs over unpartitioned frames.
+    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+        self.validate(params)?;
+        let p = self.partial(frames, params)?;
+        self.finish(vec![p], params)
+    }
+}
+
+/// Unboxes the partials of detector `id` (all of type `T`).
+pub(crate) fn unbox<T: 'static>(
+    id: &'static str,
+    parts: Vec<Partial>,
+) -> Result<Vec<T>, AdvisorError> {
+    parts
+        .into_iter()
+        .map(|p| {
+            p.downcast::<T>()
+                .map(|b| *b)
+                .map_err(|_| AdvisorError::PartialType(id))
+        })
+        .collect()
 }
 
 /// What one detector returns: its findings, one summary line and notes on the data it used
@@ -325,14 +364,47 @@ pub fn analyze(
     sources: Vec<String>,
     only: &[String],
 ) -> Result<Analysis, AdvisorError> {
-    let frames = &prepare(frames)?;
+    analyze_parts(
+        std::iter::once(Ok::<_, AdvisorError>(frames.clone())),
+        params,
+        range,
+        sources,
+        only,
+    )
+}
+
+/// Like [`analyze`], over partitions of the frames (`ingest::ingest_parts`), one at a time:
+/// each partition is [`prepare`]d, every detector's [`partial`](Detector::partial) runs on it,
+/// and it is dropped before the next; peak memory is one partition plus the partials.
+pub fn analyze_parts<I, E>(
+    parts: I,
+    params: &Params,
+    range: Option<(i64, i64)>,
+    sources: Vec<String>,
+    only: &[String],
+) -> Result<Analysis, AdvisorError>
+where
+    I: IntoIterator<Item = Result<Frames, E>>,
+    AdvisorError: From<E>,
+{
+    let dets: Vec<Box<dyn Detector>> = registry()
+        .into_iter()
+        .filter(|d| only.is_empty() || only.iter().any(|o| o == d.id()))
+        .collect();
+    for d in &dets {
+        d.validate(params)?;
+    }
+    let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
+    for part in parts {
+        let frames = prepare(&part?)?;
+        for (d, acc) in dets.iter().zip(partials.iter_mut()) {
+            acc.push(d.partial(&frames, params)?);
+        }
+    }
     let mut detectors = Vec::new();
     let mut findings = Vec::new();
-    for d in registry() {
-        if !only.is_empty() && !only.iter().any(|o| o == d.id()) {
-            continue;
-        }
-        let out = d.check(frames, params)?;
+    for (d, parts) in dets.iter().zip(partials) {
+        let out = d.finish(parts, params)?;
         detectors.push(DetectorReport {
             id: d.id(),
             title: d.title(),

@@ -19,7 +19,8 @@ use serde_json::json;
 
 use super::columns::{self, ts_ms};
 use super::{
-    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Severity, finding_id,
+    AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
+    unbox,
 };
 use crate::ingest::Frames;
 
@@ -380,7 +381,7 @@ impl Detector for OffPeak {
         "Off-peak training windows"
     }
 
-    fn check(&self, frames: &Frames, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+    fn validate(&self, params: &Params) -> Result<(), AdvisorError> {
         let p = &params.offpeak;
         if !(0.0..=1.0).contains(&p.min_share) {
             return Err(AdvisorError::Param {
@@ -388,7 +389,24 @@ impl Detector for OffPeak {
                 reason: format!("{} is not a share in 0–1", p.min_share),
             });
         }
-        let (per_hour, gpus) = free_gpus_per_hour(frames, p)?;
+        Ok(())
+    }
+
+    fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
+        Ok(Box::new(free_gpus_per_hour(frames, &params.offpeak)?))
+    }
+
+    fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
+        let p = &params.offpeak;
+        // Partitions hold disjoint GPUs: free counts and GPU counts add up.
+        let mut per_hour: BTreeMap<i64, u32> = BTreeMap::new();
+        let mut gpus = 0;
+        for (m, g) in unbox::<(BTreeMap<i64, u32>, usize)>(self.id(), parts)? {
+            for (h, f) in m {
+                *per_hour.entry(h).or_default() += f;
+            }
+            gpus += g;
+        }
         let prof = profile(&per_hour, gpus, params);
         let entries = schedule(&prof);
         let tz = params.tz.name();

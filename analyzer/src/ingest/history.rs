@@ -87,12 +87,14 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
                         table,
                         path,
                         source: source.clone(),
+                        node: node.clone(),
                     });
                 } else if name.ends_with(".parquet") && !name.starts_with('.') {
                     items.push(WorkItem::Parquet {
                         table,
                         path,
                         source: source.clone(),
+                        node: node.clone(),
                     });
                 }
             }

@@ -222,11 +222,14 @@ enum WorkItem {
         table: Table,
         path: PathBuf,
         source: String,
+        /// The node its manifest names (the partition key).
+        node: String,
     },
     Jsonl {
         table: Table,
         path: PathBuf,
         source: String,
+        node: String,
     },
     Csv {
         path: PathBuf,
@@ -238,10 +241,75 @@ enum WorkItem {
 
 /// Reads every source into the canonical frames. Fails on the first bad file; the report
 /// carries row counts and time ranges (computed by scanning `ts`), skips and warnings.
+///
+/// The frames are the union of [`ingest_parts`]' partitions.
 pub fn ingest(
     sources: &[Source],
     opts: &IngestOptions,
 ) -> Result<(Frames, IngestReport), IngestError> {
+    let (parts, report) = ingest_parts(sources, opts)?;
+    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, report))
+}
+
+/// One partition of the canonical frames: every row of the nodes it names, and no row of any
+/// other partition's nodes.
+#[derive(Clone)]
+pub struct Part {
+    /// The node (tessera history), or `*` when the partition holds every source.
+    pub key: String,
+    pub frames: Frames,
+}
+
+impl Frames {
+    /// Empty frames with the canonical schemas.
+    pub fn empty() -> Frames {
+        let e = |t: Table| DataFrame::empty_with_schema(&t.frame_schema()).lazy();
+        Frames {
+            gpu: e(Table::Gpu),
+            mig: e(Table::Mig),
+            process: e(Table::Process),
+        }
+    }
+
+    /// The union (concatenation) of several frames, table by table.
+    pub fn union(parts: impl IntoIterator<Item = Frames>) -> Result<Frames, IngestError> {
+        let mut g = Vec::new();
+        let mut m = Vec::new();
+        let mut p = Vec::new();
+        for f in parts {
+            g.push(f.gpu);
+            m.push(f.mig);
+            p.push(f.process);
+        }
+        if g.is_empty() {
+            return Ok(Frames::empty());
+        }
+        let cat = |v: Vec<LazyFrame>| -> Result<LazyFrame, IngestError> {
+            Ok(if v.len() == 1 {
+                v.into_iter().next().expect("one")
+            } else {
+                concat(v, UnionArgs::default())?
+            })
+        };
+        Ok(Frames {
+            gpu: cat(g)?,
+            mig: cat(m)?,
+            process: cat(p)?,
+        })
+    }
+}
+
+/// Like [`ingest`], but keeps the data partitioned by node so that per-node work (the
+/// advisor's detectors, the summary) can run one partition at a time in bounded memory.
+///
+/// When every source is tessera history, there is one partition per node (by the node name of
+/// its manifest, so one node given twice is still one partition). When any source is CSV or
+/// Prometheus (whose node set is only known after reading them), everything is one partition
+/// with key `*`. Row counts and time ranges in the report are summed over the partitions.
+pub fn ingest_parts(
+    sources: &[Source],
+    opts: &IngestOptions,
+) -> Result<(Vec<Part>, IngestReport), IngestError> {
     let mut report = IngestReport::default();
     let mut items = Vec::new();
     for s in sources {
@@ -251,28 +319,43 @@ pub fn ingest(
             Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
         }
     }
+    let single = items
+        .iter()
+        .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
     let total = items.len();
-    let mut parts: BTreeMap<Table, Vec<LazyFrame>> = BTreeMap::new();
-    // Checked Parquet files by (source, table), scanned together below.
-    let mut scans: BTreeMap<(String, Table), Vec<PathBuf>> = BTreeMap::new();
+    // Lazy frames by partition and table.
+    let mut parts: BTreeMap<String, BTreeMap<Table, Vec<LazyFrame>>> = BTreeMap::new();
+    // Checked Parquet files by (partition, source, table), scanned together below.
+    let mut scans: BTreeMap<(String, String, Table), Vec<PathBuf>> = BTreeMap::new();
+    let key = |node: &str| {
+        if single {
+            "*".to_string()
+        } else {
+            node.to_string()
+        }
+    };
     for (i, item) in items.into_iter().enumerate() {
         match item {
             WorkItem::Parquet {
                 table,
                 path,
                 source,
+                node,
             } => {
                 history::check_parquet(table, &path)?;
-                let group = scans.entry((source, table)).or_default();
+                let group = scans.entry((key(&node), source, table)).or_default();
                 group.push(path);
             }
             WorkItem::Jsonl {
                 table,
                 path,
                 source,
+                node,
             } => {
                 let df = history::read_open_segment(table, &path, opts, &mut report)?;
                 parts
+                    .entry(key(&node))
+                    .or_default()
                     .entry(table)
                     .or_default()
                     .push(canonical(df.lazy(), table, &source, opts));
@@ -280,23 +363,23 @@ pub fn ingest(
             WorkItem::Csv { path } => {
                 let source = format!("csv:{}", path.display());
                 for (table, df) in csv::read(&path, opts, &mut report)? {
-                    parts.entry(table).or_default().push(canonical(
-                        df.lazy(),
-                        table,
-                        &source,
-                        opts,
-                    ));
+                    parts
+                        .entry(key(""))
+                        .or_default()
+                        .entry(table)
+                        .or_default()
+                        .push(canonical(df.lazy(), table, &source, opts));
                 }
             }
             WorkItem::Prometheus { url } => {
                 let source = format!("prometheus:{url}");
                 for (table, df) in prometheus::read(&url, opts, &mut report)? {
-                    parts.entry(table).or_default().push(canonical(
-                        df.lazy(),
-                        table,
-                        &source,
-                        opts,
-                    ));
+                    parts
+                        .entry(key(""))
+                        .or_default()
+                        .entry(table)
+                        .or_default()
+                        .push(canonical(df.lazy(), table, &source, opts));
                 }
             }
         }
@@ -305,32 +388,52 @@ pub fn ingest(
             p(i + 1, total);
         }
     }
-    for ((source, table), paths) in scans {
+    for ((part, source, table), paths) in scans {
         let lf = history::scan_parquet_files(&paths)?;
         parts
+            .entry(part)
+            .or_default()
             .entry(table)
             .or_default()
             .push(canonical(lf, table, &source, opts));
     }
-    let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
-        let lfs = parts.remove(&t).unwrap_or_default();
-        let lf = if lfs.is_empty() {
-            DataFrame::empty_with_schema(&t.frame_schema()).lazy()
-        } else {
-            concat(lfs, UnionArgs::default())?
-        };
-        Ok(lf)
-    };
-    let frames = Frames {
-        gpu: build(Table::Gpu)?,
-        mig: build(Table::Mig)?,
-        process: build(Table::Process)?,
-    };
-    for t in Table::ALL {
-        let stats = table_stats(frames.table(t).clone())?;
-        report.tables.insert(t, stats);
+    if parts.is_empty() && single {
+        parts.insert("*".into(), BTreeMap::new());
     }
-    Ok((frames, report))
+    let mut out = Vec::with_capacity(parts.len());
+    for (key, mut tables) in parts {
+        let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
+            let lfs = tables.remove(&t).unwrap_or_default();
+            Ok(match lfs.len() {
+                0 => DataFrame::empty_with_schema(&t.frame_schema()).lazy(),
+                1 => lfs.into_iter().next().expect("one"),
+                _ => concat(lfs, UnionArgs::default())?,
+            })
+        };
+        let frames = Frames {
+            gpu: build(Table::Gpu)?,
+            mig: build(Table::Mig)?,
+            process: build(Table::Process)?,
+        };
+        for t in Table::ALL {
+            let stats = table_stats(frames.table(t).clone())?;
+            let acc = report.tables.entry(t).or_default();
+            acc.rows += stats.rows;
+            acc.first_ts = match (acc.first_ts, stats.first_ts) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            acc.last_ts = match (acc.last_ts, stats.last_ts) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        out.push(Part { key, frames });
+    }
+    for t in Table::ALL {
+        report.tables.entry(t).or_default();
+    }
+    Ok((out, report))
 }
 
 /// Row count and ts range of a frame (reads only `ts`).
