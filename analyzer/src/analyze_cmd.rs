@@ -152,8 +152,11 @@ pub fn load(src: &SourceArgs) -> Result<(Frames, Option<(i64, i64)>)> {
     Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, range))
 }
 
+/// A time range, unix ms (first, last).
+pub type Range = (i64, i64);
+
 /// Like [`load`], partitioned by node: the advisor then runs one node at a time.
-pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<(i64, i64)>)> {
+pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>)> {
     let (parts, report) = src.ingest_parts()?;
     let mut range = report.time_range();
     let parts = match range {

@@ -8,6 +8,12 @@ use clap::{Parser, Subcommand};
 use tessera::scenario;
 use tessera_exporter::sim;
 
+/// mimalloc instead of glibc's allocator: the advisor allocates and frees large column buffers
+/// per node; with glibc that churn cost a quarter of the run in page faults and `munmap`
+/// (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod analyze_cmd;
 mod ingest_cmd;
 mod simulate;

@@ -3,20 +3,18 @@
 //!
 //! This module does not decide anything; it only hides polars' casting and chunk handling.
 
-use std::collections::HashMap;
-
 use polars::prelude::*;
 
 use super::AdvisorError;
 
 /// A utf8 column.
 pub struct Strs(StringChunked);
-/// A float column.
-pub struct F64s(Float64Chunked);
+/// A float column (non-finite values read as missing).
+pub struct F64s(Vec<Option<f64>>);
 /// An integer column (read as i64).
-pub struct I64s(Int64Chunked);
+pub struct I64s(Vec<Option<i64>>);
 /// A boolean column.
-pub struct Bools(BooleanChunked);
+pub struct Bools(Vec<Option<bool>>);
 
 impl Strs {
     pub fn get(&self, i: usize) -> Option<&str> {
@@ -25,17 +23,17 @@ impl Strs {
 }
 impl F64s {
     pub fn get(&self, i: usize) -> Option<f64> {
-        self.0.get(i).filter(|v| v.is_finite())
+        self.0.get(i).copied().flatten()
     }
 }
 impl I64s {
     pub fn get(&self, i: usize) -> Option<i64> {
-        self.0.get(i)
+        self.0.get(i).copied().flatten()
     }
 }
 impl Bools {
     pub fn get(&self, i: usize) -> Option<bool> {
-        self.0.get(i)
+        self.0.get(i).copied().flatten()
     }
 }
 
@@ -52,14 +50,27 @@ pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
     Ok(Strs(column(df, name, &DataType::String)?.str()?.clone()))
 }
 pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, AdvisorError> {
-    Ok(F64s(column(df, name, &DataType::Float64)?.f64()?.clone()))
+    let s = column(df, name, &DataType::Float64)?;
+    Ok(F64s(
+        s.f64()?
+            .iter()
+            .map(|v| v.filter(|x| x.is_finite()))
+            .collect(),
+    ))
 }
 pub fn i64s(df: &DataFrame, name: &str) -> Result<I64s, AdvisorError> {
-    Ok(I64s(column(df, name, &DataType::Int64)?.i64()?.clone()))
+    let s = column(df, name, &DataType::Int64)?;
+    Ok(I64s(s.i64()?.iter().collect()))
 }
 pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, AdvisorError> {
-    Ok(Bools(column(df, name, &DataType::Boolean)?.bool()?.clone()))
+    let s = column(df, name, &DataType::Boolean)?;
+    Ok(Bools(s.bool()?.iter().collect()))
 }
+
+/// A hash map with a fast, deterministic (non-DoS-resistant) hasher, for row keys.
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+/// A hash set with the same hasher.
+pub type FastSet<K> = rustc_hash::FxHashSet<K>;
 
 /// `ts` as unix ms (Int64) under the same name.
 pub fn ts_ms() -> Expr {
@@ -71,7 +82,7 @@ pub fn ts_ms() -> Expr {
 /// multi-column string sort of the whole frame, and rows usually arrive in time order already.
 pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
     type Key<'a> = Vec<Option<&'a str>>;
-    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut index: FastMap<Key, usize> = FastMap::default();
     let mut out: Vec<(Key, Vec<usize>)> = Vec::new();
     let mut last: Option<usize> = None;
     for i in 0..n {

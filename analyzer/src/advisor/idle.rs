@@ -16,7 +16,7 @@ use polars::prelude::*;
 use serde::Serialize;
 use serde_json::json;
 
-use super::columns::{self, Strs, groups, ts_ms};
+use super::columns::{self, FastMap as HashMap, FastSet as HashSet, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -80,234 +80,6 @@ pub struct IdleEntity {
     pub unjudged_rows: u64,
 }
 
-/// A typed all-null column (keeps the three entity kinds' schemas equal for the concat).
-fn null(name: &str, ty: DataType) -> Expr {
-    lit(NULL).cast(ty).alias(name)
-}
-
-/// Unified per-row columns of all three entity kinds.
-fn rows(frames: &Frames) -> Result<LazyFrame, AdvisorError> {
-    let s = |v: &str| lit(v.to_string());
-    let gpu = frames.gpu.clone().select([
-        col("node"),
-        col("uuid"),
-        ts_ms().alias("ts"),
-        col("sm_active_max").alias("g_sm"),
-        col("busy_max").alias("g_busy"),
-        col("model"),
-        col("mig_enabled"),
-    ]);
-    let mig = frames
-        .mig
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu_instance").cast(DataType::Int64),
-            ts_ms().alias("ts"),
-            col("sm_active_max"),
-            col("memory_used_max_bytes"),
-            col("mig_uuid"),
-            col("profile"),
-        ])
-        .group_by([col("node"), col("uuid"), col("gpu_instance"), col("ts")])
-        .agg([
-            col("sm_active_max").max().alias("m_sm"),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .sum()
-                .alias("m_mem"),
-            col("mig_uuid").first(),
-            col("profile").first(),
-        ]);
-    let proc_keys = frames
-        .process
-        .clone()
-        .select([col("node"), col("uuid")])
-        .unique(None, UniqueKeepStrategy::Any)
-        .with_column(lit(true).alias("gpu_has_proc"));
-    let proc_gi_keys = frames
-        .process
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu_instance").cast(DataType::Int64),
-        ])
-        .unique(None, UniqueKeepStrategy::Any)
-        .with_column(lit(true).alias("gi_has_proc"));
-    let on = |c: &[&str]| c.iter().map(|c| col(*c)).collect::<Vec<_>>();
-    let left = |a: LazyFrame, b: LazyFrame, keys: &[&str]| {
-        a.join(
-            b,
-            on(keys),
-            on(keys),
-            JoinArgs::new(JoinType::Left).with_coalesce(JoinCoalesce::CoalesceColumns),
-        )
-    };
-
-    let act_src = |p: Option<&str>, m: Option<&str>| {
-        // The first present of process sm, MIG sm, GPU sm, GPU busy.
-        let mut c: Vec<(Expr, &str)> = Vec::new();
-        if let Some(p) = p {
-            c.push((col(p), "process_sm"));
-        }
-        if let Some(m) = m {
-            c.push((col(m), "mig_sm_active"));
-        }
-        c.push((col("g_sm"), "gpu_sm_active"));
-        c.push((col("g_busy"), "gpu_busy"));
-        let mut act = lit(NULL).cast(DataType::Float64);
-        let mut src = lit(NULL).cast(DataType::String);
-        for (e, name) in c.into_iter().rev() {
-            act = when(e.clone().is_not_null()).then(e.clone()).otherwise(act);
-            src = when(e.is_not_null()).then(s(name)).otherwise(src);
-        }
-        (act, src)
-    };
-
-    // Processes.
-    let procs = frames.process.clone().select([
-        col("node"),
-        col("uuid"),
-        col("gpu").cast(DataType::Int64),
-        col("pid").cast(DataType::Int64),
-        col("process"),
-        col("gpu_instance").cast(DataType::Int64),
-        col("namespace"),
-        col("pod"),
-        col("pod_uid"),
-        col("slurm_job_id"),
-        ts_ms().alias("ts"),
-        col("interval_ms").cast(DataType::Int64),
-        col("memory_used_max_bytes")
-            .cast(DataType::Float64)
-            .alias("mem"),
-        col("sm_max").alias("p_sm"),
-    ]);
-    let procs = left(procs, gpu.clone(), &["node", "uuid", "ts"]);
-    let procs = left(procs, mig.clone(), &["node", "uuid", "gpu_instance", "ts"]);
-    let (p_act, p_src) = act_src(Some("p_sm"), Some("m_sm"));
-    let (w_act, _) = act_src(None, Some("m_sm"));
-    let procs = procs.select([
-        s("process").alias("kind"),
-        col("node"),
-        col("uuid"),
-        col("gpu"),
-        col("gpu_instance"),
-        col("pid"),
-        col("process"),
-        col("namespace"),
-        col("pod").fill_null(col("pod_uid")).alias("pod"),
-        col("slurm_job_id"),
-        col("model"),
-        col("mig_uuid"),
-        col("profile"),
-        col("ts"),
-        col("interval_ms"),
-        col("mem"),
-        p_act.alias("act"),
-        p_src.alias("act_src"),
-        w_act.alias("whole_act"),
-    ]);
-
-    // MIG instances without process rows.
-    let migs = frames.mig.clone().select([
-        col("node"),
-        col("uuid"),
-        col("gpu").cast(DataType::Int64),
-        col("gpu_instance").cast(DataType::Int64),
-        ts_ms().alias("ts"),
-        col("interval_ms").cast(DataType::Int64),
-    ]);
-    let migs = migs
-        .group_by([col("node"), col("uuid"), col("gpu_instance"), col("ts")])
-        .agg([col("gpu").first(), col("interval_ms").first()]);
-    let migs =
-        left(migs, mig, &["node", "uuid", "gpu_instance", "ts"]).filter(col("m_mem").is_not_null());
-    let migs = left(migs, proc_gi_keys, &["node", "uuid", "gpu_instance"])
-        .filter(col("gi_has_proc").is_null());
-    let migs = left(migs, gpu.clone(), &["node", "uuid", "ts"]);
-    let migs = migs.select([
-        s("mig").alias("kind"),
-        col("node"),
-        col("uuid"),
-        col("gpu"),
-        col("gpu_instance"),
-        null("pid", DataType::Int64),
-        null("process", DataType::String),
-        null("namespace", DataType::String),
-        null("pod", DataType::String),
-        null("slurm_job_id", DataType::String),
-        col("model"),
-        col("mig_uuid"),
-        col("profile"),
-        col("ts"),
-        col("interval_ms"),
-        col("m_mem").alias("mem"),
-        col("m_sm").alias("act"),
-        when(col("m_sm").is_not_null())
-            .then(s("mig_sm_active"))
-            .otherwise(lit(NULL).cast(DataType::String))
-            .alias("act_src"),
-        col("m_sm").alias("whole_act"),
-    ]);
-
-    // Whole GPUs outside MIG mode without process rows.
-    let gpus = frames.gpu.clone().select([
-        col("node"),
-        col("uuid"),
-        col("gpu").cast(DataType::Int64),
-        ts_ms().alias("ts"),
-        col("interval_ms").cast(DataType::Int64),
-        col("memory_used_max_bytes")
-            .cast(DataType::Float64)
-            .alias("mem"),
-        col("sm_active_max").alias("g_sm"),
-        col("busy_max").alias("g_busy"),
-        col("model"),
-        col("mig_enabled"),
-    ]);
-    let gpus = left(gpus, proc_keys, &["node", "uuid"])
-        .filter(col("gpu_has_proc").is_null())
-        .filter(col("mig_enabled").fill_null(lit(false)).not());
-    let (g_act, g_src) = act_src(None, None);
-    let gpus = gpus.select([
-        s("gpu").alias("kind"),
-        col("node"),
-        col("uuid"),
-        col("gpu"),
-        null("gpu_instance", DataType::Int64),
-        null("pid", DataType::Int64),
-        null("process", DataType::String),
-        null("namespace", DataType::String),
-        null("pod", DataType::String),
-        null("slurm_job_id", DataType::String),
-        col("model"),
-        null("mig_uuid", DataType::String),
-        null("profile", DataType::String),
-        col("ts"),
-        col("interval_ms"),
-        col("mem"),
-        g_act.clone().alias("act"),
-        g_src.alias("act_src"),
-        g_act.alias("whole_act"),
-    ]);
-
-    let all = concat([procs, migs, gpus], UnionArgs::default())?;
-    Ok(all.with_columns([
-        col("gpu_instance")
-            .cast(DataType::String)
-            .fill_null(lit(""))
-            .alias("gi_key"),
-        col("pid")
-            .cast(DataType::String)
-            .fill_null(lit(""))
-            .alias("pid_key"),
-        col("process").fill_null(lit("")).alias("process_key"),
-    ]))
-}
-
 /// Compute slices of a MIG profile name (`3g.40gb` → 3), as a share of the GPU's 7.
 fn profile_share(profile: Option<&str>) -> f64 {
     profile
@@ -316,47 +88,402 @@ fn profile_share(profile: Option<&str>) -> f64 {
         .map_or(1.0, |n| (n / 7.0).min(1.0))
 }
 
+/// Interns `(node, uuid)` pairs of one partition as small integers.
+#[derive(Default)]
+struct GpuIds<'a> {
+    ids: HashMap<(&'a str, &'a str), u32>,
+    last: Option<((&'a str, &'a str), u32)>,
+}
+
+impl<'a> GpuIds<'a> {
+    fn id(&mut self, node: &'a str, uuid: &'a str) -> u32 {
+        if let Some((k, v)) = self.last
+            && k == (node, uuid)
+        {
+            return v;
+        }
+        let n = self.ids.len() as u32;
+        let v = *self.ids.entry((node, uuid)).or_insert(n);
+        self.last = Some(((node, uuid), v));
+        v
+    }
+    fn get(&self, node: &str, uuid: &str) -> Option<u32> {
+        self.ids.get(&(node, uuid)).copied()
+    }
+}
+
+/// One MIG instance at one timestamp (rows of the same instance and `ts` combined).
+#[derive(Clone, Copy)]
+struct MigAt {
+    sm: Option<f64>,
+    mem: f64,
+    gpu: Option<i64>,
+    interval: Option<i64>,
+}
+
+/// A MIG instance's first MIG UUID and profile, and its timestamps in first-seen order.
+type Instance = (Option<String>, Option<String>, Vec<i64>);
+
+/// One row of an entity's series.
+#[derive(Clone, Copy)]
+struct Row {
+    ts: i64,
+    interval: Option<i64>,
+    mem: f64,
+    act: Option<f64>,
+    src: Option<&'static str>,
+    whole: Option<f64>,
+}
+
+/// An entity's identity while its rows are collected.
+struct Ent {
+    sort_key: [String; 6],
+    entity: Entity,
+    profile: Option<String>,
+    rows: Vec<Row>,
+}
+
+/// The first present of the process's SM, its MIG instance's SM, the GPU's SM, the GPU's busy.
+fn first_present(c: [(Option<f64>, &'static str); 4]) -> (Option<f64>, Option<&'static str>) {
+    c.into_iter()
+        .find(|(v, _)| v.is_some())
+        .map_or((None, None), |(v, s)| (v, Some(s)))
+}
+
+/// Every entity of one partition with its rows (sorted by `ts`), in key order.
+///
+/// Rows are matched in Rust on interned `(node, uuid)` ids and `ts`, not by joins on string
+/// keys (which dominated the advisor's time: docs/performance.md).
+fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
+    let gdf = frames
+        .gpu
+        .clone()
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            ts_ms().alias("ts"),
+            col("interval_ms").cast(DataType::Int64),
+            col("sm_active_max"),
+            col("busy_max"),
+            col("memory_used_max_bytes")
+                .cast(DataType::Float64)
+                .alias("mem"),
+            col("model"),
+            col("mig_enabled"),
+        ])
+        .collect()?;
+    let mdf = frames
+        .mig
+        .clone()
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            col("gpu_instance").cast(DataType::Int64),
+            ts_ms().alias("ts"),
+            col("interval_ms").cast(DataType::Int64),
+            col("sm_active_max"),
+            col("memory_used_max_bytes")
+                .cast(DataType::Float64)
+                .alias("mem"),
+            col("mig_uuid"),
+            col("profile"),
+        ])
+        .collect()?;
+    let pdf = frames
+        .process
+        .clone()
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            col("pid").cast(DataType::Int64),
+            col("process"),
+            col("gpu_instance").cast(DataType::Int64),
+            col("namespace"),
+            col("pod").fill_null(col("pod_uid")).alias("pod"),
+            col("slurm_job_id"),
+            ts_ms().alias("ts"),
+            col("interval_ms").cast(DataType::Int64),
+            col("memory_used_max_bytes")
+                .cast(DataType::Float64)
+                .alias("mem"),
+            col("sm_max"),
+        ])
+        .collect()?;
+
+    let mut ids = GpuIds::default();
+    // GPU rows.
+    let (g_node, g_uuid) = (columns::strs(&gdf, "node")?, columns::strs(&gdf, "uuid")?);
+    let g_gpu = columns::i64s(&gdf, "gpu")?;
+    let g_ts = columns::i64s(&gdf, "ts")?;
+    let g_iv = columns::i64s(&gdf, "interval_ms")?;
+    let g_sm = columns::f64s(&gdf, "sm_active_max")?;
+    let g_busy = columns::f64s(&gdf, "busy_max")?;
+    let g_mem = columns::f64s(&gdf, "mem")?;
+    let g_model = columns::strs(&gdf, "model")?;
+    let g_mig = columns::bools(&gdf, "mig_enabled")?;
+    let mut gpu_at: HashMap<(u32, i64), usize> =
+        HashMap::with_capacity_and_hasher(gdf.height(), Default::default());
+    let mut model_of: HashMap<u32, String> = HashMap::default();
+    for i in 0..gdf.height() {
+        let (Some(n), Some(u), Some(t)) = (g_node.get(i), g_uuid.get(i), g_ts.get(i)) else {
+            continue;
+        };
+        let id = ids.id(n, u);
+        gpu_at.entry((id, t)).or_insert(i);
+        if let Some(m) = g_model.get(i) {
+            model_of.entry(id).or_insert_with(|| m.to_string());
+        }
+    }
+    let gpu_act = |id: u32, t: i64| -> [(Option<f64>, &'static str); 2] {
+        match gpu_at.get(&(id, t)) {
+            Some(&i) => [(g_sm.get(i), "gpu_sm_active"), (g_busy.get(i), "gpu_busy")],
+            None => [(None, "gpu_sm_active"), (None, "gpu_busy")],
+        }
+    };
+
+    // MIG rows, combined per instance and ts (SM: max; memory: sum).
+    let (m_node, m_uuid) = (columns::strs(&mdf, "node")?, columns::strs(&mdf, "uuid")?);
+    let m_gpu = columns::i64s(&mdf, "gpu")?;
+    let m_gi = columns::i64s(&mdf, "gpu_instance")?;
+    let m_ts = columns::i64s(&mdf, "ts")?;
+    let m_iv = columns::i64s(&mdf, "interval_ms")?;
+    let m_sm = columns::f64s(&mdf, "sm_active_max")?;
+    let m_mem = columns::f64s(&mdf, "mem")?;
+    let m_uuid_mig = columns::strs(&mdf, "mig_uuid")?;
+    let m_profile = columns::strs(&mdf, "profile")?;
+    let mut mig_at: HashMap<(u32, Option<i64>, i64), MigAt> = HashMap::default();
+    // Instance → (first mig uuid, first profile), and its timestamps in first-seen order.
+    let mut instances: BTreeMap<(u32, Option<i64>), Instance> = BTreeMap::new();
+    for i in 0..mdf.height() {
+        let (Some(n), Some(u), Some(t)) = (m_node.get(i), m_uuid.get(i), m_ts.get(i)) else {
+            continue;
+        };
+        let id = ids.id(n, u);
+        let gi = m_gi.get(i);
+        let inst = instances.entry((id, gi)).or_default();
+        if inst.0.is_none() {
+            inst.0 = m_uuid_mig.get(i).map(str::to_string);
+        }
+        if inst.1.is_none() {
+            inst.1 = m_profile.get(i).map(str::to_string);
+        }
+        match mig_at.entry((id, gi, t)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let e = e.get_mut();
+                e.sm = match (e.sm, m_sm.get(i)) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                e.mem += m_mem.get(i).unwrap_or(0.0);
+                e.gpu = e.gpu.or(m_gpu.get(i));
+                e.interval = e.interval.or(m_iv.get(i));
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(MigAt {
+                    sm: m_sm.get(i),
+                    mem: m_mem.get(i).unwrap_or(0.0),
+                    gpu: m_gpu.get(i),
+                    interval: m_iv.get(i),
+                });
+                inst.2.push(t);
+            }
+        }
+    }
+
+    let mut out: Vec<Ent> = Vec::new();
+    let key = |kind: &str,
+               node: &str,
+               uuid: &str,
+               gi: Option<i64>,
+               pid: Option<i64>,
+               process: Option<&str>| {
+        [
+            kind.to_string(),
+            node.to_string(),
+            uuid.to_string(),
+            gi.map(|g| g.to_string()).unwrap_or_default(),
+            pid.map(|p| p.to_string()).unwrap_or_default(),
+            process.unwrap_or("").to_string(),
+        ]
+    };
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+
+    // Processes.
+    let (p_node, p_uuid) = (columns::strs(&pdf, "node")?, columns::strs(&pdf, "uuid")?);
+    let p_gpu = columns::i64s(&pdf, "gpu")?;
+    let p_pid = columns::i64s(&pdf, "pid")?;
+    let p_proc = columns::strs(&pdf, "process")?;
+    let p_gi = columns::i64s(&pdf, "gpu_instance")?;
+    let p_ns = columns::strs(&pdf, "namespace")?;
+    let p_pod = columns::strs(&pdf, "pod")?;
+    let p_job = columns::strs(&pdf, "slurm_job_id")?;
+    let p_ts = columns::i64s(&pdf, "ts")?;
+    let p_iv = columns::i64s(&pdf, "interval_ms")?;
+    let p_mem = columns::f64s(&pdf, "mem")?;
+    let p_sm = columns::f64s(&pdf, "sm_max")?;
+    let mut gpus_with_proc: HashSet<(&str, &str)> = HashSet::default();
+    let mut gis_with_proc: HashSet<(&str, &str, Option<i64>)> = HashSet::default();
+    type PKey<'a> = (&'a str, &'a str, Option<i64>, Option<i64>, Option<&'a str>);
+    let mut proc_index: HashMap<PKey, usize> = HashMap::default();
+    let mut last: Option<(PKey, usize)> = None;
+    for i in 0..pdf.height() {
+        let n = p_node.get(i).unwrap_or("");
+        let u = p_uuid.get(i).unwrap_or("");
+        let gi = p_gi.get(i);
+        let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i));
+        let e = match last {
+            Some((lk, e)) if lk == k => e,
+            _ => {
+                let e = *proc_index.entry(k).or_insert_with(|| {
+                    gpus_with_proc.insert((n, u));
+                    gis_with_proc.insert((n, u, gi));
+                    let id = ids.get(n, u);
+                    let inst = id.and_then(|id| instances.get(&(id, gi)));
+                    out.push(Ent {
+                        sort_key: key("process", n, u, gi, k.3, k.4),
+                        entity: Entity {
+                            kind: "process".into(),
+                            node: some(n),
+                            gpu: p_gpu.get(i).map(|g| g as u32),
+                            uuid: some(u),
+                            model: id.and_then(|id| model_of.get(&id).cloned()),
+                            mig_uuid: inst.and_then(|x| x.0.clone()),
+                            gpu_instance: gi.map(|g| g as u32),
+                            pid: k.3.map(|p| p as u32),
+                            process: k.4.and_then(some),
+                            namespace: p_ns.get(i).and_then(some),
+                            pod: p_pod.get(i).and_then(some),
+                            slurm_job: p_job.get(i).and_then(some),
+                        },
+                        profile: inst.and_then(|x| x.1.clone()),
+                        rows: Vec::new(),
+                    });
+                    out.len() - 1
+                });
+                last = Some((k, e));
+                e
+            }
+        };
+        let Some(t) = p_ts.get(i) else { continue };
+        let id = ids.get(n, u);
+        let mig = id.and_then(|id| mig_at.get(&(id, gi, t)));
+        let [g_sm_v, g_busy_v] = id.map_or([(None, "gpu_sm_active"), (None, "gpu_busy")], |id| {
+            gpu_act(id, t)
+        });
+        let m_sm_v = (mig.and_then(|m| m.sm), "mig_sm_active");
+        let (act, src) = first_present([(p_sm.get(i), "process_sm"), m_sm_v, g_sm_v, g_busy_v]);
+        let (whole, _) = first_present([(None, ""), m_sm_v, g_sm_v, g_busy_v]);
+        out[e].rows.push(Row {
+            ts: t,
+            interval: p_iv.get(i),
+            mem: p_mem.get(i).unwrap_or(f64::NAN),
+            act,
+            src,
+            whole,
+        });
+    }
+
+    // MIG instances without process rows.
+    let names: HashMap<u32, (&str, &str)> = ids.ids.iter().map(|(k, v)| (*v, *k)).collect();
+    for ((id, gi), (mig_uuid, profile, stamps)) in &instances {
+        let (n, u) = names[id];
+        if gis_with_proc.contains(&(n, u, *gi)) {
+            continue;
+        }
+        let first = mig_at[&(*id, *gi, stamps[0])];
+        let mut rows = Vec::with_capacity(stamps.len());
+        for &t in stamps {
+            let m = mig_at[&(*id, *gi, t)];
+            rows.push(Row {
+                ts: t,
+                interval: m.interval,
+                mem: m.mem,
+                act: m.sm,
+                src: m.sm.map(|_| "mig_sm_active"),
+                whole: m.sm,
+            });
+        }
+        out.push(Ent {
+            sort_key: key("mig", n, u, *gi, None, None),
+            entity: Entity {
+                kind: "mig".into(),
+                node: some(n),
+                gpu: first.gpu.map(|g| g as u32),
+                uuid: some(u),
+                model: model_of.get(id).cloned(),
+                mig_uuid: mig_uuid.clone(),
+                gpu_instance: gi.map(|g| g as u32),
+                ..Entity::default()
+            },
+            profile: profile.clone(),
+            rows,
+        });
+    }
+
+    // Whole GPUs outside MIG mode without process rows.
+    let mut gpu_ents: HashMap<u32, usize> = HashMap::default();
+    for i in 0..gdf.height() {
+        let (Some(n), Some(u), Some(t)) = (g_node.get(i), g_uuid.get(i), g_ts.get(i)) else {
+            continue;
+        };
+        if g_mig.get(i).unwrap_or(false) || gpus_with_proc.contains(&(n, u)) {
+            continue;
+        }
+        let id = ids.get(n, u).expect("interned above");
+        let e = *gpu_ents.entry(id).or_insert_with(|| {
+            out.push(Ent {
+                sort_key: key("gpu", n, u, None, None, None),
+                entity: Entity {
+                    kind: "gpu".into(),
+                    node: some(n),
+                    gpu: g_gpu.get(i).map(|g| g as u32),
+                    uuid: some(u),
+                    model: model_of.get(&id).cloned(),
+                    ..Entity::default()
+                },
+                profile: None,
+                rows: Vec::new(),
+            });
+            out.len() - 1
+        });
+        let (act, src) = first_present([
+            (None, ""),
+            (None, ""),
+            (g_sm.get(i), "gpu_sm_active"),
+            (g_busy.get(i), "gpu_busy"),
+        ]);
+        out[e].rows.push(Row {
+            ts: t,
+            interval: g_iv.get(i),
+            mem: g_mem.get(i).unwrap_or(f64::NAN),
+            act,
+            src,
+            whole: act,
+        });
+    }
+    out.sort_by(|a, b| a.sort_key.cmp(&b.sort_key));
+    for e in &mut out {
+        if !e.rows.windows(2).all(|w| w[0].ts <= w[1].ts) {
+            e.rows.sort_by_key(|r| r.ts);
+        }
+    }
+    Ok(out)
+}
+
 /// Finds every entity's idle spans.
 pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>, AdvisorError> {
-    let df = rows(frames)?.collect()?;
-    let n = df.height();
-    let key = |c: &str| columns::strs(&df, c);
-    let (kind, node, uuid, gi_key, pid_key, process_key) = (
-        key("kind")?,
-        key("node")?,
-        key("uuid")?,
-        key("gi_key")?,
-        key("pid_key")?,
-        key("process_key")?,
-    );
-    let gpu = columns::i64s(&df, "gpu")?;
-    let gi = columns::i64s(&df, "gpu_instance")?;
-    let pid = columns::i64s(&df, "pid")?;
-    let process = key("process")?;
-    let namespace = key("namespace")?;
-    let pod = key("pod")?;
-    let slurm = key("slurm_job_id")?;
-    let model = key("model")?;
-    let mig_uuid = key("mig_uuid")?;
-    let profile = key("profile")?;
-    let ts = columns::i64s(&df, "ts")?;
-    let interval = columns::i64s(&df, "interval_ms")?;
-    let mem = columns::f64s(&df, "mem")?;
-    let act = columns::f64s(&df, "act")?;
-    let act_src = key("act_src")?;
-    let whole = columns::f64s(&df, "whole_act")?;
-
-    let keys: [&Strs; 6] = [&kind, &node, &uuid, &gi_key, &pid_key, &process_key];
     let mut out = Vec::new();
-    for r in groups(&keys, &ts, n) {
-        let first = r[0];
+    for ent in entities(frames)? {
         let mut spans = Vec::new();
         let mut observed = 0i64;
         let mut unjudged = 0u64;
-        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+        let mut sources: BTreeMap<&'static str, u64> = BTreeMap::new();
         let mut cur: Option<IdleSpan> = None;
         let mut prev_ts: Option<i64> = None;
-        let share = profile_share(profile.get(first));
+        let share = profile_share(ent.profile.as_deref());
         let close = |cur: &mut Option<IdleSpan>, spans: &mut Vec<IdleSpan>| {
             if let Some(s) = cur.take()
                 && s.end_ms - s.start_ms >= p.min_duration_ms
@@ -364,8 +491,8 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
                 spans.push(s);
             }
         };
-        for &i in &r {
-            let (Some(t), Some(iv)) = (ts.get(i), interval.get(i)) else {
+        for r in &ent.rows {
+            let (t, Some(iv)) = (r.ts, r.interval) else {
                 continue;
             };
             let iv = iv.max(1);
@@ -376,10 +503,10 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
                 close(&mut cur, &mut spans);
             }
             prev_ts = Some(t);
-            let m = mem.get(i).unwrap_or(0.0);
-            let a = act.get(i);
-            if let Some(src) = act_src.get(i) {
-                *sources.entry(src.to_string()).or_default() += 1;
+            let m = if r.mem.is_finite() { r.mem } else { 0.0 };
+            let a = r.act.filter(|a| a.is_finite());
+            if let Some(src) = r.src {
+                *sources.entry(src).or_default() += 1;
             }
             if m >= p.min_memory_bytes && a.is_none() {
                 unjudged += 1;
@@ -390,7 +517,7 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
                 continue;
             }
             let h = hours(iv);
-            let whole_idle = whole.get(i).is_some_and(|w| w <= p.max_activity);
+            let whole_idle = r.whole.is_some_and(|w| w <= p.max_activity);
             let s = cur.get_or_insert(IdleSpan {
                 start_ms: t - iv,
                 end_ms: t,
@@ -409,28 +536,13 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
         if spans.is_empty() && unjudged == 0 {
             continue;
         }
-        let o = |s: &Strs| s.get(first).filter(|v| !v.is_empty()).map(str::to_string);
-        let entity = Entity {
-            kind: kind.get(first).unwrap_or("").to_string(),
-            node: o(&node),
-            gpu: gpu.get(first).map(|g| g as u32),
-            uuid: o(&uuid),
-            model: o(&model),
-            mig_uuid: o(&mig_uuid),
-            gpu_instance: gi.get(first).map(|g| g as u32),
-            pid: pid.get(first).map(|p| p as u32),
-            process: o(&process),
-            namespace: o(&namespace),
-            pod: o(&pod),
-            slurm_job: o(&slurm),
-        };
         let activity_source = sources
             .iter()
             .max_by_key(|(_, n)| **n)
-            .map(|(s, _)| s.clone())
+            .map(|(s, _)| s.to_string())
             .unwrap_or_else(|| "none".into());
         out.push(IdleEntity {
-            entity,
+            entity: ent.entity,
             activity_source,
             spans,
             observed_ms: observed,

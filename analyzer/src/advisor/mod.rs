@@ -395,10 +395,22 @@ where
         d.validate(params)?;
     }
     let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let mut spent: Vec<std::time::Duration> = vec![std::time::Duration::ZERO; dets.len() + 1];
     for part in parts {
+        let t = std::time::Instant::now();
         let frames = prepare(&part?)?;
-        for (d, acc) in dets.iter().zip(partials.iter_mut()) {
+        spent[0] += t.elapsed();
+        for (i, (d, acc)) in dets.iter().zip(partials.iter_mut()).enumerate() {
+            let t = std::time::Instant::now();
             acc.push(d.partial(&frames, params)?);
+            spent[i + 1] += t.elapsed();
+        }
+    }
+    if timing {
+        eprintln!("timings: prepare {:?}", spent[0]);
+        for (d, t) in dets.iter().zip(&spent[1..]) {
+            eprintln!("timings: {} {:?}", d.id(), t);
         }
     }
     let mut detectors = Vec::new();
