@@ -94,7 +94,7 @@ fn name_key(s: &str) -> u64 {
 
 /// GPU instance id for an instance, following the pattern the driver uses (7g → 0, 4g/3g → 1–2,
 /// 2-slot → 3–5, 1-slot → 7–13); unique per placement.
-fn gpu_instance_id(l: &LayoutInstance) -> u32 {
+pub(crate) fn gpu_instance_id(l: &LayoutInstance) -> u32 {
     match l.placement.size {
         8 => 0,
         4 => 1 + l.placement.start / 4,
