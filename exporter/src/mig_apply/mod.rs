@@ -211,7 +211,7 @@ pub fn targets(
                     return Err(target_err(
                         l.gpu,
                         format!(
-                            "the plan is for a {}, but this GPU is {} ({})",
+                            "the plan is for model {}, but this GPU is {} ({})",
                             l.model,
                             model.map_or("a model tessera does not know", |m| m.key),
                             g.name
