@@ -185,6 +185,40 @@ impl SimNode {
         &self.gpus
     }
 
+    /// Replace GPU `gpu`'s MIG layout (`None`: MIG disabled) with `instances` (layout, GPU
+    /// instance id, compute instance id). MIG UUIDs follow the same rule as at creation, so an
+    /// instance re-created at the same placement gets the same UUID. For the fake NVML library's
+    /// write calls ([`crate::sim::control::SimMigControl`] decides what is legal).
+    pub fn set_mig_instances(
+        &mut self,
+        gpu: u32,
+        instances: Option<Vec<(LayoutInstance, u32, u32)>>,
+    ) {
+        let seed = self.scenario.seed;
+        let nkey = name_key(&self.node);
+        let Some(g) = self.gpus.get_mut(gpu as usize) else {
+            return;
+        };
+        g.mig = instances.map(|list| {
+            let mut out: Vec<SimMigInstance> = list
+                .into_iter()
+                .map(|(l, gi, ci)| SimMigInstance {
+                    layout: l,
+                    gpu_instance_id: gi,
+                    compute_instance_id: ci,
+                    uuid: uuid_like(
+                        "MIG",
+                        seed,
+                        nkey ^ gpu as u64,
+                        l.placement.start as u64 + 100,
+                    ),
+                })
+                .collect();
+            out.sort_by_key(|m| m.gpu_instance_id);
+            out
+        });
+    }
+
     /// Attribution of every workload process on this node, as the scenario describes it: a pod
     /// UID and container id derived from the pod and workload names (stable across runs), and the
     /// Slurm job id. The simulator's pids do not exist on the host, so `/proc` cannot be used.
@@ -352,10 +386,14 @@ impl SimNode {
                 continue;
             };
             let slot = match (&g.mig, spec.mig_start) {
-                (Some(insts), Some(start)) => insts
-                    .iter()
-                    .position(|i| i.layout.placement.start == start)
-                    .expect("validated"),
+                // No instance there any more (the layout was changed by a MIG write call): the
+                // workload cannot run.
+                (Some(insts), Some(start)) => {
+                    match insts.iter().position(|i| i.layout.placement.start == start) {
+                        Some(slot) => slot,
+                        None => continue,
+                    }
+                }
                 _ => 0,
             };
             let share = match &g.mig {
