@@ -756,8 +756,12 @@ pub struct Applier {
     pub abort_after_step: Option<u64>,
 }
 
-fn target_of(step: &Step) -> String {
-    format!("GPU {}", step.gpu())
+/// `GPU N (UUID)` of a step, the UUID from the state it was planned on.
+fn target_of(step: &Step, state: &MigNodeState) -> String {
+    match state.gpu(step.gpu()) {
+        Some(g) => format!("GPU {} ({})", g.index, g.uuid),
+        None => format!("GPU {}", step.gpu()),
+    }
 }
 
 /// Run one step; returns the activation for mode changes.
@@ -837,10 +841,17 @@ impl Applier {
         &self.journal
     }
 
-    fn log_step(&self, event: &str, n: u64, step: &Step, result: &str) -> Result<(), ApplyError> {
+    fn log_step(
+        &self,
+        event: &str,
+        n: u64,
+        step: &Step,
+        state: &MigNodeState,
+        result: &str,
+    ) -> Result<(), ApplyError> {
         let mut r = Journal::record(&self.run, event);
         r.step = Some(n);
-        r.target = Some(target_of(step));
+        r.target = Some(target_of(step, state));
         r.action = Some(step.to_string());
         r.result = Some(result.to_string());
         self.journal.append(&r)
@@ -874,7 +885,7 @@ impl Applier {
                     format!("error: {e}")
                 }
             };
-            if let Err(e) = self.log_step(event, i as u64 + 1, step, &result) {
+            if let Err(e) = self.log_step(event, i as u64 + 1, step, checkpoint, &result) {
                 errors.push(e.to_string());
             }
         }
@@ -965,8 +976,11 @@ impl Applier {
                     }
                     Ok(_) => "ok".to_string(),
                     Err(e) => {
-                        self.log_step("step", n, step, &format!("error: {e}"))?;
-                        let context = format!("step {n} ({}: {step}) failed: {e}", target_of(step));
+                        self.log_step("step", n, step, checkpoint, &format!("error: {e}"))?;
+                        let context = format!(
+                            "step {n} ({}: {step}) failed: {e}",
+                            target_of(step, checkpoint)
+                        );
                         let mut r = Journal::record(&self.run, "rollback");
                         r.result = Some(context.clone());
                         self.journal.append(&r)?;
@@ -974,7 +988,7 @@ impl Applier {
                             Ok(_) => {
                                 self.end(&self.run, "rolled-back")?;
                                 Err(ApplyError::RolledBack {
-                                    step: format!("{n} ({}: {step})", target_of(step)),
+                                    step: format!("{n} ({}: {step})", target_of(step, checkpoint)),
                                     error: e.to_string(),
                                     journal: self.journal.path().to_path_buf(),
                                 })
@@ -988,7 +1002,7 @@ impl Applier {
                     }
                 }
             };
-            self.log_step("step", n, step, &result)?;
+            self.log_step("step", n, step, checkpoint, &result)?;
             outcomes.push(StepOutcome {
                 step: step.clone(),
                 result,
