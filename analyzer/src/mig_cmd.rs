@@ -39,6 +39,10 @@ pub struct BackendArgs {
     /// Path of libnvidia-ml.so to load instead of the system's.
     #[arg(long = "nvml.lib-path", value_name = "FILE")]
     nvml_lib_path: Option<PathBuf>,
+    /// Node name matched against the plan's `node` entries (default: the host name). With
+    /// --backend sim the node is --sim.node.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
     /// Scenario file for --backend sim (default: the embedded demo scenario).
     #[arg(long = "sim.scenario", value_name = "FILE")]
     sim_scenario: Option<PathBuf>,
@@ -117,6 +121,9 @@ fn env_u64(name: &str) -> Result<Option<u64>> {
 fn open(b: &BackendArgs) -> Result<Box<dyn MigControl>> {
     match b.backend {
         Backend::Sim => {
+            if b.node.is_some() {
+                bail!("--node is for --backend nvml; the simulated node is chosen with --sim.node");
+            }
             let scenario = sim::load_scenario(b.sim_scenario.as_deref())?;
             let backend = SimBackend::new(
                 &scenario,
@@ -134,7 +141,11 @@ fn open(b: &BackendArgs) -> Result<Box<dyn MigControl>> {
             if b.sim_state.is_some() || b.sim_scenario.is_some() || b.sim_node.is_some() {
                 bail!("--sim.* flags need --backend sim");
             }
-            Ok(Box::new(NvmlBackend::new(b.nvml_lib_path.as_deref())?))
+            let mut nvml = NvmlBackend::new(b.nvml_lib_path.as_deref())?;
+            if let Some(n) = &b.node {
+                nvml.set_node_name(n);
+            }
+            Ok(Box::new(nvml))
         }
     }
 }

@@ -937,6 +937,15 @@ impl Applier {
         diff: &Diff,
         plan: &str,
     ) -> Result<Applied, ApplyError> {
+        if let Some(i) = self.journal.interrupted()? {
+            return Err(ApplyError::Journal {
+                path: self.journal.path().to_path_buf(),
+                message: format!(
+                    "the apply {} started at {} was interrupted; recover it first",
+                    i.run, i.started
+                ),
+            });
+        }
         let busy = diff.busy();
         if !busy.is_empty() {
             return Err(ApplyError::Busy(busy));

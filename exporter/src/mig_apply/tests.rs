@@ -203,6 +203,11 @@ fn an_interrupted_apply_is_recovered_by_the_next_run() {
     }
     assert_ne!(c.read_state().unwrap(), before);
     let a = applier(dir.path());
+    // Nothing new runs on top of an interrupted apply.
+    let now = c.read_state().unwrap();
+    let d = diff(&now, &wanted()).unwrap();
+    let e = a.execute(&mut c, &now, &wanted(), &d, "t").unwrap_err();
+    assert!(e.to_string().contains("recover it first"), "{e}");
     let r = a.recover(&mut c).unwrap().unwrap();
     assert_eq!(r.run, "dead-run");
     assert_eq!(r.steps, 3);
