@@ -16,6 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod analyze_cmd;
 mod ingest_cmd;
+mod mig_cmd;
 mod simulate;
 
 /// GPU utilization advisor.
@@ -39,6 +40,21 @@ enum Command {
     Analyze(analyze_cmd::AnalyzeArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
+    /// MIG layouts: export the node's, assert it matches a plan, apply a plan safely.
+    Mig {
+        #[command(subcommand)]
+        command: MigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MigCommand {
+    /// Write the node's current MIG layout as a tessera plan (and as a mig-parted config).
+    Export(mig_cmd::ExportArgs),
+    /// Check the node against a plan: exit 0 when it matches, 1 with the differences.
+    Assert(mig_cmd::AssertArgs),
+    /// Change the node to match a plan: prints the steps; changes nothing without --yes.
+    Apply(mig_cmd::ApplyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +106,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ingest(args) => ingest_cmd::run(args)?,
         Command::Analyze(args) => analyze_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
+        Command::Mig { command } => {
+            let code = match command {
+                MigCommand::Export(args) => mig_cmd::export(args)?,
+                MigCommand::Assert(args) => mig_cmd::assert(args)?,
+                MigCommand::Apply(args) => mig_cmd::apply(args)?,
+            };
+            if code != 0 {
+                std::process::exit(code.into());
+            }
+        }
     }
     Ok(())
 }

@@ -9,7 +9,9 @@
 //! command). HTTP handlers and the analyzer never call a backend while serving a request; they read
 //! published snapshots instead.
 //!
-//! Read side only for now; the MIG write side (create/destroy instances, MIG mode) comes later.
+//! This is the read side. The MIG write side (create/destroy instances, MIG mode) is
+//! [`crate::mig_control::MigControl`], implemented by the same two backends; only the one-shot
+//! `tessera mig apply` calls it.
 
 use crate::model::{Inventory, NodeSample};
 

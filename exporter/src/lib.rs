@@ -7,6 +7,8 @@
 //! - [`mig`]: GPU models, MIG profile tables and the layout checker.
 //! - [`mig_config`]: the planned MIG layout (nvidia-mig-parted v1 files) and drift from it.
 //! - [`mig_plan`]: tessera's MIG plan (explicit placements) and schedule formats.
+//! - [`mig_control`]: the MIG write side of the device layer (instances, MIG mode) and node MIG state.
+//! - [`mig_apply`]: applying a MIG plan safely (diff, steps, checkpoint, rollback, journal, lock).
 //! - [`sampler`]: the sampler thread that publishes immutable snapshots.
 //! - [`idle`]: how long each process and GPU has done nothing (on the sampler's clock).
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
@@ -23,7 +25,9 @@ pub mod history;
 pub mod idle;
 pub mod metrics;
 pub mod mig;
+pub mod mig_apply;
 pub mod mig_config;
+pub mod mig_control;
 pub mod mig_plan;
 pub mod model;
 pub mod nvml;

@@ -440,7 +440,13 @@ fn actual_counts(gpu: &GpuInfo) -> BTreeMap<String, u32> {
 
 /// Whether `profiles` (ids, with repetition) can be placed together on `model`.
 fn fits(model: &GpuModel, profiles: &[u32]) -> Result<(), String> {
-    fn place(
+    place(model, profiles).map(|_| ())
+}
+
+/// Explicit placements for `profiles` (ids, with repetition) on `model`, searched largest first
+/// (the order in which they must be created); `Err` says why none exists.
+pub fn place(model: &GpuModel, profiles: &[u32]) -> Result<Vec<LayoutInstance>, String> {
+    fn search(
         model: &GpuModel,
         rest: &[u32],
         chosen: &mut Vec<LayoutInstance>,
@@ -463,7 +469,7 @@ fn fits(model: &GpuModel, profiles: &[u32]) -> Result<(), String> {
                 profile_id: id,
                 placement,
             });
-            if let Some(found) = place(model, rest, chosen) {
+            if let Some(found) = search(model, rest, chosen) {
                 return Some(found);
             }
             chosen.pop();
@@ -494,8 +500,8 @@ fn fits(model: &GpuModel, profiles: &[u32]) -> Result<(), String> {
     }
     // Largest first: fewer dead ends.
     sorted.sort_by_key(|id| std::cmp::Reverse(model.profile(*id).map_or(0, |p| p.memory_slices)));
-    match place(model, &sorted, &mut Vec::new()) {
-        Some(_) => Ok(()),
+    match search(model, &sorted, &mut Vec::new()) {
+        Some(found) => Ok(found),
         None => Err(format!(
             "no placement of these instances exists on {} (memory slices overlap or a rule is broken)",
             model.key

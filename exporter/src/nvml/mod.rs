@@ -26,7 +26,9 @@
 //!   `DriverNotLoaded`) → `Err(DeviceError::Nvml)`, so the sampler re-initialises.
 //!
 //! What it does not do:
-//! - No write calls (MIG mode, instance create/destroy, clocks, power limits).
+//! - No clock or power-limit writes. The MIG write side (MIG mode, GPU/compute instance
+//!   create/destroy) is [`crate::mig_control::MigControl`], implemented in `control.rs`; it is
+//!   used only by the one-shot `tessera mig apply`, never by the sampler.
 //! - GPM needs two samples: the first sample of a GPU (and the first after it was lost) has no
 //!   SM activity/occupancy. Samples are kept across calls, so there is no sleep inside `sample`.
 //! - NVML events carry no time: an XID is stamped with the time of the sample that drained it.
@@ -35,6 +37,7 @@
 //! - Device handles are not kept across calls (they borrow the `Nvml`); they are looked up by
 //!   index at every sample, which NVML makes cheap.
 
+mod control;
 mod raw;
 
 use std::collections::{BTreeMap, BTreeSet};

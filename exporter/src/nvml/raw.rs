@@ -10,7 +10,9 @@
 //! its placements (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`: the wrapper's version returns
 //! an empty list), clock event reasons as raw bits, row remapping (`nvmlDeviceGetRemappedRows`),
 //! event sets (created once and kept across samples) and GPM sample handles (kept across samples
-//! to compute metrics between them).
+//! to compute metrics between them). The MIG write side: GPU instances listed per profile, created
+//! at a placement and destroyed; compute instances listed, created (spanning their GPU instance)
+//! and destroyed; MIG mode set with its activation status.
 
 use std::mem::ManuallyDrop;
 use std::os::raw::{c_uint, c_ulonglong};
@@ -21,8 +23,9 @@ use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
 use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlEventData_t, nvmlEventSet_t, nvmlGpmSample_t, nvmlGpuInstance_t,
-    nvmlGpuInstanceInfo_t, nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
+    nvmlComputeInstance_t, nvmlComputeInstanceInfo_t, nvmlDevice_t, nvmlEventData_t,
+    nvmlEventSet_t, nvmlGpmSample_t, nvmlGpuInstance_t, nvmlGpuInstanceInfo_t,
+    nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
 };
 
 use crate::model::Placement;
@@ -291,4 +294,202 @@ pub fn gpm_metrics(
     let b = ManuallyDrop::new(unsafe { GpmSample::from_handle(nvml, second.0) });
     let results = gpm_metrics_get(nvml, &a, &b, ids)?;
     Ok(results.into_iter().map(|r| r.map(|m| m.value)).collect())
+}
+
+// ---- MIG write side (used by `control.rs`) ----
+
+/// `nvmlDeviceGetGpuInstances` for one GPU instance profile *id*: every GPU instance of it.
+pub fn gpu_instances(
+    dev: &Device<'_>,
+    profile_id: u32,
+) -> Result<Vec<nvmlGpuInstance_t>, NvmlError> {
+    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceGetGpuInstances.as_ref())?;
+    // At most 8 GPU instances of one profile exist on any GPU (7 × 1g; 8 slots).
+    let mut list: Vec<nvmlGpuInstance_t> = vec![ptr::null_mut(); 16];
+    let mut count: c_uint = list.len() as c_uint;
+    // SAFETY: the handle comes from the live `dev`; `list` holds `count` elements.
+    nvml_try(unsafe { sym(dev.handle(), profile_id, list.as_mut_ptr(), &mut count) })?;
+    list.truncate(count as usize);
+    Ok(list)
+}
+
+/// `nvmlGpuInstanceGetInfo`: id, profile id and placement of a GPU instance handle.
+pub fn gi_info(nvml: &Nvml, gi: nvmlGpuInstance_t) -> Result<(u32, u32, Placement), NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlGpuInstanceGetInfo.as_ref())?;
+    // SAFETY: plain data with nullable handles; all-zero is valid.
+    let mut info: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `gi` was returned by this library; `info` is a valid out pointer.
+    nvml_try(unsafe { sym(gi, &mut info) })?;
+    Ok((
+        info.id,
+        info.profileId,
+        Placement {
+            start: info.placement.start,
+            size: info.placement.size,
+        },
+    ))
+}
+
+/// `nvmlDeviceGetGpuInstanceById`.
+pub fn gi_by_id(dev: &Device<'_>, id: u32) -> Result<nvmlGpuInstance_t, NvmlError> {
+    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceGetGpuInstanceById.as_ref())?;
+    let mut gi: nvmlGpuInstance_t = ptr::null_mut();
+    // SAFETY: the handle comes from the live `dev`; `gi` is a valid out pointer.
+    nvml_try(unsafe { sym(dev.handle(), id, &mut gi) })?;
+    Ok(gi)
+}
+
+/// The compute instance profile id of the profile that spans a GPU instance with
+/// `compute_slices` slices (`nvmlGpuInstanceGetComputeInstanceProfileInfo`, shared engines).
+pub fn full_ci_profile_id(
+    nvml: &Nvml,
+    gi: nvmlGpuInstance_t,
+    compute_slices: u32,
+) -> Result<u32, NvmlError> {
+    use nvml_wrapper_sys::bindings::*;
+    let index = match compute_slices {
+        1 => NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
+        2 => NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
+        3 => NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+        4 => NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE,
+        6 => NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE,
+        7 => NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE,
+        8 => NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE,
+        _ => return Err(NvmlError::InvalidArg),
+    };
+    let sym = nvml_sym(
+        nvml.lib()
+            .nvmlGpuInstanceGetComputeInstanceProfileInfo
+            .as_ref(),
+    )?;
+    // SAFETY: plain integers; all-zero is valid.
+    let mut info: nvmlComputeInstanceProfileInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `gi` was returned by this library; `info` is a valid out pointer.
+    nvml_try(unsafe {
+        sym(
+            gi,
+            index,
+            NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+            &mut info,
+        )
+    })?;
+    Ok(info.id)
+}
+
+/// Every compute instance id of a GPU instance: `nvmlGpuInstanceGetComputeInstances` for each
+/// compute instance profile index the GPU instance has, then `nvmlComputeInstanceGetInfo_v2`.
+pub fn compute_instance_ids(nvml: &Nvml, gi: nvmlGpuInstance_t) -> Result<Vec<u32>, NvmlError> {
+    use nvml_wrapper_sys::bindings::*;
+    let lib = nvml.lib();
+    let profile_info = nvml_sym(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo.as_ref())?;
+    let list_sym = nvml_sym(lib.nvmlGpuInstanceGetComputeInstances.as_ref())?;
+    let info_sym = nvml_sym(lib.nvmlComputeInstanceGetInfo_v2.as_ref())?;
+    let mut ids = Vec::new();
+    for index in 0..NVML_COMPUTE_INSTANCE_PROFILE_COUNT {
+        // SAFETY: plain integers; all-zero is valid.
+        let mut info: nvmlComputeInstanceProfileInfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `gi` was returned by this library; `info` is a valid out pointer.
+        match nvml_try(unsafe {
+            profile_info(
+                gi,
+                index,
+                NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                &mut info,
+            )
+        }) {
+            Ok(()) => {}
+            Err(NvmlError::NotSupported | NvmlError::InvalidArg | NvmlError::NotFound) => continue,
+            Err(e) => return Err(e),
+        }
+        let mut list: Vec<nvmlComputeInstance_t> = vec![ptr::null_mut(); 8];
+        let mut count: c_uint = list.len() as c_uint;
+        // SAFETY: `list` holds `count` elements.
+        nvml_try(unsafe { list_sym(gi, info.id, list.as_mut_ptr(), &mut count) })?;
+        for ci in list.into_iter().take(count as usize) {
+            // SAFETY: plain data with nullable handles; all-zero is valid.
+            let mut ci_info: nvmlComputeInstanceInfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `ci` was just returned by this library.
+            nvml_try(unsafe { info_sym(ci, &mut ci_info) })?;
+            ids.push(ci_info.id);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// `nvmlDeviceCreateGpuInstanceWithPlacement`; returns the new GPU instance's id.
+pub fn create_gpu_instance(
+    dev: &Device<'_>,
+    profile_id: u32,
+    placement: Placement,
+) -> Result<u32, NvmlError> {
+    let nvml = dev.nvml();
+    let sym = nvml_sym(nvml.lib().nvmlDeviceCreateGpuInstanceWithPlacement.as_ref())?;
+    // Resolve the info call first so that a missing symbol fails before anything is created.
+    nvml_sym(nvml.lib().nvmlGpuInstanceGetInfo.as_ref())?;
+    let p = nvmlGpuInstancePlacement_t {
+        start: placement.start,
+        size: placement.size,
+    };
+    let mut gi: nvmlGpuInstance_t = ptr::null_mut();
+    // SAFETY: the handle comes from the live `dev`; `p` and `gi` are valid pointers.
+    nvml_try(unsafe { sym(dev.handle(), profile_id, &p, &mut gi) })?;
+    gi_info(nvml, gi).map(|(id, _, _)| id)
+}
+
+/// `nvmlGpuInstanceDestroy` of GPU instance `id`.
+pub fn destroy_gpu_instance(dev: &Device<'_>, id: u32) -> Result<(), NvmlError> {
+    let sym = nvml_sym(dev.nvml().lib().nvmlGpuInstanceDestroy.as_ref())?;
+    let gi = gi_by_id(dev, id)?;
+    // SAFETY: `gi` was just returned by this library.
+    nvml_try(unsafe { sym(gi) })
+}
+
+/// `nvmlGpuInstanceCreateComputeInstance` with the profile spanning the GPU instance.
+pub fn create_compute_instance(
+    dev: &Device<'_>,
+    gi_id: u32,
+    compute_slices: u32,
+) -> Result<u32, NvmlError> {
+    let nvml = dev.nvml();
+    let sym = nvml_sym(nvml.lib().nvmlGpuInstanceCreateComputeInstance.as_ref())?;
+    let info_sym = nvml_sym(nvml.lib().nvmlComputeInstanceGetInfo_v2.as_ref())?;
+    let gi = gi_by_id(dev, gi_id)?;
+    let profile = full_ci_profile_id(nvml, gi, compute_slices)?;
+    let mut ci: nvmlComputeInstance_t = ptr::null_mut();
+    // SAFETY: `gi` was just returned by this library; `ci` is a valid out pointer.
+    nvml_try(unsafe { sym(gi, profile, &mut ci) })?;
+    // SAFETY: plain data with nullable handles; all-zero is valid.
+    let mut info: nvmlComputeInstanceInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `ci` was just returned by this library.
+    nvml_try(unsafe { info_sym(ci, &mut info) })?;
+    Ok(info.id)
+}
+
+/// `nvmlComputeInstanceDestroy` of compute instance `ci_id` of GPU instance `gi_id`.
+pub fn destroy_compute_instance(dev: &Device<'_>, gi_id: u32, ci_id: u32) -> Result<(), NvmlError> {
+    let nvml = dev.nvml();
+    let by_id = nvml_sym(nvml.lib().nvmlGpuInstanceGetComputeInstanceById.as_ref())?;
+    let destroy = nvml_sym(nvml.lib().nvmlComputeInstanceDestroy.as_ref())?;
+    let gi = gi_by_id(dev, gi_id)?;
+    let mut ci: nvmlComputeInstance_t = ptr::null_mut();
+    // SAFETY: `gi` was just returned by this library; `ci` is a valid out pointer.
+    nvml_try(unsafe { by_id(gi, ci_id, &mut ci) })?;
+    // SAFETY: `ci` was just returned by this library.
+    nvml_try(unsafe { destroy(ci) })
+}
+
+/// `nvmlDeviceSetMigMode`; returns the activation status (`Ok(())` = done, else its error).
+pub fn set_mig_mode(dev: &Device<'_>, enabled: bool) -> Result<Result<(), NvmlError>, NvmlError> {
+    let sym = nvml_sym(dev.nvml().lib().nvmlDeviceSetMigMode.as_ref())?;
+    let mode = if enabled {
+        nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE
+    } else {
+        nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_DISABLE
+    };
+    let mut activation: nvml_wrapper_sys::bindings::nvmlReturn_t = 0;
+    // SAFETY: the handle comes from the live `dev`; `activation` is a valid out pointer.
+    nvml_try(unsafe { sym(dev.handle(), mode, &mut activation) })?;
+    Ok(nvml_try(activation))
 }

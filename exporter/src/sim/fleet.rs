@@ -94,7 +94,7 @@ fn name_key(s: &str) -> u64 {
 
 /// GPU instance id for an instance, following the pattern the driver uses (7g → 0, 4g/3g → 1–2,
 /// 2-slot → 3–5, 1-slot → 7–13); unique per placement.
-fn gpu_instance_id(l: &LayoutInstance) -> u32 {
+pub(crate) fn gpu_instance_id(l: &LayoutInstance) -> u32 {
     match l.placement.size {
         8 => 0,
         4 => 1 + l.placement.start / 4,
@@ -183,6 +183,40 @@ impl SimNode {
 
     pub fn gpus(&self) -> &[SimGpu] {
         &self.gpus
+    }
+
+    /// Replace GPU `gpu`'s MIG layout (`None`: MIG disabled) with `instances` (layout, GPU
+    /// instance id, compute instance id). MIG UUIDs follow the same rule as at creation, so an
+    /// instance re-created at the same placement gets the same UUID. For the fake NVML library's
+    /// write calls ([`crate::sim::control::SimMigControl`] decides what is legal).
+    pub fn set_mig_instances(
+        &mut self,
+        gpu: u32,
+        instances: Option<Vec<(LayoutInstance, u32, u32)>>,
+    ) {
+        let seed = self.scenario.seed;
+        let nkey = name_key(&self.node);
+        let Some(g) = self.gpus.get_mut(gpu as usize) else {
+            return;
+        };
+        g.mig = instances.map(|list| {
+            let mut out: Vec<SimMigInstance> = list
+                .into_iter()
+                .map(|(l, gi, ci)| SimMigInstance {
+                    layout: l,
+                    gpu_instance_id: gi,
+                    compute_instance_id: ci,
+                    uuid: uuid_like(
+                        "MIG",
+                        seed,
+                        nkey ^ gpu as u64,
+                        l.placement.start as u64 + 100,
+                    ),
+                })
+                .collect();
+            out.sort_by_key(|m| m.gpu_instance_id);
+            out
+        });
     }
 
     /// Attribution of every workload process on this node, as the scenario describes it: a pod
@@ -352,10 +386,14 @@ impl SimNode {
                 continue;
             };
             let slot = match (&g.mig, spec.mig_start) {
-                (Some(insts), Some(start)) => insts
-                    .iter()
-                    .position(|i| i.layout.placement.start == start)
-                    .expect("validated"),
+                // No instance there any more (the layout was changed by a MIG write call): the
+                // workload cannot run.
+                (Some(insts), Some(start)) => {
+                    match insts.iter().position(|i| i.layout.placement.start == start) {
+                        Some(slot) => slot,
+                        None => continue,
+                    }
+                }
                 _ => 0,
             };
             let share = match &g.mig {

@@ -12,6 +12,7 @@
 //! This module never touches a real GPU and does no I/O except reading a scenario file.
 
 pub mod activity;
+pub mod control;
 pub mod fleet;
 pub mod scenario;
 pub mod truth;

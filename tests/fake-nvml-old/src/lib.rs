@@ -1,7 +1,8 @@
 //! A fake `libnvidia-ml.so` of an *old* driver: the same sources as `tests/fake-nvml` (shared
 //! with `#[path]`, no copy) without its newer functions — no GPM (`nvmlGpm*`), no
 //! `nvmlDeviceGetTotalEnergyConsumption`, no `nvmlDeviceGetProcessUtilization`, no
-//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`, and clock event reasons only under their old
+//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`, no MIG writes (instance create/destroy/list,
+//! `nvmlDeviceSetMigMode`), and clock event reasons only under their old
 //! name `nvmlDeviceGetCurrentClocksThrottleReasons`.
 //!
 //! It does not depend on the `tessera-fake-nvml` crate, whose exported functions would otherwise

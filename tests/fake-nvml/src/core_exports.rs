@@ -667,15 +667,18 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         if d.mig.is_some() || !g.model.supports_mig() {
             return Err(NOT_SUPPORTED);
         }
-        let mode = if g.mig.is_some() {
-            NVML_DEVICE_MIG_ENABLE
-        } else {
-            NVML_DEVICE_MIG_DISABLE
+        let m = f.mig_mode(d.gpu)?;
+        let word = |on: bool| {
+            if on {
+                NVML_DEVICE_MIG_ENABLE
+            } else {
+                NVML_DEVICE_MIG_DISABLE
+            }
         };
         // SAFETY: both are null or valid out pointers.
         unsafe {
-            put(current, mode)?;
-            put(pending, mode)
+            put(current, word(m.current))?;
+            put(pending, word(m.pending))
         }
     })
 }

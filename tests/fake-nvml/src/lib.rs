@@ -22,11 +22,15 @@
 //! per sample — moves time forward by this much). A missing or bad scenario makes `nvmlInit_v2`
 //! return `NVML_ERROR_UNKNOWN` with the reason on stderr.
 //!
-//! `tests/fake-nvml-old` builds the same sources without [`extra_exports`]: an "old driver"
+//! MIG writes (`mig_write_exports`: instance create/destroy/list, MIG mode) follow the simulated
+//! backend's rules and change what the read calls report afterwards.
+//!
+//! `tests/fake-nvml-old` builds the same sources without [`extra_exports`] and the MIG writes: an "old driver"
 //! library whose missing functions come back as `FailedToLoadSymbol`.
 //!
 //! This crate is test tooling: it is never linked into the exporter.
 
 mod core_exports;
 mod extra_exports;
+mod mig_write_exports;
 mod state;

@@ -21,7 +21,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use nvml_wrapper_sys::bindings::*;
-use tessera_exporter::mig::GpuModel;
+use tessera_exporter::mig::{GpuModel, LayoutInstance};
+use tessera_exporter::mig_control::{ControlError, MigControl, MigNodeState};
+use tessera_exporter::model::MigMode;
+use tessera_exporter::sim::control::SimMigControl;
 use tessera_exporter::sim::fleet::SimGpu;
 use tessera_exporter::sim::{Field, GpuReading, NodeReading, Scenario, SimNode};
 
@@ -39,6 +42,8 @@ pub const TIMEOUT: Ret = nvmlReturn_enum_NVML_ERROR_TIMEOUT;
 pub const GPU_IS_LOST: Ret = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
 pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+pub const IN_USE: Ret = nvmlReturn_enum_NVML_ERROR_IN_USE;
+pub const INSUFFICIENT_RESOURCES: Ret = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES;
 
 /// NVML's "no id" value (`gpuInstanceId` of a process or event outside MIG).
 pub const NO_ID: u32 = u32::MAX;
@@ -128,6 +133,9 @@ pub struct Fake {
     pub event_sets: BTreeMap<usize, EventSetState>,
     pub gpm: BTreeMap<usize, GpmSnap>,
     pub next_id: usize,
+    /// The MIG write side (created on the first MIG write or list call): the simulated backend's
+    /// rules, whose state is pushed into `node` after every change.
+    pub mig: Option<SimMigControl>,
 }
 
 static FAKE: Mutex<Fake> = Mutex::new(Fake {
@@ -141,6 +149,7 @@ static FAKE: Mutex<Fake> = Mutex::new(Fake {
     event_sets: BTreeMap::new(),
     gpm: BTreeMap::new(),
     next_id: 1,
+    mig: None,
 });
 
 fn lock() -> MutexGuard<'static, Fake> {
@@ -277,6 +286,7 @@ impl Fake {
         })?;
         self.clock = Clock::Manual(scenario.start.timestamp_millis());
         self.node = Some(sim);
+        self.mig = None;
         self.cache = None;
         self.count_calls = 0;
         self.injections.clear();
@@ -518,6 +528,69 @@ impl Fake {
         self.refresh()
     }
 
+    /// The MIG write side of the loaded node (created on first use).
+    pub fn mig_ctl(&mut self) -> Result<&mut SimMigControl, Ret> {
+        if self.mig.is_none() {
+            let ctl = SimMigControl::open(self.node()?, None).map_err(|_| UNKNOWN)?;
+            self.mig = Some(ctl);
+        }
+        self.mig.as_mut().ok_or(UNKNOWN)
+    }
+
+    /// The MIG state as the write side sees it.
+    pub fn mig_state(&mut self) -> Result<MigNodeState, Ret> {
+        self.mig_ctl()?.read_state().map_err(|e| control_ret(&e))
+    }
+
+    /// Run a MIG write on the write side; on success push its state into the simulated node (so
+    /// every read call sees the new layout) and drop the cached reading.
+    pub fn mig_write<T>(
+        &mut self,
+        f: impl FnOnce(&mut SimMigControl) -> Result<T, ControlError>,
+    ) -> Result<T, Ret> {
+        let out = f(self.mig_ctl()?).map_err(|e| control_ret(&e))?;
+        let state = self.mig_state()?;
+        let node = self.node.as_mut().ok_or(UNINITIALIZED)?;
+        for g in &state.gpus {
+            let layout = g.mig_current().then(|| {
+                g.instances
+                    .iter()
+                    .map(|i| {
+                        (
+                            LayoutInstance {
+                                profile_id: i.profile_id,
+                                placement: i.placement,
+                            },
+                            i.gpu_instance_id,
+                            i.compute_instances.first().copied().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            });
+            node.set_mig_instances(g.index, layout);
+        }
+        self.cache = None;
+        Ok(out)
+    }
+
+    /// MIG mode of GPU `gpu`: the write side's when it exists (it knows pending changes), else
+    /// the scenario's.
+    pub fn mig_mode(&self, gpu: u32) -> Result<MigMode, Ret> {
+        if let Some(m) = self
+            .mig
+            .as_ref()
+            .and_then(|c| c.state().gpu(gpu))
+            .and_then(|g| g.mig_mode)
+        {
+            return Ok(m);
+        }
+        let on = self.sim_gpu(gpu)?.mig.is_some();
+        Ok(MigMode {
+            current: on,
+            pending: on,
+        })
+    }
+
     /// A new id for an event set or GPM sample.
     pub fn new_id(&mut self) -> usize {
         let id = self.next_id;
@@ -544,4 +617,16 @@ pub fn system_call(function: &str, f: impl FnOnce(&mut Fake) -> Result<(), Ret>)
         fake.system_checks(function)?;
         f(fake)
     })
+}
+
+/// The NVML return code of a MIG write error.
+pub fn control_ret(e: &ControlError) -> Ret {
+    match e {
+        ControlError::InUse { .. } => IN_USE,
+        ControlError::InsufficientResources { .. } => INSUFFICIENT_RESOURCES,
+        ControlError::Invalid { .. } => INVALID_ARGUMENT,
+        ControlError::NotFound { .. } => NOT_FOUND,
+        ControlError::NoPermission { .. } => NO_PERMISSION,
+        _ => UNKNOWN,
+    }
 }
