@@ -324,7 +324,11 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
             col("slurm_job_id"),
         ])
         .unique(None, UniqueKeepStrategy::Any)
-        .sort(["node", "uuid", "process"], SortMultipleOptions::default())
+        // Every column in the sort: ties would make the labels' order depend on scheduling.
+        .sort(
+            ["node", "uuid", "process", "namespace", "pod", "slurm_job_id"],
+            SortMultipleOptions::default().with_nulls_last(true),
+        )
         .collect()?;
     let c = |n: &str| columns::strs(&df, n);
     let (node, uuid, process, ns, pod, job) = (

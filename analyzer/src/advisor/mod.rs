@@ -40,6 +40,9 @@ pub enum AdvisorError {
     Polars(#[from] PolarsError),
     #[error("bad parameter {name}: {reason}")]
     Param { name: &'static str, reason: String },
+    /// A worker thread of [`analyze_parts`] panicked.
+    #[error("internal error: an advisor worker thread failed")]
+    Worker,
     /// A detector was handed another detector's partial result (a bug in [`analyze_parts`]).
     #[error("internal error: detector {0} got a partial result of the wrong type")]
     PartialType(&'static str),
@@ -385,6 +388,8 @@ pub fn analyze_parts<I, E>(
 ) -> Result<Analysis, AdvisorError>
 where
     I: IntoIterator<Item = Result<Frames, E>>,
+    I::IntoIter: Send,
+    E: Send,
     AdvisorError: From<E>,
 {
     let dets: Vec<Box<dyn Detector>> = registry()
@@ -394,21 +399,62 @@ where
     for d in &dets {
         d.validate(params)?;
     }
-    let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
+    // Partitions run on a few worker threads (each collects its own partition; polars
+    // parallelises within it); results are put back in partition order so that the output
+    // does not depend on scheduling.
     let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
-    let mut spent: Vec<std::time::Duration> = vec![std::time::Duration::ZERO; dets.len() + 1];
-    for part in parts {
-        let t = std::time::Instant::now();
-        let frames = prepare(&part?)?;
-        spent[0] += t.elapsed();
-        for (i, (d, acc)) in dets.iter().zip(partials.iter_mut()).enumerate() {
-            let t = std::time::Instant::now();
-            acc.push(d.partial(&frames, params)?);
-            spent[i + 1] += t.elapsed();
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    type Done = (usize, Vec<Partial>, Vec<std::time::Duration>);
+    let queue = std::sync::Mutex::new(parts.into_iter().enumerate());
+    let results: Vec<Result<Vec<Done>, AdvisorError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<Done>, AdvisorError> {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().map_err(|_| AdvisorError::Worker)?.next();
+                        let Some((i, part)) = next else { break };
+                        let mut spent = Vec::with_capacity(dets.len() + 1);
+                        let t = std::time::Instant::now();
+                        let frames = prepare(&part?)?;
+                        spent.push(t.elapsed());
+                        let mut out = Vec::with_capacity(dets.len());
+                        for d in &dets {
+                            let t = std::time::Instant::now();
+                            out.push(d.partial(&frames, params)?);
+                            spent.push(t.elapsed());
+                        }
+                        done.push((i, out, spent));
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(AdvisorError::Worker)))
+            .collect()
+    });
+    let mut all: Vec<Done> = Vec::new();
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|d| d.0);
+    let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
+    let mut spent = vec![std::time::Duration::ZERO; dets.len() + 1];
+    for (_, outs, times) in all {
+        for (acc, p) in partials.iter_mut().zip(outs) {
+            acc.push(p);
+        }
+        for (s, t) in spent.iter_mut().zip(times) {
+            *s += t;
         }
     }
     if timing {
-        eprintln!("timings: prepare {:?}", spent[0]);
+        eprintln!("timings ({workers} workers, summed): prepare {:?}", spent[0]);
         for (d, t) in dets.iter().zip(&spent[1..]) {
             eprintln!("timings: {} {:?}", d.id(), t);
         }
