@@ -81,6 +81,7 @@ pub fn parse_interval(s: &str) -> Result<i64, String> {
 impl SourceArgs {
     /// Ingests the sources with the flags' options, showing a spinner on a terminal when it
     /// takes more than half a second; prints the report's warnings on stderr.
+    #[allow(dead_code)] // TODO(merge): the report and planner commands use it.
     pub fn ingest(&self) -> Result<(Frames, IngestReport)> {
         let (parts, report) = self.ingest_parts()?;
         Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, report))
@@ -137,8 +138,9 @@ impl SourceArgs {
 }
 
 pub fn run(args: IngestArgs) -> Result<()> {
-    let (frames, report) = args.src.ingest()?;
-    let summaries = summary::describe(&frames, &report)?;
+    let (parts, report) = args.src.ingest_parts()?;
+    let frames: Vec<Frames> = parts.into_iter().map(|p| p.frames).collect();
+    let summaries = summary::describe_parts(&frames, &report)?;
     match args.format {
         OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
         OutputFormat::Json => println!(

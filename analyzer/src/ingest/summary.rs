@@ -48,31 +48,46 @@ pub fn key_columns(t: Table) -> &'static [&'static str] {
 
 /// Summarises every table (collects the frames).
 pub fn describe(frames: &Frames, report: &IngestReport) -> Result<Vec<TableSummary>, IngestError> {
+    describe_parts(std::slice::from_ref(frames), report)
+}
+
+/// Summarises every table over partitions that share no entity (`ingest::ingest_parts`): rows,
+/// entities and null counts are computed one partition at a time and added up, so memory stays
+/// that of one partition.
+pub fn describe_parts(
+    parts: &[Frames],
+    report: &IngestReport,
+) -> Result<Vec<TableSummary>, IngestError> {
     let mut out = Vec::new();
     for t in Table::ALL {
-        let lf = frames.table(t).clone();
-        let keys: Vec<Expr> = entity_columns(t).iter().map(|c| col(*c)).collect();
-        let entities = lf.clone().group_by(keys).agg([len()]).collect()?.height() as u64;
-        let mut exprs = vec![len().alias("__rows")];
-        for c in key_columns(t) {
-            exprs.push(col(*c).null_count().alias(*c));
-        }
-        let df = lf.select(exprs).collect()?;
-        let count = |name: &str| -> Result<u64, IngestError> {
-            let c = df.column(name)?.cast(&DataType::UInt64)?;
-            Ok(c.u64()?.get(0).unwrap_or(0))
-        };
-        let rows = count("__rows")?;
-        let mut null_share = Vec::new();
-        for c in key_columns(t) {
-            let nulls = count(c)?;
-            let share = if rows == 0 {
-                0.0
-            } else {
-                nulls as f64 / rows as f64
+        let (mut rows, mut entities) = (0u64, 0u64);
+        let mut nulls = vec![0u64; key_columns(t).len()];
+        for frames in parts {
+            let lf = frames.table(t).clone();
+            let keys: Vec<Expr> = entity_columns(t).iter().map(|c| col(*c)).collect();
+            entities += lf.clone().group_by(keys).agg([len()]).collect()?.height() as u64;
+            let mut exprs = vec![len().alias("__rows")];
+            for c in key_columns(t) {
+                exprs.push(col(*c).null_count().alias(*c));
+            }
+            let df = lf.select(exprs).collect()?;
+            let count = |name: &str| -> Result<u64, IngestError> {
+                let c = df.column(name)?.cast(&DataType::UInt64)?;
+                Ok(c.u64()?.get(0).unwrap_or(0))
             };
-            null_share.push(((*c).to_string(), share));
+            rows += count("__rows")?;
+            for (n, c) in nulls.iter_mut().zip(key_columns(t)) {
+                *n += count(c)?;
+            }
         }
+        let null_share = key_columns(t)
+            .iter()
+            .zip(&nulls)
+            .map(|(c, &n)| {
+                let share = if rows == 0 { 0.0 } else { n as f64 / rows as f64 };
+                ((*c).to_string(), share)
+            })
+            .collect();
         let stats = report.tables.get(&t).cloned().unwrap_or_default();
         out.push(TableSummary {
             table: t,
