@@ -10,6 +10,7 @@ use tessera_exporter::sim;
 
 mod analyze_cmd;
 mod ingest_cmd;
+mod report_cmd;
 mod simulate;
 
 /// GPU utilization advisor.
@@ -31,6 +32,9 @@ enum Command {
     Ingest(ingest_cmd::IngestArgs),
     /// Find idle-loaded models, consolidation candidates, off-peak windows and busy-but-idle GPUs.
     Analyze(analyze_cmd::AnalyzeArgs),
+    /// The weekly report: usage, cost, teams, waste, plans and data quality (table, Markdown,
+    /// HTML or JSON).
+    Report(report_cmd::ReportArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
 }
@@ -83,6 +87,7 @@ fn run(cli: Cli) -> Result<()> {
         },
         Command::Ingest(args) => ingest_cmd::run(args)?,
         Command::Analyze(args) => analyze_cmd::run(args)?,
+        Command::Report(args) => report_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
     }
     Ok(())
