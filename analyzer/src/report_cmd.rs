@@ -116,7 +116,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let src = SourceArgs {
         sources: args.src.sources.clone(),
         since: since_ms.map(|s| fmt_ms(s - (until_ms.unwrap_or(now) - s))),
-        until: until_ms.map(fmt_ms),
+        // The report's --until is inclusive (rows ending at it count); ingest's is exclusive.
+        until: until_ms.map(|u| fmt_ms(u + 1)),
         skip_bad_rows: args.src.skip_bad_rows,
         interval: args.src.interval,
         prometheus_timeout: args.src.prometheus_timeout,
@@ -127,9 +128,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let Some((first, last)) = ingest_report.time_range() else {
         bail!("no rows in the sources for the chosen range: nothing to report");
     };
-    // The reported range (start, end]: --since/--until, else the last 7 days of the data.
+    // The reported range (start, end] of row ends: --since/--until, else the last 7 days of the
+    // data.
     let (start, end) = match since_ms {
-        Some(s) => (s - 1, until_ms.map_or(now, |u| u - 1)),
+        Some(s) => (s, until_ms.unwrap_or(now)),
         None if last - first > WEEK_MS => (last - WEEK_MS, last),
         None => {
             // Less than a week: from the start of the first row's interval.

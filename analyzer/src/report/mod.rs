@@ -249,7 +249,7 @@ pub struct OffpeakWindow {
 /// One data-quality note.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QualityNote {
-    /// `gap`, `stopped`, `source_missing`, `no_rows`, `signal`, `ingest`, `advisor`.
+    /// `source_missing`, `stopped`, `status`, `gap`, `signal`, `no_rows`, `ingest`, `advisor`.
     pub kind: String,
     pub message: String,
 }
@@ -339,6 +339,8 @@ struct Row {
     mem: Option<f64>,
     total: Option<f64>,
     energy_j: Option<f64>,
+    /// Status `lost` or `error`: the GPU was there but did not report values.
+    lost: bool,
 }
 
 /// One GPU's identity.
@@ -396,9 +398,11 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
             col("power_mean_watts"),
             col("energy_delta_joules"),
             col("source"),
+            col("status"),
         ])
         .collect()?;
     let n = df.height();
+    let status = strs(&df, "status")?;
     let (node, uuid, model, source) = (
         strs(&df, "node")?,
         strs(&df, "uuid")?,
@@ -450,6 +454,7 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
             mem: mem.get(i),
             total: total.get(i),
             energy_j,
+            lost: matches!(status.get(i), Some("lost" | "error")),
         });
     }
     // Stable GPU order: node, index.
@@ -927,6 +932,18 @@ fn data_quality(
         }
         if n > 0 {
             gaps.push((g.label(), n, missing as f64 / HOUR_MS));
+        }
+        let lost: i64 = rs.iter().filter(|r| r.lost).map(|r| r.interval).sum();
+        if lost > 0 {
+            note(
+                "status",
+                format!(
+                    "{} ({}) was lost or in error for {:.1} h (rows without values)",
+                    g.label(),
+                    g.model,
+                    lost as f64 / HOUR_MS
+                ),
+            );
         }
         if range.1 - last.ts > 2 * last.interval.max(60_000) {
             note(

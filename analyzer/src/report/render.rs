@@ -90,7 +90,7 @@ fn usage_header() -> Vec<String> {
         "GPUs",
         "GPU-h",
         "allocated",
-        "busy",
+        "work",
         "act. mean",
         "act. p95",
         "mem used",
