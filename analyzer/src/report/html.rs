@@ -359,7 +359,7 @@ pub fn render_html(r: &Report) -> String {
     chart(
         &mut o,
         "Free capacity",
-        "GPUs free per hour (under 1 GiB held, at most 5% activity); green bands are the off-peak windows.",
+        "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows.",
         free_timeline(r),
     );
     for i in 1..secs.len() {

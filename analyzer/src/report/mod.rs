@@ -329,6 +329,11 @@ pub struct ReportInput<'a> {
     pub top: usize,
 }
 
+/// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
+type Key<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>);
+/// A process's identity: node and pid.
+type Proc<'a> = (Option<&'a str>, Option<i64>);
+
 /// One GPU row, as the report reads it.
 struct Row {
     gpu: usize,
@@ -422,7 +427,7 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         f64s(&df, "power_mean_watts")?,
         f64s(&df, "energy_delta_joules")?,
     );
-    let mut ids: HashMap<(Option<&str>, Option<&str>, Option<i64>), usize> = HashMap::new();
+    let mut ids: HashMap<Key, usize> = HashMap::new();
     let mut gpus = Vec::new();
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
@@ -591,15 +596,14 @@ fn teams(
         f64s(&df, "memory_used_max_bytes")?,
     );
     // Processes per GPU and interval, to split the GPU's time between them.
-    let mut per_gpu: HashMap<(Option<&str>, Option<&str>, Option<i64>), u32> = HashMap::new();
+    let mut per_gpu: HashMap<Key, u32> = HashMap::new();
     for i in 0..n {
         *per_gpu
             .entry((node.get(i), uuid.get(i), ts.get(i)))
             .or_default() += 1;
     }
     let (mut has_ns, mut has_job) = (false, false);
-    let mut rows: BTreeMap<String, (TeamUsage, BTreeSet<(Option<&str>, Option<i64>)>)> =
-        BTreeMap::new();
+    let mut rows: BTreeMap<String, (TeamUsage, BTreeSet<Proc>)> = BTreeMap::new();
     for i in 0..n {
         has_ns |= ns.get(i).is_some();
         has_job |= job.get(i).is_some();
@@ -816,7 +820,7 @@ fn charts(
         .filter(|(_, rs)| !rs.is_empty())
         .map(|(g, rs)| {
             let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
-            let mut hist = vec![0.0; 10];
+            let mut hist = [0.0; 10];
             let mut t = 0.0;
             for r in rs {
                 if let Some(a) = r.activity {
