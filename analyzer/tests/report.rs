@@ -287,6 +287,21 @@ fn week_over_week_on_two_simulated_weeks() {
     assert_eq!(tl.len(), 168);
     assert!(tl.iter().any(|h| h["offpeak"] == true));
     assert!(tl.iter().any(|h| h["offpeak"] == false));
+    // The same week named with --since/--until (the ingest reaches back a week by itself).
+    let explicit = ok(&[
+        "report",
+        "--source",
+        &src,
+        "--format",
+        "json",
+        "--tz",
+        "Europe/Berlin",
+        "--since",
+        "2026-11-09T00:00:00Z",
+        "--until",
+        "2026-11-16T00:00:00Z",
+    ]);
+    assert_eq!(explicit, text);
     // The table says it.
     let table = ok(&["report", "--source", &src]);
     assert!(
