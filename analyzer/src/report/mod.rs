@@ -888,6 +888,29 @@ fn charts(
     }
 }
 
+/// Whether a row's `source` column (`history:<node folder>`, `csv:<file>`,
+/// `prometheus:<url>`) came from the `--source` spec `spec` (a history spec may be a folder of node
+/// folders, one node folder, or a glob of either).
+pub fn source_matches(spec: &str, row_source: &str) -> bool {
+    match (
+        spec.strip_prefix("history:"),
+        row_source.strip_prefix("history:"),
+    ) {
+        (Some(loc), Some(node)) => {
+            let node = Path::new(node);
+            if loc.contains(['*', '?', '[']) {
+                glob::Pattern::new(loc).is_ok_and(|p| {
+                    p.matches_path(node) || node.parent().is_some_and(|d| p.matches_path(d))
+                })
+            } else {
+                node.starts_with(Path::new(loc))
+            }
+        }
+        (None, None) => spec == row_source,
+        _ => false,
+    }
+}
+
 fn data_quality(
     gpus: &[Gpu],
     rows: &[&Row],
@@ -905,12 +928,7 @@ fn data_quality(
     };
     // Sources that contributed no GPU rows.
     for s in &input.sources {
-        let prefix = s.split_once(':').map_or(s.as_str(), |(k, _)| k);
-        let loc = s.split_once(':').map_or("", |(_, l)| l);
-        let any = gpus
-            .iter()
-            .any(|g| g.source.starts_with(prefix) && g.source.contains(loc.trim_end_matches('/')));
-        if !any {
+        if !gpus.iter().any(|g| source_matches(s, &g.source)) {
             note(
                 "source_missing",
                 format!("source {s} has no GPU rows in the reported range"),
@@ -1115,6 +1133,28 @@ mod tests {
         };
         let s = window_slots(&[w]);
         assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 166, 167]);
+    }
+
+    #[test]
+    fn sources_match_their_rows() {
+        let row = "history:/data/hist/gpu-node-1";
+        assert!(source_matches("history:/data/hist", row));
+        assert!(source_matches("history:/data/hist/", row));
+        assert!(source_matches("history:/data/hist/gpu-node-1", row));
+        assert!(source_matches("history:/data/*/gpu-node-*", row));
+        assert!(source_matches("history:/data/h*", row));
+        assert!(!source_matches("history:/data/other", row));
+        assert!(!source_matches(
+            "history:/data/hist-2",
+            "history:/data/hist/x"
+        ));
+        assert!(source_matches("csv:a.csv", "csv:a.csv"));
+        assert!(!source_matches("csv:a.csv", "csv:b.csv"));
+        assert!(!source_matches("csv:a.csv", row));
+        assert!(source_matches(
+            "prometheus:http://p:9090",
+            "prometheus:http://p:9090"
+        ));
     }
 
     #[test]
