@@ -430,3 +430,30 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     // NO_COLOR set but empty does not count (no-color.org).
     assert!(on_terminal(Some("")).contains("\x1b[1m"));
 }
+
+#[test]
+fn week_over_week_says_when_the_previous_period_is_partly_covered() {
+    // Two days against the two before: fully covered.
+    let full = ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-04T00:00:00Z",
+        "--until",
+        "2026-11-06T00:00:00Z",
+    ]);
+    assert!(full.contains("Week over week      │ GPU-h available +0%"), "{full}");
+    assert!(!full.contains("covered by data"), "{full}");
+    // Three days against the three before, of which the data has one.
+    let part = ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-03T00:00:00Z",
+        "--until",
+        "2026-11-06T00:00:00Z",
+    ]);
+    assert!(part.contains("(the previous period is only 33% covered by data)"), "{part}");
+}

@@ -201,20 +201,24 @@ pub fn sections(r: &Report) -> Vec<Section> {
                 (Some(a), Some(b)) => format!("{:+.1} pts", (a - b) * 100.0),
                 _ => "n/a".into(),
             };
-            s.rows.push(kv(
-                "Week over week",
-                format!(
-                    "GPU-h available {}, GPU-h of work {}, mean activity {}, energy {}, cost {}",
-                    signed_pct(change(f.gpu_hours_available, p.gpu_hours_available)),
-                    signed_pct(change(f.gpu_hours_busy, p.gpu_hours_busy)),
-                    busy_pts,
-                    signed_pct(match (f.energy_kwh, p.energy_kwh) {
-                        (Some(a), Some(b)) => change(a, b),
-                        _ => None,
-                    }),
-                    signed_pct(change(f.cost_total, p.cost_total)),
-                ),
-            ));
+            let mut line = format!(
+                "GPU-h available {}, GPU-h of work {}, mean activity {}, energy {}, cost {}",
+                signed_pct(change(f.gpu_hours_available, p.gpu_hours_available)),
+                signed_pct(change(f.gpu_hours_busy, p.gpu_hours_busy)),
+                busy_pts,
+                signed_pct(match (f.energy_kwh, p.energy_kwh) {
+                    (Some(a), Some(b)) => change(a, b),
+                    _ => None,
+                }),
+                signed_pct(change(f.cost_total, p.cost_total)),
+            );
+            if p.gpu_hours_observed < 0.9 * p.gpu_hours_available {
+                line.push_str(&format!(
+                    " (the previous period is only {} covered by data)",
+                    share(p.gpu_hours_observed, p.gpu_hours_available)
+                ));
+            }
+            s.rows.push(kv("Week over week", line));
         }
         None => s.rows.push(kv(
             "Week over week",
