@@ -443,7 +443,10 @@ fn week_over_week_says_when_the_previous_period_is_partly_covered() {
         "--until",
         "2026-11-06T00:00:00Z",
     ]);
-    assert!(full.contains("Week over week      │ GPU-h available +0%"), "{full}");
+    assert!(
+        full.contains("Week over week      │ GPU-h available +0%"),
+        "{full}"
+    );
     assert!(!full.contains("covered by data"), "{full}");
     // Three days against the three before, of which the data has one.
     let part = ok(&[
@@ -455,5 +458,8 @@ fn week_over_week_says_when_the_previous_period_is_partly_covered() {
         "--until",
         "2026-11-06T00:00:00Z",
     ]);
-    assert!(part.contains("(the previous period is only 33% covered by data)"), "{part}");
+    assert!(
+        part.contains("(the previous period is only 33% covered by data)"),
+        "{part}"
+    );
 }
