@@ -127,7 +127,11 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(count(&dom, "chart-idle-teams", "bar"), 3);
     assert_eq!(count(&dom, "chart-free-timeline", "hour"), 96);
     assert!(count(&dom, "chart-free-timeline", "offpeak") > 0);
-    assert!(dom.contains("MIG recommendation: run `tessera mig plan`"));
+    assert!(dom.contains("MIG recommendation: run <code>tessera mig plan</code>"));
+    assert!(
+        dom.contains("<li>[status] lab-b/GPU3"),
+        "data-quality notes are a list"
+    );
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
     std::fs::create_dir_all(&shots).unwrap();
@@ -137,7 +141,7 @@ fn html_report_renders_in_headless_chromium() {
         &html,
         &tmp.path().join("p2"),
         &[
-            "--window-size=1200,2400",
+            "--window-size=1200,3600",
             "--hide-scrollbars",
             &format!("--screenshot={}", png.display()),
         ],

@@ -155,8 +155,11 @@ fn usage_cost_and_teams_add_up() {
     for text in [
         report::render::render_table(&r, false),
         report::render::render_markdown(&r),
-        report::html::render_html(&r),
     ] {
         assert!(text.contains("MIG recommendation: run `tessera mig plan`"));
     }
+    assert!(
+        report::html::render_html(&r)
+            .contains("MIG recommendation: run <code>tessera mig plan</code>")
+    );
 }

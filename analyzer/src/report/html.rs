@@ -27,6 +27,22 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// `a` → `<code>a</code>` (for command names in prose; input already escaped).
+fn code(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split('`').enumerate() {
+        if i % 2 == 1 && s.matches('`').count() % 2 == 0 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            if i > 0 && s.matches('`').count() % 2 == 1 {
+                out.push('`');
+            }
+            out.push_str(part);
+        }
+    }
+    out
+}
+
 /// White → blue for 0 → 1.
 fn blue(v: f64) -> String {
     let v = v.clamp(0.0, 1.0);
@@ -264,7 +280,7 @@ const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-se
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.sub{color:#495057}.chart{margin:8px 0 16px}
-.legend{font-size:12px;color:#495057}";
+.legend{font-size:12px;color:#495057}code{background:#f1f3f5;padding:0 3px}";
 
 /// The whole HTML document.
 pub fn render_html(r: &Report) -> String {
@@ -292,8 +308,21 @@ pub fn render_html(r: &Report) -> String {
     let text = |o: &mut String, idx: usize| {
         let s = &secs[idx];
         let _ = writeln!(o, "<h2>{}</h2>", esc(&s.title));
-        for l in &s.lines {
-            let _ = writeln!(o, "<p>{}</p>", esc(l));
+        let items: Vec<&str> = s
+            .lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("- "))
+            .collect();
+        if !items.is_empty() && items.len() == s.lines.len() {
+            o.push_str("<ul>");
+            for l in items {
+                let _ = write!(o, "<li>{}</li>", code(&esc(l)));
+            }
+            o.push_str("</ul>\n");
+        } else {
+            for l in &s.lines {
+                let _ = writeln!(o, "<p>{}</p>", code(&esc(l)));
+            }
         }
         if !s.rows.is_empty() {
             o.push_str("<table>");
@@ -379,6 +408,16 @@ mod tests {
             esc("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
+    }
+
+    #[test]
+    fn backticks_become_code() {
+        assert_eq!(
+            code("run `tessera mig plan` now"),
+            "run <code>tessera mig plan</code> now"
+        );
+        assert_eq!(code("odd ` tick"), "odd ` tick");
+        assert_eq!(code("none"), "none");
     }
 
     #[test]
