@@ -29,14 +29,15 @@ pub fn esc(s: &str) -> String {
 
 /// `a` → `<code>a</code>` (for command names in prose; input already escaped).
 fn code(s: &str) -> String {
+    let paired = s.matches('`').count().is_multiple_of(2);
+    if !paired {
+        return s.to_string();
+    }
     let mut out = String::new();
     for (i, part) in s.split('`').enumerate() {
-        if i % 2 == 1 && s.matches('`').count() % 2 == 0 {
+        if i % 2 == 1 {
             let _ = write!(out, "<code>{part}</code>");
         } else {
-            if i > 0 && s.matches('`').count() % 2 == 1 {
-                out.push('`');
-            }
             out.push_str(part);
         }
     }
