@@ -18,11 +18,14 @@ fi
 
 # Debian packages the tests use: prometheus (promtool lints /metrics and tests the rules; the
 # server runs in the end-to-end monitoring test), prometheus-alertmanager (amtool and the server
-# check the Alertmanager example); curl is the independent HTTP/TLS client of the web tests.
+# check the Alertmanager example); curl is the independent HTTP/TLS client of the web tests;
+# chromium loads the report's HTML.
 missing=()
 { need promtool && need prometheus; } || missing+=(prometheus)
 { need amtool && need prometheus-alertmanager; } || missing+=(prometheus-alertmanager)
 need curl || missing+=(curl)
+# chromium renders the report's HTML in a headless browser test (analyzer/tests/report_html.rs).
+need chromium || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
   sudo=""

@@ -145,17 +145,11 @@ pub fn since(frames: &Frames, from: i64) -> Frames {
     }
 }
 
-/// Ingests and, without `--since`, narrows to the last 7 days of the data.
-#[allow(dead_code)] // TODO(merge): the report command uses it; remove the allow then.
-pub fn load(src: &SourceArgs) -> Result<(Frames, Option<(i64, i64)>)> {
-    let (parts, range) = load_parts(src)?;
-    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, range))
-}
-
 /// A time range, unix ms (first, last).
 pub type Range = (i64, i64);
 
-/// Like [`load`], partitioned by node: the advisor then runs one node at a time.
+/// Ingests partitioned by node (the advisor then runs one node at a time) and, without
+/// `--since`, narrows to the last 7 days of the data.
 pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>)> {
     let (parts, report) = src.ingest_parts()?;
     let mut range = report.time_range();

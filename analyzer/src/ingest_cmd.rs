@@ -79,15 +79,9 @@ pub fn parse_interval(s: &str) -> Result<i64, String> {
 }
 
 impl SourceArgs {
-    /// Ingests the sources with the flags' options, showing a spinner on a terminal when it
-    /// takes more than half a second; prints the report's warnings on stderr.
-    #[allow(dead_code)] // TODO(merge): the report and planner commands use it.
-    pub fn ingest(&self) -> Result<(Frames, IngestReport)> {
-        let (parts, report) = self.ingest_parts()?;
-        Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, report))
-    }
-
-    /// Like [`ingest`](Self::ingest), partitioned by node (`ingest::ingest_parts`).
+    /// Ingests the sources with the flags' options, partitioned by node
+    /// (`ingest::ingest_parts`), showing a spinner on a terminal when it takes more than half a
+    /// second; prints the report's warnings on stderr.
     pub fn ingest_parts(&self) -> Result<(Vec<ingest::Part>, IngestReport)> {
         let now = chrono::Utc::now().timestamp_millis();
         let since = self

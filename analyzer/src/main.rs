@@ -17,6 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod analyze_cmd;
 mod ingest_cmd;
 mod mig_cmd;
+mod report_cmd;
 mod simulate;
 
 /// GPU utilization advisor.
@@ -38,6 +39,9 @@ enum Command {
     Ingest(ingest_cmd::IngestArgs),
     /// Find idle-loaded models, consolidation candidates, off-peak windows and busy-but-idle GPUs.
     Analyze(analyze_cmd::AnalyzeArgs),
+    /// The weekly report: usage, cost, teams, waste, plans and data quality (table, Markdown,
+    /// HTML or JSON).
+    Report(report_cmd::ReportArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
     /// MIG layouts: export the node's, assert it matches a plan, apply a plan safely.
@@ -105,6 +109,7 @@ fn run(cli: Cli) -> Result<()> {
         },
         Command::Ingest(args) => ingest_cmd::run(args)?,
         Command::Analyze(args) => analyze_cmd::run(args)?,
+        Command::Report(args) => report_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Mig { command } => {
             let code = match command {

@@ -326,7 +326,14 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
         .unique(None, UniqueKeepStrategy::Any)
         // Every column in the sort: ties would make the labels' order depend on scheduling.
         .sort(
-            ["node", "uuid", "process", "namespace", "pod", "slurm_job_id"],
+            [
+                "node",
+                "uuid",
+                "process",
+                "namespace",
+                "pod",
+                "slurm_job_id",
+            ],
             SortMultipleOptions::default().with_nulls_last(true),
         )
         .collect()?;

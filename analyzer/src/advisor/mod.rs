@@ -454,7 +454,10 @@ where
         }
     }
     if timing {
-        eprintln!("timings ({workers} workers, summed): prepare {:?}", spent[0]);
+        eprintln!(
+            "timings ({workers} workers, summed): prepare {:?}",
+            spent[0]
+        );
         for (d, t) in dets.iter().zip(&spent[1..]) {
             eprintln!("timings: {} {:?}", d.id(), t);
         }

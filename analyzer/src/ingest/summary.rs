@@ -84,7 +84,11 @@ pub fn describe_parts(
             .iter()
             .zip(&nulls)
             .map(|(c, &n)| {
-                let share = if rows == 0 { 0.0 } else { n as f64 / rows as f64 };
+                let share = if rows == 0 {
+                    0.0
+                } else {
+                    n as f64 / rows as f64
+                };
                 ((*c).to_string(), share)
             })
             .collect();

@@ -1,0 +1,430 @@
+//! The report as one self-contained HTML file: inline CSS, inline SVG charts generated here, no
+//! script, no fonts, no network. Charts: the hour-of-week activity heatmap, the per-GPU activity
+//! distribution, idle GiB-hours by team and the free-capacity timeline with the off-peak windows
+//! marked; then the text sections of [`super::render::sections`] as HTML tables.
+//!
+//! Pure string building; every chart is an `<svg id="chart-…">` whose data marks carry a class
+//! (`cell`, `bin`, `bar`, `hour`) so a browser test can count them.
+
+use std::fmt::Write as _;
+
+use super::Report;
+use super::render::sections;
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// `a` → `<code>a</code>` (for command names in prose; input already escaped).
+fn code(s: &str) -> String {
+    let paired = s.matches('`').count().is_multiple_of(2);
+    if !paired {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    for (i, part) in s.split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// White → blue for 0 → 1.
+fn blue(v: f64) -> String {
+    let v = v.clamp(0.0, 1.0);
+    let lerp = |a: f64, b: f64| (a + (b - a) * v).round() as u8;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        lerp(240.0, 8.0),
+        lerp(244.0, 69.0),
+        lerp(250.0, 148.0)
+    )
+}
+
+const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+fn heatmap(r: &Report) -> String {
+    let (cw, ch, left, top) = (26.0, 20.0, 40.0, 20.0);
+    let w = left + 24.0 * cw + 10.0;
+    let h = top + 7.0 * ch + 10.0;
+    let mut s = format!(
+        r#"<svg id="chart-heatmap" role="img" aria-label="hour-of-week activity" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
+    );
+    for hr in (0..24).step_by(3) {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="14" class="axis">{hr:02}</text>"#,
+            left + hr as f64 * cw + 4.0
+        );
+    }
+    for (d, row) in r.charts.hour_of_week.iter().enumerate() {
+        let y = top + d as f64 * ch;
+        let _ = write!(
+            s,
+            r#"<text x="4" y="{}" class="axis">{}</text>"#,
+            y + 14.0,
+            DAYS[d]
+        );
+        for (hr, v) in row.iter().enumerate() {
+            let x = left + hr as f64 * cw;
+            match v {
+                Some(v) => {
+                    let _ = write!(
+                        s,
+                        r#"<rect class="cell" x="{x}" y="{y}" width="{}" height="{}" fill="{}"><title>{} {hr:02}:00 — {:.0}%</title></rect>"#,
+                        cw - 2.0,
+                        ch - 2.0,
+                        blue(*v),
+                        DAYS[d],
+                        v * 100.0
+                    );
+                }
+                None => {
+                    let _ = write!(
+                        s,
+                        r##"<rect class="nodata" x="{x}" y="{y}" width="{}" height="{}" fill="#fafafa" stroke="#ddd"/>"##,
+                        cw - 2.0,
+                        ch - 2.0
+                    );
+                }
+            }
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn gpu_distribution(r: &Report) -> String {
+    let (cw, rh, left, top) = (36.0, 18.0, 230.0, 20.0);
+    let n = r.charts.gpu_activity.len();
+    let w = left + 10.0 * cw + 120.0;
+    let h = top + n as f64 * rh + 10.0;
+    let mut s = format!(
+        r#"<svg id="chart-gpu-activity" role="img" aria-label="per-GPU activity distribution" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
+    );
+    for b in (0..=10).step_by(2) {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="14" class="axis">{}%</text>"#,
+            left + b as f64 * cw - 8.0,
+            b * 10
+        );
+    }
+    for (i, g) in r.charts.gpu_activity.iter().enumerate() {
+        let y = top + i as f64 * rh;
+        let _ = write!(
+            s,
+            r#"<text x="4" y="{}" class="axis">{}</text>"#,
+            y + 13.0,
+            esc(&g.gpu)
+        );
+        for (b, share) in g.histogram.iter().enumerate() {
+            let _ = write!(
+                s,
+                r#"<rect class="bin" x="{}" y="{y}" width="{}" height="{}" fill="{}"><title>{}: {:.0}% of the time at {}–{}% activity</title></rect>"#,
+                left + b as f64 * cw,
+                cw - 1.0,
+                rh - 2.0,
+                blue(share.sqrt()),
+                esc(&g.gpu),
+                share * 100.0,
+                b * 10,
+                b * 10 + 10
+            );
+        }
+        if let Some(m) = g.mean {
+            let _ = write!(
+                s,
+                r##"<line class="mean" x1="{x}" x2="{x}" y1="{y}" y2="{}" stroke="#d9480f" stroke-width="2"/>"##,
+                y + rh - 2.0,
+                x = left + m * 10.0 * cw
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="axis">p95 {}</text>"#,
+            left + 10.0 * cw + 8.0,
+            y + 13.0,
+            g.p95.map_or("-".into(), |p| format!("{:.0}%", p * 100.0))
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn idle_by_team(r: &Report) -> String {
+    let teams: Vec<_> = r
+        .teams
+        .rows
+        .iter()
+        .filter(|t| t.idle_gib_hours > 0.0)
+        .collect();
+    let (bw, rh, left, top) = (420.0, 22.0, 160.0, 10.0);
+    let w = left + bw + 120.0;
+    let h = top + teams.len().max(1) as f64 * rh + 10.0;
+    let mut s = format!(
+        r#"<svg id="chart-idle-teams" role="img" aria-label="idle GiB-hours by team" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
+    );
+    let max = teams
+        .iter()
+        .map(|t| t.idle_gib_hours)
+        .fold(0.0f64, f64::max);
+    if teams.is_empty() {
+        let _ = write!(
+            s,
+            r#"<text x="4" y="24" class="axis">no idle-loaded memory attributed to a team</text>"#
+        );
+    }
+    for (i, t) in teams.iter().enumerate() {
+        let y = top + i as f64 * rh;
+        let len = if max > 0.0 {
+            t.idle_gib_hours / max * bw
+        } else {
+            0.0
+        };
+        let _ = write!(
+            s,
+            r##"<text x="4" y="{}" class="axis">{}</text><rect class="bar" x="{left}" y="{y}" width="{len:.1}" height="{}" fill="#e8590c"><title>{}: {:.0} GiB-hours idle</title></rect><text x="{}" y="{}" class="axis">{:.0} GiB-h</text>"##,
+            y + 15.0,
+            esc(&t.team),
+            rh - 4.0,
+            esc(&t.team),
+            t.idle_gib_hours,
+            left + len + 6.0,
+            y + 15.0,
+            t.idle_gib_hours
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn free_timeline(r: &Report) -> String {
+    let tl = &r.charts.free_timeline;
+    let (pw, ph, left, top) = (900.0, 160.0, 40.0, 10.0);
+    let w = left + pw + 10.0;
+    let h = top + ph + 30.0;
+    let n = tl.len().max(1) as f64;
+    let max = tl.iter().map(|p| p.gpus).max().unwrap_or(1).max(1) as f64;
+    let bw = pw / n;
+    let mut s = format!(
+        r#"<svg id="chart-free-timeline" role="img" aria-label="free GPUs per hour" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
+    );
+    for (i, p) in tl.iter().enumerate() {
+        if p.offpeak {
+            let _ = write!(
+                s,
+                r##"<rect class="offpeak" x="{:.2}" y="{top}" width="{:.2}" height="{ph}" fill="#d3f9d8"/>"##,
+                left + i as f64 * bw,
+                bw
+            );
+        }
+    }
+    for (i, p) in tl.iter().enumerate() {
+        let bh = f64::from(p.free_gpus) / max * ph;
+        let _ = write!(
+            s,
+            r##"<rect class="hour" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="#1c7ed6"><title>{}: {} of {} GPU(s) free</title></rect>"##,
+            left + i as f64 * bw,
+            top + ph - bh,
+            bw.max(0.5),
+            bh,
+            esc(&p.hour),
+            p.free_gpus,
+            p.gpus
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<line x1="{left}" x2="{}" y1="{}" y2="{}" stroke="#868e96"/><text x="4" y="{}" class="axis">{}</text><text x="4" y="{}" class="axis">0</text>"##,
+        left + pw,
+        top + ph,
+        top + ph,
+        top + 10.0,
+        max,
+        top + ph
+    );
+    // Day ticks.
+    for (i, p) in tl.iter().enumerate() {
+        if p.hour.get(11..13) == Some("00") {
+            let x = left + i as f64 * bw;
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.2}" x2="{x:.2}" y1="{top}" y2="{}" stroke="#ced4da"/><text x="{:.2}" y="{}" class="axis">{}</text>"##,
+                top + ph + 4.0,
+                x + 2.0,
+                top + ph + 18.0,
+                esc(p.hour.get(5..10).unwrap_or(""))
+            );
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#212529;padding:0 16px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.sub{color:#495057}.chart{margin:8px 0 16px}
+.legend{font-size:12px;color:#495057}code{background:#f1f3f5;padding:0 3px}";
+
+/// The whole HTML document.
+pub fn render_html(r: &Report) -> String {
+    let mut o = String::new();
+    let title = format!("tessera report {} .. {}", r.from, r.until);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{CSS}</style></head><body>\n",
+        esc(&title)
+    );
+    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(
+        o,
+        "<p class=\"sub\">{:.0} h, time zone {}; sources: {}; prices: {} {}/GPU-h, {} {}/kWh ({})</p>",
+        r.hours,
+        esc(&r.tz),
+        esc(&r.sources.join(", ")),
+        r.prices.gpu_hour,
+        esc(&r.prices.currency),
+        r.prices.kwh,
+        esc(&r.prices.currency),
+        esc(&r.prices.source)
+    );
+    let secs = sections(r);
+    let text = |o: &mut String, idx: usize| {
+        let s = &secs[idx];
+        let _ = writeln!(o, "<h2>{}</h2>", esc(&s.title));
+        let items: Vec<&str> = s
+            .lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("- "))
+            .collect();
+        if !items.is_empty() && items.len() == s.lines.len() {
+            o.push_str("<ul>");
+            for l in items {
+                let _ = write!(o, "<li>{}</li>", code(&esc(l)));
+            }
+            o.push_str("</ul>\n");
+        } else {
+            for l in &s.lines {
+                let _ = writeln!(o, "<p>{}</p>", code(&esc(l)));
+            }
+        }
+        if !s.rows.is_empty() {
+            o.push_str("<table>");
+            if s.header.iter().any(|h| !h.is_empty()) {
+                o.push_str("<tr>");
+                for h in &s.header {
+                    let _ = write!(o, "<th>{}</th>", esc(h));
+                }
+                o.push_str("</tr>");
+            }
+            for row in &s.rows {
+                o.push_str("<tr>");
+                for c in row {
+                    let _ = write!(o, "<td>{}</td>", esc(c));
+                }
+                o.push_str("</tr>");
+            }
+            o.push_str("</table>\n");
+        }
+        if !s.after.is_empty() {
+            o.push_str("<ul>");
+            for l in &s.after {
+                let _ = write!(o, "<li>{}</li>", esc(l));
+            }
+            o.push_str("</ul>\n");
+        }
+    };
+    text(&mut o, 0);
+    let chart = |o: &mut String, title: &str, legend: &str, svg: String| {
+        let _ = writeln!(
+            o,
+            "<h2>{}</h2><div class=\"chart\">{svg}</div><p class=\"legend\">{}</p>",
+            esc(title),
+            esc(legend)
+        );
+    };
+    let sig = match r.activity_signal.as_str() {
+        "sm_active" => "SM activity",
+        "busy" => "busy ratio",
+        "none" => "no signal",
+        _ => "SM activity, else busy ratio",
+    };
+    chart(
+        &mut o,
+        &format!("Activity by hour of week ({})", r.tz),
+        &format!("Mean {sig} of all GPUs per local hour; darker is busier, grey is no data."),
+        heatmap(r),
+    );
+    chart(
+        &mut o,
+        "Activity distribution per GPU",
+        &format!(
+            "Share of each GPU's time in each tenth of {sig} (darker = more time); the orange line is the mean."
+        ),
+        gpu_distribution(r),
+    );
+    chart(
+        &mut o,
+        "Idle GiB-hours by team",
+        "Memory held by idle-loaded models × time, per team.",
+        idle_by_team(r),
+    );
+    chart(
+        &mut o,
+        "Free capacity",
+        "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows.",
+        free_timeline(r),
+    );
+    for i in 1..secs.len() {
+        text(&mut o, i);
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn backticks_become_code() {
+        assert_eq!(
+            code("run `tessera mig plan` now"),
+            "run <code>tessera mig plan</code> now"
+        );
+        assert_eq!(code("odd ` tick"), "odd ` tick");
+        assert_eq!(code("none"), "none");
+    }
+
+    #[test]
+    fn blue_scales() {
+        assert_eq!(blue(0.0), "#f0f4fa");
+        assert_eq!(blue(1.0), "#084594");
+        assert_eq!(blue(7.0), blue(1.0));
+    }
+}

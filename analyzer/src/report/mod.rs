@@ -1,0 +1,1167 @@
+//! The weekly report (`tessera report`, `docs/report.md`): a pure model built from the canonical
+//! frames and the advisor's [`Analysis`] — fleet summary with cost, breakdowns by node, GPU model
+//! and team, the idle-loaded models and consolidation plan priced, the off-peak windows, the
+//! previous period for week-over-week change, data-quality notes and the series the HTML charts
+//! draw — serialised as versioned JSON ([`REPORT_VERSION`]) and rendered by [`render`] (table,
+//! markdown) and [`html`].
+//!
+//! This module does no I/O besides collecting the lazy frames it is given and reading the
+//! `--config` file in [`ReportConfig::load`]; it does not detect anything itself (the advisor's
+//! findings are re-priced, not recomputed) and it does not plan MIG layouts: [`Report::mig`] stays
+//! `None` until the MIG planner's result is passed in.
+
+pub mod html;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use chrono::{Datelike, TimeZone, Timelike};
+use chrono_tz::Tz;
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::advisor::columns::{f64s, i64s, strs, ts_ms};
+use crate::advisor::{AdvisorError, Analysis, Finding};
+use crate::ingest::{Frames, IngestReport, fmt_ms};
+
+/// Version of the report JSON document (`docs/report.md`).
+pub const REPORT_VERSION: u32 = 1;
+
+const GIB: f64 = (1u64 << 30) as f64;
+const HOUR_MS: f64 = 3_600_000.0;
+/// A GPU holding less than this and at most [`FREE_ACTIVITY`] is free (as in the off-peak
+/// detector).
+const FREE_MEMORY: f64 = GIB;
+const FREE_ACTIVITY: f64 = 0.05;
+/// Hours in a month, for monthly savings (365.25 × 24 / 12).
+const MONTH_HOURS: f64 = 730.5;
+
+/// Errors of the report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("reading frames: {0}")]
+    Frames(#[from] AdvisorError),
+    #[error("reading frames: {0}")]
+    Polars(#[from] PolarsError),
+    #[error("reading config {path}: {reason}")]
+    Config { path: String, reason: String },
+    #[error("bad price {name} {value}: expected a finite number ≥ 0")]
+    Price { name: &'static str, value: f64 },
+}
+
+/// Prices the report uses to turn hours and energy into money.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prices {
+    /// Price of one GPU-hour (whole GPU).
+    pub gpu_hour: f64,
+    /// Price of one kWh.
+    pub kwh: f64,
+    /// Currency label, only printed.
+    pub currency: String,
+    /// Where the prices came from: `default`, `config:<file>`, `flags` (or a mix, comma-separated).
+    pub source: String,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Prices {
+            gpu_hour: 2.0,
+            kwh: 0.15,
+            currency: "USD".into(),
+            source: "default".into(),
+        }
+    }
+}
+
+/// The `--config` file (TOML).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    #[serde(default)]
+    pub price: PriceConfig,
+}
+
+/// `[price]` of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub gpu_hour: Option<f64>,
+    pub kwh: Option<f64>,
+    pub currency: Option<String>,
+}
+
+impl ReportConfig {
+    /// Reads and strictly parses a config file.
+    pub fn load(path: &Path) -> Result<Self, ReportError> {
+        let err = |reason: String| ReportError::Config {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        toml::from_str(&text).map_err(|e| err(e.to_string().trim_end().replace('\n', " ")))
+    }
+}
+
+/// Prices from the defaults, then the config file, then the flags (later wins); each checked.
+pub fn prices(
+    config: Option<(&Path, &ReportConfig)>,
+    gpu_hour: Option<f64>,
+    kwh: Option<f64>,
+) -> Result<Prices, ReportError> {
+    let mut p = Prices::default();
+    let mut from = Vec::new();
+    if let Some((path, c)) = config {
+        if c.price.gpu_hour.is_some() || c.price.kwh.is_some() || c.price.currency.is_some() {
+            from.push(format!("config:{}", path.display()));
+        }
+        p.gpu_hour = c.price.gpu_hour.unwrap_or(p.gpu_hour);
+        p.kwh = c.price.kwh.unwrap_or(p.kwh);
+        if let Some(cur) = &c.price.currency {
+            p.currency = cur.clone();
+        }
+    }
+    if gpu_hour.is_some() || kwh.is_some() {
+        from.push("flags".into());
+    }
+    p.gpu_hour = gpu_hour.unwrap_or(p.gpu_hour);
+    p.kwh = kwh.unwrap_or(p.kwh);
+    for (name, v) in [("gpu_hour", p.gpu_hour), ("kwh", p.kwh)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(ReportError::Price { name, value: v });
+        }
+    }
+    if !from.is_empty() {
+        p.source = from.join(",");
+    }
+    Ok(p)
+}
+
+/// Usage of a set of GPUs over the report's range.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    /// `fleet`, a node name or a GPU model.
+    pub key: String,
+    pub gpus: usize,
+    /// GPUs × the range's hours: what was there to use.
+    pub gpu_hours_available: f64,
+    /// Σ interval of the rows: what was reported.
+    pub gpu_hours_observed: f64,
+    /// Rows holding ≥ 1 GiB or with activity > 5%: GPUs somebody had.
+    pub gpu_hours_allocated: f64,
+    /// Σ activity × interval: GPU-hours of actual work.
+    pub gpu_hours_busy: f64,
+    /// Mean and 95th percentile of the rows' mean activity (0–1).
+    pub activity_mean: Option<f64>,
+    pub activity_p95: Option<f64>,
+    /// Mean memory used ÷ memory total (0–1).
+    pub memory_used_share: Option<f64>,
+    /// Highest memory used on one GPU, GiB.
+    pub memory_peak_gib: Option<f64>,
+    /// Energy from the energy counter, else mean power × interval.
+    pub energy_kwh: Option<f64>,
+    /// `gpu_hours_available` × price per GPU-hour.
+    pub cost_gpu_hours: f64,
+    /// `energy_kwh` × price per kWh.
+    pub cost_energy: f64,
+    pub cost_total: f64,
+}
+
+/// Usage of one team (`teams.dimension`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TeamUsage {
+    pub team: String,
+    pub processes: usize,
+    /// GPU time of the team's processes; a GPU's interval is split evenly between the processes
+    /// on it.
+    pub gpu_hours: f64,
+    /// Σ memory held × time.
+    pub memory_gib_hours: f64,
+    /// From the idle-loaded findings of the team's processes.
+    pub idle_gib_hours: f64,
+    pub idle_gpu_hours: f64,
+    /// `idle_gpu_hours` × price per GPU-hour.
+    pub idle_cost: f64,
+    /// `gpu_hours` × price per GPU-hour.
+    pub cost: f64,
+}
+
+/// The team breakdown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Teams {
+    /// What a team is in this data: `namespace`, `slurm_job`, `namespace, else slurm_job`, or
+    /// `none` (no process rows with attribution).
+    pub dimension: String,
+    pub rows: Vec<TeamUsage>,
+}
+
+/// One idle-loaded model, priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdleModel {
+    pub finding_id: String,
+    pub what: String,
+    pub team: Option<String>,
+    pub memory_max_gib: f64,
+    pub idle_hours: f64,
+    pub idle_share: f64,
+    pub idle_gib_hours: f64,
+    pub reclaimable_gpu_hours: f64,
+    /// `reclaimable_gpu_hours` × price per GPU-hour.
+    pub wasted_cost: f64,
+    pub action: String,
+}
+
+/// One consolidation group (a GPU model), priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsolidationStep {
+    pub finding_id: String,
+    pub model: String,
+    pub gpus_loaded: u64,
+    pub gpus_needed: u64,
+    pub gpus_freed: u64,
+    pub gpu_hours_freed: f64,
+    /// `gpu_hours_freed` × price per GPU-hour (over the range).
+    pub savings: f64,
+    /// `gpus_freed` × 730.5 h × price per GPU-hour.
+    pub savings_per_month: f64,
+    /// `workload (node/GPU) → node/GPU` for every workload that moves.
+    pub moves: Vec<String>,
+}
+
+/// One off-peak window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OffpeakWindow {
+    pub finding_id: String,
+    /// `week` or `day`.
+    pub period: String,
+    /// Start days (`Mon` …); empty: every day.
+    pub days: Vec<String>,
+    pub start: String,
+    pub end: String,
+    pub hours: f64,
+    pub expected_free_gpus: u64,
+    pub confidence: f64,
+    pub cron_start: String,
+    pub cron_end: String,
+}
+
+/// One data-quality note.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QualityNote {
+    /// `source_missing`, `stopped`, `status`, `gap`, `signal`, `no_rows`, `ingest`, `advisor`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// Per-GPU activity distribution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuActivity {
+    /// `node/GPUn`.
+    pub gpu: String,
+    pub model: String,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    /// Share of observed time in each tenth of activity (0–10%, …, 90–100%).
+    pub histogram: Vec<f64>,
+}
+
+/// One hour of the free-capacity timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FreeHour {
+    /// Start of the hour, RFC 3339 UTC.
+    pub hour: String,
+    pub gpus: u32,
+    pub free_gpus: u32,
+    /// Inside an off-peak window.
+    pub offpeak: bool,
+}
+
+/// What the HTML charts draw (also in the JSON, for other front ends).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Charts {
+    /// Mean activity per local hour of week: 7 rows (Mon … Sun) × 24 hours; null = no data.
+    pub hour_of_week: Vec<Vec<Option<f64>>>,
+    pub gpu_activity: Vec<GpuActivity>,
+    pub free_timeline: Vec<FreeHour>,
+}
+
+/// The report (`docs/report.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    /// Reported range: rows ending after `from` and at or before `until`, RFC 3339 UTC.
+    pub from: String,
+    pub until: String,
+    pub hours: f64,
+    pub tz: String,
+    pub sources: Vec<String>,
+    pub prices: Prices,
+    /// Which activity the numbers use: `sm_active`, `busy`, `sm_active, else busy`, `none`.
+    pub activity_signal: String,
+    pub fleet: Usage,
+    /// The same-length period before `from`, when the data covers it (week-over-week).
+    pub previous_period: Option<Usage>,
+    pub by_node: Vec<Usage>,
+    pub by_model: Vec<Usage>,
+    pub teams: Teams,
+    pub idle_models: Vec<IdleModel>,
+    pub consolidation: Vec<ConsolidationStep>,
+    pub offpeak_windows: Vec<OffpeakWindow>,
+    /// The MIG planner's recommendation; `null` until `tessera mig plan` results are supplied.
+    pub mig: Option<Value>,
+    pub data_quality: Vec<QualityNote>,
+    pub charts: Charts,
+}
+
+/// What [`build`] needs besides the frames.
+pub struct ReportInput<'a> {
+    /// The advisor's analysis over `range`.
+    pub analysis: &'a Analysis,
+    /// Reported range, unix ms: rows with `start < ts <= end`.
+    pub range: (i64, i64),
+    pub ingest: &'a IngestReport,
+    pub sources: Vec<String>,
+    pub prices: Prices,
+    pub tz: Tz,
+    /// How many top idle-loaded models to list.
+    pub top: usize,
+}
+
+/// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
+type Key<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>);
+/// A process's identity: node and pid.
+type Proc<'a> = (Option<&'a str>, Option<i64>);
+
+/// One GPU row, as the report reads it.
+struct Row {
+    gpu: usize,
+    ts: i64,
+    interval: i64,
+    activity: Option<f64>,
+    sm: bool,
+    mem: Option<f64>,
+    total: Option<f64>,
+    energy_j: Option<f64>,
+    /// Status `lost` or `error`: the GPU was there but did not report values.
+    lost: bool,
+}
+
+/// One GPU's identity.
+#[derive(Clone)]
+struct Gpu {
+    node: String,
+    index: Option<i64>,
+    model: String,
+    source: String,
+}
+
+impl Gpu {
+    fn label(&self) -> String {
+        match self.index {
+            Some(i) => format!("{}/GPU{i}", self.node),
+            None => self.node.clone(),
+        }
+    }
+}
+
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+fn r2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    Some(v[i])
+}
+
+/// Reads the GPU rows in `[from, until]`.
+fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
+    let df = frames
+        .gpu
+        .clone()
+        .with_column(ts_ms())
+        .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu"),
+            col("model"),
+            col("ts"),
+            col("interval_ms"),
+            col("busy_mean"),
+            col("sm_active_mean"),
+            col("memory_used_max_bytes"),
+            col("memory_total_bytes"),
+            col("power_mean_watts"),
+            col("energy_delta_joules"),
+            col("source"),
+            col("status"),
+        ])
+        .collect()?;
+    let n = df.height();
+    let status = strs(&df, "status")?;
+    let (node, uuid, model, source) = (
+        strs(&df, "node")?,
+        strs(&df, "uuid")?,
+        strs(&df, "model")?,
+        strs(&df, "source")?,
+    );
+    let (gpu, ts, interval) = (
+        i64s(&df, "gpu")?,
+        i64s(&df, "ts")?,
+        i64s(&df, "interval_ms")?,
+    );
+    let (busy, sm, mem, total, power, energy) = (
+        f64s(&df, "busy_mean")?,
+        f64s(&df, "sm_active_mean")?,
+        f64s(&df, "memory_used_max_bytes")?,
+        f64s(&df, "memory_total_bytes")?,
+        f64s(&df, "power_mean_watts")?,
+        f64s(&df, "energy_delta_joules")?,
+    );
+    let mut ids: HashMap<Key, usize> = HashMap::new();
+    let mut gpus = Vec::new();
+    let mut rows = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = (node.get(i), uuid.get(i), gpu.get(i));
+        let g = *ids.entry(key).or_insert_with(|| {
+            gpus.push(Gpu {
+                node: node.get(i).unwrap_or("?").to_string(),
+                index: gpu.get(i),
+                model: model.get(i).unwrap_or("unknown").to_string(),
+                source: source.get(i).unwrap_or("").to_string(),
+            });
+            gpus.len() - 1
+        });
+        let interval = interval.get(i).unwrap_or(0).max(0);
+        let (activity, is_sm) = match (sm.get(i), busy.get(i)) {
+            (Some(s), _) => (Some(s), true),
+            (None, Some(b)) => (Some(b), false),
+            _ => (None, false),
+        };
+        let energy_j = energy
+            .get(i)
+            .or_else(|| power.get(i).map(|w| w * interval as f64 / 1000.0));
+        rows.push(Row {
+            gpu: g,
+            ts: ts.get(i).unwrap_or(0),
+            interval,
+            activity,
+            sm: is_sm,
+            mem: mem.get(i),
+            total: total.get(i),
+            energy_j,
+            lost: matches!(status.get(i), Some("lost" | "error")),
+        });
+    }
+    // Stable GPU order: node, index.
+    let mut order: Vec<usize> = (0..gpus.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&gpus[a].node, gpus[a].index, &gpus[a].model).cmp(&(
+            &gpus[b].node,
+            gpus[b].index,
+            &gpus[b].model,
+        ))
+    });
+    let mut rank = vec![0; gpus.len()];
+    for (r, &g) in order.iter().enumerate() {
+        rank[g] = r;
+    }
+    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
+    for r in &mut rows {
+        r.gpu = rank[r.gpu];
+    }
+    rows.sort_by_key(|r| (r.gpu, r.ts));
+    Ok((gpus, rows))
+}
+
+fn usage<'a>(key: &str, rows: impl Iterator<Item = &'a Row>, hours: f64, prices: &Prices) -> Usage {
+    let mut u = Usage {
+        key: key.to_string(),
+        ..Usage::default()
+    };
+    let mut gpus = BTreeSet::new();
+    let mut acts = Vec::new();
+    let (mut act_w, mut act_t) = (0.0, 0.0);
+    let (mut mem_share, mut mem_n) = (0.0, 0usize);
+    let mut energy: Option<f64> = None;
+    let mut peak: Option<f64> = None;
+    for r in rows {
+        gpus.insert(r.gpu);
+        let h = r.interval as f64 / HOUR_MS;
+        u.gpu_hours_observed += h;
+        if let Some(a) = r.activity {
+            acts.push(a);
+            act_w += a * h;
+            act_t += h;
+            u.gpu_hours_busy += a * h;
+        }
+        let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
+        if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
+            u.gpu_hours_allocated += h;
+        }
+        if let (Some(m), Some(t)) = (r.mem, r.total)
+            && t > 0.0
+        {
+            mem_share += m / t;
+            mem_n += 1;
+        }
+        if let Some(m) = r.mem {
+            peak = Some(peak.map_or(m, |p: f64| p.max(m)));
+        }
+        if let Some(e) = r.energy_j {
+            *energy.get_or_insert(0.0) += e;
+        }
+    }
+    u.gpus = gpus.len();
+    u.gpu_hours_available = r3(u.gpus as f64 * hours);
+    u.gpu_hours_observed = r3(u.gpu_hours_observed);
+    u.gpu_hours_allocated = r3(u.gpu_hours_allocated);
+    u.gpu_hours_busy = r3(u.gpu_hours_busy);
+    u.activity_mean = (act_t > 0.0).then(|| r3(act_w / act_t));
+    u.activity_p95 = quantile(&mut acts, 0.95).map(r3);
+    u.memory_used_share = (mem_n > 0).then(|| r3(mem_share / mem_n as f64));
+    u.memory_peak_gib = peak.map(|p| r3(p / GIB));
+    u.energy_kwh = energy.map(|j| r3(j / 3.6e6));
+    u.cost_gpu_hours = r2(u.gpu_hours_available * prices.gpu_hour);
+    u.cost_energy = r2(u.energy_kwh.unwrap_or(0.0) * prices.kwh);
+    u.cost_total = r2(u.cost_gpu_hours + u.cost_energy);
+    u
+}
+
+fn ev_f64(f: &Finding, k: &str) -> f64 {
+    f.evidence[k].as_f64().unwrap_or(0.0)
+}
+fn ev_u64(f: &Finding, k: &str) -> u64 {
+    f.evidence[k].as_u64().unwrap_or(0)
+}
+fn ev_str(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or("").to_string()
+}
+
+fn team_of(namespace: Option<&str>, slurm: Option<&str>) -> Option<String> {
+    match (namespace, slurm) {
+        (Some(ns), _) => Some(ns.to_string()),
+        (None, Some(j)) => Some(format!("slurm job {j}")),
+        _ => None,
+    }
+}
+
+/// Team usage from the process table; idle figures from the idle-loaded findings.
+fn teams(
+    frames: &Frames,
+    range: (i64, i64),
+    idle: &[IdleModel],
+    prices: &Prices,
+) -> Result<Teams, ReportError> {
+    let df = frames
+        .process
+        .clone()
+        .with_column(ts_ms())
+        .filter(
+            col("ts")
+                .gt(lit(range.0))
+                .and(col("ts").lt_eq(lit(range.1))),
+        )
+        .select([
+            col("node"),
+            col("uuid"),
+            col("pid"),
+            col("ts"),
+            col("interval_ms"),
+            col("namespace"),
+            col("slurm_job_id"),
+            col("memory_used_max_bytes"),
+        ])
+        .collect()?;
+    let n = df.height();
+    let (node, uuid, ns, job) = (
+        strs(&df, "node")?,
+        strs(&df, "uuid")?,
+        strs(&df, "namespace")?,
+        strs(&df, "slurm_job_id")?,
+    );
+    let (pid, ts, interval, mem) = (
+        i64s(&df, "pid")?,
+        i64s(&df, "ts")?,
+        i64s(&df, "interval_ms")?,
+        f64s(&df, "memory_used_max_bytes")?,
+    );
+    // Processes per GPU and interval, to split the GPU's time between them.
+    let mut per_gpu: HashMap<Key, u32> = HashMap::new();
+    for i in 0..n {
+        *per_gpu
+            .entry((node.get(i), uuid.get(i), ts.get(i)))
+            .or_default() += 1;
+    }
+    let (mut has_ns, mut has_job) = (false, false);
+    let mut rows: BTreeMap<String, (TeamUsage, BTreeSet<Proc>)> = BTreeMap::new();
+    for i in 0..n {
+        has_ns |= ns.get(i).is_some();
+        has_job |= job.get(i).is_some();
+        let team = team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into());
+        let e = rows.entry(team.clone()).or_insert_with(|| {
+            (
+                TeamUsage {
+                    team,
+                    ..TeamUsage::default()
+                },
+                BTreeSet::new(),
+            )
+        });
+        let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
+        let k = per_gpu
+            .get(&(node.get(i), uuid.get(i), ts.get(i)))
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        e.0.gpu_hours += h / f64::from(k);
+        e.0.memory_gib_hours += mem.get(i).unwrap_or(0.0) / GIB * h;
+        e.1.insert((node.get(i), pid.get(i)));
+    }
+    let dimension = match (has_ns, has_job) {
+        (true, true) => "namespace, else slurm_job",
+        (true, false) => "namespace",
+        (false, true) => "slurm_job",
+        (false, false) => "none",
+    };
+    let mut out: Vec<TeamUsage> = rows
+        .into_values()
+        .map(|(mut t, procs)| {
+            t.processes = procs.len();
+            for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
+                t.idle_gib_hours += m.idle_gib_hours;
+                t.idle_gpu_hours += m.reclaimable_gpu_hours;
+            }
+            t.gpu_hours = r3(t.gpu_hours);
+            t.memory_gib_hours = r3(t.memory_gib_hours);
+            t.idle_gib_hours = r3(t.idle_gib_hours);
+            t.idle_gpu_hours = r3(t.idle_gpu_hours);
+            t.idle_cost = r2(t.idle_gpu_hours * prices.gpu_hour);
+            t.cost = r2(t.gpu_hours * prices.gpu_hour);
+            t
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.gpu_hours
+            .total_cmp(&a.gpu_hours)
+            .then(a.team.cmp(&b.team))
+    });
+    Ok(Teams {
+        dimension: dimension.into(),
+        rows: out,
+    })
+}
+
+fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
+    let mut v: Vec<IdleModel> = a
+        .findings
+        .iter()
+        .filter(|f| f.detector == "idle_loaded")
+        .map(|f| {
+            let reclaim = ev_f64(f, "reclaimable_gpu_hours");
+            IdleModel {
+                finding_id: f.id.clone(),
+                what: f.entity.label(),
+                team: team_of(f.entity.namespace.as_deref(), f.entity.slurm_job.as_deref()),
+                memory_max_gib: ev_f64(f, "memory_max_gib"),
+                idle_hours: ev_f64(f, "idle_hours"),
+                idle_share: ev_f64(f, "idle_share"),
+                idle_gib_hours: ev_f64(f, "idle_gib_hours"),
+                reclaimable_gpu_hours: reclaim,
+                wasted_cost: r2(reclaim * prices.gpu_hour),
+                action: f.action.clone(),
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.idle_gib_hours
+            .total_cmp(&a.idle_gib_hours)
+            .then(a.finding_id.cmp(&b.finding_id))
+    });
+    v
+}
+
+fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationStep> {
+    let gpu = |v: &Value| match v["gpu"].as_u64() {
+        Some(g) => format!("{}/GPU{g}", ev_str(v, "node")),
+        None => ev_str(v, "uuid"),
+    };
+    a.findings
+        .iter()
+        .filter(|f| f.detector == "consolidation")
+        .map(|f| {
+            let mut moves = Vec::new();
+            for group in f.evidence["plan"].as_array().into_iter().flatten() {
+                let host = &group["host"];
+                for w in group["workloads"].as_array().into_iter().flatten() {
+                    if w["uuid"] != host["uuid"] {
+                        let label = ev_str(w, "label");
+                        let what = if label.is_empty() { gpu(w) } else { label };
+                        moves.push(format!("{what} → {}", gpu(host)));
+                    }
+                }
+            }
+            let freed_h = ev_f64(f, "gpu_hours_freed");
+            let freed = ev_u64(f, "gpus_freed");
+            ConsolidationStep {
+                finding_id: f.id.clone(),
+                model: ev_str(&f.evidence, "model"),
+                gpus_loaded: ev_u64(f, "gpus_loaded"),
+                gpus_needed: ev_u64(f, "gpus_needed"),
+                gpus_freed: freed,
+                gpu_hours_freed: freed_h,
+                savings: r2(freed_h * prices.gpu_hour),
+                savings_per_month: r2(freed as f64 * MONTH_HOURS * prices.gpu_hour),
+                moves,
+            }
+        })
+        .collect()
+}
+
+fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
+    a.findings
+        .iter()
+        .filter(|f| f.detector == "offpeak_window")
+        .map(|f| OffpeakWindow {
+            finding_id: f.id.clone(),
+            period: ev_str(&f.evidence, "period"),
+            days: f.evidence["days"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str().map(str::to_string))
+                .collect(),
+            start: ev_str(&f.evidence, "start"),
+            end: ev_str(&f.evidence, "end"),
+            hours: ev_f64(f, "hours"),
+            expected_free_gpus: ev_u64(f, "expected_free_gpus"),
+            confidence: ev_f64(f, "confidence"),
+            cron_start: ev_str(&f.evidence, "cron_start"),
+            cron_end: ev_str(&f.evidence, "cron_end"),
+        })
+        .collect()
+}
+
+const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// Hour-of-week slots (Mon 00:00 = 0) covered by the windows.
+fn window_slots(windows: &[OffpeakWindow]) -> BTreeSet<usize> {
+    let mut slots = BTreeSet::new();
+    for w in windows {
+        let Some(h0) = w.start.get(..2).and_then(|h| h.parse::<usize>().ok()) else {
+            continue;
+        };
+        let days: Vec<usize> = if w.days.is_empty() {
+            (0..7).collect()
+        } else {
+            w.days
+                .iter()
+                .filter_map(|d| DAYS.iter().position(|x| x == d))
+                .collect()
+        };
+        for d in days {
+            for k in 0..(w.hours.round() as usize) {
+                slots.insert((d * 24 + h0 + k) % 168);
+            }
+        }
+    }
+    slots
+}
+
+fn slot_of(ts_ms: i64, tz: &Tz) -> Option<(usize, usize)> {
+    let t = tz.timestamp_millis_opt(ts_ms).single()?;
+    Some((
+        t.weekday().num_days_from_monday() as usize,
+        t.hour() as usize,
+    ))
+}
+
+fn charts(
+    gpus: &[Gpu],
+    rows: &[&Row],
+    range: (i64, i64),
+    tz: &Tz,
+    windows: &[OffpeakWindow],
+) -> Charts {
+    // Hour-of-week heatmap of mean activity (the row's start decides its hour).
+    let mut sum = vec![vec![(0.0, 0.0); 24]; 7];
+    for r in rows {
+        if let (Some(a), Some((d, h))) = (r.activity, slot_of(r.ts - r.interval, tz)) {
+            let w = r.interval as f64;
+            sum[d][h].0 += a * w;
+            sum[d][h].1 += w;
+        }
+    }
+    let hour_of_week = sum
+        .iter()
+        .map(|day| {
+            day.iter()
+                .map(|&(s, w)| (w > 0.0).then(|| r3(s / w)))
+                .collect()
+        })
+        .collect();
+    // Per-GPU distribution.
+    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
+    for r in rows {
+        per[r.gpu].push(r);
+    }
+    let gpu_activity = gpus
+        .iter()
+        .zip(&per)
+        .filter(|(_, rs)| !rs.is_empty())
+        .map(|(g, rs)| {
+            let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
+            let mut hist = [0.0; 10];
+            let mut t = 0.0;
+            for r in rs {
+                if let Some(a) = r.activity {
+                    hist[((a * 10.0) as usize).min(9)] += r.interval as f64;
+                    t += r.interval as f64;
+                }
+            }
+            let mean = (!acts.is_empty()).then(|| r3(acts.iter().sum::<f64>() / acts.len() as f64));
+            GpuActivity {
+                gpu: g.label(),
+                model: g.model.clone(),
+                mean,
+                p50: quantile(&mut acts, 0.5).map(r3),
+                p95: quantile(&mut acts, 0.95).map(r3),
+                histogram: hist
+                    .iter()
+                    .map(|h| if t > 0.0 { r3(h / t) } else { 0.0 })
+                    .collect(),
+            }
+        })
+        .collect();
+    // Free-capacity timeline: per UTC hour, GPUs whose rows all held < 1 GiB and showed ≤ 5%
+    // activity, covering at least half the hour.
+    let first_hour = range.0.div_euclid(3_600_000);
+    let last_hour = (range.1 - 1).div_euclid(3_600_000);
+    let nh = (last_hour - first_hour + 1).max(0) as usize;
+    // per (hour, gpu): (covered ms, all free)
+    let mut cells: HashMap<(usize, usize), (i64, bool)> = HashMap::new();
+    for r in rows {
+        let h = (r.ts - 1).div_euclid(3_600_000) - first_hour;
+        if h < 0 || h as usize >= nh {
+            continue;
+        }
+        let free =
+            r.mem.is_some_and(|m| m < FREE_MEMORY) && r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
+        let c = cells.entry((h as usize, r.gpu)).or_insert((0, true));
+        c.0 += r.interval;
+        c.1 &= free;
+    }
+    let slots = window_slots(windows);
+    let mut timeline = vec![(0u32, 0u32); nh];
+    for (&(h, _), &(cov, free)) in &cells {
+        timeline[h].0 += 1;
+        if free && cov >= 1_800_000 {
+            timeline[h].1 += 1;
+        }
+    }
+    let free_timeline = timeline
+        .iter()
+        .enumerate()
+        .map(|(i, &(g, f))| {
+            let start = (first_hour + i as i64) * 3_600_000;
+            FreeHour {
+                hour: fmt_ms(start),
+                gpus: g,
+                free_gpus: f,
+                offpeak: slot_of(start, tz).is_some_and(|(d, h)| slots.contains(&(d * 24 + h))),
+            }
+        })
+        .collect();
+    Charts {
+        hour_of_week,
+        gpu_activity,
+        free_timeline,
+    }
+}
+
+/// Whether a row's `source` column (`history:<node folder>`, `csv:<file>`,
+/// `prometheus:<url>`) came from the `--source` spec `spec` (a history spec may be a folder of node
+/// folders, one node folder, or a glob of either).
+pub fn source_matches(spec: &str, row_source: &str) -> bool {
+    match (
+        spec.strip_prefix("history:"),
+        row_source.strip_prefix("history:"),
+    ) {
+        (Some(loc), Some(node)) => {
+            let node = Path::new(node);
+            if loc.contains(['*', '?', '[']) {
+                glob::Pattern::new(loc).is_ok_and(|p| {
+                    p.matches_path(node) || node.parent().is_some_and(|d| p.matches_path(d))
+                })
+            } else {
+                node.starts_with(Path::new(loc))
+            }
+        }
+        (None, None) => spec == row_source,
+        _ => false,
+    }
+}
+
+fn data_quality(
+    gpus: &[Gpu],
+    rows: &[&Row],
+    range: (i64, i64),
+    input: &ReportInput,
+    signal: &str,
+    teams: &Teams,
+) -> Vec<QualityNote> {
+    let mut notes = Vec::new();
+    let mut note = |kind: &str, message: String| {
+        notes.push(QualityNote {
+            kind: kind.into(),
+            message,
+        })
+    };
+    // Sources that contributed no GPU rows.
+    for s in &input.sources {
+        if !gpus.iter().any(|g| source_matches(s, &g.source)) {
+            note(
+                "source_missing",
+                format!("source {s} has no GPU rows in the reported range"),
+            );
+        }
+    }
+    // Per-GPU gaps and GPUs that stopped reporting.
+    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
+    for r in rows {
+        per[r.gpu].push(r);
+    }
+    let mut gaps: Vec<(String, usize, f64)> = Vec::new();
+    for (g, rs) in gpus.iter().zip(&per) {
+        let Some(last) = rs.last() else { continue };
+        let (mut n, mut missing) = (0usize, 0i64);
+        for w in rs.windows(2) {
+            let step = w[1].interval.max(1);
+            let d = w[1].ts - w[0].ts;
+            if d > 2 * step {
+                n += 1;
+                missing += d - step;
+            }
+        }
+        if n > 0 {
+            gaps.push((g.label(), n, missing as f64 / HOUR_MS));
+        }
+        let lost: i64 = rs.iter().filter(|r| r.lost).map(|r| r.interval).sum();
+        if lost > 0 {
+            note(
+                "status",
+                format!(
+                    "{} ({}) was lost or in error for {:.1} h (rows without values)",
+                    g.label(),
+                    g.model,
+                    lost as f64 / HOUR_MS
+                ),
+            );
+        }
+        if range.1 - last.ts > 2 * last.interval.max(60_000) {
+            note(
+                "stopped",
+                format!(
+                    "{} ({}) stopped reporting at {} ({:.1} h before the end)",
+                    g.label(),
+                    g.model,
+                    fmt_ms(last.ts),
+                    (range.1 - last.ts) as f64 / HOUR_MS
+                ),
+            );
+        }
+    }
+    gaps.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    for (label, n, h) in &gaps {
+        note(
+            "gap",
+            format!("{label}: {n} gap(s) in its rows, {h:.1} h missing"),
+        );
+    }
+    match signal {
+        "busy" => note(
+            "signal",
+            "activity is NVML's busy ratio (utilization.gpu: share of time a kernel ran), which overstates use; SM activity needs Hopper+ or DCGM profiling".into(),
+        ),
+        "none" => note("signal", "no activity signal in the data".into()),
+        "sm_active, else busy" => note(
+            "signal",
+            "activity is SM activity where the GPU reports it, else the busy ratio (which overstates use)".into(),
+        ),
+        _ => {}
+    }
+    if teams.dimension == "none" {
+        note(
+            "no_rows",
+            "no process rows with a namespace or Slurm job: no team breakdown".into(),
+        );
+    }
+    for w in &input.ingest.warnings {
+        note("ingest", w.clone());
+    }
+    let skipped = input.ingest.skipped_rows();
+    if skipped > 0 {
+        note("ingest", format!("{skipped} bad row(s) skipped at ingest"));
+    }
+    for d in &input.analysis.detectors {
+        for n in &d.notes {
+            note("advisor", format!("{}: {n}", d.title));
+        }
+    }
+    notes
+}
+
+/// Builds the report over rows with `ts` in `input.range` = `(start, end]`. `frames` may reach
+/// back before `start`: the period of the same length before it is reported when it has rows.
+pub fn build(frames: &Frames, input: &ReportInput) -> Result<Report, ReportError> {
+    let (start, end) = input.range;
+    let len = (end - start).max(0);
+    let (gpus, all_rows) = gpu_rows(frames, start - len + 1, end)?;
+    let cur: Vec<&Row> = all_rows.iter().filter(|r| r.ts > start).collect();
+    let old: Vec<&Row> = all_rows.iter().filter(|r| r.ts <= start).collect();
+    let hours = len as f64 / HOUR_MS;
+    let prices = &input.prices;
+    let (n_sm, n_busy) = cur.iter().fold((0, 0), |(s, b), r| match r.activity {
+        Some(_) if r.sm => (s + 1, b),
+        Some(_) => (s, b + 1),
+        None => (s, b),
+    });
+    let signal = match (n_sm, n_busy) {
+        (0, 0) => "none",
+        (_, 0) => "sm_active",
+        (0, _) => "busy",
+        _ => "sm_active, else busy",
+    };
+    let fleet = usage("fleet", cur.iter().copied(), hours, prices);
+    let previous_period =
+        (!old.is_empty()).then(|| usage("previous", old.iter().copied(), hours, prices));
+    let mut by_node: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    let mut by_model: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for r in &cur {
+        by_node.entry(&gpus[r.gpu].node).or_default().push(r);
+        by_model.entry(&gpus[r.gpu].model).or_default().push(r);
+    }
+    let group = |m: BTreeMap<&str, Vec<&Row>>| -> Vec<Usage> {
+        m.into_iter()
+            .map(|(k, rs)| usage(k, rs.into_iter(), hours, prices))
+            .collect()
+    };
+    let idle = idle_models(input.analysis, prices);
+    let teams = teams(frames, input.range, &idle, prices)?;
+    let offpeak_windows = offpeak(input.analysis);
+    let charts = charts(&gpus, &cur, input.range, &input.tz, &offpeak_windows);
+    let data_quality = data_quality(&gpus, &cur, input.range, input, signal, &teams);
+    Ok(Report {
+        version: REPORT_VERSION,
+        from: fmt_ms(start),
+        until: fmt_ms(end),
+        hours: r3(hours),
+        tz: input.tz.name().to_string(),
+        sources: input.sources.clone(),
+        prices: prices.clone(),
+        activity_signal: signal.into(),
+        fleet,
+        previous_period,
+        by_node: group(by_node),
+        by_model: group(by_model),
+        teams,
+        idle_models: idle.into_iter().take(input.top).collect(),
+        consolidation: consolidation(input.analysis, prices),
+        offpeak_windows,
+        mig: None,
+        data_quality,
+        charts,
+    })
+}
+
+/// Relative change `(now − before) / before`, when `before` is not 0.
+pub fn change(now: f64, before: f64) -> Option<f64> {
+    (before.abs() > 1e-9).then(|| (now - before) / before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_layer_default_config_flags() {
+        let c: ReportConfig =
+            toml::from_str("[price]\ngpu_hour = 3.5\ncurrency = \"EUR\"\n").unwrap();
+        let p = prices(Some((Path::new("r.toml"), &c)), None, Some(0.4)).unwrap();
+        assert_eq!(p.gpu_hour, 3.5);
+        assert_eq!(p.kwh, 0.4);
+        assert_eq!(p.currency, "EUR");
+        assert_eq!(p.source, "config:r.toml,flags");
+        assert_eq!(prices(None, None, None).unwrap(), Prices::default());
+        assert!(matches!(
+            prices(None, Some(-1.0), None),
+            Err(ReportError::Price {
+                name: "gpu_hour",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys() {
+        let e = toml::from_str::<ReportConfig>("[price]\ngpu_hours = 3\n").unwrap_err();
+        assert!(e.to_string().contains("gpu_hours"), "{e}");
+    }
+
+    #[test]
+    fn window_slots_wrap_the_week() {
+        let w = OffpeakWindow {
+            finding_id: String::new(),
+            period: "week".into(),
+            days: vec!["Sun".into()],
+            start: "22:00".into(),
+            end: "02:00".into(),
+            hours: 4.0,
+            expected_free_gpus: 1,
+            confidence: 1.0,
+            cron_start: String::new(),
+            cron_end: String::new(),
+        };
+        let s = window_slots(&[w]);
+        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 166, 167]);
+    }
+
+    #[test]
+    fn sources_match_their_rows() {
+        let row = "history:/data/hist/gpu-node-1";
+        assert!(source_matches("history:/data/hist", row));
+        assert!(source_matches("history:/data/hist/", row));
+        assert!(source_matches("history:/data/hist/gpu-node-1", row));
+        assert!(source_matches("history:/data/*/gpu-node-*", row));
+        assert!(source_matches("history:/data/h*", row));
+        assert!(!source_matches("history:/data/other", row));
+        assert!(!source_matches(
+            "history:/data/hist-2",
+            "history:/data/hist/x"
+        ));
+        assert!(source_matches("csv:a.csv", "csv:a.csv"));
+        assert!(!source_matches("csv:a.csv", "csv:b.csv"));
+        assert!(!source_matches("csv:a.csv", row));
+        assert!(source_matches(
+            "prometheus:http://p:9090",
+            "prometheus:http://p:9090"
+        ));
+    }
+
+    #[test]
+    fn quantile_picks_nearest_rank() {
+        let mut v = vec![0.5, 0.1, 0.9, 0.3];
+        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
+        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
+        assert_eq!(quantile(&mut [], 0.5), None);
+    }
+}

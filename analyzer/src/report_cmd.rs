@@ -1,0 +1,216 @@
+//! `tessera report`: flag parsing, range selection and output for the weekly report (a module
+//! of the binary). Ingests the sources (reaching one period further back for week-over-week),
+//! runs the advisor with its default thresholds over the reported range, builds the
+//! [`tessera::report::Report`] and writes it as a table, Markdown, HTML or JSON to stdout or
+//! `--out`. Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
+//! while it works; warnings on stderr.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use chrono_tz::Tz;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tessera::advisor::{self, Params};
+use tessera::ingest::{self, fmt_ms};
+use tessera::report::{self, ReportConfig, ReportInput, html, render};
+
+use crate::analyze_cmd::since;
+use crate::ingest_cmd::SourceArgs;
+
+const WEEK_MS: i64 = 7 * 86_400_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Markdown,
+    Html,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
+    /// Time zone of the hour-of-week heatmap and the off-peak windows (IANA name).
+    #[arg(long, default_value = "UTC")]
+    tz: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    format: ReportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Report config (TOML): `[price] gpu_hour = 2.5, kwh = 0.3, currency = "EUR"`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Price of one GPU-hour (overrides the config file; default 2.00).
+    #[arg(long = "price.gpu-hour", value_name = "PRICE")]
+    price_gpu_hour: Option<f64>,
+    /// Price of one kWh (overrides the config file; default 0.15).
+    #[arg(long = "price.kwh", value_name = "PRICE")]
+    price_kwh: Option<f64>,
+    /// How many idle-loaded models to list.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+fn spinner() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+pub fn run(args: ReportArgs) -> Result<()> {
+    let tz: Tz = args.tz.parse().map_err(|_| {
+        anyhow!(
+            "bad --tz {:?}: expected an IANA time zone such as UTC or Europe/Berlin",
+            args.tz
+        )
+    })?;
+    let config = match &args.config {
+        Some(p) => Some((p.as_path(), ReportConfig::load(p)?)),
+        None => None,
+    };
+    let prices = report::prices(
+        config.as_ref().map(|(p, c)| (*p, c)),
+        args.price_gpu_hour,
+        args.price_kwh,
+    )?;
+    if args.top == 0 {
+        bail!("bad --top 0: expected at least 1");
+    }
+
+    // With --since, ingest one period further back so the previous period can be compared.
+    let now = chrono::Utc::now().timestamp_millis();
+    let since_ms = args
+        .src
+        .since
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    let until_ms = args
+        .src
+        .until
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    if let (Some(s), Some(u)) = (since_ms, until_ms)
+        && s >= u
+    {
+        bail!("--since {} is not before --until {}", fmt_ms(s), fmt_ms(u));
+    }
+    let src = SourceArgs {
+        sources: args.src.sources.clone(),
+        since: since_ms.map(|s| fmt_ms(s - (until_ms.unwrap_or(now) - s))),
+        // The report's --until is inclusive (rows ending at it count); ingest's is exclusive.
+        until: until_ms.map(|u| fmt_ms(u + 1)),
+        skip_bad_rows: args.src.skip_bad_rows,
+        interval: args.src.interval,
+        prometheus_timeout: args.src.prometheus_timeout,
+        prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
+        prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
+    };
+    // Partitioned by node: the advisor runs one node at a time; the report's own tallies read
+    // the union.
+    let (parts, ingest_report) = src.ingest_parts()?;
+    let frames = ingest::Frames::union(parts.iter().map(|p| p.frames.clone()))?;
+    let Some((first, last)) = ingest_report.time_range() else {
+        bail!("no rows in the sources for the chosen range: nothing to report");
+    };
+    // The reported range (start, end] of row ends: --since/--until, else the last 7 days of the
+    // data.
+    let (start, end) = match since_ms {
+        Some(s) => (s, until_ms.unwrap_or(now)),
+        None if last - first > WEEK_MS => (last - WEEK_MS, last),
+        None => {
+            // Less than a week: from the start of the first row's interval.
+            let interval = frames
+                .gpu
+                .clone()
+                .select([polars::prelude::col("interval_ms").max()])
+                .collect()
+                .ok()
+                .and_then(|df| {
+                    df.column("interval_ms")
+                        .ok()?
+                        .as_materialized_series()
+                        .cast(&polars::prelude::DataType::Int64)
+                        .ok()?
+                        .i64()
+                        .ok()?
+                        .get(0)
+                })
+                .unwrap_or(0);
+            (first - interval, last)
+        }
+    };
+    if since_ms.is_none() && last - first > WEEK_MS {
+        eprintln!(
+            "tessera: reporting the last 7 days of the data ({} .. {}); use --since for another range",
+            fmt_ms(start),
+            fmt_ms(end)
+        );
+    }
+    let bar = spinner();
+    bar.set_message("analysing");
+    let params = Params {
+        tz,
+        ..Params::default()
+    };
+    let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
+    let analysis = advisor::analyze_parts(
+        parts
+            .iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(since(&p.frames, start + 1))),
+        &params,
+        Some((start, end)),
+        sources.clone(),
+        &[],
+    )?;
+    bar.set_message("building report");
+    let r = report::build(
+        &frames,
+        &ReportInput {
+            analysis: &analysis,
+            range: (start, end),
+            ingest: &ingest_report,
+            sources,
+            prices,
+            tz,
+            top: args.top,
+        },
+    )?;
+    bar.finish_and_clear();
+    let color = args.format == ReportFormat::Table
+        && args.out.is_none()
+        && std::io::stdout().is_terminal()
+        && !no_color();
+    let text = match args.format {
+        ReportFormat::Table => render::render_table(&r, color),
+        ReportFormat::Markdown => render::render_markdown(&r),
+        ReportFormat::Html => html::render_html(&r),
+        ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("tessera: wrote {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,465 @@
+//! `tessera report` through the binary: the README's "Try it" command on the shipped demo history,
+//! insta snapshots of the table, Markdown and JSON for fixed ranges (fixed clock: absolute
+//! `--since`/`--until`), week-over-week on two simulated weeks, colour rules, data-quality notes
+//! for planted faults (a deleted hour, a GPU that stops reporting, a source without rows) and the
+//! error paths (bad config, bad price, bad time zone, empty range) with exit code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run tessera")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tessera(args);
+    assert!(
+        out.status.success(),
+        "tessera {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = tessera(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "tessera {args:?}: expected exit 2, stdout {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty(), "no data on stdout on error");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const DEMO: &str = "history:fixtures/demo-history";
+/// The whole demo history, as a fixed range.
+const RANGE: [&str; 4] = [
+    "--since",
+    "2026-11-02T00:00:00Z",
+    "--until",
+    "2026-11-06T00:00:00Z",
+];
+
+#[test]
+fn readme_try_it_command_reports_every_section() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run -p tessera -- report"))
+        .expect("README has the report command");
+    let args: Vec<&str> = line
+        .split_once(" -- ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(args, ["report", "--source", DEMO]);
+    let out = ok(&args);
+    for needle in [
+        "== Fleet summary",
+        "GPU-hours available │ 768",
+        "== By node",
+        "lab-a",
+        "lab-b",
+        "== By GPU model",
+        "NVIDIA H100 80GB HBM3",
+        "== By team (namespace, else slurm_job)",
+        "serving",
+        "slurm job 81234",
+        "== Top idle-loaded models",
+        "research/embed-test-5c8d7-qq9zl",
+        "== Consolidation plan",
+        "consolidation frees 2 GPU(s)",
+        "→ lab-a/GPU0",
+        "MIG recommendation: run `tessera mig plan`",
+        "== Off-peak windows (UTC)",
+        "17:00",
+        "== Data quality",
+        "lab-b/GPU3 (NVIDIA A100-SXM4-80GB) was lost or in error for 2.0 h",
+        "the previous period is not in the data",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+    }
+    assert!(
+        !out.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+}
+
+#[test]
+fn snapshot_table() {
+    let mut a = vec!["report", "--source", DEMO, "--tz", "Europe/Berlin"];
+    a.extend(RANGE);
+    insta::assert_snapshot!("demo_table", ok(&a));
+}
+
+#[test]
+fn snapshot_markdown() {
+    let mut a = vec!["report", "--source", DEMO, "--format", "markdown"];
+    a.extend(RANGE);
+    a.extend(["--price.gpu-hour", "3.1", "--price.kwh", "0.25"]);
+    insta::assert_snapshot!("demo_markdown", ok(&a));
+}
+
+#[test]
+fn snapshot_json_and_schema() {
+    let mut a = vec!["report", "--source", DEMO, "--format", "json"];
+    a.extend(RANGE);
+    let text = ok(&a);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["from"], "2026-11-02T00:00:00.000Z");
+    assert_eq!(v["hours"], 96.0);
+    assert!(v["mig"].is_null());
+    assert!(v["previous_period"].is_null());
+    assert_eq!(v["fleet"]["gpus"], 8);
+    // Cost = GPU-hours × price + kWh × price.
+    let f = &v["fleet"];
+    let cost =
+        f["gpu_hours_available"].as_f64().unwrap() * 2.0 + f["energy_kwh"].as_f64().unwrap() * 0.15;
+    assert!((f["cost_total"].as_f64().unwrap() - cost).abs() < 0.02);
+    // By-node and by-model hours add up to the fleet's.
+    for key in ["by_node", "by_model"] {
+        let sum: f64 = v[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["gpu_hours_observed"].as_f64().unwrap())
+            .sum();
+        assert!((sum - f["gpu_hours_observed"].as_f64().unwrap()).abs() < 0.01);
+    }
+    assert_eq!(v["charts"]["hour_of_week"].as_array().unwrap().len(), 7);
+    assert_eq!(v["charts"]["gpu_activity"].as_array().unwrap().len(), 8);
+    insta::assert_snapshot!("demo_json", text);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn data_quality_names_gaps_silent_gpus_and_missing_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hist = tmp.path().join("h");
+    copy_dir(&root().join("fixtures/demo-history"), &hist);
+    // A deleted hour on lab-a and lab-b's last 6 hours gone: a gap and GPUs that stop reporting.
+    std::fs::remove_file(hist.join("lab-a/gpu/2026-11-03T12.parquet")).unwrap();
+    for h in 18..24 {
+        std::fs::remove_file(hist.join(format!("lab-b/gpu/2026-11-05T{h:02}.parquet"))).unwrap();
+    }
+    std::fs::remove_file(hist.join("lab-b/gpu/2026-11-06T00.parquet")).unwrap();
+    // A CSV source whose only row lies outside the range.
+    let csv = tmp.path().join("old.csv");
+    std::fs::write(
+        &csv,
+        "timestamp,entity,metric,value,node\n2026-10-01T00:00:00Z,GPU-x,gpu_busy_ratio,0.5,old-node\n",
+    )
+    .unwrap();
+    let src = format!("history:{}", hist.display());
+    let csv_src = format!("csv:{}", csv.display());
+    let mut a = vec![
+        "report", "--source", &src, "--source", &csv_src, "--format", "json",
+    ];
+    a.extend(RANGE);
+    let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+    let notes: Vec<(String, String)> = v["data_quality"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["kind"].as_str().unwrap().to_string(),
+                n["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |kind: &str, text: &str| {
+        assert!(
+            notes.iter().any(|(k, m)| k == kind && m.contains(text)),
+            "no {kind} note with {text:?} in {notes:#?}"
+        )
+    };
+    for g in 0..4 {
+        has(
+            "gap",
+            &format!("lab-a/GPU{g}: 1 gap(s) in its rows, 1.0 h missing"),
+        );
+        assert!(
+            !notes
+                .iter()
+                .any(|(k, m)| k == "gap" && m.contains(&format!("lab-b/GPU{g}")))
+        );
+        has(
+            "stopped",
+            &format!(
+                "lab-b/GPU{g} (NVIDIA A100-SXM4-80GB) stopped reporting at 2026-11-05T17:55:00.000Z (6.1 h before the end)"
+            ),
+        );
+    }
+    has(
+        "source_missing",
+        &format!("source {csv_src} has no GPU rows"),
+    );
+    assert!(
+        !notes
+            .iter()
+            .any(|(k, m)| k == "stopped" && m.contains("lab-a"))
+    );
+}
+
+#[test]
+fn week_over_week_on_two_simulated_weeks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("offpeak");
+    let scenario = root().join("fixtures/scenarios/offpeak.toml");
+    ok(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "14",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "5m",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let src = format!("history:{}", out.display());
+    let text = ok(&[
+        "report",
+        "--source",
+        &src,
+        "--format",
+        "json",
+        "--tz",
+        "Europe/Berlin",
+    ]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    // Default range: the last 7 days of the data; the week before is the previous period.
+    assert_eq!(v["from"], "2026-11-09T00:00:00.000Z");
+    assert_eq!(v["until"], "2026-11-16T00:00:00.000Z");
+    let prev = &v["previous_period"];
+    assert_eq!(prev["gpus"], 8);
+    assert!((prev["gpu_hours_observed"].as_f64().unwrap() - 8.0 * 168.0).abs() < 0.5);
+    // Same workloads every week: the change is small but the numbers are the week before's.
+    let (a, b) = (
+        v["fleet"]["gpu_hours_busy"].as_f64().unwrap(),
+        prev["gpu_hours_busy"].as_f64().unwrap(),
+    );
+    assert!(b > 0.0 && ((a - b) / b).abs() < 0.2, "{a} vs {b}");
+    // The off-peak windows of the reported week (one week: a daily profile) in local time,
+    // marked on the timeline.
+    let w = v["offpeak_windows"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        (
+            &w[0]["period"],
+            &w[0]["start"],
+            &w[0]["end"],
+            &w[0]["expected_free_gpus"]
+        ),
+        (&"day".into(), &"18:00".into(), &"09:00".into(), &6.into())
+    );
+    let tl = v["charts"]["free_timeline"].as_array().unwrap();
+    assert_eq!(tl.len(), 168);
+    assert!(tl.iter().any(|h| h["offpeak"] == true));
+    assert!(tl.iter().any(|h| h["offpeak"] == false));
+    // The same week named with --since/--until (the ingest reaches back a week by itself).
+    let explicit = ok(&[
+        "report",
+        "--source",
+        &src,
+        "--format",
+        "json",
+        "--tz",
+        "Europe/Berlin",
+        "--since",
+        "2026-11-09T00:00:00Z",
+        "--until",
+        "2026-11-16T00:00:00Z",
+    ]);
+    assert_eq!(explicit, text);
+    // The table says it.
+    let table = ok(&["report", "--source", &src]);
+    assert!(
+        table.contains("Week over week      │ GPU-h available +0%"),
+        "{table}"
+    );
+}
+
+#[test]
+fn prices_from_config_then_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("report.toml");
+    std::fs::write(
+        &cfg,
+        "[price]\ngpu_hour = 4.0\nkwh = 0.5\ncurrency = \"EUR\"\n",
+    )
+    .unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let mut a = vec![
+        "report", "--source", DEMO, "--format", "json", "--config", cfg_s,
+    ];
+    a.extend(RANGE);
+    let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+    assert_eq!(v["prices"]["gpu_hour"], 4.0);
+    assert_eq!(v["prices"]["currency"], "EUR");
+    let f = &v["fleet"];
+    assert_eq!(
+        f["cost_gpu_hours"].as_f64().unwrap(),
+        (f["gpu_hours_available"].as_f64().unwrap() * 4.0 * 100.0).round() / 100.0
+    );
+    a.extend(["--price.gpu-hour", "1.5"]);
+    let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+    assert_eq!(v["prices"]["gpu_hour"], 1.5);
+    assert_eq!(v["prices"]["kwh"], 0.5);
+    assert_eq!(v["prices"]["source"], format!("config:{cfg_s},flags"));
+    // Idle waste is priced at the GPU-hour price.
+    for m in v["idle_models"].as_array().unwrap() {
+        let want = (m["reclaimable_gpu_hours"].as_f64().unwrap() * 1.5 * 100.0).round() / 100.0;
+        assert_eq!(m["wasted_cost"].as_f64().unwrap(), want);
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("bad.toml");
+    std::fs::write(&cfg, "[price]\ngpu_hours = 4.0\n").unwrap();
+    let e = fails(&[
+        "report",
+        "--source",
+        DEMO,
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(e.contains("bad.toml") && e.contains("gpu_hours"), "{e}");
+    let e = fails(&[
+        "report",
+        "--source",
+        DEMO,
+        "--config",
+        "/nonexistent/r.toml",
+    ]);
+    assert!(e.contains("/nonexistent/r.toml"), "{e}");
+    let e = fails(&["report", "--source", DEMO, "--price.kwh=-1"]);
+    assert!(e.contains("bad price kwh -1"), "{e}");
+    let e = fails(&["report", "--source", DEMO, "--tz", "Mars/Olympus"]);
+    assert!(e.contains("Mars/Olympus"), "{e}");
+    let e = fails(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2020-01-01",
+        "--until",
+        "2020-01-02",
+    ]);
+    assert!(e.contains("no rows"), "{e}");
+    let e = fails(&["report", "--source", "history:/nonexistent/history"]);
+    assert!(e.contains("/nonexistent/history"), "{e}");
+    let e = fails(&["report", "--source", DEMO, "--format", "pdf"]);
+    assert!(e.contains("pdf"), "{e}");
+}
+
+#[test]
+fn out_file_gets_the_report_and_stdout_stays_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("r.md");
+    let mut a = vec![
+        "report",
+        "--source",
+        DEMO,
+        "--format",
+        "markdown",
+        "--out",
+        path.to_str().unwrap(),
+    ];
+    a.extend(RANGE);
+    assert_eq!(ok(&a), "");
+    let md = std::fs::read_to_string(&path).unwrap();
+    assert!(md.starts_with("# tessera report"));
+    assert!(md.contains("## Consolidation plan"));
+}
+
+/// Colour needs a terminal: `script` (util-linux) gives the command one.
+fn on_terminal(no_color: Option<&str>) -> String {
+    let cmd = format!("{} report --source {DEMO}", env!("CARGO_BIN_EXE_tessera"));
+    let mut c = Command::new("script");
+    c.args(["-qec", &cmd, "/dev/null"]).current_dir(root());
+    match no_color {
+        Some(v) => c.env("NO_COLOR", v),
+        None => c.env_remove("NO_COLOR"),
+    };
+    let out = c.output().expect("script(1) from util-linux runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    assert!(on_terminal(None).contains("\x1b[1m== Fleet summary"));
+    assert!(!on_terminal(Some("1")).contains("\x1b[1m"));
+    // NO_COLOR set but empty does not count (no-color.org).
+    assert!(on_terminal(Some("")).contains("\x1b[1m"));
+}
+
+#[test]
+fn week_over_week_says_when_the_previous_period_is_partly_covered() {
+    // Two days against the two before: fully covered.
+    let full = ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-04T00:00:00Z",
+        "--until",
+        "2026-11-06T00:00:00Z",
+    ]);
+    assert!(
+        full.contains("Week over week      │ GPU-h available +0%"),
+        "{full}"
+    );
+    assert!(!full.contains("covered by data"), "{full}");
+    // Three days against the three before, of which the data has one.
+    let part = ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-03T00:00:00Z",
+        "--until",
+        "2026-11-06T00:00:00Z",
+    ]);
+    assert!(
+        part.contains("(the previous period is only 33% covered by data)"),
+        "{part}"
+    );
+}

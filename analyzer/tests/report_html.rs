@@ -1,0 +1,156 @@
+//! The HTML report in a real browser: headless Chromium (Debian package `chromium`) loads the file
+//! written by `tessera report --format html` on the demo history, and the test checks the DOM after
+//! load — every chart's SVG is there with data marks — that nothing was logged to the console
+//! (checked against a control page that does log, so the check itself is known to work), that the
+//! file needs no network, and saves a screenshot under `target/tmp/report-html/`. Chromium
+//! missing is a failure, not a skip.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chromium() -> PathBuf {
+    let names = ["chromium", "chromium-browser", "google-chrome"];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for n in names {
+            let p = dir.join(n);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "headless Chromium not found in PATH (tried {names:?}): install Debian's `chromium` (apt-get install -y chromium)"
+    );
+}
+
+/// Runs headless Chromium on a file with `extra` flags; returns (stdout, console lines).
+fn browse(file: &Path, profile: &Path, extra: &[&str]) -> (String, Vec<String>) {
+    let url = format!("file://{}", file.display());
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(&url)
+        .output()
+        .expect("start chromium");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chromium failed on {url}: {stderr}");
+    // Console messages of any level are logged as `INFO:CONSOLE(line)] "message", source: …`.
+    let console = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_string)
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), console)
+}
+
+fn count(dom: &str, svg_id: &str, class: &str) -> usize {
+    let start = dom
+        .find(&format!("id=\"{svg_id}\""))
+        .unwrap_or_else(|| panic!("chart {svg_id} missing from the DOM"));
+    let end = start + dom[start..].find("</svg>").expect("svg closed");
+    dom[start..end]
+        .matches(&format!("class=\"{class}\""))
+        .count()
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = tmp.path().join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "report",
+            "--source",
+            "history:fixtures/demo-history",
+            "--tz",
+            "Europe/Berlin",
+            "--format",
+            "html",
+            "--out",
+        ])
+        .arg(&html)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: nothing to fetch.
+    for needle in ["src=", "href=", "url(", "@import", "http://", "https://"] {
+        assert!(!text.contains(needle), "the HTML references {needle}");
+    }
+
+    // The control page proves the console check sees console output.
+    let control = tmp.path().join("control.html");
+    std::fs::write(
+        &control,
+        "<html><body><script>console.error('control-marker')</script></body></html>",
+    )
+    .unwrap();
+    let (_, console) = browse(&control, &tmp.path().join("p0"), &["--dump-dom"]);
+    assert!(
+        console.iter().any(|l| l.contains("control-marker")),
+        "the console check did not see the control page's error: {console:?}"
+    );
+
+    let (dom, console) = browse(&html, &tmp.path().join("p1"), &["--dump-dom"]);
+    assert!(console.is_empty(), "console output: {console:#?}");
+    assert!(
+        dom.contains("<h1>tessera report"),
+        "DOM: {}",
+        &dom[..dom.len().min(500)]
+    );
+    // Monday 00:00 UTC to Friday 00:00 UTC is Monday 01:00 to Friday 01:00 in Berlin: 96 cells.
+    assert_eq!(count(&dom, "chart-heatmap", "cell"), 96);
+    assert_eq!(count(&dom, "chart-gpu-activity", "bin"), 8 * 10);
+    assert_eq!(count(&dom, "chart-gpu-activity", "mean"), 8);
+    // research, nlp, vision hold idle memory (the demo's idle models).
+    assert_eq!(count(&dom, "chart-idle-teams", "bar"), 3);
+    assert_eq!(count(&dom, "chart-free-timeline", "hour"), 96);
+    assert!(count(&dom, "chart-free-timeline", "offpeak") > 0);
+    assert!(dom.contains("MIG recommendation: run <code>tessera mig plan</code>"));
+    assert!(
+        dom.contains("<li>[status] lab-b/GPU3"),
+        "data-quality notes are a list"
+    );
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("report.png");
+    let _ = std::fs::remove_file(&png);
+    let (_, console) = browse(
+        &html,
+        &tmp.path().join("p2"),
+        &[
+            "--window-size=1200,3600",
+            "--hide-scrollbars",
+            &format!("--screenshot={}", png.display()),
+        ],
+    );
+    assert!(console.is_empty(), "console output: {console:#?}");
+    let bytes = std::fs::read(&png).expect("screenshot written");
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 50_000,
+        "a real PNG"
+    );
+    eprintln!("screenshot: {}", png.display());
+}

@@ -1,0 +1,165 @@
+//! The report model's arithmetic on hand-made rows (a generic long-format CSV, 5-minute buckets,
+//! one hour), through the library: `ingest` → `advisor::analyze` → `report::build`.
+//!
+//! | GPU | rows | expected |
+//! |---|---|---|
+//! | n1/g0 (model M) | SM activity 0.5, 10 GiB of 80 used, 300 W; two processes (teams a, b) with 5 GiB each | allocated 1 h, work 0.5 GPU-h, each team 0.5 GPU-h and 5 GiB-h |
+//! | n2/g1 (model M) | busy ratio (no SM activity) 0 for 30 min then 0.5, 0.5 GiB used, 100 W | allocated 0.5 h, work 0.25 GPU-h; not free for the hour |
+
+use std::fmt::Write as _;
+
+use tessera::advisor::{self, Params};
+use tessera::ingest::{self, IngestOptions, Source};
+use tessera::report::{self, Prices, ReportInput};
+
+const GIB: u64 = 1 << 30;
+
+fn csv() -> String {
+    let mut s = String::from("timestamp,entity,metric,value,kind,node,model,uuid,gpu,namespace\n");
+    for i in 1..=12 {
+        let t = format!("2026-11-02T00:{:02}:00Z", i * 5);
+        let t = if i == 12 {
+            "2026-11-02T01:00:00Z".to_string()
+        } else {
+            t
+        };
+        for (m, v) in [
+            ("sm_active_ratio", 0.5),
+            ("memory_used_bytes", (10 * GIB) as f64),
+            ("memory_total_bytes", (80 * GIB) as f64),
+            ("power_watts", 300.0),
+        ] {
+            let _ = writeln!(s, "{t},GPU-0,{m},{v},gpu,n1,M,GPU-0,0,");
+        }
+        let busy = if i <= 6 { 0.0 } else { 0.5 };
+        for (m, v) in [
+            ("gpu_busy_ratio", busy),
+            ("memory_used_bytes", (GIB / 2) as f64),
+            ("memory_total_bytes", (80 * GIB) as f64),
+            ("power_watts", 100.0),
+        ] {
+            let _ = writeln!(s, "{t},GPU-1,{m},{v},gpu,n2,M,GPU-1,1,");
+        }
+        for (pid, ns) in [(1, "a"), (2, "b")] {
+            let _ = writeln!(
+                s,
+                "{t},{pid},memory_used_bytes,{},process,n1,,GPU-0,0,{ns}",
+                5 * GIB
+            );
+        }
+    }
+    s
+}
+
+#[test]
+fn usage_cost_and_teams_add_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("rows.csv");
+    std::fs::write(&path, csv()).unwrap();
+    let opts = IngestOptions {
+        interval_ms: 300_000,
+        ..IngestOptions::default()
+    };
+    let (frames, ing) = ingest::ingest(&[Source::Csv(path)], &opts).expect("ingest");
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-02T00:00:00Z")
+        .unwrap()
+        .timestamp_millis();
+    let range = (start, start + 3_600_000);
+    let params = Params::default();
+    let analysis = advisor::analyze(&frames, &params, Some(range), vec![], &[]).unwrap();
+    let r = report::build(
+        &frames,
+        &ReportInput {
+            analysis: &analysis,
+            range,
+            ingest: &ing,
+            sources: vec![],
+            prices: Prices {
+                gpu_hour: 2.0,
+                kwh: 0.5,
+                currency: "EUR".into(),
+                source: "test".into(),
+            },
+            tz: chrono_tz::UTC,
+            top: 10,
+        },
+    )
+    .unwrap();
+
+    assert_eq!(r.hours, 1.0);
+    assert_eq!(r.activity_signal, "sm_active, else busy");
+    let f = &r.fleet;
+    assert_eq!(f.gpus, 2);
+    assert_eq!(f.gpu_hours_available, 2.0);
+    assert_eq!(f.gpu_hours_observed, 2.0);
+    assert_eq!(f.gpu_hours_allocated, 1.5);
+    assert_eq!(f.gpu_hours_busy, 0.75);
+    assert_eq!(f.activity_mean, Some(0.375));
+    assert_eq!(f.activity_p95, Some(0.5));
+    // (10/80 × 12 + 0.5/80 × 12) / 24
+    assert_eq!(f.memory_used_share, Some(0.066));
+    assert_eq!(f.memory_peak_gib, Some(10.0));
+    // Energy from power: 300 W + 100 W for an hour.
+    assert_eq!(f.energy_kwh, Some(0.4));
+    assert_eq!(f.cost_gpu_hours, 4.0);
+    assert_eq!(f.cost_energy, 0.2);
+    assert_eq!(f.cost_total, 4.2);
+    assert!(r.previous_period.is_none());
+
+    let nodes: Vec<(&str, f64, f64)> = r
+        .by_node
+        .iter()
+        .map(|u| (u.key.as_str(), u.gpu_hours_allocated, u.gpu_hours_busy))
+        .collect();
+    assert_eq!(nodes, [("n1", 1.0, 0.5), ("n2", 0.5, 0.25)]);
+    assert_eq!(r.by_model.len(), 1);
+    assert_eq!(r.by_model[0].gpus, 2);
+
+    assert_eq!(r.teams.dimension, "namespace");
+    let teams: Vec<(&str, usize, f64, f64, f64)> = r
+        .teams
+        .rows
+        .iter()
+        .map(|t| {
+            (
+                t.team.as_str(),
+                t.processes,
+                t.gpu_hours,
+                t.memory_gib_hours,
+                t.cost,
+            )
+        })
+        .collect();
+    assert_eq!(teams, [("a", 1, 0.5, 5.0, 1.0), ("b", 1, 0.5, 5.0, 1.0)]);
+
+    // One hour on the timeline: g1 was busy half of it, g0 all of it.
+    assert_eq!(r.charts.free_timeline.len(), 1);
+    assert_eq!(r.charts.free_timeline[0].gpus, 2);
+    assert_eq!(r.charts.free_timeline[0].free_gpus, 0);
+    // Monday 00:00 UTC holds all rows.
+    assert_eq!(r.charts.hour_of_week[0][0], Some(0.375));
+    assert!(r.charts.hour_of_week[1].iter().all(Option::is_none));
+    let g1 = &r.charts.gpu_activity[1];
+    assert_eq!(g1.gpu, "n2/GPU1");
+    assert_eq!(g1.histogram[0], 0.5);
+    assert_eq!(g1.histogram[5], 0.5);
+    // The busy ratio is named as the signal of part of the data.
+    assert!(r.data_quality.iter().any(|n| n.kind == "signal"));
+    assert!(
+        r.data_quality
+            .iter()
+            .all(|n| n.kind != "gap" && n.kind != "stopped")
+    );
+    assert!(r.mig.is_none());
+    // Every text format says there is no MIG recommendation yet.
+    for text in [
+        report::render::render_table(&r, false),
+        report::render::render_markdown(&r),
+    ] {
+        assert!(text.contains("MIG recommendation: run `tessera mig plan`"));
+    }
+    assert!(
+        report::html::render_html(&r)
+            .contains("MIG recommendation: run <code>tessera mig plan</code>")
+    );
+}
