@@ -4,6 +4,7 @@
 //! This module does not decide anything; it only hides polars' casting and chunk handling.
 
 use polars::prelude::*;
+use polars_arrow::array::Array as _;
 
 use super::AdvisorError;
 
@@ -19,6 +20,27 @@ pub struct Bools(Vec<Option<bool>>);
 impl Strs {
     pub fn get(&self, i: usize) -> Option<&str> {
         self.0.get(i)
+    }
+
+    /// Per row, the string's 128-bit arrow *view* (`None` for null): equal views mean equal
+    /// strings within this column (one chunk, so one set of buffers), which lets hot loops key
+    /// rows by integers and look at the string only the first time a view is seen. Equal
+    /// strings may still have different views; callers map views to string keys.
+    pub fn view_keys(&self) -> Vec<Option<u128>> {
+        let mut out = Vec::with_capacity(self.0.len());
+        for arr in self.0.downcast_iter() {
+            let views = arr.views();
+            match arr.validity() {
+                Some(valid) => out.extend(
+                    views
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| valid.get_bit(i).then(|| v.as_u128())),
+                ),
+                None => out.extend(views.iter().map(|v| Some(v.as_u128()))),
+            }
+        }
+        out
     }
 }
 impl F64s {

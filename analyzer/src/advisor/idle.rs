@@ -227,11 +227,26 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut gpu_at: HashMap<(u32, i64), usize> =
         HashMap::with_capacity_and_hasher(gdf.height(), Default::default());
     let mut model_of: HashMap<u32, String> = HashMap::default();
+    let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
+    // Row → interned GPU id (None when node or uuid is null).
+    let mut g_id: Vec<Option<u32>> = Vec::with_capacity(gdf.height());
+    let mut by_view: HashMap<(u128, u128), u32> = HashMap::default();
     for i in 0..gdf.height() {
-        let (Some(n), Some(u), Some(t)) = (g_node.get(i), g_uuid.get(i), g_ts.get(i)) else {
+        let id = match (gv_node[i], gv_uuid[i]) {
+            (Some(vn), Some(vu)) => Some(match by_view.get(&(vn, vu)) {
+                Some(&id) => id,
+                None => {
+                    let id = ids.id(g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
+                    by_view.insert((vn, vu), id);
+                    id
+                }
+            }),
+            _ => None,
+        };
+        g_id.push(id);
+        let (Some(id), Some(t)) = (id, g_ts.get(i)) else {
             continue;
         };
-        let id = ids.id(n, u);
         gpu_at.entry((id, t)).or_insert(i);
         if let Some(m) = g_model.get(i) {
             model_of.entry(id).or_insert_with(|| m.to_string());
@@ -257,11 +272,20 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut mig_at: HashMap<(u32, Option<i64>, i64), MigAt> = HashMap::default();
     // Instance → (first mig uuid, first profile), and its timestamps in first-seen order.
     let mut instances: BTreeMap<(u32, Option<i64>), Instance> = BTreeMap::new();
+    let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
+    let mut by_view: HashMap<(u128, u128), u32> = HashMap::default();
     for i in 0..mdf.height() {
-        let (Some(n), Some(u), Some(t)) = (m_node.get(i), m_uuid.get(i), m_ts.get(i)) else {
+        let (Some(vn), Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
             continue;
         };
-        let id = ids.id(n, u);
+        let id = match by_view.get(&(vn, vu)) {
+            Some(&id) => id,
+            None => {
+                let id = ids.id(m_node.get(i).unwrap_or(""), m_uuid.get(i).unwrap_or(""));
+                by_view.insert((vn, vu), id);
+                id
+            }
+        };
         let gi = m_gi.get(i);
         let inst = instances.entry((id, gi)).or_default();
         if inst.0.is_none() {
@@ -328,19 +352,30 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut gis_with_proc: HashSet<(&str, &str, Option<i64>)> = HashSet::default();
     type PKey<'a> = (&'a str, &'a str, Option<i64>, Option<i64>, Option<&'a str>);
     let mut proc_index: HashMap<PKey, usize> = HashMap::default();
-    let mut last: Option<(PKey, usize)> = None;
+    // Entity index and GPU id by (views of node, uuid, process; instance; pid): strings are
+    // read only the first time a combination of views is seen.
+    type VKey = (
+        Option<u128>,
+        Option<u128>,
+        Option<i64>,
+        Option<i64>,
+        Option<u128>,
+    );
+    let mut by_view: HashMap<VKey, (usize, Option<u32>)> = HashMap::default();
+    let (pv_node, pv_uuid, pv_proc) = (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
     for i in 0..pdf.height() {
-        let n = p_node.get(i).unwrap_or("");
-        let u = p_uuid.get(i).unwrap_or("");
         let gi = p_gi.get(i);
-        let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i));
-        let e = match last {
-            Some((lk, e)) if lk == k => e,
-            _ => {
+        let vk: VKey = (pv_node[i], pv_uuid[i], gi, p_pid.get(i), pv_proc[i]);
+        let (e, id) = match by_view.get(&vk) {
+            Some(&x) => x,
+            None => {
+                let n = p_node.get(i).unwrap_or("");
+                let u = p_uuid.get(i).unwrap_or("");
+                let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i));
+                let id = ids.get(n, u);
                 let e = *proc_index.entry(k).or_insert_with(|| {
                     gpus_with_proc.insert((n, u));
                     gis_with_proc.insert((n, u, gi));
-                    let id = ids.get(n, u);
                     let inst = id.and_then(|id| instances.get(&(id, gi)));
                     out.push(Ent {
                         sort_key: key("process", n, u, gi, k.3, k.4),
@@ -363,12 +398,11 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
                     });
                     out.len() - 1
                 });
-                last = Some((k, e));
-                e
+                by_view.insert(vk, (e, id));
+                (e, id)
             }
         };
         let Some(t) = p_ts.get(i) else { continue };
-        let id = ids.get(n, u);
         let mig = id.and_then(|id| mig_at.get(&(id, gi, t)));
         let [g_sm_v, g_busy_v] = id.map_or([(None, "gpu_sm_active"), (None, "gpu_busy")], |id| {
             gpu_act(id, t)
@@ -425,14 +459,18 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
 
     // Whole GPUs outside MIG mode without process rows.
     let mut gpu_ents: HashMap<u32, usize> = HashMap::default();
+    let with_proc: HashSet<u32> = gpus_with_proc
+        .iter()
+        .filter_map(|(n, u)| ids.get(n, u))
+        .collect();
     for i in 0..gdf.height() {
-        let (Some(n), Some(u), Some(t)) = (g_node.get(i), g_uuid.get(i), g_ts.get(i)) else {
+        let (Some(id), Some(t)) = (g_id[i], g_ts.get(i)) else {
             continue;
         };
-        if g_mig.get(i).unwrap_or(false) || gpus_with_proc.contains(&(n, u)) {
+        if g_mig.get(i).unwrap_or(false) || with_proc.contains(&id) {
             continue;
         }
-        let id = ids.get(n, u).expect("interned above");
+        let (n, u) = (g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
         let e = *gpu_ents.entry(id).or_insert_with(|| {
             out.push(Ent {
                 sort_key: key("gpu", n, u, None, None, None),
