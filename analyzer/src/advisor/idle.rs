@@ -463,8 +463,8 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         .iter()
         .filter_map(|(n, u)| ids.get(n, u))
         .collect();
-    for i in 0..gdf.height() {
-        let (Some(id), Some(t)) = (g_id[i], g_ts.get(i)) else {
+    for (i, &id) in g_id.iter().enumerate() {
+        let (Some(id), Some(t)) = (id, g_ts.get(i)) else {
             continue;
         };
         if g_mig.get(i).unwrap_or(false) || with_proc.contains(&id) {
