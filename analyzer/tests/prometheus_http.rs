@@ -671,7 +671,8 @@ fn dcgm_energy_is_millijoules_and_xid_changes_are_counted() {
         *energy_q,
         "clamp_min(last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]) - \
          last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[300000ms] offset 10000ms), 0) \
-         or last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]) * 0"
+         or (max_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]) - \
+         min_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]))"
     );
     let xid_q = queries
         .iter()

@@ -135,12 +135,13 @@ pub const LOOKBACK_MS: i64 = 300_000;
 
 /// The increase of counter `m` over each step: its last value in `(ts − step, ts]` minus its last
 /// value at or before `ts − step` (within the lookback), clamped at 0 (a reset counts nothing);
-/// 0 for a series' first interval. Unlike `increase()` it does not extrapolate, so the steps add
-/// up to the counter's whole increase, landing in the interval of the sample that shows it.
+/// for a series' first interval, its rise inside the interval (max − min). Unlike `increase()` it
+/// does not extrapolate, so the steps add up to the counter's whole increase, landing in the
+/// interval of the sample that shows it — as the history writer counts it.
 fn counter_delta(m: &str) -> String {
     format!(
         "clamp_min(last_over_time({m}[{{R}}]) - last_over_time({m}[{{L}}] offset {{S}}), 0) \
-         or last_over_time({m}[{{R}}]) * 0"
+         or (max_over_time({m}[{{R}}]) - min_over_time({m}[{{R}}]))"
     )
 }
 
