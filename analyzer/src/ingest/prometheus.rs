@@ -12,10 +12,10 @@
 //!
 //! Counters: `energy_delta_joules` is the counter's last value in the interval minus its last
 //! value before the interval (within [`LOOKBACK_MS`]), clamped at 0 (a reset counts nothing, like
-//! the history writer), 0 for a series' first interval; `xid_count` sums the same increase over
-//! tessera's and nvidia_gpu_exporter's per-code XID counters, and counts value changes of
-//! dcgm-exporter's last-XID gauge (a lower bound). Where a family has no such series the column
-//! stays null. dcgm-exporter's `pod`/`namespace` labels (or the old `pod_name`/`pod_namespace`)
+//! the history writer), and its rise inside the interval for a series' first one; `xid_count`
+//! sums the same increase over tessera's and nvidia_gpu_exporter's per-code XID counters, and
+//! counts value changes of dcgm-exporter's last-XID gauge (a lower bound). Where a family has no
+//! such series the column stays null. dcgm-exporter's `pod`/`namespace` labels (or the old `pod_name`/`pod_namespace`)
 //! become `process` rows without a pid: the GPU's (or MIG instance's) memory while the pod held
 //! it, so the advisor attributes the GPU to the pod (docs/frames.md).
 //!
