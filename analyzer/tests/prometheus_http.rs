@@ -533,7 +533,9 @@ fn dcgm_pods_server(energy_and_xid: bool) -> Fake {
             let gpu0 = serde_json::json!({"gpu": "0", "UUID": "GPU-a", "Hostname": "dgx-1",
                 "modelName": "NVIDIA H100 80GB HBM3", "pod": "chat-0", "namespace": "serving",
                 "container": "main"});
-            let gpu1 = serde_json::json!({"gpu": "1", "UUID": "GPU-b", "Hostname": "dgx-1"});
+            // An empty pod label (e.g. left by relabelling) is no pod.
+            let gpu1 =
+                serde_json::json!({"gpu": "1", "UUID": "GPU-b", "Hostname": "dgx-1", "pod": ""});
             let mig = serde_json::json!({"gpu": "1", "UUID": "GPU-b", "Hostname": "dgx-1",
                 "GPU_I_ID": "2", "GPU_I_PROFILE": "3g.40gb", "pod_name": "embed-0",
                 "pod_namespace": "research", "container_name": "worker"});
@@ -824,4 +826,72 @@ fn nvidia_gpu_exporter_real_names_and_units() {
         col_f64(&p, "memory_used_max_bytes")[0],
         Some(2_690_646_016.0)
     );
+}
+
+#[test]
+fn nvidia_gpu_exporter_mig_instances_and_mode() {
+    // The NVML backend's per-GPU-instance series (its docs/METRICS.md): memory and activity
+    // labelled `uuid`, `gpu_instance_id`; identity on `nvidia_smi_mig_info`.
+    let fake = serve_series(
+        &["nvidia_smi_memory_used_bytes"],
+        Box::new(|q| {
+            let u = serde_json::json!({"uuid": "aa11bb22-0000-1111-2222-333344445555",
+                "instance": "h100-1:9835"});
+            let mut gi = u.clone();
+            gi["gpu_instance_id"] = "1".into();
+            let value = if q.contains("nvidia_smi_mig_info") {
+                let mut info = gi.clone();
+                info["mig_uuid"] = "MIG-0d5a8c2e-1111-2222-3333-444455556666".into();
+                info["compute_instance_id"] = "0".into();
+                info["profile"] = "3g.40gb".into();
+                return vec![(info, "1")];
+            } else if q.starts_with("count_over_time(nvidia_smi_mig_memory_used_bytes") {
+                "3"
+            } else if q.contains("nvidia_smi_mig_memory_used_bytes") {
+                "1.073741824e+10"
+            } else if q.contains("nvidia_smi_mig_memory_total_bytes") {
+                "4.0e+10"
+            } else if q.contains("nvidia_smi_mig_sm_activity_ratio") {
+                "0.25"
+            } else if q.contains("nvidia_smi_mig_mode_current") {
+                return vec![(u, "1")];
+            } else if q.contains("nvidia_smi_memory_used_bytes") {
+                return vec![(u, "2.147483648e+10")];
+            } else {
+                return Vec::new();
+            };
+            vec![(gi, value)]
+        }),
+    );
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 20_000)).expect("ingest");
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 2);
+    let mig_enabled: Vec<Option<bool>> = g
+        .column("mig_enabled")
+        .expect("c")
+        .bool()
+        .expect("bool")
+        .iter()
+        .collect();
+    assert_eq!(mig_enabled, vec![Some(true), Some(true)]);
+    let m = frames.mig.collect().expect("mig");
+    assert_eq!(m.height(), 2);
+    assert_eq!(
+        col_str(&m, "uuid")[0].as_deref(),
+        Some("GPU-aa11bb22-0000-1111-2222-333344445555")
+    );
+    assert_eq!(col_f64(&m, "gpu_instance")[0], Some(1.0));
+    assert_eq!(col_f64(&m, "compute_instance")[0], Some(0.0));
+    assert_eq!(col_str(&m, "profile")[0].as_deref(), Some("3g.40gb"));
+    assert_eq!(
+        col_str(&m, "mig_uuid")[0].as_deref(),
+        Some("MIG-0d5a8c2e-1111-2222-3333-444455556666")
+    );
+    assert_eq!(
+        col_f64(&m, "memory_used_max_bytes")[0],
+        Some(10_737_418_240.0)
+    );
+    assert_eq!(col_f64(&m, "memory_total_bytes")[0], Some(40_000_000_000.0));
+    assert_eq!(col_f64(&m, "sm_active_max")[0], Some(0.25));
+    assert_eq!(col_f64(&m, "samples")[0], Some(3.0));
 }

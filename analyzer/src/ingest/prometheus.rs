@@ -23,9 +23,8 @@
 //! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
 //! query, the status and Prometheus' message); bearer token or basic auth. Partial data
 //! (`warnings` in a response, series missing from chunks in the middle of their life) becomes
-//! counted report warnings. This module does not deduplicate HA pairs, does not read
-//! nvidia_gpu_exporter's MIG series, and does not map dcgm-exporter's `container` label (the
-//! canonical schema has no container-name column).
+//! counted report warnings. This module does not deduplicate HA pairs and does not map
+//! dcgm-exporter's `container` label (the canonical schema has no container-name column).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -453,6 +452,11 @@ fn queries(family: Family) -> Vec<Query> {
                         1.0,
                     ),
                     ("model", "max_over_time(nvidia_smi_gpu_info[{R}])", 1.0),
+                    (
+                        "mig_enabled",
+                        "max_over_time(nvidia_smi_mig_mode_current[{R}])",
+                        1.0,
+                    ),
                 ],
             );
             v.push(q(
@@ -466,6 +470,38 @@ fn queries(family: Family) -> Vec<Query> {
                 "xid_count",
                 event_count("nvidia_smi_xid_errors_total", "xid"),
                 1.0,
+            ));
+            // MIG instances (NVML backend, per GPU instance; its docs/METRICS.md).
+            v.extend(gauges(
+                Mig,
+                &[
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(nvidia_smi_mig_memory_total_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    ("mig_info", "max_over_time(nvidia_smi_mig_info[{R}])", 1.0),
+                ],
             ));
             v.extend(gauges(
                 Process,
@@ -817,12 +853,16 @@ fn identity(
         Family::NvidiaSmi => {
             put("gpu", get(&["gpu"]));
             put("uuid", get(&["uuid"]).map(|u| canonical_uuid(&u)));
-            if table == Table::Process {
-                let pid = get(&["pid"])?;
-                put("pid", Some(pid));
-                put("process", get(&["process_name"]));
-                put("gpu_instance", get(&["gpu_instance_id"]));
-                put("compute_instance", get(&["compute_instance_id"]));
+            match table {
+                Table::Gpu => {}
+                // Per GPU instance; compute instance and profile come from `nvidia_smi_mig_info`.
+                Table::Mig => put("gpu_instance", Some(get(&["gpu_instance_id"])?)),
+                Table::Process => {
+                    put("pid", Some(get(&["pid"])?));
+                    put("process", get(&["process_name"]));
+                    put("gpu_instance", get(&["gpu_instance_id"]));
+                    put("compute_instance", get(&["compute_instance_id"]));
+                }
             }
         }
     }
@@ -1074,6 +1114,16 @@ fn collect(
             ] {
                 if let Some(v) = m.get(c).filter(|v| !v.is_empty()) {
                     a.insert(c, v.clone());
+                }
+            }
+            // nvidia_gpu_exporter: the profile and the (first) compute instance of the GPU
+            // instance (tessera has them in the identity already, which wins).
+            for (col, label) in [
+                ("profile", "profile"),
+                ("compute_instance", "compute_instance_id"),
+            ] {
+                if let Some(v) = m.get(label).filter(|v| !v.is_empty()) {
+                    a.entry(col).or_insert_with(|| v.clone());
                 }
             }
             return;
