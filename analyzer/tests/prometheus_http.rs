@@ -467,3 +467,431 @@ fn dcgm_and_nvidia_smi_families_are_detected_and_scaled() {
     let p = mig.column("profile").expect("p").str().expect("s").get(0);
     assert_eq!(p, Some("3g.40gb"));
 }
+
+/// What a fake server answers per query: the series (labels, value) present at every step.
+type SeriesFn = dyn Fn(&str) -> Vec<(serde_json::Value, &'static str)> + Send + Sync;
+
+/// A server whose metric names are `names` and whose range queries return, at every step of the
+/// request, the series `series(query)` gives (an empty list: no series).
+fn serve_series(names: &'static [&'static str], series: Box<SeriesFn>) -> Fake {
+    serve(Box::new(move |req, _| {
+        if req.path.ends_with("/values") {
+            return Some((200, names_body(names)));
+        }
+        let q = &req.params["query"];
+        let start: f64 = req.params["start"].parse().expect("start");
+        let end: f64 = req.params["end"].parse().expect("end");
+        let step: f64 = req.params["step"].parse().expect("step");
+        let result: Vec<serde_json::Value> = series(q)
+            .into_iter()
+            .map(|(metric, value)| {
+                let mut values = Vec::new();
+                let mut t = start;
+                while t <= end + 1e-9 {
+                    values.push(serde_json::json!([t, value]));
+                    t += step;
+                }
+                serde_json::json!({"metric": metric, "values": values})
+            })
+            .collect();
+        Some((
+            200,
+            serde_json::json!({"status": "success",
+                "data": {"resultType": "matrix", "result": result}})
+            .to_string(),
+        ))
+    }))
+}
+
+fn col_f64(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+    df.column(c)
+        .expect("column")
+        .cast(&DataType::Float64)
+        .expect("cast")
+        .f64()
+        .expect("f64")
+        .iter()
+        .collect()
+}
+
+fn col_str(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+    df.column(c)
+        .expect("column")
+        .str()
+        .expect("str")
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect()
+}
+
+/// dcgm-exporter with Kubernetes mapping: GPU 0 given to pod `chat-0` (idle, 20 GiB held), GPU 1
+/// without a pod, and MIG instance 2 of GPU 1 given to a pod under the old label names.
+fn dcgm_pods_server(energy_and_xid: bool) -> Fake {
+    serve_series(
+        &["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"],
+        Box::new(move |q| {
+            let gpu0 = serde_json::json!({"gpu": "0", "UUID": "GPU-a", "Hostname": "dgx-1",
+                "modelName": "NVIDIA H100 80GB HBM3", "pod": "chat-0", "namespace": "serving",
+                "container": "main"});
+            // An empty pod label (e.g. left by relabelling) is no pod.
+            let gpu1 =
+                serde_json::json!({"gpu": "1", "UUID": "GPU-b", "Hostname": "dgx-1", "pod": ""});
+            let mig = serde_json::json!({"gpu": "1", "UUID": "GPU-b", "Hostname": "dgx-1",
+                "GPU_I_ID": "2", "GPU_I_PROFILE": "3g.40gb", "pod_name": "embed-0",
+                "pod_namespace": "research", "container_name": "worker"});
+            let all =
+                |v: &'static str| vec![(gpu0.clone(), v), (gpu1.clone(), v), (mig.clone(), v)];
+            if q.contains("FB_USED") && q.contains("FB_FREE") {
+                all("81559")
+            } else if q.starts_with("count_over_time(DCGM_FI_DEV_FB_USED") {
+                all("2")
+            } else if q.starts_with("max_over_time(DCGM_FI_DEV_FB_USED") {
+                all("20480")
+            } else if q.contains("DCGM_FI_DEV_GPU_UTIL") {
+                vec![(gpu0.clone(), "0"), (gpu1.clone(), "0")]
+            } else if q.contains("DCGM_FI_PROF_SM_ACTIVE") {
+                vec![(mig.clone(), "0")]
+            } else if energy_and_xid && q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") {
+                vec![(gpu0.clone(), "2500")]
+            } else if energy_and_xid && q.contains("DCGM_FI_DEV_XID_ERRORS") {
+                vec![(gpu0.clone(), "1")]
+            } else {
+                Vec::new()
+            }
+        }),
+    )
+}
+
+#[test]
+fn dcgm_pod_labels_become_process_rows_and_the_idle_pod_is_one_entity() {
+    let fake = dcgm_pods_server(false);
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 2 * 3_600_000)).expect("ingest");
+    let steps = 720;
+    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 2 * steps);
+    assert_eq!(report.tables[&ingest::Table::Mig].rows, steps);
+    assert_eq!(report.tables[&ingest::Table::Process].rows, 2 * steps);
+    let p = frames
+        .process
+        .clone()
+        .sort(["pod", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("process");
+    assert_eq!(
+        col_str(&p, "pod")[0].as_deref(),
+        Some("chat-0"),
+        "{:?}",
+        col_str(&p, "pod")
+    );
+    assert_eq!(col_str(&p, "namespace")[0].as_deref(), Some("serving"));
+    assert_eq!(col_str(&p, "uuid")[0].as_deref(), Some("GPU-a"));
+    assert_eq!(col_f64(&p, "gpu")[0], Some(0.0));
+    assert_eq!(col_f64(&p, "gpu_instance")[0], None);
+    assert_eq!(col_f64(&p, "pid")[0], None);
+    assert_eq!(col_str(&p, "process")[0], None);
+    assert_eq!(
+        col_f64(&p, "memory_used_max_bytes")[0],
+        Some(20480.0 * 1_048_576.0)
+    );
+    assert_eq!(col_f64(&p, "samples")[0], Some(2.0));
+    // dcgm-exporter has no per-process utilisation: null, never a copy of the GPU's.
+    assert!(col_f64(&p, "sm_max").iter().all(Option::is_none));
+    // The MIG instance's pod, under the old label names.
+    let last = p.height() - 1;
+    assert_eq!(col_str(&p, "pod")[last].as_deref(), Some("embed-0"));
+    assert_eq!(col_str(&p, "namespace")[last].as_deref(), Some("research"));
+    assert_eq!(col_f64(&p, "gpu_instance")[last], Some(2.0));
+    // No energy or XID series: null, not 0.
+    let g = frames.gpu.clone().collect().expect("gpu");
+    assert!(
+        col_f64(&g, "energy_delta_joules")
+            .iter()
+            .all(Option::is_none)
+    );
+    assert!(col_f64(&g, "xid_count").iter().all(Option::is_none));
+
+    // The idle detector sees the pod (GPU 0) and GPU 1 as a whole GPU, not GPU 0 twice.
+    let ents = tessera::advisor::idle::idle_entities(
+        &frames,
+        &tessera::advisor::idle::IdleParams::default(),
+    )
+    .expect("idle");
+    let on_a: Vec<_> = ents
+        .iter()
+        .filter(|e| e.entity.uuid.as_deref() == Some("GPU-a"))
+        .collect();
+    assert_eq!(on_a.len(), 1, "{on_a:?}");
+    let e = &on_a[0].entity;
+    assert_eq!(e.kind, "process");
+    assert_eq!(e.pod.as_deref(), Some("chat-0"));
+    assert_eq!(e.namespace.as_deref(), Some("serving"));
+    assert_eq!(e.pid, None);
+    assert_eq!(on_a[0].activity_source, "gpu_busy");
+    assert_eq!(on_a[0].spans.len(), 1, "{:?}", on_a[0].spans);
+    let mig_pod: Vec<_> = ents
+        .iter()
+        .filter(|e| e.entity.uuid.as_deref() == Some("GPU-b") && e.entity.gpu_instance == Some(2))
+        .collect();
+    assert_eq!(mig_pod.len(), 1, "{mig_pod:?}");
+    assert_eq!(mig_pod[0].entity.kind, "process");
+    assert_eq!(mig_pod[0].entity.pod.as_deref(), Some("embed-0"));
+    assert_eq!(mig_pod[0].activity_source, "mig_sm_active");
+}
+
+#[test]
+fn dcgm_energy_is_millijoules_and_xid_changes_are_counted() {
+    let fake = dcgm_pods_server(true);
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    let g = frames
+        .gpu
+        .clone()
+        .sort(["uuid", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("gpu");
+    // Counters never make rows of their own: still one row per GPU and step.
+    assert_eq!(g.height(), 12);
+    let uuid = col_str(&g, "uuid");
+    let energy = col_f64(&g, "energy_delta_joules");
+    let xid = col_f64(&g, "xid_count");
+    for i in 0..g.height() {
+        if uuid[i].as_deref() == Some("GPU-a") {
+            assert_eq!(energy[i], Some(2.5));
+            assert_eq!(xid[i], Some(1.0));
+        } else {
+            assert_eq!((energy[i], xid[i]), (None, None));
+        }
+    }
+    let reqs = fake.requests();
+    let queries: Vec<&str> = reqs
+        .iter()
+        .filter_map(|r| r.params.get("query").map(String::as_str))
+        .collect();
+    let energy_q = queries
+        .iter()
+        .find(|q| q.contains("TOTAL_ENERGY"))
+        .expect("energy query");
+    assert_eq!(
+        *energy_q,
+        "clamp_min(last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]) - \
+         last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[300000ms] offset 10000ms), 0) \
+         or (max_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]) - \
+         min_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[9999ms]))"
+    );
+    let xid_q = queries
+        .iter()
+        .find(|q| q.contains("XID"))
+        .expect("xid query");
+    assert_eq!(
+        *xid_q,
+        "(changes(DCGM_FI_DEV_XID_ERRORS[310000ms]) - changes(DCGM_FI_DEV_XID_ERRORS[300000ms] \
+         offset 10000ms)) or changes(DCGM_FI_DEV_XID_ERRORS[9999ms])"
+    );
+    // FB_USED feeds GPU, MIG and pod rows through one request per chunk.
+    let fb = queries
+        .iter()
+        .filter(|q| q.starts_with("max_over_time(DCGM_FI_DEV_FB_USED"))
+        .count();
+    assert_eq!(fb, 1);
+}
+
+#[test]
+fn tessera_energy_and_xid_counters_fill_their_columns() {
+    let fake = serve_series(
+        &[BUSY],
+        Box::new(|q| {
+            let l = serde_json::json!({"instance": "node-a:9835", "gpu": "0", "uuid": "GPU-a"});
+            if q.contains("tessera_gpu_energy_joules_total") {
+                vec![(l, "1234.5")]
+            } else if q.contains("tessera_gpu_xid_errors_total") {
+                vec![(l, "3")]
+            } else if q.contains(BUSY) {
+                vec![(l, "0.5")]
+            } else {
+                Vec::new()
+            }
+        }),
+    );
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 30_000)).expect("ingest");
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 3);
+    assert!(
+        col_f64(&g, "energy_delta_joules")
+            .iter()
+            .all(|v| *v == Some(1234.5))
+    );
+    assert!(col_f64(&g, "xid_count").iter().all(|v| *v == Some(3.0)));
+    let reqs = fake.requests();
+    let xid_q = reqs
+        .iter()
+        .filter_map(|r| r.params.get("query"))
+        .find(|q| q.contains("xid"))
+        .expect("xid query");
+    assert!(xid_q.starts_with("sum without (xid) ("), "{xid_q}");
+}
+
+#[test]
+fn nvidia_gpu_exporter_real_names_and_units() {
+    // As nvidia_gpu_exporter writes them (its docs/METRICS.md and integration test data): UUIDs
+    // lower case without `GPU-`, ratios 0–1, bytes, the index and name only on nvidia_smi_gpu_info,
+    // energy and XIDs as counters (NVML backend), processes with `pid` and `process_name`.
+    let fake = serve_series(
+        &[
+            "nvidia_smi_utilization_gpu_ratio",
+            "nvidia_smi_memory_used_bytes",
+        ],
+        Box::new(|q| {
+            let u = serde_json::json!({"uuid": "df6e7a7c-7314-46f8-abc4-b88b36dcf3aa",
+                "instance": "ws-3:9835", "job": "nvidia_gpu_exporter"});
+            let value = if q.contains("nvidia_smi_gpu_info") {
+                let mut info = u.clone();
+                info["name"] = "NVIDIA GeForce RTX 2080 SUPER".into();
+                info["index"] = "3".into();
+                info["driver_version"] = "471.11".into();
+                return vec![(info, "1")];
+            } else if q.contains("nvidia_smi_compute_app_used_memory_bytes") {
+                let mut app = u.clone();
+                app["pid"] = "10291".into();
+                app["process_name"] = "/root/tools/memhog".into();
+                let v = if q.starts_with("count") {
+                    "4"
+                } else {
+                    "2.690646016e+09"
+                };
+                return vec![(app, v)];
+            } else if q.contains("nvidia_smi_utilization_gpu_ratio") {
+                "0.42"
+            } else if q.contains("nvidia_smi_utilization_memory_ratio") {
+                "0.11"
+            } else if q.starts_with("count_over_time(nvidia_smi_memory_used_bytes") {
+                "4"
+            } else if q.contains("nvidia_smi_memory_used_bytes") {
+                "7.06740224e+08"
+            } else if q.contains("nvidia_smi_memory_total_bytes") {
+                "8.589934592e+09"
+            } else if q.contains("nvidia_smi_power_draw_watts") {
+                "28.07"
+            } else if q.contains("nvidia_smi_temperature_gpu") {
+                "34"
+            } else if q.contains("nvidia_smi_energy_joules_total") {
+                "280.7"
+            } else {
+                return Vec::new();
+            };
+            vec![(u, value)]
+        }),
+    );
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 20_000)).expect("ingest");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("read nvidia_gpu_exporter metrics")),
+        "{:?}",
+        report.warnings
+    );
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 2);
+    assert_eq!(
+        col_str(&g, "uuid")[0].as_deref(),
+        Some("GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa")
+    );
+    assert_eq!(col_str(&g, "node")[0].as_deref(), Some("ws-3"));
+    assert_eq!(col_f64(&g, "gpu")[0], Some(3.0));
+    assert_eq!(
+        col_str(&g, "model")[0].as_deref(),
+        Some("NVIDIA GeForce RTX 2080 SUPER")
+    );
+    assert_eq!(col_f64(&g, "busy_mean")[0], Some(0.42));
+    assert_eq!(col_f64(&g, "busy_max")[0], Some(0.42));
+    assert_eq!(col_f64(&g, "memory_controller_mean")[0], Some(0.11));
+    assert_eq!(col_f64(&g, "memory_used_max_bytes")[0], Some(706_740_224.0));
+    assert_eq!(col_f64(&g, "memory_total_bytes")[0], Some(8_589_934_592.0));
+    assert_eq!(col_f64(&g, "power_mean_watts")[0], Some(28.07));
+    assert_eq!(col_f64(&g, "temperature_max_celsius")[0], Some(34.0));
+    assert_eq!(col_f64(&g, "energy_delta_joules")[0], Some(280.7));
+    assert_eq!(col_f64(&g, "samples")[0], Some(4.0));
+    // No XID series (no event since the exporter started, or the nvidia-smi backend): null.
+    assert_eq!(col_f64(&g, "xid_count")[0], None);
+    let p = frames.process.collect().expect("process");
+    assert_eq!(p.height(), 2);
+    assert_eq!(col_f64(&p, "pid")[0], Some(10291.0));
+    assert_eq!(
+        col_str(&p, "process")[0].as_deref(),
+        Some("/root/tools/memhog")
+    );
+    assert_eq!(
+        col_str(&p, "uuid")[0].as_deref(),
+        Some("GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa")
+    );
+    assert_eq!(
+        col_f64(&p, "memory_used_max_bytes")[0],
+        Some(2_690_646_016.0)
+    );
+}
+
+#[test]
+fn nvidia_gpu_exporter_mig_instances_and_mode() {
+    // The NVML backend's per-GPU-instance series (its docs/METRICS.md): memory and activity
+    // labelled `uuid`, `gpu_instance_id`; identity on `nvidia_smi_mig_info`.
+    let fake = serve_series(
+        &["nvidia_smi_memory_used_bytes"],
+        Box::new(|q| {
+            let u = serde_json::json!({"uuid": "aa11bb22-0000-1111-2222-333344445555",
+                "instance": "h100-1:9835"});
+            let mut gi = u.clone();
+            gi["gpu_instance_id"] = "1".into();
+            let value = if q.contains("nvidia_smi_mig_info") {
+                let mut info = gi.clone();
+                info["mig_uuid"] = "MIG-0d5a8c2e-1111-2222-3333-444455556666".into();
+                info["compute_instance_id"] = "0".into();
+                info["profile"] = "3g.40gb".into();
+                return vec![(info, "1")];
+            } else if q.starts_with("count_over_time(nvidia_smi_mig_memory_used_bytes") {
+                "3"
+            } else if q.contains("nvidia_smi_mig_memory_used_bytes") {
+                "1.073741824e+10"
+            } else if q.contains("nvidia_smi_mig_memory_total_bytes") {
+                "4.0e+10"
+            } else if q.contains("nvidia_smi_mig_sm_activity_ratio") {
+                "0.25"
+            } else if q.contains("nvidia_smi_mig_mode_current") {
+                return vec![(u, "1")];
+            } else if q.contains("nvidia_smi_memory_used_bytes") {
+                return vec![(u, "2.147483648e+10")];
+            } else {
+                return Vec::new();
+            };
+            vec![(gi, value)]
+        }),
+    );
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 20_000)).expect("ingest");
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 2);
+    let mig_enabled: Vec<Option<bool>> = g
+        .column("mig_enabled")
+        .expect("c")
+        .bool()
+        .expect("bool")
+        .iter()
+        .collect();
+    assert_eq!(mig_enabled, vec![Some(true), Some(true)]);
+    let m = frames.mig.collect().expect("mig");
+    assert_eq!(m.height(), 2);
+    assert_eq!(
+        col_str(&m, "uuid")[0].as_deref(),
+        Some("GPU-aa11bb22-0000-1111-2222-333344445555")
+    );
+    assert_eq!(col_f64(&m, "gpu_instance")[0], Some(1.0));
+    assert_eq!(col_f64(&m, "compute_instance")[0], Some(0.0));
+    assert_eq!(col_str(&m, "profile")[0].as_deref(), Some("3g.40gb"));
+    assert_eq!(
+        col_str(&m, "mig_uuid")[0].as_deref(),
+        Some("MIG-0d5a8c2e-1111-2222-3333-444455556666")
+    );
+    assert_eq!(
+        col_f64(&m, "memory_used_max_bytes")[0],
+        Some(10_737_418_240.0)
+    );
+    assert_eq!(col_f64(&m, "memory_total_bytes")[0], Some(40_000_000_000.0));
+    assert_eq!(col_f64(&m, "sm_active_max")[0], Some(0.25));
+    assert_eq!(col_f64(&m, "samples")[0], Some(3.0));
+}

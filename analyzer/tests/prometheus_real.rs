@@ -194,6 +194,10 @@ struct Row {
     total: Option<f64>,
     power: Option<f64>,
     temp: Option<f64>,
+    energy: Option<f64>,
+    xid: Option<f64>,
+    /// The energy counter at `ts` (history: running sum of `energy_delta_joules`).
+    energy_total: f64,
 }
 
 fn rows(gpu: &DataFrame) -> Vec<Row> {
@@ -204,11 +208,24 @@ fn rows(gpu: &DataFrame) -> Vec<Row> {
     let (bm, bx) = (f64s(gpu, "busy_mean"), f64s(gpu, "busy_max"));
     let (sm, sx) = (f64s(gpu, "sm_active_mean"), f64s(gpu, "sm_active_max"));
     let mem = f64s(gpu, "memory_used_max_bytes");
-    let total = f64s(gpu, "memory_total_bytes");
+    let mem_total = f64s(gpu, "memory_total_bytes");
     let power = f64s(gpu, "power_mean_watts");
     let temp = f64s(gpu, "temperature_max_celsius");
+    let energy = f64s(gpu, "energy_delta_joules");
+    let xid = f64s(gpu, "xid_count");
+    let mut energy_total = 0.0;
+    let mut last_uuid: Option<String> = None;
     (0..gpu.height())
         .map(|i| Row {
+            energy_total: {
+                if last_uuid != uuid[i] {
+                    // Each GPU's counter starts anew (at an arbitrary offset, like NVML's).
+                    energy_total = 1_000_000.0;
+                    last_uuid = uuid[i].clone();
+                }
+                energy_total += energy[i].unwrap_or(0.0);
+                energy_total
+            },
             uuid: uuid[i].clone().unwrap_or_default(),
             gpu: format!("{}", idx[i].unwrap_or(0.0) as u32),
             model: model[i].clone().unwrap_or_default(),
@@ -216,9 +233,11 @@ fn rows(gpu: &DataFrame) -> Vec<Row> {
             busy: bm[i].zip(bx[i]),
             sm: sm[i].zip(sx[i]),
             mem: mem[i],
-            total: total[i],
+            total: mem_total[i],
             power: power[i],
             temp: temp[i],
+            energy: energy[i],
+            xid: xid[i],
         })
         .collect()
 }
@@ -243,6 +262,44 @@ fn family(
             );
             let _ = writeln!(out, "{name}{{{l}}} {b} {:.3}", r.ts as f64 / 1000.0);
         }
+    }
+}
+
+/// Appends one counter: with `suffix` as OpenMetrics has it (`# TYPE name counter`, samples
+/// `name_total`), else under its bare name as Prometheus stores a 0.0.4-format counter without
+/// `_total` (dcgm-exporter's). Per row, `value` is (the counter at `ts`, the row's increase); the
+/// sample at `ts − 5 s` lies half way from the previous row's value, or the increase below it for
+/// a GPU's first row (the history counts the first interval from its first sample).
+fn counter(
+    out: &mut String,
+    (name, suffix): (&str, bool),
+    rows: &[Row],
+    labels: impl Fn(&Row) -> String,
+    value: impl Fn(&Row) -> (f64, f64),
+) {
+    use std::fmt::Write as _;
+    let series = if suffix {
+        let _ = writeln!(out, "# TYPE {name} counter");
+        format!("{name}_total")
+    } else {
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        name.to_string()
+    };
+    let mut prev: Option<(&str, f64)> = None;
+    for r in rows {
+        let l = labels(r);
+        let (v, delta) = value(r);
+        let before = match prev {
+            Some((u, p)) if u == r.uuid => (p + v) / 2.0,
+            _ => v - delta,
+        };
+        let _ = writeln!(
+            out,
+            "{series}{{{l}}} {before} {:.3}",
+            (r.ts - 5_000) as f64 / 1000.0
+        );
+        let _ = writeln!(out, "{series}{{{l}}} {v} {:.3}", r.ts as f64 / 1000.0);
+        prev = Some((&r.uuid, v));
     }
 }
 
@@ -285,17 +342,40 @@ fn tessera_openmetrics(rows: &[Row]) -> String {
     });
     let info = |r: &Row| format!("{},name=\"{}\"", l(r), r.model);
     family(&mut s, "tessera_gpu_info", rows, info, |_| Some((1.0, 1.0)));
+    counter(&mut s, ("tessera_gpu_energy_joules", true), rows, l, |r| {
+        (r.energy_total, r.energy.unwrap_or(0.0))
+    });
+    // The critical XID codes' counters exist at 0 from the start (docs/metrics.md).
+    let xid79 = |r: &Row| format!("{},xid=\"79\"", l(r));
+    counter(
+        &mut s,
+        ("tessera_gpu_xid_errors", true),
+        rows,
+        xid79,
+        |_| (0.0, 0.0),
+    );
     s.push_str("# EOF\n");
     s
 }
 
 const MIB: f64 = 1_048_576.0;
 
+/// The scenario's pod on each GPU index: (namespace, pod).
+fn pod_of(gpu: &str) -> (&'static str, &'static str) {
+    if gpu == "0" {
+        ("serving", "chat-api-7d9f8c-x2k4p")
+    } else {
+        ("research", "train-0")
+    }
+}
+
 fn dcgm_openmetrics(rows: &[Row]) -> String {
     let mut s = String::new();
+    // With Kubernetes mapping: the pod each GPU is given to (the scenario's workloads).
     let l = |r: &Row| {
+        let (ns, pod) = pod_of(&r.gpu);
         format!(
-            "gpu=\"{}\",UUID=\"{}\",Hostname=\"gpu-node-1\",modelName=\"{}\",instance=\"10.0.0.1:9400\"",
+            "gpu=\"{}\",UUID=\"{}\",Hostname=\"gpu-node-1\",modelName=\"{}\",instance=\"10.0.0.1:9400\",namespace=\"{ns}\",pod=\"{pod}\",container=\"main\"",
             r.gpu, r.uuid, r.model
         )
     };
@@ -317,12 +397,29 @@ fn dcgm_openmetrics(rows: &[Row]) -> String {
         same(r.power)
     });
     family(&mut s, "DCGM_FI_DEV_GPU_TEMP", rows, l, |r| same(r.temp));
+    // Whole millijoules, as DCGM counts them.
+    counter(
+        &mut s,
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", false),
+        rows,
+        l,
+        |r| {
+            let mj = (r.energy_total * 1000.0).round();
+            let before = ((r.energy_total - r.energy.unwrap_or(0.0)) * 1000.0).round();
+            (mj, mj - before)
+        },
+    );
+    // Last XID seen: none.
+    family(&mut s, "DCGM_FI_DEV_XID_ERRORS", rows, l, |_| {
+        Some((0.0, 0.0))
+    });
     s.push_str("# EOF\n");
     s
 }
 
-/// Compares the prometheus frame against the history frame row by row (both sorted by uuid, ts).
-fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64) {
+/// Compares the prometheus frame against the history frame row by row (both sorted by uuid, ts);
+/// `energy_tol` in joules.
+fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f64) {
     let h = rows(hist);
     let p = rows(prom);
     let diff = (h.len() as i64 - p.len() as i64).abs();
@@ -388,6 +485,8 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64) {
         close(r.total, q.total, 2.0 * mem_tol, "memory_total_bytes", r);
         close(r.power, q.power, 1e-6, "power_mean_watts", r);
         close(r.temp, q.temp, 1e-9, "temperature_max_celsius", r);
+        close(r.energy, q.energy, energy_tol, "energy_delta_joules", r);
+        close(r.xid, q.xid, 0.0, "xid_count", r);
     }
     assert!(matched + 2 >= h.len(), "matched {matched} of {}", h.len());
 }
@@ -420,7 +519,7 @@ fn tessera_metrics_in_prometheus_match_the_history() {
     // Two days of 10-s steps need two chunks of ≤ 11,000 points.
     assert!(w.contains("2 chunk(s)"), "{w}");
     assert!(!w.contains("partial data"), "{w}");
-    assert_agree(&hist, &prom, 0.0);
+    assert_agree(&hist, &prom, 0.0, 1e-6);
 }
 
 #[test]
@@ -433,6 +532,44 @@ fn dcgm_metrics_in_prometheus_match_the_history() {
     assert!(w.contains("read dcgm-exporter metrics"), "{w}");
     let nodes: Vec<Option<String>> = strs(&prom, "node");
     assert!(nodes.iter().all(|n| n.as_deref() == Some("gpu-node-1")));
-    // FB_USED/FB_FREE are whole MiB.
-    assert_agree(&hist, &prom, MIB / 2.0 + 1.0);
+    // FB_USED/FB_FREE are whole MiB; energy whole mJ (each end rounded: ≤ 1 mJ off).
+    assert_agree(&hist, &prom, MIB / 2.0 + 1.0, 0.0011);
+    let energy = f64s(&prom, "energy_delta_joules");
+    assert!(
+        energy.iter().filter(|e| e.is_some_and(|e| e > 0.0)).count() > prom.height() / 2,
+        "energy mostly missing or 0"
+    );
+
+    // The pod labels: one process row per GPU row, named by the pod, holding the GPU's memory.
+    let (frames, _) = ingest::ingest(
+        &[Source::Prometheus(server.url.clone())],
+        &range(since, until),
+    )
+    .expect("ingest prometheus");
+    let procs = frames
+        .process
+        .sort(["uuid", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("process");
+    assert_eq!(procs.height(), prom.height());
+    let (pu, pg, pns, ppod) = (
+        strs(&procs, "uuid"),
+        f64s(&procs, "gpu"),
+        strs(&procs, "namespace"),
+        strs(&procs, "pod"),
+    );
+    let (pmem, gmem) = (
+        f64s(&procs, "memory_used_max_bytes"),
+        f64s(&prom, "memory_used_max_bytes"),
+    );
+    let guuid = strs(&prom, "uuid");
+    for i in 0..procs.height() {
+        let gpu = format!("{}", pg[i].unwrap_or(-1.0) as i64);
+        let (ns, pod) = pod_of(&gpu);
+        assert_eq!(pns[i].as_deref(), Some(ns), "row {i}");
+        assert_eq!(ppod[i].as_deref(), Some(pod), "row {i}");
+        assert_eq!(pu[i], guuid[i], "row {i}");
+        assert_eq!(pmem[i], gmem[i], "row {i}");
+    }
+    assert!(f64s(&procs, "pid").iter().all(Option::is_none));
 }

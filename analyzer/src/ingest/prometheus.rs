@@ -4,17 +4,27 @@
 //! One range query per canonical column (`avg_over_time(m[R])`, `max_over_time(m[R])`, … with `R`
 //! one step minus 1 ms, so each point aggregates the half-open interval `(ts - step, ts]` exactly
 //! like a history row, on Prometheus 2 (closed ranges) and 3 (left-open) alike), evaluated at
-//! multiples of the step (`IngestOptions::interval_ms`). Long ranges are split into chunks of at
-//! most [`PrometheusOptions::max_points`] points per series. The metric family — tessera's own,
-//! dcgm-exporter's or nvidia_gpu_exporter's — is detected first through
+//! multiples of the step (`IngestOptions::interval_ms`). Queries that several columns share (e.g.
+//! dcgm-exporter's `FB_USED` for GPU, MIG and pod rows) are sent once. Long ranges are split into
+//! chunks of at most [`PrometheusOptions::max_points`] points per series. The metric family —
+//! tessera's own, dcgm-exporter's or nvidia_gpu_exporter's — is detected first through
 //! `/api/v1/label/__name__/values` and named in the report.
+//!
+//! Counters: `energy_delta_joules` is the counter's last value in the interval minus its last
+//! value before the interval (within [`LOOKBACK_MS`]), clamped at 0 (a reset counts nothing, like
+//! the history writer), and its rise inside the interval for a series' first one; `xid_count`
+//! sums the same increase over tessera's and nvidia_gpu_exporter's per-code XID counters, and
+//! counts value changes of dcgm-exporter's last-XID gauge (a lower bound). Where a family has no
+//! such series the column stays null. dcgm-exporter's `pod`/`namespace` labels (or the old `pod_name`/`pod_namespace`)
+//! become `process` rows without a pid: the GPU's (or MIG instance's) memory while the pod held
+//! it, so the advisor attributes the GPU to the pod (docs/frames.md).
 //!
 //! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
 //! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
 //! query, the status and Prometheus' message); bearer token or basic auth. Partial data
 //! (`warnings` in a response, series missing from chunks in the middle of their life) becomes
-//! counted report warnings. This module does not deduplicate HA pairs, does not read counters
-//! (energy, XIDs: null) and maps dcgm-exporter's pod labels nowhere (it has no per-process data).
+//! counted report warnings. This module does not deduplicate HA pairs and does not map
+//! dcgm-exporter's `container` label (the canonical schema has no container-name column).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -91,21 +101,23 @@ impl Family {
     }
 }
 
-/// How a query's values become a column: the PromQL template (`{R}` = range), the scale
-/// applied to values, and which table's rows it feeds.
+/// How a query's values become a column: the PromQL template, the scale applied to values, and
+/// which table's rows it feeds.
 struct Query {
     table: Table,
     column: &'static str,
-    /// PromQL with `{R}` for the range; alternatives fill only cells still null.
-    promql: &'static str,
+    /// PromQL with `{R}` for the range (step − 1 ms), `{S}` for the step, `{L}` for
+    /// [`LOOKBACK_MS`] and `{SL}` for step + lookback; alternatives (a later query for the same
+    /// table and column) fill only cells still null.
+    promql: String,
     scale: f64,
 }
 
-const fn q(table: Table, column: &'static str, promql: &'static str, scale: f64) -> Query {
+fn q(table: Table, column: &'static str, promql: impl Into<String>, scale: f64) -> Query {
     Query {
         table,
         column,
-        promql,
+        promql: promql.into(),
         scale,
     }
 }
@@ -114,308 +126,400 @@ const fn q(table: Table, column: &'static str, promql: &'static str, scale: f64)
 const MIB: f64 = 1_048_576.0;
 /// Percent → ratio (a negative scale divides: `45 / 100` is exactly 0.45, `45 × 0.01` is not).
 const PCT: f64 = -100.0;
+/// Millijoules → joules (divides).
+const MJ: f64 = -1000.0;
+
+/// How far back a counter's previous value is looked for (Prometheus' default lookback), ms.
+pub const LOOKBACK_MS: i64 = 300_000;
+
+/// The increase of counter `m` over each step: its last value in `(ts − step, ts]` minus its last
+/// value at or before `ts − step` (within the lookback), clamped at 0 (a reset counts nothing);
+/// for a series' first interval, its rise inside the interval (max − min). Unlike `increase()` it
+/// does not extrapolate, so the steps add up to the counter's whole increase, landing in the
+/// interval of the sample that shows it — as the history writer counts it.
+fn counter_delta(m: &str) -> String {
+    format!(
+        "clamp_min(last_over_time({m}[{{R}}]) - last_over_time({m}[{{L}}] offset {{S}}), 0) \
+         or (max_over_time({m}[{{R}}]) - min_over_time({m}[{{R}}]))"
+    )
+}
+
+/// Events of a per-code counter family `m` (label `code_label`) per step: the counter increase
+/// summed over codes; a code's series seen for the first time counts its value (its first event).
+fn event_count(m: &str, code_label: &str) -> String {
+    format!(
+        "sum without ({code_label}) (clamp_min(last_over_time({m}[{{R}}]) - \
+         last_over_time({m}[{{L}}] offset {{S}}), 0) or last_over_time({m}[{{R}}]))"
+    )
+}
+
+/// Value changes of gauge `m` whose later sample lies in `(ts − step, ts]`: changes over
+/// step + lookback minus changes over the lookback before the step (both windows start at the
+/// same time, so pairs before the step cancel); a series with nothing before the step counts
+/// its changes inside it.
+fn value_changes(m: &str) -> String {
+    format!("(changes({m}[{{SL}}]) - changes({m}[{{L}}] offset {{S}})) or changes({m}[{{R}}])")
+}
 
 fn queries(family: Family) -> Vec<Query> {
     use Table::*;
+    let gauges = |table: Table, spec: &[(&'static str, &str, f64)]| -> Vec<Query> {
+        spec.iter()
+            .map(|(col, promql, scale)| q(table, col, *promql, *scale))
+            .collect()
+    };
     match family {
-        Family::Tessera => vec![
-            q(
+        Family::Tessera => {
+            let mut v = gauges(
                 Gpu,
-                "busy_mean",
-                "avg_over_time(tessera_gpu_busy_ratio[{R}])",
-                1.0,
-            ),
-            q(
+                &[
+                    (
+                        "busy_mean",
+                        "avg_over_time(tessera_gpu_busy_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "busy_max",
+                        "max_over_time(tessera_gpu_busy_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(tessera_gpu_sm_active_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(tessera_gpu_sm_active_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_occupancy_mean",
+                        "avg_over_time(tessera_gpu_sm_occupancy_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_controller_mean",
+                        "avg_over_time(tessera_gpu_memory_controller_busy_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(tessera_gpu_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(tessera_gpu_memory_total_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "power_mean_watts",
+                        "avg_over_time(tessera_gpu_power_watts[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "temperature_max_celsius",
+                        "max_over_time(tessera_gpu_temperature_celsius[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "mig_enabled",
+                        "max_over_time(tessera_gpu_mig_enabled[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(tessera_gpu_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    ("status", "max_over_time(tessera_gpu_status[{R}])", 1.0),
+                    ("model", "max_over_time(tessera_gpu_info[{R}])", 1.0),
+                ],
+            );
+            v.push(q(
                 Gpu,
-                "busy_max",
-                "max_over_time(tessera_gpu_busy_ratio[{R}])",
+                "energy_delta_joules",
+                counter_delta("tessera_gpu_energy_joules_total"),
                 1.0,
-            ),
-            q(
+            ));
+            v.push(q(
                 Gpu,
-                "sm_active_mean",
-                "avg_over_time(tessera_gpu_sm_active_ratio[{R}])",
+                "xid_count",
+                event_count("tessera_gpu_xid_errors_total", "xid"),
                 1.0,
-            ),
-            q(
-                Gpu,
-                "sm_active_max",
-                "max_over_time(tessera_gpu_sm_active_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "sm_occupancy_mean",
-                "avg_over_time(tessera_gpu_sm_occupancy_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_controller_mean",
-                "avg_over_time(tessera_gpu_memory_controller_busy_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_used_max_bytes",
-                "max_over_time(tessera_gpu_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_total_bytes",
-                "max_over_time(tessera_gpu_memory_total_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "power_mean_watts",
-                "avg_over_time(tessera_gpu_power_watts[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "temperature_max_celsius",
-                "max_over_time(tessera_gpu_temperature_celsius[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "mig_enabled",
-                "max_over_time(tessera_gpu_mig_enabled[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "samples",
-                "count_over_time(tessera_gpu_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(Gpu, "status", "max_over_time(tessera_gpu_status[{R}])", 1.0),
-            q(Gpu, "model", "max_over_time(tessera_gpu_info[{R}])", 1.0),
-            q(
+            ));
+            v.extend(gauges(
                 Mig,
-                "memory_used_max_bytes",
-                "max_over_time(tessera_mig_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "memory_total_bytes",
-                "max_over_time(tessera_mig_memory_total_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "sm_active_mean",
-                "avg_over_time(tessera_mig_sm_active_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "sm_active_max",
-                "max_over_time(tessera_mig_sm_active_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "samples",
-                "count_over_time(tessera_mig_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(Mig, "mig_info", "max_over_time(tessera_mig_info[{R}])", 1.0),
-            q(
+                &[
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(tessera_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(tessera_mig_memory_total_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(tessera_mig_sm_active_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(tessera_mig_sm_active_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(tessera_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    ("mig_info", "max_over_time(tessera_mig_info[{R}])", 1.0),
+                ],
+            ));
+            v.extend(gauges(
                 Process,
-                "memory_used_max_bytes",
-                "max_over_time(tessera_process_memory_used_bytes[{R}])",
+                &[
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(tessera_process_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_mean",
+                        "avg_over_time(tessera_process_sm_utilization_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_max",
+                        "max_over_time(tessera_process_sm_utilization_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(tessera_process_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                ],
+            ));
+            v
+        }
+        Family::Dcgm => {
+            const FB_USED: &str = "max_over_time(DCGM_FI_DEV_FB_USED[{R}])";
+            const FB_TOTAL: &str =
+                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])";
+            const FB_COUNT: &str = "count_over_time(DCGM_FI_DEV_FB_USED[{R}])";
+            let mut v = gauges(
+                Gpu,
+                &[
+                    ("busy_mean", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
+                    (
+                        "busy_mean",
+                        "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    ("busy_max", "max_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
+                    (
+                        "busy_max",
+                        "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_occupancy_mean",
+                        "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_controller_mean",
+                        "avg_over_time(DCGM_FI_DEV_MEM_COPY_UTIL[{R}])",
+                        PCT,
+                    ),
+                    ("memory_used_max_bytes", FB_USED, MIB),
+                    ("memory_total_bytes", FB_TOTAL, MIB),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(DCGM_FI_DEV_FB_TOTAL[{R}])",
+                        MIB,
+                    ),
+                    (
+                        "power_mean_watts",
+                        "avg_over_time(DCGM_FI_DEV_POWER_USAGE[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "temperature_max_celsius",
+                        "max_over_time(DCGM_FI_DEV_GPU_TEMP[{R}])",
+                        1.0,
+                    ),
+                    ("samples", FB_COUNT, 1.0),
+                ],
+            );
+            v.push(q(
+                Gpu,
+                "energy_delta_joules",
+                counter_delta("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+                MJ,
+            ));
+            v.push(q(
+                Gpu,
+                "xid_count",
+                value_changes("DCGM_FI_DEV_XID_ERRORS"),
                 1.0,
-            ),
-            q(
+            ));
+            v.extend(gauges(
+                Mig,
+                &[
+                    ("memory_used_max_bytes", FB_USED, MIB),
+                    ("memory_total_bytes", FB_TOTAL, MIB),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
+                        1.0,
+                    ),
+                    ("samples", FB_COUNT, 1.0),
+                ],
+            ));
+            // Pods: the memory of the GPU or MIG instance the pod was given (same queries).
+            v.extend(gauges(
                 Process,
-                "sm_mean",
-                "avg_over_time(tessera_process_sm_utilization_ratio[{R}])",
+                &[
+                    ("memory_used_max_bytes", FB_USED, MIB),
+                    ("samples", FB_COUNT, 1.0),
+                ],
+            ));
+            v
+        }
+        Family::NvidiaSmi => {
+            let mut v = gauges(
+                Gpu,
+                &[
+                    (
+                        "busy_mean",
+                        "avg_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "busy_max",
+                        "max_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_controller_mean",
+                        "avg_over_time(nvidia_smi_utilization_memory_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(nvidia_smi_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(nvidia_smi_memory_total_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "power_mean_watts",
+                        "avg_over_time(nvidia_smi_power_draw_watts[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "temperature_max_celsius",
+                        "max_over_time(nvidia_smi_temperature_gpu[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(nvidia_smi_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    ("model", "max_over_time(nvidia_smi_gpu_info[{R}])", 1.0),
+                    (
+                        "mig_enabled",
+                        "max_over_time(nvidia_smi_mig_mode_current[{R}])",
+                        1.0,
+                    ),
+                ],
+            );
+            v.push(q(
+                Gpu,
+                "energy_delta_joules",
+                counter_delta("nvidia_smi_energy_joules_total"),
                 1.0,
-            ),
-            q(
+            ));
+            v.push(q(
+                Gpu,
+                "xid_count",
+                event_count("nvidia_smi_xid_errors_total", "xid"),
+                1.0,
+            ));
+            // MIG instances (NVML backend, per GPU instance; its docs/METRICS.md).
+            v.extend(gauges(
+                Mig,
+                &[
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "memory_total_bytes",
+                        "max_over_time(nvidia_smi_mig_memory_total_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_mean",
+                        "avg_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "sm_active_max",
+                        "max_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
+                        1.0,
+                    ),
+                    ("mig_info", "max_over_time(nvidia_smi_mig_info[{R}])", 1.0),
+                ],
+            ));
+            v.extend(gauges(
                 Process,
-                "sm_max",
-                "max_over_time(tessera_process_sm_utilization_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Process,
-                "samples",
-                "count_over_time(tessera_process_memory_used_bytes[{R}])",
-                1.0,
-            ),
-        ],
-        Family::Dcgm => vec![
-            q(
-                Gpu,
-                "busy_mean",
-                "avg_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])",
-                PCT,
-            ),
-            q(
-                Gpu,
-                "busy_mean",
-                "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "busy_max",
-                "max_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])",
-                PCT,
-            ),
-            q(
-                Gpu,
-                "busy_max",
-                "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "sm_active_mean",
-                "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "sm_active_max",
-                "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "sm_occupancy_mean",
-                "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_controller_mean",
-                "avg_over_time(DCGM_FI_DEV_MEM_COPY_UTIL[{R}])",
-                PCT,
-            ),
-            q(
-                Gpu,
-                "memory_used_max_bytes",
-                "max_over_time(DCGM_FI_DEV_FB_USED[{R}])",
-                MIB,
-            ),
-            q(
-                Gpu,
-                "memory_total_bytes",
-                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])",
-                MIB,
-            ),
-            q(
-                Gpu,
-                "memory_total_bytes",
-                "max_over_time(DCGM_FI_DEV_FB_TOTAL[{R}])",
-                MIB,
-            ),
-            q(
-                Gpu,
-                "power_mean_watts",
-                "avg_over_time(DCGM_FI_DEV_POWER_USAGE[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "temperature_max_celsius",
-                "max_over_time(DCGM_FI_DEV_GPU_TEMP[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "samples",
-                "count_over_time(DCGM_FI_DEV_FB_USED[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "memory_used_max_bytes",
-                "max_over_time(DCGM_FI_DEV_FB_USED[{R}])",
-                MIB,
-            ),
-            q(
-                Mig,
-                "memory_total_bytes",
-                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])",
-                MIB,
-            ),
-            q(
-                Mig,
-                "sm_active_mean",
-                "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "sm_active_max",
-                "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                1.0,
-            ),
-            q(
-                Mig,
-                "samples",
-                "count_over_time(DCGM_FI_DEV_FB_USED[{R}])",
-                1.0,
-            ),
-        ],
-        Family::NvidiaSmi => vec![
-            q(
-                Gpu,
-                "busy_mean",
-                "avg_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "busy_max",
-                "max_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_controller_mean",
-                "avg_over_time(nvidia_smi_utilization_memory_ratio[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_used_max_bytes",
-                "max_over_time(nvidia_smi_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "memory_total_bytes",
-                "max_over_time(nvidia_smi_memory_total_bytes[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "power_mean_watts",
-                "avg_over_time(nvidia_smi_power_draw_watts[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "temperature_max_celsius",
-                "max_over_time(nvidia_smi_temperature_gpu[{R}])",
-                1.0,
-            ),
-            q(
-                Gpu,
-                "samples",
-                "count_over_time(nvidia_smi_memory_used_bytes[{R}])",
-                1.0,
-            ),
-            q(Gpu, "model", "max_over_time(nvidia_smi_gpu_info[{R}])", 1.0),
-        ],
+                &[
+                    (
+                        "memory_used_max_bytes",
+                        "max_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])",
+                        1.0,
+                    ),
+                    (
+                        "samples",
+                        "count_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])",
+                        1.0,
+                    ),
+                ],
+            ));
+            v
+        }
     }
 }
 
@@ -727,22 +831,53 @@ fn identity(
         }
         Family::Dcgm => {
             let mig = get(&["GPU_I_ID"]);
-            if (table == Table::Mig) != mig.is_some() {
-                return None;
-            }
             put("gpu", get(&["gpu"]));
             put("uuid", get(&["UUID"]));
-            if table == Table::Mig {
-                put("gpu_instance", mig);
-                put("profile", get(&["GPU_I_PROFILE"]));
+            match table {
+                Table::Gpu if mig.is_some() => return None,
+                Table::Gpu => {}
+                Table::Mig => {
+                    mig.as_ref()?;
+                    put("gpu_instance", mig);
+                    put("profile", get(&["GPU_I_PROFILE"]));
+                }
+                Table::Process => {
+                    // Only series of a GPU (or MIG instance) given to a pod.
+                    let pod = get(&["pod", "pod_name"])?;
+                    put("gpu_instance", mig);
+                    put("namespace", get(&["namespace", "pod_namespace"]));
+                    put("pod", Some(pod));
+                }
             }
         }
         Family::NvidiaSmi => {
-            put("gpu", get(&["gpu", "index"]));
-            put("uuid", get(&["uuid"]));
+            put("gpu", get(&["gpu"]));
+            put("uuid", get(&["uuid"]).map(|u| canonical_uuid(&u)));
+            match table {
+                Table::Gpu => {}
+                // Per GPU instance; compute instance and profile come from `nvidia_smi_mig_info`.
+                Table::Mig => put("gpu_instance", Some(get(&["gpu_instance_id"])?)),
+                Table::Process => {
+                    put("pid", Some(get(&["pid"])?));
+                    put("process", get(&["process_name"]));
+                    put("gpu_instance", get(&["gpu_instance_id"]));
+                    put("compute_instance", get(&["compute_instance_id"]));
+                }
+            }
         }
     }
     Some(out)
+}
+
+/// nvidia_gpu_exporter writes GPU UUIDs lower-cased without NVML's `GPU-` prefix; restores it so
+/// they join with other sources (the hex digits are lower case in NVML's form too).
+fn canonical_uuid(u: &str) -> String {
+    let lower = u.to_ascii_lowercase();
+    if lower.starts_with("gpu-") || lower.starts_with("mig-") {
+        format!("{}{}", &u[..4].to_ascii_uppercase(), &u[4..])
+    } else {
+        format!("GPU-{u}")
+    }
 }
 
 /// `node`: a `node` label, else dcgm-exporter's `Hostname`, else `instance` without its port.
@@ -846,8 +981,22 @@ pub(super) fn read(
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
+    let dur = |ms: i64| format!("{ms}ms");
+    // Queries sharing a PromQL text are sent once and feed every column that uses them.
+    let mut groups: Vec<(String, Vec<Query>)> = Vec::new();
     for query in queries(family) {
-        let promql = query.promql.replace("{R}", &range);
+        let promql = query
+            .promql
+            .replace("{R}", &range)
+            .replace("{SL}", &dur(step + LOOKBACK_MS))
+            .replace("{S}", &dur(step))
+            .replace("{L}", &dur(LOOKBACK_MS));
+        match groups.iter_mut().find(|(p, _)| *p == promql) {
+            Some((_, g)) => g.push(query),
+            None => groups.push((promql, vec![query])),
+        }
+    }
+    for (promql, group) in groups {
         // Per series fingerprint: chunks it appeared in.
         let mut seen: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         for (ci, (s, e)) in windows.iter().enumerate() {
@@ -875,11 +1024,13 @@ pub(super) fn read(
             for series in m.result {
                 let fp = format!("{:?}", series.metric);
                 seen.entry(fp).or_default().insert(ci);
-                let Some(id) = identity(query.table, family, &series.metric) else {
-                    continue;
-                };
-                let key = (query.table, id);
-                collect(&query, &series, &key, &mut entities, &mut attrs);
+                for query in &group {
+                    let Some(id) = identity(query.table, family, &series.metric) else {
+                        continue;
+                    };
+                    let key = (query.table, id);
+                    collect(query, &series, &key, &mut entities, &mut attrs);
+                }
             }
         }
         let gapped = seen
@@ -929,8 +1080,11 @@ fn collect(
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
 ) {
     let m = &series.metric;
-    // Attributes carried as labels on data series.
-    if let Some(model) = m.get("modelName").filter(|v| !v.is_empty())
+    // Attributes carried as labels on data series (dcgm-exporter's `modelName`; older
+    // nvidia_gpu_exporter versions put `name` on every series).
+    if let Some(model) = ["modelName", "name"]
+        .iter()
+        .find_map(|l| m.get(*l).filter(|v| !v.is_empty()))
         && key.0 == Table::Gpu
     {
         attrs
@@ -940,11 +1094,13 @@ fn collect(
     }
     match query.column {
         "model" => {
+            let a = attrs.entry(key.clone()).or_default();
             if let Some(name) = m.get("name").filter(|v| !v.is_empty()) {
-                attrs
-                    .entry(key.clone())
-                    .or_default()
-                    .insert("model", name.clone());
+                a.insert("model", name.clone());
+            }
+            // nvidia_gpu_exporter has the GPU index only as a label of its info series.
+            if let Some(index) = m.get("index").filter(|v| !v.is_empty()) {
+                a.insert("gpu", index.clone());
             }
             return;
         }
@@ -958,6 +1114,16 @@ fn collect(
             ] {
                 if let Some(v) = m.get(c).filter(|v| !v.is_empty()) {
                     a.insert(c, v.clone());
+                }
+            }
+            // nvidia_gpu_exporter: the profile and the (first) compute instance of the GPU
+            // instance (tessera has them in the identity already, which wins).
+            for (col, label) in [
+                ("profile", "profile"),
+                ("compute_instance", "compute_instance_id"),
+            ] {
+                if let Some(v) = m.get(label).filter(|v| !v.is_empty()) {
+                    a.entry(col).or_insert_with(|| v.clone());
                 }
             }
             return;
@@ -1013,8 +1179,12 @@ fn build(
             let stamps: BTreeSet<i64> = ent.rows.keys().chain(ent.strs.keys()).copied().collect();
             for ts in stamps {
                 let vals = ent.rows.get(&ts);
-                // A row needs a value, not only a status or a count.
-                let has_value = vals.is_some_and(|v| v.keys().any(|k| *k != "samples"));
+                // A row needs a gauge's value, not only a status, a count or a counter's
+                // increase (counters have points between the gauges' samples).
+                let has_value = vals.is_some_and(|v| {
+                    v.keys()
+                        .any(|k| !matches!(*k, "samples" | "energy_delta_joules" | "xid_count"))
+                });
                 if !has_value {
                     continue;
                 }
