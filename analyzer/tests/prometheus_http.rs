@@ -895,3 +895,83 @@ fn nvidia_gpu_exporter_mig_instances_and_mode() {
     assert_eq!(col_f64(&m, "sm_active_max")[0], Some(0.25));
     assert_eq!(col_f64(&m, "samples")[0], Some(3.0));
 }
+
+/// Two pods given GPU 0 one after the other (pid-less dcgm-exporter rows): two idle entities,
+/// each named by its pod, not one span across both.
+#[test]
+fn pods_that_follow_each_other_on_a_gpu_are_separate_idle_entities() {
+    let switch = (T0 / 1000 + 2 * 3600) as f64;
+    let fake = serve(Box::new(move |req, _| {
+        if req.path.ends_with("/values") {
+            return Some((
+                200,
+                names_body(&["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]),
+            ));
+        }
+        let q = &req.params["query"];
+        let start: f64 = req.params["start"].parse().expect("start");
+        let end: f64 = req.params["end"].parse().expect("end");
+        let step: f64 = req.params["step"].parse().expect("step");
+        let value = if q.contains("FB_USED") && q.contains("FB_FREE") {
+            "81559"
+        } else if q.starts_with("count_over_time(DCGM_FI_DEV_FB_USED") {
+            "2"
+        } else if q.starts_with("max_over_time(DCGM_FI_DEV_FB_USED") {
+            "20480"
+        } else if q.contains("DCGM_FI_DEV_GPU_UTIL") {
+            "0"
+        } else {
+            return Some((
+                200,
+                serde_json::json!({"status": "success",
+                    "data": {"resultType": "matrix", "result": []}})
+                .to_string(),
+            ));
+        };
+        let mut result = Vec::new();
+        for (pod, from, to) in [("a-0", start, switch), ("b-0", switch, end + 1.0)] {
+            let mut values = Vec::new();
+            let mut t = start;
+            while t <= end + 1e-9 {
+                if t > from && t <= to {
+                    values.push(serde_json::json!([t, value]));
+                }
+                t += step;
+            }
+            if !values.is_empty() {
+                result.push(serde_json::json!({"metric": {"gpu": "0", "UUID": "GPU-a",
+                    "Hostname": "dgx-1", "pod": pod, "namespace": "serving"},
+                    "values": values}));
+            }
+        }
+        Some((
+            200,
+            serde_json::json!({"status": "success",
+                "data": {"resultType": "matrix", "result": result}})
+            .to_string(),
+        ))
+    }));
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 6 * 3_600_000)).expect("ingest");
+    let ents = tessera::advisor::idle::idle_entities(
+        &frames,
+        &tessera::advisor::idle::IdleParams::default(),
+    )
+    .expect("idle");
+    let mut pods: Vec<(String, usize, i64)> = ents
+        .iter()
+        .map(|e| {
+            (
+                e.entity.pod.clone().unwrap_or_default(),
+                e.spans.len(),
+                e.spans.iter().map(|s| s.end_ms - s.start_ms).sum::<i64>() / 60_000,
+            )
+        })
+        .collect();
+    pods.sort();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    assert_eq!((pods[0].0.as_str(), pods[0].1), ("a-0", 1), "{pods:?}");
+    assert_eq!((pods[1].0.as_str(), pods[1].1), ("b-0", 1), "{pods:?}");
+    // Pod a-0 held the GPU for 2 h, b-0 for 4 h: neither span runs across the switch.
+    assert!(pods[0].2 <= 120, "{pods:?}");
+    assert!(pods[1].2 <= 240 && pods[1].2 >= 200, "{pods:?}");
+}

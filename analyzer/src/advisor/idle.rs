@@ -3,7 +3,8 @@
 //! ≥ `min_duration` without a break. A row that is not idle, has no activity signal, or follows a
 //! gap longer than `max_gap_intervals` intervals ends a span.
 //!
-//! Entities, most specific first: processes (the `process` table); MIG instances without
+//! Entities, most specific first: processes (the `process` table; identified by node, GPU, MIG
+//! instance, pid, process name and pod); MIG instances without
 //! process rows; whole GPUs (outside MIG mode) without process rows (e.g. dcgm-exporter data).
 //! Activity, first present: the process's own SM utilisation, its MIG instance's SM activity,
 //! the GPU's SM activity, the GPU's busy ratio — the finding says which one it used.
@@ -137,7 +138,7 @@ struct Row {
 
 /// An entity's identity while its rows are collected.
 struct Ent {
-    sort_key: [String; 6],
+    sort_key: [String; 7],
     entity: Entity,
     profile: Option<String>,
     rows: Vec<Row>,
@@ -323,7 +324,8 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
                uuid: &str,
                gi: Option<i64>,
                pid: Option<i64>,
-               process: Option<&str>| {
+               process: Option<&str>,
+               pod: Option<&str>| {
         [
             kind.to_string(),
             node.to_string(),
@@ -331,6 +333,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             gi.map(|g| g.to_string()).unwrap_or_default(),
             pid.map(|p| p.to_string()).unwrap_or_default(),
             process.unwrap_or("").to_string(),
+            pod.unwrap_or("").to_string(),
         ]
     };
     let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -350,7 +353,16 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let p_sm = columns::f64s(&pdf, "sm_max")?;
     let mut gpus_with_proc: HashSet<(&str, &str)> = HashSet::default();
     let mut gis_with_proc: HashSet<(&str, &str, Option<i64>)> = HashSet::default();
-    type PKey<'a> = (&'a str, &'a str, Option<i64>, Option<i64>, Option<&'a str>);
+    // A pod is part of a process's identity: pid-less rows (dcgm-exporter's pod-labelled
+    // series) of pods that follow each other on one GPU are different workloads.
+    type PKey<'a> = (
+        &'a str,
+        &'a str,
+        Option<i64>,
+        Option<i64>,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
     let mut proc_index: HashMap<PKey, usize> = HashMap::default();
     // Entity index and GPU id by (views of node, uuid, process; instance; pid): strings are
     // read only the first time a combination of views is seen.
@@ -360,25 +372,34 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         Option<i64>,
         Option<i64>,
         Option<u128>,
+        Option<u128>,
     );
     let mut by_view: HashMap<VKey, (usize, Option<u32>)> = HashMap::default();
     let (pv_node, pv_uuid, pv_proc) = (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
+    let pv_pod = p_pod.view_keys();
     for i in 0..pdf.height() {
         let gi = p_gi.get(i);
-        let vk: VKey = (pv_node[i], pv_uuid[i], gi, p_pid.get(i), pv_proc[i]);
+        let vk: VKey = (
+            pv_node[i],
+            pv_uuid[i],
+            gi,
+            p_pid.get(i),
+            pv_proc[i],
+            pv_pod[i],
+        );
         let (e, id) = match by_view.get(&vk) {
             Some(&x) => x,
             None => {
                 let n = p_node.get(i).unwrap_or("");
                 let u = p_uuid.get(i).unwrap_or("");
-                let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i));
+                let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i), p_pod.get(i));
                 let id = ids.get(n, u);
                 let e = *proc_index.entry(k).or_insert_with(|| {
                     gpus_with_proc.insert((n, u));
                     gis_with_proc.insert((n, u, gi));
                     let inst = id.and_then(|id| instances.get(&(id, gi)));
                     out.push(Ent {
-                        sort_key: key("process", n, u, gi, k.3, k.4),
+                        sort_key: key("process", n, u, gi, k.3, k.4, k.5),
                         entity: Entity {
                             kind: "process".into(),
                             node: some(n),
@@ -441,7 +462,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             });
         }
         out.push(Ent {
-            sort_key: key("mig", n, u, *gi, None, None),
+            sort_key: key("mig", n, u, *gi, None, None, None),
             entity: Entity {
                 kind: "mig".into(),
                 node: some(n),
@@ -473,7 +494,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         let (n, u) = (g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
         let e = *gpu_ents.entry(id).or_insert_with(|| {
             out.push(Ent {
-                sort_key: key("gpu", n, u, None, None, None),
+                sort_key: key("gpu", n, u, None, None, None, None),
                 entity: Entity {
                     kind: "gpu".into(),
                     node: some(n),
