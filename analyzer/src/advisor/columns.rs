@@ -22,27 +22,36 @@ impl Strs {
         self.0.get(i)
     }
 
-    /// Per row, the string's 128-bit arrow *view* (`None` for null): equal views mean equal
-    /// strings within this column (one chunk, so one set of buffers), which lets hot loops key
-    /// rows by integers and look at the string only the first time a view is seen. Equal
-    /// strings may still have different views; callers map views to string keys.
-    pub fn view_keys(&self) -> Vec<Option<u128>> {
+    /// Per row, a key from the string's arrow *view* (`None` for null): equal keys mean equal
+    /// strings (an inline view holds the string itself; a longer string's view is tagged with
+    /// its chunk, whose buffers it points into). This lets hot loops key rows by integers and
+    /// read a string only the first time its key is seen. Equal strings may still have
+    /// different keys, so callers map keys to string keys.
+    pub fn view_keys(&self) -> Vec<Option<ViewKey>> {
         let mut out = Vec::with_capacity(self.0.len());
-        for arr in self.0.downcast_iter() {
+        for (c, arr) in self.0.downcast_iter().enumerate() {
+            let key = |v: &polars_arrow::array::View| {
+                let tag = if v.is_inline() { u32::MAX } else { c as u32 };
+                (tag, v.as_u128())
+            };
             let views = arr.views();
             match arr.validity() {
                 Some(valid) => out.extend(
                     views
                         .iter()
                         .enumerate()
-                        .map(|(i, v)| valid.get_bit(i).then(|| v.as_u128())),
+                        .map(|(i, v)| valid.get_bit(i).then(|| key(v))),
                 ),
-                None => out.extend(views.iter().map(|v| Some(v.as_u128()))),
+                None => out.extend(views.iter().map(|v| Some(key(v)))),
             }
         }
         out
     }
 }
+
+/// See [`Strs::view_keys`].
+pub type ViewKey = (u32, u128);
+
 impl F64s {
     pub fn get(&self, i: usize) -> Option<f64> {
         self.0.get(i).copied().flatten()
@@ -60,14 +69,11 @@ impl Bools {
 }
 
 fn column(df: &DataFrame, name: &str, dt: &DataType) -> Result<Series, AdvisorError> {
-    let s = df
-        .column(name)?
-        .as_materialized_series()
-        .cast(dt)?
-        .rechunk();
-    Ok(s)
+    Ok(df.column(name)?.as_materialized_series().cast(dt)?)
 }
 
+/// A string column as it is (not rechunked: [`Strs::get`] is for occasional lookups; hot loops
+/// use [`Strs::view_keys`]).
 pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
     Ok(Strs(column(df, name, &DataType::String)?.str()?.clone()))
 }
@@ -99,31 +105,41 @@ pub fn ts_ms() -> Expr {
     col("ts").cast(DataType::Int64)
 }
 
-/// Row indices of each entity (rows with equal `keys`), each sorted by `ts`, entities in key
-/// order. Grouping happens here, not in polars: hashing borrowed strings is much cheaper than a
-/// multi-column string sort of the whole frame, and rows usually arrive in time order already.
-pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
-    type Key<'a> = Vec<Option<&'a str>>;
-    let mut index: FastMap<Key, usize> = FastMap::default();
-    let mut out: Vec<(Key, Vec<usize>)> = Vec::new();
-    let mut last: Option<usize> = None;
-    for i in 0..n {
-        // Fast path: same entity as the previous row.
-        if let Some(g) = last
-            && keys.iter().zip(&out[g].0).all(|(c, k)| c.get(i) == *k)
-        {
-            out[g].1.push(i);
-            continue;
-        }
-        let k: Key = keys.iter().map(|c| c.get(i)).collect();
-        let g = *index.entry(k.clone()).or_insert_with(|| {
-            out.push((k, Vec::new()));
-            out.len() - 1
-        });
+/// Row indices of each entity (rows with equal `a` and `b`, e.g. node and uuid), each sorted by
+/// `ts`, entities in key order. Grouping happens here, not in polars: rows are keyed by their
+/// strings' views ([`Strs::view_keys`]) and a string is read only when a new view pair shows
+/// up, which is much cheaper than a multi-column string sort of the whole frame.
+pub fn groups(a: &Strs, b: &Strs, ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    type VKey = (Option<ViewKey>, Option<ViewKey>);
+    let (va, vb) = (a.view_keys(), b.view_keys());
+    let mut by_view: FastMap<VKey, usize> = FastMap::default();
+    let mut by_str: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
+    let mut out: Vec<((Option<&str>, Option<&str>), Vec<usize>)> = Vec::new();
+    let mut last: Option<(VKey, usize)> = None;
+    for i in 0..n.min(va.len()).min(vb.len()) {
+        let vk = (va[i], vb[i]);
+        let g = match last {
+            Some((k, g)) if k == vk => g,
+            _ => {
+                let g = match by_view.get(&vk) {
+                    Some(&g) => g,
+                    None => {
+                        let sk = (a.get(i), b.get(i));
+                        let g = *by_str.entry(sk).or_insert_with(|| {
+                            out.push((sk, Vec::new()));
+                            out.len() - 1
+                        });
+                        by_view.insert(vk, g);
+                        g
+                    }
+                };
+                last = Some((vk, g));
+                g
+            }
+        };
         out[g].1.push(i);
-        last = Some(g);
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|x, y| x.0.cmp(&y.0));
     out.into_iter()
         .map(|(_, mut v)| {
             if !v.windows(2).all(|w| ts.get(w[0]) <= ts.get(w[1])) {

@@ -231,7 +231,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
     // Row → interned GPU id (None when node or uuid is null).
     let mut g_id: Vec<Option<u32>> = Vec::with_capacity(gdf.height());
-    let mut by_view: HashMap<(u128, u128), u32> = HashMap::default();
+    let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
     for i in 0..gdf.height() {
         let id = match (gv_node[i], gv_uuid[i]) {
             (Some(vn), Some(vu)) => Some(match by_view.get(&(vn, vu)) {
@@ -274,7 +274,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     // Instance → (first mig uuid, first profile), and its timestamps in first-seen order.
     let mut instances: BTreeMap<(u32, Option<i64>), Instance> = BTreeMap::new();
     let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
-    let mut by_view: HashMap<(u128, u128), u32> = HashMap::default();
+    let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
     for i in 0..mdf.height() {
         let (Some(vn), Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
             continue;
@@ -367,12 +367,12 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     // Entity index and GPU id by (views of node, uuid, process; instance; pid): strings are
     // read only the first time a combination of views is seen.
     type VKey = (
-        Option<u128>,
-        Option<u128>,
+        Option<columns::ViewKey>,
+        Option<columns::ViewKey>,
         Option<i64>,
         Option<i64>,
-        Option<u128>,
-        Option<u128>,
+        Option<columns::ViewKey>,
+        Option<columns::ViewKey>,
     );
     let mut by_view: HashMap<VKey, (usize, Option<u32>)> = HashMap::default();
     let (pv_node, pv_uuid, pv_proc) = (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
