@@ -1,11 +1,12 @@
 //! tessera's analyzer library: scenario tooling (summaries and ground-truth files) on top of the
 //! exporter's simulator, ingest of history, CSV and Prometheus sources into canonical polars
-//! frames (`ingest`), and the advisor's detectors over those frames (`advisor`). The MIG planner
-//! and the weekly report arrive with later issues.
+//! frames (`ingest`), the advisor's detectors over those frames (`advisor`), and the MIG layout
+//! planner with day/night schedules (`mig_planner`). The weekly report arrives with a later issue.
 //!
 //! Architecture invariant: the analyzer never calls NVML; anything about GPUs comes through the
 //! exporter's library (`tessera_exporter`).
 
 pub mod advisor;
 pub mod ingest;
+pub mod mig_planner;
 pub mod scenario;

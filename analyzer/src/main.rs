@@ -10,6 +10,7 @@ use tessera_exporter::sim;
 
 mod analyze_cmd;
 mod ingest_cmd;
+mod mig_plan_cmd;
 mod simulate;
 
 /// GPU utilization advisor.
@@ -33,6 +34,18 @@ enum Command {
     Analyze(analyze_cmd::AnalyzeArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
+    /// Plan MIG layouts (and, later, export, assert and apply them).
+    Mig {
+        #[command(subcommand)]
+        command: MigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MigCommand {
+    /// Plan MIG layouts from history: a tessera plan, optionally a mig-parted config and a
+    /// day/night schedule.
+    Plan(mig_plan_cmd::PlanArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,6 +97,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ingest(args) => ingest_cmd::run(args)?,
         Command::Analyze(args) => analyze_cmd::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
+        Command::Mig { command } => match command {
+            MigCommand::Plan(args) => mig_plan_cmd::run(args)?,
+        },
     }
     Ok(())
 }
