@@ -223,7 +223,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
             for m in &plan.per_model {
                 println!(
                     "  {:<14} {:>4} workload(s) {:>4} GPU(s), bound {} ({} memory slices, {} compute slices)",
-                    m.model, m.workloads, m.gpus_used, m.lower_bound, m.memory_slices, m.compute_slices
+                    m.model,
+                    m.workloads,
+                    m.gpus_used,
+                    m.lower_bound,
+                    m.memory_slices,
+                    m.compute_slices
                 );
             }
             let sources: BTreeSet<&str> = d.measured.iter().map(|m| m.activity_source).collect();
@@ -240,11 +245,21 @@ pub fn run(args: PlanArgs) -> Result<()> {
                             "{}@{} [{}]",
                             i.profile,
                             i.placement.start,
-                            i.workloads.iter().map(|&w| name(w)).collect::<Vec<_>>().join(",")
+                            i.workloads
+                                .iter()
+                                .map(|&w| name(w))
+                                .collect::<Vec<_>>()
+                                .join(",")
                         )
                     })
                     .collect();
-                println!("  {}/GPU{} {}: {}", g.gpu.node, g.gpu.index, g.model, insts.join("  "));
+                println!(
+                    "  {}/GPU{} {}: {}",
+                    g.gpu.node,
+                    g.gpu.index,
+                    g.model,
+                    insts.join("  ")
+                );
             }
             if !plan.non_mig_gpus.is_empty() {
                 println!(
@@ -282,7 +297,10 @@ pub fn run(args: PlanArgs) -> Result<()> {
                         } else {
                             s.days.join(",")
                         };
-                        println!("  {} {} ({}) -> {}", s.at, p.schedule.timezone, days, s.config);
+                        println!(
+                            "  {} {} ({}) -> {}",
+                            s.at, p.schedule.timezone, days, s.config
+                        );
                     }
                     if args.schedule_units.is_none() {
                         println!("cron:\n{cron}");

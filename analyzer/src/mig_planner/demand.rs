@@ -267,9 +267,11 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
                 .insert(l);
             continue;
         }
-        let e = procs
-            .entry((n.to_string(), u.to_string(), l))
-            .or_insert((0.0, Vec::new(), BTreeSet::new()));
+        let e = procs.entry((n.to_string(), u.to_string(), l)).or_insert((
+            0.0,
+            Vec::new(),
+            BTreeSet::new(),
+        ));
         let m = pmem.get(i).unwrap_or(0.0);
         e.0 = e.0.max(m);
         if m >= p.min_memory_bytes
@@ -382,7 +384,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
                 kind: "mig",
                 peak_memory_bytes: peak as u64,
                 activity: q,
-                    activity_source: if q.is_some() { "sm_active" } else { "none" },
+                activity_source: if q.is_some() { "sm_active" } else { "none" },
                 slices_basis: slices,
                 loaded_hours: rows
                     .iter()

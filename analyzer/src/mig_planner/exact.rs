@@ -34,9 +34,7 @@ pub(crate) fn search(
     let mut order = ws.to_vec();
     order.sort_by(|&a, &b| {
         let (fa, fb) = (p.min_fractions(a), p.min_fractions(b));
-        fb.0.max(fb.1)
-            .total_cmp(&fa.0.max(fa.1))
-            .then(a.cmp(&b))
+        fb.0.max(fb.1).total_cmp(&fa.0.max(fa.1)).then(a.cmp(&b))
     });
     let mut rest = vec![(0.0, 0.0); order.len() + 1];
     for k in (0..order.len()).rev() {

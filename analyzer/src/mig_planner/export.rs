@@ -36,7 +36,11 @@ pub fn config(plan: &Plan, workloads: &[Workload]) -> Vec<GpuLayout> {
                     profile: i.profile.clone(),
                     profile_id: i.profile_id,
                     placement: i.placement,
-                    workloads: i.workloads.iter().map(|&w| workloads[w].id.clone()).collect(),
+                    workloads: i
+                        .workloads
+                        .iter()
+                        .map(|&w| workloads[w].id.clone())
+                        .collect(),
                 })
                 .collect(),
         })

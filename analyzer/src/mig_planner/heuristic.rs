@@ -158,7 +158,8 @@ pub(crate) fn first_fit_decreasing_by_memory(p: &Prepared) -> (Vec<Bin>, Vec<usi
             continue;
         }
         let m = (0..p.models.len()).find(|&m| {
-            p.need[w][m].is_some() && bins.iter().filter(|b| b.model == m).count() < p.avail[m].len()
+            p.need[w][m].is_some()
+                && bins.iter().filter(|b| b.model == m).count() < p.avail[m].len()
         });
         match m {
             Some(m) => {

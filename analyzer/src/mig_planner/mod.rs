@@ -345,9 +345,10 @@ fn counts_ok(model: &GpuModel, profs: &[&MigProfile]) -> bool {
     if compute > model.compute_slices || slots > model.memory_slots {
         return false;
     }
-    model.profiles.iter().all(|q| {
-        profs.iter().filter(|p| p.id == q.id).count() as u32 <= q.max_count
-    })
+    model
+        .profiles
+        .iter()
+        .all(|q| profs.iter().filter(|p| p.id == q.id).count() as u32 <= q.max_count)
 }
 
 /// Depth-first search over legal starts; equal profiles take increasing starts (no symmetric

@@ -21,9 +21,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use chrono_tz::Tz;
 use tessera_exporter::mig;
-use tessera_exporter::mig_plan::{
-    GpuLayout, MigSchedule, PlannedInstance, SCHEDULE_KIND, Switch,
-};
+use tessera_exporter::mig_plan::{GpuLayout, MigSchedule, PlannedInstance, SCHEDULE_KIND, Switch};
 use tessera_exporter::model::Placement;
 
 use super::demand::Measured;
@@ -52,8 +50,12 @@ pub fn in_window(profile: &Profile, tz: Tz, h: i64) -> bool {
     let local = t.with_timezone(&tz);
     let weekly = profile.period == "week";
     let nslots = if weekly { 168 } else { 24 };
-    let slot =
-        local.hour() as usize + if weekly { local.weekday().num_days_from_monday() as usize * 24 } else { 0 };
+    let slot = local.hour() as usize
+        + if weekly {
+            local.weekday().num_days_from_monday() as usize * 24
+        } else {
+            0
+        };
     profile.windows.iter().any(|w| {
         let off = (slot + nslots - w.start_slot % nslots) % nslots;
         off < w.hours as usize
@@ -201,7 +203,10 @@ pub fn schedule_file(profile: &Profile, tz: Tz, plan_file: &str) -> MigSchedule 
     let mut add = |slot: usize, config: &'static str| {
         let at = format!("{:02}:00", slot % 24);
         let day = (slot / 24) % 7;
-        match switches.iter_mut().find(|(a, c, _)| *a == at && *c == config) {
+        match switches
+            .iter_mut()
+            .find(|(a, c, _)| *a == at && *c == config)
+        {
             Some((_, _, d)) => {
                 d.insert(day);
             }
@@ -291,11 +296,7 @@ pub fn systemd_units(s: &MigSchedule, tessera: &str, schedule_path: &str) -> (St
             d.dedup();
             format!("{} ", d.join(","))
         };
-        let _ = writeln!(
-            timer,
-            "OnCalendar={days}*-*-* {}:00 {}",
-            sw.at, s.timezone
-        );
+        let _ = writeln!(timer, "OnCalendar={days}*-*-* {}:00 {}", sw.at, s.timezone);
     }
     timer.push_str("Persistent=true\n\n[Install]\nWantedBy=timers.target\n");
     (service, timer)

@@ -58,7 +58,9 @@ fn check_plan(plan: &Plan, n: usize) {
 #[test]
 fn smallest_profile_follows_memory_then_compute() {
     let h = mig::model("H100-80GB").unwrap();
-    let id = |mem_gib: f64, c| smallest_profile(h, (mem_gib * GIB as f64) as u64, c).map(|i| h.profiles[i].id);
+    let id = |mem_gib: f64, c| {
+        smallest_profile(h, (mem_gib * GIB as f64) as u64, c).map(|i| h.profiles[i].id)
+    };
     assert_eq!(id(5.0, 1), Some(19));
     // 15 GiB with one slice: the 1g with two memory slices, not a 2g.
     assert_eq!(id(15.0, 1), Some(15));
@@ -74,7 +76,12 @@ fn smallest_profile_follows_memory_then_compute() {
 #[test]
 fn packs_seven_small_workloads_on_one_gpu() {
     let ws: Vec<Workload> = (0..7).map(|i| wl(&format!("w{i}"), 4.0, 1)).collect();
-    let plan = plan(&ws, &fleet("n1", "H100-80GB", 3), &PlannerOptions::default()).unwrap();
+    let plan = plan(
+        &ws,
+        &fleet("n1", "H100-80GB", 3),
+        &PlannerOptions::default(),
+    )
+    .unwrap();
     check_plan(&plan, 7);
     assert_eq!(plan.gpus_used, 1);
     assert_eq!(plan.lower_bound, 1);
@@ -82,7 +89,12 @@ fn packs_seven_small_workloads_on_one_gpu() {
     assert_eq!(plan.free_gpus.len(), 2);
     // An eighth 1g does not fit: a 1g cannot start at slot 7.
     let ws: Vec<Workload> = (0..8).map(|i| wl(&format!("w{i}"), 4.0, 1)).collect();
-    let plan = super::plan(&ws, &fleet("n1", "H100-80GB", 3), &PlannerOptions::default()).unwrap();
+    let plan = super::plan(
+        &ws,
+        &fleet("n1", "H100-80GB", 3),
+        &PlannerOptions::default(),
+    )
+    .unwrap();
     check_plan(&plan, 8);
     assert_eq!(plan.gpus_used, 2);
 }
@@ -93,7 +105,12 @@ fn lower_bound_counts_memory_and_compute_slices() {
     let mut ws: Vec<Workload> = (0..3).map(|i| wl(&format!("big{i}"), 30.0, 3)).collect();
     ws.push(wl("s0", 4.0, 1));
     ws.push(wl("s1", 4.0, 1));
-    let p3 = plan(&ws, &fleet("n1", "H100-80GB", 4), &PlannerOptions::default()).unwrap();
+    let p3 = plan(
+        &ws,
+        &fleet("n1", "H100-80GB", 4),
+        &PlannerOptions::default(),
+    )
+    .unwrap();
     check_plan(&p3, 5);
     assert_eq!((p3.lower_bound, p3.gpus_used), (2, 2));
     assert_eq!(p3.gap(), 0.0);
@@ -101,7 +118,12 @@ fn lower_bound_counts_memory_and_compute_slices() {
     let mut ws: Vec<Workload> = (0..3).map(|i| wl(&format!("big{i}"), 30.0, 4)).collect();
     ws.push(wl("s0", 4.0, 1));
     ws.push(wl("s1", 4.0, 1));
-    let plan = plan(&ws, &fleet("n1", "H100-80GB", 4), &PlannerOptions::default()).unwrap();
+    let plan = plan(
+        &ws,
+        &fleet("n1", "H100-80GB", 4),
+        &PlannerOptions::default(),
+    )
+    .unwrap();
     check_plan(&plan, 5);
     assert_eq!(plan.lower_bound, 2);
     // A GPU holds one 4g only, so a third GPU is needed: the bound is not tight.
@@ -149,7 +171,13 @@ fn exact_and_heuristic_agree_on_small_cases_or_exact_is_better() {
     for _ in 0..20 {
         let n = 4 + (next() % 8) as usize;
         let ws: Vec<Workload> = (0..n)
-            .map(|i| wl(&format!("w{i}"), 1.0 + (next() % 40) as f64, 1 + (next() % 4) as u32))
+            .map(|i| {
+                wl(
+                    &format!("w{i}"),
+                    1.0 + (next() % 40) as f64,
+                    1 + (next() % 4) as u32,
+                )
+            })
             .collect();
         let f = fleet("n1", "A100-80GB", 12);
         let e = plan(&ws, &f, &PlannerOptions::default()).unwrap();
@@ -177,18 +205,25 @@ fn unplaceable_workloads_are_reported_not_dropped() {
         wl("ok", 5.0, 1),
         wl("also-ok", 70.0, 7),
     ];
-    let plan = plan(&ws, &fleet("n1", "H100-80GB", 1), &PlannerOptions::default()).unwrap();
+    let plan = plan(
+        &ws,
+        &fleet("n1", "H100-80GB", 1),
+        &PlannerOptions::default(),
+    )
+    .unwrap();
     check_plan(&plan, 3);
     let ids: Vec<&str> = plan.unplaceable.iter().map(|u| u.id.as_str()).collect();
     assert!(ids.contains(&"huge"));
     let huge = plan.unplaceable.iter().find(|u| u.id == "huge").unwrap();
-    assert!(huge.reason.contains("no profile holds that"), "{}", huge.reason);
+    assert!(
+        huge.reason.contains("no profile holds that"),
+        "{}",
+        huge.reason
+    );
     // One GPU: the 7g and the 1g cannot share it, so one of them is out of room.
     assert_eq!(plan.unplaceable.len(), 2);
     assert!(
-        plan.unplaceable
-            .iter()
-            .any(|u| u.reason.contains("full")),
+        plan.unplaceable.iter().any(|u| u.reason.contains("full")),
         "{:?}",
         plan.unplaceable
     );
@@ -210,14 +245,22 @@ fn non_mig_gpus_are_kept_out() {
     let only_l4 = vec![f[1].clone()];
     let plan2 = super::plan(&[wl("w", 5.0, 1)], &only_l4, &PlannerOptions::default()).unwrap();
     assert_eq!(plan2.unplaceable.len(), 1);
-    assert!(plan2.unplaceable[0].reason.contains("no GPU of a MIG-capable model"));
+    assert!(
+        plan2.unplaceable[0]
+            .reason
+            .contains("no GPU of a MIG-capable model")
+    );
 }
 
 #[test]
 fn bad_inputs_are_errors() {
     let f = fleet("n1", "H100-80GB", 1);
     assert!(matches!(
-        plan(&[wl("a", 1.0, 1), wl("a", 1.0, 1)], &f, &PlannerOptions::default()),
+        plan(
+            &[wl("a", 1.0, 1), wl("a", 1.0, 1)],
+            &f,
+            &PlannerOptions::default()
+        ),
         Err(PlanError::DuplicateWorkload(_))
     ));
     assert!(matches!(
@@ -236,14 +279,10 @@ fn bad_inputs_are_errors() {
 fn mixed_models_use_the_model_where_a_workload_is_smallest() {
     // 20 GiB, 1 slice: 1g.20gb (2 of 8 slots) on H100-80GB, but 4g.24gb (whole GPU) on A30.
     let mut f = fleet("n1", "A30-24GB", 2);
-    f.extend(
-        fleet("n2", "H100-80GB", 1)
-            .into_iter()
-            .map(|mut g| {
-                g.index += 10;
-                g
-            }),
-    );
+    f.extend(fleet("n2", "H100-80GB", 1).into_iter().map(|mut g| {
+        g.index += 10;
+        g
+    }));
     let ws: Vec<Workload> = (0..3).map(|i| wl(&format!("w{i}"), 17.0, 1)).collect();
     let plan = plan(&ws, &f, &PlannerOptions::default()).unwrap();
     check_plan(&plan, 3);
@@ -307,10 +346,8 @@ fn assert_same_layouts(plan: &MigPlanFile, cfg: &MigConfigFile) {
                 panic!("tessera writes explicit devices")
             };
             for &i in idx {
-                let prev = from_parted.insert(
-                    (label.clone(), i),
-                    (e.mig_enabled, e.mig_devices.clone()),
-                );
+                let prev =
+                    from_parted.insert((label.clone(), i), (e.mig_enabled, e.mig_devices.clone()));
                 assert!(prev.is_none(), "GPU {i} twice in {label}");
             }
         }
