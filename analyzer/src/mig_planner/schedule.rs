@@ -10,7 +10,8 @@
 //! detector expects at least one GPU free in every hour of the window (`expected_free_gpus`, its
 //! history-based count of GPUs reliably free); the number of night training GPUs is the smaller
 //! of the two. GPUs the day plan already leaves free are counted by the detector but not switched
-//! (they need no MIG change to be used whole). Otherwise no switch is proposed and the reason is
+//! (they need no MIG change to be used whole), and a freed GPU whose day layout already is one
+//! whole-GPU instance is not switched either; with no GPU left to switch, none is proposed. Otherwise no switch is proposed and the reason is
 //! returned.
 //!
 //! Pure: builds values and text from a plan, workloads, measurements and windows.
@@ -81,10 +82,10 @@ pub fn propose(
     }
     let nslots = if profile.period == "week" { 168 } else { 24 };
     if profile.windows.iter().any(|w| w.hours as usize >= nslots) {
-        return Err(
-            "GPUs are free around the clock: the day plan holds at all times, no switch needed"
-                .into(),
-        );
+        return Err(format!(
+            "at least {} GPU(s) are free around the clock, so the off-peak window has no start or end (raise --offpeak.min-gpus to find night windows)",
+            profile.k
+        ));
     }
     let window_hours: Vec<i64> = observed_hours
         .iter()
@@ -103,7 +104,22 @@ pub fn propose(
             loaded as f64 > (1.0 - min_share) * window_hours.len() as f64
         })
         .collect();
-    let night_ws: Vec<Workload> = active.iter().map(|&w| workloads[w].clone()).collect();
+    // Night-active workloads prefer the GPU the day plan gives them (no move at the switch).
+    let night_ws: Vec<Workload> = active
+        .iter()
+        .map(|&w| {
+            let mut wl = workloads[w].clone();
+            if let Some(g) = day.iter().find(|g| {
+                g.instances
+                    .iter()
+                    .any(|i| i.workloads.iter().any(|x| *x == wl.id))
+            }) {
+                wl.current_gpu = g.uuid.clone();
+                wl.node = g.node.clone();
+            }
+            wl
+        })
+        .collect();
     // Re-plan the night-active workloads on the GPUs the day plan uses.
     let day_gpus: Vec<&GpuLayout> = day.iter().filter(|g| g.mig_enabled).collect();
     let day_fleet: Vec<FleetGpu> = fleet
@@ -147,6 +163,28 @@ pub fn propose(
     // Night config: night plan's GPUs, n freed GPUs as 1×7g, the rest MIG off.
     let nw: Vec<Workload> = night_ws;
     let mut night = super::export::config(&night_plan, &nw);
+    // A GPU keeping only workloads it holds by day keeps their day placements (the switch then
+    // only destroys the instances of workloads idle at night).
+    for g in night.iter_mut().filter(|g| g.mig_enabled) {
+        let Some(d) = day.iter().find(|d| d.node == g.node && d.gpu == g.gpu) else {
+            continue;
+        };
+        let ids: Vec<&String> = g.instances.iter().flat_map(|i| &i.workloads).collect();
+        let kept: Vec<PlannedInstance> = d
+            .instances
+            .iter()
+            .filter(|i| i.workloads.iter().any(|w| ids.contains(&w)))
+            .cloned()
+            .map(|mut i| {
+                i.workloads.retain(|w| ids.contains(&w));
+                i
+            })
+            .collect();
+        let kept_ids = kept.iter().map(|i| i.workloads.len()).sum::<usize>();
+        if kept_ids == ids.len() {
+            g.instances = kept;
+        }
+    }
     let used: BTreeSet<(Option<String>, u32)> = night
         .iter()
         .filter(|g| g.mig_enabled)
@@ -187,6 +225,24 @@ pub fn propose(
         }
     }
     night.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
+    // A switch must change something: GPUs whose day layout already is one whole-GPU instance
+    // give training the same capacity without a MIG change.
+    let same = |g: &GpuLayout| {
+        day.iter().any(|d| {
+            d.node == g.node && d.gpu == g.gpu && d.mig_enabled == g.mig_enabled && d.layout() == g.layout()
+        })
+    };
+    training.retain(|(n, i)| {
+        night
+            .iter()
+            .find(|g| g.node.as_deref() == Some(n.as_str()) && g.gpu == *i)
+            .is_some_and(|g| !same(g))
+    });
+    if training.is_empty() {
+        return Err(format!(
+            "{freed} GPU(s) are free at night, but their day layouts already are whole-GPU instances: run training there in the window, no MIG switch needed"
+        ));
+    }
     Ok(NightProposal {
         night,
         training_gpus: training,
