@@ -229,7 +229,10 @@ pub fn propose(
     // give training the same capacity without a MIG change.
     let same = |g: &GpuLayout| {
         day.iter().any(|d| {
-            d.node == g.node && d.gpu == g.gpu && d.mig_enabled == g.mig_enabled && d.layout() == g.layout()
+            d.node == g.node
+                && d.gpu == g.gpu
+                && d.mig_enabled == g.mig_enabled
+                && d.layout() == g.layout()
         })
     };
     training.retain(|(n, i)| {
