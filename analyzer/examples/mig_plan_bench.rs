@@ -54,7 +54,13 @@ fn generate(n: usize, seed: u64) -> (Vec<Workload>, Vec<FleetGpu>) {
             }
         })
         .collect();
-    let models = ["H100-80GB", "A100-80GB", "H200-141GB", "A100-40GB", "A30-24GB"];
+    let models = [
+        "H100-80GB",
+        "A100-80GB",
+        "H200-141GB",
+        "A100-40GB",
+        "A30-24GB",
+    ];
     let fleet = (0..n)
         .map(|i| FleetGpu {
             node: format!("node-{}", i / 8),

@@ -755,7 +755,8 @@ mod tests {
         }
         let a30 = model("A30-24GB").unwrap();
         assert_eq!((a30.memory_slots, a30.compute_slices), (4, 4));
-        let a30_rows: [(&str, u32, u32, u32, &[u32], bool); 5] = [
+        type A30Row<'a> = (&'a str, u32, u32, u32, &'a [u32], bool);
+        let a30_rows: [A30Row; 5] = [
             ("1g.6gb", 1, 1, 4, &[0, 1, 2, 3], false),
             ("1g.6gb+me", 1, 1, 1, &[0, 1, 2, 3], true),
             ("2g.12gb", 2, 2, 2, &[0, 2], false),

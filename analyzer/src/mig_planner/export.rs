@@ -45,7 +45,7 @@ pub fn config(plan: &Plan, workloads: &[Workload]) -> Vec<GpuLayout> {
                 .collect(),
         })
         .collect();
-    out.extend(plan.free_gpus.iter().filter_map(|g| free_layout(g)));
+    out.extend(plan.free_gpus.iter().filter_map(free_layout));
     out.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
     out
 }

@@ -109,11 +109,10 @@ pub fn propose(
         .iter()
         .map(|&w| {
             let mut wl = workloads[w].clone();
-            if let Some(g) = day.iter().find(|g| {
-                g.instances
-                    .iter()
-                    .any(|i| i.workloads.iter().any(|x| *x == wl.id))
-            }) {
+            if let Some(g) = day
+                .iter()
+                .find(|g| g.instances.iter().any(|i| i.workloads.contains(&wl.id)))
+            {
                 wl.current_gpu = g.uuid.clone();
                 wl.node = g.node.clone();
             }
