@@ -426,3 +426,124 @@ proptest! {
         }
     }
 }
+
+fn weekly_profile() -> crate::advisor::offpeak::Profile {
+    use crate::advisor::offpeak::{Profile, Window};
+    Profile {
+        period: "week",
+        k: 1,
+        gpus_observed: 2,
+        slots: Vec::new(),
+        windows: vec![
+            Window {
+                start_slot: 20,
+                hours: 10,
+                expected_free_gpus: 1,
+                confidence: 1.0,
+            },
+            Window {
+                start_slot: 44,
+                hours: 10,
+                expected_free_gpus: 2,
+                confidence: 1.0,
+            },
+        ],
+    }
+}
+
+#[test]
+fn schedule_switches_at_window_edges_on_their_days() {
+    let tz: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
+    let prof = weekly_profile();
+    let s = schedule::schedule_file(&prof, tz, "plan.yaml");
+    let back = tessera_exporter::mig_plan::MigSchedule::parse(&s.to_yaml(), "schedule").unwrap();
+    assert_eq!(back, s);
+    let night = s.switches.iter().find(|x| x.config == "night").unwrap();
+    assert_eq!(
+        (night.at.as_str(), night.days.clone()),
+        ("20:00", vec!["mon".to_string(), "tue".into()])
+    );
+    let day = s.switches.iter().find(|x| x.config == "day").unwrap();
+    assert_eq!(
+        (day.at.as_str(), day.days.clone()),
+        ("06:00", vec!["tue".to_string(), "wed".into()])
+    );
+    let cron = schedule::cron_lines(&s, "/usr/bin/tessera", "/etc/tessera/schedule.yaml");
+    assert!(cron.starts_with("CRON_TZ=Europe/Berlin\n"), "{cron}");
+    assert!(
+        cron.contains(
+            "0 20 * * 1,2 root /usr/bin/tessera mig apply --schedule /etc/tessera/schedule.yaml"
+        ),
+        "{cron}"
+    );
+    assert!(cron.contains("0 6 * * 2,3 "), "{cron}");
+    let (service, timer) = schedule::systemd_units(&s, "/usr/bin/tessera", "/s.yaml");
+    assert!(service.contains("ExecStart=/usr/bin/tessera mig apply --schedule /s.yaml"));
+    assert!(
+        timer.contains("OnCalendar=Mon,Tue *-*-* 20:00:00 Europe/Berlin"),
+        "{timer}"
+    );
+    assert!(timer.contains("OnBootSec="), "{timer}");
+    // Monday 21:00 Berlin (20:00 UTC in November) is in the window; Monday 12:00 is not.
+    let h = |y, m, d, hh| {
+        chrono::NaiveDate::from_ymd_opt(y, m, d)
+            .unwrap()
+            .and_hms_opt(hh, 0, 0)
+            .unwrap()
+            .and_utc()
+            .timestamp()
+            / 3600
+    };
+    assert!(schedule::in_window(&prof, tz, h(2026, 11, 2, 20)));
+    assert!(!schedule::in_window(&prof, tz, h(2026, 11, 2, 11)));
+    // Tuesday 05:00 Berlin (04:00 UTC) is the end of Monday's window.
+    assert!(schedule::in_window(&prof, tz, h(2026, 11, 3, 4)));
+    assert!(!schedule::in_window(&prof, tz, h(2026, 11, 3, 5)));
+}
+
+#[test]
+fn no_switch_without_windows_or_without_freed_capacity() {
+    let tz = chrono_tz::UTC;
+    let mut prof = weekly_profile();
+    let ws = vec![wl("api", 30.0, 3)];
+    let f = fleet("n1", "H100-80GB", 1);
+    let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
+    let day = export::config(&p, &ws);
+    // The API is loaded every hour: nothing to free.
+    let hours: std::collections::BTreeSet<i64> = (0..24 * 14).map(|h| 493_000 + h).collect();
+    let measured = vec![demand::Measured {
+        kind: "mig",
+        peak_memory_bytes: 25 * GIB,
+        activity: Some(0.3),
+        activity_source: "sm_active",
+        slices_basis: 3,
+        loaded_hours: hours.clone(),
+    }];
+    let why = schedule::propose(
+        &day,
+        &ws,
+        &measured,
+        &f,
+        &hours,
+        &prof,
+        tz,
+        0.9,
+        "plan.yaml",
+    )
+    .unwrap_err();
+    assert!(why.contains("nothing to free"), "{why}");
+    prof.windows.clear();
+    let why = schedule::propose(
+        &day,
+        &ws,
+        &measured,
+        &f,
+        &hours,
+        &prof,
+        tz,
+        0.9,
+        "plan.yaml",
+    )
+    .unwrap_err();
+    assert!(why.contains("no window"), "{why}");
+}
