@@ -1,6 +1,6 @@
 //! Quality and speed benchmark of the MIG planner (docs/performance.md, MIG planner): GPUs used vs
 //! the lower bound, vs first-fit decreasing by memory, and vs one workload per GPU, with planning
-//! time, on generated workload sets of 10, 100 and 1,000 workloads over mixed GPU models (several
+//! time ("one per GPU" = the placed workloads, each on its own GPU), on generated workload sets of 10, 100 and 1,000 workloads over mixed GPU models (several
 //! seeds each) and on the simulator's fleets (1 day of history each, demand extracted from the
 //! frames as `tessera mig plan` does).
 //!
@@ -79,6 +79,7 @@ struct Row {
     bound: u32,
     ffd: u32,
     one: usize,
+    unplaceable: usize,
     ms: f64,
     method: String,
 }
@@ -100,6 +101,7 @@ fn run(name: String, ws: &[Workload], fleet: &[FleetGpu]) -> anyhow::Result<Row>
         bound: plan.lower_bound,
         ffd,
         one: placed,
+        unplaceable: plan.unplaceable.len(),
         ms,
         method: format!("{:?}", plan.method),
     })
@@ -114,9 +116,9 @@ fn main() -> anyhow::Result<()> {
         .map_or(Ok(5), |s| s.parse())?;
     let no_sim = args.iter().any(|a| a == "--no-sim");
     println!(
-        "| set | workloads | GPUs used | lower bound | gap | FFD by memory | one per GPU | method | plan time |"
+        "| set | workloads | GPUs used | lower bound | gap | FFD by memory | one per GPU | unplaceable | method | plan time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut gaps: Vec<(usize, f64)> = Vec::new();
     let print = |r: &Row| {
         let gap = if r.bound == 0 {
@@ -125,7 +127,7 @@ fn main() -> anyhow::Result<()> {
             f64::from(r.used - r.bound.min(r.used)) / f64::from(r.bound)
         };
         println!(
-            "| {} | {} | {} | {} | {:.1}% | {} | {} | {} | {:.1} ms |",
+            "| {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} | {:.1} ms |",
             r.name,
             r.workloads,
             r.used,
@@ -133,6 +135,7 @@ fn main() -> anyhow::Result<()> {
             gap * 100.0,
             r.ffd,
             r.one,
+            r.unplaceable,
             r.method,
             r.ms
         );
@@ -153,7 +156,7 @@ fn main() -> anyhow::Result<()> {
             sum.5 = sum.5.max(r.ms);
         }
         println!(
-            "| **generated n={n}, {seeds} seeds** | {n} | {} | {} | **{:.1}% mean** | {} | {} | | max {:.1} ms |",
+            "| **generated n={n}, {seeds} seeds** | {n} | {} | {} | **{:.1}% mean** | {} | {} | | | max {:.1} ms |",
             sum.0,
             sum.1,
             sum.4 / seeds as f64 * 100.0,

@@ -7,11 +7,14 @@
 //!   has no per-instance utilisation on A100/A30) the instance keeps its current compute slices.
 //!   Named after the pods/processes seen on it, else `node/GPUi/GIj`;
 //! - **a process or pod** on a GPU outside MIG mode: memory = its peak; compute = the quantile of
-//!   its per-process SM utilisation × the GPU's compute slices, else (no per-process data) the
-//!   quantile of the GPU's SM activity, else of its busy ratio;
+//!   the GPU's SM activity (else busy ratio) × the GPU's compute slices when it is the GPU's only
+//!   process; on a shared GPU the quantile of its own per-process SM utilisation (a time share,
+//!   like busy), else the GPU's;
 //! - **the GPU itself** when it holds memory but no process was seen on it: memory = its peak,
 //!   compute from its SM activity, else busy ratio.
 //!
+//! Activity is the per-row *mean* (`sm_active_mean`, `sm_mean`, `busy_mean`: the mean over each
+//! history interval), and its `quantile` over the rows is taken; memory is the per-row maximum.
 //! Memory need = peak × (1 + headroom), rounded up to bytes; compute need = ceil(activity ×
 //! slices), at least 1, at most the GPU's slices. Every workload records which activity signal
 //! it used. Memory below `min_memory_bytes` (per process and MIG instance) or
@@ -140,8 +143,8 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             col("model"),
             col("mig_enabled"),
             col("memory_used_max_bytes").cast(DataType::Float64),
-            col("sm_active_max").cast(DataType::Float64),
-            col("busy_max").cast(DataType::Float64),
+            col("sm_active_mean").cast(DataType::Float64),
+            col("busy_mean").cast(DataType::Float64),
         ])
         .collect()?;
     let ts = columns::i64s(&df, "ts")?;
@@ -151,8 +154,8 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
     let model = columns::strs(&df, "model")?;
     let mig_on = columns::bools(&df, "mig_enabled")?;
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
-    let sm = columns::f64s(&df, "sm_active_max")?;
-    let busy = columns::f64s(&df, "busy_max")?;
+    let sm = columns::f64s(&df, "sm_active_mean")?;
+    let busy = columns::f64s(&df, "busy_mean")?;
     let mut gpus: Vec<GpuRow> = Vec::new();
     let mut no_node = 0;
     for rows in columns::groups(&[&node, &uuid], &ts, df.height()) {
@@ -225,7 +228,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             col("pod"),
             col("slurm_job_id"),
             col("memory_used_max_bytes").cast(DataType::Float64),
-            col("sm_max").cast(DataType::Float64),
+            col("sm_mean").cast(DataType::Float64),
         ])
         .collect()?;
     let pts = columns::i64s(&pdf, "ts")?;
@@ -238,7 +241,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
     let ppod = columns::strs(&pdf, "pod")?;
     let pjob = columns::strs(&pdf, "slurm_job_id")?;
     let pmem = columns::f64s(&pdf, "memory_used_max_bytes")?;
-    let psm = columns::f64s(&pdf, "sm_max")?;
+    let psm = columns::f64s(&pdf, "sm_mean")?;
     let label = |i: usize| -> String {
         match (pns.get(i), ppod.get(i), pjob.get(i)) {
             (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
@@ -316,7 +319,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             col("gpu_instance").cast(DataType::Int64),
             col("profile_id").cast(DataType::Int64),
             col("memory_used_max_bytes").cast(DataType::Float64),
-            col("sm_active_max").cast(DataType::Float64),
+            col("sm_active_mean").cast(DataType::Float64),
         ])
         .collect()?;
     let mts = columns::i64s(&mdf, "ts")?;
@@ -327,7 +330,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
     let mgi = columns::i64s(&mdf, "gpu_instance")?;
     let mprof = columns::i64s(&mdf, "profile_id")?;
     let mmem = columns::f64s(&mdf, "memory_used_max_bytes")?;
-    let msm = columns::f64s(&mdf, "sm_active_max")?;
+    let msm = columns::f64s(&mdf, "sm_active_mean")?;
     let model_of: HashMap<(&str, &str), &str> = gpus
         .iter()
         .map(|g| ((g.node.as_str(), g.uuid.as_str()), g.model.as_str()))
@@ -440,9 +443,16 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             );
             continue;
         }
+        let alone = procs.len() == 1;
         for (l, m, mut s, hours) in procs {
+            // NVML's per-process utilisation is a time share (like busy), so a process alone on
+            // its GPU takes the GPU's SM activity; only a shared GPU is split by process.
             let own = quantile(&mut s, p.quantile).map(|a| (a, "process_sm"));
-            let act = own.or(gpu_act);
+            let act = if alone {
+                gpu_act.or(own)
+            } else {
+                own.or(gpu_act)
+            };
             push(
                 &mut d,
                 l,
