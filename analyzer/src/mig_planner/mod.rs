@@ -578,10 +578,26 @@ pub fn plan(
             reason: "every GPU of the fleet that could hold it is full".into(),
         });
     }
-    unplaceable.sort_by_key(|u| u.workload);
     let placed: Vec<usize> = bins.iter().flat_map(|b| b.workloads.clone()).collect();
-    let lower_bound = lower_bound(&p, &placed);
     let gpus = materialize(&p, fleet, &bins);
+    // Never drop a workload silently, even if a bin found no GPU or placement (not expected: the
+    // searches only build bins that fit and never open more GPUs of a model than it has).
+    let in_gpus: std::collections::BTreeSet<usize> = gpus
+        .iter()
+        .flat_map(|g| g.instances.iter().flat_map(|i| i.workloads.iter().copied()))
+        .collect();
+    for &w in &placed {
+        if !in_gpus.contains(&w) {
+            unplaceable.push(Unplaceable {
+                workload: w,
+                id: workloads[w].id.clone(),
+                reason: "internal: its planned GPU found no legal placement".into(),
+            });
+        }
+    }
+    unplaceable.sort_by_key(|u| u.workload);
+    let placed: Vec<usize> = placed.into_iter().filter(|w| in_gpus.contains(w)).collect();
+    let lower_bound = lower_bound(&p, &placed);
     let used_fleet: std::collections::BTreeSet<(String, u32)> = gpus
         .iter()
         .map(|g| (g.gpu.node.clone(), g.gpu.index))
