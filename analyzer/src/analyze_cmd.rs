@@ -145,6 +145,12 @@ pub fn since(frames: &Frames, from: i64) -> Frames {
     }
 }
 
+/// [`load_parts`], as one set of frames (the union of the partitions).
+pub fn load(src: &SourceArgs) -> Result<(Frames, Option<Range>)> {
+    let (parts, range) = load_parts(src)?;
+    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, range))
+}
+
 /// A time range, unix ms (first, last).
 pub type Range = (i64, i64);
 

@@ -20,6 +20,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 mod analyze_cmd;
 mod ingest_cmd;
 mod mig_cmd;
+mod mig_plan_cmd;
 mod report_cmd;
 mod simulate;
 
@@ -47,7 +48,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
-    /// MIG layouts: export the node's, assert it matches a plan, apply a plan safely.
+    /// MIG layouts: plan them from history, export the node's, assert it matches a plan, apply
+    /// a plan safely.
     Mig {
         #[command(subcommand)]
         command: MigCommand,
@@ -56,6 +58,9 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum MigCommand {
+    /// Plan MIG layouts from history: a tessera plan, optionally a mig-parted config and a
+    /// day/night schedule.
+    Plan(mig_plan_cmd::PlanArgs),
     /// Write the node's current MIG layout as a tessera plan (and as a mig-parted config).
     Export(mig_cmd::ExportArgs),
     /// Check the node against a plan: exit 0 when it matches, 1 with the differences.
@@ -121,6 +126,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate(args) => simulate::run(args)?,
         Command::Mig { command } => {
             let code = match command {
+                MigCommand::Plan(args) => {
+                    mig_plan_cmd::run(args)?;
+                    0
+                }
                 MigCommand::Export(args) => mig_cmd::export(args)?,
                 MigCommand::Assert(args) => mig_cmd::assert(args)?,
                 MigCommand::Apply(args) => mig_cmd::apply(args)?,

@@ -578,4 +578,207 @@ mod tests {
             "the MIG user guide's geometry gives 722 placed layouts"
         );
     }
+
+    /// The reference's 77 distinct profile mixes (non-empty, id 15 included, +me excluded), and
+    /// the same count on every 8-slot model (H200 and B200 placements are assumed equal to H100's).
+    #[test]
+    fn enumerates_the_published_number_of_profile_mixes() {
+        for m in models().iter().filter(|m| m.memory_slots == 8) {
+            let all: Vec<LayoutInstance> = m
+                .profiles
+                .iter()
+                .filter(|p| !p.media_extensions)
+                .flat_map(|p| {
+                    p.placements().map(move |pl| LayoutInstance {
+                        profile_id: p.id,
+                        placement: pl,
+                    })
+                })
+                .collect();
+            fn walk(
+                m: &GpuModel,
+                all: &[LayoutInstance],
+                from: usize,
+                cur: &mut Vec<LayoutInstance>,
+                mixes: &mut std::collections::BTreeSet<Vec<u32>>,
+            ) {
+                for i in from..all.len() {
+                    cur.push(all[i]);
+                    if check_layout(m, cur).is_ok() {
+                        let mut ids: Vec<u32> = cur.iter().map(|x| x.profile_id).collect();
+                        ids.sort_unstable();
+                        mixes.insert(ids);
+                        walk(m, all, i + 1, cur, mixes);
+                    }
+                    cur.pop();
+                }
+            }
+            let mut mixes = std::collections::BTreeSet::new();
+            walk(m, &all, 0, &mut Vec::new(), &mut mixes);
+            assert_eq!(mixes.len(), 77, "{}", m.key);
+        }
+    }
+
+    /// Profile ids, slices, counts, starts and names per SKU, as in the reference tables.
+    #[test]
+    fn tables_match_the_reference() {
+        // (id, compute, memory slices, max count, starts)
+        let eight: [(u32, u32, u32, u32, &[u32]); 7] = [
+            (19, 1, 1, 7, &[0, 1, 2, 3, 4, 5, 6]),
+            (20, 1, 1, 1, &[0, 1, 2, 3, 4, 5, 6]),
+            (15, 1, 2, 4, &[0, 2, 4, 6]),
+            (14, 2, 2, 3, &[0, 2, 4]),
+            (9, 3, 4, 2, &[0, 4]),
+            (5, 4, 4, 1, &[0]),
+            (0, 7, 8, 1, &[0]),
+        ];
+        let names: [(&str, [&str; 7]); 7] = [
+            (
+                "A100-40GB",
+                [
+                    "1g.5gb",
+                    "1g.5gb+me",
+                    "1g.10gb",
+                    "2g.10gb",
+                    "3g.20gb",
+                    "4g.20gb",
+                    "7g.40gb",
+                ],
+            ),
+            (
+                "A100-80GB",
+                [
+                    "1g.10gb",
+                    "1g.10gb+me",
+                    "1g.20gb",
+                    "2g.20gb",
+                    "3g.40gb",
+                    "4g.40gb",
+                    "7g.80gb",
+                ],
+            ),
+            (
+                "H100-80GB",
+                [
+                    "1g.10gb",
+                    "1g.10gb+me",
+                    "1g.20gb",
+                    "2g.20gb",
+                    "3g.40gb",
+                    "4g.40gb",
+                    "7g.80gb",
+                ],
+            ),
+            (
+                "H100-94GB-NVL",
+                [
+                    "1g.12gb",
+                    "1g.12gb+me",
+                    "1g.24gb",
+                    "2g.24gb",
+                    "3g.47gb",
+                    "4g.47gb",
+                    "7g.94gb",
+                ],
+            ),
+            (
+                "GH200-96GB",
+                [
+                    "1g.12gb",
+                    "1g.12gb+me",
+                    "1g.24gb",
+                    "2g.24gb",
+                    "3g.48gb",
+                    "4g.48gb",
+                    "7g.96gb",
+                ],
+            ),
+            (
+                "H200-141GB",
+                [
+                    "1g.18gb",
+                    "1g.18gb+me",
+                    "1g.35gb",
+                    "2g.35gb",
+                    "3g.71gb",
+                    "4g.71gb",
+                    "7g.141gb",
+                ],
+            ),
+            (
+                "B200-180GB",
+                [
+                    "1g.23gb",
+                    "1g.23gb+me",
+                    "1g.45gb",
+                    "2g.45gb",
+                    "3g.90gb",
+                    "4g.90gb",
+                    "7g.180gb",
+                ],
+            ),
+        ];
+        for (key, ns) in names {
+            let m = model(key).unwrap();
+            assert_eq!((m.memory_slots, m.compute_slices), (8, 7), "{key}");
+            assert_eq!(m.profiles.len(), 7, "{key}");
+            for ((id, c, mem, max, starts), name) in eight.iter().zip(ns) {
+                let p = m.profile(*id).unwrap();
+                assert_eq!(p.name, name, "{key} id {id}");
+                assert_eq!(
+                    (
+                        p.compute_slices,
+                        p.memory_slices,
+                        p.max_count,
+                        p.placement_starts.as_slice()
+                    ),
+                    (*c, *mem, *max, *starts),
+                    "{key} {name}"
+                );
+                assert_eq!(p.media_extensions, *id == 20, "{key} {name}");
+                // Memory grows with memory slices and never exceeds the GPU's.
+                assert!(p.memory_bytes <= m.memory_total_bytes, "{key} {name}");
+            }
+        }
+        // Profile indices (nvml.h) vs ids.
+        let h = model("H100-80GB").unwrap();
+        for (id, index) in [
+            (19, 0x0),
+            (20, 0x7),
+            (15, 0x9),
+            (14, 0x1),
+            (9, 0x2),
+            (5, 0x3),
+            (0, 0x4),
+        ] {
+            assert_eq!(h.profile(id).unwrap().index, index, "id {id}");
+        }
+        let a30 = model("A30-24GB").unwrap();
+        assert_eq!((a30.memory_slots, a30.compute_slices), (4, 4));
+        type A30Row<'a> = (&'a str, u32, u32, u32, &'a [u32], bool);
+        let a30_rows: [A30Row; 5] = [
+            ("1g.6gb", 1, 1, 4, &[0, 1, 2, 3], false),
+            ("1g.6gb+me", 1, 1, 1, &[0, 1, 2, 3], true),
+            ("2g.12gb", 2, 2, 2, &[0, 2], false),
+            ("2g.12gb+me", 2, 2, 1, &[0, 2], true),
+            ("4g.24gb", 4, 4, 1, &[0], false),
+        ];
+        for (name, c, mem, max, starts, me) in a30_rows {
+            let p = a30.profile_by_name(name).unwrap();
+            assert_eq!(
+                (
+                    p.compute_slices,
+                    p.memory_slices,
+                    p.max_count,
+                    p.placement_starts.as_slice(),
+                    p.media_extensions
+                ),
+                (c, mem, max, starts, me),
+                "{name}"
+            );
+        }
+        // One +me per GPU on A30 too, and a full A30 layout is legal.
+        check_layout(a30, &[inst(14, 0, 1), inst(14, 1, 1), inst(5, 2, 2)]).unwrap();
+        assert!(check_layout(a30, &[inst(0, 0, 4), inst(14, 0, 1)]).is_err());
+    }
 }

@@ -81,7 +81,7 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
     let sm = columns::f64s(&df, "sm_active_mean")?;
     let mut out = Vec::new();
     let mut single_signal = 0u64;
-    for r in groups(&node, &uuid, &ts, df.height()) {
+    for r in groups(&[&node, &uuid], &ts, df.height()) {
         let first = r[0];
         let mut spans: Vec<(i64, i64)> = Vec::new();
         let mut cur: Option<(i64, i64)> = None;

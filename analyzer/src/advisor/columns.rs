@@ -105,31 +105,51 @@ pub fn ts_ms() -> Expr {
     col("ts").cast(DataType::Int64)
 }
 
-/// Row indices of each entity (rows with equal `a` and `b`, e.g. node and uuid), each sorted by
+/// Row indices of each entity (rows with equal `keys`, e.g. node and uuid), each sorted by
 /// `ts`, entities in key order. Grouping happens here, not in polars: rows are keyed by their
-/// strings' views ([`Strs::view_keys`]) and a string is read only when a new view pair shows
-/// up, which is much cheaper than a multi-column string sort of the whole frame.
-pub fn groups(a: &Strs, b: &Strs, ts: &I64s, n: usize) -> Vec<Vec<usize>> {
-    type VKey = (Option<ViewKey>, Option<ViewKey>);
-    let (va, vb) = (a.view_keys(), b.view_keys());
+/// strings' views ([`Strs::view_keys`], up to four key columns) and the strings are read only
+/// when a new combination of views shows up, which is much cheaper than a multi-column string
+/// sort of the whole frame.
+pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    const MAX: usize = 4;
+    type VKey = [Option<ViewKey>; MAX];
+    type SKey<'a> = Vec<Option<&'a str>>;
+    type Group<'a> = (SKey<'a>, Vec<usize>);
+    // Beyond MAX key columns, rows are keyed by their strings only.
+    let views: Vec<Vec<Option<ViewKey>>> = if keys.len() <= MAX {
+        keys.iter().map(|k| k.view_keys()).collect()
+    } else {
+        Vec::new()
+    };
+    let n = views.iter().map(Vec::len).fold(n, usize::min);
     let mut by_view: FastMap<VKey, usize> = FastMap::default();
-    let mut by_str: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
-    let mut out: Vec<((Option<&str>, Option<&str>), Vec<usize>)> = Vec::new();
+    let mut by_str: FastMap<SKey, usize> = FastMap::default();
+    let mut out: Vec<Group> = Vec::new();
     let mut last: Option<(VKey, usize)> = None;
-    for i in 0..n.min(va.len()).min(vb.len()) {
-        let vk = (va[i], vb[i]);
+    for i in 0..n {
+        let mut vk: VKey = [None; MAX];
+        for (slot, v) in vk.iter_mut().zip(&views) {
+            *slot = v[i];
+        }
         let g = match last {
-            Some((k, g)) if k == vk => g,
+            Some((k, g)) if !views.is_empty() && k == vk => g,
             _ => {
-                let g = match by_view.get(&vk) {
-                    Some(&g) => g,
+                let cached = if views.is_empty() {
+                    None
+                } else {
+                    by_view.get(&vk).copied()
+                };
+                let g = match cached {
+                    Some(g) => g,
                     None => {
-                        let sk = (a.get(i), b.get(i));
-                        let g = *by_str.entry(sk).or_insert_with(|| {
+                        let sk: SKey = keys.iter().map(|c| c.get(i)).collect();
+                        let g = *by_str.entry(sk.clone()).or_insert_with(|| {
                             out.push((sk, Vec::new()));
                             out.len() - 1
                         });
-                        by_view.insert(vk, g);
+                        if !views.is_empty() {
+                            by_view.insert(vk, g);
+                        }
                         g
                     }
                 };

@@ -155,7 +155,7 @@ pub fn raw_workloads(
         return Ok(raw);
     }
     let tenants = tenants(frames)?;
-    for r in groups(&node, &uuid, &b, df.height()) {
+    for r in groups(&[&node, &uuid], &b, df.height()) {
         let first = r[0];
         let uses_sm = r.iter().any(|&i| sm.get(i).is_some());
         // Rows are sorted by bucket within the group.

@@ -1,0 +1,478 @@
+//! Demand extraction: the planner's workloads and fleet from the canonical frames
+//! (`docs/frames.md`). Pure over the frames it is given.
+//!
+//! A workload is, in this order of preference:
+//! - **a MIG instance** (GPU in MIG mode): memory = the instance's peak used memory; compute =
+//!   the `quantile` of its SM activity × the instance's compute slices. Without SM activity (NVML
+//!   has no per-instance utilisation on A100/A30) the instance keeps its current compute slices.
+//!   Named after the pods/processes seen on it, else `node/GPUi/GIj`;
+//! - **a process or pod** on a GPU outside MIG mode: memory = its peak; compute = the quantile of
+//!   the GPU's SM activity (else busy ratio) × the GPU's compute slices when it is the GPU's only
+//!   process; on a shared GPU the quantile of its own per-process SM utilisation (a time share,
+//!   like busy), else the GPU's;
+//! - **the GPU itself** when it holds memory but no process was seen on it: memory = its peak,
+//!   compute from its SM activity, else busy ratio.
+//!
+//! Activity is the per-row *mean* (`sm_active_mean`, `sm_mean`, `busy_mean`: the mean over each
+//! history interval), and its `quantile` over the rows is taken; memory is the per-row maximum.
+//! Memory need = peak × (1 + headroom), rounded up to bytes; compute need = ceil(activity ×
+//! slices), at least 1, at most the GPU's slices. Every workload records which activity signal
+//! it used. Memory below `min_memory_bytes` (per process and MIG instance) or
+//! `min_gpu_memory_bytes` (a whole GPU, which includes the driver's reserve) is not a workload.
+//!
+//! This module does not plan; it only measures.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use polars::prelude::*;
+use serde::Serialize;
+use tessera_exporter::mig;
+
+use super::{FleetGpu, Workload};
+use crate::advisor::AdvisorError;
+use crate::advisor::columns::{self, ts_ms};
+use crate::ingest::Frames;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Parameters (flags of `tessera mig plan`).
+#[derive(Debug, Clone)]
+pub struct DemandParams {
+    /// Memory headroom on the peak (default 0.2).
+    pub headroom: f64,
+    /// Activity quantile (default 0.95).
+    pub quantile: f64,
+    /// Least peak memory of a process or MIG instance workload (default 256 MiB).
+    pub min_memory_bytes: f64,
+    /// Least peak memory of a whole-GPU workload (default 1 GiB).
+    pub min_gpu_memory_bytes: f64,
+}
+
+impl Default for DemandParams {
+    fn default() -> Self {
+        DemandParams {
+            headroom: 0.2,
+            quantile: 0.95,
+            min_memory_bytes: 256.0 * MIB,
+            min_gpu_memory_bytes: 1024.0 * MIB,
+        }
+    }
+}
+
+/// How a workload's demand was measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    /// `mig`, `process` or `gpu`.
+    pub kind: &'static str,
+    pub peak_memory_bytes: u64,
+    /// The activity quantile used (0–1), if any signal existed.
+    pub activity: Option<f64>,
+    /// `sm_active` (GPU or MIG instance), `process_sm`, `busy`, or `none` (kept the instance's
+    /// compute slices, or the whole GPU when nothing is known).
+    pub activity_source: &'static str,
+    /// Compute slices the activity was scaled by.
+    pub slices_basis: u32,
+    /// UTC hours (hours since the epoch) in which the workload held memory (schedules use them).
+    #[serde(skip)]
+    pub loaded_hours: BTreeSet<i64>,
+}
+
+/// The UTC hour (since the epoch) a row ending at `ts` ms belongs to.
+pub fn hour_of(ts: i64) -> i64 {
+    (ts - 1).div_euclid(3_600_000)
+}
+
+/// Workloads, their measurements and the fleet.
+#[derive(Debug, Clone, Default)]
+pub struct Demand {
+    pub workloads: Vec<Workload>,
+    pub measured: Vec<Measured>,
+    pub fleet: Vec<FleetGpu>,
+    pub notes: Vec<String>,
+}
+
+/// Nearest-rank quantile of finite values; None when empty.
+pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let k = ((q * (values.len() - 1) as f64).round() as usize).min(values.len() - 1);
+    let (_, x, _) = values.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
+    Some(*x)
+}
+
+/// Compute slices for an activity share of `slices`: ceil, at least 1, at most `slices`.
+pub fn compute_need(activity: f64, slices: u32) -> u32 {
+    ((activity.clamp(0.0, 1.0) * f64::from(slices) - 1e-9).ceil() as u32).clamp(1, slices.max(1))
+}
+
+fn memory_need(peak: f64, headroom: f64) -> u64 {
+    (peak * (1.0 + headroom)).ceil() as u64
+}
+
+fn slices_of(model: &str) -> u32 {
+    mig::model(model)
+        .or_else(|| mig::model_by_nvml_name(model))
+        .map_or(7, |m| m.compute_slices)
+}
+
+struct GpuRow {
+    node: String,
+    index: u32,
+    uuid: String,
+    model: String,
+    mig: bool,
+    peak_mem: f64,
+    sm: Vec<f64>,
+    busy: Vec<f64>,
+    loaded: BTreeSet<i64>,
+}
+
+/// Extract workloads and the fleet from the frames.
+pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError> {
+    let mut d = Demand::default();
+    // GPUs.
+    let df = frames
+        .gpu
+        .clone()
+        .select([
+            ts_ms().alias("ts"),
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            col("uuid"),
+            col("model"),
+            col("mig_enabled"),
+            col("memory_used_max_bytes").cast(DataType::Float64),
+            col("sm_active_mean").cast(DataType::Float64),
+            col("busy_mean").cast(DataType::Float64),
+        ])
+        .collect()?;
+    let ts = columns::i64s(&df, "ts")?;
+    let node = columns::strs(&df, "node")?;
+    let uuid = columns::strs(&df, "uuid")?;
+    let gpu = columns::i64s(&df, "gpu")?;
+    let model = columns::strs(&df, "model")?;
+    let mig_on = columns::bools(&df, "mig_enabled")?;
+    let mem = columns::f64s(&df, "memory_used_max_bytes")?;
+    let sm = columns::f64s(&df, "sm_active_mean")?;
+    let busy = columns::f64s(&df, "busy_mean")?;
+    let mut gpus: Vec<GpuRow> = Vec::new();
+    let mut no_node = 0;
+    for rows in columns::groups(&[&node, &uuid], &ts, df.height()) {
+        let f = rows[rows.len() - 1];
+        let (Some(n), Some(u), Some(i)) = (node.get(f), uuid.get(f), gpu.get(f)) else {
+            no_node += 1;
+            continue;
+        };
+        let mut g = GpuRow {
+            node: n.to_string(),
+            index: i as u32,
+            uuid: u.to_string(),
+            model: rows
+                .iter()
+                .rev()
+                .find_map(|&r| model.get(r))
+                .unwrap_or("")
+                .to_string(),
+            // The state at the end of the range is what a plan changes.
+            mig: mig_on.get(f).unwrap_or(false),
+            peak_mem: 0.0,
+            sm: Vec::new(),
+            busy: Vec::new(),
+            loaded: BTreeSet::new(),
+        };
+        for &r in &rows {
+            let m = mem.get(r).unwrap_or(0.0);
+            g.peak_mem = g.peak_mem.max(m);
+            if m >= p.min_gpu_memory_bytes
+                && let Some(t) = ts.get(r)
+            {
+                g.loaded.insert(hour_of(t));
+            }
+            if let Some(v) = sm.get(r) {
+                g.sm.push(v);
+            }
+            if let Some(v) = busy.get(r) {
+                g.busy.push(v);
+            }
+        }
+        gpus.push(g);
+    }
+    if no_node > 0 {
+        d.notes.push(format!(
+            "{no_node} GPU(s) without node, index or UUID were left out (a plan needs all three)"
+        ));
+    }
+    d.fleet = gpus
+        .iter()
+        .map(|g| FleetGpu {
+            node: g.node.clone(),
+            index: g.index,
+            uuid: Some(g.uuid.clone()),
+            model: g.model.clone(),
+        })
+        .collect();
+
+    // Processes: names per MIG instance, and workloads per process outside MIG.
+    let pdf = frames
+        .process
+        .clone()
+        .select([
+            ts_ms().alias("ts"),
+            col("node"),
+            col("uuid"),
+            col("pid").cast(DataType::Int64),
+            col("process"),
+            col("gpu_instance").cast(DataType::Int64),
+            col("namespace"),
+            col("pod"),
+            col("slurm_job_id"),
+            col("memory_used_max_bytes").cast(DataType::Float64),
+            col("sm_mean").cast(DataType::Float64),
+        ])
+        .collect()?;
+    let pts = columns::i64s(&pdf, "ts")?;
+    let pn = columns::strs(&pdf, "node")?;
+    let pu = columns::strs(&pdf, "uuid")?;
+    let pid = columns::i64s(&pdf, "pid")?;
+    let pname = columns::strs(&pdf, "process")?;
+    let pgi = columns::i64s(&pdf, "gpu_instance")?;
+    let pns = columns::strs(&pdf, "namespace")?;
+    let ppod = columns::strs(&pdf, "pod")?;
+    let pjob = columns::strs(&pdf, "slurm_job_id")?;
+    let pmem = columns::f64s(&pdf, "memory_used_max_bytes")?;
+    let psm = columns::f64s(&pdf, "sm_mean")?;
+    let label = |i: usize| -> String {
+        match (pns.get(i), ppod.get(i), pjob.get(i)) {
+            (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
+            (None, Some(pod), _) => pod.to_string(),
+            (_, _, Some(j)) => format!("slurm-{j}"),
+            _ => format!(
+                "{}-{}",
+                pname.get(i).unwrap_or("process"),
+                pid.get(i).unwrap_or(0)
+            ),
+        }
+    };
+    // (node, uuid, gi) -> labels; (node, uuid, label) -> rows
+    let mut on_instance: BTreeMap<(String, String, i64), BTreeSet<String>> = BTreeMap::new();
+    type ProcAcc = (f64, Vec<f64>, BTreeSet<i64>);
+    let mut procs: BTreeMap<(String, String, String), ProcAcc> = BTreeMap::new();
+    for i in 0..pdf.height() {
+        let (Some(n), Some(u)) = (pn.get(i), pu.get(i)) else {
+            continue;
+        };
+        let l = label(i);
+        if let Some(gi) = pgi.get(i) {
+            on_instance
+                .entry((n.to_string(), u.to_string(), gi))
+                .or_default()
+                .insert(l);
+            continue;
+        }
+        let e = procs.entry((n.to_string(), u.to_string(), l)).or_insert((
+            0.0,
+            Vec::new(),
+            BTreeSet::new(),
+        ));
+        let m = pmem.get(i).unwrap_or(0.0);
+        e.0 = e.0.max(m);
+        if m >= p.min_memory_bytes
+            && let Some(t) = pts.get(i)
+        {
+            e.2.insert(hour_of(t));
+        }
+        if let Some(v) = psm.get(i) {
+            e.1.push(v);
+        }
+    }
+    type Proc = (String, f64, Vec<f64>, BTreeSet<i64>);
+    let mut procs_by_gpu: HashMap<(String, String), Vec<Proc>> = HashMap::new();
+    for ((n, u, l), (m, s, h)) in procs {
+        procs_by_gpu.entry((n, u)).or_default().push((l, m, s, h));
+    }
+
+    let mut used_ids: BTreeSet<String> = BTreeSet::new();
+    let mut push = |d: &mut Demand, mut id: String, w: Workload, m: Measured| {
+        if !used_ids.insert(id.clone()) {
+            let base = format!("{id}@{}/GPU", w.node.as_deref().unwrap_or("?"));
+            let mut k = 2;
+            id = base.clone();
+            while !used_ids.insert(id.clone()) {
+                id = format!("{base}#{k}");
+                k += 1;
+            }
+        }
+        d.workloads.push(Workload { id, ..w });
+        d.measured.push(m);
+    };
+
+    // MIG instances.
+    let mdf = frames
+        .mig
+        .clone()
+        .select([
+            ts_ms().alias("ts"),
+            col("node"),
+            col("uuid"),
+            col("gpu").cast(DataType::Int64),
+            col("gpu_instance").cast(DataType::Int64),
+            col("profile_id").cast(DataType::Int64),
+            col("memory_used_max_bytes").cast(DataType::Float64),
+            col("sm_active_mean").cast(DataType::Float64),
+        ])
+        .collect()?;
+    let mts = columns::i64s(&mdf, "ts")?;
+    let mn = columns::strs(&mdf, "node")?;
+    let mu = columns::strs(&mdf, "uuid")?;
+    let mgpu = columns::i64s(&mdf, "gpu")?;
+    let mgi_s = columns::strs(&mdf, "gpu_instance")?;
+    let mgi = columns::i64s(&mdf, "gpu_instance")?;
+    let mprof = columns::i64s(&mdf, "profile_id")?;
+    let mmem = columns::f64s(&mdf, "memory_used_max_bytes")?;
+    let msm = columns::f64s(&mdf, "sm_active_mean")?;
+    let model_of: HashMap<(&str, &str), &str> = gpus
+        .iter()
+        .map(|g| ((g.node.as_str(), g.uuid.as_str()), g.model.as_str()))
+        .collect();
+    let mig_now: HashSet<(&str, &str)> = gpus
+        .iter()
+        .filter(|g| g.mig)
+        .map(|g| (g.node.as_str(), g.uuid.as_str()))
+        .collect();
+    let mut unknown_profiles = 0;
+    for rows in columns::groups(&[&mn, &mu, &mgi_s], &mts, mdf.height()) {
+        let f = rows[rows.len() - 1];
+        let (Some(n), Some(u), Some(gi)) = (mn.get(f), mu.get(f), mgi.get(f)) else {
+            continue;
+        };
+        let peak = rows
+            .iter()
+            .map(|&r| mmem.get(r).unwrap_or(0.0))
+            .fold(0.0, f64::max);
+        let names = on_instance.get(&(n.to_string(), u.to_string(), gi));
+        if peak < p.min_memory_bytes && names.is_none() {
+            continue;
+        }
+        if !mig_now.contains(&(n, u)) {
+            continue;
+        }
+        let model = model_of.get(&(n, u)).copied().unwrap_or("");
+        let prof = mig::model(model)
+            .or_else(|| mig::model_by_nvml_name(model))
+            .and_then(|m| mprof.get(f).and_then(|id| m.profile(id as u32)));
+        let Some(prof) = prof else {
+            unknown_profiles += 1;
+            continue;
+        };
+        let mut act: Vec<f64> = rows.iter().filter_map(|&r| msm.get(r)).collect();
+        let q = quantile(&mut act, p.quantile);
+        let slices = prof.compute_slices;
+        let index = mgpu.get(f).unwrap_or(0);
+        let id = match names {
+            Some(ns) => ns.iter().cloned().collect::<Vec<_>>().join("+"),
+            None => format!("{n}/GPU{index}/GI{gi}"),
+        };
+        push(
+            &mut d,
+            id,
+            Workload {
+                id: String::new(),
+                node: Some(n.to_string()),
+                current_gpu: Some(u.to_string()),
+                memory_bytes: memory_need(peak, p.headroom),
+                compute_slices: q.map_or(slices, |a| compute_need(a, slices)),
+            },
+            Measured {
+                kind: "mig",
+                peak_memory_bytes: peak as u64,
+                activity: q,
+                activity_source: if q.is_some() { "sm_active" } else { "none" },
+                slices_basis: slices,
+                loaded_hours: rows
+                    .iter()
+                    .filter(|&&r| mmem.get(r).unwrap_or(0.0) >= p.min_memory_bytes)
+                    .filter_map(|&r| mts.get(r).map(hour_of))
+                    .collect(),
+            },
+        );
+    }
+    if unknown_profiles > 0 {
+        d.notes.push(format!(
+            "{unknown_profiles} MIG instance(s) on GPUs of unknown models or with unknown profile ids were left out"
+        ));
+    }
+
+    // GPUs outside MIG mode: their processes, or the GPU itself.
+    for g in gpus.iter_mut().filter(|g| !g.mig) {
+        let slices = slices_of(&g.model);
+        let gpu_act = if !g.sm.is_empty() {
+            quantile(&mut g.sm, p.quantile).map(|a| (a, "sm_active"))
+        } else {
+            quantile(&mut g.busy, p.quantile).map(|a| (a, "busy"))
+        };
+        let procs = procs_by_gpu
+            .remove(&(g.node.clone(), g.uuid.clone()))
+            .unwrap_or_default();
+        let procs: Vec<_> = procs
+            .into_iter()
+            .filter(|(_, m, _, _)| *m >= p.min_memory_bytes)
+            .collect();
+        if procs.is_empty() {
+            if g.peak_mem < p.min_gpu_memory_bytes {
+                continue;
+            }
+            push(
+                &mut d,
+                format!("{}/GPU{}", g.node, g.index),
+                Workload {
+                    id: String::new(),
+                    node: Some(g.node.clone()),
+                    current_gpu: Some(g.uuid.clone()),
+                    memory_bytes: memory_need(g.peak_mem, p.headroom),
+                    compute_slices: gpu_act.map_or(slices, |(a, _)| compute_need(a, slices)),
+                },
+                Measured {
+                    kind: "gpu",
+                    peak_memory_bytes: g.peak_mem as u64,
+                    activity: gpu_act.map(|(a, _)| a),
+                    activity_source: gpu_act.map_or("none", |(_, s)| s),
+                    slices_basis: slices,
+                    loaded_hours: g.loaded.clone(),
+                },
+            );
+            continue;
+        }
+        let alone = procs.len() == 1;
+        for (l, m, mut s, hours) in procs {
+            // NVML's per-process utilisation is a time share (like busy), so a process alone on
+            // its GPU takes the GPU's SM activity; only a shared GPU is split by process.
+            let own = quantile(&mut s, p.quantile).map(|a| (a, "process_sm"));
+            let act = if alone {
+                gpu_act.or(own)
+            } else {
+                own.or(gpu_act)
+            };
+            push(
+                &mut d,
+                l,
+                Workload {
+                    id: String::new(),
+                    node: Some(g.node.clone()),
+                    current_gpu: Some(g.uuid.clone()),
+                    memory_bytes: memory_need(m, p.headroom),
+                    compute_slices: act.map_or(slices, |(a, _)| compute_need(a, slices)),
+                },
+                Measured {
+                    kind: "process",
+                    peak_memory_bytes: m as u64,
+                    activity: act.map(|(a, _)| a),
+                    activity_source: act.map_or("none", |(_, s)| s),
+                    slices_basis: slices,
+                    loaded_hours: hours,
+                },
+            );
+        }
+    }
+    Ok(d)
+}

@@ -1,0 +1,741 @@
+//! The MIG layout planner: packs workloads (memory and compute needs) into MIG instances on the
+//! fleet's GPUs with explicit placements, minimising GPUs used and then fragmentation.
+//!
+//! - Input: [`Workload`]s (memory need in bytes, headroom already included; compute need in
+//!   slices) and the fleet's [`FleetGpu`]s (node, index, UUID, model).
+//! - Each workload gets its own GPU instance: on a model, the smallest profile (by memory slices,
+//!   then compute slices; `+me` profiles are never chosen) whose memory and compute slices cover
+//!   the need. On the tables in `tessera_exporter::mig` that profile dominates every larger one
+//!   (fewer slots, fewer slices, at least as many legal starts), so choosing it loses nothing.
+//! - Search: [`exact`] branch and bound for small cases (proves optimality of the GPU count when it
+//!   finishes within its node budget), [`heuristic`] best-fit decreasing with a bin-emptying local
+//!   improvement for large fleets. Either way each GPU's placements are chosen last, among all
+//!   legal placements of its instances, to keep the largest contiguous free range (fragmentation).
+//! - Every plan reports a lower bound on GPUs and its gap ([`lower_bound`]).
+//! - Workloads no profile of any MIG model in the fleet can hold, and workloads for which the
+//!   fleet has no GPU left, are reported in [`Plan::unplaceable`], never dropped. GPUs of models
+//!   without a MIG table are kept out of the plan and listed in [`Plan::non_mig_gpus`].
+//!
+//! Pure: no I/O. Demand extraction from frames is in [`demand`], file output in [`export`],
+//! day/night schedules in [`schedule`].
+
+pub mod demand;
+pub mod exact;
+pub mod export;
+pub mod heuristic;
+pub mod schedule;
+
+use serde::Serialize;
+use tessera_exporter::mig::{self, GpuModel, LayoutInstance, MigProfile};
+use tessera_exporter::model::Placement;
+
+/// A workload to place: needs one MIG instance with at least this memory and these compute slices.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    /// Unique name (`team-a/llm-chat`, `node/GPU1/GI2`, …).
+    pub id: String,
+    /// Node it runs on now.
+    pub node: Option<String>,
+    /// UUID of the GPU it runs on now.
+    pub current_gpu: Option<String>,
+    /// Memory need in bytes (peak × (1 + headroom)).
+    pub memory_bytes: u64,
+    /// Compute need in slices (≥ 1).
+    pub compute_slices: u32,
+}
+
+/// One GPU of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetGpu {
+    pub node: String,
+    /// NVML index on the node.
+    pub index: u32,
+    pub uuid: Option<String>,
+    /// tessera model key (`H100-80GB`) or NVML product name (`NVIDIA H100 80GB HBM3`).
+    pub model: String,
+}
+
+impl FleetGpu {
+    /// The MIG model of this GPU, if tessera has a table for it.
+    pub fn mig_model(&self) -> Option<&'static GpuModel> {
+        mig::model(&self.model)
+            .or_else(|| mig::model_by_nvml_name(&self.model))
+            .filter(|m| m.supports_mig())
+    }
+}
+
+/// Search limits.
+#[derive(Debug, Clone)]
+pub struct PlannerOptions {
+    /// Use the exact search up to this many placeable workloads (default 14).
+    pub exact_max_workloads: usize,
+    /// Node budget of the exact search (default 300,000).
+    pub exact_node_limit: u64,
+    /// Force the heuristic (for benchmarks).
+    pub heuristic_only: bool,
+}
+
+impl Default for PlannerOptions {
+    fn default() -> Self {
+        PlannerOptions {
+            exact_max_workloads: 14,
+            exact_node_limit: 300_000,
+            heuristic_only: false,
+        }
+    }
+}
+
+/// One instance of a planned GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedInstance {
+    pub profile_id: u32,
+    /// Name on the GPU's model.
+    pub profile: String,
+    pub placement: Placement,
+    /// Indices into the planner's workload list.
+    pub workloads: Vec<usize>,
+}
+
+/// A GPU the plan uses.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedGpu {
+    pub gpu: FleetGpu,
+    /// tessera model key.
+    pub model: &'static str,
+    pub instances: Vec<PlannedInstance>,
+}
+
+impl PlannedGpu {
+    /// The layout as the checker's instances.
+    pub fn layout(&self) -> Vec<LayoutInstance> {
+        self.instances
+            .iter()
+            .map(|i| LayoutInstance {
+                profile_id: i.profile_id,
+                placement: i.placement,
+            })
+            .collect()
+    }
+}
+
+/// A workload the plan could not place, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unplaceable {
+    pub workload: usize,
+    pub id: String,
+    pub reason: String,
+}
+
+/// The lower bound of one model, over the workloads the plan put on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelBound {
+    pub model: &'static str,
+    pub workloads: usize,
+    pub memory_slices: u32,
+    pub compute_slices: u32,
+    /// max(ceil(memory slices / slots), ceil(compute slices / compute slices per GPU)).
+    pub lower_bound: u32,
+    pub gpus_used: u32,
+}
+
+/// How the GPU count was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Branch and bound finished: the GPU count is optimal.
+    Exact,
+    /// Branch and bound ran out of its node budget: best found so far.
+    ExactIncomplete,
+    Heuristic,
+}
+
+/// A plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub gpus: Vec<PlannedGpu>,
+    /// MIG-capable fleet GPUs the plan leaves empty (free as whole GPUs).
+    pub free_gpus: Vec<FleetGpu>,
+    pub unplaceable: Vec<Unplaceable>,
+    /// Fleet GPUs of models without a MIG table: kept out of the plan.
+    pub non_mig_gpus: Vec<FleetGpu>,
+    pub gpus_used: u32,
+    /// Lower bound on GPUs for the placed workloads (see [`lower_bound`]).
+    pub lower_bound: u32,
+    pub per_model: Vec<ModelBound>,
+    pub method: Method,
+}
+
+impl Plan {
+    /// (used − bound) / bound, 0 when the bound is 0.
+    pub fn gap(&self) -> f64 {
+        if self.lower_bound == 0 {
+            0.0
+        } else {
+            f64::from(self.gpus_used - self.lower_bound.min(self.gpus_used))
+                / f64::from(self.lower_bound)
+        }
+    }
+}
+
+/// Why planning failed outright (as opposed to a workload being unplaceable).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("workload id {0:?} appears twice; ids must be unique")]
+    DuplicateWorkload(String),
+    #[error("workload {id:?} has a compute need of 0 slices; the least is 1")]
+    ZeroCompute { id: String },
+    #[error("GPU {index} on {node} appears twice in the fleet")]
+    DuplicateGpu { node: String, index: u32 },
+}
+
+/// The planner's working view: the fleet's distinct MIG models and each workload's profile on
+/// each of them.
+pub(crate) struct Prepared<'a> {
+    pub models: Vec<&'static GpuModel>,
+    /// Fleet indices of the GPUs of each model.
+    pub avail: Vec<Vec<usize>>,
+    /// `need[w][m]`: index into `models[m].profiles` of workload w's profile on model m.
+    pub need: Vec<Vec<Option<usize>>>,
+    /// Workloads to place (indices into the input).
+    pub placeable: Vec<usize>,
+    pub workloads: &'a [Workload],
+}
+
+impl Prepared<'_> {
+    pub fn profile(&self, w: usize, m: usize) -> Option<&'static MigProfile> {
+        self.need[w][m].map(|p| &self.models[m].profiles[p])
+    }
+
+    /// Share of a GPU of model m in memory slots and in compute slices that workload w takes.
+    pub fn fractions(&self, w: usize, m: usize) -> Option<(f64, f64)> {
+        let p = self.profile(w, m)?;
+        let model = self.models[m];
+        Some((
+            f64::from(p.memory_slices) / f64::from(model.memory_slots),
+            f64::from(p.compute_slices) / f64::from(model.compute_slices),
+        ))
+    }
+
+    /// The least memory and compute fractions of workload w over all models.
+    pub fn min_fractions(&self, w: usize) -> (f64, f64) {
+        let mut best = (f64::INFINITY, f64::INFINITY);
+        for m in 0..self.models.len() {
+            if let Some((a, b)) = self.fractions(w, m) {
+                best.0 = best.0.min(a);
+                best.1 = best.1.min(b);
+            }
+        }
+        best
+    }
+}
+
+/// The smallest non-`+me` profile of `model` holding `memory_bytes` and `compute_slices`.
+pub fn smallest_profile(model: &GpuModel, memory_bytes: u64, compute_slices: u32) -> Option<usize> {
+    model
+        .profiles
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            !p.media_extensions
+                && p.memory_bytes >= memory_bytes
+                && p.compute_slices >= compute_slices
+        })
+        .min_by_key(|(_, p)| (p.memory_slices, p.compute_slices, p.id))
+        .map(|(i, _)| i)
+}
+
+/// Ceil with a tolerance for float sums of fractions.
+fn ceil_eps(x: f64) -> u32 {
+    (x - 1e-9).ceil().max(0.0) as u32
+}
+
+/// Lower bound on the GPUs any plan needs for `ws`: every GPU offers one GPU's worth of memory
+/// slots and one of compute slices, and every workload takes at least its smallest share of each
+/// over the models available (its smallest profile on each model); so GPUs ≥ ceil(Σ memory
+/// shares) and ≥ ceil(Σ compute shares). With one model this is the per-model bound
+/// max(ceil(Σ memory slices / 8), ceil(Σ compute slices / 7)).
+pub(crate) fn lower_bound(p: &Prepared, ws: &[usize]) -> u32 {
+    let (mut mem, mut comp) = (0.0, 0.0);
+    for &w in ws {
+        let (a, b) = p.min_fractions(w);
+        mem += a;
+        comp += b;
+    }
+    ceil_eps(mem).max(ceil_eps(comp))
+}
+
+/// A GPU being filled by a search: its model and workloads.
+#[derive(Debug, Clone)]
+pub(crate) struct Bin {
+    pub model: usize,
+    pub workloads: Vec<usize>,
+    pub slots: u32,
+    pub compute: u32,
+}
+
+impl Bin {
+    pub fn new(model: usize) -> Bin {
+        Bin {
+            model,
+            workloads: Vec::new(),
+            slots: 0,
+            compute: 0,
+        }
+    }
+
+    /// Whether workload w fits in this bin with legal placements.
+    pub fn fits(&self, p: &Prepared, w: usize) -> bool {
+        let Some(prof) = p.profile(w, self.model) else {
+            return false;
+        };
+        let model = p.models[self.model];
+        if self.slots + prof.memory_slices > model.memory_slots
+            || self.compute + prof.compute_slices > model.compute_slices
+        {
+            return false;
+        }
+        let mut profs: Vec<&MigProfile> = self
+            .workloads
+            .iter()
+            .filter_map(|&o| p.profile(o, self.model))
+            .collect();
+        profs.push(prof);
+        first_placement(model, &profs).is_some()
+    }
+
+    pub fn add(&mut self, p: &Prepared, w: usize) {
+        let prof = p.profile(w, self.model).expect("checked by fits");
+        self.slots += prof.memory_slices;
+        self.compute += prof.compute_slices;
+        self.workloads.push(w);
+    }
+
+    pub fn remove(&mut self, p: &Prepared, w: usize) {
+        let prof = p.profile(w, self.model).expect("placed");
+        self.slots -= prof.memory_slices;
+        self.compute -= prof.compute_slices;
+        self.workloads.retain(|&x| x != w);
+    }
+
+    /// Free share (memory + compute) of the GPU; smaller = fuller.
+    pub fn free_share(&self, p: &Prepared) -> f64 {
+        let m = p.models[self.model];
+        (1.0 - f64::from(self.slots) / f64::from(m.memory_slots))
+            + (1.0 - f64::from(self.compute) / f64::from(m.compute_slices))
+    }
+}
+
+/// Order profiles for the placement search: largest first, equal profiles adjacent.
+fn order(profs: &[&MigProfile]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..profs.len()).collect();
+    idx.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(profs[i].memory_slices),
+            profs[i].placement_starts.len(),
+            profs[i].id,
+        )
+    });
+    idx
+}
+
+/// Count and compute checks that don't depend on placements.
+fn counts_ok(model: &GpuModel, profs: &[&MigProfile]) -> bool {
+    let compute: u32 = profs.iter().map(|p| p.compute_slices).sum();
+    let slots: u32 = profs.iter().map(|p| p.memory_slices).sum();
+    if compute > model.compute_slices || slots > model.memory_slots {
+        return false;
+    }
+    model
+        .profiles
+        .iter()
+        .all(|q| profs.iter().filter(|p| p.id == q.id).count() as u32 <= q.max_count)
+}
+
+/// Depth-first search over legal starts; equal profiles take increasing starts (no symmetric
+/// repeats). Calls `visit` with each complete assignment; stops when it returns true.
+fn search(
+    profs: &[&MigProfile],
+    ord: &[usize],
+    k: usize,
+    used: u32,
+    starts: &mut [u32],
+    visit: &mut dyn FnMut(&[u32], u32) -> bool,
+) -> bool {
+    if k == ord.len() {
+        return visit(starts, used);
+    }
+    let i = ord[k];
+    let p = profs[i];
+    let min_start = if k > 0 && profs[ord[k - 1]].id == p.id {
+        starts[ord[k - 1]] + 1
+    } else {
+        0
+    };
+    for &s in &p.placement_starts {
+        if s < min_start {
+            continue;
+        }
+        let mask = ((1u32 << p.memory_slices) - 1) << s;
+        if used & mask != 0 {
+            continue;
+        }
+        starts[i] = s;
+        if search(profs, ord, k + 1, used | mask, starts, visit) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Any legal placement of these profiles on `model` (in input order), if one exists.
+pub fn first_placement(model: &GpuModel, profs: &[&MigProfile]) -> Option<Vec<u32>> {
+    if !counts_ok(model, profs) {
+        return None;
+    }
+    let ord = order(profs);
+    let mut starts = vec![0; profs.len()];
+    let mut found = None;
+    search(profs, &ord, 0, 0, &mut starts, &mut |s, _| {
+        found = Some(s.to_vec());
+        true
+    });
+    found
+}
+
+/// Fragmentation score of an occupied-slot mask (higher is better): the largest profile that
+/// could still be added (in memory slices), then the sum of squared free runs.
+fn free_score(model: &GpuModel, used: u32, profs: &[&MigProfile]) -> (u32, u32) {
+    let mut largest = 0;
+    for q in model.profiles.iter().filter(|q| !q.media_extensions) {
+        let count = profs.iter().filter(|p| p.id == q.id).count() as u32;
+        let compute: u32 = profs.iter().map(|p| p.compute_slices).sum();
+        if count >= q.max_count || compute + q.compute_slices > model.compute_slices {
+            continue;
+        }
+        let mask0 = (1u32 << q.memory_slices) - 1;
+        if q.placement_starts.iter().any(|&s| used & (mask0 << s) == 0) {
+            largest = largest.max(q.memory_slices);
+        }
+    }
+    let mut sq = 0;
+    let mut run = 0;
+    for s in 0..=model.memory_slots {
+        if s < model.memory_slots && used & (1 << s) == 0 {
+            run += 1;
+        } else {
+            sq += run * run;
+            run = 0;
+        }
+    }
+    (largest, sq)
+}
+
+/// The legal placement of these profiles on `model` that keeps the most usable free space
+/// (largest addable profile, then largest contiguous free runs); ties keep the first found.
+pub fn best_placement(model: &GpuModel, profs: &[&MigProfile]) -> Option<Vec<u32>> {
+    if !counts_ok(model, profs) {
+        return None;
+    }
+    let ord = order(profs);
+    let mut starts = vec![0; profs.len()];
+    let mut best: Option<((u32, u32), Vec<u32>)> = None;
+    search(profs, &ord, 0, 0, &mut starts, &mut |s, used| {
+        let score = free_score(model, used, profs);
+        if best.as_ref().is_none_or(|(b, _)| score > *b) {
+            best = Some((score, s.to_vec()));
+        }
+        false
+    });
+    best.map(|(_, s)| s)
+}
+
+/// Check inputs and compute each workload's profile per model.
+fn prepare<'a>(
+    workloads: &'a [Workload],
+    fleet: &[FleetGpu],
+) -> Result<(Prepared<'a>, Vec<Unplaceable>, Vec<FleetGpu>), PlanError> {
+    let mut ids = std::collections::BTreeSet::new();
+    for w in workloads {
+        if !ids.insert(w.id.as_str()) {
+            return Err(PlanError::DuplicateWorkload(w.id.clone()));
+        }
+        if w.compute_slices == 0 {
+            return Err(PlanError::ZeroCompute { id: w.id.clone() });
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut models: Vec<&'static GpuModel> = Vec::new();
+    let mut avail: Vec<Vec<usize>> = Vec::new();
+    let mut non_mig = Vec::new();
+    for (i, g) in fleet.iter().enumerate() {
+        if !seen.insert((g.node.as_str(), g.index)) {
+            return Err(PlanError::DuplicateGpu {
+                node: g.node.clone(),
+                index: g.index,
+            });
+        }
+        match g.mig_model() {
+            Some(m) => match models.iter().position(|x| x.key == m.key) {
+                Some(k) => avail[k].push(i),
+                None => {
+                    models.push(m);
+                    avail.push(vec![i]);
+                }
+            },
+            None => non_mig.push(g.clone()),
+        }
+    }
+    let need: Vec<Vec<Option<usize>>> = workloads
+        .iter()
+        .map(|w| {
+            models
+                .iter()
+                .map(|m| smallest_profile(m, w.memory_bytes, w.compute_slices))
+                .collect()
+        })
+        .collect();
+    let mut unplaceable = Vec::new();
+    let mut placeable = Vec::new();
+    for (i, w) in workloads.iter().enumerate() {
+        if need[i].iter().any(Option::is_some) {
+            placeable.push(i);
+            continue;
+        }
+        let reason = if models.is_empty() {
+            "the fleet has no GPU of a MIG-capable model tessera knows".to_string()
+        } else {
+            let largest: Vec<String> = models
+                .iter()
+                .filter_map(|m| {
+                    m.profiles
+                        .iter()
+                        .max_by_key(|p| p.memory_bytes)
+                        .map(|p| format!("{} {} ({} slices)", m.key, p.name, p.compute_slices))
+                })
+                .collect();
+            format!(
+                "needs {:.1} GiB and {} compute slices; no profile holds that (largest: {})",
+                w.memory_bytes as f64 / (1u64 << 30) as f64,
+                w.compute_slices,
+                largest.join(", ")
+            )
+        };
+        unplaceable.push(Unplaceable {
+            workload: i,
+            id: w.id.clone(),
+            reason,
+        });
+    }
+    Ok((
+        Prepared {
+            models,
+            avail,
+            need,
+            placeable,
+            workloads,
+        },
+        unplaceable,
+        non_mig,
+    ))
+}
+
+/// Plan `workloads` onto `fleet`.
+pub fn plan(
+    workloads: &[Workload],
+    fleet: &[FleetGpu],
+    opts: &PlannerOptions,
+) -> Result<Plan, PlanError> {
+    let (p, mut unplaceable, non_mig) = prepare(workloads, fleet)?;
+    let (mut bins, mut left) = heuristic::pack(&p);
+    let mut method = Method::Heuristic;
+    let placed: Vec<usize> = p
+        .placeable
+        .iter()
+        .copied()
+        .filter(|w| !left.contains(w))
+        .collect();
+    if !opts.heuristic_only && left.is_empty() && placed.len() <= opts.exact_max_workloads {
+        let lb = lower_bound(&p, &placed);
+        if bins.len() as u32 <= lb {
+            method = Method::Exact;
+        } else {
+            let (found, complete) = exact::search(&p, &placed, bins.len(), opts.exact_node_limit);
+            if let Some(b) = found {
+                bins = b;
+            }
+            method = if complete {
+                Method::Exact
+            } else {
+                Method::ExactIncomplete
+            };
+        }
+    }
+    left.sort_unstable();
+    for w in left {
+        unplaceable.push(Unplaceable {
+            workload: w,
+            id: workloads[w].id.clone(),
+            reason: "every GPU of the fleet that could hold it is full".into(),
+        });
+    }
+    let placed: Vec<usize> = bins.iter().flat_map(|b| b.workloads.clone()).collect();
+    let gpus = materialize(&p, fleet, &bins);
+    // Never drop a workload silently, even if a bin found no GPU or placement (not expected: the
+    // searches only build bins that fit and never open more GPUs of a model than it has).
+    let in_gpus: std::collections::BTreeSet<usize> = gpus
+        .iter()
+        .flat_map(|g| g.instances.iter().flat_map(|i| i.workloads.iter().copied()))
+        .collect();
+    for &w in &placed {
+        if !in_gpus.contains(&w) {
+            unplaceable.push(Unplaceable {
+                workload: w,
+                id: workloads[w].id.clone(),
+                reason: "internal: its planned GPU found no legal placement".into(),
+            });
+        }
+    }
+    unplaceable.sort_by_key(|u| u.workload);
+    let placed: Vec<usize> = placed.into_iter().filter(|w| in_gpus.contains(w)).collect();
+    let lower_bound = lower_bound(&p, &placed);
+    let used_fleet: std::collections::BTreeSet<(String, u32)> = gpus
+        .iter()
+        .map(|g| (g.gpu.node.clone(), g.gpu.index))
+        .collect();
+    let free_gpus = p
+        .avail
+        .iter()
+        .flatten()
+        .map(|&i| fleet[i].clone())
+        .filter(|g| !used_fleet.contains(&(g.node.clone(), g.index)))
+        .collect();
+    let per_model = p
+        .models
+        .iter()
+        .enumerate()
+        .filter_map(|(m, model)| {
+            let mine: Vec<&Bin> = bins.iter().filter(|b| b.model == m).collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let slots: u32 = mine.iter().map(|b| b.slots).sum();
+            let compute: u32 = mine.iter().map(|b| b.compute).sum();
+            Some(ModelBound {
+                model: model.key,
+                workloads: mine.iter().map(|b| b.workloads.len()).sum(),
+                memory_slices: slots,
+                compute_slices: compute,
+                lower_bound: slots
+                    .div_ceil(model.memory_slots)
+                    .max(compute.div_ceil(model.compute_slices)),
+                gpus_used: mine.len() as u32,
+            })
+        })
+        .collect();
+    Ok(Plan {
+        gpus_used: gpus.len() as u32,
+        gpus,
+        free_gpus,
+        unplaceable,
+        non_mig_gpus: non_mig,
+        lower_bound,
+        per_model,
+        method,
+    })
+}
+
+/// Turn bins into fleet GPUs with placements. A bin goes preferably to the GPU most of its
+/// workloads run on now, then to a GPU on the node most of them run on, then to any free one.
+fn materialize(p: &Prepared, fleet: &[FleetGpu], bins: &[Bin]) -> Vec<PlannedGpu> {
+    let mut taken = vec![false; fleet.len()];
+    let mut chosen: Vec<Option<usize>> = vec![None; bins.len()];
+    // Pass 0: current GPU (by UUID, or by node+index is not known: UUID only). Pass 1: node.
+    for pass in 0..3 {
+        for (b, bin) in bins.iter().enumerate() {
+            if chosen[b].is_some() {
+                continue;
+            }
+            let mut best: Option<(usize, usize)> = None;
+            for &g in &p.avail[bin.model] {
+                if taken[g] {
+                    continue;
+                }
+                let gpu = &fleet[g];
+                let votes = bin
+                    .workloads
+                    .iter()
+                    .filter(|&&w| {
+                        let wl = &p.workloads[w];
+                        match pass {
+                            0 => gpu.uuid.is_some() && wl.current_gpu == gpu.uuid,
+                            1 => wl.node.as_deref() == Some(gpu.node.as_str()),
+                            _ => true,
+                        }
+                    })
+                    .count();
+                if votes > 0 && best.is_none_or(|(v, _)| votes > v) {
+                    best = Some((votes, g));
+                }
+                if pass == 2 && best.is_some() {
+                    break;
+                }
+            }
+            if let Some((_, g)) = best {
+                taken[g] = true;
+                chosen[b] = Some(g);
+            }
+        }
+    }
+    let mut out: Vec<PlannedGpu> = bins
+        .iter()
+        .zip(chosen)
+        .filter_map(|(bin, g)| {
+            let g = g?;
+            let model = p.models[bin.model];
+            let profs: Vec<&MigProfile> = bin
+                .workloads
+                .iter()
+                .filter_map(|&w| p.profile(w, bin.model))
+                .collect();
+            let starts = best_placement(model, &profs)?;
+            let mut instances: Vec<PlannedInstance> = bin
+                .workloads
+                .iter()
+                .zip(profs.iter().zip(starts))
+                .map(|(&w, (prof, start))| PlannedInstance {
+                    profile_id: prof.id,
+                    profile: prof.name.clone(),
+                    placement: Placement {
+                        start,
+                        size: prof.memory_slices,
+                    },
+                    workloads: vec![w],
+                })
+                .collect();
+            // Largest first: the order a driver should create them in.
+            instances.sort_by_key(|i| (std::cmp::Reverse(i.placement.size), i.placement.start));
+            Some(PlannedGpu {
+                gpu: fleet[g].clone(),
+                model: model.key,
+                instances,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.gpu.node, a.gpu.index).cmp(&(&b.gpu.node, b.gpu.index)));
+    out
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Baseline for the benchmark: GPUs used by first-fit decreasing by memory (each workload on the
+/// first model of the fleet that can hold it, no local improvement), and the workloads it could
+/// not place.
+pub fn first_fit_decreasing_by_memory(
+    workloads: &[Workload],
+    fleet: &[FleetGpu],
+) -> Result<(u32, usize), PlanError> {
+    let (p, _, _) = prepare(workloads, fleet)?;
+    let (bins, left) = heuristic::first_fit_decreasing_by_memory(&p);
+    Ok((bins.len() as u32, left.len()))
+}
