@@ -194,6 +194,28 @@ pub fn run(args: ReportArgs) -> Result<()> {
             top: args.top,
         },
     )?;
+    // The MIG planner over the same range (its recommendation section); a fleet without
+    // MIG-capable GPUs, or nothing to plan, says so instead.
+    bar.set_message("planning MIG layouts");
+    let current = since(&frames, start + 1);
+    let mut r = r;
+    let d = tessera::mig_planner::demand::extract(
+        &current,
+        &tessera::mig_planner::demand::DemandParams::default(),
+    )?;
+    r.mig = match tessera::mig_planner::plan(
+        &d.workloads,
+        &d.fleet,
+        &tessera::mig_planner::PlannerOptions::default(),
+    ) {
+        Ok(plan) if !plan.gpus.is_empty() => Some(report::mig_section(&d, &plan, args.top)),
+        Ok(_) => Some(serde_json::json!({
+            "summary": "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
+        })),
+        Err(e) => Some(serde_json::json!({
+            "summary": format!("MIG recommendation: not available ({e}).")
+        })),
+    };
     bar.finish_and_clear();
     let color = args.format == ReportFormat::Table
         && args.out.is_none()

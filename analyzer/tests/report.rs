@@ -84,7 +84,10 @@ fn readme_try_it_command_reports_every_section() {
         "== Consolidation plan",
         "consolidation frees 2 GPU(s)",
         "→ lab-a/GPU0",
-        "MIG recommendation: run `tessera mig plan`",
+        "== MIG recommendation",
+        "MIG layouts would run 7 workload(s) on 6 GPU(s)",
+        "- lab-a/GPU0 (H100-80GB): 3g.40gb@0 [serving/chat-api-7d9f8c-x2k4p]",
+        "- not placed: slurm-81234",
         "== Off-peak windows (UTC)",
         "17:00",
         "== Data quality",
@@ -123,7 +126,20 @@ fn snapshot_json_and_schema() {
     assert_eq!(v["version"], 1);
     assert_eq!(v["from"], "2026-11-02T00:00:00.000Z");
     assert_eq!(v["hours"], 96.0);
-    assert!(v["mig"].is_null());
+    // The MIG planner's recommendation over the same range: never below its own lower bound,
+    // and every planned GPU listed.
+    let mig = &v["mig"];
+    assert!(mig["gpus_after"].as_u64().unwrap() >= mig["lower_bound"].as_u64().unwrap());
+    assert!(mig["gpus_before"].as_u64().unwrap() >= mig["gpus_after"].as_u64().unwrap());
+    assert_eq!(
+        mig["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l.as_str().unwrap().contains("/GPU"))
+            .count() as u64,
+        mig["gpus_after"].as_u64().unwrap()
+    );
     assert!(v["previous_period"].is_null());
     assert_eq!(v["fleet"]["gpus"], 8);
     // Cost = GPU-hours × price + kWh × price.

@@ -127,7 +127,8 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(count(&dom, "chart-idle-teams", "bar"), 3);
     assert_eq!(count(&dom, "chart-free-timeline", "hour"), 96);
     assert!(count(&dom, "chart-free-timeline", "offpeak") > 0);
-    assert!(dom.contains("MIG recommendation: run <code>tessera mig plan</code>"));
+    assert!(dom.contains("MIG layouts would run"));
+    assert!(dom.contains("<code>tessera mig plan -o plan.yaml</code>"));
     assert!(
         dom.contains("<li>[status] lab-b/GPU3"),
         "data-quality notes are a list"

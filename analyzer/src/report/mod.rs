@@ -7,8 +7,8 @@
 //!
 //! This module does no I/O besides collecting the lazy frames it is given and reading the
 //! `--config` file in [`ReportConfig::load`]; it does not detect anything itself (the advisor's
-//! findings are re-priced, not recomputed) and it does not plan MIG layouts: [`Report::mig`] stays
-//! `None` until the MIG planner's result is passed in.
+//! findings are re-priced, not recomputed) and it does not plan MIG layouts: the caller runs the
+//! MIG planner and sets [`Report::mig`] from [`mig_section`] (`None` when it did not).
 
 pub mod html;
 pub mod render;
@@ -309,7 +309,7 @@ pub struct Report {
     pub idle_models: Vec<IdleModel>,
     pub consolidation: Vec<ConsolidationStep>,
     pub offpeak_windows: Vec<OffpeakWindow>,
-    /// The MIG planner's recommendation; `null` until `tessera mig plan` results are supplied.
+    /// The MIG planner's recommendation ([`mig_section`]); `null` when none was computed.
     pub mig: Option<Value>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
@@ -1164,4 +1164,85 @@ mod tests {
         assert_eq!(quantile(&mut v, 1.0), Some(0.9));
         assert_eq!(quantile(&mut [], 0.5), None);
     }
+}
+
+/// The report's MIG recommendation (`Report::mig`) from the MIG planner's result over the same
+/// range: GPUs before and after, the lower bound and gap, unplaceable workloads and up to
+/// `top` planned GPUs with their instances. Pure: planning happens in the caller.
+pub fn mig_section(
+    d: &crate::mig_planner::demand::Demand,
+    plan: &crate::mig_planner::Plan,
+    top: usize,
+) -> Value {
+    let before: std::collections::BTreeSet<&str> = d
+        .workloads
+        .iter()
+        .filter_map(|w| w.current_gpu.as_deref())
+        .collect();
+    // GPUs that workloads the plan cannot place keep.
+    let kept: std::collections::BTreeSet<&str> = plan
+        .unplaceable
+        .iter()
+        .filter_map(|u| d.workloads.get(u.workload)?.current_gpu.as_deref())
+        .collect();
+    let freed = before
+        .len()
+        .saturating_sub(plan.gpus_used as usize + kept.len());
+    let summary = format!(
+        "MIG layouts would run {} workload(s) on {} GPU(s){}; {} of the {} GPU(s) in use now would be freed (lower bound {}, gap {:.1}%). Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
+        d.workloads.len() - plan.unplaceable.len(),
+        plan.gpus_used,
+        if plan.unplaceable.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} more fit no MIG instance and keep {} GPU(s))",
+                plan.unplaceable.len(),
+                kept.len()
+            )
+        },
+        freed,
+        before.len(),
+        plan.lower_bound,
+        plan.gap() * 100.0,
+    );
+    let mut lines = Vec::new();
+    for g in plan.gpus.iter().take(top) {
+        let insts: Vec<String> = g
+            .instances
+            .iter()
+            .map(|i| {
+                let names: Vec<&str> = i
+                    .workloads
+                    .iter()
+                    .filter_map(|&w| d.workloads.get(w).map(|w| w.id.as_str()))
+                    .collect();
+                format!("{}@{} [{}]", i.profile, i.placement.start, names.join(", "))
+            })
+            .collect();
+        lines.push(format!(
+            "{}/GPU{} ({}): {}",
+            g.gpu.node,
+            g.gpu.index,
+            g.model,
+            insts.join("; ")
+        ));
+    }
+    if plan.gpus.len() > top {
+        lines.push(format!("… and {} more GPU(s)", plan.gpus.len() - top));
+    }
+    for u in plan.unplaceable.iter().take(top) {
+        lines.push(format!("not placed: {} ({})", u.id, u.reason));
+    }
+    serde_json::json!({
+        "summary": summary,
+        "workloads": d.workloads.len(),
+        "gpus_before": before.len(),
+        "gpus_after": plan.gpus_used,
+        "gpus_freed": freed,
+        "lower_bound": plan.lower_bound,
+        "gap": (plan.gap() * 1000.0).round() / 1000.0,
+        "unplaceable": plan.unplaceable.len(),
+        "lines": lines,
+    })
 }

@@ -371,12 +371,22 @@ pub fn sections(r: &Report) -> Vec<Section> {
         ..Section::default()
     };
     match &r.mig {
-        Some(v) => m.lines.push(
-            v.get("summary")
-                .and_then(|s| s.as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| v.to_string()),
-        ),
+        Some(v) => {
+            m.lines.push(
+                v.get("summary")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            );
+            if let Some(lines) = v.get("lines").and_then(|l| l.as_array()) {
+                m.lines.extend(
+                    lines
+                        .iter()
+                        .filter_map(|l| l.as_str())
+                        .map(|l| format!("- {l}")),
+                );
+            }
+        }
         None => m
             .lines
             .push("MIG recommendation: run `tessera mig plan`".into()),
