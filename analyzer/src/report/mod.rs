@@ -1088,84 +1088,6 @@ pub fn change(now: f64, before: f64) -> Option<f64> {
     (before.abs() > 1e-9).then(|| (now - before) / before)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prices_layer_default_config_flags() {
-        let c: ReportConfig =
-            toml::from_str("[price]\ngpu_hour = 3.5\ncurrency = \"EUR\"\n").unwrap();
-        let p = prices(Some((Path::new("r.toml"), &c)), None, Some(0.4)).unwrap();
-        assert_eq!(p.gpu_hour, 3.5);
-        assert_eq!(p.kwh, 0.4);
-        assert_eq!(p.currency, "EUR");
-        assert_eq!(p.source, "config:r.toml,flags");
-        assert_eq!(prices(None, None, None).unwrap(), Prices::default());
-        assert!(matches!(
-            prices(None, Some(-1.0), None),
-            Err(ReportError::Price {
-                name: "gpu_hour",
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn config_rejects_unknown_keys() {
-        let e = toml::from_str::<ReportConfig>("[price]\ngpu_hours = 3\n").unwrap_err();
-        assert!(e.to_string().contains("gpu_hours"), "{e}");
-    }
-
-    #[test]
-    fn window_slots_wrap_the_week() {
-        let w = OffpeakWindow {
-            finding_id: String::new(),
-            period: "week".into(),
-            days: vec!["Sun".into()],
-            start: "22:00".into(),
-            end: "02:00".into(),
-            hours: 4.0,
-            expected_free_gpus: 1,
-            confidence: 1.0,
-            cron_start: String::new(),
-            cron_end: String::new(),
-        };
-        let s = window_slots(&[w]);
-        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 166, 167]);
-    }
-
-    #[test]
-    fn sources_match_their_rows() {
-        let row = "history:/data/hist/gpu-node-1";
-        assert!(source_matches("history:/data/hist", row));
-        assert!(source_matches("history:/data/hist/", row));
-        assert!(source_matches("history:/data/hist/gpu-node-1", row));
-        assert!(source_matches("history:/data/*/gpu-node-*", row));
-        assert!(source_matches("history:/data/h*", row));
-        assert!(!source_matches("history:/data/other", row));
-        assert!(!source_matches(
-            "history:/data/hist-2",
-            "history:/data/hist/x"
-        ));
-        assert!(source_matches("csv:a.csv", "csv:a.csv"));
-        assert!(!source_matches("csv:a.csv", "csv:b.csv"));
-        assert!(!source_matches("csv:a.csv", row));
-        assert!(source_matches(
-            "prometheus:http://p:9090",
-            "prometheus:http://p:9090"
-        ));
-    }
-
-    #[test]
-    fn quantile_picks_nearest_rank() {
-        let mut v = vec![0.5, 0.1, 0.9, 0.3];
-        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
-        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
-        assert_eq!(quantile(&mut [], 0.5), None);
-    }
-}
-
 /// The report's MIG recommendation (`Report::mig`) from the MIG planner's result over the same
 /// range: GPUs before and after, the lower bound and gap, unplaceable workloads and up to
 /// `top` planned GPUs with their instances. Pure: planning happens in the caller.
@@ -1245,4 +1167,82 @@ pub fn mig_section(
         "unplaceable": plan.unplaceable.len(),
         "lines": lines,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_layer_default_config_flags() {
+        let c: ReportConfig =
+            toml::from_str("[price]\ngpu_hour = 3.5\ncurrency = \"EUR\"\n").unwrap();
+        let p = prices(Some((Path::new("r.toml"), &c)), None, Some(0.4)).unwrap();
+        assert_eq!(p.gpu_hour, 3.5);
+        assert_eq!(p.kwh, 0.4);
+        assert_eq!(p.currency, "EUR");
+        assert_eq!(p.source, "config:r.toml,flags");
+        assert_eq!(prices(None, None, None).unwrap(), Prices::default());
+        assert!(matches!(
+            prices(None, Some(-1.0), None),
+            Err(ReportError::Price {
+                name: "gpu_hour",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys() {
+        let e = toml::from_str::<ReportConfig>("[price]\ngpu_hours = 3\n").unwrap_err();
+        assert!(e.to_string().contains("gpu_hours"), "{e}");
+    }
+
+    #[test]
+    fn window_slots_wrap_the_week() {
+        let w = OffpeakWindow {
+            finding_id: String::new(),
+            period: "week".into(),
+            days: vec!["Sun".into()],
+            start: "22:00".into(),
+            end: "02:00".into(),
+            hours: 4.0,
+            expected_free_gpus: 1,
+            confidence: 1.0,
+            cron_start: String::new(),
+            cron_end: String::new(),
+        };
+        let s = window_slots(&[w]);
+        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 166, 167]);
+    }
+
+    #[test]
+    fn sources_match_their_rows() {
+        let row = "history:/data/hist/gpu-node-1";
+        assert!(source_matches("history:/data/hist", row));
+        assert!(source_matches("history:/data/hist/", row));
+        assert!(source_matches("history:/data/hist/gpu-node-1", row));
+        assert!(source_matches("history:/data/*/gpu-node-*", row));
+        assert!(source_matches("history:/data/h*", row));
+        assert!(!source_matches("history:/data/other", row));
+        assert!(!source_matches(
+            "history:/data/hist-2",
+            "history:/data/hist/x"
+        ));
+        assert!(source_matches("csv:a.csv", "csv:a.csv"));
+        assert!(!source_matches("csv:a.csv", "csv:b.csv"));
+        assert!(!source_matches("csv:a.csv", row));
+        assert!(source_matches(
+            "prometheus:http://p:9090",
+            "prometheus:http://p:9090"
+        ));
+    }
+
+    #[test]
+    fn quantile_picks_nearest_rank() {
+        let mut v = vec![0.5, 0.1, 0.9, 0.3];
+        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
+        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
+        assert_eq!(quantile(&mut [], 0.5), None);
+    }
 }
