@@ -26,6 +26,7 @@ pub mod idle;
 pub mod metrics;
 pub mod mig;
 pub mod mig_apply;
+pub mod mig_check;
 pub mod mig_config;
 pub mod mig_control;
 pub mod mig_plan;
