@@ -21,6 +21,7 @@ mod analyze_cmd;
 mod ingest_cmd;
 mod mig_cmd;
 mod mig_plan_cmd;
+mod mig_profiles_cmd;
 mod report_cmd;
 mod simulate;
 
@@ -67,6 +68,9 @@ enum MigCommand {
     Assert(mig_cmd::AssertArgs),
     /// Change the node to match a plan: prints the steps; changes nothing without --yes.
     Apply(mig_cmd::ApplyArgs),
+    /// Read the MIG profile tables of the node's GPUs from NVML and compare them with the
+    /// built-in ones: exit 0 when they match, 1 with the differences. Changes nothing.
+    Profiles(mig_profiles_cmd::ProfilesArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,6 +137,7 @@ fn run(cli: Cli) -> Result<()> {
                 MigCommand::Export(args) => mig_cmd::export(args)?,
                 MigCommand::Assert(args) => mig_cmd::assert(args)?,
                 MigCommand::Apply(args) => mig_cmd::apply(args)?,
+                MigCommand::Profiles(args) => mig_profiles_cmd::run(args)?,
             };
             if code != 0 {
                 std::process::exit(code.into());

@@ -110,3 +110,16 @@ macro_rules! tessera {
         c
     }};
 }
+
+/// The fake NVML library of an old driver (`tests/fake-nvml-old`: no placements, no MIG writes).
+pub fn fake_nvml_old() -> PathBuf {
+    let p = target_profile_dir()
+        .join("deps")
+        .join("libnvidia_ml_old.so");
+    assert!(
+        p.exists(),
+        "old-driver fake NVML library not built at {}",
+        p.display()
+    );
+    p
+}

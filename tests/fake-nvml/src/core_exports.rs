@@ -837,7 +837,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
         if d.mig.is_some() || !model.supports_mig() {
             return Err(NOT_SUPPORTED);
         }
-        let p = model.profile_by_index(profile).ok_or(INVALID_ARGUMENT)?;
+        let p = state::patched_profile(model.profile_by_index(profile).ok_or(INVALID_ARGUMENT)?)?;
         let out = nvmlGpuInstanceProfileInfo_t {
             id: p.id,
             isP2pSupported: 0,

@@ -116,9 +116,9 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
             if d.mig.is_some() || !model.supports_mig() {
                 return Err(NOT_SUPPORTED);
             }
-            let list: Vec<nvmlGpuInstancePlacement_t> = model
-                .profile(profile_id)
-                .ok_or(INVALID_ARGUMENT)?
+            let profile =
+                state::patched_profile(model.profile(profile_id).ok_or(INVALID_ARGUMENT)?)?;
+            let list: Vec<nvmlGpuInstancePlacement_t> = profile
                 .placements()
                 .map(|p| nvmlGpuInstancePlacement_t {
                     start: p.start,

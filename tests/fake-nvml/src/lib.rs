@@ -20,7 +20,9 @@
 //! default: the scenario start), and either `TESSERA_FAKE_NVML_SPEED` (virtual seconds per real
 //! second) or `TESSERA_FAKE_NVML_STEP_MS` (each `nvmlDeviceGetCount_v2` call after the first — one
 //! per sample — moves time forward by this much). A missing or bad scenario makes `nvmlInit_v2`
-//! return `NVML_ERROR_UNKNOWN` with the reason on stderr.
+//! return `NVML_ERROR_UNKNOWN` with the reason on stderr. `TESSERA_FAKE_NVML_PROFILE_PATCH`
+//! (read at every call) alters one profile of the reported MIG profile tables
+//! ([`state::patched_profile`]), as a driver whose tables differ from tessera's would.
 //!
 //! MIG writes (`mig_write_exports`: instance create/destroy/list, MIG mode) follow the simulated
 //! backend's rules and change what the read calls report afterwards.

@@ -630,3 +630,54 @@ pub fn control_ret(e: &ControlError) -> Ret {
         _ => UNKNOWN,
     }
 }
+
+/// Env `TESSERA_FAKE_NVML_PROFILE_PATCH=ID:KEY=VALUE[;KEY=VALUE...]`: what the profile-table
+/// reads (`nvmlDeviceGetGpuInstanceProfileInfo`, `..PossiblePlacements_v2`) report for profile id
+/// `ID` on every GPU, instead of the built-in table — a driver whose table differs from
+/// tessera's. Keys: `starts` (placement starts, `/`-separated), `size` (placement size),
+/// `count` (max instances), `slices` (compute slices), `memory_mb`. MIG writes keep the built-in
+/// rules. A malformed value makes the call fail with `NVML_ERROR_UNKNOWN`, reason on stderr.
+pub fn patched_profile(
+    p: &tessera_exporter::mig::MigProfile,
+) -> Result<tessera_exporter::mig::MigProfile, Ret> {
+    const VAR: &str = "TESSERA_FAKE_NVML_PROFILE_PATCH";
+    let mut p = p.clone();
+    let Ok(spec) = std::env::var(VAR) else {
+        return Ok(p);
+    };
+    let bad = |why: &str| {
+        eprintln!("fake NVML: {VAR}={spec:?}: {why}");
+        UNKNOWN
+    };
+    let (id, fields) = spec
+        .split_once(':')
+        .ok_or_else(|| bad("expected ID:KEY=VALUE[;KEY=VALUE...]"))?;
+    let id: u32 = id
+        .trim()
+        .parse()
+        .map_err(|_| bad("the profile id is not a number"))?;
+    if id != p.id {
+        return Ok(p);
+    }
+    for field in fields.split(';').filter(|f| !f.trim().is_empty()) {
+        let (key, value) = field
+            .split_once('=')
+            .ok_or_else(|| bad("expected KEY=VALUE"))?;
+        let num = |v: &str| v.trim().parse::<u32>().map_err(|_| bad("not a number"));
+        match key.trim() {
+            "starts" => {
+                p.placement_starts = value.split('/').map(num).collect::<Result<_, _>>()?;
+            }
+            "size" => p.memory_slices = num(value)?,
+            "count" => p.max_count = num(value)?,
+            "slices" => p.compute_slices = num(value)?,
+            "memory_mb" => p.memory_bytes = u64::from(num(value)?) << 20,
+            _ => {
+                return Err(bad(
+                    "unknown key; expected starts, size, count, slices or memory_mb",
+                ));
+            }
+        }
+    }
+    Ok(p)
+}
