@@ -6,8 +6,9 @@
 //! at most one media-extension (`+me`) instance per GPU.
 //!
 //! Per-profile memory sizes are derived from the model's memory slice size and are approximate
-//! until checked against a real GPU's `nvmlDeviceGetGpuInstanceProfileInfo`; placements and counts
-//! are exact per the user guide. H200 and B200 placements are assumed equal to H100's.
+//! until checked against a real GPU's `nvmlDeviceGetGpuInstanceProfileInfo` (`tessera mig
+//! profiles`, [`crate::mig_check`]); placements and counts are exact per the user guide. H200 and
+//! B200 placements are assumed equal to H100's.
 //!
 //! This module is pure data and pure functions: it never calls NVML.
 
