@@ -2,8 +2,9 @@
 //! tessera's built-in table (`tessera_exporter::mig_check`). A module of the binary: reading
 //! (through the exporter's `NvmlBackend`), comparing and printing; no logic of its own.
 //!
-//! Read-only: it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` and
-//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`, and never changes a GPU. With `--backend sim`
+//! Read-only: it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` (and its `V` variant
+//! for the names, where the driver has it) and `nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
+//! and never changes a GPU. With `--backend sim`
 //! it prints the built-in tables of every model and reads nothing from hardware.
 //!
 //! Output: the tables and differences on stdout (text or versioned JSON), notes on stderr. Exit
@@ -156,11 +157,17 @@ fn read_nvml(lib: Option<&std::path::Path>) -> Result<Vec<Table>> {
                     gpu.index, gpu.name, row.id
                 )
             })?;
+            // The v1 info has no name; drivers without the V call give none.
+            let name = nvml.profile_name(gpu.index, row.index).with_context(|| {
+                format!(
+                    "GPU {} ({}): reading the name of profile index {}",
+                    gpu.index, gpu.name, row.index
+                )
+            })?;
             profiles.push(ReportedProfile {
                 id: row.id,
                 index: row.index,
-                // nvmlDeviceGetGpuInstanceProfileInfo (v1) reports no name.
-                name: None,
+                name,
                 compute_slices: row.slice_count,
                 memory_slices: ReportedProfile::memory_slices_of(&placements),
                 memory_mib: row.memory_size_mb,
@@ -190,18 +197,18 @@ fn render(t: &Table, source: &str) -> String {
     s.push_str(&format!("{head}: {}\n", t.comparison));
     let model = mig::model_by_nvml_name(&t.name);
     s.push_str(&format!(
-        "  {:>3} {:>5}  {:<13} {:>7} {:>6} {:>9} {:>5}  placements\n",
+        "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  placements\n",
         "id", "index", "name", "compute", "memory", "MiB", "max"
     ));
     for p in &t.profiles {
-        // NVML's v1 info has no name: show the built-in name of the id, marked.
+        // Without a name from NVML (old driver): show the built-in name of the id, marked.
         let name = match (&p.name, model.and_then(|m| m.profile(p.id))) {
             (Some(n), _) => n.clone(),
             (None, Some(b)) => format!("({})", b.name),
             (None, None) => "-".into(),
         };
         s.push_str(&format!(
-            "  {:>3} {:>5}  {:<13} {:>7} {:>6} {:>9} {:>5}  {}\n",
+            "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  {}\n",
             p.id,
             p.index,
             name,
@@ -214,7 +221,7 @@ fn render(t: &Table, source: &str) -> String {
         ));
     }
     if source == "nvml" && t.profiles.iter().any(|p| p.name.is_none()) {
-        s.push_str("  (names in parentheses are the built-in table's: NVML reports none)\n");
+        s.push_str("  (names in parentheses are the built-in table's: this driver reports none)\n");
     }
     if let Comparison::Compared { differences, .. } = &t.comparison {
         for d in differences {

@@ -393,6 +393,18 @@ impl NvmlBackend {
             .map_err(|e| call_error("nvmlDeviceGetGpuInstancePossiblePlacements_v2", e))
     }
 
+    /// The name NVML gives profile index `index` on GPU `gpu` (`MIG 1g.10gb`), via
+    /// `nvmlDeviceGetGpuInstanceProfileInfoV`; `None` when the driver lacks that call or does not
+    /// support it for this GPU.
+    pub fn profile_name(&self, gpu: u32, index: u32) -> Result<Option<String>, DeviceError> {
+        let dev = self.device(gpu)?;
+        match raw::profile_name(&dev, index) {
+            Ok(name) => Ok(Some(name)),
+            Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::NotSupported) => Ok(None),
+            Err(e) => Err(call_error("nvmlDeviceGetGpuInstanceProfileInfoV", e)),
+        }
+    }
+
     /// The GPU-instance profile table of GPU `gpu`: `nvmlDeviceGetGpuInstanceProfileInfo` for
     /// every profile index below [`mig::profile_index::COUNT`]; indices the GPU does not have
     /// (NotSupported / InvalidArgument) are skipped. Empty on GPUs without MIG.

@@ -25,7 +25,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     nvmlComputeInstance_t, nvmlComputeInstanceInfo_t, nvmlDevice_t, nvmlEventData_t,
     nvmlEventSet_t, nvmlGpmSample_t, nvmlGpuInstance_t, nvmlGpuInstanceInfo_t,
-    nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
+    nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t, nvmlGpuInstanceProfileInfo_v2_t,
 };
 
 use crate::model::Placement;
@@ -106,6 +106,29 @@ pub fn profile_info(dev: &Device<'_>, index: u32) -> Result<GpuInstanceProfile, 
         multiprocessor_count: info.multiprocessorCount,
         memory_size_mb: info.memorySizeMB,
     })
+}
+
+/// The name of profile index `index` (`MIG 1g.10gb`): `nvmlDeviceGetGpuInstanceProfileInfoV`
+/// with the v2 struct (the v1 call has no name).
+pub fn profile_name(dev: &Device<'_>, index: u32) -> Result<String, NvmlError> {
+    let sym = nvml_sym(
+        dev.nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstanceProfileInfoV
+            .as_ref(),
+    )?;
+    // SAFETY: the struct is plain integers and a char array; all-zero is valid.
+    let mut info: nvmlGpuInstanceProfileInfo_v2_t = unsafe { std::mem::zeroed() };
+    info.version = (std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>() as c_uint) | (2 << 24);
+    // SAFETY: the handle comes from the live `dev`; `info` is a valid, versioned out pointer.
+    nvml_try(unsafe { sym(dev.handle(), index, &mut info) })?;
+    let bytes: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// `nvmlDeviceGetGpuInstancePossiblePlacements_v2` for a profile *id*: first the count, then the

@@ -40,7 +40,7 @@ fn every_model_read_through_nvml_matches_the_builtin_table() {
     assert!(!stdout.contains("difference"), "{stdout}");
     // The H100's 3g.40gb as NVML reported it.
     assert!(
-        stdout.contains("    9     2  (3g.40gb)           3      4     39424     2  [0+4, 4+4]"),
+        stdout.contains("    9     2  MIG 3g.40gb           3      4     39424     2  [0+4, 4+4]"),
         "{stdout}"
     );
 
@@ -99,6 +99,18 @@ fn a_different_driver_table_is_named() {
     assert_eq!(d[0]["kind"], "max-count");
     assert_eq!(d[0]["nvml"], 6);
     assert_eq!(d[0]["builtin"], 7);
+
+    // A different name (read with nvmlDeviceGetGpuInstanceProfileInfoV).
+    let mut cmd = profiles(&fake_nvml(), &[]);
+    cmd.env("TESSERA_FAKE_NVML_PROFILE_PATCH", "15:name=1g.24gb");
+    let (out, stdout, err) = run(cmd);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        stdout.contains(
+            "difference: profile id 15: NVML reports name \"MIG 1g.24gb\", the built-in table has \"1g.20gb\""
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

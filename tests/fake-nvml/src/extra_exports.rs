@@ -98,6 +98,48 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     })
 }
 
+/// The v2 profile info (with the profile's name, `MIG 1g.10gb`): newer drivers only.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
+    device: nvmlDevice_t,
+    profile: c_uint,
+    info: *mut nvmlGpuInstanceProfileInfo_v2_t,
+) -> nvmlReturn_t {
+    device_call("nvmlDeviceGetGpuInstanceProfileInfoV", device, |f, d| {
+        if info.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let expected = (std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>() | (2 << 24)) as u32;
+        // SAFETY: non-null and readable per the contract (the caller sets `version`).
+        if unsafe { (*info).version } != expected {
+            return Err(VERSION_MISMATCH);
+        }
+        let model = f.model(d.gpu)?;
+        if d.mig.is_some() || !model.supports_mig() {
+            return Err(NOT_SUPPORTED);
+        }
+        let p = state::patched_profile(model.profile_by_index(profile).ok_or(INVALID_ARGUMENT)?)?;
+        let mut out = nvmlGpuInstanceProfileInfo_v2_t {
+            version: expected,
+            id: p.id,
+            isP2pSupported: 0,
+            sliceCount: p.compute_slices,
+            instanceCount: p.max_count,
+            multiprocessorCount: p.compute_slices * 16,
+            copyEngineCount: p.compute_slices,
+            decoderCount: p.compute_slices.div_ceil(2),
+            encoderCount: 0,
+            jpegCount: u32::from(p.media_extensions),
+            ofaCount: u32::from(p.media_extensions),
+            memorySizeMB: p.memory_bytes / (1024 * 1024),
+            name: [0; 96],
+        };
+        state::fill_array(&mut out.name, &format!("MIG {}", p.name));
+        // SAFETY: non-null and writable.
+        unsafe { put(info, out) }
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
     device: nvmlDevice_t,

@@ -635,8 +635,9 @@ pub fn control_ret(e: &ControlError) -> Ret {
 /// reads (`nvmlDeviceGetGpuInstanceProfileInfo`, `..PossiblePlacements_v2`) report for profile id
 /// `ID` on every GPU, instead of the built-in table — a driver whose table differs from
 /// tessera's. Keys: `starts` (placement starts, `/`-separated), `size` (placement size),
-/// `count` (max instances), `slices` (compute slices), `memory_mb`. MIG writes keep the built-in
-/// rules. A malformed value makes the call fail with `NVML_ERROR_UNKNOWN`, reason on stderr.
+/// `count` (max instances), `slices` (compute slices), `memory_mb`, `name` (without `MIG `). MIG
+/// writes keep the built-in rules. A malformed value makes the call fail with
+/// `NVML_ERROR_UNKNOWN`, reason on stderr.
 pub fn patched_profile(
     p: &tessera_exporter::mig::MigProfile,
 ) -> Result<tessera_exporter::mig::MigProfile, Ret> {
@@ -672,9 +673,10 @@ pub fn patched_profile(
             "count" => p.max_count = num(value)?,
             "slices" => p.compute_slices = num(value)?,
             "memory_mb" => p.memory_bytes = u64::from(num(value)?) << 20,
+            "name" => p.name = value.trim().to_string(),
             _ => {
                 return Err(bad(
-                    "unknown key; expected starts, size, count, slices or memory_mb",
+                    "unknown key; expected starts, size, count, slices, memory_mb or name",
                 ));
             }
         }
