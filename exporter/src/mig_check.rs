@@ -168,8 +168,9 @@ impl std::fmt::Display for Comparison {
             }
             Comparison::Compared { model, differences } => write!(
                 f,
-                "differs from the built-in table of {model} ({} differences)",
-                differences.len()
+                "differs from the built-in table of {model} ({} difference{})",
+                differences.len(),
+                if differences.len() == 1 { "" } else { "s" }
             ),
         }
     }
