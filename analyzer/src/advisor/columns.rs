@@ -9,7 +9,12 @@ use polars_arrow::array::Array as _;
 use super::AdvisorError;
 
 /// A utf8 column.
-pub struct Strs(StringChunked);
+pub struct Strs {
+    ca: StringChunked,
+    /// The chunks, and the row index each starts at (for [`Strs::get`] without rechunking).
+    chunks: Vec<polars_arrow::array::Utf8ViewArray>,
+    starts: Vec<usize>,
+}
 /// A float column (non-finite values read as missing).
 pub struct F64s(Vec<Option<f64>>);
 /// An integer column (read as i64).
@@ -18,8 +23,23 @@ pub struct I64s(Vec<Option<i64>>);
 pub struct Bools(Vec<Option<bool>>);
 
 impl Strs {
+    fn new(ca: StringChunked) -> Strs {
+        let chunks: Vec<_> = ca.downcast_iter().cloned().collect();
+        let mut starts = Vec::with_capacity(chunks.len());
+        let mut at = 0;
+        for c in &chunks {
+            starts.push(at);
+            at += c.len();
+        }
+        Strs { ca, chunks, starts }
+    }
+
+    /// Row `i` (`None` when null or out of range): a binary search over the chunks.
     pub fn get(&self, i: usize) -> Option<&str> {
-        self.0.get(i)
+        let c = self.starts.partition_point(|&s| s <= i).checked_sub(1)?;
+        let arr = &self.chunks[c];
+        let j = i - self.starts[c];
+        (j < arr.len() && arr.is_valid(j)).then(|| arr.value(j))
     }
 
     /// Per row, a key from the string's arrow *view* (`None` for null): equal keys mean equal
@@ -28,8 +48,8 @@ impl Strs {
     /// read a string only the first time its key is seen. Equal strings may still have
     /// different keys, so callers map keys to string keys.
     pub fn view_keys(&self) -> Vec<Option<ViewKey>> {
-        let mut out = Vec::with_capacity(self.0.len());
-        for (c, arr) in self.0.downcast_iter().enumerate() {
+        let mut out = Vec::with_capacity(self.ca.len());
+        for (c, arr) in self.chunks.iter().enumerate() {
             let key = |v: &polars_arrow::array::View| {
                 let tag = if v.is_inline() { u32::MAX } else { c as u32 };
                 (tag, v.as_u128())
@@ -75,7 +95,9 @@ fn column(df: &DataFrame, name: &str, dt: &DataType) -> Result<Series, AdvisorEr
 /// A string column as it is (not rechunked: [`Strs::get`] is for occasional lookups; hot loops
 /// use [`Strs::view_keys`]).
 pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
-    Ok(Strs(column(df, name, &DataType::String)?.str()?.clone()))
+    Ok(Strs::new(
+        column(df, name, &DataType::String)?.str()?.clone(),
+    ))
 }
 pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, AdvisorError> {
     let s = column(df, name, &DataType::Float64)?;
