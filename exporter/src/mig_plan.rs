@@ -93,6 +93,49 @@ pub enum MigPlanError {
     AmbiguousLabel { path: String, available: String },
 }
 
+/// The text of `path`.
+fn read(path: &Path) -> Result<String, MigPlanError> {
+    std::fs::read_to_string(path).map_err(|error| MigPlanError::Read {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+/// YAML into `T` (strict: the types deny unknown fields); `source` names it in errors.
+fn from_yaml<T: serde::de::DeserializeOwned>(text: &str, source: &str) -> Result<T, MigPlanError> {
+    serde_yaml_ng::from_str(text).map_err(|e| MigPlanError::Parse {
+        path: source.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// `version` must be `v1` and `kind` the expected one.
+fn check_header(
+    version: &str,
+    kind: &str,
+    expected: &str,
+    source: &str,
+) -> Result<(), MigPlanError> {
+    let invalid = |item: &str, message: String| MigPlanError::Invalid {
+        path: source.to_string(),
+        item: item.to_string(),
+        message,
+    };
+    if version != "v1" {
+        return Err(invalid(
+            "version",
+            format!("unsupported version {version:?}; expected \"v1\""),
+        ));
+    }
+    if kind != expected {
+        return Err(invalid(
+            "kind",
+            format!("expected {expected:?}, found {kind:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A whole plan file: labelled configs, each a list of per-GPU layouts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -170,19 +213,12 @@ impl MigPlanFile {
 
     /// Read and parse `path`.
     pub fn from_file(path: &Path) -> Result<MigPlanFile, MigPlanError> {
-        let text = std::fs::read_to_string(path).map_err(|error| MigPlanError::Read {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        MigPlanFile::parse(&text, &path.display().to_string())
+        MigPlanFile::parse(&read(path)?, &path.display().to_string())
     }
 
     /// Parse and validate the text of a plan; `source` names it in errors.
     pub fn parse(text: &str, source: &str) -> Result<MigPlanFile, MigPlanError> {
-        let plan: MigPlanFile = serde_yaml_ng::from_str(text).map_err(|e| MigPlanError::Parse {
-            path: source.to_string(),
-            message: e.to_string(),
-        })?;
+        let plan: MigPlanFile = from_yaml(text, source)?;
         plan.validate(source)?;
         Ok(plan)
     }
@@ -194,18 +230,7 @@ impl MigPlanFile {
             item,
             message,
         };
-        if self.version != "v1" {
-            return Err(invalid(
-                "version".into(),
-                format!("unsupported version {:?}; expected \"v1\"", self.version),
-            ));
-        }
-        if self.kind != PLAN_KIND {
-            return Err(invalid(
-                "kind".into(),
-                format!("expected {PLAN_KIND:?}, found {:?}", self.kind),
-            ));
-        }
+        check_header(&self.version, &self.kind, PLAN_KIND, source)?;
         if self.configs.is_empty() {
             return Err(invalid(
                 "configs".into(),
@@ -376,19 +401,12 @@ fn parse_day(s: &str) -> Option<Weekday> {
 impl MigSchedule {
     /// Read and parse `path`.
     pub fn from_file(path: &Path) -> Result<MigSchedule, MigPlanError> {
-        let text = std::fs::read_to_string(path).map_err(|error| MigPlanError::Read {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        MigSchedule::parse(&text, &path.display().to_string())
+        MigSchedule::parse(&read(path)?, &path.display().to_string())
     }
 
     /// Parse and validate a schedule; `source` names it in errors.
     pub fn parse(text: &str, source: &str) -> Result<MigSchedule, MigPlanError> {
-        let s: MigSchedule = serde_yaml_ng::from_str(text).map_err(|e| MigPlanError::Parse {
-            path: source.to_string(),
-            message: e.to_string(),
-        })?;
+        let s: MigSchedule = from_yaml(text, source)?;
         s.validate(source)?;
         Ok(s)
     }
@@ -400,18 +418,7 @@ impl MigSchedule {
             item,
             message,
         };
-        if self.version != "v1" {
-            return Err(invalid(
-                "version".into(),
-                format!("unsupported version {:?}; expected \"v1\"", self.version),
-            ));
-        }
-        if self.kind != SCHEDULE_KIND {
-            return Err(invalid(
-                "kind".into(),
-                format!("expected {SCHEDULE_KIND:?}, found {:?}", self.kind),
-            ));
-        }
+        check_header(&self.version, &self.kind, SCHEDULE_KIND, source)?;
         self.tz().map_err(|m| invalid("timezone".into(), m))?;
         if self.switches.is_empty() {
             return Err(invalid(
