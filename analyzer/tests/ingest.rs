@@ -774,3 +774,33 @@ fn ingests_history_written_by_the_exporter() {
         .expect("g");
     assert_eq!(sources.height(), s.nodes);
 }
+
+/// Day files from the writer's daily compaction ingest like hourly ones; an hourly file that a
+/// day file lists (a compaction interrupted before its deletes) is left out with a warning, not
+/// read twice.
+#[test]
+fn compacted_day_files_and_a_leftover_hourly_file() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
+    let s = tessera_exporter::history::simulate::simulate(&scenario, 2, tmp.path(), 10_000, 10_000)
+        .expect("simulate");
+    let node = tmp.path().join(&scenario.nodes[0].name);
+    let day = node.join("gpu/2026-11-02.parquet");
+    assert!(day.exists());
+    let listed = tessera_exporter::history::compact::compacted_from(&day).expect("listed");
+    assert!(listed.contains(&"2026-11-02T03.parquet".to_string()));
+    // The leftover: a valid file under a listed name (its rows would double if read).
+    std::fs::copy(&day, node.join("gpu/2026-11-02T03.parquet")).expect("copy");
+    let (_, report) = run(&[history(tmp.path())], false).expect("ingest");
+    for (i, t) in Table::ALL.into_iter().enumerate() {
+        assert_eq!(report.tables[&t].rows, s.rows[i], "{}", t.name());
+    }
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("2026-11-02T03.parquet") && w.contains("day file")),
+        "{:?}",
+        report.warnings
+    );
+}

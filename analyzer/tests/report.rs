@@ -175,16 +175,46 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Rewrites a day file of history without the rows of the given hours of its day (by `ts`).
+fn drop_hours(path: &Path, hours: std::ops::Range<i64>) {
+    use polars::prelude::*;
+    let df = ParquetReader::new(std::fs::File::open(path).unwrap())
+        .finish()
+        .unwrap();
+    let hour = (col("ts") / lit(3_600_000i64)) % lit(24i64);
+    let mut df = df
+        .lazy()
+        .filter(
+            hour.clone()
+                .lt(lit(hours.start))
+                .or(hour.gt_eq(lit(hours.end))),
+        )
+        .collect()
+        .unwrap();
+    let before = ParquetReader::new(std::fs::File::open(path).unwrap())
+        .finish()
+        .unwrap()
+        .height();
+    assert!(
+        df.height() < before,
+        "{}: no rows in those hours",
+        path.display()
+    );
+    ParquetWriter::new(std::fs::File::create(path).unwrap())
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(&mut df)
+        .unwrap();
+}
+
 #[test]
 fn data_quality_names_gaps_silent_gpus_and_missing_sources() {
     let tmp = tempfile::tempdir().unwrap();
     let hist = tmp.path().join("h");
     copy_dir(&root().join("fixtures/demo-history"), &hist);
     // A deleted hour on lab-a and lab-b's last 6 hours gone: a gap and GPUs that stop reporting.
-    std::fs::remove_file(hist.join("lab-a/gpu/2026-11-03T12.parquet")).unwrap();
-    for h in 18..24 {
-        std::fs::remove_file(hist.join(format!("lab-b/gpu/2026-11-05T{h:02}.parquet"))).unwrap();
-    }
+    // Finished days are day files (compacted), so the hours are cut out of them.
+    drop_hours(&hist.join("lab-a/gpu/2026-11-03.parquet"), 12..13);
+    drop_hours(&hist.join("lab-b/gpu/2026-11-05.parquet"), 18..24);
     std::fs::remove_file(hist.join("lab-b/gpu/2026-11-06T00.parquet")).unwrap();
     // A CSV source whose only row lies outside the range.
     let csv = tmp.path().join("old.csv");

@@ -260,3 +260,114 @@ fn simulate_one_day_of_the_demo_reads_back() {
     }
     assert_eq!(s.rows[0], gpu_rows);
 }
+
+/// GPU rows of `hour` (hours since the epoch): the demo's first rows, moved to that hour.
+fn rows_at(template: &[history::GpuRow], hour: i64) -> Vec<history::GpuRow> {
+    let base = template[0].ts;
+    template
+        .iter()
+        .map(|r| history::GpuRow {
+            ts: hour * 3_600_000 + 10_000 + (r.ts - base),
+            ..r.clone()
+        })
+        .collect()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn finished_days_are_compacted_into_day_files() {
+    // 26 hours: day 0 is over and compacted at the first row of day 1, which stays hourly.
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = simulate(tmp.path(), 26 * 3600, WriterMode::Jsonl, false);
+    let node = tmp.path().join("gpu-node-1");
+    for t in ["gpu", "process"] {
+        assert_eq!(
+            names(&node.join(t)),
+            [
+                "2026-11-02.parquet",
+                "2026-11-03T00.parquet",
+                "2026-11-03T01.open.jsonl"
+            ],
+            "{t}"
+        );
+    }
+    let listed = history::compact::compacted_from(&node.join("gpu/2026-11-02.parquet")).unwrap();
+    assert_eq!(listed.len(), 24);
+    assert_eq!(listed[0], "2026-11-02T00.parquet");
+    // Nothing lost, nothing doubled, same order.
+    let h = read_node_dir(&node).unwrap();
+    assert_eq!(h.gpu, rows.gpu);
+    assert_eq!(h.mig, rows.mig);
+    assert_eq!(h.process, rows.process);
+}
+
+#[test]
+fn interrupted_compaction_neither_loses_nor_doubles_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let template = simulate(tmp.path(), 120, WriterMode::Direct, true).gpu;
+    let node = tmp.path().join("gpu-node-1");
+    let dir = node.join("gpu");
+    for n in names(&dir) {
+        fs::remove_file(dir.join(n)).unwrap();
+    }
+    let day0 = template[0].ts.div_euclid(86_400_000) * 24;
+    let saved = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    for h in 0..3 {
+        let rows = rows_at(&template, day0 + h);
+        let p = history::writer::write_parquet(&dir, day0 + h, &rows).unwrap();
+        fs::copy(&p, saved.path().join(p.file_name().unwrap())).unwrap();
+        expected.extend(rows);
+    }
+    let written = history::compact::compact_table(&dir, Table::Gpu, day0 / 24 + 1).unwrap();
+    assert_eq!(written, [dir.join("2026-11-02.parquet")]);
+    assert_eq!(names(&dir), ["2026-11-02.parquet"]);
+
+    // A crash after the rename and before the deletes leaves a listed hourly file behind:
+    // readers skip it, and the writer's next start deletes it without merging it again.
+    fs::copy(
+        saved.path().join("2026-11-02T01.parquet"),
+        dir.join("2026-11-02T01.parquet"),
+    )
+    .unwrap();
+    assert_eq!(read_node_dir(&node).unwrap().gpu, expected);
+    let later = (day0 + 48) * 3_600_000;
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
+    assert_eq!(names(&dir), ["2026-11-02.parquet"]);
+    assert_eq!(read_node_dir(&node).unwrap().gpu, expected);
+
+    // Rows of a compacted day that come late (the clock went back) are not taken for compacted
+    // ones: a listed name gets a suffix, they are read, and the next compaction merges them.
+    let late = rows_at(&template, day0 + 1);
+    let p = history::writer::write_parquet(&dir, day0 + 1, &late).unwrap();
+    assert_eq!(p.file_name().unwrap(), "2026-11-02T01-1.parquet");
+    let p = history::writer::write_parquet(&dir, day0 + 5, &late).unwrap();
+    assert_eq!(p.file_name().unwrap(), "2026-11-02T05.parquet");
+    let h = read_node_dir(&node).unwrap();
+    assert_eq!(h.gpu.len(), expected.len() + 2 * late.len());
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
+    assert_eq!(names(&dir), ["2026-11-02.parquet"]);
+    assert_eq!(read_node_dir(&node).unwrap().gpu.len(), h.gpu.len());
+    assert_eq!(
+        history::compact::compacted_from(&dir.join("2026-11-02.parquet"))
+            .unwrap()
+            .len(),
+        5
+    );
+
+    // Retention by age removes a day file once its last hour is past the cutoff.
+    let opts = WriterOptions {
+        retention_ms: 24 * 3_600_000,
+        ..WriterOptions::default()
+    };
+    HistoryWriter::open(tmp.path(), "gpu-node-1", opts, later + 3_600_000).unwrap();
+    assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+}

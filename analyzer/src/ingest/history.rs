@@ -1,4 +1,5 @@
-//! The `history:` source: finds node folders, checks their manifests strictly, validates each
+//! The `history:` source: finds node folders, checks their manifests strictly, leaves out hourly
+//! files that a day file already holds (an interrupted compaction), validates each
 //! closed Parquet file's schema against [`super::schema`] and scans it lazily, and reads the open
 //! JSON Lines segment with a tolerant line reader (header check; a torn last line is tolerated and
 //! counted; any other bad line is an error, or a counted skip with `skip_bad_rows`).
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 use serde_json::Value;
+
+use tessera_exporter::history::compact;
 
 use super::schema::{Col, ColType, HISTORY_VERSION, Table};
 use super::{IngestError, IngestOptions, IngestReport, WorkItem};
@@ -78,10 +81,23 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
             if !dir.is_dir() {
                 continue;
             }
+            // Hourly files a day file holds already (left by a crash during compaction).
+            let superseded = compact::superseded(&dir).map_err(|e| IngestError::Parquet {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?;
             for path in read_dir_sorted(&dir)? {
                 let Some(name) = path.file_name().and_then(|s| s.to_str()) else {
                     continue;
                 };
+                if superseded.contains(name) {
+                    report.warnings.push(format!(
+                        "{}: ignored, its rows are in the day file (compaction was interrupted; \
+                         the exporter deletes it at its next start)",
+                        path.display()
+                    ));
+                    continue;
+                }
                 if name.ends_with(".open.jsonl") {
                     items.push(WorkItem::Jsonl {
                         table,

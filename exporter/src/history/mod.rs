@@ -4,6 +4,7 @@
 //! - [`schema`]: the tables and columns (the single source of truth), typed-row ↔ arrow glue.
 //! - [`aggregate`]: 1-second samples → interval rows (pure).
 //! - [`writer`]: one node folder: manifest, open JSONL segments, hourly Parquet, recovery, retention.
+//! - [`compact`]: merges the hourly files of a finished UTC day into one day file.
 //! - [`reader`]: the strict reader (arrow/parquet, never polars).
 //! - [`simulate`]: a whole scenario's history on the virtual clock (`tessera simulate`).
 //! - [`spawn`]: the exporter's history thread, fed off the sampler's hot path by a bounded channel.
@@ -11,6 +12,7 @@
 //! This module never samples a GPU and never links polars.
 
 pub mod aggregate;
+pub mod compact;
 pub mod reader;
 pub mod schema;
 pub mod simulate;

@@ -81,16 +81,22 @@ pub fn read_node_dir(dir: &Path) -> Result<NodeHistory, HistoryError> {
     })
 }
 
-/// The data files of one table in a node folder, sorted by name (so by hour), Parquet first.
+/// The data files of one table in a node folder, sorted by name (so by time: a day file
+/// `YYYY-MM-DD` sorts before that day's hourly files), Parquet first; hourly files that a day file
+/// holds already ([`super::compact::superseded`]) are left out.
 pub fn table_files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, HistoryError> {
     let d = dir.join(table.name());
     let mut files = Vec::new();
     if !d.exists() {
         return Ok(files);
     }
+    let superseded = super::compact::superseded(&d)?;
     for entry in fs::read_dir(&d).map_err(io(&d))? {
         let path = entry.map_err(io(&d))?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if superseded.contains(name) {
+            continue;
+        }
         if name.ends_with(".parquet") || name.ends_with(".open.jsonl") {
             files.push(path);
         }

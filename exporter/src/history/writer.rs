@@ -2,7 +2,8 @@
 //! says: the manifest, one open JSONL segment per table (header line, then one row per line,
 //! flushed after every interval), hourly rotation into Parquet + zstd (by the rows' `ts` hour,
 //! written to a temporary name and renamed), recovery of open segments of past hours left by a
-//! crash, and retention by age and by total size.
+//! crash, daily compaction of finished days ([`super::compact`], at open and at each new hour),
+//! and retention by age and by total size.
 //!
 //! [`WriterMode::Direct`] skips the JSONL (the hour is kept in memory and written as Parquet at
 //! rotation): for `tessera simulate`, where there is no crash to survive. Everything else is the
@@ -23,6 +24,7 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow, Rows};
+use super::compact;
 use super::reader;
 use super::schema::{FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, Table};
 
@@ -142,8 +144,25 @@ pub fn write_parquet<R: HistoryRow>(
 ) -> Result<PathBuf, HistoryError> {
     let name = hour_name(hour);
     let mut path = dir.join(format!("{name}.parquet"));
+    // Names a day file lists as compacted into it are taken too: a new file under such a name
+    // would be skipped by readers as already compacted (only when rows of a compacted day come
+    // late, e.g. after the clock went back).
+    let day_file = dir.join(format!(
+        "{}.parquet",
+        compact::day_name(hour.div_euclid(24))
+    ));
+    let taken = if day_file.exists() {
+        compact::compacted_from(&day_file)?
+    } else {
+        Vec::new()
+    };
     let mut n = 1;
-    while path.exists() {
+    while path.exists()
+        || path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .is_some_and(|f| taken.iter().any(|t| t == f))
+    {
         path = dir.join(format!("{name}-{n}.parquet"));
         n += 1;
     }
@@ -393,6 +412,7 @@ impl HistoryWriter {
             latest_ts: now_ms,
         };
         w.recover(now_ms.div_euclid(HOUR_MS))?;
+        w.compact(now_ms)?;
         w.enforce_retention()?;
         Ok(w)
     }
@@ -443,7 +463,18 @@ impl HistoryWriter {
             self.latest_ts = self.latest_ts.max(ts);
         }
         if rotated {
+            self.compact(self.latest_ts)?;
             self.enforce_retention()?;
+        }
+        Ok(())
+    }
+
+    /// Merge the hourly files of every UTC day before the one of `now_ms` into day files
+    /// ([`compact`]).
+    fn compact(&mut self, now_ms: i64) -> Result<(), HistoryError> {
+        let day = now_ms.div_euclid(HOUR_MS).div_euclid(24);
+        for t in Table::ALL {
+            compact::compact_table(&self.dir.join(t.name()), t, day)?;
         }
         Ok(())
     }
@@ -453,6 +484,7 @@ impl HistoryWriter {
         self.gpu.rotate()?;
         self.mig.rotate()?;
         self.process.rotate()?;
+        self.compact(self.latest_ts)?;
         self.enforce_retention()
     }
 
@@ -468,15 +500,17 @@ impl HistoryWriter {
                 let path = entry.path();
                 let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
                 let name = entry.file_name().to_string_lossy().into_owned();
-                match (name.ends_with(".parquet"), parse_hour(&name)) {
-                    (true, Some(hour)) if hour < cutoff_hour => {
+                // Hourly and day files alike: a file goes when its last hour is past the
+                // cutoff; by size, the oldest first.
+                match compact::file_hours(&name) {
+                    Some((_, last)) if last < cutoff_hour => {
                         fs::remove_file(&path).map_err(io(&path))?;
                     }
-                    (true, Some(hour)) => {
+                    Some((first, _)) => {
                         total += size;
-                        closed.push((hour, size, path));
+                        closed.push((first, size, path));
                     }
-                    _ => total += size,
+                    None => total += size,
                 }
             }
         }

@@ -1,0 +1,211 @@
+//! Daily compaction of a table folder: the hourly Parquet files of a UTC day that is over are
+//! merged into one day file `<YYYY-MM-DD>.parquet` (same schema, Parquet + zstd), and then
+//! deleted. Readers pay a fixed cost per file (open, footer, a decoder per column chunk), so a
+//! week of one table is 7 files instead of 168 (docs/performance.md).
+//!
+//! Crash safety: the day file is written to a temporary name and renamed; its key-value metadata
+//! [`COMPACTED_FROM_KEY`] lists the hourly files it holds, and only then are those deleted. An
+//! hourly file listed by a day file of its table folder is *superseded*: readers skip it
+//! ([`superseded`]) and the next compaction deletes it, so a crash between the rename and the
+//! deletes neither loses nor doubles a row. An hourly file of a compacted day that is not listed
+//! (written later, e.g. after the clock went back) is read, and merged into the day file by the
+//! next compaction.
+//!
+//! This module does not decide when to compact (the writer does, at each new hour and at open)
+//! and does not apply retention.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+
+use super::reader::read_parquet_batches;
+use super::schema::Table;
+use super::writer::{HistoryError, io, parse_hour};
+
+/// Parquet key-value metadata key of a day file: a JSON array of the hourly file names it holds.
+pub const COMPACTED_FROM_KEY: &str = "tessera.compacted_from";
+
+const DAY_MS: i64 = 86_400_000;
+const HOURS_PER_DAY: i64 = 24;
+
+/// `2026-11-02` for day `day` (unix ms / 1 day).
+pub fn day_name(day: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(day * DAY_MS)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_else(|| format!("day{day}"))
+}
+
+/// The day (unix ms / 1 day) of a day file name `YYYY-MM-DD.parquet`; `None` for anything else
+/// (hourly files included).
+pub fn parse_day_file(file_name: &str) -> Option<i64> {
+    let stem = file_name.strip_suffix(".parquet")?;
+    if stem.len() != 10 {
+        return None;
+    }
+    let d = chrono::NaiveDate::parse_from_str(stem, "%Y-%m-%d").ok()?;
+    Some(
+        d.and_hms_opt(0, 0, 0)?
+            .and_utc()
+            .timestamp_millis()
+            .div_euclid(DAY_MS),
+    )
+}
+
+/// The hour of an hourly closed file name (`YYYY-MM-DDTHH.parquet` or `…THH-N.parquet`).
+pub fn parse_hour_file(file_name: &str) -> Option<i64> {
+    let stem = file_name.strip_suffix(".parquet")?;
+    let rest = stem.get(13..)?;
+    if !(rest.is_empty() || rest.strip_prefix('-').is_some_and(is_number)) {
+        return None;
+    }
+    parse_hour(stem)
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The span of hours a closed file (hourly or daily) covers: `(first hour, last hour)`.
+pub fn file_hours(file_name: &str) -> Option<(i64, i64)> {
+    if let Some(h) = parse_hour_file(file_name) {
+        return Some((h, h));
+    }
+    let d = parse_day_file(file_name)?;
+    Some((d * HOURS_PER_DAY, d * HOURS_PER_DAY + HOURS_PER_DAY - 1))
+}
+
+/// The hourly file names a day file lists as compacted into it (empty for a file without the key).
+pub fn compacted_from(path: &Path) -> Result<Vec<String>, HistoryError> {
+    let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let file = File::open(path).map_err(io(path))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| pq(&e))?;
+    let Some(kvs) = reader.metadata().file_metadata().key_value_metadata() else {
+        return Ok(Vec::new());
+    };
+    for kv in kvs {
+        if kv.key == COMPACTED_FROM_KEY {
+            let text = kv.value.as_deref().unwrap_or("[]");
+            return serde_json::from_str(text).map_err(|e| HistoryError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "metadata {COMPACTED_FROM_KEY:?} is not a JSON list of names: {e}"
+                ),
+            });
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// The hourly file names of a table folder that its day files hold already (readers skip them).
+pub fn superseded(table_dir: &Path) -> Result<BTreeSet<String>, HistoryError> {
+    let mut out = BTreeSet::new();
+    if !table_dir.is_dir() {
+        return Ok(out);
+    }
+    for entry in fs::read_dir(table_dir).map_err(io(table_dir))? {
+        let path = entry.map_err(io(table_dir))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if parse_day_file(name).is_some() {
+            out.extend(compacted_from(&path)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Compacts every day before `current_day` (unix ms / 1 day) that still has hourly files in
+/// `table_dir`. Returns the day files written.
+pub fn compact_table(
+    table_dir: &Path,
+    table: Table,
+    current_day: i64,
+) -> Result<Vec<PathBuf>, HistoryError> {
+    let mut hourly: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for entry in fs::read_dir(table_dir).map_err(io(table_dir))? {
+        let path = entry.map_err(io(table_dir))?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if let Some(h) = parse_hour_file(name) {
+            let day = h.div_euclid(HOURS_PER_DAY);
+            if day < current_day {
+                hourly.entry(day).or_default().push(name.to_string());
+            }
+        }
+    }
+    let mut written = Vec::new();
+    for (day, mut names) in hourly {
+        names.sort();
+        written.push(compact_day(table_dir, table, day, &names)?);
+    }
+    Ok(written)
+}
+
+/// Merges `hourly` (file names in `table_dir`, all of `day`) and the existing day file, if any,
+/// into the day file, then deletes the hourly files.
+fn compact_day(
+    table_dir: &Path,
+    table: Table,
+    day: i64,
+    hourly: &[String],
+) -> Result<PathBuf, HistoryError> {
+    let path = table_dir.join(format!("{}.parquet", day_name(day)));
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    if path.exists() {
+        listed.extend(compacted_from(&path)?);
+        inputs.push(path.clone());
+    }
+    let fresh: Vec<&String> = hourly.iter().filter(|n| !listed.contains(*n)).collect();
+    if !fresh.is_empty() {
+        inputs.extend(fresh.iter().map(|n| table_dir.join(n)));
+        listed.extend(fresh.iter().map(|n| n.to_string()));
+        write_merged(&path, table, &inputs, &listed)?;
+    }
+    for name in hourly {
+        let p = table_dir.join(name);
+        fs::remove_file(&p).map_err(io(&p))?;
+    }
+    Ok(path)
+}
+
+fn write_merged(
+    path: &Path,
+    table: Table,
+    inputs: &[PathBuf],
+    listed: &BTreeSet<String>,
+) -> Result<(), HistoryError> {
+    let tmp = path.with_extension("parquet.tmp");
+    let pq = |e: parquet::errors::ParquetError| HistoryError::Parquet {
+        path: tmp.clone(),
+        message: e.to_string(),
+    };
+    let names: Vec<&String> = listed.iter().collect();
+    let list = serde_json::to_string(&names).map_err(|e| HistoryError::Invalid {
+        path: tmp.clone(),
+        message: e.to_string(),
+    })?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(vec![KeyValue::new(COMPACTED_FROM_KEY.into(), list)]))
+        .build();
+    let file = File::create(&tmp).map_err(io(&tmp))?;
+    let mut w = ArrowWriter::try_new(file, table.arrow_schema(), Some(props)).map_err(pq)?;
+    for input in inputs {
+        for batch in read_parquet_batches(input, table)? {
+            w.write(&batch).map_err(pq)?;
+        }
+    }
+    let file = w.into_inner().map_err(pq)?;
+    file.sync_all().map_err(io(&tmp))?;
+    drop(file);
+    fs::rename(&tmp, path).map_err(io(path))
+}
