@@ -34,10 +34,35 @@ fn scenario_path(name: &str) -> PathBuf {
 struct Run {
     truth: GroundTruth,
     frames: Frames,
+    range: Option<(i64, i64)>,
     analysis: Analysis,
     /// Hours deleted per node (unix hour index).
     deleted: BTreeMap<String, BTreeSet<i64>>,
     _dir: tempfile::TempDir,
+}
+
+/// Rewrites a day file of history without the rows of `hour` (hours since the epoch, by `ts`);
+/// returns 1 when rows were dropped.
+fn drop_hour(path: &std::path::Path, hour: i64) -> usize {
+    let read = || {
+        ParquetReader::new(std::fs::File::open(path).unwrap())
+            .finish()
+            .unwrap()
+    };
+    let before = read().height();
+    let mut df = read()
+        .lazy()
+        .filter((col("ts") / lit(3_600_000i64)).neq(lit(hour)))
+        .collect()
+        .unwrap();
+    if df.height() == before {
+        return 0;
+    }
+    ParquetWriter::new(std::fs::File::create(path).unwrap())
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(&mut df)
+        .unwrap();
+    1
 }
 
 /// Simulates `days` of a scenario into history, optionally deletes hourly files, ingests and
@@ -49,17 +74,21 @@ fn run(name: &str, days: u32, step_ms: i64, delete: &[(&str, &str)], params: &Pa
     simulate(&s, days, dir.path(), step_ms, step_ms).expect("simulate");
     let mut deleted: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
     for (node, hour) in delete {
+        let t = DateTime::parse_from_rfc3339(&format!("{hour}:00:00Z")).expect("hour");
+        // Finished days are compacted into day files: the hour's rows are cut out of them.
+        let mut dropped = 0;
         for table in ["gpu", "mig", "process"] {
-            let f = dir
-                .path()
-                .join(node)
-                .join(table)
-                .join(format!("{hour}.parquet"));
-            if f.exists() {
-                std::fs::remove_file(&f).expect("delete hour");
+            let d = dir.path().join(node).join(table);
+            let hourly = d.join(format!("{hour}.parquet"));
+            let day = d.join(format!("{}.parquet", &hour[..10]));
+            if hourly.exists() {
+                std::fs::remove_file(&hourly).expect("delete hour");
+                dropped += 1;
+            } else if day.exists() {
+                dropped += drop_hour(&day, t.timestamp() / 3600);
             }
         }
-        let t = DateTime::parse_from_rfc3339(&format!("{hour}:00:00Z")).expect("hour");
+        assert!(dropped > 0, "{node} {hour}: nothing to delete");
         deleted
             .entry((*node).to_string())
             .or_default()
@@ -98,6 +127,7 @@ fn run(name: &str, days: u32, step_ms: i64, delete: &[(&str, &str)], params: &Pa
     Run {
         truth,
         frames,
+        range: report.time_range(),
         analysis,
         deleted,
         _dir: dir,
@@ -389,6 +419,39 @@ fn demo_scenario_with_mig() {
     check_busy(&r);
     let groups = check_consolidation(&r);
     assert!(groups >= 1, "the demo has a consolidation opportunity");
+
+    // Row order does not matter: the detectors match rows by entity and time (cursors over
+    // sorted series, combined MIG rows), so reversed or shuffled tables give the same analysis.
+    let reorder = |lf: &LazyFrame, shuffle: bool| -> LazyFrame {
+        let df = lf.clone().collect().expect("collect");
+        let n = df.height().max(1) as i64;
+        if !shuffle {
+            return df.reverse().lazy();
+        }
+        df.lazy()
+            .with_row_index("i", None)
+            .sort_by_exprs(
+                [(col("i").cast(DataType::Int64) * lit(7_919i64)) % lit(n)],
+                SortMultipleOptions::default(),
+            )
+            .drop(cols(["i"]))
+    };
+    let expected = serde_json::to_value(&r.analysis).unwrap();
+    for shuffle in [false, true] {
+        let frames = Frames {
+            gpu: reorder(&r.frames.gpu, shuffle),
+            mig: reorder(&r.frames.mig, shuffle),
+            process: reorder(&r.frames.process, shuffle),
+        };
+        let a = advisor::analyze(&frames, &Params::default(), r.range, vec![], &[])
+            .expect("analyze reordered");
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            expected,
+            "rows {} change the analysis",
+            if shuffle { "shuffled" } else { "reversed" }
+        );
+    }
 }
 
 #[test]

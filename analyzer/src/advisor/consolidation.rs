@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde_json::json;
 
-use super::columns::{self, groups, ts_ms};
+use super::columns::{self, FastMap, FastSet, ViewKey, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -92,6 +92,9 @@ fn quantile(v: &[f32], q: f64) -> f32 {
 }
 
 /// Loaded GPUs outside MIG mode, bucketed over their own range (pure over one partition).
+///
+/// Rows are grouped by GPU and bucket in Rust (GPUs keyed by their strings' arrow views), not
+/// by a polars group-by on string keys, which cost more than the rest of the detector.
 pub fn raw_workloads(
     frames: &Frames,
     p: &ConsolidationParams,
@@ -106,10 +109,7 @@ pub fn raw_workloads(
             col("uuid"),
             col("gpu").cast(DataType::Int64),
             col("model"),
-            // ts > 0, so truncation is floor.
-            ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(step as f64))
-                .cast(DataType::Int64)
-                .alias("b"),
+            ts_ms().alias("ts"),
             col("memory_used_max_bytes")
                 .cast(DataType::Float64)
                 .alias("mem"),
@@ -119,65 +119,101 @@ pub fn raw_workloads(
             col("sm_active_max"),
             col("busy_max"),
         ])
-        .group_by([col("node"), col("uuid"), col("b")])
-        .agg([
-            col("gpu").first(),
-            col("model").first(),
-            col("mem").max(),
-            col("total").max(),
-            col("sm_active_max").max(),
-            col("busy_max").max(),
-        ])
         .collect()?;
     let node = columns::strs(&df, "node")?;
     let uuid = columns::strs(&df, "uuid")?;
     let model = columns::strs(&df, "model")?;
     let gpu = columns::i64s(&df, "gpu")?;
-    let b = columns::i64s(&df, "b")?;
+    let ts = columns::i64s(&df, "ts")?;
     let mem = columns::f64s(&df, "mem")?;
     let total = columns::f64s(&df, "total")?;
     let sm = columns::f64s(&df, "sm_active_max")?;
     let busy = columns::f64s(&df, "busy_max")?;
-    let (mut bmin, mut bmax) = (i64::MAX, i64::MIN);
-    for i in 0..df.height() {
-        if let Some(x) = b.get(i) {
-            bmin = bmin.min(x);
-            bmax = bmax.max(x);
+    // ts > 0: the bucket of the interval ending at ts.
+    let bucket = |t: i64| (t - 1).div_euclid(step);
+
+    /// One GPU's rows: (bucket, row) in row order, and its first row of its first bucket.
+    struct Gpu<'a> {
+        key: (Option<&'a str>, Option<&'a str>),
+        rows: Vec<(i64, usize)>,
+        first: (i64, usize),
+    }
+    let mut gpus: Vec<Gpu> = Vec::new();
+    {
+        let (vn, vu) = (node.view_keys(), uuid.view_keys());
+        let mut by_view: FastMap<(Option<ViewKey>, Option<ViewKey>), usize> = FastMap::default();
+        let mut by_str: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
+        for i in 0..df.height() {
+            let Some(t) = ts.get(i) else { continue };
+            let b = bucket(t);
+            let g = match by_view.get(&(vn[i], vu[i])) {
+                Some(&g) => g,
+                None => {
+                    let key = (node.get(i), uuid.get(i));
+                    let g = *by_str.entry(key).or_insert_with(|| {
+                        gpus.push(Gpu {
+                            key,
+                            rows: Vec::new(),
+                            first: (b, i),
+                        });
+                        gpus.len() - 1
+                    });
+                    by_view.insert((vn[i], vu[i]), g);
+                    g
+                }
+            };
+            let e = &mut gpus[g];
+            e.rows.push((b, i));
+            if b < e.first.0 {
+                e.first = (b, i);
+            }
         }
     }
+    gpus.sort_by(|a, b| a.key.cmp(&b.key));
+    let range = gpus
+        .iter()
+        .flat_map(|g| g.rows.iter().map(|r| r.0))
+        .fold((i64::MAX, i64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
     let mut raw = RawWorkloads {
         workloads: Vec::new(),
         no_total: 0,
-        buckets: (bmin <= bmax).then_some((bmin, bmax)),
+        buckets: (range.0 <= range.1).then_some(range),
         notes: Vec::new(),
     };
-    if bmin > bmax {
+    if range.0 > range.1 {
         return Ok(raw);
     }
     let tenants = tenants(frames)?;
-    for r in groups(&[&node, &uuid], &b, df.height()) {
-        let first = r[0];
-        let uses_sm = r.iter().any(|&i| sm.get(i).is_some());
-        // Rows are sorted by bucket within the group.
-        let (gmin, gmax) = r
-            .iter()
-            .filter_map(|&i| b.get(i))
-            .fold((i64::MAX, i64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
-        if gmin > gmax {
-            continue;
-        }
+    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    for g in &gpus {
+        let (gmin, gmax) = g.rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
+            (lo.min(r.0), hi.max(r.0))
+        });
         let len = (gmax - gmin + 1) as usize;
-        let mut m = vec![f32::NAN; len];
-        let mut a = vec![f32::NAN; len];
+        // Per bucket: max memory, max SM activity, max busy.
+        let mut bm: Vec<Option<f64>> = vec![None; len];
+        let mut bs: Vec<Option<f64>> = vec![None; len];
+        let mut bb: Vec<Option<f64>> = vec![None; len];
         let mut cap: f64 = 0.0;
-        for i in r {
-            let Some(x) = b.get(i) else { continue };
-            let k = (x - gmin) as usize;
-            m[k] = mem.get(i).map_or(f32::NAN, |v| v as f32);
-            let act = if uses_sm { sm.get(i) } else { busy.get(i) };
-            a[k] = act.map_or(f32::NAN, |v| v as f32);
+        for &(b, i) in &g.rows {
+            let k = (b - gmin) as usize;
+            bm[k] = max(bm[k], mem.get(i));
+            bs[k] = max(bs[k], sm.get(i));
+            bb[k] = max(bb[k], busy.get(i));
             cap = cap.max(total.get(i).unwrap_or(0.0));
         }
+        let uses_sm = bs.iter().any(Option::is_some);
+        let m: Vec<f32> = bm
+            .iter()
+            .map(|v| v.map_or(f32::NAN, |v| v as f32))
+            .collect();
+        let a: Vec<f32> = (if uses_sm { &bs } else { &bb })
+            .iter()
+            .map(|v| v.map_or(f32::NAN, |v| v as f32))
+            .collect();
         let peak_mem = m
             .iter()
             .copied()
@@ -190,8 +226,9 @@ pub fn raw_workloads(
             raw.no_total += 1;
             continue;
         }
-        let n = node.get(first).unwrap_or("").to_string();
-        let u = uuid.get(first).unwrap_or("").to_string();
+        let first = g.first.1;
+        let n = g.key.0.unwrap_or("").to_string();
+        let u = g.key.1.unwrap_or("").to_string();
         raw.workloads.push(RawWorkload {
             tenants: tenants
                 .get(&(n.clone(), u.clone()))
@@ -310,57 +347,55 @@ pub fn workloads(
     Ok(align(vec![raw_workloads(frames, p)?]))
 }
 
-/// Processes/pods per GPU, for labels.
+/// Processes/pods per GPU, for labels: the distinct (process, namespace, pod, Slurm job) of each
+/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views.
 fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, AdvisorError> {
-    let df = frames
-        .process
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("process"),
-            col("namespace"),
-            col("pod"),
-            col("slurm_job_id"),
-        ])
-        .unique(None, UniqueKeepStrategy::Any)
-        // Every column in the sort: ties would make the labels' order depend on scheduling.
-        .sort(
-            [
-                "node",
-                "uuid",
-                "process",
-                "namespace",
-                "pod",
-                "slurm_job_id",
-            ],
-            SortMultipleOptions::default().with_nulls_last(true),
-        )
-        .collect()?;
-    let c = |n: &str| columns::strs(&df, n);
-    let (node, uuid, process, ns, pod, job) = (
-        c("node")?,
-        c("uuid")?,
-        c("process")?,
-        c("namespace")?,
-        c("pod")?,
-        c("slurm_job_id")?,
-    );
-    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    const COLS: [&str; 6] = [
+        "node",
+        "uuid",
+        "process",
+        "namespace",
+        "pod",
+        "slurm_job_id",
+    ];
+    let df = frames.process.clone().select(COLS.map(col)).collect()?;
+    let cols: Vec<columns::Strs> = COLS
+        .iter()
+        .map(|n| columns::strs(&df, n))
+        .collect::<Result<_, _>>()?;
+    let views: Vec<Vec<Option<ViewKey>>> = cols.iter().map(columns::Strs::view_keys).collect();
+    let mut seen: FastSet<[Option<ViewKey>; 6]> = FastSet::default();
+    // Sorted as polars sorts with nulls last: (is null, value) per column.
+    type Key<'a> = [(bool, &'a str); 6];
+    let mut rows: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
+    let row_view = |i: usize| -> [Option<ViewKey>; 6] { std::array::from_fn(|c| views[c][i]) };
     for i in 0..df.height() {
-        let mut label = process.get(i).unwrap_or("?").to_string();
-        match (ns.get(i), pod.get(i)) {
+        let vk = row_view(i);
+        if seen.insert(vk) {
+            rows.insert(std::array::from_fn(|c| match cols[c].get(i) {
+                Some(s) => (false, s),
+                None => (true, ""),
+            }));
+        }
+    }
+    fn get<'a>(k: &(bool, &'a str)) -> Option<&'a str> {
+        (!k.0).then_some(k.1)
+    }
+    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for r in &rows {
+        let mut label = get(&r[2]).unwrap_or("?").to_string();
+        match (get(&r[3]), get(&r[4])) {
             (Some(n), Some(p)) => label.push_str(&format!(" ({n}/{p})")),
             (None, Some(p)) => label.push_str(&format!(" ({p})")),
             _ => {}
         }
-        if let Some(j) = job.get(i) {
+        if let Some(j) = get(&r[5]) {
             label.push_str(&format!(" (slurm job {j})"));
         }
         let e = out
             .entry((
-                node.get(i).unwrap_or("").into(),
-                uuid.get(i).unwrap_or("").into(),
+                get(&r[0]).unwrap_or("").into(),
+                get(&r[1]).unwrap_or("").into(),
             ))
             .or_default();
         if !e.contains(&label) {

@@ -116,14 +116,90 @@ impl<'a> GpuIds<'a> {
 /// One MIG instance at one timestamp (rows of the same instance and `ts` combined).
 #[derive(Clone, Copy)]
 struct MigAt {
+    ts: i64,
     sm: Option<f64>,
     mem: f64,
     gpu: Option<i64>,
     interval: Option<i64>,
 }
 
-/// A MIG instance's first MIG UUID and profile, and its timestamps in first-seen order.
-type Instance = (Option<String>, Option<String>, Vec<i64>);
+impl MigAt {
+    /// Adds another row of the same instance and `ts`: SM activity max, memory sum, the rest
+    /// from the first row.
+    fn absorb(&mut self, o: &MigAt) {
+        self.sm = match (self.sm, o.sm) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.mem += o.mem;
+        self.gpu = self.gpu.or(o.gpu);
+        self.interval = self.interval.or(o.interval);
+    }
+}
+
+/// A MIG instance: its first MIG UUID and profile, and its rows combined per `ts`, by `ts`.
+struct Instance {
+    id: u32,
+    gi: Option<i64>,
+    mig_uuid: Option<String>,
+    profile: Option<String>,
+    at: Vec<MigAt>,
+    /// Whether `at` is still in `ts` order (rows normally come in time order).
+    sorted: bool,
+}
+
+impl Instance {
+    fn push(&mut self, m: MigAt) {
+        match self.at.last_mut() {
+            Some(last) if last.ts == m.ts => last.absorb(&m),
+            Some(last) => {
+                self.sorted &= last.ts < m.ts;
+                self.at.push(m);
+            }
+            None => self.at.push(m),
+        }
+    }
+
+    /// Sorts by `ts` (stable) and combines rows of equal `ts`, when they came out of order.
+    fn finish(&mut self) {
+        if self.sorted {
+            return;
+        }
+        self.at.sort_by_key(|m| m.ts);
+        let mut out: Vec<MigAt> = Vec::with_capacity(self.at.len());
+        for m in self.at.drain(..) {
+            match out.last_mut() {
+                Some(last) if last.ts == m.ts => last.absorb(&m),
+                _ => out.push(m),
+            }
+        }
+        self.at = out;
+        self.sorted = true;
+    }
+}
+
+/// The first position in `items` (sorted by `key`) whose key is `t`, found from a forward
+/// cursor: an entity's rows come in time order, so each lookup moves the cursor by a step or
+/// two instead of hashing `(entity, ts)` — the random accesses of such a hash map dominated the
+/// detector (docs/performance.md). Out-of-order lookups fall back to a binary search.
+fn seek<T>(items: &[T], key: impl Fn(&T) -> i64, cur: &mut usize, t: i64) -> Option<usize> {
+    let mut c = (*cur).min(items.len());
+    if c == 0 || key(&items[c - 1]) >= t {
+        c = items.partition_point(|x| key(x) < t);
+    } else {
+        let mut steps = 0;
+        while c < items.len() && key(&items[c]) < t {
+            c += 1;
+            steps += 1;
+            if steps == 8 {
+                c += items[c..].partition_point(|x| key(x) < t);
+                break;
+            }
+        }
+    }
+    *cur = c;
+    (c < items.len() && key(&items[c]) == t).then_some(c)
+}
 
 /// One row of an entity's series.
 #[derive(Clone, Copy)]
@@ -151,10 +227,35 @@ fn first_present(c: [(Option<f64>, &'static str); 4]) -> (Option<f64>, Option<&'
         .map_or((None, None), |(v, s)| (v, Some(s)))
 }
 
+fn sort_key(
+    kind: &str,
+    node: &str,
+    uuid: &str,
+    gi: Option<i64>,
+    pid: Option<i64>,
+    process: Option<&str>,
+    pod: Option<&str>,
+) -> [String; 7] {
+    [
+        kind.to_string(),
+        node.to_string(),
+        uuid.to_string(),
+        gi.map(|g| g.to_string()).unwrap_or_default(),
+        pid.map(|p| p.to_string()).unwrap_or_default(),
+        process.unwrap_or("").to_string(),
+        pod.unwrap_or("").to_string(),
+    ]
+}
+
+fn some(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
 /// Every entity of one partition with its rows (sorted by `ts`), in key order.
 ///
-/// Rows are matched in Rust on interned `(node, uuid)` ids and `ts`, not by joins on string
-/// keys (which dominated the advisor's time: docs/performance.md).
+/// Rows are matched in Rust, not by joins on string keys: GPUs are interned as small ids (rows
+/// keyed by their strings' arrow views, strings read once per view), each GPU's and MIG
+/// instance's rows are kept sorted by `ts`, and each process walks them with a forward cursor.
 fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let gdf = frames
         .gpu
@@ -215,7 +316,7 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         .collect()?;
 
     let mut ids = GpuIds::default();
-    // GPU rows.
+    // GPU rows: each GPU's (ts, row), sorted by ts (stable: the first row of a ts wins).
     let (g_node, g_uuid) = (columns::strs(&gdf, "node")?, columns::strs(&gdf, "uuid")?);
     let g_gpu = columns::i64s(&gdf, "gpu")?;
     let g_ts = columns::i64s(&gdf, "ts")?;
@@ -225,37 +326,40 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let g_mem = columns::f64s(&gdf, "mem")?;
     let g_model = columns::strs(&gdf, "model")?;
     let g_mig = columns::bools(&gdf, "mig_enabled")?;
-    let mut gpu_at: HashMap<(u32, i64), usize> =
-        HashMap::with_capacity_and_hasher(gdf.height(), Default::default());
+    let mut series: Vec<Vec<(i64, usize)>> = Vec::new();
     let mut model_of: HashMap<u32, String> = HashMap::default();
-    let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
-    // Row → interned GPU id (None when node or uuid is null).
-    let mut g_id: Vec<Option<u32>> = Vec::with_capacity(gdf.height());
-    let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
-    for i in 0..gdf.height() {
-        let id = match (gv_node[i], gv_uuid[i]) {
-            (Some(vn), Some(vu)) => Some(match by_view.get(&(vn, vu)) {
+    {
+        let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
+        let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
+        for i in 0..gdf.height() {
+            let (Some(vn), Some(vu), Some(t)) = (gv_node[i], gv_uuid[i], g_ts.get(i)) else {
+                continue;
+            };
+            let id = match by_view.get(&(vn, vu)) {
                 Some(&id) => id,
                 None => {
                     let id = ids.id(g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
                     by_view.insert((vn, vu), id);
                     id
                 }
-            }),
-            _ => None,
-        };
-        g_id.push(id);
-        let (Some(id), Some(t)) = (id, g_ts.get(i)) else {
-            continue;
-        };
-        gpu_at.entry((id, t)).or_insert(i);
-        if let Some(m) = g_model.get(i) {
-            model_of.entry(id).or_insert_with(|| m.to_string());
+            };
+            if series.len() <= id as usize {
+                series.resize_with(id as usize + 1, Vec::new);
+            }
+            series[id as usize].push((t, i));
+            if let Some(m) = g_model.get(i) {
+                model_of.entry(id).or_insert_with(|| m.to_string());
+            }
         }
     }
-    let gpu_act = |id: u32, t: i64| -> [(Option<f64>, &'static str); 2] {
-        match gpu_at.get(&(id, t)) {
-            Some(&i) => [(g_sm.get(i), "gpu_sm_active"), (g_busy.get(i), "gpu_busy")],
+    for s in &mut series {
+        if !s.windows(2).all(|w| w[0].0 <= w[1].0) {
+            s.sort_by_key(|x| x.0);
+        }
+    }
+    let gpu_act = |row: Option<usize>| -> [(Option<f64>, &'static str); 2] {
+        match row {
+            Some(i) => [(g_sm.get(i), "gpu_sm_active"), (g_busy.get(i), "gpu_busy")],
             None => [(None, "gpu_sm_active"), (None, "gpu_busy")],
         }
     };
@@ -270,75 +374,59 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let m_mem = columns::f64s(&mdf, "mem")?;
     let m_uuid_mig = columns::strs(&mdf, "mig_uuid")?;
     let m_profile = columns::strs(&mdf, "profile")?;
-    let mut mig_at: HashMap<(u32, Option<i64>, i64), MigAt> = HashMap::default();
-    // Instance → (first mig uuid, first profile), and its timestamps in first-seen order.
-    let mut instances: BTreeMap<(u32, Option<i64>), Instance> = BTreeMap::new();
-    let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
-    let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
-    for i in 0..mdf.height() {
-        let (Some(vn), Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
-            continue;
-        };
-        let id = match by_view.get(&(vn, vu)) {
-            Some(&id) => id,
-            None => {
-                let id = ids.id(m_node.get(i).unwrap_or(""), m_uuid.get(i).unwrap_or(""));
-                by_view.insert((vn, vu), id);
-                id
+    let mut instances: Vec<Instance> = Vec::new();
+    let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
+    {
+        let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
+        let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey, Option<i64>), usize> =
+            HashMap::default();
+        for i in 0..mdf.height() {
+            let (Some(vn), Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
+                continue;
+            };
+            let gi = m_gi.get(i);
+            let k = match by_view.get(&(vn, vu, gi)) {
+                Some(&k) => k,
+                None => {
+                    let id = ids.id(m_node.get(i).unwrap_or(""), m_uuid.get(i).unwrap_or(""));
+                    let k = *inst_of.entry((id, gi)).or_insert_with(|| {
+                        instances.push(Instance {
+                            id,
+                            gi,
+                            mig_uuid: None,
+                            profile: None,
+                            at: Vec::new(),
+                            sorted: true,
+                        });
+                        instances.len() - 1
+                    });
+                    by_view.insert((vn, vu, gi), k);
+                    k
+                }
+            };
+            let inst = &mut instances[k];
+            if inst.mig_uuid.is_none() {
+                inst.mig_uuid = m_uuid_mig.get(i).map(str::to_string);
             }
-        };
-        let gi = m_gi.get(i);
-        let inst = instances.entry((id, gi)).or_default();
-        if inst.0.is_none() {
-            inst.0 = m_uuid_mig.get(i).map(str::to_string);
-        }
-        if inst.1.is_none() {
-            inst.1 = m_profile.get(i).map(str::to_string);
-        }
-        match mig_at.entry((id, gi, t)) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let e = e.get_mut();
-                e.sm = match (e.sm, m_sm.get(i)) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                e.mem += m_mem.get(i).unwrap_or(0.0);
-                e.gpu = e.gpu.or(m_gpu.get(i));
-                e.interval = e.interval.or(m_iv.get(i));
+            if inst.profile.is_none() {
+                inst.profile = m_profile.get(i).map(str::to_string);
             }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(MigAt {
-                    sm: m_sm.get(i),
-                    mem: m_mem.get(i).unwrap_or(0.0),
-                    gpu: m_gpu.get(i),
-                    interval: m_iv.get(i),
-                });
-                inst.2.push(t);
-            }
+            inst.push(MigAt {
+                ts: t,
+                sm: m_sm.get(i),
+                mem: m_mem.get(i).unwrap_or(0.0),
+                gpu: m_gpu.get(i),
+                interval: m_iv.get(i),
+            });
         }
+    }
+    for inst in &mut instances {
+        inst.finish();
     }
 
     let mut out: Vec<Ent> = Vec::new();
-    let key = |kind: &str,
-               node: &str,
-               uuid: &str,
-               gi: Option<i64>,
-               pid: Option<i64>,
-               process: Option<&str>,
-               pod: Option<&str>| {
-        [
-            kind.to_string(),
-            node.to_string(),
-            uuid.to_string(),
-            gi.map(|g| g.to_string()).unwrap_or_default(),
-            pid.map(|p| p.to_string()).unwrap_or_default(),
-            process.unwrap_or("").to_string(),
-            pod.unwrap_or("").to_string(),
-        ]
-    };
-    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
 
-    // Processes.
+    // Processes, in two passes: each row's entity (and the row counts), then the rows.
     let (p_node, p_uuid) = (columns::strs(&pdf, "node")?, columns::strs(&pdf, "uuid")?);
     let p_gpu = columns::i64s(&pdf, "gpu")?;
     let p_pid = columns::i64s(&pdf, "pid")?;
@@ -351,83 +439,116 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let p_iv = columns::i64s(&pdf, "interval_ms")?;
     let p_mem = columns::f64s(&pdf, "mem")?;
     let p_sm = columns::f64s(&pdf, "sm_max")?;
-    let mut gpus_with_proc: HashSet<(&str, &str)> = HashSet::default();
-    let mut gis_with_proc: HashSet<(&str, &str, Option<i64>)> = HashSet::default();
-    // A pod is part of a process's identity: pid-less rows (dcgm-exporter's pod-labelled
-    // series) of pods that follow each other on one GPU are different workloads.
-    type PKey<'a> = (
-        &'a str,
-        &'a str,
-        Option<i64>,
-        Option<i64>,
-        Option<&'a str>,
-        Option<&'a str>,
-    );
-    let mut proc_index: HashMap<PKey, usize> = HashMap::default();
-    // Entity index and GPU id by (views of node, uuid, process; instance; pid): strings are
-    // read only the first time a combination of views is seen.
-    type VKey = (
-        Option<columns::ViewKey>,
-        Option<columns::ViewKey>,
-        Option<i64>,
-        Option<i64>,
-        Option<columns::ViewKey>,
-        Option<columns::ViewKey>,
-    );
-    let mut by_view: HashMap<VKey, (usize, Option<u32>)> = HashMap::default();
-    let (pv_node, pv_uuid, pv_proc) = (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
-    let pv_pod = p_pod.view_keys();
-    for i in 0..pdf.height() {
-        let gi = p_gi.get(i);
-        let vk: VKey = (
-            pv_node[i],
-            pv_uuid[i],
-            gi,
-            p_pid.get(i),
-            pv_proc[i],
-            pv_pod[i],
+    /// A process entity's GPU id, MIG instance, and cursors into their rows.
+    struct Proc {
+        id: Option<u32>,
+        inst: Option<usize>,
+        gcur: usize,
+        mcur: usize,
+    }
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut ent_of: Vec<u32> = Vec::with_capacity(pdf.height());
+    let mut counts: Vec<usize> = Vec::new();
+    {
+        // A pod is part of a process's identity: pid-less rows (dcgm-exporter's pod-labelled
+        // series) of pods that follow each other on one GPU are different workloads.
+        type PKey<'a> = (
+            &'a str,
+            &'a str,
+            Option<i64>,
+            Option<i64>,
+            Option<&'a str>,
+            Option<&'a str>,
         );
-        let (e, id) = match by_view.get(&vk) {
-            Some(&x) => x,
-            None => {
-                let n = p_node.get(i).unwrap_or("");
-                let u = p_uuid.get(i).unwrap_or("");
-                let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i), p_pod.get(i));
-                let id = ids.get(n, u);
-                let e = *proc_index.entry(k).or_insert_with(|| {
-                    gpus_with_proc.insert((n, u));
-                    gis_with_proc.insert((n, u, gi));
-                    let inst = id.and_then(|id| instances.get(&(id, gi)));
-                    out.push(Ent {
-                        sort_key: key("process", n, u, gi, k.3, k.4, k.5),
-                        entity: Entity {
-                            kind: "process".into(),
-                            node: some(n),
-                            gpu: p_gpu.get(i).map(|g| g as u32),
-                            uuid: some(u),
-                            model: id.and_then(|id| model_of.get(&id).cloned()),
-                            mig_uuid: inst.and_then(|x| x.0.clone()),
-                            gpu_instance: gi.map(|g| g as u32),
-                            pid: k.3.map(|p| p as u32),
-                            process: k.4.and_then(some),
-                            namespace: p_ns.get(i).and_then(some),
-                            pod: p_pod.get(i).and_then(some),
-                            slurm_job: p_job.get(i).and_then(some),
-                        },
-                        profile: inst.and_then(|x| x.1.clone()),
-                        rows: Vec::new(),
+        let mut proc_index: HashMap<PKey, usize> = HashMap::default();
+        // Entity index by (views of node, uuid, process, pod; instance; pid): strings are read
+        // only the first time a combination of views is seen.
+        type VKey = (
+            Option<columns::ViewKey>,
+            Option<columns::ViewKey>,
+            Option<i64>,
+            Option<i64>,
+            Option<columns::ViewKey>,
+            Option<columns::ViewKey>,
+        );
+        let mut by_view: HashMap<VKey, usize> = HashMap::default();
+        let (pv_node, pv_uuid, pv_proc) =
+            (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
+        let pv_pod = p_pod.view_keys();
+        for i in 0..pdf.height() {
+            let gi = p_gi.get(i);
+            let vk: VKey = (
+                pv_node[i],
+                pv_uuid[i],
+                gi,
+                p_pid.get(i),
+                pv_proc[i],
+                pv_pod[i],
+            );
+            let e = match by_view.get(&vk) {
+                Some(&e) => e,
+                None => {
+                    let n = p_node.get(i).unwrap_or("");
+                    let u = p_uuid.get(i).unwrap_or("");
+                    let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i), p_pod.get(i));
+                    let e = *proc_index.entry(k).or_insert_with(|| {
+                        let id = ids.get(n, u);
+                        let inst = id.and_then(|id| inst_of.get(&(id, gi)).copied());
+                        let instance = inst.map(|k| &instances[k]);
+                        procs.push(Proc {
+                            id,
+                            inst,
+                            gcur: 0,
+                            mcur: 0,
+                        });
+                        counts.push(0);
+                        out.push(Ent {
+                            sort_key: sort_key("process", n, u, gi, k.3, k.4, k.5),
+                            entity: Entity {
+                                kind: "process".into(),
+                                node: some(n),
+                                gpu: p_gpu.get(i).map(|g| g as u32),
+                                uuid: some(u),
+                                model: id.and_then(|id| model_of.get(&id).cloned()),
+                                mig_uuid: instance.and_then(|x| x.mig_uuid.clone()),
+                                gpu_instance: gi.map(|g| g as u32),
+                                pid: k.3.map(|p| p as u32),
+                                process: k.4.and_then(some),
+                                namespace: p_ns.get(i).and_then(some),
+                                pod: p_pod.get(i).and_then(some),
+                                slurm_job: p_job.get(i).and_then(some),
+                            },
+                            profile: instance.and_then(|x| x.profile.clone()),
+                            rows: Vec::new(),
+                        });
+                        out.len() - 1
                     });
-                    out.len() - 1
-                });
-                by_view.insert(vk, (e, id));
-                (e, id)
+                    by_view.insert(vk, e);
+                    e
+                }
+            };
+            ent_of.push(e as u32);
+            if p_ts.get(i).is_some() {
+                counts[e] += 1;
             }
-        };
+        }
+    }
+    for (e, n) in counts.iter().enumerate() {
+        out[e].rows.reserve_exact(*n);
+    }
+    for (i, &e) in ent_of.iter().enumerate() {
         let Some(t) = p_ts.get(i) else { continue };
-        let mig = id.and_then(|id| mig_at.get(&(id, gi, t)));
-        let [g_sm_v, g_busy_v] = id.map_or([(None, "gpu_sm_active"), (None, "gpu_busy")], |id| {
-            gpu_act(id, t)
+        let e = e as usize;
+        let pr = &mut procs[e];
+        let g_row = pr.id.and_then(|id| {
+            let s = series.get(id as usize)?;
+            seek(s, |x| x.0, &mut pr.gcur, t).map(|k| s[k].1)
         });
+        let mig = pr.inst.and_then(|k| {
+            let at = &instances[k].at;
+            seek(at, |m| m.ts, &mut pr.mcur, t).map(|j| &at[j])
+        });
+        let [g_sm_v, g_busy_v] = gpu_act(g_row);
         let m_sm_v = (mig.and_then(|m| m.sm), "mig_sm_active");
         let (act, src) = first_present([(p_sm.get(i), "process_sm"), m_sm_v, g_sm_v, g_busy_v]);
         let (whole, _) = first_present([(None, ""), m_sm_v, g_sm_v, g_busy_v]);
@@ -440,87 +561,87 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             whole,
         });
     }
+    let with_proc: HashSet<u32> = procs.iter().filter_map(|p| p.id).collect();
+    let gis_with_proc: HashSet<usize> = procs.iter().filter_map(|p| p.inst).collect();
 
     // MIG instances without process rows.
     let names: HashMap<u32, (&str, &str)> = ids.ids.iter().map(|(k, v)| (*v, *k)).collect();
-    for ((id, gi), (mig_uuid, profile, stamps)) in &instances {
-        let (n, u) = names[id];
-        if gis_with_proc.contains(&(n, u, *gi)) {
+    for (k, inst) in instances.iter().enumerate() {
+        if gis_with_proc.contains(&k) {
             continue;
         }
-        let first = mig_at[&(*id, *gi, stamps[0])];
-        let mut rows = Vec::with_capacity(stamps.len());
-        for &t in stamps {
-            let m = mig_at[&(*id, *gi, t)];
-            rows.push(Row {
-                ts: t,
+        let (n, u) = names[&inst.id];
+        let rows = inst
+            .at
+            .iter()
+            .map(|m| Row {
+                ts: m.ts,
                 interval: m.interval,
                 mem: m.mem,
                 act: m.sm,
                 src: m.sm.map(|_| "mig_sm_active"),
                 whole: m.sm,
-            });
-        }
+            })
+            .collect();
         out.push(Ent {
-            sort_key: key("mig", n, u, *gi, None, None, None),
+            sort_key: sort_key("mig", n, u, inst.gi, None, None, None),
             entity: Entity {
                 kind: "mig".into(),
                 node: some(n),
-                gpu: first.gpu.map(|g| g as u32),
+                gpu: inst.at.first().and_then(|m| m.gpu).map(|g| g as u32),
                 uuid: some(u),
-                model: model_of.get(id).cloned(),
-                mig_uuid: mig_uuid.clone(),
-                gpu_instance: gi.map(|g| g as u32),
+                model: model_of.get(&inst.id).cloned(),
+                mig_uuid: inst.mig_uuid.clone(),
+                gpu_instance: inst.gi.map(|g| g as u32),
                 ..Entity::default()
             },
-            profile: profile.clone(),
+            profile: inst.profile.clone(),
             rows,
         });
     }
 
     // Whole GPUs outside MIG mode without process rows.
-    let mut gpu_ents: HashMap<u32, usize> = HashMap::default();
-    let with_proc: HashSet<u32> = gpus_with_proc
-        .iter()
-        .filter_map(|(n, u)| ids.get(n, u))
-        .collect();
-    for (i, &id) in g_id.iter().enumerate() {
-        let (Some(id), Some(t)) = (id, g_ts.get(i)) else {
-            continue;
-        };
-        if g_mig.get(i).unwrap_or(false) || with_proc.contains(&id) {
+    for (id, s) in series.iter().enumerate() {
+        let id = id as u32;
+        if with_proc.contains(&id) {
             continue;
         }
-        let (n, u) = (g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
-        let e = *gpu_ents.entry(id).or_insert_with(|| {
-            out.push(Ent {
-                sort_key: key("gpu", n, u, None, None, None, None),
-                entity: Entity {
-                    kind: "gpu".into(),
-                    node: some(n),
-                    gpu: g_gpu.get(i).map(|g| g as u32),
-                    uuid: some(u),
-                    model: model_of.get(&id).cloned(),
-                    ..Entity::default()
-                },
-                profile: None,
-                rows: Vec::new(),
+        let mut rows: Vec<Row> = Vec::with_capacity(s.len());
+        let mut first: Option<usize> = None;
+        for &(t, i) in s {
+            if g_mig.get(i).unwrap_or(false) {
+                continue;
+            }
+            first.get_or_insert(i);
+            let (act, src) = first_present([
+                (None, ""),
+                (None, ""),
+                (g_sm.get(i), "gpu_sm_active"),
+                (g_busy.get(i), "gpu_busy"),
+            ]);
+            rows.push(Row {
+                ts: t,
+                interval: g_iv.get(i),
+                mem: g_mem.get(i).unwrap_or(f64::NAN),
+                act,
+                src,
+                whole: act,
             });
-            out.len() - 1
-        });
-        let (act, src) = first_present([
-            (None, ""),
-            (None, ""),
-            (g_sm.get(i), "gpu_sm_active"),
-            (g_busy.get(i), "gpu_busy"),
-        ]);
-        out[e].rows.push(Row {
-            ts: t,
-            interval: g_iv.get(i),
-            mem: g_mem.get(i).unwrap_or(f64::NAN),
-            act,
-            src,
-            whole: act,
+        }
+        let Some(i) = first else { continue };
+        let (n, u) = (g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
+        out.push(Ent {
+            sort_key: sort_key("gpu", n, u, None, None, None, None),
+            entity: Entity {
+                kind: "gpu".into(),
+                node: some(n),
+                gpu: g_gpu.get(i).map(|g| g as u32),
+                uuid: some(u),
+                model: model_of.get(&id).cloned(),
+                ..Entity::default()
+            },
+            profile: None,
+            rows,
         });
     }
     out.sort_by(|a, b| a.sort_key.cmp(&b.sort_key));
