@@ -145,10 +145,18 @@ pub fn since(frames: &Frames, from: i64) -> Frames {
     }
 }
 
-/// [`load_parts`], as one set of frames (the union of the partitions).
-pub fn load(src: &SourceArgs) -> Result<(Frames, Option<Range>)> {
-    let (parts, range) = load_parts(src)?;
-    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, range))
+/// Every Parquet file the partitions scan.
+pub fn part_files(parts: &[tessera::ingest::Part]) -> Vec<std::path::PathBuf> {
+    parts.iter().flat_map(|p| p.files.iter().cloned()).collect()
+}
+
+/// On an error while reading frames, names the history file whose data does not decode, when
+/// one does not (`ingest::name_unreadable`); other errors pass unchanged.
+pub fn name_file(e: anyhow::Error, files: &[std::path::PathBuf]) -> anyhow::Error {
+    match tessera::ingest::name_unreadable(files) {
+        Some(named) => anyhow::Error::new(named),
+        None => e,
+    }
 }
 
 /// A time range, unix ms (first, last).
@@ -173,6 +181,7 @@ pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Optio
                 .map(|p| tessera::ingest::Part {
                     key: p.key,
                     frames: since(&p.frames, from),
+                    files: p.files,
                 })
                 .collect()
         }
@@ -188,6 +197,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         bail!("no rows in the sources for the chosen range: nothing to analyse");
     }
     let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
+    let files = part_files(&parts);
     let analysis = advisor::analyze_parts(
         parts
             .into_iter()
@@ -196,7 +206,8 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         range,
         sources,
         &args.detectors,
-    )?;
+    )
+    .map_err(|e| name_file(e.into(), &files))?;
     match args.format {
         OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),

@@ -133,8 +133,10 @@ impl SourceArgs {
 
 pub fn run(args: IngestArgs) -> Result<()> {
     let (parts, report) = args.src.ingest_parts()?;
+    let files = crate::analyze_cmd::part_files(&parts);
     let frames: Vec<Frames> = parts.into_iter().map(|p| p.frames).collect();
-    let summaries = summary::describe_parts(&frames, &report)?;
+    let summaries = summary::describe_parts(&frames, &report)
+        .map_err(|e| crate::analyze_cmd::name_file(e.into(), &files))?;
     match args.format {
         OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
         OutputFormat::Json => println!(

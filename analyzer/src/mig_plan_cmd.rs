@@ -14,7 +14,7 @@ use tessera::advisor::{self, offpeak::MinGpus};
 use tessera::mig_planner::{self, PlannerOptions, demand, export, schedule};
 use tessera_exporter::mig_plan::MigPlanFile;
 
-use crate::analyze_cmd::load;
+use crate::analyze_cmd::{load_parts, name_file, part_files};
 use crate::ingest_cmd::{OutputFormat, SourceArgs};
 
 #[derive(Debug, Args)]
@@ -82,16 +82,18 @@ pub fn run(args: PlanArgs) -> Result<()> {
             args.tz
         )
     })?;
-    let (frames, range) = load(&args.src)?;
+    let (parts, range) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to plan");
     }
+    let files = part_files(&parts);
+    let frames = tessera::ingest::Frames::union(parts.into_iter().map(|p| p.frames))?;
     let dp = demand::DemandParams {
         headroom: args.headroom,
         quantile: args.quantile,
         ..demand::DemandParams::default()
     };
-    let d = demand::extract(&frames, &dp)?;
+    let d = demand::extract(&frames, &dp).map_err(|e| name_file(e.into(), &files))?;
     for n in &d.notes {
         eprintln!("tessera: note: {n}");
     }

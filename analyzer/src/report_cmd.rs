@@ -127,6 +127,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
     // Partitioned by node: the advisor runs one node at a time; the report's own tallies read
     // the union.
     let (parts, ingest_report) = src.ingest_parts()?;
+    let files = crate::analyze_cmd::part_files(&parts);
+    let named = |e: anyhow::Error| crate::analyze_cmd::name_file(e, &files);
     let frames = ingest::Frames::union(parts.iter().map(|p| p.frames.clone()))?;
     let Some((first, last)) = ingest_report.time_range() else {
         bail!("no rows in the sources for the chosen range: nothing to report");
@@ -180,7 +182,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
         Some((start, end)),
         sources.clone(),
         &[],
-    )?;
+    )
+    .map_err(|e| named(e.into()))?;
     bar.set_message("building report");
     let r = report::build(
         &frames,
@@ -193,7 +196,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
             tz,
             top: args.top,
         },
-    )?;
+    )
+    .map_err(|e| named(e.into()))?;
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
     bar.set_message("planning MIG layouts");
@@ -202,7 +206,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let d = tessera::mig_planner::demand::extract(
         &current,
         &tessera::mig_planner::demand::DemandParams::default(),
-    )?;
+    )
+    .map_err(|e| named(e.into()))?;
     r.mig = match tessera::mig_planner::plan(
         &d.workloads,
         &d.fleet,

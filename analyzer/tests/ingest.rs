@@ -804,3 +804,48 @@ fn compacted_day_files_and_a_leftover_hourly_file() {
         report.warnings
     );
 }
+
+/// A day file whose footer reads but whose data pages are damaged: ingest checks only footers,
+/// so the damage shows when frames are collected; every command then names the file (exit 2)
+/// instead of passing on polars' error, which names none.
+#[test]
+fn corrupt_data_page_names_the_file() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history");
+    for node in ["lab-a", "lab-b"] {
+        for table in ["gpu", "mig", "process"] {
+            let to = tmp.path().join(node).join(table);
+            std::fs::create_dir_all(&to).expect("mkdir");
+            for e in std::fs::read_dir(src.join(node).join(table)).expect("read") {
+                let e = e.expect("entry");
+                std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+            }
+        }
+        std::fs::copy(
+            src.join(node).join("tessera-history.json"),
+            tmp.path().join(node).join("tessera-history.json"),
+        )
+        .expect("manifest");
+    }
+    let bad = tmp.path().join("lab-a/gpu/2026-11-03.parquet");
+    let mut bytes = std::fs::read(&bad).expect("read");
+    // Flip bytes in the first column chunks, far from the footer at the end.
+    for b in &mut bytes[200..2000] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&bad, &bytes).expect("write");
+    let source = format!("history:{}", tmp.path().display());
+    for cmd in [
+        vec!["ingest", "--source", &source],
+        vec!["analyze", "--source", &source],
+        vec!["report", "--source", &source],
+    ] {
+        let out = tessera(&cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(
+            err.contains("lab-a/gpu/2026-11-03.parquet") && err.contains("does not decode"),
+            "{cmd:?}: {err}"
+        );
+    }
+}

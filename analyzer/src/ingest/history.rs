@@ -6,7 +6,8 @@
 //!
 //! It does not write history, convert open segments, or check that rows agree with the manifest's
 //! node name or interval. A Parquet file whose footer reads but whose data pages are corrupt fails
-//! later, when the frame is collected (polars' error then does not always name the file).
+//! later, when the frame is collected; the commands then name it with
+//! [`super::name_unreadable`] (each file of the sources read whole, on that error path only).
 
 use std::path::{Path, PathBuf};
 

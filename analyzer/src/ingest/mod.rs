@@ -258,6 +258,33 @@ pub struct Part {
     /// The node (tessera history), or `*` when the partition holds every source.
     pub key: String,
     pub frames: Frames,
+    /// The Parquet history files its frames scan (see [`name_unreadable`]).
+    pub files: Vec<PathBuf>,
+}
+
+/// Names the first of `files` whose data does not decode (a corrupt data page behind a good
+/// footer), by reading each one whole. Ingest checks only footers and schemas up front, so such
+/// damage shows up later, as a polars error that names no file, when a frame is collected; the
+/// commands call this on that error path to say which file it was. `None` when every file reads.
+pub fn name_unreadable(files: &[PathBuf]) -> Option<IngestError> {
+    files.iter().find_map(|path| {
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                return Some(IngestError::Io {
+                    path: path.clone(),
+                    source: e,
+                });
+            }
+        };
+        ParquetReader::new(file)
+            .finish()
+            .err()
+            .map(|e| IngestError::Parquet {
+                path: path.clone(),
+                reason: format!("its data does not decode: {e}"),
+            })
+    })
 }
 
 impl Frames {
@@ -388,8 +415,13 @@ pub fn ingest_parts(
             p(i + 1, total);
         }
     }
+    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for ((part, source, table), paths) in scans {
         let lf = history::scan_parquet_files(&paths)?;
+        files
+            .entry(part.clone())
+            .or_default()
+            .extend(paths.iter().cloned());
         parts
             .entry(part)
             .or_default()
@@ -415,8 +447,10 @@ pub fn ingest_parts(
             mig: build(Table::Mig)?,
             process: build(Table::Process)?,
         };
+        let files = files.remove(&key).unwrap_or_default();
         for t in Table::ALL {
-            let stats = table_stats(frames.table(t).clone())?;
+            let stats = table_stats(frames.table(t).clone())
+                .map_err(|e| name_unreadable(&files).unwrap_or(e))?;
             let acc = report.tables.entry(t).or_default();
             acc.rows += stats.rows;
             acc.first_ts = match (acc.first_ts, stats.first_ts) {
@@ -428,7 +462,7 @@ pub fn ingest_parts(
                 (a, b) => a.or(b),
             };
         }
-        out.push(Part { key, frames });
+        out.push(Part { key, frames, files });
     }
     for t in Table::ALL {
         report.tables.entry(t).or_default();
