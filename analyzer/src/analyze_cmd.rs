@@ -165,7 +165,7 @@ pub type Range = (i64, i64);
 /// Ingests partitioned by node (the advisor then runs one node at a time) and, without
 /// `--since`, narrows to the last 7 days of the data.
 pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>)> {
-    let (parts, report) = src.ingest_parts()?;
+    let (parts, report) = src.ingest_parts(true)?;
     let mut range = report.time_range();
     let parts = match range {
         Some((first, last)) if src.since.is_none() && last - first > WEEK_MS => {

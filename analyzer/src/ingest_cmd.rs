@@ -81,8 +81,9 @@ pub fn parse_interval(s: &str) -> Result<i64, String> {
 impl SourceArgs {
     /// Ingests the sources with the flags' options, partitioned by node
     /// (`ingest::ingest_parts`), showing a spinner on a terminal when it takes more than half a
-    /// second; prints the report's warnings on stderr.
-    pub fn ingest_parts(&self) -> Result<(Vec<ingest::Part>, IngestReport)> {
+    /// second; prints the report's warnings on stderr. `footer_stats`: see
+    /// [`IngestOptions::footer_stats`].
+    pub fn ingest_parts(&self, footer_stats: bool) -> Result<(Vec<ingest::Part>, IngestReport)> {
         let now = chrono::Utc::now().timestamp_millis();
         let since = self
             .since
@@ -120,6 +121,7 @@ impl SourceArgs {
                 ..PrometheusOptions::default()
             },
             progress: Some(&progress),
+            footer_stats,
         };
         let result = ingest::ingest_parts(&self.sources, &opts);
         bar.finish_and_clear();
@@ -132,7 +134,8 @@ impl SourceArgs {
 }
 
 pub fn run(args: IngestArgs) -> Result<()> {
-    let (parts, report) = args.src.ingest_parts()?;
+    // Scans `ts` (not footer statistics): `tessera ingest` is also how a user checks the data.
+    let (parts, report) = args.src.ingest_parts(false)?;
     let files = crate::analyze_cmd::part_files(&parts);
     let frames: Vec<Frames> = parts.into_iter().map(|p| p.frames).collect();
     let summaries = summary::describe_parts(&frames, &report)

@@ -126,7 +126,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     };
     // Partitioned by node: the advisor runs one node at a time; the report's own tallies read
     // the union.
-    let (parts, ingest_report) = src.ingest_parts()?;
+    let (parts, ingest_report) = src.ingest_parts(true)?;
     let files = crate::analyze_cmd::part_files(&parts);
     let named = |e: anyhow::Error| crate::analyze_cmd::name_file(e, &files);
     let frames = ingest::Frames::union(parts.iter().map(|p| p.frames.clone()))?;

@@ -849,3 +849,55 @@ fn corrupt_data_page_names_the_file() {
         );
     }
 }
+
+/// With `footer_stats` (analyze, report), row counts and time ranges come from the Parquet
+/// footers (row count, `ts` statistics) when there is no time filter; a file without statistics
+/// is scanned instead. Both give the same
+/// report, and so does the scan that a time filter forces.
+#[test]
+fn footer_statistics_and_scans_agree() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let node = good_history(dir.path());
+    let p = node.join("gpu/2026-11-02T14.parquet");
+    let footer = tessera_exporter::history::reader::footer_summary(&p).expect("footer");
+    assert_eq!(footer.rows, 3);
+    assert_eq!(footer.ts_range, Some((T0 + 10_000, T0 + 30_000)));
+    let footer_opts = IngestOptions {
+        footer_stats: true,
+        ..IngestOptions::default()
+    };
+    let (_, with_stats) = ingest::ingest(&[history(&node)], &footer_opts).expect("ingest");
+    let (_, scanned_too) = run(&[history(&node)], false).expect("ingest");
+    assert_eq!(scanned_too.tables, with_stats.tables);
+
+    // The same rows without statistics: the footer has no range, the reader scans `ts`.
+    let rows: Vec<Value> = [0.5, 0.9, 0.7]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| gpu_row(T0 + 10_000 * (i as i64 + 1), Some(*b)))
+        .collect();
+    let mut df = frame(Table::Gpu, &rows);
+    ParquetWriter::new(std::fs::File::create(&p).expect("create"))
+        .with_statistics(StatisticsOptions::empty())
+        .finish(&mut df)
+        .expect("write");
+    let footer = tessera_exporter::history::reader::footer_summary(&p).expect("footer");
+    assert_eq!((footer.rows, footer.ts_range), (3, None));
+    let (_, scanned) = ingest::ingest(&[history(&node)], &footer_opts).expect("ingest");
+    assert_eq!(scanned.tables, with_stats.tables);
+    let gpu = &with_stats.tables[&Table::Gpu];
+    // 3 closed rows + 2 in the open segment; the torn line is not a row.
+    assert_eq!(
+        (gpu.rows, gpu.first_ts, gpu.last_ts),
+        (5, Some(T0 + 10_000), Some(T0 + 3_610_000))
+    );
+
+    // A time filter that keeps everything scans too, with the same result.
+    let opts = IngestOptions {
+        since: Some(T0 - 3_600_000),
+        footer_stats: true,
+        ..IngestOptions::default()
+    };
+    let (_, filtered) = ingest::ingest(&[history(&node)], &opts).expect("ingest");
+    assert_eq!(filtered.tables, with_stats.tables);
+}

@@ -188,8 +188,12 @@ fn show(v: Option<&Value>) -> String {
     v.map_or_else(|| "missing".to_string(), |v| v.to_string())
 }
 
-/// Lazily scans one closed Parquet file after checking its schema (reads only the footer).
-pub(super) fn check_parquet(table: Table, path: &Path) -> Result<(), IngestError> {
+/// Checks one closed Parquet file's schema and returns what its footer says (row count, `ts`
+/// range) — reads only the footer.
+pub(super) fn check_parquet(
+    table: Table,
+    path: &Path,
+) -> Result<tessera_exporter::history::reader::FooterSummary, IngestError> {
     let parquet_err = |e: PolarsError| IngestError::Parquet {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -204,7 +208,11 @@ pub(super) fn check_parquet(table: Table, path: &Path) -> Result<(), IngestError
         .iter_values()
         .map(|f| (f.name.to_string(), DataType::from_arrow_field(f)))
         .collect();
-    check_schema(table, path, &found)
+    check_schema(table, path, &found)?;
+    tessera_exporter::history::reader::footer_summary(path).map_err(|e| IngestError::Parquet {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// One lazy multi-file scan over Parquet files that all passed [`check_parquet`] for the same

@@ -113,6 +113,11 @@ pub struct IngestOptions<'a> {
     pub prometheus: PrometheusOptions,
     /// Called after each file.
     pub progress: Option<Progress<'a>>,
+    /// Take row counts and time ranges of closed history files from their Parquet footers
+    /// (row count, `ts` statistics) instead of scanning `ts`, when there is no time filter. For
+    /// commands that read all the data afterwards anyway (a damaged data page then fails there,
+    /// named by [`name_unreadable`]); `tessera ingest` scans, so it also checks the `ts` pages.
+    pub footer_stats: bool,
 }
 
 impl Default for IngestOptions<'_> {
@@ -124,6 +129,7 @@ impl Default for IngestOptions<'_> {
             interval_ms: 10_000,
             prometheus: PrometheusOptions::default(),
             progress: None,
+            footer_stats: false,
         }
     }
 }
@@ -240,7 +246,8 @@ enum WorkItem {
 }
 
 /// Reads every source into the canonical frames. Fails on the first bad file; the report
-/// carries row counts and time ranges (computed by scanning `ts`), skips and warnings.
+/// carries row counts and time ranges (from the Parquet footers when there is no time filter,
+/// else by scanning `ts`), skips and warnings.
 ///
 /// The frames are the union of [`ingest_parts`]' partitions.
 pub fn ingest(
@@ -350,10 +357,13 @@ pub fn ingest_parts(
         .iter()
         .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
     let total = items.len();
-    // Lazy frames by partition and table.
-    let mut parts: BTreeMap<String, BTreeMap<Table, Vec<LazyFrame>>> = BTreeMap::new();
+    // Lazy frames by partition and table, each with its row count and time range when the
+    // Parquet footers tell them (else they are computed by scanning `ts`).
+    type Entry = (LazyFrame, Option<TableStats>);
+    let mut parts: BTreeMap<String, BTreeMap<Table, Vec<Entry>>> = BTreeMap::new();
     // Checked Parquet files by (partition, source, table), scanned together below.
-    let mut scans: BTreeMap<(String, String, Table), Vec<PathBuf>> = BTreeMap::new();
+    type Checked = (PathBuf, tessera_exporter::history::reader::FooterSummary);
+    let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
     let key = |node: &str| {
         if single {
             "*".to_string()
@@ -369,9 +379,9 @@ pub fn ingest_parts(
                 source,
                 node,
             } => {
-                history::check_parquet(table, &path)?;
+                let footer = history::check_parquet(table, &path)?;
                 let group = scans.entry((key(&node), source, table)).or_default();
-                group.push(path);
+                group.push((path, footer));
             }
             WorkItem::Jsonl {
                 table,
@@ -385,7 +395,7 @@ pub fn ingest_parts(
                     .or_default()
                     .entry(table)
                     .or_default()
-                    .push(canonical(df.lazy(), table, &source, opts));
+                    .push((canonical(df.lazy(), table, &source, opts), None));
             }
             WorkItem::Csv { path } => {
                 let source = format!("csv:{}", path.display());
@@ -395,7 +405,7 @@ pub fn ingest_parts(
                         .or_default()
                         .entry(table)
                         .or_default()
-                        .push(canonical(df.lazy(), table, &source, opts));
+                        .push((canonical(df.lazy(), table, &source, opts), None));
                 }
             }
             WorkItem::Prometheus { url } => {
@@ -406,7 +416,7 @@ pub fn ingest_parts(
                         .or_default()
                         .entry(table)
                         .or_default()
-                        .push(canonical(df.lazy(), table, &source, opts));
+                        .push((canonical(df.lazy(), table, &source, opts), None));
                 }
             }
         }
@@ -416,26 +426,55 @@ pub fn ingest_parts(
         }
     }
     let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for ((part, source, table), paths) in scans {
+    for ((part, source, table), checked) in scans {
+        let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
         let lf = history::scan_parquet_files(&paths)?;
-        files
-            .entry(part.clone())
-            .or_default()
-            .extend(paths.iter().cloned());
+        files.entry(part.clone()).or_default().extend(paths);
+        // Without a time filter, the footers' row counts and `ts` statistics are the stats.
+        let known = (opts.footer_stats
+            && opts.since.is_none()
+            && opts.until.is_none()
+            && checked
+                .iter()
+                .all(|(_, f)| f.rows == 0 || f.ts_range.is_some()))
+        .then(|| {
+            checked
+                .iter()
+                .fold(TableStats::default(), |acc, (_, f)| TableStats {
+                    rows: acc.rows + f.rows,
+                    first_ts: min_opt(acc.first_ts, f.ts_range.map(|r| r.0)),
+                    last_ts: max_opt(acc.last_ts, f.ts_range.map(|r| r.1)),
+                })
+        });
         parts
             .entry(part)
             .or_default()
             .entry(table)
             .or_default()
-            .push(canonical(lf, table, &source, opts));
+            .push((canonical(lf, table, &source, opts), known));
     }
     if parts.is_empty() && single {
         parts.insert("*".into(), BTreeMap::new());
     }
     let mut out = Vec::with_capacity(parts.len());
     for (key, mut tables) in parts {
+        let files = files.remove(&key).unwrap_or_default();
         let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
-            let lfs = tables.remove(&t).unwrap_or_default();
+            let entries = tables.remove(&t).unwrap_or_default();
+            let mut lfs = Vec::with_capacity(entries.len());
+            for (lf, known) in entries {
+                let stats = match known {
+                    Some(s) => s,
+                    None => {
+                        table_stats(lf.clone()).map_err(|e| name_unreadable(&files).unwrap_or(e))?
+                    }
+                };
+                let acc = report.tables.entry(t).or_default();
+                acc.rows += stats.rows;
+                acc.first_ts = min_opt(acc.first_ts, stats.first_ts);
+                acc.last_ts = max_opt(acc.last_ts, stats.last_ts);
+                lfs.push(lf);
+            }
             Ok(match lfs.len() {
                 0 => DataFrame::empty_with_schema(&t.frame_schema()).lazy(),
                 1 => lfs.into_iter().next().expect("one"),
@@ -447,27 +486,26 @@ pub fn ingest_parts(
             mig: build(Table::Mig)?,
             process: build(Table::Process)?,
         };
-        let files = files.remove(&key).unwrap_or_default();
-        for t in Table::ALL {
-            let stats = table_stats(frames.table(t).clone())
-                .map_err(|e| name_unreadable(&files).unwrap_or(e))?;
-            let acc = report.tables.entry(t).or_default();
-            acc.rows += stats.rows;
-            acc.first_ts = match (acc.first_ts, stats.first_ts) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            acc.last_ts = match (acc.last_ts, stats.last_ts) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-        }
         out.push(Part { key, frames, files });
     }
     for t in Table::ALL {
         report.tables.entry(t).or_default();
     }
     Ok((out, report))
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Row count and ts range of a frame (reads only `ts`).

@@ -313,3 +313,58 @@ pub fn read_jsonl<R: HistoryRow>(path: &Path) -> Result<(Vec<R>, u64), HistoryEr
     }
     Ok((rows, skipped))
 }
+
+/// What a closed file's footer says without reading any data: its row count and, when every row
+/// group carries `ts` statistics, the first and last `ts` (unix ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FooterSummary {
+    pub rows: u64,
+    /// `None` when a row group lacks `ts` min/max statistics (the reader must then scan `ts`);
+    /// also `None` for a file without rows.
+    pub ts_range: Option<(i64, i64)>,
+}
+
+/// Reads a Parquet file's footer (only) for [`FooterSummary`]. The writer records chunk
+/// statistics, so for tessera's own files row counts and time ranges cost no data reads.
+pub fn footer_summary(path: &Path) -> Result<FooterSummary, HistoryError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    let file = File::open(path).map_err(io(path))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| HistoryError::Parquet {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let meta = reader.metadata();
+    let rows = u64::try_from(meta.file_metadata().num_rows()).unwrap_or(0);
+    let ts_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == "ts");
+    let mut range: Option<(i64, i64)> = None;
+    let mut complete = ts_col.is_some() && rows > 0;
+    if let Some(c) = ts_col {
+        for rg in meta.row_groups() {
+            if rg.num_rows() == 0 {
+                continue;
+            }
+            match rg.column(c).statistics() {
+                Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
+                    (Some(&lo), Some(&hi)) => {
+                        range = Some(match range {
+                            Some((a, b)) => (a.min(lo), b.max(hi)),
+                            None => (lo, hi),
+                        });
+                    }
+                    _ => complete = false,
+                },
+                _ => complete = false,
+            }
+        }
+    }
+    Ok(FooterSummary {
+        rows,
+        ts_range: if complete { range } else { None },
+    })
+}
