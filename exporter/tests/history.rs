@@ -371,3 +371,36 @@ fn interrupted_compaction_neither_loses_nor_doubles_rows() {
     HistoryWriter::open(tmp.path(), "gpu-node-1", opts, later + 3_600_000).unwrap();
     assert!(names(&dir).is_empty(), "{:?}", names(&dir));
 }
+
+#[test]
+fn a_day_that_cannot_be_compacted_stays_hourly_and_recording_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let template = simulate(tmp.path(), 120, WriterMode::Direct, true).gpu;
+    let node = tmp.path().join("gpu-node-1");
+    let dir = node.join("gpu");
+    for n in names(&dir) {
+        fs::remove_file(dir.join(n)).unwrap();
+    }
+    let day0 = template[0].ts.div_euclid(86_400_000) * 24;
+    for h in [0, 1, 24, 25] {
+        history::writer::write_parquet(&dir, day0 + h, &rows_at(&template, day0 + h)).unwrap();
+    }
+    // Day 0 holds a file that does not read (a torn copy, a bad disk block).
+    fs::write(dir.join("2026-11-02T02.parquet"), b"not parquet").unwrap();
+    let e = history::compact::compact_table(&dir, Table::Gpu, day0 / 24 + 2).unwrap_err();
+    assert!(e.to_string().contains("2026-11-02T02.parquet"), "{e}");
+    // Day 1 was compacted anyway; day 0 is untouched and leaves no temporary file.
+    assert_eq!(
+        names(&dir),
+        [
+            "2026-11-02T00.parquet",
+            "2026-11-02T01.parquet",
+            "2026-11-02T02.parquet",
+            "2026-11-03.parquet"
+        ]
+    );
+    // The exporter still opens its history (and logs the error) instead of not recording.
+    let later = (day0 + 72) * 3_600_000;
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
+    assert!(dir.join("2026-11-02T00.parquet").exists());
+}

@@ -122,7 +122,9 @@ pub fn superseded(table_dir: &Path) -> Result<BTreeSet<String>, HistoryError> {
 }
 
 /// Compacts every day before `current_day` (unix ms / 1 day) that still has hourly files in
-/// `table_dir`. Returns the day files written.
+/// `table_dir`. Returns the day files written. A day that cannot be compacted (an hourly file
+/// that does not read, a full disk) keeps its hourly files as they are, the other days are still
+/// compacted, and the first such error is returned at the end.
 pub fn compact_table(
     table_dir: &Path,
     table: Table,
@@ -142,11 +144,22 @@ pub fn compact_table(
         }
     }
     let mut written = Vec::new();
+    let mut first_err = None;
     for (day, mut names) in hourly {
         names.sort();
-        written.push(compact_day(table_dir, table, day, &names)?);
+        match compact_day(table_dir, table, day, &names) {
+            Ok(p) => written.push(p),
+            Err(e) => {
+                // Leave no temporary file behind; the hourly files are untouched.
+                let _ = fs::remove_file(table_dir.join(format!("{}.parquet.tmp", day_name(day))));
+                first_err.get_or_insert(e);
+            }
+        }
     }
-    Ok(written)
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(written),
+    }
 }
 
 /// Merges `hourly` (file names in `table_dir`, all of `day`) and the existing day file, if any,

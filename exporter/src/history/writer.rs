@@ -412,7 +412,11 @@ impl HistoryWriter {
             latest_ts: now_ms,
         };
         w.recover(now_ms.div_euclid(HOUR_MS))?;
-        w.compact(now_ms)?;
+        // A day that cannot be compacted stays hourly (readers read it as it is); it must not
+        // stop recording, and the next rotation retries it (and reports the error).
+        if let Err(e) = w.compact(now_ms) {
+            log::warn!("history: daily compaction: {e}");
+        }
         w.enforce_retention()?;
         Ok(w)
     }
@@ -463,8 +467,10 @@ impl HistoryWriter {
             self.latest_ts = self.latest_ts.max(ts);
         }
         if rotated {
-            self.compact(self.latest_ts)?;
+            // Retention runs even when compaction fails (a full disk must not stay full).
+            let compacted = self.compact(self.latest_ts);
             self.enforce_retention()?;
+            compacted?;
         }
         Ok(())
     }
@@ -473,10 +479,13 @@ impl HistoryWriter {
     /// ([`compact`]).
     fn compact(&mut self, now_ms: i64) -> Result<(), HistoryError> {
         let day = now_ms.div_euclid(HOUR_MS).div_euclid(24);
+        let mut first_err = None;
         for t in Table::ALL {
-            compact::compact_table(&self.dir.join(t.name()), t, day)?;
+            if let Err(e) = compact::compact_table(&self.dir.join(t.name()), t, day) {
+                first_err.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_err.map_or(Ok(()), Err)
     }
 
     /// Close every open segment into Parquet and apply retention (end of `tessera simulate`).
@@ -484,8 +493,9 @@ impl HistoryWriter {
         self.gpu.rotate()?;
         self.mig.rotate()?;
         self.process.rotate()?;
-        self.compact(self.latest_ts)?;
-        self.enforce_retention()
+        let compacted = self.compact(self.latest_ts);
+        self.enforce_retention()?;
+        compacted
     }
 
     /// Delete closed files older than the retention, then the oldest until under `max_bytes`.
