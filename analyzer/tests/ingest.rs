@@ -814,9 +814,14 @@ fn corrupt_data_page_names_the_file() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history");
     for node in ["lab-a", "lab-b"] {
         for table in ["gpu", "mig", "process"] {
+            let from = src.join(node).join(table);
+            // git keeps no empty folders: the demo has no MIG rows, so no `mig/` in a clone.
+            if !from.is_dir() {
+                continue;
+            }
             let to = tmp.path().join(node).join(table);
             std::fs::create_dir_all(&to).expect("mkdir");
-            for e in std::fs::read_dir(src.join(node).join(table)).expect("read") {
+            for e in std::fs::read_dir(&from).expect("read") {
                 let e = e.expect("entry");
                 std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
             }
