@@ -542,12 +542,9 @@ mod tests {
     }
 
     /// The reference counts 722 legal non-empty explicit-placement layouts on an 8-slot GPU (id 15
-    /// included, +me excluded); enumerating every subset through the checker must find exactly those.
-    #[test]
-    fn enumerates_the_published_number_of_layouts() {
-        let h = model("H100-80GB").unwrap();
-        let all: Vec<LayoutInstance> = h
-            .profiles
+    /// Every (profile, placement) of a model, media-extension profiles excluded.
+    fn placed_instances(m: &GpuModel) -> Vec<LayoutInstance> {
+        m.profiles
             .iter()
             .filter(|p| !p.media_extensions)
             .flat_map(|p| {
@@ -556,7 +553,14 @@ mod tests {
                     placement: pl,
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// included, +me excluded); enumerating every subset through the checker must find exactly those.
+    #[test]
+    fn enumerates_the_published_number_of_layouts() {
+        let h = model("H100-80GB").unwrap();
+        let all = placed_instances(h);
         fn count(
             h: &GpuModel,
             all: &[LayoutInstance],
@@ -585,17 +589,7 @@ mod tests {
     #[test]
     fn enumerates_the_published_number_of_profile_mixes() {
         for m in models().iter().filter(|m| m.memory_slots == 8) {
-            let all: Vec<LayoutInstance> = m
-                .profiles
-                .iter()
-                .filter(|p| !p.media_extensions)
-                .flat_map(|p| {
-                    p.placements().map(move |pl| LayoutInstance {
-                        profile_id: p.id,
-                        placement: pl,
-                    })
-                })
-                .collect();
+            let all = placed_instances(m);
             fn walk(
                 m: &GpuModel,
                 all: &[LayoutInstance],

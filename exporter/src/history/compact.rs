@@ -19,14 +19,12 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::reader::read_parquet_batches;
 use super::schema::Table;
-use super::writer::{HistoryError, io, parse_hour};
+use super::writer::{HistoryError, io, parquet_properties, parse_hour};
 
 /// Parquet key-value metadata key of a day file: a JSON array of the hourly file names it holds.
 pub const COMPACTED_FROM_KEY: &str = "tessera.compacted_from";
@@ -206,8 +204,7 @@ fn write_merged(
         path: tmp.clone(),
         message: e.to_string(),
     })?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+    let props = parquet_properties()
         .set_key_value_metadata(Some(vec![KeyValue::new(COMPACTED_FROM_KEY.into(), list)]))
         .build();
     let file = File::create(&tmp).map_err(io(&tmp))?;

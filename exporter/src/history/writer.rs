@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow, Rows};
@@ -135,6 +135,13 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), HistoryError> {
     fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// How every history Parquet file is written (hourly and day files): zstd, and the default
+/// column statistics, whose `ts` min/max readers use for time ranges without reading data
+/// (`reader::footer_summary`).
+pub(super) fn parquet_properties() -> WriterPropertiesBuilder {
+    WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default()))
+}
+
 /// Write `rows` as one Parquet + zstd file `<dir>/<hour>.parquet` (or `<hour>-N.parquet` when
 /// taken), through a temporary name. Returns the path.
 pub fn write_parquet<R: HistoryRow>(
@@ -173,9 +180,7 @@ pub fn write_parquet<R: HistoryRow>(
     };
     let schema = R::TABLE.arrow_schema();
     let file = File::create(&tmp).map_err(io(&tmp))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
+    let props = parquet_properties().build();
     let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq)?;
     for chunk in rows.chunks(65_536) {
         let batch = RecordBatch::try_new(schema.clone(), R::to_columns(chunk)).map_err(|e| {
