@@ -37,8 +37,9 @@ pub struct AnalyzeArgs {
     /// Idle: shortest span.
     #[arg(long = "idle.min-duration", default_value = "60m", value_parser = parse_interval)]
     idle_min_duration: i64,
-    /// Idle and busy: a gap longer than this many intervals breaks a span.
-    #[arg(long = "span.max-gap-intervals", default_value_t = 2.0)]
+    /// Idle and busy: a gap longer than this many of the entity's own rows (and 5 minutes)
+    /// breaks a span.
+    #[arg(long = "span.max-gap-intervals", default_value_t = 3.0)]
     max_gap_intervals: f64,
 
     /// Consolidation: memory headroom on the combined peak (0.1 = 10%).

@@ -34,9 +34,11 @@ pub struct SourceArgs {
     /// Skip bad rows (counted and reported) instead of failing.
     #[arg(long)]
     pub skip_bad_rows: bool,
-    /// Bucket length for CSV sources and the query step of prometheus: sources (e.g. 10s, 1m).
-    #[arg(long, default_value = "10s", value_parser = parse_interval)]
-    pub interval: i64,
+    /// Row length for csv: and prometheus: sources: `auto` (each entity at its own sampling
+    /// period), or a duration (10s, 1m) for rows at least that long; never finer than the
+    /// data. History keeps its own rows.
+    #[arg(long, default_value = "auto", value_parser = parse_auto_interval)]
+    pub interval: AutoInterval,
     /// Timeout of one request to a prometheus: source (retried 3 times with backoff).
     #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = parse_interval)]
     pub prometheus_timeout: i64,
@@ -66,6 +68,19 @@ fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
         Some((u, f)) if !u.is_empty() && !f.is_empty() => Ok((u.to_string(), PathBuf::from(f))),
         _ => Err(format!("bad basic auth {s:?}: expected USER:PASSWORD_FILE")),
     }
+}
+
+/// `--interval`: `auto` or a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoInterval(pub Option<i64>);
+
+fn parse_auto_interval(s: &str) -> Result<AutoInterval, String> {
+    if s == "auto" {
+        return Ok(AutoInterval(None));
+    }
+    parse_interval(s)
+        .map(|v| AutoInterval(Some(v)))
+        .map_err(|e| format!("{e}, or auto"))
 }
 
 pub fn parse_interval(s: &str) -> Result<i64, String> {
@@ -113,7 +128,7 @@ impl SourceArgs {
             since,
             until,
             skip_bad_rows: self.skip_bad_rows,
-            interval_ms: self.interval,
+            interval_ms: self.interval.0,
             prometheus: PrometheusOptions {
                 timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
                 bearer_token_file: self.prometheus_bearer_token_file.clone(),

@@ -134,9 +134,12 @@ fn good_history(root: &Path) -> PathBuf {
     node
 }
 
+/// Ingests with 10 s rows: the CSV fixtures sample every few seconds, and these tests check
+/// how values of one row combine (auto rows are tested in `auto_rows_*`).
 fn run(sources: &[Source], skip: bool) -> Result<(Frames, IngestReport), IngestError> {
     let opts = IngestOptions {
         skip_bad_rows: skip,
+        interval_ms: Some(10_000),
         ..IngestOptions::default()
     };
     ingest::ingest(sources, &opts)
@@ -502,7 +505,7 @@ fn generic_csv_pivots_and_buckets() {
 #[test]
 fn interval_option_changes_buckets() {
     let opts = IngestOptions {
-        interval_ms: 60_000,
+        interval_ms: Some(60_000),
         ..IngestOptions::default()
     };
     let (frames, _) = ingest::ingest(&[csv(&fixture("generic.csv"))], &opts).expect("ingest");
@@ -677,7 +680,7 @@ fn tessera(args: &[&str]) -> std::process::Output {
 #[test]
 fn cli_ingest_table_json_and_errors() {
     let src = format!("csv:{}", fixture("nvidia-smi.csv").display());
-    let out = tessera(&["ingest", "--source", &src]);
+    let out = tessera(&["ingest", "--source", &src, "--interval", "10s"]);
     assert!(
         out.status.success(),
         "{}",
@@ -691,7 +694,15 @@ fn cli_ingest_table_json_and_errors() {
     assert!(stdout.contains("busy_mean 33%"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
 
-    let out = tessera(&["ingest", "--source", &src, "--format", "json"]);
+    let out = tessera(&[
+        "ingest",
+        "--source",
+        &src,
+        "--format",
+        "json",
+        "--interval",
+        "10s",
+    ]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["tables"][0]["rows"], 3);
     assert_eq!(v["tables"][0]["entities"], 2);

@@ -129,12 +129,12 @@ fn matrix_for(req: &Req, warnings: &[&str]) -> String {
     let step: f64 = req.params["step"].parse().expect("step");
     let mut result = Vec::new();
     if q.contains(BUSY) || q.contains("tessera_gpu_memory_used_bytes") {
-        let value = if q.contains("count_over_time") {
-            "10"
-        } else if q.contains("memory") {
-            "1000"
-        } else {
-            "0.5"
+        let value = match scrape_window(&q) {
+            // The scrape interval query: a sample every 10 s.
+            Some(w) => format!("{}", w / 10_000),
+            None if q.contains("count_over_time") => "10".to_string(),
+            None if q.contains("memory") => "1000".to_string(),
+            None => "0.5".to_string(),
         };
         let mut values = Vec::new();
         let mut t = start;
@@ -157,6 +157,19 @@ fn matrix_for(req: &Req, warnings: &[&str]) -> String {
     v.to_string()
 }
 
+/// The window of the source's scrape interval query (`count_over_time(m[Wms])` with W longer
+/// than a row), ms.
+fn scrape_window(q: &str) -> Option<i64> {
+    let w: i64 = q
+        .strip_prefix("count_over_time(")?
+        .split_once('[')?
+        .1
+        .strip_suffix("ms])")?
+        .parse()
+        .ok()?;
+    (w >= 60_000).then_some(w)
+}
+
 fn tessera_server() -> Fake {
     serve(Box::new(|req, _| {
         Some(if req.path.ends_with("/label/__name__/values") {
@@ -167,10 +180,13 @@ fn tessera_server() -> Fake {
     }))
 }
 
+/// Options with an explicit 10 s interval: the canned series sit on a 10 s grid (the scrape
+/// interval query's answers are tested on their own, below).
 fn opts(since: i64, until: i64) -> IngestOptions<'static> {
     IngestOptions {
         since: Some(since),
         until: Some(until),
+        interval_ms: Some(10_000),
         prometheus: PrometheusOptions {
             timeout: Duration::from_secs(2),
             backoff: Duration::from_millis(50),
@@ -244,7 +260,11 @@ fn client_error_names_the_query_and_status_without_retrying() {
     let e = run_err(&fake.url, &opts(T0, T0 + 60_000));
     assert!(e.contains("HTTP 400"), "{e}");
     assert!(e.contains("parse error at char 3"), "{e}");
-    assert!(e.contains("avg_over_time(tessera_gpu_busy_ratio"), "{e}");
+    // The first query is the scrape interval's.
+    assert!(
+        e.contains("count_over_time(tessera_gpu_memory_used_bytes[60000ms])"),
+        "{e}"
+    );
     assert_eq!(fake.requests().len(), 2, "no retry on 4xx");
 }
 
@@ -300,9 +320,12 @@ fn long_ranges_are_chunked_within_the_point_limit() {
     let (_, report) = run(&fake.url, &o).expect("ingest");
     assert_eq!(report.tables[&ingest::Table::Gpu].rows, 1_000);
     let reqs = fake.requests();
+    // Without the scrape interval queries (one per table, hourly windows).
     let ranges: Vec<&Req> = reqs
         .iter()
-        .filter(|r| r.path.ends_with("/query_range"))
+        .filter(|r| {
+            r.path.ends_with("/query_range") && scrape_window(&r.params["query"]).is_none()
+        })
         .collect();
     let per_query: BTreeMap<&str, usize> = ranges.iter().fold(BTreeMap::new(), |mut m, r| {
         *m.entry(r.params["query"].as_str()).or_default() += 1;
@@ -482,9 +505,19 @@ fn serve_series(names: &'static [&'static str], series: Box<SeriesFn>) -> Fake {
         let start: f64 = req.params["start"].parse().expect("start");
         let end: f64 = req.params["end"].parse().expect("end");
         let step: f64 = req.params["step"].parse().expect("step");
-        let result: Vec<serde_json::Value> = series(q)
+        // The scrape interval query: the same series, a sample every 10 s.
+        let window = scrape_window(q);
+        let q = match window {
+            Some(_) => q.replace("count_over_time(", "max_over_time("),
+            None => q.clone(),
+        };
+        let result: Vec<serde_json::Value> = series(&q)
             .into_iter()
             .map(|(metric, value)| {
+                let value = match window {
+                    Some(w) => format!("{}", w / 10_000),
+                    None => value.to_string(),
+                };
                 let mut values = Vec::new();
                 let mut t = start;
                 while t <= end + 1e-9 {

@@ -160,6 +160,15 @@ fn range(since: i64, until: i64) -> IngestOptions<'static> {
     }
 }
 
+/// The Prometheus side of the round trip: two samples per 10 s history row, read back into
+/// 10 s rows (an explicit interval coarser than the 5 s samples).
+fn history_rows(since: i64, until: i64) -> IngestOptions<'static> {
+    IngestOptions {
+        interval_ms: Some(10_000),
+        ..range(since, until)
+    }
+}
+
 /// The values of a column as f64 (null → None).
 fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
     df.column(c)
@@ -493,7 +502,7 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f6
 
 fn ingest_prometheus(url: &str, since: i64, until: i64) -> (DataFrame, ingest::IngestReport) {
     let (frames, report) =
-        ingest::ingest(&[Source::Prometheus(url.to_string())], &range(since, until))
+        ingest::ingest(&[Source::Prometheus(url.to_string())], &history_rows(since, until))
             .expect("ingest prometheus");
     let gpu = frames
         .gpu
@@ -543,7 +552,7 @@ fn dcgm_metrics_in_prometheus_match_the_history() {
     // The pod labels: one process row per GPU row, named by the pod, holding the GPU's memory.
     let (frames, _) = ingest::ingest(
         &[Source::Prometheus(server.url.clone())],
-        &range(since, until),
+        &history_rows(since, until),
     )
     .expect("ingest prometheus");
     let procs = frames

@@ -57,7 +57,7 @@ fn usage_cost_and_teams_add_up() {
     let path = tmp.path().join("rows.csv");
     std::fs::write(&path, csv()).unwrap();
     let opts = IngestOptions {
-        interval_ms: 300_000,
+        interval_ms: Some(300_000),
         ..IngestOptions::default()
     };
     let (frames, ing) = ingest::ingest(&[Source::Csv(path)], &opts).expect("ingest");

@@ -26,7 +26,8 @@ pub struct BusyParams {
     pub max_sm_share: f64,
     /// Least total time in such spans for a finding, ms (default 60 min).
     pub min_duration_ms: i64,
-    /// A gap longer than this many intervals breaks a span (default 2).
+    /// A gap longer than this many of the GPU's own rows (and 5 minutes) breaks a span
+    /// (default 3).
     pub max_gap_intervals: f64,
 }
 
@@ -36,7 +37,7 @@ impl Default for BusyParams {
             min_busy: 0.5,
             max_sm_share: 0.5,
             min_duration_ms: 3_600_000,
-            max_gap_intervals: 2.0,
+            max_gap_intervals: 3.0,
         }
     }
 }
@@ -94,7 +95,7 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
             };
             let d = d.max(1);
             if let Some(pt) = prev
-                && (t - pt) as f64 > p.max_gap_intervals * d as f64
+                && super::breaks_span(t - pt, d, p.max_gap_intervals)
             {
                 spans.extend(cur.take());
             }

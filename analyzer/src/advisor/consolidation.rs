@@ -8,8 +8,9 @@
 //! - the `quantile` of summed activity ≤ `compute_target`, and
 //! - the summed activity never exceeds 1 (so the plan never exceeds capacity on history).
 //!
-//! Buckets where a GPU has no data count at that GPU's own peak (a gap never makes a plan look
-//! better). Risk is the share of buckets where the combined activity exceeded the target.
+//! A row longer than the step fills every bucket its interval covers, so data sampled every
+//! 5 minutes is aligned as well as 10-second rows. Buckets where a GPU has no data count at that
+//! GPU's own peak (a gap never makes a plan look better). Risk is the share of buckets where the combined activity exceeded the target.
 //! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing.
 
 use std::collections::BTreeMap;
@@ -110,6 +111,7 @@ pub fn raw_workloads(
             col("gpu").cast(DataType::Int64),
             col("model"),
             ts_ms().alias("ts"),
+            col("interval_ms").cast(DataType::Int64),
             col("memory_used_max_bytes")
                 .cast(DataType::Float64)
                 .alias("mem"),
@@ -125,6 +127,7 @@ pub fn raw_workloads(
     let model = columns::strs(&df, "model")?;
     let gpu = columns::i64s(&df, "gpu")?;
     let ts = columns::i64s(&df, "ts")?;
+    let iv = columns::i64s(&df, "interval_ms")?;
     let mem = columns::f64s(&df, "mem")?;
     let total = columns::f64s(&df, "total")?;
     let sm = columns::f64s(&df, "sm_active_max")?;
@@ -162,10 +165,15 @@ pub fn raw_workloads(
                     g
                 }
             };
+            // A row longer than the step fills every bucket its interval covers (5-minute
+            // data on a 1-minute step), so a coarse series is not read as gaps.
+            let from = bucket(t - iv.get(i).unwrap_or(0).max(1) + 1).min(b);
             let e = &mut gpus[g];
-            e.rows.push((b, i));
-            if b < e.first.0 {
-                e.first = (b, i);
+            for k in from..=b {
+                e.rows.push((k, i));
+            }
+            if from < e.first.0 {
+                e.first = (from, i);
             }
         }
     }

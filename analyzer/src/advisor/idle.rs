@@ -1,7 +1,9 @@
 //! Idle-loaded models: an entity that holds ≥ `min_memory` of GPU memory while its activity stays
 //! ≤ `max_activity` — judged on the *max* of each history interval, never the mean — for
 //! ≥ `min_duration` without a break. A row that is not idle, has no activity signal, or follows a
-//! gap longer than `max_gap_intervals` intervals ends a span.
+//! gap longer than `max_gap_intervals` of its own rows and 5 minutes (`super::breaks_span`)
+//! ends a span. Rows may have any length (each source's own sampling period): a process row is
+//! judged with the GPU or MIG row whose interval covers its end.
 //!
 //! Entities, most specific first: processes (the `process` table; identified by node, GPU, MIG
 //! instance, pid, process name and pod); MIG instances without
@@ -35,7 +37,8 @@ pub struct IdleParams {
     pub max_activity: f64,
     /// Shortest idle span reported, ms (default 60 min).
     pub min_duration_ms: i64,
-    /// A gap longer than this many intervals breaks a span (default 2).
+    /// A gap longer than this many of the entity's own rows (and 5 minutes) breaks a span
+    /// (default 3).
     pub max_gap_intervals: f64,
 }
 
@@ -45,7 +48,7 @@ impl Default for IdleParams {
             min_memory_bytes: GIB,
             max_activity: 0.01,
             min_duration_ms: 3_600_000,
-            max_gap_intervals: 2.0,
+            max_gap_intervals: 3.0,
         }
     }
 }
@@ -178,8 +181,8 @@ impl Instance {
     }
 }
 
-/// The first position in `items` (sorted by `key`) whose key is `t`, found from a forward
-/// cursor: an entity's rows come in time order, so each lookup moves the cursor by a step or
+/// The first position in `items` (sorted by `key`) whose key is `t` or later, found from a
+/// forward cursor: an entity's rows come in time order, so each lookup moves the cursor by a step or
 /// two instead of hashing `(entity, ts)` — the random accesses of such a hash map dominated the
 /// detector (docs/performance.md). Out-of-order lookups fall back to a binary search.
 fn seek<T>(items: &[T], key: impl Fn(&T) -> i64, cur: &mut usize, t: i64) -> Option<usize> {
@@ -198,7 +201,7 @@ fn seek<T>(items: &[T], key: impl Fn(&T) -> i64, cur: &mut usize, t: i64) -> Opt
         }
     }
     *cur = c;
-    (c < items.len() && key(&items[c]) == t).then_some(c)
+    (c < items.len()).then_some(c)
 }
 
 /// One row of an entity's series.
@@ -540,13 +543,19 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         let Some(t) = p_ts.get(i) else { continue };
         let e = e as usize;
         let pr = &mut procs[e];
+        // The GPU's and the MIG instance's rows whose interval covers the process row's end
+        // (the same row when both come at one period).
         let g_row = pr.id.and_then(|id| {
             let s = series.get(id as usize)?;
-            seek(s, |x| x.0, &mut pr.gcur, t).map(|k| s[k].1)
+            seek(s, |x| x.0, &mut pr.gcur, t)
+                .filter(|&k| s[k].0 == t || s[k].0 - g_iv.get(s[k].1).unwrap_or(0) < t)
+                .map(|k| s[k].1)
         });
         let mig = pr.inst.and_then(|k| {
             let at = &instances[k].at;
-            seek(at, |m| m.ts, &mut pr.mcur, t).map(|j| &at[j])
+            seek(at, |m| m.ts, &mut pr.mcur, t)
+                .filter(|&j| at[j].ts == t || at[j].ts - at[j].interval.unwrap_or(0) < t)
+                .map(|j| &at[j])
         });
         let [g_sm_v, g_busy_v] = gpu_act(g_row);
         let m_sm_v = (mig.and_then(|m| m.sm), "mig_sm_active");
@@ -678,7 +687,7 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
             let iv = iv.max(1);
             observed += iv;
             if let Some(pt) = prev_ts
-                && (t - pt) as f64 > p.max_gap_intervals * iv as f64
+                && super::breaks_span(t - pt, iv, p.max_gap_intervals)
             {
                 close(&mut cur, &mut spans);
             }

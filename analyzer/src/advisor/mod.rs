@@ -510,6 +510,19 @@ pub fn render_table(a: &Analysis) -> String {
     s
 }
 
+/// A gap in an entity's rows shorter than this never breaks a span, whatever the rows' length:
+/// Prometheus' lookback (a series is not stale for 5 minutes), and short enough that nothing
+/// the detectors look for (an hour idle, an hour busy) could hide in it.
+pub const MIN_GAP_MS: i64 = 300_000;
+
+/// Whether the time from one row's end to the next one's (`gap_ms`) breaks a span: more than
+/// `max_gap_intervals` rows of `interval_ms` and more than [`MIN_GAP_MS`]. Judged against the
+/// data's own rows: one missed scrape with jitter spans up to three 60 s rows, and misses at
+/// random on 1 s data come in runs of several seconds (docs/findings.md).
+pub fn breaks_span(gap_ms: i64, interval_ms: i64, max_gap_intervals: f64) -> bool {
+    gap_ms as f64 > (max_gap_intervals * interval_ms.max(1) as f64).max(MIN_GAP_MS as f64)
+}
+
 /// Milliseconds as hours.
 pub(crate) fn hours(ms: i64) -> f64 {
     ms as f64 / 3_600_000.0

@@ -1,28 +1,49 @@
 //! The `csv:` source: the generic long format (`timestamp, entity, metric, value, labels…`) and
-//! `nvidia-smi --query-gpu=… --format=csv` logs (detected from the header), bucketed into
-//! `interval_ms` rows of the canonical `gpu`, `mig` and `process` tables (mean/max/sum as the
-//! canonical column wants; `ts` is the bucket's end, `samples` the distinct timestamps in it).
+//! `nvidia-smi --query-gpu=… --format=csv` logs (detected from the header), into observations
+//! that [`super::resample`] turns into rows of the canonical `gpu`, `mig` and `process` tables at
+//! each entity's own sampling period (`--interval auto`), or at an explicit `--interval` when
+//! that is coarser.
 //!
-//! Bad lines (wrong field count, bad timestamp or number, ratio outside 0–1, bad label) are errors
-//! naming file and line, or counted skips with `skip_bad_rows`. Unknown metrics are counted and
-//! warned about, not errors. It does not read time zones from nvidia-smi logs (they carry none:
-//! read as UTC, with a warning), and it does not infer the node for nvidia-smi logs (null).
+//! Two readers, one result. A generic file is read first by polars' multi-threaded CSV reader
+//! (timestamps and values parsed as numbers while reading) and checked column by column; the
+//! moment anything is off — a line polars cannot parse, a bad timestamp, kind, label or ratio,
+//! an entity without identity, or `--skip-bad-rows` — the file is read again, line by line, by
+//! the `csv` crate, which names the file, line and what was expected (or skips and counts the
+//! bad lines). nvidia-smi logs always take the line reader. Both feed the same observation
+//! builder, so identity, labels and warnings do not depend on the reader.
+//!
+//! Identity: a row's `entity` fills the table's key column when no label does (`uuid` for gpu,
+//! `mig_uuid` for mig, `pid` for process). On a process row an entity that is not a pid becomes
+//! the process name (`process`) when the row has none, so distinct entities stay distinct; a
+//! process row with neither a pid, a pod, a pod UID nor a usable entity is an error. A metric of
+//! another kind (`gpu_busy_ratio` on a process row) is ignored with a warning that names the
+//! kinds that take it and the equivalent (`sm_ratio`). Unknown metrics are counted and warned
+//! about. nvidia-smi logs carry no time zone (read as UTC, with a warning) and no node (null).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use polars::prelude::*;
+use rustc_hash::FxHashMap;
 
+use super::resample::{self, Agg, Observations, RowSpec, Sampling};
 use super::schema::{ColType, Table};
 use super::{IngestError, IngestOptions, IngestReport};
 
-/// How a canonical metric feeds the canonical columns.
-#[derive(Clone, Copy)]
-enum Agg {
-    Mean,
-    Max,
-    Sum,
-}
+/// The canonical metrics of the generic format.
+const METRICS: &[&str] = &[
+    "gpu_busy_ratio",
+    "sm_active_ratio",
+    "sm_ratio",
+    "sm_occupancy_ratio",
+    "memory_controller_ratio",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "power_watts",
+    "energy_delta_joules",
+    "temperature_celsius",
+    "xid_count",
+];
 
 /// (kind, metric) → (is ratio, [(column, aggregation)]).
 fn targets(table: Table, metric: &str) -> Option<(bool, &'static [(&'static str, Agg)])> {
@@ -47,6 +68,35 @@ fn targets(table: Table, metric: &str) -> Option<(bool, &'static [(&'static str,
     })
 }
 
+/// What to say about a metric that exists, but not for this kind: the kinds that take it and
+/// the equivalent for this kind, if any.
+fn other_kind(table: Table, metric: &str) -> Option<String> {
+    let kinds: Vec<&str> = Table::ALL
+        .iter()
+        .filter(|t| targets(**t, metric).is_some())
+        .map(|t| t.name())
+        .collect();
+    if kinds.is_empty() {
+        return None;
+    }
+    let equivalent = match (table, metric) {
+        (Table::Process, "gpu_busy_ratio" | "sm_occupancy_ratio") => {
+            Some("per-process activity is sm_ratio")
+        }
+        (Table::Mig, "gpu_busy_ratio" | "sm_ratio") => {
+            Some("a MIG instance's activity is sm_active_ratio")
+        }
+        (Table::Gpu, "sm_ratio") => Some("a GPU's SM activity is sm_active_ratio"),
+        _ => None,
+    };
+    Some(format!(
+        "{metric} is a metric of kind {}, not {}{}",
+        kinds.join(" and "),
+        table.name(),
+        equivalent.map(|e| format!("; {e}")).unwrap_or_default()
+    ))
+}
+
 /// The label that defaults to the entity when absent.
 fn entity_column(table: Table) -> &'static str {
     match table {
@@ -56,48 +106,129 @@ fn entity_column(table: Table) -> &'static str {
     }
 }
 
-#[derive(Default)]
-struct MetricAcc {
-    sum: f64,
-    n: u64,
-    max: f64,
-}
-
-#[derive(Default)]
-struct Bucket {
-    timestamps: BTreeSet<i64>,
-    metrics: BTreeMap<&'static str, MetricAcc>,
-}
-
-#[derive(Default)]
-struct Entity {
-    labels: BTreeMap<String, String>,
-    buckets: BTreeMap<i64, Bucket>,
-}
-
-/// Groups values by (table, entity) and bucket end.
-struct Aggregator {
-    interval_ms: i64,
-    entities: BTreeMap<(Table, String), Entity>,
-    unknown_metrics: BTreeMap<String, u64>,
-    ignored_labels: BTreeSet<String>,
+/// Values that read as null (nvidia-smi's `[N/A]`, `[Not Supported]`, … too).
+fn is_null_marker(t: &str) -> bool {
+    t.is_empty()
+        || t == "N/A"
+        || t == "NaN"
+        || t == "nan"
+        || (t.starts_with('[') && t.ends_with(']'))
 }
 
 /// A bad line: category (for counting) and detail.
 struct Bad(&'static str, String);
 
-impl Aggregator {
-    fn add(
+/// One table's observations while they are collected.
+#[derive(Default)]
+struct TableObs {
+    /// Entity string → id.
+    ids: FxHashMap<String, u32>,
+    /// Per entity: label values (first seen per label), the entity string, its first line.
+    labels: Vec<BTreeMap<&'static str, String>>,
+    names: Vec<String>,
+    first_line: Vec<u64>,
+    eid: Vec<u32>,
+    ts: Vec<i64>,
+    metric: Vec<u32>,
+    value: Vec<Option<f64>>,
+}
+
+/// Collects observations from either reader.
+struct Builder {
+    tables: [TableObs; 3],
+    unknown_metrics: BTreeMap<String, u64>,
+    other_kind: BTreeMap<(Table, String), u64>,
+    ignored_labels: BTreeSet<String>,
+    /// Last metric looked up: (table, name) → index into `METRICS` (or `None` = not for it).
+    last_metric: Option<(Table, String, Option<u8>)>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder {
+            tables: Default::default(),
+            unknown_metrics: BTreeMap::new(),
+            other_kind: BTreeMap::new(),
+            ignored_labels: BTreeSet::new(),
+            last_metric: None,
+        }
+    }
+
+    /// The metric's index when it feeds `table`; counts it as unknown or of another kind
+    /// otherwise.
+    fn metric(&mut self, table: Table, metric: &str) -> Option<u8> {
+        if let Some((t, m, r)) = &self.last_metric
+            && *t == table
+            && m == metric
+        {
+            let r = *r;
+            if r.is_none() {
+                self.count_unknown(table, metric);
+            }
+            return r;
+        }
+        let r = targets(table, metric)
+            .and_then(|_| METRICS.iter().position(|m| *m == metric))
+            .map(|i| i as u8);
+        self.last_metric = Some((table, metric.to_string(), r));
+        if r.is_none() {
+            self.count_unknown(table, metric);
+        }
+        r
+    }
+
+    fn count_unknown(&mut self, table: Table, metric: &str) {
+        if metric.is_empty() {
+            return;
+        }
+        if other_kind(table, metric).is_some() {
+            *self
+                .other_kind
+                .entry((table, metric.to_string()))
+                .or_default() += 1;
+        } else {
+            *self.unknown_metrics.entry(metric.to_string()).or_default() += 1;
+        }
+    }
+
+    /// Checks a row's labels against `table` (typed columns must parse); unknown labels are
+    /// remembered for the warning.
+    fn check_labels<'a>(
+        &mut self,
+        table: Table,
+        labels: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), Bad> {
+        for (k, v) in labels {
+            match table.column(k) {
+                Some(c) if !matches!(k, "ts" | "samples" | "interval_ms") => {
+                    check_label(c.ty, v)
+                        .map_err(|e| Bad("bad label", format!("label {k}: {e}")))?;
+                }
+                _ => {
+                    if !self.ignored_labels.contains(k) {
+                        self.ignored_labels.insert(k.to_string());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one value (or, with `metric` empty, only the sample time) of `entity`.
+    #[allow(clippy::too_many_arguments)]
+    fn add<'a>(
         &mut self,
         table: Table,
         entity: &str,
-        labels: &BTreeMap<String, String>,
+        labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
         ts_ms: i64,
         metric: &str,
         value: Option<f64>,
+        line: u64,
     ) -> Result<(), Bad> {
-        let tgt = targets(table, metric);
-        if let (Some((true, _)), Some(v)) = (tgt, value)
+        let m = self.metric(table, metric);
+        if let (Some(m), Some(v)) = (m, value)
+            && targets(table, METRICS[m as usize]).is_some_and(|(ratio, _)| ratio)
             && !(0.0..=1.0).contains(&v)
         {
             return Err(Bad(
@@ -105,51 +236,77 @@ impl Aggregator {
                 format!("{metric} is a ratio and must be within 0–1, got {v}"),
             ));
         }
-        for (k, v) in labels {
-            if table.column(k).is_none() || k == "ts" || k == "samples" || k == "interval_ms" {
-                self.ignored_labels.insert(k.clone());
-                continue;
-            }
-            if let Some(c) = table.column(k) {
-                check_label(c.ty, v).map_err(|e| Bad("bad label", format!("label {k}: {e}")))?;
-            }
-        }
-        if tgt.is_none() && !metric.is_empty() {
-            *self.unknown_metrics.entry(metric.to_string()).or_default() += 1;
+        self.check_labels(table, labels.clone())?;
+        if m.is_none() && !metric.is_empty() {
             return Ok(());
         }
-        let e = self
-            .entities
-            .entry((table, entity.to_string()))
-            .or_default();
-        for (k, v) in labels {
-            e.labels.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        let end = (ts_ms.div_euclid(self.interval_ms)
-            + i64::from(ts_ms.rem_euclid(self.interval_ms) != 0))
-            * self.interval_ms;
-        let b = e.buckets.entry(end).or_default();
-        b.timestamps.insert(ts_ms);
-        match (tgt, value) {
-            (None, _) => {}
-            (Some((_, cols)), Some(v)) => {
-                for (c, _) in cols {
-                    let acc = b.metrics.entry(c).or_default();
-                    acc.max = if acc.n == 0 { v } else { acc.max.max(v) };
-                    acc.sum += v;
-                    acc.n += 1;
-                }
+        let t = &mut self.tables[table as usize];
+        let e = match t.ids.get(entity) {
+            Some(&e) => e,
+            None => {
+                let e = t.names.len() as u32;
+                t.ids.insert(entity.to_string(), e);
+                t.names.push(entity.to_string());
+                t.labels.push(BTreeMap::new());
+                t.first_line.push(line);
+                e
             }
-            (Some(_), None) => {}
+        };
+        let l = &mut t.labels[e as usize];
+        for (k, v) in labels {
+            if let Some(c) = table.column(k)
+                && !matches!(k, "ts" | "samples" | "interval_ms")
+                && !l.contains_key(c.name)
+            {
+                l.insert(c.name, v.to_string());
+            }
         }
+        t.eid.push(e);
+        t.ts.push(ts_ms);
+        t.metric.push(m.map_or(u32::MAX, u32::from));
+        t.value.push(value.filter(|_| m.is_some()));
         Ok(())
     }
 
+    /// Identity of every entity; warnings; observations per table. An entity without identity
+    /// is an error at its first line (`Err((line, bad))`).
     fn finish(
-        self,
+        mut self,
         report: &mut IngestReport,
         path: &Path,
-    ) -> Result<Vec<(Table, DataFrame)>, IngestError> {
+    ) -> Result<Vec<Observations>, (u64, Bad)> {
+        for table in Table::ALL {
+            let t = &mut self.tables[table as usize];
+            for (e, labels) in t.labels.iter_mut().enumerate() {
+                let entity = &t.names[e];
+                let key = entity_column(table);
+                if labels.contains_key(key) {
+                    continue;
+                }
+                if table != Table::Process || entity.parse::<u32>().is_ok() {
+                    labels.insert(key, entity.clone());
+                    continue;
+                }
+                // A process whose entity is a name, not a pid.
+                if !labels.contains_key("process") {
+                    labels.insert("process", entity.clone());
+                } else if !labels.contains_key("pod") && !labels.contains_key("pod_uid") {
+                    return Err((
+                        t.first_line[e],
+                        Bad(
+                            "no identity",
+                            format!(
+                                "column entity: {entity:?} is not a pid, and the row has a \
+                                 process label but no pid, pod or pod_uid label: nothing tells \
+                                 this process apart from others; give a pid or pod label, or \
+                                 use the pid as entity"
+                            ),
+                        ),
+                    ));
+                }
+            }
+        }
+        let p = path.display();
         if !self.unknown_metrics.is_empty() {
             let n: u64 = self.unknown_metrics.values().sum();
             let names: Vec<&str> = self.unknown_metrics.keys().map(String::as_str).collect();
@@ -158,9 +315,20 @@ impl Aggregator {
                 .entry("csv: unknown metric".into())
                 .or_default() += n;
             report.warnings.push(format!(
-                "{}: ignored {n} value(s) of unknown metrics: {}",
-                path.display(),
-                names.join(", ")
+                "{p}: ignored {n} value(s) of unknown metrics: {} (known: {})",
+                names.join(", "),
+                METRICS.join(", ")
+            ));
+        }
+        for ((table, metric), n) in &self.other_kind {
+            *report
+                .skipped
+                .entry("csv: metric of another kind".into())
+                .or_default() += n;
+            report.warnings.push(format!(
+                "{p}: ignored {n} value(s) of {metric} on kind={} rows: {}",
+                table.name(),
+                other_kind(*table, metric).unwrap_or_default()
             ));
         }
         let ignored: Vec<&str> = self
@@ -171,89 +339,69 @@ impl Aggregator {
             .collect();
         if !ignored.is_empty() {
             report.warnings.push(format!(
-                "{}: labels not in the canonical frames, ignored: {}",
-                path.display(),
+                "{p}: labels not in the canonical frames, ignored: {}",
                 ignored.join(", ")
             ));
         }
         let mut out = Vec::new();
         for table in Table::ALL {
-            let mut bufs: Vec<ColBuf> = table
-                .columns()
-                .map(|c| (c, Vec::new(), Vec::new()))
-                .collect();
-            let mut rows = 0usize;
-            for ((t, entity), e) in &self.entities {
-                if *t != table {
-                    continue;
-                }
-                let ent_col = entity_column(table);
-                for (end, b) in &e.buckets {
-                    rows += 1;
-                    for (c, strs, nums) in bufs.iter_mut() {
-                        let (s, v): (Option<String>, Option<f64>) = match c.name {
-                            "ts" => (None, Some(*end as f64)),
-                            "interval_ms" => (None, Some(self.interval_ms as f64)),
-                            "samples" => (None, Some(b.timestamps.len() as f64)),
-                            name => {
-                                if let Some(acc) = b.metrics.get(name) {
-                                    let agg = targets_agg(table, name);
-                                    let v = match agg {
-                                        Agg::Mean => acc.sum / acc.n as f64,
-                                        Agg::Max => acc.max,
-                                        Agg::Sum => acc.sum,
-                                    };
-                                    (None, Some(v))
-                                } else if let Some(l) = e.labels.get(name) {
-                                    (Some(l.clone()), None)
-                                } else if name == ent_col {
-                                    (Some(entity.clone()), None)
-                                } else {
-                                    (None, None)
-                                }
-                            }
-                        };
-                        strs.push(s);
-                        nums.push(v);
-                    }
-                }
-            }
-            if rows == 0 {
+            let t = std::mem::take(&mut self.tables[table as usize]);
+            if t.eid.is_empty() {
                 continue;
             }
-            let mut columns = Vec::new();
-            for (c, strs, nums) in bufs {
-                columns.push(build_column(c.name, c.ty, strs, nums)?);
+            let h = t.eid.len();
+            let df = DataFrame::new(
+                h,
+                vec![
+                    Column::new("__eid".into(), t.eid),
+                    Column::new("ts".into(), t.ts),
+                    Column::new("__n".into(), vec![1u32; h]),
+                    Column::new("__m".into(), t.metric),
+                    Column::new("__v".into(), t.value),
+                ],
+            )
+            .map_err(|e| (0, Bad("internal", e.to_string())))?;
+            let mut values = Vec::new();
+            for (mi, m) in METRICS.iter().enumerate() {
+                for (c, agg) in targets(table, m).map(|t| t.1).unwrap_or(&[]) {
+                    values.push((
+                        *c,
+                        *agg,
+                        when(col("__m").eq(lit(mi as u32)))
+                            .then(col("__v"))
+                            .otherwise(lit(NULL).cast(DataType::Float64)),
+                    ));
+                }
             }
-            out.push((table, DataFrame::new(rows, columns)?));
+            // `sm_ratio` and `sm_active_ratio` both feed a process's sm columns: one expression
+            // per column.
+            let mut merged: Vec<(&'static str, Agg, Expr)> = Vec::new();
+            for (c, agg, e) in values {
+                match merged.iter_mut().find(|(m, _, _)| *m == c) {
+                    Some((_, _, prev)) => {
+                        *prev = when(e.clone().is_not_null()).then(e).otherwise(prev.clone())
+                    }
+                    None => merged.push((c, agg, e)),
+                }
+            }
+            out.push(Observations {
+                table,
+                df,
+                values: merged,
+                labels: t
+                    .labels
+                    .into_iter()
+                    .map(|l| l.into_iter().collect())
+                    .collect(),
+                names: t
+                    .names
+                    .into_iter()
+                    .map(|n| format!("{p}: {} {n}", table.name()))
+                    .collect(),
+            });
         }
         Ok(out)
     }
-}
-
-/// A column being built: the column, label values, numeric values.
-type ColBuf = (super::schema::Col, Vec<Option<String>>, Vec<Option<f64>>);
-
-/// The aggregation of a canonical column fed by a metric.
-fn targets_agg(table: Table, column: &str) -> Agg {
-    const METRICS: &[&str] = &[
-        "gpu_busy_ratio",
-        "sm_active_ratio",
-        "sm_occupancy_ratio",
-        "memory_controller_ratio",
-        "memory_used_bytes",
-        "memory_total_bytes",
-        "power_watts",
-        "energy_delta_joules",
-        "temperature_celsius",
-        "xid_count",
-    ];
-    METRICS
-        .iter()
-        .filter_map(|m| targets(table, m))
-        .flat_map(|(_, cols)| cols.iter())
-        .find(|(c, _)| *c == column)
-        .map_or(Agg::Mean, |(_, a)| *a)
 }
 
 fn check_label(ty: ColType, v: &str) -> Result<(), String> {
@@ -270,47 +418,6 @@ fn check_label(ty: ColType, v: &str) -> Result<(), String> {
     } else {
         Err(format!("{v:?} is not {}", ty.doc_name()))
     }
-}
-
-pub(super) fn build_column(
-    name: &str,
-    ty: ColType,
-    strs: Vec<Option<String>>,
-    nums: Vec<Option<f64>>,
-) -> Result<Column, IngestError> {
-    let name: PlSmallStr = name.into();
-    let pick = |i: usize| -> Option<f64> {
-        nums[i].or_else(|| strs[i].as_deref().and_then(|s| s.parse::<f64>().ok()))
-    };
-    let len = nums.len();
-    Ok(match ty {
-        ColType::Utf8 => Column::new(name, strs),
-        ColType::Bool => Column::new(
-            name,
-            strs.iter()
-                .map(|s| s.as_deref().map(|s| s == "true" || s == "1"))
-                .collect::<Vec<_>>(),
-        ),
-        ColType::Float64 => Column::new(name, (0..len).map(pick).collect::<Vec<_>>()),
-        ColType::Int64 => Column::new(
-            name,
-            (0..len)
-                .map(|i| pick(i).map(|v| v.round() as i64))
-                .collect::<Vec<_>>(),
-        ),
-        ColType::UInt32 => Column::new(
-            name,
-            (0..len)
-                .map(|i| pick(i).map(|v| v.round().clamp(0.0, u32::MAX as f64) as u32))
-                .collect::<Vec<_>>(),
-        ),
-        ColType::UInt64 => Column::new(
-            name,
-            (0..len)
-                .map(|i| pick(i).map(|v| v.round().max(0.0) as u64))
-                .collect::<Vec<_>>(),
-        ),
-    })
 }
 
 /// Counts bad lines, or fails on the first one.
@@ -352,63 +459,53 @@ impl BadLines<'_> {
     }
 }
 
-/// Reads one CSV file into per-table frames with the file schema (`ts` as int64 ms).
+/// Reads one CSV file into per-table rows (history file schema, `ts` as int64 ms) and what was
+/// found about its sampling.
 pub(super) fn read(
     path: &Path,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<Vec<(Table, DataFrame)>, IngestError> {
-    let bytes = std::fs::read(path).map_err(|e| IngestError::Io {
+) -> Result<(Vec<(Table, DataFrame)>, Sampling), IngestError> {
+    let io = |e: std::io::Error| IngestError::Io {
         path: path.to_path_buf(),
         source: e,
-    })?;
-    if opts.interval_ms <= 0 {
+    };
+    if opts.interval_ms.is_some_and(|i| i <= 0) {
         return Err(IngestError::File {
             path: path.to_path_buf(),
             reason: "the bucket interval must be positive".into(),
         });
     }
-    let mut rdr = ::csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(::csv::Trim::All)
-        .from_reader(bytes.as_slice());
-    let mut records = rdr.byte_records();
-    let header = match records.next() {
-        Some(Ok(h)) => h,
-        Some(Err(e)) => {
-            return Err(IngestError::Line {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: e.to_string(),
-            });
+    let header = {
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut rdr = ::csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(::csv::Trim::All)
+            .from_reader(std::io::BufReader::new(file));
+        match rdr.byte_records().next() {
+            Some(Ok(h)) => h
+                .iter()
+                .map(|f| {
+                    String::from_utf8_lossy(f)
+                        .trim_start_matches('\u{feff}')
+                        .to_string()
+                })
+                .collect::<Vec<String>>(),
+            Some(Err(e)) => {
+                return Err(IngestError::Line {
+                    path: path.to_path_buf(),
+                    line: 1,
+                    reason: e.to_string(),
+                });
+            }
+            None => {
+                return Err(IngestError::File {
+                    path: path.to_path_buf(),
+                    reason: "empty file; expected a CSV header".into(),
+                });
+            }
         }
-        None => {
-            return Err(IngestError::File {
-                path: path.to_path_buf(),
-                reason: "empty file; expected a CSV header".into(),
-            });
-        }
-    };
-    let header: Vec<String> = header
-        .iter()
-        .map(|f| {
-            String::from_utf8_lossy(f)
-                .trim_start_matches('\u{feff}')
-                .to_string()
-        })
-        .collect();
-    let mut agg = Aggregator {
-        interval_ms: opts.interval_ms,
-        entities: BTreeMap::new(),
-        unknown_metrics: BTreeMap::new(),
-        ignored_labels: BTreeSet::new(),
-    };
-    let mut bad = BadLines {
-        path,
-        skip: opts.skip_bad_rows,
-        count: 0,
-        first: None,
     };
     let format = detect(&header).ok_or_else(|| IngestError::Line {
         path: path.to_path_buf(),
@@ -425,34 +522,210 @@ pub(super) fn read(
             path.display()
         ));
     }
-    let mut repeated_headers = 0u64;
-    for rec in records {
-        let (line, fields) = match rec {
-            Ok(r) => {
-                let line = r.position().map_or(0, |p| p.line());
-                let fields: Result<Vec<&str>, _> = r.iter().map(std::str::from_utf8).collect();
-                match fields {
-                    Ok(f) => (line, f.into_iter().map(str::to_string).collect::<Vec<_>>()),
-                    Err(_) => {
-                        bad.handle(
-                            line,
-                            Bad("not UTF-8", "the line is not UTF-8 text".into()),
-                            report,
-                        )?;
-                        continue;
-                    }
+    // The fast reader works on a copy of the report: a file it gives up on leaves no trace.
+    let obs = match &format {
+        Format::Generic(idx) if !opts.skip_bad_rows => {
+            let mut scratch = report.clone();
+            match read_fast(path, &header, *idx, &mut scratch)? {
+                Some(obs) => {
+                    *report = scratch;
+                    obs
                 }
+                None => read_lines(path, &header, &format, opts, report)?,
             }
+        }
+        _ => read_lines(path, &header, &format, opts, report)?,
+    };
+    let spec = RowSpec {
+        grid_ms: 1,
+        requested_ms: opts.interval_ms,
+        fallback_ms: opts.interval_ms.unwrap_or(10_000) as f64,
+    };
+    let mut out = Vec::new();
+    let mut sampling = Sampling::default();
+    for o in obs {
+        let table = o.table;
+        let (df, s) = resample::resample(o, spec)?;
+        sampling.merge(s);
+        if df.height() > 0 {
+            out.push((table, df));
+        }
+    }
+    Ok((out, sampling))
+}
+
+/// The generic format through polars' CSV reader. `Ok(None)` when the file needs the line
+/// reader (anything polars cannot parse or any row that does not check out).
+fn read_fast(
+    path: &Path,
+    header: &[String],
+    [ti, ei, mi, vi]: [usize; 4],
+    report: &mut IngestReport,
+) -> Result<Option<Vec<Observations>>, IngestError> {
+    // Duplicate column names: the line reader reports them the way it always has.
+    let distinct: BTreeSet<&String> = header.iter().collect();
+    if distinct.len() != header.len() {
+        return Ok(None);
+    }
+    let schema: Schema = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let dt = if i == ti || i == vi {
+                DataType::Float64
+            } else {
+                DataType::String
+            };
+            Field::new(h.as_str().into(), dt)
+        })
+        .collect();
+    let nulls: Vec<PlSmallStr> = ["", "N/A", "NaN", "nan", "[N/A]", "[Not Supported]"]
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let reader = CsvReadOptions::default()
+        .with_has_header(true)
+        .with_schema(Some(Arc::new(schema)))
+        .with_parse_options(
+            CsvParseOptions::default().with_null_values(Some(NullValues::AllColumns(nulls))),
+        )
+        .try_into_reader_with_file_path(Some(path.to_path_buf()));
+    let df = match reader.and_then(|r| r.finish()) {
+        Ok(df) => df,
+        Err(_) => return Ok(None),
+    };
+    if df.width() != header.len() {
+        return Ok(None);
+    }
+    let cols = df.columns();
+    let ts = cols[ti].f64()?.rechunk().into_owned();
+    let val = cols[vi].f64()?.rechunk().into_owned();
+    let strs = |i: usize| -> Result<StringChunked, IngestError> { Ok(cols[i].str()?.rechunk().into_owned()) };
+    let ent = strs(ei)?;
+    let met = strs(mi)?;
+    let kind_i = header.iter().position(|h| h == "kind");
+    let kind = kind_i.map(strs).transpose()?;
+    let label_idx: Vec<usize> = (0..header.len())
+        .filter(|i| ![ti, ei, mi, vi].contains(i))
+        .collect();
+    let labels: Vec<(&str, StringChunked)> = label_idx
+        .iter()
+        .map(|&i| Ok((header[i].as_str(), strs(i)?)))
+        .collect::<Result<_, IngestError>>()?;
+    let (ent_a, met_a) = (one_chunk(&ent), one_chunk(&met));
+    let kind_a = kind.as_ref().map(one_chunk);
+    let label_a: Vec<(&str, &Utf8ViewArray)> = labels
+        .iter()
+        .map(|(n, ca)| (*n, one_chunk(ca)))
+        .collect();
+    let ts_v = ts.cont_slice().ok();
+    let mut b = Builder::new();
+    for row in 0..df.height() {
+        let t = match ts_v {
+            Some(v) => Some(v[row]),
+            None => ts.get(row),
+        };
+        let (Some(t), Some(e), Some(m)) = (t, opt(ent_a, row), opt(met_a, row)) else {
+            return Ok(None);
+        };
+        if !t.is_finite() {
+            return Ok(None);
+        }
+        let table = match kind_a.and_then(|k| opt(k, row)) {
+            None | Some("gpu") => Table::Gpu,
+            Some("mig") => Table::Mig,
+            Some("process") => Table::Process,
+            Some(_) => return Ok(None),
+        };
+        let v = val.get(row).filter(|v| v.is_finite());
+        let row_labels = label_a
+            .iter()
+            .filter_map(|(n, a)| opt(a, row).map(|v| (*n, v)));
+        if b
+            .add(
+                table,
+                e,
+                row_labels,
+                (t * 1000.0).round() as i64,
+                m,
+                v,
+                0,
+            )
+            .is_err()
+        {
+            return Ok(None);
+        }
+    }
+    Ok(b.finish(report, path).ok())
+}
+
+type Utf8ViewArray = polars_arrow::array::Utf8ViewArray;
+
+fn one_chunk(ca: &StringChunked) -> &Utf8ViewArray {
+    ca.downcast_iter().next().expect("rechunked")
+}
+
+/// Row `i` of a string array (`None` when null).
+fn opt(a: &Utf8ViewArray, i: usize) -> Option<&str> {
+    use polars_arrow::array::Array as _;
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// Any format, line by line with the `csv` crate: exact errors (file:line: what was expected)
+/// or, with `--skip-bad-rows`, counted skips.
+fn read_lines(
+    path: &Path,
+    header: &[String],
+    format: &Format,
+    opts: &IngestOptions,
+    report: &mut IngestReport,
+) -> Result<Vec<Observations>, IngestError> {
+    let file = std::fs::File::open(path).map_err(|e| IngestError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut rdr = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(::csv::Trim::All)
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, file));
+    let mut b = Builder::new();
+    let mut bad = BadLines {
+        path,
+        skip: opts.skip_bad_rows,
+        count: 0,
+        first: None,
+    };
+    let mut repeated_headers = 0u64;
+    let mut rec = ::csv::ByteRecord::new();
+    let mut first = true;
+    loop {
+        match rdr.read_byte_record(&mut rec) {
+            Ok(false) => break,
+            Ok(true) => {}
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line());
                 bad.handle(line, Bad("unreadable line", e.to_string()), report)?;
                 continue;
             }
+        }
+        if std::mem::take(&mut first) {
+            continue; // the header
+        }
+        let line = rec.position().map_or(0, |p| p.line());
+        let fields: Result<Vec<&str>, _> = rec.iter().map(std::str::from_utf8).collect();
+        let Ok(fields) = fields else {
+            bad.handle(
+                line,
+                Bad("not UTF-8", "the line is not UTF-8 text".into()),
+                report,
+            )?;
+            continue;
         };
-        if fields.iter().all(String::is_empty) {
+        if fields.iter().all(|f| f.is_empty()) {
             continue;
         }
-        if fields == header {
+        if fields.iter().zip(header).all(|(f, h)| f == h) && fields.len() == header.len() {
             repeated_headers += 1;
             continue;
         }
@@ -472,12 +745,12 @@ pub(super) fn read(
             )?;
             continue;
         }
-        let res = match &format {
-            Format::Generic(g) => generic_line(g, &header, &fields, &mut agg),
-            Format::NvidiaSmi(cols) => smi_line(cols, &fields, &mut agg),
+        let res = match format {
+            Format::Generic(g) => generic_line(g, header, &fields, &mut b, line),
+            Format::NvidiaSmi(cols) => smi_line(cols, &fields, &mut b, line),
         };
-        if let Err(b) = res {
-            bad.handle(line, b, report)?;
+        if let Err(e) = res {
+            bad.handle(line, e, report)?;
         }
     }
     if repeated_headers > 0 {
@@ -487,7 +760,11 @@ pub(super) fn read(
         ));
     }
     bad.finish(report);
-    agg.finish(report, path)
+    b.finish(report, path).map_err(|(line, e)| IngestError::Line {
+        path: path.to_path_buf(),
+        line,
+        reason: e.1,
+    })
 }
 
 enum Format {
@@ -517,11 +794,12 @@ fn detect(header: &[String]) -> Option<Format> {
 fn generic_line(
     idx: &[usize; 4],
     header: &[String],
-    fields: &[String],
-    agg: &mut Aggregator,
+    fields: &[&str],
+    b: &mut Builder,
+    line: u64,
 ) -> Result<(), Bad> {
     let [ti, ei, mi, vi] = *idx;
-    let ts = parse_generic_ts(&fields[ti]).ok_or_else(|| {
+    let ts = parse_generic_ts(fields[ti]).ok_or_else(|| {
         Bad(
             "bad timestamp",
             format!(
@@ -530,19 +808,18 @@ fn generic_line(
             ),
         )
     })?;
-    let entity = &fields[ei];
+    let entity = fields[ei];
     if entity.is_empty() {
         return Err(Bad("missing entity", "entity is empty".into()));
     }
-    let value = parse_number(&fields[vi]).map_err(|e| Bad("bad value", format!("value: {e}")))?;
-    let mut labels = BTreeMap::new();
-    for (i, (h, f)) in header.iter().zip(fields).enumerate() {
-        if [ti, ei, mi, vi].contains(&i) || f.is_empty() {
-            continue;
-        }
-        labels.insert(h.clone(), f.clone());
-    }
-    let table = match labels.get("kind").map(String::as_str) {
+    let value = parse_number(fields[vi]).map_err(|e| Bad("bad value", format!("value: {e}")))?;
+    let labels = header
+        .iter()
+        .zip(fields)
+        .enumerate()
+        .filter(|(i, (_, f))| ![ti, ei, mi, vi].contains(i) && !is_null_marker(f))
+        .map(|(_, (h, f))| (h.as_str(), *f));
+    let table = match labels.clone().find(|(h, _)| *h == "kind").map(|(_, v)| v) {
         None | Some("gpu") => Table::Gpu,
         Some("mig") => Table::Mig,
         Some("process") => Table::Process,
@@ -553,7 +830,7 @@ fn generic_line(
             ));
         }
     };
-    agg.add(table, entity, &labels, ts, &fields[mi], value)
+    b.add(table, entity, labels, ts, fields[mi], value, line)
 }
 
 fn parse_generic_ts(s: &str) -> Option<i64> {
@@ -568,7 +845,7 @@ fn parse_generic_ts(s: &str) -> Option<i64> {
 /// Parses a number; empty, `NaN` and bracketed nvidia-smi markers (`[N/A]`) are null.
 fn parse_number(s: &str) -> Result<Option<f64>, String> {
     let t = s.trim();
-    if t.is_empty() || t == "N/A" || (t.starts_with('[') && t.ends_with(']')) {
+    if is_null_marker(t) {
         return Ok(None);
     }
     let v: f64 = t.parse().map_err(|_| format!("{t:?} is not a number"))?;
@@ -663,9 +940,9 @@ fn parse_smi_value(s: &str, header_scale: f64) -> Result<Option<f64>, String> {
     Ok(Some(v * scale))
 }
 
-fn smi_line(cols: &[SmiCol], fields: &[String], agg: &mut Aggregator) -> Result<(), Bad> {
+fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Result<(), Bad> {
     let mut ts = None;
-    let mut labels = BTreeMap::new();
+    let mut labels: Vec<(&str, &str)> = Vec::new();
     let mut metrics = Vec::new();
     for (c, f) in cols.iter().zip(fields) {
         match c {
@@ -682,7 +959,7 @@ fn smi_line(cols: &[SmiCol], fields: &[String], agg: &mut Aggregator) -> Result<
             }
             SmiCol::Label(l) => {
                 if !f.is_empty() && !f.starts_with('[') {
-                    labels.insert((*l).to_string(), f.clone());
+                    labels.push((l, f));
                 }
             }
             SmiCol::Metric { metric, scale } => {
@@ -695,9 +972,10 @@ fn smi_line(cols: &[SmiCol], fields: &[String], agg: &mut Aggregator) -> Result<
     }
     let ts = ts.ok_or_else(|| Bad("bad timestamp", "no timestamp column".into()))?;
     let entity = labels
-        .get("uuid")
-        .or_else(|| labels.get("gpu"))
-        .cloned()
+        .iter()
+        .find(|(k, _)| *k == "uuid")
+        .or_else(|| labels.iter().find(|(k, _)| *k == "gpu"))
+        .map(|(_, v)| *v)
         .ok_or_else(|| Bad("missing entity", "neither uuid nor index is set".into()))?;
     // Validate every value first so a bad line contributes nothing.
     for (metric, v) in &metrics {
@@ -712,10 +990,18 @@ fn smi_line(cols: &[SmiCol], fields: &[String], agg: &mut Aggregator) -> Result<
         }
     }
     if metrics.is_empty() {
-        agg.add(Table::Gpu, &entity, &labels, ts, "", None)?;
+        b.add(Table::Gpu, entity, labels.iter().copied(), ts, "", None, line)?;
     }
     for (metric, v) in metrics {
-        agg.add(Table::Gpu, &entity, &labels, ts, metric, v)?;
+        b.add(
+            Table::Gpu,
+            entity,
+            labels.iter().copied(),
+            ts,
+            metric,
+            v,
+            line,
+        )?;
     }
     Ok(())
 }

@@ -69,7 +69,14 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
     }
     let mut items = Vec::new();
     for node_dir in nodes {
-        let node = check_manifest(&node_dir.join(MANIFEST))?;
+        let (node, interval_ms) = check_manifest(&node_dir.join(MANIFEST))?;
+        *report
+            .sampling
+            .entry(format!("history:{spec}"))
+            .or_default()
+            .rows
+            .entry(interval_ms)
+            .or_default() += 1;
         if node_dir.file_name().and_then(|s| s.to_str()) != Some(node.as_str()) {
             report.warnings.push(format!(
                 "{}: manifest names node {node:?}, folder is named differently",
@@ -133,8 +140,8 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, IngestError> {
     Ok(v)
 }
 
-/// Checks a manifest strictly and returns the node name.
-fn check_manifest(path: &Path) -> Result<String, IngestError> {
+/// Checks a manifest strictly and returns the node name and the row interval.
+fn check_manifest(path: &Path) -> Result<(String, i64), IngestError> {
     let bad = |reason: String| IngestError::Manifest {
         path: path.to_path_buf(),
         reason,
@@ -166,17 +173,19 @@ fn check_manifest(path: &Path) -> Result<String, IngestError> {
             });
         }
     }
-    match obj.get("interval_ms") {
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {}
+    let interval_ms = match obj.get("interval_ms") {
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0 && n <= i64::MAX as u64) => {
+            n.as_u64().unwrap_or(1) as i64
+        }
         other => {
             return Err(bad(format!(
                 "\"interval_ms\" is {}, expected a positive integer",
                 show(other)
             )));
         }
-    }
+    };
     match obj.get("node") {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(s)) if !s.is_empty() => Ok((s.clone(), interval_ms)),
         other => Err(bad(format!(
             "\"node\" is {}, expected a non-empty string",
             show(other)

@@ -10,7 +10,9 @@
 
 mod csv;
 mod history;
+pub mod period;
 pub mod prometheus;
+pub mod resample;
 pub mod schema;
 pub mod summary;
 
@@ -23,6 +25,7 @@ use polars::prelude::*;
 use serde::Serialize;
 
 pub use prometheus::PrometheusOptions;
+pub use resample::Sampling;
 pub use schema::Table;
 
 /// The canonical frames: one lazy frame per table, all sources concatenated.
@@ -106,9 +109,10 @@ pub struct IngestOptions<'a> {
     pub until: Option<i64>,
     /// Skip bad rows (counted in the report) instead of failing.
     pub skip_bad_rows: bool,
-    /// Bucket length for sources that are not already aggregated (CSV), and the query step
-    /// of Prometheus sources, in ms.
-    pub interval_ms: i64,
+    /// `--interval`: the shortest row length for sources that are not already in rows (CSV,
+    /// Prometheus), in ms; `None` (`auto`) for each entity's own sampling period. Rows are
+    /// never finer than the data (`period`). History keeps its own rows.
+    pub interval_ms: Option<i64>,
     /// Timeout, retries and auth of `prometheus:` sources.
     pub prometheus: PrometheusOptions,
     /// Called after each file.
@@ -126,7 +130,7 @@ impl Default for IngestOptions<'_> {
             since: None,
             until: None,
             skip_bad_rows: false,
-            interval_ms: 10_000,
+            interval_ms: None,
             prometheus: PrometheusOptions::default(),
             progress: None,
             footer_stats: false,
@@ -156,6 +160,9 @@ pub struct IngestReport {
     pub files: u64,
     /// Human-readable warnings, one line each.
     pub warnings: Vec<String>,
+    /// Per source: the rows it gave at which length, the sampling period found, period changes
+    /// (docs/frames.md, "Sampling periods").
+    pub sampling: BTreeMap<String, Sampling>,
 }
 
 impl IngestReport {
@@ -399,7 +406,9 @@ pub fn ingest_parts(
             }
             WorkItem::Csv { path } => {
                 let source = format!("csv:{}", path.display());
-                for (table, df) in csv::read(&path, opts, &mut report)? {
+                let (tables, sampling) = csv::read(&path, opts, &mut report)?;
+                note_sampling(&mut report, &source, "samples", sampling, opts.interval_ms);
+                for (table, df) in tables {
                     parts
                         .entry(key(""))
                         .or_default()
@@ -410,7 +419,9 @@ pub fn ingest_parts(
             }
             WorkItem::Prometheus { url } => {
                 let source = format!("prometheus:{url}");
-                for (table, df) in prometheus::read(&url, opts, &mut report)? {
+                let (tables, sampling) = prometheus::read(&url, opts, &mut report)?;
+                note_sampling(&mut report, &source, "scrapes", sampling, opts.interval_ms);
+                for (table, df) in tables {
                     parts
                         .entry(key(""))
                         .or_default()
@@ -456,6 +467,23 @@ pub fn ingest_parts(
     if parts.is_empty() && single {
         parts.insert("*".into(), BTreeMap::new());
     }
+    if let Some(req) = opts.interval_ms {
+        for (src, s) in &report.sampling {
+            if src.starts_with("history:") && s.rows.keys().any(|&iv| iv != req) {
+                let ivs: Vec<String> = s
+                    .rows
+                    .keys()
+                    .map(|&iv| period::fmt_period(iv as f64))
+                    .collect();
+                report.warnings.push(format!(
+                    "{src}: history rows keep their own interval ({}); --interval {} applies to \
+                     csv: and prometheus: sources only",
+                    ivs.join(", "),
+                    period::fmt_period(req as f64)
+                ));
+            }
+        }
+    }
     let mut out = Vec::with_capacity(parts.len());
     for (key, mut tables) in parts {
         let files = files.remove(&key).unwrap_or_default();
@@ -492,6 +520,71 @@ pub fn ingest_parts(
         report.tables.entry(t).or_default();
     }
     Ok((out, report))
+}
+
+/// Records what a source's resampling found and says what the user should know: the rows
+/// chosen, series that changed period, and an explicit `--interval` finer than the data (with
+/// the share of its steps that would have been empty).
+fn note_sampling(
+    report: &mut IngestReport,
+    source: &str,
+    verb: &str,
+    s: Sampling,
+    requested: Option<i64>,
+) {
+    if s.rows.is_empty() {
+        return;
+    }
+    let period = s
+        .median_period_ms
+        .map(|p| format!("; sampled every {} (median)", period::fmt_period(p)))
+        .unwrap_or_default();
+    report.warnings.push(format!(
+        "{source}: {}{period}{}",
+        s.describe(),
+        if requested.is_none() {
+            " (--interval auto: each entity at its own period)"
+        } else {
+            ""
+        }
+    ));
+    if let (Some(req), Some((empty, total))) = (requested, s.finer_request)
+        && total > 0
+    {
+        let coarsest = s.rows.keys().max().copied().unwrap_or(req);
+        let p = s.median_period_ms.unwrap_or(coarsest as f64);
+        report.warnings.push(format!(
+            "{source}: {:.0}% of {} steps hold no sample: this source {verb} every {}; using {}",
+            100.0 * empty as f64 / total as f64,
+            period::fmt_period(req as f64),
+            period::fmt_period(p),
+            s.rows
+                .keys()
+                .filter(|&&k| k > req)
+                .map(|&k| period::fmt_period(k as f64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    const SHOWN: usize = 5;
+    if !s.changes.is_empty() {
+        report.warnings.push(format!(
+            "{source}: {} series changed sampling period: {}{}",
+            s.changes.len(),
+            s.changes
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+            if s.changes.len() > SHOWN { "; …" } else { "" }
+        ));
+    }
+    report
+        .sampling
+        .entry(source.to_string())
+        .or_default()
+        .merge(s);
 }
 
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {

@@ -33,9 +33,9 @@ use std::time::Duration;
 use polars::prelude::*;
 use serde::Deserialize;
 
-use super::csv::build_column;
-use super::schema::{ColType, Table};
-use super::{IngestError, IngestOptions, IngestReport};
+use super::resample::{self, Agg, Observations, RowSpec, Sampling};
+use super::schema::Table;
+use super::{IngestError, IngestOptions, IngestReport, period};
 
 /// Settings of the Prometheus source (`--prometheus.*`).
 #[derive(Debug, Clone)]
@@ -909,16 +909,17 @@ fn status_rank(s: &str) -> u8 {
     }
 }
 
-/// Reads `prometheus:URL` for the options' time range into frames per table.
+/// Reads `prometheus:URL` for the options' time range into rows per table (each entity at its
+/// own scrape interval, or an explicit coarser `--interval`) and what was found about the
+/// sampling.
 pub(super) fn read(
     url: &str,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<Vec<(Table, DataFrame)>, IngestError> {
+) -> Result<(Vec<(Table, DataFrame)>, Sampling), IngestError> {
     let spec = format!("prometheus:{url}");
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
-    let step = opts.interval_ms.max(1);
     let until = opts
         .until
         .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
@@ -942,7 +943,7 @@ pub(super) fn read(
         "/api/v1/label/__name__/values",
         &[
             ("match[]", format!("{{__name__=~\"{pattern}\"}}")),
-            ("start", secs(since - step)),
+            ("start", secs(since - LOOKBACK_MS)),
             ("end", secs(until)),
         ],
         "metric family detection",
@@ -959,12 +960,37 @@ pub(super) fn read(
             super::fmt_ms(since),
             super::fmt_ms(until)
         ));
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Sampling::default()));
     };
+    // The query step: the finest scrape interval of any series (each entity is then resampled
+    // to its own), or an explicit coarser --interval.
+    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
+    let finest = scrape_interval(
+        &mut client,
+        family,
+        (since, until),
+        popts.max_points,
+        &mut prom_warnings,
+    )?;
+    let data_step = finest.map(|p| period::bucket_for(p, 1, 0));
+    let step = match (opts.interval_ms, data_step) {
+        (Some(req), Some(d)) => req.max(d),
+        (Some(req), None) => req,
+        (None, Some(d)) => d,
+        (None, None) => 60_000,
+    }
+    .max(1);
     report.warnings.push(format!(
-        "{spec}: read {} metrics (step {} ms)",
+        "{spec}: read {} metrics (query step {}{})",
         family.name(),
-        step
+        period::fmt_period(step as f64),
+        match finest {
+            Some(p) => format!(
+                "; the finest scrape interval found is {}",
+                period::fmt_period(p)
+            ),
+            None => String::new(),
+        }
     ));
     if found.len() > 1 {
         let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
@@ -979,7 +1005,6 @@ pub(super) fn read(
     let windows = chunks(since, until, step, popts.max_points);
     let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
-    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
@@ -1068,7 +1093,95 @@ pub(super) fn read(
             .entry("prometheus: series with missing chunks".into())
             .or_default() += n;
     }
-    build(entities, attrs, step)
+    let row_spec = RowSpec {
+        grid_ms: step,
+        requested_ms: opts.interval_ms,
+        fallback_ms: step as f64,
+    };
+    let mut out = Vec::new();
+    let mut sampling = Sampling::default();
+    for o in observations(entities, attrs, &spec)? {
+        let table = o.table;
+        let (df, s) = resample::resample(o, row_spec)?;
+        sampling.merge(s);
+        if df.height() > 0 {
+            out.push((table, df));
+        }
+    }
+    Ok((out, sampling))
+}
+
+/// The metric whose `count_over_time` gives each table's raw samples (present on every series
+/// of the table, MIG mode included).
+fn sample_metrics(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::Tessera => &[
+            "tessera_gpu_memory_used_bytes",
+            "tessera_mig_memory_used_bytes",
+            "tessera_process_memory_used_bytes",
+        ],
+        Family::Dcgm => &["DCGM_FI_DEV_FB_USED"],
+        Family::NvidiaSmi => &[
+            "nvidia_smi_memory_used_bytes",
+            "nvidia_smi_mig_memory_used_bytes",
+            "nvidia_smi_compute_app_used_memory_bytes",
+        ],
+    }
+}
+
+/// The finest scrape interval of any series of the family in `[since, until)`, ms: per series,
+/// the most samples it has in any window of an hour (`count_over_time(m[1h])` evaluated hourly;
+/// the whole range when shorter), divided into the window. The fullest window is the one with
+/// the fewest missed scrapes; jitter moves a count by one at most. `None` when no series has
+/// two samples in a window.
+fn scrape_interval(
+    client: &mut Client,
+    family: Family,
+    (since, until): (i64, i64),
+    max_points: i64,
+    warnings: &mut BTreeMap<String, u64>,
+) -> Result<Option<f64>, IngestError> {
+    let range = (until - since).max(1_000);
+    let window = range.min(3_600_000) / 1_000 * 1_000;
+    let window = window.max(1_000);
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+    let mut finest: Option<f64> = None;
+    for m in sample_metrics(family) {
+        let promql = format!("count_over_time({m}[{window}ms])");
+        for (s, e) in chunks(since + 1, until + window, window, max_points) {
+            let (data, warns) = client.get(
+                "/api/v1/query_range",
+                &[
+                    ("query", promql.clone()),
+                    ("start", secs(s)),
+                    ("end", secs(e)),
+                    ("step", secs(window)),
+                ],
+                &format!("scrape interval: query {promql:?}"),
+            )?;
+            for w in warns {
+                *warnings.entry(w).or_default() += 1;
+            }
+            let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+                err(
+                    &client.spec,
+                    format!("scrape interval: query {promql:?}: bad answer: {e}"),
+                )
+            })?;
+            for series in mx.result {
+                let most = series
+                    .values
+                    .iter()
+                    .filter_map(|(_, v)| v.parse::<f64>().ok())
+                    .fold(0.0, f64::max);
+                if most >= 2.0 {
+                    let p = window as f64 / most;
+                    finest = Some(finest.map_or(p, |f: f64| f.min(p)));
+                }
+            }
+        }
+    }
+    Ok(finest)
 }
 
 /// Adds one series' points into its entity (or label-derived attributes for info/status).
@@ -1160,69 +1273,118 @@ fn collect(
     }
 }
 
-fn build(
+/// The observations of every table: one per entity and evaluation time that has a gauge's
+/// value (not only a status, a count or a counter's increase — counters have points between the
+/// gauges' samples), weighted by the raw samples the point holds (`count_over_time` of the
+/// table's memory metric; 1 where it has none).
+fn observations(
     entities: BTreeMap<Key, Entity>,
     attrs: BTreeMap<Key, BTreeMap<&'static str, String>>,
-    step: i64,
-) -> Result<Vec<(Table, DataFrame)>, IngestError> {
+    spec: &str,
+) -> Result<Vec<Observations>, IngestError> {
     let mut out = Vec::new();
     for table in Table::ALL {
-        let cols: Vec<_> = table.columns().collect();
-        let mut strs: Vec<Vec<Option<String>>> = vec![Vec::new(); cols.len()];
-        let mut nums: Vec<Vec<Option<f64>>> = vec![Vec::new(); cols.len()];
-        let mut rows = 0usize;
+        let value_cols: Vec<(&'static str, Agg)> = table
+            .columns()
+            .filter(|c| !matches!(c.name, "ts" | "interval_ms" | "samples"))
+            .filter_map(|c| agg_of(c.name).map(|a| (c.name, a)))
+            .collect();
+        let (mut eid, mut ts, mut n) = (Vec::new(), Vec::new(), Vec::new());
+        let mut vals: Vec<Vec<Option<f64>>> = vec![Vec::new(); value_cols.len()];
+        let mut labels: Vec<Vec<(&'static str, String)>> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         for (key, ent) in &entities {
             if key.0 != table {
                 continue;
             }
-            let a = attrs.get(key);
-            let stamps: BTreeSet<i64> = ent.rows.keys().chain(ent.strs.keys()).copied().collect();
-            for ts in stamps {
-                let vals = ent.rows.get(&ts);
-                // A row needs a gauge's value, not only a status, a count or a counter's
-                // increase (counters have points between the gauges' samples).
-                let has_value = vals.is_some_and(|v| {
-                    v.keys()
-                        .any(|k| !matches!(*k, "samples" | "energy_delta_joules" | "xid_count"))
-                });
+            let e = labels.len() as u32;
+            let mut l: Vec<(&'static str, String)> = key.1.clone();
+            if let Some(a) = attrs.get(key) {
+                for (k, v) in a {
+                    if !l.iter().any(|(n, _)| n == k) {
+                        l.push((k, v.clone()));
+                    }
+                }
+            }
+            names.push(format!(
+                "{spec}: {} {}",
+                table.name(),
+                key.1
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+            labels.push(l);
+            for (t, row) in &ent.rows {
+                let has_value = row
+                    .keys()
+                    .any(|k| !matches!(*k, "samples" | "energy_delta_joules" | "xid_count"));
                 if !has_value {
                     continue;
                 }
-                rows += 1;
-                for (i, c) in cols.iter().enumerate() {
-                    let label = key
-                        .1
-                        .iter()
-                        .find(|(n, _)| *n == c.name)
-                        .map(|(_, v)| v.clone())
-                        .or_else(|| a.and_then(|a| a.get(c.name).cloned()))
-                        .or_else(|| ent.strs.get(&ts).and_then(|s| s.get(c.name).cloned()));
-                    let num = match c.name {
-                        "ts" => Some(ts as f64),
-                        "interval_ms" => Some(step as f64),
-                        _ => vals.and_then(|v| v.get(c.name).copied()),
-                    };
-                    let (s, n) = match (c.ty, num) {
-                        (ColType::Bool, Some(x)) => (Some((x != 0.0).to_string()), None),
-                        (ColType::Utf8, _) => (label, None),
-                        (_, Some(x)) => (None, Some(x)),
-                        (_, None) => (label, None),
-                    };
-                    strs[i].push(s);
-                    nums[i].push(n);
+                eid.push(e);
+                ts.push(*t);
+                n.push(
+                    row.get("samples")
+                        .map_or(1, |c| c.round().clamp(1.0, u32::MAX as f64) as u32),
+                );
+                let status = ent.strs.get(t).and_then(|s| s.get("status"));
+                for ((c, _), v) in value_cols.iter().zip(vals.iter_mut()) {
+                    v.push(if *c == "status" {
+                        status.and_then(|s| {
+                            resample::STATUS_RANKS
+                                .iter()
+                                .position(|r| r == s)
+                                .map(|r| r as f64)
+                        })
+                    } else {
+                        row.get(c).copied()
+                    });
                 }
             }
         }
-        if rows == 0 {
+        if ts.is_empty() {
             continue;
         }
-        let mut columns = Vec::new();
-        for ((c, s), n) in cols.iter().zip(strs).zip(nums) {
-            columns.push(build_column(c.name, c.ty, s, n)?);
-        }
-        out.push((table, DataFrame::new(rows, columns)?));
+        let df = resample::frame(
+            eid,
+            ts,
+            n,
+            value_cols
+                .iter()
+                .zip(vals)
+                .map(|((c, _), v)| (*c, v))
+                .collect(),
+        )?;
+        out.push(Observations {
+            table,
+            df,
+            values: value_cols.iter().map(|(c, a)| (*c, *a, col(*c))).collect(),
+            labels,
+            names,
+        });
     }
     Ok(out)
+}
+
+/// How a canonical column of the Prometheus source aggregates when points are combined into a
+/// coarser row; `None` for identity and attribute columns.
+fn agg_of(column: &str) -> Option<Agg> {
+    Some(match column {
+        "energy_delta_joules" | "xid_count" => Agg::Sum,
+        c if c.ends_with("_mean") || c == "power_mean_watts" => Agg::Mean,
+        c if c.ends_with("_max")
+            || c.ends_with("_max_bytes")
+            || c.ends_with("_max_celsius")
+            || c == "memory_total_bytes"
+            || c == "mig_enabled"
+            || c == "status" =>
+        {
+            Agg::Max
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -374,7 +374,7 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
         &tessera::ingest::IngestOptions {
             since: Some(now - 120_000),
             until: Some(now),
-            interval_ms: 5_000,
+            interval_ms: Some(5_000),
             ..Default::default()
         },
     )
