@@ -27,7 +27,7 @@ fn simulate(root: &Path, seconds: i64, mode: WriterMode, finish: bool) -> Rows {
         &scenario,
         None,
         SimClock::Stepped {
-            next_ms: start,
+            next_ms: start + 1000,
             step_ms: 1000,
         },
     )

@@ -4,7 +4,9 @@
 //! Pure: [`Aggregator::push`] takes a sample (with the inventory and the attribution the sampler
 //! published with it) and returns the rows of every interval the sample closes. Interval
 //! boundaries are multiples of `interval_ms` in the samples' own time (`timestamp_ms`, virtual
-//! time in the simulator), never the wall clock; a row's `ts` is the end of its interval.
+//! time in the simulator), never the wall clock; a row's `ts` is the end of its interval, and a
+//! row holds the samples of `(ts − interval, ts]` (a sample exactly on a boundary ends the row
+//! before it — the convention of every source, docs/frames.md).
 //!
 //! Rules: mean and max only over samples that had the value, null when none had it (absent is
 //! never 0); the energy delta sums counter increases, including the step from the previous
@@ -234,9 +236,10 @@ impl Aggregator {
         self.interval_ms
     }
 
-    /// End of the interval containing `t_ms` (intervals are `[end − interval, end)`).
+    /// End of the interval containing `t_ms` (intervals are `(end − interval, end]`).
     pub fn interval_end(&self, t_ms: i64) -> i64 {
-        (t_ms.div_euclid(self.interval_ms) + 1) * self.interval_ms
+        let i = self.interval_ms;
+        t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
     }
 
     /// Add one sample. Returns the rows of the interval it closed, if it starts a new one.
@@ -282,7 +285,7 @@ impl Aggregator {
             if let Some(e) = g.energy_joules {
                 let mut delta = 0.0;
                 if let Some(&(t, prev)) = self.last_energy.get(&g.index)
-                    && t >= end - 2 * interval_ms
+                    && t > end - 2 * interval_ms
                     && e >= prev
                 {
                     delta = e - prev;
@@ -524,15 +527,16 @@ mod tests {
         )]
         .into();
         let mut agg = Aggregator::new("n1", 10_000);
+        // Intervals are (end − 10 s, end]: a sample exactly on a boundary ends an interval.
         let samples = vec![
-            sample(0, Some(0.2), Some(100.0), GpuStatus::Ok),
-            sample(1_000, None, Some(110.0), GpuStatus::Degraded),
-            sample(9_000, Some(0.6), Some(130.0), GpuStatus::Ok),
+            sample(1_000, Some(0.2), Some(100.0), GpuStatus::Ok),
+            sample(2_000, None, Some(110.0), GpuStatus::Degraded),
+            sample(10_000, Some(0.6), Some(130.0), GpuStatus::Ok),
             // Next interval: energy counts from 130.
-            sample(10_000, None, Some(135.0), GpuStatus::Ok),
-            sample(19_999, None, None, GpuStatus::Lost),
+            sample(10_001, None, Some(135.0), GpuStatus::Ok),
+            sample(20_000, None, None, GpuStatus::Lost),
             // Closes the second interval.
-            sample(20_000, Some(1.0), None, GpuStatus::Ok),
+            sample(20_001, Some(1.0), None, GpuStatus::Ok),
         ];
         let rows = agg.push_all(&inv, &samples, &attr);
         assert_eq!(rows.gpu.len(), 2);
@@ -554,7 +558,7 @@ mod tests {
         assert_eq!(b.busy_mean, None);
         assert_eq!(b.energy_delta_joules, Some(5.0));
         assert_eq!(rows.mig.len(), 2);
-        assert_eq!(rows.mig[0].memory_used_max_bytes, Some(9_000));
+        assert_eq!(rows.mig[0].memory_used_max_bytes, Some(10_000));
         assert_eq!(rows.mig[0].memory_total_bytes, Some(40));
         assert_eq!(rows.mig[0].profile, "3g.40gb");
         assert_eq!(rows.process.len(), 2);
@@ -604,7 +608,12 @@ mod tests {
     fn negative_times_align_too() {
         let agg = Aggregator::new("n", 10_000);
         assert_eq!(agg.interval_end(-1), 0);
-        assert_eq!(agg.interval_end(0), 10_000);
+        assert_eq!(agg.interval_end(-10_000), -10_000);
+        assert_eq!(agg.interval_end(0), 0);
+        assert_eq!(agg.interval_end(1), 10_000);
         assert_eq!(agg.interval_end(9_999), 10_000);
+        // A sample exactly on a boundary ends the interval before it.
+        assert_eq!(agg.interval_end(10_000), 10_000);
+        assert_eq!(agg.interval_end(10_001), 20_000);
     }
 }

@@ -79,8 +79,10 @@ fn simulate_node(
     let mut backend = SimBackend::new(
         scenario,
         Some(name),
+        // The first sample describes the scenario's first second: it is taken at its end
+        // (rows hold (end − interval, end]).
         SimClock::Stepped {
-            next_ms: start,
+            next_ms: start + sample_ms,
             step_ms: sample_ms,
         },
     )
