@@ -55,7 +55,8 @@ pub struct AnalyzeArgs {
     #[arg(long = "consolidation.step", default_value = "1m", value_parser = parse_interval)]
     step: i64,
 
-    /// Off-peak: GPUs a window needs free: a count (4) or a share of the fleet (10%).
+    /// Off-peak: GPUs a window needs free beyond those free around the clock: a count (4) or a
+    /// share of the fleet (10%).
     #[arg(long = "offpeak.min-gpus", default_value = "10%")]
     min_gpus: MinGpus,
     /// Off-peak: share of observed weeks (days) in which they must be free (0–1).

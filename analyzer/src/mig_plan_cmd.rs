@@ -46,7 +46,8 @@ pub struct PlanArgs {
     /// (default: print them with the table summary when a switch is proposed).
     #[arg(long = "schedule-units", value_name = "DIR")]
     schedule_units: Option<PathBuf>,
-    /// Off-peak: GPUs a window needs free: a count (4) or a share of the fleet (10%).
+    /// Off-peak: GPUs a window needs free beyond those free around the clock: a count (4) or a
+    /// share of the fleet (10%).
     #[arg(long = "offpeak.min-gpus", default_value = "10%")]
     min_gpus: MinGpus,
     /// Off-peak: share of observed weeks (days) in which they must be free (0–1).
@@ -135,9 +136,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
     params.offpeak.min_gpus = args.min_gpus;
     params.offpeak.min_share = args.min_share;
     params.offpeak.min_hours = args.min_hours;
-    let (per_hour, gpus_seen) = advisor::offpeak::free_gpus_per_hour(&frames, &params.offpeak)?;
-    let profile = advisor::offpeak::profile(&per_hour, gpus_seen, &params);
-    let observed: BTreeSet<i64> = per_hour.keys().copied().collect();
+    let free = advisor::offpeak::free_gpus_per_hour(&frames, &params.offpeak)?;
+    let profile = advisor::offpeak::profile(&free, &params);
+    let observed: BTreeSet<i64> = free.per_hour.keys().copied().collect();
     let schedule_path = args
         .schedule
         .clone()

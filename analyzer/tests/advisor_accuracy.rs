@@ -419,6 +419,7 @@ fn demo_scenario_with_mig() {
     check_busy(&r);
     let groups = check_consolidation(&r);
     assert!(groups >= 1, "the demo has a consolidation opportunity");
+    check_demo_offpeak(&r);
 
     // Row order does not matter: the detectors match rows by entity and time (cursors over
     // sorted series, combined MIG rows), so reversed or shuffled tables give the same analysis.
@@ -497,6 +498,85 @@ fn faults_gaps_and_noise() {
     check_consolidation(&r);
 }
 
+/// The demo's always-free capacity (gpu-node-3's two A100-40GB GPUs have no workload but a
+/// Saturday fine-tune and two lost hours; others take turns being free) is a baseline finding
+/// with model names, and no window is "always" or lacks start and stop times.
+fn check_demo_offpeak(r: &Run) {
+    let offpeak: Vec<&advisor::Finding> = r
+        .analysis
+        .findings
+        .iter()
+        .filter(|f| f.detector == "offpeak_window")
+        .collect();
+    println!(
+        "demo offpeak: {}",
+        serde_json::to_string_pretty(&offpeak).unwrap()
+    );
+    let baseline: Vec<&&advisor::Finding> = offpeak
+        .iter()
+        .filter(|f| f.evidence["type"] == "baseline")
+        .collect();
+    assert_eq!(baseline.len(), 1, "one baseline finding: {offpeak:?}");
+    let b = &baseline[0].evidence;
+    let gpus = b["gpus"].as_u64().unwrap();
+    assert!(gpus >= 1, "{b}");
+    let fleet_models: BTreeSet<String> = models(&r.frames).into_values().collect();
+    let by_model = b["by_model"].as_array().unwrap();
+    assert!(!by_model.is_empty(), "{b}");
+    let mut named = 0;
+    for m in by_model {
+        let name = m["model"].as_str().unwrap();
+        assert!(fleet_models.contains(name), "{name} is not a fleet model");
+        assert!(
+            baseline[0].summary.contains(name),
+            "{name} not in {:?}",
+            baseline[0].summary
+        );
+        named += m["gpus"].as_u64().unwrap();
+    }
+    assert_eq!(
+        named + b["unattributed_gpus"].as_u64().unwrap(),
+        gpus,
+        "the models add up to the baseline: {b}"
+    );
+    assert!(
+        by_model
+            .iter()
+            .any(|m| m["model"] == "NVIDIA A100-SXM4-40GB"),
+        "gpu-node-3's A100-40GBs are nearly always free: {b}"
+    );
+    assert!(
+        baseline[0].summary.contains("over-provisioned"),
+        "{}",
+        baseline[0].summary
+    );
+    // Windows: above the baseline, with start and stop lines, never around the clock.
+    let nslots = if b["period"] == "week" { 168 } else { 24 };
+    for f in offpeak.iter().filter(|f| f.evidence["type"] != "baseline") {
+        let e = &f.evidence;
+        assert_eq!(e["type"], "window");
+        assert!(!f.summary.contains("always"), "{}", f.summary);
+        assert!(e["hours"].as_u64().unwrap() < nslots, "{e}");
+        assert_eq!(e["baseline_gpus"].as_u64().unwrap(), gpus);
+        assert!(
+            e["expected_free_gpus"].as_u64().unwrap() >= gpus + e["min_gpus"].as_u64().unwrap(),
+            "{e}"
+        );
+        for k in ["cron_start", "cron_end"] {
+            let line = e[k].as_str().unwrap();
+            assert!(line.starts_with("CRON_TZ=UTC 0 "), "{k}: {line}");
+            assert!(!line.contains("@reboot"), "{k}: {line}");
+        }
+        for k in ["systemd_start", "systemd_end"] {
+            let line = e[k].as_str().unwrap();
+            assert!(
+                line.starts_with("OnCalendar=") && line.ends_with(":00:00 UTC"),
+                "{k}: {line}"
+            );
+        }
+    }
+}
+
 #[test]
 fn offpeak_windows_are_found() {
     let params = Params {
@@ -508,7 +588,7 @@ fn offpeak_windows_are_found() {
         ..Params::default()
     };
     let r = run("offpeak", 14, 60_000, &[], &params);
-    let windows: Vec<&Value> = r
+    let evidence: Vec<&Value> = r
         .analysis
         .findings
         .iter()
@@ -517,8 +597,14 @@ fn offpeak_windows_are_found() {
         .collect();
     println!(
         "offpeak (weekly): {}",
-        serde_json::to_string_pretty(&windows).unwrap()
+        serde_json::to_string_pretty(&evidence).unwrap()
     );
+    // The two inference GPUs are never free: no baseline, only windows.
+    assert!(
+        evidence.iter().all(|e| e["type"] == "window"),
+        "no GPU is free around the clock: {evidence:?}"
+    );
+    let windows = evidence;
     let find = |days: &[&str], start: &str, end: &str, hours: u64| {
         windows
             .iter()
@@ -532,17 +618,51 @@ fn offpeak_windows_are_found() {
                 panic!("no window {days:?} {start}-{end} ({hours} h) in {windows:?}")
             })
     };
+    // The six notebook GPUs are free on weekday nights and over the weekend alike: one tier
+    // (6 free, 6 above a baseline of 0) with two schedule entries.
     let nights = find(&["Mon", "Tue", "Wed", "Thu"], "18:00", "09:00", 15);
     assert_eq!(nights["period"], "week");
+    assert_eq!(nights["tier"], 1);
     assert_eq!(nights["expected_free_gpus"], 6);
+    assert_eq!(nights["above_baseline"], 6);
+    assert_eq!(nights["baseline_gpus"], 0);
     assert_eq!(
         nights["cron_start"],
         "CRON_TZ=Europe/Berlin 0 18 * * 1,2,3,4"
     );
     assert_eq!(nights["cron_end"], "CRON_TZ=Europe/Berlin 0 9 * * 2,3,4,5");
+    assert_eq!(
+        nights["systemd_start"],
+        "OnCalendar=Mon..Thu *-*-* 18:00:00 Europe/Berlin"
+    );
+    assert_eq!(
+        nights["systemd_end"],
+        "OnCalendar=Tue..Fri *-*-* 09:00:00 Europe/Berlin"
+    );
     let weekend = find(&["Fri"], "18:00", "09:00", 63);
+    assert_eq!(weekend["tier"], 1);
+    assert_eq!(weekend["expected_free_gpus"], 6);
+    assert_eq!(weekend["end_days"], serde_json::json!(["Mon"]));
+    assert_eq!(weekend["cron_start"], "CRON_TZ=Europe/Berlin 0 18 * * 5");
     assert_eq!(weekend["cron_end"], "CRON_TZ=Europe/Berlin 0 9 * * 1");
+    assert_eq!(
+        weekend["systemd_start"],
+        "OnCalendar=Fri *-*-* 18:00:00 Europe/Berlin"
+    );
+    assert_eq!(
+        weekend["systemd_end"],
+        "OnCalendar=Mon *-*-* 09:00:00 Europe/Berlin"
+    );
     assert_eq!(windows.len(), 2, "only the planted windows: {windows:?}");
+    let data = &r
+        .analysis
+        .detectors
+        .iter()
+        .find(|d| d.id == "offpeak_window")
+        .unwrap()
+        .data;
+    assert_eq!(data["baseline"]["gpus"], 0);
+    assert_eq!(data["tiers"].as_array().unwrap().len(), 1);
 
     // The first week alone is less than two weeks: an hour-of-day profile, where weekday
     // working hours are busy on 5 of 7 days, so only the nights qualify.
@@ -564,8 +684,19 @@ fn offpeak_windows_are_found() {
         serde_json::to_string_pretty(&daily).unwrap()
     );
     assert_eq!(daily.len(), 1, "{daily:?}");
+    assert_eq!(daily[0]["type"], "window");
     assert_eq!(daily[0]["period"], "day");
     assert_eq!(daily[0]["start"], "18:00");
     assert_eq!(daily[0]["end"], "09:00");
+    assert_eq!(daily[0]["expected_free_gpus"], 6);
     assert_eq!(daily[0]["cron_start"], "CRON_TZ=Europe/Berlin 0 18 * * *");
+    assert_eq!(daily[0]["cron_end"], "CRON_TZ=Europe/Berlin 0 9 * * *");
+    assert_eq!(
+        daily[0]["systemd_start"],
+        "OnCalendar=*-*-* 18:00:00 Europe/Berlin"
+    );
+    assert_eq!(
+        daily[0]["systemd_end"],
+        "OnCalendar=*-*-* 09:00:00 Europe/Berlin"
+    );
 }

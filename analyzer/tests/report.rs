@@ -329,10 +329,23 @@ fn week_over_week_on_two_simulated_weeks() {
         ),
         (&"day".into(), &"18:00".into(), &"09:00".into(), &6.into())
     );
+    // The two inference GPUs are never free: no baseline, so the window is all above it.
+    assert!(v["offpeak_baseline"].is_null(), "{}", v["offpeak_baseline"]);
+    assert_eq!(w[0]["above_baseline"], 6);
+    assert_eq!(
+        w[0]["systemd_start"],
+        "OnCalendar=*-*-* 18:00:00 Europe/Berlin"
+    );
+    assert_eq!(w[0]["cron_end"], "CRON_TZ=Europe/Berlin 0 9 * * *");
     let tl = v["charts"]["free_timeline"].as_array().unwrap();
     assert_eq!(tl.len(), 168);
     assert!(tl.iter().any(|h| h["offpeak"] == true));
     assert!(tl.iter().any(|h| h["offpeak"] == false));
+    assert!(
+        tl.iter()
+            .filter(|h| h["offpeak"] == true)
+            .all(|h| h["offpeak_free_gpus"] == 6)
+    );
     // The same week named with --since/--until (the ingest reaches back a week by itself).
     let explicit = ok(&[
         "report",

@@ -3,16 +3,20 @@
 //! plus the tessera-mig-schedule file, cron lines and systemd units that switch between `day` and
 //! `night`.
 //!
+//! The windows are the detector's off-peak time as a whole ([`Profile::windows`]: every run with
+//! at least K GPUs free beyond the baseline, whatever its tier), never the baseline: GPUs free
+//! around the clock are over-provisioning, free by day too, and need no switch.
+//!
 //! The rule (also in docs/mig.md): a workload is *night-active* when it held memory in more than
 //! `1 − min_share` of the window's observed hours (the off-peak detector's reliability share).
 //! Night-active workloads are re-planned alone; the day plan's GPUs that this night plan no longer
 //! needs are freed. A switch is proposed only when at least one GPU is freed **and** the off-peak
-//! detector expects at least one GPU free in every hour of the window (`expected_free_gpus`, its
-//! history-based count of GPUs reliably free); the number of night training GPUs is the smaller
-//! of the two. GPUs the day plan already leaves free are counted by the detector but not switched
-//! (they need no MIG change to be used whole), and a freed GPU whose day layout already is one
-//! whole-GPU instance is not switched either; with no GPU left to switch, none is proposed. Otherwise no switch is proposed and the reason is
-//! returned.
+//! detector expects GPUs free above the baseline in every hour of the windows
+//! (`above_baseline`, its history-based count of GPUs reliably free at night but not by day);
+//! the number of night training GPUs is the smaller of the two. GPUs the day plan already leaves
+//! free are not switched (they need no MIG change to be used whole), and a freed GPU whose day
+//! layout already is one whole-GPU instance is not switched either; with no GPU left to switch,
+//! none is proposed. Otherwise no switch is proposed and the reason is returned.
 //!
 //! Pure: builds values and text from a plan, workloads, measurements and windows.
 
@@ -78,14 +82,14 @@ pub fn propose(
     plan_file: &str,
 ) -> Result<NightProposal, String> {
     if profile.windows.is_empty() {
-        return Err("the off-peak detector found no window: no night layout proposed".into());
-    }
-    let nslots = if profile.period == "week" { 168 } else { 24 };
-    if profile.windows.iter().any(|w| w.hours as usize >= nslots) {
-        return Err(format!(
-            "at least {} GPU(s) are free around the clock, so the off-peak window has no start or end (raise --offpeak.min-gpus to find night windows)",
-            profile.k
-        ));
+        return Err(if profile.baseline.gpus > 0 {
+            format!(
+                "the off-peak detector found no window with {} GPU(s) free beyond the {} free around the clock (over-provisioning, free by day too: no switch needed to use them): no night layout proposed",
+                profile.k, profile.baseline.gpus
+            )
+        } else {
+            "the off-peak detector found no window: no night layout proposed".into()
+        });
     }
     let window_hours: Vec<i64> = observed_hours
         .iter()
@@ -139,10 +143,11 @@ pub fn propose(
         ));
     }
     let freed = day_gpus.len().saturating_sub(night_plan.gpus.len());
+    // GPUs free in the windows beyond those free around the clock: what the night frees.
     let expected = profile
         .windows
         .iter()
-        .map(|w| w.expected_free_gpus as usize)
+        .map(|w| w.above_baseline as usize)
         .min()
         .unwrap_or(0);
     let n = freed.min(expected);

@@ -428,26 +428,31 @@ proptest! {
 }
 
 fn weekly_profile() -> crate::advisor::offpeak::Profile {
-    use crate::advisor::offpeak::{Profile, Window};
+    use crate::advisor::offpeak::{Baseline, Profile, Window};
     Profile {
         period: "week",
         k: 1,
         gpus_observed: 2,
         slots: Vec::new(),
+        baseline: Baseline::default(),
         windows: vec![
             Window {
                 start_slot: 20,
                 hours: 10,
                 expected_free_gpus: 1,
+                above_baseline: 1,
                 confidence: 1.0,
             },
             Window {
                 start_slot: 44,
                 hours: 10,
                 expected_free_gpus: 2,
+                above_baseline: 2,
                 confidence: 1.0,
             },
         ],
+        tiers: Vec::new(),
+        tiers_left_out: Vec::new(),
     }
 }
 
@@ -546,4 +551,23 @@ fn no_switch_without_windows_or_without_freed_capacity() {
     )
     .unwrap_err();
     assert!(why.contains("no window"), "{why}");
+    assert!(!why.contains("around the clock"), "{why}");
+    // GPUs free around the clock are the baseline (over-provisioning), not a night window.
+    prof.baseline.gpus = 2;
+    let why = schedule::propose(
+        &day,
+        &ws,
+        &measured,
+        &f,
+        &hours,
+        &prof,
+        tz,
+        0.9,
+        "plan.yaml",
+    )
+    .unwrap_err();
+    assert!(
+        why.contains("no window with 1 GPU(s) free beyond the 2 free around the clock"),
+        "{why}"
+    );
 }

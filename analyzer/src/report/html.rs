@@ -1,7 +1,7 @@
 //! The report as one self-contained HTML file: inline CSS, inline SVG charts generated here, no
 //! script, no fonts, no network. Charts: the hour-of-week activity heatmap, the per-GPU activity
 //! distribution, idle GiB-hours by team and the free-capacity timeline with the off-peak windows
-//! marked; then the text sections of [`super::render::sections`] as HTML tables.
+//! marked by tier and the GPUs free around the clock (the off-peak baseline) as a line; then the text sections of [`super::render::sections`] as HTML tables.
 //!
 //! Pure string building; every chart is an `<svg id="chart-…">` whose data marks carry a class
 //! (`cell`, `bin`, `bar`, `hour`) so a browser test can count them.
@@ -225,13 +225,29 @@ fn free_timeline(r: &Report) -> String {
     let mut s = format!(
         r#"<svg id="chart-free-timeline" role="img" aria-label="free GPUs per hour" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#
     );
+    // Off-peak hours shaded by tier: a darker green where a higher tier's window expects more
+    // GPUs free.
+    let levels: Vec<u64> = {
+        let mut l: Vec<u64> = r
+            .offpeak_windows
+            .iter()
+            .map(|w| w.expected_free_gpus)
+            .collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    };
+    const GREENS: [&str; 3] = ["#d3f9d8", "#b2f2bb", "#8ce99a"];
     for (i, p) in tl.iter().enumerate() {
         if p.offpeak {
+            let level = p.offpeak_free_gpus.unwrap_or(0);
+            let tier = levels.iter().filter(|&&l| l < level).count();
             let _ = write!(
                 s,
-                r##"<rect class="offpeak" x="{:.2}" y="{top}" width="{:.2}" height="{ph}" fill="#d3f9d8"/>"##,
+                r##"<rect class="offpeak" x="{:.2}" y="{top}" width="{:.2}" height="{ph}" fill="{}"><title>off-peak: ≥ {level} GPU(s) free</title></rect>"##,
                 left + i as f64 * bw,
-                bw
+                bw,
+                GREENS[tier.min(GREENS.len() - 1)]
             );
         }
     }
@@ -259,6 +275,16 @@ fn free_timeline(r: &Report) -> String {
         max,
         top + ph
     );
+    // GPUs free around the clock (over-provisioning): a dashed line.
+    if let Some(b) = r.offpeak_baseline.as_ref().filter(|b| b.gpus > 0) {
+        let y = top + ph - (b.gpus as f64 / max).min(1.0) * ph;
+        let _ = write!(
+            s,
+            r##"<line class="baseline" x1="{left}" x2="{}" y1="{y:.2}" y2="{y:.2}" stroke="#e8590c" stroke-dasharray="4 3"><title>{} GPU(s) free around the clock (over-provisioned)</title></line>"##,
+            left + pw,
+            b.gpus
+        );
+    }
     // Day ticks.
     for (i, p) in tl.iter().enumerate() {
         if p.hour.get(11..13) == Some("00") {
@@ -389,7 +415,7 @@ pub fn render_html(r: &Report) -> String {
     chart(
         &mut o,
         "Free capacity",
-        "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows.",
+        "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows (darker: a tier with more GPUs free), the dashed line the GPUs free around the clock (over-provisioning).",
         free_timeline(r),
     );
     for i in 1..secs.len() {

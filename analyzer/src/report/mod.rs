@@ -1,9 +1,9 @@
 //! The weekly report (`tessera report`, `docs/report.md`): a pure model built from the canonical
 //! frames and the advisor's [`Analysis`] — fleet summary with cost, breakdowns by node, GPU model
-//! and team, the idle-loaded models and consolidation plan priced, the off-peak windows, the
-//! previous period for week-over-week change, data-quality notes and the series the HTML charts
-//! draw — serialised as versioned JSON ([`REPORT_VERSION`]) and rendered by [`render`] (table,
-//! markdown) and [`html`].
+//! and team, the idle-loaded models and consolidation plan priced, the off-peak windows and the
+//! GPUs free around the clock (over-provisioning), the previous period for week-over-week change,
+//! data-quality notes and the series the HTML charts draw — serialised as versioned JSON
+//! ([`REPORT_VERSION`]) and rendered by [`render`] (table, markdown) and [`html`].
 //!
 //! This module does no I/O besides collecting the lazy frames it is given and reading the
 //! `--config` file in [`ReportConfig::load`]; it does not detect anything itself (the advisor's
@@ -229,7 +229,7 @@ pub struct ConsolidationStep {
     pub moves: Vec<String>,
 }
 
-/// One off-peak window.
+/// One off-peak window (a group of windows of one tier with the same start and length).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OffpeakWindow {
     pub finding_id: String,
@@ -240,10 +240,39 @@ pub struct OffpeakWindow {
     pub start: String,
     pub end: String,
     pub hours: f64,
+    /// GPUs free in every hour of the window, the baseline included (the tier's level).
     pub expected_free_gpus: u64,
     pub confidence: f64,
     pub cron_start: String,
     pub cron_end: String,
+    /// The tier (1 = fewest GPUs free).
+    pub tier: u64,
+    /// `expected_free_gpus` − the GPUs free around the clock.
+    pub above_baseline: u64,
+    /// systemd `OnCalendar=` expressions at the start and the end.
+    pub systemd_start: String,
+    pub systemd_end: String,
+}
+
+/// GPUs of one model free around the clock.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BaselineModel {
+    pub model: String,
+    pub gpus: u64,
+}
+
+/// The off-peak detector's baseline: GPUs free at every hour of the profile (over-provisioning).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OffpeakBaseline {
+    pub finding_id: String,
+    /// `week` or `day`.
+    pub period: String,
+    pub gpus: u64,
+    pub gpus_observed: u64,
+    pub by_model: Vec<BaselineModel>,
+    /// Baseline GPUs no single model accounts for (which GPUs are free varies).
+    pub unattributed_gpus: u64,
+    pub min_share: f64,
 }
 
 /// One data-quality note.
@@ -276,6 +305,9 @@ pub struct FreeHour {
     pub free_gpus: u32,
     /// Inside an off-peak window.
     pub offpeak: bool,
+    /// The most GPUs an off-peak window covering this hour expects free (its tier's level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offpeak_free_gpus: Option<u64>,
 }
 
 /// What the HTML charts draw (also in the JSON, for other front ends).
@@ -309,6 +341,8 @@ pub struct Report {
     pub idle_models: Vec<IdleModel>,
     pub consolidation: Vec<ConsolidationStep>,
     pub offpeak_windows: Vec<OffpeakWindow>,
+    /// GPUs free around the clock (over-provisioning), when there are any.
+    pub offpeak_baseline: Option<OffpeakBaseline>,
     /// The MIG planner's recommendation ([`mig_section`]); `null` when none was computed.
     pub mig: Option<Value>,
     pub data_quality: Vec<QualityNote>,
@@ -730,7 +764,7 @@ fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationStep> {
 fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
     a.findings
         .iter()
-        .filter(|f| f.detector == "offpeak_window")
+        .filter(|f| f.detector == "offpeak_window" && f.evidence["type"] != "baseline")
         .map(|f| OffpeakWindow {
             finding_id: f.id.clone(),
             period: ev_str(&f.evidence, "period"),
@@ -747,15 +781,44 @@ fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
             confidence: ev_f64(f, "confidence"),
             cron_start: ev_str(&f.evidence, "cron_start"),
             cron_end: ev_str(&f.evidence, "cron_end"),
+            tier: ev_u64(f, "tier"),
+            above_baseline: ev_u64(f, "above_baseline"),
+            systemd_start: ev_str(&f.evidence, "systemd_start"),
+            systemd_end: ev_str(&f.evidence, "systemd_end"),
         })
         .collect()
 }
 
+fn offpeak_baseline(a: &Analysis) -> Option<OffpeakBaseline> {
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.detector == "offpeak_window" && f.evidence["type"] == "baseline")?;
+    Some(OffpeakBaseline {
+        finding_id: f.id.clone(),
+        period: ev_str(&f.evidence, "period"),
+        gpus: ev_u64(f, "gpus"),
+        gpus_observed: ev_u64(f, "gpus_observed"),
+        by_model: f.evidence["by_model"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| BaselineModel {
+                model: ev_str(m, "model"),
+                gpus: m["gpus"].as_u64().unwrap_or(0),
+            })
+            .collect(),
+        unattributed_gpus: ev_u64(f, "unattributed_gpus"),
+        min_share: ev_f64(f, "min_share"),
+    })
+}
+
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
-/// Hour-of-week slots (Mon 00:00 = 0) covered by the windows.
-fn window_slots(windows: &[OffpeakWindow]) -> BTreeSet<usize> {
-    let mut slots = BTreeSet::new();
+/// Hour-of-week slots (Mon 00:00 = 0) covered by the windows, each with the most GPUs a window
+/// covering it expects free (windows of higher tiers lie inside those of lower ones).
+fn window_slots(windows: &[OffpeakWindow]) -> BTreeMap<usize, u64> {
+    let mut slots = BTreeMap::new();
     for w in windows {
         let Some(h0) = w.start.get(..2).and_then(|h| h.parse::<usize>().ok()) else {
             continue;
@@ -770,7 +833,8 @@ fn window_slots(windows: &[OffpeakWindow]) -> BTreeSet<usize> {
         };
         for d in days {
             for k in 0..(w.hours.round() as usize) {
-                slots.insert((d * 24 + h0 + k) % 168);
+                let e = slots.entry((d * 24 + h0 + k) % 168).or_insert(0);
+                *e = (*e).max(w.expected_free_gpus);
             }
         }
     }
@@ -873,11 +937,13 @@ fn charts(
         .enumerate()
         .map(|(i, &(g, f))| {
             let start = (first_hour + i as i64) * 3_600_000;
+            let level = slot_of(start, tz).and_then(|(d, h)| slots.get(&(d * 24 + h)).copied());
             FreeHour {
                 hour: fmt_ms(start),
                 gpus: g,
                 free_gpus: f,
-                offpeak: slot_of(start, tz).is_some_and(|(d, h)| slots.contains(&(d * 24 + h))),
+                offpeak: level.is_some(),
+                offpeak_free_gpus: level,
             }
         })
         .collect();
@@ -1058,6 +1124,7 @@ pub fn build(frames: &Frames, input: &ReportInput) -> Result<Report, ReportError
     let idle = idle_models(input.analysis, prices);
     let teams = teams(frames, input.range, &idle, prices)?;
     let offpeak_windows = offpeak(input.analysis);
+    let offpeak_baseline = offpeak_baseline(input.analysis);
     let charts = charts(&gpus, &cur, input.range, &input.tz, &offpeak_windows);
     let data_quality = data_quality(&gpus, &cur, input.range, input, signal, &teams);
     Ok(Report {
@@ -1077,6 +1144,7 @@ pub fn build(frames: &Frames, input: &ReportInput) -> Result<Report, ReportError
         idle_models: idle.into_iter().take(input.top).collect(),
         consolidation: consolidation(input.analysis, prices),
         offpeak_windows,
+        offpeak_baseline,
         mig: None,
         data_quality,
         charts,
@@ -1199,6 +1267,63 @@ mod tests {
     }
 
     #[test]
+    fn offpeak_findings_become_the_baseline_and_windows() {
+        use crate::advisor::offpeak::{FreeGpus, OffPeak};
+        use crate::advisor::{Detector, Params};
+        // 10 days, 4 GPUs: one H100 free all the time, two more free 20:00–06:00.
+        let mon = 1_793_577_600 / 3600;
+        let free = FreeGpus {
+            per_hour: (0..240)
+                .map(|h| {
+                    let night = !(6..20).contains(&(h % 24));
+                    (
+                        mon + h,
+                        BTreeMap::from([("H100".to_string(), if night { 3 } else { 1 })]),
+                    )
+                })
+                .collect(),
+            gpus: BTreeMap::from([("H100".to_string(), 4)]),
+        };
+        let out = OffPeak
+            .finish(vec![Box::new(free)], &Params::default())
+            .unwrap();
+        let a = Analysis {
+            version: 1,
+            from: None,
+            until: None,
+            sources: Vec::new(),
+            tz: "UTC".into(),
+            detectors: Vec::new(),
+            findings: out.findings,
+        };
+        let b = offpeak_baseline(&a).expect("a baseline");
+        assert_eq!((b.period.as_str(), b.gpus, b.gpus_observed), ("day", 1, 4));
+        assert_eq!(
+            b.by_model,
+            vec![BaselineModel {
+                model: "H100".into(),
+                gpus: 1
+            }]
+        );
+        assert_eq!(b.min_share, 0.9);
+        let w = offpeak(&a);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            (
+                w[0].start.as_str(),
+                w[0].end.as_str(),
+                w[0].expected_free_gpus,
+                w[0].above_baseline,
+                w[0].tier
+            ),
+            ("20:00", "06:00", 3, 2, 1)
+        );
+        assert_eq!(w[0].cron_end, "CRON_TZ=UTC 0 6 * * *");
+        assert_eq!(w[0].systemd_start, "OnCalendar=*-*-* 20:00:00 UTC");
+        assert_eq!(w[0].systemd_end, "OnCalendar=*-*-* 06:00:00 UTC");
+    }
+
+    #[test]
     fn window_slots_wrap_the_week() {
         let w = OffpeakWindow {
             finding_id: String::new(),
@@ -1211,9 +1336,25 @@ mod tests {
             confidence: 1.0,
             cron_start: String::new(),
             cron_end: String::new(),
+            tier: 1,
+            above_baseline: 1,
+            systemd_start: String::new(),
+            systemd_end: String::new(),
         };
-        let s = window_slots(&[w]);
-        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 166, 167]);
+        // A higher tier inside it: Mon 00:00–01:00 with 3 free.
+        let inner = OffpeakWindow {
+            days: vec!["Mon".into()],
+            start: "00:00".into(),
+            hours: 1.0,
+            expected_free_gpus: 3,
+            tier: 2,
+            ..w.clone()
+        };
+        let s = window_slots(&[w, inner]);
+        assert_eq!(
+            s.into_iter().collect::<Vec<_>>(),
+            vec![(0, 3), (1, 1), (166, 1), (167, 1)]
+        );
     }
 
     #[test]

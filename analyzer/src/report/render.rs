@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 use tabled::settings::Style;
 
-use super::{Report, Usage, change};
+use super::{OffpeakBaseline, Report, Usage, change};
 
 /// One section of the text report: a title, lines of prose, an optional table, trailing lines.
 #[derive(Debug, Clone, Default)]
@@ -397,8 +397,16 @@ pub fn sections(r: &Report) -> Vec<Section> {
         title: format!("Off-peak windows ({})", r.tz),
         ..Section::default()
     };
+    let baseline = r.offpeak_baseline.as_ref().map_or(0, |b| b.gpus);
+    if let Some(b) = &r.offpeak_baseline {
+        o.lines.push(baseline_line(b));
+    }
     if r.offpeak_windows.is_empty() {
-        o.lines.push("No reliable off-peak window found.".into());
+        o.lines.push(if baseline > 0 {
+            "No reliable off-peak window above the GPUs free around the clock.".into()
+        } else {
+            "No reliable off-peak window found.".into()
+        });
     } else {
         o.header = [
             "days",
@@ -424,7 +432,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
                     w.start.clone(),
                     w.end.clone(),
                     format!("{:.0}", w.hours),
-                    w.expected_free_gpus.to_string(),
+                    if baseline > 0 {
+                        format!("{} (+{})", w.expected_free_gpus, w.above_baseline)
+                    } else {
+                        w.expected_free_gpus.to_string()
+                    },
                     format!("{:.0}%", w.confidence * 100.0),
                     w.cron_start.clone(),
                 ]
@@ -550,9 +562,38 @@ pub fn render_markdown(r: &Report) -> String {
     out
 }
 
+/// The off-peak section's line about the GPUs free around the clock.
+fn baseline_line(b: &OffpeakBaseline) -> String {
+    let mut models: Vec<String> = b
+        .by_model
+        .iter()
+        .map(|m| format!("{} × {}", m.gpus, m.model))
+        .collect();
+    if b.unattributed_gpus > 0 {
+        models.push(format!(
+            "{} whose model varies by hour",
+            b.unattributed_gpus
+        ));
+    }
+    format!(
+        "Over-provisioned: {} of {} GPU(s) free {} in ≥ {:.0}% of observed {}s ({}): release or repurpose them. The windows below are free capacity above these.",
+        b.gpus,
+        b.gpus_observed,
+        if b.period == "week" {
+            "all week"
+        } else {
+            "around the clock"
+        },
+        b.min_share * 100.0,
+        b.period,
+        models.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::BaselineModel;
 
     #[test]
     fn thousands_groups_digits() {
@@ -560,5 +601,25 @@ mod tests {
         assert_eq!(thousands(999.0, 0), "999");
         assert_eq!(thousands(-1234.0, 0), "-1,234");
         assert_eq!(thousands(-0.001, 1), "0.0");
+    }
+
+    #[test]
+    fn baseline_line_names_the_models() {
+        let b = OffpeakBaseline {
+            finding_id: String::new(),
+            period: "week".into(),
+            gpus: 3,
+            gpus_observed: 10,
+            by_model: vec![BaselineModel {
+                model: "NVIDIA H100 80GB HBM3".into(),
+                gpus: 2,
+            }],
+            unattributed_gpus: 1,
+            min_share: 0.9,
+        };
+        assert_eq!(
+            baseline_line(&b),
+            "Over-provisioned: 3 of 10 GPU(s) free all week in ≥ 90% of observed weeks (2 × NVIDIA H100 80GB HBM3, 1 whose model varies by hour): release or repurpose them. The windows below are free capacity above these."
+        );
     }
 }
