@@ -917,3 +917,237 @@ fn footer_statistics_and_scans_agree() {
     let (_, filtered) = ingest::ingest(&[history(&node)], &opts).expect("ingest");
     assert_eq!(filtered.tables, with_stats.tables);
 }
+
+// ------------------------------------------------------- CSV: auto rows, identity, messages
+
+/// Ingests with `--interval auto` (the default).
+fn run_auto(sources: &[Source]) -> Result<(Frames, IngestReport), IngestError> {
+    ingest::ingest(sources, &IngestOptions::default())
+}
+
+/// A generic long CSV: `rows` of (unix s, entity, metric, value, kind, extra labels).
+fn write_csv(dir: &Path, name: &str, header_labels: &str, rows: &[String]) -> PathBuf {
+    let path = dir.join(name);
+    let mut text = format!("timestamp,entity,metric,value,kind{header_labels}\n");
+    for r in rows {
+        text.push_str(r);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).expect("write csv");
+    path
+}
+
+#[test]
+fn auto_rows_follow_each_entitys_period_and_samples_on_a_boundary_end_their_row() {
+    // GPU a every 57 s (a public trace's rate), GPU b every 5 s, for an hour; GPU c every 60 s
+    // exactly on minute boundaries.
+    let dir = tempfile::tempdir().expect("tmp");
+    let t0 = T0 / 1000;
+    let mut rows = Vec::new();
+    for i in 0..63 {
+        rows.push(format!("{},a,gpu_busy_ratio,0.5,gpu", t0 + 3 + 57 * i));
+    }
+    for i in 0..720 {
+        rows.push(format!("{},b,gpu_busy_ratio,0.25,gpu", t0 + 1 + 5 * i));
+    }
+    for i in 1..=60 {
+        rows.push(format!("{},c,gpu_busy_ratio,0.75,gpu", t0 + 60 * i));
+    }
+    let path = write_csv(dir.path(), "mixed.csv", "", &rows);
+    let (frames, report) = run_auto(&[csv(&path)]).expect("ingest");
+    let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+    let uuid = strs(&gpu, "uuid");
+    let iv = u64s(&gpu, "interval_ms");
+    let ts = ts_ms(&gpu);
+    let of = |u: &str| -> Vec<usize> {
+        (0..gpu.height())
+            .filter(|&i| uuid[i].as_deref() == Some(u))
+            .collect()
+    };
+    // 57 s → 60 s rows, never finer than the data: every row holds a sample.
+    assert!(of("a").iter().all(|&i| iv[i] == Some(60_000)), "{iv:?}");
+    let a: Vec<i64> = of("a").iter().map(|&i| ts[i]).collect();
+    assert_eq!(a.len(), 59);
+    assert!(a.windows(2).all(|w| w[1] - w[0] == 60_000), "{a:?}");
+    assert!(of("b").iter().all(|&i| iv[i] == Some(5_000)));
+    assert_eq!(of("b").len(), 720);
+    // A sample exactly on a boundary ends the row before it: c's rows end at its samples.
+    let c: Vec<i64> = of("c").iter().map(|&i| ts[i]).collect();
+    assert_eq!(c, (1..=60).map(|i| T0 + 60_000 * i).collect::<Vec<_>>());
+    assert_eq!(report.sampling.len(), 1, "{:?}", report.sampling);
+    let s = report.sampling.values().next().expect("sampling");
+    assert_eq!(s.rows.get(&60_000), Some(&2));
+    assert_eq!(s.rows.get(&5_000), Some(&1));
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("60 s rows (2 entities), 5 s rows (1 entity)")),
+        "{:?}",
+        report.warnings
+    );
+
+    // An explicit interval finer than the data says what it does, with numbers.
+    let opts = IngestOptions {
+        interval_ms: Some(10_000),
+        ..IngestOptions::default()
+    };
+    let (frames, report) = ingest::ingest(&[csv(&path)], &opts).expect("ingest 10s");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("% of 10 s steps hold no sample: this source samples every"),
+        "{w}"
+    );
+    assert!(w.contains("using 60 s"), "{w}");
+    let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+    let iv = u64s(&gpu, "interval_ms");
+    let uuid = strs(&gpu, "uuid");
+    for i in 0..gpu.height() {
+        let want = if uuid[i].as_deref() == Some("b") {
+            10_000
+        } else {
+            60_000
+        };
+        assert_eq!(iv[i], Some(want), "{:?}", uuid[i]);
+    }
+}
+
+#[test]
+fn a_series_that_changes_period_gets_rows_of_each_period() {
+    // nvidia-smi-style 5 s logs for an hour, then 1-minute exports for an hour.
+    let dir = tempfile::tempdir().expect("tmp");
+    let t0 = T0 / 1000;
+    let mut rows: Vec<String> = (1..=720)
+        .map(|i| format!("{},g,memory_used_bytes,1000,gpu", t0 + 5 * i))
+        .collect();
+    rows.extend((1..=60).map(|i| format!("{},g,memory_used_bytes,2000,gpu", t0 + 3600 + 60 * i)));
+    let path = write_csv(dir.path(), "switch.csv", "", &rows);
+    let (frames, report) = run_auto(&[csv(&path)]).expect("ingest");
+    let gpu = sorted(&frames.gpu, &["ts"]);
+    let iv = u64s(&gpu, "interval_ms");
+    let ts = ts_ms(&gpu);
+    assert_eq!(gpu.height(), 720 + 60, "{iv:?}");
+    for i in 0..gpu.height() {
+        let want = if ts[i] <= T0 + 3_600_000 {
+            5_000
+        } else {
+            60_000
+        };
+        assert_eq!(iv[i], Some(want), "row {i} at {}", ts[i]);
+    }
+    let w = report.warnings.join("\n");
+    assert!(w.contains("1 series changed sampling period"), "{w}");
+    assert!(w.contains("every 5 s → every 60 s"), "{w}");
+}
+
+#[test]
+fn named_process_entities_stay_distinct() {
+    // Seven processes named by the entity, with no pid or pod label.
+    let dir = tempfile::tempdir().expect("tmp");
+    let t0 = T0 / 1000;
+    let mut rows = Vec::new();
+    for name in ["embed", "rerank", "chat", "asr", "tts", "ocr", "vision"] {
+        for i in 1..=10 {
+            rows.push(format!(
+                "{},{name},memory_used_bytes,2e9,process,node-a,GPU-x",
+                t0 + 60 * i
+            ));
+            rows.push(format!(
+                "{},{name},sm_ratio,0,process,node-a,GPU-x",
+                t0 + 60 * i
+            ));
+        }
+    }
+    let path = write_csv(dir.path(), "named.csv", ",node,uuid", &rows);
+    let (frames, report) = run_auto(&[csv(&path)]).expect("ingest");
+    let summary = ingest::summary::describe(&frames, &report).expect("summary");
+    let process = summary
+        .iter()
+        .find(|t| t.table == Table::Process)
+        .expect("process table");
+    assert_eq!(process.entities, 7);
+    let p = sorted(&frames.process, &["process", "ts"]);
+    let names: std::collections::BTreeSet<String> =
+        strs(&p, "process").into_iter().flatten().collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(p.column("pid").expect("pid").null_count(), p.height());
+
+    // The CLI counts them too.
+    let out = tessera(&[
+        "ingest",
+        "--source",
+        &format!("csv:{}", path.display()),
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["tables"][2]["table"], "process");
+    assert_eq!(v["tables"][2]["entities"], 7);
+
+    // A process label, no pid or pod, and names as entities: nothing tells them apart.
+    let rows: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|n| format!("{},{n},memory_used_bytes,2e9,process,python3", t0 + 60))
+        .collect();
+    let path = write_csv(dir.path(), "anonymous.csv", ",process", &rows);
+    let e = err_text(run_auto(&[csv(&path)]));
+    assert!(e.contains("anonymous.csv:2:"), "{e}");
+    assert!(e.contains("column entity"), "{e}");
+    assert!(e.contains("no pid, pod or pod_uid"), "{e}");
+}
+
+#[test]
+fn a_metric_of_another_kind_names_the_kinds_and_the_equivalent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t0 = T0 / 1000;
+    let rows: Vec<String> = (1..=5)
+        .flat_map(|i| {
+            [
+                format!("{},4242,gpu_busy_ratio,0.5,process", t0 + 60 * i),
+                format!("{},4242,memory_used_bytes,2e9,process", t0 + 60 * i),
+            ]
+        })
+        .collect();
+    let path = write_csv(dir.path(), "kinds.csv", "", &rows);
+    let (_, report) = run_auto(&[csv(&path)]).expect("ingest");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains(
+            "ignored 5 value(s) of gpu_busy_ratio on kind=process rows: gpu_busy_ratio is a \
+             metric of kind gpu, not process; per-process activity is sm_ratio"
+        ),
+        "{w}"
+    );
+    assert!(!w.contains("unknown metric"), "{w}");
+    assert_eq!(report.skipped["csv: metric of another kind"], 5);
+}
+
+#[test]
+fn the_fast_reader_and_the_line_reader_agree() {
+    // The line reader runs with --skip-bad-rows (or when the fast reader gives up); on a clean
+    // file both must give the same frames and warnings.
+    for f in ["generic.csv", "advisor-edges.csv"] {
+        let path = fixture(f);
+        let fast = ingest::ingest(&[csv(&path)], &IngestOptions::default()).expect("fast");
+        let lines = ingest::ingest(
+            &[csv(&path)],
+            &IngestOptions {
+                skip_bad_rows: true,
+                ..IngestOptions::default()
+            },
+        )
+        .expect("lines");
+        for t in Table::ALL {
+            let by: &[&str] = match t {
+                Table::Gpu => &["uuid", "ts"],
+                Table::Mig => &["mig_uuid", "ts"],
+                Table::Process => &["pid", "ts"],
+            };
+            let a = sorted(fast.0.table(t), by);
+            let b = sorted(lines.0.table(t), by);
+            assert!(a.equals_missing(&b), "{f} {t:?}:\n{a}\n{b}");
+        }
+        assert_eq!(fast.1.warnings, lines.1.warnings, "{f}");
+        assert_eq!(fast.1.skipped, lines.1.skipped, "{f}");
+    }
+}

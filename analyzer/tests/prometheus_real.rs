@@ -11,125 +11,13 @@
 //! frames from `prometheus:URL` and `history:DIR` for the same range must agree per GPU and ts.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use polars::prelude::*;
 use tessera::ingest::{self, IngestOptions, Source};
 
-const PROMETHEUS: &str = "/usr/bin/prometheus";
-const PROMTOOL: &str = "/usr/bin/promtool";
-
-const SCENARIO: &str = r#"
-name = "tiny"
-seed = 7
-start = "2026-11-02T00:00:00Z"
-utc_offset_hours = 0
-driver_version = "550.54.15"
-cuda_version = "12.4"
-
-[[nodes]]
-name = "gpu-node-1"
-gpus = [{ model = "H100-80GB", count = 2 }]
-
-[[workloads]]
-name = "chat-api"
-kind = "inference"
-node = "gpu-node-1"
-gpu = 0
-memory_gib = 38.0
-peak = 0.72
-base = 0.06
-namespace = "serving"
-pod = "chat-api-7d9f8c-x2k4p"
-
-[[workloads]]
-name = "train"
-kind = "training"
-node = "gpu-node-1"
-gpu = 1
-memory_gib = 70.0
-namespace = "research"
-pod = "train-0"
-"#;
-
-const DAYS: u32 = 2;
-
-/// Kills Prometheus when dropped (also on panic).
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn require_tools() {
-    for tool in [PROMETHEUS, PROMTOOL] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: install Debian's prometheus package (scripts/test.sh does)"
-        );
-    }
-}
-
-/// Builds a TSDB from `openmetrics` and serves it on a free port.
-fn serve(dir: &Path, openmetrics: &str) -> Server {
-    require_tools();
-    let om = dir.join("data.om");
-    std::fs::write(&om, openmetrics).expect("write openmetrics");
-    let data = dir.join("tsdb");
-    let out = Command::new(PROMTOOL)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om)
-        .arg(&data)
-        .output()
-        .expect("run promtool");
-    assert!(
-        out.status.success(),
-        "promtool failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let config = dir.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
-    let child = Command::new(PROMETHEUS)
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg(format!("--config.file={}", config.display()))
-        .arg("--storage.tsdb.retention.time=100y")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start prometheus");
-    let server = Server {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = ureq::get(format!("{}/-/ready", server.url)).call()
-            && r.status() == 200
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "prometheus not ready after 60 s: {}",
-            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    server
-}
+#[path = "support/prometheus.rs"]
+mod prom;
+use prom::serve;
 
 /// Simulates the scenario into `dir/history` and returns the history gpu frame and the range.
 fn simulate(dir: &Path) -> (PathBuf, DataFrame, i64, i64) {
@@ -501,9 +389,11 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f6
 }
 
 fn ingest_prometheus(url: &str, since: i64, until: i64) -> (DataFrame, ingest::IngestReport) {
-    let (frames, report) =
-        ingest::ingest(&[Source::Prometheus(url.to_string())], &history_rows(since, until))
-            .expect("ingest prometheus");
+    let (frames, report) = ingest::ingest(
+        &[Source::Prometheus(url.to_string())],
+        &history_rows(since, until),
+    )
+    .expect("ingest prometheus");
     let gpu = frames
         .gpu
         .sort(["uuid", "ts"], SortMultipleOptions::default())

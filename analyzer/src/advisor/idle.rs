@@ -333,9 +333,11 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut model_of: HashMap<u32, String> = HashMap::default();
     {
         let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
-        let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey), u32> = HashMap::default();
+        // A GPU without a node (an nvidia-smi log names none) is keyed by an empty node.
+        let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey), u32> =
+            HashMap::default();
         for i in 0..gdf.height() {
-            let (Some(vn), Some(vu), Some(t)) = (gv_node[i], gv_uuid[i], g_ts.get(i)) else {
+            let (vn, Some(vu), Some(t)) = (gv_node[i], gv_uuid[i], g_ts.get(i)) else {
                 continue;
             };
             let id = match by_view.get(&(vn, vu)) {
@@ -381,10 +383,10 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
     {
         let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
-        let mut by_view: HashMap<(columns::ViewKey, columns::ViewKey, Option<i64>), usize> =
+        let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey, Option<i64>), usize> =
             HashMap::default();
         for i in 0..mdf.height() {
-            let (Some(vn), Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
+            let (vn, Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
                 continue;
             };
             let gi = m_gi.get(i);

@@ -379,7 +379,9 @@ impl Builder {
             for (c, agg, e) in values {
                 match merged.iter_mut().find(|(m, _, _)| *m == c) {
                     Some((_, _, prev)) => {
-                        *prev = when(e.clone().is_not_null()).then(e).otherwise(prev.clone())
+                        *prev = when(e.clone().is_not_null())
+                            .then(e)
+                            .otherwise(prev.clone())
                     }
                     None => merged.push((c, agg, e)),
                 }
@@ -600,7 +602,9 @@ fn read_fast(
     let cols = df.columns();
     let ts = cols[ti].f64()?.rechunk().into_owned();
     let val = cols[vi].f64()?.rechunk().into_owned();
-    let strs = |i: usize| -> Result<StringChunked, IngestError> { Ok(cols[i].str()?.rechunk().into_owned()) };
+    let strs = |i: usize| -> Result<StringChunked, IngestError> {
+        Ok(cols[i].str()?.rechunk().into_owned())
+    };
     let ent = strs(ei)?;
     let met = strs(mi)?;
     let kind_i = header.iter().position(|h| h == "kind");
@@ -614,10 +618,8 @@ fn read_fast(
         .collect::<Result<_, IngestError>>()?;
     let (ent_a, met_a) = (one_chunk(&ent), one_chunk(&met));
     let kind_a = kind.as_ref().map(one_chunk);
-    let label_a: Vec<(&str, &Utf8ViewArray)> = labels
-        .iter()
-        .map(|(n, ca)| (*n, one_chunk(ca)))
-        .collect();
+    let label_a: Vec<(&str, &Utf8ViewArray)> =
+        labels.iter().map(|(n, ca)| (*n, one_chunk(ca))).collect();
     let ts_v = ts.cont_slice().ok();
     let mut b = Builder::new();
     for row in 0..df.height() {
@@ -641,16 +643,7 @@ fn read_fast(
         let row_labels = label_a
             .iter()
             .filter_map(|(n, a)| opt(a, row).map(|v| (*n, v)));
-        if b
-            .add(
-                table,
-                e,
-                row_labels,
-                (t * 1000.0).round() as i64,
-                m,
-                v,
-                0,
-            )
+        if b.add(table, e, row_labels, (t * 1000.0).round() as i64, m, v, 0)
             .is_err()
         {
             return Ok(None);
@@ -760,11 +753,12 @@ fn read_lines(
         ));
     }
     bad.finish(report);
-    b.finish(report, path).map_err(|(line, e)| IngestError::Line {
-        path: path.to_path_buf(),
-        line,
-        reason: e.1,
-    })
+    b.finish(report, path)
+        .map_err(|(line, e)| IngestError::Line {
+            path: path.to_path_buf(),
+            line,
+            reason: e.1,
+        })
 }
 
 enum Format {
@@ -990,7 +984,15 @@ fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Res
         }
     }
     if metrics.is_empty() {
-        b.add(Table::Gpu, entity, labels.iter().copied(), ts, "", None, line)?;
+        b.add(
+            Table::Gpu,
+            entity,
+            labels.iter().copied(),
+            ts,
+            "",
+            None,
+            line,
+        )?;
     }
     for (metric, v) in metrics {
         b.add(
@@ -1004,4 +1006,108 @@ fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Res
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(obs: Vec<Observations>) -> Vec<(Table, DataFrame)> {
+        let spec = RowSpec {
+            grid_ms: 1,
+            requested_ms: None,
+            fallback_ms: 10_000.0,
+        };
+        obs.into_iter()
+            .map(|o| {
+                let t = o.table;
+                let (df, _) = resample::resample(o, spec).expect("resample");
+                (t, df)
+            })
+            .collect()
+    }
+
+    fn header(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).expect("read");
+        text.lines()
+            .next()
+            .expect("header")
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn fast_reader_takes_clean_files_and_agrees_with_the_line_reader() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("clean.csv");
+        // Quoted fields with commas, empty labels and values, null markers, several kinds and
+        // labels first seen on a later row.
+        let mut text =
+            String::from("timestamp,entity,metric,value,kind,node,uuid,model,pid,pod\n");
+        for i in 1..=50i64 {
+            let t = 1_793_628_000 + 60 * i;
+            text.push_str(&format!(
+                "{t},GPU-a,gpu_busy_ratio,{},gpu,n1,,\"NVIDIA H100 80GB HBM3, SXM\",,\n",
+                (i % 10) as f64 / 10.0
+            ));
+            text.push_str(&format!("{t},GPU-a,memory_used_bytes,N/A,gpu,n1,,,,\n"));
+            text.push_str(&format!("{t},GPU-a,power_watts,NaN,gpu,n1,,,,\n"));
+            text.push_str(&format!(
+                "{}.5,7,memory_used_bytes,2e9,process,n1,GPU-a,,,{}\n",
+                t - 1,
+                if i > 3 { "pod-7" } else { "" }
+            ));
+            text.push_str(&format!("{t},7,sm_ratio,0,process,n1,GPU-a,,,\n"));
+            text.push_str(&format!("{t},svc,fan_ratio,1,gpu,n1,GPU-b,,,\n"));
+        }
+        std::fs::write(&path, text).expect("write");
+        let h = header(&path);
+        let Some(Format::Generic(idx)) = detect(&h) else {
+            panic!("generic header")
+        };
+        let mut fast_report = IngestReport::default();
+        let fast = read_fast(&path, &h, idx, &mut fast_report)
+            .expect("read")
+            .expect("the fast reader takes a clean file");
+        let mut line_report = IngestReport::default();
+        let lines = read_lines(
+            &path,
+            &h,
+            &Format::Generic(idx),
+            &IngestOptions::default(),
+            &mut line_report,
+        )
+        .expect("lines");
+        assert_eq!(fast_report.warnings, line_report.warnings);
+        assert_eq!(fast_report.skipped, line_report.skipped);
+        let (a, b) = (rows(fast), rows(lines));
+        assert_eq!(a.len(), b.len());
+        for ((ta, da), (tb, db)) in a.iter().zip(&b) {
+            assert_eq!(ta, tb);
+            assert!(da.equals_missing(db), "{ta:?}:\n{da}\n{db}");
+            assert!(da.height() > 0);
+        }
+        // The pod first seen on a later row is the process's.
+        let p = &a.iter().find(|(t, _)| *t == Table::Process).expect("process").1;
+        assert_eq!(p.column("pod").expect("pod").str().expect("s").get(0), Some("pod-7"));
+
+        // An RFC 3339 timestamp (or anything else polars does not parse as a number) goes to
+        // the line reader.
+        let odd = dir.path().join("rfc3339.csv");
+        std::fs::write(
+            &odd,
+            "timestamp,entity,metric,value\n2026-11-02T14:00:11Z,GPU-a,gpu_busy_ratio,0.4\n",
+        )
+        .expect("write");
+        let h = header(&odd);
+        let Some(Format::Generic(idx)) = detect(&h) else {
+            panic!("generic header")
+        };
+        assert!(
+            read_fast(&odd, &h, idx, &mut IngestReport::default())
+                .expect("read")
+                .is_none()
+        );
+    }
 }

@@ -70,13 +70,12 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
     let mut items = Vec::new();
     for node_dir in nodes {
         let (node, interval_ms) = check_manifest(&node_dir.join(MANIFEST))?;
-        *report
+        let smp = report
             .sampling
             .entry(format!("history:{spec}"))
-            .or_default()
-            .rows
-            .entry(interval_ms)
-            .or_default() += 1;
+            .or_default();
+        smp.counted = "node folder";
+        *smp.rows.entry(interval_ms).or_default() += 1;
         if node_dir.file_name().and_then(|s| s.to_str()) != Some(node.as_str()) {
             report.warnings.push(format!(
                 "{}: manifest names node {node:?}, folder is named differently",

@@ -286,11 +286,11 @@ pub fn empty_share(ts: &[i64], step_ms: i64) -> (u64, u64) {
     (total - held.min(total), total)
 }
 
-/// "57 s", "1 min", "5 min", "1.5 h", "250 ms".
+/// "57 s", "60 s", "2 min", "5 min", "1.5 h", "250 ms".
 pub fn fmt_period(ms: f64) -> String {
     if ms < 1000.0 {
         format!("{ms:.0} ms")
-    } else if ms < 60_000.0 {
+    } else if ms < 120_000.0 {
         let s = ms / 1000.0;
         if (s - s.round()).abs() < 0.05 {
             format!("{s:.0} s")

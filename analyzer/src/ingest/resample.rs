@@ -59,6 +59,9 @@ pub struct Sampling {
     /// With an explicit `--interval` finer than the data: its steps that would hold no sample,
     /// and all its steps, over the entities whose data is coarser.
     pub finer_request: Option<(u64, u64)>,
+    /// What `rows` counts when not entities (history: node folders).
+    #[serde(skip)]
+    pub counted: &'static str,
 }
 
 impl Sampling {
@@ -72,6 +75,9 @@ impl Sampling {
             (a, b) => a.or(b),
         };
         self.changes.extend(o.changes);
+        if self.counted.is_empty() {
+            self.counted = o.counted;
+        }
         self.finer_request = match (self.finer_request, o.finer_request) {
             (Some(a), Some(b)) => Some((a.0 + b.0, a.1 + b.1)),
             (a, b) => a.or(b),
@@ -85,11 +91,13 @@ impl Sampling {
         parts
             .iter()
             .map(|(ms, n)| {
-                format!(
-                    "{} rows ({n} entit{})",
-                    period::fmt_period(*ms as f64),
-                    if *n == 1 { "y" } else { "ies" }
-                )
+                let what = match (self.counted, *n == 1) {
+                    ("", true) => "entity".to_string(),
+                    ("", false) => "entities".to_string(),
+                    (c, true) => c.to_string(),
+                    (c, false) => format!("{c}s"),
+                };
+                format!("{} rows ({n} {what})", period::fmt_period(*ms as f64))
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -120,16 +128,12 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     let aggs: Vec<(&'static str, Agg)> = values.iter().map(|(c, a, _)| (*c, *a)).collect();
     let mut sampling = Sampling::default();
     if df.height() == 0 {
-        return Ok((
-            DataFrame::empty_with_schema(&table.file_schema()),
-            sampling,
-        ));
+        return Ok((DataFrame::empty_with_schema(&table.file_schema()), sampling));
     }
-    let df = df
-        .sort(
-            ["__eid", "ts"],
-            SortMultipleOptions::default().with_multithreaded(true),
-        )?;
+    let df = df.sort(
+        ["__eid", "ts"],
+        SortMultipleOptions::default().with_multithreaded(true),
+    )?;
     let eid_ca = df.column("__eid")?.u32()?.rechunk().into_owned();
     let ts_ca = df.column("ts")?.i64()?.rechunk().into_owned();
     let n_ca = df.column("__n")?.u32()?.rechunk().into_owned();
@@ -173,7 +177,10 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
             &segs,
             &dts,
             spec,
-            names.get(eid[i] as usize).map(String::as_str).unwrap_or("?"),
+            names
+                .get(eid[i] as usize)
+                .map(String::as_str)
+                .unwrap_or("?"),
             &mut sampling,
             periods,
         );
@@ -314,10 +321,7 @@ fn build(
                 .column("__end")?
                 .cast(&DataType::Int64)?
                 .with_name(name),
-            "interval_ms" => rows
-                .column("__iv")?
-                .cast(&DataType::Int64)?
-                .with_name(name),
+            "interval_ms" => rows.column("__iv")?.cast(&DataType::Int64)?.with_name(name),
             "samples" => rows
                 .column("__samples")?
                 .cast(&DataType::UInt32)?
@@ -344,7 +348,11 @@ fn build(
                 // Identity/attribute column: per entity, gathered by row.
                 let per_entity: Vec<Option<&str>> = labels
                     .iter()
-                    .map(|l| l.iter().find(|(k, _)| *k == c.name).map(|(_, v)| v.as_str()))
+                    .map(|l| {
+                        l.iter()
+                            .find(|(k, _)| *k == c.name)
+                            .map(|(_, v)| v.as_str())
+                    })
                     .collect();
                 let strs: Vec<Option<&str>> = eids
                     .iter()
@@ -386,7 +394,9 @@ fn from_f64(name: PlSmallStr, ty: ColType, v: &Float64Chunked) -> Column {
         ),
         ColType::Utf8 => Column::new(
             name,
-            v.iter().map(|x| x.map(|x| x.to_string())).collect::<Vec<_>>(),
+            v.iter()
+                .map(|x| x.map(|x| x.to_string()))
+                .collect::<Vec<_>>(),
         ),
     }
 }
@@ -483,7 +493,11 @@ mod tests {
             df,
             values: vec![
                 ("busy_mean", Agg::Mean, col("busy_mean")),
-                ("memory_used_max_bytes", Agg::Max, col("memory_used_max_bytes")),
+                (
+                    "memory_used_max_bytes",
+                    Agg::Max,
+                    col("memory_used_max_bytes"),
+                ),
             ],
             labels: vec![
                 vec![("uuid", "GPU-a".into()), ("gpu", "0".into())],
@@ -513,7 +527,11 @@ mod tests {
         assert!(iv.into_no_null_iter().all(|x| x == 60_000));
         assert_eq!(a.column("gpu").unwrap().u32().unwrap().get(0), Some(0));
         assert_eq!(
-            a.column("memory_used_max_bytes").unwrap().u64().unwrap().get(29),
+            a.column("memory_used_max_bytes")
+                .unwrap()
+                .u64()
+                .unwrap()
+                .get(29),
             Some(30)
         );
         // An explicit 60 s interval: entity 1's 15 s points become 60 s rows holding 8 samples,
@@ -556,10 +574,7 @@ mod tests {
         assert!(samples.into_no_null_iter().all(|x| x == 8));
         let busy = out.column("busy_mean").unwrap().f64().unwrap();
         assert!(busy.into_no_null_iter().all(|x| (x - 0.5).abs() < 1e-12));
-        assert_eq!(
-            out.column("energy_delta_joules").unwrap().null_count(),
-            30
-        );
+        assert_eq!(out.column("energy_delta_joules").unwrap().null_count(), 30);
     }
 
     #[test]

@@ -15,7 +15,8 @@ use super::{Frames, IngestError, IngestReport, Table, fmt_ms};
 pub struct TableSummary {
     pub table: Table,
     pub rows: u64,
-    /// Distinct entities (gpu: node+uuid; mig: node+uuid+instance ids; process: node+uuid+pid).
+    /// Distinct entities (gpu: node+uuid; mig: node+uuid+instance ids; process: node+uuid+MIG
+    /// instance+pid+process name+pod+pod UID, the idle detector's identity).
     pub entities: u64,
     pub first_ts: Option<i64>,
     pub last_ts: Option<i64>,
@@ -28,7 +29,15 @@ pub fn entity_columns(t: Table) -> &'static [&'static str] {
     match t {
         Table::Gpu => &["node", "uuid"],
         Table::Mig => &["node", "uuid", "gpu_instance", "compute_instance"],
-        Table::Process => &["node", "uuid", "pid"],
+        Table::Process => &[
+            "node",
+            "uuid",
+            "gpu_instance",
+            "pid",
+            "process",
+            "pod",
+            "pod_uid",
+        ],
     }
 }
 
@@ -131,6 +140,13 @@ pub fn render_table(summaries: &[TableSummary], report: &IngestReport) -> String
         );
     }
     let _ = writeln!(s, "files read: {}", report.files);
+    for (source, smp) in &report.sampling {
+        let period = smp
+            .median_period_ms
+            .map(|p| format!("; sampled every {} (median)", super::period::fmt_period(p)))
+            .unwrap_or_default();
+        let _ = writeln!(s, "rows of {source}: {}{period}", smp.describe());
+    }
     if report.skipped.is_empty() {
         let _ = writeln!(s, "skipped rows: 0");
     } else {
@@ -156,6 +172,7 @@ pub fn to_json(summaries: &[TableSummary], report: &IngestReport) -> serde_json:
                 .collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
         "files": report.files,
+        "sampling": report.sampling,
         "skipped": report.skipped,
         "torn_lines": report.torn_lines,
         "warnings": report.warnings,

@@ -31,8 +31,25 @@ pub fn simulate(
     sample_ms: i64,
     interval_ms: i64,
 ) -> Result<SimulateSummary, HistoryError> {
+    simulate_for(
+        scenario,
+        i64::from(days) * 86_400_000,
+        out,
+        sample_ms,
+        interval_ms,
+    )
+}
+
+/// Like [`simulate`], for `duration_ms` from the scenario's start.
+pub fn simulate_for(
+    scenario: &Scenario,
+    duration_ms: i64,
+    out: &Path,
+    sample_ms: i64,
+    interval_ms: i64,
+) -> Result<SimulateSummary, HistoryError> {
     let start = scenario.start.timestamp_millis();
-    let end = start + i64::from(days) * 86_400_000;
+    let end = start + duration_ms.max(0);
     let sample_ms = sample_ms.max(1);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let names: Vec<String> = scenario.nodes.iter().map(|n| n.name.clone()).collect();

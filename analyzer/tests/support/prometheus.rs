@@ -1,0 +1,97 @@
+//! A real Prometheus for tests: Debian's `/usr/bin/prometheus` and `/usr/bin/promtool` (the test
+//! fails, never skips, without them; `scripts/test.sh` installs them). OpenMetrics text is turned
+//! into TSDB blocks with `promtool tsdb create-blocks-from openmetrics`, then served on
+//! 127.0.0.1 at a free port until the [`Server`] is dropped.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PROMETHEUS: &str = "/usr/bin/prometheus";
+pub const PROMTOOL: &str = "/usr/bin/promtool";
+
+/// Kills Prometheus when dropped (also on panic).
+pub struct Server {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn require_tools() {
+    for tool in [PROMETHEUS, PROMTOOL] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: install Debian's prometheus package (scripts/test.sh does)"
+        );
+    }
+}
+
+/// Builds a TSDB in `dir` from the OpenMetrics file `om` (blocks of at most
+/// `max_block_duration`, e.g. `2h`) and serves it on a free port.
+pub fn serve_file(dir: &Path, om: &Path, max_block_duration: &str) -> Server {
+    require_tools();
+    let data = dir.join("tsdb");
+    let out = Command::new(PROMTOOL)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(format!("--max-block-duration={max_block_duration}"))
+        .arg(om)
+        .arg(&data)
+        .output()
+        .expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
+    let child = Command::new(PROMETHEUS)
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--config.file={}", config.display()))
+        .arg("--storage.tsdb.retention.time=100y")
+        .arg("--query.max-samples=200000000")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start prometheus");
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(r) = ureq::get(format!("{}/-/ready", server.url)).call()
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prometheus not ready after 120 s: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server
+}
+
+/// Writes `openmetrics` to `dir/data.om` and serves it (2-hour blocks, promtool's default).
+pub fn serve(dir: &Path, openmetrics: &str) -> Server {
+    let om = dir.join("data.om");
+    std::fs::write(&om, openmetrics).expect("write openmetrics");
+    serve_file(dir, &om, "2h")
+}
