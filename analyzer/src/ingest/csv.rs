@@ -123,8 +123,9 @@ struct Bad(&'static str, String);
 struct TableObs {
     /// Entity string → id.
     ids: FxHashMap<String, u32>,
-    /// Per entity: label values (first seen per label), the entity string, its first line.
-    labels: Vec<BTreeMap<&'static str, String>>,
+    /// Per entity: label values by label index (first seen per label), the entity string, its
+    /// first line.
+    labels: Vec<Vec<Option<String>>>,
     names: Vec<String>,
     first_line: Vec<u64>,
     eid: Vec<u32>,
@@ -135,42 +136,54 @@ struct TableObs {
 
 /// Collects observations from either reader.
 struct Builder {
+    /// Label names (the header's columns, or nvidia-smi's label columns), by label index.
+    label_names: Vec<String>,
+    /// Per table, per label index: the canonical column the label fills, if any.
+    label_cols: [Vec<Option<super::schema::Col>>; 3],
     tables: [TableObs; 3],
+    /// Per table: metric name → its index in `METRICS` when it feeds the table.
+    metrics: [FxHashMap<String, Option<u8>>; 3],
     unknown_metrics: BTreeMap<String, u64>,
     other_kind: BTreeMap<(Table, String), u64>,
-    ignored_labels: BTreeSet<String>,
-    /// Last metric looked up: (table, name) → index into `METRICS` (or `None` = not for it).
-    last_metric: Option<(Table, String, Option<u8>)>,
+    /// Label indexes that fill no column of some table they were used with.
+    ignored_labels: BTreeSet<usize>,
 }
 
 impl Builder {
-    fn new() -> Builder {
+    fn new(label_names: Vec<String>) -> Builder {
+        let cols = |t: Table| -> Vec<Option<super::schema::Col>> {
+            label_names
+                .iter()
+                .map(|n| {
+                    t.column(n)
+                        .filter(|_| !matches!(n.as_str(), "ts" | "samples" | "interval_ms"))
+                })
+                .collect()
+        };
         Builder {
+            label_cols: Table::ALL.map(cols),
+            label_names,
             tables: Default::default(),
+            metrics: Default::default(),
             unknown_metrics: BTreeMap::new(),
             other_kind: BTreeMap::new(),
             ignored_labels: BTreeSet::new(),
-            last_metric: None,
         }
     }
 
     /// The metric's index when it feeds `table`; counts it as unknown or of another kind
     /// otherwise.
     fn metric(&mut self, table: Table, metric: &str) -> Option<u8> {
-        if let Some((t, m, r)) = &self.last_metric
-            && *t == table
-            && m == metric
-        {
-            let r = *r;
-            if r.is_none() {
-                self.count_unknown(table, metric);
+        let r = match self.metrics[table as usize].get(metric) {
+            Some(r) => *r,
+            None => {
+                let r = targets(table, metric)
+                    .and_then(|_| METRICS.iter().position(|m| *m == metric))
+                    .map(|i| i as u8);
+                self.metrics[table as usize].insert(metric.to_string(), r);
+                r
             }
-            return r;
-        }
-        let r = targets(table, metric)
-            .and_then(|_| METRICS.iter().position(|m| *m == metric))
-            .map(|i| i as u8);
-        self.last_metric = Some((table, metric.to_string(), r));
+        };
         if r.is_none() {
             self.count_unknown(table, metric);
         }
@@ -191,36 +204,14 @@ impl Builder {
         }
     }
 
-    /// Checks a row's labels against `table` (typed columns must parse); unknown labels are
-    /// remembered for the warning.
-    fn check_labels<'a>(
-        &mut self,
-        table: Table,
-        labels: impl Iterator<Item = (&'a str, &'a str)>,
-    ) -> Result<(), Bad> {
-        for (k, v) in labels {
-            match table.column(k) {
-                Some(c) if !matches!(k, "ts" | "samples" | "interval_ms") => {
-                    check_label(c.ty, v)
-                        .map_err(|e| Bad("bad label", format!("label {k}: {e}")))?;
-                }
-                _ => {
-                    if !self.ignored_labels.contains(k) {
-                        self.ignored_labels.insert(k.to_string());
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds one value (or, with `metric` empty, only the sample time) of `entity`.
+    /// Adds one value (or, with `metric` empty, only the sample time) of `entity`. `labels`:
+    /// (label index, value) of the row's non-empty labels.
     #[allow(clippy::too_many_arguments)]
     fn add<'a>(
         &mut self,
         table: Table,
         entity: &str,
-        labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+        labels: impl Iterator<Item = (usize, &'a str)> + Clone,
         ts_ms: i64,
         metric: &str,
         value: Option<f64>,
@@ -236,7 +227,20 @@ impl Builder {
                 format!("{metric} is a ratio and must be within 0–1, got {v}"),
             ));
         }
-        self.check_labels(table, labels.clone())?;
+        let cols = &self.label_cols[table as usize];
+        for (i, v) in labels.clone() {
+            match cols[i] {
+                Some(c) => check_label(c.ty, v).map_err(|e| {
+                    Bad(
+                        "bad label",
+                        format!("label {}: {e}", self.label_names[i]),
+                    )
+                })?,
+                None => {
+                    self.ignored_labels.insert(i);
+                }
+            }
+        }
         if m.is_none() && !metric.is_empty() {
             return Ok(());
         }
@@ -247,18 +251,15 @@ impl Builder {
                 let e = t.names.len() as u32;
                 t.ids.insert(entity.to_string(), e);
                 t.names.push(entity.to_string());
-                t.labels.push(BTreeMap::new());
+                t.labels.push(vec![None; self.label_names.len()]);
                 t.first_line.push(line);
                 e
             }
         };
         let l = &mut t.labels[e as usize];
-        for (k, v) in labels {
-            if let Some(c) = table.column(k)
-                && !matches!(k, "ts" | "samples" | "interval_ms")
-                && !l.contains_key(c.name)
-            {
-                l.insert(c.name, v.to_string());
+        for (i, v) in labels {
+            if cols[i].is_some() && l[i].is_none() {
+                l[i] = Some(v.to_string());
             }
         }
         t.eid.push(e);
@@ -275,9 +276,23 @@ impl Builder {
         report: &mut IngestReport,
         path: &Path,
     ) -> Result<Vec<Observations>, (u64, Bad)> {
+        // Per entity: canonical column → value, from its labels.
+        let mut by_col: [Vec<BTreeMap<&'static str, String>>; 3] = Default::default();
+        for table in Table::ALL {
+            let cols = &self.label_cols[table as usize];
+            by_col[table as usize] = std::mem::take(&mut self.tables[table as usize].labels)
+                .into_iter()
+                .map(|l| {
+                    l.into_iter()
+                        .enumerate()
+                        .filter_map(|(i, v)| Some((cols[i]?.name, v?)))
+                        .collect()
+                })
+                .collect();
+        }
         for table in Table::ALL {
             let t = &mut self.tables[table as usize];
-            for (e, labels) in t.labels.iter_mut().enumerate() {
+            for (e, labels) in by_col[table as usize].iter_mut().enumerate() {
                 let entity = &t.names[e];
                 let key = entity_column(table);
                 if labels.contains_key(key) {
@@ -334,7 +349,7 @@ impl Builder {
         let ignored: Vec<&str> = self
             .ignored_labels
             .iter()
-            .map(String::as_str)
+            .map(|&i| self.label_names[i].as_str())
             .filter(|l| *l != "kind")
             .collect();
         if !ignored.is_empty() {
@@ -390,8 +405,7 @@ impl Builder {
                 table,
                 df,
                 values: merged,
-                labels: t
-                    .labels
+                labels: std::mem::take(&mut by_col[table as usize])
                     .into_iter()
                     .map(|l| l.into_iter().collect())
                     .collect(),
@@ -612,16 +626,16 @@ fn read_fast(
     let label_idx: Vec<usize> = (0..header.len())
         .filter(|i| ![ti, ei, mi, vi].contains(i))
         .collect();
-    let labels: Vec<(&str, StringChunked)> = label_idx
+    let labels: Vec<(usize, StringChunked)> = label_idx
         .iter()
-        .map(|&i| Ok((header[i].as_str(), strs(i)?)))
+        .map(|&i| Ok((i, strs(i)?)))
         .collect::<Result<_, IngestError>>()?;
     let (ent_a, met_a) = (one_chunk(&ent), one_chunk(&met));
     let kind_a = kind.as_ref().map(one_chunk);
-    let label_a: Vec<(&str, &Utf8ViewArray)> =
-        labels.iter().map(|(n, ca)| (*n, one_chunk(ca))).collect();
+    let label_a: Vec<(usize, &Utf8ViewArray)> =
+        labels.iter().map(|(i, ca)| (*i, one_chunk(ca))).collect();
     let ts_v = ts.cont_slice().ok();
-    let mut b = Builder::new();
+    let mut b = Builder::new(header.to_vec());
     for row in 0..df.height() {
         let t = match ts_v {
             Some(v) => Some(v[row]),
@@ -642,7 +656,7 @@ fn read_fast(
         let v = val.get(row).filter(|v| v.is_finite());
         let row_labels = label_a
             .iter()
-            .filter_map(|(n, a)| opt(a, row).map(|v| (*n, v)));
+            .filter_map(|(i, a)| opt(a, row).map(|v| (*i, v)));
         if b.add(table, e, row_labels, (t * 1000.0).round() as i64, m, v, 0)
             .is_err()
         {
@@ -682,7 +696,10 @@ fn read_lines(
         .flexible(true)
         .trim(::csv::Trim::All)
         .from_reader(std::io::BufReader::with_capacity(1 << 20, file));
-    let mut b = Builder::new();
+    let mut b = Builder::new(match format {
+        Format::Generic(_) => header.to_vec(),
+        Format::NvidiaSmi(_) => SMI_LABELS.iter().map(|l| l.to_string()).collect(),
+    });
     let mut bad = BadLines {
         path,
         skip: opts.skip_bad_rows,
@@ -807,13 +824,17 @@ fn generic_line(
         return Err(Bad("missing entity", "entity is empty".into()));
     }
     let value = parse_number(fields[vi]).map_err(|e| Bad("bad value", format!("value: {e}")))?;
-    let labels = header
+    let labels = fields
         .iter()
-        .zip(fields)
         .enumerate()
-        .filter(|(i, (_, f))| ![ti, ei, mi, vi].contains(i) && !is_null_marker(f))
-        .map(|(_, (h, f))| (h.as_str(), *f));
-    let table = match labels.clone().find(|(h, _)| *h == "kind").map(|(_, v)| v) {
+        .filter(|(i, f)| ![ti, ei, mi, vi].contains(i) && !is_null_marker(f))
+        .map(|(i, f)| (i, *f));
+    let kind = header
+        .iter()
+        .position(|h| h == "kind")
+        .map(|k| fields[k])
+        .filter(|f| !is_null_marker(f));
+    let table = match kind {
         None | Some("gpu") => Table::Gpu,
         Some("mig") => Table::Mig,
         Some("process") => Table::Process,
@@ -934,9 +955,12 @@ fn parse_smi_value(s: &str, header_scale: f64) -> Result<Option<f64>, String> {
     Ok(Some(v * scale))
 }
 
+/// The label columns of an nvidia-smi log, by label index.
+const SMI_LABELS: [&str; 3] = ["gpu", "uuid", "model"];
+
 fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Result<(), Bad> {
     let mut ts = None;
-    let mut labels: Vec<(&str, &str)> = Vec::new();
+    let mut labels: Vec<(usize, &str)> = Vec::new();
     let mut metrics = Vec::new();
     for (c, f) in cols.iter().zip(fields) {
         match c {
@@ -953,7 +977,8 @@ fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Res
             }
             SmiCol::Label(l) => {
                 if !f.is_empty() && !f.starts_with('[') {
-                    labels.push((l, f));
+                    let i = SMI_LABELS.iter().position(|n| n == l).expect("a label");
+                    labels.push((i, f));
                 }
             }
             SmiCol::Metric { metric, scale } => {
@@ -967,8 +992,8 @@ fn smi_line(cols: &[SmiCol], fields: &[&str], b: &mut Builder, line: u64) -> Res
     let ts = ts.ok_or_else(|| Bad("bad timestamp", "no timestamp column".into()))?;
     let entity = labels
         .iter()
-        .find(|(k, _)| *k == "uuid")
-        .or_else(|| labels.iter().find(|(k, _)| *k == "gpu"))
+        .find(|(k, _)| *k == 1)
+        .or_else(|| labels.iter().find(|(k, _)| *k == 0))
         .map(|(_, v)| *v)
         .ok_or_else(|| Bad("missing entity", "neither uuid nor index is set".into()))?;
     // Validate every value first so a bad line contributes nothing.

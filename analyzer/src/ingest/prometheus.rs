@@ -950,10 +950,23 @@ pub(super) fn read(
     )?;
     let names: BTreeSet<String> = serde_json::from_value(data)
         .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
-    let found: Vec<Family> = all
+    let mut found: Vec<Family> = all
         .into_iter()
         .filter(|f| f.markers().iter().any(|m| names.contains(*m)))
         .collect();
+    // The names API answers per TSDB block (two hours, or days after compaction), so a family
+    // seen only beside the range can be listed: with several, keep those with samples in it.
+    if found.len() > 1 {
+        let mut present = Vec::new();
+        for f in &found {
+            if has_samples(&mut client, f.markers(), since, until)? {
+                present.push(*f);
+            }
+        }
+        if !present.is_empty() {
+            found = present;
+        }
+    }
     let Some(&family) = found.first() else {
         report.warnings.push(format!(
             "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
@@ -1109,6 +1122,43 @@ pub(super) fn read(
         }
     }
     Ok((out, sampling))
+}
+
+/// Whether any of `metrics` has a sample in `[since, until)`: `count(count_over_time(m[W]))`
+/// evaluated every W (an hour, or the whole range when shorter).
+fn has_samples(
+    client: &mut Client,
+    metrics: &[&str],
+    since: i64,
+    until: i64,
+) -> Result<bool, IngestError> {
+    let window = ((until - since).clamp(1_000, 3_600_000)) / 1_000 * 1_000;
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+    for m in metrics {
+        let promql = format!("count(count_over_time({m}[{}ms]))", window - 1);
+        for (s, e) in chunks(since + 1, until + window, window, 11_000) {
+            let (data, _) = client.get(
+                "/api/v1/query_range",
+                &[
+                    ("query", promql.clone()),
+                    ("start", secs(s)),
+                    ("end", secs(e)),
+                    ("step", secs(window)),
+                ],
+                &format!("metric family detection: query {promql:?}"),
+            )?;
+            let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+                err(
+                    &client.spec,
+                    format!("metric family detection: query {promql:?}: bad answer: {e}"),
+                )
+            })?;
+            if mx.result.iter().any(|s| !s.values.is_empty()) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// The metric whose `count_over_time` gives each table's raw samples (present on every series

@@ -318,13 +318,19 @@ impl SimNode {
     }
 
     /// What the node reports at `t_ms` (unix milliseconds). Integrates energy since the last read.
+    ///
+    /// Like NVML's utilisation, a reading describes the time up to it: the workloads' state in
+    /// the second that ends at `t_ms` (a reading at 09:00:00 shows 08:59:59, before a 09:00
+    /// start), so that a history row `(ts − interval, ts]` holds exactly the seconds it covers.
+    /// Faults are about calls, so they apply at the reading's instant: a read at 10:00:00 of a
+    /// GPU lost from 10:00 fails.
     pub fn read(&mut self, t_ms: i64) -> NodeReading {
         let since_ms = self.last_ms.unwrap_or(t_ms - 1000);
         let dt = ((t_ms - since_ms).max(0)) as f64 / 1000.0;
         if self.last_ms.is_none_or(|l| t_ms > l) {
             self.last_ms = Some(t_ms);
         }
-        let t = t_ms.div_euclid(1000);
+        let t = (t_ms - 1).div_euclid(1000);
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for gi in 0..self.gpus.len() {
             let reading = self.read_gpu(gi, t, t_ms, since_ms);
