@@ -323,9 +323,7 @@ fn long_ranges_are_chunked_within_the_point_limit() {
     // Without the scrape interval queries (one per table, hourly windows).
     let ranges: Vec<&Req> = reqs
         .iter()
-        .filter(|r| {
-            r.path.ends_with("/query_range") && scrape_window(&r.params["query"]).is_none()
-        })
+        .filter(|r| r.path.ends_with("/query_range") && scrape_window(&r.params["query"]).is_none())
         .collect();
     let per_query: BTreeMap<&str, usize> = ranges.iter().fold(BTreeMap::new(), |mut m, r| {
         *m.entry(r.params["query"].as_str()).or_default() += 1;

@@ -265,7 +265,10 @@ fn generic_csv(scrapes: &[Scrape]) -> String {
     for sc in scrapes {
         let t = secs(sc.t);
         for g in &sc.gpus {
-            let l = format!(",gpu,{NODE},{},{},NVIDIA H100 80GB HBM3,,,,", g.index, g.uuid);
+            let l = format!(
+                ",gpu,{NODE},{},{},NVIDIA H100 80GB HBM3,,,,",
+                g.index, g.uuid
+            );
             let u = &g.uuid;
             let _ = writeln!(s, "{t},{u},gpu_busy_ratio,{}{l}", g.busy);
             let _ = writeln!(s, "{t},{u},sm_active_ratio,{}{l}", g.sm);
@@ -540,34 +543,38 @@ fn history_cell(dir: &Path, start: i64, rate: i64, perturbed: bool) -> PathBuf {
         let salt = rate as u64 * 7 + 3;
         let node = out.join(NODE);
         let coarse_node = coarse.join(NODE);
-        rewrite(&node, &|lf, table| {
-            let read_coarse = || -> LazyFrame {
-                let files: Vec<LazyFrame> = std::fs::read_dir(coarse_node.join(table))
-                    .map(|d| {
-                        d.map(|e| e.expect("e").path())
-                            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-                            .map(|p| {
-                                ParquetReader::new(std::fs::File::open(p).expect("o"))
-                                    .finish()
-                                    .expect("r")
-                                    .lazy()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                concat(files, UnionArgs::default()).expect("concat")
-            };
-            let changing = col("gpu")
-                .eq(lit(CHANGING_GPU))
-                .and(col("ts").gt(lit(half)));
-            let kept = lf.filter(changing.clone().not());
-            let swapped = read_coarse().filter(changing);
-            concat([kept, swapped], UnionArgs::default()).expect("concat")
-        }, &|ts| {
-            // 5% of intervals missing, chosen by their end (the same in every table).
-            let k = (ts - start).div_euclid(rate);
-            (ts - start).rem_euclid(rate) != 0 || unit(salt, k as u64) >= 0.05
-        });
+        rewrite(
+            &node,
+            &|lf, table| {
+                let read_coarse = || -> LazyFrame {
+                    let files: Vec<LazyFrame> = std::fs::read_dir(coarse_node.join(table))
+                        .map(|d| {
+                            d.map(|e| e.expect("e").path())
+                                .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+                                .map(|p| {
+                                    ParquetReader::new(std::fs::File::open(p).expect("o"))
+                                        .finish()
+                                        .expect("r")
+                                        .lazy()
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    concat(files, UnionArgs::default()).expect("concat")
+                };
+                let changing = col("gpu")
+                    .eq(lit(CHANGING_GPU))
+                    .and(col("ts").gt(lit(half)));
+                let kept = lf.filter(changing.clone().not());
+                let swapped = read_coarse().filter(changing);
+                concat([kept, swapped], UnionArgs::default()).expect("concat")
+            },
+            &|ts| {
+                // 5% of intervals missing, chosen by their end (the same in every table).
+                let k = (ts - start).div_euclid(rate);
+                (ts - start).rem_euclid(rate) != 0 || unit(salt, k as u64) >= 0.05
+            },
+        );
     }
     out
 }
@@ -678,7 +685,8 @@ fn score(
     let near_edge = |g: u32, m: i64| {
         truth_gpus.get(&g).is_some_and(|v| {
             v.iter().any(|(a, b)| {
-                (m - a).abs() < tolerance_ms || (m + 60_000 - a).abs() < tolerance_ms
+                (m - a).abs() < tolerance_ms
+                    || (m + 60_000 - a).abs() < tolerance_ms
                     || (m - b).abs() < tolerance_ms
                     || (m + 60_000 - b).abs() < tolerance_ms
             })
@@ -688,7 +696,11 @@ fn score(
         v.is_some_and(|v| v.iter().any(|(a, b)| m + 30_000 > *a && m + 30_000 < *b))
     };
     let (mut tp, mut fp, mut fn_) = (0usize, 0usize, 0usize);
-    for g in truth_gpus.keys().chain(found.keys()).collect::<BTreeSet<_>>() {
+    for g in truth_gpus
+        .keys()
+        .chain(found.keys())
+        .collect::<BTreeSet<_>>()
+    {
         let mut m = start;
         while m < start + RANGE {
             if !near_edge(*g, m) {
@@ -727,7 +739,9 @@ fn score(
     let want: BTreeSet<u32> = CONSOLIDATE.into_iter().collect();
     let both = planned.intersection(&want).count();
     if planned != want {
-        notes.push(format!("consolidation: planned {planned:?}, planted {want:?}"));
+        notes.push(format!(
+            "consolidation: planned {planned:?}, planted {want:?}"
+        ));
     }
     scores.push(("consolidation precision", ratio(both, planned.len())));
     scores.push(("consolidation recall", ratio(both, want.len())));
@@ -794,7 +808,13 @@ fn check_boundaries(frames: &Frames, rate: i64, start: i64) -> Option<String> {
         .sort(["ts"], SortMultipleOptions::default())
         .collect()
         .ok()?;
-    let ts: Vec<i64> = df.column("ts").ok()?.i64().ok()?.into_no_null_iter().collect();
+    let ts: Vec<i64> = df
+        .column("ts")
+        .ok()?
+        .i64()
+        .ok()?
+        .into_no_null_iter()
+        .collect();
     let iv: Vec<i64> = df
         .column("interval_ms")
         .ok()?
@@ -830,7 +850,10 @@ fn one_planted_truth_every_rate_every_source() {
     };
     let (rates, sources) = (only("TESSERA_MATRIX_RATES"), only("TESSERA_MATRIX_SOURCES"));
     for &rate in &RATES_MS {
-        if rates.as_ref().is_some_and(|r| !r.contains(&rate.to_string())) {
+        if rates
+            .as_ref()
+            .is_some_and(|r| !r.contains(&rate.to_string()))
+        {
             continue;
         }
         for perturbed in [false, true] {
@@ -879,9 +902,10 @@ fn one_planted_truth_every_rate_every_source() {
     let mut outcomes: Vec<Outcome> = Vec::new();
     for &(src, rate, perturbed, start) in &cells {
         let t = std::time::Instant::now();
-        let cell_dir = dir
-            .path()
-            .join(format!("{}-{rate}-{perturbed}", src.name().replace(' ', "_")));
+        let cell_dir = dir.path().join(format!(
+            "{}-{rate}-{perturbed}",
+            src.name().replace(' ', "_")
+        ));
         std::fs::create_dir_all(&cell_dir).expect("cell dir");
         let source = match src {
             Src::History => Source::History(
@@ -891,8 +915,7 @@ fn one_planted_truth_every_rate_every_source() {
             ),
             Src::Csv => {
                 let p = cell_dir.join("generic.csv");
-                std::fs::write(&p, generic_csv(&samples[&(rate, perturbed, start)]))
-                    .expect("csv");
+                std::fs::write(&p, generic_csv(&samples[&(rate, perturbed, start)])).expect("csv");
                 Source::Csv(p)
             }
             Src::Smi => {
@@ -916,9 +939,7 @@ fn one_planted_truth_every_rate_every_source() {
                 failures.push(format!("{what} {v:.3} < 0.95"));
             }
         }
-        if !perturbed
-            && let Some(e) = check_boundaries(&frames, rate, start)
-        {
+        if !perturbed && let Some(e) = check_boundaries(&frames, rate, start) {
             failures.push(e);
         }
         if perturbed && matches!(src, Src::PromTessera | Src::PromDcgm) {
@@ -933,8 +954,20 @@ fn one_planted_truth_every_rate_every_source() {
                 ])
                 .collect()
                 .expect("energy");
-            let sum = e.column("sum").expect("s").f64().expect("f").get(0).unwrap_or(0.0);
-            let min = e.column("min").expect("m").f64().expect("f").get(0).unwrap_or(0.0);
+            let sum = e
+                .column("sum")
+                .expect("s")
+                .f64()
+                .expect("f")
+                .get(0)
+                .unwrap_or(0.0);
+            let min = e
+                .column("min")
+                .expect("m")
+                .f64()
+                .expect("f")
+                .get(0)
+                .unwrap_or(0.0);
             let full: f64 = {
                 let s = &samples[&(rate, perturbed, start)];
                 let g = |sc: &Scrape| {
@@ -984,11 +1017,7 @@ fn one_planted_truth_every_rate_every_source() {
         t0.elapsed().as_secs_f64()
     );
     for o in &outcomes {
-        let min = o
-            .scores
-            .iter()
-            .map(|s| s.1)
-            .fold(1.0f64, f64::min);
+        let min = o.scores.iter().map(|s| s.1).fold(1.0f64, f64::min);
         let _ = writeln!(
             table,
             "  {:<22} {:>6} ms {:<9} min score {:.3}  {:.1} s{}",

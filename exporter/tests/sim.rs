@@ -298,6 +298,8 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     );
     s.validate().unwrap();
     let mut b = stepped(&s, "gpu-node-1", "2026-11-02T00:00:00Z");
+    // A reading describes the second before it: 00:00:01 precedes the outage, 00:00:02 is in it.
+    assert!(b.sample().is_ok());
     assert!(b.sample().is_ok());
     let err = b.sample().unwrap_err();
     assert!(err.is_driver_level(), "{err}");

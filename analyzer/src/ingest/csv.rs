@@ -230,12 +230,8 @@ impl Builder {
         let cols = &self.label_cols[table as usize];
         for (i, v) in labels.clone() {
             match cols[i] {
-                Some(c) => check_label(c.ty, v).map_err(|e| {
-                    Bad(
-                        "bad label",
-                        format!("label {}: {e}", self.label_names[i]),
-                    )
-                })?,
+                Some(c) => check_label(c.ty, v)
+                    .map_err(|e| Bad("bad label", format!("label {}: {e}", self.label_names[i])))?,
                 None => {
                     self.ignored_labels.insert(i);
                 }
@@ -1068,8 +1064,7 @@ mod tests {
         let path = dir.path().join("clean.csv");
         // Quoted fields with commas, empty labels and values, null markers, several kinds and
         // labels first seen on a later row.
-        let mut text =
-            String::from("timestamp,entity,metric,value,kind,node,uuid,model,pid,pod\n");
+        let mut text = String::from("timestamp,entity,metric,value,kind,node,uuid,model,pid,pod\n");
         for i in 1..=50i64 {
             let t = 1_793_628_000 + 60 * i;
             text.push_str(&format!(
@@ -1114,8 +1109,15 @@ mod tests {
             assert!(da.height() > 0);
         }
         // The pod first seen on a later row is the process's.
-        let p = &a.iter().find(|(t, _)| *t == Table::Process).expect("process").1;
-        assert_eq!(p.column("pod").expect("pod").str().expect("s").get(0), Some("pod-7"));
+        let p = &a
+            .iter()
+            .find(|(t, _)| *t == Table::Process)
+            .expect("process")
+            .1;
+        assert_eq!(
+            p.column("pod").expect("pod").str().expect("s").get(0),
+            Some("pod-7")
+        );
 
         // An RFC 3339 timestamp (or anything else polars does not parse as a number) goes to
         // the line reader.

@@ -1013,7 +1013,12 @@ fn data_quality(
         for w in rs.windows(2) {
             let step = w[1].interval.max(1);
             let d = w[1].ts - w[0].ts;
-            if d > 2 * step {
+            // What breaks a detector's span is a gap here too (advisor::breaks_span).
+            if crate::advisor::breaks_span(
+                d,
+                step,
+                crate::advisor::idle::IdleParams::default().max_gap_intervals,
+            ) {
                 n += 1;
                 missing += d - step;
             }

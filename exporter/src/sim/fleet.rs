@@ -300,8 +300,12 @@ impl SimNode {
         }
     }
 
+    /// Whether a fault window `[at, until)` holds for a reading at `t_ms`, which describes the
+    /// time just before it (see [`SimNode::read`]): `at < t_ms ≤ until`. A GPU lost from 10:00
+    /// to 12:00 fails the reads from 10:00:01 to 12:00:00, the rows `(10:00, 12:00]`.
     fn in_window(at: Option<i64>, until: Option<i64>, t_ms: i64) -> bool {
-        at.is_none_or(|a| t_ms >= a) && until.is_none_or(|u| t_ms < u)
+        let t = t_ms - 1;
+        at.is_none_or(|a| t >= a) && until.is_none_or(|u| t < u)
     }
 
     /// Whether a driver-level fault covers `t_ms`.
@@ -322,8 +326,8 @@ impl SimNode {
     /// Like NVML's utilisation, a reading describes the time up to it: the workloads' state in
     /// the second that ends at `t_ms` (a reading at 09:00:00 shows 08:59:59, before a 09:00
     /// start), so that a history row `(ts − interval, ts]` holds exactly the seconds it covers.
-    /// Faults are about calls, so they apply at the reading's instant: a read at 10:00:00 of a
-    /// GPU lost from 10:00 fails.
+    /// Fault windows too: a reading fails when the fault held just before it; events (XID, ECC)
+    /// are reported by the first reading at or after them.
     pub fn read(&mut self, t_ms: i64) -> NodeReading {
         let since_ms = self.last_ms.unwrap_or(t_ms - 1000);
         let dt = ((t_ms - since_ms).max(0)) as f64 / 1000.0;
@@ -538,7 +542,7 @@ impl SimNode {
             errors: Vec::new(),
         };
         for (field, from) in &g.unsupported {
-            if t_ms >= *from {
+            if t_ms > *from {
                 field.clear(&mut sample);
             }
         }

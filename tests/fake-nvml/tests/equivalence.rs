@@ -172,12 +172,14 @@ fn the_lost_gpu_window_matches() {
         .iter()
         .map(|(nv, _)| nv.gpus[1].status.clone())
         .collect();
+    // A reading describes the second before it: the one at 10:00:00 still reads, 10:00:01 is
+    // the first in the outage.
     assert_eq!(
         status,
         vec![
             GpuStatus::Ok,
             GpuStatus::Ok,
-            GpuStatus::Lost,
+            GpuStatus::Ok,
             GpuStatus::Lost,
             GpuStatus::Lost
         ]
@@ -200,12 +202,12 @@ fn the_lost_gpu_window_matches() {
         vec![
             GpuStatus::Lost,
             GpuStatus::Lost,
-            GpuStatus::Ok,
+            GpuStatus::Lost,
             GpuStatus::Ok
         ]
     );
     assert!(
-        !samples[2].0.gpus[1].uuid.is_empty(),
+        !samples[3].0.gpus[1].uuid.is_empty(),
         "the UUID is read again once the GPU is back"
     );
 }
@@ -213,7 +215,7 @@ fn the_lost_gpu_window_matches() {
 #[test]
 fn the_power_error_window_matches() {
     let _guard = Fake::lock();
-    let samples = compare("gpu-node-2", "2026-11-02T05:59:59Z", 3);
+    let samples = compare("gpu-node-2", "2026-11-02T06:00:00Z", 3);
     let (before, _) = &samples[0];
     assert_eq!(before.gpus[0].status, GpuStatus::Ok);
     let (during, _) = &samples[1];
@@ -222,7 +224,12 @@ fn the_power_error_window_matches() {
     assert_eq!(during.gpus[0].errors.len(), 1);
     assert_eq!(during.gpus[0].errors[0].field, "power");
     assert_eq!(during.gpus[0].errors[0].kind, "unknown");
-    let samples = compare("gpu-node-2", "2026-11-02T06:09:59Z", 2);
+    let samples = compare("gpu-node-2", "2026-11-02T06:10:00Z", 2);
+    assert_eq!(
+        samples[0].0.gpus[0].status,
+        GpuStatus::Degraded,
+        "the reading at 06:10:00 describes the last second of the window"
+    );
     assert_eq!(
         samples[1].0.gpus[0].status,
         GpuStatus::Ok,

@@ -483,13 +483,14 @@ fn a_driver_fault_is_node_level_like_in_the_simulator() {
     file.write_all(text.as_bytes()).expect("write");
     let scenario = Scenario::from_file(file.path()).expect("valid scenario");
     fake.load(file.path(), "gpu-node-3");
-    fake.set_time("2026-11-02T00:59:59Z");
+    // A reading describes the second before it: 01:00:00 is the last one before the fault.
+    fake.set_time("2026-11-02T01:00:00Z");
     let mut b = fake.backend("gpu-node-3");
     let mut sim = SimBackend::new(
         &scenario,
         Some("gpu-node-3"),
         SimClock::Stepped {
-            next_ms: ms("2026-11-02T00:59:59Z"),
+            next_ms: ms("2026-11-02T01:00:00Z"),
             step_ms: 1000,
         },
     )
@@ -509,7 +510,7 @@ fn a_driver_fault_is_node_level_like_in_the_simulator() {
         matches!(err, DeviceError::DriverNotLoaded { .. }),
         "{err:?}"
     );
-    fake.set_time("2026-11-02T01:05:00Z");
+    fake.set_time("2026-11-02T01:05:01Z");
     assert!(
         b.sample().is_ok(),
         "the same backend works again after the fault"
