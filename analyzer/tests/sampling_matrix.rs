@@ -893,10 +893,13 @@ fn one_planted_truth_every_rate_every_source() {
             _ => {}
         }
     }
+    eprintln!("scrapes and openmetrics: {:.1} s", t0.elapsed().as_secs_f64());
     let om_path = dir.path().join("cells.om");
     om.write(&om_path);
     drop(om);
+    eprintln!("written: {:.1} s", t0.elapsed().as_secs_f64());
     let server = prom::serve_file(dir.path(), &om_path, "24h");
+    eprintln!("served: {:.1} s", t0.elapsed().as_secs_f64());
     let prepared = t0.elapsed().as_secs_f64();
 
     let mut outcomes: Vec<Outcome> = Vec::new();
