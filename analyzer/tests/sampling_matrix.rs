@@ -329,7 +329,13 @@ impl Om {
             .families
             .entry(family.to_string())
             .or_insert((ty, String::new()));
-        let _ = writeln!(e.1, "{series}{{{labels}}} {v} {}", secs(t));
+        // Whole numbers as integers, ratios to 4 decimals: what exporters print, and a third
+        // of the text.
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            let _ = writeln!(e.1, "{series}{{{labels}}} {} {}", v as i64, secs(t));
+        } else {
+            let _ = writeln!(e.1, "{series}{{{labels}}} {v:.4} {}", secs(t));
+        }
     }
 
     fn write(&self, path: &Path) {
@@ -343,10 +349,10 @@ impl Om {
     }
 }
 
-/// tessera-exporter's metrics of one cell, `shift` ms later (each cell its own week).
-fn tessera_om(om: &mut Om, scrapes: &[Scrape]) {
+/// tessera-exporter's metrics of one cell, scraped from target `host:19435`.
+fn tessera_om(om: &mut Om, scrapes: &[Scrape], host: &str) {
     // Samples must be in time order per series: write series by series.
-    let inst = format!("instance=\"{NODE}:19435\",job=\"tessera\"");
+    let inst = format!("instance=\"{host}:19435\"");
     let gpus: BTreeSet<(u32, String)> = scrapes
         .iter()
         .flat_map(|s| s.gpus.iter().map(|g| (g.index, g.uuid.clone())))
@@ -444,15 +450,10 @@ fn dcgm_om(om: &mut Om, scrapes: &[Scrape]) {
             .iter()
             .flat_map(|s| s.procs.iter())
             .find(|p| p.gpu == *i)
-            .map(|p| {
-                format!(
-                    ",pod=\"{}\",namespace=\"{}\",container=\"main\"",
-                    p.pod, p.namespace
-                )
-            })
+            .map(|p| format!(",pod=\"{}\",namespace=\"{}\"", p.pod, p.namespace))
             .unwrap_or_default();
         let l = format!(
-            "gpu=\"{i}\",UUID=\"{u}\",device=\"nvidia{i}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{NODE}\"{pod}"
+            "gpu=\"{i}\",UUID=\"{u}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{NODE}\"{pod}"
         );
         for s in scrapes {
             let Some(g) = s.gpus.iter().find(|g| g.index == *i) else {
@@ -888,12 +889,15 @@ fn one_planted_truth_every_rate_every_source() {
             .entry(key)
             .or_insert_with(|| scrapes(start, rate, perturbed));
         match src {
-            Src::PromTessera => tessera_om(&mut om, s),
+            Src::PromTessera => tessera_om(&mut om, s, NODE),
             Src::PromDcgm => dcgm_om(&mut om, s),
             _ => {}
         }
     }
-    eprintln!("scrapes and openmetrics: {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "scrapes and openmetrics: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let om_path = dir.path().join("cells.om");
     om.write(&om_path);
     drop(om);
@@ -1043,5 +1047,112 @@ fn one_planted_truth_every_rate_every_source() {
         "{} of {} cells failed:\n{table}",
         failed.len(),
         outcomes.len()
+    );
+}
+
+/// Two scrape targets at 15 s and 60 s in one Prometheus: each entity's rows at its own
+/// interval, the query step at the finer one, the planted idle models found with their spans;
+/// and an explicit `--interval` finer than a 60 s Prometheus says, with numbers, what it does.
+#[test]
+fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mixed, coarse) = (START, START + WEEK);
+    let keep = |mut s: Vec<Scrape>, gpus: std::ops::RangeInclusive<u32>| -> Vec<Scrape> {
+        for sc in &mut s {
+            sc.gpus.retain(|g| gpus.contains(&g.index));
+            sc.procs.retain(|p| gpus.contains(&p.gpu));
+        }
+        s
+    };
+    let mut om = Om::default();
+    tessera_om(
+        &mut om,
+        &keep(scrapes(mixed, 15_000, false), 0..=2),
+        "node-a",
+    );
+    tessera_om(
+        &mut om,
+        &keep(scrapes(mixed, 60_000, false), 3..=5),
+        "node-b",
+    );
+    tessera_om(&mut om, &scrapes(coarse, 60_000, false), NODE);
+    let om_path = dir.path().join("mixed.om");
+    om.write(&om_path);
+    let server = prom::serve_file(dir.path(), &om_path, "24h");
+    let source = Source::Prometheus(server.url.clone());
+
+    let (frames, analysis, report) = analyze(std::slice::from_ref(&source), mixed, mixed + RANGE);
+    let w = report.warnings.join("\n");
+    assert!(w.contains("query step 15 s"), "{w}");
+    // GPUs and their processes: 3 + 3 at 15 s, 3 + 2 at 60 s.
+    assert!(w.contains("15 s rows (6 entities), 60 s rows (5 entities)"), "{w}");
+    let rows = frames
+        .gpu
+        .clone()
+        .group_by([col("gpu")])
+        .agg([
+            col("interval_ms").min().alias("lo"),
+            col("interval_ms").max().alias("hi"),
+        ])
+        .sort(["gpu"], SortMultipleOptions::default())
+        .collect()
+        .expect("rows");
+    let lo: Vec<i64> = rows
+        .column("lo")
+        .expect("lo")
+        .i64()
+        .expect("i64")
+        .into_no_null_iter()
+        .collect();
+    let hi: Vec<i64> = rows
+        .column("hi")
+        .expect("hi")
+        .i64()
+        .expect("i64")
+        .into_no_null_iter()
+        .collect();
+    assert_eq!(lo, [15_000, 15_000, 15_000, 60_000, 60_000, 60_000]);
+    assert_eq!(lo, hi);
+    let truth = GroundTruth::compute(
+        &scenario(mixed),
+        chrono::DateTime::from_timestamp_millis(mixed).expect("start"),
+        chrono::DateTime::from_timestamp_millis(mixed + RANGE).expect("end"),
+    );
+    let (scores, _) = score(&analysis, &frames, &truth, mixed, 60_000);
+    for (what, v) in &scores {
+        // Off-peak and consolidation span two nodes here; the idle models are the point.
+        if what.starts_with("idle") {
+            assert!(*v >= 0.95, "{what} {v:.3}: {scores:?}");
+        }
+    }
+
+    // An explicit 10 s interval on a 60 s Prometheus.
+    let opts = IngestOptions {
+        since: Some(coarse),
+        until: Some(coarse + RANGE + 1),
+        interval_ms: Some(10_000),
+        ..IngestOptions::default()
+    };
+    let (frames, report) = ingest::ingest(&[source], &opts).expect("ingest");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("83% of 10 s steps hold no sample: this source scrapes every 60 s; using 60 s"),
+        "{w}"
+    );
+    let iv = frames
+        .gpu
+        .select([
+            col("interval_ms").min().alias("lo"),
+            col("interval_ms").max().alias("hi"),
+        ])
+        .collect()
+        .expect("iv");
+    assert_eq!(
+        iv.column("lo").expect("lo").i64().expect("i").get(0),
+        Some(60_000)
+    );
+    assert_eq!(
+        iv.column("hi").expect("hi").i64().expect("i").get(0),
+        Some(60_000)
     );
 }
