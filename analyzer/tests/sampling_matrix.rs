@@ -23,8 +23,8 @@
 //! the planted conditions with precision and recall ≥ 0.95: idle-loaded GPUs and their minutes
 //! (span edges may differ by one period of the cell's data), the consolidation candidates, the
 //! over-provisioned baseline and the off-peak window. A sample exactly on a row boundary ends the
-//! row before it, in every source. Prometheus cells live in one TSDB, a week apart (the scenario
-//! repeats on each Monday), and are read with `--since`/`--until`.
+//! row before it, in every source. Prometheus cells live in one TSDB, a day apart (the scenario
+//! repeats every day at noon), and are read with `--since`/`--until`.
 
 #[path = "support/prometheus.rs"]
 mod prom;
@@ -41,7 +41,7 @@ use tessera_exporter::sim::{Scenario, SimNode, truth::GroundTruth};
 
 const RATES_MS: [i64; 6] = [1_000, 10_000, 15_000, 30_000, 60_000, 300_000];
 const HOUR: i64 = 3_600_000;
-const WEEK: i64 = 7 * 24 * HOUR;
+const DAY: i64 = 24 * HOUR;
 /// 2026-11-02T12:00:00Z, a Monday noon: the first cell's start.
 const START: i64 = 1_793_620_800_000;
 const RANGE: i64 = 6 * HOUR;
@@ -839,8 +839,8 @@ fn check_boundaries(frames: &Frames, rate: i64, start: i64) -> Option<String> {
 fn one_planted_truth_every_rate_every_source() {
     let t0 = std::time::Instant::now();
     let dir = tempfile::tempdir().expect("tmp");
-    // Cell starts: a week apart, so that one TSDB holds every Prometheus cell.
-    let mut week = 0;
+    // Cell starts: a day apart, so that one TSDB holds every Prometheus cell.
+    let mut day = 0;
     let mut cells: Vec<(Src, i64, bool, i64)> = Vec::new();
     // To look at a few cells while working on them: TESSERA_MATRIX_RATES=60000,300000 and
     // TESSERA_MATRIX_SOURCES=csv,history (CI runs every cell).
@@ -871,8 +871,8 @@ fn one_planted_truth_every_rate_every_source() {
                 }
                 let start = match src {
                     Src::PromTessera | Src::PromDcgm => {
-                        week += 1;
-                        START + week * WEEK
+                        day += 1;
+                        START + day * DAY
                     }
                     _ => START,
                 };
@@ -1056,7 +1056,7 @@ fn one_planted_truth_every_rate_every_source() {
 #[test]
 fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
     let dir = tempfile::tempdir().expect("tmp");
-    let (mixed, coarse) = (START, START + WEEK);
+    let (mixed, coarse) = (START, START + DAY);
     let keep = |mut s: Vec<Scrape>, gpus: std::ops::RangeInclusive<u32>| -> Vec<Scrape> {
         for sc in &mut s {
             sc.gpus.retain(|g| gpus.contains(&g.index));
@@ -1078,7 +1078,7 @@ fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
     tessera_om(&mut om, &scrapes(coarse, 60_000, false), NODE);
     let om_path = dir.path().join("mixed.om");
     om.write(&om_path);
-    let server = prom::serve_file(dir.path(), &om_path, "24h");
+    let server = prom::serve_file(dir.path(), &om_path, "720h");
     let source = Source::Prometheus(server.url.clone());
 
     let (frames, analysis, report) = analyze(std::slice::from_ref(&source), mixed, mixed + RANGE);

@@ -129,7 +129,8 @@ const PCT: f64 = -100.0;
 /// Millijoules → joules (divides).
 const MJ: f64 = -1000.0;
 
-/// How far back a counter's previous value is looked for (Prometheus' default lookback), ms.
+/// How far back a counter's previous value is looked for (Prometheus' default lookback), ms;
+/// four query steps when that is longer.
 pub const LOOKBACK_MS: i64 = 300_000;
 
 /// The increase of counter `m` over each step: its last value in `(ts − step, ts]` minus its last
@@ -1015,6 +1016,10 @@ pub(super) fn read(
     }
 
     let range = format!("{}ms", (step - 1).max(1));
+    // A counter's previous value is looked for over Prometheus' lookback, or four scrape
+    // intervals when they are longer (a missed 5-minute scrape with jitter leaves more than
+    // 5 minutes between two samples).
+    let lookback = LOOKBACK_MS.max(4 * step);
     let windows = chunks(since, until, step, popts.max_points);
     let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
@@ -1026,9 +1031,9 @@ pub(super) fn read(
         let promql = query
             .promql
             .replace("{R}", &range)
-            .replace("{SL}", &dur(step + LOOKBACK_MS))
+            .replace("{SL}", &dur(step + lookback))
             .replace("{S}", &dur(step))
-            .replace("{L}", &dur(LOOKBACK_MS));
+            .replace("{L}", &dur(lookback));
         match groups.iter_mut().find(|(p, _)| *p == promql) {
             Some((_, g)) => g.push(query),
             None => groups.push((promql, vec![query])),
