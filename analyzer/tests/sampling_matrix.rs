@@ -1085,7 +1085,10 @@ fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
     let w = report.warnings.join("\n");
     assert!(w.contains("query step 15 s"), "{w}");
     // GPUs and their processes: 3 + 3 at 15 s, 3 + 2 at 60 s.
-    assert!(w.contains("15 s rows (6 entities), 60 s rows (5 entities)"), "{w}");
+    assert!(
+        w.contains("15 s rows (6 entities), 60 s rows (5 entities)"),
+        "{w}"
+    );
     let rows = frames
         .gpu
         .clone()

@@ -72,6 +72,48 @@ impl Strs {
 /// See [`Strs::view_keys`].
 pub type ViewKey = (u32, u128);
 
+/// Row-by-row [`Strs::view_keys`] without materialising them (a vector of keys per column cost
+/// a third of the idle detector in fresh pages on 2.6 M rows): sequential rows stay in the
+/// current chunk.
+pub struct ViewKeyReader<'a> {
+    strs: &'a Strs,
+    chunk: usize,
+}
+
+impl ViewKeyReader<'_> {
+    /// The key of row `i` (`None` when null or out of range).
+    pub fn at(&mut self, i: usize) -> Option<ViewKey> {
+        let s = self.strs;
+        let in_chunk = |c: usize| {
+            c < s.chunks.len() && s.starts[c] <= i && i < s.starts[c] + s.chunks[c].len()
+        };
+        if !in_chunk(self.chunk) {
+            self.chunk = s.starts.partition_point(|&st| st <= i).checked_sub(1)?;
+            if !in_chunk(self.chunk) {
+                return None;
+            }
+        }
+        let (c, arr) = (self.chunk, &s.chunks[self.chunk]);
+        let j = i - s.starts[c];
+        if !arr.is_valid(j) {
+            return None;
+        }
+        let v = &arr.views()[j];
+        let tag = if v.is_inline() { u32::MAX } else { c as u32 };
+        Some((tag, v.as_u128()))
+    }
+}
+
+impl Strs {
+    /// A reader of the rows' view keys, one row at a time.
+    pub fn view_key_reader(&self) -> ViewKeyReader<'_> {
+        ViewKeyReader {
+            strs: self,
+            chunk: 0,
+        }
+    }
+}
+
 impl F64s {
     pub fn get(&self, i: usize) -> Option<f64> {
         self.0.get(i).copied().flatten()

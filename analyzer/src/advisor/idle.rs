@@ -332,12 +332,12 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut series: Vec<Vec<(i64, usize)>> = Vec::new();
     let mut model_of: HashMap<u32, String> = HashMap::default();
     {
-        let (gv_node, gv_uuid) = (g_node.view_keys(), g_uuid.view_keys());
+        let (mut gv_node, mut gv_uuid) = (g_node.view_key_reader(), g_uuid.view_key_reader());
         // A GPU without a node (an nvidia-smi log names none) is keyed by an empty node.
         let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey), u32> =
             HashMap::default();
         for i in 0..gdf.height() {
-            let (vn, Some(vu), Some(t)) = (gv_node[i], gv_uuid[i], g_ts.get(i)) else {
+            let (vn, Some(vu), Some(t)) = (gv_node.at(i), gv_uuid.at(i), g_ts.get(i)) else {
                 continue;
             };
             let id = match by_view.get(&(vn, vu)) {
@@ -382,11 +382,11 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut instances: Vec<Instance> = Vec::new();
     let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
     {
-        let (mv_node, mv_uuid) = (m_node.view_keys(), m_uuid.view_keys());
+        let (mut mv_node, mut mv_uuid) = (m_node.view_key_reader(), m_uuid.view_key_reader());
         let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey, Option<i64>), usize> =
             HashMap::default();
         for i in 0..mdf.height() {
-            let (vn, Some(vu), Some(t)) = (mv_node[i], mv_uuid[i], m_ts.get(i)) else {
+            let (vn, Some(vu), Some(t)) = (mv_node.at(i), mv_uuid.at(i), m_ts.get(i)) else {
                 continue;
             };
             let gi = m_gi.get(i);
@@ -477,18 +477,22 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             Option<columns::ViewKey>,
         );
         let mut by_view: HashMap<VKey, usize> = HashMap::default();
-        let (pv_node, pv_uuid, pv_proc) =
-            (p_node.view_keys(), p_uuid.view_keys(), p_proc.view_keys());
-        let pv_pod = p_pod.view_keys();
+        let (pv_node, pv_uuid, pv_proc) = (
+            p_node.view_key_reader(),
+            p_uuid.view_key_reader(),
+            p_proc.view_key_reader(),
+        );
+        let mut pv_pod = p_pod.view_key_reader();
+        let (mut pv_node, mut pv_uuid, mut pv_proc) = (pv_node, pv_uuid, pv_proc);
         for i in 0..pdf.height() {
             let gi = p_gi.get(i);
             let vk: VKey = (
-                pv_node[i],
-                pv_uuid[i],
+                pv_node.at(i),
+                pv_uuid.at(i),
                 gi,
                 p_pid.get(i),
-                pv_proc[i],
-                pv_pod[i],
+                pv_proc.at(i),
+                pv_pod.at(i),
             );
             let e = match by_view.get(&vk) {
                 Some(&e) => e,

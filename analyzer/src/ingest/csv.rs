@@ -26,7 +26,7 @@ use std::path::Path;
 use polars::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::resample::{self, Agg, Observations, RowSpec, Sampling};
+use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
 use super::schema::{ColType, Table};
 use super::{IngestError, IngestOptions, IngestReport};
 
@@ -131,7 +131,8 @@ struct TableObs {
     eid: Vec<u32>,
     ts: Vec<i64>,
     metric: Vec<u32>,
-    value: Vec<Option<f64>>,
+    /// NaN: no value.
+    value: Vec<f64>,
 }
 
 /// Collects observations from either reader.
@@ -141,8 +142,15 @@ struct Builder {
     /// Per table, per label index: the canonical column the label fills, if any.
     label_cols: [Vec<Option<super::schema::Col>>; 3],
     tables: [TableObs; 3],
-    /// Per table: metric name → its index in `METRICS` when it feeds the table.
-    metrics: [FxHashMap<String, Option<u8>>; 3],
+    /// Per table: metric names seen → (index in `METRICS` when it feeds the table, is a
+    /// ratio). A file has a handful of metrics: a short list beats hashing every row.
+    metrics: [Vec<(String, Option<u8>, bool)>; 3],
+    /// Per table: the last entity seen and its id (rows of one entity usually follow each
+    /// other).
+    last_entity: [Option<(String, u32)>; 3],
+    /// Rows the file has (the polars reader knows): a table's vectors are reserved for them at
+    /// its first row, instead of growing (and faulting in fresh pages) by doubling.
+    rows_hint: usize,
     unknown_metrics: BTreeMap<String, u64>,
     other_kind: BTreeMap<(Table, String), u64>,
     /// Label indexes that fill no column of some table they were used with.
@@ -165,6 +173,8 @@ impl Builder {
             label_names,
             tables: Default::default(),
             metrics: Default::default(),
+            last_entity: Default::default(),
+            rows_hint: 0,
             unknown_metrics: BTreeMap::new(),
             other_kind: BTreeMap::new(),
             ignored_labels: BTreeSet::new(),
@@ -173,21 +183,30 @@ impl Builder {
 
     /// The metric's index when it feeds `table`; counts it as unknown or of another kind
     /// otherwise.
-    fn metric(&mut self, table: Table, metric: &str) -> Option<u8> {
-        let r = match self.metrics[table as usize].get(metric) {
-            Some(r) => *r,
+    fn metric(&mut self, table: Table, metric: &str) -> (Option<u8>, bool) {
+        let known = &mut self.metrics[table as usize];
+        let (r, ratio) = match known.iter().position(|(m, _, _)| m == metric) {
+            Some(i) => {
+                // Move it to the front: files repeat a few metrics in turn.
+                if i > 0 {
+                    known.swap(0, i);
+                }
+                (known[0].1, known[0].2)
+            }
             None => {
-                let r = targets(table, metric)
+                let t = targets(table, metric);
+                let r = t
                     .and_then(|_| METRICS.iter().position(|m| *m == metric))
                     .map(|i| i as u8);
-                self.metrics[table as usize].insert(metric.to_string(), r);
-                r
+                let ratio = t.is_some_and(|(ratio, _)| ratio);
+                known.insert(0, (metric.to_string(), r, ratio));
+                (r, ratio)
             }
         };
         if r.is_none() {
             self.count_unknown(table, metric);
         }
-        r
+        (r, ratio)
     }
 
     fn count_unknown(&mut self, table: Table, metric: &str) {
@@ -217,9 +236,8 @@ impl Builder {
         value: Option<f64>,
         line: u64,
     ) -> Result<(), Bad> {
-        let m = self.metric(table, metric);
-        if let (Some(m), Some(v)) = (m, value)
-            && targets(table, METRICS[m as usize]).is_some_and(|(ratio, _)| ratio)
+        let (m, ratio) = self.metric(table, metric);
+        if let (true, Some(_), Some(v)) = (ratio, m, value)
             && !(0.0..=1.0).contains(&v)
         {
             return Err(Bad(
@@ -241,14 +259,35 @@ impl Builder {
             return Ok(());
         }
         let t = &mut self.tables[table as usize];
-        let e = match t.ids.get(entity) {
-            Some(&e) => e,
-            None => {
-                let e = t.names.len() as u32;
-                t.ids.insert(entity.to_string(), e);
-                t.names.push(entity.to_string());
-                t.labels.push(vec![None; self.label_names.len()]);
-                t.first_line.push(line);
+        if t.eid.is_empty() && self.rows_hint > 0 {
+            t.eid.reserve(self.rows_hint);
+            t.ts.reserve(self.rows_hint);
+            t.metric.reserve(self.rows_hint);
+            t.value.reserve(self.rows_hint);
+        }
+        let last = &mut self.last_entity[table as usize];
+        let e = match last {
+            Some((name, e)) if name == entity => *e,
+            _ => {
+                let e = match t.ids.get(entity) {
+                    Some(&e) => e,
+                    None => {
+                        let e = t.names.len() as u32;
+                        t.ids.insert(entity.to_string(), e);
+                        t.names.push(entity.to_string());
+                        t.labels.push(vec![None; self.label_names.len()]);
+                        t.first_line.push(line);
+                        e
+                    }
+                };
+                match last {
+                    Some((name, id)) => {
+                        name.clear();
+                        name.push_str(entity);
+                        *id = e;
+                    }
+                    None => *last = Some((entity.to_string(), e)),
+                }
                 e
             }
         };
@@ -261,8 +300,50 @@ impl Builder {
         t.eid.push(e);
         t.ts.push(ts_ms);
         t.metric.push(m.map_or(u32::MAX, u32::from));
-        t.value.push(value.filter(|_| m.is_some()));
+        t.value
+            .push(value.filter(|_| m.is_some()).unwrap_or(f64::NAN));
         Ok(())
+    }
+
+    /// Appends the observations `o` collected from the rows after this builder's (entities
+    /// renumbered in order of appearance; labels first seen here win).
+    fn merge(&mut self, o: Builder) {
+        for (t, ot) in self.tables.iter_mut().zip(o.tables) {
+            let mut remap: Vec<u32> = Vec::with_capacity(ot.names.len());
+            for (e, name) in ot.names.into_iter().enumerate() {
+                let id = match t.ids.get(&name) {
+                    Some(&id) => {
+                        let mine = &mut t.labels[id as usize];
+                        for (slot, v) in mine.iter_mut().zip(&ot.labels[e]) {
+                            if slot.is_none() {
+                                slot.clone_from(v);
+                            }
+                        }
+                        id
+                    }
+                    None => {
+                        let id = t.names.len() as u32;
+                        t.ids.insert(name.clone(), id);
+                        t.names.push(name);
+                        t.labels.push(ot.labels[e].clone());
+                        t.first_line.push(ot.first_line[e]);
+                        id
+                    }
+                };
+                remap.push(id);
+            }
+            t.eid.extend(ot.eid.iter().map(|&e| remap[e as usize]));
+            t.ts.extend(ot.ts);
+            t.metric.extend(ot.metric);
+            t.value.extend(ot.value);
+        }
+        for (k, n) in o.unknown_metrics {
+            *self.unknown_metrics.entry(k).or_default() += n;
+        }
+        for (k, n) in o.other_kind {
+            *self.other_kind.entry(k).or_default() += n;
+        }
+        self.ignored_labels.extend(o.ignored_labels);
     }
 
     /// Identity of every entity; warnings; observations per table. An entity without identity
@@ -372,35 +453,21 @@ impl Builder {
                 ],
             )
             .map_err(|e| (0, Bad("internal", e.to_string())))?;
-            let mut values = Vec::new();
+            // Per canonical column, the metrics that feed it (`sm_ratio` and `sm_active_ratio`
+            // both feed a process's sm columns).
+            let mut values: Vec<(&'static str, Agg, Vec<u32>)> = Vec::new();
             for (mi, m) in METRICS.iter().enumerate() {
                 for (c, agg) in targets(table, m).map(|t| t.1).unwrap_or(&[]) {
-                    values.push((
-                        *c,
-                        *agg,
-                        when(col("__m").eq(lit(mi as u32)))
-                            .then(col("__v"))
-                            .otherwise(lit(NULL).cast(DataType::Float64)),
-                    ));
-                }
-            }
-            // `sm_ratio` and `sm_active_ratio` both feed a process's sm columns: one expression
-            // per column.
-            let mut merged: Vec<(&'static str, Agg, Expr)> = Vec::new();
-            for (c, agg, e) in values {
-                match merged.iter_mut().find(|(m, _, _)| *m == c) {
-                    Some((_, _, prev)) => {
-                        *prev = when(e.clone().is_not_null())
-                            .then(e)
-                            .otherwise(prev.clone())
+                    match values.iter_mut().find(|(v, _, _)| v == c) {
+                        Some((_, _, ids)) => ids.push(mi as u32),
+                        None => values.push((*c, *agg, vec![mi as u32])),
                     }
-                    None => merged.push((c, agg, e)),
                 }
             }
             out.push(Observations {
                 table,
                 df,
-                values: merged,
+                values: Values::Long(values),
                 labels: std::mem::take(&mut by_col[table as usize])
                     .into_iter()
                     .map(|l| l.into_iter().collect())
@@ -534,6 +601,8 @@ pub(super) fn read(
             path.display()
         ));
     }
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let t0 = std::time::Instant::now();
     // The fast reader works on a copy of the report: a file it gives up on leaves no trace.
     let obs = match &format {
         Format::Generic(idx) if !opts.skip_bad_rows => {
@@ -553,11 +622,18 @@ pub(super) fn read(
         requested_ms: opts.interval_ms,
         fallback_ms: opts.interval_ms.unwrap_or(10_000) as f64,
     };
+    if timing {
+        eprintln!("timings: csv read {:?}", t0.elapsed());
+    }
     let mut out = Vec::new();
     let mut sampling = Sampling::default();
     for o in obs {
         let table = o.table;
+        let t = std::time::Instant::now();
         let (df, s) = resample::resample(o, spec)?;
+        if timing {
+            eprintln!("timings: resample {} {:?}", table.name(), t.elapsed());
+        }
         sampling.merge(s);
         if df.height() > 0 {
             out.push((table, df));
@@ -591,72 +667,141 @@ fn read_fast(
             Field::new(h.as_str().into(), dt)
         })
         .collect();
-    let nulls: Vec<PlSmallStr> = ["", "N/A", "NaN", "nan", "[N/A]", "[Not Supported]"]
-        .into_iter()
-        .map(Into::into)
-        .collect();
+    // No null-value list (checking every field against it cost a tenth of the read): empty
+    // fields are null, `NaN` parses (and is taken as null below), and any other marker (`N/A`,
+    // `[Not Supported]`) sends the file to the line reader, which knows them.
     let reader = CsvReadOptions::default()
         .with_has_header(true)
         .with_schema(Some(Arc::new(schema)))
-        .with_parse_options(
-            CsvParseOptions::default().with_null_values(Some(NullValues::AllColumns(nulls))),
-        )
         .try_into_reader_with_file_path(Some(path.to_path_buf()));
+    let t0 = std::time::Instant::now();
     let df = match reader.and_then(|r| r.finish()) {
         Ok(df) => df,
         Err(_) => return Ok(None),
     };
+    if std::env::var_os("TESSERA_TIMINGS").is_some() {
+        eprintln!("timings: polars csv reader {:?}", t0.elapsed());
+    }
     if df.width() != header.len() {
         return Ok(None);
     }
-    let cols = df.columns();
-    let ts = cols[ti].f64()?.rechunk().into_owned();
-    let val = cols[vi].f64()?.rechunk().into_owned();
-    let strs = |i: usize| -> Result<StringChunked, IngestError> {
-        Ok(cols[i].str()?.rechunk().into_owned())
-    };
-    let ent = strs(ei)?;
-    let met = strs(mi)?;
-    let kind_i = header.iter().position(|h| h == "kind");
-    let kind = kind_i.map(strs).transpose()?;
-    let label_idx: Vec<usize> = (0..header.len())
-        .filter(|i| ![ti, ei, mi, vi].contains(i))
-        .collect();
-    let labels: Vec<(usize, StringChunked)> = label_idx
+    // The reader's chunks are walked in place (a rechunk would copy every string view); when
+    // the columns' chunks do not line up, they are rechunked first.
+    let mut df = df;
+    let lengths: Vec<Vec<usize>> = df
+        .columns()
         .iter()
-        .map(|&i| Ok((i, strs(i)?)))
+        .map(|c| {
+            c.as_materialized_series()
+                .chunk_lengths()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if lengths.windows(2).any(|w| w[0] != w[1]) {
+        df.rechunk_mut();
+    }
+    let cols = df.columns();
+    let f64_chunks =
+        |i: usize| -> Result<Vec<&polars_arrow::array::PrimitiveArray<f64>>, IngestError> {
+            Ok(cols[i].f64()?.downcast_iter().collect())
+        };
+    let str_chunks = |i: usize| -> Result<Vec<&Utf8ViewArray>, IngestError> {
+        Ok(cols[i].str()?.downcast_iter().collect())
+    };
+    let ts = f64_chunks(ti)?;
+    let val = f64_chunks(vi)?;
+    let ent = str_chunks(ei)?;
+    let met = str_chunks(mi)?;
+    let kind_i = header.iter().position(|h| h == "kind");
+    let kind = kind_i.map(str_chunks).transpose()?;
+    let labels: Vec<(usize, Vec<&Utf8ViewArray>)> = (0..header.len())
+        .filter(|i| ![ti, ei, mi, vi].contains(i))
+        .map(|i| Ok((i, str_chunks(i)?)))
         .collect::<Result<_, IngestError>>()?;
-    let (ent_a, met_a) = (one_chunk(&ent), one_chunk(&met));
-    let kind_a = kind.as_ref().map(one_chunk);
-    let label_a: Vec<(usize, &Utf8ViewArray)> =
-        labels.iter().map(|(i, ca)| (*i, one_chunk(ca))).collect();
-    let ts_v = ts.cont_slice().ok();
-    let mut b = Builder::new(header.to_vec());
-    for row in 0..df.height() {
-        let t = match ts_v {
-            Some(v) => Some(v[row]),
-            None => ts.get(row),
-        };
-        let (Some(t), Some(e), Some(m)) = (t, opt(ent_a, row), opt(met_a, row)) else {
-            return Ok(None);
-        };
-        if !t.is_finite() {
-            return Ok(None);
+    // Rows are split into one contiguous range per thread; each builds its observations, and
+    // the builders are merged in order (entity ids, first-seen labels and counts come out as
+    // one pass over the file would give them).
+    let total = df.height();
+    // (Unit tests always split, so the merge is tested on any machine.)
+    let threads = if cfg!(test) {
+        3.min(total.max(1))
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(total.div_ceil(100_000).max(1))
+    };
+    let starts: Vec<usize> = {
+        let mut at = 0;
+        ts.iter()
+            .map(|c| {
+                let s = at;
+                at += c.len();
+                s
+            })
+            .collect()
+    };
+    let run = |from: usize, to: usize| -> Option<Builder> {
+        let mut b = Builder::new(header.to_vec());
+        b.rows_hint = to - from;
+        for c in 0..ts.len() {
+            let (c0, c1) = (starts[c], starts[c] + ts[c].len());
+            let (lo, hi) = (from.max(c0), to.min(c1));
+            if lo >= hi {
+                continue;
+            }
+            let (tsa, val, ent, met) = (ts[c], val[c], ent[c], met[c]);
+            let kind = kind.as_ref().map(|k| k[c]);
+            let labels: Vec<(usize, &Utf8ViewArray)> =
+                labels.iter().map(|(i, a)| (*i, a[c])).collect();
+            let (ts_values, ts_valid) = (tsa.values(), tsa.validity());
+            for row in lo - c0..hi - c0 {
+                if ts_valid.is_some_and(|v| !v.get_bit(row)) {
+                    return None;
+                }
+                let t = ts_values[row];
+                let (Some(e), Some(m)) = (opt(ent, row), opt(met, row)) else {
+                    return None;
+                };
+                if !t.is_finite() {
+                    return None;
+                }
+                let table = match kind.and_then(|k| opt(k, row)) {
+                    None | Some("gpu") => Table::Gpu,
+                    Some("mig") => Table::Mig,
+                    Some("process") => Table::Process,
+                    Some(_) => return None,
+                };
+                let v = val.get(row).filter(|v| v.is_finite());
+                let row_labels = labels
+                    .iter()
+                    .filter_map(|(i, a)| opt(a, row).map(|v| (*i, v)));
+                b.add(table, e, row_labels, (t * 1000.0).round() as i64, m, v, 0)
+                    .ok()?;
+            }
         }
-        let table = match kind_a.and_then(|k| opt(k, row)) {
-            None | Some("gpu") => Table::Gpu,
-            Some("mig") => Table::Mig,
-            Some("process") => Table::Process,
-            Some(_) => return Ok(None),
-        };
-        let v = val.get(row).filter(|v| v.is_finite());
-        let row_labels = label_a
-            .iter()
-            .filter_map(|(i, a)| opt(a, row).map(|v| (*i, v)));
-        if b.add(table, e, row_labels, (t * 1000.0).round() as i64, m, v, 0)
-            .is_err()
-        {
-            return Ok(None);
+        Some(b)
+    };
+    let parts: Vec<Option<Builder>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let (from, to) = (total * k / threads, total * (k + 1) / threads);
+                scope.spawn(move || run(from, to))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut parts = parts.into_iter();
+    let Some(Some(mut b)) = parts.next() else {
+        return Ok(None);
+    };
+    for p in parts {
+        match p {
+            Some(p) => b.merge(p),
+            None => return Ok(None),
         }
     }
     Ok(b.finish(report, path).ok())
@@ -664,14 +809,10 @@ fn read_fast(
 
 type Utf8ViewArray = polars_arrow::array::Utf8ViewArray;
 
-fn one_chunk(ca: &StringChunked) -> &Utf8ViewArray {
-    ca.downcast_iter().next().expect("rechunked")
-}
-
-/// Row `i` of a string array (`None` when null).
+/// Row `i` of a string array (`None` when null or empty, as the line reader takes it).
 fn opt(a: &Utf8ViewArray, i: usize) -> Option<&str> {
     use polars_arrow::array::Array as _;
-    a.is_valid(i).then(|| a.value(i))
+    a.is_valid(i).then(|| a.value(i)).filter(|s| !s.is_empty())
 }
 
 /// Any format, line by line with the `csv` crate: exact errors (file:line: what was expected)
@@ -1071,7 +1212,7 @@ mod tests {
                 "{t},GPU-a,gpu_busy_ratio,{},gpu,n1,,\"NVIDIA H100 80GB HBM3, SXM\",,\n",
                 (i % 10) as f64 / 10.0
             ));
-            text.push_str(&format!("{t},GPU-a,memory_used_bytes,N/A,gpu,n1,,,,\n"));
+            text.push_str(&format!("{t},GPU-a,memory_used_bytes,,gpu,n1,,,,\n"));
             text.push_str(&format!("{t},GPU-a,power_watts,NaN,gpu,n1,,,,\n"));
             text.push_str(&format!(
                 "{}.5,7,memory_used_bytes,2e9,process,n1,GPU-a,,,{}\n",
@@ -1119,22 +1260,28 @@ mod tests {
             Some("pod-7")
         );
 
-        // An RFC 3339 timestamp (or anything else polars does not parse as a number) goes to
-        // the line reader.
-        let odd = dir.path().join("rfc3339.csv");
-        std::fs::write(
-            &odd,
-            "timestamp,entity,metric,value\n2026-11-02T14:00:11Z,GPU-a,gpu_busy_ratio,0.4\n",
-        )
-        .expect("write");
-        let h = header(&odd);
-        let Some(Format::Generic(idx)) = detect(&h) else {
-            panic!("generic header")
-        };
-        assert!(
-            read_fast(&odd, &h, idx, &mut IngestReport::default())
-                .expect("read")
-                .is_none()
-        );
+        // An RFC 3339 timestamp, a null marker like N/A (or anything else polars does not parse
+        // as a number) goes to the line reader.
+        for (name, line) in [
+            (
+                "rfc3339.csv",
+                "2026-11-02T14:00:11Z,GPU-a,gpu_busy_ratio,0.4",
+            ),
+            ("na.csv", "1793628000,GPU-a,gpu_busy_ratio,N/A"),
+        ] {
+            let odd = dir.path().join(name);
+            std::fs::write(&odd, format!("timestamp,entity,metric,value\n{line}\n"))
+                .expect("write");
+            let h = header(&odd);
+            let Some(Format::Generic(idx)) = detect(&h) else {
+                panic!("generic header")
+            };
+            assert!(
+                read_fast(&odd, &h, idx, &mut IngestReport::default())
+                    .expect("read")
+                    .is_none(),
+                "{name}"
+            );
+        }
     }
 }

@@ -33,7 +33,7 @@ use std::time::Duration;
 use polars::prelude::*;
 use serde::Deserialize;
 
-use super::resample::{self, Agg, Observations, RowSpec, Sampling};
+use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
 use super::schema::Table;
 use super::{IngestError, IngestOptions, IngestReport, period};
 
@@ -1415,7 +1415,7 @@ fn observations(
         out.push(Observations {
             table,
             df,
-            values: value_cols.iter().map(|(c, a)| (*c, *a, col(*c))).collect(),
+            values: Values::Wide(value_cols.clone()),
             labels,
             names,
         });

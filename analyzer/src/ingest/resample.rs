@@ -37,14 +37,30 @@ pub struct Observations {
     /// Columns `__eid` (UInt32: index into `labels`), `ts` (Int64 ms), `__n` (UInt32: raw samples
     /// the observation holds, ≥ 1), and whatever columns `values` read.
     pub df: DataFrame,
-    /// The canonical value columns: name, aggregation, and the expression giving each
-    /// observation's value (Float64; null where the observation has none): a column of a wide
-    /// frame, or `when(metric == k).then(value)` over a long one.
-    pub values: Vec<(&'static str, Agg, Expr)>,
+    /// The canonical value columns and where their values are.
+    pub values: Values,
     /// Per entity: its identity and attribute columns (canonical name → value as text).
     pub labels: Vec<Vec<(&'static str, String)>>,
     /// Per entity: a name for messages.
     pub names: Vec<String>,
+}
+
+/// Where an [`Observations`] frame keeps its values.
+pub enum Values {
+    /// One Float64 column per canonical value column, named after it (null: no value).
+    Wide(Vec<(&'static str, Agg)>),
+    /// Long: the metric id in `__m` (UInt32) and its value in `__v` (Float64); per canonical
+    /// column, its aggregation and the metric ids it takes.
+    Long(Vec<(&'static str, Agg, Vec<u32>)>),
+}
+
+impl Values {
+    fn columns(&self) -> Vec<(&'static str, Agg)> {
+        match self {
+            Values::Wide(v) => v.clone(),
+            Values::Long(v) => v.iter().map(|(c, a, _)| (*c, *a)).collect(),
+        }
+    }
 }
 
 /// What resampling found out about a source's sampling.
@@ -125,15 +141,33 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         labels,
         names,
     } = obs;
-    let aggs: Vec<(&'static str, Agg)> = values.iter().map(|(c, a, _)| (*c, *a)).collect();
+    let aggs: Vec<(&'static str, Agg)> = values.columns();
     let mut sampling = Sampling::default();
     if df.height() == 0 {
         return Ok((DataFrame::empty_with_schema(&table.file_schema()), sampling));
     }
-    let df = df.sort(
-        ["__eid", "ts"],
-        SortMultipleOptions::default().with_multithreaded(true),
-    )?;
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let t0 = std::time::Instant::now();
+    // Sorted by entity and time: most files come so (one entity after another, or a time
+    // series per entity), and then nothing is copied.
+    let sorted = {
+        let (e, t) = (df.column("__eid")?.u32()?, df.column("ts")?.i64()?);
+        let mut prev: Option<(u32, i64)> = None;
+        e.iter().zip(t.iter()).all(|(e, t)| {
+            let k = (e.unwrap_or(0), t.unwrap_or(i64::MIN));
+            let ok = prev.is_none_or(|p| p <= k);
+            prev = Some(k);
+            ok
+        })
+    };
+    let df = if sorted {
+        df
+    } else {
+        df.sort(
+            ["__eid", "ts"],
+            SortMultipleOptions::default().with_multithreaded(true),
+        )?
+    };
     let eid_ca = df.column("__eid")?.u32()?.rechunk().into_owned();
     let ts_ca = df.column("ts")?.i64()?.rechunk().into_owned();
     let n_ca = df.column("__n")?.u32()?.rechunk().into_owned();
@@ -143,19 +177,113 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         n_ca.cont_slice().map_err(PolarsError::from)?,
     );
     let len = df.height();
-    let mut ends: Vec<i64> = vec![0; len];
-    let mut ivs: Vec<i64> = vec![0; len];
-    let mut ws: Vec<u32> = vec![0; len];
+    if timing {
+        eprintln!("timings: resample: sorted {:?}", t0.elapsed());
+    }
+
+    // The values: wide (one column each) or long (metric id and value; NaN = none).
+    let ncols = aggs.len();
+    enum Src {
+        Wide(Vec<Float64Chunked>),
+        Long(UInt32Chunked, Float64Chunked, Vec<Vec<usize>>),
+    }
+    let f64_col = |name: &str| -> Result<Float64Chunked, IngestError> {
+        Ok(df
+            .column(name)?
+            .cast(&DataType::Float64)?
+            .f64()?
+            .rechunk()
+            .into_owned())
+    };
+    let src = match &values {
+        Values::Wide(v) => Src::Wide(
+            v.iter()
+                .map(|(c, _)| f64_col(c))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Values::Long(v) => {
+            // metric id → the value columns it feeds.
+            let max_id = v
+                .iter()
+                .flat_map(|(_, _, ids)| ids.iter().copied())
+                .max()
+                .unwrap_or(0) as usize;
+            let mut feeds: Vec<Vec<usize>> = vec![Vec::new(); max_id + 1];
+            for (j, (_, _, ids)) in v.iter().enumerate() {
+                for &id in ids {
+                    feeds[id as usize].push(j);
+                }
+            }
+            Src::Long(
+                df.column("__m")?.u32()?.rechunk().into_owned(),
+                f64_col("__v")?,
+                feeds,
+            )
+        }
+    };
+    let (long_m, long_v) = match &src {
+        Src::Long(m, v, _) => (m.cont_slice().ok(), v.cont_slice().ok()),
+        Src::Wide(_) => (None, None),
+    };
+    #[derive(Clone, Copy, Default)]
+    struct Acc {
+        /// Σ value × weight (mean) or Σ value (sum).
+        sum: f64,
+        /// Σ weight of the values (mean).
+        w: f64,
+        max: f64,
+        n: u32,
+    }
+    /// The rows being built.
+    struct Out {
+        eid: Vec<u32>,
+        end: Vec<i64>,
+        iv: Vec<i64>,
+        samples: Vec<u32>,
+        vals: Vec<Vec<Option<f64>>>,
+        acc: Vec<Acc>,
+    }
+    let mut out = Out {
+        eid: Vec::new(),
+        end: Vec::new(),
+        iv: Vec::new(),
+        samples: Vec::new(),
+        vals: vec![Vec::new(); ncols],
+        acc: vec![Acc::default(); ncols],
+    };
+    let flush = |out: &mut Out| {
+        for (j, a) in out.acc.iter_mut().enumerate() {
+            out.vals[j].push((a.n > 0).then(|| match aggs[j].1 {
+                Agg::Max => a.max,
+                Agg::Sum => a.sum,
+                Agg::Mean => a.sum / a.w,
+            }));
+            *a = Acc::default();
+        }
+    };
+    let add = |acc: &mut [Acc], j: usize, v: f64, w: f64| {
+        let a = &mut acc[j];
+        match aggs[j].1 {
+            Agg::Mean => {
+                a.sum += v * w;
+                a.w += w;
+            }
+            Agg::Sum => a.sum += v,
+            Agg::Max => {}
+        }
+        a.max = if a.n == 0 { v } else { a.max.max(v) };
+        a.n += 1;
+    };
+
+    // One entity at a time: its distinct timestamps, their period segments and rows, then its
+    // observations aggregated into those rows (contiguous: sorted by time).
     let mut periods: Vec<f64> = Vec::new();
     // Entities with a single distinct timestamp: handled last, at the table's median period.
     let mut singles: Vec<(usize, usize)> = Vec::new();
-    let (mut dts, mut dcounts, mut first_of): (Vec<i64>, Vec<u32>, Vec<usize>) =
-        (Vec::new(), Vec::new(), Vec::new());
-    let mut entity = |i: usize, j: usize, fallback: f64, periods: &mut Vec<f64>| {
-        // Distinct timestamps of the entity, with the raw samples each holds.
+    let (mut dts, mut dcounts): (Vec<i64>, Vec<u32>) = (Vec::new(), Vec::new());
+    let mut entity = |i: usize, j: usize, fallback: f64, periods: &mut Vec<f64>, out: &mut Out| {
         dts.clear();
         dcounts.clear();
-        first_of.clear();
         for k in i..j {
             if dts.last() == Some(&ts[k]) {
                 let c = dcounts.last_mut().expect("pushed");
@@ -163,7 +291,6 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
             } else {
                 dts.push(ts[k]);
                 dcounts.push(n[k].max(1));
-                first_of.push(k);
             }
         }
         let segs = period::segments(
@@ -186,13 +313,52 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         );
         let rows = period::assign(&dts, &segs);
         let mut d = 0;
+        let mut open: Option<i64> = None;
         for k in i..j {
-            while d + 1 < dts.len() && dts[d] < ts[k] {
+            let first_of_ts = k == i || ts[k] != ts[k - 1];
+            if first_of_ts && k > i {
                 d += 1;
             }
-            ends[k] = rows[d].0;
-            ivs[k] = rows[d].1;
-            ws[k] = if first_of[d] == k { dcounts[d] } else { 0 };
+            let (end, iv) = rows[d];
+            if open != Some(end) {
+                if open.is_some() {
+                    flush(out);
+                }
+                out.eid.push(eid[k]);
+                out.end.push(end);
+                out.iv.push(iv);
+                out.samples.push(0);
+                open = Some(end);
+            }
+            if first_of_ts {
+                *out.samples.last_mut().expect("a row") += dcounts[d];
+            }
+            let w = f64::from(n[k].max(1));
+            match &src {
+                Src::Wide(cols) => {
+                    for (jj, c) in cols.iter().enumerate() {
+                        if let Some(v) = c.get(k) {
+                            add(&mut out.acc, jj, v, w);
+                        }
+                    }
+                }
+                Src::Long(m, v, feeds) => {
+                    let (m, v) = match (long_m, long_v) {
+                        (Some(ms), Some(vs)) => (Some(ms[k]), Some(vs[k])),
+                        _ => (m.get(k), v.get(k)),
+                    };
+                    if let (Some(m), Some(v)) = (m, v.filter(|v| !v.is_nan()))
+                        && let Some(js) = feeds.get(m as usize)
+                    {
+                        for &jj in js {
+                            add(&mut out.acc, jj, v, w);
+                        }
+                    }
+                }
+            }
+        }
+        if open.is_some() {
+            flush(out);
         }
     };
     let mut i = 0;
@@ -204,7 +370,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         if ts[i] == ts[j - 1] {
             singles.push((i, j));
         } else {
-            entity(i, j, spec.fallback_ms, &mut periods);
+            entity(i, j, spec.fallback_ms, &mut periods, &mut out);
         }
         i = j;
     }
@@ -216,54 +382,40 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         p[p.len() / 2]
     };
     for (i, j) in singles {
-        entity(i, j, fallback, &mut Vec::new());
+        entity(i, j, fallback, &mut Vec::new(), &mut out);
     }
     drop(entity);
     if !periods.is_empty() {
         periods.sort_by(|a, b| a.total_cmp(b));
         sampling.median_period_ms = Some(periods[periods.len() / 2]);
     }
-    let mut df = df;
-    df.with_column(Column::new("__end".into(), ends))?;
-    df.with_column(Column::new("__iv".into(), ivs))?;
-    df.with_column(Column::new("__w".into(), ws))?;
-
-    let weight = col("__n").cast(DataType::Float64);
-    let mut exprs = vec![
-        col("__iv").first().alias("__iv"),
-        col("__w").sum().alias("__samples"),
+    let Out {
+        eid: row_eid,
+        end: row_end,
+        iv: row_iv,
+        samples: row_samples,
+        vals: out_vals,
+        ..
+    } = out;
+    let h = row_eid.len();
+    let mut cols = vec![
+        Column::new("__eid".into(), row_eid),
+        Column::new("__end".into(), row_end),
+        Column::new("__iv".into(), row_iv),
+        Column::new("__samples".into(), row_samples),
     ];
-    for (c, agg) in &aggs {
-        let v = col(*c);
-        exprs.push(
-            match agg {
-                Agg::Max => v.max(),
-                Agg::Sum => when(v.clone().count().gt(lit(0)))
-                    .then(v.sum())
-                    .otherwise(lit(NULL).cast(DataType::Float64)),
-                Agg::Mean => when(v.clone().count().gt(lit(0)))
-                    .then(
-                        (v.clone() * weight.clone()).sum()
-                            / weight.clone().filter(v.is_not_null()).sum(),
-                    )
-                    .otherwise(lit(NULL).cast(DataType::Float64)),
-            }
-            .alias(*c),
-        );
+    for ((c, _), v) in aggs.iter().zip(out_vals) {
+        cols.push(Column::new((*c).into(), v));
     }
-    let rows = df
-        .lazy()
-        .with_columns(
-            values
-                .into_iter()
-                .map(|(c, _, e)| e.cast(DataType::Float64).alias(c))
-                .collect::<Vec<_>>(),
-        )
-        .group_by([col("__eid"), col("__end")])
-        .agg(exprs)
-        .sort(["__eid", "__end"], SortMultipleOptions::default())
-        .collect()?;
-    Ok((build(table, &rows, &aggs, &labels)?, sampling))
+    let rows = DataFrame::new(h, cols)?;
+    if timing {
+        eprintln!("timings: resample: rows {:?}", t0.elapsed());
+    }
+    let out = build(table, &rows, &aggs, &labels)?;
+    if timing {
+        eprintln!("timings: resample: built {:?}", t0.elapsed());
+    }
+    Ok((out, sampling))
 }
 
 /// Records one entity's segments in `sampling`.
@@ -312,7 +464,7 @@ fn build(
 ) -> Result<DataFrame, IngestError> {
     let h = rows.height();
     let eid_ca = rows.column("__eid")?.u32()?.clone();
-    let eids: Vec<u32> = eid_ca.into_no_null_iter().collect();
+    let idx: IdxCa = eid_ca.rechunk().into_owned();
     let mut columns = Vec::new();
     for c in table.columns() {
         let name: PlSmallStr = c.name.into();
@@ -354,11 +506,13 @@ fn build(
                             .map(|(_, v)| v.as_str())
                     })
                     .collect();
-                let strs: Vec<Option<&str>> = eids
-                    .iter()
-                    .map(|&e| per_entity.get(e as usize).copied().flatten())
-                    .collect();
-                from_text(name, c.ty, strs)
+                if per_entity.iter().all(Option::is_none) {
+                    Column::full_null(name, h, &c.ty.polars())
+                } else {
+                    // Typed once per entity, then gathered by row.
+                    let typed = from_text(name, c.ty, per_entity).take_materialized_series();
+                    typed.take(&idx)?.into_column()
+                }
             }
         };
         columns.push(col);
@@ -491,14 +645,10 @@ mod tests {
         let obs = Observations {
             table: Table::Gpu,
             df,
-            values: vec![
-                ("busy_mean", Agg::Mean, col("busy_mean")),
-                (
-                    "memory_used_max_bytes",
-                    Agg::Max,
-                    col("memory_used_max_bytes"),
-                ),
-            ],
+            values: Values::Wide(vec![
+                ("busy_mean", Agg::Mean),
+                ("memory_used_max_bytes", Agg::Max),
+            ]),
             labels: vec![
                 vec![("uuid", "GPU-a".into()), ("gpu", "0".into())],
                 vec![("uuid", "GPU-b".into())],
@@ -545,10 +695,10 @@ mod tests {
                 vec![("busy_mean", v[30..].to_vec())],
             )
             .unwrap(),
-            values: vec![
-                ("busy_mean", Agg::Mean, col("busy_mean")),
-                ("energy_delta_joules", Agg::Sum, col("energy_delta_joules")),
-            ],
+            values: Values::Wide(vec![
+                ("busy_mean", Agg::Mean),
+                ("energy_delta_joules", Agg::Sum),
+            ]),
             labels: vec![vec![], vec![("uuid", "GPU-b".into())]],
             names: vec!["a".into(), "b".into()],
         };
@@ -589,7 +739,7 @@ mod tests {
                 vec![("busy_mean", vec![Some(0.1); n])],
             )
             .unwrap(),
-            values: vec![("busy_mean", Agg::Mean, col("busy_mean"))],
+            values: Values::Wide(vec![("busy_mean", Agg::Mean)]),
             labels: vec![vec![("uuid", "GPU-a".into())]],
             names: vec!["a".into()],
         };
