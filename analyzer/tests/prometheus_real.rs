@@ -19,6 +19,41 @@ use tessera::ingest::{self, IngestOptions, Source};
 mod prom;
 use prom::serve;
 
+const SCENARIO: &str = r#"
+name = "tiny"
+seed = 7
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+driver_version = "550.54.15"
+cuda_version = "12.4"
+
+[[nodes]]
+name = "gpu-node-1"
+gpus = [{ model = "H100-80GB", count = 2 }]
+
+[[workloads]]
+name = "chat-api"
+kind = "inference"
+node = "gpu-node-1"
+gpu = 0
+memory_gib = 38.0
+peak = 0.72
+base = 0.06
+namespace = "serving"
+pod = "chat-api-7d9f8c-x2k4p"
+
+[[workloads]]
+name = "train"
+kind = "training"
+node = "gpu-node-1"
+gpu = 1
+memory_gib = 70.0
+namespace = "research"
+pod = "train-0"
+"#;
+
+const DAYS: u32 = 2;
+
 /// Simulates the scenario into `dir/history` and returns the history gpu frame and the range.
 fn simulate(dir: &Path) -> (PathBuf, DataFrame, i64, i64) {
     let scenario = tessera_exporter::sim::Scenario::from_toml(SCENARIO, "tiny").expect("scenario");

@@ -102,6 +102,7 @@ impl fmt::Display for Source {
 pub type Progress<'a> = &'a dyn Fn(usize, usize);
 
 /// How to ingest.
+#[derive(Default)]
 pub struct IngestOptions<'a> {
     /// Keep rows with `ts >= since` (unix ms).
     pub since: Option<i64>,
@@ -122,20 +123,6 @@ pub struct IngestOptions<'a> {
     /// commands that read all the data afterwards anyway (a damaged data page then fails there,
     /// named by [`name_unreadable`]); `tessera ingest` scans, so it also checks the `ts` pages.
     pub footer_stats: bool,
-}
-
-impl Default for IngestOptions<'_> {
-    fn default() -> Self {
-        IngestOptions {
-            since: None,
-            until: None,
-            skip_bad_rows: false,
-            interval_ms: None,
-            prometheus: PrometheusOptions::default(),
-            progress: None,
-            footer_stats: false,
-        }
-    }
 }
 
 /// Rows and time range of one table after ingest (and the time filter).

@@ -366,7 +366,7 @@ mod tests {
         assert!((p - 15_000.0).abs() < 200.0, "{p}");
         // Points holding several samples (a 60 s grid over 20 s data): 20 s.
         let ts: Vec<i64> = (0..50).map(|i| i * 60_000).collect();
-        assert_eq!(period_of(&ts, &vec![3; 50]).unwrap(), 20_000.0);
+        assert_eq!(period_of(&ts, &[3; 50]).unwrap(), 20_000.0);
         assert_eq!(period_of(&[5], &[1]), None);
     }
 

@@ -172,9 +172,9 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     let ts_ca = df.column("ts")?.i64()?.rechunk().into_owned();
     let n_ca = df.column("__n")?.u32()?.rechunk().into_owned();
     let (eid, ts, n) = (
-        eid_ca.cont_slice().map_err(PolarsError::from)?,
-        ts_ca.cont_slice().map_err(PolarsError::from)?,
-        n_ca.cont_slice().map_err(PolarsError::from)?,
+        eid_ca.cont_slice()?,
+        ts_ca.cont_slice()?,
+        n_ca.cont_slice()?,
     );
     let len = df.height();
     if timing {
@@ -384,7 +384,6 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     for (i, j) in singles {
         entity(i, j, fallback, &mut Vec::new(), &mut out);
     }
-    drop(entity);
     if !periods.is_empty() {
         periods.sort_by(|a, b| a.total_cmp(b));
         sampling.median_period_ms = Some(periods[periods.len() / 2]);
