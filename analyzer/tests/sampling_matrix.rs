@@ -1159,3 +1159,54 @@ fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
         Some(60_000)
     );
 }
+
+/// A per-pod trace sampled every 57 s (a public trace's rate), jittered, in the generic CSV:
+/// the idle-loaded pods are found with no flag, and only they.
+#[test]
+fn a_57_second_pod_trace_needs_no_flag() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("pods.csv");
+    let mut text = String::from("timestamp,entity,metric,value,kind,pod\n");
+    let start = START / 1000;
+    let mut idle = BTreeSet::new();
+    for p in 0..12u64 {
+        let pod = format!("pod-{p:02}");
+        // Every third pod holds 12 GiB doing nothing for 3 h in the middle of 6 h; the others
+        // work at least every few minutes.
+        let is_idle = p % 3 == 0;
+        if is_idle {
+            idle.insert(pod.clone());
+        }
+        for k in 1..=(6 * 3600 / 57) {
+            let t = start + 57 * k + ((unit(p, k as u64) - 0.5) * 10.0) as i64;
+            let quiet = is_idle && (start + 5400..start + 16_200).contains(&t);
+            let sm = if quiet || unit(p + 99, k as u64) < 0.5 {
+                0.0
+            } else {
+                0.4
+            };
+            let _ = writeln!(text, "{t},{pod},sm_ratio,{sm},process,{pod}");
+            let _ = writeln!(
+                text,
+                "{t},{pod},memory_used_bytes,12884901888,process,{pod}"
+            );
+        }
+    }
+    std::fs::write(&path, text).expect("csv");
+    let (_, analysis, report) = analyze(&[Source::Csv(path)], START, START + RANGE);
+    let found: BTreeSet<String> = analysis
+        .findings
+        .iter()
+        .filter(|f| f.detector == "idle_loaded")
+        .filter_map(|f| f.entity.pod.clone())
+        .collect();
+    assert_eq!(found, idle, "{:?}", report.warnings);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("60 s rows (12 entities)")),
+        "{:?}",
+        report.warnings
+    );
+}
