@@ -866,6 +866,59 @@ fn corrupt_data_page_names_the_file() {
     }
 }
 
+/// A corrupt data page in a column `tessera ingest` did not read (its summary reads `ts`, the
+/// keys and a few value columns) still fails it, naming the file: ingest is how a user checks the
+/// data, so it decodes every column.
+#[test]
+fn ingest_decodes_every_column() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history/lab-a");
+    let node = tmp.path().join("lab-a");
+    std::fs::create_dir_all(node.join("gpu")).expect("mkdir");
+    std::fs::copy(
+        src.join("tessera-history.json"),
+        node.join("tessera-history.json"),
+    )
+    .expect("manifest");
+    std::fs::copy(
+        src.join("gpu/2026-11-03.parquet"),
+        node.join("gpu/2026-11-03.parquet"),
+    )
+    .expect("copy");
+    let bad = node.join("gpu/2026-11-03.parquet");
+    // The column chunks of `temperature_max_celsius`, which the summary does not otherwise read.
+    let ranges: Vec<std::ops::Range<u64>> = {
+        let mut r = ParquetReader::new(std::fs::File::open(&bad).expect("open"));
+        let meta = r.get_metadata().expect("footer").clone();
+        meta.row_groups
+            .iter()
+            .flat_map(|g| g.parquet_columns().iter())
+            .filter(|c| {
+                c.descriptor().path_in_schema.first().map(|s| s.as_str())
+                    == Some("temperature_max_celsius")
+            })
+            .map(|c| c.byte_range())
+            .collect()
+    };
+    assert!(!ranges.is_empty());
+    let mut bytes = std::fs::read(&bad).expect("read");
+    for r in &ranges {
+        // Past the page header, into the compressed values.
+        let (a, b) = (r.start as usize, r.end as usize);
+        for x in &mut bytes[(a + (b - a) / 3)..b] {
+            *x ^= 0x5a;
+        }
+    }
+    std::fs::write(&bad, &bytes).expect("write");
+    let out = tessera(&["ingest", "--source", &format!("history:{}", node.display())]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gpu/2026-11-03.parquet") && err.contains("does not decode"),
+        "{err}"
+    );
+}
+
 /// With `footer_stats` (analyze, report), row counts and time ranges come from the Parquet
 /// footers (row count, `ts` statistics) when there is no time filter; a file without statistics
 /// is scanned instead. Both give the same

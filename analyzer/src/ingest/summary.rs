@@ -1,7 +1,8 @@
 //! What `tessera ingest` prints: per table rows, entities, time range and the null share of key
 //! columns, plus the report's skips and warnings, as a text table or JSON.
 //!
-//! This module collects the frames to count; it does not judge the data (detectors do that).
+//! This module collects the frames to count (decoding every column, so that damage anywhere in
+//! a file is found); it does not judge the data (detectors do that).
 
 use std::fmt::Write as _;
 
@@ -78,6 +79,16 @@ pub fn describe_parts(
             let mut exprs = vec![len().alias("__rows")];
             for c in key_columns(t) {
                 exprs.push(col(*c).null_count().alias(*c));
+            }
+            // Every other column is decoded too (its null count, unused): `tessera ingest` is
+            // how a user checks the data, so a corrupt page in any column fails it, named.
+            for c in t.columns().filter(|c| !key_columns(t).contains(&c.name)) {
+                exprs.push(
+                    col(c.name)
+                        .is_null()
+                        .sum()
+                        .alias(format!("__check_{}", c.name)),
+                );
             }
             let df = lf.select(exprs).collect()?;
             let count = |name: &str| -> Result<u64, IngestError> {
