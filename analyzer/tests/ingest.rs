@@ -919,6 +919,44 @@ fn ingest_decodes_every_column() {
     );
 }
 
+/// A FIFO named like a history file (or any file that is not a regular one) is skipped with a
+/// warning: opening it would block forever.
+#[test]
+fn a_fifo_in_a_history_folder_does_not_hang() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let node = good_history(tmp.path());
+    for name in ["gpu/2026-11-20T06.parquet", "gpu/2026-11-20T07.open.jsonl"] {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(node.join(name))
+            .status()
+            .expect("mkfifo");
+        assert!(ok.success());
+    }
+    std::os::unix::fs::symlink("/dev/zero", node.join("process/2026-11-20T08.parquet"))
+        .expect("symlink");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let src = history(&node);
+    std::thread::spawn(move || {
+        let _ = tx.send(run(&[src], false).map(|(_, r)| r.warnings));
+    });
+    let warnings = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("ingest returns instead of hanging on a FIFO")
+        .expect("ingest");
+    for name in [
+        "2026-11-20T06.parquet",
+        "2026-11-20T07.open.jsonl",
+        "2026-11-20T08.parquet",
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(name) && w.contains("not a regular file")),
+            "{name}: {warnings:?}"
+        );
+    }
+}
+
 /// With `footer_stats` (analyze, report), row counts and time ranges come from the Parquet
 /// footers (row count, `ts` statistics) when there is no time filter; a file without statistics
 /// is scanned instead. Both give the same

@@ -97,6 +97,21 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
                 let Some(name) = path.file_name().and_then(|s| s.to_str()) else {
                     continue;
                 };
+                // Only regular files: opening a FIFO (or a device) named like a history file
+                // would block forever.
+                let regular = std::fs::symlink_metadata(&path)
+                    .map(|m| m.file_type().is_file())
+                    .unwrap_or(false);
+                if !regular {
+                    if name.ends_with(".parquet") || name.ends_with(".jsonl") {
+                        report.warnings.push(format!(
+                            "{}: not a regular file (a FIFO, socket, device, folder or link): \
+                             ignored",
+                            path.display()
+                        ));
+                    }
+                    continue;
+                }
                 if superseded.contains(name) {
                     report.warnings.push(format!(
                         "{}: ignored, its rows are in the day file (compaction was interrupted; \
