@@ -1006,3 +1006,87 @@ fn pods_that_follow_each_other_on_a_gpu_are_separate_idle_entities() {
     assert!(pods[0].2 <= 120, "{pods:?}");
     assert!(pods[1].2 <= 240 && pods[1].2 >= 200, "{pods:?}");
 }
+
+/// Impossible values from a server — NaN, ±Inf, 1e308 bytes, negative or > 1 ratios, text that
+/// is not a number, a `gpu` label that is not an index — are refused, counted by reason and named
+/// in the warnings (never silently dropped or passed on: issue 17).
+#[test]
+fn impossible_values_are_refused_counted_and_named() {
+    let fake = serve(Box::new(|req, _| {
+        if req.path.ends_with("/values") {
+            return Some((200, names_body(&[BUSY])));
+        }
+        let q = req.params["query"].clone();
+        let start: f64 = req.params["start"].parse().expect("start");
+        let step: f64 = req.params["step"].parse().expect("step");
+        let good = serde_json::json!({"instance": "node-a:9835", "gpu": "0", "uuid": "GPU-a"});
+        let bad_gpu =
+            serde_json::json!({"instance": "node-a:9835", "gpu": "notanumber", "uuid": "GPU-b"});
+        let series = |metric: &serde_json::Value, values: &[&str]| {
+            serde_json::json!({"metric": metric, "values": values.iter().enumerate()
+                .map(|(i, v)| serde_json::json!([start + i as f64 * step, v]))
+                .collect::<Vec<_>>()})
+        };
+        let result = if let Some(w) = scrape_window(&q) {
+            vec![series(&good, &[&format!("{}", w / 10_000)])]
+        } else if q.starts_with("max_over_time(tessera_gpu_busy_ratio") {
+            vec![
+                series(&good, &["0.5", "NaN", "+Inf", "-0.2", "1.5", "abc"]),
+                series(&bad_gpu, &["0.5"]),
+            ]
+        } else if q.starts_with("max_over_time(tessera_gpu_memory_used_bytes") {
+            vec![series(
+                &good,
+                &["1000", "1e308", "-5", "1000", "1000", "1000"],
+            )]
+        } else {
+            Vec::new()
+        };
+        Some((
+            200,
+            serde_json::json!({"status": "success",
+                "data": {"resultType": "matrix", "result": result}})
+            .to_string(),
+        ))
+    }));
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    let skipped = &report.skipped;
+    let count = |why: &str| {
+        skipped
+            .get(&format!("prometheus: refused values ({why})"))
+            .copied()
+    };
+    assert_eq!(count("NaN"), Some(1), "{skipped:?}");
+    assert_eq!(count("infinite"), Some(1), "{skipped:?}");
+    assert_eq!(count("ratio outside 0–1"), Some(2), "{skipped:?}");
+    assert_eq!(count("not a number"), Some(1), "{skipped:?}");
+    assert_eq!(count("memory outside 0–2^60 bytes"), Some(2), "{skipped:?}");
+    assert_eq!(
+        count("an identity label that is not a number where one is expected"),
+        Some(1),
+        "{skipped:?}"
+    );
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("refused 2 value(s): ratio outside 0–1 (first: -0.2 from"),
+        "{w}"
+    );
+    assert!(w.contains("gpu=\"notanumber\""), "{w}");
+    let g = frames.gpu.collect().expect("gpu");
+    let busy = g
+        .column("busy_max")
+        .expect("busy")
+        .f64()
+        .expect("f64")
+        .clone();
+    assert!(busy.iter().flatten().all(|b| (0.0..=1.0).contains(&b)));
+    let mem = g
+        .column("memory_used_max_bytes")
+        .expect("mem")
+        .u64()
+        .expect("u64")
+        .clone();
+    assert!(mem.iter().flatten().all(|m| m == 1000));
+    let uuids = g.column("uuid").expect("uuid").str().expect("str").clone();
+    assert!(uuids.iter().all(|u| u == Some("GPU-a")));
+}

@@ -34,7 +34,7 @@ use polars::prelude::*;
 use serde::Deserialize;
 
 use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
-use super::schema::Table;
+use super::schema::{ColType, Table};
 use super::{IngestError, IngestOptions, IngestReport, period};
 
 /// Settings of the Prometheus source (`--prometheus.*`).
@@ -1024,6 +1024,7 @@ pub(super) fn read(
     let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
+    let mut refused = Refused::default();
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
     let mut groups: Vec<(String, Vec<Query>)> = Vec::new();
@@ -1072,7 +1073,20 @@ pub(super) fn read(
                         continue;
                     };
                     let key = (query.table, id);
-                    collect(query, &series, &key, &mut entities, &mut attrs);
+                    if let Some(bad) = bad_label(&key) {
+                        let why = "an identity label that is not a number where one is expected";
+                        refused.add(why, &promql, &bad);
+                        continue;
+                    }
+                    collect(
+                        query,
+                        &promql,
+                        &series,
+                        &key,
+                        &mut entities,
+                        &mut attrs,
+                        &mut refused,
+                    );
                 }
             }
         }
@@ -1100,6 +1114,15 @@ pub(super) fn read(
         *report
             .skipped
             .entry("prometheus: responses with warnings".into())
+            .or_default() += n;
+    }
+    for (why, (n, example)) in &refused.0 {
+        report.warnings.push(format!(
+            "{spec}: refused {n} value(s): {why} (first: {example})"
+        ));
+        *report
+            .skipped
+            .entry(format!("prometheus: refused values ({why})"))
             .or_default() += n;
     }
     for (promql, n) in &gaps {
@@ -1242,10 +1265,12 @@ fn scrape_interval(
 /// Adds one series' points into its entity (or label-derived attributes for info/status).
 fn collect(
     query: &Query,
+    promql: &str,
     series: &MatrixSeries,
     key: &Key,
     entities: &mut BTreeMap<Key, Entity>,
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
+    refused: &mut Refused,
 ) {
     let m = &series.metric;
     // Attributes carried as labels on data series (dcgm-exporter's `modelName`; older
@@ -1301,7 +1326,10 @@ fn collect(
     let ent = entities.entry(key.clone()).or_default();
     for (t, v) in &series.values {
         let ts = (t * 1000.0).round() as i64;
-        let Ok(x) = v.parse::<f64>() else { continue };
+        let Ok(x) = v.parse::<f64>() else {
+            refused.add("not a number", promql, v);
+            continue;
+        };
         if query.column == "status" {
             let state = m.get("state").cloned().unwrap_or_default();
             if x >= 1.0 {
@@ -1316,16 +1344,89 @@ fn collect(
             continue;
         }
         if x.is_nan() {
+            refused.add("NaN", promql, v);
             continue;
         }
-        let row = ent.rows.entry(ts).or_default();
         let v = if query.scale < 0.0 {
             x / -query.scale
         } else {
             x * query.scale
         };
+        if let Err(why) = check_value(query.column, v) {
+            refused.add(why, promql, &x.to_string());
+            continue;
+        }
+        let row = ent.rows.entry(ts).or_default();
         row.entry(query.column).or_insert(v);
     }
+}
+
+/// Values refused from the server's answers, by reason: how many, and the first query and value.
+#[derive(Default)]
+struct Refused(BTreeMap<&'static str, (u64, String)>);
+
+impl Refused {
+    fn add(&mut self, why: &'static str, promql: &str, value: &str) {
+        let e = self.0.entry(why).or_insert_with(|| {
+            let v: String = value.chars().take(40).collect();
+            (0, format!("{v} from {promql:?}"))
+        });
+        e.0 += 1;
+    }
+}
+
+/// The range a canonical column's value must lie in (after scaling): the CSV source's rules
+/// (docs/frames.md). Infinite values and ratios outside 0–1 are impossible, as is negative
+/// memory, power, energy or a count; memory beyond 2^60 bytes (an exbibyte) is not a GPU's.
+fn check_value(column: &str, v: f64) -> Result<(), &'static str> {
+    if !v.is_finite() {
+        return Err("infinite");
+    }
+    let ratio = matches!(
+        column,
+        "busy_mean"
+            | "busy_max"
+            | "sm_active_mean"
+            | "sm_active_max"
+            | "sm_occupancy_mean"
+            | "memory_controller_mean"
+            | "sm_mean"
+            | "sm_max"
+    );
+    if ratio && !(0.0..=1.0).contains(&v) {
+        return Err("ratio outside 0–1");
+    }
+    if column.contains("bytes") && !(0.0..=(1u64 << 60) as f64).contains(&v) {
+        return Err("memory outside 0–2^60 bytes");
+    }
+    if matches!(
+        column,
+        "power_mean_watts" | "energy_delta_joules" | "xid_count" | "samples" | "mig_enabled"
+    ) && v < 0.0
+    {
+        return Err("negative power, energy or count");
+    }
+    if column == "temperature_max_celsius" && !(-100.0..=300.0).contains(&v) {
+        return Err("temperature outside −100–300 °C");
+    }
+    Ok(())
+}
+
+/// Whether a series' identity labels fit their columns' types (a `gpu` or `pid` label must be an
+/// integer): the first that does not, as "label=value".
+fn bad_label(key: &Key) -> Option<String> {
+    let table = key.0;
+    key.1.iter().find_map(|(name, v)| {
+        let ty = table.column(name)?.ty;
+        let ok = match ty {
+            ColType::UInt32 => v.parse::<u32>().is_ok(),
+            ColType::UInt64 => v.parse::<u64>().is_ok(),
+            ColType::Int64 => v.parse::<i64>().is_ok(),
+            ColType::Float64 => v.parse::<f64>().is_ok_and(f64::is_finite),
+            ColType::Bool | ColType::Utf8 => true,
+        };
+        (!ok).then(|| format!("{name}={v:?}"))
+    })
 }
 
 /// The observations of every table: one per entity and evaluation time that has a gauge's
