@@ -1242,3 +1242,74 @@ fn the_fast_reader_and_the_line_reader_agree() {
         assert_eq!(fast.1.skipped, lines.1.skipped, "{f}");
     }
 }
+
+/// Nonsense that used to pass (issue 17): a timestamp of 99999999999999999999 (read as the year
+/// −292 million), negative memory (read as 0), 1e30 bytes (read as u64::MAX), a negative XID
+/// count (read as 0) — each is an error naming file, line and what was expected; a 5 MB first line
+/// is refused without echoing it.
+#[test]
+fn csv_nonsense_is_refused_with_file_line_and_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = T0 / 1000;
+    for (name, line, want) in [
+        (
+            "ts.csv",
+            "99999999999999999999,GPU-a,gpu_busy_ratio,0.5".to_string(),
+            "between 1970 and 9999",
+        ),
+        (
+            "negative-memory.csv",
+            format!("{t},GPU-a,memory_used_bytes,-5"),
+            "memory outside 0–2^60 bytes",
+        ),
+        (
+            "huge-memory.csv",
+            format!("{t},GPU-a,memory_used_bytes,1e30"),
+            "memory outside 0–2^60 bytes",
+        ),
+        (
+            "negative-xid.csv",
+            format!("{t},GPU-a,xid_count,-3"),
+            "negative power, energy or count",
+        ),
+        ("inf-power.csv", format!("{t},GPU-a,power_watts,inf"), ""),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("timestamp,entity,metric,value\n{t},GPU-a,gpu_busy_ratio,0.1\n{line}\n"),
+        )
+        .expect("write");
+        let r = run_auto(&[csv(&path)]);
+        if want.is_empty() {
+            // `inf` is no value (like NaN): null, never a number.
+            let (frames, _) = r.expect("inf is null");
+            let g = frames.gpu.collect().expect("gpu");
+            assert_eq!(
+                g.column("power_mean_watts").expect("p").null_count(),
+                g.height()
+            );
+            continue;
+        }
+        let e = err_text(r);
+        assert!(
+            e.contains(&format!("{name}:3:")) && e.contains(want),
+            "{name}: {e}"
+        );
+    }
+    // A first line of 5 MB: refused, and the message stays short.
+    let path = dir.path().join("header-only.csv");
+    std::fs::write(&path, "x".repeat(5 << 20)).expect("write");
+    let e = err_text(run_auto(&[csv(&path)]));
+    assert!(
+        e.contains("header-only.csv:1:") && e.contains("longer than 1024 KiB"),
+        "{e}"
+    );
+    assert!(e.len() < 1000, "{} bytes of error", e.len());
+    // A long header that is no known format: named, shortened.
+    let path = dir.path().join("wide-header.csv");
+    let header: Vec<String> = (0..20_000).map(|i| format!("column{i}")).collect();
+    std::fs::write(&path, header.join(",") + "\n").expect("write");
+    let e = err_text(run_auto(&[csv(&path)]));
+    assert!(e.contains("unrecognised header") && e.len() < 1000, "{e}");
+}

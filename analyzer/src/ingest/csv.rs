@@ -115,6 +115,22 @@ fn is_null_marker(t: &str) -> bool {
         || (t.starts_with('[') && t.ends_with(']'))
 }
 
+/// The longest header line read (1 MiB).
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// Text from the input as an error message shows it: at most 200 characters.
+fn short(s: &str) -> String {
+    if s.chars().count() > 200 {
+        format!(
+            "{}… ({} characters)",
+            s.chars().take(200).collect::<String>(),
+            s.chars().count()
+        )
+    } else {
+        s.to_string()
+    }
+}
+
 /// A bad line: category (for counting) and detail.
 struct Bad(&'static str, String);
 
@@ -244,6 +260,16 @@ impl Builder {
                 "ratio out of range",
                 format!("{metric} is a ratio and must be within 0–1, got {v}"),
             ));
+        }
+        if let (Some(mi), Some(v)) = (m, value) {
+            for (c, _) in targets(table, METRICS[mi as usize]).map_or(&[][..], |t| t.1) {
+                super::check_value(c, v).map_err(|why| {
+                    Bad(
+                        "value out of range",
+                        format!("{metric} {v}: {why} (a {} value)", table.name()),
+                    )
+                })?;
+            }
         }
         let cols = &self.label_cols[table as usize];
         for (i, v) in labels.clone() {
@@ -495,7 +521,7 @@ fn check_label(ty: ColType, v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{v:?} is not {}", ty.doc_name()))
+        Err(format!("{:?} is not {}", short(v), ty.doc_name()))
     }
 }
 
@@ -556,12 +582,31 @@ pub(super) fn read(
         });
     }
     let header = {
-        let file = std::fs::File::open(path).map_err(io)?;
+        // The header is read from the first MiB only: a file whose first line is longer is
+        // not a CSV with a header (and is not copied whole into memory and an error message).
+        use std::io::Read as _;
+        let mut first = Vec::new();
+        std::fs::File::open(path)
+            .map_err(io)?
+            .take(MAX_HEADER_BYTES as u64 + 1)
+            .read_to_end(&mut first)
+            .map_err(io)?;
+        if first.len() > MAX_HEADER_BYTES && !first.contains(&b'\n') {
+            return Err(IngestError::Line {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: format!(
+                    "the first line is longer than {} KiB: expected a CSV header (timestamp, \
+                     entity, metric, value, labels… or nvidia-smi's)",
+                    MAX_HEADER_BYTES / 1024
+                ),
+            });
+        }
         let mut rdr = ::csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(::csv::Trim::All)
-            .from_reader(std::io::BufReader::new(file));
+            .from_reader(first.as_slice());
         match rdr.byte_records().next() {
             Some(Ok(h)) => h
                 .iter()
@@ -592,7 +637,7 @@ pub(super) fn read(
         reason: format!(
             "unrecognised header {:?}; expected the generic long format (timestamp, entity, metric, \
              value, labels…) or an nvidia-smi --query-gpu … --format=csv header",
-            header.join(",")
+            short(&header.join(","))
         ),
     })?;
     if matches!(format, Format::NvidiaSmi(_)) {
@@ -763,7 +808,8 @@ fn read_fast(
                 let (Some(e), Some(m)) = (opt(ent, row), opt(met, row)) else {
                     return None;
                 };
-                if !t.is_finite() {
+                let ms = (t * 1000.0).round();
+                if !(t.is_finite() && ms.abs() < 9.0e18 && TS_RANGE_MS.contains(&(ms as i64))) {
                     return None;
                 }
                 let table = match kind.and_then(|k| opt(k, row)) {
@@ -884,7 +930,7 @@ fn read_lines(
                     format!(
                         "expected {} fields ({}), found {}",
                         header.len(),
-                        header.join(", "),
+                        short(&header.join(", ")),
                         fields.len()
                     ),
                 ),
@@ -951,8 +997,8 @@ fn generic_line(
         Bad(
             "bad timestamp",
             format!(
-                "timestamp {:?}: expected unix seconds or an RFC 3339 time",
-                fields[ti]
+                "timestamp {:?}: expected unix seconds or an RFC 3339 time, between 1970 and 9999",
+                short(fields[ti])
             ),
         )
     })?;
@@ -985,13 +1031,20 @@ fn generic_line(
     b.add(table, entity, labels, ts, fields[mi], value, line)
 }
 
+/// Timestamps outside 1970-01-01 … 9999-12-31 are not telemetry (a number like
+/// 99999999999999999999 would otherwise wrap to the year −292 million).
+const TS_RANGE_MS: std::ops::RangeInclusive<i64> = 0..=253_402_300_799_999;
+
 fn parse_generic_ts(s: &str) -> Option<i64> {
-    if let Ok(secs) = s.parse::<f64>() {
-        return secs.is_finite().then(|| (secs * 1000.0).round() as i64);
-    }
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_millis())
+    let ms = if let Ok(secs) = s.parse::<f64>() {
+        let ms = (secs * 1000.0).round();
+        (secs.is_finite() && ms.abs() < 9.0e18).then_some(ms as i64)
+    } else {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    }?;
+    TS_RANGE_MS.contains(&ms).then_some(ms)
 }
 
 /// Parses a number; empty, `NaN` and bracketed nvidia-smi markers (`[N/A]`) are null.
@@ -1000,7 +1053,9 @@ fn parse_number(s: &str) -> Result<Option<f64>, String> {
     if is_null_marker(t) {
         return Ok(None);
     }
-    let v: f64 = t.parse().map_err(|_| format!("{t:?} is not a number"))?;
+    let v: f64 = t
+        .parse()
+        .map_err(|_| format!("{:?} is not a number", short(t)))?;
     Ok(v.is_finite().then_some(v))
 }
 

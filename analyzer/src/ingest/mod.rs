@@ -633,6 +633,43 @@ fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) ->
     lf.select(exprs)
 }
 
+/// The range a canonical column's value must lie in (after scaling), for every source that is
+/// not history (docs/frames.md). Infinite values and ratios outside 0–1 are impossible, as is negative
+/// memory, power, energy or a count; memory beyond 2^60 bytes (an exbibyte) is not a GPU's.
+pub(crate) fn check_value(column: &str, v: f64) -> Result<(), &'static str> {
+    if !v.is_finite() {
+        return Err("infinite");
+    }
+    let ratio = matches!(
+        column,
+        "busy_mean"
+            | "busy_max"
+            | "sm_active_mean"
+            | "sm_active_max"
+            | "sm_occupancy_mean"
+            | "memory_controller_mean"
+            | "sm_mean"
+            | "sm_max"
+    );
+    if ratio && !(0.0..=1.0).contains(&v) {
+        return Err("ratio outside 0–1");
+    }
+    if column.contains("bytes") && !(0.0..=(1u64 << 60) as f64).contains(&v) {
+        return Err("memory outside 0–2^60 bytes");
+    }
+    if matches!(
+        column,
+        "power_mean_watts" | "energy_delta_joules" | "xid_count" | "samples" | "mig_enabled"
+    ) && v < 0.0
+    {
+        return Err("negative power, energy or count");
+    }
+    if column == "temperature_max_celsius" && !(-100.0..=300.0).contains(&v) {
+        return Err("temperature outside −100–300 °C");
+    }
+    Ok(())
+}
+
 /// Parses `--since`/`--until`: a duration back from `now_ms` (`90s`, `30m`, `12h`, `7d`, `2w`),
 /// an RFC 3339 time, or a date (`2026-11-02`, midnight UTC). Returns unix ms.
 pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, IngestError> {

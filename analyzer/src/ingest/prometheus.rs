@@ -1352,7 +1352,7 @@ fn collect(
         } else {
             x * query.scale
         };
-        if let Err(why) = check_value(query.column, v) {
+        if let Err(why) = super::check_value(query.column, v) {
             refused.add(why, promql, &x.to_string());
             continue;
         }
@@ -1373,43 +1373,6 @@ impl Refused {
         });
         e.0 += 1;
     }
-}
-
-/// The range a canonical column's value must lie in (after scaling): the CSV source's rules
-/// (docs/frames.md). Infinite values and ratios outside 0–1 are impossible, as is negative
-/// memory, power, energy or a count; memory beyond 2^60 bytes (an exbibyte) is not a GPU's.
-fn check_value(column: &str, v: f64) -> Result<(), &'static str> {
-    if !v.is_finite() {
-        return Err("infinite");
-    }
-    let ratio = matches!(
-        column,
-        "busy_mean"
-            | "busy_max"
-            | "sm_active_mean"
-            | "sm_active_max"
-            | "sm_occupancy_mean"
-            | "memory_controller_mean"
-            | "sm_mean"
-            | "sm_max"
-    );
-    if ratio && !(0.0..=1.0).contains(&v) {
-        return Err("ratio outside 0–1");
-    }
-    if column.contains("bytes") && !(0.0..=(1u64 << 60) as f64).contains(&v) {
-        return Err("memory outside 0–2^60 bytes");
-    }
-    if matches!(
-        column,
-        "power_mean_watts" | "energy_delta_joules" | "xid_count" | "samples" | "mig_enabled"
-    ) && v < 0.0
-    {
-        return Err("negative power, energy or count");
-    }
-    if column == "temperature_max_celsius" && !(-100.0..=300.0).contains(&v) {
-        return Err("temperature outside −100–300 °C");
-    }
-    Ok(())
 }
 
 /// Whether a series' identity labels fit their columns' types (a `gpu` or `pid` label must be an
