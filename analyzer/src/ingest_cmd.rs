@@ -42,6 +42,10 @@ pub struct SourceArgs {
     /// Timeout of one request to a prometheus: source (retried 3 times with backoff).
     #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = parse_interval)]
     pub prometheus_timeout: i64,
+    /// Largest answer read from a prometheus: source (larger ones are asked again for half the
+    /// range, down to one point).
+    #[arg(long = "prometheus.max-response-size", value_name = "SIZE", default_value = "128MiB", value_parser = tessera_exporter::history::parse_bytes)]
+    pub prometheus_max_response_bytes: u64,
     /// File holding a bearer token for prometheus: sources.
     #[arg(long = "prometheus.bearer-token-file", value_name = "FILE")]
     pub prometheus_bearer_token_file: Option<PathBuf>,
@@ -133,6 +137,7 @@ impl SourceArgs {
                 timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
                 bearer_token_file: self.prometheus_bearer_token_file.clone(),
                 basic_auth: self.prometheus_basic_auth.clone(),
+                max_response_bytes: self.prometheus_max_response_bytes,
                 ..PrometheusOptions::default()
             },
             progress: Some(&progress),

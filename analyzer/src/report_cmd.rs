@@ -121,6 +121,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         skip_bad_rows: args.src.skip_bad_rows,
         interval: args.src.interval,
         prometheus_timeout: args.src.prometheus_timeout,
+        prometheus_max_response_bytes: args.src.prometheus_max_response_bytes,
         prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
         prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
     };

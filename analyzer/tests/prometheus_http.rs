@@ -1090,3 +1090,63 @@ fn impossible_values_are_refused_counted_and_named() {
     let uuids = g.column("uuid").expect("uuid").str().expect("str").clone();
     assert!(uuids.iter().all(|u| u == Some("GPU-a")));
 }
+
+/// A body larger than `--prometheus.max-response-size` is not read whole: the range is asked
+/// again in halves, down to one point, with a named warning; if one point is still too large, the
+/// error names the query and the limit (issue 17: 27 × 38 MB answers reached 6 GB).
+#[test]
+fn oversized_answers_are_split_or_refused() {
+    // The busy series, padded: every answer is 120 bytes per point plus the envelope.
+    let fake = serve(Box::new(|req, _| {
+        if req.path.ends_with("/values") {
+            return Some((200, names_body(&[BUSY])));
+        }
+        let q = req.params["query"].clone();
+        let start: f64 = req.params["start"].parse().expect("start");
+        let end: f64 = req.params["end"].parse().expect("end");
+        let step: f64 = req.params["step"].parse().expect("step");
+        let mut values = Vec::new();
+        let mut t = start;
+        while t <= end + 1e-9 {
+            let v = match scrape_window(&q) {
+                Some(w) => format!("{}", w / 10_000),
+                None => "0.5".to_string(),
+            };
+            values.push(serde_json::json!([t, v]));
+            t += step;
+        }
+        let metric = serde_json::json!({"instance": "node-a:9835", "gpu": "0", "uuid": "GPU-a",
+            "padding": "x".repeat(if q.contains(BUSY) { 120 * values.len() } else { 0 })});
+        let result = if q.contains(BUSY) || scrape_window(&q).is_some() {
+            vec![serde_json::json!({"metric": metric, "values": values})]
+        } else {
+            Vec::new()
+        };
+        Some((
+            200,
+            serde_json::json!({"status": "success",
+                "data": {"resultType": "matrix", "result": result}})
+            .to_string(),
+        ))
+    }));
+    let mut o = opts(T0, T0 + 100 * 10_000);
+    o.prometheus.max_response_bytes = 4_000;
+    let (frames, report) = run(&fake.url, &o).expect("split answers");
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 100, "every point read, in smaller ranges");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains(
+            "were larger than 4000 bytes (--prometheus.max-response-size) and were asked again \
+             for half the range"
+        ),
+        "{w}"
+    );
+    // One point that is still too large: an error naming the query and the limit.
+    o.prometheus.max_response_bytes = 200;
+    let e = run_err(&fake.url, &o);
+    assert!(
+        e.contains("larger than 200 bytes") && e.contains("tessera_gpu_busy_ratio"),
+        "{e}"
+    );
+}

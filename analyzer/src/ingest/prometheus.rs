@@ -52,6 +52,9 @@ pub struct PrometheusOptions {
     pub basic_auth: Option<(String, PathBuf)>,
     /// Most points per series in one request (Prometheus refuses more than 11,000).
     pub max_points: i64,
+    /// Largest response body read (`--prometheus.max-response-size`); a larger answer to a
+    /// range query is asked again for half the range.
+    pub max_response_bytes: u64,
 }
 
 impl Default for PrometheusOptions {
@@ -63,6 +66,7 @@ impl Default for PrometheusOptions {
             bearer_token_file: None,
             basic_auth: None,
             max_points: 11_000,
+            max_response_bytes: 128 << 20,
         }
     }
 }
@@ -612,6 +616,25 @@ impl Client {
         params: &[(&str, String)],
         what: &str,
     ) -> Result<(serde_json::Value, Vec<String>), IngestError> {
+        self.get_bounded(path, params, what)?.ok_or_else(|| {
+            err(
+                &self.spec,
+                format!(
+                    "{what}: the answer is larger than {} (--prometheus.max-response-size)",
+                    fmt_size(self.opts.max_response_bytes)
+                ),
+            )
+        })
+    }
+
+    /// Like [`Client::get`], but `Ok(None)` when the body is larger than
+    /// [`PrometheusOptions::max_response_bytes`] (the caller may ask for less).
+    fn get_bounded(
+        &mut self,
+        path: &str,
+        params: &[(&str, String)],
+        what: &str,
+    ) -> Result<Option<(serde_json::Value, Vec<String>)>, IngestError> {
         let url = format!("{}{}", self.base, path);
         let attempts = self.opts.attempts.max(1);
         let mut last = String::new();
@@ -638,8 +661,10 @@ impl Client {
                 }
             };
             let status = resp.status().as_u16();
-            let body = match resp.body_mut().with_config().limit(u64::MAX).read_to_vec() {
+            let limit = self.opts.max_response_bytes.max(1);
+            let body = match resp.body_mut().with_config().limit(limit).read_to_vec() {
                 Ok(b) => b,
+                Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(None),
                 Err(e) => {
                     last = format!("HTTP {status}, reading the body: {e}");
                     continue;
@@ -676,12 +701,24 @@ impl Client {
                     format!("{what}: status {}: {message}", env.status),
                 ));
             }
-            return Ok((env.data.unwrap_or(serde_json::Value::Null), env.warnings));
+            return Ok(Some((
+                env.data.unwrap_or(serde_json::Value::Null),
+                env.warnings,
+            )));
         }
         Err(err(
             &self.spec,
             format!("{what}: {url} failed after {attempts} attempt(s); last: {last}"),
         ))
+    }
+}
+
+/// A size as a message shows it: `128 MiB`, `4000 bytes`.
+fn fmt_size(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else {
+        format!("{b} bytes")
     }
 }
 
@@ -1025,6 +1062,7 @@ pub(super) fn read(
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
     let mut refused = Refused::default();
+    let mut splits: BTreeMap<String, u64> = BTreeMap::new();
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
     let mut groups: Vec<(String, Vec<Query>)> = Vec::new();
@@ -1043,17 +1081,41 @@ pub(super) fn read(
     for (promql, group) in groups {
         // Per series fingerprint: chunks it appeared in.
         let mut seen: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
-        for (ci, (s, e)) in windows.iter().enumerate() {
-            let (data, warns) = client.get(
+        // A chunk whose answer is too large is asked again in halves, down to one point.
+        let mut todo: std::collections::VecDeque<(usize, i64, i64)> = windows
+            .iter()
+            .enumerate()
+            .map(|(ci, (s, e))| (ci, *s, *e))
+            .collect();
+        while let Some((ci, s, e)) = todo.pop_front() {
+            let answer = client.get_bounded(
                 "/api/v1/query_range",
                 &[
                     ("query", promql.clone()),
-                    ("start", secs(*s)),
-                    ("end", secs(*e)),
+                    ("start", secs(s)),
+                    ("end", secs(e)),
                     ("step", format!("{:.3}", step as f64 / 1000.0)),
                 ],
                 &format!("query {promql:?}"),
             )?;
+            let Some((data, warns)) = answer else {
+                if e <= s {
+                    return Err(err(
+                        &spec,
+                        format!(
+                            "query {promql:?}: the answer for one point at {} is larger than {} \
+                             (--prometheus.max-response-size)",
+                            super::fmt_ms(s),
+                            fmt_size(popts.max_response_bytes)
+                        ),
+                    ));
+                }
+                let mid = s + ((e - s) / step / 2) * step;
+                todo.push_front((ci, mid + step, e));
+                todo.push_front((ci, s, mid));
+                *splits.entry(promql.clone()).or_default() += 1;
+                continue;
+            };
             for w in warns {
                 *prom_warnings.entry(w).or_default() += 1;
             }
@@ -1115,6 +1177,13 @@ pub(super) fn read(
             .skipped
             .entry("prometheus: responses with warnings".into())
             .or_default() += n;
+    }
+    for (promql, n) in &splits {
+        report.warnings.push(format!(
+            "{spec}: {n} answer(s) to {promql:?} were larger than {} \
+             (--prometheus.max-response-size) and were asked again for half the range",
+            fmt_size(popts.max_response_bytes)
+        ));
     }
     for (why, (n, example)) in &refused.0 {
         report.warnings.push(format!(
