@@ -4,7 +4,7 @@
 //!
 //! Output: data (an exported plan, differences, the steps) on stdout; notes and warnings on
 //! stderr. Exit codes: 0 ok (assert: the node matches), 1 (assert only) the node differs, 2 error
-//! (bad input, refused apply, rolled-back apply, lock held).
+//! (bad input, a plan naming no GPU of this node, refused apply, rolled-back apply, lock held).
 //!
 //! Test hooks (environment): `TESSERA_SIM_FAIL_WRITE=N` makes the Nth write call of the simulated
 //! backend fail; `TESSERA_MIG_APPLY_ABORT_AFTER=N` aborts the process right after step N is
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
-use tessera_exporter::mig_apply::{self, Applier, Journal, PlanSource};
+use tessera_exporter::mig_apply::{self, Applier, Journal};
 use tessera_exporter::mig_control::{MigControl, MigNodeState};
 use tessera_exporter::mig_plan::MigSchedule;
 use tessera_exporter::nvml::NvmlBackend;
@@ -186,17 +186,8 @@ fn load(
     let plan = mig_apply::read_plan(plan_path)?;
     let state = ctrl.read_state()?;
     let source = plan_path.display().to_string();
+    // A config naming no GPU of this node is an error (exit 2), never "0 GPUs checked".
     let (label, targets) = mig_apply::targets(&plan, label, &source, &state)?;
-    if targets.is_empty() {
-        let kind = match plan {
-            PlanSource::Tessera(_) => "tessera plan",
-            PlanSource::MigParted(_) => "mig-parted config",
-        };
-        eprintln!(
-            "tessera: warning: {kind} {source}, config {label:?}, names no GPU of node {}",
-            state.node
-        );
-    }
     Ok((state, label, targets))
 }
 
@@ -294,6 +285,9 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
     }
     let mut applier = Applier::open(&lock, &journal)?;
     applier.abort_after_step = env_u64("TESSERA_MIG_APPLY_ABORT_AFTER")?;
+    if let Some(t) = &applier.torn_tail {
+        eprintln!("tessera: warning: {t}");
+    }
     if let Some(r) = applier.recover(ctrl.as_mut())? {
         eprintln!(
             "tessera: recovered the interrupted apply {} (started {}, plan {}): restored its checkpoint in {} steps",

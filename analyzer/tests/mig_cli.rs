@@ -259,6 +259,12 @@ fn a_second_apply_is_refused_while_the_lock_is_held() {
     let (code, _, err) = node.run(&["apply", edited.to_str().unwrap(), "--yes"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds the lock"), "{err}");
+    // The holder (this test) took the flock without writing its pid, like a holder caught
+    // between its flock and its write: the pid comes from the kernel, never empty.
+    assert!(
+        err.contains(&format!("(pid {})", std::process::id())),
+        "{err}"
+    );
     assert!(!node.path("state.json").exists(), "nothing changed");
     lock.unlock().unwrap();
     let (code, _, err) = node.run(&["apply", edited.to_str().unwrap(), "--yes"]);
@@ -423,4 +429,88 @@ fn enabling_mig_on_ampere_is_reported_pending_never_reset() {
         out.contains("nothing can be done before a GPU reset"),
         "{out}"
     );
+}
+
+/// Issue 17 item 1: a crash in the middle of an apply, then a torn last journal line (a crash
+/// while writing a record). The next run must restore the checkpoint AND apply the plan; before,
+/// it appended to the torn line and every later run failed with "not a journal record".
+#[test]
+fn a_torn_journal_line_after_a_crash_does_not_brick_apply() {
+    let node = Node::new();
+    let before = node.export();
+    let edited = edited(&node);
+    let edited = edited.to_str().unwrap();
+    let out = node
+        .cmd(&["apply", edited, "--yes"])
+        .env("TESSERA_MIG_APPLY_ABORT_AFTER", "3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "killed by SIGABRT");
+    assert_ne!(node.export(), before);
+    // The crash tore the record being written.
+    let journal = node.path("state.json.journal");
+    let torn = "{\"time\":\"2026-11-23T09:00:01.5";
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .unwrap();
+    std::io::Write::write_all(&mut f, torn.as_bytes()).unwrap();
+    drop(f);
+    // The rerun restores the checkpoint, then applies the plan.
+    let (code, out, err) = node.run(&["apply", edited, "--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("recovered the interrupted apply"), "{err}");
+    assert!(err.contains("torn"), "the torn line is reported: {err}");
+    assert!(out.contains("now matches"), "{out}");
+    assert_eq!(node.run(&["assert", edited]).0, 0);
+    // Every line of the journal is a whole record now; the torn bytes were kept aside.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.ends_with('\n'));
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("line {}: {e}: {line}", i + 1));
+        assert!(v["run"].is_string(), "line {}: {line}", i + 1);
+    }
+    let aside = std::fs::read_to_string(node.path("state.json.journal.torn")).unwrap();
+    assert!(aside.contains(torn), "{aside}");
+    // And a further run still works.
+    let (code, _, err) = node.run(&["apply", "plan.yaml", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(node.export(), before);
+}
+
+/// Issue 17 item 13: a plan that names no GPU of this node must not pass as "0 GPUs checked".
+#[test]
+fn a_plan_naming_no_gpu_of_this_node_is_an_error() {
+    let node = Node::new();
+    let (code, _, err) = node.run(&["export", "-o", "plan.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(node.path("plan.yaml")).unwrap();
+    assert!(text.contains("node: mig-node-1"), "{text}");
+    let other = node.write(
+        "other-node.yaml",
+        &text.replace("node: mig-node-1", "node: gpu-node-7"),
+    );
+    let other = other.to_str().unwrap();
+    let (code, out, err) = node.run(&["assert", other]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(!out.contains("matches"), "{out}");
+    assert!(
+        err.contains("names no GPU of node mig-node-1") && err.contains("gpu-node-7"),
+        "{err}"
+    );
+    // apply (dry run or --yes) says the same instead of "nothing to do".
+    for args in [&["apply", other][..], &["apply", other, "--yes"][..]] {
+        let (code, out, err) = node.run(args);
+        assert_eq!(code, 2, "{args:?}: {out}\n{err}");
+        assert!(err.contains("names no GPU of node mig-node-1"), "{err}");
+    }
+    // A mig-parted config whose entries select no GPU of this node.
+    let parted = node.write(
+        "parted.yaml",
+        "version: v1\nmig-configs:\n  none:\n    - devices: [1]\n      mig-enabled: true\n      mig-devices: { \"1g.10gb\": 7 }\n      device-filter: \"0x20B510DE\"\n",
+    );
+    let (code, out, err) = node.run(&["assert", parted.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("names no GPU of node mig-node-1"), "{err}");
 }

@@ -2,6 +2,13 @@
 //! Kubernetes YAML document parses, the DaemonSet runs in the host PID namespace with the host's
 //! /proc at /host/proc, its probes use the exporter's health endpoints, and the port is the same in
 //! the systemd unit, the DaemonSet, the Service and the ServiceMonitor.
+//!
+//! Two variants of the DaemonSet ship: `deploy/kubernetes` (clusters with the NVIDIA GPU Operator
+//! 26.7+: it requires `nvidia.com/gpu.deploy.client=true`, the label mig-manager sets to
+//! `paused-for-mig-change` during a MIG reconfiguration, so the exporter is paused) and the
+//! kustomize overlay `deploy/kubernetes-without-gpu-operator` (no such label). The overlay's
+//! JSON 6902 patches are applied here to the base DaemonSet and the result is checked like it;
+//! where `kubectl` is installed, `kubectl kustomize` must render the same DaemonSet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -197,13 +204,256 @@ fn kubernetes_documents_parse_and_are_listed_in_the_kustomization() {
     }
 }
 
+/// The label the GPU Operator (26.7+) sets to `true` on GPU nodes and to
+/// `paused-for-mig-change` while mig-manager reconfigures MIG.
+const CLIENT_LABEL: &str = "nvidia.com/gpu.deploy.client";
+
 #[test]
 fn daemonset_sees_host_pids_and_proc_and_probes_the_health_endpoints() {
     let docs = documents();
+    check_daemonset(one(&docs, "DaemonSet"), "deploy/kubernetes");
+}
+
+/// With the GPU Operator: only nodes whose client label is `true`, so that mig-manager's pause
+/// (the label set to `paused-for-mig-change`) evicts the exporter during a MIG change.
+#[test]
+fn daemonset_is_paused_by_the_gpu_operator_during_a_mig_change() {
+    let docs = documents();
     let ds = one(&docs, "DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
-    assert_eq!(pod["hostPID"], true);
-    assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.present"], "true");
+    let selector = labels(&pod["nodeSelector"], "nodeSelector");
+    assert_eq!(
+        selector.get(CLIENT_LABEL).map(String::as_str),
+        Some("true"),
+        "{selector:?}"
+    );
+    assert_eq!(
+        selector.get("nvidia.com/gpu.present").map(String::as_str),
+        Some("true")
+    );
+    let node = BTreeMap::from([
+        ("nvidia.com/gpu.present".to_string(), "true".to_string()),
+        (CLIENT_LABEL.to_string(), "true".to_string()),
+    ]);
+    assert!(schedules_on(pod, &node));
+    let mut paused = node.clone();
+    paused.insert(CLIENT_LABEL.into(), "paused-for-mig-change".into());
+    assert!(!schedules_on(pod, &paused), "paused during a MIG change");
+    let mut without = node.clone();
+    without.remove(CLIENT_LABEL);
+    assert!(!schedules_on(pod, &without));
+}
+
+/// Without the GPU Operator: the overlay drops the client label and schedules on any node with
+/// `nvidia.com/gpu.present=true` or a GPU feature discovery product label.
+#[test]
+fn the_variant_without_the_gpu_operator_ignores_the_client_label() {
+    let overlays = overlays();
+    assert_eq!(
+        overlays.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["kubernetes-without-gpu-operator"],
+        "every variant is checked here"
+    );
+    let docs = documents();
+    let base = one(&docs, "DaemonSet");
+    let ds = render_overlay(&overlays["kubernetes-without-gpu-operator"], base);
+    let what = "deploy/kubernetes-without-gpu-operator";
+    if let Some(rendered) = kubectl_kustomize(what) {
+        let found: Vec<&Value> = rendered
+            .iter()
+            .filter(|d| d["kind"] == "DaemonSet")
+            .collect();
+        assert_eq!(found.len(), 1, "{what}");
+        assert_eq!(
+            found[0]["spec"]["template"]["spec"]["affinity"],
+            ds["spec"]["template"]["spec"]["affinity"],
+            "{what}: kubectl kustomize renders the affinity checked here"
+        );
+        assert!(found[0]["spec"]["template"]["spec"]["nodeSelector"].is_null());
+        assert_eq!(
+            rendered.len(),
+            docs.values().flatten().count() - 1,
+            "{what}"
+        );
+    }
+    check_daemonset(&ds, what);
+    let pod = &ds["spec"]["template"]["spec"];
+    let text = serde_yaml_ng::to_string(pod).unwrap();
+    assert!(!text.contains(CLIENT_LABEL), "{what}: {text}");
+    let on = |pairs: &[(&str, &str)]| {
+        let node: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        schedules_on(pod, &node)
+    };
+    assert!(on(&[("nvidia.com/gpu.present", "true")]));
+    assert!(on(&[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")]));
+    assert!(on(&[
+        ("nvidia.com/gpu.present", "true"),
+        (CLIENT_LABEL, "paused-for-mig-change")
+    ]));
+    assert!(!on(&[("kubernetes.io/os", "linux")]));
+    assert!(!on(&[("nvidia.com/gpu.present", "false")]));
+    // Everything else is the base DaemonSet.
+    let mut base_pod = base["spec"]["template"]["spec"].clone();
+    let mut pod = pod.clone();
+    for p in [&mut base_pod, &mut pod] {
+        let m = p.as_mapping_mut().unwrap();
+        m.remove("nodeSelector");
+        m.remove("affinity");
+    }
+    assert_eq!(pod, base_pod, "{what}: only the scheduling differs");
+}
+
+/// Each `deploy/kubernetes-*` folder with a kustomization.yaml (an overlay of deploy/kubernetes;
+/// kustomize refuses an overlay inside its base): name → that document.
+fn overlays() -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for entry in fs::read_dir(deploy()).expect("deploy/") {
+        let path = entry.expect("dir entry").path();
+        let k = path.join("kustomization.yaml");
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("kubernetes-") || !k.exists() {
+            continue;
+        }
+        let doc: Value =
+            serde_yaml_ng::from_str(&read(&k)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.insert(name, doc);
+    }
+    out
+}
+
+/// The base DaemonSet with the overlay's patches applied. The overlay must build on the base
+/// (`resources: [..]`) and patch only the DaemonSet, with JSON 6902 patches.
+fn render_overlay(overlay: &Value, base_ds: &Value) -> Value {
+    assert_eq!(overlay["kind"], "Kustomization");
+    let resources: Vec<&str> = seq(&overlay["resources"], "resources")
+        .iter()
+        .map(|r| str_of(r, "resources").trim_end_matches('/'))
+        .collect();
+    assert_eq!(
+        resources,
+        ["../kubernetes"],
+        "the overlay builds on deploy/kubernetes"
+    );
+    let mut ds = base_ds.clone();
+    for patch in seq(&overlay["patches"], "patches") {
+        assert_eq!(patch["target"]["kind"], "DaemonSet");
+        assert_eq!(patch["target"]["name"], base_ds["metadata"]["name"]);
+        let ops: Vec<Value> =
+            serde_yaml_ng::from_str(str_of(&patch["patch"], "patch")).expect("JSON 6902 patch");
+        for op in &ops {
+            json_patch(&mut ds, op);
+        }
+    }
+    ds
+}
+
+/// `kubectl kustomize deploy/<dir>`'s documents, or None where kubectl is not installed.
+fn kubectl_kustomize(dir: &str) -> Option<Vec<Value>> {
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(deploy().join(dir.trim_start_matches("deploy/")))
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    Some(
+        serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|doc| Value::deserialize(doc).expect("kubectl's YAML"))
+            .filter(|doc| !doc.is_null())
+            .collect(),
+    )
+}
+
+/// One JSON 6902 operation (`add`, `remove`, `replace`) on a YAML value.
+fn json_patch(doc: &mut Value, op: &Value) {
+    let path = str_of(&op["path"], "path");
+    let tokens: Vec<String> = path
+        .strip_prefix('/')
+        .unwrap_or_else(|| panic!("{path}: not a JSON pointer"))
+        .split('/')
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let (last, parents) = tokens.split_last().expect("a non-empty path");
+    let mut at = doc;
+    for t in parents {
+        at = match at {
+            Value::Mapping(m) => m
+                .get_mut(t.as_str())
+                .unwrap_or_else(|| panic!("{path}: no {t}")),
+            Value::Sequence(s) => &mut s[t.parse::<usize>().expect("an index")],
+            _ => panic!("{path}: {t} is not in a mapping or list"),
+        };
+    }
+    let kind = str_of(&op["op"], "op");
+    let map = at
+        .as_mapping_mut()
+        .unwrap_or_else(|| panic!("{path}: the parent is not a mapping"));
+    match kind {
+        "add" => {
+            map.insert(Value::from(last.as_str()), op["value"].clone());
+        }
+        "replace" => {
+            let old = map
+                .get_mut(last.as_str())
+                .unwrap_or_else(|| panic!("{path}: absent"));
+            *old = op["value"].clone();
+        }
+        "remove" => {
+            map.remove(last.as_str())
+                .unwrap_or_else(|| panic!("{path}: absent"));
+        }
+        _ => panic!("{path}: op {kind} is not supported here"),
+    }
+}
+
+/// Whether a pod spec's `nodeSelector` and required node affinity admit a node with `labels`
+/// (operators `In`, `NotIn`, `Exists`, `DoesNotExist`; terms are ORed, expressions ANDed).
+fn schedules_on(pod: &Value, node: &BTreeMap<String, String>) -> bool {
+    if !pod["nodeSelector"].is_null()
+        && !is_subset(&labels(&pod["nodeSelector"], "nodeSelector"), node)
+    {
+        return false;
+    }
+    let required =
+        &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    if required.is_null() {
+        return true;
+    }
+    seq(&required["nodeSelectorTerms"], "nodeSelectorTerms")
+        .iter()
+        .any(|term| {
+            seq(&term["matchExpressions"], "matchExpressions")
+                .iter()
+                .all(|e| {
+                    let value = node.get(str_of(&e["key"], "key"));
+                    let values = || {
+                        seq(&e["values"], "values")
+                            .iter()
+                            .map(|v| str_of(v, "values"))
+                            .collect::<Vec<_>>()
+                    };
+                    match str_of(&e["operator"], "operator") {
+                        "In" => value.is_some_and(|v| values().contains(&v.as_str())),
+                        "NotIn" => value.is_none_or(|v| !values().contains(&v.as_str())),
+                        "Exists" => value.is_some(),
+                        "DoesNotExist" => value.is_none(),
+                        op => panic!("operator {op} is not supported here"),
+                    }
+                })
+        })
+}
+
+/// What every variant of the DaemonSet must hold.
+fn check_daemonset(ds: &Value, what: &str) {
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true, "{what}");
     assert!(is_subset(
         &labels(&ds["spec"]["selector"]["matchLabels"], "selector"),
         &labels(&ds["spec"]["template"]["metadata"]["labels"], "pod labels"),

@@ -4,7 +4,8 @@
 //! - [`read_plan`] + [`targets`]: a tessera plan (`tessera-mig-plan` v1, [`crate::mig_plan`]) or
 //!   an nvidia-mig-parted v1 file ([`crate::mig_config`], placed largest first, keeping the
 //!   current placements when the profile mix is unchanged) → one [`GpuTarget`] per GPU of this
-//!   node the plan names. GPUs the plan does not name are never touched.
+//!   node the plan names. GPUs the plan does not name are never touched; a plan naming none of
+//!   this node's GPUs is an error ([`ApplyError::NoGpuOfNode`]), never an empty check.
 //! - [`diff`]: current state vs targets by (profile id, placement): only differing instances are
 //!   destroyed or created; matching instances are left alone. A MIG mode change that a GPU reset
 //!   must complete is a *pending* note, not a step.
@@ -12,8 +13,9 @@
 //!   mode changes) has processes; records the checkpoint (the state before), runs each step and
 //!   journals it; on any failure restores the checkpoint (destroying what was partly created) and
 //!   checks the result; afterwards checks the node against the targets.
-//! - [`Applier::recover`]: a run interrupted mid-way (its journal `begin` has no `end`) is
-//!   restored to its checkpoint by the next run.
+//! - [`Applier::open`]: the lock, then the journal with a torn last line cut off
+//!   ([`Journal::repair_tail`]). [`Applier::recover`]: a run interrupted mid-way (its journal
+//!   `begin` has no `end`) is restored to its checkpoint by the next run.
 //! - [`export_plan`] / [`export_mig_parted`]: the node's current layout in either format.
 //!
 //! Never: reset a GPU (a pending mode change is reported with the command the operator must run),
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use journal::{Interrupted, Journal, Record};
+pub use journal::{Interrupted, Journal, Record, TornTail};
 pub use lock::ApplyLock;
 
 use crate::mig::{self, GpuModel, LayoutInstance};
@@ -57,6 +59,14 @@ pub enum ApplyError {
         source_name: String,
         gpu: u32,
         message: String,
+    },
+    /// The selected config names no GPU of this node: nothing would be checked or changed.
+    #[error("{source_name}, config {label:?}, names no GPU of node {node}: {detail}")]
+    NoGpuOfNode {
+        source_name: String,
+        label: String,
+        node: String,
+        detail: String,
     },
     #[error(transparent)]
     Control(#[from] ControlError),
@@ -168,8 +178,51 @@ fn full(l: &LayoutInstance) -> TargetInstance {
 }
 
 /// The targets of config `label` (or the only config) of `plan` for this node; returns the
-/// label chosen too.
+/// label chosen too. A config that names no GPU of this node is [`ApplyError::NoGpuOfNode`]:
+/// asserting or applying it would check nothing.
 pub fn targets(
+    plan: &PlanSource,
+    label: Option<&str>,
+    source_name: &str,
+    state: &MigNodeState,
+) -> Result<(String, Vec<GpuTarget>), ApplyError> {
+    let (label, out) = targets_of(plan, label, source_name, state)?;
+    if !out.is_empty() {
+        return Ok((label, out));
+    }
+    let detail = match plan {
+        PlanSource::Tessera(p) => {
+            let nodes: BTreeSet<&str> = p
+                .configs
+                .get(&label)
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l.node.as_deref())
+                .collect();
+            if nodes.is_empty() {
+                "the config has no GPU entries; check --config".to_string()
+            } else {
+                format!(
+                    "its GPU entries are for node{} {}; check the node name (--node; default: the host name) and --config",
+                    if nodes.len() == 1 { "" } else { "s" },
+                    nodes.into_iter().collect::<Vec<_>>().join(", ")
+                )
+            }
+        }
+        PlanSource::MigParted(_) => format!(
+            "no entry's devices or device-filter selects one of its {} GPUs; check --config",
+            state.gpus.len()
+        ),
+    };
+    Err(ApplyError::NoGpuOfNode {
+        source_name: source_name.to_string(),
+        label,
+        node: state.node.clone(),
+        detail,
+    })
+}
+
+fn targets_of(
     plan: &PlanSource,
     label: Option<&str>,
     source_name: &str,
@@ -752,6 +805,8 @@ pub struct Applier {
     _lock: ApplyLock,
     journal: Journal,
     run: String,
+    /// A torn last journal line found (and cut off) when the session opened.
+    pub torn_tail: Option<TornTail>,
     /// Test hook: abort the process right after journaling this step (1-based).
     pub abort_after_step: Option<u64>,
 }
@@ -821,7 +876,8 @@ fn run_step(
 }
 
 impl Applier {
-    /// Take the lock (failing at once when another apply holds it) and open the journal.
+    /// Take the lock (failing at once when another apply holds it) and open the journal,
+    /// cutting off a torn last line ([`Journal::repair_tail`]; reported in `torn_tail`).
     pub fn open(lock: &Path, journal: &Path) -> Result<Applier, ApplyError> {
         let lock = ApplyLock::acquire(lock)?;
         let run = format!(
@@ -829,10 +885,13 @@ impl Applier {
             chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
             std::process::id()
         );
+        let journal = Journal::new(journal);
+        let torn_tail = journal.repair_tail()?;
         Ok(Applier {
             _lock: lock,
-            journal: Journal::new(journal),
+            journal,
             run,
+            torn_tail,
             abort_after_step: None,
         })
     }

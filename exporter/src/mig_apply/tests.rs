@@ -289,9 +289,79 @@ fn plan_targets_check_gpu_identity() {
     bad.configs.get_mut("now").unwrap()[1].instances.clear();
     let e = super::targets(&PlanSource::Tessera(bad), None, "p", &state).unwrap_err();
     assert!(e.to_string().contains("this GPU is H100-80GB"), "{e}");
+    // A config for another node names no GPU of this one: an error, not "0 GPUs checked".
+    let mut other = plan.clone();
+    for l in other.configs.get_mut("now").unwrap() {
+        l.node = Some("elsewhere".into());
+    }
+    let e = super::targets(&PlanSource::Tessera(other), None, "p", &state).unwrap_err();
+    assert!(matches!(e, ApplyError::NoGpuOfNode { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("names no GPU of node n: its GPU entries are for node elsewhere"),
+        "{e}"
+    );
     // The mig-parted export parses back and asks for the same profile mix.
     let text = export_mig_parted(&state, "now");
     let f = MigConfigFile::parse(&text, "x").unwrap();
     let (_, tg) = super::targets(&PlanSource::MigParted(f), None, "x", &state).unwrap();
     assert!(diff(&state, &tg).unwrap().matches(), "{text}");
+}
+
+/// Issue 17 item 1: an interrupted run (checkpoint + steps) whose last record was torn. The next
+/// session restores the checkpoint AND applies the plan, and a further one still works; before,
+/// the recovery's records were glued to the torn line and execute failed on the journal.
+#[test]
+fn a_torn_last_journal_line_after_an_interrupted_run_does_not_stop_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = control();
+    let before = c.read_state().unwrap();
+    {
+        let a = applier(dir.path());
+        let mut b = Journal::record("dead-run", "begin");
+        b.checkpoint = Some(before.clone());
+        a.journal().append(&b).unwrap();
+        c.destroy_compute_instance(2, 0, 0).unwrap();
+        let mut s = Journal::record("dead-run", "step");
+        s.step = Some(1);
+        a.journal().append(&s).unwrap();
+        c.destroy_gpu_instance(2, 0).unwrap();
+        // Killed while writing step 2's record.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(a.journal().path())
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"{\"time\":\"2026-11-23T09:00:01.5").unwrap();
+    }
+    let a = applier(dir.path());
+    let t = a.torn_tail.clone().expect("the torn line is reported");
+    assert!(t.moved_to.is_some(), "{t}");
+    let r = a.recover(&mut c).unwrap().unwrap();
+    assert_eq!(r.run, "dead-run");
+    assert_eq!(c.read_state().unwrap(), before);
+    let now = c.read_state().unwrap();
+    let d = diff(&now, &wanted()).unwrap();
+    a.execute(&mut c, &now, &wanted(), &d, "t").unwrap();
+    assert!(diff(&c.read_state().unwrap(), &wanted()).unwrap().matches());
+    drop(a);
+    // A further session: no torn line, and it can apply again.
+    let a = applier(dir.path());
+    assert_eq!(a.torn_tail, None);
+    let now = c.read_state().unwrap();
+    let back = checkpoint_targets(&before);
+    let d = diff(&now, &back).unwrap();
+    a.execute(&mut c, &now, &back, &d, "back").unwrap();
+    assert_eq!(c.read_state().unwrap(), before);
+    let events: Vec<String> = a
+        .journal()
+        .records()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect();
+    assert_eq!(
+        events.iter().filter(|e| *e == "end").count(),
+        3,
+        "{events:?}"
+    );
 }
