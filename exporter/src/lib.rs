@@ -23,6 +23,7 @@ pub mod attribution;
 pub mod device;
 pub mod history;
 pub mod idle;
+pub mod input_limits;
 pub mod metrics;
 pub mod mig;
 pub mod mig_apply;

@@ -28,6 +28,11 @@
 //! instances fit); [`MigPlan::drift`] compares MIG mode and the count of GPU instances per profile
 //! (placements are not compared: mig-parted does not specify them either).
 //!
+//! Files larger than [`input_limits::MAX_YAML_BYTES`] or nested deeper than
+//! [`input_limits::MAX_YAML_DEPTH`] are refused before they are parsed ([`MigConfigError::Limit`],
+//! with line and column), as are `mig-devices` asking for more than [`MAX_GPU_INSTANCES`] GPU
+//! instances and `devices` lists longer than [`MAX_DEVICE_INDICES`].
+//!
 //! PCI device ids come from tessera's model table ([`crate::mig::GpuModel::pci_device_id`]), keyed
 //! by the product name NVML reports; a GPU of another model cannot be matched by a
 //! `device-filter` and has no profile names tessera knows, so [`MigPlan::check`] rejects plans
@@ -42,6 +47,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
+use crate::input_limits;
 use crate::mig::{self, GpuModel, LayoutInstance};
 use crate::model::{GpuInfo, Inventory, Placement};
 
@@ -70,6 +76,12 @@ pub enum MigConfigError {
         label: String,
         available: String,
     },
+    /// Larger or deeper than [`input_limits`] allows (see docs/mig.md).
+    #[error("MIG config {path}: {limit}")]
+    Limit {
+        path: String,
+        limit: input_limits::LimitError,
+    },
     /// The selected config cannot be checked on, or does not fit, one of the node's GPUs.
     #[error("MIG config {path}, config {label:?}: GPU {gpu} ({name}): {message}")]
     Gpu {
@@ -80,6 +92,13 @@ pub enum MigConfigError {
         message: String,
     },
 }
+
+/// Most GPU instances a GPU holds (seven `1g` instances; no MIG profile table allows more): a
+/// larger `mig-devices` count or sum is refused when the file is parsed.
+pub const MAX_GPU_INSTANCES: u32 = 7;
+
+/// Longest `devices` list of GPU indices (each missing index is one warning at start).
+pub const MAX_DEVICE_INDICES: usize = 64;
 
 /// Which GPUs an entry applies to (mig-parted's `devices`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,20 +311,33 @@ fn check_profile_name(name: &str) -> Result<(), String> {
 }
 
 impl MigConfigFile {
-    /// Read and parse `path`.
+    /// Read and parse `path` (at most [`input_limits::MAX_YAML_BYTES`] of it).
     pub fn from_file(path: &Path) -> Result<MigConfigFile, MigConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| MigConfigError::Read {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let text = input_limits::read_to_string(path, input_limits::MAX_YAML_BYTES).map_err(
+            |e| match e {
+                input_limits::ReadError::Io(error) => MigConfigError::Read {
+                    path: path.to_path_buf(),
+                    error,
+                },
+                input_limits::ReadError::Limit(limit) => MigConfigError::Limit {
+                    path: path.display().to_string(),
+                    limit,
+                },
+            },
+        )?;
         MigConfigFile::parse(&text, &path.display().to_string())
     }
 
-    /// Parse the text of a mig-parted v1 file; `source` names it in errors.
+    /// Parse the text of a mig-parted v1 file; `source` names it in errors. Its size and depth
+    /// are checked against [`input_limits`] first.
     pub fn parse(text: &str, source: &str) -> Result<MigConfigFile, MigConfigError> {
+        input_limits::check_yaml(text).map_err(|limit| MigConfigError::Limit {
+            path: source.to_string(),
+            limit,
+        })?;
         let raw: RawFile = serde_yaml_ng::from_str(text).map_err(|e| MigConfigError::Parse {
             path: source.to_string(),
-            message: e.to_string(),
+            message: input_limits::yaml_error(&e),
         })?;
         let invalid = |item: String, message: String| MigConfigError::Invalid {
             path: source.to_string(),
@@ -368,6 +400,38 @@ impl MigConfigFile {
                 for name in mig_devices.keys() {
                     check_profile_name(name)
                         .map_err(|m| invalid(format!("{item}.mig-devices"), m))?;
+                }
+                // Counts are expanded into lists of instances later: bound them here.
+                let mut total = 0u64;
+                for (name, count) in &mig_devices {
+                    if *count > MAX_GPU_INSTANCES {
+                        return Err(invalid(
+                            format!("{item}.mig-devices"),
+                            format!(
+                                "{count} × {name:?}; expected at most {MAX_GPU_INSTANCES} GPU instances on a GPU"
+                            ),
+                        ));
+                    }
+                    total += *count as u64;
+                }
+                if total > MAX_GPU_INSTANCES as u64 {
+                    return Err(invalid(
+                        format!("{item}.mig-devices"),
+                        format!(
+                            "{total} GPU instances; expected at most {MAX_GPU_INSTANCES} on a GPU"
+                        ),
+                    ));
+                }
+                if let Devices::Indices(v) = &e.devices
+                    && v.len() > MAX_DEVICE_INDICES
+                {
+                    return Err(invalid(
+                        format!("{item}.devices"),
+                        format!(
+                            "{} GPU indices; expected at most {MAX_DEVICE_INDICES}",
+                            v.len()
+                        ),
+                    ));
                 }
                 out.push(MigConfigEntry {
                     device_filter,
@@ -582,6 +646,15 @@ impl MigPlan {
                         ),
                     ));
                 };
+                if *count > p.max_count {
+                    return Err(err(
+                        gpu,
+                        format!(
+                            "{count} × {} exceed its maximum of {} per GPU",
+                            p.name, p.max_count
+                        ),
+                    ));
+                }
                 ids.extend(std::iter::repeat_n(p.id, *count as usize));
             }
             fits(model, &ids).map_err(|m| err(gpu, m))?;
@@ -925,7 +998,8 @@ mig-configs:
                 && e.contains("1g.10gb"),
             "{e}"
         );
-        let too_many = parse("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 7, \"3g.40gb\": 1}\n").unwrap();
+        // Eight instances are refused when the file is parsed; 3 + 3 + 2 compute slices here.
+        let too_many = parse("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 2, \"2g.20gb\": 1}\n").unwrap();
         let e = too_many
             .select("c")
             .unwrap()

@@ -49,6 +49,10 @@
 //! [`MigSchedule::active_at`] picks the config of the latest switch at or before a given instant
 //! (looking back up to a week, in the schedule's time zone, daylight-saving aware).
 //!
+//! Both readers refuse files larger than [`input_limits::MAX_YAML_BYTES`] or nested deeper than
+//! [`input_limits::MAX_YAML_DEPTH`] before parsing them ([`MigPlanError::Limit`], with line and
+//! column), and quote at most [`input_limits::MAX_MESSAGE_CHARS`] of the input in an error.
+//!
 //! This module is pure data: it reads the text it is given and never calls NVML.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +61,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc, Weekday};
 use serde::{Deserialize, Serialize};
 
+use crate::input_limits;
 use crate::mig::{self, LayoutInstance};
 use crate::model::Placement;
 
@@ -91,21 +96,38 @@ pub enum MigPlanError {
     },
     #[error("{path} has several configs ({available}); choose one with --config LABEL")]
     AmbiguousLabel { path: String, available: String },
+    /// Larger or deeper than [`input_limits`] allows (see docs/mig.md).
+    #[error("{path}: {limit}")]
+    Limit {
+        path: String,
+        limit: input_limits::LimitError,
+    },
 }
 
-/// The text of `path`.
+/// The text of `path`, at most [`input_limits::MAX_YAML_BYTES`] of it.
 fn read(path: &Path) -> Result<String, MigPlanError> {
-    std::fs::read_to_string(path).map_err(|error| MigPlanError::Read {
-        path: path.to_path_buf(),
-        error,
+    input_limits::read_to_string(path, input_limits::MAX_YAML_BYTES).map_err(|e| match e {
+        input_limits::ReadError::Io(error) => MigPlanError::Read {
+            path: path.to_path_buf(),
+            error,
+        },
+        input_limits::ReadError::Limit(limit) => MigPlanError::Limit {
+            path: path.display().to_string(),
+            limit,
+        },
     })
 }
 
-/// YAML into `T` (strict: the types deny unknown fields); `source` names it in errors.
+/// YAML into `T` (strict: the types deny unknown fields) once its size and depth are within
+/// [`input_limits`]; `source` names it in errors.
 fn from_yaml<T: serde::de::DeserializeOwned>(text: &str, source: &str) -> Result<T, MigPlanError> {
+    input_limits::check_yaml(text).map_err(|limit| MigPlanError::Limit {
+        path: source.to_string(),
+        limit,
+    })?;
     serde_yaml_ng::from_str(text).map_err(|e| MigPlanError::Parse {
         path: source.to_string(),
-        message: e.to_string(),
+        message: input_limits::yaml_error(&e),
     })
 }
 
@@ -272,6 +294,19 @@ impl MigPlanFile {
                         ),
                     ));
                 };
+                // Each instance takes at least one compute slice: more cannot fit, and are not
+                // looked at one by one.
+                if g.instances.len() > model.compute_slices as usize {
+                    return Err(invalid(
+                        format!("{item}.instances"),
+                        format!(
+                            "{} instances; expected at most {} on {}",
+                            g.instances.len(),
+                            model.compute_slices,
+                            model.key
+                        ),
+                    ));
+                }
                 if !g.mig_enabled {
                     if !g.instances.is_empty() {
                         return Err(invalid(

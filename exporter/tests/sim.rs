@@ -357,3 +357,394 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     sampler.stop();
     assert!(failures >= 2, "both failing ticks were published");
 }
+
+// ---- Hostile scenarios (issue 17, items 3 and 7): limits checked before allocating, and
+// nonsense values refused with the item that holds them.
+
+mod hostile {
+    use std::time::{Duration, Instant};
+
+    use tessera_exporter::sim::Scenario;
+    use tessera_exporter::sim::scenario::limits;
+
+    const HEAD: &str = "name = \"x\"\nstart = \"2026-11-02T00:00:00Z\"\n";
+
+    fn node(name: &str, gpus: &str) -> String {
+        format!("[[nodes]]\nname = \"{name}\"\ngpus = [{gpus}]\n")
+    }
+
+    fn h100(count: u64) -> String {
+        format!("{{ model = \"H100-80GB\", count = {count} }}")
+    }
+
+    /// A one-node scenario (one H100) plus `rest`.
+    fn one(rest: &str) -> String {
+        format!("{HEAD}{}{rest}", node("n", &h100(1)))
+    }
+
+    /// Parse `text`, which must fail naming the file and every `want`.
+    #[track_caller]
+    fn refused(text: &str, want: &[&str]) -> String {
+        let err = match Scenario::from_toml(text, "case.toml") {
+            Ok(_) => panic!("accepted, expected an error with {want:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.starts_with("scenario case.toml: "), "{err}");
+        for w in want {
+            assert!(err.contains(w), "expected {w:?} in: {err}");
+        }
+        err
+    }
+
+    #[track_caller]
+    fn accepted(text: &str) -> Scenario {
+        Scenario::from_toml(text, "case.toml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_billion_gpus_is_refused_before_allocating() {
+        // The three-line scenario of the issue: allocated until the kernel killed it.
+        let t = Instant::now();
+        let text = format!("{HEAD}{}", node("n", &h100(1_000_000_000)));
+        refused(&text, &["nodes[0] (n)", "1000000000 GPUs", "at most 64"]);
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            t.elapsed()
+        );
+        // u32::MAX twice: the sum is done in 64 bits.
+        let big = format!("{}, {}", h100(u32::MAX as u64), h100(u32::MAX as u64));
+        refused(&format!("{HEAD}{}", node("n", &big)), &["8589934590 GPUs"]);
+    }
+
+    #[test]
+    fn gpus_per_node_at_and_over_the_limit() {
+        let n = limits::GPUS_PER_NODE;
+        let s = accepted(&format!(
+            "{HEAD}{}",
+            node("n", &format!("{}, {}", h100(n / 2), h100(n / 2)))
+        ));
+        assert_eq!(s.node_models(&s.nodes[0]).len() as u64, n);
+        refused(
+            &format!(
+                "{HEAD}{}",
+                node("n", &format!("{}, {}", h100(n / 2), h100(n / 2 + 1)))
+            ),
+            &[
+                "nodes[0] (n).gpus",
+                &format!("{} GPUs", n + 1),
+                "at most 64",
+            ],
+        );
+        refused(
+            &format!("{HEAD}{}", node("n", &h100(0))),
+            &["nodes[0] (n).gpus[0]", "count = 0"],
+        );
+    }
+
+    #[test]
+    fn nodes_at_and_over_the_limit() {
+        let nodes =
+            |k: usize| -> String { (0..k).map(|i| node(&format!("n{i}"), &h100(1))).collect() };
+        let s = accepted(&format!("{HEAD}{}", nodes(limits::NODES)));
+        assert_eq!(s.nodes.len(), limits::NODES);
+        refused(
+            &format!("{HEAD}{}", nodes(limits::NODES + 1)),
+            &["nodes", "4097 nodes", "at most 4096"],
+        );
+    }
+
+    fn workloads(k: usize) -> String {
+        (0..k)
+            .map(|i| {
+                format!("[[workloads]]\nname = \"w{i}\"\nkind = \"idle\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 0.1\n")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn workloads_at_and_over_the_limit() {
+        let t = Instant::now();
+        let s = accepted(&one(&workloads(limits::WORKLOADS)));
+        assert_eq!(s.workloads.len(), limits::WORKLOADS);
+        refused(
+            &one(&workloads(limits::WORKLOADS + 1)),
+            &["workloads", "65537 workloads", "at most 65536"],
+        );
+        // Validation is linear: duplicate names and node look-ups are not pairwise.
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn faults_at_and_over_the_limit() {
+        let faults = |k: usize| -> String {
+            "[[faults]]\nkind = \"xid\"\nnode = \"n\"\ngpu = 0\nat = \"2026-11-02T01:00:00Z\"\nxid = 79\n"
+                .repeat(k)
+        };
+        let s = accepted(&one(&faults(limits::FAULTS)));
+        assert_eq!(s.faults.len(), limits::FAULTS);
+        refused(
+            &one(&faults(limits::FAULTS + 1)),
+            &["faults", "10001 faults", "at most 10000"],
+        );
+    }
+
+    #[test]
+    fn mig_instances_at_and_over_the_limit() {
+        let layout = |k: u32| -> String {
+            let inst: Vec<String> = (0..k)
+                .map(|s| format!("{{ profile = \"1g.10gb\", start = {s} }}"))
+                .collect();
+            one(&format!(
+                "[[nodes.mig]]\ngpu = 0\ninstances = [{}]\n",
+                inst.join(", ")
+            ))
+        };
+        let s = accepted(&layout(7));
+        assert_eq!(
+            s.nodes[0].mig[0].instances.len(),
+            limits::MIG_INSTANCES_PER_GPU
+        );
+        refused(
+            &layout(8),
+            &["nodes[0] (n).mig[0]", "8 MIG instances", "at most 7"],
+        );
+        // Many of them are refused before any is looked at.
+        let many = format!(
+            "{}[[nodes.mig]]\ngpu = 0\ninstances = [{}]\n",
+            one(""),
+            vec!["{ profile = \"1g.10gb\", start = 0 }"; 20_000].join(",")
+        );
+        refused(&many, &["20000 MIG instances"]);
+        // Layouts of GPUs that do not exist, a thousand times over.
+        let layouts = "[[nodes.mig]]\ngpu = 5\ninstances = []\n".repeat(1000);
+        refused(
+            &one(&layouts),
+            &["nodes[0] (n)", "1000 MIG layouts", "1 GPU"],
+        );
+    }
+
+    #[test]
+    fn fault_counts_at_and_over_the_limit() {
+        let ecc = |count: u64| {
+            one(&format!(
+                "[[faults]]\nkind = \"ecc\"\nnode = \"n\"\ngpu = 0\nat = \"2026-11-02T01:00:00Z\"\ncount = {count}\n"
+            ))
+        };
+        accepted(&ecc(limits::FAULT_COUNT));
+        refused(
+            &ecc(limits::FAULT_COUNT + 1),
+            &["faults[0] (Ecc)", "count = 100001", "1–100000"],
+        );
+        refused(&ecc(0), &["faults[0] (Ecc)", "count = 0"]);
+        refused(&ecc(u64::MAX >> 1), &["faults[0] (Ecc)"]);
+    }
+
+    #[test]
+    fn file_size_at_and_over_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = one("");
+        let pad = |total: u64| -> String {
+            let mut t = base.clone();
+            t.push('#');
+            t.push_str(&" ".repeat(total as usize - t.len() - 1));
+            t.push('\n');
+            assert_eq!(t.len() as u64, total);
+            t
+        };
+        let at = dir.path().join("at.toml");
+        std::fs::write(&at, pad(limits::FILE_BYTES)).unwrap();
+        Scenario::from_file(&at).unwrap();
+        let over = dir.path().join("over.toml");
+        std::fs::write(&over, pad(limits::FILE_BYTES + 1)).unwrap();
+        let err = Scenario::from_file(&over).unwrap_err().to_string();
+        assert!(
+            err.contains("over.toml") && err.contains("file") && err.contains("16777216 bytes"),
+            "{err}"
+        );
+        refused(&pad(limits::FILE_BYTES + 1), &["file", "16777216 bytes"]);
+        // A file without a size: read no further than the limit.
+        let err = Scenario::from_file(std::path::Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("16777216 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn parse_errors_of_long_lines_stay_short() {
+        // toml echoes the whole line (twice) in its message; a 1 MB line must not come back.
+        let text = format!("{}bogus = [{}]\n", one(""), "1, ".repeat(300_000));
+        let err = refused(&text, &["line 6", "column 1", "unknown field `bogus`"]);
+        assert!(err.len() < 2_000, "{} bytes", err.len());
+    }
+
+    #[test]
+    fn nonsense_values_are_refused_naming_the_item() {
+        let training = |extra: &str| {
+            one(&format!(
+                "[[workloads]]\nname = \"t\"\nkind = \"training\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 1.0\n{extra}"
+            ))
+        };
+        let batch = |extra: &str| {
+            one(&format!(
+                "[[workloads]]\nname = \"b\"\nkind = \"batch\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 1.0\n{extra}"
+            ))
+        };
+        let lost = |window: &str| {
+            one(&format!(
+                "[[faults]]\nkind = \"gpu_lost\"\nnode = \"n\"\ngpu = 0\n{window}"
+            ))
+        };
+        let w = "workloads[0] (t)";
+        let cases: Vec<(String, Vec<&str>)> = vec![
+            (
+                training("start_hour = 22.0\nduration_hours = -3.0\n"),
+                vec![w, "duration_hours = -3"],
+            ),
+            (
+                training("start_hour = 22.0\nduration_hours = 0.0\n"),
+                vec![w, "duration_hours = 0"],
+            ),
+            (
+                training("start_hour = 22.0\nduration_hours = nan\n"),
+                vec![w, "duration_hours = NaN"],
+            ),
+            (
+                training("start_hour = 22.0\nduration_hours = inf\n"),
+                vec![w, "duration_hours = inf"],
+            ),
+            (
+                training("start_hour = 22.0\nduration_hours = 1e300\n"),
+                vec![w, "at most 168"],
+            ),
+            (
+                training("start_hour = nan\nduration_hours = 2.0\n"),
+                vec![w, "start_hour = NaN"],
+            ),
+            (training("peak = nan\n"), vec![w, "peak = NaN"]),
+            (training("noise = -inf\n"), vec![w, "noise = -inf"]),
+            (training("efficiency = nan\n"), vec![w, "efficiency = NaN"]),
+            (
+                training("memory_gib = nan\n").replace("memory_gib = 1.0\n", ""),
+                vec![w, "memory_gib = NaN"],
+            ),
+            (
+                training("memory_gib = -1.0\n").replace("memory_gib = 1.0\n", ""),
+                vec![w, "memory_gib = -1"],
+            ),
+            (
+                training("days = [\"mon\", \"mon\"]\nstart_hour = 1.0\nduration_hours = 1.0\n"),
+                vec![w, "\"mon\" twice"],
+            ),
+            (
+                training("from = \"2026-11-03T00:00:00Z\"\nuntil = \"2026-11-02T00:00:00Z\"\n"),
+                vec![w, "until", "after from"],
+            ),
+            (
+                training("from = \"2026-11-03T00:00:00Z\"\nuntil = \"2026-11-03T00:00:00Z\"\n"),
+                vec![w, "until", "after from"],
+            ),
+            (
+                batch("every_hours = inf\nduration_minutes = 30.0\n"),
+                vec!["workloads[0] (b)", "every_hours = inf"],
+            ),
+            (
+                batch("every_hours = nan\nduration_minutes = 30.0\n"),
+                vec!["workloads[0] (b)", "every_hours = NaN"],
+            ),
+            (
+                batch("every_hours = 6.0\nduration_minutes = nan\n"),
+                vec!["workloads[0] (b)", "duration_minutes = NaN"],
+            ),
+            (
+                batch("every_hours = 1.0\nduration_minutes = 61.0\n"),
+                vec!["workloads[0] (b)", "duration_minutes = 61", "every_hours"],
+            ),
+            (
+                lost("at = \"2026-11-02T10:00:00Z\"\nuntil = \"2026-11-02T09:00:00Z\"\n"),
+                vec!["faults[0] (GpuLost)", "until", "after at"],
+            ),
+            (
+                lost("at = \"2026-11-02T10:00:00Z\"\nuntil = \"2026-11-02T10:00:00Z\"\n"),
+                vec!["faults[0] (GpuLost)", "until", "after at"],
+            ),
+            (
+                one(
+                    "[[faults]]\nkind = \"driver_error\"\nnode = \"n\"\nat = \"2026-11-02T10:00:00Z\"\nuntil = \"2026-11-01T10:00:00Z\"\n",
+                ),
+                vec!["faults[0] (DriverError)", "until"],
+            ),
+            (
+                one(
+                    "[[faults]]\nkind = \"row_remap\"\nnode = \"n\"\ngpu = 0\nat = \"2026-11-02T10:00:00Z\"\ncount = 0\n",
+                ),
+                vec!["faults[0] (RowRemap)", "count = 0"],
+            ),
+            (
+                format!("{HEAD}utc_offset_hours = 1000\n{}", node("n", &h100(1))),
+                vec!["utc_offset_hours", "1000", "-12", "14"],
+            ),
+            (
+                format!("{HEAD}{}", node("", &h100(1))),
+                vec!["nodes[0]", "name"],
+            ),
+            (
+                one(
+                    "[[workloads]]\nname = \"\"\nkind = \"idle\"\nnode = \"n\"\ngpu = 0\nmemory_gib = 1.0\n",
+                ),
+                vec!["workloads[0]", "name"],
+            ),
+            // Rejected by the types already (u32, u64): the TOML error names line and column.
+            (
+                format!(
+                    "{HEAD}{}",
+                    node("n", "{ model = \"H100-80GB\", count = -1 }")
+                ),
+                vec!["line 5", "-1"],
+            ),
+            (
+                one(
+                    "[[workloads]]\nname = \"w\"\nkind = \"idle\"\nnode = \"n\"\ngpu = -1\nmemory_gib = 1.0\n",
+                ),
+                vec!["line 10", "column 7", "-1"],
+            ),
+        ];
+        for (text, want) in cases {
+            refused(&text, &want);
+        }
+        // In range: still accepted.
+        accepted(&training(
+            "start_hour = 22.0\nduration_hours = 168.0\ndays = [\"mon\", \"tue\"]\n",
+        ));
+        accepted(&batch("every_hours = 1.0\nduration_minutes = 60.0\n"));
+        accepted(&lost(
+            "at = \"2026-11-02T10:00:00Z\"\nuntil = \"2026-11-02T10:00:01Z\"\n",
+        ));
+        accepted(&format!(
+            "{HEAD}utc_offset_hours = -12\n{}",
+            node("n", &h100(1))
+        ));
+        accepted(&format!(
+            "{HEAD}utc_offset_hours = 14\n{}",
+            node("n", &h100(1))
+        ));
+    }
+
+    #[test]
+    fn every_shipped_scenario_is_within_the_limits() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Scenario::from_file(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 10);
+    }
+}
