@@ -133,10 +133,21 @@ pub enum PlanSource {
 
 /// Read a plan: a tessera plan (it has `kind:`) or a mig-parted v1 file (it has `mig-configs:`).
 pub fn read_plan(path: &Path) -> Result<PlanSource, ApplyError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ApplyError::Read {
+    // Size and nesting are checked before any YAML is parsed, also the format sniffing below
+    // (a deeply nested file would otherwise take minutes: issue 17).
+    let read_err = |error: std::io::Error| ApplyError::Read {
         path: path.to_path_buf(),
         error,
-    })?;
+    };
+    let limit = |e: crate::input_limits::LimitError| {
+        read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    };
+    let text = crate::input_limits::read_to_string(path, crate::input_limits::MAX_YAML_BYTES)
+        .map_err(|e| match e {
+            crate::input_limits::ReadError::Io(e) => read_err(e),
+            crate::input_limits::ReadError::Limit(e) => limit(e),
+        })?;
+    crate::input_limits::check_yaml(&text).map_err(limit)?;
     let source = path.display().to_string();
     let is_tessera = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text)
         .ok()

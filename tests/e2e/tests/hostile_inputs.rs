@@ -110,6 +110,19 @@ fn deeply_nested_mig_files_exit_2_at_once() {
             ],
             "schedule.yaml",
         ),
+        (
+            // A plan given directly: its format is sniffed by parsing it, after the check.
+            tessera![
+                "mig",
+                "assert",
+                "--backend",
+                "sim",
+                "--sim.state",
+                &state,
+                &parted
+            ],
+            "parted.yaml",
+        ),
     ] {
         let (code, stderr) = run_within(cmd, Duration::from_secs(10));
         assert_eq!(code, Some(2), "{stderr}");
