@@ -99,6 +99,11 @@ fn main() -> ExitCode {
     // them) cost ~20% of its CPU time (docs/performance.md). Peak RSS is unchanged.
     // SAFETY: sets a process-wide allocator option before any thread is started.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    // Output piped into a reader that stops early (`tessera … | head -1`) ends the process the
+    // way every Unix filter ends, by SIGPIPE, instead of Rust's default of ignoring the signal
+    // and panicking in `println!` with "failed printing to stdout" (exit 101).
+    // SAFETY: called once at start-up, before any thread is spawned.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -715,7 +715,7 @@ impl Client {
 
 /// A size as a message shows it: `128 MiB`, `4000 bytes`.
 fn fmt_size(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
     } else {
         format!("{b} bytes")

@@ -357,3 +357,30 @@ fn a_bad_mig_plan_gets_a_clear_error_and_exit_2() {
     ]);
     assert!(out.status.success(), "{stderr}");
 }
+
+/// Output piped into a reader that goes away (`tessera … | head -1`) ends quietly: no panic
+/// ("failed printing to stdout: Broken pipe"), no exit status 101.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    let mut child = tessera![
+        "scenario",
+        "truth",
+        tessera_e2e::repo_root().join("fixtures/scenarios/demo.toml"),
+        "--days",
+        "7"
+    ]
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("first line");
+    // The reader goes away after one line, as `head -1` does.
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+    assert_eq!(first.trim(), "{");
+}
