@@ -1313,3 +1313,137 @@ fn csv_nonsense_is_refused_with_file_line_and_reason() {
     let e = err_text(run_auto(&[csv(&path)]));
     assert!(e.contains("unrecognised header") && e.len() < 1000, "{e}");
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+fn gpu_height(frames: &Frames) -> u64 {
+    frames.gpu.clone().collect().expect("collect").height() as u64
+}
+
+fn duplicate_warnings(report: &IngestReport) -> Vec<&String> {
+    report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("duplicate"))
+        .collect()
+}
+
+/// Duplicate history rows (issue 17 item 11) are counted once, with a warning that gives the
+/// count: a node's folder copied next to the original, the same folder named twice, a Parquet
+/// file holding each row twice (two exporters appending to one segment, before the lock), and
+/// an open segment with a line written twice. History without duplicates gives no warning.
+#[test]
+fn duplicate_history_rows_are_counted_once_with_a_warning() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = tmp.path().join("a");
+    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
+    let s = tessera_exporter::history::simulate::simulate(&scenario, 2, &a, 10_000, 10_000)
+        .expect("simulate");
+    let (frames, report) = run(&[history(&a)], false).expect("ingest");
+    assert_eq!(report.tables[&Table::Gpu].rows, s.rows[0]);
+    assert_eq!(gpu_height(&frames), s.rows[0]);
+    assert!(
+        duplicate_warnings(&report).is_empty(),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(report.skipped_rows(), 0);
+    // The writer's own history (hourly files, day files, open segments) shows no sign, so it
+    // costs no row-by-row check.
+    assert!(
+        report.duplicate_checks.is_empty(),
+        "{:?}",
+        report.duplicate_checks
+    );
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history");
+    let (_, report) = run(&[history(&demo)], false).expect("demo");
+    assert!(
+        report.duplicate_checks.is_empty(),
+        "{:?}",
+        report.duplicate_checks
+    );
+
+    // The same folder named twice: each file is read once.
+    let (frames, report) = run(&[history(&a), history(&a)], false).expect("ingest");
+    assert_eq!(gpu_height(&frames), s.rows[0]);
+    assert_eq!(report.tables[&Table::Gpu].rows, s.rows[0]);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("named by more than one --source")),
+        "{:?}",
+        report.warnings
+    );
+
+    // A copy of every node's folder under another root: the same node twice, every row twice.
+    let b = tmp.path().join("b");
+    copy_dir(&a, &b);
+    let (frames, report) = run(&[history(&a), history(&b)], false).expect("ingest");
+    for (i, t) in Table::ALL.into_iter().enumerate() {
+        assert_eq!(report.tables[&t].rows, s.rows[i], "{}", t.name());
+        if s.rows[i] > 0 {
+            assert_eq!(
+                report.skipped[&format!("duplicate {} rows (same key and ts)", t.name())],
+                s.rows[i],
+                "{}",
+                t.name()
+            );
+        }
+    }
+    assert_eq!(gpu_height(&frames), s.rows[0]);
+    let warned = duplicate_warnings(&report);
+    // One warning per node and table with rows, each with its count.
+    assert!(warned.len() >= s.nodes, "{warned:?}");
+    assert!(
+        warned.iter().all(|w| w.contains("files overlap in time")),
+        "{warned:?}"
+    );
+
+    // One Parquet file holding each of its rows twice (no other file overlaps it).
+    let c = tmp.path().join("c");
+    let node = c.join("node-a");
+    write_manifest(&node, 1);
+    let rows: Vec<Value> = (1..=6)
+        .flat_map(|i| {
+            let r = gpu_row(T0 + 10_000 * i, Some(0.5));
+            [r.clone(), r]
+        })
+        .collect();
+    write_parquet(
+        &node.join("gpu/2026-11-02T14.parquet"),
+        &mut frame(Table::Gpu, &rows),
+    );
+    let (frames, report) = run(&[history(&c)], false).expect("ingest");
+    assert_eq!(report.tables[&Table::Gpu].rows, 6);
+    assert_eq!(gpu_height(&frames), 6);
+    assert_eq!(report.skipped["duplicate gpu rows (same key and ts)"], 6);
+    let warned = duplicate_warnings(&report);
+    assert!(
+        warned.len() == 1 && warned[0].contains("node node-a: 6 duplicate gpu rows"),
+        "{warned:?}"
+    );
+
+    // An open segment with one line written twice; the closed hour before it is distinct.
+    std::fs::remove_file(node.join("gpu/2026-11-02T14.parquet")).expect("rm");
+    let good = good_history(&tmp.path().join("d"));
+    let seg = good.join("gpu/2026-11-02T15.open.jsonl");
+    let text = std::fs::read_to_string(&seg).expect("read");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(2, lines[1]);
+    std::fs::write(&seg, lines.join("\n")).expect("write");
+    let (frames, report) = run(&[history(&good)], false).expect("ingest");
+    assert_eq!(report.skipped["duplicate gpu rows (same key and ts)"], 1);
+    assert_eq!(gpu_height(&frames), 3 + 2);
+}

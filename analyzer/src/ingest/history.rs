@@ -126,6 +126,7 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
                         path,
                         source: source.clone(),
                         node: node.clone(),
+                        interval_ms,
                     });
                 } else if name.ends_with(".parquet") && !name.starts_with('.') {
                     items.push(WorkItem::Parquet {
@@ -133,6 +134,7 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
                         path,
                         source: source.clone(),
                         node: node.clone(),
+                        interval_ms,
                     });
                 }
             }
@@ -236,6 +238,43 @@ pub(super) fn check_parquet(
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
+}
+
+/// The number of GPUs a Parquet file of the `gpu` table can hold rows of: its largest `gpu` index
+/// (from the footer's statistics) plus one; `None` when the statistics do not say. A sign of
+/// duplicate rows ([`super::dedupe`]) when the file holds more rows than that many GPUs can.
+pub(super) fn gpu_count(path: &Path) -> Option<u64> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    // The footer was read whole by `check_parquet` already; a panic here would only mean that
+    // the statistics are odd, which leaves the count unknown.
+    std::panic::catch_unwind(|| {
+        let reader = SerializedFileReader::new(std::fs::File::open(path).ok()?).ok()?;
+        let meta = reader.metadata();
+        let c = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.name() == "gpu")?;
+        let mut max: Option<u64> = None;
+        for rg in meta.row_groups() {
+            if rg.num_rows() == 0 {
+                continue;
+            }
+            match rg.column(c).statistics() {
+                // `gpu` is UInt32: INT32 bits, unsigned order.
+                Some(Statistics::Int32(s)) => {
+                    let hi = u64::from(*s.max_opt()? as u32);
+                    max = Some(max.map_or(hi, |m| m.max(hi)));
+                }
+                _ => return None,
+            }
+        }
+        max.map(|m| m + 1)
+    })
+    .ok()
+    .flatten()
 }
 
 /// One lazy multi-file scan over Parquet files that all passed [`check_parquet`] for the same

@@ -5,10 +5,13 @@
 //!
 //! Readers are strict: a bad manifest, version, column, file or line is an [`IngestError`] naming
 //! the file (and line or column); `skip_bad_rows` turns bad *rows* (not bad files or schemas) into
-//! counted warnings. This module does not detect, plan or report anything and does not deduplicate
-//! rows that several sources share.
+//! counted warnings. Duplicate history rows (one node's key and `ts` twice) are counted and dropped
+//! where there is a sign of them ([`dedupe`]); a file named by two sources is read once. This
+//! module does not detect, plan or report anything and does not deduplicate rows that sources of
+//! different kinds share.
 
 mod csv;
+mod dedupe;
 mod history;
 pub mod period;
 pub mod prometheus;
@@ -139,7 +142,8 @@ pub struct TableStats {
 pub struct IngestReport {
     /// Per table: rows and time range.
     pub tables: BTreeMap<Table, TableStats>,
-    /// Skipped rows by reason (only with `skip_bad_rows`, plus torn last lines of open segments).
+    /// Skipped rows by reason (only with `skip_bad_rows`, plus torn last lines of open segments
+    /// and duplicate history rows, which are always counted once).
     pub skipped: BTreeMap<String, u64>,
     /// Torn last lines of open segments (tolerated; also counted in `skipped`).
     pub torn_lines: u64,
@@ -150,6 +154,10 @@ pub struct IngestReport {
     /// Per source: the rows it gave at which length, the sampling period found, period changes
     /// (docs/frames.md, "Sampling periods").
     pub sampling: BTreeMap<String, Sampling>,
+    /// Partitions whose history showed a sign of duplicate rows and was checked row by row, with
+    /// the sign ([`dedupe`]); none for clean history, which costs no check.
+    #[serde(skip)]
+    pub duplicate_checks: BTreeMap<String, &'static str>,
 }
 
 impl IngestReport {
@@ -224,12 +232,15 @@ enum WorkItem {
         source: String,
         /// The node its manifest names (the partition key).
         node: String,
+        /// The manifest's row interval.
+        interval_ms: i64,
     },
     Jsonl {
         table: Table,
         path: PathBuf,
         source: String,
         node: String,
+        interval_ms: i64,
     },
     Csv {
         path: PathBuf,
@@ -347,14 +358,39 @@ pub fn ingest_parts(
             Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
         }
     }
+    // A history file named by two sources (a folder and its parent, overlapping globs) is read
+    // once.
+    let mut seen = std::collections::HashSet::new();
+    let mut twice: Vec<PathBuf> = Vec::new();
+    items.retain(|i| match i {
+        WorkItem::Parquet { path, .. } | WorkItem::Jsonl { path, .. } => {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            seen.insert(real) || {
+                twice.push(path.clone());
+                false
+            }
+        }
+        _ => true,
+    });
+    if let Some(first) = twice.first() {
+        report.warnings.push(format!(
+            "{} history file(s) are named by more than one --source (e.g. {}): each is read once",
+            twice.len(),
+            first.display()
+        ));
+    }
     let single = items
         .iter()
         .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
     let total = items.len();
     // Lazy frames by partition and table, each with its row count and time range when the
     // Parquet footers tell them (else they are computed by scanning `ts`).
-    type Entry = (LazyFrame, Option<TableStats>);
+    // The flag says whether the rows are history (looked at for duplicates).
+    type Entry = (LazyFrame, Option<TableStats>, bool);
     let mut parts: BTreeMap<String, BTreeMap<Table, Vec<Entry>>> = BTreeMap::new();
+    // What is known cheaply about each history file, by partition and table: the signs of
+    // duplicate rows ([`dedupe`]).
+    let mut extents: BTreeMap<String, BTreeMap<Table, Vec<dedupe::Extent>>> = BTreeMap::new();
     // Checked Parquet files by (partition, source, table), scanned together below.
     type Checked = (PathBuf, tessera_exporter::history::reader::FooterSummary);
     let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
@@ -372,8 +408,25 @@ pub fn ingest_parts(
                 path,
                 source,
                 node,
+                interval_ms,
             } => {
                 let footer = history::check_parquet(table, &path)?;
+                let gpus = match table {
+                    Table::Gpu if footer.rows > 0 => history::gpu_count(&path),
+                    _ => None,
+                };
+                extents
+                    .entry(key(&node))
+                    .or_default()
+                    .entry(table)
+                    .or_default()
+                    .push(dedupe::Extent {
+                        rows: footer.rows,
+                        ts: footer.ts_range,
+                        gpus,
+                        interval_ms,
+                        holds_duplicates: false,
+                    });
                 let group = scans.entry((key(&node), source, table)).or_default();
                 group.push((path, footer));
             }
@@ -382,14 +435,29 @@ pub fn ingest_parts(
                 path,
                 source,
                 node,
+                interval_ms,
             } => {
                 let df = history::read_open_segment(table, &path, opts, &mut report)?;
+                let ts = df.column("ts")?.cast(&DataType::Int64)?;
+                let ts = ts.i64()?;
+                extents
+                    .entry(key(&node))
+                    .or_default()
+                    .entry(table)
+                    .or_default()
+                    .push(dedupe::Extent {
+                        rows: df.height() as u64,
+                        ts: ts.min().zip(ts.max()),
+                        gpus: None,
+                        interval_ms,
+                        holds_duplicates: dedupe::holds_duplicates(&df, table)?,
+                    });
                 parts
                     .entry(key(&node))
                     .or_default()
                     .entry(table)
                     .or_default()
-                    .push((canonical(df.lazy(), table, &source, opts), None));
+                    .push((canonical(df.lazy(), table, &source, opts), None, true));
             }
             WorkItem::Csv { path } => {
                 let source = format!("csv:{}", path.display());
@@ -401,7 +469,7 @@ pub fn ingest_parts(
                         .or_default()
                         .entry(table)
                         .or_default()
-                        .push((canonical(df.lazy(), table, &source, opts), None));
+                        .push((canonical(df.lazy(), table, &source, opts), None, false));
                 }
             }
             WorkItem::Prometheus { url } => {
@@ -414,7 +482,7 @@ pub fn ingest_parts(
                         .or_default()
                         .entry(table)
                         .or_default()
-                        .push((canonical(df.lazy(), table, &source, opts), None));
+                        .push((canonical(df.lazy(), table, &source, opts), None, false));
                 }
             }
         }
@@ -449,7 +517,7 @@ pub fn ingest_parts(
             .or_default()
             .entry(table)
             .or_default()
-            .push((canonical(lf, table, &source, opts), known));
+            .push((canonical(lf, table, &source, opts), known, true));
     }
     if parts.is_empty() && single {
         parts.insert("*".into(), BTreeMap::new());
@@ -474,10 +542,20 @@ pub fn ingest_parts(
     let mut out = Vec::with_capacity(parts.len());
     for (key, mut tables) in parts {
         let files = files.remove(&key).unwrap_or_default();
+        // A sign of duplicates in one table checks every table of the partition.
+        let sign = extents
+            .get(&key)
+            .into_iter()
+            .flat_map(|by_table| by_table.values())
+            .find_map(|e| dedupe::sign(e));
+        if let Some(why) = sign {
+            report.duplicate_checks.insert(key.clone(), why);
+        }
         let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
             let entries = tables.remove(&t).unwrap_or_default();
             let mut lfs = Vec::with_capacity(entries.len());
-            for (lf, known) in entries {
+            let (mut hist, mut hist_rows) = (Vec::new(), 0u64);
+            for (lf, known, is_history) in entries {
                 let stats = match known {
                     Some(s) => s,
                     None => {
@@ -488,6 +566,43 @@ pub fn ingest_parts(
                 acc.rows += stats.rows;
                 acc.first_ts = min_opt(acc.first_ts, stats.first_ts);
                 acc.last_ts = max_opt(acc.last_ts, stats.last_ts);
+                if is_history && sign.is_some() {
+                    hist.push(lf);
+                    hist_rows += stats.rows;
+                } else {
+                    lfs.push(lf);
+                }
+            }
+            if let (Some(why), false) = (sign, hist.is_empty()) {
+                let all = match hist.len() {
+                    1 => hist.pop().expect("one"),
+                    _ => concat(hist, UnionArgs::default())?,
+                };
+                let (lf, dropped) = dedupe::dedupe(all, t, hist_rows)
+                    .map_err(|e| name_unreadable(&files).unwrap_or(e))?;
+                if dropped > 0 {
+                    report.tables.entry(t).or_default().rows -= dropped;
+                    *report
+                        .skipped
+                        .entry(format!("duplicate {} rows (same key and ts)", t.name()))
+                        .or_default() += dropped;
+                    let whose = match key.as_str() {
+                        "*" => "history".to_string(),
+                        node => format!("history of node {node}"),
+                    };
+                    report.warnings.push(format!(
+                        "{whose}: {dropped} duplicate {} rows (same {} and ts) \
+                         counted once ({why}); two exporters writing one folder, a clock that \
+                         went back, or a copy of the folder next to it write them",
+                        t.name(),
+                        dedupe::key_columns(t)
+                            .iter()
+                            .filter(|c| **c != "ts")
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
                 lfs.push(lf);
             }
             Ok(match lfs.len() {

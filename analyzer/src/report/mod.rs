@@ -1081,7 +1081,12 @@ fn data_quality(
     }
     let skipped = input.ingest.skipped_rows();
     if skipped > 0 {
-        note("ingest", format!("{skipped} bad row(s) skipped at ingest"));
+        note(
+            "ingest",
+            format!(
+                "{skipped} row(s) skipped at ingest (bad or duplicate; by reason in the ingest summary)"
+            ),
+        );
     }
     for d in &input.analysis.detectors {
         for n in &d.notes {
