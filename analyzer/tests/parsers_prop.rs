@@ -3,16 +3,85 @@
 //!
 //! Invariants: no panic; a bad input is an error that names the file and the line (CSV) or the
 //! source and the query (Prometheus); a good-looking one gives rows whose values obey the
-//! canonical ranges. Memory is bounded by the input: the CSV header is read from the first MiB
-//! only and answers from a server up to `--prometheus.max-response-size` (both tested by their
-//! own tests in `ingest.rs` and `prometheus_http.rs`). `PROPTEST_CASES=20000 cargo test -p
+//! canonical ranges; the heap held during one ingest stays under [`heap_bound`] (4 MiB + 256 ×
+//! the input's size, counted by a process-wide counting allocator; the properties run one at a
+//! time). Large inputs are bounded by their own tests: the CSV header is read from the first MiB
+//! only and answers from a server up to `--prometheus.max-response-size` (`ingest.rs`,
+//! `prometheus_http.rs`). `PROPTEST_CASES=20000 cargo test -p
 //! tessera --test parsers_prop` runs them longer (docs/testing.md).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use polars::prelude::*;
 use proptest::prelude::*;
 use tessera::ingest::{self, IngestError, IngestOptions, Source};
+
+// ---- allocation accounting: process-wide, so that polars' and the fake server's threads count --
+
+struct Counting;
+
+static CURRENT: AtomicI64 = AtomicI64::new(0);
+static PEAK: AtomicI64 = AtomicI64::new(0);
+
+fn track(delta: i64) {
+    let now = CURRENT.fetch_add(delta, Ordering::Relaxed) + delta;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only sizes are counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            track(layout.size() as i64);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            track(layout.size() as i64);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        track(-(layout.size() as i64));
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            track(new_size as i64 - layout.size() as i64);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The properties run one at a time, so that the peak is the property's own.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs `f` and returns its result and the most heap held above the start while it ran (by
+/// every thread: polars' readers run on its pool).
+fn peak_of<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    let peak = PEAK.load(Ordering::Relaxed);
+    (out, (peak - base).max(0) as u64)
+}
+
+/// The stated bound on the heap one ingest of `len` bytes of input may hold above its start: a
+/// fixed part (polars' thread pool and reader buffers, the HTTP client, first-use statics) and a
+/// part proportional to the input.
+fn heap_bound(len: usize) -> u64 {
+    HEAP_BASE + HEAP_PER_BYTE * len as u64
+}
 
 fn cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -80,7 +149,11 @@ proptest! {
         let path = dir.path().join("in.csv");
         std::fs::File::create(&path).and_then(|mut f| f.write_all(text.as_bytes())).expect("write");
         let opts = IngestOptions { skip_bad_rows: skip, ..IngestOptions::default() };
-        match ingest::ingest(&[Source::Csv(path.clone())], &opts) {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let (result, peak) = peak_of(|| ingest::ingest(&[Source::Csv(path.clone())], &opts));
+        note_peak("csv", peak, text.len());
+        prop_assert!(peak <= heap_bound(text.len()), "{peak} bytes of heap for {} bytes of CSV (bound {})", text.len(), heap_bound(text.len()));
+        match result {
             Ok((frames, _)) => {
                 let g = frames.gpu.collect().expect("gpu frame");
                 for c in ["busy_mean", "busy_max"] {
@@ -154,7 +227,12 @@ proptest! {
             ..IngestOptions::default()
         };
         let src: Source = format!("prometheus:{}", fake.url).parse().expect("source");
-        match ingest::ingest(&[src], &opts) {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let (result, peak) = peak_of(|| ingest::ingest(&[src], &opts));
+        let len = fake.bytes;
+        note_peak("prometheus", peak, len);
+        prop_assert!(peak <= heap_bound(len), "{peak} bytes of heap for {len} bytes of answers (bound {})", heap_bound(len));
+        match result {
             Ok((frames, _)) => {
                 let g = frames.gpu.collect().expect("gpu frame");
                 let v = g.column("busy_max").expect("col").f64().expect("f64").clone();
@@ -169,6 +247,8 @@ proptest! {
 /// matrix of `result` (the first request) and then `raw` as the whole body's `data`.
 struct Fake {
     url: String,
+    /// The size of the answers' JSON (both of them).
+    bytes: usize,
 }
 
 impl Fake {
@@ -176,6 +256,8 @@ impl Fake {
         use std::io::{BufRead, BufReader, Read};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let bytes = serde_json::to_string(&result).map_or(0, |s| s.len())
+            + serde_json::to_string(&raw).map_or(0, |s| s.len());
         std::thread::spawn(move || {
             for (i, stream) in listener.incoming().enumerate() {
                 let Ok(mut stream) = stream else { return };
@@ -210,6 +292,18 @@ impl Fake {
                 }
             }
         });
-        Fake { url }
+        Fake { url, bytes }
+    }
+}
+
+/// Measured (debug build, 2026-11-24): at most ~1.2 MB for any CSV input of up to 2.6 KB and
+/// ~0.9 MB for any answer, nearly all of it fixed (polars' reader setup, the HTTP client); the
+/// bound leaves room for other allocators' rounding, not for a copy per byte.
+const HEAP_BASE: u64 = 4 << 20;
+const HEAP_PER_BYTE: u64 = 256;
+
+fn note_peak(what: &str, peak: u64, len: usize) {
+    if std::env::var_os("TESSERA_PEAKS").is_some() {
+        eprintln!("PEAK {what} {peak} {len}");
     }
 }
