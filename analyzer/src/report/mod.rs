@@ -992,12 +992,23 @@ fn data_quality(
             message,
         })
     };
-    // Sources that contributed no GPU rows.
+    // Sources that contributed no GPU rows (or whose rows all repeated another source's: the
+    // first copy of a duplicate row is kept).
+    let duplicates = input
+        .ingest
+        .skipped
+        .keys()
+        .any(|k| k.starts_with("duplicate "));
     for s in &input.sources {
         if !gpus.iter().any(|g| source_matches(s, &g.source)) {
+            let why = if duplicates {
+                " (or only rows that another source holds too, counted once there)"
+            } else {
+                ""
+            };
             note(
                 "source_missing",
-                format!("source {s} has no GPU rows in the reported range"),
+                format!("source {s} has no GPU rows in the reported range{why}"),
             );
         }
     }

@@ -384,3 +384,53 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert_ne!(out.status.code(), Some(101), "{stderr}");
     assert_eq!(first.trim(), "{");
 }
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
+    }
+}
+
+/// History given twice (a copy of the nodes' folders next to the original: the same rows twice,
+/// issue 17 item 11) analyses and reports exactly as once: each duplicate row is counted once,
+/// and both commands say how many were dropped.
+#[test]
+fn analyze_and_report_count_duplicate_history_rows_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let demo = tessera_e2e::repo_root().join("fixtures/demo-history");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    copy_tree(&demo, &a);
+    copy_tree(&demo, &b);
+    let src = |p: &std::path::Path| format!("history:{}", p.display());
+    for cmd in ["analyze", "report"] {
+        let (out, once, _) = run(tessera![cmd, "--source", src(&a), "--format", "json"]);
+        assert!(out.status.success());
+        let (out, twice, stderr) = run(tessera![
+            cmd,
+            "--source",
+            src(&a),
+            "--source",
+            src(&b),
+            "--format",
+            "json"
+        ]);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("duplicate gpu rows") && stderr.contains("counted once"),
+            "{cmd}: {stderr}"
+        );
+        let (mut once, mut twice) = (json(&once), json(&twice));
+        for doc in [&mut once, &mut twice] {
+            let o = doc.as_object_mut().expect("object");
+            o.remove("sources");
+            o.remove("data_quality");
+        }
+        assert_eq!(once, twice, "{cmd}: the second copy changed the result");
+    }
+}
