@@ -139,7 +139,7 @@ fn csv_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(400), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(1000), ..ProptestConfig::default() })]
 
     /// Any CSV text: rows or an error naming the file (and the line for a bad line); never a
     /// panic; rows obey the canonical ranges.
@@ -208,7 +208,7 @@ fn json() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(300), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(2000), ..ProptestConfig::default() })]
 
     /// Any answer from a server (a matrix of arbitrary series, or any JSON at all): rows or an
     /// error naming the source; never a panic.
