@@ -739,6 +739,26 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     server.shutdown().expect("shutdown");
 }
 
+/// A client that shuts down its sending side once its request is out (`nc -N`, some scripts) is
+/// answered, even when the response is not ready by the time the server sees that EOF.
+#[test]
+fn a_half_closed_client_is_answered() {
+    let gated = Arc::new(Gated::default());
+    let (server, addr) = start(options(), gated.clone());
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    s.shutdown(std::net::Shutdown::Write).expect("half-close");
+    gated.wait_started(1);
+    // Give the server time to read the EOF while the render is still running.
+    std::thread::sleep(Duration::from_millis(200));
+    gated.release();
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut s)).to_string();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(answer.ends_with(BODY), "{answer:?}");
+    server.shutdown().expect("shutdown");
+}
+
 #[test]
 fn configured_headers_are_on_every_response() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1147,9 +1167,13 @@ fn invalid_web_configs_are_clear_errors() {
     let e = config_error(&pki, "basic_auth_users: [a, b]\n");
     assert!(e.contains("basic_auth_users"), "{e}");
     let e = config_error(&pki, "tls_server_config: {cert_file: [\n");
-    assert!(e.contains("invalid YAML"), "{e}");
+    assert!(e.contains("line 1 column"), "{e}");
     let e = config_error(&pki, "http_server_config:\n  http2: maybe\n");
     assert!(e.contains("http2"), "{e}");
+    // A long scalar instead of a map: the quote is clipped, the position is kept.
+    let e = config_error(&pki, &format!("cert_file{}\n", "x".repeat(5000)));
+    assert!(e.contains("at line 1 column 1"), "{e}");
+    assert!(e.len() < 1500, "{} bytes: {e}", e.len());
 
     let missing = WebConfig::from_file(pki.path("nope.yml")).expect_err("missing file");
     assert!(missing.to_string().contains("nope.yml"), "{missing}");

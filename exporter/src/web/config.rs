@@ -22,15 +22,22 @@
 //! What it does: parses strictly (unknown keys are errors naming the file and the key), resolves
 //! relative paths against the config file's directory, and validates everything at load time:
 //! files exist and hold the right PEM, the key matches the certificate, the CA file has
-//! certificates, bcrypt hashes parse, header names are allowed. The result is a ready rustls
+//! certificates, bcrypt hashes parse and have a cost bcrypt accepts (4 to 31), no user and no
+//! header is listed twice, header names are allowed. Errors name the file, the key and, for
+//! `basic_auth_users` and `headers` entries and YAML errors, the line and column; they quote at
+//! most [`input_limits::MAX_MESSAGE_CHARS`] characters of input. Before parsing, the file is
+//! refused over [`MAX_CONFIG_BYTES`] or nested deeper than [`input_limits::MAX_YAML_DEPTH`]; the
+//! files it names are read up to [`MAX_FILE_BYTES`]. The result is a ready rustls
 //! [`ServerConfig`] (ring provider) plus the users and headers; building it never panics.
 //!
 //! What it does not do: reload the file while running, `client_allowed_sans` (rejected as
 //! unsupported), TLS 1.0/1.1 or the CBC/RSA-key-exchange cipher suites (rustls has none; listed
 //! ones are skipped with a warning), curves other than X25519, P-256 and P-384 (skipped likewise).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::io::Read as _;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,8 +52,24 @@ use rustls::{
     SupportedProtocolVersion,
 };
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::WebError;
+use crate::input_limits;
+
+/// Largest web config file: 1 MiB (a config with inline certificates is a few kilobytes). Its
+/// parse holds at most ~100 bytes per byte (see [`input_limits`]).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The most bytes read from each file the web config names (certificates and keys are a few
+/// kilobytes, a system CA bundle a few hundred).
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// bcrypt's cost range (Go's `bcrypt.MinCost`..=`MaxCost`); a hash outside it matches nothing.
+const BCRYPT_COSTS: std::ops::RangeInclusive<u32> = 4..=31;
+
+/// How to make a bcrypt hash, for error messages.
+const MAKE_A_HASH: &str = "make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`";
 
 /// exporter-toolkit's `client_auth_type` (Go's `tls.ClientAuthType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +124,7 @@ struct RawConfig {
     #[serde(default)]
     http_server_config: Option<RawHttp>,
     #[serde(default)]
-    basic_auth_users: Option<BTreeMap<String, String>>,
+    basic_auth_users: Option<CheckedMap<UserRule>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,7 +148,144 @@ struct RawTls {
 #[serde(deny_unknown_fields)]
 struct RawHttp {
     http2: Option<bool>,
-    headers: Option<BTreeMap<String, String>>,
+    headers: Option<CheckedMap<HeaderRule>>,
+}
+
+/// A YAML map of strings whose entries are checked while they are read, so that an error names
+/// the entry's line and column (serde_yaml_ng marks an error raised while a value is read with
+/// that value's position): a key given twice (as `R` compares keys), and `R::check`.
+#[derive(Debug)]
+struct CheckedMap<R> {
+    entries: Vec<(String, String)>,
+    rule: PhantomData<R>,
+}
+
+trait EntryRule {
+    /// The form of a key under which two keys are the same entry.
+    fn normalize(key: &str) -> String;
+    /// What is wrong with a key given more than once.
+    fn duplicate(key: &str) -> String;
+    /// What is wrong with an entry, if anything.
+    fn check(key: &str, value: &str) -> Result<(), String>;
+}
+
+/// `basic_auth_users`: user → bcrypt hash.
+#[derive(Debug)]
+struct UserRule;
+
+impl EntryRule for UserRule {
+    fn normalize(key: &str) -> String {
+        key.to_string()
+    }
+
+    fn duplicate(key: &str) -> String {
+        format!("user {key:?} is listed more than once; give each user one hash")
+    }
+
+    fn check(user: &str, hash: &str) -> Result<(), String> {
+        if user.contains(':') {
+            return Err(format!(
+                "user name {user:?} contains ':', which basic auth cannot carry"
+            ));
+        }
+        let parts = hash
+            .parse::<bcrypt::HashParts>()
+            .map_err(|e| format!("not a bcrypt hash ({e}); {MAKE_A_HASH}"))?;
+        let cost = parts.get_cost();
+        if !BCRYPT_COSTS.contains(&cost) {
+            return Err(format!(
+                "bcrypt cost {cost} is outside {}..={}, so no password can match this hash; \
+                 {MAKE_A_HASH}",
+                BCRYPT_COSTS.start(),
+                BCRYPT_COSTS.end()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `http_server_config.headers`: exporter-toolkit's allowed headers and values; names compare
+/// case-insensitively, as HTTP's do.
+#[derive(Debug)]
+struct HeaderRule;
+
+impl EntryRule for HeaderRule {
+    fn normalize(key: &str) -> String {
+        key.to_ascii_lowercase()
+    }
+
+    fn duplicate(name: &str) -> String {
+        format!("header {name:?} is listed more than once (names are case-insensitive)")
+    }
+
+    fn check(name: &str, value: &str) -> Result<(), String> {
+        check_header(name, value).map(|_| ())
+    }
+}
+
+impl<'de, R: EntryRule> Deserialize<'de> for CheckedMap<R> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MapVisitor<R>(PhantomData<R>);
+
+        impl<'de, R: EntryRule> Visitor<'de> for MapVisitor<R> {
+            type Value = CheckedMap<R>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of names to strings")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut seen = HashSet::new();
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let duplicate = !seen.insert(R::normalize(&key));
+                    let value = map.next_value_seed(EntrySeed::<R> {
+                        key: &key,
+                        duplicate,
+                        rule: PhantomData,
+                    })?;
+                    entries.push((key, value));
+                }
+                Ok(CheckedMap {
+                    entries,
+                    rule: PhantomData,
+                })
+            }
+        }
+
+        d.deserialize_map(MapVisitor(PhantomData))
+    }
+}
+
+/// Reads one value of a [`CheckedMap`] and raises its errors there, at the value's position.
+struct EntrySeed<'k, R> {
+    key: &'k str,
+    duplicate: bool,
+    rule: PhantomData<R>,
+}
+
+impl<'de, R: EntryRule> DeserializeSeed<'de> for EntrySeed<'_, R> {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_string(self)
+    }
+}
+
+impl<'de, R: EntryRule> Visitor<'de> for EntrySeed<'_, R> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<String, E> {
+        if self.duplicate {
+            return Err(E::custom(R::duplicate(self.key)));
+        }
+        R::check(self.key, value).map_err(E::custom)?;
+        Ok(value.to_string())
+    }
 }
 
 /// A validated web config: TLS settings ready for rustls, basic auth users, response headers.
@@ -157,10 +317,11 @@ impl WebConfig {
     /// Read and validate a web config file; relative paths in it are relative to its directory.
     pub fn from_file(path: impl AsRef<Path>) -> Result<WebConfig, WebError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| WebError::Config {
-            path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text =
+            input_limits::read_to_string(path, MAX_CONFIG_BYTES).map_err(|e| WebError::Config {
+                path: path.to_path_buf(),
+                message: format!("cannot read: {e}"),
+            })?;
         let base = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -173,36 +334,40 @@ impl WebConfig {
     pub fn from_yaml(text: &str, origin: &Path, base_dir: &Path) -> Result<WebConfig, WebError> {
         let cfg_err = |message: String| WebError::Config {
             path: origin.to_path_buf(),
-            message,
+            message: input_limits::clip(&message),
         };
-        // An empty file (or only comments) is a valid config with nothing in it.
+        input_limits::check_yaml_with(text, MAX_CONFIG_BYTES, input_limits::MAX_YAML_DEPTH)
+            .map_err(|e| cfg_err(e.to_string()))?;
+        // An empty file (or only comments) is a valid config with nothing in it. The messages
+        // start with the YAML path and end with the line and column.
+        // `yaml_error` has clipped what quotes the input and put the position after it: not
+        // clipped again, which could cut the position off.
         let raw: RawConfig = serde_yaml_ng::from_str::<Option<RawConfig>>(text)
-            .map_err(|e| cfg_err(format!("invalid YAML: {e}")))?
+            .map_err(|e| WebError::Config {
+                path: origin.to_path_buf(),
+                message: input_limits::yaml_error(&e),
+            })?
             .unwrap_or_default();
         let loader = Loader { origin, base_dir };
 
         let (http2, headers) = match raw.http_server_config {
             None => (true, Vec::new()),
-            Some(h) => (
-                h.http2.unwrap_or(true),
-                parse_headers(h.headers.unwrap_or_default()).map_err(cfg_err)?,
-            ),
-        };
-        let users = raw.basic_auth_users.unwrap_or_default();
-        for (user, hash) in &users {
-            if user.contains(':') {
-                return Err(cfg_err(format!(
-                    "basic_auth_users: user name {user:?} contains ':', which basic auth cannot \
-                     carry"
-                )));
+            Some(h) => {
+                let mut headers = Vec::new();
+                for (name, value) in h.headers.map(|m| m.entries).unwrap_or_default() {
+                    headers.push(
+                        check_header(&name, &value)
+                            .map_err(|m| cfg_err(format!("http_server_config.headers: {m}")))?,
+                    );
+                }
+                (h.http2.unwrap_or(true), headers)
             }
-            hash.parse::<bcrypt::HashParts>().map_err(|e| {
-                cfg_err(format!(
-                    "basic_auth_users.{user}: not a bcrypt hash ({e}); make one with \
-                     `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
-                ))
-            })?;
-        }
+        };
+        // Checked while read (UserRule): no duplicates, valid hashes.
+        let users: BTreeMap<String, String> = raw
+            .basic_auth_users
+            .map(|m| m.entries.into_iter().collect())
+            .unwrap_or_default();
 
         let (tls, client_auth) = match raw.tls_server_config {
             None => (None, ClientAuth::NoClientCert),
@@ -259,42 +424,53 @@ impl WebConfig {
     }
 }
 
-fn parse_headers(map: BTreeMap<String, String>) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
-    let mut out = Vec::with_capacity(map.len());
-    for (name, value) in map {
-        let Some(canonical) = ALLOWED_HEADERS
-            .iter()
-            .find(|h| h.eq_ignore_ascii_case(&name))
-        else {
+/// A header of `http_server_config.headers`, checked against exporter-toolkit's rules.
+fn check_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let Some(canonical) = ALLOWED_HEADERS
+        .iter()
+        .find(|h| h.eq_ignore_ascii_case(name))
+    else {
+        return Err(format!(
+            "header {name:?} cannot be configured (allowed: {})",
+            ALLOWED_HEADERS.join(", ")
+        ));
+    };
+    let lower = value.to_ascii_lowercase();
+    match *canonical {
+        "X-Content-Type-Options" if lower != "nosniff" => {
             return Err(format!(
-                "http_server_config.headers: header {name:?} cannot be configured (allowed: {})",
-                ALLOWED_HEADERS.join(", ")
+                "X-Content-Type-Options must be \"nosniff\", not {value:?}"
             ));
-        };
-        let lower = value.to_ascii_lowercase();
-        match *canonical {
-            "X-Content-Type-Options" if lower != "nosniff" => {
-                return Err(format!(
-                    "http_server_config.headers: X-Content-Type-Options must be \"nosniff\", not \
-                     {value:?}"
-                ));
-            }
-            "X-Frame-Options" if lower != "deny" && lower != "sameorigin" => {
-                return Err(format!(
-                    "http_server_config.headers: X-Frame-Options must be \"deny\" or \
-                     \"sameorigin\", not {value:?}"
-                ));
-            }
-            _ => {}
         }
-        let header_value = HeaderValue::from_str(&value).map_err(|_| {
-            format!("http_server_config.headers: {canonical}: invalid header value {value:?}")
-        })?;
-        let header_name = HeaderName::from_bytes(canonical.as_bytes())
-            .map_err(|_| format!("http_server_config.headers: invalid header name {name:?}"))?;
-        out.push((header_name, header_value));
+        "X-Frame-Options" if lower != "deny" && lower != "sameorigin" => {
+            return Err(format!(
+                "X-Frame-Options must be \"deny\" or \"sameorigin\", not {value:?}"
+            ));
+        }
+        _ => {}
     }
-    Ok(out)
+    let header_value = HeaderValue::from_str(value)
+        .map_err(|_| format!("{canonical}: invalid header value {value:?}"))?;
+    let header_name = HeaderName::from_bytes(canonical.as_bytes())
+        .map_err(|_| format!("invalid header name {name:?}"))?;
+    Ok((header_name, header_value))
+}
+
+/// A file's bytes, at most [`MAX_FILE_BYTES`] of them (so a config naming `/dev/zero` or a huge
+/// file is an error, not an endless read).
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "larger than {} MiB, too large for this file",
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Where a PEM comes from: a file named under a key, or inline text under a key.
@@ -312,7 +488,7 @@ impl Loader<'_> {
     fn cfg_err(&self, message: impl Into<String>) -> WebError {
         WebError::Config {
             path: self.origin.to_path_buf(),
-            message: message.into(),
+            message: input_limits::clip(&message.into()),
         }
     }
 
@@ -322,7 +498,7 @@ impl Loader<'_> {
                 config: self.origin.to_path_buf(),
                 key: format!("tls_server_config.{key}"),
                 file: path.clone(),
-                message: message.into(),
+                message: input_limits::clip(&message.into()),
             },
             Source::Inline { key } => {
                 self.cfg_err(format!("tls_server_config.{key}: {}", message.into()))
@@ -342,8 +518,9 @@ impl Loader<'_> {
     /// The PEM bytes of a file or inline value.
     fn read(&self, source: &Source, inline: Option<&str>) -> Result<Vec<u8>, WebError> {
         match source {
-            Source::File { path, .. } => std::fs::read(path)
-                .map_err(|e| self.source_err(source, format!("cannot read: {e}"))),
+            Source::File { path, .. } => {
+                read_bounded(path).map_err(|message| self.source_err(source, message))
+            }
             Source::Inline { .. } => Ok(inline.unwrap_or_default().as_bytes().to_vec()),
         }
     }

@@ -4,12 +4,19 @@
 //! Routes: the telemetry path (the [`Exposition`]'s body, rendered on a blocking thread), `/` (the
 //! landing page, unless the telemetry path is `/`), `/-/healthy` and `/-/ready`. GET and HEAD only
 //! (405 with `Allow: GET, HEAD` otherwise); other paths 404. With basic auth on, every path needs
-//! it (as in exporter-toolkit), checked before routing.
+//! it (as in exporter-toolkit), checked before routing: 401 for missing or wrong credentials, 429
+//! or 503 (with `Retry-After`) when the password check is refused by the bcrypt queue. Those
+//! refusals are answered after [`REFUSAL_DELAY`], so that a client retrying in a tight loop sends
+//! one request a second, not thousands: the refusal costs the server a timer, not CPU.
+//!
+//! Refused scrapes, handler timeouts and refused password checks are logged at `warn` through a
+//! [`BurstLog`] each: the first at once, then a count per interval.
 //!
 //! It does not read request bodies, compress, or know about connections beyond the in-flight
 //! [`ActiveGuard`] it hands back inside each response body.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,8 +30,13 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::Semaphore;
 
-use super::auth::BasicAuth;
+use super::auth::{BasicAuth, Verdict};
+use super::burst::{BURST_LOG_INTERVAL, BurstLog};
+use super::gate::Refusal;
 use super::{Exposition, HTML_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+
+/// How long a password check refused by the bcrypt queue waits for its 429 or 503.
+pub(crate) const REFUSAL_DELAY: Duration = Duration::from_secs(1);
 
 pub(crate) const HEALTHY_PATH: &str = "/-/healthy";
 pub(crate) const READY_PATH: &str = "/-/ready";
@@ -39,6 +51,40 @@ pub(crate) struct App {
     pub(crate) auth: Option<BasicAuth>,
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) request_timeout: Duration,
+    pub(crate) logs: BurstLogs,
+}
+
+/// The warnings that come in bursts.
+pub(crate) struct BurstLogs {
+    limit: Arc<BurstLog>,
+    timeout: Arc<BurstLog>,
+    auth: Arc<BurstLog>,
+}
+
+impl BurstLogs {
+    pub(crate) fn new(telemetry_path: &str, max_requests: usize, timeout: Duration) -> BurstLogs {
+        let path = telemetry_path.to_string();
+        BurstLogs {
+            limit: BurstLog::new(BURST_LOG_INTERVAL, move |n, over| {
+                format!(
+                    "{path}: answered 503 to {n} more scrapes over the limit of {max_requests} \
+                     concurrent scrapes in the last {over:?}"
+                )
+            }),
+            timeout: BurstLog::new(BURST_LOG_INTERVAL, move |n, over| {
+                format!(
+                    "answered 503 to {n} more requests with no response within {timeout:?} in \
+                     the last {over:?}"
+                )
+            }),
+            auth: BurstLog::new(BURST_LOG_INTERVAL, |n, over| {
+                format!(
+                    "basic auth: refused {n} more password checks (429: too many from one \
+                     address, 503: too many in all) in the last {over:?}"
+                )
+            }),
+        }
+    }
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
@@ -52,34 +98,48 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 }
 
 impl App {
-    /// The response to one request, with the configured headers added.
-    pub(crate) async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let mut resp = match tokio::time::timeout(self.request_timeout, self.route(&req)).await {
-            Ok(r) => r,
-            Err(_) => {
-                log::warn!(
-                    "{} {}: no response within {:?}",
-                    req.method(),
-                    req.uri().path(),
-                    self.request_timeout
-                );
-                text(StatusCode::SERVICE_UNAVAILABLE, "Request timed out.\n")
-            }
-        };
+    /// The response to one request from `peer`, with the configured headers added.
+    pub(crate) async fn handle(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<Full<Bytes>> {
+        let mut resp =
+            match tokio::time::timeout(self.request_timeout, self.route(&req, peer)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.logs.timeout.warn(|| {
+                        format!(
+                            "{} {}: no response within {:?}, answering 503 (more are counted)",
+                            req.method(),
+                            req.uri().path(),
+                            self.request_timeout
+                        )
+                    });
+                    text(StatusCode::SERVICE_UNAVAILABLE, "Request timed out.\n")
+                }
+            };
         for (name, value) in &self.headers {
             resp.headers_mut().insert(name.clone(), value.clone());
         }
         resp
     }
 
-    async fn route(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-        if let Some(auth) = &self.auth
-            && !auth.check(req.headers().get(header::AUTHORIZATION)).await
-        {
-            let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
-            return r;
+    async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        if let Some(auth) = &self.auth {
+            match auth
+                .check(req.headers().get(header::AUTHORIZATION), peer.ip())
+                .await
+            {
+                Verdict::Allowed => {}
+                Verdict::Denied => {
+                    let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+                    r.headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
+                    return r;
+                }
+                Verdict::Refused(refusal) => return self.refused(refusal, peer).await,
+            }
         }
         let path = req.uri().path();
         let landing = self.landing.as_ref().filter(|_| path == "/");
@@ -125,17 +185,44 @@ impl App {
         }
     }
 
+    /// A password check the bcrypt queue did not admit: 429 (this source has enough checks
+    /// pending) or 503 (the queue is full), with `Retry-After`, after [`REFUSAL_DELAY`].
+    async fn refused(&self, refusal: Refusal, peer: SocketAddr) -> Response<Full<Bytes>> {
+        let (status, body, why) = match refusal {
+            Refusal::SourceBusy => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many password checks from this address at once, try again later.\n",
+                "too many password checks at once from this address, answering 429",
+            ),
+            Refusal::Full => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Too many password checks at once, try again later.\n",
+                "too many password checks at once, answering 503",
+            ),
+        };
+        self.logs
+            .auth
+            .warn(|| format!("basic auth: {}: {why} (more are counted)", peer.ip()));
+        tokio::time::sleep(REFUSAL_DELAY).await;
+        let mut r = text(status, body);
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    }
+
     async fn telemetry(&self, accept: Option<String>) -> Response<Full<Bytes>> {
         let permit = match &self.limit {
             None => None,
             Some(sem) => match sem.clone().try_acquire_owned() {
                 Ok(p) => Some(p),
                 Err(_) => {
-                    log::warn!(
-                        "{}: limit of {} concurrent scrapes reached, answering 503",
-                        self.telemetry_path,
-                        self.max_requests
-                    );
+                    self.logs.limit.warn(|| {
+                        format!(
+                            "{}: limit of {} concurrent scrapes reached, answering 503 (more are \
+                             counted)",
+                            self.telemetry_path, self.max_requests
+                        )
+                    });
                     let mut r = Response::new(Full::new(Bytes::from(format!(
                         "Limit of concurrent requests reached ({}), try again later.\n",
                         self.max_requests

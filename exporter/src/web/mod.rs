@@ -21,7 +21,9 @@
 //! runtime until a future completes.
 
 mod auth;
+mod burst;
 pub mod config;
+mod gate;
 mod handler;
 pub mod landing;
 pub mod server;

@@ -22,6 +22,9 @@
 //!   starting or finishing it is closed too (a client that does not read its response);
 //! - the handler: a response within `T`, else 503.
 //!
+//! An HTTP/1 client that shuts down its sending side after its request (a half-close) is still
+//! answered.
+//!
 //! The number of connections is not capped (the idle watchdog frees them); HTTP/2 streams per
 //! connection are (32). Malformed requests get hyper's 4xx and only that connection is closed.
 //!
@@ -51,13 +54,13 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::auth::BasicAuth;
-use super::handler::{self, ActiveGuard, App, ConnState, GuardedBody};
+use super::handler::{self, ActiveGuard, App, BurstLogs, ConnState, GuardedBody};
 use super::{Exposition, ServerOptions, WebError, landing};
 
 /// HTTP/2 streams one connection may have open at once.
 const MAX_CONCURRENT_STREAMS: u32 = 32;
 /// Threads for renders and bcrypt checks (more wait in a queue; the handler timeout bounds the
-/// wait).
+/// wait; bcrypt takes at most a few, see `gate`).
 const MAX_BLOCKING_THREADS: usize = 16;
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -154,6 +157,11 @@ impl Server {
             auth,
             headers,
             request_timeout: opts.request_timeout,
+            logs: BurstLogs::new(
+                &opts.telemetry_path,
+                opts.max_requests,
+                opts.request_timeout,
+            ),
         };
         Ok(Server {
             listeners,
@@ -505,7 +513,7 @@ async fn serve_http<IO>(
         let ctx = svc_ctx.clone();
         let guard = ActiveGuard::new(svc_state.clone());
         async move {
-            let resp = ctx.app.handle(req).await;
+            let resp = ctx.app.handle(req, peer).await;
             Ok::<Response<GuardedBody>, std::convert::Infallible>(
                 resp.map(|body| GuardedBody::new(body, guard)),
             )
@@ -523,6 +531,10 @@ async fn serve_http<IO>(
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(ctx.timeout)
+            // A client may shut down its sending side once its request is out and wait for the
+            // answer; without this, hyper drops the connection unanswered when it sees that EOF
+            // while the response is still being made (a render on the blocking pool, bcrypt).
+            .half_close(true)
             .keep_alive(true);
         let conn = builder.serve_connection(io, service);
         watch_connection(conn, peer, ctx.timeout, state, stop).await;
