@@ -310,7 +310,7 @@ fn run(args: Args) -> Result<()> {
         .map(WebConfig::from_file)
         .transpose()?;
     let history_stats = Arc::new(HistoryStats::default());
-    let history_sender = match history_root(&args) {
+    let (history_sender, history_thread) = match history_root(&args) {
         Some(root) => {
             log::info!(
                 "writing history to {} (every {:?}, keeping {:?} and at most {} bytes per node)",
@@ -319,7 +319,7 @@ fn run(args: Args) -> Result<()> {
                 args.history_retention,
                 args.history_max_bytes
             );
-            let (sender, _thread) = history::spawn(
+            let (sender, thread) = history::spawn(
                 root,
                 WriterOptions {
                     interval_ms: args.history_interval.as_millis().max(1) as i64,
@@ -330,9 +330,9 @@ fn run(args: Args) -> Result<()> {
                 history_stats.clone(),
                 64,
             )?;
-            Some(sender)
+            (Some(sender), Some(thread))
         }
-        None => None,
+        None => (None, None),
     };
     let history_enabled = history_sender.is_some();
     let sampler = Sampler::spawn_with(
@@ -349,6 +349,15 @@ fn run(args: Args) -> Result<()> {
             }),
         },
     )?;
+    // Another exporter writing this node's history folder is a configuration error: fail now.
+    if let Some(history::FirstOpen::Failed(e @ history::HistoryError::Locked { .. })) =
+        history_thread
+            .as_ref()
+            .and_then(|t| t.first_open(Duration::from_secs(10)))
+    {
+        sampler.stop();
+        return Err(e.into());
+    }
     let handle = sampler.handle();
     let exposition = Arc::new(MetricsExposition::new(
         handle.clone(),
@@ -403,6 +412,12 @@ fn run(args: Args) -> Result<()> {
     running.wait_for_signal()?;
     log::info!("shutting down");
     sampler.stop();
+    // The history thread writes the interval in progress once the sampler is gone.
+    if let Some(t) = history_thread
+        && !t.join_within(Duration::from_secs(10))
+    {
+        log::warn!("history: the interval in progress was not written within 10 s");
+    }
     Ok(())
 }
 

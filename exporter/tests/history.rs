@@ -49,13 +49,13 @@ fn simulate(root: &Path, seconds: i64, mode: WriterMode, finish: bool) -> Rows {
     for _ in 0..seconds {
         let s = backend.sample().unwrap();
         if let Some(rows) = agg.push(&inv, &s, &attribution) {
-            w.write(&rows).unwrap();
+            w.write(&rows).into_result().unwrap();
             keep(&rows);
         }
     }
     if finish {
         let rows = agg.flush().unwrap();
-        w.write(&rows).unwrap();
+        w.write(&rows).into_result().unwrap();
         keep(&rows);
         w.finish().unwrap();
     }
@@ -403,4 +403,509 @@ fn a_day_that_cannot_be_compacted_stays_hourly_and_recording_goes_on() {
     let later = (day0 + 72) * 3_600_000;
     HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
     assert!(dir.join("2026-11-02T00.parquet").exists());
+}
+
+// ---- Hardening (issue 17): each test injects a fault the writer must survive. ----
+
+/// Every log record of this test binary, for the tests that check what is logged.
+fn captured_logs() -> &'static std::sync::Mutex<Vec<String>> {
+    struct Capture;
+    static LINES: std::sync::OnceLock<std::sync::Mutex<Vec<String>>> = std::sync::OnceLock::new();
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record) {
+            if let Some(lines) = LINES.get() {
+                let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
+                l.push(format!("{} {}", r.level(), r.args()));
+            }
+        }
+        fn flush(&self) {}
+    }
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let _ = LINES.set(std::sync::Mutex::new(Vec::new()));
+        let _ = log::set_boxed_logger(Box::new(Capture));
+        log::set_max_level(log::LevelFilter::Info);
+    });
+    LINES.get().unwrap()
+}
+
+/// An open segment as the writer leaves it: the header line, then one row per line.
+fn write_segment<R: serde::Serialize>(path: &Path, table: &str, rows: &[R]) {
+    let mut text = format!("{{\"tessera_history\":1,\"table\":\"{table}\"}}\n");
+    for r in rows {
+        text.push_str(&serde_json::to_string(r).unwrap());
+        text.push('\n');
+    }
+    fs::write(path, text).unwrap();
+}
+
+fn shift<R: Clone>(
+    rows: &[R],
+    ts: impl Fn(&R) -> i64,
+    set: impl Fn(&mut R, i64),
+    by: i64,
+) -> Vec<R> {
+    rows.iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let t = ts(&r);
+            set(&mut r, t + by);
+            r
+        })
+        .collect()
+}
+
+/// Rows of every table, the same intervals as `template` moved to `hour` (hours since the epoch).
+fn all_rows_at(template: &Rows, hour: i64) -> Rows {
+    let base = template.gpu[0].ts;
+    let by = hour * 3_600_000 + 10_000 - base;
+    Rows {
+        gpu: shift(&template.gpu, |r| r.ts, |r, t| r.ts = t, by),
+        mig: shift(&template.mig, |r| r.ts, |r, t| r.ts = t, by),
+        process: shift(&template.process, |r| r.ts, |r, t| r.ts = t, by),
+    }
+}
+
+fn sorted_keys(h: &history::NodeHistory) -> Vec<(i64, u32)> {
+    let mut k: Vec<(i64, u32)> = h.gpu.iter().map(|r| (r.ts, r.gpu)).collect();
+    k.sort();
+    k
+}
+
+#[test]
+fn a_kill_during_rotation_is_recovered_whatever_the_directory_order() {
+    // A kill -9 while an hour is converted leaves its open segment and a stale
+    // `<hour>.parquet.tmp` in every table folder. Eight past hours, the two files created in
+    // either order (so the directory lists them in both orders, whatever the file system does).
+    let tmp = tempfile::tempdir().unwrap();
+    let template = simulate(tmp.path(), 120, WriterMode::Direct, true);
+    let node = tmp.path().join("gpu-node-1");
+    for t in Table::ALL {
+        for n in names(&node.join(t.name())) {
+            fs::remove_file(node.join(t.name()).join(n)).unwrap();
+        }
+    }
+    let hour0 = template.gpu[0].ts.div_euclid(3_600_000);
+    let mut expected = Rows::default();
+    for h in 0..8 {
+        let rows = all_rows_at(&template, hour0 + h);
+        let name = history::writer::hour_name(hour0 + h);
+        for t in Table::ALL {
+            let dir = node.join(t.name());
+            let open = dir.join(format!("{name}.open.jsonl"));
+            let stale = dir.join(format!("{name}.parquet.tmp"));
+            let segment = || match t {
+                Table::Gpu => write_segment(&open, "gpu", &rows.gpu),
+                Table::Mig => write_segment(&open, "mig", &rows.mig),
+                Table::Process => write_segment(&open, "process", &rows.process),
+            };
+            if h % 2 == 0 {
+                fs::write(&stale, b"PAR1 half a file").unwrap();
+                segment();
+            } else {
+                segment();
+                fs::write(&stale, b"PAR1 half a file").unwrap();
+            }
+        }
+        expected.gpu.extend(rows.gpu);
+        expected.mig.extend(rows.mig);
+        expected.process.extend(rows.process);
+    }
+    let later = (hour0 + 9) * 3_600_000;
+    // The first start after the crash opens at once (no table-by-table retries).
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
+    for t in Table::ALL {
+        let left: Vec<String> = names(&node.join(t.name()))
+            .into_iter()
+            .filter(|n| !n.ends_with(".parquet"))
+            .collect();
+        assert!(left.is_empty(), "{}: {left:?}", t.name());
+    }
+    let h = read_node_dir(&node).unwrap();
+    assert_eq!(h.gpu, expected.gpu);
+    assert_eq!(h.mig, expected.mig);
+    assert_eq!(h.process, expected.process);
+    // A second start finds nothing to do and changes nothing.
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), later).unwrap();
+    assert_eq!(read_node_dir(&node).unwrap().gpu, expected.gpu);
+}
+
+#[test]
+fn a_second_writer_of_one_node_folder_is_refused_until_the_first_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), 0).unwrap();
+    let e = HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), 0)
+        .err()
+        .expect("a second writer of the same folder is refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&tmp.path().join("gpu-node-1").display().to_string()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
+    assert!(msg.contains("in use"), "{msg}");
+    // Another node's folder under the same root is not this one.
+    HistoryWriter::open(tmp.path(), "gpu-node-2", WriterOptions::default(), 0).unwrap();
+    drop(first);
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), 0).unwrap();
+}
+
+/// `tessera-exporter --backend sim` writing history under `dir`, stderr piped.
+fn exporter_on(dir: &Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tessera-exporter"))
+        .args([
+            "--backend",
+            "sim",
+            "--sample.interval",
+            "20ms",
+            "--sim.speed",
+            "50",
+            "--history.interval",
+            "1s",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--history.dir",
+        ])
+        .arg(dir)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting tessera-exporter")
+}
+
+/// Waits until `child` exits (up to `secs`); its status, or None while it still runs.
+fn wait_exit(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+    }
+    s
+}
+
+#[test]
+fn a_second_exporter_on_one_history_folder_fails_and_a_killed_one_leaves_no_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let node = tmp.path().join("gpu-node-1");
+    let mut first = exporter_on(tmp.path(), &[]);
+    // Drain its stderr so it never blocks on a full pipe.
+    let first_err = first.stderr.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut { first_err }, &mut std::io::sink()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !node
+        .join("gpu")
+        .read_dir()
+        .is_ok_and(|mut d| d.next().is_some())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first exporter writes no history"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut second = exporter_on(tmp.path(), &[]);
+    let status = wait_exit(&mut second, 20);
+    if status.is_none() {
+        let _ = second.kill();
+        let _ = first.kill();
+        let err = stderr_of(&mut second);
+        panic!("a second exporter on the same history folder keeps running:\n{err}");
+    }
+    let err = stderr_of(&mut second);
+    assert_eq!(status.unwrap().code(), Some(2), "{err}");
+    assert!(err.contains(&node.display().to_string()), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    // kill -9: the kernel releases the lock with the process.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut third = exporter_on(tmp.path(), &[]);
+    let status = wait_exit(&mut third, 3);
+    let _ = third.kill();
+    let err = stderr_of(&mut third);
+    assert!(
+        status.is_none(),
+        "exited after a killed holder: {status:?}\n{err}"
+    );
+    let _ = third.wait();
+}
+
+#[test]
+fn a_failed_manifest_write_leaves_no_temporary_file() {
+    // Disk full at start, injected with a file size limit of 0 (writes fail with EFBIG; the
+    // signal it would raise is ignored, and ignored signals stay ignored across exec).
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_tessera-exporter"),
+            "--backend",
+            "sim",
+            "--sample.interval",
+            "20ms",
+            "--sim.speed",
+            "50",
+            "--history.interval",
+            "1s",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--history.dir",
+        ])
+        .arg(tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(String::new()));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            s2.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.lock().unwrap().contains("tessera-history") {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("no history error logged:\n{}", seen.lock().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let node = tmp.path().join("gpu-node-1");
+    let left: Vec<String> = names(&node)
+        .into_iter()
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}\n{}", seen.lock().unwrap());
+    // A temporary manifest a kill left behind is removed by the next start.
+    fs::write(node.join("tessera-history.tmp"), b"").unwrap();
+    HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), 0).unwrap();
+    assert!(!node.join("tessera-history.tmp").exists());
+}
+
+#[test]
+fn a_clock_that_restarts_does_not_write_an_interval_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = sim::load_scenario(None).unwrap();
+    let start = scenario.start.timestamp_millis();
+    let run = |w: &mut HistoryWriter, seconds: i64| {
+        // A fresh backend and aggregator from the scenario's start: the clock restarted.
+        let mut backend = SimBackend::new(
+            &scenario,
+            None,
+            SimClock::Stepped {
+                next_ms: start + 1000,
+                step_ms: 1000,
+            },
+        )
+        .unwrap();
+        let inv = Arc::new(backend.inventory().unwrap());
+        let attribution = backend.node().attribution();
+        let mut agg = Aggregator::new(&inv.node, 10_000);
+        for _ in 0..seconds {
+            let s = backend.sample().unwrap();
+            if let Some(rows) = agg.push(&inv, &s, &attribution) {
+                let _ = w.write(&rows);
+            }
+        }
+    };
+    let mut w =
+        HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), start).unwrap();
+    run(&mut w, 300);
+    // Within one run (a backend re-created on a virtual clock that starts over) ...
+    run(&mut w, 600);
+    drop(w);
+    // ... and across a restart of the exporter on the same --sim.time.
+    let mut w =
+        HistoryWriter::open(tmp.path(), "gpu-node-1", WriterOptions::default(), start).unwrap();
+    run(&mut w, 900);
+    drop(w);
+    let h = read_node_dir(&tmp.path().join("gpu-node-1")).unwrap();
+    let keys = sorted_keys(&h);
+    let mut unique = keys.clone();
+    unique.dedup();
+    assert_eq!(keys.len(), unique.len(), "duplicate (ts, gpu) keys");
+    // Nothing is lost either: every interval of the longest run is there once.
+    assert_eq!(unique.len(), 4 * 89);
+    let mut mig: Vec<_> = h
+        .mig
+        .iter()
+        .map(|r| (r.ts, r.gpu, r.gpu_instance, r.compute_instance))
+        .collect();
+    let n = mig.len();
+    mig.sort();
+    mig.dedup();
+    assert_eq!(mig.len(), n, "duplicate MIG keys");
+}
+
+#[test]
+fn simulating_twice_into_one_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = sim::load_scenario(None).unwrap();
+    history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000).unwrap();
+    let e = history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
+        .expect_err("a second simulation over the same intervals is refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("gpu-node-") && msg.contains("empty folder"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn tessera_simulate_into_a_folder_an_exporter_writes_is_refused_naming_its_pid() {
+    // The exporter (here: its writer) holds gpu-node-1's folder; `tessera simulate` of the demo
+    // scenario into the same root would write that node's rows beside it.
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = sim::load_scenario(None).unwrap();
+    let node = scenario.nodes[0].name.clone();
+    let held = HistoryWriter::open(tmp.path(), &node, WriterOptions::default(), 0).unwrap();
+    let e = history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
+        .expect_err("simulating into a folder another writer holds is refused");
+    let msg = e.to_string();
+    assert!(matches!(e, HistoryError::Locked { .. }), "{msg}");
+    assert!(
+        msg.contains(&tmp.path().join(&node).display().to_string()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
+    // Nothing was written into the held folder.
+    assert!(names(&tmp.path().join(&node).join("gpu")).is_empty());
+    // (The scenario's other nodes were simulated: their folders are free.)
+    drop(held);
+    HistoryWriter::open(tmp.path(), &node, WriterOptions::default(), 0).unwrap();
+}
+
+#[test]
+fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
+    let logs = captured_logs();
+    let tmp = tempfile::tempdir().unwrap();
+    // A file where the folder should be: every batch of rows is lost.
+    let root = tmp.path().join("not-a-folder");
+    fs::write(&root, b"").unwrap();
+    let stats = Arc::new(HistoryStats::default());
+    let (sender, thread) = history::spawn(
+        root.clone(),
+        WriterOptions {
+            interval_ms: 1000,
+            ..WriterOptions::default()
+        },
+        stats.clone(),
+        1024,
+    )
+    .unwrap();
+    let scenario = sim::load_scenario(None).unwrap();
+    let start = scenario.start.timestamp_millis();
+    let sampler = Sampler::spawn_with(
+        Box::new(move || {
+            Ok(Box::new(
+                SimBackend::new(
+                    &scenario,
+                    None,
+                    SimClock::Stepped {
+                        next_ms: start,
+                        step_ms: 500,
+                    },
+                )
+                .unwrap(),
+            ) as Box<dyn GpuBackend>)
+        }),
+        SamplerConfig {
+            interval: Duration::from_millis(2),
+            ..SamplerConfig::default()
+        },
+        SamplerHooks {
+            attributor: None,
+            on_sample: Some(Box::new(move |s| sender.offer(s))),
+        },
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sampler.stop();
+    thread.join();
+    let root_name = root.display().to_string();
+    let lines: Vec<String> = logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(&root_name) && l.contains(" lost "))
+        .cloned()
+        .collect();
+    // Every lost batch is in exactly one line, with its rows by table ...
+    let batches: u64 = lines
+        .iter()
+        .map(|l| {
+            let n = l
+                .split(" batch")
+                .next()
+                .and_then(|s| s.rsplit(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            n.unwrap_or_else(|| panic!("no batch count in {l:?}"))
+        })
+        .sum();
+    assert!(
+        batches >= 100,
+        "{batches} batches lost in 1.5 s? {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("gpu") && l.contains("rows")),
+        "{lines:#?}"
+    );
+    // ... every batch the stats count is in a line ...
+    assert_eq!(
+        batches,
+        stats.lost_batches.load(Ordering::Relaxed),
+        "{lines:#?}"
+    );
+    let rows: u64 = lines
+        .iter()
+        .map(|l| {
+            ["gpu ", "mig ", "process "]
+                .iter()
+                .map(|k| {
+                    let after = l.split(k).nth(1).unwrap_or("");
+                    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+                    digits.parse::<u64>().unwrap_or(0)
+                })
+                .sum::<u64>()
+        })
+        .sum();
+    assert_eq!(rows, stats.lost_rows.load(Ordering::Relaxed), "{lines:#?}");
+    assert!(
+        rows >= batches * 4,
+        "4 GPUs: {rows} rows in {batches} batches"
+    );
+    // ... and far fewer lines than batches: the first at once, then at most one per period.
+    assert!(lines.len() <= 3, "{lines:#?}");
 }

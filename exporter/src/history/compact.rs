@@ -11,8 +11,12 @@
 //! (written later, e.g. after the clock went back) is read, and merged into the day file by the
 //! next compaction.
 //!
-//! This module does not decide when to compact (the writer does, at each new hour and at open)
-//! and does not apply retention.
+//! A day that still has an open or closing segment (`.open.jsonl`, `.closing.jsonl`) is left
+//! for a later compaction: the Parquet file of that segment may be about to appear, and crash
+//! recovery must find it beside its segment.
+//!
+//! This module does not decide when to compact (the writer does, at each new hour and at open),
+//! never touches segments and does not apply retention.
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
@@ -24,7 +28,9 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::reader::read_parquet_batches;
 use super::schema::Table;
-use super::writer::{HistoryError, io, parquet_properties, parse_hour};
+use super::writer::{
+    CLOSING_SUFFIX, HistoryError, OPEN_SUFFIX, io, parquet_properties, parse_hour,
+};
 
 /// Parquet key-value metadata key of a day file: a JSON array of the hourly file names it holds.
 pub const COMPACTED_FROM_KEY: &str = "tessera.compacted_from";
@@ -80,6 +86,10 @@ pub fn file_hours(file_name: &str) -> Option<(i64, i64)> {
 
 /// The hourly file names a day file lists as compacted into it (empty for a file without the key).
 pub fn compacted_from(path: &Path) -> Result<Vec<String>, HistoryError> {
+    super::reader::catch_panic(path, "footer", || compacted_from_of(path))
+}
+
+fn compacted_from_of(path: &Path) -> Result<Vec<String>, HistoryError> {
     let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -120,20 +130,31 @@ pub fn superseded(table_dir: &Path) -> Result<BTreeSet<String>, HistoryError> {
 }
 
 /// Compacts every day before `current_day` (unix ms / 1 day) that still has hourly files in
-/// `table_dir`. Returns the day files written. A day that cannot be compacted (an hourly file
-/// that does not read, a full disk) keeps its hourly files as they are, the other days are still
-/// compacted, and the first such error is returned at the end.
+/// `table_dir` and no segment still open or being closed. Returns the day files written. A day
+/// that cannot be compacted (an hourly file that does not read, a full disk) keeps its hourly
+/// files as they are, the other days are still compacted, and the first such error is returned
+/// at the end.
 pub fn compact_table(
     table_dir: &Path,
     table: Table,
     current_day: i64,
 ) -> Result<Vec<PathBuf>, HistoryError> {
     let mut hourly: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    // Days with a segment not yet closed into Parquet are not over for this folder: its
+    // Parquet file (which may exist already, after a crash) must stay where recovery finds it.
+    let mut pending = BTreeSet::new();
     for entry in fs::read_dir(table_dir).map_err(io(table_dir))? {
         let path = entry.map_err(io(table_dir))?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        if let Some(stem) = name
+            .strip_suffix(OPEN_SUFFIX)
+            .or_else(|| name.strip_suffix(CLOSING_SUFFIX))
+            && let Some(h) = parse_hour(stem)
+        {
+            pending.insert(h.div_euclid(HOURS_PER_DAY));
+        }
         if let Some(h) = parse_hour_file(name) {
             let day = h.div_euclid(HOURS_PER_DAY);
             if day < current_day {
@@ -144,6 +165,9 @@ pub fn compact_table(
     let mut written = Vec::new();
     let mut first_err = None;
     for (day, mut names) in hourly {
+        if pending.contains(&day) {
+            continue;
+        }
         names.sort();
         match compact_day(table_dir, table, day, &names) {
             Ok(p) => written.push(p),

@@ -4,15 +4,22 @@
 //! Strict as `docs/history-format.md` requires: an unknown format version, an unknown, missing or
 //! mistyped column, a null in a non-nullable column, or a bad JSONL line other than the last is
 //! an error naming the file, the line or row, and the column. A torn last line of an open segment
-//! (no trailing newline, or not valid JSON) is skipped and counted exactly.
+//! (no trailing newline, or not valid JSON) is skipped and counted exactly. Only `*.parquet` and
+//! `*.open.jsonl` are read: a segment being closed (`.closing.jsonl`), one set aside
+//! (`.unreadable`), temporary files (`.tmp`) and the lock file are not history. A corrupt Parquet
+//! file is an error naming it and the place (`footer`, `schema`, `row group N`, the column),
+//! also where the parquet crate would panic.
 //!
-//! This module writes nothing.
+//! This module writes nothing and takes no lock (it may read while a writer writes).
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use arrow_array::{ArrayRef, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use serde_json::Value;
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow};
@@ -149,10 +156,12 @@ pub fn read_table_batches(
 }
 
 /// The batches of one Parquet file, checked against `table` and with columns in its order.
+/// Errors name the file and where: `footer`, `schema`, or the row group (and the column, when
+/// one column alone fails to decode).
 pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch>, HistoryError> {
-    let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
+    let at = |place: &str, e: &dyn std::fmt::Display| HistoryError::Parquet {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: format!("{place}: {e}"),
     };
     let col_err = |column: &str, message: String| HistoryError::Column {
         path: path.to_path_buf(),
@@ -161,8 +170,11 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
         message,
     };
     let file = File::open(path).map_err(io(path))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| pq(&e))?;
-    let schema = builder.schema().clone();
+    let meta = catch_panic(path, "footer", || {
+        ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())
+            .map_err(|e| at("footer", &e))
+    })?;
+    let schema = meta.schema().clone();
     for f in schema.fields() {
         match table.column(f.name()) {
             None => {
@@ -191,14 +203,143 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
             Err(_) => return Err(col_err(c.name, "missing column".into())),
         }
     }
-    let reader = builder.build().map_err(|e| pq(&e))?;
+    check_chunks(path, &meta, file.metadata().map_err(io(path))?.len())?;
     let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| pq(&e))?;
-        let columns: Vec<ArrayRef> = order.iter().map(|&i| batch.column(i).clone()).collect();
-        out.push(RecordBatch::try_new(table.arrow_schema(), columns).map_err(|e| pq(&e))?);
+    for group in 0..meta.metadata().num_row_groups() {
+        let place = format!("row group {group}");
+        let decoded = catch_panic(path, &place, || {
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                file.try_clone().map_err(io(path))?,
+                meta.clone(),
+            )
+            .with_row_groups(vec![group])
+            .build()
+            .map_err(|e| at(&place, &e))?;
+            let mut batches = Vec::new();
+            for batch in reader {
+                let batch = batch.map_err(|e| locate(path, &file, &meta, group, &e))?;
+                let columns: Vec<ArrayRef> =
+                    order.iter().map(|&i| batch.column(i).clone()).collect();
+                batches.push(
+                    RecordBatch::try_new(table.arrow_schema(), columns)
+                        .map_err(|e| at(&place, &e))?,
+                );
+            }
+            Ok(batches)
+        });
+        match decoded {
+            Ok(b) => out.extend(b),
+            // A panic of the decoder: find the column that fails alone.
+            Err(HistoryError::Parquet { message, .. }) if message.contains(PANIC_NOTE) => {
+                return Err(locate(path, &file, &meta, group, &message));
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
+}
+
+const PANIC_NOTE: &str = "the Parquet decoder failed";
+
+/// Runs `f`, turning a panic into an error at `place` of `path`: the parquet crate panics on
+/// some corrupt files (a dictionary-encoded page without a dictionary, …), and a bad file must
+/// be an error that names it, never a crash of the exporter or the analyzer. (The panic message
+/// is still printed by the panic hook.)
+pub(crate) fn catch_panic<T>(
+    path: &Path,
+    place: &str,
+    f: impl FnOnce() -> Result<T, HistoryError>,
+) -> Result<T, HistoryError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let text = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(HistoryError::Parquet {
+            path: path.to_path_buf(),
+            message: format!("{place}: {PANIC_NOTE} ({text})"),
+        })
+    })
+}
+
+/// Checks what the footer says of each column chunk against the file before anything is
+/// decoded: where it is (inside the file) and its sizes (not negative; the parquet crate panics
+/// on a negative offset or size).
+fn check_chunks(
+    path: &Path,
+    meta: &ArrowReaderMetadata,
+    file_len: u64,
+) -> Result<(), HistoryError> {
+    for (g, rg) in meta.metadata().row_groups().iter().enumerate() {
+        if rg.num_rows() < 0 {
+            return Err(HistoryError::Parquet {
+                path: path.to_path_buf(),
+                message: format!("row group {g}: {} rows", rg.num_rows()),
+            });
+        }
+        for c in rg.columns() {
+            let start = c
+                .dictionary_page_offset()
+                .unwrap_or_else(|| c.data_page_offset());
+            let len = c.compressed_size();
+            let inside = start >= 0
+                && len >= 0
+                && c.uncompressed_size() >= 0
+                && (start as u64)
+                    .checked_add(len as u64)
+                    .is_some_and(|end| end <= file_len);
+            if !inside {
+                return Err(HistoryError::Column {
+                    path: path.to_path_buf(),
+                    column: c.column_path().string(),
+                    place: format!("row group {g}"),
+                    message: format!(
+                        "column chunk at byte {start}, {len} bytes ({} uncompressed), in a file of {file_len} bytes",
+                        c.uncompressed_size()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error of a row group that does not decode, naming the first column that does not decode
+/// alone (error path only: each column of the row group is read again).
+fn locate(
+    path: &Path,
+    file: &File,
+    meta: &ArrowReaderMetadata,
+    group: usize,
+    e: &dyn std::fmt::Display,
+) -> HistoryError {
+    let descr = meta.metadata().file_metadata().schema_descr_ptr();
+    for c in 0..descr.num_columns() {
+        let reader = file.try_clone().ok().and_then(|f| {
+            ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
+                .with_row_groups(vec![group])
+                .with_projection(ProjectionMask::leaves(&descr, [c]))
+                .build()
+                .ok()
+        });
+        let fails = match reader {
+            Some(mut r) => catch_panic(path, "", || Ok(r.any(|b| b.is_err()))).unwrap_or(true),
+            None => true,
+        };
+        if fails {
+            return HistoryError::Column {
+                path: path.to_path_buf(),
+                column: descr.column(c).name().to_string(),
+                place: format!("row group {group}"),
+                message: e.to_string(),
+            };
+        }
+    }
+    HistoryError::Parquet {
+        path: path.to_path_buf(),
+        message: format!("row group {group}: {e}"),
+    }
 }
 
 /// The rows of one Parquet file.
@@ -233,24 +374,54 @@ fn type_ok(ty: ColType, v: &Value) -> bool {
 /// The rows of an open JSONL segment and the number of torn last lines skipped (0 or 1).
 pub fn read_jsonl<R: HistoryRow>(path: &Path) -> Result<(Vec<R>, u64), HistoryError> {
     let bytes = fs::read(path).map_err(io(path))?;
-    let text = String::from_utf8_lossy(&bytes);
+    parse_jsonl(path, &bytes)
+}
+
+/// [`read_jsonl`] of a segment's bytes (`path` names them in errors). A bad line other than the
+/// last (not UTF-8, not JSON, not an object of the table's columns and types) is an error naming
+/// the line; a torn last line (no newline, or not JSON) is skipped and counted.
+pub fn parse_jsonl<R: HistoryRow>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Vec<R>, u64), HistoryError> {
     let table = R::TABLE;
-    let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
     let mut rows = Vec::new();
     let mut skipped = 0;
+    if bytes.is_empty() {
+        return Ok((rows, skipped));
+    }
+    let complete = bytes.last() == Some(&b'\n');
+    let body = if complete {
+        &bytes[..bytes.len() - 1]
+    } else {
+        bytes
+    };
     let line_err = |line: usize, message: String| HistoryError::Line {
         path: path.to_path_buf(),
         line,
         message,
     };
-    for (i, line) in lines.iter().enumerate() {
+    let mut lines = body.split(|b| *b == b'\n').enumerate().peekable();
+    while let Some((i, raw)) = lines.next() {
         let number = i + 1;
-        let last = i + 1 == lines.len();
+        let last = lines.peek().is_none();
         if last && !complete {
             skipped += 1;
             continue;
         }
+        let line = match std::str::from_utf8(raw) {
+            Ok(l) => l,
+            Err(_) if last => {
+                skipped += 1;
+                continue;
+            }
+            Err(e) => {
+                return Err(line_err(
+                    number,
+                    format!("not valid UTF-8 (byte {} of the line)", e.valid_up_to() + 1),
+                ));
+            }
+        };
         let value: Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(_) if last => {
@@ -266,11 +437,12 @@ pub fn read_jsonl<R: HistoryRow>(path: &Path) -> Result<(Vec<R>, u64), HistoryEr
             match map.get("tessera_history").and_then(Value::as_u64) {
                 Some(v) if v == u64::from(HISTORY_VERSION) => {}
                 Some(found) => {
-                    return Err(HistoryError::Version {
-                        path: path.to_path_buf(),
-                        found,
-                        expected: HISTORY_VERSION,
-                    });
+                    return Err(line_err(
+                        1,
+                        format!(
+                            "history format version {found}; this build reads version {HISTORY_VERSION}"
+                        ),
+                    ));
                 }
                 None => return Err(line_err(1, "no \"tessera_history\" header".into())),
             }
@@ -327,12 +499,16 @@ pub struct FooterSummary {
 /// Reads a Parquet file's footer (only) for [`FooterSummary`]. The writer records chunk
 /// statistics, so for tessera's own files row counts and time ranges cost no data reads.
 pub fn footer_summary(path: &Path) -> Result<FooterSummary, HistoryError> {
+    catch_panic(path, "footer", || footer_summary_of(path))
+}
+
+fn footer_summary_of(path: &Path) -> Result<FooterSummary, HistoryError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::statistics::Statistics;
     let file = File::open(path).map_err(io(path))?;
     let reader = SerializedFileReader::new(file).map_err(|e| HistoryError::Parquet {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: format!("footer: {e}"),
     })?;
     let meta = reader.metadata();
     let rows = u64::try_from(meta.file_metadata().num_rows()).unwrap_or(0);

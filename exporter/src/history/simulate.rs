@@ -2,12 +2,15 @@
 //! clock from the scenario's start, through the same [`Aggregator`] and [`HistoryWriter`] as the
 //! exporter (in [`WriterMode::Direct`]: no JSONL, Parquet per hour). Backs `tessera simulate`.
 //!
-//! Nodes run in parallel (one thread per node, at most the available cores). This module does not
+//! A node folder that already holds history after the scenario's start is refused (its rows
+//! would be duplicates), and so is one another writer holds (the lock, [`super::lock`]). Nodes
+//! run in parallel (one thread per node, at most the available cores). This module does not
 //! write the ground truth (the analyzer does) and never touches a GPU.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use super::writer::format_ms;
 use super::{Aggregator, HistoryError, HistoryWriter, Table, WriterMode, WriterOptions};
 use crate::device::GpuBackend;
 use crate::sim::{Scenario, SimBackend, SimClock};
@@ -113,6 +116,18 @@ fn simulate_node(
         mode: WriterMode::Direct,
     };
     let mut writer = HistoryWriter::open(out, &inventory.node, options, start)?;
+    // A second run over the same intervals would write nothing (its rows are duplicates): say so.
+    if let Some(t) = writer.newest_ts().filter(|t| *t > start) {
+        return Err(HistoryError::Invalid {
+            path: writer.dir().to_path_buf(),
+            message: format!(
+                "already holds history up to {}, and a simulation from {} would write those \
+                 intervals again: simulate into an empty folder",
+                format_ms(t),
+                format_ms(start)
+            ),
+        });
+    }
     let mut agg = Aggregator::new(&inventory.node, interval_ms);
     let mut summary = SimulateSummary {
         nodes: 1,
@@ -131,14 +146,14 @@ fn simulate_node(
             for (i, table) in Table::ALL.iter().enumerate() {
                 summary.rows[i] += rows.len(*table) as u64;
             }
-            writer.write(&rows)?;
+            writer.write(&rows).into_result()?;
         }
     }
     if let Some(rows) = agg.flush() {
         for (i, table) in Table::ALL.iter().enumerate() {
             summary.rows[i] += rows.len(*table) as u64;
         }
-        writer.write(&rows)?;
+        writer.write(&rows).into_result()?;
     }
     writer.finish()?;
     Ok(summary)

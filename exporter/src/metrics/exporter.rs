@@ -149,6 +149,20 @@ impl Collector for ExporterCollector {
                 None,
                 history.dropped_samples.load(Relaxed),
             )?;
+            single_counter(
+                enc,
+                "tessera_exporter_history_lost_rows",
+                "History rows that could not be written (full disk, folder not open), all tables; every lost batch is also logged.",
+                None,
+                history.lost_rows.load(Relaxed),
+            )?;
+            single_counter(
+                enc,
+                "tessera_exporter_history_duplicate_rows",
+                "History rows dropped because their table already held rows at or after their interval (a clock that went back or restarted).",
+                None,
+                history.duplicate_rows.load(Relaxed),
+            )?;
         }
         if let Some(sample) = &snap.sample
             && ctx.options.processes
