@@ -200,6 +200,11 @@ pub fn run(args: PlanArgs) -> Result<()> {
                 "per_model": plan.per_model,
                 "unplaceable": plan.unplaceable,
                 "non_mig_gpus": plan.non_mig_gpus,
+                "mig_off_gpus": plan.gpus.iter().filter(|g| !g.mig_enabled).map(|g| json!({
+                    "node": g.gpu.node, "index": g.gpu.index, "model": g.model,
+                    "workloads": g.instances.iter().flat_map(|i| i.workloads.iter().map(|&w| name(w))).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+                "mig_off_reason": mig_planner::whole_gpu_sentence(&plan),
                 "plan_file": args.out.display().to_string(),
                 "schedule": match &proposal {
                     Ok(p) => json!({"proposed": true, "training_gpus": p.training_gpus,
@@ -240,6 +245,21 @@ pub fn run(args: PlanArgs) -> Result<()> {
                 sources.into_iter().collect::<Vec<_>>().join(", ")
             );
             for g in &plan.gpus {
+                if !g.mig_enabled {
+                    let ws: Vec<String> = g
+                        .instances
+                        .iter()
+                        .flat_map(|i| i.workloads.iter().map(|&w| name(w)))
+                        .collect();
+                    println!(
+                        "  {}/GPU{} {}: whole GPU, MIG off [{}]",
+                        g.gpu.node,
+                        g.gpu.index,
+                        g.model,
+                        ws.join(",")
+                    );
+                    continue;
+                }
                 let insts: Vec<String> = g
                     .instances
                     .iter()
@@ -263,6 +283,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
                     g.model,
                     insts.join("  ")
                 );
+            }
+            if let Some(why) = mig_planner::whole_gpu_sentence(&plan) {
+                println!("  {why}");
             }
             if !plan.non_mig_gpus.is_empty() {
                 println!(

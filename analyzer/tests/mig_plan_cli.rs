@@ -1,6 +1,8 @@
 //! End to end: `tessera simulate` a small MIG scenario, run `tessera mig plan` on its history, and
 //! read every file it writes with the strict parsers (tessera plan, mig-parted config, schedule);
-//! plus the busy-ratio fallback from a CSV source and the error exits.
+//! a workload that needs a whole GPU left out of MIG mode from the plan through the mig-parted
+//! export to `tessera mig apply` on the simulated node; plus the busy-ratio fallback from a CSV
+//! source and the error exits.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,13 +26,17 @@ fn scenario() -> PathBuf {
 }
 
 fn simulate(dir: &Path) -> PathBuf {
+    simulate_scenario(dir, &scenario(), 2)
+}
+
+fn simulate_scenario(dir: &Path, scenario: &Path, days: u32) -> PathBuf {
     let h = dir.join("h");
     let out = tessera(&[
         "simulate",
         "--scenario",
-        scenario().to_str().unwrap(),
+        scenario.to_str().unwrap(),
         "--days",
-        "2",
+        &days.to_string(),
         "--sample-interval",
         "30s",
         "--history.interval",
@@ -194,6 +200,124 @@ fn plans_a_simulated_mig_node_with_a_night_switch() {
     assert!(service.contains("mig apply --schedule "), "{service}");
     let cron = std::fs::read_to_string(units.join("tessera-mig-schedule.cron")).unwrap();
     assert!(cron.starts_with("CRON_TZ=UTC\n0 18 * * * "), "{cron}");
+}
+
+/// `fixtures/scenarios/mig-node.toml`: GPU 0 an H100 with MIG off running a 70 GiB training job,
+/// GPU 2 an H100 in MIG mode serving from a 3g.40gb (plus two idle instances). With 5% headroom
+/// the training job needs the whole GPU (a 7g.80gb): the plan leaves GPU 0 out of MIG mode, says
+/// why, the mig-parted export agrees, and applying either file never enables MIG mode on GPU 0
+/// (which the running job would refuse anyway).
+#[test]
+fn a_workload_that_needs_the_whole_gpu_is_left_out_of_mig_mode_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/mig-node.toml");
+    let h = simulate_scenario(dir.path(), &node, 1);
+    let src = format!("history:{}", h.display());
+    let plan_path = dir.path().join("plan.yaml");
+    let parted_path = dir.path().join("parted.yaml");
+    let plan_args = [
+        "mig",
+        "plan",
+        "--source",
+        &src,
+        "--headroom",
+        "0.05",
+        "-o",
+        plan_path.to_str().unwrap(),
+        "--mig-parted-config",
+        parted_path.to_str().unwrap(),
+    ];
+    let out = tessera(&plan_args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("mig-node-1/GPU0 H100-80GB: whole GPU, MIG off [slurm-81234]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("mig-node-1/GPU0 runs one workload that needs the whole GPU: left out of MIG mode (MIG would only cost peer-to-peer and profiling)."),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("7g.80gb"), "{stdout}");
+    let out = tessera(&[&plan_args[..], &["--format", "json"]].concat());
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gpus_after"], 2, "the whole GPU still counts as used");
+    assert_eq!(
+        v["mig_off_gpus"],
+        serde_json::json!([{"node": "mig-node-1", "index": 0, "model": "H100-80GB", "workloads": ["slurm-81234"]}])
+    );
+    assert!(
+        v["mig_off_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("mig-node-1/GPU0 runs one workload")
+    );
+
+    let plan = MigPlanFile::from_file(&plan_path).expect("plan parses");
+    let day = &plan.configs["day"];
+    let gpu0 = day.iter().find(|g| g.gpu == 0).unwrap();
+    assert!(!gpu0.mig_enabled && gpu0.instances.is_empty());
+    assert_eq!(gpu0.workloads, vec!["slurm-81234"]);
+    let gpu2 = day.iter().find(|g| g.gpu == 2).unwrap();
+    assert!(gpu2.mig_enabled);
+    assert_eq!(gpu2.instances.len(), 1);
+    assert_eq!(gpu2.instances[0].profile, "3g.40gb");
+    let parted = MigConfigFile::from_file(&parted_path).expect("mig-parted config parses");
+    let layouts = parted_layouts(&parted);
+    assert_eq!(layouts, plan_layouts(&plan));
+    assert_eq!(layouts[&("day".to_string(), 0)], (false, BTreeMap::new()));
+
+    // Apply both files on the simulated node: MIG mode stays off on GPU 0.
+    let mig = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .current_dir(dir.path())
+            .arg("mig")
+            .args(args)
+            .args([
+                "--backend",
+                "sim",
+                "--sim.scenario",
+                node.to_str().unwrap(),
+                "--sim.state",
+                "state.json",
+            ])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, text) = mig(&["apply", "plan.yaml"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        !text.contains("MIG mode") && !text.contains("GPU 0 ("),
+        "{text}"
+    );
+    assert!(
+        text.contains("GPU 2 ("),
+        "GPU 2's idle instances go: {text}"
+    );
+    let (code, text) = mig(&["apply", "plan.yaml", "--yes"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = mig(&["assert", "plan.yaml"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = mig(&["apply", "parted.yaml", "--config", "day"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("nothing to do"), "{text}");
+    let (code, text) = mig(&["export", "-o", "now.yaml"]);
+    assert_eq!(code, Some(0), "{text}");
+    let now = MigPlanFile::from_file(&dir.path().join("now.yaml")).unwrap();
+    let now0 = now.configs["current"].iter().find(|g| g.gpu == 0).unwrap();
+    assert!(!now0.mig_enabled && now0.instances.is_empty(), "{now0:?}");
 }
 
 #[test]

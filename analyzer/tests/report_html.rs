@@ -2,8 +2,9 @@
 //! written by `tessera report --format html` on the demo history, and the test checks the DOM after
 //! load — every chart's SVG is there with data marks — that nothing was logged to the console
 //! (checked against a control page that does log, so the check itself is known to work), that the
-//! file needs no network, and saves a screenshot under `target/tmp/report-html/`. Chromium
-//! missing is a failure, not a skip.
+//! file needs no network, that list lines are real lists (the MIG recommendation's GPUs, the
+//! data-quality notes: `<ul>`/`<li>`, never a paragraph starting with a Markdown "- "), and saves
+//! a screenshot under `target/tmp/report-html/`. Chromium missing is a failure, not a skip.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,6 +58,17 @@ fn browse(file: &Path, profile: &Path, extra: &[&str]) -> (String, Vec<String>) 
         .map(str::to_string)
         .collect();
     (String::from_utf8_lossy(&out.stdout).into_owned(), console)
+}
+
+/// The HTML of a text section: from after its `<h2>` to the next `<h2>`.
+fn section<'a>(dom: &'a str, title: &str) -> &'a str {
+    let h = format!("<h2>{title}</h2>");
+    let start = dom
+        .find(&h)
+        .unwrap_or_else(|| panic!("section {title} missing"))
+        + h.len();
+    let rest = dom[start..].trim_start();
+    &rest[..rest.find("<h2>").unwrap_or(rest.len())]
 }
 
 fn count(dom: &str, svg_id: &str, class: &str) -> usize {
@@ -132,6 +144,38 @@ fn html_report_renders_in_headless_chromium() {
     assert!(
         dom.contains("<li>[status] lab-b/GPU3"),
         "data-quality notes are a list"
+    );
+    // The MIG recommendation: its summary is a paragraph (saying why whole GPUs stay out of MIG
+    // mode), its GPUs and unplaced workloads one <ul> of <li>; no Markdown list marker leaks.
+    let mig = section(&dom, "MIG recommendation");
+    assert!(
+        mig.starts_with("<p>MIG layouts would run")
+            && mig.contains(
+                "4 GPUs each run one workload that needs the whole GPU: left out of MIG mode (MIG would only cost peer-to-peer and profiling)."
+            ),
+        "{mig}"
+    );
+    let list = &mig[mig.find("<ul>").unwrap_or_else(|| panic!("no list: {mig}"))..];
+    let list = &list[..list.find("</ul>").expect("list closed")];
+    assert_eq!(list.matches("<li>").count(), 7, "{list}");
+    assert!(
+        list.contains("<li>lab-a/GPU0 (H100-80GB): 3g.40gb@0 [serving/chat-api-7d9f8c-x2k4p]")
+            && list.contains(
+                "<li>lab-a/GPU1 (H100-80GB): whole GPU, MIG off [research/jupyter-alice]</li>"
+            )
+            && list.contains("<li>not placed: slurm-81234"),
+        "{list}"
+    );
+    assert!(!mig.contains("7g.80gb@"), "no full-GPU MIG instance: {mig}");
+    for marker in ["<p>- ", "<li>- ", "<td>- "] {
+        assert!(
+            !dom.contains(marker),
+            "a Markdown list marker leaks: {marker}"
+        );
+    }
+    assert!(
+        !dom.contains("<p>`") && !dom.contains("<li>`"),
+        "backticks leak"
     );
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");

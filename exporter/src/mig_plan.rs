@@ -23,11 +23,17 @@
 //!         - profile: 1g.10gb
 //!           profile-id: 19
 //!           placement: { start: 4, size: 1 }
+//!     - node: gpu-node-01
+//!       gpu: 1
+//!       model: H100-80GB
+//!       mig-enabled: false                # a whole GPU: MIG mode off
+//!       workloads: [team-b/train]         # optional: what the planner gave the whole GPU
 //! ```
 //!
 //! Parsing is strict: unknown keys fail with the YAML path, line and column; every layout must
 //! pass [`crate::mig::check_layout`] for its model; `instances` must be empty when `mig-enabled`
-//! is false; one (node, gpu) appears at most once per config; the profile name must be the
+//! is false, and a GPU's own `workloads` (the whole GPU's, informational) are given only then;
+//! one (node, gpu) appears at most once per config; the profile name must be the
 //! model's name for the profile id. [`MigPlanFile::to_yaml`] writes what [`MigPlanFile::parse`]
 //! reads back unchanged (a round trip is tested).
 //!
@@ -189,6 +195,10 @@ pub struct GpuLayout {
     pub mig_enabled: bool,
     #[serde(default)]
     pub instances: Vec<PlannedInstance>,
+    /// Workloads the planner gave the whole GPU, MIG mode off (informational); only with
+    /// `mig_enabled: false` (with MIG on, workloads are named on the instances).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
 }
 
 /// One GPU instance (with one compute instance spanning it) in a plan.
@@ -305,6 +315,12 @@ impl MigPlanFile {
                             model.compute_slices,
                             model.key
                         ),
+                    ));
+                }
+                if g.mig_enabled && !g.workloads.is_empty() {
+                    return Err(invalid(
+                        format!("{item}.workloads"),
+                        "a GPU's own workloads given while mig-enabled is true (name them on its instances)".into(),
                     ));
                 }
                 if !g.mig_enabled {
@@ -577,6 +593,7 @@ configs:
       gpu: 1
       model: H100-80GB
       mig-enabled: false
+      workloads: [team-b/train]
   night:
     - gpu: 0
       model: H100-80GB
@@ -595,6 +612,7 @@ configs:
             p.configs["day"][0].instances[0].workloads,
             vec!["team-a/chat"]
         );
+        assert_eq!(p.configs["day"][1].workloads, vec!["team-b/train"]);
         let again = MigPlanFile::parse(&p.to_yaml(), "again").unwrap();
         assert_eq!(p, again);
         let (label, gpus) = p.config(Some("night"), "p").unwrap();
@@ -622,6 +640,7 @@ configs:
             (PLAN.replace("profile-id: 19", "profile-id: 42"), "does not exist"),
             (PLAN.replace("model: H100-80GB\n      mig-enabled: false", "model: H100-80GB\n      mig-enabled: false\n      instances: [{profile: 7g.80gb, profile-id: 0, placement: {start: 0, size: 8}}]"), "mig-enabled is false"),
             (PLAN.replace("gpu: 1", "gpu: 0"), "appears twice"),
+            (PLAN.replace("gpu: 1\n      model: H100-80GB\n      mig-enabled: false", "gpu: 1\n      model: H100-80GB\n      mig-enabled: true"), "configs.day[1].workloads"),
             (PLAN.replace("model: H100-80GB\n      mig-enabled: false", "model: X100\n      mig-enabled: false"), "unknown GPU model"),
         ];
         for (text, want) in cases {

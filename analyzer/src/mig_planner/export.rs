@@ -6,7 +6,8 @@
 //! selects GPUs by index), so with GPUs on several nodes every (config, node) pair gets its own
 //! label `CONFIG-NODE` (e.g. `day-gpu-node-1`); with one node the label is the config's. GPUs of
 //! a node with equal layouts share one entry (`devices: [0, 2]`). A GPU the plan leaves empty is
-//! written with `mig-enabled: false` (free as a whole GPU).
+//! written with `mig-enabled: false` (free as a whole GPU), and so is a GPU the plan gives whole to
+//! one workload ([`super::PlannedGpu::mig_enabled`] false: MIG off, the workload named on the GPU).
 //!
 //! Pure: builds values and text; the caller writes files.
 
@@ -18,31 +19,44 @@ use tessera_exporter::mig_plan::{GpuLayout, PlannedInstance};
 use super::{FleetGpu, Plan, Workload};
 
 /// The plan's GPUs as one config of a tessera plan file: used GPUs with their instances and
-/// workloads, then the MIG-capable GPUs it leaves free (`mig-enabled: false`).
+/// workloads (a whole-GPU one with MIG off and its workload on the GPU), then the MIG-capable GPUs
+/// it leaves free (`mig-enabled: false`).
 pub fn config(plan: &Plan, workloads: &[Workload]) -> Vec<GpuLayout> {
+    let ids =
+        |ws: &[usize]| -> Vec<String> { ws.iter().map(|&w| workloads[w].id.clone()).collect() };
     let mut out: Vec<GpuLayout> = plan
         .gpus
         .iter()
-        .map(|g| GpuLayout {
-            node: Some(g.gpu.node.clone()),
-            gpu: g.gpu.index,
-            uuid: g.gpu.uuid.clone(),
-            model: g.model.to_string(),
-            mig_enabled: true,
-            instances: g
-                .instances
-                .iter()
-                .map(|i| PlannedInstance {
-                    profile: i.profile.clone(),
-                    profile_id: i.profile_id,
-                    placement: i.placement,
-                    workloads: i
-                        .workloads
-                        .iter()
-                        .map(|&w| workloads[w].id.clone())
-                        .collect(),
-                })
-                .collect(),
+        .map(|g| {
+            let (instances, whole) = if g.mig_enabled {
+                let instances = g
+                    .instances
+                    .iter()
+                    .map(|i| PlannedInstance {
+                        profile: i.profile.clone(),
+                        profile_id: i.profile_id,
+                        placement: i.placement,
+                        workloads: ids(&i.workloads),
+                    })
+                    .collect();
+                (instances, Vec::new())
+            } else {
+                let ws: Vec<usize> = g
+                    .instances
+                    .iter()
+                    .flat_map(|i| i.workloads.clone())
+                    .collect();
+                (Vec::new(), ids(&ws))
+            };
+            GpuLayout {
+                node: Some(g.gpu.node.clone()),
+                gpu: g.gpu.index,
+                uuid: g.gpu.uuid.clone(),
+                model: g.model.to_string(),
+                mig_enabled: g.mig_enabled,
+                instances,
+                workloads: whole,
+            }
         })
         .collect();
     out.extend(plan.free_gpus.iter().filter_map(free_layout));
@@ -60,6 +74,7 @@ pub fn free_layout(g: &FleetGpu) -> Option<GpuLayout> {
         model: model.key.to_string(),
         mig_enabled: false,
         instances: Vec::new(),
+        workloads: Vec::new(),
     })
 }
 

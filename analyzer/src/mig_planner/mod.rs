@@ -12,6 +12,10 @@
 //!   improvement for large fleets. Either way each GPU's placements are chosen last, among all
 //!   legal placements of its instances, to keep the largest contiguous free range (fragmentation).
 //! - Every plan reports a lower bound on GPUs and its gap ([`lower_bound`]).
+//! - A GPU whose layout is one instance of its model's full-GPU profile (`7g.*` on the 7-slice
+//!   models, `4g.24gb` on A30: one workload that needs the whole GPU) is left out of MIG mode
+//!   ([`PlannedGpu::mig_enabled`] false, [`is_whole_gpu`]): MIG would give it nothing and cost
+//!   peer-to-peer and some profiling. It still counts as a used GPU.
 //! - Workloads no profile of any MIG model in the fleet can hold, and workloads for which the
 //!   fleet has no GPU left, are reported in [`Plan::unplaceable`], never dropped. GPUs of models
 //!   without a MIG table are kept out of the plan and listed in [`Plan::non_mig_gpus`].
@@ -103,6 +107,38 @@ pub struct PlannedGpu {
     /// tessera model key.
     pub model: &'static str,
     pub instances: Vec<PlannedInstance>,
+    /// False when the layout is one full-GPU instance ([`is_whole_gpu`]): the GPU runs its one
+    /// workload whole, MIG mode off; `instances` still shows the packing.
+    pub mig_enabled: bool,
+}
+
+/// Why a whole-GPU layout stays out of MIG mode (completes "GPU X runs one workload that needs
+/// the whole GPU").
+pub const WHOLE_GPU_REASON: &str =
+    "left out of MIG mode (MIG would only cost peer-to-peer and profiling)";
+
+/// Whether these profiles on `model` are one instance of its full-GPU profile: every compute slice
+/// and every memory slot (`7g.*` on A100/H100/H200, `4g.24gb` on A30). Such a GPU gains nothing
+/// from MIG mode.
+pub fn is_whole_gpu(model: &GpuModel, profs: &[&MigProfile]) -> bool {
+    matches!(profs, [p] if p.compute_slices == model.compute_slices
+        && p.memory_slices == model.memory_slots)
+}
+
+/// One plain sentence on the plan's GPUs left out of MIG mode, if any.
+pub fn whole_gpu_sentence(plan: &Plan) -> Option<String> {
+    let whole: Vec<&PlannedGpu> = plan.gpus.iter().filter(|g| !g.mig_enabled).collect();
+    match whole.as_slice() {
+        [] => None,
+        [g] => Some(format!(
+            "{}/GPU{} runs one workload that needs the whole GPU: {WHOLE_GPU_REASON}.",
+            g.gpu.node, g.gpu.index
+        )),
+        many => Some(format!(
+            "{} GPUs each run one workload that needs the whole GPU: {WHOLE_GPU_REASON}.",
+            many.len()
+        )),
+    }
 }
 
 impl PlannedGpu {
@@ -718,6 +754,7 @@ fn materialize(p: &Prepared, fleet: &[FleetGpu], bins: &[Bin]) -> Vec<PlannedGpu
                 gpu: fleet[g].clone(),
                 model: model.key,
                 instances,
+                mig_enabled: !is_whole_gpu(model, &profs),
             })
         })
         .collect();

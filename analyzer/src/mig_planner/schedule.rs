@@ -15,8 +15,11 @@
 //! (`above_baseline`, its history-based count of GPUs reliably free at night but not by day);
 //! the number of night training GPUs is the smaller of the two. GPUs the day plan already leaves
 //! free are not switched (they need no MIG change to be used whole), and a freed GPU whose day
-//! layout already is one whole-GPU instance is not switched either; with no GPU left to switch,
-//! none is proposed. Otherwise no switch is proposed and the reason is returned.
+//! layout already is a whole GPU (MIG off for one workload that needs all of it, or one
+//! whole-GPU instance) is not switched either; with no GPU left to switch, none is proposed.
+//! Otherwise no switch is proposed and the reason is returned. The night training GPUs keep MIG
+//! mode on (one `7g` instance) because they run MIG instances by day: turning MIG off for the
+//! night would need a GPU reset at every switch.
 //!
 //! Pure: builds values and text from a plan, workloads, measurements and windows.
 
@@ -113,18 +116,22 @@ pub fn propose(
         .iter()
         .map(|&w| {
             let mut wl = workloads[w].clone();
-            if let Some(g) = day
-                .iter()
-                .find(|g| g.instances.iter().any(|i| i.workloads.contains(&wl.id)))
-            {
+            if let Some(g) = day.iter().find(|g| {
+                g.workloads.contains(&wl.id)
+                    || g.instances.iter().any(|i| i.workloads.contains(&wl.id))
+            }) {
                 wl.current_gpu = g.uuid.clone();
                 wl.node = g.node.clone();
             }
             wl
         })
         .collect();
-    // Re-plan the night-active workloads on the GPUs the day plan uses.
-    let day_gpus: Vec<&GpuLayout> = day.iter().filter(|g| g.mig_enabled).collect();
+    // Re-plan the night-active workloads on the GPUs the day plan uses (MIG instances, or whole
+    // with MIG off for one workload).
+    let day_gpus: Vec<&GpuLayout> = day
+        .iter()
+        .filter(|g| g.mig_enabled || !g.workloads.is_empty())
+        .collect();
     let day_fleet: Vec<FleetGpu> = fleet
         .iter()
         .filter(|f| {
@@ -191,12 +198,21 @@ pub fn propose(
     }
     let used: BTreeSet<(Option<String>, u32)> = night
         .iter()
-        .filter(|g| g.mig_enabled)
+        .filter(|g| g.mig_enabled || !g.workloads.is_empty())
         .map(|g| (g.node.clone(), g.gpu))
         .collect();
+    // GPUs with MIG off by day are whole already: training uses them without a switch.
+    let whole_by_day = |g: &GpuLayout| {
+        day.iter()
+            .any(|d| d.node == g.node && d.gpu == g.gpu && !d.mig_enabled)
+    };
     let mut training = Vec::new();
     for g in night.iter_mut() {
-        if training.len() >= n || g.mig_enabled || used.contains(&(g.node.clone(), g.gpu)) {
+        if training.len() >= n
+            || g.mig_enabled
+            || used.contains(&(g.node.clone(), g.gpu))
+            || whole_by_day(g)
+        {
             continue;
         }
         let Some(model) = mig::model(&g.model) else {
@@ -247,7 +263,7 @@ pub fn propose(
     });
     if training.is_empty() {
         return Err(format!(
-            "{freed} GPU(s) are free at night, but their day layouts already are whole-GPU instances: run training there in the window, no MIG switch needed"
+            "{freed} GPU(s) are free at night, but their day layouts already are whole GPUs (MIG off, or one whole-GPU instance): run training there in the window, no MIG switch needed"
         ));
     }
     Ok(NightProposal {

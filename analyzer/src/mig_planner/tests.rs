@@ -38,6 +38,12 @@ fn check_plan(plan: &Plan, n: usize) {
     for g in &plan.gpus {
         let model = mig::model(g.model).unwrap();
         check_layout(model, &g.layout()).unwrap_or_else(|e| panic!("{e}: {g:?}"));
+        let profs: Vec<&MigProfile> = g
+            .instances
+            .iter()
+            .map(|i| model.profile(i.profile_id).unwrap())
+            .collect();
+        assert_eq!(g.mig_enabled, !is_whole_gpu(model, &profs), "{g:?}");
         for i in &g.instances {
             for &w in &i.workloads {
                 seen[w] += 1;
@@ -362,6 +368,113 @@ fn assert_same_layouts(plan: &MigPlanFile, cfg: &MigConfigFile) {
     assert_eq!(from_plan, from_parted);
 }
 
+#[test]
+fn the_whole_gpu_profile_is_the_full_one_on_every_model() {
+    for m in mig::models().iter().filter(|m| m.supports_mig()) {
+        let whole: Vec<&str> = m
+            .profiles
+            .iter()
+            .filter(|p| is_whole_gpu(m, &[p]))
+            .map(|p| p.name.as_str())
+            .collect();
+        let family = if m.key.starts_with("A30") {
+            "4g."
+        } else {
+            "7g."
+        };
+        assert!(
+            !whole.is_empty() && whole.iter().all(|n| n.starts_with(family)),
+            "{}: {whole:?}",
+            m.key
+        );
+    }
+    let h = mig::model("H100-80GB").unwrap();
+    let (p7, p4, p3) = (
+        h.profile(0).unwrap(),
+        h.profile(5).unwrap(),
+        h.profile(9).unwrap(),
+    );
+    assert!(is_whole_gpu(h, &[p7]));
+    assert!(!is_whole_gpu(h, &[p4]), "a 4g alone leaves slices unused");
+    assert!(!is_whole_gpu(h, &[p3, p3]));
+    assert!(!is_whole_gpu(h, &[]));
+}
+
+#[test]
+fn a_workload_that_needs_the_whole_gpu_stays_out_of_mig_mode() {
+    // 50 GiB needs a 7g.80gb; 7 slices of compute too, whatever the memory; two 3g share a GPU.
+    let ws = vec![
+        wl("big", 50.0, 1),
+        wl("a", 10.0, 3),
+        wl("b", 10.0, 3),
+        wl("busy", 5.0, 7),
+    ];
+    let f = fleet("n1", "H100-80GB", 4);
+    let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
+    check_plan(&p, ws.len());
+    assert_eq!(p.gpus_used, 3, "whole GPUs still count as used");
+    let on = |w: usize| {
+        p.gpus
+            .iter()
+            .find(|g| g.instances.iter().any(|i| i.workloads.contains(&w)))
+            .unwrap()
+    };
+    assert!(!on(0).mig_enabled && !on(3).mig_enabled);
+    assert!(on(1).mig_enabled && on(2).mig_enabled);
+    assert_eq!(
+        whole_gpu_sentence(&p).unwrap(),
+        "2 GPUs each run one workload that needs the whole GPU: left out of MIG mode (MIG would only cost peer-to-peer and profiling)."
+    );
+    // The plan file: MIG off, no instances, the workload on the GPU; mig-parted: MIG off.
+    let mut file = MigPlanFile::new();
+    file.configs.insert("day".into(), export::config(&p, &ws));
+    file.validate("plan").unwrap();
+    let day = &file.configs["day"];
+    let big = day.iter().find(|g| g.gpu == on(0).gpu.index).unwrap();
+    assert!(!big.mig_enabled && big.instances.is_empty());
+    assert_eq!(big.workloads, vec!["big"]);
+    let pair = day.iter().find(|g| g.gpu == on(1).gpu.index).unwrap();
+    assert!(pair.mig_enabled && pair.workloads.is_empty() && pair.instances.len() == 2);
+    assert_eq!(MigPlanFile::parse(&file.to_yaml(), "plan").unwrap(), file);
+    let parted = export::mig_parted(&file.configs);
+    let cfg = MigConfigFile::parse(&parted, "parted").unwrap();
+    assert_same_layouts(&file, &cfg);
+    assert!(!parted.contains("7g.80gb"), "{parted}");
+    // Every fleet GPU but the pair's is MIG off: the whole ones and the free one share an entry.
+    let off: Vec<u32> = day
+        .iter()
+        .filter(|g| !g.mig_enabled)
+        .map(|g| g.gpu)
+        .collect();
+    assert_eq!(off.len(), 3);
+    let list: Vec<String> = off.iter().map(u32::to_string).collect();
+    assert!(
+        parted.contains(&format!(
+            "- devices: [{}]\n      mig-enabled: false\n      mig-devices: {{}}",
+            list.join(", ")
+        )),
+        "{parted}"
+    );
+
+    // A30: 20 GiB needs its full 4g.24gb (MIG off); two 10 GiB workloads share it as 2g.12gb.
+    let f = fleet("n2", "A30-24GB", 2);
+    let p = plan(&[wl("w", 20.0, 1)], &f, &PlannerOptions::default()).unwrap();
+    assert_eq!(p.gpus.len(), 1);
+    assert!(!p.gpus[0].mig_enabled);
+    assert_eq!(p.gpus[0].instances[0].profile, "4g.24gb");
+    assert_eq!(
+        whole_gpu_sentence(&p).unwrap(),
+        format!(
+            "n2/GPU{} runs one workload that needs the whole GPU: left out of MIG mode (MIG would only cost peer-to-peer and profiling).",
+            p.gpus[0].gpu.index
+        )
+    );
+    let ws = vec![wl("x", 10.0, 1), wl("y", 10.0, 1)];
+    let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
+    assert!(p.gpus.iter().all(|g| g.mig_enabled));
+    assert_eq!(whole_gpu_sentence(&p), None);
+}
+
 fn arb_model() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
         "A100-40GB",
@@ -413,6 +526,20 @@ proptest! {
         prop_assert_eq!(&back, &file);
         let cfg = MigConfigFile::parse(&export::mig_parted(&file.configs), "parted").unwrap();
         assert_same_layouts(&file, &cfg);
+        // Every placed workload is named once in the file: on its instance, or on its whole GPU.
+        let mut named: Vec<&String> = file.configs["day"]
+            .iter()
+            .flat_map(|g| g.workloads.iter().chain(g.instances.iter().flat_map(|i| &i.workloads)))
+            .collect();
+        named.sort_unstable();
+        let placed = ws.len() - p.unplaceable.len();
+        prop_assert_eq!(named.len(), placed);
+        named.dedup();
+        prop_assert_eq!(named.len(), placed);
+        for g in &file.configs["day"] {
+            prop_assert!(g.mig_enabled || g.instances.is_empty());
+            prop_assert!(!g.mig_enabled || g.workloads.is_empty());
+        }
         // Every placed workload's instance holds its need.
         for g in &p.gpus {
             let m = mig::model(g.model).unwrap();
@@ -570,4 +697,48 @@ fn no_switch_without_windows_or_without_freed_capacity() {
         why.contains("no window with 1 GPU(s) free beyond the 2 free around the clock"),
         "{why}"
     );
+}
+
+#[test]
+fn whole_gpus_by_day_are_never_switched_for_training() {
+    let tz = chrono_tz::UTC;
+    let prof = weekly_profile();
+    let ws = vec![wl("train", 50.0, 1), wl("api", 30.0, 3)];
+    let f = fleet("n1", "H100-80GB", 2);
+    let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
+    let day = export::config(&p, &ws);
+    let whole = day.iter().find(|g| !g.workloads.is_empty()).unwrap();
+    assert!(!whole.mig_enabled && whole.workloads == vec!["train"]);
+    let hours: std::collections::BTreeSet<i64> = (0..24 * 14).map(|h| 493_000 + h).collect();
+    let by_day: std::collections::BTreeSet<i64> = hours
+        .iter()
+        .copied()
+        .filter(|&h| !schedule::in_window(&prof, tz, h))
+        .collect();
+    let measured = |loaded: &std::collections::BTreeSet<i64>| demand::Measured {
+        kind: "mig",
+        peak_memory_bytes: 25 * GIB,
+        activity: Some(0.3),
+        activity_source: "sm_active",
+        slices_basis: 3,
+        loaded_hours: loaded.clone(),
+    };
+    // The training job idles at night and the API runs: its GPU is freed, but it is whole with
+    // MIG off by day already, so no switch (not MIG on for a 7g at night).
+    let m = vec![measured(&by_day), measured(&hours)];
+    let why =
+        schedule::propose(&day, &ws, &m, &f, &hours, &prof, tz, 0.9, "plan.yaml").unwrap_err();
+    assert!(why.contains("already are whole GPUs"), "{why}");
+    // The API idles at night and the training job runs: the API's MIG GPU becomes the 7g training
+    // GPU; the training job keeps its GPU whole, MIG off, in the night config too.
+    let m = vec![measured(&hours), measured(&by_day)];
+    let n = schedule::propose(&day, &ws, &m, &f, &hours, &prof, tz, 0.9, "plan.yaml").unwrap();
+    let night_whole = n.night.iter().find(|g| g.gpu == whole.gpu).unwrap();
+    assert!(!night_whole.mig_enabled && night_whole.workloads == vec!["train"]);
+    assert_eq!(n.training_gpus.len(), 1);
+    assert_ne!(n.training_gpus[0].1, whole.gpu);
+    let mut file = MigPlanFile::new();
+    file.configs.insert("day".into(), day.clone());
+    file.configs.insert("night".into(), n.night.clone());
+    file.validate("plan").unwrap();
 }

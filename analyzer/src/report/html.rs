@@ -44,6 +44,33 @@ fn code(s: &str) -> String {
     out
 }
 
+/// A section's prose lines: a run of Markdown list items (`- …`, as the text formats write them)
+/// becomes one `<ul>`, any other line a `<p>`; escaped, `a` → `<code>`.
+fn prose(o: &mut String, lines: &[String]) {
+    let mut in_list = false;
+    for l in lines {
+        match l.strip_prefix("- ") {
+            Some(item) => {
+                if !in_list {
+                    o.push_str("<ul>");
+                    in_list = true;
+                }
+                let _ = write!(o, "<li>{}</li>", code(&esc(item)));
+            }
+            None => {
+                if in_list {
+                    o.push_str("</ul>\n");
+                    in_list = false;
+                }
+                let _ = writeln!(o, "<p>{}</p>", code(&esc(l)));
+            }
+        }
+    }
+    if in_list {
+        o.push_str("</ul>\n");
+    }
+}
+
 /// White → blue for 0 → 1.
 fn blue(v: f64) -> String {
     let v = v.clamp(0.0, 1.0);
@@ -335,22 +362,7 @@ pub fn render_html(r: &Report) -> String {
     let text = |o: &mut String, idx: usize| {
         let s = &secs[idx];
         let _ = writeln!(o, "<h2>{}</h2>", esc(&s.title));
-        let items: Vec<&str> = s
-            .lines
-            .iter()
-            .filter_map(|l| l.strip_prefix("- "))
-            .collect();
-        if !items.is_empty() && items.len() == s.lines.len() {
-            o.push_str("<ul>");
-            for l in items {
-                let _ = write!(o, "<li>{}</li>", code(&esc(l)));
-            }
-            o.push_str("</ul>\n");
-        } else {
-            for l in &s.lines {
-                let _ = writeln!(o, "<p>{}</p>", code(&esc(l)));
-            }
-        }
+        prose(o, &s.lines);
         if !s.rows.is_empty() {
             o.push_str("<table>");
             if s.header.iter().any(|h| !h.is_empty()) {
@@ -372,7 +384,7 @@ pub fn render_html(r: &Report) -> String {
         if !s.after.is_empty() {
             o.push_str("<ul>");
             for l in &s.after {
-                let _ = write!(o, "<li>{}</li>", esc(l));
+                let _ = write!(o, "<li>{}</li>", code(&esc(l)));
             }
             o.push_str("</ul>\n");
         }
@@ -445,6 +457,28 @@ mod tests {
         );
         assert_eq!(code("odd ` tick"), "odd ` tick");
         assert_eq!(code("none"), "none");
+    }
+
+    #[test]
+    fn list_lines_become_one_list() {
+        let lines: Vec<String> = [
+            "Summary <b>",
+            "- one `x`",
+            "- two & three",
+            "After",
+            "- last",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut o = String::new();
+        prose(&mut o, &lines);
+        assert_eq!(
+            o,
+            "<p>Summary &lt;b&gt;</p>\n<ul><li>one <code>x</code></li><li>two &amp; three</li></ul>\n<p>After</p>\n<ul><li>last</li></ul>\n"
+        );
+        let mut o = String::new();
+        prose(&mut o, &["- a".to_string(), "- b".to_string()]);
+        assert_eq!(o, "<ul><li>a</li><li>b</li></ul>\n");
     }
 
     #[test]

@@ -1200,7 +1200,7 @@ pub fn mig_section(
         .len()
         .saturating_sub(plan.gpus_used as usize + kept.len());
     let summary = format!(
-        "MIG layouts would run {} workload(s) on {} GPU(s){}; {} of the {} GPU(s) in use now would be freed (lower bound {}, gap {:.1}%). Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
+        "MIG layouts would run {} workload(s) on {} GPU(s){}; {} of the {} GPU(s) in use now would be freed (lower bound {}, gap {:.1}%).{} Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
         d.workloads.len() - plan.unplaceable.len(),
         plan.gpus_used,
         if plan.unplaceable.is_empty() {
@@ -1216,6 +1216,7 @@ pub fn mig_section(
         before.len(),
         plan.lower_bound,
         plan.gap() * 100.0,
+        crate::mig_planner::whole_gpu_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
     );
     let mut lines = Vec::new();
     for g in plan.gpus.iter().take(top) {
@@ -1228,7 +1229,11 @@ pub fn mig_section(
                     .iter()
                     .filter_map(|&w| d.workloads.get(w).map(|w| w.id.as_str()))
                     .collect();
-                format!("{}@{} [{}]", i.profile, i.placement.start, names.join(", "))
+                if g.mig_enabled {
+                    format!("{}@{} [{}]", i.profile, i.placement.start, names.join(", "))
+                } else {
+                    format!("whole GPU, MIG off [{}]", names.join(", "))
+                }
             })
             .collect();
         lines.push(format!(
@@ -1254,6 +1259,7 @@ pub fn mig_section(
         "lower_bound": plan.lower_bound,
         "gap": (plan.gap() * 1000.0).round() / 1000.0,
         "unplaceable": plan.unplaceable.len(),
+        "gpus_mig_off": plan.gpus.iter().filter(|g| !g.mig_enabled).count(),
         "lines": lines,
     })
 }

@@ -1158,6 +1158,7 @@ pub fn export_plan(state: &MigNodeState, label: &str) -> (MigPlanFile, Vec<Strin
             model: model.key.to_string(),
             mig_enabled: enabled,
             instances,
+            workloads: Vec::new(),
         });
     }
     let mut plan = MigPlanFile::new();
