@@ -88,13 +88,14 @@ pub fn run(args: PlanArgs) -> Result<()> {
         bail!("no rows in the sources for the chosen range: nothing to plan");
     }
     let files = part_files(&parts);
-    let frames = tessera::ingest::Frames::union(parts.into_iter().map(|p| p.frames))?;
+    // One node partition at a time: memory holds one node's rows, not the fleet's.
+    let frames: Vec<&tessera::ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
     let dp = demand::DemandParams {
         headroom: args.headroom,
         quantile: args.quantile,
         ..demand::DemandParams::default()
     };
-    let d = demand::extract(&frames, &dp).map_err(|e| name_file(e.into(), &files))?;
+    let d = demand::extract_parts(&frames, &dp).map_err(|e| name_file(e.into(), &files))?;
     for n in &d.notes {
         eprintln!("tessera: note: {n}");
     }
@@ -136,7 +137,10 @@ pub fn run(args: PlanArgs) -> Result<()> {
     params.offpeak.min_gpus = args.min_gpus;
     params.offpeak.min_share = args.min_share;
     params.offpeak.min_hours = args.min_hours;
-    let free = advisor::offpeak::free_gpus_per_hour(&frames, &params.offpeak)?;
+    let mut free = advisor::offpeak::FreeGpus::default();
+    for f in &frames {
+        free.merge(advisor::offpeak::free_gpus_per_hour(f, &params.offpeak)?);
+    }
     let profile = advisor::offpeak::profile(&free, &params);
     let observed: BTreeSet<i64> = free.per_hour.keys().copied().collect();
     let schedule_path = args

@@ -125,12 +125,12 @@ pub fn run(args: ReportArgs) -> Result<()> {
         prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
         prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
     };
-    // Partitioned by node: the advisor runs one node at a time; the report's own tallies read
-    // the union.
+    // Partitioned by node: the advisor, the report's tallies and the MIG planner's demand read
+    // one node at a time, so memory holds one node's rows, not the fleet's.
     let (parts, ingest_report) = src.ingest_parts(true)?;
     let files = crate::analyze_cmd::part_files(&parts);
     let named = |e: anyhow::Error| crate::analyze_cmd::name_file(e, &files);
-    let frames = ingest::Frames::union(parts.iter().map(|p| p.frames.clone()))?;
+    let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
     let Some((first, last)) = ingest_report.time_range() else {
         bail!("no rows in the sources for the chosen range: nothing to report");
     };
@@ -142,12 +142,14 @@ pub fn run(args: ReportArgs) -> Result<()> {
         None => {
             // Less than a week: from the start of the first row's interval.
             let interval = frames
-                .gpu
-                .clone()
-                .select([polars::prelude::col("interval_ms").max()])
-                .collect()
-                .ok()
-                .and_then(|df| {
+                .iter()
+                .filter_map(|f| {
+                    let df = f
+                        .gpu
+                        .clone()
+                        .select([polars::prelude::col("interval_ms").max()])
+                        .collect()
+                        .ok()?;
                     df.column("interval_ms")
                         .ok()?
                         .as_materialized_series()
@@ -157,6 +159,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
                         .ok()?
                         .get(0)
                 })
+                .max()
                 .unwrap_or(0);
             (first - interval, last)
         }
@@ -186,7 +189,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     )
     .map_err(|e| named(e.into()))?;
     bar.set_message("building report");
-    let r = report::build(
+    let r = report::build_parts(
         &frames,
         &ReportInput {
             analysis: &analysis,
@@ -202,10 +205,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
     bar.set_message("planning MIG layouts");
-    let current = since(&frames, start + 1);
+    let current: Vec<ingest::Frames> = frames.iter().map(|f| since(f, start + 1)).collect();
     let mut r = r;
-    let d = tessera::mig_planner::demand::extract(
-        &current,
+    let d = tessera::mig_planner::demand::extract_parts(
+        &current.iter().collect::<Vec<_>>(),
         &tessera::mig_planner::demand::DemandParams::default(),
     )
     .map_err(|e| named(e.into()))?;

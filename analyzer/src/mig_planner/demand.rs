@@ -128,9 +128,101 @@ struct GpuRow {
     loaded: BTreeSet<i64>,
 }
 
+/// Workloads before their ids are made unique, as (id, workload, measurement).
+type Named = (String, Workload, Measured);
+
+/// The demand of one node partition, before [`merge`].
+#[derive(Default)]
+pub struct PartDemand {
+    /// MIG instance workloads, then the others (that is their order in [`Demand`]).
+    mig: Vec<Named>,
+    other: Vec<Named>,
+    fleet: Vec<FleetGpu>,
+    no_node: usize,
+    unknown_profiles: usize,
+}
+
 /// Extract workloads and the fleet from the frames.
 pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError> {
+    Ok(merge([extract_part(frames, p)?]))
+}
+
+/// [`extract`] one node partition at a time (memory holds one partition's rows), merged into
+/// the demand the union of the partitions gives: every workload is measured from its own
+/// node's rows, and the merge keeps the union's order (MIG instances first, each kind in node
+/// order) and makes ids unique in that order. Partitions whose nodes are not in order, or
+/// overlap, are extracted from their union instead.
+pub fn extract_parts(parts: &[&Frames], p: &DemandParams) -> Result<Demand, AdvisorError> {
+    let mut out = Vec::with_capacity(parts.len());
+    let mut last: Option<String> = None;
+    for frames in parts {
+        let part = extract_part(frames, p)?;
+        let nodes = || part.fleet.iter().map(|g| g.node.as_str());
+        let ordered = nodes().zip(nodes().skip(1)).all(|(a, b)| a <= b)
+            && match (&last, nodes().next()) {
+                (Some(l), Some(first)) => l.as_str() < first,
+                _ => true,
+            };
+        if !ordered {
+            let union = Frames::union(parts.iter().map(|f| (*f).clone())).map_err(|e| {
+                AdvisorError::Param {
+                    name: "frames",
+                    reason: e.to_string(),
+                }
+            })?;
+            return extract(&union, p);
+        }
+        if let Some(l) = nodes().next_back() {
+            last = Some(l.to_string());
+        }
+        out.push(part);
+    }
+    Ok(merge(out))
+}
+
+/// The demand of the partitions, in order: their fleets, workloads (ids made unique in the
+/// union's order) and notes.
+pub fn merge(parts: impl IntoIterator<Item = PartDemand>) -> Demand {
     let mut d = Demand::default();
+    let (mut no_node, mut unknown_profiles) = (0, 0);
+    let (mut mig, mut other) = (Vec::new(), Vec::new());
+    for part in parts {
+        no_node += part.no_node;
+        unknown_profiles += part.unknown_profiles;
+        d.fleet.extend(part.fleet);
+        mig.extend(part.mig);
+        other.extend(part.other);
+    }
+    if no_node > 0 {
+        d.notes.push(format!(
+            "{no_node} GPU(s) without node, index or UUID were left out (a plan needs all three)"
+        ));
+    }
+    if unknown_profiles > 0 {
+        d.notes.push(format!(
+            "{unknown_profiles} MIG instance(s) on GPUs of unknown models or with unknown profile ids were left out"
+        ));
+    }
+    let mut used_ids: BTreeSet<String> = BTreeSet::new();
+    for (mut id, w, m) in mig.into_iter().chain(other) {
+        if !used_ids.insert(id.clone()) {
+            let base = format!("{id}@{}/GPU", w.node.as_deref().unwrap_or("?"));
+            let mut k = 2;
+            id = base.clone();
+            while !used_ids.insert(id.clone()) {
+                id = format!("{base}#{k}");
+                k += 1;
+            }
+        }
+        d.workloads.push(Workload { id, ..w });
+        d.measured.push(m);
+    }
+    d
+}
+
+/// The demand of the rows of one partition (ids not yet unique).
+fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, AdvisorError> {
+    let mut d = PartDemand::default();
     // GPUs.
     let df = frames
         .gpu
@@ -198,11 +290,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
         }
         gpus.push(g);
     }
-    if no_node > 0 {
-        d.notes.push(format!(
-            "{no_node} GPU(s) without node, index or UUID were left out (a plan needs all three)"
-        ));
-    }
+    d.no_node = no_node;
     d.fleet = gpus
         .iter()
         .map(|g| FleetGpu {
@@ -292,21 +380,6 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
         procs_by_gpu.entry((n, u)).or_default().push((l, m, s, h));
     }
 
-    let mut used_ids: BTreeSet<String> = BTreeSet::new();
-    let mut push = |d: &mut Demand, mut id: String, w: Workload, m: Measured| {
-        if !used_ids.insert(id.clone()) {
-            let base = format!("{id}@{}/GPU", w.node.as_deref().unwrap_or("?"));
-            let mut k = 2;
-            id = base.clone();
-            while !used_ids.insert(id.clone()) {
-                id = format!("{base}#{k}");
-                k += 1;
-            }
-        }
-        d.workloads.push(Workload { id, ..w });
-        d.measured.push(m);
-    };
-
     // MIG instances.
     let mdf = frames
         .mig
@@ -373,8 +446,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             Some(ns) => ns.iter().cloned().collect::<Vec<_>>().join("+"),
             None => format!("{n}/GPU{index}/GI{gi}"),
         };
-        push(
-            &mut d,
+        d.mig.push((
             id,
             Workload {
                 id: String::new(),
@@ -395,13 +467,9 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
                     .filter_map(|&r| mts.get(r).map(hour_of))
                     .collect(),
             },
-        );
-    }
-    if unknown_profiles > 0 {
-        d.notes.push(format!(
-            "{unknown_profiles} MIG instance(s) on GPUs of unknown models or with unknown profile ids were left out"
         ));
     }
+    d.unknown_profiles = unknown_profiles;
 
     // GPUs outside MIG mode: their processes, or the GPU itself.
     for g in gpus.iter_mut().filter(|g| !g.mig) {
@@ -422,8 +490,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             if g.peak_mem < p.min_gpu_memory_bytes {
                 continue;
             }
-            push(
-                &mut d,
+            d.other.push((
                 format!("{}/GPU{}", g.node, g.index),
                 Workload {
                     id: String::new(),
@@ -440,7 +507,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
                     slices_basis: slices,
                     loaded_hours: g.loaded.clone(),
                 },
-            );
+            ));
             continue;
         }
         let alone = procs.len() == 1;
@@ -453,8 +520,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
             } else {
                 own.or(gpu_act)
             };
-            push(
-                &mut d,
+            d.other.push((
                 l,
                 Workload {
                     id: String::new(),
@@ -471,7 +537,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
                     slices_basis: slices,
                     loaded_hours: hours,
                 },
-            );
+            ));
         }
     }
     Ok(d)

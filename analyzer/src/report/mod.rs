@@ -12,8 +12,11 @@
 
 pub mod html;
 pub mod render;
+mod tally;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+pub use tally::build_parts;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use chrono::{Datelike, TimeZone, Timelike};
@@ -22,9 +25,8 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::advisor::columns::{f64s, i64s, strs, ts_ms};
 use crate::advisor::{AdvisorError, Analysis, Finding};
-use crate::ingest::{Frames, IngestReport, fmt_ms};
+use crate::ingest::{Frames, IngestReport};
 
 /// Version of the report JSON document (`docs/report.md`).
 pub const REPORT_VERSION: u32 = 1;
@@ -45,6 +47,8 @@ pub enum ReportError {
     Frames(#[from] AdvisorError),
     #[error("reading frames: {0}")]
     Polars(#[from] PolarsError),
+    #[error("{0}")]
+    Ingest(#[from] crate::ingest::IngestError),
     #[error("reading config {path}: {reason}")]
     Config { path: String, reason: String },
     #[error("bad price {name} {value}: expected a finite number ≥ 0")]
@@ -363,212 +367,11 @@ pub struct ReportInput<'a> {
     pub top: usize,
 }
 
-/// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
-type Key<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>);
-/// A process's identity: node and pid.
-type Proc<'a> = (Option<&'a str>, Option<i64>);
-
-/// One GPU row, as the report reads it.
-struct Row {
-    gpu: usize,
-    ts: i64,
-    interval: i64,
-    activity: Option<f64>,
-    sm: bool,
-    mem: Option<f64>,
-    total: Option<f64>,
-    energy_j: Option<f64>,
-    /// Status `lost` or `error`: the GPU was there but did not report values.
-    lost: bool,
-}
-
-/// One GPU's identity.
-#[derive(Clone)]
-struct Gpu {
-    node: String,
-    index: Option<i64>,
-    model: String,
-    source: String,
-}
-
-impl Gpu {
-    fn label(&self) -> String {
-        match self.index {
-            Some(i) => format!("{}/GPU{i}", self.node),
-            None => self.node.clone(),
-        }
-    }
-}
-
 fn r3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 fn r2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
-}
-
-fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() - 1) as f64 * q).round() as usize;
-    Some(v[i])
-}
-
-/// Reads the GPU rows in `[from, until]`.
-fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
-    let df = frames
-        .gpu
-        .clone()
-        .with_column(ts_ms())
-        .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu"),
-            col("model"),
-            col("ts"),
-            col("interval_ms"),
-            col("busy_mean"),
-            col("sm_active_mean"),
-            col("memory_used_max_bytes"),
-            col("memory_total_bytes"),
-            col("power_mean_watts"),
-            col("energy_delta_joules"),
-            col("source"),
-            col("status"),
-        ])
-        .collect()?;
-    let n = df.height();
-    let status = strs(&df, "status")?;
-    let (node, uuid, model, source) = (
-        strs(&df, "node")?,
-        strs(&df, "uuid")?,
-        strs(&df, "model")?,
-        strs(&df, "source")?,
-    );
-    let (gpu, ts, interval) = (
-        i64s(&df, "gpu")?,
-        i64s(&df, "ts")?,
-        i64s(&df, "interval_ms")?,
-    );
-    let (busy, sm, mem, total, power, energy) = (
-        f64s(&df, "busy_mean")?,
-        f64s(&df, "sm_active_mean")?,
-        f64s(&df, "memory_used_max_bytes")?,
-        f64s(&df, "memory_total_bytes")?,
-        f64s(&df, "power_mean_watts")?,
-        f64s(&df, "energy_delta_joules")?,
-    );
-    let mut ids: HashMap<Key, usize> = HashMap::new();
-    let mut gpus = Vec::new();
-    let mut rows = Vec::with_capacity(n);
-    for i in 0..n {
-        let key = (node.get(i), uuid.get(i), gpu.get(i));
-        let g = *ids.entry(key).or_insert_with(|| {
-            gpus.push(Gpu {
-                node: node.get(i).unwrap_or("?").to_string(),
-                index: gpu.get(i),
-                model: model.get(i).unwrap_or("unknown").to_string(),
-                source: source.get(i).unwrap_or("").to_string(),
-            });
-            gpus.len() - 1
-        });
-        let interval = interval.get(i).unwrap_or(0).max(0);
-        let (activity, is_sm) = match (sm.get(i), busy.get(i)) {
-            (Some(s), _) => (Some(s), true),
-            (None, Some(b)) => (Some(b), false),
-            _ => (None, false),
-        };
-        let energy_j = energy
-            .get(i)
-            .or_else(|| power.get(i).map(|w| w * interval as f64 / 1000.0));
-        rows.push(Row {
-            gpu: g,
-            ts: ts.get(i).unwrap_or(0),
-            interval,
-            activity,
-            sm: is_sm,
-            mem: mem.get(i),
-            total: total.get(i),
-            energy_j,
-            lost: matches!(status.get(i), Some("lost" | "error")),
-        });
-    }
-    // Stable GPU order: node, index.
-    let mut order: Vec<usize> = (0..gpus.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&gpus[a].node, gpus[a].index, &gpus[a].model).cmp(&(
-            &gpus[b].node,
-            gpus[b].index,
-            &gpus[b].model,
-        ))
-    });
-    let mut rank = vec![0; gpus.len()];
-    for (r, &g) in order.iter().enumerate() {
-        rank[g] = r;
-    }
-    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
-    for r in &mut rows {
-        r.gpu = rank[r.gpu];
-    }
-    rows.sort_by_key(|r| (r.gpu, r.ts));
-    Ok((gpus, rows))
-}
-
-fn usage<'a>(key: &str, rows: impl Iterator<Item = &'a Row>, hours: f64, prices: &Prices) -> Usage {
-    let mut u = Usage {
-        key: key.to_string(),
-        ..Usage::default()
-    };
-    let mut gpus = BTreeSet::new();
-    let mut acts = Vec::new();
-    let (mut act_w, mut act_t) = (0.0, 0.0);
-    let (mut mem_share, mut mem_n) = (0.0, 0usize);
-    let mut energy: Option<f64> = None;
-    let mut peak: Option<f64> = None;
-    for r in rows {
-        gpus.insert(r.gpu);
-        let h = r.interval as f64 / HOUR_MS;
-        u.gpu_hours_observed += h;
-        if let Some(a) = r.activity {
-            acts.push(a);
-            act_w += a * h;
-            act_t += h;
-            u.gpu_hours_busy += a * h;
-        }
-        let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
-        if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
-            u.gpu_hours_allocated += h;
-        }
-        if let (Some(m), Some(t)) = (r.mem, r.total)
-            && t > 0.0
-        {
-            mem_share += m / t;
-            mem_n += 1;
-        }
-        if let Some(m) = r.mem {
-            peak = Some(peak.map_or(m, |p: f64| p.max(m)));
-        }
-        if let Some(e) = r.energy_j {
-            *energy.get_or_insert(0.0) += e;
-        }
-    }
-    u.gpus = gpus.len();
-    u.gpu_hours_available = r3(u.gpus as f64 * hours);
-    u.gpu_hours_observed = r3(u.gpu_hours_observed);
-    u.gpu_hours_allocated = r3(u.gpu_hours_allocated);
-    u.gpu_hours_busy = r3(u.gpu_hours_busy);
-    u.activity_mean = (act_t > 0.0).then(|| r3(act_w / act_t));
-    u.activity_p95 = quantile(&mut acts, 0.95).map(r3);
-    u.memory_used_share = (mem_n > 0).then(|| r3(mem_share / mem_n as f64));
-    u.memory_peak_gib = peak.map(|p| r3(p / GIB));
-    u.energy_kwh = energy.map(|j| r3(j / 3.6e6));
-    u.cost_gpu_hours = r2(u.gpu_hours_available * prices.gpu_hour);
-    u.cost_energy = r2(u.energy_kwh.unwrap_or(0.0) * prices.kwh);
-    u.cost_total = r2(u.cost_gpu_hours + u.cost_energy);
-    u
 }
 
 fn ev_f64(f: &Finding, k: &str) -> f64 {
@@ -587,112 +390,6 @@ fn team_of(namespace: Option<&str>, slurm: Option<&str>) -> Option<String> {
         (None, Some(j)) => Some(format!("slurm job {j}")),
         _ => None,
     }
-}
-
-/// Team usage from the process table; idle figures from the idle-loaded findings.
-fn teams(
-    frames: &Frames,
-    range: (i64, i64),
-    idle: &[IdleModel],
-    prices: &Prices,
-) -> Result<Teams, ReportError> {
-    let df = frames
-        .process
-        .clone()
-        .with_column(ts_ms())
-        .filter(
-            col("ts")
-                .gt(lit(range.0))
-                .and(col("ts").lt_eq(lit(range.1))),
-        )
-        .select([
-            col("node"),
-            col("uuid"),
-            col("pid"),
-            col("ts"),
-            col("interval_ms"),
-            col("namespace"),
-            col("slurm_job_id"),
-            col("memory_used_max_bytes"),
-        ])
-        .collect()?;
-    let n = df.height();
-    let (node, uuid, ns, job) = (
-        strs(&df, "node")?,
-        strs(&df, "uuid")?,
-        strs(&df, "namespace")?,
-        strs(&df, "slurm_job_id")?,
-    );
-    let (pid, ts, interval, mem) = (
-        i64s(&df, "pid")?,
-        i64s(&df, "ts")?,
-        i64s(&df, "interval_ms")?,
-        f64s(&df, "memory_used_max_bytes")?,
-    );
-    // Processes per GPU and interval, to split the GPU's time between them.
-    let mut per_gpu: HashMap<Key, u32> = HashMap::new();
-    for i in 0..n {
-        *per_gpu
-            .entry((node.get(i), uuid.get(i), ts.get(i)))
-            .or_default() += 1;
-    }
-    let (mut has_ns, mut has_job) = (false, false);
-    let mut rows: BTreeMap<String, (TeamUsage, BTreeSet<Proc>)> = BTreeMap::new();
-    for i in 0..n {
-        has_ns |= ns.get(i).is_some();
-        has_job |= job.get(i).is_some();
-        let team = team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into());
-        let e = rows.entry(team.clone()).or_insert_with(|| {
-            (
-                TeamUsage {
-                    team,
-                    ..TeamUsage::default()
-                },
-                BTreeSet::new(),
-            )
-        });
-        let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
-        let k = per_gpu
-            .get(&(node.get(i), uuid.get(i), ts.get(i)))
-            .copied()
-            .unwrap_or(1)
-            .max(1);
-        e.0.gpu_hours += h / f64::from(k);
-        e.0.memory_gib_hours += mem.get(i).unwrap_or(0.0) / GIB * h;
-        e.1.insert((node.get(i), pid.get(i)));
-    }
-    let dimension = match (has_ns, has_job) {
-        (true, true) => "namespace, else slurm_job",
-        (true, false) => "namespace",
-        (false, true) => "slurm_job",
-        (false, false) => "none",
-    };
-    let mut out: Vec<TeamUsage> = rows
-        .into_values()
-        .map(|(mut t, procs)| {
-            t.processes = procs.len();
-            for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
-                t.idle_gib_hours += m.idle_gib_hours;
-                t.idle_gpu_hours += m.reclaimable_gpu_hours;
-            }
-            t.gpu_hours = r3(t.gpu_hours);
-            t.memory_gib_hours = r3(t.memory_gib_hours);
-            t.idle_gib_hours = r3(t.idle_gib_hours);
-            t.idle_gpu_hours = r3(t.idle_gpu_hours);
-            t.idle_cost = r2(t.idle_gpu_hours * prices.gpu_hour);
-            t.cost = r2(t.gpu_hours * prices.gpu_hour);
-            t
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.gpu_hours
-            .total_cmp(&a.gpu_hours)
-            .then(a.team.cmp(&b.team))
-    });
-    Ok(Teams {
-        dimension: dimension.into(),
-        rows: out,
-    })
 }
 
 fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
@@ -849,111 +546,6 @@ fn slot_of(ts_ms: i64, tz: &Tz) -> Option<(usize, usize)> {
     ))
 }
 
-fn charts(
-    gpus: &[Gpu],
-    rows: &[&Row],
-    range: (i64, i64),
-    tz: &Tz,
-    windows: &[OffpeakWindow],
-) -> Charts {
-    // Hour-of-week heatmap of mean activity (the row's start decides its hour).
-    let mut sum = vec![vec![(0.0, 0.0); 24]; 7];
-    for r in rows {
-        if let (Some(a), Some((d, h))) = (r.activity, slot_of(r.ts - r.interval, tz)) {
-            let w = r.interval as f64;
-            sum[d][h].0 += a * w;
-            sum[d][h].1 += w;
-        }
-    }
-    let hour_of_week = sum
-        .iter()
-        .map(|day| {
-            day.iter()
-                .map(|&(s, w)| (w > 0.0).then(|| r3(s / w)))
-                .collect()
-        })
-        .collect();
-    // Per-GPU distribution.
-    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
-    for r in rows {
-        per[r.gpu].push(r);
-    }
-    let gpu_activity = gpus
-        .iter()
-        .zip(&per)
-        .filter(|(_, rs)| !rs.is_empty())
-        .map(|(g, rs)| {
-            let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
-            let mut hist = [0.0; 10];
-            let mut t = 0.0;
-            for r in rs {
-                if let Some(a) = r.activity {
-                    hist[((a * 10.0) as usize).min(9)] += r.interval as f64;
-                    t += r.interval as f64;
-                }
-            }
-            let mean = (!acts.is_empty()).then(|| r3(acts.iter().sum::<f64>() / acts.len() as f64));
-            GpuActivity {
-                gpu: g.label(),
-                model: g.model.clone(),
-                mean,
-                p50: quantile(&mut acts, 0.5).map(r3),
-                p95: quantile(&mut acts, 0.95).map(r3),
-                histogram: hist
-                    .iter()
-                    .map(|h| if t > 0.0 { r3(h / t) } else { 0.0 })
-                    .collect(),
-            }
-        })
-        .collect();
-    // Free-capacity timeline: per UTC hour, GPUs whose rows all held < 1 GiB and showed ≤ 5%
-    // activity, covering at least half the hour.
-    let first_hour = range.0.div_euclid(3_600_000);
-    let last_hour = (range.1 - 1).div_euclid(3_600_000);
-    let nh = (last_hour - first_hour + 1).max(0) as usize;
-    // per (hour, gpu): (covered ms, all free)
-    let mut cells: HashMap<(usize, usize), (i64, bool)> = HashMap::new();
-    for r in rows {
-        let h = (r.ts - 1).div_euclid(3_600_000) - first_hour;
-        if h < 0 || h as usize >= nh {
-            continue;
-        }
-        let free =
-            r.mem.is_some_and(|m| m < FREE_MEMORY) && r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
-        let c = cells.entry((h as usize, r.gpu)).or_insert((0, true));
-        c.0 += r.interval;
-        c.1 &= free;
-    }
-    let slots = window_slots(windows);
-    let mut timeline = vec![(0u32, 0u32); nh];
-    for (&(h, _), &(cov, free)) in &cells {
-        timeline[h].0 += 1;
-        if free && cov >= 1_800_000 {
-            timeline[h].1 += 1;
-        }
-    }
-    let free_timeline = timeline
-        .iter()
-        .enumerate()
-        .map(|(i, &(g, f))| {
-            let start = (first_hour + i as i64) * 3_600_000;
-            let level = slot_of(start, tz).and_then(|(d, h)| slots.get(&(d * 24 + h)).copied());
-            FreeHour {
-                hour: fmt_ms(start),
-                gpus: g,
-                free_gpus: f,
-                offpeak: level.is_some(),
-                offpeak_free_gpus: level,
-            }
-        })
-        .collect();
-    Charts {
-        hour_of_week,
-        gpu_activity,
-        free_timeline,
-    }
-}
-
 /// Whether a row's `source` column (`history:<node folder>`, `csv:<file>`,
 /// `prometheus:<url>`) came from the `--source` spec `spec` (a history spec may be a folder of node
 /// folders, one node folder, or a glob of either).
@@ -977,10 +569,13 @@ pub fn source_matches(spec: &str, row_source: &str) -> bool {
     }
 }
 
+/// The data-quality notes: sources without GPU rows, the per-GPU notes and gaps the tally
+/// gathered ([`tally`]), then the activity signal, teams, ingest warnings and skips, and the
+/// advisor's notes.
 fn data_quality(
-    gpus: &[Gpu],
-    rows: &[&Row],
-    range: (i64, i64),
+    gpu_sources: &BTreeSet<String>,
+    gpu_notes: Vec<QualityNote>,
+    mut gaps: Vec<(String, usize, f64)>,
     input: &ReportInput,
     signal: &str,
     teams: &Teams,
@@ -1000,7 +595,7 @@ fn data_quality(
         .keys()
         .any(|k| k.starts_with("duplicate "));
     for s in &input.sources {
-        if !gpus.iter().any(|g| source_matches(s, &g.source)) {
+        if !gpu_sources.iter().any(|g| source_matches(s, g)) {
             let why = if duplicates {
                 " (or only rows that another source holds too, counted once there)"
             } else {
@@ -1012,55 +607,10 @@ fn data_quality(
             );
         }
     }
-    // Per-GPU gaps and GPUs that stopped reporting.
-    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
-    for r in rows {
-        per[r.gpu].push(r);
-    }
-    let mut gaps: Vec<(String, usize, f64)> = Vec::new();
-    for (g, rs) in gpus.iter().zip(&per) {
-        let Some(last) = rs.last() else { continue };
-        let (mut n, mut missing) = (0usize, 0i64);
-        for w in rs.windows(2) {
-            let step = w[1].interval.max(1);
-            let d = w[1].ts - w[0].ts;
-            // What breaks a detector's span is a gap here too (advisor::breaks_span).
-            if crate::advisor::breaks_span(
-                d,
-                step,
-                crate::advisor::idle::IdleParams::default().max_gap_intervals,
-            ) {
-                n += 1;
-                missing += d - step;
-            }
-        }
-        if n > 0 {
-            gaps.push((g.label(), n, missing as f64 / HOUR_MS));
-        }
-        let lost: i64 = rs.iter().filter(|r| r.lost).map(|r| r.interval).sum();
-        if lost > 0 {
-            note(
-                "status",
-                format!(
-                    "{} ({}) was lost or in error for {:.1} h (rows without values)",
-                    g.label(),
-                    g.model,
-                    lost as f64 / HOUR_MS
-                ),
-            );
-        }
-        if range.1 - last.ts > 2 * last.interval.max(60_000) {
-            note(
-                "stopped",
-                format!(
-                    "{} ({}) stopped reporting at {} ({:.1} h before the end)",
-                    g.label(),
-                    g.model,
-                    fmt_ms(last.ts),
-                    (range.1 - last.ts) as f64 / HOUR_MS
-                ),
-            );
-        }
+    // Per-GPU status notes and GPUs that stopped reporting, in GPU order; then gaps, longest
+    // first.
+    for n in gpu_notes {
+        note(&n.kind, n.message);
     }
     gaps.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
     for (label, n, h) in &gaps {
@@ -1109,67 +659,9 @@ fn data_quality(
 
 /// Builds the report over rows with `ts` in `input.range` = `(start, end]`. `frames` may reach
 /// back before `start`: the period of the same length before it is reported when it has rows.
+/// The same as [`tally::build_parts`] over one partition.
 pub fn build(frames: &Frames, input: &ReportInput) -> Result<Report, ReportError> {
-    let (start, end) = input.range;
-    let len = (end - start).max(0);
-    let (gpus, all_rows) = gpu_rows(frames, start - len + 1, end)?;
-    let cur: Vec<&Row> = all_rows.iter().filter(|r| r.ts > start).collect();
-    let old: Vec<&Row> = all_rows.iter().filter(|r| r.ts <= start).collect();
-    let hours = len as f64 / HOUR_MS;
-    let prices = &input.prices;
-    let (n_sm, n_busy) = cur.iter().fold((0, 0), |(s, b), r| match r.activity {
-        Some(_) if r.sm => (s + 1, b),
-        Some(_) => (s, b + 1),
-        None => (s, b),
-    });
-    let signal = match (n_sm, n_busy) {
-        (0, 0) => "none",
-        (_, 0) => "sm_active",
-        (0, _) => "busy",
-        _ => "sm_active, else busy",
-    };
-    let fleet = usage("fleet", cur.iter().copied(), hours, prices);
-    let previous_period =
-        (!old.is_empty()).then(|| usage("previous", old.iter().copied(), hours, prices));
-    let mut by_node: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
-    let mut by_model: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
-    for r in &cur {
-        by_node.entry(&gpus[r.gpu].node).or_default().push(r);
-        by_model.entry(&gpus[r.gpu].model).or_default().push(r);
-    }
-    let group = |m: BTreeMap<&str, Vec<&Row>>| -> Vec<Usage> {
-        m.into_iter()
-            .map(|(k, rs)| usage(k, rs.into_iter(), hours, prices))
-            .collect()
-    };
-    let idle = idle_models(input.analysis, prices);
-    let teams = teams(frames, input.range, &idle, prices)?;
-    let offpeak_windows = offpeak(input.analysis);
-    let offpeak_baseline = offpeak_baseline(input.analysis);
-    let charts = charts(&gpus, &cur, input.range, &input.tz, &offpeak_windows);
-    let data_quality = data_quality(&gpus, &cur, input.range, input, signal, &teams);
-    Ok(Report {
-        version: REPORT_VERSION,
-        from: fmt_ms(start),
-        until: fmt_ms(end),
-        hours: r3(hours),
-        tz: input.tz.name().to_string(),
-        sources: input.sources.clone(),
-        prices: prices.clone(),
-        activity_signal: signal.into(),
-        fleet,
-        previous_period,
-        by_node: group(by_node),
-        by_model: group(by_model),
-        teams,
-        idle_models: idle.into_iter().take(input.top).collect(),
-        consolidation: consolidation(input.analysis, prices),
-        offpeak_windows,
-        offpeak_baseline,
-        mig: None,
-        data_quality,
-        charts,
-    })
+    tally::build_parts(&[frames], input)
 }
 
 /// Relative change `(now − before) / before`, when `before` is not 0.
@@ -1404,13 +896,5 @@ mod tests {
             "prometheus:http://p:9090",
             "prometheus:http://p:9090"
         ));
-    }
-
-    #[test]
-    fn quantile_picks_nearest_rank() {
-        let mut v = vec![0.5, 0.1, 0.9, 0.3];
-        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
-        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
-        assert_eq!(quantile(&mut [], 0.5), None);
     }
 }

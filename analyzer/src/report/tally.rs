@@ -1,0 +1,995 @@
+//! The report's tallies, one node partition at a time: usage (fleet, previous period, by node,
+//! by model), teams, charts and the per-GPU data-quality notes are folded over the partitions
+//! in key order ([`build_parts`]), so that memory holds one partition's rows, not the fleet's.
+//!
+//! The result is the one a single pass over the union of the partitions gives, byte for byte:
+//! partitions are keyed by node and come in node order, and the report reads rows in (node, GPU
+//! index, model, `ts`) order, so every sum adds the same numbers in the same order. Where that
+//! does not hold (a node in two partitions, GPUs out of order) [`build_parts`] builds over the
+//! union instead, as one partition.
+//!
+//! Quantiles of groups that span partitions (fleet, previous period, GPU model) are exact, from
+//! a histogram of 2^20 equal buckets over 0–1 (values outside, NaN and −0 are kept exactly, by
+//! value): the rank's bucket decides the reported (3-decimal) value unless the bucket straddles a
+//! rounding boundary; then a second pass reads the values of that bucket only. A node's and a
+//! GPU's quantiles are taken from their values (one partition holds them). docs/report.md says
+//! so.
+//!
+//! This module reads the lazy frames it is given and nothing else; it does not price findings
+//! or plan MIG layouts (see the parent module).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use chrono_tz::Tz;
+use polars::prelude::*;
+
+use super::*;
+use crate::advisor::columns::{f64s, i64s, strs, ts_ms};
+use crate::ingest::{Frames, fmt_ms};
+
+/// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
+type Key<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>);
+
+/// One GPU row, as the report reads it.
+pub(super) struct Row {
+    pub gpu: usize,
+    pub ts: i64,
+    pub interval: i64,
+    pub activity: Option<f64>,
+    pub sm: bool,
+    pub mem: Option<f64>,
+    pub total: Option<f64>,
+    pub energy_j: Option<f64>,
+    /// Status `lost` or `error`: the GPU was there but did not report values.
+    pub lost: bool,
+}
+
+/// One GPU's identity.
+#[derive(Clone)]
+pub(super) struct Gpu {
+    pub node: String,
+    pub index: Option<i64>,
+    pub model: String,
+    pub source: String,
+}
+
+impl Gpu {
+    pub fn label(&self) -> String {
+        match self.index {
+            Some(i) => format!("{}/GPU{i}", self.node),
+            None => self.node.clone(),
+        }
+    }
+
+    fn order(&self) -> (&str, Option<i64>, &str) {
+        (&self.node, self.index, &self.model)
+    }
+}
+
+pub(super) fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = quantile_rank(v.len() as u64, q);
+    Some(v[i as usize])
+}
+
+/// The nearest rank of quantile `q` among `n` values.
+fn quantile_rank(n: u64, q: f64) -> u64 {
+    ((n - 1) as f64 * q).round() as u64
+}
+
+/// Reads the GPU rows in `[from, until]`: the GPUs in (node, index, model) order and the rows
+/// sorted by (GPU, `ts`).
+fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
+    let df = frames
+        .gpu
+        .clone()
+        .with_column(ts_ms())
+        .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
+        .select([
+            col("node"),
+            col("uuid"),
+            col("gpu"),
+            col("model"),
+            col("ts"),
+            col("interval_ms"),
+            col("busy_mean"),
+            col("sm_active_mean"),
+            col("memory_used_max_bytes"),
+            col("memory_total_bytes"),
+            col("power_mean_watts"),
+            col("energy_delta_joules"),
+            col("source"),
+            col("status"),
+        ])
+        .collect()?;
+    let n = df.height();
+    let status = strs(&df, "status")?;
+    let (node, uuid, model, source) = (
+        strs(&df, "node")?,
+        strs(&df, "uuid")?,
+        strs(&df, "model")?,
+        strs(&df, "source")?,
+    );
+    let (gpu, ts, interval) = (
+        i64s(&df, "gpu")?,
+        i64s(&df, "ts")?,
+        i64s(&df, "interval_ms")?,
+    );
+    let (busy, sm, mem, total, power, energy) = (
+        f64s(&df, "busy_mean")?,
+        f64s(&df, "sm_active_mean")?,
+        f64s(&df, "memory_used_max_bytes")?,
+        f64s(&df, "memory_total_bytes")?,
+        f64s(&df, "power_mean_watts")?,
+        f64s(&df, "energy_delta_joules")?,
+    );
+    let mut ids: HashMap<Key, usize> = HashMap::new();
+    let mut gpus = Vec::new();
+    let mut rows = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = (node.get(i), uuid.get(i), gpu.get(i));
+        let g = *ids.entry(key).or_insert_with(|| {
+            gpus.push(Gpu {
+                node: node.get(i).unwrap_or("?").to_string(),
+                index: gpu.get(i),
+                model: model.get(i).unwrap_or("unknown").to_string(),
+                source: source.get(i).unwrap_or("").to_string(),
+            });
+            gpus.len() - 1
+        });
+        let interval = interval.get(i).unwrap_or(0).max(0);
+        let (activity, is_sm) = match (sm.get(i), busy.get(i)) {
+            (Some(s), _) => (Some(s), true),
+            (None, Some(b)) => (Some(b), false),
+            _ => (None, false),
+        };
+        let energy_j = energy
+            .get(i)
+            .or_else(|| power.get(i).map(|w| w * interval as f64 / 1000.0));
+        rows.push(Row {
+            gpu: g,
+            ts: ts.get(i).unwrap_or(0),
+            interval,
+            activity,
+            sm: is_sm,
+            mem: mem.get(i),
+            total: total.get(i),
+            energy_j,
+            lost: matches!(status.get(i), Some("lost" | "error")),
+        });
+    }
+    // Stable GPU order: node, index.
+    let mut order: Vec<usize> = (0..gpus.len()).collect();
+    order.sort_by(|&a, &b| gpus[a].order().cmp(&gpus[b].order()));
+    let mut rank = vec![0; gpus.len()];
+    for (r, &g) in order.iter().enumerate() {
+        rank[g] = r;
+    }
+    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
+    for r in &mut rows {
+        r.gpu = rank[r.gpu];
+    }
+    rows.sort_by_key(|r| (r.gpu, r.ts));
+    Ok((gpus, rows))
+}
+
+// ---- exact quantiles over partitions --------------------------------------------------------
+
+/// Buckets of the histogram over [0, 1): 2^20, each 2^-20 wide (exact in binary).
+const BUCKETS: usize = 1 << 20;
+
+/// f64 bits ordered as `total_cmp` orders the values.
+fn total_key(v: f64) -> i64 {
+    let b = v.to_bits() as i64;
+    b ^ (((b >> 63) as u64) >> 1) as i64
+}
+
+fn from_total_key(k: i64) -> f64 {
+    f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64)
+}
+
+/// The values of one group: a histogram of [0, 1) plus the exact values outside it.
+#[derive(Default)]
+struct Hist {
+    n: u64,
+    /// Values ordered before +0 (negative, −0, −NaN), by total order key.
+    below: BTreeMap<i64, u64>,
+    buckets: Vec<u64>,
+    /// Values from 1 up (and +NaN), by total order key.
+    above: BTreeMap<i64, u64>,
+}
+
+/// Where the rank of a quantile falls.
+enum Found {
+    Value(f64),
+    /// In bucket `k`, at `rank` among the bucket's values.
+    Bucket {
+        k: usize,
+        rank: u64,
+    },
+}
+
+fn bucket_of(v: f64) -> Option<usize> {
+    (v.is_sign_positive() && v < 1.0).then(|| ((v * BUCKETS as f64) as usize).min(BUCKETS - 1))
+}
+
+impl Hist {
+    fn add(&mut self, v: f64) {
+        self.n += 1;
+        match bucket_of(v) {
+            Some(k) => {
+                if self.buckets.is_empty() {
+                    self.buckets = vec![0; BUCKETS];
+                }
+                self.buckets[k] += 1;
+            }
+            None if v.is_sign_negative() => *self.below.entry(total_key(v)).or_default() += 1,
+            None => *self.above.entry(total_key(v)).or_default() += 1,
+        }
+    }
+
+    fn find(&self, mut rank: u64) -> Found {
+        for (&k, &c) in &self.below {
+            if rank < c {
+                return Found::Value(from_total_key(k));
+            }
+            rank -= c;
+        }
+        for (k, &c) in self.buckets.iter().enumerate() {
+            if rank < c {
+                return Found::Bucket { k, rank };
+            }
+            rank -= c;
+        }
+        for (&k, &c) in &self.above {
+            if rank < c {
+                return Found::Value(from_total_key(k));
+            }
+            rank -= c;
+        }
+        Found::Value(f64::NAN)
+    }
+}
+
+/// The reported (rounded) quantile `q` of a histogram, or the bucket whose values a second pass
+/// must read (and the rank among them) when the bucket straddles a rounding boundary.
+fn rounded_quantile(h: &Hist, q: f64) -> Result<Option<f64>, (usize, u64)> {
+    if h.n == 0 {
+        return Ok(None);
+    }
+    match h.find(quantile_rank(h.n, q)) {
+        Found::Value(v) => Ok(Some(r3(v))),
+        Found::Bucket { k, rank } => {
+            let lo = k as f64 / BUCKETS as f64;
+            let hi = f64::from_bits(((k + 1) as f64 / BUCKETS as f64).to_bits() - 1);
+            // r3 is monotone: equal at both ends, equal for every value in between.
+            if r3(lo).to_bits() == r3(hi).to_bits() {
+                Ok(Some(r3(lo)))
+            } else {
+                Err((k, rank))
+            }
+        }
+    }
+}
+
+/// How a group's quantile is kept: every value (a group inside one partition) or a histogram.
+enum Values {
+    All(Vec<f64>),
+    Hist(Hist),
+}
+
+/// A [`Usage`] being summed, row by row in report order.
+struct UsageAcc {
+    key: String,
+    gpus: BTreeSet<usize>,
+    observed: f64,
+    busy: f64,
+    allocated: f64,
+    act_w: f64,
+    act_t: f64,
+    mem_share: f64,
+    mem_n: usize,
+    energy: Option<f64>,
+    peak: Option<f64>,
+    values: Values,
+}
+
+impl UsageAcc {
+    fn new(key: &str, exact: bool) -> UsageAcc {
+        UsageAcc {
+            key: key.to_string(),
+            gpus: BTreeSet::new(),
+            observed: 0.0,
+            busy: 0.0,
+            allocated: 0.0,
+            act_w: 0.0,
+            act_t: 0.0,
+            mem_share: 0.0,
+            mem_n: 0,
+            energy: None,
+            peak: None,
+            values: if exact {
+                Values::All(Vec::new())
+            } else {
+                Values::Hist(Hist::default())
+            },
+        }
+    }
+
+    fn add(&mut self, gpu: usize, r: &Row) {
+        self.gpus.insert(gpu);
+        let h = r.interval as f64 / HOUR_MS;
+        self.observed += h;
+        if let Some(a) = r.activity {
+            match &mut self.values {
+                Values::All(v) => v.push(a),
+                Values::Hist(hist) => hist.add(a),
+            }
+            self.act_w += a * h;
+            self.act_t += h;
+            self.busy += a * h;
+        }
+        let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
+        if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
+            self.allocated += h;
+        }
+        if let (Some(m), Some(t)) = (r.mem, r.total)
+            && t > 0.0
+        {
+            self.mem_share += m / t;
+            self.mem_n += 1;
+        }
+        if let Some(m) = r.mem {
+            self.peak = Some(self.peak.map_or(m, |p: f64| p.max(m)));
+        }
+        if let Some(e) = r.energy_j {
+            *self.energy.get_or_insert(0.0) += e;
+        }
+    }
+
+    /// The quantile, or the histogram bucket a second pass must read.
+    fn p95(&mut self) -> Result<Option<f64>, (usize, u64)> {
+        match &mut self.values {
+            Values::All(v) => Ok(quantile(v, 0.95).map(r3)),
+            Values::Hist(h) => rounded_quantile(h, 0.95),
+        }
+    }
+
+    fn finish(self, p95: Option<f64>, hours: f64, prices: &Prices) -> Usage {
+        let mut u = Usage {
+            key: self.key,
+            ..Usage::default()
+        };
+        u.gpus = self.gpus.len();
+        u.gpu_hours_available = r3(u.gpus as f64 * hours);
+        u.gpu_hours_observed = r3(self.observed);
+        u.gpu_hours_allocated = r3(self.allocated);
+        u.gpu_hours_busy = r3(self.busy);
+        u.activity_mean = (self.act_t > 0.0).then(|| r3(self.act_w / self.act_t));
+        u.activity_p95 = p95;
+        u.memory_used_share = (self.mem_n > 0).then(|| r3(self.mem_share / self.mem_n as f64));
+        u.memory_peak_gib = self.peak.map(|p| r3(p / GIB));
+        u.energy_kwh = self.energy.map(|j| r3(j / 3.6e6));
+        u.cost_gpu_hours = r2(u.gpu_hours_available * prices.gpu_hour);
+        u.cost_energy = r2(u.energy_kwh.unwrap_or(0.0) * prices.kwh);
+        u.cost_total = r2(u.cost_gpu_hours + u.cost_energy);
+        u
+    }
+}
+
+// ---- teams ----------------------------------------------------------------------------------
+
+/// A process's identity: node and pid.
+type Proc = (Option<String>, Option<i64>);
+
+/// Team usage being summed over the process rows, in frame order.
+#[derive(Default)]
+struct TeamsAcc {
+    has_ns: bool,
+    has_job: bool,
+    rows: BTreeMap<String, (TeamUsage, BTreeSet<Proc>)>,
+}
+
+impl TeamsAcc {
+    fn add(&mut self, frames: &Frames, range: (i64, i64)) -> Result<(), ReportError> {
+        let df = frames
+            .process
+            .clone()
+            .with_column(ts_ms())
+            .filter(
+                col("ts")
+                    .gt(lit(range.0))
+                    .and(col("ts").lt_eq(lit(range.1))),
+            )
+            .select([
+                col("node"),
+                col("uuid"),
+                col("pid"),
+                col("ts"),
+                col("interval_ms"),
+                col("namespace"),
+                col("slurm_job_id"),
+                col("memory_used_max_bytes"),
+            ])
+            .collect()?;
+        let n = df.height();
+        let (node, uuid, ns, job) = (
+            strs(&df, "node")?,
+            strs(&df, "uuid")?,
+            strs(&df, "namespace")?,
+            strs(&df, "slurm_job_id")?,
+        );
+        let (pid, ts, interval, mem) = (
+            i64s(&df, "pid")?,
+            i64s(&df, "ts")?,
+            i64s(&df, "interval_ms")?,
+            f64s(&df, "memory_used_max_bytes")?,
+        );
+        // Processes per GPU and interval, to split the GPU's time between them.
+        let mut per_gpu: HashMap<Key, u32> = HashMap::new();
+        for i in 0..n {
+            *per_gpu
+                .entry((node.get(i), uuid.get(i), ts.get(i)))
+                .or_default() += 1;
+        }
+        for i in 0..n {
+            self.has_ns |= ns.get(i).is_some();
+            self.has_job |= job.get(i).is_some();
+            let team = team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into());
+            let e = self.rows.entry(team.clone()).or_insert_with(|| {
+                (
+                    TeamUsage {
+                        team,
+                        ..TeamUsage::default()
+                    },
+                    BTreeSet::new(),
+                )
+            });
+            let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
+            let k = per_gpu
+                .get(&(node.get(i), uuid.get(i), ts.get(i)))
+                .copied()
+                .unwrap_or(1)
+                .max(1);
+            e.0.gpu_hours += h / f64::from(k);
+            e.0.memory_gib_hours += mem.get(i).unwrap_or(0.0) / GIB * h;
+            e.1.insert((node.get(i).map(str::to_string), pid.get(i)));
+        }
+        Ok(())
+    }
+
+    /// Idle figures from the idle-loaded findings; rounding and order.
+    fn finish(self, idle: &[IdleModel], prices: &Prices) -> Teams {
+        let dimension = match (self.has_ns, self.has_job) {
+            (true, true) => "namespace, else slurm_job",
+            (true, false) => "namespace",
+            (false, true) => "slurm_job",
+            (false, false) => "none",
+        };
+        let mut out: Vec<TeamUsage> = self
+            .rows
+            .into_values()
+            .map(|(mut t, procs)| {
+                t.processes = procs.len();
+                for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
+                    t.idle_gib_hours += m.idle_gib_hours;
+                    t.idle_gpu_hours += m.reclaimable_gpu_hours;
+                }
+                t.gpu_hours = r3(t.gpu_hours);
+                t.memory_gib_hours = r3(t.memory_gib_hours);
+                t.idle_gib_hours = r3(t.idle_gib_hours);
+                t.idle_gpu_hours = r3(t.idle_gpu_hours);
+                t.idle_cost = r2(t.idle_gpu_hours * prices.gpu_hour);
+                t.cost = r2(t.gpu_hours * prices.gpu_hour);
+                t
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.gpu_hours
+                .total_cmp(&a.gpu_hours)
+                .then(a.team.cmp(&b.team))
+        });
+        Teams {
+            dimension: dimension.into(),
+            rows: out,
+        }
+    }
+}
+
+// ---- charts and per-GPU notes of one partition ---------------------------------------------
+
+/// Per-GPU activity distributions of one partition's GPUs (those with rows).
+fn gpu_activity(gpus: &[Gpu], per: &[Vec<&Row>]) -> Vec<GpuActivity> {
+    gpus.iter()
+        .zip(per)
+        .filter(|(_, rs)| !rs.is_empty())
+        .map(|(g, rs)| {
+            let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
+            let mut hist = [0.0; 10];
+            let mut t = 0.0;
+            for r in rs {
+                if let Some(a) = r.activity {
+                    hist[((a * 10.0) as usize).min(9)] += r.interval as f64;
+                    t += r.interval as f64;
+                }
+            }
+            let mean = (!acts.is_empty()).then(|| r3(acts.iter().sum::<f64>() / acts.len() as f64));
+            GpuActivity {
+                gpu: g.label(),
+                model: g.model.clone(),
+                mean,
+                p50: quantile(&mut acts, 0.5).map(r3),
+                p95: quantile(&mut acts, 0.95).map(r3),
+                histogram: hist
+                    .iter()
+                    .map(|h| if t > 0.0 { r3(h / t) } else { 0.0 })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Free-capacity timeline counts of one partition: per UTC hour of the range, (GPUs with rows,
+/// GPUs whose rows all held < 1 GiB and showed ≤ 5% activity, covering at least half the hour).
+fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32, u32)]) {
+    let first_hour = range.0.div_euclid(3_600_000);
+    let nh = timeline.len();
+    // per (hour, gpu): (covered ms, all free)
+    let mut cells: HashMap<(usize, usize), (i64, bool)> = HashMap::new();
+    for r in rows {
+        let h = (r.ts - 1).div_euclid(3_600_000) - first_hour;
+        if h < 0 || h as usize >= nh {
+            continue;
+        }
+        let free =
+            r.mem.is_some_and(|m| m < FREE_MEMORY) && r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
+        let c = cells.entry((h as usize, r.gpu)).or_insert((0, true));
+        c.0 += r.interval;
+        c.1 &= free;
+    }
+    for (&(h, _), &(cov, free)) in &cells {
+        timeline[h].0 += 1;
+        if free && cov >= 1_800_000 {
+            timeline[h].1 += 1;
+        }
+    }
+}
+
+/// Per-GPU data-quality notes of one partition (`status`, `stopped`, in GPU order) and its
+/// gaps (label, count, hours missing), sorted with every partition's at the end.
+fn gpu_notes(
+    gpus: &[Gpu],
+    per: &[Vec<&Row>],
+    range: (i64, i64),
+    notes: &mut Vec<QualityNote>,
+    gaps: &mut Vec<(String, usize, f64)>,
+) {
+    let mut note = |kind: &str, message: String| {
+        notes.push(QualityNote {
+            kind: kind.into(),
+            message,
+        })
+    };
+    for (g, rs) in gpus.iter().zip(per) {
+        let Some(last) = rs.last() else { continue };
+        let (mut n, mut missing) = (0usize, 0i64);
+        for w in rs.windows(2) {
+            let step = w[1].interval.max(1);
+            let d = w[1].ts - w[0].ts;
+            // What breaks a detector's span is a gap here too (advisor::breaks_span).
+            if crate::advisor::breaks_span(
+                d,
+                step,
+                crate::advisor::idle::IdleParams::default().max_gap_intervals,
+            ) {
+                n += 1;
+                missing += d - step;
+            }
+        }
+        if n > 0 {
+            gaps.push((g.label(), n, missing as f64 / HOUR_MS));
+        }
+        let lost: i64 = rs.iter().filter(|r| r.lost).map(|r| r.interval).sum();
+        if lost > 0 {
+            note(
+                "status",
+                format!(
+                    "{} ({}) was lost or in error for {:.1} h (rows without values)",
+                    g.label(),
+                    g.model,
+                    lost as f64 / HOUR_MS
+                ),
+            );
+        }
+        if range.1 - last.ts > 2 * last.interval.max(60_000) {
+            note(
+                "stopped",
+                format!(
+                    "{} ({}) stopped reporting at {} ({:.1} h before the end)",
+                    g.label(),
+                    g.model,
+                    fmt_ms(last.ts),
+                    (range.1 - last.ts) as f64 / HOUR_MS
+                ),
+            );
+        }
+    }
+}
+
+// ---- the fold -------------------------------------------------------------------------------
+
+/// Everything summed over the partitions so far.
+struct Tally {
+    range: (i64, i64),
+    tz: Tz,
+    /// GPUs of every partition read so far, in report order.
+    gpus: Vec<Gpu>,
+    nodes: HashSet<String>,
+    sources: BTreeSet<String>,
+    n_sm: u64,
+    n_busy: u64,
+    fleet: UsageAcc,
+    previous: UsageAcc,
+    has_previous: bool,
+    by_node: Vec<Usage>,
+    by_model: BTreeMap<String, UsageAcc>,
+    teams: TeamsAcc,
+    hour_of_week: Vec<Vec<(f64, f64)>>,
+    gpu_activity: Vec<GpuActivity>,
+    timeline: Vec<(u32, u32)>,
+    gpu_notes: Vec<QualityNote>,
+    gaps: Vec<(String, usize, f64)>,
+}
+
+/// A partition's GPUs do not follow the previous partitions' in report order.
+struct OutOfOrder;
+
+impl Tally {
+    fn new(range: (i64, i64), tz: Tz) -> Tally {
+        let first_hour = range.0.div_euclid(3_600_000);
+        let last_hour = (range.1 - 1).div_euclid(3_600_000);
+        let nh = (last_hour - first_hour + 1).max(0) as usize;
+        Tally {
+            range,
+            tz,
+            gpus: Vec::new(),
+            nodes: HashSet::new(),
+            sources: BTreeSet::new(),
+            n_sm: 0,
+            n_busy: 0,
+            fleet: UsageAcc::new("fleet", false),
+            previous: UsageAcc::new("previous", false),
+            has_previous: false,
+            by_node: Vec::new(),
+            by_model: BTreeMap::new(),
+            teams: TeamsAcc::default(),
+            hour_of_week: vec![vec![(0.0, 0.0); 24]; 7],
+            gpu_activity: Vec::new(),
+            timeline: vec![(0, 0); nh],
+            gpu_notes: Vec::new(),
+            gaps: Vec::new(),
+        }
+    }
+
+    /// Reads one partition's rows; `Err(OutOfOrder)` when its GPUs do not come after the
+    /// previous partitions' in report order (nothing was added then).
+    fn add(
+        &mut self,
+        frames: &Frames,
+        hours: f64,
+        prices: &Prices,
+    ) -> Result<Result<(), OutOfOrder>, ReportError> {
+        let (start, end) = self.range;
+        let len = (end - start).max(0);
+        let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+        // Report order across partitions: each partition's GPUs after the last one's, and no
+        // node in two partitions.
+        if let (Some(last), Some(first)) = (self.gpus.last(), gpus.first())
+            && last.order() >= first.order()
+        {
+            return Ok(Err(OutOfOrder));
+        }
+        let local: BTreeSet<&str> = gpus.iter().map(|g| g.node.as_str()).collect();
+        if local.iter().any(|n| self.nodes.contains(*n)) {
+            return Ok(Err(OutOfOrder));
+        }
+        self.nodes.extend(local.into_iter().map(str::to_string));
+        let base = self.gpus.len();
+        self.sources.extend(gpus.iter().map(|g| g.source.clone()));
+        let cur: Vec<&Row> = rows.iter().filter(|r| r.ts > start).collect();
+        for r in &rows {
+            if r.ts <= start {
+                self.has_previous = true;
+                self.previous.add(base + r.gpu, r);
+            }
+        }
+        let mut by_node: BTreeMap<&str, UsageAcc> = BTreeMap::new();
+        for r in &cur {
+            match r.activity {
+                Some(_) if r.sm => self.n_sm += 1,
+                Some(_) => self.n_busy += 1,
+                None => {}
+            }
+            let g = &gpus[r.gpu];
+            self.fleet.add(base + r.gpu, r);
+            by_node
+                .entry(&g.node)
+                .or_insert_with(|| UsageAcc::new(&g.node, true))
+                .add(base + r.gpu, r);
+            self.by_model
+                .entry(g.model.clone())
+                .or_insert_with(|| UsageAcc::new(&g.model, false))
+                .add(base + r.gpu, r);
+            // Hour-of-week heatmap of mean activity (the row's start decides its hour).
+            if let (Some(a), Some((d, h))) = (r.activity, slot_of(r.ts - r.interval, &self.tz)) {
+                let w = r.interval as f64;
+                self.hour_of_week[d][h].0 += a * w;
+                self.hour_of_week[d][h].1 += w;
+            }
+        }
+        // A node's rows are all in this partition: its usage is final.
+        for (_, mut acc) in by_node {
+            let p95 = acc.p95().unwrap_or(None);
+            self.by_node.push(acc.finish(p95, hours, prices));
+        }
+        let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
+        for r in &cur {
+            per[r.gpu].push(r);
+        }
+        self.gpu_activity.extend(gpu_activity(&gpus, &per));
+        free_counts(&cur, self.range, &mut self.timeline);
+        gpu_notes(&gpus, &per, self.range, &mut self.gpu_notes, &mut self.gaps);
+        self.teams.add(frames, self.range)?;
+        self.gpus.extend(gpus);
+        Ok(Ok(()))
+    }
+}
+
+/// Builds the report over the partitions' rows with `ts` in `input.range` = `(start, end]`
+/// (the frames may reach back before `start`: the period of the same length before it is
+/// reported when it has rows), reading one partition at a time. See the module documentation.
+pub fn build_parts(parts: &[&Frames], input: &ReportInput) -> Result<Report, ReportError> {
+    let (start, end) = input.range;
+    let len = (end - start).max(0);
+    let hours = len as f64 / HOUR_MS;
+    let prices = &input.prices;
+    let mut t = Tally::new(input.range, input.tz);
+    for frames in parts {
+        if t.add(frames, hours, prices)?.is_err() {
+            // Not in report order: the union, as one partition.
+            let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;
+            return build_parts(&[&union], input);
+        }
+    }
+    let signal = match (t.n_sm, t.n_busy) {
+        (0, 0) => "none",
+        (_, 0) => "sm_active",
+        (0, _) => "busy",
+        _ => "sm_active, else busy",
+    };
+    // Quantiles of the groups that span partitions; a second pass reads the values of a
+    // bucket that straddles a rounding boundary.
+    let mut fleet_p95 = t.fleet.p95();
+    let mut previous_p95 = t.previous.p95();
+    let mut model_p95: BTreeMap<String, Result<Option<f64>, (usize, u64)>> = t
+        .by_model
+        .iter_mut()
+        .map(|(k, acc)| (k.clone(), acc.p95()))
+        .collect();
+    let pending = |r: &Result<Option<f64>, (usize, u64)>| r.as_ref().err().map(|e| e.0);
+    if fleet_p95.is_err() || previous_p95.is_err() || model_p95.values().any(|r| r.is_err()) {
+        let (fk, pk) = (pending(&fleet_p95), pending(&previous_p95));
+        let mk: BTreeMap<&str, usize> = model_p95
+            .iter()
+            .filter_map(|(m, r)| pending(r).map(|k| (m.as_str(), k)))
+            .collect();
+        let (mut fv, mut pv) = (Vec::new(), Vec::new());
+        let mut mv: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for frames in parts {
+            let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+            for r in &rows {
+                let Some(a) = r.activity else { continue };
+                let k = bucket_of(a);
+                if r.ts <= start {
+                    if k.is_some() && k == pk {
+                        pv.push(a);
+                    }
+                    continue;
+                }
+                if k.is_some() && k == fk {
+                    fv.push(a);
+                }
+                let model = gpus[r.gpu].model.as_str();
+                if let Some(&mk) = mk.get(model)
+                    && k == Some(mk)
+                {
+                    mv.entry(model.to_string()).or_default().push(a);
+                }
+            }
+        }
+        let pick = |r: &mut Result<Option<f64>, (usize, u64)>, mut v: Vec<f64>| {
+            if let Err((_, rank)) = *r {
+                v.sort_by(|a, b| a.total_cmp(b));
+                *r = Ok(v.get(rank as usize).copied().map(r3));
+            }
+        };
+        pick(&mut fleet_p95, fv);
+        pick(&mut previous_p95, pv);
+        for (m, r) in model_p95.iter_mut() {
+            let v = mv.remove(m.as_str()).unwrap_or_default();
+            pick(r, v);
+        }
+    }
+    let fleet = t.fleet.finish(fleet_p95.unwrap_or(None), hours, prices);
+    let previous_period = t.has_previous.then(|| {
+        t.previous
+            .finish(previous_p95.unwrap_or(None), hours, prices)
+    });
+    let by_model = t
+        .by_model
+        .into_iter()
+        .map(|(k, acc)| {
+            let p95 = model_p95.remove(&k).and_then(|r| r.ok()).flatten();
+            acc.finish(p95, hours, prices)
+        })
+        .collect();
+    let idle = idle_models(input.analysis, prices);
+    let teams = t.teams.finish(&idle, prices);
+    let offpeak_windows = offpeak(input.analysis);
+    let offpeak_baseline = offpeak_baseline(input.analysis);
+    // Charts.
+    let hour_of_week = t
+        .hour_of_week
+        .iter()
+        .map(|day| {
+            day.iter()
+                .map(|&(s, w)| (w > 0.0).then(|| r3(s / w)))
+                .collect()
+        })
+        .collect();
+    let slots = window_slots(&offpeak_windows);
+    let first_hour = start.div_euclid(3_600_000);
+    let free_timeline = t
+        .timeline
+        .iter()
+        .enumerate()
+        .map(|(i, &(g, f))| {
+            let start = (first_hour + i as i64) * 3_600_000;
+            let level =
+                slot_of(start, &input.tz).and_then(|(d, h)| slots.get(&(d * 24 + h)).copied());
+            FreeHour {
+                hour: fmt_ms(start),
+                gpus: g,
+                free_gpus: f,
+                offpeak: level.is_some(),
+                offpeak_free_gpus: level,
+            }
+        })
+        .collect();
+    let charts = Charts {
+        hour_of_week,
+        gpu_activity: t.gpu_activity,
+        free_timeline,
+    };
+    let data_quality = data_quality(&t.sources, t.gpu_notes, t.gaps, input, signal, &teams);
+    Ok(Report {
+        version: REPORT_VERSION,
+        from: fmt_ms(start),
+        until: fmt_ms(end),
+        hours: r3(hours),
+        tz: input.tz.name().to_string(),
+        sources: input.sources.clone(),
+        prices: prices.clone(),
+        activity_signal: signal.into(),
+        fleet,
+        previous_period,
+        by_node: t.by_node,
+        by_model,
+        teams,
+        idle_models: idle.into_iter().take(input.top).collect(),
+        consolidation: consolidation(input.analysis, prices),
+        offpeak_windows,
+        offpeak_baseline,
+        mig: None,
+        data_quality,
+        charts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact(values: &[f64], q: f64) -> Option<f64> {
+        quantile(&mut values.to_vec(), q).map(r3)
+    }
+
+    fn via_hist(values: &[f64], q: f64) -> Option<f64> {
+        let mut h = Hist::default();
+        for &v in values {
+            h.add(v);
+        }
+        match rounded_quantile(&h, q) {
+            Ok(r) => r,
+            Err((k, rank)) => {
+                let mut v: Vec<f64> = values
+                    .iter()
+                    .copied()
+                    .filter(|&v| bucket_of(v) == Some(k))
+                    .collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                v.get(rank as usize).copied().map(r3)
+            }
+        }
+    }
+
+    #[test]
+    fn histogram_quantiles_equal_sorted_ones() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for n in [1, 2, 3, 10, 1000, 20_000] {
+            let v: Vec<f64> = (0..n).map(|_| next()).collect();
+            for q in [0.0, 0.5, 0.95, 1.0] {
+                assert_eq!(exact(&v, q), via_hist(&v, q), "n {n} q {q}");
+            }
+        }
+        // Values on rounding boundaries, outside 0–1, −0, NaN, repeated.
+        let odd = [
+            0.0005,
+            0.0015,
+            0.9995,
+            1.0,
+            1.0,
+            -0.0,
+            0.0,
+            -0.25,
+            2.0,
+            f64::NAN,
+            0.0625,
+            0.1235,
+        ];
+        for q in [0.0, 0.1, 0.3, 0.5, 0.7, 0.95, 1.0] {
+            let a = exact(&odd, q);
+            let b = via_hist(&odd, q);
+            assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "q {q}");
+        }
+        assert_eq!(via_hist(&[], 0.5), None);
+    }
+
+    #[test]
+    fn total_keys_order_as_total_cmp() {
+        let v = [
+            f64::NAN,
+            -f64::NAN,
+            -1.0,
+            -0.0,
+            0.0,
+            1e-300,
+            0.5,
+            1.0,
+            f64::INFINITY,
+        ];
+        for a in v {
+            assert_eq!(from_total_key(total_key(a)).to_bits(), a.to_bits());
+            for b in v {
+                assert_eq!(total_key(a).cmp(&total_key(b)), a.total_cmp(&b), "{a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn quantile_picks_nearest_rank() {
+        let mut v = vec![0.5, 0.1, 0.9, 0.3];
+        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
+        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
+        assert_eq!(quantile(&mut [], 0.5), None);
+    }
+}
