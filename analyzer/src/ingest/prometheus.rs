@@ -19,6 +19,13 @@
 //! become `process` rows without a pid: the GPU's (or MIG instance's) memory while the pod held
 //! it, so the advisor attributes the GPU to the pod (docs/frames.md).
 //!
+//! Recorded maxima: where the server has the advisor's recording rules' series
+//! (`rules/tessera-advisor.rules.yml`, `gpu:tessera_gpu_sm_active_ratio:max1m`, …) and they cover
+//! the range wherever the raw series do, the activity and memory maxima are read from them, at
+//! their own period (the rule interval, at least their minute) instead of the scrape interval;
+//! each row takes the recorded minute that overlaps it most, given the rule group's evaluation
+//! offset. The report says which series the maxima came from (docs/recording-rules.md).
+//!
 //! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
 //! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
 //! query, the status and Prometheus' message); bearer token or basic auth. Partial data
@@ -103,6 +110,78 @@ impl Family {
             ],
         }
     }
+
+    /// The advisor's recording rules (`rules/tessera-advisor.rules.yml`): (raw metric, recorded
+    /// 1-minute maximum). A query `max_over_time(raw[{R}])` reads the recorded series instead
+    /// when the source uses them.
+    fn recorded(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Family::Tessera => &[
+                ("tessera_gpu_busy_ratio", "gpu:tessera_gpu_busy_ratio:max1m"),
+                (
+                    "tessera_gpu_sm_active_ratio",
+                    "gpu:tessera_gpu_sm_active_ratio:max1m",
+                ),
+                (
+                    "tessera_gpu_memory_used_bytes",
+                    "gpu:tessera_gpu_memory_used_bytes:max1m",
+                ),
+                (
+                    "tessera_mig_sm_active_ratio",
+                    "mig:tessera_mig_sm_active_ratio:max1m",
+                ),
+                (
+                    "tessera_mig_memory_used_bytes",
+                    "mig:tessera_mig_memory_used_bytes:max1m",
+                ),
+                (
+                    "tessera_process_sm_utilization_ratio",
+                    "process:tessera_process_sm_utilization_ratio:max1m",
+                ),
+                (
+                    "tessera_process_memory_used_bytes",
+                    "process:tessera_process_memory_used_bytes:max1m",
+                ),
+            ],
+            Family::Dcgm => &[
+                ("DCGM_FI_DEV_GPU_UTIL", "gpu:DCGM_FI_DEV_GPU_UTIL:max1m"),
+                (
+                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                    "gpu:DCGM_FI_PROF_GR_ENGINE_ACTIVE:max1m",
+                ),
+                ("DCGM_FI_PROF_SM_ACTIVE", "gpu:DCGM_FI_PROF_SM_ACTIVE:max1m"),
+                ("DCGM_FI_DEV_FB_USED", "gpu:DCGM_FI_DEV_FB_USED:max1m"),
+            ],
+            Family::NvidiaSmi => &[],
+        }
+    }
+
+    /// The recorded version of each of [`sample_metrics`] (the memory maxima): present on every
+    /// recorded series' entity, so their `count_over_time` gives the recorded series' period.
+    fn recorded_samples(self) -> Vec<&'static str> {
+        sample_metrics(self)
+            .iter()
+            .filter_map(|m| self.recorded().iter().find(|(raw, _)| raw == m))
+            .map(|(_, rec)| *rec)
+            .collect()
+    }
+}
+
+/// The window of the advisor's recorded maxima: each recorded sample at `t` is the maximum of
+/// the raw samples in `(t − 1 min, t]`, recorded every minute (`interval: 1m`).
+pub const RECORDED_WINDOW_MS: i64 = 60_000;
+
+/// Whether the source read the advisor's recorded maxima, and why (for the report).
+#[derive(Debug, Clone)]
+struct Recorded {
+    /// Recorded series used for the maxima (their names), empty when the raw series are read.
+    names: Vec<&'static str>,
+    /// Their period (the rule group's evaluation interval, as found), ms.
+    period_ms: f64,
+    /// The evaluations' offset within the minute, ms, and the shift applied to the recorded
+    /// queries' evaluation times so that each row takes the recorded minute nearest to it.
+    offset_ms: i64,
+    shift_ms: i64,
 }
 
 /// How a query's values become a column: the PromQL template, the scale applied to values, and
@@ -977,10 +1056,18 @@ pub(super) fn read(
         .flat_map(|f| f.markers().iter().copied())
         .collect::<Vec<_>>()
         .join("|");
+    // The advisor's recorded maxima are looked for too: a store may keep them longer than the
+    // raw series.
+    let rec_pattern = all
+        .iter()
+        .flat_map(|f| f.recorded().iter().map(|(_, rec)| *rec))
+        .collect::<Vec<_>>()
+        .join("|");
+    let name_pattern = format!("{pattern}|{rec_pattern}");
     let (data, _) = client.get(
         "/api/v1/label/__name__/values",
         &[
-            ("match[]", format!("{{__name__=~\"{pattern}\"}}")),
+            ("match[]", format!("{{__name__=~\"{name_pattern}\"}}")),
             ("start", secs(since - LOOKBACK_MS)),
             ("end", secs(until)),
         ],
@@ -990,14 +1077,19 @@ pub(super) fn read(
         .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
     let mut found: Vec<Family> = all
         .into_iter()
-        .filter(|f| f.markers().iter().any(|m| names.contains(*m)))
+        .filter(|f| {
+            f.markers().iter().any(|m| names.contains(*m))
+                || f.recorded_samples().iter().any(|m| names.contains(*m))
+        })
         .collect();
     // The names API answers per TSDB block (two hours, or days after compaction), so a family
     // seen only beside the range can be listed: with several, keep those with samples in it.
     if found.len() > 1 {
         let mut present = Vec::new();
         for f in &found {
-            if has_samples(&mut client, f.markers(), since, until)? {
+            let mut markers: Vec<&str> = f.markers().to_vec();
+            markers.extend(f.recorded_samples());
+            if has_samples(&mut client, &markers, since, until)? {
                 present.push(*f);
             }
         }
@@ -1016,13 +1108,28 @@ pub(super) fn read(
     // The query step: the finest scrape interval of any series (each entity is then resampled
     // to its own), or an explicit coarser --interval.
     let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
-    let finest = scrape_interval(
+    let raw = scrape_interval(
         &mut client,
-        family,
+        sample_metrics(family),
         (since, until),
         popts.max_points,
         &mut prom_warnings,
     )?;
+    let (recorded, why_raw) = choose_recorded(
+        &mut client,
+        family,
+        &names,
+        &raw,
+        opts.interval_ms,
+        (since, until),
+        &mut prom_warnings,
+    )?;
+    // Recorded maxima: the query step is their period, never finer than their minute (each
+    // point then holds whole recorded minutes; `samples` still counts the raw samples).
+    let finest = match &recorded {
+        Some(r) => Some(r.period_ms.max(RECORDED_WINDOW_MS as f64)),
+        None => raw.finest,
+    };
     let data_step = finest.map(|p| period::bucket_for(p, 1, 0));
     let step = match (opts.interval_ms, data_step) {
         (Some(req), Some(d)) => req.max(d),
@@ -1035,14 +1142,42 @@ pub(super) fn read(
         "{spec}: read {} metrics (query step {}{})",
         family.name(),
         period::fmt_period(step as f64),
-        match finest {
-            Some(p) => format!(
+        match (&recorded, raw.finest) {
+            (Some(r), Some(p)) => format!(
+                "; the recorded series come every {}, the finest scrape interval found is {}",
+                period::fmt_period(r.period_ms),
+                period::fmt_period(p)
+            ),
+            (Some(r), None) => format!(
+                "; the recorded series come every {}, no raw series",
+                period::fmt_period(r.period_ms)
+            ),
+            (None, Some(p)) => format!(
                 "; the finest scrape interval found is {}",
                 period::fmt_period(p)
             ),
-            None => String::new(),
+            (None, None) => String::new(),
         }
     ));
+    report.warnings.push(match &recorded {
+        Some(r) => format!(
+            "{spec}: activity and memory maxima from the advisor's recorded series \
+             (rules/tessera-advisor.rules.yml: {}), recorded every {} at {} s past the minute{}; \
+             other columns from the raw series",
+            r.names.join(", "),
+            period::fmt_period(r.period_ms),
+            r.offset_ms as f64 / 1000.0,
+            if r.shift_ms != 0 {
+                format!(
+                    "; each row takes the recorded minute ending {} s after it",
+                    r.shift_ms as f64 / 1000.0
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => format!("{spec}: activity and memory maxima from the raw series ({why_raw})"),
+    });
     if found.len() > 1 {
         let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
         report.warnings.push(format!(
@@ -1066,7 +1201,14 @@ pub(super) fn read(
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
     let mut groups: Vec<(String, Vec<Query>)> = Vec::new();
-    for query in queries(family) {
+    for mut query in queries(family) {
+        if let Some(r) = &recorded {
+            for (raw, rec) in family.recorded() {
+                if query.promql == format!("max_over_time({raw}[{{R}}])") && r.names.contains(rec) {
+                    query.promql = format!("max_over_time({rec}[{{R}}])");
+                }
+            }
+        }
         let promql = query
             .promql
             .replace("{R}", &range)
@@ -1079,6 +1221,12 @@ pub(super) fn read(
         }
     }
     for (promql, group) in groups {
+        // Recorded maxima are evaluated `shift` later and their answers moved back by as much
+        // ([`recorded_shift`]).
+        let shift = match &recorded {
+            Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
+            _ => 0,
+        };
         // Per series fingerprint: chunks it appeared in.
         let mut seen: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         // A chunk whose answer is too large is asked again in halves, down to one point.
@@ -1092,8 +1240,8 @@ pub(super) fn read(
                 "/api/v1/query_range",
                 &[
                     ("query", promql.clone()),
-                    ("start", secs(s)),
-                    ("end", secs(e)),
+                    ("start", secs(s + shift)),
+                    ("end", secs(e + shift)),
                     ("step", format!("{:.3}", step as f64 / 1000.0)),
                 ],
                 &format!("query {promql:?}"),
@@ -1127,7 +1275,12 @@ pub(super) fn read(
                     format!("query {promql:?}: expected a matrix, got {}", m.result_type),
                 ));
             }
-            for series in m.result {
+            for mut series in m.result {
+                if shift != 0 {
+                    for (t, _) in &mut series.values {
+                        *t -= shift as f64 / 1000.0;
+                    }
+                }
                 let fp = format!("{:?}", series.metric);
                 seen.entry(fp).or_default().insert(ci);
                 for query in &group {
@@ -1218,7 +1371,106 @@ pub(super) fn read(
             out.push((table, df));
         }
     }
+    sampling.maxima = Some(match &recorded {
+        Some(r) => format!(
+            "recorded 1-minute series ({})",
+            r.names
+                .iter()
+                .map(|n| n.split(':').nth(1).unwrap_or(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "raw series".to_string(),
+    });
     Ok((out, sampling))
+}
+
+/// Whether to read the activity and memory maxima from the advisor's recorded series
+/// (`rules/tessera-advisor.rules.yml`) rather than the raw ones, and if not, why. They are used
+/// when the server has them and they cover the range wherever the raw series do (every window
+/// of [`scrape_interval`] with a raw sample has a recorded one: rules loaded after `--since`,
+/// or a ruler that was down for an hour, leave windows without), they come at least once a
+/// minute or as often as the raw samples (a longer rule interval leaves raw samples in no
+/// window), and no `--interval` finer than their minute was asked for.
+fn choose_recorded(
+    client: &mut Client,
+    family: Family,
+    names: &BTreeSet<String>,
+    raw: &Scan,
+    requested_ms: Option<i64>,
+    range: (i64, i64),
+    warnings: &mut BTreeMap<String, u64>,
+) -> Result<(Option<Recorded>, String), IngestError> {
+    let listed: Vec<&'static str> = family
+        .recorded()
+        .iter()
+        .map(|(_, rec)| *rec)
+        .filter(|rec| names.contains(*rec))
+        .collect();
+    let samples: Vec<&str> = family
+        .recorded_samples()
+        .into_iter()
+        .filter(|m| names.contains(*m))
+        .collect();
+    if family.recorded().is_empty() {
+        return Ok((None, format!("no recording rules for {}", family.name())));
+    }
+    if samples.is_empty() {
+        return Ok((
+            None,
+            "no recorded series of rules/tessera-advisor.rules.yml on the server".into(),
+        ));
+    }
+    if let Some(req) = requested_ms
+        && req < RECORDED_WINDOW_MS
+    {
+        return Ok((
+            None,
+            format!(
+                "--interval {} is finer than the recorded series' minute",
+                period::fmt_period(req as f64)
+            ),
+        ));
+    }
+    let rec = scrape_interval(client, &samples, range, 11_000, warnings)?;
+    let Some(last) = rec.windows.last().copied() else {
+        return Ok((None, "no recorded series in the range".into()));
+    };
+    let missing: Vec<i64> = raw.windows.difference(&rec.windows).copied().collect();
+    if let Some(first) = missing.first() {
+        return Ok((
+            None,
+            format!(
+                "the recorded series are missing in {} of the {} hour(s) that have raw samples, \
+                 the first ending {}",
+                missing.len(),
+                raw.windows.len(),
+                super::fmt_ms(*first)
+            ),
+        ));
+    }
+    let period_ms = rec.finest.unwrap_or(RECORDED_WINDOW_MS as f64);
+    let limit = 1.5 * (RECORDED_WINDOW_MS as f64).max(raw.finest.unwrap_or(0.0));
+    if period_ms > limit {
+        return Ok((
+            None,
+            format!(
+                "the recorded series come every {}: a rule interval longer than their minute \
+                 leaves raw samples in no window (set `interval: 1m` on the group)",
+                period::fmt_period(period_ms)
+            ),
+        ));
+    }
+    let offset_ms = recorded_offset(client, samples[0], last, range)?.unwrap_or(0);
+    Ok((
+        Some(Recorded {
+            names: listed,
+            period_ms,
+            offset_ms,
+            shift_ms: recorded_shift(offset_ms),
+        }),
+        String::new(),
+    ))
 }
 
 /// Whether any of `metrics` has a sample in `[since, until)`: `count(count_over_time(m[W]))`
@@ -1283,17 +1535,18 @@ fn sample_metrics(family: Family) -> &'static [&'static str] {
 /// two samples in a window.
 fn scrape_interval(
     client: &mut Client,
-    family: Family,
+    metrics: &[&str],
     (since, until): (i64, i64),
     max_points: i64,
     warnings: &mut BTreeMap<String, u64>,
-) -> Result<Option<f64>, IngestError> {
+) -> Result<Scan, IngestError> {
     let range = (until - since).max(1_000);
     let window = range.min(3_600_000) / 1_000 * 1_000;
     let window = window.max(1_000);
     let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
     let mut finest: Option<f64> = None;
-    for m in sample_metrics(family) {
+    let mut windows = BTreeSet::new();
+    for m in metrics {
         let promql = format!("count_over_time({m}[{window}ms])");
         for (s, e) in chunks(since + 1, until + window, window, max_points) {
             let (data, warns) = client.get(
@@ -1316,6 +1569,11 @@ fn scrape_interval(
                 )
             })?;
             for series in mx.result {
+                for (t, v) in &series.values {
+                    if v.parse::<f64>().is_ok_and(|v| v >= 1.0) {
+                        windows.insert((t * 1000.0).round() as i64);
+                    }
+                }
                 let most = series
                     .values
                     .iter()
@@ -1328,7 +1586,73 @@ fn scrape_interval(
             }
         }
     }
-    Ok(finest)
+    Ok(Scan { finest, windows })
+}
+
+/// What [`scrape_interval`] found: the finest period, and the windows (their end, unix ms) in
+/// which any series had a sample.
+struct Scan {
+    finest: Option<f64>,
+    windows: BTreeSet<i64>,
+}
+
+/// The evaluations' offset within the recorded series' minute, ms: the time of their latest
+/// sample (`timestamp()` of a selector is the sample's own time) at a few points of the last
+/// window that has them, modulo a minute. `None` when the server answers none.
+fn recorded_offset(
+    client: &mut Client,
+    metric: &str,
+    last_window_end: i64,
+    (since, until): (i64, i64),
+) -> Result<Option<i64>, IngestError> {
+    let end = last_window_end.min(until - 1).max(since + 1);
+    let start = (end - 3_600_000).max(since + 1);
+    let promql = format!("max(timestamp({metric}))");
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+    let (data, _) = client.get(
+        "/api/v1/query_range",
+        &[
+            ("query", promql.clone()),
+            ("start", secs(start)),
+            ("end", secs(end)),
+            ("step", secs(600_000)),
+        ],
+        &format!("recorded series: query {promql:?}"),
+    )?;
+    let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+        err(
+            &client.spec,
+            format!("recorded series: query {promql:?}: bad answer: {e}"),
+        )
+    })?;
+    // The most common offset (a sample from a moment the rules were reloaded can differ).
+    let mut counts: BTreeMap<i64, u32> = BTreeMap::new();
+    for series in &mx.result {
+        for (_, v) in &series.values {
+            if let Ok(t) = v.parse::<f64>() {
+                let ms = (t * 1000.0).round() as i64;
+                *counts.entry(ms.rem_euclid(RECORDED_WINDOW_MS)).or_default() += 1;
+            }
+        }
+    }
+    Ok(counts
+        .into_iter()
+        .max_by_key(|(o, n)| (*n, -o))
+        .map(|(o, _)| o))
+}
+
+/// The shift of the recorded queries' evaluation times for evaluations `offset` ms into each
+/// minute: a row ending at `ts` covers `(ts − step, ts]`; the recorded sample at `ts + offset`
+/// covers `(ts − 1 min + offset, ts + offset]`, the one before it `(ts − 2 min + offset,
+/// ts − 1 min + offset]`. The row takes the one that overlaps it more: evaluated `offset` later
+/// when that is at most half a minute (the answers' times are moved back by as much), else at
+/// `ts` itself.
+fn recorded_shift(offset_ms: i64) -> i64 {
+    if offset_ms <= RECORDED_WINDOW_MS / 2 {
+        offset_ms
+    } else {
+        0
+    }
 }
 
 /// Adds one series' points into its entity (or label-derived attributes for info/status).

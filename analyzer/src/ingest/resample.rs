@@ -78,6 +78,10 @@ pub struct Sampling {
     /// What `rows` counts when not entities (history: node folders).
     #[serde(skip)]
     pub counted: &'static str,
+    /// Prometheus: where the activity and memory maxima came from, the advisor's recorded series
+    /// or the raw ones (docs/recording-rules.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxima: Option<String>,
 }
 
 impl Sampling {
@@ -93,6 +97,9 @@ impl Sampling {
         self.changes.extend(o.changes);
         if self.counted.is_empty() {
             self.counted = o.counted;
+        }
+        if self.maxima.is_none() {
+            self.maxima = o.maxima;
         }
         self.finer_request = match (self.finer_request, o.finer_request) {
             (Some(a), Some(b)) => Some((a.0 + b.0, a.1 + b.1)),

@@ -156,7 +156,12 @@ pub fn render_table(summaries: &[TableSummary], report: &IngestReport) -> String
             .median_period_ms
             .map(|p| format!("; sampled every {} (median)", super::period::fmt_period(p)))
             .unwrap_or_default();
-        let _ = writeln!(s, "rows of {source}: {}{period}", smp.describe());
+        let maxima = smp
+            .maxima
+            .as_ref()
+            .map(|m| format!("; maxima from {m}"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "rows of {source}: {}{period}{maxima}", smp.describe());
     }
     if report.skipped.is_empty() {
         let _ = writeln!(s, "skipped rows: 0");

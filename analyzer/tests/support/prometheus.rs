@@ -51,6 +51,11 @@ pub fn serve_file(dir: &Path, om: &Path, max_block_duration: &str) -> Server {
         "promtool failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    start(dir, &data)
+}
+
+/// Serves the TSDB in `data` on a free port (config and log in `dir`).
+pub fn start(dir: &Path, data: &Path) -> Server {
     let config = dir.join("prometheus.yml");
     std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
     let port = std::net::TcpListener::bind("127.0.0.1:0")

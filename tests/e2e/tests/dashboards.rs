@@ -167,6 +167,10 @@ fn every_expression_reads_metrics_the_exporter_exports() {
         let what = r.alert.or(r.record).unwrap_or_default();
         for m in promql::metric_names(&r.expr) {
             checked += 1;
+            // The advisor's rules for dcgm-exporter's series (rules/tessera-advisor.rules.yml).
+            if r.group == "tessera.advisor.dcgm" && m.starts_with("DCGM_FI_") {
+                continue;
+            }
             if !known(&m) {
                 unknown.push(format!("rule {what}: {m} in {:?}", r.expr));
             }
