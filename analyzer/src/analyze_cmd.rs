@@ -166,8 +166,10 @@ pub type Range = (i64, i64);
 
 /// Ingests partitioned by node (the advisor then runs one node at a time) and, without
 /// `--since`, narrows to the last 7 days of the data.
-pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>)> {
+/// Also returns the GPU rows ingested (before the narrowing), for progress.
+pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>, u64)> {
     let (parts, report) = src.ingest_parts(true)?;
+    let gpu_rows = report.tables.get(&Table::Gpu).map_or(0, |t| t.rows);
     let mut range = report.time_range();
     let parts = match range {
         Some((first, last)) if src.since.is_none() && last - first > WEEK_MS => {
@@ -189,18 +191,19 @@ pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Optio
         }
         _ => parts,
     };
-    Ok((parts, range))
+    Ok((parts, range, gpu_rows))
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let params = args.params()?;
-    let (parts, range) = load_parts(&args.src)?;
+    let (parts, range, gpu_rows) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to analyse");
     }
     let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
     let files = part_files(&parts);
-    let analysis = advisor::analyze_parts(
+    let bar = crate::ingest_cmd::PartProgress::new(parts.len(), gpu_rows);
+    let analysis = advisor::analyze_parts_with(
         parts
             .into_iter()
             .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
@@ -208,8 +211,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         range,
         sources,
         &args.detectors,
+        &|n| bar.set("analysing", n),
     )
     .map_err(|e| name_file(e.into(), &files))?;
+    bar.finish();
     match args.format {
         OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),

@@ -169,3 +169,61 @@ pub fn run(args: IngestArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// Per-partition progress of a long command on a terminal (stderr): the phase, node partitions
+/// done of total, the rows read and the time elapsed, e.g. `analysing: 12/128 nodes · 61.9 M GPU
+/// rows · 8s`. Drawn only when stderr is a terminal and the command has run for half a second;
+/// never on a pipe or file. Safe to update from worker threads.
+pub struct PartProgress {
+    bar: ProgressBar,
+    start: Instant,
+    tty: bool,
+    total: usize,
+    rows: String,
+}
+
+impl PartProgress {
+    /// For `total` partitions holding `gpu_rows` GPU rows in all.
+    pub fn new(total: usize, gpu_rows: u64) -> PartProgress {
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        let rows = match gpu_rows {
+            r if r >= 1_000_000 => format!("{:.1} M GPU rows", r as f64 / 1e6),
+            r if r >= 10_000 => format!("{:.0} k GPU rows", r as f64 / 1e3),
+            r => format!("{r} GPU rows"),
+        };
+        PartProgress {
+            bar,
+            start: Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+            total,
+            rows,
+        }
+    }
+
+    /// `phase` (e.g. `analysing`) has `done` partitions done.
+    pub fn set(&self, phase: &str, done: usize) {
+        if self.tty && self.bar.is_hidden() && self.start.elapsed() > Duration::from_millis(500) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        self.bar.set_message(format!(
+            "{phase}: {done}/{} node partition(s) · {} ·",
+            self.total, self.rows
+        ));
+    }
+
+    /// Clears the line.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for PartProgress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}

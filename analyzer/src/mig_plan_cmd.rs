@@ -83,7 +83,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
             args.tz
         )
     })?;
-    let (parts, range) = load_parts(&args.src)?;
+    let (parts, range, gpu_rows) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to plan");
     }
@@ -95,7 +95,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
         quantile: args.quantile,
         ..demand::DemandParams::default()
     };
-    let d = demand::extract_parts(&frames, &dp).map_err(|e| name_file(e.into(), &files))?;
+    let bar = crate::ingest_cmd::PartProgress::new(parts.len(), gpu_rows);
+    let d = demand::extract_parts_with(&frames, &dp, &|n| bar.set("measuring demand", n))
+        .map_err(|e| name_file(e.into(), &files))?;
     for n in &d.notes {
         eprintln!("tessera: note: {n}");
     }
@@ -138,9 +140,11 @@ pub fn run(args: PlanArgs) -> Result<()> {
     params.offpeak.min_share = args.min_share;
     params.offpeak.min_hours = args.min_hours;
     let mut free = advisor::offpeak::FreeGpus::default();
-    for f in &frames {
+    for (i, f) in frames.iter().enumerate() {
+        bar.set("finding free hours", i);
         free.merge(advisor::offpeak::free_gpus_per_hour(f, &params.offpeak)?);
     }
+    bar.finish();
     let profile = advisor::offpeak::profile(&free, &params);
     let observed: BTreeSet<i64> = free.per_hour.keys().copied().collect();
     let schedule_path = args

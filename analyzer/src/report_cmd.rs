@@ -7,18 +7,16 @@
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::advisor::{self, Params};
 use tessera::ingest::{self, fmt_ms};
 use tessera::report::{self, ReportConfig, ReportInput, html, render};
 
 use crate::analyze_cmd::since;
-use crate::ingest_cmd::SourceArgs;
+use crate::ingest_cmd::{PartProgress, SourceArgs};
 
 const WEEK_MS: i64 = 7 * 86_400_000;
 
@@ -59,19 +57,6 @@ pub struct ReportArgs {
 
 fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
-}
-
-fn spinner() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
@@ -171,14 +156,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
             fmt_ms(end)
         );
     }
-    let bar = spinner();
-    bar.set_message("analysing");
+    let gpu_rows = ingest_report
+        .tables
+        .get(&ingest::Table::Gpu)
+        .map_or(0, |t| t.rows);
+    let bar = PartProgress::new(parts.len(), gpu_rows);
+    bar.set("analysing", 0);
     let params = Params {
         tz,
         ..Params::default()
     };
     let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
-    let analysis = advisor::analyze_parts(
+    let analysis = advisor::analyze_parts_with(
         parts
             .iter()
             .map(|p| Ok::<_, advisor::AdvisorError>(since(&p.frames, start + 1))),
@@ -186,10 +175,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
         Some((start, end)),
         sources.clone(),
         &[],
+        &|n| bar.set("analysing", n),
     )
     .map_err(|e| named(e.into()))?;
-    bar.set_message("building report");
-    let r = report::build_parts(
+    let r = report::build_parts_with(
         &frames,
         &ReportInput {
             analysis: &analysis,
@@ -200,16 +189,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
             tz,
             top: args.top,
         },
+        &|n| bar.set("building report", n),
     )
     .map_err(|e| named(e.into()))?;
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
-    bar.set_message("planning MIG layouts");
     let current: Vec<ingest::Frames> = frames.iter().map(|f| since(f, start + 1)).collect();
     let mut r = r;
-    let d = tessera::mig_planner::demand::extract_parts(
+    let d = tessera::mig_planner::demand::extract_parts_with(
         &current.iter().collect::<Vec<_>>(),
         &tessera::mig_planner::demand::DemandParams::default(),
+        &|n| bar.set("planning MIG layouts", n),
     )
     .map_err(|e| named(e.into()))?;
     r.mig = match tessera::mig_planner::plan(
@@ -225,7 +215,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             "summary": format!("MIG recommendation: not available ({e}).")
         })),
     };
-    bar.finish_and_clear();
+    bar.finish();
     let color = args.format == ReportFormat::Table
         && args.out.is_none()
         && std::io::stdout().is_terminal()

@@ -392,6 +392,26 @@ where
     E: Send,
     AdvisorError: From<E>,
 {
+    analyze_parts_with(parts, params, range, sources, only, &|_| {})
+}
+
+/// [`analyze_parts`], calling `on_done(n)` (from a worker thread) each time a partition is done,
+/// `n` partitions in all so far (progress on a terminal).
+pub fn analyze_parts_with<I, E>(
+    parts: I,
+    params: &Params,
+    range: Option<(i64, i64)>,
+    sources: Vec<String>,
+    only: &[String],
+    on_done: &(dyn Fn(usize) + Sync),
+) -> Result<Analysis, AdvisorError>
+where
+    I: IntoIterator<Item = Result<Frames, E>>,
+    I::IntoIter: Send,
+    E: Send,
+    AdvisorError: From<E>,
+{
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     let dets: Vec<Box<dyn Detector>> = registry()
         .into_iter()
         .filter(|d| only.is_empty() || only.iter().any(|o| o == d.id()))
@@ -428,6 +448,7 @@ where
                             spent.push(t.elapsed());
                         }
                         done.push((i, out, spent));
+                        on_done(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
                     }
                     Ok(done)
                 })

@@ -153,9 +153,20 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
 /// order) and makes ids unique in that order. Partitions whose nodes are not in order, or
 /// overlap, are extracted from their union instead.
 pub fn extract_parts(parts: &[&Frames], p: &DemandParams) -> Result<Demand, AdvisorError> {
+    extract_parts_with(parts, p, &|_| {})
+}
+
+/// [`extract_parts`], calling `on_done(n)` before the `n`-th partition's rows are read
+/// (progress on a terminal).
+pub fn extract_parts_with(
+    parts: &[&Frames],
+    p: &DemandParams,
+    on_done: &dyn Fn(usize),
+) -> Result<Demand, AdvisorError> {
     let mut out = Vec::with_capacity(parts.len());
     let mut last: Option<String> = None;
-    for frames in parts {
+    for (i, frames) in parts.iter().enumerate() {
+        on_done(i);
         let part = extract_part(frames, p)?;
         let nodes = || part.fleet.iter().map(|g| g.node.as_str());
         let ordered = nodes().zip(nodes().skip(1)).all(|(a, b)| a <= b)

@@ -14,7 +14,7 @@ pub mod html;
 pub mod render;
 mod tally;
 
-pub use tally::build_parts;
+pub use tally::{build_parts, build_parts_with};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -752,12 +752,22 @@ impl Tally {
 /// (the frames may reach back before `start`: the period of the same length before it is
 /// reported when it has rows), reading one partition at a time. See the module documentation.
 pub fn build_parts(parts: &[&Frames], input: &ReportInput) -> Result<Report, ReportError> {
+    build_parts_with(parts, input, &|_| {})
+}
+
+/// [`build_parts`], calling `on_done(n)` after the `n`-th partition (progress on a terminal).
+pub fn build_parts_with(
+    parts: &[&Frames],
+    input: &ReportInput,
+    on_done: &dyn Fn(usize),
+) -> Result<Report, ReportError> {
     let (start, end) = input.range;
     let len = (end - start).max(0);
     let hours = len as f64 / HOUR_MS;
     let prices = &input.prices;
     let mut t = Tally::new(input.range, input.tz);
-    for frames in parts {
+    for (i, frames) in parts.iter().enumerate() {
+        on_done(i);
         if t.add(frames, hours, prices)?.is_err() {
             // Not in report order: the union, as one partition.
             let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;

@@ -434,3 +434,45 @@ fn analyze_and_report_count_duplicate_history_rows_once() {
         assert_eq!(once, twice, "{cmd}: the second copy changed the result");
     }
 }
+
+/// A long report on a terminal shows per-partition progress (phase, node partitions done of
+/// total, rows, elapsed time) on stderr; on a pipe it shows none (issue 15 item 5). The terminal
+/// is a pseudo-terminal from util-linux `script`.
+#[test]
+fn report_progress_shows_on_a_terminal_only() {
+    // Build the binary (the macro builds it when missing).
+    let _ = tessera!["--version"].output();
+    let bin = tessera_e2e::target_profile_dir().join("tessera");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("r.json");
+    let cmd = format!(
+        "{} report --source history:fixtures/demo-history --format json --out {}",
+        bin.display(),
+        out.display()
+    );
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(tessera_e2e::repo_root())
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("script (util-linux) runs the command on a pseudo-terminal");
+    let shown = String::from_utf8_lossy(&tty.stdout).replace('\r', "\n");
+    assert!(tty.status.success(), "{shown}");
+    assert!(
+        shown.contains("node partition(s)") && shown.contains("GPU rows"),
+        "no progress on a terminal: {shown}"
+    );
+    assert!(out.exists());
+    let (piped, _, stderr) = run(tessera![
+        "report",
+        "--source",
+        "history:fixtures/demo-history",
+        "--format",
+        "json"
+    ]);
+    assert!(piped.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("partition"),
+        "progress on a pipe: {stderr}"
+    );
+}
