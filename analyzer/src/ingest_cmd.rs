@@ -52,6 +52,17 @@ pub struct SourceArgs {
     /// Basic auth for prometheus: sources: user and a file holding the password.
     #[arg(long = "prometheus.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
     pub prometheus_basic_auth: Option<(String, PathBuf)>,
+    /// Node groups a prometheus: source is queried for at once.
+    #[arg(long = "prometheus.concurrency", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub prometheus_concurrency: u32,
+    /// Nodes per query of a prometheus: source: each group of this many nodes is read with a
+    /// label matcher as its own partition; 0 reads the whole fleet at once.
+    #[arg(
+        long = "prometheus.nodes-per-query",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub prometheus_nodes_per_query: u32,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +149,8 @@ impl SourceArgs {
                 bearer_token_file: self.prometheus_bearer_token_file.clone(),
                 basic_auth: self.prometheus_basic_auth.clone(),
                 max_response_bytes: self.prometheus_max_response_bytes,
+                concurrency: self.prometheus_concurrency as usize,
+                nodes_per_query: self.prometheus_nodes_per_query as usize,
                 ..PrometheusOptions::default()
             },
             progress: Some(&progress),

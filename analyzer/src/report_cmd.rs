@@ -109,6 +109,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
         prometheus_max_response_bytes: args.src.prometheus_max_response_bytes,
         prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
         prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
+        prometheus_concurrency: args.src.prometheus_concurrency,
+        prometheus_nodes_per_query: args.src.prometheus_nodes_per_query,
     };
     // Partitioned by node: the advisor, the report's tallies and the MIG planner's demand read
     // one node at a time, so memory holds one node's rows, not the fleet's.

@@ -1150,3 +1150,221 @@ fn oversized_answers_are_split_or_refused() {
         "{e}"
     );
 }
+
+/// The nodes a query's label matcher selects among `nodes` (`node="a"`, `node=~"a|b"`; no
+/// matcher: all), as Prometheus would.
+fn selected<'a>(q: &str, nodes: &[&'a str]) -> Vec<&'a str> {
+    if let Some(rest) = q.split("node=~\"").nth(1) {
+        let re = rest.split('"').next().expect("regex");
+        let alts: Vec<&str> = re.split('|').collect();
+        nodes.iter().copied().filter(|n| alts.contains(n)).collect()
+    } else if let Some(rest) = q.split("node=\"").nth(1) {
+        let v = rest.split('"').next().expect("value");
+        nodes.iter().copied().filter(|n| *n == v).collect()
+    } else {
+        nodes.to_vec()
+    }
+}
+
+/// `refuse(query, points, nodes selected)`: an error answer, or none.
+type Refuse = dyn Fn(&str, usize, usize) -> Option<(u16, String)> + Send + Sync;
+
+/// A server of one tessera GPU on each of `nodes` (label `node`, busy 0.5) that honours node
+/// matchers; `refuse(query, points, nodes selected)` answers an error instead when it says so.
+fn nodes_server(
+    nodes: &'static [&'static str],
+    refuse: Box<Refuse>,
+) -> Fake {
+    serve(Box::new(move |req, _| {
+        if req.path.ends_with("/values") {
+            return Some((200, names_body(&[BUSY])));
+        }
+        let q = req.params["query"].clone();
+        let start: f64 = req.params["start"].parse().expect("start");
+        let end: f64 = req.params["end"].parse().expect("end");
+        let step: f64 = req.params["step"].parse().expect("step");
+        let points = ((end - start) / step + 1e-9).floor() as usize + 1;
+        let chosen = selected(&q, nodes);
+        if scrape_window(&q).is_none()
+            && let Some(refusal) = refuse(&q, points, chosen.len())
+        {
+            return Some(refusal);
+        }
+        let mut result = Vec::new();
+        if q.contains(BUSY) || q.contains("tessera_gpu_memory_used_bytes") {
+            for n in chosen {
+                let value = match scrape_window(&q) {
+                    Some(w) => format!("{}", w / 10_000),
+                    None if q.contains("count_over_time") => "10".to_string(),
+                    None if q.contains("memory") => "1000".to_string(),
+                    None => "0.5".to_string(),
+                };
+                let values: Vec<serde_json::Value> = (0..points)
+                    .map(|i| serde_json::json!([start + i as f64 * step, value]))
+                    .collect();
+                result.push(serde_json::json!({
+                    "metric": {"node": n, "instance": format!("{n}:9835"), "gpu": "0",
+                        "uuid": format!("GPU-{n}")},
+                    "values": values,
+                }));
+            }
+        }
+        Some((
+            200,
+            serde_json::json!({"status": "success",
+                "data": {"resultType": "matrix", "result": result}})
+            .to_string(),
+        ))
+    }))
+}
+
+fn node_col(df: &DataFrame) -> Vec<String> {
+    col_str(df, "node").into_iter().flatten().collect()
+}
+
+#[test]
+fn each_node_is_its_own_partition_queried_with_a_matcher() {
+    let fake = nodes_server(&["a", "b", "c.x"], Box::new(|_, _, _| None));
+    let o = opts(T0, T0 + 300_000);
+    let src: Source = format!("prometheus:{}", fake.url).parse().expect("source");
+    let (parts, report) = ingest::ingest_parts(std::slice::from_ref(&src), &o).expect("ingest");
+    let keys: Vec<&str> = parts.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["a", "b", "c.x"]);
+    for p in &parts {
+        let g = p.frames.gpu.clone().collect().expect("gpu");
+        assert_eq!(g.height(), 30, "{}", p.key);
+        assert!(node_col(&g).iter().all(|n| *n == p.key), "{}", p.key);
+    }
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("queried by node: 3 partition(s) of at most 1 node(s), 4 at once"),
+        "{w}"
+    );
+    // Every range query selects one node; the dot is escaped in a regex, not in an equality.
+    let qs: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/query_range"))
+        .filter_map(|r| r.params.get("query").cloned())
+        .filter(|q| scrape_window(q).is_none())
+        .collect();
+    assert!(
+        qs.iter()
+            .any(|q| q.contains(r#"tessera_gpu_busy_ratio{node="c.x"}[9999ms]"#)),
+        "{qs:?}"
+    );
+    assert!(qs.iter().all(|q| q.contains("{node=")), "{qs:?}");
+
+    // Two nodes per query: two partitions; 0: the whole fleet at once, as before.
+    let mut o2 = opts(T0, T0 + 300_000);
+    o2.prometheus.nodes_per_query = 2;
+    let (parts, _) = ingest::ingest_parts(std::slice::from_ref(&src), &o2).expect("ingest");
+    assert_eq!(
+        parts.iter().map(|p| p.key.as_str()).collect::<Vec<_>>(),
+        ["a+1", "c.x"]
+    );
+    let g = parts[0].frames.gpu.clone().collect().expect("gpu");
+    assert_eq!(g.height(), 60);
+    let mut o0 = opts(T0, T0 + 300_000);
+    o0.prometheus.nodes_per_query = 0;
+    let (parts, report) = ingest::ingest_parts(std::slice::from_ref(&src), &o0).expect("ingest");
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].key, "*");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("queried as one partition (--prometheus.nodes-per-query 0)")),
+        "{:?}",
+        report.warnings
+    );
+    let all = parts[0].frames.gpu.clone().collect().expect("gpu");
+    assert_eq!(all.height(), 90);
+}
+
+#[test]
+fn too_many_samples_asks_again_for_half_the_range_with_a_warning() {
+    // Prometheus' 422 for too many samples (and Mimir's wording) above 8 points per request.
+    let fake = nodes_server(
+        &["a", "b"],
+        Box::new(|_, points, _| {
+            (points > 8).then(|| {
+                (
+                    422,
+                    serde_json::json!({"status": "error", "errorType": "execution",
+                        "error": "query processing would load too many samples into memory in query execution"})
+                    .to_string(),
+                )
+            })
+        }),
+    );
+    let o = opts(T0, T0 + 300_000);
+    let (frames, report) = run(&fake.url, &o).expect("ingest in smaller ranges");
+    let g = frames.gpu.collect().expect("gpu");
+    assert_eq!(g.height(), 60, "no hole");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("server limit:")
+            && w.contains("were refused and asked again for half the range")
+            && w.contains("too many samples"),
+        "{w}"
+    );
+    // A server that refuses even one point: an error naming the query and the server's words.
+    let fake = nodes_server(
+        &["a"],
+        Box::new(|_, _, _| {
+            Some((
+                422,
+                serde_json::json!({"status": "error", "errorType": "execution",
+                    "error": "too many samples"})
+                .to_string(),
+            ))
+        }),
+    );
+    let e = run_err(&fake.url, &o);
+    assert!(
+        e.contains("refuses even one point") && e.contains("too many samples"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_series_limit_splits_the_node_group() {
+    // Mimir's series limit: more than one node per query is refused.
+    let fake = nodes_server(
+        &["a", "b", "c", "d"],
+        Box::new(|_, _, nodes| {
+            (nodes > 1).then(|| {
+                (
+                    422,
+                    serde_json::json!({"status": "error", "errorType": "execution",
+                        "error": "expanding series: the query hit the max number of series limit (limit: 1 series)"})
+                    .to_string(),
+                )
+            })
+        }),
+    );
+    let mut o = opts(T0, T0 + 300_000);
+    o.prometheus.nodes_per_query = 4;
+    // Four nodes in one group of 4: the whole fleet, with no matcher, is refused too (a
+    // series limit without node groups is an error).
+    let e = run_err(&fake.url, &o);
+    assert!(e.contains("max number of series"), "{e}");
+    o.prometheus.nodes_per_query = 2;
+    let src: Source = format!("prometheus:{}", fake.url).parse().expect("source");
+    let (parts, report) = ingest::ingest_parts(std::slice::from_ref(&src), &o).expect("ingest");
+    assert_eq!(
+        parts.iter().map(|p| p.key.as_str()).collect::<Vec<_>>(),
+        ["a", "b", "c", "d"]
+    );
+    for p in &parts {
+        assert_eq!(p.frames.gpu.clone().collect().expect("gpu").height(), 30);
+    }
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains(
+            "server limit: 2 node group(s) were refused and queried again as two smaller groups"
+        ),
+        "{w}"
+    );
+}

@@ -342,9 +342,11 @@ impl Frames {
 /// advisor's detectors, the summary) can run one partition at a time in bounded memory.
 ///
 /// When every source is tessera history, there is one partition per node (by the node name of
-/// its manifest, so one node given twice is still one partition). When any source is CSV or
-/// Prometheus (whose node set is only known after reading them), everything is one partition
-/// with key `*`. Row counts and time ranges in the report are summed over the partitions.
+/// its manifest, so one node given twice is still one partition). A single `prometheus:` source
+/// is read by groups of nodes (`--prometheus.nodes-per-query`, one node by default), each its
+/// own partition keyed by its (first) node. When any source is CSV, or Prometheus beside other
+/// sources, everything is one partition with key `*`. Row counts and time ranges in the report
+/// are summed over the partitions.
 pub fn ingest_parts(
     sources: &[Source],
     opts: &IngestOptions,
@@ -474,15 +476,19 @@ pub fn ingest_parts(
             }
             WorkItem::Prometheus { url } => {
                 let source = format!("prometheus:{url}");
-                let (tables, sampling) = prometheus::read(&url, opts, &mut report)?;
+                let (groups, sampling) = prometheus::read(&url, opts, &mut report)?;
                 note_sampling(&mut report, &source, "scrapes", sampling, opts.interval_ms);
-                for (table, df) in tables {
-                    parts
-                        .entry(key(""))
-                        .or_default()
-                        .entry(table)
-                        .or_default()
-                        .push((canonical(df.lazy(), table, &source, opts), None, false));
+                for (group, tables) in groups {
+                    // The server's node partitions stand when it is the only source.
+                    let part = if total == 1 { group } else { key("") };
+                    for (table, df) in tables {
+                        parts
+                            .entry(part.clone())
+                            .or_default()
+                            .entry(table)
+                            .or_default()
+                            .push((canonical(df.lazy(), table, &source, opts), None, false));
+                    }
                 }
             }
         }

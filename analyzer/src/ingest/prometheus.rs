@@ -62,6 +62,11 @@ pub struct PrometheusOptions {
     /// Largest response body read (`--prometheus.max-response-size`); a larger answer to a
     /// range query is asked again for half the range.
     pub max_response_bytes: u64,
+    /// Node groups queried at once (`--prometheus.concurrency`), at least 1.
+    pub concurrency: usize,
+    /// Nodes per partition (`--prometheus.nodes-per-query`): each group of this many nodes is
+    /// queried with a label matcher and becomes one partition; 0 = the whole fleet at once.
+    pub nodes_per_query: usize,
 }
 
 impl Default for PrometheusOptions {
@@ -74,6 +79,8 @@ impl Default for PrometheusOptions {
             basic_auth: None,
             max_points: 11_000,
             max_response_bytes: 128 << 20,
+            concurrency: 4,
+            nodes_per_query: 1,
         }
     }
 }
@@ -636,6 +643,7 @@ struct MatrixSeries {
 }
 
 /// The HTTP side: base URL, agent, auth header, retry policy.
+#[derive(Clone)]
 struct Client {
     spec: String,
     base: String,
@@ -644,6 +652,8 @@ struct Client {
     opts: PrometheusOptions,
     /// Requests sent (attempts included), for the report.
     requests: u64,
+    /// Response bytes read, for the report.
+    bytes: u64,
 }
 
 fn err(spec: &str, reason: impl Into<String>) -> IngestError {
@@ -684,6 +694,7 @@ impl Client {
             auth,
             opts: opts.clone(),
             requests: 0,
+            bytes: 0,
         })
     }
 
@@ -695,25 +706,28 @@ impl Client {
         params: &[(&str, String)],
         what: &str,
     ) -> Result<(serde_json::Value, Vec<String>), IngestError> {
-        self.get_bounded(path, params, what)?.ok_or_else(|| {
-            err(
+        match self.get_bounded(path, params, what)? {
+            Answer::Data(d, w) => Ok((d, w)),
+            Answer::TooLarge => Err(err(
                 &self.spec,
                 format!(
                     "{what}: the answer is larger than {} (--prometheus.max-response-size)",
                     fmt_size(self.opts.max_response_bytes)
                 ),
-            )
-        })
+            )),
+            Answer::Limit(_, message) => Err(err(&self.spec, format!("{what}: {message}"))),
+        }
     }
 
-    /// Like [`Client::get`], but `Ok(None)` when the body is larger than
-    /// [`PrometheusOptions::max_response_bytes`] (the caller may ask for less).
+    /// Like [`Client::get`], but answers [`Answer::TooLarge`] when the body is larger than
+    /// [`PrometheusOptions::max_response_bytes`] and [`Answer::Limit`] when the server refuses
+    /// the query for one of its limits ([`server_limit`]): the caller may ask for less.
     fn get_bounded(
         &mut self,
         path: &str,
         params: &[(&str, String)],
         what: &str,
-    ) -> Result<Option<(serde_json::Value, Vec<String>)>, IngestError> {
+    ) -> Result<Answer, IngestError> {
         let url = format!("{}{}", self.base, path);
         let attempts = self.opts.attempts.max(1);
         let mut last = String::new();
@@ -742,8 +756,11 @@ impl Client {
             let status = resp.status().as_u16();
             let limit = self.opts.max_response_bytes.max(1);
             let body = match resp.body_mut().with_config().limit(limit).read_to_vec() {
-                Ok(b) => b,
-                Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(None),
+                Ok(b) => {
+                    self.bytes += b.len() as u64;
+                    b
+                }
+                Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(Answer::TooLarge),
                 Err(e) => {
                     last = format!("HTTP {status}, reading the body: {e}");
                     continue;
@@ -761,6 +778,14 @@ impl Client {
             if (500..600).contains(&status) {
                 last = format!("HTTP {status}: {message}");
                 continue;
+            }
+            if status != 200
+                && let Some(limit) = server_limit(status, &message)
+            {
+                return Ok(Answer::Limit(
+                    limit,
+                    format!("HTTP {status} from {url}: {message}"),
+                ));
             }
             if status != 200 {
                 return Err(err(
@@ -780,16 +805,85 @@ impl Client {
                     format!("{what}: status {}: {message}", env.status),
                 ));
             }
-            return Ok(Some((
+            return Ok(Answer::Data(
                 env.data.unwrap_or(serde_json::Value::Null),
                 env.warnings,
-            )));
+            ));
         }
         Err(err(
             &self.spec,
             format!("{what}: {url} failed after {attempts} attempt(s); last: {last}"),
         ))
     }
+}
+
+/// A server's answer to [`Client::get_bounded`].
+enum Answer {
+    /// The `data` and the response's warnings.
+    Data(serde_json::Value, Vec<String>),
+    /// The body is larger than `--prometheus.max-response-size`.
+    TooLarge,
+    /// The server refused the query for one of its limits: which, and the status, URL and
+    /// message.
+    Limit(Limit, String),
+}
+
+/// Which server limit a refused query hit, from its status and message: Prometheus' points per
+/// series (400 `exceeded maximum resolution`) and samples (422 `too many samples`), Mimir's,
+/// Thanos' and Cortex's series and chunk limits (422), VictoriaMetrics' `-search.max*` limits
+/// (422), and a 422 that speaks of a limit. `None` for other refusals (a bad query, a
+/// many-to-many match, authentication). [`Limit::Series`] is eased by
+/// fewer nodes per query, the others by a shorter range.
+fn server_limit(status: u16, message: &str) -> Option<Limit> {
+    let m = message.to_ascii_lowercase();
+    let series = [
+        "max number of series",
+        "maximum number of series",
+        "series limit",
+        "too many series",
+        "maxuniquetimeseries",
+        "max_fetched_series",
+        "max-fetched-series",
+        "maxseries",
+    ];
+    let samples = [
+        "too many samples",
+        "exceeded maximum resolution",
+        "too many points",
+        "maxsamplesperquery",
+        "maxpointspertimeseries",
+        "maxsamplesperseries",
+        "max number of chunks",
+        "chunks limit",
+        "bytes limit",
+        "max_fetched_chunk",
+        "estimated data to fetch",
+        "query processing would load",
+        "exceeds the limit",
+        "limit exceeded",
+        "exceeded the limit",
+    ];
+    // Other 422s (a many-to-many match, say) are errors of the query, not of its size.
+    let generic = status == 422
+        && ["limit", "too many", "exceed"]
+            .iter()
+            .any(|p| m.contains(p));
+    if series.iter().any(|p| m.contains(p)) {
+        Some(Limit::Series)
+    } else if samples.iter().any(|p| m.contains(p)) || generic {
+        Some(Limit::Samples)
+    } else {
+        None
+    }
+}
+
+/// What eases a [`server_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    /// Fewer series per query: fewer nodes.
+    Series,
+    /// Fewer samples or points: a shorter range.
+    Samples,
 }
 
 /// A size as a message shows it: `128 MiB`, `4000 bytes`.
@@ -997,6 +1091,15 @@ fn canonical_uuid(u: &str) -> String {
     }
 }
 
+/// A series' node ([`node_name`]), the label that names it and that label's value.
+fn node_label(m: &BTreeMap<String, String>) -> Option<(String, &'static str, String)> {
+    let node = node_name(m)?;
+    let label = ["node", "Hostname", "instance"]
+        .into_iter()
+        .find(|l| m.get(*l).is_some_and(|v| !v.is_empty()))?;
+    Some((node, label, m[label].clone()))
+}
+
 /// `node`: a `node` label, else dcgm-exporter's `Hostname`, else `instance` without its port.
 fn node_name(m: &BTreeMap<String, String>) -> Option<String> {
     for l in ["node", "Hostname"] {
@@ -1029,11 +1132,14 @@ fn status_rank(s: &str) -> u8 {
 /// Reads `prometheus:URL` for the options' time range into rows per table (each entity at its
 /// own scrape interval, or an explicit coarser `--interval`) and what was found about the
 /// sampling.
+/// The rows come in partitions of nodes (`--prometheus.nodes-per-query`), each with its key
+/// (the node; `*` when the fleet is read at once), in node order.
+#[allow(clippy::type_complexity)]
 pub(super) fn read(
     url: &str,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<(Vec<(Table, DataFrame)>, Sampling), IngestError> {
+) -> Result<(Vec<(String, Vec<(Table, DataFrame)>)>, Sampling), IngestError> {
     let spec = format!("prometheus:{url}");
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
@@ -1193,14 +1299,9 @@ pub(super) fn read(
     // 5 minutes between two samples).
     let lookback = LOOKBACK_MS.max(4 * step);
     let windows = chunks(since, until, step, popts.max_points);
-    let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
-    let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
-    let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
-    let mut refused = Refused::default();
-    let mut splits: BTreeMap<String, u64> = BTreeMap::new();
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
-    let mut groups: Vec<(String, Vec<Query>)> = Vec::new();
+    let mut texts: Vec<(String, Vec<Query>)> = Vec::new();
     for mut query in queries(family) {
         if let Some(r) = &recorded {
             for (raw, rec) in family.recorded() {
@@ -1215,22 +1316,483 @@ pub(super) fn read(
             .replace("{SL}", &dur(step + lookback))
             .replace("{S}", &dur(step))
             .replace("{L}", &dur(lookback));
-        match groups.iter_mut().find(|(p, _)| *p == promql) {
+        match texts.iter_mut().find(|(p, _)| *p == promql) {
             Some((_, g)) => g.push(query),
-            None => groups.push((promql, vec![query])),
+            None => texts.push((promql, vec![query])),
         }
     }
-    for (promql, group) in groups {
-        // Recorded maxima are evaluated `shift` later and their answers moved back by as much
-        // ([`recorded_shift`]).
-        let shift = match &recorded {
-            Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
-            _ => 0,
+    // Recorded maxima are evaluated `shift` later and their answers moved back by as much
+    // ([`recorded_shift`]).
+    let texts: Vec<(String, i64, Vec<Query>)> = texts
+        .into_iter()
+        .map(|(promql, group)| {
+            let shift = match &recorded {
+                Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
+                _ => 0,
+            };
+            (promql, shift, group)
+        })
+        .collect();
+    let plan = Plan {
+        spec: &spec,
+        family,
+        step,
+        windows: &windows,
+        texts: &texts,
+        row_spec: RowSpec {
+            grid_ms: step,
+            requested_ms: opts.interval_ms,
+            fallback_ms: step as f64,
+        },
+        max_response_bytes: popts.max_response_bytes,
+    };
+    // Partitions: groups of nodes, each queried with a label matcher.
+    let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
+    let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency)?;
+    for (w, n) in prom_warnings {
+        *tallies.prom_warnings.entry(w).or_default() += n;
+    }
+    let requests = client.requests + tallies.requests;
+    let bytes = client.bytes + tallies.bytes;
+    report.warnings.push(format!(
+        "{spec}: {} request(s) for {} chunk(s) of at most {} points",
+        requests,
+        windows.len(),
+        popts.max_points
+    ));
+    report.warnings.push(match &why_one {
+        None => format!(
+            "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once; {}",
+            parts.len(),
+            popts.nodes_per_query,
+            popts.concurrency.max(1),
+            fmt_bytes_received(bytes)
+        ),
+        Some(why) => format!(
+            "{spec}: queried as one partition ({why}); {}",
+            fmt_bytes_received(bytes)
+        ),
+    });
+    for (w, n) in &tallies.prom_warnings {
+        report.warnings.push(format!(
+            "{spec}: partial data: the server warned in {n} response(s): {w}"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: responses with warnings".into())
+            .or_default() += n;
+    }
+    for (promql, n) in &tallies.splits {
+        report.warnings.push(format!(
+            "{spec}: {n} answer(s) to {promql:?} were larger than {} \
+             (--prometheus.max-response-size) and were asked again for half the range",
+            fmt_size(popts.max_response_bytes)
+        ));
+    }
+    for (promql, (n, first)) in &tallies.limits {
+        report.warnings.push(format!(
+            "{spec}: server limit: {n} quer(ies) {promql:?} were refused and asked again for \
+             half the range (first: {first})"
+        ));
+    }
+    if let Some((n, first)) = &tallies.node_splits {
+        report.warnings.push(format!(
+            "{spec}: server limit: {n} node group(s) were refused and queried again as two \
+             smaller groups (first: {first})"
+        ));
+    }
+    for (why, (n, example)) in &tallies.refused.0 {
+        report.warnings.push(format!(
+            "{spec}: refused {n} value(s): {why} (first: {example})"
+        ));
+        *report
+            .skipped
+            .entry(format!("prometheus: refused values ({why})"))
+            .or_default() += n;
+    }
+    for (promql, n) in &tallies.gaps {
+        report.warnings.push(format!(
+            "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: series with missing chunks".into())
+            .or_default() += n;
+    }
+    // Sampling: each table's over every partition (their periods pooled, so the median is the
+    // fleet's), then the tables together.
+    let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
+    let mut out = Vec::with_capacity(parts.len());
+    for (key, tables) in parts {
+        let mut dfs = Vec::new();
+        for (table, df, s) in tables {
+            match by_table.get_mut(&table) {
+                Some(acc) => merge_table(acc, s),
+                None => {
+                    by_table.insert(table, s);
+                }
+            }
+            if let Some(df) = df {
+                dfs.push((table, df));
+            }
+        }
+        out.push((key, dfs));
+    }
+    let mut sampling = Sampling::default();
+    for table in Table::ALL {
+        if let Some(mut s) = by_table.remove(&table) {
+            s.periods = Vec::new();
+            sampling.merge(s);
+        }
+    }
+    sampling.maxima = Some(match &recorded {
+        Some(r) => format!(
+            "recorded 1-minute series ({})",
+            r.names
+                .iter()
+                .map(|n| n.split(':').nth(1).unwrap_or(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "raw series".to_string(),
+    });
+    Ok((out, sampling))
+}
+
+/// Rows of one partition: per table, its frame (none when empty) and what resampling found.
+type PartTables = Vec<(Table, Option<DataFrame>, Sampling)>;
+
+/// What every partition's queries share.
+struct Plan<'a> {
+    spec: &'a str,
+    family: Family,
+    step: i64,
+    /// The evaluation chunks (start, end), unix ms.
+    windows: &'a [(i64, i64)],
+    /// The PromQL texts without a node matcher, the shift of their evaluation times, and the
+    /// columns they feed.
+    texts: &'a [(String, i64, Vec<Query>)],
+    row_spec: RowSpec,
+    max_response_bytes: u64,
+}
+
+/// A group of nodes queried together: their names and the series' label matcher (none: the
+/// whole fleet).
+#[derive(Clone)]
+struct Group {
+    nodes: Vec<String>,
+    /// The label naming the nodes and each node's values of it.
+    label: Option<(&'static str, BTreeMap<String, BTreeSet<String>>)>,
+}
+
+impl Group {
+    /// The partition's key: the node, the first node and how many more, or `*` for all.
+    fn key(&self) -> String {
+        match (&self.label, self.nodes.as_slice()) {
+            (None, _) | (_, []) => "*".to_string(),
+            (Some(_), [one]) => one.clone(),
+            (Some(_), [first, rest @ ..]) => format!("{first}+{}", rest.len()),
+        }
+    }
+
+    /// The label matchers selecting exactly the group's series (a node named by a lower label
+    /// must not have the higher ones: [`node_name`]'s order).
+    fn matcher(&self) -> Option<String> {
+        let (label, values) = self.label.as_ref()?;
+        let vals: BTreeSet<&String> = self
+            .nodes
+            .iter()
+            .filter_map(|n| values.get(n))
+            .flatten()
+            .collect();
+        let quote = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let sel = if vals.len() == 1 {
+            format!("{label}=\"{}\"", quote(vals.iter().next().expect("one")))
+        } else {
+            let re: Vec<String> = vals.iter().map(|v| regex_escape(v)).collect();
+            format!("{label}=~\"{}\"", quote(&re.join("|")))
+        };
+        Some(match *label {
+            "node" => sel,
+            "Hostname" => format!("node=\"\",{sel}"),
+            _ => format!("node=\"\",Hostname=\"\",{sel}"),
+        })
+    }
+
+    /// The group in two halves (for a server's series limit).
+    fn halves(&self) -> (Group, Group) {
+        let mid = self.nodes.len() / 2;
+        let half = |nodes: &[String]| Group {
+            nodes: nodes.to_vec(),
+            label: self.label.clone(),
+        };
+        (half(&self.nodes[..mid]), half(&self.nodes[mid..]))
+    }
+}
+
+/// RE2 metacharacters escaped.
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `promql` with `matcher` added to every selector (`m[…]` → `m{matcher}[…]`; the source's
+/// queries select by name only).
+fn with_matcher(promql: &str, matcher: &str) -> String {
+    let b = promql.as_bytes();
+    let mut out = String::with_capacity(promql.len() + 4 * matcher.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphabetic() || c == b'_' || c == b':' || c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            out.push_str(&promql[start..i]);
+            if !c.is_ascii_digit() && b.get(i) == Some(&b'[') {
+                out.push('{');
+                out.push_str(matcher);
+                out.push('}');
+            }
+        } else {
+            out.push(c as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The node groups of the fleet found by the scrape interval scan, `per` nodes each, and why
+/// the fleet is one partition when it is (`None` when it is partitioned).
+fn node_groups(scan: &Scan, per: usize) -> (Vec<Group>, Option<String>) {
+    let all = Group {
+        nodes: scan.nodes.keys().cloned().collect(),
+        label: None,
+    };
+    let labels: BTreeSet<&'static str> = scan
+        .nodes
+        .values()
+        .flat_map(|v| v.keys())
+        .copied()
+        .collect();
+    let why = if per == 0 {
+        Some("--prometheus.nodes-per-query 0".to_string())
+    } else if scan.unnamed > 0 {
+        Some(format!(
+            "{} series have no node, Hostname or instance label",
+            scan.unnamed
+        ))
+    } else if labels.len() > 1 {
+        Some(format!(
+            "the nodes are named by different labels: {}",
+            labels.iter().copied().collect::<Vec<_>>().join(", ")
+        ))
+    } else if scan.nodes.len() <= per {
+        Some(format!("{} node(s)", scan.nodes.len()))
+    } else {
+        None
+    };
+    if why.is_some() {
+        return (vec![all], why);
+    }
+    let label = *labels.iter().next().expect("one label");
+    let values: BTreeMap<String, BTreeSet<String>> = scan
+        .nodes
+        .iter()
+        .map(|(n, v)| (n.clone(), v.get(label).cloned().unwrap_or_default()))
+        .collect();
+    let groups = all
+        .nodes
+        .chunks(per)
+        .map(|nodes| Group {
+            nodes: nodes.to_vec(),
+            label: Some((label, values.clone())),
+        })
+        .collect();
+    (groups, None)
+}
+
+/// Counts of one or more partitions' queries, for the report.
+#[derive(Default)]
+struct Tallies {
+    requests: u64,
+    bytes: u64,
+    prom_warnings: BTreeMap<String, u64>,
+    splits: BTreeMap<String, u64>,
+    /// Queries refused for a server limit and asked again for half the range: how many, and
+    /// the first refusal.
+    limits: BTreeMap<String, (u64, String)>,
+    /// Node groups refused for a server limit and split.
+    node_splits: Option<(u64, String)>,
+    refused: Refused,
+    gaps: BTreeMap<String, u64>,
+}
+
+impl Tallies {
+    fn merge(&mut self, o: Tallies) {
+        self.requests += o.requests;
+        self.bytes += o.bytes;
+        for (k, v) in o.prom_warnings {
+            *self.prom_warnings.entry(k).or_default() += v;
+        }
+        for (k, v) in o.splits {
+            *self.splits.entry(k).or_default() += v;
+        }
+        for (k, (n, first)) in o.limits {
+            self.limits.entry(k).or_insert((0, first)).0 += n;
+        }
+        if let Some((n, first)) = o.node_splits {
+            self.node_splits.get_or_insert((0, first)).0 += n;
+        }
+        for (why, (n, ex)) in o.refused.0 {
+            self.refused.0.entry(why).or_insert((0, ex)).0 += n;
+        }
+        for (k, v) in o.gaps {
+            *self.gaps.entry(k).or_default() += v;
+        }
+    }
+}
+
+fn fmt_bytes_received(b: u64) -> String {
+    format!("{:.1} MiB received", b as f64 / MIB)
+}
+
+/// Pools a table's resampling findings over partitions: the median period is the median of
+/// every partition's periods.
+fn merge_table(acc: &mut Sampling, s: Sampling) {
+    let mut periods = std::mem::take(&mut acc.periods);
+    periods.extend(s.periods.iter().copied());
+    acc.merge(s);
+    if !periods.is_empty() {
+        periods.sort_by(|a, b| a.total_cmp(b));
+        acc.median_period_ms = Some(periods[periods.len() / 2]);
+    }
+    acc.periods = periods;
+}
+
+/// A partition's failure: fatal, or a server's limit that fewer nodes may ease.
+enum FetchErr {
+    Fatal(IngestError),
+    Nodes(String),
+}
+
+impl From<IngestError> for FetchErr {
+    fn from(e: IngestError) -> Self {
+        FetchErr::Fatal(e)
+    }
+}
+
+impl From<PolarsError> for FetchErr {
+    fn from(e: PolarsError) -> Self {
+        FetchErr::Fatal(e.into())
+    }
+}
+
+/// Fetches every group, `concurrency` at once, each on its own thread with its own client;
+/// returns the partitions in node order and the counts. The first error stops the others
+/// (after their current group) and is returned.
+fn fetch_all(
+    plan: &Plan,
+    client: &Client,
+    groups: Vec<Group>,
+    concurrency: usize,
+) -> Result<(Vec<(String, PartTables)>, Tallies), IngestError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    type Done = Result<Vec<(String, PartTables)>, IngestError>;
+    let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..groups.len()).map(|_| None).collect());
+    let tallies: Mutex<Tallies> = Mutex::new(Tallies::default());
+    let workers = concurrency.max(1).min(groups.len().max(1));
+    std::thread::scope(|sc| {
+        for _ in 0..workers {
+            sc.spawn(|| {
+                let mut client = client.clone();
+                client.requests = 0;
+                client.bytes = 0;
+                let mut t = Tallies::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= groups.len() || failed.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let r = fetch_split(plan, &mut client, &groups[i], &mut t);
+                    if r.is_err() {
+                        failed.store(true, Ordering::SeqCst);
+                    }
+                    results.lock().expect("results")[i] = Some(r);
+                }
+                t.requests += client.requests;
+                t.bytes += client.bytes;
+                tallies.lock().expect("tallies").merge(t);
+            });
+        }
+    });
+    let mut out = Vec::new();
+    for r in results.into_inner().expect("results").into_iter().flatten() {
+        out.extend(r?);
+    }
+    Ok((out, tallies.into_inner().expect("tallies")))
+}
+
+/// Fetches one group; where the server refuses it for a limit that fewer nodes may ease, the
+/// two halves of the group instead (each its own partition), named in a warning.
+fn fetch_split(
+    plan: &Plan,
+    client: &mut Client,
+    group: &Group,
+    t: &mut Tallies,
+) -> Result<Vec<(String, PartTables)>, IngestError> {
+    match fetch_group(plan, client, group, t) {
+        Ok(tables) => Ok(vec![(group.key(), tables)]),
+        Err(FetchErr::Fatal(e)) => Err(e),
+        Err(FetchErr::Nodes(message)) => {
+            t.node_splits.get_or_insert((0, message)).0 += 1;
+            let (a, b) = group.halves();
+            let mut out = fetch_split(plan, client, &a, t)?;
+            out.extend(fetch_split(plan, client, &b, t)?);
+            Ok(out)
+        }
+    }
+}
+
+/// Reads one group of nodes: every query over every chunk, then its rows per table.
+fn fetch_group(
+    plan: &Plan,
+    client: &mut Client,
+    group: &Group,
+    tallies: &mut Tallies,
+) -> Result<PartTables, FetchErr> {
+    // Counted once the group is read (a group split for a limit counts its halves only).
+    let mut t = Tallies::default();
+    let spec = plan.spec;
+    let step = plan.step;
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+    let matcher = group.matcher();
+    let several = group.label.is_some() && group.nodes.len() > 1;
+    let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
+    let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
+    let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
+    for (text, shift, columns) in plan.texts {
+        let shift = *shift;
+        let promql = match &matcher {
+            Some(m) => with_matcher(text, m),
+            None => text.clone(),
         };
         // Per series fingerprint: chunks it appeared in.
         let mut seen: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
-        // A chunk whose answer is too large is asked again in halves, down to one point.
-        let mut todo: std::collections::VecDeque<(usize, i64, i64)> = windows
+        // A chunk whose answer is too large, or that the server refuses for a limit, is asked
+        // again in halves, down to one point.
+        let mut todo: std::collections::VecDeque<(usize, i64, i64)> = plan
+            .windows
             .iter()
             .enumerate()
             .map(|(ci, (s, e))| (ci, *s, *e))
@@ -1246,34 +1808,57 @@ pub(super) fn read(
                 ],
                 &format!("query {promql:?}"),
             )?;
-            let Some((data, warns)) = answer else {
-                if e <= s {
-                    return Err(err(
-                        &spec,
+            let (data, warns) = match answer {
+                Answer::Data(d, w) => (d, w),
+                Answer::TooLarge if e > s => {
+                    let mid = s + ((e - s) / step / 2) * step;
+                    todo.push_front((ci, mid + step, e));
+                    todo.push_front((ci, s, mid));
+                    *t.splits.entry(text.clone()).or_default() += 1;
+                    continue;
+                }
+                Answer::TooLarge => {
+                    return Err(FetchErr::Fatal(err(
+                        spec,
                         format!(
                             "query {promql:?}: the answer for one point at {} is larger than {} \
                              (--prometheus.max-response-size)",
                             super::fmt_ms(s),
-                            fmt_size(popts.max_response_bytes)
+                            fmt_size(plan.max_response_bytes)
                         ),
-                    ));
+                    )));
                 }
-                let mid = s + ((e - s) / step / 2) * step;
-                todo.push_front((ci, mid + step, e));
-                todo.push_front((ci, s, mid));
-                *splits.entry(promql.clone()).or_default() += 1;
-                continue;
+                Answer::Limit(kind, message) => {
+                    if several && (kind == Limit::Series || e <= s) {
+                        return Err(FetchErr::Nodes(message));
+                    }
+                    if e <= s {
+                        return Err(FetchErr::Fatal(err(
+                            spec,
+                            format!(
+                                "query {promql:?}: the server refuses even one point at {}: \
+                                 {message}",
+                                super::fmt_ms(s)
+                            ),
+                        )));
+                    }
+                    let mid = s + ((e - s) / step / 2) * step;
+                    todo.push_front((ci, mid + step, e));
+                    todo.push_front((ci, s, mid));
+                    t.limits.entry(text.clone()).or_insert((0, message)).0 += 1;
+                    continue;
+                }
             };
             for w in warns {
-                *prom_warnings.entry(w).or_default() += 1;
+                *t.prom_warnings.entry(w).or_default() += 1;
             }
             let m: Matrix = serde_json::from_value(data)
-                .map_err(|e| err(&spec, format!("query {promql:?}: bad answer: {e}")))?;
+                .map_err(|e| err(spec, format!("query {promql:?}: bad answer: {e}")))?;
             if m.result_type != "matrix" {
-                return Err(err(
-                    &spec,
+                return Err(FetchErr::Fatal(err(
+                    spec,
                     format!("query {promql:?}: expected a matrix, got {}", m.result_type),
-                ));
+                )));
             }
             for mut series in m.result {
                 if shift != 0 {
@@ -1283,14 +1868,14 @@ pub(super) fn read(
                 }
                 let fp = format!("{:?}", series.metric);
                 seen.entry(fp).or_default().insert(ci);
-                for query in &group {
-                    let Some(id) = identity(query.table, family, &series.metric) else {
+                for query in columns {
+                    let Some(id) = identity(query.table, plan.family, &series.metric) else {
                         continue;
                     };
                     let key = (query.table, id);
                     if let Some(bad) = bad_label(&key) {
                         let why = "an identity label that is not a number where one is expected";
-                        refused.add(why, &promql, &bad);
+                        t.refused.add(why, &promql, &bad);
                         continue;
                     }
                     collect(
@@ -1300,7 +1885,7 @@ pub(super) fn read(
                         &key,
                         &mut entities,
                         &mut attrs,
-                        &mut refused,
+                        &mut t.refused,
                     );
                 }
             }
@@ -1313,76 +1898,18 @@ pub(super) fn read(
             })
             .count() as u64;
         if gapped > 0 {
-            *gaps.entry(promql).or_default() += gapped;
+            *gaps.entry(text.clone()).or_default() += gapped;
         }
     }
-    report.warnings.push(format!(
-        "{spec}: {} request(s) for {} chunk(s) of at most {} points",
-        client.requests,
-        windows.len(),
-        popts.max_points
-    ));
-    for (w, n) in &prom_warnings {
-        report.warnings.push(format!(
-            "{spec}: partial data: the server warned in {n} response(s): {w}"
-        ));
-        *report
-            .skipped
-            .entry("prometheus: responses with warnings".into())
-            .or_default() += n;
-    }
-    for (promql, n) in &splits {
-        report.warnings.push(format!(
-            "{spec}: {n} answer(s) to {promql:?} were larger than {} \
-             (--prometheus.max-response-size) and were asked again for half the range",
-            fmt_size(popts.max_response_bytes)
-        ));
-    }
-    for (why, (n, example)) in &refused.0 {
-        report.warnings.push(format!(
-            "{spec}: refused {n} value(s): {why} (first: {example})"
-        ));
-        *report
-            .skipped
-            .entry(format!("prometheus: refused values ({why})"))
-            .or_default() += n;
-    }
-    for (promql, n) in &gaps {
-        report.warnings.push(format!(
-            "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
-        ));
-        *report
-            .skipped
-            .entry("prometheus: series with missing chunks".into())
-            .or_default() += n;
-    }
-    let row_spec = RowSpec {
-        grid_ms: step,
-        requested_ms: opts.interval_ms,
-        fallback_ms: step as f64,
-    };
+    t.gaps = gaps;
     let mut out = Vec::new();
-    let mut sampling = Sampling::default();
-    for o in observations(entities, attrs, &spec)? {
+    for o in observations(entities, attrs, spec)? {
         let table = o.table;
-        let (df, s) = resample::resample(o, row_spec)?;
-        sampling.merge(s);
-        if df.height() > 0 {
-            out.push((table, df));
-        }
+        let (df, s) = resample::resample(o, plan.row_spec)?;
+        out.push((table, (df.height() > 0).then_some(df), s));
     }
-    sampling.maxima = Some(match &recorded {
-        Some(r) => format!(
-            "recorded 1-minute series ({})",
-            r.names
-                .iter()
-                .map(|n| n.split(':').nth(1).unwrap_or(n))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => "raw series".to_string(),
-    });
-    Ok((out, sampling))
+    tallies.merge(t);
+    Ok(out)
 }
 
 /// Whether to read the activity and memory maxima from the advisor's recorded series
@@ -1546,6 +2073,8 @@ fn scrape_interval(
     let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
     let mut finest: Option<f64> = None;
     let mut windows = BTreeSet::new();
+    let mut nodes: BTreeMap<String, BTreeMap<&'static str, BTreeSet<String>>> = BTreeMap::new();
+    let mut unnamed = 0u64;
     for m in metrics {
         let promql = format!("count_over_time({m}[{window}ms])");
         for (s, e) in chunks(since + 1, until + window, window, max_points) {
@@ -1569,6 +2098,17 @@ fn scrape_interval(
                 )
             })?;
             for series in mx.result {
+                match node_label(&series.metric) {
+                    Some((node, label, value)) => {
+                        nodes
+                            .entry(node)
+                            .or_default()
+                            .entry(label)
+                            .or_default()
+                            .insert(value);
+                    }
+                    None => unnamed += 1,
+                }
                 for (t, v) in &series.values {
                     if v.parse::<f64>().is_ok_and(|v| v >= 1.0) {
                         windows.insert((t * 1000.0).round() as i64);
@@ -1586,7 +2126,12 @@ fn scrape_interval(
             }
         }
     }
-    Ok(Scan { finest, windows })
+    Ok(Scan {
+        finest,
+        windows,
+        nodes,
+        unnamed,
+    })
 }
 
 /// What [`scrape_interval`] found: the finest period, and the windows (their end, unix ms) in
@@ -1594,6 +2139,10 @@ fn scrape_interval(
 struct Scan {
     finest: Option<f64>,
     windows: BTreeSet<i64>,
+    /// Per node ([`node_name`]): the label that names it and that label's values.
+    nodes: BTreeMap<String, BTreeMap<&'static str, BTreeSet<String>>>,
+    /// Series with no node name.
+    unnamed: u64,
 }
 
 /// The evaluations' offset within the recorded series' minute, ms: the time of their latest
@@ -1935,5 +2484,95 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(node_name(&m).as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn node_matchers_go_into_every_selector() {
+        let q = counter_delta("tessera_gpu_energy_joules_total")
+            .replace("{R}", "9999ms")
+            .replace("{L}", "300000ms")
+            .replace("{S}", "10000ms");
+        let m = with_matcher(&q, "node=\"a\"");
+        assert_eq!(
+            m.matches("tessera_gpu_energy_joules_total{node=\"a\"}[")
+                .count(),
+            4
+        );
+        assert!(!m.contains("ms{"), "{m}");
+        let x = with_matcher(
+            "sum without (xid) (last_over_time(gpu:m:max1m[9999ms]) or x)",
+            "n=\"1\"",
+        );
+        assert_eq!(
+            x,
+            "sum without (xid) (last_over_time(gpu:m:max1m{n=\"1\"}[9999ms]) or x)"
+        );
+        let values: BTreeMap<String, BTreeSet<String>> = [
+            ("10.0.0.1".to_string(), ["10.0.0.1:9400".to_string()].into()),
+            ("b".to_string(), ["b:9400".to_string()].into()),
+        ]
+        .into_iter()
+        .collect();
+        let g = Group {
+            nodes: vec!["10.0.0.1".into(), "b".into()],
+            label: Some(("instance", values)),
+        };
+        assert_eq!(
+            g.matcher().as_deref(),
+            Some(r#"node="",Hostname="",instance=~"10\\.0\\.0\\.1:9400|b:9400""#)
+        );
+        assert_eq!(g.key(), "10.0.0.1+1");
+        let (a, b) = g.halves();
+        assert_eq!(
+            a.matcher().as_deref(),
+            Some(r#"node="",Hostname="",instance="10.0.0.1:9400""#)
+        );
+        assert_eq!(b.key(), "b");
+    }
+
+    #[test]
+    fn server_limits_are_told_apart() {
+        let l = |s, m| server_limit(s, m);
+        assert_eq!(
+            l(
+                422,
+                "query processing would load too many samples into memory in query execution"
+            ),
+            Some(Limit::Samples)
+        );
+        assert_eq!(
+            l(
+                400,
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
+            ),
+            Some(Limit::Samples)
+        );
+        assert_eq!(
+            l(
+                422,
+                "expanding series: the query hit the max number of series limit (limit: 100000 series)"
+            ),
+            Some(Limit::Series)
+        );
+        assert_eq!(
+            l(
+                422,
+                "cannot select more than -search.maxUniqueTimeseries=300000 time series"
+            ),
+            Some(Limit::Series)
+        );
+        assert_eq!(l(400, "parse error: unexpected character"), None);
+        assert_eq!(l(401, "unauthorized"), None);
+        assert_eq!(
+            l(
+                422,
+                "found duplicate series for the match group {gpu=\"0\"} on the right hand-side"
+            ),
+            None
+        );
+        assert_eq!(
+            l(422, "the query exceeded the per-query fetch limit"),
+            Some(Limit::Samples)
+        );
     }
 }

@@ -82,6 +82,10 @@ pub struct Sampling {
     /// or the raw ones (docs/recording-rules.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maxima: Option<String>,
+    /// The estimated periods behind `median_period_ms`, sorted (so that partitions of one
+    /// table can pool them); not serialized.
+    #[serde(skip)]
+    pub periods: Vec<f64>,
 }
 
 impl Sampling {
@@ -394,6 +398,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     if !periods.is_empty() {
         periods.sort_by(|a, b| a.total_cmp(b));
         sampling.median_period_ms = Some(periods[periods.len() / 2]);
+        sampling.periods = periods;
     }
     let Out {
         eid: row_eid,
