@@ -12,6 +12,15 @@ use tessera::ingest::{
     self, Frames, IngestOptions, IngestReport, PrometheusOptions, Source, summary,
 };
 
+/// Spill folders of prometheus: sources read by node (`IngestOptions::spill`), kept until the
+/// command is done.
+static SPILLS: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the spill folders (the partitions that scan them must no longer be read).
+pub fn remove_spills() {
+    SPILLS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
     Table,
@@ -139,7 +148,25 @@ impl SourceArgs {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         };
+        // A prometheus: source read by node spills each partition's rows here (removed at exit,
+        // `remove_spills`).
+        let spill = if self
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Prometheus(_)))
+        {
+            let dir = tempfile::Builder::new()
+                .prefix("tessera-spill-")
+                .tempdir()
+                .map_err(|e| anyhow::anyhow!("cannot make a spill folder in the temp dir: {e}"))?;
+            let path = dir.path().to_path_buf();
+            SPILLS.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
+            Some(path)
+        } else {
+            None
+        };
         let opts = IngestOptions {
+            spill: spill.as_deref(),
             since,
             until,
             skip_bad_rows: self.skip_bad_rows,

@@ -104,7 +104,9 @@ fn main() -> ExitCode {
     // and panicking in `println!` with "failed printing to stdout" (exit 101).
     // SAFETY: called once at start-up, before any thread is spawned.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    match run(Cli::parse()) {
+    let result = run(Cli::parse());
+    ingest_cmd::remove_spills();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tessera: {e:#}");

@@ -305,7 +305,8 @@ fn findings_and_report_are_the_same_by_node_partition() {
         );
         assert!(
             err.contains(&format!(
-                "queried by node: {parts} partition(s) of at most {per} node(s), 2 at once"
+                "queried by node: {parts} partition(s) of at most {per} node(s), 2 at once, \
+                 each partition's rows spilled to Parquet in the temp folder"
             )),
             "{err}"
         );

@@ -21,7 +21,7 @@ pub mod summary;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use polars::prelude::*;
@@ -121,6 +121,11 @@ pub struct IngestOptions<'a> {
     pub prometheus: PrometheusOptions,
     /// Called after each file.
     pub progress: Option<Progress<'a>>,
+    /// A folder where a `prometheus:` source read by node group writes each group's rows as
+    /// Parquet as soon as they are resampled, its partition then scanning them like history
+    /// (memory holds the groups in flight, not the fleet); `None`: kept in memory. The caller
+    /// removes the folder when done with the partitions.
+    pub spill: Option<&'a Path>,
     /// Take row counts and time ranges of closed history files from their Parquet footers
     /// (row count, `ts` statistics) instead of scanning `ts`, when there is no time filter. For
     /// commands that read all the data afterwards anyway (a damaged data page then fails there,
@@ -396,6 +401,8 @@ pub fn ingest_parts(
     // Checked Parquet files by (partition, source, table), scanned together below.
     type Checked = (PathBuf, tessera_exporter::history::reader::FooterSummary);
     let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
+    // The Parquet files each partition's frames scan (history; Prometheus groups spilled).
+    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     let key = |node: &str| {
         if single {
             "*".to_string()
@@ -478,16 +485,17 @@ pub fn ingest_parts(
                 let source = format!("prometheus:{url}");
                 let (groups, sampling) = prometheus::read(&url, opts, &mut report)?;
                 note_sampling(&mut report, &source, "scrapes", sampling, opts.interval_ms);
-                for (group, tables) in groups {
+                for (group, tables, spilled) in groups {
                     // The server's node partitions stand when it is the only source.
                     let part = if total == 1 { group } else { key("") };
-                    for (table, df) in tables {
+                    files.entry(part.clone()).or_default().extend(spilled);
+                    for (table, lf) in tables {
                         parts
                             .entry(part.clone())
                             .or_default()
                             .entry(table)
                             .or_default()
-                            .push((canonical(df.lazy(), table, &source, opts), None, false));
+                            .push((canonical(lf, table, &source, opts), None, false));
                     }
                 }
             }
@@ -497,7 +505,6 @@ pub fn ingest_parts(
             p(i + 1, total);
         }
     }
-    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for ((part, source, table), checked) in scans {
         let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
         let lf = history::scan_parquet_files(&paths)?;

@@ -34,7 +34,7 @@
 //! dcgm-exporter's `container` label (the canonical schema has no container-name column).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use polars::prelude::*;
@@ -1134,12 +1134,21 @@ fn status_rank(s: &str) -> u8 {
 /// sampling.
 /// The rows come in partitions of nodes (`--prometheus.nodes-per-query`), each with its key
 /// (the node; `*` when the fleet is read at once), in node order.
+/// With [`IngestOptions::spill`] and more than one partition, each partition's rows are written
+/// there as Parquet as soon as they are resampled and scanned from there (the files are
+/// returned with them); else they stay in memory.
 #[allow(clippy::type_complexity)]
 pub(super) fn read(
     url: &str,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<(Vec<(String, Vec<(Table, DataFrame)>)>, Sampling), IngestError> {
+) -> Result<
+    (
+        Vec<(String, Vec<(Table, LazyFrame)>, Vec<PathBuf>)>,
+        Sampling,
+    ),
+    IngestError,
+> {
     let spec = format!("prometheus:{url}");
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
@@ -1348,7 +1357,8 @@ pub(super) fn read(
     };
     // Partitions: groups of nodes, each queried with a label matcher.
     let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
-    let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency)?;
+    let spill = opts.spill.filter(|_| why_one.is_none());
+    let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
     for (w, n) in prom_warnings {
         *tallies.prom_warnings.entry(w).or_default() += n;
     }
@@ -1362,10 +1372,15 @@ pub(super) fn read(
     ));
     report.warnings.push(match &why_one {
         None => format!(
-            "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once; {}",
+            "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
             parts.len(),
             popts.nodes_per_query,
             popts.concurrency.max(1),
+            if spill.is_some() {
+                ", each partition's rows spilled to Parquet in the temp folder"
+            } else {
+                ""
+            },
             fmt_bytes_received(bytes)
         ),
         Some(why) => format!(
@@ -1424,19 +1439,21 @@ pub(super) fn read(
     let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
     let mut out = Vec::with_capacity(parts.len());
     for (key, tables) in parts {
-        let mut dfs = Vec::new();
-        for (table, df, s) in tables {
+        let mut lfs = Vec::new();
+        let mut files = Vec::new();
+        for (table, rows, s) in tables {
             match by_table.get_mut(&table) {
                 Some(acc) => merge_table(acc, s),
                 None => {
                     by_table.insert(table, s);
                 }
             }
-            if let Some(df) = df {
-                dfs.push((table, df));
+            if let Some((lf, file)) = rows {
+                lfs.push((table, lf));
+                files.extend(file);
             }
         }
-        out.push((key, dfs));
+        out.push((key, lfs, files));
     }
     let mut sampling = Sampling::default();
     for table in Table::ALL {
@@ -1461,6 +1478,41 @@ pub(super) fn read(
 
 /// Rows of one partition: per table, its frame (none when empty) and what resampling found.
 type PartTables = Vec<(Table, Option<DataFrame>, Sampling)>;
+
+/// [`PartTables`] once kept: per table, its frame (in memory, or scanning the Parquet file it
+/// was spilled to) and what resampling found.
+type Settled = Vec<(Table, Option<(LazyFrame, Option<PathBuf>)>, Sampling)>;
+
+/// Keeps a partition's rows: in memory, or written to `spill` as Parquet and scanned from there
+/// (file names from `n`, unique per read).
+fn settle(tables: PartTables, spill: Option<&Path>, n: usize) -> Result<Settled, IngestError> {
+    let mut out = Vec::with_capacity(tables.len());
+    for (table, df, s) in tables {
+        let rows = match (df, spill) {
+            (None, _) => None,
+            (Some(df), None) => Some((df.lazy(), None)),
+            (Some(mut df), Some(dir)) => {
+                let path = dir.join(format!("prometheus-{n:06}-{}.parquet", table.name()));
+                let io = |e: std::io::Error| IngestError::Io {
+                    path: path.clone(),
+                    source: e,
+                };
+                let file = std::fs::File::create(&path).map_err(io)?;
+                ParquetWriter::new(file)
+                    .finish(&mut df)
+                    .map_err(|e| IngestError::Parquet {
+                        path: path.clone(),
+                        reason: format!("writing the spilled rows: {e}"),
+                    })?;
+                drop(df);
+                let lf = super::history::scan_parquet_files(std::slice::from_ref(&path))?;
+                Some((lf, Some(path)))
+            }
+        };
+        out.push((table, rows, s));
+    }
+    Ok(out)
+}
 
 /// What every partition's queries share.
 struct Plan<'a> {
@@ -1703,12 +1755,14 @@ fn fetch_all(
     client: &Client,
     groups: Vec<Group>,
     concurrency: usize,
-) -> Result<(Vec<(String, PartTables)>, Tallies), IngestError> {
+    spill: Option<&Path>,
+) -> Result<(Vec<(String, Settled)>, Tallies), IngestError> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    type Done = Result<Vec<(String, PartTables)>, IngestError>;
+    let written = AtomicUsize::new(0);
+    type Done = Result<Vec<(String, Settled)>, IngestError>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..groups.len()).map(|_| None).collect());
     let tallies: Mutex<Tallies> = Mutex::new(Tallies::default());
     let workers = concurrency.max(1).min(groups.len().max(1));
@@ -1724,7 +1778,15 @@ fn fetch_all(
                     if i >= groups.len() || failed.load(Ordering::SeqCst) {
                         break;
                     }
-                    let r = fetch_split(plan, &mut client, &groups[i], &mut t);
+                    let r = fetch_split(plan, &mut client, &groups[i], &mut t).and_then(|parts| {
+                        parts
+                            .into_iter()
+                            .map(|(key, tables)| {
+                                let n = written.fetch_add(1, Ordering::SeqCst);
+                                Ok((key, settle(tables, spill, n)?))
+                            })
+                            .collect()
+                    });
                     if r.is_err() {
                         failed.store(true, Ordering::SeqCst);
                     }
