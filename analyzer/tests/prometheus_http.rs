@@ -1171,10 +1171,7 @@ type Refuse = dyn Fn(&str, usize, usize) -> Option<(u16, String)> + Send + Sync;
 
 /// A server of one tessera GPU on each of `nodes` (label `node`, busy 0.5) that honours node
 /// matchers; `refuse(query, points, nodes selected)` answers an error instead when it says so.
-fn nodes_server(
-    nodes: &'static [&'static str],
-    refuse: Box<Refuse>,
-) -> Fake {
+fn nodes_server(nodes: &'static [&'static str], refuse: Box<Refuse>) -> Fake {
     serve(Box::new(move |req, _| {
         if req.path.ends_with("/values") {
             return Some((200, names_body(&[BUSY])));
