@@ -92,11 +92,11 @@ trap stop_prometheus EXIT
 measure() {
   local name=$1
   shift
-  /usr/bin/time -f "%e s %M KB" -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/$name.err"
+  /usr/bin/time -f "%e s %M KB (cpu %U+%S s)" -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/$name.err"
   local req mib
   req=$(grep -o '[0-9]* request(s) for' "$WORK/$name.err" | head -1 | cut -d' ' -f1 || true)
   mib=$(grep -o '[0-9.]* MiB received' "$WORK/$name.err" | head -1 | cut -d' ' -f1 || true)
-  printf '%-28s %-22s requests %-6s received %s MiB\n' "$name" "$(tail -1 "$WORK/time.txt")" \
+  printf '%-28s %-40s requests %-6s received %s MiB\n' "$name" "$(tail -1 "$WORK/time.txt")" \
     "${req:--}" "${mib:--}"
 }
 
@@ -105,8 +105,10 @@ echo "# $GPUS GPUs, $DAYS days at 30 s, $SINCE .. $UNTIL; concurrency $CONCURREN
 measure history-analyze "$TESSERA" analyze --source "history:$WORK/history" --since "$SINCE" --until "$UNTIL" --format json
 measure history-report "$TESSERA" report --source "history:$WORK/history" --since "$SINCE" --until "$UNTIL" --format json
 start_prometheus
-measure prom-raw-analyze "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json "${PFLAGS[@]}"
-measure prom-raw-report "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json "${PFLAGS[@]}"
+# Raw: `--interval 30s` (the data's own period, the rows auto would choose) is finer than the
+# recorded minute, so the raw series are read even when a kept work folder has the rules' blocks.
+measure prom-raw-analyze "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s "${PFLAGS[@]}"
+measure prom-raw-report "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s "${PFLAGS[@]}"
 
 # The advisor's recording rules, evaluated by this Prometheus over the range.
 if [[ ! -f "$WORK/recorded.done" ]]; then
