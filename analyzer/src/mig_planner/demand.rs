@@ -30,7 +30,7 @@ use tessera_exporter::mig;
 
 use super::{FleetGpu, Workload};
 use crate::advisor::AdvisorError;
-use crate::advisor::columns::{self, ts_ms};
+use crate::advisor::columns::{self, FastMap, ts_ms};
 use crate::ingest::Frames;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -353,27 +353,48 @@ fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Advisor
             ),
         }
     };
+    // Labels are made once per distinct (namespace, pod, job, name, pid) and numbered by their
+    // text (two keys with one text are one workload, as before); rows are keyed by borrowed
+    // strings and the label's number, and turned into owned keys once per workload below.
+    type LabelKey<'a> = (
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<i64>,
+    );
+    let mut label_of: FastMap<LabelKey, usize> = FastMap::default();
+    let mut label_ids: FastMap<String, usize> = FastMap::default();
+    let mut labels: Vec<String> = Vec::new();
     // (node, uuid, gi) -> labels; (node, uuid, label) -> rows
-    let mut on_instance: BTreeMap<(String, String, i64), BTreeSet<String>> = BTreeMap::new();
+    let mut on_instance_ids: FastMap<(&str, &str, i64), BTreeSet<usize>> = FastMap::default();
     type ProcAcc = (f64, Vec<f64>, BTreeSet<i64>);
-    let mut procs: BTreeMap<(String, String, String), ProcAcc> = BTreeMap::new();
+    let mut procs_ids: FastMap<(&str, &str, usize), ProcAcc> = FastMap::default();
     for i in 0..pdf.height() {
         let (Some(n), Some(u)) = (pn.get(i), pu.get(i)) else {
             continue;
         };
-        let l = label(i);
+        let key = (
+            pns.get(i),
+            ppod.get(i),
+            pjob.get(i),
+            pname.get(i),
+            pid.get(i),
+        );
+        let l = *label_of.entry(key).or_insert_with(|| {
+            let text = label(i);
+            *label_ids.entry(text.clone()).or_insert_with(|| {
+                labels.push(text);
+                labels.len() - 1
+            })
+        });
         if let Some(gi) = pgi.get(i) {
-            on_instance
-                .entry((n.to_string(), u.to_string(), gi))
-                .or_default()
-                .insert(l);
+            on_instance_ids.entry((n, u, gi)).or_default().insert(l);
             continue;
         }
-        let e = procs.entry((n.to_string(), u.to_string(), l)).or_insert((
-            0.0,
-            Vec::new(),
-            BTreeSet::new(),
-        ));
+        let e = procs_ids
+            .entry((n, u, l))
+            .or_insert((0.0, Vec::new(), BTreeSet::new()));
         let m = pmem.get(i).unwrap_or(0.0);
         e.0 = e.0.max(m);
         if m >= p.min_memory_bytes
@@ -385,6 +406,17 @@ fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Advisor
             e.1.push(v);
         }
     }
+    let on_instance: BTreeMap<(String, String, i64), BTreeSet<String>> = on_instance_ids
+        .into_iter()
+        .map(|((n, u, gi), ls)| {
+            let names = ls.into_iter().map(|l| labels[l].clone()).collect();
+            ((n.to_string(), u.to_string(), gi), names)
+        })
+        .collect();
+    let procs: BTreeMap<(String, String, String), ProcAcc> = procs_ids
+        .into_iter()
+        .map(|((n, u, l), acc)| ((n.to_string(), u.to_string(), labels[l].clone()), acc))
+        .collect();
     type Proc = (String, f64, Vec<f64>, BTreeSet<i64>);
     let mut procs_by_gpu: HashMap<(String, String), Vec<Proc>> = HashMap::new();
     for ((n, u, l), (m, s, h)) in procs {

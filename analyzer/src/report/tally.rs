@@ -24,7 +24,7 @@ use chrono_tz::Tz;
 use polars::prelude::*;
 
 use super::*;
-use crate::advisor::columns::{f64s, i64s, strs, ts_ms};
+use crate::advisor::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
 use crate::ingest::{Frames, fmt_ms};
 
 /// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
@@ -126,7 +126,7 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         f64s(&df, "power_mean_watts")?,
         f64s(&df, "energy_delta_joules")?,
     );
-    let mut ids: HashMap<Key, usize> = HashMap::new();
+    let mut ids: FastMap<Key, usize> = FastMap::default();
     let mut gpus = Vec::new();
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
@@ -285,6 +285,8 @@ enum Values {
 struct UsageAcc {
     key: String,
     gpus: BTreeSet<usize>,
+    /// The GPU of the last row added (rows come GPU by GPU): no set insert for its next rows.
+    last_gpu: Option<usize>,
     observed: f64,
     busy: f64,
     allocated: f64,
@@ -302,6 +304,7 @@ impl UsageAcc {
         UsageAcc {
             key: key.to_string(),
             gpus: BTreeSet::new(),
+            last_gpu: None,
             observed: 0.0,
             busy: 0.0,
             allocated: 0.0,
@@ -320,7 +323,10 @@ impl UsageAcc {
     }
 
     fn add(&mut self, gpu: usize, r: &Row) {
-        self.gpus.insert(gpu);
+        if self.last_gpu != Some(gpu) {
+            self.gpus.insert(gpu);
+            self.last_gpu = Some(gpu);
+        }
         let h = r.interval as f64 / HOUR_MS;
         self.observed += h;
         if let Some(a) = r.activity {
@@ -429,25 +435,39 @@ impl TeamsAcc {
             f64s(&df, "memory_used_max_bytes")?,
         );
         // Processes per GPU and interval, to split the GPU's time between them.
-        let mut per_gpu: HashMap<Key, u32> = HashMap::new();
+        let mut per_gpu: FastMap<Key, u32> = FastMap::default();
         for i in 0..n {
             *per_gpu
                 .entry((node.get(i), uuid.get(i), ts.get(i)))
                 .or_default() += 1;
         }
+        // Team names by (namespace, job), made once each; processes seen, by team.
+        let mut names: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
+        let mut teams: Vec<String> = Vec::new();
+        let mut seen: FastSet<(usize, Option<&str>, Option<i64>)> = FastSet::default();
         for i in 0..n {
             self.has_ns |= ns.get(i).is_some();
             self.has_job |= job.get(i).is_some();
-            let team = team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into());
-            let e = self.rows.entry(team.clone()).or_insert_with(|| {
-                (
-                    TeamUsage {
-                        team,
-                        ..TeamUsage::default()
-                    },
-                    BTreeSet::new(),
-                )
+            let t = *names.entry((ns.get(i), job.get(i))).or_insert_with(|| {
+                teams.push(
+                    team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into()),
+                );
+                teams.len() - 1
             });
+            let team = teams[t].as_str();
+            if !self.rows.contains_key(team) {
+                self.rows.insert(
+                    team.to_string(),
+                    (
+                        TeamUsage {
+                            team: team.to_string(),
+                            ..TeamUsage::default()
+                        },
+                        BTreeSet::new(),
+                    ),
+                );
+            }
+            let e = self.rows.get_mut(team).expect("inserted");
             let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
             let k = per_gpu
                 .get(&(node.get(i), uuid.get(i), ts.get(i)))
@@ -456,7 +476,9 @@ impl TeamsAcc {
                 .max(1);
             e.0.gpu_hours += h / f64::from(k);
             e.0.memory_gib_hours += mem.get(i).unwrap_or(0.0) / GIB * h;
-            e.1.insert((node.get(i).map(str::to_string), pid.get(i)));
+            if seen.insert((t, node.get(i), pid.get(i))) {
+                e.1.insert((node.get(i).map(str::to_string), pid.get(i)));
+            }
         }
         Ok(())
     }
@@ -640,6 +662,8 @@ struct Tally {
     hour_of_week: Vec<Vec<(f64, f64)>>,
     gpu_activity: Vec<GpuActivity>,
     timeline: Vec<(u32, u32)>,
+    /// Hour-of-week slot of each row start seen (GPUs share their timestamps).
+    slots: FastMap<i64, Option<(usize, usize)>>,
     gpu_notes: Vec<QualityNote>,
     gaps: Vec<(String, usize, f64)>,
 }
@@ -669,6 +693,7 @@ impl Tally {
             hour_of_week: vec![vec![(0.0, 0.0); 24]; 7],
             gpu_activity: Vec::new(),
             timeline: vec![(0, 0); nh],
+            slots: FastMap::default(),
             gpu_notes: Vec::new(),
             gaps: Vec::new(),
         }
@@ -719,12 +744,21 @@ impl Tally {
                 .entry(&g.node)
                 .or_insert_with(|| UsageAcc::new(&g.node, true))
                 .add(base + r.gpu, r);
-            self.by_model
-                .entry(g.model.clone())
-                .or_insert_with(|| UsageAcc::new(&g.model, false))
-                .add(base + r.gpu, r);
+            match self.by_model.get_mut(&g.model) {
+                Some(acc) => acc.add(base + r.gpu, r),
+                None => {
+                    let mut acc = UsageAcc::new(&g.model, false);
+                    acc.add(base + r.gpu, r);
+                    self.by_model.insert(g.model.clone(), acc);
+                }
+            }
             // Hour-of-week heatmap of mean activity (the row's start decides its hour).
-            if let (Some(a), Some((d, h))) = (r.activity, slot_of(r.ts - r.interval, &self.tz)) {
+            let tz = &self.tz;
+            let slot = *self
+                .slots
+                .entry(r.ts - r.interval)
+                .or_insert_with(|| slot_of(r.ts - r.interval, tz));
+            if let (Some(a), Some((d, h))) = (r.activity, slot) {
                 let w = r.interval as f64;
                 self.hour_of_week[d][h].0 += a * w;
                 self.hour_of_week[d][h].1 += w;
