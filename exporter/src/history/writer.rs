@@ -245,17 +245,29 @@ thread_local! {
     /// A crash-test hook: in unit tests, fails the step named (1: Parquet staged, 2: segment
     /// renamed to closing, 3: Parquet renamed into place), leaving the files as a `kill -9` would.
     pub(crate) static CRASH_AT: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+    /// The table folder's files (name, bytes) when the injected crash came.
+    pub(crate) static CRASH_SEEN: std::cell::RefCell<Vec<(String, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn crash_point(step: u8) -> Result<(), HistoryError> {
+fn crash_point(step: u8, dir: &Path) -> Result<(), HistoryError> {
     #[cfg(test)]
     if CRASH_AT.with(|c| c.get()) == step {
+        let seen = list_names(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| {
+                let len = fs::metadata(dir.join(&n)).map_or(0, |m| m.len());
+                (n, len)
+            })
+            .collect();
+        CRASH_SEEN.with(|c| *c.borrow_mut() = seen);
         return Err(HistoryError::Invalid {
             path: PathBuf::new(),
             message: format!("injected crash at step {step}"),
         });
     }
-    let _ = step;
+    let _ = (step, dir);
     Ok(())
 }
 
@@ -443,13 +455,13 @@ fn close_segment<R: HistoryRow>(dir: &Path, hour: i64) -> Result<(), HistoryErro
         true => None,
         false => Some(stage_parquet(dir, hour, &rows, Some(&marker))?),
     };
-    crash_point(1)?;
+    crash_point(1, dir)?;
     fs::rename(&open, &closing).map_err(io(&open))?;
-    crash_point(2)?;
+    crash_point(2, dir)?;
     if let Some((tmp, path)) = &staged {
         fs::rename(tmp, path).map_err(io(path))?;
     }
-    crash_point(3)?;
+    crash_point(3, dir)?;
     remove_if_exists(&closing)
 }
 
@@ -607,14 +619,12 @@ impl<R: HistoryRow> TableWriter<R> {
             accepted.chunk_by(|a, b| a.ts().div_euclid(HOUR_MS) == b.ts().div_euclid(HOUR_MS))
         {
             let hour = chunk[0].ts().div_euclid(HOUR_MS);
-            if self.seg.as_ref().is_some_and(|s| hour > s.hour) {
-                rotated = true;
-                // A failed rotation costs no rows: the old segment stays on disk and is closed
-                // by the next rotation or start.
-                if let Err(e) = self.rotate(hour) {
-                    report.errors.push(e);
-                }
-            }
+            // The new hour's rows reach its segment first, and only then is the old hour
+            // closed: a kill during the (slower) conversion must not take them with it.
+            let old = match self.seg.as_ref().is_some_and(|s| hour > s.hour) {
+                true => self.seg.take(),
+                false => None,
+            };
             match self.append(hour, chunk) {
                 Ok(()) => {
                     report.written[i] += chunk.len() as u64;
@@ -622,6 +632,14 @@ impl<R: HistoryRow> TableWriter<R> {
                 }
                 Err(e) => {
                     report.lost[i] += chunk.len() as u64;
+                    report.errors.push(e);
+                }
+            }
+            if old.is_some() {
+                rotated = true;
+                // A failed rotation costs no rows: the old segment stays on disk and is closed
+                // by the next rotation or start.
+                if let Err(e) = self.close(old, hour) {
                     report.errors.push(e);
                 }
             }
@@ -700,7 +718,14 @@ impl<R: HistoryRow> TableWriter<R> {
 
     /// Closes the current segment (and any other of an hour before `current_hour`) into Parquet.
     fn rotate(&mut self, current_hour: i64) -> Result<(), HistoryError> {
-        let Some(seg) = self.seg.take() else {
+        let seg = self.seg.take();
+        self.close(seg, current_hour)
+    }
+
+    /// Closes `seg` (no longer the current segment), and any other open segment of an hour
+    /// before `current_hour`, into Parquet.
+    fn close(&self, seg: Option<Segment<R>>, current_hour: i64) -> Result<(), HistoryError> {
+        let Some(seg) = seg else {
             return Ok(());
         };
         match seg.file {
@@ -1008,8 +1033,18 @@ mod tests {
         let r = write(&mut w, next.clone());
         CRASH_AT.with(|c| c.set(0));
         assert_eq!(r.errors.is_empty(), step == 0, "{:?}", r.errors);
-        // The rows of the new hour are written whatever happened to the old one.
+        // The rows of the new hour are written whatever happened to the old one, and before
+        // it is converted: a kill during the conversion does not take them.
         assert_eq!(r.written[0], 2);
+        if step > 0 {
+            let seen = CRASH_SEEN.with(|c| c.take());
+            let header = 36; // {"tessera_history":1,"table":"gpu"}\n
+            assert!(
+                seen.iter()
+                    .any(|(n, len)| n == "2026-11-02T01.open.jsonl" && *len > header),
+                "step {step}: {seen:?}"
+            );
+        }
         expected.extend(next);
         drop(w); // kill -9: nothing more runs
         (tmp, expected)
