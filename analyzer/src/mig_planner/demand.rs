@@ -165,9 +165,29 @@ pub fn extract_parts_with(
 ) -> Result<Demand, AdvisorError> {
     let mut out = Vec::with_capacity(parts.len());
     let mut last: Option<String> = None;
-    for (i, frames) in parts.iter().enumerate() {
-        on_done(i);
-        let part = extract_part(frames, p)?;
+    // A few partitions at a time on worker threads (each reads its own rows), merged in order.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let mut extracted = Vec::new();
+    for (c, chunk) in parts.chunks(workers).enumerate() {
+        on_done(c * workers);
+        let got: Vec<Result<PartDemand, AdvisorError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|f| scope.spawn(|| extract_part(f, p)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(AdvisorError::Worker)))
+                .collect()
+        });
+        for g in got {
+            extracted.push(g?);
+        }
+    }
+    for part in extracted {
         let nodes = || part.fleet.iter().map(|g| g.node.as_str());
         let ordered = nodes().zip(nodes().skip(1)).all(|(a, b)| a <= b)
             && match (&last, nodes().next()) {

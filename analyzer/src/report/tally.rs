@@ -396,11 +396,31 @@ type Proc = (Option<String>, Option<i64>);
 struct TeamsAcc {
     has_ns: bool,
     has_job: bool,
-    rows: BTreeMap<String, (TeamUsage, BTreeSet<Proc>)>,
+    /// Team name → its entry in `accs`.
+    index: BTreeMap<String, usize>,
+    accs: Vec<(TeamUsage, BTreeSet<Proc>)>,
 }
 
-impl TeamsAcc {
-    fn add(&mut self, frames: &Frames, range: (i64, i64)) -> Result<(), ReportError> {
+/// One partition's process rows as the team tally adds them: per row its team (an index into
+/// `names`), GPU-hours and GiB-hours, in frame order; the distinct processes of each team.
+struct TeamRows {
+    names: Vec<String>,
+    has_ns: bool,
+    has_job: bool,
+    rows: Vec<(usize, f64, f64)>,
+    procs: Vec<(usize, Proc)>,
+}
+
+/// Reads one partition's process rows for the team tally (no shared state: runs on a worker).
+fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError> {
+    let mut out = TeamRows {
+        names: Vec::new(),
+        has_ns: false,
+        has_job: false,
+        rows: Vec::new(),
+        procs: Vec::new(),
+    };
+    {
         let df = frames
             .process
             .clone()
@@ -443,44 +463,64 @@ impl TeamsAcc {
         }
         // Team names by (namespace, job), made once each; processes seen, by team.
         let mut names: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
-        let mut teams: Vec<String> = Vec::new();
         let mut seen: FastSet<(usize, Option<&str>, Option<i64>)> = FastSet::default();
         for i in 0..n {
-            self.has_ns |= ns.get(i).is_some();
-            self.has_job |= job.get(i).is_some();
+            out.has_ns |= ns.get(i).is_some();
+            out.has_job |= job.get(i).is_some();
             let t = *names.entry((ns.get(i), job.get(i))).or_insert_with(|| {
-                teams.push(
+                out.names.push(
                     team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into()),
                 );
-                teams.len() - 1
+                out.names.len() - 1
             });
-            let team = teams[t].as_str();
-            if !self.rows.contains_key(team) {
-                self.rows.insert(
-                    team.to_string(),
-                    (
-                        TeamUsage {
-                            team: team.to_string(),
-                            ..TeamUsage::default()
-                        },
-                        BTreeSet::new(),
-                    ),
-                );
-            }
-            let e = self.rows.get_mut(team).expect("inserted");
             let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
             let k = per_gpu
                 .get(&(node.get(i), uuid.get(i), ts.get(i)))
                 .copied()
                 .unwrap_or(1)
                 .max(1);
-            e.0.gpu_hours += h / f64::from(k);
-            e.0.memory_gib_hours += mem.get(i).unwrap_or(0.0) / GIB * h;
+            out.rows
+                .push((t, h / f64::from(k), mem.get(i).unwrap_or(0.0) / GIB * h));
             if seen.insert((t, node.get(i), pid.get(i))) {
-                e.1.insert((node.get(i).map(str::to_string), pid.get(i)));
+                out.procs
+                    .push((t, (node.get(i).map(str::to_string), pid.get(i))));
             }
         }
-        Ok(())
+    }
+    Ok(out)
+}
+
+impl TeamsAcc {
+    /// Adds one partition's rows, in order.
+    fn fold(&mut self, t: TeamRows) {
+        self.has_ns |= t.has_ns;
+        self.has_job |= t.has_job;
+        let global: Vec<usize> = t
+            .names
+            .iter()
+            .map(|name| match self.index.get(name) {
+                Some(&g) => g,
+                None => {
+                    self.accs.push((
+                        TeamUsage {
+                            team: name.clone(),
+                            ..TeamUsage::default()
+                        },
+                        BTreeSet::new(),
+                    ));
+                    self.index.insert(name.clone(), self.accs.len() - 1);
+                    self.accs.len() - 1
+                }
+            })
+            .collect();
+        for (team, gh, mh) in t.rows {
+            let e = &mut self.accs[global[team]];
+            e.0.gpu_hours += gh;
+            e.0.memory_gib_hours += mh;
+        }
+        for (team, p) in t.procs {
+            self.accs[global[team]].1.insert(p);
+        }
     }
 
     /// Idle figures from the idle-loaded findings; rounding and order.
@@ -491,9 +531,12 @@ impl TeamsAcc {
             (false, true) => "slurm_job",
             (false, false) => "none",
         };
+        let mut accs: Vec<Option<(TeamUsage, BTreeSet<Proc>)>> =
+            self.accs.into_iter().map(Some).collect();
         let mut out: Vec<TeamUsage> = self
-            .rows
+            .index
             .into_values()
+            .filter_map(|i| accs[i].take())
             .map(|(mut t, procs)| {
                 t.processes = procs.len();
                 for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
@@ -646,7 +689,6 @@ fn gpu_notes(
 /// Everything summed over the partitions so far.
 struct Tally {
     range: (i64, i64),
-    tz: Tz,
     /// GPUs of every partition read so far, in report order.
     gpus: Vec<Gpu>,
     nodes: HashSet<String>,
@@ -662,8 +704,6 @@ struct Tally {
     hour_of_week: Vec<Vec<(f64, f64)>>,
     gpu_activity: Vec<GpuActivity>,
     timeline: Vec<(u32, u32)>,
-    /// Hour-of-week slot of each row start seen (GPUs share their timestamps).
-    slots: FastMap<i64, Option<(usize, usize)>>,
     gpu_notes: Vec<QualityNote>,
     gaps: Vec<(String, usize, f64)>,
 }
@@ -672,13 +712,12 @@ struct Tally {
 struct OutOfOrder;
 
 impl Tally {
-    fn new(range: (i64, i64), tz: Tz) -> Tally {
+    fn new(range: (i64, i64)) -> Tally {
         let first_hour = range.0.div_euclid(3_600_000);
         let last_hour = (range.1 - 1).div_euclid(3_600_000);
         let nh = (last_hour - first_hour + 1).max(0) as usize;
         Tally {
             range,
-            tz,
             gpus: Vec::new(),
             nodes: HashSet::new(),
             sources: BTreeSet::new(),
@@ -693,57 +732,43 @@ impl Tally {
             hour_of_week: vec![vec![(0.0, 0.0); 24]; 7],
             gpu_activity: Vec::new(),
             timeline: vec![(0, 0); nh],
-            slots: FastMap::default(),
             gpu_notes: Vec::new(),
             gaps: Vec::new(),
         }
     }
 
-    /// Reads one partition's rows; `Err(OutOfOrder)` when its GPUs do not come after the
-    /// previous partitions' in report order (nothing was added then).
-    fn add(
-        &mut self,
-        frames: &Frames,
-        hours: f64,
-        prices: &Prices,
-    ) -> Result<Result<(), OutOfOrder>, ReportError> {
-        let (start, end) = self.range;
-        let len = (end - start).max(0);
-        let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+    /// Adds one partition's prepared rows; `Err(OutOfOrder)` when its GPUs do not come after
+    /// the previous partitions' in report order (nothing was added then).
+    fn fold(&mut self, p: Prepared) -> Result<(), OutOfOrder> {
+        let start = self.range.0;
         // Report order across partitions: each partition's GPUs after the last one's, and no
         // node in two partitions.
-        if let (Some(last), Some(first)) = (self.gpus.last(), gpus.first())
+        if let (Some(last), Some(first)) = (self.gpus.last(), p.gpus.first())
             && last.order() >= first.order()
         {
-            return Ok(Err(OutOfOrder));
+            return Err(OutOfOrder);
         }
-        let local: BTreeSet<&str> = gpus.iter().map(|g| g.node.as_str()).collect();
+        let local: BTreeSet<&str> = p.gpus.iter().map(|g| g.node.as_str()).collect();
         if local.iter().any(|n| self.nodes.contains(*n)) {
-            return Ok(Err(OutOfOrder));
+            return Err(OutOfOrder);
         }
         self.nodes.extend(local.into_iter().map(str::to_string));
         let base = self.gpus.len();
-        self.sources.extend(gpus.iter().map(|g| g.source.clone()));
-        let cur: Vec<&Row> = rows.iter().filter(|r| r.ts > start).collect();
-        for r in &rows {
+        self.sources.extend(p.gpus.iter().map(|g| g.source.clone()));
+        let mut slots = p.slots.iter();
+        for r in &p.rows {
             if r.ts <= start {
                 self.has_previous = true;
                 self.previous.add(base + r.gpu, r);
+                continue;
             }
-        }
-        let mut by_node: BTreeMap<&str, UsageAcc> = BTreeMap::new();
-        for r in &cur {
             match r.activity {
                 Some(_) if r.sm => self.n_sm += 1,
                 Some(_) => self.n_busy += 1,
                 None => {}
             }
-            let g = &gpus[r.gpu];
+            let g = &p.gpus[r.gpu];
             self.fleet.add(base + r.gpu, r);
-            by_node
-                .entry(&g.node)
-                .or_insert_with(|| UsageAcc::new(&g.node, true))
-                .add(base + r.gpu, r);
             match self.by_model.get_mut(&g.model) {
                 Some(acc) => acc.add(base + r.gpu, r),
                 None => {
@@ -753,33 +778,102 @@ impl Tally {
                 }
             }
             // Hour-of-week heatmap of mean activity (the row's start decides its hour).
-            let tz = &self.tz;
-            let slot = *self
-                .slots
-                .entry(r.ts - r.interval)
-                .or_insert_with(|| slot_of(r.ts - r.interval, tz));
-            if let (Some(a), Some((d, h))) = (r.activity, slot) {
+            if let (Some(a), Some(Some((d, h)))) = (r.activity, slots.next()) {
                 let w = r.interval as f64;
-                self.hour_of_week[d][h].0 += a * w;
-                self.hour_of_week[d][h].1 += w;
+                self.hour_of_week[*d][*h].0 += a * w;
+                self.hour_of_week[*d][*h].1 += w;
             }
         }
-        // A node's rows are all in this partition: its usage is final.
-        for (_, mut acc) in by_node {
-            let p95 = acc.p95().unwrap_or(None);
-            self.by_node.push(acc.finish(p95, hours, prices));
+        self.by_node.extend(p.by_node);
+        self.gpu_activity.extend(p.gpu_activity);
+        for (t, (g, f)) in self.timeline.iter_mut().zip(p.timeline) {
+            t.0 += g;
+            t.1 += f;
         }
-        let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
-        for r in &cur {
-            per[r.gpu].push(r);
-        }
-        self.gpu_activity.extend(gpu_activity(&gpus, &per));
-        free_counts(&cur, self.range, &mut self.timeline);
-        gpu_notes(&gpus, &per, self.range, &mut self.gpu_notes, &mut self.gaps);
-        self.teams.add(frames, self.range)?;
-        self.gpus.extend(gpus);
-        Ok(Ok(()))
+        self.gpu_notes.extend(p.notes);
+        self.gaps.extend(p.gaps);
+        self.teams.fold(p.teams);
+        self.gpus.extend(p.gpus);
+        Ok(())
     }
+}
+
+/// One partition read and reduced as far as it can be alone (on a worker thread): its GPUs and
+/// rows in report order, the hour-of-week slot of each current row, its nodes' usage (a node's
+/// rows are all in one partition), its GPUs' charts and notes, its team rows.
+struct Prepared {
+    gpus: Vec<Gpu>,
+    rows: Vec<Row>,
+    /// Per current row (`ts` after the start), in order.
+    slots: Vec<Option<(usize, usize)>>,
+    by_node: Vec<Usage>,
+    gpu_activity: Vec<GpuActivity>,
+    timeline: Vec<(u32, u32)>,
+    notes: Vec<QualityNote>,
+    gaps: Vec<(String, usize, f64)>,
+    teams: TeamRows,
+}
+
+fn prepare(
+    frames: &Frames,
+    range: (i64, i64),
+    tz: &Tz,
+    hours: f64,
+    prices: &Prices,
+) -> Result<Prepared, ReportError> {
+    let (start, end) = range;
+    let len = (end - start).max(0);
+    let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+    let cur: Vec<&Row> = rows.iter().filter(|r| r.ts > start).collect();
+    let mut cache: FastMap<i64, Option<(usize, usize)>> = FastMap::default();
+    let slots = cur
+        .iter()
+        .map(|r| {
+            *cache
+                .entry(r.ts - r.interval)
+                .or_insert_with(|| slot_of(r.ts - r.interval, tz))
+        })
+        .collect();
+    let mut by_node: BTreeMap<&str, UsageAcc> = BTreeMap::new();
+    for r in &cur {
+        let g = &gpus[r.gpu];
+        by_node
+            .entry(&g.node)
+            .or_insert_with(|| UsageAcc::new(&g.node, true))
+            .add(r.gpu, r);
+    }
+    let by_node = by_node
+        .into_values()
+        .map(|mut acc| {
+            let p95 = acc.p95().unwrap_or(None);
+            acc.finish(p95, hours, prices)
+        })
+        .collect();
+    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
+    for r in &cur {
+        per[r.gpu].push(r);
+    }
+    let gpu_activity = gpu_activity(&gpus, &per);
+    let first_hour = start.div_euclid(3_600_000);
+    let last_hour = (end - 1).div_euclid(3_600_000);
+    let mut timeline = vec![(0, 0); (last_hour - first_hour + 1).max(0) as usize];
+    free_counts(&cur, range, &mut timeline);
+    let (mut notes, mut gaps) = (Vec::new(), Vec::new());
+    gpu_notes(&gpus, &per, range, &mut notes, &mut gaps);
+    let teams = team_rows(frames, range)?;
+    drop(per);
+    drop(cur);
+    Ok(Prepared {
+        gpus,
+        rows,
+        slots,
+        by_node,
+        gpu_activity,
+        timeline,
+        notes,
+        gaps,
+        teams,
+    })
 }
 
 /// Builds the report over the partitions' rows with `ts` in `input.range` = `(start, end]`
@@ -799,14 +893,46 @@ pub fn build_parts_with(
     let len = (end - start).max(0);
     let hours = len as f64 / HOUR_MS;
     let prices = &input.prices;
-    let mut t = Tally::new(input.range, input.tz);
-    for (i, frames) in parts.iter().enumerate() {
-        on_done(i);
-        if t.add(frames, hours, prices)?.is_err() {
-            // Not in report order: the union, as one partition.
-            let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;
-            return build_parts(&[&union], input);
+    let mut t = Tally::new(input.range);
+    // Partitions are read and reduced on a few threads at a time (each its own rows), then
+    // added in order on this one: memory holds at most `workers` partitions.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let mut done = 0;
+    let mut out_of_order = false;
+    for chunk in parts.chunks(workers) {
+        let prepared: Vec<Result<Prepared, ReportError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|f| scope.spawn(|| prepare(f, input.range, &input.tz, hours, prices)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(ReportError::Frames(
+                        crate::advisor::AdvisorError::Worker,
+                    )))
+                })
+                .collect()
+        });
+        for p in prepared {
+            if t.fold(p?).is_err() {
+                out_of_order = true;
+                break;
+            }
+            done += 1;
+            on_done(done);
         }
+        if out_of_order {
+            break;
+        }
+    }
+    if out_of_order {
+        // Not in report order: the union, as one partition.
+        let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;
+        return build_parts(&[&union], input);
     }
     let signal = match (t.n_sm, t.n_busy) {
         (0, 0) => "none",
