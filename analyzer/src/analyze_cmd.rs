@@ -203,6 +203,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
     let files = part_files(&parts);
     let bar = crate::ingest_cmd::PartProgress::new(parts.len(), gpu_rows);
+    bar.set("analysing", 0);
     let analysis = advisor::analyze_parts_with(
         parts
             .into_iter()

@@ -212,11 +212,10 @@ pub fn run(args: IngestArgs) -> Result<()> {
 
 /// Per-partition progress of a long command on a terminal (stderr): the phase, node partitions
 /// done of total, the rows read and the time elapsed, e.g. `analysing: 12/128 nodes · 61.9 M GPU
-/// rows · 8s`. Drawn only when stderr is a terminal and the command has run for half a second;
-/// never on a pipe or file. Safe to update from worker threads.
+/// rows · 8s`. Drawn only when stderr is a terminal (from the first update; the line is cleared
+/// at the end), never on a pipe or file. Safe to update from worker threads.
 pub struct PartProgress {
     bar: ProgressBar,
-    start: Instant,
     tty: bool,
     total: usize,
     rows: String,
@@ -237,7 +236,6 @@ impl PartProgress {
         };
         PartProgress {
             bar,
-            start: Instant::now(),
             tty: std::io::stderr().is_terminal(),
             total,
             rows,
@@ -246,7 +244,7 @@ impl PartProgress {
 
     /// `phase` (e.g. `analysing`) has `done` partitions done.
     pub fn set(&self, phase: &str, done: usize) {
-        if self.tty && self.bar.is_hidden() && self.start.elapsed() > Duration::from_millis(500) {
+        if self.tty && self.bar.is_hidden() {
             self.bar.set_draw_target(ProgressDrawTarget::stderr());
             self.bar.enable_steady_tick(Duration::from_millis(120));
         }
