@@ -12,15 +12,17 @@
 //! reads the same range again: it must say that it read the recorded series, and give the same
 //! findings.
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use polars::prelude::*;
 use tessera::ingest::{self, IngestOptions, Source};
 
+#[path = "support/openmetrics.rs"]
+mod om;
 #[path = "support/prometheus.rs"]
 mod prom;
+
+use om::{DAY_MS, openmetrics, rfc3339};
 
 const SCENARIO: &str = r#"
 name = "rules"
@@ -86,156 +88,7 @@ namespace = "docs"
 pod = "ocr-75d9b-m4k1s"
 "#;
 
-const DAY_MS: i64 = 86_400_000;
-
 /// The history frames of the simulated day, collected and sorted.
-fn simulate(dir: &Path) -> (DataFrame, DataFrame, DataFrame, i64) {
-    let scenario = tessera_exporter::sim::Scenario::from_toml(SCENARIO, "rules").expect("scenario");
-    let hist = dir.join("history");
-    tessera_exporter::history::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000)
-        .expect("simulate");
-    let since = scenario.start.timestamp_millis();
-    let (frames, _) = ingest::ingest(
-        &[Source::History(hist.to_string_lossy().into_owned())],
-        &IngestOptions {
-            since: Some(since),
-            until: Some(since + DAY_MS + 1),
-            ..IngestOptions::default()
-        },
-    )
-    .expect("ingest history");
-    let collect = |lf: LazyFrame| lf.collect().expect("collect");
-    (
-        collect(frames.gpu),
-        collect(frames.mig),
-        collect(frames.process),
-        since,
-    )
-}
-
-fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
-    df.column(c)
-        .expect("column")
-        .cast(&DataType::Float64)
-        .expect("cast")
-        .f64()
-        .expect("f64")
-        .iter()
-        .collect()
-}
-
-fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
-    df.column(c)
-        .expect("column")
-        .cast(&DataType::String)
-        .expect("cast")
-        .str()
-        .expect("str")
-        .iter()
-        .map(|s| s.map(str::to_string))
-        .collect()
-}
-
-/// Appends the gauge `name` of one table: per row two samples, at `ts − 5 s` and `ts`, whose
-/// mean and max are the row's (`mean` = `max` for a column with only a max).
-fn gauge(out: &mut String, name: &str, df: &DataFrame, label_cols: &[&str], mean: &str, max: &str) {
-    let _ = writeln!(out, "# TYPE {name} gauge");
-    let labels: Vec<(&str, Vec<Option<String>>)> =
-        label_cols.iter().map(|c| (*c, strs(df, c))).collect();
-    let (mean, max, ts) = (f64s(df, mean), f64s(df, max), f64s(df, "ts"));
-    for i in 0..df.height() {
-        let (Some(a), Some(b), Some(t)) = (mean[i], max[i], ts[i]) else {
-            continue;
-        };
-        let mut l = String::from("instance=\"gpu-node-1:19435\"");
-        for (c, v) in &labels {
-            if let Some(v) = &v[i] {
-                let _ = write!(l, ",{c}=\"{v}\"");
-            }
-        }
-        let low = (2.0 * a - b).clamp(0.0, b);
-        let _ = writeln!(out, "{name}{{{l}}} {low} {:.3}", (t - 5_000.0) / 1000.0);
-        let _ = writeln!(out, "{name}{{{l}}} {b} {:.3}", t / 1000.0);
-    }
-}
-
-fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> String {
-    let mut s = String::new();
-    let g = &["gpu", "uuid"];
-    gauge(
-        &mut s,
-        "tessera_gpu_busy_ratio",
-        gpu,
-        g,
-        "busy_mean",
-        "busy_max",
-    );
-    gauge(
-        &mut s,
-        "tessera_gpu_sm_active_ratio",
-        gpu,
-        g,
-        "sm_active_mean",
-        "sm_active_max",
-    );
-    for (name, col) in [
-        ("tessera_gpu_memory_used_bytes", "memory_used_max_bytes"),
-        ("tessera_gpu_memory_total_bytes", "memory_total_bytes"),
-        ("tessera_gpu_power_watts", "power_mean_watts"),
-    ] {
-        gauge(&mut s, name, gpu, g, col, col);
-    }
-    let m = &["gpu", "uuid", "gpu_instance", "compute_instance", "profile"];
-    gauge(
-        &mut s,
-        "tessera_mig_sm_active_ratio",
-        mig,
-        m,
-        "sm_active_mean",
-        "sm_active_max",
-    );
-    for (name, col) in [
-        ("tessera_mig_memory_used_bytes", "memory_used_max_bytes"),
-        ("tessera_mig_memory_total_bytes", "memory_total_bytes"),
-    ] {
-        gauge(&mut s, name, mig, m, col, col);
-    }
-    let p = &[
-        "gpu",
-        "uuid",
-        "gpu_instance",
-        "compute_instance",
-        "pid",
-        "process",
-        "namespace",
-        "pod",
-    ];
-    gauge(
-        &mut s,
-        "tessera_process_sm_utilization_ratio",
-        process,
-        p,
-        "sm_mean",
-        "sm_max",
-    );
-    gauge(
-        &mut s,
-        "tessera_process_memory_used_bytes",
-        process,
-        p,
-        "memory_used_max_bytes",
-        "memory_used_max_bytes",
-    );
-    s.push_str("# EOF\n");
-    s
-}
-
-fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .expect("time")
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 /// `tessera analyze --format json` over the day: (findings, stderr).
 fn analyze(url: &str, since: i64, extra: &[&str]) -> (Vec<serde_json::Value>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
@@ -262,7 +115,7 @@ fn analyze(url: &str, since: i64, extra: &[&str]) -> (Vec<serde_json::Value>, St
 fn the_advisor_reads_recorded_maxima_and_finds_the_same() {
     prom::require_tools();
     let tmp = tempfile::tempdir().expect("tmp");
-    let (gpu, mig, process, since) = simulate(tmp.path());
+    let (gpu, mig, process, since) = om::simulate(tmp.path(), SCENARIO, "rules");
     assert!(mig.height() > 0 && process.height() > 0);
     let server = prom::serve(tmp.path(), &openmetrics(&gpu, &mig, &process));
 

@@ -1,0 +1,172 @@
+//! Shared by the tests that backfill a real Prometheus with simulated history
+//! (`prometheus_rules.rs`, `prometheus_partitions.rs`): one simulated day read back as frames,
+//! and those frames written as tessera-exporter's OpenMetrics (each row as two samples whose mean
+//! and max are the row's, the row's node as the scrape target).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use polars::prelude::*;
+use tessera::ingest::{self, IngestOptions, Source};
+
+/// One day, in ms.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// One simulated day of the scenario `toml` (named `name` in errors), written as history under
+/// `dir/history` and read back: the gpu, mig and process frames and the day's start (unix ms).
+pub fn simulate(dir: &Path, toml: &str, name: &str) -> (DataFrame, DataFrame, DataFrame, i64) {
+    let scenario = tessera_exporter::sim::Scenario::from_toml(toml, name).expect("scenario");
+    let hist = dir.join("history");
+    tessera_exporter::history::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000)
+        .expect("simulate");
+    let since = scenario.start.timestamp_millis();
+    let (frames, _) = ingest::ingest(
+        &[Source::History(hist.to_string_lossy().into_owned())],
+        &IngestOptions {
+            since: Some(since),
+            until: Some(since + DAY_MS + 1),
+            ..IngestOptions::default()
+        },
+    )
+    .expect("ingest history");
+    let collect = |lf: LazyFrame| lf.collect().expect("collect");
+    (
+        collect(frames.gpu),
+        collect(frames.mig),
+        collect(frames.process),
+        since,
+    )
+}
+
+pub fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+    df.column(c)
+        .expect("column")
+        .cast(&DataType::Float64)
+        .expect("cast")
+        .f64()
+        .expect("f64")
+        .iter()
+        .collect()
+}
+
+pub fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+    df.column(c)
+        .expect("column")
+        .cast(&DataType::String)
+        .expect("cast")
+        .str()
+        .expect("str")
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect()
+}
+
+/// Appends the gauge `name` of one table: per row two samples, at `ts − 5 s` and `ts`, whose
+/// mean and max are the row's, labelled with the row's node as the scrape target.
+pub fn gauge(
+    out: &mut String,
+    name: &str,
+    df: &DataFrame,
+    label_cols: &[&str],
+    mean: &str,
+    max: &str,
+) {
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    let labels: Vec<(&str, Vec<Option<String>>)> =
+        label_cols.iter().map(|c| (*c, strs(df, c))).collect();
+    let nodes = strs(df, "node");
+    let (mean, max, ts) = (f64s(df, mean), f64s(df, max), f64s(df, "ts"));
+    for i in 0..df.height() {
+        let (Some(a), Some(b), Some(t), Some(node)) = (mean[i], max[i], ts[i], &nodes[i]) else {
+            continue;
+        };
+        let mut l = format!("instance=\"{node}:19435\"");
+        for (c, v) in &labels {
+            if let Some(v) = &v[i] {
+                let _ = write!(l, ",{c}=\"{v}\"");
+            }
+        }
+        let low = (2.0 * a - b).clamp(0.0, b);
+        let _ = writeln!(out, "{name}{{{l}}} {low} {:.3}", (t - 5_000.0) / 1000.0);
+        let _ = writeln!(out, "{name}{{{l}}} {b} {:.3}", t / 1000.0);
+    }
+}
+
+/// The frames as tessera-exporter's OpenMetrics exposition, for `promtool tsdb
+/// create-blocks-from openmetrics`.
+pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> String {
+    let mut s = String::new();
+    let g = &["gpu", "uuid"];
+    gauge(
+        &mut s,
+        "tessera_gpu_busy_ratio",
+        gpu,
+        g,
+        "busy_mean",
+        "busy_max",
+    );
+    gauge(
+        &mut s,
+        "tessera_gpu_sm_active_ratio",
+        gpu,
+        g,
+        "sm_active_mean",
+        "sm_active_max",
+    );
+    for (name, col) in [
+        ("tessera_gpu_memory_used_bytes", "memory_used_max_bytes"),
+        ("tessera_gpu_memory_total_bytes", "memory_total_bytes"),
+        ("tessera_gpu_power_watts", "power_mean_watts"),
+    ] {
+        gauge(&mut s, name, gpu, g, col, col);
+    }
+    let m = &["gpu", "uuid", "gpu_instance", "compute_instance", "profile"];
+    gauge(
+        &mut s,
+        "tessera_mig_sm_active_ratio",
+        mig,
+        m,
+        "sm_active_mean",
+        "sm_active_max",
+    );
+    for (name, col) in [
+        ("tessera_mig_memory_used_bytes", "memory_used_max_bytes"),
+        ("tessera_mig_memory_total_bytes", "memory_total_bytes"),
+    ] {
+        gauge(&mut s, name, mig, m, col, col);
+    }
+    let p = &[
+        "gpu",
+        "uuid",
+        "gpu_instance",
+        "compute_instance",
+        "pid",
+        "process",
+        "namespace",
+        "pod",
+    ];
+    gauge(
+        &mut s,
+        "tessera_process_sm_utilization_ratio",
+        process,
+        p,
+        "sm_mean",
+        "sm_max",
+    );
+    gauge(
+        &mut s,
+        "tessera_process_memory_used_bytes",
+        process,
+        p,
+        "memory_used_max_bytes",
+        "memory_used_max_bytes",
+    );
+    s.push_str("# EOF\n");
+    s
+}
+
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("time")
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
