@@ -10,7 +10,6 @@
 //! `prometheus_http.rs`). `PROPTEST_CASES=20000 cargo test -p
 //! tessera --test parsers_prop` runs them longer (docs/testing.md).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -19,9 +18,10 @@ use polars::prelude::*;
 use proptest::prelude::*;
 use tessera::ingest::{self, IngestError, IngestOptions, Source};
 
-// ---- allocation accounting: process-wide, so that polars' and the fake server's threads count --
+#[path = "../../exporter/tests/support/counting.rs"]
+mod counting;
 
-struct Counting;
+// ---- allocation accounting: process-wide, so that polars' and the fake server's threads count --
 
 static CURRENT: AtomicI64 = AtomicI64::new(0);
 static PEAK: AtomicI64 = AtomicI64::new(0);
@@ -31,37 +31,15 @@ fn track(delta: i64) {
     PEAK.fetch_max(now, Ordering::Relaxed);
 }
 
-// SAFETY: every call is forwarded to the system allocator unchanged; only sizes are counted.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            track(layout.size() as i64);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            track(layout.size() as i64);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        track(-(layout.size() as i64));
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            track(new_size as i64 - layout.size() as i64);
-        }
-        p
-    }
+fn note_i64(delta: isize) {
+    track(delta as i64);
 }
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting {
+    note: note_i64,
+    realloc_holds_both: false,
+};
 
 /// The properties run one at a time, so that the peak is the property's own.
 static SERIAL: Mutex<()> = Mutex::new(());

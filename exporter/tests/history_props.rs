@@ -15,7 +15,6 @@
 //! longer: `PROPTEST_CASES=200000 cargo test --release -p tessera-exporter --test history_props`
 //! (docs/testing.md).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -31,9 +30,10 @@ use tessera_exporter::history::reader::{
 use tessera_exporter::history::{Aggregator, GpuRow, HistoryError, ProcessRow, Rows, Table};
 use tessera_exporter::sim::{self, SimBackend, SimClock};
 
-// ---- allocation accounting -------------------------------------------------------------------
+#[path = "support/counting.rs"]
+mod counting;
 
-struct Counting;
+// ---- allocation accounting -------------------------------------------------------------------
 
 thread_local! {
     static CURRENT: Cell<i64> = const { Cell::new(0) };
@@ -52,41 +52,15 @@ fn track(delta: i64) {
     });
 }
 
-// SAFETY: every call is forwarded to `System` unchanged; the counters only observe sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            track(layout.size() as i64);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            track(layout.size() as i64);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (through this allocator).
-        unsafe { System.dealloc(ptr, layout) };
-        track(-(layout.size() as i64));
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            track(new_size as i64 - layout.size() as i64);
-        }
-        p
-    }
+fn note_i64(delta: isize) {
+    track(delta as i64);
 }
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting {
+    note: note_i64,
+    realloc_holds_both: false,
+};
 
 /// Runs `f` and returns its result and the most bytes it held allocated at once (this thread).
 fn peak_of<T>(f: impl FnOnce() -> T) -> (T, u64) {

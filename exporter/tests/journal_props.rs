@@ -20,7 +20,6 @@
 //! default, a few seconds in a debug build). Longer: `PROPTEST_CASES=100000 cargo test -p
 //! tessera-exporter --release --test journal_props` (docs/testing.md).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -32,6 +31,9 @@ use tessera_exporter::mig_control::{MigControl, MigNodeState};
 use tessera_exporter::sim::control::SimMigControl;
 use tessera_exporter::sim::{Scenario, SimNode};
 
+#[path = "support/counting.rs"]
+mod counting;
+
 /// Peak heap while parsing, per input byte: the records (`size_of::<Record>()` is 232 bytes, the
 /// smallest record 32 input bytes) in a `Vec` that doubles, old and new buffer during the copy:
 /// about 18 at worst (`many_minimal_records_stay_within_the_heap_bound`).
@@ -40,8 +42,6 @@ const HEAP_FACTOR: usize = 24;
 const HEAP_SLACK: usize = 64 * 1024;
 /// The smallest record: `{"time":"","run":"","event":""}`.
 const MIN_RECORD_BYTES: usize = 31;
-
-struct Counting;
 
 thread_local! {
     static LIVE: Cell<usize> = const { Cell::new(0) };
@@ -60,30 +60,18 @@ fn shrink(n: usize) {
     let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
 }
 
-// SAFETY: every call is forwarded to the system allocator unchanged; the counters are
-// thread-local cells with const initialisers (no allocation, no destructor).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        shrink(layout.size());
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grow(new_size);
-        shrink(layout.size());
-        unsafe { System.realloc(ptr, layout, new_size) }
+fn note_journal(delta: isize) {
+    match usize::try_from(delta) {
+        Ok(n) => grow(n),
+        Err(_) => shrink(delta.unsigned_abs()),
     }
 }
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting {
+    note: note_journal,
+    realloc_holds_both: true,
+};
 
 /// `f`'s result and the most heap it held at once above what was live before.
 fn peak_heap<T>(f: impl FnOnce() -> T) -> (T, usize) {

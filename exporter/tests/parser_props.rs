@@ -16,7 +16,6 @@
 //!
 //! Cases per property: `PROPTEST_CASES` (default 1,000; see docs/testing.md to run longer).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::LazyLock;
 
@@ -30,9 +29,10 @@ use tessera_exporter::mig_plan::{MigPlanError, MigPlanFile, MigSchedule};
 use tessera_exporter::sim::truth::GroundTruth;
 use tessera_exporter::sim::{Scenario, ScenarioError, SimBackend, SimClock};
 
-// ---- Allocation counting: live bytes of the current thread, and their peak.
+#[path = "support/counting.rs"]
+mod counting;
 
-struct Counting;
+// ---- Allocation counting: live bytes of the current thread, and their peak.
 
 thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
@@ -47,37 +47,11 @@ fn note(delta: isize) {
     });
 }
 
-// SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        note(-(layout.size() as isize));
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            note(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting {
+    note,
+    realloc_holds_both: false,
+};
 
 /// The stated bound: heap bytes a parse may hold at its peak, per input byte and in all.
 /// serde_yaml_ng holds every event of a document (measured worst ~100 bytes per input byte, a

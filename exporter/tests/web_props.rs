@@ -37,7 +37,6 @@
 //!
 //! Cases per property: `PROPTEST_CASES` (default 1,000; docs/testing.md says how to run longer).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -49,13 +48,14 @@ use std::time::Duration;
 use base64::Engine as _;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
+
+#[path = "support/counting.rs"]
+mod counting;
 use tessera_exporter::web::{
     Exposition, Rendered, RunningServer, Server, ServerOptions, WebConfig,
 };
 
 // ---- Allocation counting: live bytes and their peak, per thread and for the server's threads.
-
-struct Counting;
 
 thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
@@ -103,37 +103,11 @@ fn note(delta: isize) {
     }
 }
 
-// SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        note(-(layout.size() as isize));
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            note(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting {
+    note,
+    realloc_holds_both: false,
+};
 
 /// The stated bound of a web config parse: serde_yaml_ng holds every event of the document (up to
 /// ~100 bytes per input byte, see `input_limits`), plus libyaml's buffers.
