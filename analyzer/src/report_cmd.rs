@@ -180,6 +180,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
         &|n| bar.set("analysing", n),
     )
     .map_err(|e| named(e.into()))?;
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let t0 = std::time::Instant::now();
     let r = report::build_parts_with(
         &frames,
         &ReportInput {
@@ -196,6 +198,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
     .map_err(|e| named(e.into()))?;
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
+    if timing {
+        eprintln!("timings: report tallies {:?}", t0.elapsed());
+    }
+    let t0 = std::time::Instant::now();
     let current: Vec<ingest::Frames> = frames.iter().map(|f| since(f, start + 1)).collect();
     let mut r = r;
     let d = tessera::mig_planner::demand::extract_parts_with(
@@ -204,6 +210,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
         &|n| bar.set("planning MIG layouts", n),
     )
     .map_err(|e| named(e.into()))?;
+    if timing {
+        eprintln!("timings: report demand {:?}", t0.elapsed());
+    }
     r.mig = match tessera::mig_planner::plan(
         &d.workloads,
         &d.fleet,

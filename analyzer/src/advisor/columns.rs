@@ -72,6 +72,71 @@ impl Strs {
 /// See [`Strs::view_keys`].
 pub type ViewKey = (u32, u128);
 
+/// A string column's rows as small integers ([`Strs::ids`]): equal strings have equal ids.
+pub struct Ids<'a> {
+    /// Per row, the id of its string (`None` when null).
+    pub ids: Vec<Option<u32>>,
+    /// The strings by id, in order of first appearance.
+    pub strings: Vec<&'a str>,
+}
+
+impl Strs {
+    /// Per row, an id such that two rows have the same id exactly when their strings are equal
+    /// (ids numbered in order of first appearance; `None` for null). A string is read only when
+    /// its arrow view was not seen before, so a hot loop can key rows by integers instead of
+    /// hashing strings.
+    pub fn ids(&self) -> Ids<'_> {
+        let mut ids = Vec::with_capacity(self.ca.len());
+        let mut strings: Vec<&str> = Vec::new();
+        let mut by_view: FastMap<ViewKey, u32> = FastMap::default();
+        let mut by_str: FastMap<&str, u32> = FastMap::default();
+        for (c, arr) in self.chunks.iter().enumerate() {
+            let valid = arr.validity();
+            let mut last: Option<(ViewKey, u32)> = None;
+            for (j, v) in arr.views().iter().enumerate() {
+                if valid.is_some_and(|b| !b.get_bit(j)) {
+                    ids.push(None);
+                    continue;
+                }
+                let key = (if v.is_inline() { u32::MAX } else { c as u32 }, v.as_u128());
+                let id = match last {
+                    Some((k, id)) if k == key => id,
+                    _ => {
+                        let id = match by_view.get(&key) {
+                            Some(&id) => id,
+                            None => {
+                                let s = arr.value(j);
+                                let id = *by_str.entry(s).or_insert_with(|| {
+                                    strings.push(s);
+                                    (strings.len() - 1) as u32
+                                });
+                                by_view.insert(key, id);
+                                id
+                            }
+                        };
+                        last = Some((key, id));
+                        id
+                    }
+                };
+                ids.push(Some(id));
+            }
+        }
+        Ids { ids, strings }
+    }
+}
+
+impl Ids<'_> {
+    /// Row `i`'s id (`None` when null or out of range).
+    pub fn at(&self, i: usize) -> Option<u32> {
+        self.ids.get(i).copied().flatten()
+    }
+
+    /// Row `i`'s string.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        self.at(i).map(|id| self.strings[id as usize])
+    }
+}
+
 /// Row-by-row [`Strs::view_keys`] without materialising them (a vector of keys per column cost
 /// a third of the idle detector in fresh pages on 2.6 M rows): sequential rows stay in the
 /// current chunk.
@@ -141,18 +206,36 @@ pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
         column(df, name, &DataType::String)?.str()?.clone(),
     ))
 }
+/// The values of a primitive column's chunks with their validity, chunk by chunk (polars'
+/// per-element iterator costs several times more on millions of rows).
+fn options<T: polars::prelude::NumericNative, U>(
+    ca: &ChunkedArray<impl PolarsNumericType<Native = T>>,
+    f: impl Fn(T) -> Option<U>,
+) -> Vec<Option<U>> {
+    let mut out = Vec::with_capacity(ca.len());
+    for arr in ca.downcast_iter() {
+        match arr.validity() {
+            Some(valid) if valid.unset_bits() > 0 => out.extend(
+                arr.values()
+                    .iter()
+                    .zip(valid.iter())
+                    .map(|(&v, ok)| if ok { f(v) } else { None }),
+            ),
+            _ => out.extend(arr.values().iter().map(|&v| f(v))),
+        }
+    }
+    out
+}
+
 pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, AdvisorError> {
     let s = column(df, name, &DataType::Float64)?;
-    Ok(F64s(
-        s.f64()?
-            .iter()
-            .map(|v| v.filter(|x| x.is_finite()))
-            .collect(),
-    ))
+    Ok(F64s(options(s.f64()?, |x| {
+        Some(x).filter(|x| x.is_finite())
+    })))
 }
 pub fn i64s(df: &DataFrame, name: &str) -> Result<I64s, AdvisorError> {
     let s = column(df, name, &DataType::Int64)?;
-    Ok(I64s(s.i64()?.iter().collect()))
+    Ok(I64s(options(s.i64()?, Some)))
 }
 pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, AdvisorError> {
     let s = column(df, name, &DataType::Boolean)?;
@@ -232,4 +315,74 @@ pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
             v
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame whose string column has two chunks (so equal long strings have different views)
+    /// and nulls; a float column with nulls and non-finite values.
+    fn two_chunks() -> DataFrame {
+        let long = "a-string-longer-than-twelve-bytes";
+        let a = df!(
+            "s" => [Some("x"), Some(long), None, Some("y")],
+            "f" => [Some(1.0), None, Some(f64::NAN), Some(2.5)],
+        )
+        .unwrap();
+        let b = df!(
+            "s" => [Some(long), Some("x"), Some("another-long-string-of-bytes"), None],
+            "f" => [Some(f64::INFINITY), Some(-0.0), None, Some(3.0)],
+        )
+        .unwrap();
+        let mut d = a;
+        d.vstack_mut(&b).unwrap();
+        d
+    }
+
+    #[test]
+    fn ids_are_equal_exactly_when_strings_are() {
+        let d = two_chunks();
+        let s = strs(&d, "s").unwrap();
+        assert_eq!(s.chunks.len(), 2, "the test needs two chunks");
+        let ids = s.ids();
+        for i in 0..d.height() {
+            assert_eq!(ids.get(i), s.get(i), "row {i}");
+            for j in 0..d.height() {
+                assert_eq!(
+                    ids.at(i) == ids.at(j),
+                    s.get(i) == s.get(j),
+                    "rows {i} and {j}"
+                );
+            }
+        }
+        assert_eq!(ids.strings.len(), 4);
+        assert_eq!(ids.at(99), None);
+    }
+
+    #[test]
+    fn numeric_columns_keep_nulls_and_drop_non_finite_values() {
+        let d = two_chunks();
+        let f = f64s(&d, "f").unwrap();
+        let got: Vec<Option<f64>> = (0..d.height()).map(|i| f.get(i)).collect();
+        assert_eq!(
+            got,
+            [
+                Some(1.0),
+                None,
+                None,
+                Some(2.5),
+                None,
+                Some(-0.0),
+                None,
+                Some(3.0)
+            ]
+        );
+        let d = df!("i" => [Some(1i64), None, Some(-3)]).unwrap();
+        let i = i64s(&d, "i").unwrap();
+        assert_eq!(
+            (i.get(0), i.get(1), i.get(2), i.get(3)),
+            (Some(1), None, Some(-3), None)
+        );
+    }
 }

@@ -304,12 +304,16 @@ fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Advisor
             busy: Vec::new(),
             loaded: BTreeSet::new(),
         };
+        // Rows in time order: an hour is added once, not per row.
+        let mut last_hour = None;
         for &r in &rows {
             let m = mem.get(r).unwrap_or(0.0);
             g.peak_mem = g.peak_mem.max(m);
             if m >= p.min_gpu_memory_bytes
                 && let Some(t) = ts.get(r)
+                && last_hour != Some(hour_of(t))
             {
+                last_hour = Some(hour_of(t));
                 g.loaded.insert(hour_of(t));
             }
             if let Some(v) = sm.get(r) {
@@ -361,6 +365,15 @@ fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Advisor
     let pjob = columns::strs(&pdf, "slurm_job_id")?;
     let pmem = columns::f64s(&pdf, "memory_used_max_bytes")?;
     let psm = columns::f64s(&pdf, "sm_mean")?;
+    // Rows keyed by string ids (a string is read once per distinct view, not per row).
+    let (pn, pu, pname, pns, ppod, pjob) = (
+        pn.ids(),
+        pu.ids(),
+        pname.ids(),
+        pns.ids(),
+        ppod.ids(),
+        pjob.ids(),
+    );
     let label = |i: usize| -> String {
         match (pns.get(i), ppod.get(i), pjob.get(i)) {
             (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
@@ -374,68 +387,77 @@ fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Advisor
         }
     };
     // Labels are made once per distinct (namespace, pod, job, name, pid) and numbered by their
-    // text (two keys with one text are one workload, as before); rows are keyed by borrowed
-    // strings and the label's number, and turned into owned keys once per workload below.
-    type LabelKey<'a> = (
-        Option<&'a str>,
-        Option<&'a str>,
-        Option<&'a str>,
-        Option<&'a str>,
+    // text (two keys with one text are one workload, as before); rows are keyed by string ids
+    // and the label's number, and turned into owned keys once per workload below.
+    type LabelKey = (
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
         Option<i64>,
     );
     let mut label_of: FastMap<LabelKey, usize> = FastMap::default();
     let mut label_ids: FastMap<String, usize> = FastMap::default();
     let mut labels: Vec<String> = Vec::new();
     // (node, uuid, gi) -> labels; (node, uuid, label) -> rows
-    let mut on_instance_ids: FastMap<(&str, &str, i64), BTreeSet<usize>> = FastMap::default();
+    let mut on_instance_ids: FastMap<(u32, u32, i64), BTreeSet<usize>> = FastMap::default();
+    // Peak memory, activity values, loaded hours and the last hour added (rows of one key come
+    // in time order in history, so most rows add no hour).
     type ProcAcc = (f64, Vec<f64>, BTreeSet<i64>);
-    let mut procs_ids: FastMap<(&str, &str, usize), ProcAcc> = FastMap::default();
+    let mut procs_ids: FastMap<(u32, u32, usize), (ProcAcc, Option<i64>)> = FastMap::default();
+    let mut last: Option<(LabelKey, usize)> = None;
     for i in 0..pdf.height() {
-        let (Some(n), Some(u)) = (pn.get(i), pu.get(i)) else {
+        let (Some(n), Some(u)) = (pn.at(i), pu.at(i)) else {
             continue;
         };
-        let key = (
-            pns.get(i),
-            ppod.get(i),
-            pjob.get(i),
-            pname.get(i),
-            pid.get(i),
-        );
-        let l = *label_of.entry(key).or_insert_with(|| {
-            let text = label(i);
-            *label_ids.entry(text.clone()).or_insert_with(|| {
-                labels.push(text);
-                labels.len() - 1
-            })
-        });
+        let key = (pns.at(i), ppod.at(i), pjob.at(i), pname.at(i), pid.get(i));
+        let l = match last {
+            Some((k, l)) if k == key => l,
+            _ => {
+                let l = *label_of.entry(key).or_insert_with(|| {
+                    let text = label(i);
+                    *label_ids.entry(text.clone()).or_insert_with(|| {
+                        labels.push(text);
+                        labels.len() - 1
+                    })
+                });
+                last = Some((key, l));
+                l
+            }
+        };
         if let Some(gi) = pgi.get(i) {
             on_instance_ids.entry((n, u, gi)).or_default().insert(l);
             continue;
         }
-        let e = procs_ids
+        let (e, last_hour) = procs_ids
             .entry((n, u, l))
-            .or_insert((0.0, Vec::new(), BTreeSet::new()));
+            .or_insert(((0.0, Vec::new(), BTreeSet::new()), None));
         let m = pmem.get(i).unwrap_or(0.0);
         e.0 = e.0.max(m);
         if m >= p.min_memory_bytes
             && let Some(t) = pts.get(i)
         {
-            e.2.insert(hour_of(t));
+            let h = hour_of(t);
+            if *last_hour != Some(h) {
+                e.2.insert(h);
+                *last_hour = Some(h);
+            }
         }
         if let Some(v) = psm.get(i) {
             e.1.push(v);
         }
     }
+    let str_of = |ids: &columns::Ids, id: u32| ids.strings[id as usize].to_string();
     let on_instance: BTreeMap<(String, String, i64), BTreeSet<String>> = on_instance_ids
         .into_iter()
         .map(|((n, u, gi), ls)| {
             let names = ls.into_iter().map(|l| labels[l].clone()).collect();
-            ((n.to_string(), u.to_string(), gi), names)
+            ((str_of(&pn, n), str_of(&pu, u), gi), names)
         })
         .collect();
     let procs: BTreeMap<(String, String, String), ProcAcc> = procs_ids
         .into_iter()
-        .map(|((n, u, l), acc)| ((n.to_string(), u.to_string(), labels[l].clone()), acc))
+        .map(|((n, u, l), (acc, _))| ((str_of(&pn, n), str_of(&pu, u), labels[l].clone()), acc))
         .collect();
     type Proc = (String, f64, Vec<f64>, BTreeSet<i64>);
     let mut procs_by_gpu: HashMap<(String, String), Vec<Proc>> = HashMap::new();

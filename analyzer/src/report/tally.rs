@@ -18,7 +18,7 @@
 //! This module reads the lazy frames it is given and nothing else; it does not price findings
 //! or plan MIG layouts (see the parent module).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono_tz::Tz;
 use polars::prelude::*;
@@ -27,10 +27,8 @@ use super::*;
 use crate::advisor::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
 use crate::ingest::{Frames, fmt_ms};
 
-/// A GPU's identity in a frame: node, uuid and index (or ts, for per-interval keys).
-type Key<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>);
-
 /// One GPU row, as the report reads it.
+#[derive(Clone, Copy)]
 pub(super) struct Row {
     pub gpu: usize,
     pub ts: i64,
@@ -66,13 +64,17 @@ impl Gpu {
     }
 }
 
+/// The nearest-rank quantile `q` of `v` in total order (`v` is reordered; values equal in total
+/// order have equal bits, so the value at the rank is the one a full sort puts there).
 pub(super) fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    v.sort_by(|a, b| a.total_cmp(b));
     let i = quantile_rank(v.len() as u64, q);
-    Some(v[i as usize])
+    Some(
+        *v.select_nth_unstable_by(i as usize, |a, b| a.total_cmp(b))
+            .1,
+    )
 }
 
 /// The nearest rank of quantile `q` among `n` values.
@@ -106,13 +108,20 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         ])
         .collect()?;
     let n = df.height();
-    let status = strs(&df, "status")?;
-    let (node, uuid, model, source) = (
+    let (status, node, uuid, model, source) = (
+        strs(&df, "status")?,
         strs(&df, "node")?,
         strs(&df, "uuid")?,
         strs(&df, "model")?,
         strs(&df, "source")?,
     );
+    // Rows keyed by string ids (a string is read once per distinct view, not per row).
+    let (status_ids, node_ids, uuid_ids) = (status.ids(), node.ids(), uuid.ids());
+    let lost_status: Vec<bool> = status_ids
+        .strings
+        .iter()
+        .map(|s| matches!(*s, "lost" | "error"))
+        .collect();
     let (gpu, ts, interval) = (
         i64s(&df, "gpu")?,
         i64s(&df, "ts")?,
@@ -126,14 +135,15 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         f64s(&df, "power_mean_watts")?,
         f64s(&df, "energy_delta_joules")?,
     );
-    let mut ids: FastMap<Key, usize> = FastMap::default();
+    type IdKey = (Option<u32>, Option<u32>, Option<i64>);
+    let mut ids: FastMap<IdKey, usize> = FastMap::default();
     let mut gpus = Vec::new();
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
-        let key = (node.get(i), uuid.get(i), gpu.get(i));
+        let key = (node_ids.at(i), uuid_ids.at(i), gpu.get(i));
         let g = *ids.entry(key).or_insert_with(|| {
             gpus.push(Gpu {
-                node: node.get(i).unwrap_or("?").to_string(),
+                node: node_ids.get(i).unwrap_or("?").to_string(),
                 index: gpu.get(i),
                 model: model.get(i).unwrap_or("unknown").to_string(),
                 source: source.get(i).unwrap_or("").to_string(),
@@ -158,7 +168,7 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
             mem: mem.get(i),
             total: total.get(i),
             energy_j,
-            lost: matches!(status.get(i), Some("lost" | "error")),
+            lost: status_ids.at(i).is_some_and(|s| lost_status[s as usize]),
         });
     }
     // Stable GPU order: node, index.
@@ -169,10 +179,29 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         rank[g] = r;
     }
     let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
-    for r in &mut rows {
-        r.gpu = rank[r.gpu];
+    // Sorted by (GPU, ts), stably: rows bucketed by GPU in frame order, then each bucket sorted
+    // by ts unless it already is (a node's files are in time order).
+    let mut counts = vec![0usize; gpus.len() + 1];
+    for r in &rows {
+        counts[rank[r.gpu] + 1] += 1;
     }
-    rows.sort_by_key(|r| (r.gpu, r.ts));
+    for g in 1..counts.len() {
+        counts[g] += counts[g - 1];
+    }
+    let mut at = counts.clone();
+    let mut index = vec![0usize; rows.len()];
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.gpu = rank[r.gpu];
+        index[at[r.gpu]] = i;
+        at[r.gpu] += 1;
+    }
+    let mut rows: Vec<Row> = index.into_iter().map(|i| rows[i]).collect();
+    for w in counts.windows(2) {
+        let bucket = &mut rows[w[0]..w[1]];
+        if !bucket.windows(2).all(|p| p[0].ts <= p[1].ts) {
+            bucket.sort_by_key(|r| r.ts);
+        }
+    }
     Ok((gpus, rows))
 }
 
@@ -448,40 +477,55 @@ fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError
             strs(&df, "namespace")?,
             strs(&df, "slurm_job_id")?,
         );
+        // Rows keyed by string ids (each string read once per distinct view, not per row).
+        let (node, uuid, ns, job) = (node.ids(), uuid.ids(), ns.ids(), job.ids());
         let (pid, ts, interval, mem) = (
             i64s(&df, "pid")?,
             i64s(&df, "ts")?,
             i64s(&df, "interval_ms")?,
             f64s(&df, "memory_used_max_bytes")?,
         );
-        // Processes per GPU and interval, to split the GPU's time between them.
-        let mut per_gpu: FastMap<Key, u32> = FastMap::default();
-        for i in 0..n {
-            *per_gpu
-                .entry((node.get(i), uuid.get(i), ts.get(i)))
-                .or_default() += 1;
+        type IdKey = (Option<u32>, Option<u32>, Option<i64>);
+        // Processes per GPU and interval, to split the GPU's time between them: per row, the
+        // number of rows with its (node, uuid, ts). Rows in time order are counted one `ts` at a
+        // time (a small map); others in one map over the partition.
+        let mut share: Vec<u32> = Vec::with_capacity(n);
+        let in_order = (1..n).all(|i| ts.get(i - 1) <= ts.get(i));
+        let mut per_gpu: FastMap<IdKey, u32> = FastMap::default();
+        let mut block = 0;
+        while block < n {
+            let end = if in_order {
+                let t = ts.get(block);
+                (block..n).find(|&i| ts.get(i) != t).unwrap_or(n)
+            } else {
+                n
+            };
+            per_gpu.clear();
+            for i in block..end {
+                *per_gpu
+                    .entry((node.at(i), uuid.at(i), ts.get(i)))
+                    .or_default() += 1;
+            }
+            share.extend((block..end).map(|i| per_gpu[&(node.at(i), uuid.at(i), ts.get(i))]));
+            block = end;
         }
         // Team names by (namespace, job), made once each; processes seen, by team.
-        let mut names: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
-        let mut seen: FastSet<(usize, Option<&str>, Option<i64>)> = FastSet::default();
-        for i in 0..n {
-            out.has_ns |= ns.get(i).is_some();
-            out.has_job |= job.get(i).is_some();
-            let t = *names.entry((ns.get(i), job.get(i))).or_insert_with(|| {
+        let mut names: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
+        let mut seen: FastSet<(usize, Option<u32>, Option<i64>)> = FastSet::default();
+        for (i, &k) in share.iter().enumerate() {
+            out.has_ns |= ns.at(i).is_some();
+            out.has_job |= job.at(i).is_some();
+            let t = *names.entry((ns.at(i), job.at(i))).or_insert_with(|| {
                 out.names.push(
                     team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into()),
                 );
                 out.names.len() - 1
             });
             let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
-            let k = per_gpu
-                .get(&(node.get(i), uuid.get(i), ts.get(i)))
-                .copied()
-                .unwrap_or(1)
-                .max(1);
+            let k = k.max(1);
             out.rows
                 .push((t, h / f64::from(k), mem.get(i).unwrap_or(0.0) / GIB * h));
-            if seen.insert((t, node.get(i), pid.get(i))) {
+            if seen.insert((t, node.at(i), pid.get(i))) {
                 out.procs
                     .push((t, (node.get(i).map(str::to_string), pid.get(i))));
             }
@@ -602,25 +646,39 @@ fn gpu_activity(gpus: &[Gpu], per: &[Vec<&Row>]) -> Vec<GpuActivity> {
 fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32, u32)]) {
     let first_hour = range.0.div_euclid(3_600_000);
     let nh = timeline.len();
-    // per (hour, gpu): (covered ms, all free)
-    let mut cells: HashMap<(usize, usize), (i64, bool)> = HashMap::new();
+    // Per hour of the current GPU (rows come GPU by GPU): (covered ms, all free, seen).
+    let mut cells: Vec<(i64, bool, bool)> = vec![(0, true, false); nh];
+    let flush = |cells: &mut Vec<(i64, bool, bool)>, timeline: &mut [(u32, u32)]| {
+        for (h, c) in cells.iter_mut().enumerate() {
+            if c.2 {
+                timeline[h].0 += 1;
+                if c.1 && c.0 >= 1_800_000 {
+                    timeline[h].1 += 1;
+                }
+            }
+            *c = (0, true, false);
+        }
+    };
+    let mut gpu = None;
     for r in rows {
+        if gpu != Some(r.gpu) {
+            if gpu.is_some() {
+                flush(&mut cells, timeline);
+            }
+            gpu = Some(r.gpu);
+        }
         let h = (r.ts - 1).div_euclid(3_600_000) - first_hour;
         if h < 0 || h as usize >= nh {
             continue;
         }
         let free =
             r.mem.is_some_and(|m| m < FREE_MEMORY) && r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
-        let c = cells.entry((h as usize, r.gpu)).or_insert((0, true));
+        let c = &mut cells[h as usize];
         c.0 += r.interval;
         c.1 &= free;
+        c.2 = true;
     }
-    for (&(h, _), &(cov, free)) in &cells {
-        timeline[h].0 += 1;
-        if free && cov >= 1_800_000 {
-            timeline[h].1 += 1;
-        }
-    }
+    flush(&mut cells, timeline);
 }
 
 /// Per-GPU data-quality notes of one partition (`status`, `stopped`, in GPU order) and its
@@ -756,6 +814,8 @@ impl Tally {
         let base = self.gpus.len();
         self.sources.extend(p.gpus.iter().map(|g| g.source.clone()));
         let mut slots = p.slots.iter();
+        // The model's accumulator, looked up once per GPU (rows come GPU by GPU).
+        let mut model: Option<(usize, &mut UsageAcc)> = None;
         for r in &p.rows {
             if r.ts <= start {
                 self.has_previous = true;
@@ -769,14 +829,15 @@ impl Tally {
             }
             let g = &p.gpus[r.gpu];
             self.fleet.add(base + r.gpu, r);
-            match self.by_model.get_mut(&g.model) {
-                Some(acc) => acc.add(base + r.gpu, r),
-                None => {
-                    let mut acc = UsageAcc::new(&g.model, false);
-                    acc.add(base + r.gpu, r);
-                    self.by_model.insert(g.model.clone(), acc);
-                }
-            }
+            let acc = match model {
+                Some((gpu, acc)) if gpu == r.gpu => acc,
+                _ => self
+                    .by_model
+                    .entry(g.model.clone())
+                    .or_insert_with(|| UsageAcc::new(&g.model, false)),
+            };
+            acc.add(base + r.gpu, r);
+            model = Some((r.gpu, acc));
             // Hour-of-week heatmap of mean activity (the row's start decides its hour).
             if let (Some(a), Some(Some((d, h)))) = (r.activity, slots.next()) {
                 let w = r.interval as f64;
@@ -834,16 +895,25 @@ fn prepare(
                 .or_insert_with(|| slot_of(r.ts - r.interval, tz))
         })
         .collect();
-    let mut by_node: BTreeMap<&str, UsageAcc> = BTreeMap::new();
+    // Per node (GPUs are in node order, so a node's accumulator is found by its GPU's index; the
+    // nodes come out in the same order a map keyed by node gives).
+    let mut node_of: Vec<usize> = Vec::with_capacity(gpus.len());
+    let mut node_names: Vec<&str> = Vec::new();
+    for g in &gpus {
+        if node_names.last() != Some(&g.node.as_str()) {
+            node_names.push(&g.node);
+        }
+        node_of.push(node_names.len() - 1);
+    }
+    let mut by_node: Vec<Option<UsageAcc>> = node_names.iter().map(|_| None).collect();
     for r in &cur {
-        let g = &gpus[r.gpu];
-        by_node
-            .entry(&g.node)
-            .or_insert_with(|| UsageAcc::new(&g.node, true))
+        by_node[node_of[r.gpu]]
+            .get_or_insert_with(|| UsageAcc::new(&gpus[r.gpu].node, true))
             .add(r.gpu, r);
     }
     let by_node = by_node
-        .into_values()
+        .into_iter()
+        .flatten()
         .map(|mut acc| {
             let p95 = acc.p95().unwrap_or(None);
             acc.finish(p95, hours, prices)
