@@ -5,9 +5,8 @@
 use anyhow::{Result, bail};
 use chrono_tz::Tz;
 use clap::Args;
-use polars::prelude::*;
 use tessera::advisor::{self, Params, offpeak::MinGpus};
-use tessera::ingest::{Frames, Table};
+use tessera::ingest::Table;
 
 use crate::ingest_cmd::{OutputFormat, SourceArgs, parse_interval};
 
@@ -132,21 +131,6 @@ impl AnalyzeArgs {
     }
 }
 
-/// Keeps rows with `ts >= from` (unix ms) in every frame.
-pub fn since(frames: &Frames, from: i64) -> Frames {
-    let f = |t: Table| {
-        frames
-            .table(t)
-            .clone()
-            .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
-    };
-    Frames {
-        gpu: f(Table::Gpu),
-        mig: f(Table::Mig),
-        process: f(Table::Process),
-    }
-}
-
 /// Every Parquet file the partitions scan.
 pub fn part_files(parts: &[tessera::ingest::Part]) -> Vec<std::path::PathBuf> {
     parts.iter().flat_map(|p| p.files.iter().cloned()).collect()
@@ -184,7 +168,7 @@ pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Optio
                 .into_iter()
                 .map(|p| tessera::ingest::Part {
                     key: p.key,
-                    frames: since(&p.frames, from),
+                    frames: p.frames.since(from),
                     files: p.files,
                 })
                 .collect()

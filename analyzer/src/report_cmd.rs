@@ -11,11 +11,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
-use tessera::advisor::{self, Params};
+use tessera::advisor::Params;
 use tessera::ingest::{self, fmt_ms};
 use tessera::report::{self, ReportConfig, ReportInput, html, render};
 
-use crate::analyze_cmd::since;
 use crate::ingest_cmd::{PartProgress, SourceArgs};
 
 const WEEK_MS: i64 = 7 * 86_400_000;
@@ -169,50 +168,45 @@ pub fn run(args: ReportArgs) -> Result<()> {
         ..Params::default()
     };
     let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
-    let analysis = advisor::analyze_parts_with(
-        parts
-            .iter()
-            .map(|p| Ok::<_, advisor::AdvisorError>(since(&p.frames, start + 1))),
+    // One read per partition for the advisor, the tallies and the MIG demand.
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let t0 = std::time::Instant::now();
+    let pass = report::pass::run(
+        &frames,
+        (start, end),
         &params,
-        Some((start, end)),
+        prices.clone(),
         sources.clone(),
-        &[],
+        &tessera::mig_planner::demand::DemandParams::default(),
         &|n| bar.set("analysing", n),
     )
     .map_err(|e| named(e.into()))?;
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    if timing {
+        eprintln!("timings: report pass {:?}", t0.elapsed());
+    }
     let t0 = std::time::Instant::now();
-    let r = report::build_parts_with(
-        &frames,
-        &ReportInput {
-            analysis: &analysis,
-            range: (start, end),
-            ingest: &ingest_report,
-            sources,
-            prices,
-            tz,
-            top: args.top,
-        },
-        &|n| bar.set("building report", n),
-    )
-    .map_err(|e| named(e.into()))?;
+    bar.set("building report", parts.len());
+    let mut r = pass
+        .tally
+        .finish(
+            &frames,
+            &ReportInput {
+                analysis: &pass.analysis,
+                range: (start, end),
+                ingest: &ingest_report,
+                sources,
+                prices,
+                tz,
+                top: args.top,
+            },
+        )
+        .map_err(|e| named(e.into()))?;
+    if timing {
+        eprintln!("timings: report finish {:?}", t0.elapsed());
+    }
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
-    if timing {
-        eprintln!("timings: report tallies {:?}", t0.elapsed());
-    }
-    let t0 = std::time::Instant::now();
-    let current: Vec<ingest::Frames> = frames.iter().map(|f| since(f, start + 1)).collect();
-    let mut r = r;
-    let d = tessera::mig_planner::demand::extract_parts_with(
-        &current.iter().collect::<Vec<_>>(),
-        &tessera::mig_planner::demand::DemandParams::default(),
-        &|n| bar.set("planning MIG layouts", n),
-    )
-    .map_err(|e| named(e.into()))?;
-    if timing {
-        eprintln!("timings: report demand {:?}", t0.elapsed());
-    }
+    let d = pass.demand;
     r.mig = match tessera::mig_planner::plan(
         &d.workloads,
         &d.fleet,

@@ -229,4 +229,95 @@ fn partitioned_report_and_demand_equal_the_unions() {
         dump(&d),
         dump(&demand::extract_parts(&reversed, &dp).unwrap())
     );
+
+    // The one pass (each partition read once for the detectors, the tallies and the demand, as
+    // `tessera report` runs) gives the analysis of the rows after the start, the report and
+    // the demand of the unions; in and out of node order.
+    let params = Params {
+        tz: chrono_tz::Europe::Berlin,
+        ..Params::default()
+    };
+    let current = union.since(range.0 + 1);
+    let d = dump(&demand::extract(&current, &dp).unwrap());
+    for order in [&frames, &reversed] {
+        // The analysis as `tessera report` ran it before: partition by partition (in this
+        // order), each partition's rows after the start.
+        let analysis = advisor::analyze_parts(
+            order
+                .iter()
+                .map(|f| Ok::<_, advisor::AdvisorError>(f.since(range.0 + 1))),
+            &params,
+            Some(range),
+            vec![],
+            &[],
+        )
+        .unwrap();
+        let input = |analysis| ReportInput {
+            analysis,
+            range,
+            ingest: &ing,
+            sources: vec![],
+            prices: Prices::default(),
+            tz: chrono_tz::Europe::Berlin,
+            top: 10,
+        };
+        let whole =
+            serde_json::to_string_pretty(&report::build(&union, &input(&analysis)).unwrap())
+                .unwrap();
+        let pass = report::pass::run(
+            order,
+            range,
+            &params,
+            Prices::default(),
+            vec![],
+            &dp,
+            &|_| {},
+        )
+        .unwrap();
+        assert!(
+            serde_json::to_string_pretty(&pass.analysis).unwrap()
+                == serde_json::to_string_pretty(&analysis).unwrap(),
+            "the one pass's analysis differs"
+        );
+        let r = pass.tally.finish(order, &input(&pass.analysis)).unwrap();
+        assert!(
+            whole == serde_json::to_string_pretty(&r).unwrap(),
+            "the one pass's report differs"
+        );
+        assert_eq!(dump(&pass.demand), d);
+    }
+
+    // A partition that cannot be read fails the pass with its error, and the workers that
+    // hold later partitions (waiting for it to be folded first) stop: no hang. (Without the
+    // abort, this test fails on its timeout.)
+    let bad = ingest::Frames {
+        gpu: polars::prelude::IntoLazy::lazy(polars::prelude::df!("x" => [1i64]).unwrap()),
+        ..ingest::Frames::empty()
+    };
+    // More partitions after it than the tally prepares ahead of the next one to fold.
+    let mut with_bad: Vec<ingest::Frames> = (0..3)
+        .flat_map(|_| frames.iter().map(|f| (*f).clone()))
+        .collect();
+    with_bad.insert(1, bad);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A detached thread: a hang fails the test (below) instead of blocking it.
+    let params = params.clone();
+    std::thread::spawn(move || {
+        let refs: Vec<&ingest::Frames> = with_bad.iter().collect();
+        let r = report::pass::run(
+            &refs,
+            range,
+            &params,
+            Prices::default(),
+            vec![],
+            &DemandParams::default(),
+            &|_| {},
+        );
+        let _ = tx.send(r.err().map(|e| e.to_string()));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the pass hangs on a bad partition");
+    let e = got.expect("a bad partition is an error");
+    assert!(e.contains("node") || e.contains("not found"), "{e}");
 }

@@ -280,7 +280,7 @@ pub struct Analysis {
 }
 
 /// Columns the detectors read, per table.
-const USED: [(Table, &[&str]); 3] = [
+pub const USED: [(Table, &[&str]); 3] = [
     (
         Table::Gpu,
         &[
@@ -411,6 +411,30 @@ where
     E: Send,
     AdvisorError: From<E>,
 {
+    analyze_parts_each(parts, params, range, sources, only, on_done, &|_, f| Ok(f))
+}
+
+/// A step run on each partition before the detectors, on the worker that holds it: given the
+/// partition's number (from 0, in order) and frames, it returns the frames the detectors read
+/// (so that a caller can read a partition once for more than the advisor).
+pub type PartStep<'a> = dyn Fn(usize, Frames) -> Result<Frames, AdvisorError> + Sync + 'a;
+
+/// [`analyze_parts_with`], running `step` on each partition before the detectors.
+pub fn analyze_parts_each<I, E>(
+    parts: I,
+    params: &Params,
+    range: Option<(i64, i64)>,
+    sources: Vec<String>,
+    only: &[String],
+    on_done: &(dyn Fn(usize) + Sync),
+    step: &PartStep,
+) -> Result<Analysis, AdvisorError>
+where
+    I: IntoIterator<Item = Result<Frames, E>>,
+    I::IntoIter: Send,
+    E: Send,
+    AdvisorError: From<E>,
+{
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let dets: Vec<Box<dyn Detector>> = registry()
         .into_iter()
@@ -439,7 +463,7 @@ where
                         let Some((i, part)) = next else { break };
                         let mut spent = Vec::with_capacity(dets.len() + 1);
                         let t = std::time::Instant::now();
-                        let frames = prepare(&part?)?;
+                        let frames = prepare(&step(i, part?)?)?;
                         spent.push(t.elapsed());
                         let mut out = Vec::with_capacity(dets.len());
                         for d in &dets {

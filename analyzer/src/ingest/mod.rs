@@ -315,6 +315,20 @@ impl Frames {
         }
     }
 
+    /// The rows of every table with `ts` at or after `from` (unix ms), lazily.
+    pub fn since(&self, from: i64) -> Frames {
+        let f = |t: Table| {
+            self.table(t)
+                .clone()
+                .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
+        };
+        Frames {
+            gpu: f(Table::Gpu),
+            mig: f(Table::Mig),
+            process: f(Table::Process),
+        }
+    }
+
     /// The union (concatenation) of several frames, table by table.
     pub fn union(parts: impl IntoIterator<Item = Frames>) -> Result<Frames, IngestError> {
         let mut g = Vec::new();

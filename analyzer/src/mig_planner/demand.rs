@@ -163,8 +163,6 @@ pub fn extract_parts_with(
     p: &DemandParams,
     on_done: &dyn Fn(usize),
 ) -> Result<Demand, AdvisorError> {
-    let mut out = Vec::with_capacity(parts.len());
-    let mut last: Option<String> = None;
     // A few partitions at a time on worker threads (each reads its own rows), merged in order.
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -187,6 +185,19 @@ pub fn extract_parts_with(
             extracted.push(g?);
         }
     }
+    merge_parts(extracted, parts, p)
+}
+
+/// The demand of the partitions from their [`extract_part`]s, in partition order (`parts`: the
+/// same partitions): [`merge`]d when their nodes are in order and do not overlap, else extracted
+/// again from the union of the partitions.
+pub fn merge_parts(
+    extracted: Vec<PartDemand>,
+    parts: &[&Frames],
+    p: &DemandParams,
+) -> Result<Demand, AdvisorError> {
+    let mut out = Vec::with_capacity(extracted.len());
+    let mut last: Option<String> = None;
     for part in extracted {
         let nodes = || part.fleet.iter().map(|g| g.node.as_str());
         let ordered = nodes().zip(nodes().skip(1)).all(|(a, b)| a <= b)
@@ -251,8 +262,55 @@ pub fn merge(parts: impl IntoIterator<Item = PartDemand>) -> Demand {
     d
 }
 
-/// The demand of the rows of one partition (ids not yet unique).
-fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, AdvisorError> {
+/// The columns [`extract_part`] reads, per table.
+pub const COLUMNS: [(crate::ingest::Table, &[&str]); 3] = [
+    (
+        crate::ingest::Table::Gpu,
+        &[
+            "ts",
+            "node",
+            "gpu",
+            "uuid",
+            "model",
+            "mig_enabled",
+            "memory_used_max_bytes",
+            "sm_active_mean",
+            "busy_mean",
+        ],
+    ),
+    (
+        crate::ingest::Table::Process,
+        &[
+            "ts",
+            "node",
+            "uuid",
+            "pid",
+            "process",
+            "gpu_instance",
+            "namespace",
+            "pod",
+            "slurm_job_id",
+            "memory_used_max_bytes",
+            "sm_mean",
+        ],
+    ),
+    (
+        crate::ingest::Table::Mig,
+        &[
+            "ts",
+            "node",
+            "uuid",
+            "gpu",
+            "gpu_instance",
+            "profile_id",
+            "memory_used_max_bytes",
+            "sm_active_mean",
+        ],
+    ),
+];
+
+/// The demand of the rows of one partition (ids not yet unique; see [`merge_parts`]).
+pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, AdvisorError> {
     let mut d = PartDemand::default();
     // GPUs.
     let df = frames

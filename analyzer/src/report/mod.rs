@@ -11,10 +11,11 @@
 //! MIG planner and sets [`Report::mig`] from [`mig_section`] (`None` when it did not).
 
 pub mod html;
+pub mod pass;
 pub mod render;
 mod tally;
 
-pub use tally::{build_parts, build_parts_with};
+pub use tally::{AbortGuard, PartTally, build_parts, build_parts_with};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -82,6 +82,36 @@ fn quantile_rank(n: u64, q: f64) -> u64 {
     ((n - 1) as f64 * q).round() as u64
 }
 
+/// The columns of the GPU table the tallies read.
+pub(crate) const GPU_COLUMNS: &[&str] = &[
+    "node",
+    "uuid",
+    "gpu",
+    "model",
+    "ts",
+    "interval_ms",
+    "busy_mean",
+    "sm_active_mean",
+    "memory_used_max_bytes",
+    "memory_total_bytes",
+    "power_mean_watts",
+    "energy_delta_joules",
+    "source",
+    "status",
+];
+
+/// The columns of the process table the team tally reads.
+pub(crate) const PROCESS_COLUMNS: &[&str] = &[
+    "node",
+    "uuid",
+    "pid",
+    "ts",
+    "interval_ms",
+    "namespace",
+    "slurm_job_id",
+    "memory_used_max_bytes",
+];
+
 /// Reads the GPU rows in `[from, until]`: the GPUs in (node, index, model) order and the rows
 /// sorted by (GPU, `ts`).
 fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
@@ -90,22 +120,7 @@ fn gpu_rows(frames: &Frames, from: i64, until: i64) -> Result<(Vec<Gpu>, Vec<Row
         .clone()
         .with_column(ts_ms())
         .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu"),
-            col("model"),
-            col("ts"),
-            col("interval_ms"),
-            col("busy_mean"),
-            col("sm_active_mean"),
-            col("memory_used_max_bytes"),
-            col("memory_total_bytes"),
-            col("power_mean_watts"),
-            col("energy_delta_joules"),
-            col("source"),
-            col("status"),
-        ])
+        .select(GPU_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
         .collect()?;
     let n = df.height();
     let (status, node, uuid, model, source) = (
@@ -459,16 +474,7 @@ fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError
                     .gt(lit(range.0))
                     .and(col("ts").lt_eq(lit(range.1))),
             )
-            .select([
-                col("node"),
-                col("uuid"),
-                col("pid"),
-                col("ts"),
-                col("interval_ms"),
-                col("namespace"),
-                col("slurm_job_id"),
-                col("memory_used_max_bytes"),
-            ])
+            .select(PROCESS_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
             .collect()?;
         let n = df.height();
         let (node, uuid, ns, job) = (
@@ -946,6 +952,149 @@ fn prepare(
     })
 }
 
+/// Partitions prepared ahead of the next one in order, at most (each holds its rows until it is
+/// folded): [`PartTally::add`] waits beyond that.
+const AHEAD: usize = 8;
+
+/// The report's tallies built one partition at a time, from any number of threads: each
+/// [`add`](PartTally::add) reads and reduces its partition on the calling thread, and the
+/// partitions are folded in partition order (the one order that keeps the output byte-identical
+/// to the union's). [`finish`](PartTally::finish) makes the report.
+pub struct PartTally {
+    range: (i64, i64),
+    tz: Tz,
+    hours: f64,
+    prices: Prices,
+    state: std::sync::Mutex<FoldState>,
+    turn: std::sync::Condvar,
+}
+
+struct FoldState {
+    tally: Tally,
+    /// The partition to fold next, and those prepared ahead of it.
+    next: usize,
+    pending: BTreeMap<usize, Prepared>,
+    /// A partition's GPUs were not after the previous ones': [`PartTally::finish`] reads the
+    /// union instead.
+    out_of_order: bool,
+    /// A partition failed: the others stop waiting.
+    aborted: bool,
+}
+
+/// Aborts the tally when dropped before [`AbortGuard::disarm`] (an error or a panic on a worker),
+/// so that no other worker waits for a partition that will not come.
+pub struct AbortGuard<'a>(&'a PartTally, bool);
+
+impl AbortGuard<'_> {
+    /// The partition was added: nothing to abort.
+    pub fn disarm(mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for AbortGuard<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.abort();
+        }
+    }
+}
+
+impl PartTally {
+    /// Tallies of the report range `(start, end]` (rows may reach back one period before
+    /// `start`: the previous period), with the report's time zone and prices.
+    pub fn new(range: (i64, i64), tz: Tz, prices: Prices) -> PartTally {
+        let len = (range.1 - range.0).max(0);
+        PartTally {
+            range,
+            tz,
+            hours: len as f64 / HOUR_MS,
+            prices,
+            state: std::sync::Mutex::new(FoldState {
+                tally: Tally::new(range),
+                next: 0,
+                pending: BTreeMap::new(),
+                out_of_order: false,
+                aborted: false,
+            }),
+            turn: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FoldState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A guard that aborts the tally unless disarmed: a caller that must add partition `i` holds
+    /// one from before its own work on `i` that can fail.
+    pub fn guard(&self) -> AbortGuard<'_> {
+        AbortGuard(self, true)
+    }
+
+    /// Stops the tally: workers waiting to add stop waiting, and [`finish`](PartTally::finish)
+    /// is not to be called (the error that caused it is the caller's).
+    pub fn abort(&self) {
+        self.lock().aborted = true;
+        self.turn.notify_all();
+    }
+
+    /// Reads and reduces partition `i` (partitions are numbered from 0 in report order, each
+    /// added exactly once, from any thread) and folds every partition that is next in order.
+    /// Waits while `i` is [`AHEAD`] or more partitions past the next one to fold. Returns the
+    /// number of partitions folded so far.
+    pub fn add(&self, i: usize, frames: &Frames) -> Result<usize, ReportError> {
+        let guard = self.guard();
+        {
+            let st = self.lock();
+            let st = self
+                .turn
+                .wait_while(st, |s| !s.aborted && !s.out_of_order && i >= s.next + AHEAD)
+                .unwrap_or_else(|e| e.into_inner());
+            if st.aborted || st.out_of_order {
+                // Nothing more to fold (the union is read instead, or the run failed).
+                let n = st.next;
+                drop(st);
+                guard.disarm();
+                return Ok(n);
+            }
+        }
+        let p = prepare(frames, self.range, &self.tz, self.hours, &self.prices)?;
+        let mut st = self.lock();
+        st.pending.insert(i, p);
+        loop {
+            let next = st.next;
+            let Some(p) = st.pending.remove(&next) else {
+                break;
+            };
+            if !st.out_of_order && st.tally.fold(p).is_err() {
+                st.out_of_order = true;
+                st.pending.clear();
+            }
+            st.next += 1;
+        }
+        let n = st.next;
+        drop(st);
+        self.turn.notify_all();
+        guard.disarm();
+        Ok(n)
+    }
+
+    /// The report over the partitions added (`parts`: the same partitions, in the same order,
+    /// for the second pass of an exact quantile and for the union when they were out of order).
+    pub fn finish(self, parts: &[&Frames], input: &ReportInput) -> Result<Report, ReportError> {
+        let st = self.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        if st.aborted {
+            return Err(ReportError::Frames(crate::advisor::AdvisorError::Worker));
+        }
+        if st.out_of_order || st.next != parts.len() {
+            // Not in report order: the union, as one partition.
+            let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;
+            return build_parts(&[&union], input);
+        }
+        finish(st.tally, parts, input)
+    }
+}
+
 /// Builds the report over the partitions' rows with `ts` in `input.range` = `(start, end]`
 /// (the frames may reach back before `start`: the period of the same length before it is
 /// reported when it has rows), reading one partition at a time. See the module documentation.
@@ -957,53 +1106,50 @@ pub fn build_parts(parts: &[&Frames], input: &ReportInput) -> Result<Report, Rep
 pub fn build_parts_with(
     parts: &[&Frames],
     input: &ReportInput,
-    on_done: &dyn Fn(usize),
+    on_done: &(dyn Fn(usize) + Sync),
 ) -> Result<Report, ReportError> {
+    let tally = PartTally::new(input.range, input.tz, input.prices.clone());
+    // Partitions are read and reduced on a few threads (each its own rows) and folded in order:
+    // memory holds the partitions in flight and those prepared ahead.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+        .min(parts.len().max(1));
+    let queue = std::sync::Mutex::new(parts.iter().enumerate());
+    let results: Vec<Result<(), ReportError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<(), ReportError> {
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                        let Some((i, f)) = next else { return Ok(()) };
+                        on_done(tally.add(i, f)?);
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or(Err(ReportError::Frames(
+                    crate::advisor::AdvisorError::Worker,
+                )))
+            })
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    tally.finish(parts, input)
+}
+
+/// The report from the tallies of every partition, in order.
+fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report, ReportError> {
     let (start, end) = input.range;
     let len = (end - start).max(0);
     let hours = len as f64 / HOUR_MS;
     let prices = &input.prices;
-    let mut t = Tally::new(input.range);
-    // Partitions are read and reduced on a few threads at a time (each its own rows), then
-    // added in order on this one: memory holds at most `workers` partitions.
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 4);
-    let mut done = 0;
-    let mut out_of_order = false;
-    for chunk in parts.chunks(workers) {
-        let prepared: Vec<Result<Prepared, ReportError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunk
-                .iter()
-                .map(|f| scope.spawn(|| prepare(f, input.range, &input.tz, hours, prices)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or(Err(ReportError::Frames(
-                        crate::advisor::AdvisorError::Worker,
-                    )))
-                })
-                .collect()
-        });
-        for p in prepared {
-            if t.fold(p?).is_err() {
-                out_of_order = true;
-                break;
-            }
-            done += 1;
-            on_done(done);
-        }
-        if out_of_order {
-            break;
-        }
-    }
-    if out_of_order {
-        // Not in report order: the union, as one partition.
-        let union = Frames::union(parts.iter().map(|f| (*f).clone()))?;
-        return build_parts(&[&union], input);
-    }
     let signal = match (t.n_sm, t.n_busy) {
         (0, 0) => "none",
         (_, 0) => "sm_active",

@@ -1,0 +1,209 @@
+//! One read per node partition for the whole weekly report: the advisor's detectors, the
+//! report's tallies ([`PartTally`]) and the MIG planner's demand
+//! ([`demand::extract_part`]) all run on the advisor's worker that holds the partition, from
+//! the partition's rows read once into memory (the columns any of them uses, the report range
+//! and the period before it). Each would otherwise decode the same Parquet columns again, and
+//! run in a phase of its own.
+//!
+//! The results are those of [`advisor::analyze_parts`], [`super::build_parts`] and
+//! [`demand::extract_parts`] over the same partitions, byte for byte: each consumer reads the
+//! same rows in the same order, only from memory. This module reads frames and calls those
+//! three; it adds no analysis of its own, and it does not plan MIG layouts or render anything.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use polars::prelude::*;
+
+use super::{PartTally, Prices, ReportError};
+use crate::advisor::{self, AdvisorError, Analysis, Params};
+use crate::ingest::{Frames, Table};
+use crate::mig_planner::demand::{self, Demand, DemandParams};
+
+/// Time spent in each step, summed over the workers (`TESSERA_TIMINGS`).
+#[derive(Default)]
+struct Spent([AtomicU64; 3]);
+
+impl Spent {
+    fn add(&self, step: usize, since: std::time::Instant) {
+        self.0[step].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn get(&self, step: usize) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0[step].load(Ordering::Relaxed))
+    }
+}
+
+/// What the pass produced: the analysis, the tallies to [`PartTally::finish`] into the report
+/// (with the analysis), and the MIG demand.
+pub struct Pass {
+    pub analysis: Analysis,
+    pub tally: PartTally,
+    pub demand: Demand,
+}
+
+/// The columns of `t` that the detectors, the tallies or the demand read, in a fixed order.
+fn columns(t: Table) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let lists = advisor::USED
+        .iter()
+        .chain(demand::COLUMNS.iter())
+        .filter(|(u, _)| *u == t)
+        .map(|(_, c)| *c)
+        .chain(match t {
+            Table::Gpu => Some(super::tally::GPU_COLUMNS),
+            Table::Process => Some(super::tally::PROCESS_COLUMNS),
+            Table::Mig => None,
+        });
+    for list in lists {
+        for c in list {
+            if seen.insert(*c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The rows of every table with `ts` at or after `from`, with the columns any consumer reads,
+/// in memory.
+fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
+    let get = |t: Table| -> Result<LazyFrame, PolarsError> {
+        let df = frames
+            .table(t)
+            .clone()
+            .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
+            .select(columns(t).into_iter().map(col).collect::<Vec<_>>())
+            .collect()?;
+        Ok(df.lazy())
+    };
+    Ok(Frames {
+        gpu: get(Table::Gpu)?,
+        mig: get(Table::Mig)?,
+        process: get(Table::Process)?,
+    })
+}
+
+/// The in-memory rows with `ts` at or after `from` (the same frames when every row is).
+fn current(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
+    let get = |t: Table| -> Result<LazyFrame, PolarsError> {
+        let lf = frames.table(t).clone();
+        let first = lf
+            .clone()
+            .select([col("ts").cast(DataType::Int64).min()])
+            .collect()?;
+        let first = first.column("ts")?.as_materialized_series().i64()?.get(0);
+        Ok(match first {
+            Some(f) if f < from => lf
+                .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
+                .collect()?
+                .lazy(),
+            _ => lf,
+        })
+    };
+    Ok(Frames {
+        gpu: get(Table::Gpu)?,
+        mig: get(Table::Mig)?,
+        process: get(Table::Process)?,
+    })
+}
+
+/// Runs the advisor (over rows after `range.0`), the report's tallies (the range `(start, end]`
+/// and the period of the same length before it) and the MIG demand (after `range.0`) over the
+/// node partitions `parts`, reading each partition once. `params.tz` is the report's time zone;
+/// `on_done(n)` is called (from a worker) when `n` partitions are done.
+pub fn run(
+    parts: &[&Frames],
+    range: (i64, i64),
+    params: &Params,
+    prices: Prices,
+    sources: Vec<String>,
+    demand_params: &DemandParams,
+    on_done: &(dyn Fn(usize) + Sync),
+) -> Result<Pass, ReportError> {
+    let (start, end) = range;
+    let len = (end - start).max(0);
+    let tally = PartTally::new(range, params.tz, prices);
+    let demands: Mutex<Vec<(usize, demand::PartDemand)>> = Mutex::new(Vec::new());
+    // The first error of a step, kept as it is (the advisor only carries its own errors).
+    let failed: Mutex<Option<ReportError>> = Mutex::new(None);
+    let spent = Spent::default();
+    let step = |i: usize, f: Frames| -> Result<Frames, AdvisorError> {
+        // Every partition is added to the tally, or the tally is aborted: no worker waits for
+        // a partition that will not come.
+        let guard = tally.guard();
+        let run = || -> Result<Frames, ReportError> {
+            let t = std::time::Instant::now();
+            let mem = materialize(&f, start - len + 1)?;
+            spent.add(0, t);
+            let t = std::time::Instant::now();
+            tally.add(i, &mem)?;
+            spent.add(1, t);
+            let t = std::time::Instant::now();
+            let cur = current(&mem, start + 1)?;
+            let d = demand::extract_part(&cur, demand_params)?;
+            demands
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((i, d));
+            spent.add(2, t);
+            Ok(cur)
+        };
+        match run() {
+            Ok(cur) => {
+                guard.disarm();
+                Ok(cur)
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+                Err(AdvisorError::Param {
+                    name: "partition",
+                    reason,
+                })
+            }
+        }
+    };
+    let analysis = advisor::analyze_parts_each(
+        parts.iter().map(|f| Ok::<_, AdvisorError>((*f).clone())),
+        params,
+        Some(range),
+        sources,
+        &[],
+        on_done,
+        &step,
+    );
+    if std::env::var_os("TESSERA_TIMINGS").is_some() {
+        eprintln!(
+            "timings (summed): read {:?}, tallies {:?}, MIG demand {:?}",
+            spent.get(0),
+            spent.get(1),
+            spent.get(2)
+        );
+    }
+    let analysis = match analysis {
+        Ok(a) => a,
+        Err(e) => {
+            return Err(failed
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or(ReportError::Frames(e)));
+        }
+    };
+    let mut extracted = demands.into_inner().unwrap_or_else(|e| e.into_inner());
+    extracted.sort_by_key(|(i, _)| *i);
+    let extracted = extracted.into_iter().map(|(_, d)| d).collect();
+    // The demand reads rows after the start, as the advisor does.
+    let cur: Vec<Frames> = parts.iter().map(|f| f.since(start + 1)).collect();
+    let demand = demand::merge_parts(extracted, &cur.iter().collect::<Vec<_>>(), demand_params)?;
+    Ok(Pass {
+        analysis,
+        tally,
+        demand,
+    })
+}
