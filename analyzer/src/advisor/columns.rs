@@ -125,14 +125,14 @@ impl Strs {
     }
 }
 
-impl Ids<'_> {
+impl<'a> Ids<'a> {
     /// Row `i`'s id (`None` when null or out of range).
     pub fn at(&self, i: usize) -> Option<u32> {
         self.ids.get(i).copied().flatten()
     }
 
     /// Row `i`'s string.
-    pub fn get(&self, i: usize) -> Option<&str> {
+    pub fn get(&self, i: usize) -> Option<&'a str> {
         self.at(i).map(|id| self.strings[id as usize])
     }
 }
@@ -254,57 +254,58 @@ pub fn ts_ms() -> Expr {
 
 /// Row indices of each entity (rows with equal `keys`, e.g. node and uuid), each sorted by
 /// `ts`, entities in key order. Grouping happens here, not in polars: rows are keyed by their
-/// strings' views ([`Strs::view_keys`], up to four key columns) and the strings are read only
-/// when a new combination of views shows up, which is much cheaper than a multi-column string
-/// sort of the whole frame.
-pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+/// strings' ids ([`Strs::ids`]: each string read once per distinct view), which is much cheaper
+/// than a multi-column string sort of the whole frame.
+pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    /// Key columns held in a fixed array; more are keyed by a vector per row (slower).
     const MAX: usize = 4;
-    type VKey = [Option<ViewKey>; MAX];
-    type SKey<'a> = Vec<Option<&'a str>>;
-    type Group<'a> = (SKey<'a>, Vec<usize>);
-    // Beyond MAX key columns, rows are keyed by their strings only.
-    let views: Vec<Vec<Option<ViewKey>>> = if keys.len() <= MAX {
-        keys.iter().map(|k| k.view_keys()).collect()
-    } else {
-        Vec::new()
+    type Group<'a> = (Vec<Option<&'a str>>, Vec<usize>);
+    let ids: Vec<Ids<'a>> = keys.iter().map(|k| k.ids()).collect();
+    let n = ids.iter().map(|c| c.ids.len()).fold(n, usize::min);
+    let mut out: Vec<Group<'a>> = Vec::new();
+    let new_group = |i: usize, out: &mut Vec<Group<'a>>| {
+        out.push((ids.iter().map(|c| c.get(i)).collect(), Vec::new()));
+        out.len() - 1
     };
-    let n = views.iter().map(Vec::len).fold(n, usize::min);
-    let mut by_view: FastMap<VKey, usize> = FastMap::default();
-    let mut by_str: FastMap<SKey, usize> = FastMap::default();
-    let mut out: Vec<Group> = Vec::new();
-    let mut last: Option<(VKey, usize)> = None;
-    for i in 0..n {
-        let mut vk: VKey = [None; MAX];
-        for (slot, v) in vk.iter_mut().zip(&views) {
-            *slot = v[i];
-        }
-        let g = match last {
-            Some((k, g)) if !views.is_empty() && k == vk => g,
-            _ => {
-                let cached = if views.is_empty() {
-                    None
-                } else {
-                    by_view.get(&vk).copied()
-                };
-                let g = match cached {
-                    Some(g) => g,
-                    None => {
-                        let sk: SKey = keys.iter().map(|c| c.get(i)).collect();
-                        let g = *by_str.entry(sk.clone()).or_insert_with(|| {
-                            out.push((sk, Vec::new()));
-                            out.len() - 1
-                        });
-                        if !views.is_empty() {
-                            by_view.insert(vk, g);
-                        }
-                        g
-                    }
-                };
-                last = Some((vk, g));
-                g
+    if ids.len() <= MAX {
+        let mut by_key: FastMap<[Option<u32>; MAX], usize> = FastMap::default();
+        let mut last: Option<([Option<u32>; MAX], usize)> = None;
+        for i in 0..n {
+            let mut key = [None; MAX];
+            for (slot, c) in key.iter_mut().zip(&ids) {
+                *slot = c.ids[i];
             }
-        };
-        out[g].1.push(i);
+            let g = match last {
+                Some((k, g)) if k == key => g,
+                _ => {
+                    let g = match by_key.get(&key) {
+                        Some(&g) => g,
+                        None => {
+                            let g = new_group(i, &mut out);
+                            by_key.insert(key, g);
+                            g
+                        }
+                    };
+                    last = Some((key, g));
+                    g
+                }
+            };
+            out[g].1.push(i);
+        }
+    } else {
+        let mut by_key: FastMap<Vec<Option<u32>>, usize> = FastMap::default();
+        for i in 0..n {
+            let key: Vec<Option<u32>> = ids.iter().map(|c| c.ids[i]).collect();
+            let g = match by_key.get(&key) {
+                Some(&g) => g,
+                None => {
+                    let g = new_group(i, &mut out);
+                    by_key.insert(key, g);
+                    g
+                }
+            };
+            out[g].1.push(i);
+        }
     }
     out.sort_by(|x, y| x.0.cmp(&y.0));
     out.into_iter()

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde_json::json;
 
-use super::columns::{self, FastMap, FastSet, ViewKey, ts_ms};
+use super::columns::{self, FastMap, FastSet, ts_ms};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -143,28 +143,20 @@ pub fn raw_workloads(
     }
     let mut gpus: Vec<Gpu> = Vec::new();
     {
-        let (vn, vu) = (node.view_keys(), uuid.view_keys());
-        let mut by_view: FastMap<(Option<ViewKey>, Option<ViewKey>), usize> = FastMap::default();
-        let mut by_str: FastMap<(Option<&str>, Option<&str>), usize> = FastMap::default();
+        // Rows keyed by string ids (each string read once per distinct view).
+        let (vn, vu) = (node.ids(), uuid.ids());
+        let mut by_id: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
         for i in 0..df.height() {
             let Some(t) = ts.get(i) else { continue };
             let b = bucket(t);
-            let g = match by_view.get(&(vn[i], vu[i])) {
-                Some(&g) => g,
-                None => {
-                    let key = (node.get(i), uuid.get(i));
-                    let g = *by_str.entry(key).or_insert_with(|| {
-                        gpus.push(Gpu {
-                            key,
-                            rows: Vec::new(),
-                            first: (b, i),
-                        });
-                        gpus.len() - 1
-                    });
-                    by_view.insert((vn[i], vu[i]), g);
-                    g
-                }
-            };
+            let g = *by_id.entry((vn.at(i), vu.at(i))).or_insert_with(|| {
+                gpus.push(Gpu {
+                    key: (vn.get(i), vu.get(i)),
+                    rows: Vec::new(),
+                    first: (b, i),
+                });
+                gpus.len() - 1
+            });
             // A row longer than the step fills every bucket its interval covers (5-minute
             // data on a 1-minute step), so a coarse series is not read as gaps.
             let from = bucket(t - iv.get(i).unwrap_or(0).max(1) + 1).min(b);
@@ -371,16 +363,15 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
         .iter()
         .map(|n| columns::strs(&df, n))
         .collect::<Result<_, _>>()?;
-    let views: Vec<Vec<Option<ViewKey>>> = cols.iter().map(columns::Strs::view_keys).collect();
-    let mut seen: FastSet<[Option<ViewKey>; 6]> = FastSet::default();
+    // Rows keyed by string ids (each string read once per distinct view).
+    let ids: Vec<columns::Ids> = cols.iter().map(columns::Strs::ids).collect();
+    let mut seen: FastSet<[Option<u32>; 6]> = FastSet::default();
     // Sorted as polars sorts with nulls last: (is null, value) per column.
     type Key<'a> = [(bool, &'a str); 6];
     let mut rows: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
-    let row_view = |i: usize| -> [Option<ViewKey>; 6] { std::array::from_fn(|c| views[c][i]) };
     for i in 0..df.height() {
-        let vk = row_view(i);
-        if seen.insert(vk) {
-            rows.insert(std::array::from_fn(|c| match cols[c].get(i) {
+        if seen.insert(std::array::from_fn(|c| ids[c].at(i))) {
+            rows.insert(std::array::from_fn(|c| match ids[c].get(i) {
                 Some(s) => (false, s),
                 None => (true, ""),
             }));
