@@ -4,7 +4,7 @@
 //! This module does not decide anything; it only hides polars' casting and chunk handling.
 
 use polars::prelude::*;
-use polars_arrow::array::Array as _;
+use polars_arrow::array::{Array as _, PrimitiveArray};
 
 use super::AdvisorError;
 
@@ -15,10 +15,11 @@ pub struct Strs {
     chunks: Vec<polars_arrow::array::Utf8ViewArray>,
     starts: Vec<usize>,
 }
-/// A float column (non-finite values read as missing).
-pub struct F64s(Vec<Option<f64>>);
-/// An integer column (read as i64).
-pub struct I64s(Vec<Option<i64>>);
+/// A float column (non-finite values read as missing): the column's values in one arrow array,
+/// read in place (no per-row copy).
+pub struct F64s(Option<PrimitiveArray<f64>>);
+/// An integer column (read as i64), likewise.
+pub struct I64s(Option<PrimitiveArray<i64>>);
 /// A boolean column.
 pub struct Bools(Vec<Option<bool>>);
 
@@ -181,12 +182,18 @@ impl Strs {
 
 impl F64s {
     pub fn get(&self, i: usize) -> Option<f64> {
-        self.0.get(i).copied().flatten()
+        let a = self.0.as_ref()?;
+        if i >= a.len() || !a.is_valid(i) {
+            return None;
+        }
+        let v = a.value(i);
+        v.is_finite().then_some(v)
     }
 }
 impl I64s {
     pub fn get(&self, i: usize) -> Option<i64> {
-        self.0.get(i).copied().flatten()
+        let a = self.0.as_ref()?;
+        (i < a.len() && a.is_valid(i)).then(|| a.value(i))
     }
 }
 impl Bools {
@@ -206,36 +213,18 @@ pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
         column(df, name, &DataType::String)?.str()?.clone(),
     ))
 }
-/// The values of a primitive column's chunks with their validity, chunk by chunk (polars'
-/// per-element iterator costs several times more on millions of rows).
-fn options<T: polars::prelude::NumericNative, U>(
-    ca: &ChunkedArray<impl PolarsNumericType<Native = T>>,
-    f: impl Fn(T) -> Option<U>,
-) -> Vec<Option<U>> {
-    let mut out = Vec::with_capacity(ca.len());
-    for arr in ca.downcast_iter() {
-        match arr.validity() {
-            Some(valid) if valid.unset_bits() > 0 => out.extend(
-                arr.values()
-                    .iter()
-                    .zip(valid.iter())
-                    .map(|(&v, ok)| if ok { f(v) } else { None }),
-            ),
-            _ => out.extend(arr.values().iter().map(|&v| f(v))),
-        }
-    }
-    out
+/// A primitive column as one arrow array (copied only when it has several chunks).
+fn one_array<T: PolarsNumericType>(ca: &ChunkedArray<T>) -> Option<PrimitiveArray<T::Native>> {
+    ca.rechunk().downcast_iter().next().cloned()
 }
 
 pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, AdvisorError> {
     let s = column(df, name, &DataType::Float64)?;
-    Ok(F64s(options(s.f64()?, |x| {
-        Some(x).filter(|x| x.is_finite())
-    })))
+    Ok(F64s(one_array(s.f64()?)))
 }
 pub fn i64s(df: &DataFrame, name: &str) -> Result<I64s, AdvisorError> {
     let s = column(df, name, &DataType::Int64)?;
-    Ok(I64s(options(s.i64()?, Some)))
+    Ok(I64s(one_array(s.i64()?)))
 }
 pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, AdvisorError> {
     let s = column(df, name, &DataType::Boolean)?;
