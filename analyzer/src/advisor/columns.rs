@@ -91,16 +91,24 @@ impl Strs {
         let mut strings: Vec<&str> = Vec::new();
         let mut by_view: FastMap<ViewKey, u32> = FastMap::default();
         let mut by_str: FastMap<&str, u32> = FastMap::default();
+        // A small direct-mapped cache of recent views in front of the map: a node's rows cycle
+        // through a handful of GPUs, so most rows hit it.
+        const SLOTS: usize = 64;
+        let slot = |k: &ViewKey| {
+            let x = (k.1 as u64) ^ ((k.1 >> 64) as u64) ^ u64::from(k.0);
+            (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+        };
         for (c, arr) in self.chunks.iter().enumerate() {
             let valid = arr.validity();
-            let mut last: Option<(ViewKey, u32)> = None;
+            let mut cache: [Option<(ViewKey, u32)>; SLOTS] = [None; SLOTS];
             for (j, v) in arr.views().iter().enumerate() {
                 if valid.is_some_and(|b| !b.get_bit(j)) {
                     ids.push(None);
                     continue;
                 }
                 let key = (if v.is_inline() { u32::MAX } else { c as u32 }, v.as_u128());
-                let id = match last {
+                let at = slot(&key);
+                let id = match cache[at] {
                     Some((k, id)) if k == key => id,
                     _ => {
                         let id = match by_view.get(&key) {
@@ -115,7 +123,7 @@ impl Strs {
                                 id
                             }
                         };
-                        last = Some((key, id));
+                        cache[at] = Some((key, id));
                         id
                     }
                 };
