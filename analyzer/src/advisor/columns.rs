@@ -42,36 +42,11 @@ impl Strs {
         let j = i - self.starts[c];
         (j < arr.len() && arr.is_valid(j)).then(|| arr.value(j))
     }
-
-    /// Per row, a key from the string's arrow *view* (`None` for null): equal keys mean equal
-    /// strings (an inline view holds the string itself; a longer string's view is tagged with
-    /// its chunk, whose buffers it points into). This lets hot loops key rows by integers and
-    /// read a string only the first time its key is seen. Equal strings may still have
-    /// different keys, so callers map keys to string keys.
-    pub fn view_keys(&self) -> Vec<Option<ViewKey>> {
-        let mut out = Vec::with_capacity(self.ca.len());
-        for (c, arr) in self.chunks.iter().enumerate() {
-            let key = |v: &polars_arrow::array::View| {
-                let tag = if v.is_inline() { u32::MAX } else { c as u32 };
-                (tag, v.as_u128())
-            };
-            let views = arr.views();
-            match arr.validity() {
-                Some(valid) => out.extend(
-                    views
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| valid.get_bit(i).then(|| key(v))),
-                ),
-                None => out.extend(views.iter().map(|v| Some(key(v)))),
-            }
-        }
-        out
-    }
 }
 
-/// See [`Strs::view_keys`].
-pub type ViewKey = (u32, u128);
+/// A string's arrow view, tagged with its chunk unless inline: equal keys mean equal strings
+/// (equal strings may have different keys).
+type ViewKey = (u32, u128);
 
 /// A string column's rows as small integers ([`Strs::ids`]): equal strings have equal ids.
 pub struct Ids<'a> {
@@ -146,48 +121,6 @@ impl<'a> Ids<'a> {
     }
 }
 
-/// Row-by-row [`Strs::view_keys`] without materialising them (a vector of keys per column cost
-/// a third of the idle detector in fresh pages on 2.6 M rows): sequential rows stay in the
-/// current chunk.
-pub struct ViewKeyReader<'a> {
-    strs: &'a Strs,
-    chunk: usize,
-}
-
-impl ViewKeyReader<'_> {
-    /// The key of row `i` (`None` when null or out of range).
-    pub fn at(&mut self, i: usize) -> Option<ViewKey> {
-        let s = self.strs;
-        let in_chunk = |c: usize| {
-            c < s.chunks.len() && s.starts[c] <= i && i < s.starts[c] + s.chunks[c].len()
-        };
-        if !in_chunk(self.chunk) {
-            self.chunk = s.starts.partition_point(|&st| st <= i).checked_sub(1)?;
-            if !in_chunk(self.chunk) {
-                return None;
-            }
-        }
-        let (c, arr) = (self.chunk, &s.chunks[self.chunk]);
-        let j = i - s.starts[c];
-        if !arr.is_valid(j) {
-            return None;
-        }
-        let v = &arr.views()[j];
-        let tag = if v.is_inline() { u32::MAX } else { c as u32 };
-        Some((tag, v.as_u128()))
-    }
-}
-
-impl Strs {
-    /// A reader of the rows' view keys, one row at a time.
-    pub fn view_key_reader(&self) -> ViewKeyReader<'_> {
-        ViewKeyReader {
-            strs: self,
-            chunk: 0,
-        }
-    }
-}
-
 impl F64s {
     pub fn get(&self, i: usize) -> Option<f64> {
         let a = self.0.as_ref()?;
@@ -215,7 +148,7 @@ fn column(df: &DataFrame, name: &str, dt: &DataType) -> Result<Series, AdvisorEr
 }
 
 /// A string column as it is (not rechunked: [`Strs::get`] is for occasional lookups; hot loops
-/// use [`Strs::view_keys`]).
+/// use [`Strs::ids`]).
 pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
     Ok(Strs::new(
         column(df, name, &DataType::String)?.str()?.clone(),

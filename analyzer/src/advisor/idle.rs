@@ -332,10 +332,9 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut series: Vec<Vec<(i64, usize)>> = Vec::new();
     let mut model_of: HashMap<u32, String> = HashMap::default();
     {
-        let (mut gv_node, mut gv_uuid) = (g_node.view_key_reader(), g_uuid.view_key_reader());
+        let (gv_node, gv_uuid) = (g_node.ids(), g_uuid.ids());
         // A GPU without a node (an nvidia-smi log names none) is keyed by an empty node.
-        let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey), u32> =
-            HashMap::default();
+        let mut by_view: HashMap<(Option<u32>, u32), u32> = HashMap::default();
         for i in 0..gdf.height() {
             let (vn, Some(vu), Some(t)) = (gv_node.at(i), gv_uuid.at(i), g_ts.get(i)) else {
                 continue;
@@ -382,9 +381,8 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mut instances: Vec<Instance> = Vec::new();
     let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
     {
-        let (mut mv_node, mut mv_uuid) = (m_node.view_key_reader(), m_uuid.view_key_reader());
-        let mut by_view: HashMap<(Option<columns::ViewKey>, columns::ViewKey, Option<i64>), usize> =
-            HashMap::default();
+        let (mv_node, mv_uuid) = (m_node.ids(), m_uuid.ids());
+        let mut by_view: HashMap<(Option<u32>, u32, Option<i64>), usize> = HashMap::default();
         for i in 0..mdf.height() {
             let (vn, Some(vu), Some(t)) = (mv_node.at(i), mv_uuid.at(i), m_ts.get(i)) else {
                 continue;
@@ -466,24 +464,19 @@ fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             Option<&'a str>,
         );
         let mut proc_index: HashMap<PKey, usize> = HashMap::default();
-        // Entity index by (views of node, uuid, process, pod; instance; pid): strings are read
-        // only the first time a combination of views is seen.
+        // Entity index by (string ids of node, uuid, process, pod; instance; pid): strings are
+        // read only the first time a combination is seen.
         type VKey = (
-            Option<columns::ViewKey>,
-            Option<columns::ViewKey>,
+            Option<u32>,
+            Option<u32>,
             Option<i64>,
             Option<i64>,
-            Option<columns::ViewKey>,
-            Option<columns::ViewKey>,
+            Option<u32>,
+            Option<u32>,
         );
         let mut by_view: HashMap<VKey, usize> = HashMap::default();
-        let (pv_node, pv_uuid, pv_proc) = (
-            p_node.view_key_reader(),
-            p_uuid.view_key_reader(),
-            p_proc.view_key_reader(),
-        );
-        let mut pv_pod = p_pod.view_key_reader();
-        let (mut pv_node, mut pv_uuid, mut pv_proc) = (pv_node, pv_uuid, pv_proc);
+        let (pv_node, pv_uuid, pv_proc, pv_pod) =
+            (p_node.ids(), p_uuid.ids(), p_proc.ids(), p_pod.ids());
         for i in 0..pdf.height() {
             let gi = p_gi.get(i);
             let vk: VKey = (
