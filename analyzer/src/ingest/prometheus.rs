@@ -618,8 +618,10 @@ fn queries(family: Family) -> Vec<Query> {
 #[derive(Deserialize)]
 struct Envelope {
     status: String,
+    /// Kept as the raw JSON text and parsed once into its own type by the caller ([`parse`]):
+    /// going through a `serde_json::Value` tree first cost more than the typed parse.
     #[serde(default)]
-    data: Option<serde_json::Value>,
+    data: Option<Box<serde_json::value::RawValue>>,
     #[serde(default, rename = "errorType")]
     error_type: Option<String>,
     #[serde(default)]
@@ -705,7 +707,7 @@ impl Client {
         path: &str,
         params: &[(&str, String)],
         what: &str,
-    ) -> Result<(serde_json::Value, Vec<String>), IngestError> {
+    ) -> Result<(Data, Vec<String>), IngestError> {
         match self.get_bounded(path, params, what)? {
             Answer::Data(d, w) => Ok((d, w)),
             Answer::TooLarge => Err(err(
@@ -805,10 +807,7 @@ impl Client {
                     format!("{what}: status {}: {message}", env.status),
                 ));
             }
-            return Ok(Answer::Data(
-                env.data.unwrap_or(serde_json::Value::Null),
-                env.warnings,
-            ));
+            return Ok(Answer::Data(env.data.unwrap_or_else(null), env.warnings));
         }
         Err(err(
             &self.spec,
@@ -817,10 +816,23 @@ impl Client {
     }
 }
 
+/// An answer's `data`, as JSON text.
+type Data = Box<serde_json::value::RawValue>;
+
+/// JSON `null`, the `data` of an answer without one.
+fn null() -> Data {
+    serde_json::value::RawValue::from_string("null".into()).expect("null is JSON")
+}
+
+/// An answer's `data` parsed as `T`.
+fn parse<T: serde::de::DeserializeOwned>(data: &Data) -> serde_json::Result<T> {
+    serde_json::from_str(data.get())
+}
+
 /// A server's answer to [`Client::get_bounded`].
 enum Answer {
     /// The `data` and the response's warnings.
-    Data(serde_json::Value, Vec<String>),
+    Data(Data, Vec<String>),
     /// The body is larger than `--prometheus.max-response-size`.
     TooLarge,
     /// The server refused the query for one of its limits: which, and the status, URL and
@@ -1188,7 +1200,7 @@ pub(super) fn read(
         ],
         "metric family detection",
     )?;
-    let names: BTreeSet<String> = serde_json::from_value(data)
+    let names: BTreeSet<String> = parse(&data)
         .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
     let mut found: Vec<Family> = all
         .into_iter()
@@ -1914,7 +1926,7 @@ fn fetch_group(
             for w in warns {
                 *t.prom_warnings.entry(w).or_default() += 1;
             }
-            let m: Matrix = serde_json::from_value(data)
+            let m: Matrix = parse(&data)
                 .map_err(|e| err(spec, format!("query {promql:?}: bad answer: {e}")))?;
             if m.result_type != "matrix" {
                 return Err(FetchErr::Fatal(err(
@@ -2085,7 +2097,7 @@ fn has_samples(
                 ],
                 &format!("metric family detection: query {promql:?}"),
             )?;
-            let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+            let mx: Matrix = parse(&data).map_err(|e| {
                 err(
                     &client.spec,
                     format!("metric family detection: query {promql:?}: bad answer: {e}"),
@@ -2153,7 +2165,7 @@ fn scrape_interval(
             for w in warns {
                 *warnings.entry(w).or_default() += 1;
             }
-            let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+            let mx: Matrix = parse(&data).map_err(|e| {
                 err(
                     &client.spec,
                     format!("scrape interval: query {promql:?}: bad answer: {e}"),
@@ -2230,7 +2242,7 @@ fn recorded_offset(
         ],
         &format!("recorded series: query {promql:?}"),
     )?;
-    let mx: Matrix = serde_json::from_value(data).map_err(|e| {
+    let mx: Matrix = parse(&data).map_err(|e| {
         err(
             &client.spec,
             format!("recorded series: query {promql:?}: bad answer: {e}"),
