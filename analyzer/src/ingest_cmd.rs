@@ -72,6 +72,12 @@ pub struct SourceArgs {
         default_value_t = 1
     )]
     pub prometheus_nodes_per_query: u32,
+    /// How a prometheus: source reads the series: `query-range` (the server reduces each row
+    /// with PromQL, JSON answers), `remote-read` (raw samples as compressed chunks through
+    /// /api/v1/read, reduced here with the same windows: Prometheus, Mimir), or `auto`
+    /// (remote read where the server answers it, else query-range; said in the output).
+    #[arg(long = "prometheus.api", value_enum, default_value_t = ingest::prometheus::Api::QueryRange)]
+    pub prometheus_api: ingest::prometheus::Api,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +184,7 @@ impl SourceArgs {
                 max_response_bytes: self.prometheus_max_response_bytes,
                 concurrency: self.prometheus_concurrency as usize,
                 nodes_per_query: self.prometheus_nodes_per_query as usize,
+                api: self.prometheus_api,
                 ..PrometheusOptions::default()
             },
             progress: Some(&progress),

@@ -110,6 +110,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
         prometheus_concurrency: args.src.prometheus_concurrency,
         prometheus_nodes_per_query: args.src.prometheus_nodes_per_query,
+        prometheus_api: args.src.prometheus_api,
     };
     // Partitioned by node: the advisor, the report's tallies and the MIG planner's demand read
     // one node at a time, so memory holds one node's rows, not the fleet's.

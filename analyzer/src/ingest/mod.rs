@@ -15,6 +15,8 @@ mod dedupe;
 mod history;
 pub mod period;
 pub mod prometheus;
+mod promeval;
+mod remote_read;
 pub mod resample;
 pub mod schema;
 pub mod summary;

@@ -40,6 +40,8 @@ use std::time::Duration;
 use polars::prelude::*;
 use serde::Deserialize;
 
+use super::promeval::{Eval, Grid, TextEval};
+use super::remote_read::{self, LabelMatcher, RemoteReadError};
 use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
 use super::schema::{ColType, Table};
 use super::{IngestError, IngestOptions, IngestReport, period};
@@ -67,6 +69,22 @@ pub struct PrometheusOptions {
     /// Nodes per partition (`--prometheus.nodes-per-query`): each group of this many nodes is
     /// queried with a label matcher and becomes one partition; 0 = the whole fleet at once.
     pub nodes_per_query: usize,
+    /// Which API reads the series (`--prometheus.api`).
+    pub api: Api,
+}
+
+/// How the series are read (`--prometheus.api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// The remote-read API where the server answers it, else `query-range` (said in the
+    /// output).
+    Auto,
+    /// `/api/v1/query_range`: the server reduces each interval (PromQL), JSON answers.
+    QueryRange,
+    /// `/api/v1/read`: raw samples as compressed chunks (protobuf), reduced here with the same
+    /// windows; much less for the server to do and to send. Prometheus and Mimir serve it;
+    /// Thanos Query and VictoriaMetrics do not.
+    RemoteRead,
 }
 
 impl Default for PrometheusOptions {
@@ -81,6 +99,7 @@ impl Default for PrometheusOptions {
             max_response_bytes: 128 << 20,
             concurrency: 4,
             nodes_per_query: 1,
+            api: Api::QueryRange,
         }
     }
 }
@@ -228,7 +247,7 @@ pub const LOOKBACK_MS: i64 = 300_000;
 /// for a series' first interval, its rise inside the interval (max − min). Unlike `increase()` it
 /// does not extrapolate, so the steps add up to the counter's whole increase, landing in the
 /// interval of the sample that shows it — as the history writer counts it.
-fn counter_delta(m: &str) -> String {
+pub(super) fn counter_delta(m: &str) -> String {
     format!(
         "clamp_min(last_over_time({m}[{{R}}]) - last_over_time({m}[{{L}}] offset {{S}}), 0) \
          or (max_over_time({m}[{{R}}]) - min_over_time({m}[{{R}}]))"
@@ -237,7 +256,7 @@ fn counter_delta(m: &str) -> String {
 
 /// Events of a per-code counter family `m` (label `code_label`) per step: the counter increase
 /// summed over codes; a code's series seen for the first time counts its value (its first event).
-fn event_count(m: &str, code_label: &str) -> String {
+pub(super) fn event_count(m: &str, code_label: &str) -> String {
     format!(
         "sum without ({code_label}) (clamp_min(last_over_time({m}[{{R}}]) - \
          last_over_time({m}[{{L}}] offset {{S}}), 0) or last_over_time({m}[{{R}}]))"
@@ -248,7 +267,7 @@ fn event_count(m: &str, code_label: &str) -> String {
 /// step + lookback minus changes over the lookback before the step (both windows start at the
 /// same time, so pairs before the step cancel); a series with nothing before the step counts
 /// its changes inside it.
-fn value_changes(m: &str) -> String {
+pub(super) fn value_changes(m: &str) -> String {
     format!("(changes({m}[{{SL}}]) - changes({m}[{{L}}] offset {{S}})) or changes({m}[{{R}}])")
 }
 
@@ -816,6 +835,164 @@ impl Client {
     }
 }
 
+/// A server's answer to [`Client::remote_read`].
+enum RemoteAnswer {
+    /// Read to the end: what was found.
+    Done(remote_read::ReadStats),
+    /// The server does not answer the remote-read API (404, 405, 501, another content type):
+    /// why.
+    Unsupported(String),
+    /// The server refused the read for one of its limits.
+    Limit(Limit, String),
+}
+
+/// Counts the bytes read through it.
+struct Counting<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+}
+
+impl Client {
+    /// POSTs a remote-read request (`/api/v1/read`) and hands each series of the answer to
+    /// `each` as it is read (streamed chunks, or a samples answer read whole within
+    /// `--prometheus.max-response-size`). Retries 5xx and transport errors before the answer's
+    /// body is read; an error inside the body is fatal (series were already handed over).
+    fn remote_read(
+        &mut self,
+        queries: Vec<remote_read::Query>,
+        what: &str,
+        mut each: impl FnMut(remote_read::Series) -> Result<(), RemoteReadError>,
+    ) -> Result<RemoteAnswer, IngestError> {
+        let url = format!("{}/api/v1/read", self.base);
+        let ranges: Vec<(i64, i64)> = queries
+            .iter()
+            .map(|q| (q.start_timestamp_ms, q.end_timestamp_ms))
+            .collect();
+        let body = remote_read::encode_request(queries);
+        let attempts = self.opts.attempts.max(1);
+        let max = self.opts.max_response_bytes.max(1);
+        let mut last = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt - 1));
+            }
+            self.requests += 1;
+            let mut req = self
+                .agent
+                .post(&url)
+                .header("Content-Type", "application/x-protobuf")
+                .header("Content-Encoding", "snappy")
+                .header("X-Prometheus-Remote-Read-Version", "0.1.0");
+            if let Some(a) = &self.auth {
+                req = req.header("Authorization", a);
+            }
+            let mut resp = match req.send(&body[..]) {
+                Ok(r) => r,
+                Err(e @ (ureq::Error::BadUri(_) | ureq::Error::RequireHttpsOnly(_))) => {
+                    return Err(err(&self.spec, format!("{url}: {e}")));
+                }
+                Err(e) => {
+                    last = format!("{e}");
+                    continue;
+                }
+            };
+            let status = resp.status().as_u16();
+            let ctype = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            if status != 200 {
+                let text = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(64 << 10)
+                    .read_to_vec()
+                    .unwrap_or_default();
+                self.bytes += text.len() as u64;
+                let message = snippet(&text);
+                let said = format!("HTTP {status} from {url}: {message}");
+                if matches!(status, 404 | 405 | 406 | 415 | 501) {
+                    return Ok(RemoteAnswer::Unsupported(said));
+                }
+                if let Some(limit) = server_limit(status, &message) {
+                    return Ok(RemoteAnswer::Limit(limit, said));
+                }
+                if (500..600).contains(&status) {
+                    last = said;
+                    continue;
+                }
+                return Err(err(&self.spec, format!("{what}: {said}")));
+            }
+            let fail = |e: RemoteReadError| err(&self.spec, format!("{what}: {url}: {e}"));
+            if ctype.starts_with("application/x-streamed-protobuf") {
+                // Buffered: frames are read a few bytes at a time (size, checksum).
+                let mut reader = std::io::BufReader::with_capacity(
+                    256 << 10,
+                    Counting {
+                        inner: resp.body_mut().with_config().reader(),
+                        n: 0,
+                    },
+                );
+                let r = remote_read::read_streamed(&mut reader, &ranges, max, &mut each);
+                self.bytes += reader.get_ref().n;
+                return r.map(RemoteAnswer::Done).map_err(fail);
+            }
+            if ctype.starts_with("application/x-protobuf") {
+                let data = match resp.body_mut().with_config().limit(max).read_to_vec() {
+                    Ok(b) => b,
+                    Err(ureq::Error::BodyExceedsLimit(_)) => {
+                        return Err(err(
+                            &self.spec,
+                            format!(
+                                "{what}: the answer from {url} is larger than {} \
+                                 (--prometheus.max-response-size)",
+                                fmt_size(max)
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        last = format!("HTTP {status}, reading the body: {e}");
+                        continue;
+                    }
+                };
+                self.bytes += data.len() as u64;
+                return remote_read::read_samples(&data, &ranges, &mut each)
+                    .map(RemoteAnswer::Done)
+                    .map_err(fail);
+            }
+            let text = resp
+                .body_mut()
+                .with_config()
+                .limit(64 << 10)
+                .read_to_vec()
+                .unwrap_or_default();
+            return Ok(RemoteAnswer::Unsupported(format!(
+                "{url} answered {:?}, not remote-read protobuf: {}",
+                if ctype.is_empty() {
+                    "no content type"
+                } else {
+                    ctype.as_str()
+                },
+                snippet(&text)
+            )));
+        }
+        Err(err(
+            &self.spec,
+            format!("{what}: {url} failed after {attempts} attempt(s); last: {last}"),
+        ))
+    }
+}
+
 /// An answer's `data`, as JSON text.
 type Data = Box<serde_json::value::RawValue>;
 
@@ -997,10 +1174,100 @@ type Key = (Table, Vec<(&'static str, String)>);
 
 #[derive(Default)]
 struct Entity {
-    /// Per ts: column → value.
-    rows: BTreeMap<i64, BTreeMap<&'static str, f64>>,
+    /// Row times, ascending.
+    ts: Vec<i64>,
+    /// Per row, the value of each of the table's [`cells`] (row-major, `width` per row), NaN
+    /// where none (values are never NaN: refused).
+    cells: Vec<f64>,
+    width: usize,
     /// Per ts: string columns (status).
     strs: BTreeMap<i64, BTreeMap<&'static str, String>>,
+}
+
+impl Entity {
+    fn new(width: usize) -> Self {
+        Entity {
+            width,
+            ..Entity::default()
+        }
+    }
+
+    /// The row at `i`.
+    fn row(&self, i: usize) -> &[f64] {
+        &self.cells[i * self.width..(i + 1) * self.width]
+    }
+
+    /// Puts one column's points (cell `ci`) into the rows, adding rows for new times; a cell
+    /// that has a value keeps it (the first query for a column wins). Points in time order are
+    /// merged in one pass; others are sorted first.
+    fn put(&mut self, ci: usize, mut points: Vec<(i64, f64)>) {
+        if !points.is_sorted_by_key(|p| p.0) {
+            points.sort_by_key(|p| p.0);
+        }
+        points.dedup_by_key(|p| p.0);
+        let w = self.width;
+        let mut missing = 0usize;
+        let mut i = 0;
+        for &(t, _) in &points {
+            while i < self.ts.len() && self.ts[i] < t {
+                i += 1;
+            }
+            if i == self.ts.len() || self.ts[i] != t {
+                missing += 1;
+            }
+        }
+        if missing > 0 {
+            let n = self.ts.len() + missing;
+            let mut ts = Vec::with_capacity(n);
+            let mut cells = Vec::with_capacity(n * w);
+            let mut i = 0;
+            for &(t, _) in &points {
+                while i < self.ts.len() && self.ts[i] < t {
+                    ts.push(self.ts[i]);
+                    cells.extend_from_slice(&self.cells[i * w..(i + 1) * w]);
+                    i += 1;
+                }
+                if i < self.ts.len() && self.ts[i] == t {
+                    continue;
+                }
+                ts.push(t);
+                cells.extend(std::iter::repeat_n(f64::NAN, w));
+            }
+            ts.extend_from_slice(&self.ts[i..]);
+            cells.extend_from_slice(&self.cells[i * w..]);
+            self.ts = ts;
+            self.cells = cells;
+        }
+        let mut i = 0;
+        for (t, v) in points {
+            while self.ts[i] < t {
+                i += 1;
+            }
+            let c = &mut self.cells[i * w + ci];
+            if c.is_nan() {
+                *c = v;
+            }
+        }
+    }
+}
+
+/// The numeric cells of a table's rows, in column order: its columns that aggregate
+/// ([`agg_of`]) but `status` (kept as text), and `samples`.
+fn cells(table: Table) -> &'static [&'static str] {
+    static CELLS: std::sync::OnceLock<[Vec<&'static str>; 3]> = std::sync::OnceLock::new();
+    &CELLS.get_or_init(|| {
+        Table::ALL.map(|t| {
+            t.columns()
+                .map(|c| c.name)
+                .filter(|n| *n == "samples" || (*n != "status" && agg_of(n).is_some()))
+                .collect()
+        })
+    })[table as usize]
+}
+
+/// Index of `column` in [`cells`] of `table`.
+fn cell(table: Table, column: &str) -> Option<usize> {
+    cells(table).iter().position(|c| *c == column)
 }
 
 /// Label-derived identity of a series in `table`, from the family's labels. `None` when the
@@ -1322,7 +1589,7 @@ pub(super) fn read(
     let windows = chunks(since, until, step, popts.max_points);
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
-    let mut texts: Vec<(String, Vec<Query>)> = Vec::new();
+    let mut texts: Vec<(String, Vec<Query>, Option<Eval>)> = Vec::new();
     for mut query in queries(family) {
         if let Some(r) = &recorded {
             for (raw, rec) in family.recorded() {
@@ -1337,27 +1604,75 @@ pub(super) fn read(
             .replace("{SL}", &dur(step + lookback))
             .replace("{S}", &dur(step))
             .replace("{L}", &dur(lookback));
-        match texts.iter_mut().find(|(p, _)| *p == promql) {
-            Some((_, g)) => g.push(query),
-            None => texts.push((promql, vec![query])),
+        match texts.iter_mut().find(|(p, _, _)| *p == promql) {
+            Some((_, g, _)) => g.push(query),
+            None => {
+                let eval = Eval::parse(&query.promql);
+                texts.push((promql, vec![query], eval))
+            }
         }
     }
     // Recorded maxima are evaluated `shift` later and their answers moved back by as much
     // ([`recorded_shift`]).
-    let texts: Vec<(String, i64, Vec<Query>)> = texts
+    let texts: Vec<Text> = texts
         .into_iter()
-        .map(|(promql, group)| {
+        .map(|(promql, columns, eval)| {
             let shift = match &recorded {
                 Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
                 _ => 0,
             };
-            (promql, shift, group)
+            Text {
+                promql,
+                shift,
+                columns,
+                eval,
+            }
         })
         .collect();
+    // Remote read where asked for, or where the server answers it (`auto`).
+    let remote = match popts.api {
+        Api::QueryRange => false,
+        Api::RemoteRead => {
+            if let Err(why) = probe_remote_read(&mut client, family, until)? {
+                return Err(err(
+                    &spec,
+                    format!(
+                        "--prometheus.api remote-read: the server does not answer the \
+                         remote-read API: {why}"
+                    ),
+                ));
+            }
+            true
+        }
+        Api::Auto => match probe_remote_read(&mut client, family, until)? {
+            Ok(()) => true,
+            Err(why) => {
+                report.warnings.push(format!(
+                    "{spec}: read through /api/v1/query_range: the server does not answer the \
+                     remote-read API ({why})"
+                ));
+                false
+            }
+        },
+    };
+    if remote {
+        if let Some(t) = texts.iter().find(|t| t.eval.is_none()) {
+            return Err(err(
+                &spec,
+                format!("remote read cannot evaluate {:?} (a bug)", t.promql),
+            ));
+        }
+        report.warnings.push(format!(
+            "{spec}: read raw samples through the remote-read API (/api/v1/read), \
+             reduced per row here"
+        ));
+    }
     let plan = Plan {
         spec: &spec,
         family,
         step,
+        lookback,
+        remote,
         windows: &windows,
         texts: &texts,
         row_spec: RowSpec {
@@ -1510,7 +1825,9 @@ fn settle(tables: PartTables, spill: Option<&Path>, n: usize) -> Result<Settled,
                     source: e,
                 };
                 let file = std::fs::File::create(&path).map_err(io)?;
+                // LZ4: the file lives for one run; zstd cost more CPU than the disk it saved.
                 ParquetWriter::new(file)
+                    .with_compression(ParquetCompression::Lz4Raw)
                     .finish(&mut df)
                     .map_err(|e| IngestError::Parquet {
                         path: path.clone(),
@@ -1533,11 +1850,27 @@ struct Plan<'a> {
     step: i64,
     /// The evaluation chunks (start, end), unix ms.
     windows: &'a [(i64, i64)],
+    /// `{L}`, ms.
+    lookback: i64,
+    /// Read through the remote-read API ([`fetch_group_remote`]).
+    remote: bool,
     /// The PromQL texts without a node matcher, the shift of their evaluation times, and the
     /// columns they feed.
-    texts: &'a [(String, i64, Vec<Query>)],
+    texts: &'a [Text],
     row_spec: RowSpec,
     max_response_bytes: u64,
+}
+
+/// One PromQL text the source evaluates (sent once, feeding every column that uses it).
+struct Text {
+    /// Without a node matcher.
+    promql: String,
+    /// The shift of its evaluation times (recorded maxima: [`recorded_shift`]).
+    shift: i64,
+    columns: Vec<Query>,
+    /// The same, evaluated over raw samples (remote read); `None` for a form
+    /// [`Eval::parse`] does not know.
+    eval: Option<Eval>,
 }
 
 /// A group of nodes queried together: their names and the series' label matcher (none: the
@@ -1581,6 +1914,34 @@ impl Group {
             "Hostname" => format!("node=\"\",{sel}"),
             _ => format!("node=\"\",Hostname=\"\",{sel}"),
         })
+    }
+
+    /// [`Group::matcher`] as remote-read label matchers.
+    fn label_matchers(&self) -> Vec<LabelMatcher> {
+        let Some((label, values)) = self.label.as_ref() else {
+            return Vec::new();
+        };
+        let vals: BTreeSet<&String> = self
+            .nodes
+            .iter()
+            .filter_map(|n| values.get(n))
+            .flatten()
+            .collect();
+        let mut out: Vec<LabelMatcher> = match *label {
+            "node" => Vec::new(),
+            "Hostname" => vec![LabelMatcher::eq("node", "")],
+            _ => vec![
+                LabelMatcher::eq("node", ""),
+                LabelMatcher::eq("Hostname", ""),
+            ],
+        };
+        out.push(if vals.len() == 1 {
+            LabelMatcher::eq(label, vals.iter().next().expect("one"))
+        } else {
+            let re: Vec<String> = vals.iter().map(|v| regex_escape(v)).collect();
+            LabelMatcher::re(label, &re.join("|"))
+        });
+        out
     }
 
     /// The group in two halves (for a server's series limit).
@@ -1825,7 +2186,12 @@ fn fetch_split(
     group: &Group,
     t: &mut Tallies,
 ) -> Result<Vec<(String, PartTables)>, IngestError> {
-    match fetch_group(plan, client, group, t) {
+    let fetched = if plan.remote {
+        fetch_group_remote(plan, client, group, t)
+    } else {
+        fetch_group(plan, client, group, t)
+    };
+    match fetched {
         Ok(tables) => Ok(vec![(group.key(), tables)]),
         Err(FetchErr::Fatal(e)) => Err(e),
         Err(FetchErr::Nodes(message)) => {
@@ -1855,7 +2221,13 @@ fn fetch_group(
     let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
-    for (text, shift, columns) in plan.texts {
+    for Text {
+        promql: text,
+        shift,
+        columns,
+        ..
+    } in plan.texts
+    {
         let shift = *shift;
         let promql = match &matcher {
             Some(m) => with_matcher(text, m),
@@ -1942,26 +2314,22 @@ fn fetch_group(
                 }
                 let fp = format!("{:?}", series.metric);
                 seen.entry(fp).or_default().insert(ci);
-                for query in columns {
-                    let Some(id) = identity(query.table, plan.family, &series.metric) else {
-                        continue;
-                    };
-                    let key = (query.table, id);
-                    if let Some(bad) = bad_label(&key) {
-                        let why = "an identity label that is not a number where one is expected";
-                        t.refused.add(why, &promql, &bad);
-                        continue;
-                    }
-                    collect(
-                        query,
-                        &promql,
-                        &series,
-                        &key,
-                        &mut entities,
-                        &mut attrs,
-                        &mut t.refused,
-                    );
-                }
+                let values = || {
+                    series.values.iter().map(|(t, v)| {
+                        let ts = (t * 1000.0).round() as i64;
+                        (ts, v.parse::<f64>().map_err(|_| v.as_str()))
+                    })
+                };
+                absorb(
+                    plan,
+                    columns,
+                    &promql,
+                    &series.metric,
+                    values,
+                    &mut entities,
+                    &mut attrs,
+                    &mut t.refused,
+                );
             }
         }
         let gapped = seen
@@ -1984,6 +2352,209 @@ fn fetch_group(
     }
     tallies.merge(t);
     Ok(out)
+}
+
+/// One answer's series into the cells of every column its query feeds.
+#[allow(clippy::too_many_arguments)]
+fn absorb<'v, I: Iterator<Item = (i64, Result<f64, &'v str>)>>(
+    plan: &Plan,
+    columns: &[Query],
+    promql: &str,
+    metric: &BTreeMap<String, String>,
+    values: impl Fn() -> I,
+    entities: &mut BTreeMap<Key, Entity>,
+    attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
+    refused: &mut Refused,
+) {
+    for query in columns {
+        let Some(id) = identity(query.table, plan.family, metric) else {
+            continue;
+        };
+        let key = (query.table, id);
+        if let Some(bad) = bad_label(&key) {
+            let why = "an identity label that is not a number where one is expected";
+            refused.add(why, promql, &bad);
+            continue;
+        }
+        collect(
+            query,
+            promql,
+            metric,
+            values(),
+            &key,
+            entities,
+            attrs,
+            refused,
+        );
+    }
+}
+
+/// The rows of one group of nodes read through the remote-read API: one request with a query
+/// per metric name the texts select (the group's label matcher added), each series evaluated
+/// as it arrives ([`TextEval`]) at the evaluation times of the query-range path, into the same
+/// cells; then its rows per table, as [`fetch_group`].
+fn fetch_group_remote(
+    plan: &Plan,
+    client: &mut Client,
+    group: &Group,
+    tallies: &mut Tallies,
+) -> Result<PartTables, FetchErr> {
+    let mut t = Tallies::default();
+    let spec = plan.spec;
+    let step = plan.step;
+    let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
+    let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
+    let (Some(&(first, _)), Some(&(_, last))) = (plan.windows.first(), plan.windows.last()) else {
+        return Ok(Vec::new());
+    };
+    let grid = Grid {
+        first,
+        step,
+        n: (last - first) / step + 1,
+        lookback: plan.lookback,
+    };
+    let mut evals: Vec<TextEval> = plan
+        .texts
+        .iter()
+        .map(|x| TextEval::new(x.eval.clone().expect("checked by read"), x.shift))
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for e in &evals {
+        for m in e.eval.metrics() {
+            if !names.iter().any(|n| n == m) {
+                names.push(m.to_string());
+            }
+        }
+    }
+    // Readers of each name: (text index).
+    let readers: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            (0..evals.len())
+                .filter(|&i| evals[i].eval.metrics().contains(&n.as_str()))
+                .collect()
+        })
+        .collect();
+    let shifts = plan.texts.iter().map(|x| x.shift);
+    let start = first - step - plan.lookback + shifts.clone().min().unwrap_or(0).min(0);
+    let end = last + shifts.max().unwrap_or(0).max(0);
+    let matchers = group.label_matchers();
+    let queries: Vec<remote_read::Query> = names
+        .iter()
+        .map(|n| {
+            let mut m = vec![LabelMatcher::eq("__name__", n)];
+            m.extend(matchers.iter().cloned());
+            remote_read::Query {
+                start_timestamp_ms: start,
+                end_timestamp_ms: end,
+                matchers: m,
+            }
+        })
+        .collect();
+    let what = format!(
+        "remote read of {} metric(s) for {}",
+        names.len(),
+        match &group.label {
+            Some(_) => format!("node(s) {}", group.key()),
+            None => "the fleet".to_string(),
+        }
+    );
+    let mut out = Vec::new();
+    let answer = client.remote_read(queries, &what, |series| {
+        let name = &names[series.query];
+        for &i in &readers[series.query] {
+            evals[i].feed(
+                name,
+                &series.labels,
+                &series.ts,
+                &series.vals,
+                &grid,
+                &mut out,
+            );
+            let text = &plan.texts[i];
+            for (metric, points) in out.drain(..) {
+                absorb(
+                    plan,
+                    &text.columns,
+                    &text.promql,
+                    &metric,
+                    || points.iter().map(|&(t, v)| (t, Ok(v))),
+                    &mut entities,
+                    &mut attrs,
+                    &mut t.refused,
+                );
+            }
+        }
+        Ok(())
+    })?;
+    match answer {
+        RemoteAnswer::Done(stats) => {
+            if stats.skipped_chunks > 0 {
+                *t.prom_warnings
+                    .entry("remote read: chunks of a histogram encoding skipped".into())
+                    .or_default() += stats.skipped_chunks;
+            }
+        }
+        RemoteAnswer::Limit(kind, message) => {
+            if group.label.is_some() && group.nodes.len() > 1 {
+                return Err(FetchErr::Nodes(message));
+            }
+            let _ = kind;
+            return Err(FetchErr::Fatal(err(
+                spec,
+                format!(
+                    "{what}: the server refuses it for a limit: {message} \
+                     (--prometheus.api query-range reads the range in chunks)"
+                ),
+            )));
+        }
+        RemoteAnswer::Unsupported(why) => {
+            return Err(FetchErr::Fatal(err(spec, format!("{what}: {why}"))));
+        }
+    }
+    for (i, e) in evals.iter_mut().enumerate() {
+        e.finish(&mut out);
+        let text = &plan.texts[i];
+        for (metric, points) in out.drain(..) {
+            absorb(
+                plan,
+                &text.columns,
+                &text.promql,
+                &metric,
+                || points.iter().map(|&(t, v)| (t, Ok(v))),
+                &mut entities,
+                &mut attrs,
+                &mut t.refused,
+            );
+        }
+    }
+    let mut tables = Vec::new();
+    for o in observations(entities, attrs, spec)? {
+        let table = o.table;
+        let (df, s) = resample::resample(o, plan.row_spec)?;
+        tables.push((table, (df.height() > 0).then_some(df), s));
+    }
+    tallies.merge(t);
+    Ok(tables)
+}
+
+/// Whether the server answers the remote-read API: one small read (the family's first marker
+/// over the last millisecond of the range). `Ok(Err(why))` when it does not.
+fn probe_remote_read(
+    client: &mut Client,
+    family: Family,
+    until: i64,
+) -> Result<Result<(), String>, IngestError> {
+    let q = remote_read::Query {
+        start_timestamp_ms: until - 1,
+        end_timestamp_ms: until,
+        matchers: vec![LabelMatcher::eq("__name__", family.markers()[0])],
+    };
+    match client.remote_read(vec![q], "remote-read probe", |_| Ok(())) {
+        Ok(RemoteAnswer::Done(_)) => Ok(Ok(())),
+        Ok(RemoteAnswer::Unsupported(why)) | Ok(RemoteAnswer::Limit(_, why)) => Ok(Err(why)),
+        Err(e) => Ok(Err(e.to_string())),
+    }
 }
 
 /// Whether to read the activity and memory maxima from the advisor's recorded series
@@ -2279,16 +2850,19 @@ fn recorded_shift(offset_ms: i64) -> i64 {
 }
 
 /// Adds one series' points into its entity (or label-derived attributes for info/status).
-fn collect(
+/// The points of one answer's series (its labels `m`; time in ms and value, or the text that
+/// is not a number) into the entity `key`'s cells for `query`'s column.
+#[allow(clippy::too_many_arguments)]
+fn collect<'v>(
     query: &Query,
     promql: &str,
-    series: &MatrixSeries,
+    m: &BTreeMap<String, String>,
+    values: impl Iterator<Item = (i64, Result<f64, &'v str>)>,
     key: &Key,
     entities: &mut BTreeMap<Key, Entity>,
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
     refused: &mut Refused,
 ) {
-    let m = &series.metric;
     // Attributes carried as labels on data series (dcgm-exporter's `modelName`; older
     // nvidia_gpu_exporter versions put `name` on every series).
     if let Some(model) = ["modelName", "name"]
@@ -2339,12 +2913,18 @@ fn collect(
         }
         _ => {}
     }
-    let ent = entities.entry(key.clone()).or_default();
-    for (t, v) in &series.values {
-        let ts = (t * 1000.0).round() as i64;
-        let Ok(x) = v.parse::<f64>() else {
-            refused.add("not a number", promql, v);
-            continue;
+    let ent = entities
+        .entry(key.clone())
+        .or_insert_with(|| Entity::new(cells(key.0).len()));
+    let ci = cell(key.0, query.column);
+    let mut points = Vec::with_capacity(values.size_hint().0);
+    for (ts, x) in values {
+        let x = match x {
+            Ok(x) => x,
+            Err(v) => {
+                refused.add("not a number", promql, v);
+                continue;
+            }
         };
         if query.column == "status" {
             let state = m.get("state").cloned().unwrap_or_default();
@@ -2360,7 +2940,7 @@ fn collect(
             continue;
         }
         if x.is_nan() {
-            refused.add("NaN", promql, v);
+            refused.add("NaN", promql, "NaN");
             continue;
         }
         let v = if query.scale < 0.0 {
@@ -2372,8 +2952,12 @@ fn collect(
             refused.add(why, promql, &x.to_string());
             continue;
         }
-        let row = ent.rows.entry(ts).or_default();
-        row.entry(query.column).or_insert(v);
+        points.push((ts, v));
+    }
+    if let Some(ci) = ci
+        && !points.is_empty()
+    {
+        ent.put(ci, points);
     }
 }
 
@@ -2424,8 +3008,26 @@ fn observations(
             .filter(|c| !matches!(c.name, "ts" | "interval_ms" | "samples"))
             .filter_map(|c| agg_of(c.name).map(|a| (c.name, a)))
             .collect();
-        let (mut eid, mut ts, mut n) = (Vec::new(), Vec::new(), Vec::new());
-        let mut vals: Vec<Vec<Option<f64>>> = vec![Vec::new(); value_cols.len()];
+        // Per value column: its cell (none for status).
+        let value_cells: Vec<Option<usize>> =
+            value_cols.iter().map(|(c, _)| cell(table, c)).collect();
+        let samples_cell = cell(table, "samples");
+        // Cells that make a row an observation: not the count, not a counter's increase.
+        let gauge: Vec<bool> = cells(table)
+            .iter()
+            .map(|c| !matches!(*c, "samples" | "energy_delta_joules" | "xid_count"))
+            .collect();
+        let rows: usize = entities
+            .iter()
+            .filter(|(k, _)| k.0 == table)
+            .map(|(_, e)| e.ts.len())
+            .sum();
+        let (mut eid, mut ts, mut n) = (
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows),
+        );
+        let mut vals: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(rows); value_cols.len()];
         let mut labels: Vec<Vec<(&'static str, String)>> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for (key, ent) in &entities {
@@ -2451,21 +3053,20 @@ fn observations(
                     .join(",")
             ));
             labels.push(l);
-            for (t, row) in &ent.rows {
-                let has_value = row
-                    .keys()
-                    .any(|k| !matches!(*k, "samples" | "energy_delta_joules" | "xid_count"));
+            for (r, t) in ent.ts.iter().enumerate() {
+                let row = ent.row(r);
+                let has_value = row.iter().zip(&gauge).any(|(v, g)| *g && !v.is_nan());
                 if !has_value {
                     continue;
                 }
                 eid.push(e);
                 ts.push(*t);
+                let got = |ci: Option<usize>| ci.map(|i| row[i]).filter(|v| !v.is_nan());
                 n.push(
-                    row.get("samples")
-                        .map_or(1, |c| c.round().clamp(1.0, u32::MAX as f64) as u32),
+                    got(samples_cell).map_or(1, |c| c.round().clamp(1.0, u32::MAX as f64) as u32),
                 );
                 let status = ent.strs.get(t).and_then(|s| s.get("status"));
-                for ((c, _), v) in value_cols.iter().zip(vals.iter_mut()) {
+                for (((c, _), ci), v) in value_cols.iter().zip(&value_cells).zip(vals.iter_mut()) {
                     v.push(if *c == "status" {
                         status.and_then(|s| {
                             resample::STATUS_RANKS
@@ -2474,7 +3075,7 @@ fn observations(
                                 .map(|r| r as f64)
                         })
                     } else {
-                        row.get(c).copied()
+                        got(*ci)
                     });
                 }
             }

@@ -236,6 +236,17 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         Src::Long(m, v, _) => (m.cont_slice().ok(), v.cont_slice().ok()),
         Src::Wide(_) => (None, None),
     };
+    // The wide columns as slices and validity (one chunk each: rechunked), read in place.
+    let wide: Vec<(&[f64], Option<&polars_arrow::bitmap::Bitmap>)> = match &src {
+        Src::Wide(cols) => cols
+            .iter()
+            .map(|c| {
+                let a = c.downcast_iter().next().expect("rechunked: one chunk");
+                (a.values().as_slice(), a.validity())
+            })
+            .collect(),
+        Src::Long(..) => Vec::new(),
+    };
     #[derive(Clone, Copy, Default)]
     struct Acc {
         /// Σ value × weight (mean) or Σ value (sum).
@@ -254,12 +265,19 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         vals: Vec<Vec<Option<f64>>>,
         acc: Vec<Acc>,
     }
+    // At most one row per observation, about one when rows are not asked coarser than the
+    // data: reserved then, not grown.
+    let cap = if spec.requested_ms.is_some_and(|r| r > spec.grid_ms) {
+        0
+    } else {
+        len
+    };
     let mut out = Out {
-        eid: Vec::new(),
-        end: Vec::new(),
-        iv: Vec::new(),
-        samples: Vec::new(),
-        vals: vec![Vec::new(); ncols],
+        eid: Vec::with_capacity(cap),
+        end: Vec::with_capacity(cap),
+        iv: Vec::with_capacity(cap),
+        samples: Vec::with_capacity(cap),
+        vals: vec![Vec::with_capacity(cap); ncols],
         acc: vec![Acc::default(); ncols],
     };
     let flush = |out: &mut Out| {
@@ -346,10 +364,10 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
             }
             let w = f64::from(n[k].max(1));
             match &src {
-                Src::Wide(cols) => {
-                    for (jj, c) in cols.iter().enumerate() {
-                        if let Some(v) = c.get(k) {
-                            add(&mut out.acc, jj, v, w);
+                Src::Wide(_) => {
+                    for (jj, (vals, valid)) in wide.iter().enumerate() {
+                        if valid.is_none_or(|b| b.get_bit(k)) {
+                            add(&mut out.acc, jj, vals[k], w);
                         }
                     }
                 }

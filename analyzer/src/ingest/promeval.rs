@@ -1,0 +1,503 @@
+//! Local evaluation of the `prometheus:` source's PromQL over raw samples, for the remote-read
+//! API: each query template the source sends to `/api/v1/query_range` ([`Eval::parse`]) is
+//! computed here from a series' samples at the same evaluation times, with the same windows —
+//! `(t − step, t]` for `{R}`, `[t − step − L, t − step]` for `{L} offset {S}` — and the same
+//! output labels (the series' without `__name__`; without the code label for per-code sums).
+//!
+//! It covers exactly the forms the source uses (`avg|max|min|count|last_over_time`, the sum of
+//! two of them matched on labels, and the counter, event and value-change forms of
+//! `prometheus.rs`); a template of another form does not parse, which a test guards. It is
+//! not a PromQL engine, does no I/O, and does not know the canonical columns.
+
+use std::collections::BTreeMap;
+
+use super::prometheus::{counter_delta, event_count, value_changes};
+
+/// A range function over `(t − step, t]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Func {
+    Avg,
+    Max,
+    Min,
+    Count,
+    Last,
+}
+
+/// A query template the source sends, as evaluated here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eval {
+    /// `f_over_time(m[{R}])`.
+    Over(Func, String),
+    /// `a + b`, both `Over`, one-to-one on labels without `__name__`.
+    Sum(Func, String, Func, String),
+    /// [`counter_delta`].
+    CounterDelta(String),
+    /// [`event_count`]: the metric and the code label summed away.
+    EventCount(String, String),
+    /// [`value_changes`].
+    ValueChanges(String),
+}
+
+/// The metric names a template selects (the tokens before `[`).
+fn selected(t: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let b = t.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphabetic() || b[i] == b'_' || b[i] == b':' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            if b.get(i) == Some(&b'[') && !out.iter().any(|o| o == &t[s..i]) {
+                out.push(t[s..i].to_string());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn over(t: &str) -> Option<(Func, String)> {
+    let (f, rest) = t.split_once("_over_time(")?;
+    let func = match f {
+        "avg" => Func::Avg,
+        "max" => Func::Max,
+        "min" => Func::Min,
+        "count" => Func::Count,
+        "last" => Func::Last,
+        _ => return None,
+    };
+    let m = rest.strip_suffix("[{R}])")?;
+    (!m.is_empty()
+        && m.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':'))
+    .then(|| (func, m.to_string()))
+}
+
+impl Eval {
+    /// The template (with its `{R}`, `{S}`, `{L}`, `{SL}` placeholders) as an [`Eval`]; `None`
+    /// for a form this module does not evaluate.
+    pub fn parse(template: &str) -> Option<Eval> {
+        if let Some(o) = over(template) {
+            return Some(Eval::Over(o.0, o.1));
+        }
+        if let Some((a, b)) = template.split_once(" + ") {
+            let (fa, ma) = over(a)?;
+            let (fb, mb) = over(b)?;
+            return Some(Eval::Sum(fa, ma, fb, mb));
+        }
+        let names = selected(template);
+        let [m] = names.as_slice() else {
+            return None;
+        };
+        if template == counter_delta(m) {
+            return Some(Eval::CounterDelta(m.clone()));
+        }
+        if template == value_changes(m) {
+            return Some(Eval::ValueChanges(m.clone()));
+        }
+        let code = template
+            .strip_prefix("sum without (")?
+            .split_once(')')?
+            .0
+            .to_string();
+        (template == event_count(m, &code)).then(|| Eval::EventCount(m.clone(), code))
+    }
+
+    /// The metric names it reads.
+    pub fn metrics(&self) -> Vec<&str> {
+        match self {
+            Eval::Over(_, m)
+            | Eval::CounterDelta(m)
+            | Eval::EventCount(m, _)
+            | Eval::ValueChanges(m) => vec![m],
+            Eval::Sum(_, a, _, b) => vec![a, b],
+        }
+    }
+}
+
+/// The evaluation times: `first + k × step` for `k` in `0..n`, each moved `shift` later for
+/// the samples (and reported at the unshifted time); `lookback` is `{L}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grid {
+    pub first: i64,
+    pub step: i64,
+    pub n: i64,
+    pub lookback: i64,
+}
+
+/// Output labels → points (reported time, value) in time order.
+pub type Points = Vec<(i64, f64)>;
+type Labels = BTreeMap<String, String>;
+
+/// One template being evaluated over a partition's series.
+pub struct TextEval {
+    pub eval: Eval,
+    shift: i64,
+    /// Sums: per output labels, each side's points.
+    sides: BTreeMap<Labels, [Option<Points>; 2]>,
+    /// Event counts: per output labels, per time, the sum.
+    events: BTreeMap<Labels, BTreeMap<i64, f64>>,
+}
+
+impl TextEval {
+    pub fn new(eval: Eval, shift: i64) -> Self {
+        TextEval {
+            eval,
+            shift,
+            sides: BTreeMap::new(),
+            events: BTreeMap::new(),
+        }
+    }
+
+    /// Feeds one series of metric `name` (labels with `__name__`; samples in time order, no
+    /// stale markers); output series complete now go to `out`.
+    pub fn feed(
+        &mut self,
+        name: &str,
+        labels: &Labels,
+        ts: &[i64],
+        vals: &[f64],
+        grid: &Grid,
+        out: &mut Vec<(Labels, Points)>,
+    ) {
+        let mut plain = labels.clone();
+        plain.remove("__name__");
+        match &self.eval {
+            Eval::Over(f, m) if m == name => {
+                let p = over_points(*f, ts, vals, grid, self.shift);
+                if !p.is_empty() {
+                    out.push((plain, p));
+                }
+            }
+            Eval::Sum(fa, a, fb, b) => {
+                for (side, (f, m)) in [(fa, a), (fb, b)].into_iter().enumerate() {
+                    if m == name {
+                        let p = over_points(*f, ts, vals, grid, self.shift);
+                        let slot = &mut self.sides.entry(plain.clone()).or_default()[side];
+                        // PromQL refuses duplicate label sets; the first series is kept.
+                        if slot.is_none() {
+                            *slot = Some(p);
+                        }
+                    }
+                }
+            }
+            Eval::CounterDelta(m) if m == name => {
+                let p = previous_points(ts, vals, grid, |prev, bucket| match prev {
+                    Some(b) => Some((bucket[bucket.len() - 1] - b).max(0.0)),
+                    None => {
+                        let hi = bucket.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        let lo = bucket.iter().copied().fold(f64::INFINITY, f64::min);
+                        Some(hi - lo)
+                    }
+                });
+                if !p.is_empty() {
+                    out.push((plain, p));
+                }
+            }
+            Eval::EventCount(m, code) if m == name => {
+                plain.remove(code.as_str());
+                let p = previous_points(ts, vals, grid, |prev, bucket| {
+                    let last = bucket[bucket.len() - 1];
+                    Some(match prev {
+                        Some(b) => (last - b).max(0.0),
+                        None => last,
+                    })
+                });
+                let acc = self.events.entry(plain).or_default();
+                for (t, v) in p {
+                    *acc.entry(t).or_insert(0.0) += v;
+                }
+            }
+            Eval::ValueChanges(m) if m == name => {
+                let p = changes_points(ts, vals, grid);
+                if !p.is_empty() {
+                    out.push((plain, p));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The output series that needed every series of the partition (sums, event counts).
+    pub fn finish(&mut self, out: &mut Vec<(Labels, Points)>) {
+        for (labels, [a, b]) in std::mem::take(&mut self.sides) {
+            let (Some(a), Some(b)) = (a, b) else {
+                continue;
+            };
+            let mut p = Vec::new();
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                match a[i].0.cmp(&b[j].0) {
+                    std::cmp::Ordering::Less => i += 1,
+                    std::cmp::Ordering::Greater => j += 1,
+                    std::cmp::Ordering::Equal => {
+                        p.push((a[i].0, a[i].1 + b[j].1));
+                        i += 1;
+                        j += 1;
+                    }
+                }
+            }
+            if !p.is_empty() {
+                out.push((labels, p));
+            }
+        }
+        for (labels, acc) in std::mem::take(&mut self.events) {
+            if !acc.is_empty() {
+                out.push((labels, acc.into_iter().collect()));
+            }
+        }
+    }
+}
+
+/// Index of the evaluation whose window `(t − step, t]` holds time `x` (may be out of range).
+fn bucket(x: i64, grid: &Grid, shift: i64) -> i64 {
+    (x - grid.first - shift + grid.step - 1).div_euclid(grid.step)
+}
+
+/// Each non-empty bucket's samples: (k, index range).
+fn buckets(ts: &[i64], grid: &Grid, shift: i64) -> Vec<(i64, usize, usize)> {
+    let mut out = Vec::with_capacity(ts.len().min(grid.n.max(0) as usize));
+    let mut i = 0;
+    while i < ts.len() {
+        let k = bucket(ts[i], grid, shift);
+        let mut j = i + 1;
+        while j < ts.len() && bucket(ts[j], grid, shift) == k {
+            j += 1;
+        }
+        if (0..grid.n).contains(&k) {
+            out.push((k, i, j));
+        }
+        i = j;
+    }
+    out
+}
+
+fn time(k: i64, grid: &Grid) -> i64 {
+    grid.first + k * grid.step
+}
+
+/// `f_over_time(m[{R}])` at every evaluation with samples in its window.
+fn over_points(f: Func, ts: &[i64], vals: &[f64], grid: &Grid, shift: i64) -> Points {
+    buckets(ts, grid, shift)
+        .into_iter()
+        .map(|(k, i, j)| {
+            let w = &vals[i..j];
+            let v = match f {
+                Func::Count => w.len() as f64,
+                Func::Last => w[w.len() - 1],
+                Func::Max => w
+                    .iter()
+                    .copied()
+                    .reduce(|m, x| if x > m || m.is_nan() { x } else { m })
+                    .unwrap_or(f64::NAN),
+                Func::Min => w
+                    .iter()
+                    .copied()
+                    .reduce(|m, x| if x < m || m.is_nan() { x } else { m })
+                    .unwrap_or(f64::NAN),
+                Func::Avg => {
+                    // Kahan-compensated sum, then the mean (Prometheus 3's avg_over_time
+                    // without overflow).
+                    let (mut sum, mut c) = (0.0f64, 0.0f64);
+                    for &x in w {
+                        let t = sum + x;
+                        if sum.abs() >= x.abs() {
+                            c += (sum - t) + x;
+                        } else {
+                            c += (x - t) + sum;
+                        }
+                        sum = t;
+                    }
+                    (sum + c) / w.len() as f64
+                }
+            };
+            (time(k, grid), v)
+        })
+        .collect()
+}
+
+/// For every evaluation with samples in `(t − step, t]`: `f(previous, window)` where
+/// `previous` is the last sample in `[t − step − L, t − step]`, if any.
+fn previous_points(
+    ts: &[i64],
+    vals: &[f64],
+    grid: &Grid,
+    f: impl Fn(Option<f64>, &[f64]) -> Option<f64>,
+) -> Points {
+    let mut out = Vec::new();
+    for (k, i, j) in buckets(ts, grid, 0) {
+        let start = time(k, grid) - grid.step;
+        let prev = (i > 0 && ts[i - 1] >= start - grid.lookback).then(|| vals[i - 1]);
+        if let Some(v) = f(prev, &vals[i..j]) {
+            out.push((time(k, grid), v));
+        }
+    }
+    out
+}
+
+/// [`value_changes`]: with a sample in `[t − step − L, t − step]`, the changes between
+/// consecutive samples whose later one is in `(t − step, t]` (0 when none is); without, the
+/// changes inside the window, when it has samples.
+fn changes_points(ts: &[i64], vals: &[f64], grid: &Grid) -> Points {
+    let differs = |a: f64, b: f64| a != b && !(a.is_nan() && b.is_nan());
+    let mut out = Vec::new();
+    // The first evaluation whose lookback can see sample 0 … the last one that can see the last.
+    let mut i = 0usize;
+    for k in 0..grid.n {
+        let t = time(k, grid);
+        let start = t - grid.step;
+        // `i`: the first sample after `start`.
+        while i < ts.len() && ts[i] <= start {
+            i += 1;
+        }
+        if i == ts.len() && ts.last().is_none_or(|&l| l < start - grid.lookback) {
+            // Past the last sample and its lookback: no further points.
+            break;
+        }
+        let mut j = i;
+        while j < ts.len() && ts[j] <= t {
+            j += 1;
+        }
+        let prev = i > 0 && ts[i - 1] >= start - grid.lookback;
+        if prev {
+            let n = (i..j).filter(|&x| differs(vals[x], vals[x - 1])).count();
+            out.push((t, n as f64));
+        } else if j > i {
+            let n = (i + 1..j)
+                .filter(|&x| differs(vals[x], vals[x - 1]))
+                .count();
+            out.push((t, n as f64));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Grid {
+        Grid {
+            first: 60_000,
+            step: 30_000,
+            n: 6,
+            lookback: 60_000,
+        }
+    }
+
+    #[test]
+    fn windows_are_half_open_like_history_rows() {
+        // Samples at 30 s and 60 s belong to the evaluation at 60 s; 61 s to 90 s.
+        let ts = [30_000, 60_000, 61_000, 150_000];
+        let vals = [1.0, 3.0, 5.0, 7.0];
+        let g = Grid {
+            first: 30_000,
+            ..grid()
+        };
+        let p = over_points(Func::Max, &ts, &vals, &g, 0);
+        assert_eq!(
+            p,
+            vec![(30_000, 1.0), (60_000, 3.0), (90_000, 5.0), (150_000, 7.0)]
+        );
+        let p = over_points(Func::Avg, &[31_000, 60_000], &[1.0, 2.0], &g, 0);
+        assert_eq!(p, vec![(60_000, 1.5)]);
+        let p = over_points(Func::Count, &[31_000, 60_000], &[1.0, 2.0], &g, 0);
+        assert_eq!(p, vec![(60_000, 2.0)]);
+        // Shifted: evaluated 10 s later, reported at the grid's time.
+        let p = over_points(Func::Last, &[65_000, 70_000], &[1.0, 2.0], &g, 10_000);
+        assert_eq!(p, vec![(60_000, 2.0)]);
+    }
+
+    #[test]
+    fn counter_deltas_clamp_resets_and_start_with_the_rise() {
+        let ts = [61_000, 80_000, 95_000, 125_000, 300_000];
+        let vals = [10.0, 12.0, 20.0, 5.0, 9.0];
+        let mut e = TextEval::new(Eval::CounterDelta("c".into()), 0);
+        let mut out = Vec::new();
+        let labels: Labels = [("__name__".to_string(), "c".to_string())].into();
+        e.feed("c", &labels, &ts, &vals, &grid(), &mut out);
+        // 90 s: first interval, rise 12 − 10; 120 s: 20 − 12; 150 s: reset → 0; 300 s lies
+        // past the last evaluation (210 s).
+        assert_eq!(
+            out[0].1,
+            vec![(90_000, 2.0), (120_000, 8.0), (150_000, 0.0)]
+        );
+        assert!(out[0].0.is_empty());
+    }
+
+    #[test]
+    fn event_counts_sum_codes_and_value_changes_count_pairs() {
+        let mut e = TextEval::new(Eval::EventCount("x".into(), "xid".into()), 0);
+        let mut out = Vec::new();
+        let l = |code: &str| -> Labels {
+            [
+                ("__name__".to_string(), "x".to_string()),
+                ("gpu".to_string(), "0".to_string()),
+                ("xid".to_string(), code.to_string()),
+            ]
+            .into()
+        };
+        e.feed(
+            "x",
+            &l("31"),
+            &[70_000, 100_000],
+            &[1.0, 3.0],
+            &grid(),
+            &mut out,
+        );
+        e.feed("x", &l("79"), &[100_000], &[1.0], &grid(), &mut out);
+        assert!(out.is_empty());
+        e.finish(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0.get("gpu").map(String::as_str), Some("0"));
+        assert!(!out[0].0.contains_key("xid"));
+        assert_eq!(out[0].1, vec![(90_000, 1.0), (120_000, 3.0)]);
+
+        // Changes: 90 s: one sample, nothing before → 0; 120 s: 70→100 and 100→110 differ;
+        // 150 s, 180 s: no sample but one in the lookback → 0; 210 s: nothing in the lookback
+        // (110 s < 120 s), one sample inside → 0.
+        let p = changes_points(
+            &[70_000, 100_000, 110_000, 200_000],
+            &[1.0, 2.0, 3.0, 3.0],
+            &grid(),
+        );
+        assert_eq!(
+            p,
+            vec![
+                (90_000, 0.0),
+                (120_000, 2.0),
+                (150_000, 0.0),
+                (180_000, 0.0),
+                (210_000, 0.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn sums_match_series_on_labels_without_the_name() {
+        let mut e = TextEval::new(Eval::Sum(Func::Avg, "u".into(), Func::Avg, "f".into()), 0);
+        let mut out = Vec::new();
+        let l = |n: &str| -> Labels {
+            [
+                ("__name__".to_string(), n.to_string()),
+                ("gpu".to_string(), "0".to_string()),
+            ]
+            .into()
+        };
+        e.feed(
+            "u",
+            &l("u"),
+            &[61_000, 91_000],
+            &[1.0, 2.0],
+            &grid(),
+            &mut out,
+        );
+        e.feed("f", &l("f"), &[91_000], &[10.0], &grid(), &mut out);
+        e.finish(&mut out);
+        let want: Labels = [("gpu".to_string(), "0".to_string())].into();
+        assert_eq!(out, vec![(want, vec![(120_000, 12.0)])]);
+    }
+}
