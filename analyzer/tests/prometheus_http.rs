@@ -1,5 +1,7 @@
 //! The `prometheus:` source against a fake HTTP server (std `TcpListener` on 127.0.0.1:0 serving
-//! canned Prometheus API JSON): errors, retries, timeouts, chunking, auth headers, partial data.
+//! canned Prometheus API JSON): errors, retries, timeouts, chunking, auth headers, partial data;
+//! and the remote-read API's faults (not served, broken streams). Remote read's results are
+//! tested against a real Prometheus (prometheus_real.rs, prometheus_rules.rs).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -8,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use polars::prelude::*;
+use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source};
 
 /// One request the fake server saw.
@@ -19,6 +22,8 @@ struct Req {
 }
 
 type Handler = dyn Fn(&Req, usize) -> Option<(u16, String)> + Send + Sync;
+/// Like [`Handler`], with the answer's content type and bytes.
+type RawHandler = dyn Fn(&Req, usize) -> Option<(u16, &'static str, Vec<u8>)> + Send + Sync;
 
 /// Serves `handler(request, index)`; `None` means never answer (hold the connection).
 struct Fake {
@@ -46,6 +51,12 @@ fn decode(s: &str) -> String {
 }
 
 fn serve(handler: Box<Handler>) -> Fake {
+    serve_raw(Box::new(move |req, i| {
+        handler(req, i).map(|(status, body)| (status, "application/json", body.into_bytes()))
+    }))
+}
+
+fn serve_raw(handler: Box<RawHandler>) -> Fake {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -91,12 +102,13 @@ fn serve(handler: Box<Handler>) -> Fake {
             };
             let mut stream = stream;
             match handler(&req, index) {
-                Some((status, body)) => {
+                Some((status, ctype, body)) => {
                     let _ = write!(
                         stream,
-                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                         body.len()
                     );
+                    let _ = stream.write_all(&body);
                     let _ = stream.flush();
                     let mut rest = Vec::new();
                     let _ = reader.read_to_end(&mut rest);
@@ -1364,4 +1376,129 @@ fn a_series_limit_splits_the_node_group() {
         ),
         "{w}"
     );
+}
+
+const STREAMED: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
+
+/// The canned tessera server, whose `/api/v1/read` answers `read(index)`: the first remote read
+/// is the source's probe.
+fn remote_read_server(
+    read: impl Fn(usize) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
+) -> Fake {
+    let reads = Arc::new(Mutex::new(0usize));
+    serve_raw(Box::new(move |req, _| {
+        Some(if req.path.ends_with("/api/v1/read") {
+            let n = {
+                let mut r = reads.lock().expect("lock");
+                *r += 1;
+                *r - 1
+            };
+            read(n)
+        } else if req.path.ends_with("/label/__name__/values") {
+            (200, "application/json", names_body(&[BUSY]).into_bytes())
+        } else {
+            (200, "application/json", matrix_for(req, &[]).into_bytes())
+        })
+    }))
+}
+
+fn with_api(mut o: IngestOptions<'static>, api: Api) -> IngestOptions<'static> {
+    o.prometheus.api = api;
+    o
+}
+
+#[test]
+fn auto_falls_back_to_query_range_where_remote_read_is_not_served() {
+    let server = remote_read_server(|_| (404, "text/plain", b"404 page not found".to_vec()));
+    let (frames, report) =
+        run(&server.url, &with_api(opts(T0, T0 + 600_000), Api::Auto)).expect("auto");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("read through /api/v1/query_range: the server does not answer the remote-read API (HTTP 404"),
+        "{w}"
+    );
+    assert!(frames.gpu.collect().expect("gpu").height() > 0);
+    // The request was a remote-read one: POST, snappy protobuf, the version header.
+    let read = server
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/api/v1/read"))
+        .expect("a remote read");
+    assert_eq!(read.headers["content-encoding"], "snappy");
+    assert_eq!(read.headers["content-type"], "application/x-protobuf");
+    assert_eq!(read.headers["x-prometheus-remote-read-version"], "0.1.0");
+    // Asked for explicitly, it is an error that says why.
+    let e = run_err(
+        &server.url,
+        &with_api(opts(T0, T0 + 600_000), Api::RemoteRead),
+    );
+    assert!(
+        e.contains(
+            "--prometheus.api remote-read: the server does not answer the remote-read API: HTTP 404"
+        ),
+        "{e}"
+    );
+    // A server that answers JSON there (a query API without remote read) is not taken for one.
+    let json = remote_read_server(|_| (200, "application/json", b"{}".to_vec()));
+    let (_, report) = run(&json.url, &with_api(opts(T0, T0 + 600_000), Api::Auto)).expect("auto");
+    assert!(
+        report
+            .warnings
+            .join("\n")
+            .contains("not remote-read protobuf"),
+        "{:?}",
+        report.warnings
+    );
+}
+
+#[test]
+fn broken_remote_read_streams_are_named_errors() {
+    // Each answer after the probe (an empty, valid stream) is broken in one way.
+    let cases: [(&str, Vec<u8>); 4] = [
+        // A 5-byte frame whose checksum is wrong.
+        ("checksum mismatch", vec![5, 0, 0, 0, 0, 1, 2, 3, 4, 5]),
+        // The stream ends inside a frame.
+        ("ends inside a frame", vec![40, 0, 0]),
+        // A frame that says it is 1 TiB long: refused before anything is allocated.
+        ("more than the", vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x20]),
+        // A valid checksum over bytes that are not a ChunkedReadResponse.
+        ("bad protobuf message", {
+            let body = [0xffu8, 0xff, 0xff];
+            let mut b = vec![3];
+            b.extend(crc32c(&body).to_be_bytes());
+            b.extend(body);
+            b
+        }),
+    ];
+    for (want, bytes) in cases {
+        let server = remote_read_server(move |n| {
+            (
+                200,
+                STREAMED,
+                if n == 0 { Vec::new() } else { bytes.clone() },
+            )
+        });
+        let e = run_err(
+            &server.url,
+            &with_api(opts(T0, T0 + 600_000), Api::RemoteRead),
+        );
+        assert!(e.contains(want), "want {want:?}: {e}");
+        assert!(e.contains("remote read of"), "{e}");
+    }
+}
+
+/// CRC-32C (Castagnoli), bit by bit: the checksum the stream's frames carry.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }

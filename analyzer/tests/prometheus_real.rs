@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
+use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, IngestOptions, Source};
 
 #[path = "support/prometheus.rs"]
@@ -424,11 +425,19 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f6
 }
 
 fn ingest_prometheus(url: &str, since: i64, until: i64) -> (DataFrame, ingest::IngestReport) {
-    let (frames, report) = ingest::ingest(
-        &[Source::Prometheus(url.to_string())],
-        &history_rows(since, until),
-    )
-    .expect("ingest prometheus");
+    ingest_prometheus_via(url, since, until, Api::QueryRange)
+}
+
+fn ingest_prometheus_via(
+    url: &str,
+    since: i64,
+    until: i64,
+    api: Api,
+) -> (DataFrame, ingest::IngestReport) {
+    let mut o = history_rows(since, until);
+    o.prometheus.api = api;
+    let (frames, report) =
+        ingest::ingest(&[Source::Prometheus(url.to_string())], &o).expect("ingest prometheus");
     let gpu = frames
         .gpu
         .sort(["uuid", "ts"], SortMultipleOptions::default())
@@ -454,6 +463,49 @@ fn tessera_metrics_in_prometheus_match_the_history() {
     assert!(w.contains("2 chunk(s)"), "{w}");
     assert!(!w.contains("partial data"), "{w}");
     assert_agree(&hist, &prom, 0.0, 1e-6);
+    same_through_remote_read(&server.url, since, until, &prom, &hist, 0.0, 1e-6);
+}
+
+/// The remote-read API gives the frame the query-range path gives (the source's PromQL
+/// evaluated here over raw samples), and so agrees with the history too.
+fn same_through_remote_read(
+    url: &str,
+    since: i64,
+    until: i64,
+    prom: &DataFrame,
+    hist: &DataFrame,
+    mem_tol: f64,
+    energy_tol: f64,
+) {
+    let (rr, report) = ingest_prometheus_via(url, since, until, Api::RemoteRead);
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("read raw samples through the remote-read API"),
+        "{w}"
+    );
+    assert_eq!(rr.height(), prom.height(), "{w}");
+    for c in prom.get_column_names() {
+        let c = c.as_str();
+        if c == "source" {
+            continue;
+        }
+        match prom.column(c).expect("column").dtype() {
+            DataType::String => assert_eq!(strs(prom, c), strs(&rr, c), "column {c}"),
+            _ => {
+                for (i, (a, b)) in f64s(prom, c).into_iter().zip(f64s(&rr, c)).enumerate() {
+                    let ok = match (a, b) {
+                        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                        (a, b) => a == b,
+                    };
+                    assert!(
+                        ok,
+                        "column {c} row {i}: query_range {a:?}, remote read {b:?}"
+                    );
+                }
+            }
+        }
+    }
+    assert_agree(hist, &rr, mem_tol, energy_tol);
 }
 
 #[test]
@@ -468,6 +520,15 @@ fn dcgm_metrics_in_prometheus_match_the_history() {
     assert!(nodes.iter().all(|n| n.as_deref() == Some("gpu-node-1")));
     // FB_USED/FB_FREE are whole MiB; energy whole mJ (each end rounded: ≤ 1 mJ off).
     assert_agree(&hist, &prom, MIB / 2.0 + 1.0, 0.0011);
+    same_through_remote_read(
+        &server.url,
+        since,
+        until,
+        &prom,
+        &hist,
+        MIB / 2.0 + 1.0,
+        0.0011,
+    );
     let energy = f64s(&prom, "energy_delta_joules");
     assert!(
         energy.iter().filter(|e| e.is_some_and(|e| e > 0.0)).count() > prom.height() / 2,

@@ -129,6 +129,17 @@ fn the_advisor_reads_recorded_maxima_and_finds_the_same() {
         raw.iter().filter_map(|f| f["detector"].as_str()).collect();
     assert!(detectors.contains("idle_loaded"), "{detectors:?}");
     assert!(raw.len() >= 2, "{raw:#?}");
+    // The same through the remote-read API: raw samples reduced here with the same windows.
+    let (raw_rr, raw_rr_err) = analyze(
+        &server.url,
+        since,
+        &["--interval", "1m", "--prometheus.api", "remote-read"],
+    );
+    assert!(
+        raw_rr_err.contains("read raw samples through the remote-read API"),
+        "{raw_rr_err}"
+    );
+    assert_eq!(raw, raw_rr, "remote read found otherwise:\n{raw_rr_err}");
 
     // The rules, evaluated by this Prometheus over the day at their group's own times. The file
     // is named relative to its folder, as a ruler loads it, so the groups' evaluation offsets
@@ -225,6 +236,15 @@ fn the_advisor_reads_recorded_maxima_and_finds_the_same() {
         assert_eq!(a["summary"], b["summary"], "raw {a:#}\nrecorded {b:#}");
         close(&a["evidence"], &b["evidence"], &format!("{}", a["id"]));
     }
+    // The recorded maxima through the remote-read API, which `auto` picks on Prometheus: the
+    // same findings as through query_range.
+    let (rec_rr, rec_rr_err) = analyze(&server.url, since, &["--prometheus.api", "auto"]);
+    assert!(
+        rec_rr_err.contains("read raw samples through the remote-read API")
+            && rec_rr_err.contains("maxima from the advisor's recorded series"),
+        "{rec_rr_err}"
+    );
+    assert_eq!(rec, rec_rr, "remote read found otherwise:\n{rec_rr_err}");
 }
 
 /// `a` and `b` agree: numbers within 1% (or 0.02), times within a minute, the rest equal.

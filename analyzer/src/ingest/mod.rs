@@ -781,10 +781,34 @@ fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) ->
 /// not history (docs/frames.md). Infinite values and ratios outside 0–1 are impossible, as is negative
 /// memory, power, energy or a count; memory beyond 2^60 bytes (an exbibyte) is not a GPU's.
 pub(crate) fn check_value(column: &str, v: f64) -> Result<(), &'static str> {
-    if !v.is_finite() {
-        return Err("infinite");
+    value_range(column).check(v)
+}
+
+/// The range [`check_value`] holds a column's values to, looked up once for many values.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ValueRange {
+    lo: f64,
+    hi: f64,
+    why: &'static str,
+}
+
+impl ValueRange {
+    /// Whether `v` is finite and in the range; else why not.
+    pub(crate) fn check(self, v: f64) -> Result<(), &'static str> {
+        if !v.is_finite() {
+            Err("infinite")
+        } else if v < self.lo || v > self.hi {
+            Err(self.why)
+        } else {
+            Ok(())
+        }
     }
-    let ratio = matches!(
+}
+
+/// The [`ValueRange`] of a canonical column.
+pub(crate) fn value_range(column: &str) -> ValueRange {
+    let r = |lo: f64, hi: f64, why: &'static str| ValueRange { lo, hi, why };
+    if matches!(
         column,
         "busy_mean"
             | "busy_max"
@@ -794,24 +818,20 @@ pub(crate) fn check_value(column: &str, v: f64) -> Result<(), &'static str> {
             | "memory_controller_mean"
             | "sm_mean"
             | "sm_max"
-    );
-    if ratio && !(0.0..=1.0).contains(&v) {
-        return Err("ratio outside 0–1");
-    }
-    if column.contains("bytes") && !(0.0..=(1u64 << 60) as f64).contains(&v) {
-        return Err("memory outside 0–2^60 bytes");
-    }
-    if matches!(
+    ) {
+        r(0.0, 1.0, "ratio outside 0–1")
+    } else if column.contains("bytes") {
+        r(0.0, (1u64 << 60) as f64, "memory outside 0–2^60 bytes")
+    } else if matches!(
         column,
         "power_mean_watts" | "energy_delta_joules" | "xid_count" | "samples" | "mig_enabled"
-    ) && v < 0.0
-    {
-        return Err("negative power, energy or count");
+    ) {
+        r(0.0, f64::INFINITY, "negative power, energy or count")
+    } else if column == "temperature_max_celsius" {
+        r(-100.0, 300.0, "temperature outside −100–300 °C")
+    } else {
+        r(f64::NEG_INFINITY, f64::INFINITY, "")
     }
-    if column == "temperature_max_celsius" && !(-100.0..=300.0).contains(&v) {
-        return Err("temperature outside −100–300 °C");
-    }
-    Ok(())
 }
 
 /// Parses `--since`/`--until`: a duration back from `now_ms` (`90s`, `30m`, `12h`, `7d`, `2w`),

@@ -26,6 +26,12 @@
 //! each row takes the recorded minute that overlaps it most, given the rule group's evaluation
 //! offset. The report says which series the maxima came from (docs/recording-rules.md).
 //!
+//! Remote read (`--prometheus.api remote-read`, or `auto` where the server answers it): one
+//! `POST /api/v1/read` per node group returns the raw samples as compressed chunks
+//! ([`super::remote_read`]), and the same PromQL texts are evaluated over them here at the same
+//! times ([`super::promeval`]), into the same cells: no PromQL on the server, ~1 byte per sample
+//! on the wire instead of JSON.
+//!
 //! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
 //! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
 //! query, the status and Prometheus' message); bearer token or basic auth. Partial data
@@ -40,7 +46,7 @@ use std::time::Duration;
 use polars::prelude::*;
 use serde::Deserialize;
 
-use super::promeval::{Eval, Grid, TextEval};
+use super::promeval::{Buckets, Eval, Grid, TextEval};
 use super::remote_read::{self, LabelMatcher, RemoteReadError};
 use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
 use super::schema::{ColType, Table};
@@ -1691,12 +1697,16 @@ pub(super) fn read(
     }
     let requests = client.requests + tallies.requests;
     let bytes = client.bytes + tallies.bytes;
-    report.warnings.push(format!(
-        "{spec}: {} request(s) for {} chunk(s) of at most {} points",
-        requests,
-        windows.len(),
-        popts.max_points
-    ));
+    report.warnings.push(if remote {
+        format!("{spec}: {requests} request(s); one remote read per node group")
+    } else {
+        format!(
+            "{spec}: {} request(s) for {} chunk(s) of at most {} points",
+            requests,
+            windows.len(),
+            popts.max_points
+        )
+    });
     report.warnings.push(match &why_one {
         None => format!(
             "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
@@ -2460,8 +2470,11 @@ fn fetch_group_remote(
         }
     );
     let mut out = Vec::new();
+    // A series' buckets, shared by the templates that read it.
+    let mut bk = Buckets::default();
     let answer = client.remote_read(queries, &what, |series| {
         let name = &names[series.query];
+        bk.clear();
         for &i in &readers[series.query] {
             evals[i].feed(
                 name,
@@ -2469,6 +2482,7 @@ fn fetch_group_remote(
                 &series.ts,
                 &series.vals,
                 &grid,
+                &mut bk,
                 &mut out,
             );
             let text = &plan.texts[i];
@@ -2918,6 +2932,7 @@ fn collect<'v>(
         .or_insert_with(|| Entity::new(cells(key.0).len()));
     let ci = cell(key.0, query.column);
     let mut points = Vec::with_capacity(values.size_hint().0);
+    let range = super::value_range(query.column);
     for (ts, x) in values {
         let x = match x {
             Ok(x) => x,
@@ -2948,7 +2963,7 @@ fn collect<'v>(
         } else {
             x * query.scale
         };
-        if let Err(why) = super::check_value(query.column, v) {
+        if let Err(why) = range.check(v) {
             refused.add(why, promql, &x.to_string());
             continue;
         }
@@ -3027,7 +3042,9 @@ fn observations(
             Vec::with_capacity(rows),
             Vec::with_capacity(rows),
         );
-        let mut vals: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(rows); value_cols.len()];
+        let mut vals: Vec<resample::OptCol> = (0..value_cols.len())
+            .map(|_| resample::OptCol::with_capacity(rows))
+            .collect();
         let mut labels: Vec<Vec<(&'static str, String)>> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for (key, ent) in &entities {
@@ -3126,6 +3143,39 @@ fn agg_of(column: &str) -> Option<Agg> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_query_template_is_evaluated_by_remote_read() {
+        for family in [Family::Tessera, Family::Dcgm, Family::NvidiaSmi] {
+            let mut templates: Vec<String> =
+                queries(family).into_iter().map(|q| q.promql).collect();
+            // The recorded maxima's form too.
+            templates.extend(
+                family
+                    .recorded()
+                    .iter()
+                    .map(|(_, rec)| format!("max_over_time({rec}[{{R}}])")),
+            );
+            for t in templates {
+                let e = Eval::parse(&t).unwrap_or_else(|| panic!("{family:?}: {t:?}"));
+                // Every metric the template selects is one the evaluation reads.
+                for m in e.metrics() {
+                    assert!(t.contains(&format!("{m}[")), "{t:?} reads {m}");
+                }
+            }
+        }
+        assert_eq!(
+            Eval::parse("avg_over_time(a[{R}]) + avg_over_time(b[{R}])"),
+            Some(Eval::Sum(
+                super::super::promeval::Func::Avg,
+                "a".into(),
+                super::super::promeval::Func::Avg,
+                "b".into()
+            ))
+        );
+        assert_eq!(Eval::parse("rate(a[{R}])"), None);
+        assert_eq!(Eval::parse("max_over_time(a[5m])"), None);
+    }
 
     #[test]
     fn base64_matches_rfc4648() {

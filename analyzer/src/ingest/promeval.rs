@@ -154,6 +154,7 @@ impl TextEval {
 
     /// Feeds one series of metric `name` (labels with `__name__`; samples in time order, no
     /// stale markers); output series complete now go to `out`.
+    #[allow(clippy::too_many_arguments)]
     pub fn feed(
         &mut self,
         name: &str,
@@ -161,13 +162,14 @@ impl TextEval {
         ts: &[i64],
         vals: &[f64],
         grid: &Grid,
+        bk: &mut Buckets,
         out: &mut Vec<(Labels, Points)>,
     ) {
         let mut plain = labels.clone();
         plain.remove("__name__");
         match &self.eval {
             Eval::Over(f, m) if m == name => {
-                let p = over_points(*f, ts, vals, grid, self.shift);
+                let p = over_points(*f, vals, grid, bk.get(ts, grid, self.shift));
                 if !p.is_empty() {
                     out.push((plain, p));
                 }
@@ -175,7 +177,7 @@ impl TextEval {
             Eval::Sum(fa, a, fb, b) => {
                 for (side, (f, m)) in [(fa, a), (fb, b)].into_iter().enumerate() {
                     if m == name {
-                        let p = over_points(*f, ts, vals, grid, self.shift);
+                        let p = over_points(*f, vals, grid, bk.get(ts, grid, self.shift));
                         let slot = &mut self.sides.entry(plain.clone()).or_default()[side];
                         // PromQL refuses duplicate label sets; the first series is kept.
                         if slot.is_none() {
@@ -185,21 +187,28 @@ impl TextEval {
                 }
             }
             Eval::CounterDelta(m) if m == name => {
-                let p = previous_points(ts, vals, grid, |prev, bucket| match prev {
-                    Some(b) => Some((bucket[bucket.len() - 1] - b).max(0.0)),
-                    None => {
-                        let hi = bucket.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        let lo = bucket.iter().copied().fold(f64::INFINITY, f64::min);
-                        Some(hi - lo)
-                    }
-                });
+                let p =
+                    previous_points(
+                        ts,
+                        vals,
+                        grid,
+                        bk.get(ts, grid, 0),
+                        |prev, bucket| match prev {
+                            Some(b) => Some((bucket[bucket.len() - 1] - b).max(0.0)),
+                            None => {
+                                let hi = bucket.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                                let lo = bucket.iter().copied().fold(f64::INFINITY, f64::min);
+                                Some(hi - lo)
+                            }
+                        },
+                    );
                 if !p.is_empty() {
                     out.push((plain, p));
                 }
             }
             Eval::EventCount(m, code) if m == name => {
                 plain.remove(code.as_str());
-                let p = previous_points(ts, vals, grid, |prev, bucket| {
+                let p = previous_points(ts, vals, grid, bk.get(ts, grid, 0), |prev, bucket| {
                     let last = bucket[bucket.len() - 1];
                     Some(match prev {
                         Some(b) => (last - b).max(0.0),
@@ -252,6 +261,29 @@ impl TextEval {
     }
 }
 
+/// A series' [`buckets`] for the last shift asked, shared by the templates that read the
+/// series (a metric's mean and maximum, say).
+#[derive(Default)]
+pub struct Buckets {
+    shift: Option<i64>,
+    b: Vec<(i64, usize, usize)>,
+}
+
+impl Buckets {
+    /// Forgets the series (call before the next one).
+    pub fn clear(&mut self) {
+        self.shift = None;
+    }
+
+    fn get(&mut self, ts: &[i64], grid: &Grid, shift: i64) -> &[(i64, usize, usize)] {
+        if self.shift != Some(shift) {
+            self.b = buckets(ts, grid, shift);
+            self.shift = Some(shift);
+        }
+        &self.b
+    }
+}
+
 /// Index of the evaluation whose window `(t − step, t]` holds time `x` (may be out of range).
 fn bucket(x: i64, grid: &Grid, shift: i64) -> i64 {
     (x - grid.first - shift + grid.step - 1).div_euclid(grid.step)
@@ -280,10 +312,9 @@ fn time(k: i64, grid: &Grid) -> i64 {
 }
 
 /// `f_over_time(m[{R}])` at every evaluation with samples in its window.
-fn over_points(f: Func, ts: &[i64], vals: &[f64], grid: &Grid, shift: i64) -> Points {
-    buckets(ts, grid, shift)
-        .into_iter()
-        .map(|(k, i, j)| {
+fn over_points(f: Func, vals: &[f64], grid: &Grid, bk: &[(i64, usize, usize)]) -> Points {
+    bk.iter()
+        .map(|&(k, i, j)| {
             let w = &vals[i..j];
             let v = match f {
                 Func::Count => w.len() as f64,
@@ -325,10 +356,11 @@ fn previous_points(
     ts: &[i64],
     vals: &[f64],
     grid: &Grid,
+    bk: &[(i64, usize, usize)],
     f: impl Fn(Option<f64>, &[f64]) -> Option<f64>,
 ) -> Points {
     let mut out = Vec::new();
-    for (k, i, j) in buckets(ts, grid, 0) {
+    for &(k, i, j) in bk {
         let start = time(k, grid) - grid.step;
         let prev = (i > 0 && ts[i - 1] >= start - grid.lookback).then(|| vals[i - 1]);
         if let Some(v) = f(prev, &vals[i..j]) {
@@ -397,17 +429,32 @@ mod tests {
             first: 30_000,
             ..grid()
         };
-        let p = over_points(Func::Max, &ts, &vals, &g, 0);
+        let p = over_points(Func::Max, &vals, &g, &buckets(&ts, &g, 0));
         assert_eq!(
             p,
             vec![(30_000, 1.0), (60_000, 3.0), (90_000, 5.0), (150_000, 7.0)]
         );
-        let p = over_points(Func::Avg, &[31_000, 60_000], &[1.0, 2.0], &g, 0);
+        let p = over_points(
+            Func::Avg,
+            &[1.0, 2.0],
+            &g,
+            &buckets(&[31_000, 60_000], &g, 0),
+        );
         assert_eq!(p, vec![(60_000, 1.5)]);
-        let p = over_points(Func::Count, &[31_000, 60_000], &[1.0, 2.0], &g, 0);
+        let p = over_points(
+            Func::Count,
+            &[1.0, 2.0],
+            &g,
+            &buckets(&[31_000, 60_000], &g, 0),
+        );
         assert_eq!(p, vec![(60_000, 2.0)]);
         // Shifted: evaluated 10 s later, reported at the grid's time.
-        let p = over_points(Func::Last, &[65_000, 70_000], &[1.0, 2.0], &g, 10_000);
+        let p = over_points(
+            Func::Last,
+            &[1.0, 2.0],
+            &g,
+            &buckets(&[65_000, 70_000], &g, 10_000),
+        );
         assert_eq!(p, vec![(60_000, 2.0)]);
     }
 
@@ -418,7 +465,15 @@ mod tests {
         let mut e = TextEval::new(Eval::CounterDelta("c".into()), 0);
         let mut out = Vec::new();
         let labels: Labels = [("__name__".to_string(), "c".to_string())].into();
-        e.feed("c", &labels, &ts, &vals, &grid(), &mut out);
+        e.feed(
+            "c",
+            &labels,
+            &ts,
+            &vals,
+            &grid(),
+            &mut Buckets::default(),
+            &mut out,
+        );
         // 90 s: first interval, rise 12 − 10; 120 s: 20 − 12; 150 s: reset → 0; 300 s lies
         // past the last evaluation (210 s).
         assert_eq!(
@@ -446,9 +501,18 @@ mod tests {
             &[70_000, 100_000],
             &[1.0, 3.0],
             &grid(),
+            &mut Buckets::default(),
             &mut out,
         );
-        e.feed("x", &l("79"), &[100_000], &[1.0], &grid(), &mut out);
+        e.feed(
+            "x",
+            &l("79"),
+            &[100_000],
+            &[1.0],
+            &grid(),
+            &mut Buckets::default(),
+            &mut out,
+        );
         assert!(out.is_empty());
         e.finish(&mut out);
         assert_eq!(out.len(), 1);
@@ -493,9 +557,18 @@ mod tests {
             &[61_000, 91_000],
             &[1.0, 2.0],
             &grid(),
+            &mut Buckets::default(),
             &mut out,
         );
-        e.feed("f", &l("f"), &[91_000], &[10.0], &grid(), &mut out);
+        e.feed(
+            "f",
+            &l("f"),
+            &[91_000],
+            &[10.0],
+            &grid(),
+            &mut Buckets::default(),
+            &mut out,
+        );
         e.finish(&mut out);
         let want: Labels = [("gpu".to_string(), "0".to_string())].into();
         assert_eq!(out, vec![(want, vec![(120_000, 12.0)])]);

@@ -262,7 +262,8 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         end: Vec<i64>,
         iv: Vec<i64>,
         samples: Vec<u32>,
-        vals: Vec<Vec<Option<f64>>>,
+        /// Per value column: values and validity.
+        vals: Vec<OptCol>,
         acc: Vec<Acc>,
     }
     // At most one row per observation, about one when rows are not asked coarser than the
@@ -277,7 +278,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         end: Vec::with_capacity(cap),
         iv: Vec::with_capacity(cap),
         samples: Vec::with_capacity(cap),
-        vals: vec![Vec::with_capacity(cap); ncols],
+        vals: (0..ncols).map(|_| OptCol::with_capacity(cap)).collect(),
         acc: vec![Acc::default(); ncols],
     };
     let flush = |out: &mut Out| {
@@ -434,7 +435,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         Column::new("__samples".into(), row_samples),
     ];
     for ((c, _), v) in aggs.iter().zip(out_vals) {
-        cols.push(Column::new((*c).into(), v));
+        cols.push(v.into_column(c));
     }
     let rows = DataFrame::new(h, cols)?;
     if timing {
@@ -622,11 +623,48 @@ fn from_text(name: PlSmallStr, ty: ColType, v: Vec<Option<&str>>) -> Column {
 }
 
 /// Builds an [`Observations`] frame from per-observation vectors.
+/// A Float64 column being built: values and a validity bitmap, made into a column at once
+/// (not value by value through a builder).
+#[derive(Default)]
+pub struct OptCol {
+    vals: Vec<f64>,
+    valid: polars_arrow::bitmap::MutableBitmap,
+}
+
+impl OptCol {
+    pub fn with_capacity(n: usize) -> Self {
+        OptCol {
+            vals: Vec::with_capacity(n),
+            valid: polars_arrow::bitmap::MutableBitmap::with_capacity(n),
+        }
+    }
+
+    pub fn push(&mut self, v: Option<f64>) {
+        self.vals.push(v.unwrap_or(0.0));
+        self.valid.push(v.is_some());
+    }
+
+    pub fn into_column(self, name: &str) -> Column {
+        Float64Chunked::from_vec_validity(name.into(), self.vals, Some(self.valid.into()))
+            .into_column()
+    }
+}
+
+impl From<Vec<Option<f64>>> for OptCol {
+    fn from(v: Vec<Option<f64>>) -> Self {
+        let mut c = OptCol::with_capacity(v.len());
+        for x in v {
+            c.push(x);
+        }
+        c
+    }
+}
+
 pub fn frame(
     eid: Vec<u32>,
     ts: Vec<i64>,
     n: Vec<u32>,
-    values: Vec<(&'static str, Vec<Option<f64>>)>,
+    values: Vec<(&'static str, impl Into<OptCol>)>,
 ) -> Result<DataFrame, IngestError> {
     let h = ts.len();
     let mut cols = vec![
@@ -635,7 +673,7 @@ pub fn frame(
         Column::new("__n".into(), n),
     ];
     for (name, v) in values {
-        cols.push(Column::new(name.into(), v));
+        cols.push(v.into().into_column(name));
     }
     Ok(DataFrame::new(h, cols)?)
 }
