@@ -7,7 +7,9 @@
 # and `tessera report` (wall time and peak RSS from /usr/bin/time; requests and bytes received
 # from the source's own warnings) against it: raw, then with the advisor's recording rules
 # evaluated over the range (`promtool tsdb create-blocks-from rules`); and the same commands on
-# the local history, for comparison.
+# the local history, for comparison. Each Prometheus measurement is taken through
+# `/api/v1/query_range` (the default) and through the remote-read API (`-rr`), with the server's
+# CPU seconds beside tessera's.
 #
 #   GPUS=256 DAYS=7 scripts/bench-prometheus.sh        # the issue's benchmark
 #   GPUS=32 DAYS=1 scripts/bench-prometheus.sh         # a quick one
@@ -88,16 +90,28 @@ start_prometheus() {
 stop_prometheus() { [[ -n "$PROM_PID" ]] && kill "$PROM_PID" && wait "$PROM_PID" 2>/dev/null || true; PROM_PID=; }
 trap stop_prometheus EXIT
 
-# measure NAME CMD...: one line: name, wall time, peak RSS, requests, bytes.
+# The server's CPU seconds so far (user + system), 0 when it is not running.
+server_cpu() {
+  if [[ -n "$PROM_PID" ]]; then
+    awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$PROM_PID/stat"
+  else
+    echo 0
+  fi
+}
+
+# measure NAME CMD...: one line: name, wall time, peak RSS, requests, bytes, server CPU.
 measure() {
   local name=$1
   shift
+  local cpu0
+  cpu0=$(server_cpu)
   /usr/bin/time -f "%e s %M KB (cpu %U+%S s)" -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/$name.err"
-  local req mib
-  req=$(grep -o '[0-9]* request(s) for' "$WORK/$name.err" | head -1 | cut -d' ' -f1 || true)
+  local req mib scpu
+  scpu=$(awk -v a="$cpu0" -v b="$(server_cpu)" 'BEGIN {printf "%.1f", b - a}')
+  req=$(grep -o '[0-9]* request(s)' "$WORK/$name.err" | head -1 | cut -d' ' -f1 || true)
   mib=$(grep -o '[0-9.]* MiB received' "$WORK/$name.err" | head -1 | cut -d' ' -f1 || true)
-  printf '%-28s %-40s requests %-6s received %s MiB\n' "$name" "$(tail -1 "$WORK/time.txt")" \
-    "${req:--}" "${mib:--}"
+  printf '%-28s %-40s requests %-6s received %-8s MiB  server cpu %s s\n' "$name" \
+    "$(tail -1 "$WORK/time.txt")" "${req:--}" "${mib:--}" "$scpu"
 }
 
 PFLAGS=(--prometheus.concurrency "$CONCURRENCY" --prometheus.nodes-per-query "$NODES_PER_QUERY")
@@ -109,6 +123,9 @@ start_prometheus
 # recorded minute, so the raw series are read even when a kept work folder has the rules' blocks.
 measure prom-raw-analyze "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s "${PFLAGS[@]}"
 measure prom-raw-report "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s "${PFLAGS[@]}"
+# The same through the remote-read API (raw samples, reduced by tessera).
+measure prom-raw-analyze-rr "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s --prometheus.api remote-read "${PFLAGS[@]}"
+measure prom-raw-report-rr "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --interval 30s --prometheus.api remote-read "${PFLAGS[@]}"
 
 # The advisor's recording rules, evaluated by this Prometheus over the range.
 if [[ ! -f "$WORK/recorded.done" ]]; then
@@ -127,6 +144,8 @@ if [[ ! -f "$WORK/recorded.done" ]]; then
 fi
 measure prom-rules-analyze "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json "${PFLAGS[@]}"
 measure prom-rules-report "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json "${PFLAGS[@]}"
+measure prom-rules-analyze-rr "$TESSERA" analyze --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --prometheus.api remote-read "${PFLAGS[@]}"
+measure prom-rules-report-rr "$TESSERA" report --source "prometheus:$URL" --since "$SINCE" --until "$UNTIL" --format json --prometheus.api remote-read "${PFLAGS[@]}"
 grep -h "maxima from" "$WORK/prom-rules-report.err" | head -1 | cut -c1-160 >&2 || true
 if [[ "${KEEP:-}" != 1 ]]; then
   stop_prometheus
