@@ -1186,8 +1186,9 @@ struct Entity {
     /// where none (values are never NaN: refused).
     cells: Vec<f64>,
     width: usize,
-    /// Per ts: string columns (status).
-    strs: BTreeMap<i64, BTreeMap<&'static str, String>>,
+    /// Per ts: the worst status seen ([`status_rank`]) and its position in
+    /// [`resample::STATUS_RANKS`] (none for a state it does not know).
+    status: BTreeMap<i64, (u8, Option<u8>)>,
 }
 
 impl Entity {
@@ -2933,6 +2934,12 @@ fn collect<'v>(
     let ci = cell(key.0, query.column);
     let mut points = Vec::with_capacity(values.size_hint().0);
     let range = super::value_range(query.column);
+    // A status series' state (the series' label, the same for all its points).
+    let state = {
+        let s = m.get("state").map(String::as_str).unwrap_or_default();
+        let pos = resample::STATUS_RANKS.iter().position(|r| *r == s);
+        (status_rank(s), pos.map(|p| p as u8))
+    };
     for (ts, x) in values {
         let x = match x {
             Ok(x) => x,
@@ -2942,15 +2949,16 @@ fn collect<'v>(
             }
         };
         if query.column == "status" {
-            let state = m.get("state").cloned().unwrap_or_default();
             if x >= 1.0 {
-                let cell = ent.strs.entry(ts).or_default();
-                let worse = cell
-                    .get("status")
-                    .is_none_or(|cur| status_rank(&state) > status_rank(cur));
-                if worse {
-                    cell.insert("status", state);
-                }
+                let (rank, pos) = state;
+                ent.status
+                    .entry(ts)
+                    .and_modify(|cur| {
+                        if rank > cur.0 {
+                            *cur = (rank, pos);
+                        }
+                    })
+                    .or_insert((rank, pos));
             }
             continue;
         }
@@ -3082,15 +3090,10 @@ fn observations(
                 n.push(
                     got(samples_cell).map_or(1, |c| c.round().clamp(1.0, u32::MAX as f64) as u32),
                 );
-                let status = ent.strs.get(t).and_then(|s| s.get("status"));
+                let status = ent.status.get(t).and_then(|s| s.1);
                 for (((c, _), ci), v) in value_cols.iter().zip(&value_cells).zip(vals.iter_mut()) {
                     v.push(if *c == "status" {
-                        status.and_then(|s| {
-                            resample::STATUS_RANKS
-                                .iter()
-                                .position(|r| r == s)
-                                .map(|r| r as f64)
-                        })
+                        status.map(f64::from)
                     } else {
                         got(*ci)
                     });

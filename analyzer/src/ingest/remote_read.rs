@@ -174,7 +174,8 @@ pub fn encode_request(queries: Vec<Query>) -> Vec<u8> {
 }
 
 /// One series of an answer: its query's index, labels (with `__name__`) and samples in time
-/// order, stale markers dropped.
+/// order (chunks that overlap — a store that does not merge its blocks — are merged, one sample
+/// per timestamp, the first kept), stale markers dropped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub query: usize,
@@ -254,7 +255,8 @@ pub fn read_streamed(
             let labels = labels_of(cs.labels);
             let mut series = match pending.take() {
                 Some(p) if p.query == query && p.labels == labels => p,
-                Some(p) => {
+                Some(mut p) => {
+                    in_order(&mut p);
                     stats.series += 1;
                     stats.samples += p.ts.len() as u64;
                     each(p)?;
@@ -287,7 +289,8 @@ pub fn read_streamed(
             pending = Some(series);
         }
     }
-    if let Some(p) = pending {
+    if let Some(mut p) = pending {
+        in_order(&mut p);
         stats.series += 1;
         stats.samples += p.ts.len() as u64;
         each(p)?;
@@ -326,17 +329,31 @@ pub fn read_samples(
                 ts.push(x.timestamp);
                 vals.push(x.value);
             }
-            stats.series += 1;
-            stats.samples += ts.len() as u64;
-            each(Series {
+            let mut series = Series {
                 query,
                 labels: labels_of(s.labels),
                 ts,
                 vals,
-            })?;
+            };
+            in_order(&mut series);
+            stats.series += 1;
+            stats.samples += series.ts.len() as u64;
+            each(series)?;
         }
     }
     Ok(stats)
+}
+
+/// Puts a series' samples in time order, one per timestamp (the first chunk's kept), where
+/// overlapping chunks left them otherwise.
+fn in_order(s: &mut Series) {
+    if s.ts.windows(2).all(|w| w[0] < w[1]) {
+        return;
+    }
+    let mut pairs: Vec<(i64, f64)> = s.ts.iter().copied().zip(s.vals.iter().copied()).collect();
+    pairs.sort_by_key(|p| p.0);
+    pairs.dedup_by_key(|p| p.0);
+    (s.ts, s.vals) = pairs.into_iter().unzip();
 }
 
 fn labels_of(labels: Vec<Label>) -> BTreeMap<String, String> {
@@ -524,15 +541,6 @@ pub fn decode_xor(
             v ^= if trailing >= 64 { 0 } else { x << trailing };
         }
         if t >= start && t <= end && v != STALE_NAN {
-            if let Some(&last) = ts.last()
-                && t <= last
-            {
-                // Overlapping chunks (a chunk repeated across frames): keep time order.
-                if t == last {
-                    continue;
-                }
-                return Err(format!("timestamps out of order ({t} after {last})"));
-            }
             ts.push(t);
             vals.push(f64::from_bits(v));
         }
@@ -793,6 +801,25 @@ mod tests {
                 ("b".to_string(), vec![1], vec![9.0]),
             ]
         );
+    }
+
+    #[test]
+    fn overlapping_chunks_are_merged_one_sample_per_timestamp() {
+        // Two chunks of one series that overlap (two stores' blocks): 1..=3 and 2..=4.
+        let mut a = chunked("a", &[(1, 1.0), (2, 2.0), (3, 3.0)]);
+        a.chunks
+            .extend(chunked("a", &[(2, 20.0), (3, 30.0), (4, 4.0)]).chunks);
+        let body = frame(&ChunkedReadResponse {
+            chunked_series: vec![a],
+            query_index: 0,
+        });
+        let mut got = Vec::new();
+        read_streamed(&mut body.as_slice(), &[(0, 100)], 1 << 20, |s| {
+            got.push((s.ts, s.vals));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![(vec![1, 2, 3, 4], vec![1.0, 2.0, 3.0, 4.0])]);
     }
 
     #[test]
