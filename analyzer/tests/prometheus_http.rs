@@ -1502,3 +1502,101 @@ fn crc32c(data: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// `prompb` messages of a `SAMPLES` answer, written here from the published `.proto` (the
+/// source's own are private): what a server that does not stream sends.
+mod prompb {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ReadResponse {
+        #[prost(message, repeated, tag = "1")]
+        pub results: Vec<QueryResult>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct QueryResult {
+        #[prost(message, repeated, tag = "1")]
+        pub timeseries: Vec<TimeSeries>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TimeSeries {
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        #[prost(message, repeated, tag = "2")]
+        pub samples: Vec<Sample>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Label {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(string, tag = "2")]
+        pub value: String,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Sample {
+        #[prost(double, tag = "1")]
+        pub value: f64,
+        #[prost(int64, tag = "2")]
+        pub timestamp: i64,
+    }
+}
+
+#[test]
+fn a_samples_answer_is_read_like_a_stream() {
+    use prost::Message as _;
+    // The first query of tessera's family reads the busy ratio: one GPU series, every 10 s.
+    let label = |n: &str, v: &str| prompb::Label {
+        name: n.into(),
+        value: v.into(),
+    };
+    let resp = prompb::ReadResponse {
+        results: vec![prompb::QueryResult {
+            timeseries: vec![prompb::TimeSeries {
+                labels: vec![
+                    label("__name__", BUSY),
+                    label("gpu", "0"),
+                    label("instance", "node-a:9835"),
+                    label("uuid", "GPU-a"),
+                ],
+                samples: (0..6)
+                    .map(|k| prompb::Sample {
+                        value: if k % 2 == 0 { 0.25 } else { 0.75 },
+                        timestamp: T0 + k * 10_000,
+                    })
+                    .collect(),
+            }],
+        }],
+    };
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&resp.encode_to_vec())
+        .expect("snappy");
+    let server = remote_read_server(move |_| (200, "application/x-protobuf", body.clone()));
+    let (frames, report) = run(
+        &server.url,
+        &with_api(opts(T0, T0 + 60_000), Api::RemoteRead),
+    )
+    .expect("ingest");
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("read raw samples through the remote-read API"),
+        "{w}"
+    );
+    let df = frames
+        .gpu
+        .sort(["ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("collect");
+    assert_eq!(df.height(), 6, "{df}");
+    let busy: Vec<Option<f64>> = df
+        .column("busy_max")
+        .expect("c")
+        .f64()
+        .expect("f")
+        .iter()
+        .collect();
+    assert_eq!(
+        busy,
+        [0.25, 0.75, 0.25, 0.75, 0.25, 0.75].map(Some).to_vec(),
+        "one sample per 10-s row, each in its own row"
+    );
+    let node = df.column("node").expect("node").str().expect("str").get(0);
+    assert_eq!(node, Some("node-a"));
+}
