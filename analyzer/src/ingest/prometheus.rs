@@ -46,7 +46,7 @@ use std::time::Duration;
 use polars::prelude::*;
 use serde::Deserialize;
 
-use super::promeval::{Buckets, Eval, Grid, TextEval};
+use super::promeval::{Buckets, Eval, Grid, Labels, Points, TextEval};
 use super::remote_read::{self, LabelMatcher, RemoteReadError};
 use super::resample::{self, Agg, Observations, RowSpec, Sampling, Values};
 use super::schema::{ColType, Table};
@@ -725,6 +725,26 @@ impl Client {
         })
     }
 
+    /// Before attempt `attempt` (from 0): the backoff wait after a failed one; counts the
+    /// request.
+    fn begin_attempt(&mut self, attempt: u32) {
+        if attempt > 0 {
+            std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt - 1));
+        }
+        self.requests += 1;
+    }
+
+    /// A request that got no answer: an error for a URL that can never work, else the message
+    /// to retry with.
+    fn transport_error(&self, url: &str, e: ureq::Error) -> Result<String, IngestError> {
+        match e {
+            ureq::Error::BadUri(_) | ureq::Error::RequireHttpsOnly(_) => {
+                Err(err(&self.spec, format!("{url}: {e}")))
+            }
+            e => Ok(format!("{e}")),
+        }
+    }
+
     /// GET `path` with `params`; retries 5xx and transport errors; returns the `data` and the
     /// response's warnings. `what` names the request in errors (the PromQL for queries).
     fn get(
@@ -759,10 +779,7 @@ impl Client {
         let attempts = self.opts.attempts.max(1);
         let mut last = String::new();
         for attempt in 0..attempts {
-            if attempt > 0 {
-                std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt - 1));
-            }
-            self.requests += 1;
+            self.begin_attempt(attempt);
             let mut req = self.agent.get(&url);
             for (k, v) in params {
                 req = req.query(k, v);
@@ -772,11 +789,8 @@ impl Client {
             }
             let mut resp = match req.call() {
                 Ok(r) => r,
-                Err(e @ (ureq::Error::BadUri(_) | ureq::Error::RequireHttpsOnly(_))) => {
-                    return Err(err(&self.spec, format!("{url}: {e}")));
-                }
                 Err(e) => {
-                    last = format!("{e}");
+                    last = self.transport_error(&url, e)?;
                     continue;
                 }
             };
@@ -848,8 +862,8 @@ enum RemoteAnswer {
     /// The server does not answer the remote-read API (404, 405, 501, another content type):
     /// why.
     Unsupported(String),
-    /// The server refused the read for one of its limits.
-    Limit(Limit, String),
+    /// The server refused the read for one of its limits (status, URL and message).
+    Limit(String),
 }
 
 /// Counts the bytes read through it.
@@ -887,10 +901,7 @@ impl Client {
         let max = self.opts.max_response_bytes.max(1);
         let mut last = String::new();
         for attempt in 0..attempts {
-            if attempt > 0 {
-                std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt - 1));
-            }
-            self.requests += 1;
+            self.begin_attempt(attempt);
             let mut req = self
                 .agent
                 .post(&url)
@@ -902,11 +913,8 @@ impl Client {
             }
             let mut resp = match req.send(&body[..]) {
                 Ok(r) => r,
-                Err(e @ (ureq::Error::BadUri(_) | ureq::Error::RequireHttpsOnly(_))) => {
-                    return Err(err(&self.spec, format!("{url}: {e}")));
-                }
                 Err(e) => {
-                    last = format!("{e}");
+                    last = self.transport_error(&url, e)?;
                     continue;
                 }
             };
@@ -930,8 +938,8 @@ impl Client {
                 if matches!(status, 404 | 405 | 406 | 415 | 501) {
                     return Ok(RemoteAnswer::Unsupported(said));
                 }
-                if let Some(limit) = server_limit(status, &message) {
-                    return Ok(RemoteAnswer::Limit(limit, said));
+                if server_limit(status, &message).is_some() {
+                    return Ok(RemoteAnswer::Limit(said));
                 }
                 if (500..600).contains(&status) {
                     last = said;
@@ -1642,7 +1650,7 @@ pub(super) fn read(
     let remote = match popts.api {
         Api::QueryRange => false,
         Api::RemoteRead => {
-            if let Err(why) = probe_remote_read(&mut client, family, until)? {
+            if let Err(why) = probe_remote_read(&mut client, family, until) {
                 return Err(err(
                     &spec,
                     format!(
@@ -1653,7 +1661,7 @@ pub(super) fn read(
             }
             true
         }
-        Api::Auto => match probe_remote_read(&mut client, family, until)? {
+        Api::Auto => match probe_remote_read(&mut client, family, until) {
             Ok(()) => true,
             Err(why) => {
                 report.warnings.push(format!(
@@ -2479,6 +2487,22 @@ fn fetch_group_remote(
         }
     );
     let mut out = Vec::new();
+    // Evaluated series of text `i` into the cells.
+    let mut absorb_out = |i: usize, out: &mut Vec<(Labels, Points)>| {
+        let text = &plan.texts[i];
+        for (metric, points) in out.drain(..) {
+            absorb(
+                plan,
+                &text.columns,
+                &text.promql,
+                &metric,
+                || points.iter().map(|&(t, v)| (t, Ok(v))),
+                &mut entities,
+                &mut attrs,
+                &mut t.refused,
+            );
+        }
+    };
     // A series' buckets, shared by the templates that read it.
     let mut bk = Buckets::default();
     let answer = client.remote_read(queries, &what, |series| {
@@ -2494,19 +2518,7 @@ fn fetch_group_remote(
                 &mut bk,
                 &mut out,
             );
-            let text = &plan.texts[i];
-            for (metric, points) in out.drain(..) {
-                absorb(
-                    plan,
-                    &text.columns,
-                    &text.promql,
-                    &metric,
-                    || points.iter().map(|&(t, v)| (t, Ok(v))),
-                    &mut entities,
-                    &mut attrs,
-                    &mut t.refused,
-                );
-            }
+            absorb_out(i, &mut out);
         }
         Ok(())
     })?;
@@ -2518,11 +2530,10 @@ fn fetch_group_remote(
                     .or_default() += stats.skipped_chunks;
             }
         }
-        RemoteAnswer::Limit(kind, message) => {
+        RemoteAnswer::Limit(message) => {
             if group.label.is_some() && group.nodes.len() > 1 {
                 return Err(FetchErr::Nodes(message));
             }
-            let _ = kind;
             return Err(FetchErr::Fatal(err(
                 spec,
                 format!(
@@ -2537,19 +2548,7 @@ fn fetch_group_remote(
     }
     for (i, e) in evals.iter_mut().enumerate() {
         e.finish(&mut out);
-        let text = &plan.texts[i];
-        for (metric, points) in out.drain(..) {
-            absorb(
-                plan,
-                &text.columns,
-                &text.promql,
-                &metric,
-                || points.iter().map(|&(t, v)| (t, Ok(v))),
-                &mut entities,
-                &mut attrs,
-                &mut t.refused,
-            );
-        }
+        absorb_out(i, &mut out);
     }
     let mut tables = Vec::new();
     for o in observations(entities, attrs, spec)? {
@@ -2562,21 +2561,17 @@ fn fetch_group_remote(
 }
 
 /// Whether the server answers the remote-read API: one small read (the family's first marker
-/// over the last millisecond of the range). `Ok(Err(why))` when it does not.
-fn probe_remote_read(
-    client: &mut Client,
-    family: Family,
-    until: i64,
-) -> Result<Result<(), String>, IngestError> {
+/// over the last millisecond of the range); why not when it does not.
+fn probe_remote_read(client: &mut Client, family: Family, until: i64) -> Result<(), String> {
     let q = remote_read::Query {
         start_timestamp_ms: until - 1,
         end_timestamp_ms: until,
         matchers: vec![LabelMatcher::eq("__name__", family.markers()[0])],
     };
     match client.remote_read(vec![q], "remote-read probe", |_| Ok(())) {
-        Ok(RemoteAnswer::Done(_)) => Ok(Ok(())),
-        Ok(RemoteAnswer::Unsupported(why)) | Ok(RemoteAnswer::Limit(_, why)) => Ok(Err(why)),
-        Err(e) => Ok(Err(e.to_string())),
+        Ok(RemoteAnswer::Done(_)) => Ok(()),
+        Ok(RemoteAnswer::Unsupported(why)) | Ok(RemoteAnswer::Limit(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
     }
 }
 

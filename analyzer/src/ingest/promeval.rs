@@ -130,7 +130,8 @@ pub struct Grid {
 
 /// Output labels → points (reported time, value) in time order.
 pub type Points = Vec<(i64, f64)>;
-type Labels = BTreeMap<String, String>;
+/// A series' labels.
+pub type Labels = BTreeMap<String, String>;
 
 /// One template being evaluated over a partition's series.
 pub struct TextEval {
@@ -376,7 +377,6 @@ fn previous_points(
 fn changes_points(ts: &[i64], vals: &[f64], grid: &Grid) -> Points {
     let differs = |a: f64, b: f64| a != b && !(a.is_nan() && b.is_nan());
     let mut out = Vec::new();
-    // The first evaluation whose lookback can see sample 0 … the last one that can see the last.
     let mut i = 0usize;
     for k in 0..grid.n {
         let t = time(k, grid);

@@ -198,9 +198,10 @@ pub struct ReadStats {
 }
 
 /// Reads a `STREAMED_XOR_CHUNKS` answer from `body` and hands each series to `each`, once its
-/// last frame is read (a series split over consecutive frames is joined). `queries` is the
-/// number of queries sent, `ranges` their (start, end) in ms; a frame larger than `max_frame`
-/// bytes is an error (a hostile or broken server), as is a bad checksum.
+/// last frame is read (a series split over consecutive frames is joined). `ranges` are the
+/// queries' (start, end) in ms; a frame larger than `max_frame` bytes, or a series whose
+/// samples would take more (16 bytes each), is an error (a hostile or broken server), as is a
+/// bad checksum.
 pub fn read_streamed(
     body: &mut dyn Read,
     ranges: &[(i64, i64)],
@@ -213,15 +214,17 @@ pub fn read_streamed(
     let mut buf = Vec::new();
     loop {
         let frame_at = offset;
-        let Some((size, n)) = read_uvarint(body)? else {
-            break;
-        };
-        offset += n;
         let bad = |what: String| RemoteReadError::Frame {
             frame: stats.frames,
             offset: frame_at,
             what,
         };
+        let Some((size, n)) =
+            read_uvarint(body).map_err(|e| bad(format!("the frame size: {e}")))?
+        else {
+            break;
+        };
+        offset += n;
         if size > max_frame {
             return Err(bad(format!(
                 "a frame of {size} bytes, more than the {max_frame} allowed \
@@ -285,6 +288,19 @@ pub fn read_streamed(
                         what,
                     },
                 )?;
+            }
+            // One series is held whole (its frames joined): bounded like one frame, at 16 bytes
+            // a sample.
+            let held = 16 * series.ts.len() as u64;
+            if held > max_frame {
+                return Err(RemoteReadError::Chunk {
+                    series: fmt_labels(&series.labels),
+                    what: format!(
+                        "{} samples ({held} bytes), more than the {max_frame} bytes allowed \
+                         (--prometheus.max-response-size)",
+                        series.ts.len()
+                    ),
+                });
             }
             pending = Some(series);
         }
@@ -377,7 +393,7 @@ fn read_exact(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<()> {
 }
 
 /// A uvarint and its length in bytes; `None` at a clean end of the stream.
-fn read_uvarint(r: &mut dyn Read) -> Result<Option<(u64, u64)>, RemoteReadError> {
+fn read_uvarint(r: &mut dyn Read) -> std::io::Result<Option<(u64, u64)>> {
     let mut x = 0u64;
     for i in 0..10u32 {
         let mut b = [0u8; 1];
@@ -393,20 +409,18 @@ fn read_uvarint(r: &mut dyn Read) -> Result<Option<(u64, u64)>, RemoteReadError>
             }
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                "the answer ends inside a frame size",
-            )
-            .into());
+                "the answer ends inside a frame",
+            ));
         }
         x |= u64::from(b[0] & 0x7f) << (7 * i);
         if b[0] < 0x80 {
             return Ok(Some((x, u64::from(i) + 1)));
         }
     }
-    Err(RemoteReadError::Frame {
-        frame: 0,
-        offset: 0,
-        what: "a frame size longer than 10 bytes".into(),
-    })
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        "longer than 10 bytes",
+    ))
 }
 
 /// Big-endian bit reader over a chunk's bytes.
@@ -842,6 +856,24 @@ mod tests {
         assert!(run(&body[..body.len() - 2], 1 << 20).contains("ends inside a frame"));
         // Larger than allowed.
         assert!(run(&body, 4).contains("more than the 4 allowed"));
+        // A series split over frames that together hold more samples than allowed.
+        let part = |t: i64| {
+            frame(&ChunkedReadResponse {
+                chunked_series: vec![chunked("a", &[(t, 1.0), (t + 1, 2.0)])],
+                query_index: 0,
+            })
+        };
+        let mut long = part(1);
+        long.extend(part(3));
+        // Room for one frame (2 samples, 32 bytes held) but not for the joined 4 (64 bytes).
+        let max = 63;
+        assert!(part(1).len() as u64 <= max);
+        assert!(
+            read_streamed(&mut &part(1)[..], &[(0, 100)], max, |_| Ok(())).is_ok(),
+            "one part fits"
+        );
+        let e = run(&long, max);
+        assert!(e.contains("4 samples (64 bytes)"), "{e}");
         // An index past the queries sent.
         let other = frame(&ChunkedReadResponse {
             chunked_series: vec![],
