@@ -13,7 +13,8 @@
 //! It is observed at 1 s, 10 s, 15 s, 30 s, 60 s and 5 min through every source — local history
 //! written at that interval, the generic CSV, an nvidia-smi CSV log, and a real Prometheus
 //! (Debian's, backfilled with `promtool tsdb create-blocks-from openmetrics`) with tessera's and
-//! with dcgm-exporter's metric names — once as scraped, once perturbed: ±20% jitter on every
+//! with dcgm-exporter's metric names, each read through `query_range` and through the
+//! remote-read API — once as scraped, once perturbed: ±20% jitter on every
 //! scrape, 5% of scrapes missing at random, GPU 1's energy counter reset at 14:30 (Prometheus),
 //! and GPU 5's series changing period halfway (to twice the rate, from 15:00). The CSV and
 //! Prometheus files are written here from samples of the simulator taken at the scrape instants,
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use serde_json::Value;
 use tessera::advisor::{self, Analysis, Params};
+use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, Frames, IngestOptions, Source};
 use tessera_exporter::sim::{Scenario, SimNode, truth::GroundTruth};
 
@@ -589,6 +591,9 @@ enum Src {
     Smi,
     PromTessera,
     PromDcgm,
+    /// The same TSDB cells read through the remote-read API.
+    PromTesseraRr,
+    PromDcgmRr,
 }
 
 impl Src {
@@ -599,6 +604,23 @@ impl Src {
             Src::Smi => "nvidia-smi csv",
             Src::PromTessera => "prometheus (tessera)",
             Src::PromDcgm => "prometheus (dcgm)",
+            Src::PromTesseraRr => "prom remote read (tess)",
+            Src::PromDcgmRr => "prom remote read (dcgm)",
+        }
+    }
+
+    fn prometheus(self) -> bool {
+        matches!(
+            self,
+            Src::PromTessera | Src::PromDcgm | Src::PromTesseraRr | Src::PromDcgmRr
+        )
+    }
+
+    /// How a Prometheus cell is read.
+    fn api(self) -> Api {
+        match self {
+            Src::PromTesseraRr | Src::PromDcgmRr => Api::RemoteRead,
+            _ => Api::QueryRange,
         }
     }
 }
@@ -613,12 +635,18 @@ struct Outcome {
     seconds: f64,
 }
 
-fn analyze(sources: &[Source], since: i64, until: i64) -> (Frames, Analysis, ingest::IngestReport) {
-    let opts = IngestOptions {
+fn analyze(
+    sources: &[Source],
+    since: i64,
+    until: i64,
+    api: Api,
+) -> (Frames, Analysis, ingest::IngestReport) {
+    let mut opts = IngestOptions {
         since: Some(since),
         until: Some(until + 1),
         ..IngestOptions::default()
     };
+    opts.prometheus.api = api;
     let (frames, report) = ingest::ingest(sources, &opts).expect("ingest");
     let analysis = advisor::analyze(
         &frames,
@@ -877,6 +905,12 @@ fn one_planted_truth_every_rate_every_source() {
                     _ => START,
                 };
                 cells.push((src, rate, perturbed, start));
+                // The same day of the TSDB through the remote-read API.
+                match src {
+                    Src::PromTessera => cells.push((Src::PromTesseraRr, rate, perturbed, start)),
+                    Src::PromDcgm => cells.push((Src::PromDcgmRr, rate, perturbed, start)),
+                    _ => {}
+                }
             }
         }
     }
@@ -930,9 +964,9 @@ fn one_planted_truth_every_rate_every_source() {
                 std::fs::write(&p, smi_csv(&samples[&(rate, perturbed, start)])).expect("csv");
                 Source::Csv(p)
             }
-            Src::PromTessera | Src::PromDcgm => Source::Prometheus(server.url.clone()),
+            _ => Source::Prometheus(server.url.clone()),
         };
-        let (frames, analysis, report) = analyze(&[source], start, start + RANGE);
+        let (frames, analysis, report) = analyze(&[source], start, start + RANGE, src.api());
         let truth = GroundTruth::compute(
             &scenario(start),
             chrono::DateTime::from_timestamp_millis(start).expect("start"),
@@ -949,7 +983,7 @@ fn one_planted_truth_every_rate_every_source() {
         if !perturbed && let Some(e) = check_boundaries(&frames, rate, start) {
             failures.push(e);
         }
-        if perturbed && matches!(src, Src::PromTessera | Src::PromDcgm) {
+        if perturbed && src.prometheus() {
             // The counter reset neither goes negative nor loses more than the reset's interval.
             let e = frames
                 .gpu
@@ -1027,7 +1061,7 @@ fn one_planted_truth_every_rate_every_source() {
         let min = o.scores.iter().map(|s| s.1).fold(1.0f64, f64::min);
         let _ = writeln!(
             table,
-            "  {:<22} {:>6} ms {:<9} min score {:.3}  {:.1} s{}",
+            "  {:<24} {:>6} ms {:<9} min score {:.3}  {:.1} s{}",
             o.src.name(),
             o.rate,
             if o.perturbed { "perturbed" } else { "clean" },
@@ -1081,13 +1115,35 @@ fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
     let server = prom::serve_file(dir.path(), &om_path, "720h");
     let source = Source::Prometheus(server.url.clone());
 
-    let (frames, analysis, report) = analyze(std::slice::from_ref(&source), mixed, mixed + RANGE);
+    let (frames, analysis, report) = analyze(
+        std::slice::from_ref(&source),
+        mixed,
+        mixed + RANGE,
+        Api::QueryRange,
+    );
     let w = report.warnings.join("\n");
     assert!(w.contains("query step 15 s"), "{w}");
     // GPUs and their processes: 3 + 3 at 15 s, 3 + 2 at 60 s.
     assert!(
         w.contains("15 s rows (6 entities), 60 s rows (5 entities)"),
         "{w}"
+    );
+    // Through the remote-read API: the same rows per entity and the same findings.
+    let (_, rr, rr_report) = analyze(
+        std::slice::from_ref(&source),
+        mixed,
+        mixed + RANGE,
+        Api::RemoteRead,
+    );
+    let rw = rr_report.warnings.join("\n");
+    assert!(
+        rw.contains("15 s rows (6 entities), 60 s rows (5 entities)")
+            && rw.contains("read raw samples through the remote-read API"),
+        "{rw}"
+    );
+    assert_eq!(
+        serde_json::to_value(&analysis.findings).expect("json"),
+        serde_json::to_value(&rr.findings).expect("json"),
     );
     let rows = frames
         .gpu
@@ -1193,7 +1249,8 @@ fn a_57_second_pod_trace_needs_no_flag() {
         }
     }
     std::fs::write(&path, text).expect("csv");
-    let (_, analysis, report) = analyze(&[Source::Csv(path)], START, START + RANGE);
+    let (_, analysis, report) =
+        analyze(&[Source::Csv(path)], START, START + RANGE, Api::QueryRange);
     let found: BTreeSet<String> = analysis
         .findings
         .iter()
