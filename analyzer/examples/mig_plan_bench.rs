@@ -12,8 +12,8 @@ use tessera::ingest::{self, IngestOptions, Source};
 use tessera::mig_planner::{
     self, FleetGpu, PlannerOptions, Workload, demand, first_fit_decreasing_by_memory,
 };
-use tessera_exporter::history::simulate::simulate;
-use tessera_exporter::sim;
+use tessera_core::sim;
+use tessera_core::simulate::simulate;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

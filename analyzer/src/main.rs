@@ -1,12 +1,11 @@
-//! `tessera`: thin command-line glue over the analyzer library (argument parsing, exit codes).
+//! `tessera`: the process around the command line: the allocator and its options, SIGPIPE, the
+//! exit code. The commands are [`cli`]; the logic is the `tessera` library.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
-use tessera::scenario;
-use tessera_exporter::sim;
+use clap::Parser;
+
+mod cli;
 
 /// mimalloc instead of glibc's allocator: the advisor allocates and frees large column buffers
 /// per node; with glibc that churn cost a quarter of the run in page faults and `munmap`
@@ -18,82 +17,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// mimalloc's `mi_option_arena_eager_commit` (index 4 in both its v2 and v3 option enums).
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-
-mod analyze_cmd;
-mod ingest_cmd;
-mod mig_cmd;
-mod mig_plan_cmd;
-mod mig_profiles_cmd;
-mod report_cmd;
-mod simulate;
-
-/// GPU utilization advisor.
-#[derive(Debug, Parser)]
-#[command(name = "tessera", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Work with simulator scenario files.
-    Scenario {
-        #[command(subcommand)]
-        command: ScenarioCommand,
-    },
-    /// Read telemetry sources into the canonical frames and summarise them.
-    Ingest(ingest_cmd::IngestArgs),
-    /// Find idle-loaded models, consolidation candidates, off-peak windows and busy-but-idle GPUs.
-    Analyze(analyze_cmd::AnalyzeArgs),
-    /// The weekly report: usage, cost, teams, waste, plans and data quality (table, Markdown,
-    /// HTML or JSON).
-    Report(report_cmd::ReportArgs),
-    /// Write N days of history for every node of a scenario, with its ground truth.
-    Simulate(simulate::SimulateArgs),
-    /// MIG layouts: plan them from history, export the node's, assert it matches a plan, apply
-    /// a plan safely.
-    Mig {
-        #[command(subcommand)]
-        command: MigCommand,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum MigCommand {
-    /// Plan MIG layouts from history: a tessera plan, optionally a mig-parted config and a
-    /// day/night schedule.
-    Plan(mig_plan_cmd::PlanArgs),
-    /// Write the node's current MIG layout as a tessera plan (and as a mig-parted config).
-    Export(mig_cmd::ExportArgs),
-    /// Check the node against a plan: exit 0 when it matches, 1 with the differences.
-    Assert(mig_cmd::AssertArgs),
-    /// Change the node to match a plan: prints the steps; changes nothing without --yes.
-    Apply(mig_cmd::ApplyArgs),
-    /// Read the MIG profile tables of the node's GPUs from NVML and compare them with the
-    /// built-in ones: exit 0 when they match, 1 with the differences. Changes nothing.
-    Profiles(mig_profiles_cmd::ProfilesArgs),
-}
-
-#[derive(Debug, Subcommand)]
-enum ScenarioCommand {
-    /// Validate a scenario and print a summary.
-    Check {
-        /// Scenario file (default: the embedded demo scenario).
-        file: Option<PathBuf>,
-    },
-    /// Write the ground truth (planted conditions) of a scenario as JSON.
-    Truth {
-        /// Scenario file (default: the embedded demo scenario).
-        file: Option<PathBuf>,
-        /// Days from the scenario's start.
-        #[arg(long, default_value_t = 7)]
-        days: u32,
-        /// Output file (default: standard output).
-        #[arg(short, long)]
-        out: Option<PathBuf>,
-    },
-}
 
 fn main() -> ExitCode {
     // Keep freed memory instead of returning it to the OS after 10 ms: the advisor frees and
@@ -112,8 +35,8 @@ fn main() -> ExitCode {
     // and panicking in `println!` with "failed printing to stdout" (exit 101).
     // SAFETY: called once at start-up, before any thread is spawned.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let result = run(Cli::parse());
-    ingest_cmd::remove_spills();
+    let result = cli::run(cli::Cli::parse());
+    cli::source::remove_spills();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -121,43 +44,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Scenario { command } => match command {
-            ScenarioCommand::Check { file } => {
-                let s = sim::load_scenario(file.as_deref())?;
-                print!("{}", scenario::summary(&s));
-            }
-            ScenarioCommand::Truth { file, days, out } => {
-                let s = sim::load_scenario(file.as_deref())?;
-                let truth = scenario::truth(&s, days)?;
-                match out {
-                    Some(path) => scenario::write_truth(&truth, &path)?,
-                    None => println!("{}", serde_json::to_string_pretty(&truth)?),
-                }
-            }
-        },
-        Command::Ingest(args) => ingest_cmd::run(args)?,
-        Command::Analyze(args) => analyze_cmd::run(args)?,
-        Command::Report(args) => report_cmd::run(args)?,
-        Command::Simulate(args) => simulate::run(args)?,
-        Command::Mig { command } => {
-            let code = match command {
-                MigCommand::Plan(args) => {
-                    mig_plan_cmd::run(args)?;
-                    0
-                }
-                MigCommand::Export(args) => mig_cmd::export(args)?,
-                MigCommand::Assert(args) => mig_cmd::assert(args)?,
-                MigCommand::Apply(args) => mig_cmd::apply(args)?,
-                MigCommand::Profiles(args) => mig_profiles_cmd::run(args)?,
-            };
-            if code != 0 {
-                std::process::exit(code.into());
-            }
-        }
-    }
-    Ok(())
 }

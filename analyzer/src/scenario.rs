@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use tessera_exporter::sim::Scenario;
-use tessera_exporter::sim::truth::GroundTruth;
+use tessera_core::sim::Scenario;
+use tessera_core::sim::truth::GroundTruth;
 
 /// Errors writing a ground-truth file.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn summary_names_every_node_and_workload() {
-        let s = tessera_exporter::sim::load_scenario(None).unwrap();
+        let s = tessera_core::sim::load_scenario(None).unwrap();
         let text = summary(&s);
         for n in &s.nodes {
             assert!(text.contains(&n.name));
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn days_out_of_range_are_refused() {
-        let s = tessera_exporter::sim::load_scenario(None).unwrap();
+        let s = tessera_core::sim::load_scenario(None).unwrap();
         assert!(matches!(truth(&s, 0), Err(TruthError::Days(0))));
         assert_eq!(
             truth(&s, 1).unwrap().end,

@@ -22,8 +22,8 @@ use serde_json::Value;
 use tessera::advisor::{self, Analysis, Params, offpeak::MinGpus};
 use tessera::ingest::{self, Frames, IngestOptions, Source};
 use tessera::scenario;
-use tessera_exporter::history::simulate::simulate;
-use tessera_exporter::sim::{self, truth::GroundTruth};
+use tessera_core::sim::{self, truth::GroundTruth};
+use tessera_core::simulate::simulate;
 
 fn scenario_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -742,10 +742,10 @@ fn cli_ingest_table_json_and_errors() {
 
 // ---------------------------------------------------------------- exporter interop
 
-/// The analyzer's column lists agree with `tessera_exporter::history::schema`.
+/// The analyzer's column lists agree with `tessera_core::history::schema`.
 #[test]
 fn schema_matches_the_exporters() {
-    use tessera_exporter::history::schema as exp;
+    use tessera_core::history::schema as exp;
     assert_eq!(
         u64::from(exp::HISTORY_VERSION),
         tessera::ingest::schema::HISTORY_VERSION
@@ -769,8 +769,8 @@ fn schema_matches_the_exporters() {
 #[test]
 fn ingests_history_written_by_the_exporter() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
-    let s = tessera_exporter::history::simulate::simulate(&scenario, 1, tmp.path(), 10_000, 10_000)
+    let scenario = tessera_core::sim::load_scenario(None).expect("demo");
+    let s = tessera_core::simulate::simulate(&scenario, 1, tmp.path(), 10_000, 10_000)
         .expect("simulate");
     let (frames, report) = run(&[history(tmp.path())], false).expect("ingest");
     for (i, t) in Table::ALL.into_iter().enumerate() {
@@ -792,13 +792,13 @@ fn ingests_history_written_by_the_exporter() {
 #[test]
 fn compacted_day_files_and_a_leftover_hourly_file() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
-    let s = tessera_exporter::history::simulate::simulate(&scenario, 2, tmp.path(), 10_000, 10_000)
+    let scenario = tessera_core::sim::load_scenario(None).expect("demo");
+    let s = tessera_core::simulate::simulate(&scenario, 2, tmp.path(), 10_000, 10_000)
         .expect("simulate");
     let node = tmp.path().join(&scenario.nodes[0].name);
     let day = node.join("gpu/2026-11-02.parquet");
     assert!(day.exists());
-    let listed = tessera_exporter::history::compact::compacted_from(&day).expect("listed");
+    let listed = tessera_core::history::compact::compacted_from(&day).expect("listed");
     assert!(listed.contains(&"2026-11-02T03.parquet".to_string()));
     // The leftover: a valid file under a listed name (its rows would double if read).
     std::fs::copy(&day, node.join("gpu/2026-11-02T03.parquet")).expect("copy");
@@ -966,7 +966,7 @@ fn footer_statistics_and_scans_agree() {
     let dir = tempfile::tempdir().expect("tmp");
     let node = good_history(dir.path());
     let p = node.join("gpu/2026-11-02T14.parquet");
-    let footer = tessera_exporter::history::reader::footer_summary(&p).expect("footer");
+    let footer = tessera_core::history::reader::footer_summary(&p).expect("footer");
     assert_eq!(footer.rows, 3);
     assert_eq!(footer.ts_range, Some((T0 + 10_000, T0 + 30_000)));
     let footer_opts = IngestOptions {
@@ -988,7 +988,7 @@ fn footer_statistics_and_scans_agree() {
         .with_statistics(StatisticsOptions::empty())
         .finish(&mut df)
         .expect("write");
-    let footer = tessera_exporter::history::reader::footer_summary(&p).expect("footer");
+    let footer = tessera_core::history::reader::footer_summary(&p).expect("footer");
     assert_eq!((footer.rows, footer.ts_range), (3, None));
     let (_, scanned) = ingest::ingest(&[history(&node)], &footer_opts).expect("ingest");
     assert_eq!(scanned.tables, with_stats.tables);
@@ -1347,9 +1347,8 @@ fn duplicate_warnings(report: &IngestReport) -> Vec<&String> {
 fn duplicate_history_rows_are_counted_once_with_a_warning() {
     let tmp = tempfile::tempdir().expect("tmp");
     let a = tmp.path().join("a");
-    let scenario = tessera_exporter::sim::load_scenario(None).expect("demo");
-    let s = tessera_exporter::history::simulate::simulate(&scenario, 2, &a, 10_000, 10_000)
-        .expect("simulate");
+    let scenario = tessera_core::sim::load_scenario(None).expect("demo");
+    let s = tessera_core::simulate::simulate(&scenario, 2, &a, 10_000, 10_000).expect("simulate");
     let (frames, report) = run(&[history(&a)], false).expect("ingest");
     assert_eq!(report.tables[&Table::Gpu].rows, s.rows[0]);
     assert_eq!(gpu_height(&frames), s.rows[0]);
@@ -1446,4 +1445,12 @@ fn duplicate_history_rows_are_counted_once_with_a_warning() {
     let (frames, report) = run(&[history(&good)], false).expect("ingest");
     assert_eq!(report.skipped["duplicate gpu rows (same key and ts)"], 1);
     assert_eq!(gpu_height(&frames), 3 + 2);
+}
+
+#[test]
+fn since_and_until_take_every_unit_of_the_one_duration_parser() {
+    // `--since 90m`, `--since 500ms` work; zero is now.
+    assert_eq!(ingest::parse_time("90m", T0).unwrap(), T0 - 5_400_000);
+    assert_eq!(ingest::parse_time("500ms", T0).unwrap(), T0 - 500);
+    assert_eq!(ingest::parse_time("0s", T0).unwrap(), T0);
 }

@@ -13,8 +13,8 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use tessera_exporter::mig_plan::{MigPlanFile, PlannedInstance};
-use tessera_exporter::model::Placement;
+use tessera_core::mig::plan::{MigPlanFile, PlannedInstance};
+use tessera_core::model::Placement;
 
 const SCENARIO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

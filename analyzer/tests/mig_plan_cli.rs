@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use tessera_exporter::mig::{self, check_layout};
-use tessera_exporter::mig_config::{Devices, MigConfigFile};
-use tessera_exporter::mig_plan::{MigPlanFile, MigSchedule};
+use tessera_core::mig::parted::{Devices, MigConfigFile};
+use tessera_core::mig::plan::{MigPlanFile, MigSchedule};
+use tessera_core::mig::{self, check_layout};
 
 fn tessera(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))

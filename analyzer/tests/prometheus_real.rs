@@ -57,10 +57,9 @@ const DAYS: u32 = 2;
 
 /// Simulates the scenario into `dir/history` and returns the history gpu frame and the range.
 fn simulate(dir: &Path) -> (PathBuf, DataFrame, i64, i64) {
-    let scenario = tessera_exporter::sim::Scenario::from_toml(SCENARIO, "tiny").expect("scenario");
+    let scenario = tessera_core::sim::Scenario::from_toml(SCENARIO, "tiny").expect("scenario");
     let hist = dir.join("history");
-    tessera_exporter::history::simulate::simulate(&scenario, DAYS, &hist, 5_000, 10_000)
-        .expect("simulate");
+    tessera_core::simulate::simulate(&scenario, DAYS, &hist, 5_000, 10_000).expect("simulate");
     let since = scenario.start.timestamp_millis();
     let until = since + i64::from(DAYS) * 86_400_000 + 1;
     let (frames, _) = ingest::ingest(

@@ -171,13 +171,12 @@ fn usage_cost_and_teams_add_up() {
 #[test]
 fn partitioned_report_and_demand_equal_the_unions() {
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = tessera_exporter::sim::load_scenario(Some(
+    let scenario = tessera_core::sim::load_scenario(Some(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../fixtures/scenarios/fleet-64.toml"),
     ))
     .expect("fleet-64");
-    tessera_exporter::history::simulate::simulate(&scenario, 2, tmp.path(), 30_000, 60_000)
-        .expect("simulate");
+    tessera_core::simulate::simulate(&scenario, 2, tmp.path(), 30_000, 60_000).expect("simulate");
     let opts = IngestOptions {
         footer_stats: true,
         ..IngestOptions::default()

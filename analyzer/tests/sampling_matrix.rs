@@ -39,7 +39,7 @@ use serde_json::Value;
 use tessera::advisor::{self, Analysis, Params};
 use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, Frames, IngestOptions, Source};
-use tessera_exporter::sim::{Scenario, SimNode, truth::GroundTruth};
+use tessera_core::sim::{Scenario, SimNode, truth::GroundTruth};
 
 const RATES_MS: [i64; 6] = [1_000, 10_000, 15_000, 30_000, 60_000, 300_000];
 const HOUR: i64 = 3_600_000;
@@ -536,11 +536,10 @@ fn history_cell(dir: &Path, start: i64, rate: i64, perturbed: bool) -> PathBuf {
     let s = scenario(start);
     let out = dir.join("history");
     let sample = rate.min(1_000);
-    tessera_exporter::history::simulate::simulate_for(&s, RANGE, &out, sample, rate)
-        .expect("simulate");
+    tessera_core::simulate::simulate_for(&s, RANGE, &out, sample, rate).expect("simulate");
     if perturbed {
         let coarse = dir.join("history-2x");
-        tessera_exporter::history::simulate::simulate_for(&s, RANGE, &coarse, sample, 2 * rate)
+        tessera_core::simulate::simulate_for(&s, RANGE, &coarse, sample, 2 * rate)
             .expect("simulate 2x");
         let half = start + RANGE / 2;
         let salt = rate as u64 * 7 + 3;

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tessera_exporter::device::GpuBackend;
+use tessera_core::device::GpuBackend;
+use tessera_core::sim::{Scenario, SimBackend, SimClock};
 use tessera_exporter::metrics::{self, RenderOptions};
 use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
-use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
 
 fn scenario() -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -41,36 +41,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-/// Where a process runs, as far as its cgroup path says. Every field is `None` when unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Attribution {
-    /// Kubernetes pod UID in its canonical form (lower case, with `-`), e.g.
-    /// `0b5c4a5e-2b0e-4b8a-9d6a-8f0c2f1e3d4c`; the label `uid` of kube-state-metrics' `kube_pod_info`.
-    pub pod_uid: Option<String>,
-    /// Container id: the runtime's 64-hex id (containerd, CRI-O, Docker, Podman), lower case.
-    pub container_id: Option<String>,
-    /// Slurm job id (the numeric id of the job's cgroup, `job_<n>`).
-    pub slurm_job_id: Option<String>,
-    /// Kubernetes namespace, where known (the simulator knows it; cgroups do not, so `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Kubernetes pod name, where known (the simulator; never from cgroups).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-}
-
-impl Attribution {
-    /// Whether nothing is known.
-    pub fn is_empty(&self) -> bool {
-        self.pod_uid.is_none()
-            && self.container_id.is_none()
-            && self.slurm_job_id.is_none()
-            && self.namespace.is_none()
-            && self.pod.is_none()
-    }
-}
+use tessera_core::model::Attribution;
 
 /// Attribute a process from the text of its `/proc/<pid>/cgroup`.
 ///

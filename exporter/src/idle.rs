@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{GpuSample, GpuStatus, NodeSample, ProcessSample};
+use tessera_core::model::{GpuSample, GpuStatus, NodeSample, ProcessSample};
 
 /// Activity ratios below this are idle.
 pub const IDLE_BELOW: f64 = 0.001;
@@ -165,7 +165,7 @@ impl IdleTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FieldError, MigSample};
+    use tessera_core::model::{FieldError, MigSample};
 
     fn proc_(pid: u32, sm: Option<f64>, gi: Option<u32>) -> ProcessSample {
         ProcessSample {

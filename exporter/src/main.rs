@@ -11,17 +11,17 @@ use clap::{Parser, ValueEnum};
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::history::{self, WriterMode, WriterOptions};
+use tessera_core::mig::parted::{MigConfigFile, MigPlan};
+use tessera_core::nvml::NvmlBackend;
+use tessera_core::sim::{self, SimBackend, SimClock, SimNode};
+use tessera_core::units::{parse_bytes, parse_duration};
 use tessera_exporter::attribution::ProcAttributor;
-use tessera_exporter::device::{DeviceError, GpuBackend};
-use tessera_exporter::history::{self, HistoryStats, WriterMode, WriterOptions};
+use tessera_exporter::history_thread::{self, HistoryStats};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
-use tessera_exporter::mig_config::{MigConfigFile, MigPlan};
-use tessera_exporter::nvml::NvmlBackend;
 use tessera_exporter::render;
-use tessera_exporter::sampler::{
-    Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks, parse_duration,
-};
-use tessera_exporter::sim::{self, SimBackend, SimClock, SimNode};
+use tessera_exporter::sampler::{Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks};
 use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -112,7 +112,7 @@ struct Args {
     #[arg(long = "history.retention", value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
     history_retention: Duration,
     /// Delete the oldest closed history files beyond this size per node (e.g. 512MiB, 2GB).
-    #[arg(long = "history.max-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = history::parse_bytes)]
+    #[arg(long = "history.max-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
     history_max_bytes: u64,
     /// The node's planned MIG layout: an nvidia-mig-parted config file (version v1); with
     /// --mig.config-label, exports tessera_mig_layout_drift per GPU (docs/metrics.md).
@@ -319,7 +319,7 @@ fn run(args: Args) -> Result<()> {
                 args.history_retention,
                 args.history_max_bytes
             );
-            let (sender, thread) = history::spawn(
+            let (sender, thread) = history_thread::spawn(
                 root,
                 WriterOptions {
                     interval_ms: args.history_interval.as_millis().max(1) as i64,
@@ -350,7 +350,7 @@ fn run(args: Args) -> Result<()> {
         },
     )?;
     // Another exporter writing this node's history folder is a configuration error: fail now.
-    if let Some(history::FirstOpen::Failed(e @ history::HistoryError::Locked { .. })) =
+    if let Some(history_thread::FirstOpen::Failed(e @ history::HistoryError::Locked { .. })) =
         history_thread
             .as_ref()
             .and_then(|t| t.first_open(Duration::from_secs(10)))

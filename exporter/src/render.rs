@@ -1,7 +1,7 @@
 //! Renders one snapshot (inventory + sample) for people (`table`) or programs (`json`).
 //!
 //! Used by `tessera-exporter --once`. The JSON document is versioned ([`SNAPSHOT_JSON_VERSION`])
-//! and is exactly the serde form of [`crate::model`] types, so programs can rely on the field
+//! and is exactly the serde form of [`tessera_core::model`] types, so programs can rely on the field
 //! names documented there. The table uses no colour at all (so `NO_COLOR` holds trivially) and
 //! marks absent values with `-`, never 0.
 //!
@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{GpuStatus, Inventory, NodeSample, throttle_reason_names};
+use tessera_core::model::{GpuStatus, Inventory, NodeSample, throttle_reason_names};
 
 /// Version of the `--once --format json` document.
 pub const SNAPSHOT_JSON_VERSION: u32 = 1;

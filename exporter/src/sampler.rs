@@ -24,10 +24,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::attribution::Attribution;
-use crate::device::{DeviceError, GpuBackend};
 use crate::idle::{IdleTimes, IdleTracker};
-use crate::model::{GpuStatus, Inventory, NodeSample};
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::model::Attribution;
+use tessera_core::model::{GpuStatus, Inventory, NodeSample};
 
 /// Shortest time between two inventory reads triggered by a sample whose MIG devices differ from
 /// the inventory (a GPU whose MIG reads fail would otherwise trigger one every sample).
@@ -59,7 +59,7 @@ pub struct SamplerHooks {
     /// Attributes processes to pods, containers and Slurm jobs.
     pub attributor: Option<Attributor>,
     /// Called with every published snapshot, on the sampler thread: must not block (the history
-    /// writer `try_send`s to its own thread, see [`crate::history::HistorySender::offer`]).
+    /// writer `try_send`s to its own thread, see [`tessera_core::history::HistorySender::offer`]).
     pub on_sample: Option<OnSample>,
 }
 
@@ -453,8 +453,8 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::NodeSample;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use tessera_core::model::NodeSample;
 
     /// A backend that fails at node level on chosen calls.
     struct Flaky {
@@ -497,19 +497,19 @@ mod tests {
     }
 
     impl Reconfigured {
-        fn instances(&self) -> Vec<crate::model::MigInstanceInfo> {
+        fn instances(&self) -> Vec<tessera_core::model::MigInstanceInfo> {
             let n = if self.two.load(Ordering::SeqCst) {
                 2
             } else {
                 1
             };
             (0..n)
-                .map(|i| crate::model::MigInstanceInfo {
+                .map(|i| tessera_core::model::MigInstanceInfo {
                     gpu_instance_id: 1 + i,
                     compute_instance_id: 0,
                     profile_id: 9,
                     profile_name: "3g.40gb".into(),
-                    placement: crate::model::Placement {
+                    placement: tessera_core::model::Placement {
                         start: 4 * i,
                         size: 4,
                     },
@@ -530,14 +530,14 @@ mod tests {
                 node: "n".into(),
                 driver_version: None,
                 cuda_version: None,
-                gpus: vec![crate::model::GpuInfo {
+                gpus: vec![tessera_core::model::GpuInfo {
                     index: 0,
                     uuid: "GPU-0".into(),
                     name: "NVIDIA H100 80GB HBM3".into(),
                     pci_bus_id: String::new(),
                     memory_total_bytes: None,
                     power_limit_watts: None,
-                    mig_mode: Some(crate::model::MigMode {
+                    mig_mode: Some(tessera_core::model::MigMode {
                         current: true,
                         pending: true,
                     }),
@@ -546,11 +546,11 @@ mod tests {
             })
         }
         fn sample(&mut self) -> Result<NodeSample, DeviceError> {
-            let mut g = crate::model::GpuSample::empty(0, "GPU-0", GpuStatus::Ok);
+            let mut g = tessera_core::model::GpuSample::empty(0, "GPU-0", GpuStatus::Ok);
             g.mig = self
                 .instances()
                 .iter()
-                .map(|m| crate::model::MigSample {
+                .map(|m| tessera_core::model::MigSample {
                     gpu_instance_id: m.gpu_instance_id,
                     compute_instance_id: 0,
                     uuid: m.uuid.clone(),
@@ -621,7 +621,7 @@ mod tests {
         b.two.store(true, Ordering::SeqCst);
         let mut s = b.sample().unwrap();
         assert!(mig_devices_changed(&inv, &s));
-        s.gpus[0].errors.push(crate::model::FieldError {
+        s.gpus[0].errors.push(tessera_core::model::FieldError {
             field: "mig_memory".into(),
             kind: "unknown".into(),
         });
@@ -729,53 +729,5 @@ mod tests {
         }
         sampler.stop();
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
-    }
-}
-
-/// Parse a Prometheus-style duration (`500ms`, `1s`, `2m`, `1h`, `1d`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num.parse().map_err(|_| {
-        format!("invalid duration {s:?}: expected a number and a unit, e.g. 1s or 500ms")
-    })?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86400.0,
-        _ => {
-            return Err(format!(
-                "invalid duration {s:?}: unit must be ms, s, m, h or d"
-            ));
-        }
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("invalid duration {s:?}: must be greater than zero"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-#[cfg(test)]
-mod duration_tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn parses_prometheus_durations() {
-        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(
-            parse_duration("0s")
-                .unwrap_err()
-                .contains("greater than zero")
-        );
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("s").is_err());
     }
 }

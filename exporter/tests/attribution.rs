@@ -6,7 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tessera_exporter::attribution::{Attribution, ProcAttributor, parse_cgroup};
+use tessera_core::model::Attribution;
+use tessera_exporter::attribution::{ProcAttributor, parse_cgroup};
 
 const UID: &str = "0b5c4a5e-2b0e-4b8a-9d6a-8f0c2f1e3d4c";
 const UID2: &str = "d6e2f1a0-7c3b-4e59-a1f4-92b8c0e5d7a3";

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::history::reader::{read_node_dir, read_table_batches};
-use tessera_exporter::history::{
-    self, Aggregator, HistoryError, HistoryStats, HistoryWriter, Rows, Table, WriterMode,
-    WriterOptions,
+use tessera_core::device::GpuBackend;
+use tessera_core::history::reader::{read_node_dir, read_table_batches};
+use tessera_core::history::{
+    self, Aggregator, HistoryError, HistoryWriter, Rows, Table, WriterMode, WriterOptions,
 };
+use tessera_core::sim::{self, SimBackend, SimClock};
+use tessera_core::simulate;
+use tessera_exporter::history_thread::{self, HistoryStats};
 use tessera_exporter::sampler::{Sampler, SamplerConfig, SamplerHooks};
-use tessera_exporter::sim::{self, SimBackend, SimClock};
 
 /// Write `seconds` of the demo's first node into `root`; returns the rows written.
 fn simulate(root: &Path, seconds: i64, mode: WriterMode, finish: bool) -> Rows {
@@ -186,7 +187,7 @@ fn unwritable_folder_is_counted_and_sampling_goes_on() {
     let root = tmp.path().join("not-a-dir");
     fs::write(&root, b"").unwrap();
     let stats = Arc::new(HistoryStats::default());
-    let (sender, _thread) = history::spawn(
+    let (sender, _thread) = history_thread::spawn(
         root,
         WriterOptions {
             interval_ms: 1000,
@@ -243,7 +244,7 @@ fn unwritable_folder_is_counted_and_sampling_goes_on() {
 fn simulate_one_day_of_the_demo_reads_back() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = sim::load_scenario(None).unwrap();
-    let s = history::simulate::simulate(&scenario, 1, tmp.path(), 1000, 10_000).unwrap();
+    let s = simulate::simulate(&scenario, 1, tmp.path(), 1000, 10_000).unwrap();
     assert_eq!(s.nodes, 3);
     let mut gpu_rows = 0;
     for n in &scenario.nodes {
@@ -768,8 +769,8 @@ fn a_clock_that_restarts_does_not_write_an_interval_twice() {
 fn simulating_twice_into_one_folder_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = sim::load_scenario(None).unwrap();
-    history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000).unwrap();
-    let e = history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
+    simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000).unwrap();
+    let e = simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
         .expect_err("a second simulation over the same intervals is refused");
     let msg = e.to_string();
     assert!(
@@ -786,7 +787,7 @@ fn tessera_simulate_into_a_folder_an_exporter_writes_is_refused_naming_its_pid()
     let scenario = sim::load_scenario(None).unwrap();
     let node = scenario.nodes[0].name.clone();
     let held = HistoryWriter::open(tmp.path(), &node, WriterOptions::default(), 0).unwrap();
-    let e = history::simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
+    let e = simulate::simulate_for(&scenario, 600_000, tmp.path(), 1000, 10_000)
         .expect_err("simulating into a folder another writer holds is refused");
     let msg = e.to_string();
     assert!(matches!(e, HistoryError::Locked { .. }), "{msg}");
@@ -813,7 +814,7 @@ fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
     let root = tmp.path().join("not-a-folder");
     fs::write(&root, b"").unwrap();
     let stats = Arc::new(HistoryStats::default());
-    let (sender, thread) = history::spawn(
+    let (sender, thread) = history_thread::spawn(
         root.clone(),
         WriterOptions {
             interval_ms: 1000,

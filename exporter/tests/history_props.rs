@@ -23,12 +23,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::Value;
 
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::history::reader::{
+use tessera_core::device::GpuBackend;
+use tessera_core::history::reader::{
     footer_summary, parse_jsonl, read_jsonl, read_parquet, read_parquet_batches,
 };
-use tessera_exporter::history::{Aggregator, GpuRow, HistoryError, ProcessRow, Rows, Table};
-use tessera_exporter::sim::{self, SimBackend, SimClock};
+use tessera_core::history::{Aggregator, GpuRow, HistoryError, ProcessRow, Rows, Table};
+use tessera_core::sim::{self, SimBackend, SimClock};
 
 #[path = "support/counting.rs"]
 mod counting;
@@ -130,7 +130,7 @@ fn fixture() -> &'static Fixture {
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let p = tessera_exporter::history::writer::write_parquet(dir.path(), 0, &rows.gpu).unwrap();
+        let p = tessera_core::history::writer::write_parquet(dir.path(), 0, &rows.gpu).unwrap();
         let gpu_parquet = std::fs::read(&p).unwrap();
         std::fs::remove_file(&p).unwrap();
         Fixture {
@@ -264,7 +264,7 @@ fn names_position(e: &HistoryError, path: &Path, places: &[&str]) -> Result<(), 
     Ok(())
 }
 
-fn check_jsonl<R: tessera_exporter::history::schema::HistoryRow>(
+fn check_jsonl<R: tessera_core::history::schema::HistoryRow>(
     bytes: &[u8],
 ) -> Result<Option<Vec<R>>, TestCaseError> {
     let path = Path::new("/history/gpu-node-1/t/2026-11-02T00.open.jsonl");

@@ -1,4 +1,4 @@
-//! Property tests of the MIG apply journal reader (`mig_apply::journal::parse`) and of its torn
+//! Property tests of the MIG apply journal reader (`apply::journal::parse`) and of its torn
 //! tail repair (issue 17: property tests for every parser). Generated inputs: arbitrary bytes,
 //! valid journals (records with arbitrary strings and real checkpoints), and valid journals cut
 //! at any byte, with bytes flipped, inserted or deleted, lines duplicated, and a torn record
@@ -26,10 +26,10 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use tessera_exporter::mig_apply::journal::{self, Journal, Record};
-use tessera_exporter::mig_control::{MigControl, MigNodeState};
-use tessera_exporter::sim::control::SimMigControl;
-use tessera_exporter::sim::{Scenario, SimNode};
+use tessera_core::mig::apply::journal::{self, Journal, Record};
+use tessera_core::mig::control::{MigControl, MigNodeState};
+use tessera_core::sim::control::SimMigControl;
+use tessera_core::sim::{Scenario, SimNode};
 
 #[path = "support/counting.rs"]
 mod counting;

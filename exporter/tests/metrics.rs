@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_exporter::device::GpuBackend;
+use tessera_core::device::GpuBackend;
+use tessera_core::sim::{Scenario, SimBackend, SimClock};
 use tessera_exporter::metrics::{self, RenderOptions};
 use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
-use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -284,7 +284,7 @@ fn prometheus_text_names_counters_after_their_samples() {
 fn mig_layout_drift_of_the_simulated_node_against_a_plan() {
     // gpu-node-1 of the demo: GPUs 0–2 without MIG, GPU 3 as 3g + 2g + 1g.
     let snap = Arc::new(snapshot("gpu-node-1", "2026-11-02T14:00:00Z", 1));
-    let plan = tessera_exporter::mig_config::MigConfigFile::parse(
+    let plan = tessera_core::mig::parted::MigConfigFile::parse(
         r#"
 version: v1
 mig-configs:

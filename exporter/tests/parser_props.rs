@@ -22,12 +22,12 @@ use std::sync::LazyLock;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::input_limits::{self, MAX_YAML_DEPTH};
-use tessera_exporter::mig_config::{MigConfigError, MigConfigFile};
-use tessera_exporter::mig_plan::{MigPlanError, MigPlanFile, MigSchedule};
-use tessera_exporter::sim::truth::GroundTruth;
-use tessera_exporter::sim::{Scenario, ScenarioError, SimBackend, SimClock};
+use tessera_core::device::GpuBackend;
+use tessera_core::input_limits::{self, MAX_YAML_DEPTH};
+use tessera_core::mig::parted::{MigConfigError, MigConfigFile};
+use tessera_core::mig::plan::{MigPlanError, MigPlanFile, MigSchedule};
+use tessera_core::sim::truth::GroundTruth;
+use tessera_core::sim::{Scenario, ScenarioError, SimBackend, SimClock};
 
 #[path = "support/counting.rs"]
 mod counting;
@@ -611,13 +611,13 @@ fn check_parted(text: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn inventory() -> tessera_exporter::model::Inventory {
-    use tessera_exporter::model::{GpuInfo, Inventory, MigMode};
+fn inventory() -> tessera_core::model::Inventory {
+    use tessera_core::model::{GpuInfo, Inventory, MigMode};
     Inventory {
         node: "n".into(),
         driver_version: None,
         cuda_version: None,
-        gpus: tessera_exporter::mig::models()
+        gpus: tessera_core::mig::models()
             .iter()
             .enumerate()
             .map(|(i, m)| GpuInfo {

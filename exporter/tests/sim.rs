@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::mig::{self, LayoutInstance};
-use tessera_exporter::model::GpuStatus;
-use tessera_exporter::sim::truth::GroundTruth;
-use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
+use tessera_core::device::GpuBackend;
+use tessera_core::mig::{self, LayoutInstance};
+use tessera_core::model::GpuStatus;
+use tessera_core::sim::truth::GroundTruth;
+use tessera_core::sim::{Scenario, SimBackend, SimClock};
 
 fn demo() -> Scenario {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/demo.toml");
@@ -364,8 +364,8 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
 mod hostile {
     use std::time::{Duration, Instant};
 
-    use tessera_exporter::sim::Scenario;
-    use tessera_exporter::sim::scenario::limits;
+    use tessera_core::sim::Scenario;
+    use tessera_core::sim::scenario::limits;
 
     const HEAD: &str = "name = \"x\"\nstart = \"2026-11-02T00:00:00Z\"\n";
 

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tessera_exporter::input_limits::{MAX_YAML_BYTES, MAX_YAML_DEPTH};
-use tessera_exporter::mig_config::MigConfigFile;
-use tessera_exporter::mig_plan::{MigPlanFile, MigSchedule};
+use tessera_core::input_limits::{MAX_YAML_BYTES, MAX_YAML_DEPTH};
+use tessera_core::mig::parted::MigConfigFile;
+use tessera_core::mig::plan::{MigPlanFile, MigSchedule};
 
 /// Each reader, by name: parse `text` named `source`, the error as text.
 type Reader = fn(&str, &str) -> Result<(), String>;

@@ -82,14 +82,9 @@ pub struct Bin {
     pub peak_act: f32,
 }
 
+/// The nearest-rank quantile of `v` ([`crate::stats::quantile`] on a copy); 0 when empty.
 fn quantile(v: &[f32], q: f64) -> f32 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut c = v.to_vec();
-    let k = ((q * (c.len() - 1) as f64).round() as usize).min(c.len() - 1);
-    let (_, x, _) = c.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
-    *x
+    crate::stats::quantile(&mut v.to_vec(), q).unwrap_or(0.0)
 }
 
 /// Loaded GPUs outside MIG mode, bucketed over their own range (pure over one partition).

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use serde_json::Value;
 
-use tessera_exporter::history::compact;
+use tessera_core::history::compact;
 
 use super::schema::{Col, ColType, HISTORY_VERSION, Table};
 use super::{IngestError, IngestOptions, IngestReport, WorkItem};
@@ -218,7 +218,7 @@ fn show(v: Option<&Value>) -> String {
 pub(super) fn check_parquet(
     table: Table,
     path: &Path,
-) -> Result<tessera_exporter::history::reader::FooterSummary, IngestError> {
+) -> Result<tessera_core::history::reader::FooterSummary, IngestError> {
     let parquet_err = |e: PolarsError| IngestError::Parquet {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -234,7 +234,7 @@ pub(super) fn check_parquet(
         .map(|f| (f.name.to_string(), DataType::from_arrow_field(f)))
         .collect();
     check_schema(table, path, &found)?;
-    tessera_exporter::history::reader::footer_summary(path).map_err(|e| IngestError::Parquet {
+    tessera_core::history::reader::footer_summary(path).map_err(|e| IngestError::Parquet {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })

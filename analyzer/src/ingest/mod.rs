@@ -415,7 +415,7 @@ pub fn ingest_parts(
     // duplicate rows ([`dedupe`]).
     let mut extents: BTreeMap<String, BTreeMap<Table, Vec<dedupe::Extent>>> = BTreeMap::new();
     // Checked Parquet files by (partition, source, table), scanned together below.
-    type Checked = (PathBuf, tessera_exporter::history::reader::FooterSummary);
+    type Checked = (PathBuf, tessera_core::history::reader::FooterSummary);
     let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
     // The Parquet files each partition's frames scan (history; Prometheus groups spilled).
     let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
@@ -842,19 +842,19 @@ pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, IngestError> {
         reason: reason.to_string(),
     };
     let v = value.trim();
-    if let Some(unit) = v.chars().last().filter(|c| c.is_ascii_alphabetic()) {
-        let num = &v[..v.len() - 1];
-        if let Ok(n) = num.parse::<u32>() {
-            let secs: i64 = match unit {
-                's' => 1,
-                'm' => 60,
-                'h' => 3_600,
-                'd' => 86_400,
-                'w' => 604_800,
-                _ => return Err(err("unknown unit; expected s, m, h, d or w")),
-            };
-            return Ok(now_ms - i64::from(n) * secs * 1000);
+    if v.starts_with(|c: char| c.is_ascii_digit())
+        && v.ends_with(|c: char| c.is_ascii_alphabetic())
+        && !v.contains(['-', ':', 'T'])
+    {
+        // A duration back from now, through the one duration parser (`0s` is now).
+        if v.trim_start_matches(['0', '.'])
+            .starts_with(|c: char| c.is_ascii_alphabetic())
+        {
+            return Ok(now_ms);
         }
+        let d = tessera_core::units::parse_duration(v).map_err(|e| err(&e))?;
+        let ms = i64::try_from(d.as_millis()).map_err(|_| err("duration too long"))?;
+        return Ok(now_ms.saturating_sub(ms));
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
         return Ok(t.timestamp_millis());

@@ -39,6 +39,8 @@
 //! counted report warnings. This module does not deduplicate HA pairs and does not map
 //! dcgm-exporter's `container` label (the canonical schema has no container-name column).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -702,12 +704,9 @@ impl Client {
             Some(format!("Bearer {}", read(p, "bearer token file")?))
         } else if let Some((user, p)) = &opts.basic_auth {
             let pass = read(p, "basic auth password file")?;
-            Some(format!(
-                "Basic {}",
-                base64(format!("{user}:{pass}").as_bytes())
-            ))
+            Some(format!("Basic {}", BASE64.encode(format!("{user}:{pass}"))))
         } else {
-            url_auth.map(|(u, p)| format!("Basic {}", base64(format!("{u}:{p}").as_bytes())))
+            url_auth.map(|(u, p)| format!("Basic {}", BASE64.encode(format!("{u}:{p}"))))
         };
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(opts.timeout))
@@ -1145,25 +1144,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Standard base64 with padding (for basic auth).
-pub fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for ch in data.chunks(3) {
-        let n = (u32::from(ch[0]) << 16)
-            | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*ch.get(2).unwrap_or(&0));
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= ch.len() {
-                out.push(T[((n >> shift) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// The evaluation timestamps: multiples of `step` in `[since, until)`, split into chunks of at
@@ -3181,15 +3161,6 @@ mod tests {
         );
         assert_eq!(Eval::parse("rate(a[{R}])"), None);
         assert_eq!(Eval::parse("max_over_time(a[5m])"), None);
-    }
-
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The column lists of history format version 1 (`docs/history-format.md`) as the analyzer sees
 //! them, and the canonical frames' polars schema derived from them (`docs/frames.md`). The lists
-//! are not restated here: they are read from the exporter's `tessera_exporter::history::schema`,
+//! are not restated here: they are read from the exporter's `tessera_core::history::schema`,
 //! the one declaration of the contract that both the writer and this reader use.
 //!
 //! This module only declares columns and maps them to polars types; it does not read files.
@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone};
-use tessera_exporter::history::schema as contract;
+use tessera_core::history::schema as contract;
 
 /// History format version this reader understands (the exporter's).
 pub const HISTORY_VERSION: u64 = contract::HISTORY_VERSION as u64;

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use polars::prelude::*;
 use serde::Serialize;
-use tessera_exporter::mig;
+use tessera_core::mig;
 
 use super::{FleetGpu, Workload};
 use crate::advisor::AdvisorError;
@@ -91,15 +91,7 @@ pub struct Demand {
     pub notes: Vec<String>,
 }
 
-/// Nearest-rank quantile of finite values; None when empty.
-pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let k = ((q * (values.len() - 1) as f64).round() as usize).min(values.len() - 1);
-    let (_, x, _) = values.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
-    Some(*x)
-}
+pub use crate::stats::quantile;
 
 /// Compute slices for an activity share of `slices`: ceil, at least 1, at most `slices`.
 pub fn compute_need(activity: f64, slices: u32) -> u32 {

@@ -1,5 +1,5 @@
 //! Turns plans into files: a config of the tessera plan format
-//! (`tessera_exporter::mig_plan`, tessera-mig-plan v1, with placements and workloads) and the same
+//! (`tessera_core::mig::plan`, tessera-mig-plan v1, with placements and workloads) and the same
 //! layouts as an nvidia-mig-parted v1 config (profile counts only; mig-parted has no placements).
 //!
 //! mig-parted configs are per node (`nvidia-mig-parted apply -c LABEL` runs on one node and
@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use tessera_exporter::mig_plan::{GpuLayout, PlannedInstance};
+use tessera_core::mig::plan::{GpuLayout, PlannedInstance};
 
 use super::{FleetGpu, Plan, Workload};
 

@@ -5,7 +5,7 @@
 //!   slices) and the fleet's [`FleetGpu`]s (node, index, UUID, model).
 //! - Each workload gets its own GPU instance: on a model, the smallest profile (by memory slices,
 //!   then compute slices; `+me` profiles are never chosen) whose memory and compute slices cover
-//!   the need. On the tables in `tessera_exporter::mig` that profile dominates every larger one
+//!   the need. On the tables in `tessera_core::mig` that profile dominates every larger one
 //!   (fewer slots, fewer slices, at least as many legal starts), so choosing it loses nothing.
 //! - Search: [`exact`] branch and bound for small cases (proves optimality of the GPU count when it
 //!   finishes within its node budget), [`heuristic`] best-fit decreasing with a bin-emptying local
@@ -30,8 +30,8 @@ pub mod heuristic;
 pub mod schedule;
 
 use serde::Serialize;
-use tessera_exporter::mig::{self, GpuModel, LayoutInstance, MigProfile};
-use tessera_exporter::model::Placement;
+use tessera_core::mig::{self, GpuModel, LayoutInstance, MigProfile};
+use tessera_core::model::Placement;
 
 /// A workload to place: needs one MIG instance with at least this memory and these compute slices.
 #[derive(Debug, Clone, PartialEq, Serialize)]

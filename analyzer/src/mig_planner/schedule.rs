@@ -28,9 +28,9 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use chrono_tz::Tz;
-use tessera_exporter::mig;
-use tessera_exporter::mig_plan::{GpuLayout, MigSchedule, PlannedInstance, SCHEDULE_KIND, Switch};
-use tessera_exporter::model::Placement;
+use tessera_core::mig;
+use tessera_core::mig::plan::{GpuLayout, MigSchedule, PlannedInstance, SCHEDULE_KIND, Switch};
+use tessera_core::model::Placement;
 
 use super::demand::Measured;
 use super::{FleetGpu, PlannerOptions, Workload};

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tessera_exporter::mig::{self, check_layout};
-use tessera_exporter::mig_config::{Devices, MigConfigFile};
-use tessera_exporter::mig_plan::MigPlanFile;
+use tessera_core::mig::parted::{Devices, MigConfigFile};
+use tessera_core::mig::plan::MigPlanFile;
+use tessera_core::mig::{self, check_layout};
 
 use super::*;
 
@@ -588,7 +588,7 @@ fn schedule_switches_at_window_edges_on_their_days() {
     let tz: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
     let prof = weekly_profile();
     let s = schedule::schedule_file(&prof, tz, "plan.yaml");
-    let back = tessera_exporter::mig_plan::MigSchedule::parse(&s.to_yaml(), "schedule").unwrap();
+    let back = tessera_core::mig::plan::MigSchedule::parse(&s.to_yaml(), "schedule").unwrap();
     assert_eq!(back, s);
     let night = s.switches.iter().find(|x| x.config == "night").unwrap();
     assert_eq!(

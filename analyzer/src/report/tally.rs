@@ -18,6 +18,7 @@
 //! This module reads the lazy frames it is given and nothing else; it does not price findings
 //! or plan MIG layouts (see the parent module).
 
+use crate::stats::{nearest_rank, quantile};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono_tz::Tz;
@@ -62,24 +63,6 @@ impl Gpu {
     fn order(&self) -> (&str, Option<i64>, &str) {
         (&self.node, self.index, &self.model)
     }
-}
-
-/// The nearest-rank quantile `q` of `v` in total order (`v` is reordered; values equal in total
-/// order have equal bits, so the value at the rank is the one a full sort puts there).
-pub(super) fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let i = quantile_rank(v.len() as u64, q);
-    Some(
-        *v.select_nth_unstable_by(i as usize, |a, b| a.total_cmp(b))
-            .1,
-    )
-}
-
-/// The nearest rank of quantile `q` among `n` values.
-fn quantile_rank(n: u64, q: f64) -> u64 {
-    ((n - 1) as f64 * q).round() as u64
 }
 
 /// The columns of the GPU table the tallies read.
@@ -304,7 +287,7 @@ fn rounded_quantile(h: &Hist, q: f64) -> Result<Option<f64>, (usize, u64)> {
     if h.n == 0 {
         return Ok(None);
     }
-    match h.find(quantile_rank(h.n, q)) {
+    match h.find(nearest_rank(h.n, q)) {
         Found::Value(v) => Ok(Some(r3(v))),
         Found::Bucket { k, rank } => {
             let lo = k as f64 / BUCKETS as f64;
@@ -1369,13 +1352,5 @@ mod tests {
                 assert_eq!(total_key(a).cmp(&total_key(b)), a.total_cmp(&b), "{a} {b}");
             }
         }
-    }
-
-    #[test]
-    fn quantile_picks_nearest_rank() {
-        let mut v = vec![0.5, 0.1, 0.9, 0.3];
-        assert_eq!(quantile(&mut v, 0.0), Some(0.1));
-        assert_eq!(quantile(&mut v, 1.0), Some(0.9));
-        assert_eq!(quantile(&mut [], 0.5), None);
     }
 }

@@ -15,10 +15,9 @@ pub const DAY_MS: i64 = 86_400_000;
 /// One simulated day of the scenario `toml` (named `name` in errors), written as history under
 /// `dir/history` and read back: the gpu, mig and process frames and the day's start (unix ms).
 pub fn simulate(dir: &Path, toml: &str, name: &str) -> (DataFrame, DataFrame, DataFrame, i64) {
-    let scenario = tessera_exporter::sim::Scenario::from_toml(toml, name).expect("scenario");
+    let scenario = tessera_core::sim::Scenario::from_toml(toml, name).expect("scenario");
     let hist = dir.join("history");
-    tessera_exporter::history::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000)
-        .expect("simulate");
+    tessera_core::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000).expect("simulate");
     let since = scenario.start.timestamp_millis();
     let (frames, _) = ingest::ingest(
         &[Source::History(hist.to_string_lossy().into_owned())],

@@ -8,7 +8,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::{Collector, Context, counter_family, family, process, single, single_counter};
-use crate::model::GpuStatus;
+use tessera_core::model::GpuStatus;
 
 /// Self-metrics.
 pub struct ExporterCollector;
@@ -123,8 +123,8 @@ impl Collector for ExporterCollector {
             errors,
         )?;
         if let Some(history) = ctx.options.history.as_deref() {
-            use crate::history::Table;
             use std::sync::atomic::Ordering::Relaxed;
+            use tessera_core::history::Table;
             counter_family(
                 enc,
                 "tessera_exporter_history_rows_written",

@@ -11,7 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::{Collector, Context, counter_family, family, units};
-use crate::model::{GpuStatus, THROTTLE_REASONS};
+use tessera_core::model::{GpuStatus, THROTTLE_REASONS};
 
 /// XID codes whose counters exist (at 0) from the start, so `increase()` sees the first one:
 /// the critical XIDs of NVIDIA's XID catalogue.
@@ -138,14 +138,15 @@ impl Collector for GpuCollector {
         };
         // Index into the inventory by GPU index, for labels.
         let pos = |gpu: u32| inventory.gpus.iter().position(|g| g.index == gpu);
-        let series = |f: &dyn Fn(&crate::model::GpuSample) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
-            sample
-                .gpus
-                .iter()
-                .filter_map(|g| Some((labels(pos(g.index)?), f(g)?)))
-                .collect()
-        };
-        type Read = fn(&crate::model::GpuSample) -> Option<f64>;
+        let series =
+            |f: &dyn Fn(&tessera_core::model::GpuSample) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
+                sample
+                    .gpus
+                    .iter()
+                    .filter_map(|g| Some((labels(pos(g.index)?), f(g)?)))
+                    .collect()
+            };
+        type Read = fn(&tessera_core::model::GpuSample) -> Option<f64>;
         let ratios: [(&str, &str, Read); 4] = [
             (
                 "tessera_gpu_busy",

@@ -1,7 +1,7 @@
 //! MIG instance metrics: identity with profile and placement (`tessera_mig_info`), memory and SM
 //! activity (GPM, Hopper and later) per instance; with `--mig.config`, per GPU whether its layout
 //! differs from the planned one (`tessera_mig_layout_drift`, computed from the snapshot's
-//! inventory, see [`crate::mig_config`]).
+//! inventory, see [`tessera_core::mig::parted`]).
 //!
 //! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`; the
 //! drift series have `gpu`, `uuid` and `config` (the label of the selected config).
@@ -118,7 +118,7 @@ impl Collector for MigCollector {
         let Some(sample) = &ctx.snapshot.sample else {
             return Ok(());
         };
-        let series = |f: &dyn Fn(&crate::model::MigSample) -> Option<f64>| {
+        let series = |f: &dyn Fn(&tessera_core::model::MigSample) -> Option<f64>| {
             let mut out = Vec::new();
             for (gpu, gi, ci, r) in &rows {
                 let Some(m) = sample.gpus.iter().find(|g| g.index == *gpu).and_then(|g| {

@@ -89,9 +89,9 @@ pub struct RenderOptions {
     /// Exporter version for `tessera_exporter_build_info`.
     pub version: String,
     /// Counters of the history writer, when `--history.dir` is on (no history series otherwise).
-    pub history: Option<std::sync::Arc<crate::history::HistoryStats>>,
+    pub history: Option<std::sync::Arc<crate::history_thread::HistoryStats>>,
     /// The planned MIG layout (`--mig.config`), for the drift series (none without it).
-    pub mig_plan: Option<std::sync::Arc<crate::mig_config::MigPlan>>,
+    pub mig_plan: Option<std::sync::Arc<tessera_core::mig::parted::MigPlan>>,
 }
 
 impl Default for RenderOptions {

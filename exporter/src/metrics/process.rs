@@ -14,7 +14,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::{Collector, Context, family, units};
-use crate::model::{GpuSample, NodeSample, ProcessSample};
+use tessera_core::model::{GpuSample, NodeSample, ProcessSample};
 
 /// Per-process metrics.
 pub struct ProcessCollector;
@@ -60,7 +60,7 @@ impl Collector for ProcessCollector {
             .iter()
             .map(|(g, p)| {
                 let a = ctx.snapshot.attribution.get(&p.pid);
-                let get = |f: fn(&crate::attribution::Attribution) -> &Option<String>| {
+                let get = |f: fn(&tessera_core::model::Attribution) -> &Option<String>| {
                     a.and_then(|a| f(a).clone()).unwrap_or_default()
                 };
                 [

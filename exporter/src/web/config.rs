@@ -55,7 +55,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::WebError;
-use crate::input_limits;
+use tessera_core::input_limits;
 
 /// Largest web config file: 1 MiB (a config with inline certificates is a few kilobytes). Its
 /// parse holds at most ~100 bytes per byte (see [`input_limits`]).

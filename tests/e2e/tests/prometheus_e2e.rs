@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 
 use polars::prelude::*;
 use serde_json::Value;
+use tessera_core::sim::{Scenario, SimNode};
 use tessera_e2e::monitoring::{
     Exporter, Prometheus, dashboard_queries, free_port, rule_files, rules, tool,
 };
 use tessera_e2e::promql::{selectors, substitute_grafana_variables};
 use tessera_e2e::{exporter, repo_root, run, tessera};
-use tessera_exporter::sim::{Scenario, SimNode};
 
 /// Expressions that may legitimately return nothing in this scenario (rule alert name, or
 /// dashboard file and panel title), and why. Their vector selectors must return data.

@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tessera_core::history::reader::read_node_dir;
+use tessera_core::history::writer::hour_name;
 use tessera_e2e::{bin, run};
-use tessera_exporter::history::reader::read_node_dir;
-use tessera_exporter::history::writer::hour_name;
 
 const HOUR_MS: i64 = 3_600_000;
 const INTERVAL_MS: i64 = 10_000;

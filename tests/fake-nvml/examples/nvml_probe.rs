@@ -1,6 +1,6 @@
 //! Probe NVML through tessera's NVML backend, read-only: the inventory, two samples one second
 //! apart, and for every MIG-capable GPU its GPU-instance profile table and placements compared
-//! with tessera's built-in MIG tables (`tessera_exporter::mig`). For checking those tables (and
+//! with tessera's built-in MIG tables (`tessera_core::mig`). For checking those tables (and
 //! the backend) on a real GPU; it changes no GPU setting.
 //!
 //! ```text
@@ -13,10 +13,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::mig;
-use tessera_exporter::model::Placement;
-use tessera_exporter::nvml::NvmlBackend;
+use tessera_core::device::GpuBackend;
+use tessera_core::mig;
+use tessera_core::model::Placement;
+use tessera_core::nvml::NvmlBackend;
 
 fn main() -> ExitCode {
     let lib = std::env::args_os().nth(1).map(PathBuf::from);

@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_uint, c_ulonglong};
 use std::path::Path;
 
 use nvml_wrapper_sys::bindings::*;
-use tessera_exporter::sim::Field;
+use tessera_core::model::Field;
 
 use crate::state::{
     self, Dev, EventSetState, Fake, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NO_ID, NOT_FOUND,
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(
 }
 
 /// The MIG instance behind a MIG device handle.
-fn mig_instance(f: &Fake, d: Dev) -> Result<&tessera_exporter::sim::fleet::SimMigInstance, Ret> {
+fn mig_instance(f: &Fake, d: Dev) -> Result<&tessera_core::sim::fleet::SimMigInstance, Ret> {
     let g = f.sim_gpu(d.gpu)?;
     let index = d.mig.ok_or(NOT_SUPPORTED)?;
     let pos = f.mig_position(g, index).ok_or(INVALID_ARGUMENT)?;
@@ -445,7 +445,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
 }
 
 /// The reading of a physical GPU for a read of `field` (MIG handles: NotSupported).
-fn physical(f: &Fake, d: Dev, field: Field) -> Result<&tessera_exporter::sim::GpuReading, Ret> {
+fn physical(f: &Fake, d: Dev, field: Field) -> Result<&tessera_core::sim::GpuReading, Ret> {
     if d.mig.is_some() {
         return Err(NOT_SUPPORTED);
     }

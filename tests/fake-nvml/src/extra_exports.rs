@@ -11,7 +11,7 @@
 use std::ffi::{c_uint, c_ulonglong};
 
 use nvml_wrapper_sys::bindings::*;
-use tessera_exporter::sim::Field;
+use tessera_core::model::Field;
 
 use crate::core_exports::clocks_event_reasons;
 use crate::state::{

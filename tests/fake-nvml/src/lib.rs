@@ -1,10 +1,10 @@
 //! A fake `libnvidia-ml.so` backed by tessera's simulated fleet, for testing the real NVML code
-//! path ([`tessera_exporter::nvml::NvmlBackend`] over nvml-wrapper) without a GPU.
+//! path ([`tessera_core::nvml::NvmlBackend`] over nvml-wrapper) without a GPU.
 //!
 //! Built as a `cdylib` (`libnvidia_ml.so`) exporting the NVML C functions the backend calls
 //! (and those nvml-wrapper calls itself: `nvmlInit_v2`, `nvmlShutdown`,
 //! `nvmlSystemGetDriverVersion`). Each call answers from one simulated node
-//! ([`tessera_exporter::sim::SimNode`]) read at a virtual time, so the NVML backend can be
+//! ([`tessera_core::sim::SimNode`]) read at a virtual time, so the NVML backend can be
 //! compared value for value with the simulated backend.
 //!
 //! Control (non-NVML) symbols, for tests that `dlopen` the same library:

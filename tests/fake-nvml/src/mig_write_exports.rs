@@ -2,7 +2,7 @@
 //! compute instances (one spanning its GPU instance) listed, created and destroyed; MIG mode set.
 //! Exported only by the full fake library, so the "old driver" one lacks them (missing symbols).
 //!
-//! The rules are the simulated backend's ([`tessera_exporter::sim::control::SimMigControl`]:
+//! The rules are the simulated backend's ([`tessera_core::sim::control::SimMigControl`]:
 //! placements, overlap, max counts, one `+me`, `IN_USE` with processes, pending mode on Ampere),
 //! turned into NVML return codes by [`state::control_ret`]; after every change the simulated
 //! node's layout is updated, so the read calls (MIG devices, GPU instance info, processes) see it.
@@ -18,8 +18,8 @@
 use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::*;
-use tessera_exporter::mig_control::{GpuInstanceState, MigControl};
-use tessera_exporter::model::Placement;
+use tessera_core::mig::control::{GpuInstanceState, MigControl};
+use tessera_core::model::Placement;
 
 use crate::state::{
     self, Fake, IN_USE, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, Ret, SUCCESS, device_call,

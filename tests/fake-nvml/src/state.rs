@@ -21,12 +21,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use nvml_wrapper_sys::bindings::*;
-use tessera_exporter::mig::{GpuModel, LayoutInstance};
-use tessera_exporter::mig_control::{ControlError, MigControl, MigNodeState};
-use tessera_exporter::model::MigMode;
-use tessera_exporter::sim::control::SimMigControl;
-use tessera_exporter::sim::fleet::SimGpu;
-use tessera_exporter::sim::{Field, GpuReading, NodeReading, Scenario, SimNode};
+use tessera_core::mig::control::{ControlError, MigControl, MigNodeState};
+use tessera_core::mig::{GpuModel, LayoutInstance};
+use tessera_core::model::Field;
+use tessera_core::model::MigMode;
+use tessera_core::sim::control::SimMigControl;
+use tessera_core::sim::fleet::SimGpu;
+use tessera_core::sim::{GpuReading, NodeReading, Scenario, SimNode};
 
 pub type Ret = nvmlReturn_t;
 
@@ -468,7 +469,7 @@ impl Fake {
     /// Whether GPU `gpu` is lost now.
     pub fn lost(&self, gpu: u32) -> bool {
         self.gpu(gpu)
-            .is_ok_and(|g| g.sample.status == tessera_exporter::model::GpuStatus::Lost)
+            .is_ok_and(|g| g.sample.status == tessera_core::model::GpuStatus::Lost)
     }
 
     /// Decode a device handle of this node (a MIG handle must name an existing MIG device).
@@ -639,8 +640,8 @@ pub fn control_ret(e: &ControlError) -> Ret {
 /// writes keep the built-in rules. A malformed value makes the call fail with
 /// `NVML_ERROR_UNKNOWN`, reason on stderr.
 pub fn patched_profile(
-    p: &tessera_exporter::mig::MigProfile,
-) -> Result<tessera_exporter::mig::MigProfile, Ret> {
+    p: &tessera_core::mig::MigProfile,
+) -> Result<tessera_core::mig::MigProfile, Ret> {
     const VAR: &str = "TESSERA_FAKE_NVML_PROFILE_PATCH";
     let mut p = p.clone();
     let Ok(spec) = std::env::var(VAR) else {

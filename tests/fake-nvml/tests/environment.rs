@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use tessera_exporter::device::{DeviceError, GpuBackend};
-use tessera_exporter::model::GpuStatus;
-use tessera_exporter::nvml::NvmlBackend;
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::model::GpuStatus;
+use tessera_core::nvml::NvmlBackend;
 
 #[test]
 fn unconfigured_then_configured_from_the_environment() {

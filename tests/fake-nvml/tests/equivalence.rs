@@ -12,9 +12,9 @@
 mod common;
 
 use common::{FULL, Fake, assert_equivalent, demo, demo_path, ms};
-use tessera_exporter::device::GpuBackend;
-use tessera_exporter::model::{GpuStatus, NodeSample};
-use tessera_exporter::sim::{SimBackend, SimClock};
+use tessera_core::device::GpuBackend;
+use tessera_core::model::{GpuStatus, NodeSample};
+use tessera_core::sim::{SimBackend, SimClock};
 
 /// Sample `steps` seconds from `start` through both backends and compare each sample.
 fn compare(node: &str, start: &str, steps: usize) -> Vec<(NodeSample, NodeSample)> {
@@ -35,7 +35,7 @@ fn compare_in(
     let scenario = if path == demo_path() {
         demo()
     } else {
-        tessera_exporter::sim::Scenario::from_file(path).expect("scenario")
+        tessera_core::sim::Scenario::from_file(path).expect("scenario")
     };
     let mut sim = SimBackend::new(
         &scenario,

@@ -12,10 +12,10 @@ mod common;
 use std::io::Write;
 
 use common::*;
-use tessera_exporter::device::{DeviceError, GpuBackend};
-use tessera_exporter::model::{FieldError, GpuSample, GpuStatus};
-use tessera_exporter::nvml::NvmlBackend;
-use tessera_exporter::sim::{Scenario, SimBackend, SimClock};
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::model::{FieldError, GpuSample, GpuStatus};
+use tessera_core::nvml::NvmlBackend;
+use tessera_core::sim::{Scenario, SimBackend, SimClock};
 
 const NODE: &str = "gpu-node-1";
 const DAY: &str = "2026-11-02T14:00:00Z";
@@ -236,7 +236,7 @@ fn sample_with(
     fake: &Fake,
     case: &Case,
     ret: i32,
-) -> (tessera_exporter::model::NodeSample, NvmlBackend) {
+) -> (tessera_core::model::NodeSample, NvmlBackend) {
     let mut b = warmed_up(fake);
     fake.inject(case.function, case.device, ret);
     let s = b
@@ -583,7 +583,7 @@ fn inventory_errors_leave_values_absent() {
     assert_eq!(full.gpus[MIG].mig_instances.len(), 3);
 
     let check =
-        |function: &str, device: i32, ok: &dyn Fn(&tessera_exporter::model::Inventory) -> bool| {
+        |function: &str, device: i32, ok: &dyn Fn(&tessera_core::model::Inventory) -> bool| {
             for ret in [NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN] {
                 let mut fresh = fake.backend(NODE);
                 fake.inject(function, device, ret);

@@ -10,12 +10,12 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use tessera_exporter::device::{DeviceError, GpuBackend};
-use tessera_exporter::mig_apply::{self, Applier, GpuTarget, TargetInstance};
-use tessera_exporter::mig_control::{Activation, ControlError, MigControl, MigNodeState};
-use tessera_exporter::model::Placement;
-use tessera_exporter::sim::control::SimMigControl;
-use tessera_exporter::sim::{Scenario, SimNode};
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::mig::apply::{self, Applier, GpuTarget, TargetInstance};
+use tessera_core::mig::control::{Activation, ControlError, MigControl, MigNodeState};
+use tessera_core::model::Placement;
+use tessera_core::sim::control::SimMigControl;
+use tessera_core::sim::{Scenario, SimNode};
 
 const NODE: &str = "mig-node-1";
 const DAY: &str = "2026-11-02T14:00:00Z";
@@ -102,13 +102,13 @@ fn apply_through_nvml_changes_what_nvml_reads() {
     fake.set_time(DAY);
     let mut b = fake.backend(NODE);
     let before = b.read_state().unwrap();
-    let d = mig_apply::diff(&before, &targets()).unwrap();
+    let d = apply::diff(&before, &targets()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let a = Applier::open(&dir.path().join("l"), &dir.path().join("j")).unwrap();
     let done = a.execute(&mut b, &before, &targets(), &d, "test").unwrap();
     assert!(done.steps.iter().all(|s| s.result == "ok"), "{done:?}");
     let after = b.read_state().unwrap();
-    assert!(mig_apply::diff(&after, &targets()).unwrap().matches());
+    assert!(apply::diff(&after, &targets()).unwrap().matches());
     // The busy 3g was never touched: same id, same process.
     assert_eq!(after.gpus[2].instances[0], before.gpus[2].instances[0]);
     // The read side (inventory through MIG device handles) sees the new layout too.
@@ -121,8 +121,8 @@ fn apply_through_nvml_changes_what_nvml_reads() {
     assert_eq!(starts.len(), 3, "{starts:?}");
     assert_eq!(inv.gpus[2].mig_instances.len(), 4);
     // And back to the checkpoint.
-    let back = mig_apply::checkpoint_targets(&before);
-    let d = mig_apply::diff(&after, &back).unwrap();
+    let back = apply::checkpoint_targets(&before);
+    let d = apply::diff(&after, &back).unwrap();
     a.execute(&mut b, &after, &back, &d, "back").unwrap();
     assert_eq!(b.read_state().unwrap(), before);
 }
@@ -191,7 +191,7 @@ fn a_failed_nvml_step_rolls_back() {
         1,
         NVML_ERROR_INSUFFICIENT_RESOURCES,
     );
-    let d = mig_apply::diff(&before, &tg).unwrap();
+    let d = apply::diff(&before, &tg).unwrap();
     assert_eq!(d.gpus[0].gpu, 2);
     let dir = tempfile::tempdir().unwrap();
     let a = Applier::open(&dir.path().join("l"), &dir.path().join("j")).unwrap();

@@ -8,9 +8,9 @@
 mod common;
 
 use common::*;
-use tessera_exporter::device::{DeviceError, GpuBackend};
-use tessera_exporter::model::{FieldError, GpuStatus};
-use tessera_exporter::sim::{SimBackend, SimClock};
+use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::model::{FieldError, GpuStatus};
+use tessera_core::sim::{SimBackend, SimClock};
 
 const NODE: &str = "gpu-node-1";
 const DAY: &str = "2026-11-02T14:00:00Z";

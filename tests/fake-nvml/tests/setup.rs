@@ -1,5 +1,5 @@
 //! Loading NVML: no library, a library that is not NVML, and the MIG profile table and placements
-//! read through raw calls (checked against `tessera_exporter::mig`'s tables on H100, H200 and
+//! read through raw calls (checked against `tessera_core::mig`'s tables on H100, H200 and
 //! both A100s).
 
 mod common;
@@ -7,10 +7,10 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use tessera_exporter::device::DeviceError;
-use tessera_exporter::mig;
-use tessera_exporter::model::Placement;
-use tessera_exporter::nvml::NvmlBackend;
+use tessera_core::device::DeviceError;
+use tessera_core::mig;
+use tessera_core::model::Placement;
+use tessera_core::nvml::NvmlBackend;
 
 #[test]
 fn no_driver_is_library_not_found_with_a_hint() {

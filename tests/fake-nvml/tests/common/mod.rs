@@ -11,9 +11,9 @@ use std::ffi::{CString, c_char, c_int};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use tessera_exporter::model::{GpuSample, GpuStatus, NodeSample};
-use tessera_exporter::nvml::NvmlBackend;
-use tessera_exporter::sim::Scenario;
+use tessera_core::model::{GpuSample, GpuStatus, NodeSample};
+use tessera_core::nvml::NvmlBackend;
+use tessera_core::sim::Scenario;
 
 /// `libnvidia_ml.so`: the full fake.
 pub const FULL: &str = "libnvidia_ml.so";

@@ -1,0 +1,233 @@
+//! `tessera mig profiles`: per GPU, the MIG profile table NVML reports and its differences from
+//! tessera's built-in table (`tessera_core::mig::profile_check`). A module of the binary: reading
+//! (through the exporter's `NvmlBackend`), comparing and printing; no logic of its own.
+//!
+//! Read-only: it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` (and its `V` variant
+//! for the names, where the driver has it) and `nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
+//! and never changes a GPU. With `--backend sim`
+//! it prints the built-in tables of every model and reads nothing from hardware.
+//!
+//! Output: the tables and differences on stdout (text or versioned JSON), notes on stderr. Exit
+//! codes: 0 every GPU matches, 1 a GPU differs (or has MIG profiles but no built-in table), 2
+//! error.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use tessera_core::device::GpuBackend;
+use tessera_core::mig;
+use tessera_core::mig::profile_check::{self, Comparison, ReportedProfile, fmt_placements};
+use tessera_core::nvml::NvmlBackend;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// Read the tables of the node's GPUs through NVML.
+    Nvml,
+    /// Print tessera's built-in tables; nothing is read from hardware.
+    Sim,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfilesArgs {
+    /// Where the tables come from: the node's GPUs through NVML, or (sim) the built-in tables
+    /// only.
+    #[arg(long, value_enum, default_value = "nvml")]
+    backend: Backend,
+    /// Path of libnvidia-ml.so to load instead of the system's.
+    #[arg(long = "nvml.lib-path", value_name = "FILE")]
+    nvml_lib_path: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+/// One GPU's (or, with `--backend sim`, one model's) table and comparison.
+#[derive(Debug, Serialize)]
+struct Table {
+    /// GPU index; absent for a built-in table.
+    gpu: Option<u32>,
+    /// NVML product name.
+    name: String,
+    profiles: Vec<ReportedProfile>,
+    comparison: Comparison,
+}
+
+/// The JSON document (`tessera-mig-profiles` v1).
+#[derive(Debug, Serialize)]
+struct Output {
+    format: &'static str,
+    version: u32,
+    /// `nvml` (read from the GPUs) or `built-in` (nothing read from hardware).
+    source: &'static str,
+    tables: Vec<Table>,
+}
+
+pub fn run(args: ProfilesArgs) -> Result<u8> {
+    let (source, tables) = match args.backend {
+        Backend::Sim => {
+            if args.nvml_lib_path.is_some() {
+                bail!("--nvml.lib-path needs --backend nvml");
+            }
+            eprintln!(
+                "tessera: --backend sim: tessera's built-in MIG profile tables; nothing was read from hardware"
+            );
+            ("built-in", builtin_tables())
+        }
+        Backend::Nvml => ("nvml", read_nvml(args.nvml_lib_path.as_deref())?),
+    };
+    // A GPU with no built-in table and no MIG profiles is simply not MIG-capable.
+    let differ = tables
+        .iter()
+        .filter(|t| !t.comparison.matches() && !is_non_mig(t))
+        .count();
+    let text = match args.format {
+        Format::Json => {
+            let mut j = serde_json::to_string_pretty(&Output {
+                format: "tessera-mig-profiles",
+                version: 1,
+                source,
+                tables,
+            })?;
+            j.push('\n');
+            j
+        }
+        Format::Table if tables.is_empty() => "no GPUs\n".to_string(),
+        Format::Table => tables.iter().map(|t| render(t, source)).collect(),
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // A closed pipe (`| head`) is not an error of the check.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(e).context("writing to standard output");
+        }
+        _ => {}
+    }
+    Ok(u8::from(differ > 0))
+}
+
+fn is_non_mig(t: &Table) -> bool {
+    matches!(t.comparison, Comparison::UnknownModel { .. }) && t.profiles.is_empty()
+}
+
+fn builtin_tables() -> Vec<Table> {
+    mig::models()
+        .iter()
+        .filter(|m| m.supports_mig())
+        .map(|m| {
+            let profiles: Vec<ReportedProfile> = m
+                .profiles
+                .iter()
+                .map(ReportedProfile::from_builtin)
+                .collect();
+            Table {
+                gpu: None,
+                name: m.nvml_name.to_string(),
+                comparison: profile_check::compare(m.nvml_name, &profiles),
+                profiles,
+            }
+        })
+        .collect()
+}
+
+fn read_nvml(lib: Option<&std::path::Path>) -> Result<Vec<Table>> {
+    let mut nvml = NvmlBackend::new(lib)?;
+    let inventory = nvml.inventory().context("reading the GPU inventory")?;
+    let mut tables = Vec::new();
+    for gpu in &inventory.gpus {
+        let rows = nvml.profile_table(gpu.index).with_context(|| {
+            format!(
+                "GPU {} ({}): reading the MIG profile table",
+                gpu.index, gpu.name
+            )
+        })?;
+        let mut profiles = Vec::new();
+        for row in rows {
+            let placements = nvml.possible_placements(gpu.index, row.id).with_context(|| {
+                format!(
+                    "GPU {} ({}): reading the possible placements of profile id {} (nvmlDeviceGetGpuInstancePossiblePlacements_v2); the placements cannot be checked without it",
+                    gpu.index, gpu.name, row.id
+                )
+            })?;
+            // The v1 info has no name; drivers without the V call give none.
+            let name = nvml.profile_name(gpu.index, row.index).with_context(|| {
+                format!(
+                    "GPU {} ({}): reading the name of profile index {}",
+                    gpu.index, gpu.name, row.index
+                )
+            })?;
+            profiles.push(ReportedProfile {
+                id: row.id,
+                index: row.index,
+                name,
+                compute_slices: row.slice_count,
+                memory_slices: ReportedProfile::memory_slices_of(&placements),
+                memory_mib: row.memory_size_mb,
+                max_count: row.instance_count,
+                placements,
+            });
+        }
+        tables.push(Table {
+            gpu: Some(gpu.index),
+            name: gpu.name.clone(),
+            comparison: profile_check::compare(&gpu.name, &profiles),
+            profiles,
+        });
+    }
+    Ok(tables)
+}
+
+fn render(t: &Table, source: &str) -> String {
+    let mut s = String::new();
+    let head = match t.gpu {
+        Some(i) => format!("GPU {i}: {}", t.name),
+        None => format!("built-in: {}", t.name),
+    };
+    if is_non_mig(t) {
+        return format!("{head}: no MIG profiles reported and no built-in table (no MIG)\n\n");
+    }
+    s.push_str(&format!("{head}: {}\n", t.comparison));
+    let model = mig::model_by_nvml_name(&t.name);
+    s.push_str(&format!(
+        "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  placements\n",
+        "id", "index", "name", "compute", "memory", "MiB", "max"
+    ));
+    for p in &t.profiles {
+        // Without a name from NVML (old driver): show the built-in name of the id, marked.
+        let name = match (&p.name, model.and_then(|m| m.profile(p.id))) {
+            (Some(n), _) => n.clone(),
+            (None, Some(b)) => format!("({})", b.name),
+            (None, None) => "-".into(),
+        };
+        s.push_str(&format!(
+            "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  {}\n",
+            p.id,
+            p.index,
+            name,
+            p.compute_slices,
+            p.memory_slices
+                .map_or_else(|| "?".to_string(), |m| m.to_string()),
+            p.memory_mib,
+            p.max_count,
+            fmt_placements(&p.placements)
+        ));
+    }
+    if source == "nvml" && t.profiles.iter().any(|p| p.name.is_none()) {
+        s.push_str("  (names in parentheses are the built-in table's: this driver reports none)\n");
+    }
+    if let Comparison::Compared { differences, .. } = &t.comparison {
+        for d in differences {
+            s.push_str(&format!("  difference: {d}\n"));
+        }
+    }
+    s.push('\n');
+    s
+}

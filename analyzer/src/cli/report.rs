@@ -1,0 +1,238 @@
+//! `tessera report`: flag parsing, range selection and output for the weekly report (a module
+//! of the binary). Ingests the sources (reaching one period further back for week-over-week),
+//! runs the advisor with its default thresholds over the reported range, builds the
+//! [`tessera::report::Report`] and writes it as a table, Markdown, HTML or JSON to stdout or
+//! `--out`. Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
+//! while it works; warnings on stderr.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use chrono_tz::Tz;
+use clap::{Args, ValueEnum};
+use tessera::advisor::Params;
+use tessera::ingest::{self, fmt_ms};
+use tessera::report::{self, ReportConfig, ReportInput, html, render};
+
+use super::source::{PartProgress, SourceArgs, name_file, parse_tz, part_files};
+
+const WEEK_MS: i64 = 7 * 86_400_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Markdown,
+    Html,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
+    /// Time zone of the hour-of-week heatmap and the off-peak windows (IANA name).
+    #[arg(long, default_value = "UTC", value_parser = parse_tz)]
+    tz: Tz,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    format: ReportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Report config (TOML): `[price] gpu_hour = 2.5, kwh = 0.3, currency = "EUR"`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Price of one GPU-hour (overrides the config file; default 2.00).
+    #[arg(long = "price.gpu-hour", value_name = "PRICE")]
+    price_gpu_hour: Option<f64>,
+    /// Price of one kWh (overrides the config file; default 0.15).
+    #[arg(long = "price.kwh", value_name = "PRICE")]
+    price_kwh: Option<f64>,
+    /// How many idle-loaded models to list.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+pub fn run(args: ReportArgs) -> Result<()> {
+    let tz: Tz = args.tz;
+    let config = match &args.config {
+        Some(p) => Some((p.as_path(), ReportConfig::load(p)?)),
+        None => None,
+    };
+    let prices = report::prices(
+        config.as_ref().map(|(p, c)| (*p, c)),
+        args.price_gpu_hour,
+        args.price_kwh,
+    )?;
+    if args.top == 0 {
+        bail!("bad --top 0: expected at least 1");
+    }
+
+    // With --since, ingest one period further back so the previous period can be compared.
+    let now = chrono::Utc::now().timestamp_millis();
+    let since_ms = args
+        .src
+        .since
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    let until_ms = args
+        .src
+        .until
+        .as_deref()
+        .map(|s| ingest::parse_time(s, now))
+        .transpose()?;
+    if let (Some(s), Some(u)) = (since_ms, until_ms)
+        && s >= u
+    {
+        bail!("--since {} is not before --until {}", fmt_ms(s), fmt_ms(u));
+    }
+    let src = SourceArgs {
+        sources: args.src.sources.clone(),
+        since: since_ms.map(|s| fmt_ms(s - (until_ms.unwrap_or(now) - s))),
+        // The report's --until is inclusive (rows ending at it count); ingest's is exclusive.
+        until: until_ms.map(|u| fmt_ms(u + 1)),
+        skip_bad_rows: args.src.skip_bad_rows,
+        interval: args.src.interval,
+        prometheus_timeout: args.src.prometheus_timeout,
+        prometheus_max_response_bytes: args.src.prometheus_max_response_bytes,
+        prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
+        prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
+        prometheus_concurrency: args.src.prometheus_concurrency,
+        prometheus_nodes_per_query: args.src.prometheus_nodes_per_query,
+        prometheus_api: args.src.prometheus_api,
+    };
+    // Partitioned by node: the advisor, the report's tallies and the MIG planner's demand read
+    // one node at a time, so memory holds one node's rows, not the fleet's.
+    let (parts, ingest_report) = src.ingest_parts(true)?;
+    let files = part_files(&parts);
+    let named = |e: anyhow::Error| name_file(e, &files);
+    let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
+    let Some((first, last)) = ingest_report.time_range() else {
+        bail!("no rows in the sources for the chosen range: nothing to report");
+    };
+    // The reported range (start, end] of row ends: --since/--until, else the last 7 days of the
+    // data.
+    let (start, end) = match since_ms {
+        Some(s) => (s, until_ms.unwrap_or(now)),
+        None if last - first > WEEK_MS => (last - WEEK_MS, last),
+        None => {
+            // Less than a week: from the start of the first row's interval.
+            let interval = frames
+                .iter()
+                .filter_map(|f| {
+                    let df = f
+                        .gpu
+                        .clone()
+                        .select([polars::prelude::col("interval_ms").max()])
+                        .collect()
+                        .ok()?;
+                    df.column("interval_ms")
+                        .ok()?
+                        .as_materialized_series()
+                        .cast(&polars::prelude::DataType::Int64)
+                        .ok()?
+                        .i64()
+                        .ok()?
+                        .get(0)
+                })
+                .max()
+                .unwrap_or(0);
+            (first - interval, last)
+        }
+    };
+    if since_ms.is_none() && last - first > WEEK_MS {
+        eprintln!(
+            "tessera: reporting the last 7 days of the data ({} .. {}); use --since for another range",
+            fmt_ms(start),
+            fmt_ms(end)
+        );
+    }
+    let gpu_rows = ingest_report
+        .tables
+        .get(&ingest::Table::Gpu)
+        .map_or(0, |t| t.rows);
+    let bar = PartProgress::new(parts.len(), gpu_rows);
+    bar.set("analysing", 0);
+    let params = Params {
+        tz,
+        ..Params::default()
+    };
+    let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
+    // One read per partition for the advisor, the tallies and the MIG demand.
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let t0 = std::time::Instant::now();
+    let pass = report::pass::run(
+        &frames,
+        (start, end),
+        &params,
+        prices.clone(),
+        sources.clone(),
+        &tessera::mig_planner::demand::DemandParams::default(),
+        &|n| bar.set("analysing", n),
+    )
+    .map_err(|e| named(e.into()))?;
+    if timing {
+        eprintln!("timings: report pass {:?}", t0.elapsed());
+    }
+    let t0 = std::time::Instant::now();
+    bar.set("building report", parts.len());
+    let mut r = pass
+        .tally
+        .finish(
+            &frames,
+            &ReportInput {
+                analysis: &pass.analysis,
+                range: (start, end),
+                ingest: &ingest_report,
+                sources,
+                prices,
+                tz,
+                top: args.top,
+            },
+        )
+        .map_err(|e| named(e.into()))?;
+    if timing {
+        eprintln!("timings: report finish {:?}", t0.elapsed());
+    }
+    // The MIG planner over the same range (its recommendation section); a fleet without
+    // MIG-capable GPUs, or nothing to plan, says so instead.
+    let d = pass.demand;
+    r.mig = match tessera::mig_planner::plan(
+        &d.workloads,
+        &d.fleet,
+        &tessera::mig_planner::PlannerOptions::default(),
+    ) {
+        Ok(plan) if !plan.gpus.is_empty() => Some(report::mig_section(&d, &plan, args.top)),
+        Ok(_) => Some(serde_json::json!({
+            "summary": "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
+        })),
+        Err(e) => Some(serde_json::json!({
+            "summary": format!("MIG recommendation: not available ({e}).")
+        })),
+    };
+    bar.finish();
+    let color = args.format == ReportFormat::Table
+        && args.out.is_none()
+        && std::io::stdout().is_terminal()
+        && !no_color();
+    let text = match args.format {
+        ReportFormat::Table => render::render_table(&r, color),
+        ReportFormat::Markdown => render::render_markdown(&r),
+        ReportFormat::Html => html::render_html(&r),
+        ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("tessera: wrote {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! What every command that reads telemetry shares: the source flags ([`SourceArgs`]), the range
+//! (`--since`, `--until`, the last 7 days by default: [`load_parts`]), `--tz` ([`parse_tz`]), the
+//! off-peak flags ([`OffpeakArgs`]), the output format, progress on a terminal, and naming the
+//! history file an error comes from. Commands import this module, never each other.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use chrono_tz::Tz;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
+use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source, Table};
+
+/// Spill folders of prometheus: sources read by node (`IngestOptions::spill`), kept until the
+/// command is done.
+static SPILLS: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the spill folders (the partitions that scan them must no longer be read).
+pub fn remove_spills() {
+    SPILLS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+/// Where to read from and which time range: shared by `ingest`, `analyze` and later commands.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// Telemetry source, repeatable: history:DIR (node folders, one node folder, or a glob),
+    /// csv:FILE (generic long format or nvidia-smi --format=csv), prometheus:URL.
+    #[arg(long = "source", required = true, value_parser = parse_source)]
+    pub sources: Vec<Source>,
+    /// Keep rows from this time on: a duration back from now (7d, 12h) or an RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Keep rows before this time: a duration back from now or an RFC 3339 time.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Skip bad rows (counted and reported) instead of failing.
+    #[arg(long)]
+    pub skip_bad_rows: bool,
+    /// Row length for csv: and prometheus: sources: `auto` (each entity at its own sampling
+    /// period), or a duration (10s, 1m) for rows at least that long; never finer than the
+    /// data. History keeps its own rows.
+    #[arg(long, default_value = "auto", value_parser = parse_auto_interval)]
+    pub interval: AutoInterval,
+    /// Timeout of one request to a prometheus: source (retried 3 times with backoff).
+    #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = parse_interval)]
+    pub prometheus_timeout: i64,
+    /// Largest answer read from a prometheus: source (larger ones are asked again for half the
+    /// range, down to one point).
+    #[arg(long = "prometheus.max-response-size", value_name = "SIZE", default_value = "128MiB", value_parser = tessera_core::units::parse_bytes)]
+    pub prometheus_max_response_bytes: u64,
+    /// File holding a bearer token for prometheus: sources.
+    #[arg(long = "prometheus.bearer-token-file", value_name = "FILE")]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+    /// Basic auth for prometheus: sources: user and a file holding the password.
+    #[arg(long = "prometheus.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
+    pub prometheus_basic_auth: Option<(String, PathBuf)>,
+    /// Node groups a prometheus: source is queried for at once.
+    #[arg(long = "prometheus.concurrency", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub prometheus_concurrency: u32,
+    /// Nodes per query of a prometheus: source: each group of this many nodes is read with a
+    /// label matcher as its own partition; 0 reads the whole fleet at once.
+    #[arg(
+        long = "prometheus.nodes-per-query",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub prometheus_nodes_per_query: u32,
+    /// How a prometheus: source reads the series: `query-range` (the server reduces each row
+    /// with PromQL, JSON answers), `remote-read` (raw samples as compressed chunks through
+    /// /api/v1/read, reduced here with the same windows: Prometheus, Mimir), or `auto`
+    /// (remote read where the server answers it, else query-range; said in the output).
+    #[arg(long = "prometheus.api", value_enum, default_value_t = ingest::prometheus::Api::QueryRange)]
+    pub prometheus_api: ingest::prometheus::Api,
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
+    s.parse().map_err(|e: ingest::IngestError| e.to_string())
+}
+
+fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once(':') {
+        Some((u, f)) if !u.is_empty() && !f.is_empty() => Ok((u.to_string(), PathBuf::from(f))),
+        _ => Err(format!("bad basic auth {s:?}: expected USER:PASSWORD_FILE")),
+    }
+}
+
+/// `--interval`: `auto` or a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoInterval(pub Option<i64>);
+
+fn parse_auto_interval(s: &str) -> Result<AutoInterval, String> {
+    if s == "auto" {
+        return Ok(AutoInterval(None));
+    }
+    parse_interval(s)
+        .map(|v| AutoInterval(Some(v)))
+        .map_err(|e| format!("{e}, or auto"))
+}
+
+/// A duration flag in milliseconds, through the one duration parser
+/// ([`tessera_core::units::parse_duration`]: `500ms`, `10s`, `1m`, `1h`, `7d`, `1w`).
+pub fn parse_interval(s: &str) -> Result<i64, String> {
+    let d = tessera_core::units::parse_duration(s)?;
+    match i64::try_from(d.as_millis()) {
+        Ok(ms) if ms >= 1 => Ok(ms),
+        _ => Err(format!(
+            "invalid duration {s:?}: must be between 1ms and {} days",
+            i64::MAX / 86_400_000
+        )),
+    }
+}
+
+impl SourceArgs {
+    /// Ingests the sources with the flags' options, partitioned by node
+    /// (`ingest::ingest_parts`), showing a spinner on a terminal when it takes more than half a
+    /// second; prints the report's warnings on stderr. `footer_stats`: see
+    /// [`IngestOptions::footer_stats`].
+    pub fn ingest_parts(&self, footer_stats: bool) -> Result<(Vec<ingest::Part>, IngestReport)> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let since = self
+            .since
+            .as_deref()
+            .map(|s| ingest::parse_time(s, now))
+            .transpose()?;
+        let until = self
+            .until
+            .as_deref()
+            .map(|s| ingest::parse_time(s, now))
+            .transpose()?;
+        let start = Instant::now();
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} ingest {pos}/{len} files {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let tty = std::io::stderr().is_terminal();
+        let progress = |done: usize, total: usize| {
+            if tty && bar.is_hidden() && start.elapsed() > Duration::from_millis(500) {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        };
+        // A prometheus: source read by node spills each partition's rows here (removed at exit,
+        // `remove_spills`).
+        let spill = if self
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Prometheus(_)))
+        {
+            let dir = tempfile::Builder::new()
+                .prefix("tessera-spill-")
+                .tempdir()
+                .map_err(|e| anyhow::anyhow!("cannot make a spill folder in the temp dir: {e}"))?;
+            let path = dir.path().to_path_buf();
+            SPILLS.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
+            Some(path)
+        } else {
+            None
+        };
+        let opts = IngestOptions {
+            spill: spill.as_deref(),
+            since,
+            until,
+            skip_bad_rows: self.skip_bad_rows,
+            interval_ms: self.interval.0,
+            prometheus: PrometheusOptions {
+                timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
+                bearer_token_file: self.prometheus_bearer_token_file.clone(),
+                basic_auth: self.prometheus_basic_auth.clone(),
+                max_response_bytes: self.prometheus_max_response_bytes,
+                concurrency: self.prometheus_concurrency as usize,
+                nodes_per_query: self.prometheus_nodes_per_query as usize,
+                api: self.prometheus_api,
+                ..PrometheusOptions::default()
+            },
+            progress: Some(&progress),
+            footer_stats,
+        };
+        let result = ingest::ingest_parts(&self.sources, &opts);
+        bar.finish_and_clear();
+        let (parts, report) = result?;
+        for w in &report.warnings {
+            eprintln!("tessera: warning: {w}");
+        }
+        Ok((parts, report))
+    }
+}
+
+/// Per-partition progress of a long command on a terminal (stderr): the phase, node partitions
+/// done of total, the rows read and the time elapsed, e.g. `analysing: 12/128 nodes · 61.9 M GPU
+/// rows · 8s`. Drawn only when stderr is a terminal (from the first update; the line is cleared
+/// at the end), never on a pipe or file. Safe to update from worker threads.
+pub struct PartProgress {
+    bar: ProgressBar,
+    tty: bool,
+    total: usize,
+    rows: String,
+}
+
+impl PartProgress {
+    /// For `total` partitions holding `gpu_rows` GPU rows in all.
+    pub fn new(total: usize, gpu_rows: u64) -> PartProgress {
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        let rows = match gpu_rows {
+            r if r >= 1_000_000 => format!("{:.1} M GPU rows", r as f64 / 1e6),
+            r if r >= 10_000 => format!("{:.0} k GPU rows", r as f64 / 1e3),
+            r => format!("{r} GPU rows"),
+        };
+        PartProgress {
+            bar,
+            tty: std::io::stderr().is_terminal(),
+            total,
+            rows,
+        }
+    }
+
+    /// `phase` (e.g. `analysing`) has `done` partitions done.
+    pub fn set(&self, phase: &str, done: usize) {
+        if self.tty && self.bar.is_hidden() {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        self.bar.set_message(format!(
+            "{phase}: {done}/{} node partition(s) · {} ·",
+            self.total, self.rows
+        ));
+    }
+
+    /// Clears the line.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for PartProgress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Every Parquet file the partitions scan.
+pub fn part_files(parts: &[tessera::ingest::Part]) -> Vec<std::path::PathBuf> {
+    parts.iter().flat_map(|p| p.files.iter().cloned()).collect()
+}
+
+/// On an error while reading frames, names the history file whose data does not decode, when
+/// one does not (`ingest::name_unreadable`); other errors pass unchanged.
+pub fn name_file(e: anyhow::Error, files: &[std::path::PathBuf]) -> anyhow::Error {
+    match tessera::ingest::name_unreadable(files) {
+        Some(named) => anyhow::Error::new(named),
+        None => e,
+    }
+}
+
+const WEEK_MS: i64 = 7 * 86_400_000;
+
+/// A time range, unix ms (first, last).
+pub type Range = (i64, i64);
+
+/// Ingests partitioned by node (the advisor then runs one node at a time) and, without
+/// `--since`, narrows to the last 7 days of the data.
+/// Also returns the GPU rows ingested (before the narrowing), for progress.
+pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>, u64)> {
+    let (parts, report) = src.ingest_parts(true)?;
+    let gpu_rows = report.tables.get(&Table::Gpu).map_or(0, |t| t.rows);
+    let mut range = report.time_range();
+    let parts = match range {
+        Some((first, last)) if src.since.is_none() && last - first > WEEK_MS => {
+            let from = last - WEEK_MS;
+            eprintln!(
+                "tessera: analysing the last 7 days of the data ({} .. {}); use --since for another range",
+                tessera::ingest::fmt_ms(from),
+                tessera::ingest::fmt_ms(last)
+            );
+            range = Some((from, last));
+            parts
+                .into_iter()
+                .map(|p| tessera::ingest::Part {
+                    key: p.key,
+                    frames: p.frames.since(from),
+                    files: p.files,
+                })
+                .collect()
+        }
+        _ => parts,
+    };
+    Ok((parts, range, gpu_rows))
+}
+
+/// `--tz`: an IANA time zone name.
+pub fn parse_tz(s: &str) -> Result<Tz, String> {
+    s.parse().map_err(|_| {
+        format!("bad --tz {s:?}: expected an IANA time zone such as UTC or Europe/Berlin")
+    })
+}
+
+/// The off-peak window flags, shared by `analyze` and `mig plan`.
+#[derive(Debug, Args)]
+pub struct OffpeakArgs {
+    /// Off-peak: GPUs a window needs free beyond those free around the clock: a count (4) or a
+    /// share of the fleet (10%).
+    #[arg(long = "offpeak.min-gpus", default_value = "10%")]
+    pub min_gpus: MinGpus,
+    /// Off-peak: share of observed weeks (days) in which they must be free (0–1).
+    #[arg(long = "offpeak.min-share", default_value_t = 0.9)]
+    pub min_share: f64,
+    /// Off-peak: shortest window in hours.
+    #[arg(long = "offpeak.min-hours", default_value_t = 4)]
+    pub min_hours: u32,
+}
+
+impl OffpeakArgs {
+    /// The off-peak parameters of the flags (the rest default); refuses a share outside 0–1.
+    pub fn params(&self) -> Result<OffpeakParams> {
+        if !(0.0..=1.0).contains(&self.min_share) {
+            anyhow::bail!(
+                "bad --offpeak.min-share {}: expected a ratio in 0–1",
+                self.min_share
+            );
+        }
+        Ok(OffpeakParams {
+            min_gpus: self.min_gpus,
+            min_share: self.min_share,
+            min_hours: self.min_hours,
+            ..OffpeakParams::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_interval;
+
+    #[test]
+    fn every_duration_flag_accepts_the_same_units() {
+        // One parser (`tessera_core::units`): `--interval 500ms` works like the exporter's.
+        assert_eq!(parse_interval("500ms"), Ok(500));
+        assert_eq!(parse_interval("1.5m"), Ok(90_000));
+        assert_eq!(parse_interval("1w"), Ok(604_800_000));
+        assert!(parse_interval("0s").is_err());
+        assert!(parse_interval("10").is_err());
+        assert!(parse_interval("0.1ms").unwrap_err().contains("1ms"));
+    }
+}

@@ -1,0 +1,445 @@
+//! The sample model: what a device backend reports about a node.
+//!
+//! These plain data types are the vocabulary shared by every backend (NVML, simulated fleet), the
+//! sampler, the renderers, the history writer and the analyzer. They carry values in base units
+//! (bytes, watts, joules, celsius, hertz, ratios in 0–1). Two words every layer uses live here too:
+//! [`Field`] (the group of values one NVML call reads: the unit of [`FieldError::field`] and of
+//! injected faults) and [`Attribution`] (the pod, container or Slurm job of a process; the
+//! exporter reads it from cgroups, the simulator knows it).
+//!
+//! Architecture invariant: a value NVML reports as NotSupported is `None`, never 0. A value that
+//! failed with another error is also `None`, and the failure is recorded in
+//! [`GpuSample::errors`] so nothing is lost silently.
+//!
+//! This module does no I/O and knows nothing about NVML.
+
+use serde::{Deserialize, Serialize};
+
+/// What NVML (or the simulator) says about the node's GPUs: identity and configuration, which change
+/// rarely. Read once at start and again after a re-initialisation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Host name of the node (or the simulated node's name).
+    pub node: String,
+    /// Driver version string, e.g. `550.54.15`.
+    pub driver_version: Option<String>,
+    /// CUDA driver API version, e.g. `12.4`.
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<GpuInfo>,
+}
+
+/// Identity and configuration of one physical GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInfo {
+    /// NVML index (stable for the life of the driver, not across reboots).
+    pub index: u32,
+    pub uuid: String,
+    /// Product name as NVML reports it, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// PCI bus id, e.g. `00000000:17:00.0`.
+    pub pci_bus_id: String,
+    pub memory_total_bytes: Option<u64>,
+    /// Enforced power limit in watts.
+    pub power_limit_watts: Option<f64>,
+    /// `None` when the GPU does not support MIG.
+    pub mig_mode: Option<MigMode>,
+    /// MIG instances (empty unless MIG is enabled), ordered by (GPU instance id, compute instance id).
+    pub mig_instances: Vec<MigInstanceInfo>,
+}
+
+/// MIG mode of a GPU: the mode in force and the one that takes effect after a reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigMode {
+    pub current: bool,
+    pub pending: bool,
+}
+
+/// A placement on a GPU's memory-slice axis (8 slots on 7-compute-slice GPUs, 4 on A30).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    pub start: u32,
+    pub size: u32,
+}
+
+impl Placement {
+    /// One past the last slot this placement occupies.
+    pub fn end(&self) -> u32 {
+        self.start + self.size
+    }
+
+    /// Whether two placements share at least one slot.
+    pub fn overlaps(&self, other: &Placement) -> bool {
+        self.start < other.end() && other.start < self.end()
+    }
+}
+
+/// One MIG device: a compute instance inside a GPU instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstanceInfo {
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    /// GPU instance profile id as `nvidia-smi` shows it (19 = 1g, 9 = 3g, 0 = 7g, ...).
+    pub profile_id: u32,
+    /// Profile name for this SKU, e.g. `1g.10gb`.
+    pub profile_name: String,
+    pub placement: Placement,
+    /// `MIG-...` UUID.
+    pub uuid: String,
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// One consistent snapshot of the node, taken by one call to
+/// [`GpuBackend::sample`](crate::device::GpuBackend::sample).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSample {
+    /// When the sample was taken, unix milliseconds (virtual time for the simulator).
+    pub timestamp_ms: i64,
+    pub gpus: Vec<GpuSample>,
+}
+
+/// Health of one GPU as seen in one sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GpuStatus {
+    /// All reads succeeded or were NotSupported.
+    Ok,
+    /// Some reads failed with an error other than NotSupported; see [`GpuSample::errors`].
+    Degraded,
+    /// NVML reports the GPU lost (fell off the bus). Values are absent.
+    Lost,
+    /// The GPU could not be read at all (no handle).
+    Error { message: String },
+}
+
+/// A read that failed with an error other than NotSupported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldError {
+    /// The field that failed, e.g. `power`.
+    pub field: String,
+    /// Error kind, a short stable token such as `unknown`, `gpu_lost`, `no_permission`, `timeout`.
+    pub kind: String,
+}
+
+/// An XID error event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XidEvent {
+    pub xid: u64,
+    /// When the event was seen, unix milliseconds.
+    pub timestamp_ms: i64,
+    /// GPU instance id when the event belongs to a MIG instance.
+    pub gpu_instance_id: Option<u32>,
+}
+
+/// Named clock-throttle reasons (NVML `nvmlClocksEventReasons`).
+pub const THROTTLE_REASONS: &[(u64, &str)] = &[
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+];
+
+/// Decode a throttle-reason bit mask into the names of [`THROTTLE_REASONS`].
+pub fn throttle_reason_names(mask: u64) -> Vec<&'static str> {
+    THROTTLE_REASONS
+        .iter()
+        .filter(|(bit, _)| mask & bit != 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
+/// Per-GPU values of one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSample {
+    pub index: u32,
+    pub uuid: String,
+    pub status: GpuStatus,
+    /// Share of the sample period during which a kernel ran (NVML `utilization.gpu`, DCGM GPU_UTIL).
+    pub busy_ratio: Option<f64>,
+    /// Share of time the memory controller was busy (NVML `utilization.memory`).
+    pub memory_controller_ratio: Option<f64>,
+    /// SM activity via GPM (Hopper+); `None` where GPM is unsupported.
+    pub sm_active_ratio: Option<f64>,
+    /// SM occupancy via GPM (Hopper+).
+    pub sm_occupancy_ratio: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub power_watts: Option<f64>,
+    /// Energy counter since the driver was loaded, joules.
+    pub energy_joules: Option<f64>,
+    pub temperature_celsius: Option<f64>,
+    pub sm_clock_hertz: Option<f64>,
+    pub memory_clock_hertz: Option<f64>,
+    /// Clock-throttle reason bit mask; see [`THROTTLE_REASONS`].
+    pub throttle_reasons: Option<u64>,
+    /// Volatile corrected ECC errors since the driver was loaded.
+    pub ecc_corrected_total: Option<u64>,
+    pub ecc_uncorrected_total: Option<u64>,
+    /// Row remapping (Ampere and later): rows remapped and whether a remap is pending or failed.
+    #[serde(default)]
+    pub remapped_rows: Option<RemappedRows>,
+    pub pcie_tx_bytes_per_second: Option<f64>,
+    pub pcie_rx_bytes_per_second: Option<f64>,
+    /// XID events seen since the previous sample.
+    pub xid_events: Vec<XidEvent>,
+    pub mig: Vec<MigSample>,
+    pub processes: Vec<ProcessSample>,
+    /// Reads that failed with an error other than NotSupported.
+    pub errors: Vec<FieldError>,
+}
+
+impl GpuSample {
+    /// A sample with identity and status only and every value absent.
+    pub fn empty(index: u32, uuid: impl Into<String>, status: GpuStatus) -> Self {
+        GpuSample {
+            index,
+            uuid: uuid.into(),
+            status,
+            busy_ratio: None,
+            memory_controller_ratio: None,
+            sm_active_ratio: None,
+            sm_occupancy_ratio: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            power_watts: None,
+            energy_joules: None,
+            temperature_celsius: None,
+            sm_clock_hertz: None,
+            memory_clock_hertz: None,
+            throttle_reasons: None,
+            ecc_corrected_total: None,
+            ecc_uncorrected_total: None,
+            remapped_rows: None,
+            pcie_tx_bytes_per_second: None,
+            pcie_rx_bytes_per_second: None,
+            xid_events: Vec::new(),
+            mig: Vec::new(),
+            processes: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}
+
+/// Row remapping state of a GPU's memory (NVML `nvmlDeviceGetRemappedRows`): rows remapped
+/// since manufacture (persistent, not reset by the driver), by the kind of error that caused
+/// them, whether a remapping waits for the next GPU reset, and whether one failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    pub pending: bool,
+    pub failure: bool,
+}
+
+/// Per-MIG-instance values of one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigSample {
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    pub uuid: String,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    /// SM activity via GPM (Hopper+ only; NVML has no MIG utilisation on Ampere).
+    pub sm_active_ratio: Option<f64>,
+}
+
+/// Per-process values of one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSample {
+    pub pid: u32,
+    pub name: Option<String>,
+    pub used_memory_bytes: Option<u64>,
+    /// SM utilisation of this process (NVML `process_utilization_stats`), 0–1.
+    pub sm_ratio: Option<f64>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_overlap() {
+        let a = Placement { start: 0, size: 4 };
+        let b = Placement { start: 4, size: 4 };
+        let c = Placement { start: 3, size: 2 };
+        assert!(!a.overlaps(&b));
+        assert!(a.overlaps(&c) && c.overlaps(&b));
+        assert_eq!(a.end(), 4);
+    }
+
+    #[test]
+    fn throttle_names_decode_bits() {
+        assert_eq!(throttle_reason_names(0x5), vec!["gpu_idle", "sw_power_cap"]);
+        assert!(throttle_reason_names(0).is_empty());
+    }
+}
+
+/// Error kinds a simulated `nvml_error` fault may carry (the stable tokens of
+/// [`FieldError::kind`]).
+pub const ERROR_KINDS: &[&str] = &[
+    "unknown",
+    "timeout",
+    "no_permission",
+    "gpu_lost",
+    "insufficient_size",
+];
+
+/// A group of values read by one NVML call, the unit in which faults are injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    /// `nvmlDeviceGetUtilizationRates`: busy and memory-controller ratios.
+    Utilization,
+    /// GPM: SM activity and occupancy (GPU and MIG instances).
+    Gpm,
+    /// `nvmlDeviceGetMemoryInfo`.
+    Memory,
+    /// `nvmlDeviceGetPowerUsage`.
+    Power,
+    /// `nvmlDeviceGetTotalEnergyConsumption`.
+    Energy,
+    /// `nvmlDeviceGetTemperature`.
+    Temperature,
+    /// `nvmlDeviceGetClockInfo` (SM and memory).
+    Clocks,
+    /// `nvmlDeviceGetCurrentClocksEventReasons`.
+    Throttle,
+    /// `nvmlDeviceGetTotalEccErrors`.
+    Ecc,
+    /// `nvmlDeviceGetRemappedRows`.
+    RowRemap,
+    /// `nvmlDeviceGetPcieThroughput`.
+    Pcie,
+    /// `nvmlDeviceGetComputeRunningProcesses`.
+    Processes,
+    /// `nvmlDeviceGetProcessUtilization`.
+    ProcessUtilization,
+    /// Memory of MIG instances.
+    MigMemory,
+}
+
+const FIELDS: &[(Field, &str)] = &[
+    (Field::Utilization, "utilization"),
+    (Field::Gpm, "gpm"),
+    (Field::Memory, "memory"),
+    (Field::Power, "power"),
+    (Field::Energy, "energy"),
+    (Field::Temperature, "temperature"),
+    (Field::Clocks, "clocks"),
+    (Field::Throttle, "throttle"),
+    (Field::Ecc, "ecc"),
+    (Field::RowRemap, "row_remap"),
+    (Field::Pcie, "pcie"),
+    (Field::Processes, "processes"),
+    (Field::ProcessUtilization, "process_utilization"),
+    (Field::MigMemory, "mig_memory"),
+];
+
+impl Field {
+    /// The field named `s` (as in scenario files and [`FieldError::field`]).
+    pub fn parse(s: &str) -> Option<Field> {
+        FIELDS.iter().find(|(_, n)| *n == s).map(|(f, _)| *f)
+    }
+
+    /// The stable name of the field.
+    pub fn as_str(self) -> &'static str {
+        FIELDS
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("unknown")
+    }
+
+    /// Every field name.
+    pub fn names() -> Vec<&'static str> {
+        FIELDS.iter().map(|(_, n)| *n).collect()
+    }
+
+    /// Remove this field's values from a sample (they become absent).
+    pub fn clear(self, s: &mut GpuSample) {
+        match self {
+            Field::Utilization => {
+                s.busy_ratio = None;
+                s.memory_controller_ratio = None;
+            }
+            Field::Gpm => {
+                s.sm_active_ratio = None;
+                s.sm_occupancy_ratio = None;
+                s.mig.iter_mut().for_each(|m| m.sm_active_ratio = None);
+            }
+            Field::Memory => {
+                s.memory_used_bytes = None;
+                s.memory_total_bytes = None;
+            }
+            Field::Power => s.power_watts = None,
+            Field::Energy => s.energy_joules = None,
+            Field::Temperature => s.temperature_celsius = None,
+            Field::Clocks => {
+                s.sm_clock_hertz = None;
+                s.memory_clock_hertz = None;
+            }
+            Field::Throttle => s.throttle_reasons = None,
+            Field::Ecc => {
+                s.ecc_corrected_total = None;
+                s.ecc_uncorrected_total = None;
+            }
+            Field::RowRemap => s.remapped_rows = None,
+            Field::Pcie => {
+                s.pcie_tx_bytes_per_second = None;
+                s.pcie_rx_bytes_per_second = None;
+            }
+            Field::Processes => s.processes.clear(),
+            Field::ProcessUtilization => s.processes.iter_mut().for_each(|p| p.sm_ratio = None),
+            Field::MigMemory => s.mig.iter_mut().for_each(|m| {
+                m.memory_used_bytes = None;
+                m.memory_total_bytes = None;
+            }),
+        }
+    }
+}
+
+/// Where a process runs, as far as its cgroup path says. Every field is `None` when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Attribution {
+    /// Kubernetes pod UID in its canonical form (lower case, with `-`), e.g.
+    /// `0b5c4a5e-2b0e-4b8a-9d6a-8f0c2f1e3d4c`; the label `uid` of kube-state-metrics' `kube_pod_info`.
+    pub pod_uid: Option<String>,
+    /// Container id: the runtime's 64-hex id (containerd, CRI-O, Docker, Podman), lower case.
+    pub container_id: Option<String>,
+    /// Slurm job id (the numeric id of the job's cgroup, `job_<n>`).
+    pub slurm_job_id: Option<String>,
+    /// Kubernetes namespace, where known (the simulator knows it; cgroups do not, so `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Kubernetes pod name, where known (the simulator; never from cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl Attribution {
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        self.pod_uid.is_none()
+            && self.container_id.is_none()
+            && self.slurm_job_id.is_none()
+            && self.namespace.is_none()
+            && self.pod.is_none()
+    }
+}
