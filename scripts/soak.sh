@@ -34,7 +34,7 @@ SOAK_MAX_RUN_MS="${SOAK_MAX_RUN_MS:-10000}" \
 SOAK_EXPORTER="$(realpath "$release/release/tessera-exporter")" \
 SOAK_TESSERA="$(realpath "$release/release/tessera")" \
 SOAK_DIR="$dir" \
-  cargo test -p tessera-e2e --test soak -- --nocapture
+  cargo test -p tessera-e2e --test tests soak:: -- --nocapture
 
 # The same folder through the analyzer's reader, as a user would look at it.
 "$release/release/tessera" ingest --format json --source "history:$dir/history/gpu-node-1" \

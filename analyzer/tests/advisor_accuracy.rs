@@ -7,7 +7,7 @@
 //! Idle-loaded models are scored per workload and per minute (precision and recall ≥ 0.95);
 //! busy-but-not-working GPUs must match the truth; every consolidation group must stay within
 //! capacity on the raw history rows; the planted off-peak windows must be found. Scores are
-//! printed (`cargo test -p tessera --test advisor_accuracy -- --nocapture`).
+//! printed (`cargo test -p tessera --test tests advisor_accuracy:: -- --nocapture`).
 //!
 //! Truth minutes that no data can show are taken out before scoring: windows of `gpu_lost`,
 //! `driver_error` and `nvml_error` on process or memory reads, deleted history hours, and idle

@@ -17,8 +17,8 @@
 //!
 //! Plus the command line: JSON output, stable ids, bad flags (exit 2 with a clear message).
 
+use crate::support::cli::run as tessera;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use tessera::advisor::{self, Params, finding_id};
@@ -133,18 +133,6 @@ fn finding_ids_are_stable() {
     let a: Vec<String> = idle_findings().into_iter().map(|f| f.id).collect();
     let b: Vec<String> = idle_findings().into_iter().map(|f| f.id).collect();
     assert_eq!(a, b);
-}
-
-fn tessera(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("run tessera");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

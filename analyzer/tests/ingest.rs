@@ -1,6 +1,7 @@
 //! Ingest: history (Parquet written here with polars + zstd, open JSONL segments), generic CSV and
 //! nvidia-smi CSV, good and bad inputs, through the library and the `tessera ingest` binary.
 
+use crate::support::cli::tessera;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
@@ -669,13 +670,6 @@ fn schema_matches_the_history_doc() {
 }
 
 // ---------------------------------------------------------------- binary
-
-fn tessera(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("run tessera")
-}
 
 #[test]
 fn cli_ingest_table_json_and_errors() {

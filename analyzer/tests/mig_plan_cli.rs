@@ -4,6 +4,7 @@
 //! export to `tessera mig apply` on the simulated node; plus the busy-ratio fallback from a CSV
 //! source and the error exits.
 
+use crate::support::cli;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -14,11 +15,9 @@ use tessera_core::mig::plan::{MigPlanFile, MigSchedule};
 use tessera_core::mig::{self, check_layout};
 
 fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run tessera")
+    cli::tessera_with(args, |c| {
+        c.env("NO_COLOR", "1");
+    })
 }
 
 fn scenario() -> PathBuf {

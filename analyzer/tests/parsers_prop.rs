@@ -18,7 +18,7 @@ use polars::prelude::*;
 use proptest::prelude::*;
 use tessera::ingest::{self, IngestError, IngestOptions, Source};
 
-#[path = "../../exporter/tests/support/counting.rs"]
+#[path = "../../core/tests/support/counting.rs"]
 mod counting;
 
 // ---- allocation accounting: process-wide, so that polars' and the fake server's threads count --

@@ -9,12 +9,9 @@
 //! (`--prometheus.nodes-per-query 0`), one node per query (the default) and two nodes per
 //! query: findings and report must be the same.
 
-use std::process::Command;
 
-#[path = "support/openmetrics.rs"]
-mod om;
-#[path = "support/prometheus.rs"]
-mod prom;
+use crate::support::openmetrics as om;
+use crate::support::prometheus as prom;
 
 use om::{DAY_MS, openmetrics, rfc3339};
 
@@ -91,18 +88,13 @@ pod = "ocr-75d9b-m4k1s"
 
 /// `tessera <cmd> --format json` over the day: (stdout JSON, stderr).
 fn tessera(cmd: &str, url: &str, since: i64, extra: &[&str]) -> (serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args([cmd, "--source", &format!("prometheus:{url}")])
-        .args([
-            "--since",
-            &rfc3339(since),
-            "--until",
-            &rfc3339(since + DAY_MS),
-        ])
-        .args(["--format", "json"])
-        .args(extra)
-        .output()
-        .expect("run tessera");
+    let src = format!("prometheus:{url}");
+    let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
+    let mut args = vec![
+        cmd, "--source", &src, "--since", &from, "--until", &to, "--format", "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = crate::support::cli::tessera(&args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "tessera {cmd} failed:\n{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");

@@ -16,8 +16,7 @@ use polars::prelude::*;
 use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, IngestOptions, Source};
 
-#[path = "support/prometheus.rs"]
-mod prom;
+use crate::support::prometheus as prom;
 use prom::serve;
 
 const SCENARIO: &str = r#"

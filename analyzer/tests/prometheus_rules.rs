@@ -17,10 +17,8 @@ use std::process::Command;
 
 use tessera::ingest::{self, IngestOptions, Source};
 
-#[path = "support/openmetrics.rs"]
-mod om;
-#[path = "support/prometheus.rs"]
-mod prom;
+use crate::support::openmetrics as om;
+use crate::support::prometheus as prom;
 
 use om::{DAY_MS, openmetrics, rfc3339};
 

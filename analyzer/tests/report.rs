@@ -4,6 +4,7 @@
 //! for planted faults (a deleted hour, a GPU that stops reporting, a source without rows) and the
 //! error paths (bad config, bad price, bad time zone, empty range) with exit code 2.
 
+use crate::support::cli;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -14,12 +15,9 @@ fn root() -> PathBuf {
 }
 
 fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .current_dir(root())
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("run tessera")
+    cli::tessera_with(args, |c| {
+        c.current_dir(root()).env_remove("NO_COLOR");
+    })
 }
 
 fn ok(args: &[&str]) -> String {

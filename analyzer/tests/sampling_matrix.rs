@@ -27,8 +27,7 @@
 //! row before it, in every source. Prometheus cells live in one TSDB, a day apart (the scenario
 //! repeats every day at noon), and are read with `--since`/`--until`.
 
-#[path = "support/prometheus.rs"]
-mod prom;
+use crate::support::prometheus as prom;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -34,9 +34,10 @@ pub enum DeviceError {
     /// A node-level NVML call failed (the sampler re-initialises with backoff).
     #[error("NVML call {call} failed: {kind}")]
     Nvml { call: String, kind: String },
-    /// The simulator scenario is invalid.
-    #[error(transparent)]
-    Scenario(#[from] crate::sim::ScenarioError),
+    /// The backend could not be set up from its configuration (e.g. an invalid simulator
+    /// scenario: `sim` converts its `ScenarioError` into this, so this module names no backend).
+    #[error("{detail}")]
+    Setup { detail: String },
 }
 
 impl DeviceError {

@@ -1,6 +1,6 @@
 //! `/metrics` content: golden files (a fixed scenario and clock give a committed exposition,
 //! compared byte for byte; regenerate with `TESSERA_UPDATE_GOLDEN=1 cargo test -p
-//! tessera-exporter --test metrics`), and exposition under faults.
+//! tessera-exporter --test tests metrics::`), and exposition under faults.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //!
 //! Flood size and bcrypt cost can be raised to reproduce release-build numbers:
 //! `TESSERA_FLOOD_THREADS=500 TESSERA_FLOOD_COST=10 cargo test --release -p tessera-exporter
-//! --test web_hardening flood -- --nocapture`.
+//! --test tests web_hardening::flood -- --nocapture`.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};

@@ -49,7 +49,7 @@ use base64::Engine as _;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 
-#[path = "support/counting.rs"]
+#[path = "../../core/tests/support/counting.rs"]
 mod counting;
 use tessera_exporter::web::{
     Exposition, Rendered, RunningServer, Server, ServerOptions, WebConfig,

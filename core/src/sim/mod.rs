@@ -25,6 +25,14 @@ pub use scenario::{Scenario, ScenarioError};
 use crate::device::{DeviceError, GpuBackend};
 use crate::model::{FieldError, GpuSample, GpuStatus, Inventory, NodeSample};
 
+impl From<ScenarioError> for DeviceError {
+    fn from(e: ScenarioError) -> DeviceError {
+        DeviceError::Setup {
+            detail: e.to_string(),
+        }
+    }
+}
+
 impl GpuReading {
     /// The sample a backend reports for this reading: failed fields absent and listed in
     /// `errors`, status `Degraded` when any failed.

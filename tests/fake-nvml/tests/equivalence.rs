@@ -9,7 +9,7 @@
 //!
 //! Row remapping faults come from the monitoring scenario (`alerting.toml`).
 
-mod common;
+use crate::common;
 
 use common::{FULL, Fake, assert_equivalent, demo, demo_path, ms};
 use tessera_core::device::GpuBackend;

@@ -7,7 +7,7 @@
 //! - GpuIsLost from any call → status Lost, every value absent; other GPUs still sampled.
 //! - A failed handle → status Error; node-level failures → `Err`.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -5,7 +5,7 @@
 //! a failed step rolls back through NVML, and the old-driver library's missing MIG functions are
 //! `MissingSymbol` errors, never a panic.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

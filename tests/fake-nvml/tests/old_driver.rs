@@ -5,7 +5,7 @@
 //!
 //! Both fake libraries are loaded in this one process, each with its own state.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tessera_core::device::{DeviceError, GpuBackend};

@@ -2,7 +2,7 @@
 //! read through raw calls (checked against `tessera_core::mig`'s tables on H100, H200 and
 //! both A100s).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

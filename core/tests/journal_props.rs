@@ -18,7 +18,7 @@
 //! Cases: `PROPTEST_CASES` = N (default 1000): 2N arbitrary byte strings, N sets of record-like
 //! lines, N/2 of each generated-journal property, N/8 journals on files (about 4,600 inputs by
 //! default, a few seconds in a debug build). Longer: `PROPTEST_CASES=100000 cargo test -p
-//! tessera-exporter --release --test journal_props` (docs/testing.md).
+//! tessera-core --release --test journal_props` (docs/testing.md).
 
 use std::cell::Cell;
 use std::path::Path;

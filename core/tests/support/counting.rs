@@ -1,5 +1,5 @@
 //! The counting global allocator of the property tests that bound the heap a parse holds
-//! (`exporter/tests/*_props.rs`, `analyzer/tests/parsers_prop.rs`, included by `#[path]`): it
+//! (`core/tests/*_props.rs`, `exporter/tests/web_props.rs`, `analyzer/tests/parsers_prop.rs`, included by `#[path]`): it
 //! forwards every call to the system allocator unchanged and reports each change of live heap
 //! bytes to the test's own counter (`note`), which keeps its live and peak figures (per thread,
 //! process-wide, or per named thread: the test's choice). It does not measure anything itself.

@@ -12,7 +12,7 @@
 //!   is tolerated).
 //!
 //! In CI each property runs a few thousand cases in a few seconds (debug build). To run them
-//! longer: `PROPTEST_CASES=200000 cargo test --release -p tessera-exporter --test history_props`
+//! longer: `PROPTEST_CASES=200000 cargo test --release -p tessera-core --test history_props`
 //! (docs/testing.md).
 
 use std::cell::Cell;

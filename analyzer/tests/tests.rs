@@ -1,0 +1,21 @@
+//! tessera's (the analyzer's) integration tests, one binary (they link polars once): ingest of
+//! every source, the advisor's accuracy and edges, the report, the MIG commands, and the
+//! Prometheus source against a test server and a real Prometheus. `support` holds the shared CLI
+//! runner and the Prometheus helpers. `parsers_prop.rs` is a binary of its own: it owns the global
+//! allocator.
+
+mod support;
+
+mod advisor_accuracy;
+mod advisor_edges;
+mod ingest;
+mod mig_cli;
+mod mig_plan_cli;
+mod prometheus_http;
+mod prometheus_partitions;
+mod prometheus_real;
+mod prometheus_rules;
+mod report;
+mod report_html;
+mod report_model;
+mod sampling_matrix;

@@ -1,0 +1,11 @@
+//! tessera-exporter's integration tests, one binary: process attribution, the deploy manifests,
+//! the history thread and writer, the `/metrics` exposition (golden files), the sampler, and the
+//! web layer. `web_props.rs` is a binary of its own: it owns the global allocator.
+
+mod attribution;
+mod deploy;
+mod history;
+mod metrics;
+mod sampler;
+mod web;
+mod web_hardening;

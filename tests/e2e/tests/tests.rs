@@ -1,0 +1,14 @@
+//! End-to-end tests of both binaries, one binary: the CLI, serving, the NVML path through the
+//! fake library, MIG apply and profiles, hostile inputs, the monitoring assets against real
+//! Prometheus and Alertmanager, and the soak test.
+
+mod cli;
+mod dashboards;
+mod hostile_inputs;
+mod mig_nvml;
+mod mig_profiles;
+mod nvml_path;
+mod prometheus_e2e;
+mod rules;
+mod serve;
+mod soak;
