@@ -792,7 +792,7 @@ fn compacted_day_files_and_a_leftover_hourly_file() {
     let node = tmp.path().join(&scenario.nodes[0].name);
     let day = node.join("gpu/2026-11-02.parquet");
     assert!(day.exists());
-    let listed = tessera_core::history::compact::compacted_from(&day).expect("listed");
+    let listed = tessera_core::history::files::compacted_from(&day).expect("listed");
     assert!(listed.contains(&"2026-11-02T03.parquet".to_string()));
     // The leftover: a valid file under a listed name (its rows would double if read).
     std::fs::copy(&day, node.join("gpu/2026-11-02T03.parquet")).expect("copy");

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::device::GpuBackend;
-use crate::history::writer::format_ms;
+use crate::history::files::format_ms;
 use crate::history::{Aggregator, HistoryError, HistoryWriter, Table, WriterMode, WriterOptions};
 use crate::sim::{Scenario, SimBackend, SimClock};
 

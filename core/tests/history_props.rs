@@ -130,7 +130,7 @@ fn fixture() -> &'static Fixture {
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let p = tessera_core::history::writer::write_parquet(dir.path(), 0, &rows.gpu).unwrap();
+        let p = tessera_core::history::segments::write_parquet(dir.path(), 0, &rows.gpu).unwrap();
         let gpu_parquet = std::fs::read(&p).unwrap();
         std::fs::remove_file(&p).unwrap();
         Fixture {

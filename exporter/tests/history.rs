@@ -300,7 +300,7 @@ fn finished_days_are_compacted_into_day_files() {
             "{t}"
         );
     }
-    let listed = history::compact::compacted_from(&node.join("gpu/2026-11-02.parquet")).unwrap();
+    let listed = history::files::compacted_from(&node.join("gpu/2026-11-02.parquet")).unwrap();
     assert_eq!(listed.len(), 24);
     assert_eq!(listed[0], "2026-11-02T00.parquet");
     // Nothing lost, nothing doubled, same order.
@@ -324,7 +324,7 @@ fn interrupted_compaction_neither_loses_nor_doubles_rows() {
     let mut expected = Vec::new();
     for h in 0..3 {
         let rows = rows_at(&template, day0 + h);
-        let p = history::writer::write_parquet(&dir, day0 + h, &rows).unwrap();
+        let p = history::segments::write_parquet(&dir, day0 + h, &rows).unwrap();
         fs::copy(&p, saved.path().join(p.file_name().unwrap())).unwrap();
         expected.extend(rows);
     }
@@ -348,9 +348,9 @@ fn interrupted_compaction_neither_loses_nor_doubles_rows() {
     // Rows of a compacted day that come late (the clock went back) are not taken for compacted
     // ones: a listed name gets a suffix, they are read, and the next compaction merges them.
     let late = rows_at(&template, day0 + 1);
-    let p = history::writer::write_parquet(&dir, day0 + 1, &late).unwrap();
+    let p = history::segments::write_parquet(&dir, day0 + 1, &late).unwrap();
     assert_eq!(p.file_name().unwrap(), "2026-11-02T01-1.parquet");
-    let p = history::writer::write_parquet(&dir, day0 + 5, &late).unwrap();
+    let p = history::segments::write_parquet(&dir, day0 + 5, &late).unwrap();
     assert_eq!(p.file_name().unwrap(), "2026-11-02T05.parquet");
     let h = read_node_dir(&node).unwrap();
     assert_eq!(h.gpu.len(), expected.len() + 2 * late.len());
@@ -358,7 +358,7 @@ fn interrupted_compaction_neither_loses_nor_doubles_rows() {
     assert_eq!(names(&dir), ["2026-11-02.parquet"]);
     assert_eq!(read_node_dir(&node).unwrap().gpu.len(), h.gpu.len());
     assert_eq!(
-        history::compact::compacted_from(&dir.join("2026-11-02.parquet"))
+        history::files::compacted_from(&dir.join("2026-11-02.parquet"))
             .unwrap()
             .len(),
         5
@@ -384,7 +384,7 @@ fn a_day_that_cannot_be_compacted_stays_hourly_and_recording_goes_on() {
     }
     let day0 = template[0].ts.div_euclid(86_400_000) * 24;
     for h in [0, 1, 24, 25] {
-        history::writer::write_parquet(&dir, day0 + h, &rows_at(&template, day0 + h)).unwrap();
+        history::segments::write_parquet(&dir, day0 + h, &rows_at(&template, day0 + h)).unwrap();
     }
     // Day 0 holds a file that does not read (a torn copy, a bad disk block).
     fs::write(dir.join("2026-11-02T02.parquet"), b"not parquet").unwrap();
@@ -493,7 +493,7 @@ fn a_kill_during_rotation_is_recovered_whatever_the_directory_order() {
     let mut expected = Rows::default();
     for h in 0..8 {
         let rows = all_rows_at(&template, hour0 + h);
-        let name = history::writer::hour_name(hour0 + h);
+        let name = history::files::hour_name(hour0 + h);
         for t in Table::ALL {
             let dir = node.join(t.name());
             let open = dir.join(format!("{name}.open.jsonl"));

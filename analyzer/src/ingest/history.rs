@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use serde_json::Value;
 
-use tessera_core::history::compact;
+use tessera_core::history::files;
 
 use super::schema::{Col, ColType, HISTORY_VERSION, Table};
 use super::{IngestError, IngestOptions, IngestReport, WorkItem};
@@ -89,7 +89,7 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
                 continue;
             }
             // Hourly files a day file holds already (left by a crash during compaction).
-            let superseded = compact::superseded(&dir).map_err(|e| IngestError::Parquet {
+            let superseded = files::superseded(&dir).map_err(|e| IngestError::Parquet {
                 path: dir.clone(),
                 reason: e.to_string(),
             })?;

@@ -24,110 +24,15 @@ use std::path::{Path, PathBuf};
 
 use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::KeyValue;
-use parquet::file::reader::{FileReader, SerializedFileReader};
 
+use super::files::{
+    CLOSING_SUFFIX, COMPACTED_FROM_KEY, HistoryError, OPEN_SUFFIX, compacted_from, day_name, io,
+    parquet_properties, parse_hour, parse_hour_file,
+};
 use super::reader::read_parquet_batches;
 use super::schema::Table;
-use super::writer::{
-    CLOSING_SUFFIX, HistoryError, OPEN_SUFFIX, io, parquet_properties, parse_hour,
-};
 
-/// Parquet key-value metadata key of a day file: a JSON array of the hourly file names it holds.
-pub const COMPACTED_FROM_KEY: &str = "tessera.compacted_from";
-
-const DAY_MS: i64 = 86_400_000;
-const HOURS_PER_DAY: i64 = 24;
-
-/// `2026-11-02` for day `day` (unix ms / 1 day).
-pub fn day_name(day: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(day * DAY_MS)
-        .map(|t| t.format("%Y-%m-%d").to_string())
-        .unwrap_or_else(|| format!("day{day}"))
-}
-
-/// The day (unix ms / 1 day) of a day file name `YYYY-MM-DD.parquet`; `None` for anything else
-/// (hourly files included).
-pub fn parse_day_file(file_name: &str) -> Option<i64> {
-    let stem = file_name.strip_suffix(".parquet")?;
-    if stem.len() != 10 {
-        return None;
-    }
-    let d = chrono::NaiveDate::parse_from_str(stem, "%Y-%m-%d").ok()?;
-    Some(
-        d.and_hms_opt(0, 0, 0)?
-            .and_utc()
-            .timestamp_millis()
-            .div_euclid(DAY_MS),
-    )
-}
-
-/// The hour of an hourly closed file name (`YYYY-MM-DDTHH.parquet` or `…THH-N.parquet`).
-pub fn parse_hour_file(file_name: &str) -> Option<i64> {
-    let stem = file_name.strip_suffix(".parquet")?;
-    let rest = stem.get(13..)?;
-    if !(rest.is_empty() || rest.strip_prefix('-').is_some_and(is_number)) {
-        return None;
-    }
-    parse_hour(stem)
-}
-
-fn is_number(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// The span of hours a closed file (hourly or daily) covers: `(first hour, last hour)`.
-pub fn file_hours(file_name: &str) -> Option<(i64, i64)> {
-    if let Some(h) = parse_hour_file(file_name) {
-        return Some((h, h));
-    }
-    let d = parse_day_file(file_name)?;
-    Some((d * HOURS_PER_DAY, d * HOURS_PER_DAY + HOURS_PER_DAY - 1))
-}
-
-/// The hourly file names a day file lists as compacted into it (empty for a file without the key).
-pub fn compacted_from(path: &Path) -> Result<Vec<String>, HistoryError> {
-    super::reader::catch_panic(path, "footer", || compacted_from_of(path))
-}
-
-fn compacted_from_of(path: &Path) -> Result<Vec<String>, HistoryError> {
-    let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    };
-    let file = File::open(path).map_err(io(path))?;
-    let reader = SerializedFileReader::new(file).map_err(|e| pq(&e))?;
-    let Some(kvs) = reader.metadata().file_metadata().key_value_metadata() else {
-        return Ok(Vec::new());
-    };
-    for kv in kvs {
-        if kv.key == COMPACTED_FROM_KEY {
-            let text = kv.value.as_deref().unwrap_or("[]");
-            return serde_json::from_str(text).map_err(|e| HistoryError::Invalid {
-                path: path.to_path_buf(),
-                message: format!(
-                    "metadata {COMPACTED_FROM_KEY:?} is not a JSON list of names: {e}"
-                ),
-            });
-        }
-    }
-    Ok(Vec::new())
-}
-
-/// The hourly file names of a table folder that its day files hold already (readers skip them).
-pub fn superseded(table_dir: &Path) -> Result<BTreeSet<String>, HistoryError> {
-    let mut out = BTreeSet::new();
-    if !table_dir.is_dir() {
-        return Ok(out);
-    }
-    for entry in fs::read_dir(table_dir).map_err(io(table_dir))? {
-        let path = entry.map_err(io(table_dir))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if parse_day_file(name).is_some() {
-            out.extend(compacted_from(&path)?);
-        }
-    }
-    Ok(out)
-}
+use super::files::HOURS_PER_DAY;
 
 /// Compacts every day before `current_day` (unix ms / 1 day) that still has hourly files in
 /// `table_dir` and no segment still open or being closed. Returns the day files written. A day

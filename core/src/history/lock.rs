@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::writer::{HistoryError, io};
+use super::files::{HistoryError, io};
 
 /// The lock file's name in a node folder.
 pub const LOCK_FILE: &str = "tessera-history.lock";

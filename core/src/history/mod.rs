@@ -5,6 +5,10 @@
 //! - [`aggregate`]: 1-second samples → interval rows (pure).
 //! - [`writer`]: one node folder: manifest, open JSONL segments, hourly Parquet, idempotent crash
 //!   recovery, no second row for an interval, retention.
+//! - [`files`]: file names, the manifest, the error type, the day files' list of the hourly files
+//!   they supersede, how Parquet files are written (shared by the modules below).
+//! - [`segments`]: one table's open segment closed into an hourly Parquet file, and the
+//!   idempotent recovery of what a crash left.
 //! - [`lock`]: one writer per node folder (`flock`, released by the kernel when the holder dies).
 //! - [`compact`]: merges the hourly files of a finished UTC day into one day file.
 //! - [`reader`]: the strict reader (arrow/parquet, never polars).
@@ -15,15 +19,18 @@
 
 pub mod aggregate;
 pub mod compact;
+pub mod files;
 pub mod lock;
 pub mod reader;
 pub mod schema;
+pub mod segments;
 pub mod writer;
 
 pub use aggregate::{Aggregator, GpuRow, MigRow, ProcessRow, Rows};
+pub use files::{HistoryError, Manifest};
 pub use reader::{NodeHistory, read_node_dir};
 pub use schema::{HISTORY_VERSION, Table};
-pub use writer::{HistoryError, HistoryWriter, WriteReport, WriterMode, WriterOptions};
+pub use writer::{HistoryWriter, WriteReport, WriterMode, WriterOptions};
 
 /// Default `--history.dir` (used when it can be written).
 pub const DEFAULT_DIR: &str = "/var/lib/tessera/history";

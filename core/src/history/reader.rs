@@ -23,8 +23,8 @@ use parquet::arrow::arrow_reader::{
 use serde_json::Value;
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow};
+use super::files::{HistoryError, Manifest, PANIC_NOTE, catch_panic, io, superseded};
 use super::schema::{ColType, FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, Table};
-use super::writer::{HistoryError, Manifest, io};
 
 /// Everything in one node folder.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +97,7 @@ pub fn table_files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, HistoryErro
     if !d.exists() {
         return Ok(files);
     }
-    let superseded = super::compact::superseded(&d)?;
+    let superseded = superseded(&d)?;
     for entry in fs::read_dir(&d).map_err(io(&d))? {
         let path = entry.map_err(io(&d))?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -237,30 +237,6 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
         }
     }
     Ok(out)
-}
-
-const PANIC_NOTE: &str = "the Parquet decoder failed";
-
-/// Runs `f`, turning a panic into an error at `place` of `path`: the parquet crate panics on
-/// some corrupt files (a dictionary-encoded page without a dictionary, …), and a bad file must
-/// be an error that names it, never a crash of the exporter or the analyzer. (The panic message
-/// is still printed by the panic hook.)
-pub(crate) fn catch_panic<T>(
-    path: &Path,
-    place: &str,
-    f: impl FnOnce() -> Result<T, HistoryError>,
-) -> Result<T, HistoryError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let text = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(HistoryError::Parquet {
-            path: path.to_path_buf(),
-            message: format!("{place}: {PANIC_NOTE} ({text})"),
-        })
-    })
 }
 
 /// Checks what the footer says of each column chunk against the file before anything is

@@ -5,13 +5,8 @@
 //! of what a crash left, daily compaction of finished days ([`super::compact`], at open and at
 //! each new hour), and retention by age and by total size.
 //!
-//! Rotation and crash recovery are one idempotent procedure (`recover_table`): stale temporary
-//! files are deleted, then every segment being closed (`<hour>.closing.jsonl`) is finished, then
-//! every open segment of a past hour is closed. Closing a segment writes its Parquet file to a
-//! temporary name (with the segment's identity, [`SEGMENT_KEY`], in its metadata), renames the
-//! segment to `.closing.jsonl`, renames the Parquet file into place and deletes the segment; a
-//! closing segment whose Parquet file exists is only deleted. So a `kill -9` at any step loses
-//! and doubles nothing, whatever order the directory lists the files in.
+//! Rotation and crash recovery are one idempotent procedure, [`super::segments`]'s
+//! `recover_table`; this module decides when it runs (at open and at each new hour).
 //!
 //! A table never gets a row whose `ts` is not after every row it already holds (its newest `ts`
 //! is read from the files at open): a clock that went back or restarted would write a second row
@@ -26,104 +21,19 @@
 //! (see [`super::aggregate`]) and does not decide where the folder is.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-
-use arrow_array::RecordBatch;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
-use serde::{Deserialize, Serialize};
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow, Rows};
 use super::compact;
+use super::files::{
+    HOUR_MS, HistoryError, Manifest, file_hours, format_ms, io, list_names, remove_if_exists,
+    write_atomic,
+};
 use super::lock::HistoryLock;
 use super::reader;
 use super::schema::{FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, Table};
-
-const HOUR_MS: i64 = 3_600_000;
-
-/// Suffix of an open segment (`<hour>.open.jsonl`).
-pub const OPEN_SUFFIX: &str = ".open.jsonl";
-/// Suffix of a segment being closed into Parquet (`<hour>.closing.jsonl`); readers ignore it.
-pub const CLOSING_SUFFIX: &str = ".closing.jsonl";
-/// Suffix given to a segment that cannot be parsed, so that it stops blocking recovery.
-pub const UNREADABLE_SUFFIX: &str = ".unreadable";
-/// Parquet key-value metadata of an hourly file made from an open segment: the segment's name,
-/// length and FNV-1a 64 hash, so that recovery recognises a segment already converted.
-pub const SEGMENT_KEY: &str = "tessera.segment";
-
-/// What went wrong reading or writing history files. Every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: parquet: {message}")]
-    Parquet { path: PathBuf, message: String },
-    #[error("{path}: line {line}: {message}")]
-    Line {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-    #[error("{path}: column {column:?}, {place}: {message}")]
-    Column {
-        path: PathBuf,
-        column: String,
-        /// `line N` (JSONL), `row N` or `row group N` (Parquet), or `schema`.
-        place: String,
-        message: String,
-    },
-    #[error("{path}: history format version {found}; this build reads version {expected}")]
-    Version {
-        path: PathBuf,
-        found: u64,
-        expected: u32,
-    },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
-    #[error(
-        "{dir}: history folder already in use by {} (lock {lock}): another tessera-exporter or \
-         tessera simulate writes this node's history; stop it, or give this one another --history.dir",
-        holder_text(.holder)
-    )]
-    Locked {
-        /// The node folder.
-        dir: PathBuf,
-        /// Its lock file.
-        lock: PathBuf,
-        /// The holder's pid, as its lock file says.
-        holder: Option<u32>,
-    },
-}
-
-fn holder_text(holder: &Option<u32>) -> String {
-    holder.map_or("another process (pid unknown)".to_string(), |p| {
-        format!("pid {p}")
-    })
-}
-
-pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
-    move |source| HistoryError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// The manifest of a node folder (`tessera-history.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Manifest {
-    pub format: String,
-    pub version: u64,
-    pub node: String,
-    pub interval_ms: i64,
-}
+use super::segments::{newest_ts, open_path, recover_table, repair_torn_tail, write_parquet};
 
 /// How rows reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,380 +106,6 @@ impl WriteReport {
             Err(self.errors.swap_remove(0))
         }
     }
-}
-
-/// `2026-11-02T14` for the hour containing `hour × 1 h`.
-pub fn hour_name(hour: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(hour * HOUR_MS)
-        .map(|t| t.format("%Y-%m-%dT%H").to_string())
-        .unwrap_or_else(|| format!("hour{hour}"))
-}
-
-/// The hour index (`ts / 1 h`) a file name starts with, if it starts with one.
-pub fn parse_hour(file_name: &str) -> Option<i64> {
-    let prefix = file_name.get(..13)?;
-    let t = chrono::NaiveDateTime::parse_from_str(&format!("{prefix}:00:00"), "%Y-%m-%dT%H:%M:%S")
-        .ok()?;
-    Some(t.and_utc().timestamp_millis().div_euclid(HOUR_MS))
-}
-
-/// Write `bytes` to `path` through `<path stem>.tmp` and a rename; the temporary file is removed
-/// when writing it fails (a full disk must not leave an empty one behind).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), HistoryError> {
-    let tmp = path.with_extension("tmp");
-    let result = fs::write(&tmp, bytes)
-        .map_err(io(&tmp))
-        .and_then(|()| fs::rename(&tmp, path).map_err(io(path)));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn remove_if_exists(path: &Path) -> Result<(), HistoryError> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path)(e)),
-        _ => Ok(()),
-    }
-}
-
-/// How every history Parquet file is written (hourly and day files): zstd, and the default
-/// column statistics, whose `ts` min/max readers use for time ranges without reading data
-/// (`reader::footer_summary`).
-pub(super) fn parquet_properties() -> WriterPropertiesBuilder {
-    WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default()))
-}
-
-#[cfg(test)]
-thread_local! {
-    /// A crash-test hook: in unit tests, fails the step named (1: Parquet staged, 2: segment
-    /// renamed to closing, 3: Parquet renamed into place), leaving the files as a `kill -9` would.
-    pub(crate) static CRASH_AT: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
-    /// The table folder's files (name, bytes) when the injected crash came.
-    pub(crate) static CRASH_SEEN: std::cell::RefCell<Vec<(String, u64)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-fn crash_point(step: u8, dir: &Path) -> Result<(), HistoryError> {
-    #[cfg(test)]
-    if CRASH_AT.with(|c| c.get()) == step {
-        let seen = list_names(dir)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|n| {
-                let len = fs::metadata(dir.join(&n)).map_or(0, |m| m.len());
-                (n, len)
-            })
-            .collect();
-        CRASH_SEEN.with(|c| *c.borrow_mut() = seen);
-        return Err(HistoryError::Invalid {
-            path: PathBuf::new(),
-            message: format!("injected crash at step {step}"),
-        });
-    }
-    let _ = (step, dir);
-    Ok(())
-}
-
-/// Write `rows` as one Parquet + zstd file `<dir>/<hour>.parquet` (or `<hour>-N.parquet` when
-/// taken), through a temporary name. Returns the path.
-pub fn write_parquet<R: HistoryRow>(
-    dir: &Path,
-    hour: i64,
-    rows: &[R],
-) -> Result<PathBuf, HistoryError> {
-    let (tmp, path) = stage_parquet(dir, hour, rows, None)?;
-    fs::rename(&tmp, &path).map_err(io(&path))?;
-    Ok(path)
-}
-
-/// Writes `rows` to the temporary name of a free hourly file name of `hour` (flushed to disk),
-/// with `segment` as [`SEGMENT_KEY`] metadata; returns (temporary path, final path). Nothing is
-/// left behind on failure.
-fn stage_parquet<R: HistoryRow>(
-    dir: &Path,
-    hour: i64,
-    rows: &[R],
-    segment: Option<&str>,
-) -> Result<(PathBuf, PathBuf), HistoryError> {
-    let name = hour_name(hour);
-    let mut path = dir.join(format!("{name}.parquet"));
-    // Names a day file lists as compacted into it are taken too: a new file under such a name
-    // would be skipped by readers as already compacted (only when rows of a compacted day come
-    // late, e.g. after the clock went back).
-    let day_file = dir.join(format!(
-        "{}.parquet",
-        compact::day_name(hour.div_euclid(24))
-    ));
-    let taken = if day_file.exists() {
-        compact::compacted_from(&day_file)?
-    } else {
-        Vec::new()
-    };
-    let mut n = 1;
-    while path.exists()
-        || path
-            .file_name()
-            .and_then(|f| f.to_str())
-            .is_some_and(|f| taken.iter().any(|t| t == f))
-    {
-        path = dir.join(format!("{name}-{n}.parquet"));
-        n += 1;
-    }
-    let tmp = path.with_extension("parquet.tmp");
-    let result = write_parquet_file(&tmp, rows, segment);
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map(|()| (tmp, path))
-}
-
-fn write_parquet_file<R: HistoryRow>(
-    tmp: &Path,
-    rows: &[R],
-    segment: Option<&str>,
-) -> Result<(), HistoryError> {
-    let pq = |e: &dyn std::fmt::Display| HistoryError::Parquet {
-        path: tmp.to_path_buf(),
-        message: e.to_string(),
-    };
-    let schema = R::TABLE.arrow_schema();
-    let file = File::create(tmp).map_err(io(tmp))?;
-    let props = parquet_properties()
-        .set_key_value_metadata(
-            segment.map(|s| vec![KeyValue::new(SEGMENT_KEY.into(), s.to_string())]),
-        )
-        .build();
-    let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| pq(&e))?;
-    for chunk in rows.chunks(65_536) {
-        let batch =
-            RecordBatch::try_new(schema.clone(), R::to_columns(chunk)).map_err(|e| pq(&e))?;
-        w.write(&batch).map_err(|e| pq(&e))?;
-    }
-    let file = w.into_inner().map_err(|e| pq(&e))?;
-    file.sync_all().map_err(io(tmp))
-}
-
-/// The value of key `key` in a Parquet file's key-value metadata.
-fn parquet_key_value(path: &Path, key: &str) -> Result<Option<String>, HistoryError> {
-    reader::catch_panic(path, "footer", || parquet_key_value_of(path, key))
-}
-
-fn parquet_key_value_of(path: &Path, key: &str) -> Result<Option<String>, HistoryError> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    let file = File::open(path).map_err(io(path))?;
-    let reader = SerializedFileReader::new(file).map_err(|e| HistoryError::Parquet {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    Ok(reader
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .and_then(|kvs| kvs.iter().find(|kv| kv.key == key))
-        .and_then(|kv| kv.value.clone()))
-}
-
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The identity of a segment's contents ([`SEGMENT_KEY`]).
-fn segment_marker(hour: i64, bytes: &[u8]) -> String {
-    format!(
-        "{{\"file\":\"{}{OPEN_SUFFIX}\",\"bytes\":{},\"fnv1a64\":\"{:016x}\"}}",
-        hour_name(hour),
-        bytes.len(),
-        fnv1a64(bytes)
-    )
-}
-
-fn open_path(dir: &Path, hour: i64) -> PathBuf {
-    dir.join(format!("{}{OPEN_SUFFIX}", hour_name(hour)))
-}
-
-fn closing_path(dir: &Path, hour: i64) -> PathBuf {
-    dir.join(format!("{}{CLOSING_SUFFIX}", hour_name(hour)))
-}
-
-/// Whether an hourly Parquet file of `hour` in `dir` was made from the segment `marker` names.
-fn converted(dir: &Path, hour: i64, marker: &str) -> Result<bool, HistoryError> {
-    for entry in fs::read_dir(dir).map_err(io(dir))? {
-        let path = entry.map_err(io(dir))?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if compact::parse_hour_file(name) != Some(hour) {
-            continue;
-        }
-        match parquet_key_value(&path, SEGMENT_KEY) {
-            Ok(Some(v)) if v == marker => return Ok(true),
-            Ok(_) => {}
-            // Not a file this writer made whole (it syncs before the rename): not this segment's.
-            Err(e) => log::debug!("history: {e}"),
-        }
-    }
-    Ok(false)
-}
-
-/// A segment that does not parse (not a torn last line: that is tolerated) stops blocking
-/// recovery: it is renamed `<name>.unreadable`, which readers ignore, and the error is logged.
-fn set_aside(path: &Path, e: &HistoryError) -> Result<(), HistoryError> {
-    let mut target = PathBuf::from(format!("{}{UNREADABLE_SUFFIX}", path.display()));
-    let mut n = 1;
-    while target.exists() {
-        target = PathBuf::from(format!("{}-{n}{UNREADABLE_SUFFIX}", path.display()));
-        n += 1;
-    }
-    log::warn!(
-        "history: {e}; the segment cannot be converted and is kept as {}, which readers skip",
-        target.display()
-    );
-    fs::rename(path, &target).map_err(io(path))
-}
-
-/// Closes the open segment of `hour` in `dir` into Parquet (see the module documentation for
-/// the steps); a missing segment is not an error.
-fn close_segment<R: HistoryRow>(dir: &Path, hour: i64) -> Result<(), HistoryError> {
-    let open = open_path(dir, hour);
-    let closing = closing_path(dir, hour);
-    if closing.exists() {
-        finish_closing::<R>(dir, hour)?;
-    }
-    let bytes = match fs::read(&open) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io(&open)(e)),
-    };
-    let rows = match reader::parse_jsonl::<R>(&open, &bytes) {
-        Ok((rows, _torn)) => rows,
-        Err(e) => return set_aside(&open, &e),
-    };
-    let marker = segment_marker(hour, &bytes);
-    let staged = match rows.is_empty() {
-        true => None,
-        false => Some(stage_parquet(dir, hour, &rows, Some(&marker))?),
-    };
-    crash_point(1, dir)?;
-    fs::rename(&open, &closing).map_err(io(&open))?;
-    crash_point(2, dir)?;
-    if let Some((tmp, path)) = &staged {
-        fs::rename(tmp, path).map_err(io(path))?;
-    }
-    crash_point(3, dir)?;
-    remove_if_exists(&closing)
-}
-
-/// Finishes a segment whose closing was interrupted: converts it unless a Parquet file made from
-/// it exists, then deletes it.
-fn finish_closing<R: HistoryRow>(dir: &Path, hour: i64) -> Result<(), HistoryError> {
-    let closing = closing_path(dir, hour);
-    let bytes = match fs::read(&closing) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io(&closing)(e)),
-    };
-    let marker = segment_marker(hour, &bytes);
-    if !converted(dir, hour, &marker)? {
-        let rows = match reader::parse_jsonl::<R>(&closing, &bytes) {
-            Ok((rows, _torn)) => rows,
-            Err(e) => return set_aside(&closing, &e),
-        };
-        if !rows.is_empty() {
-            let (tmp, path) = stage_parquet(dir, hour, &rows, Some(&marker))?;
-            fs::rename(&tmp, &path).map_err(io(&path))?;
-        }
-    }
-    remove_if_exists(&closing)
-}
-
-/// The file names of `dir`, sorted.
-fn list_names(dir: &Path) -> Result<Vec<String>, HistoryError> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io(dir))? {
-        names.push(
-            entry
-                .map_err(io(dir))?
-                .file_name()
-                .to_string_lossy()
-                .into_owned(),
-        );
-    }
-    names.sort();
-    Ok(names)
-}
-
-/// Crash recovery and rotation of one table folder, given its file names (in any order: the
-/// result does not depend on it, and running it again changes nothing): delete temporary files,
-/// finish closing segments, close open segments of hours before `current_hour`. Every file is
-/// tried; the first error is returned.
-pub(crate) fn recover_table<R: HistoryRow>(
-    dir: &Path,
-    names: &[String],
-    current_hour: i64,
-) -> Result<(), HistoryError> {
-    let mut first_err = None;
-    let mut note = |r: Result<(), HistoryError>| {
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
-        }
-    };
-    for name in names.iter().filter(|n| n.ends_with(".tmp")) {
-        note(remove_if_exists(&dir.join(name)));
-    }
-    let hours = |suffix: &str| {
-        let mut v: Vec<i64> = names
-            .iter()
-            .filter_map(|n| parse_hour(n.strip_suffix(suffix)?))
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    for hour in hours(CLOSING_SUFFIX) {
-        note(finish_closing::<R>(dir, hour));
-    }
-    for hour in hours(OPEN_SUFFIX) {
-        if hour < current_hour {
-            log::info!(
-                "history: closing {} into Parquet",
-                open_path(dir, hour).display()
-            );
-            note(close_segment::<R>(dir, hour));
-        }
-    }
-    first_err.map_or(Ok(()), Err)
-}
-
-/// The newest `ts` of a table folder's files, `None` when it has no rows. A file that does not
-/// read is skipped (and logged): it must not stop recording.
-fn newest_ts<R: HistoryRow>(dir: &Path) -> Option<i64> {
-    let names = list_names(dir).ok()?;
-    let mut newest: Option<i64> = None;
-    for name in names {
-        let path = dir.join(&name);
-        let found = if name.ends_with(".parquet") {
-            reader::footer_summary(&path).and_then(|s| match s.ts_range {
-                Some((_, hi)) => Ok(Some(hi)),
-                None if s.rows == 0 => Ok(None),
-                None => reader::read_parquet::<R>(&path).map(|r| r.iter().map(|r| r.ts()).max()),
-            })
-        } else if name.ends_with(OPEN_SUFFIX) {
-            reader::read_jsonl::<R>(&path).map(|(r, _)| r.iter().map(|r| r.ts()).max())
-        } else {
-            Ok(None)
-        };
-        match found {
-            Ok(t) => newest = newest.max(t),
-            Err(e) => log::warn!("history: {e}; left out of the newest time of the table"),
-        }
-    }
-    newest
 }
 
 struct Segment<R> {
@@ -737,23 +273,6 @@ impl<R: HistoryRow> TableWriter<R> {
             None => write_parquet(&self.dir, seg.hour, &seg.buffer).map(|_| ()),
         }
     }
-}
-
-/// Cut a torn last line (no trailing newline) off an open segment before appending to it.
-fn repair_torn_tail(path: &Path) -> Result<(), HistoryError> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io(path))?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(io(path))?;
-    if bytes.last().is_some_and(|b| *b != b'\n') {
-        let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        f.set_len(keep as u64).map_err(io(path))?;
-        f.seek(SeekFrom::End(0)).map_err(io(path))?;
-    }
-    Ok(())
 }
 
 /// Writes one node's history folder. Holds the folder's lock while it lives.
@@ -940,7 +459,7 @@ impl HistoryWriter {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 // Hourly and day files alike: a file goes when its last hour is past the
                 // cutoff; by size, the oldest first.
-                match compact::file_hours(&name) {
+                match file_hours(&name) {
                     Some((_, last)) if last < cutoff_hour => remove_if_exists(&path)?,
                     Some((first, _)) => {
                         total += size;
@@ -962,17 +481,11 @@ impl HistoryWriter {
     }
 }
 
-/// `2026-11-02T14:00:10Z` for unix ms (for messages).
-pub(crate) fn format_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_else(|| format!("{ms} ms"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::history::reader::read_node_dir;
+    use crate::history::segments::{CRASH_AT, CRASH_SEEN};
 
     /// Rows of `gpus` GPUs for the intervals ending at `ts`, one interval each.
     fn gpu_rows(ts: &[i64], gpus: u32) -> Vec<GpuRow> {
