@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tessera_core::device::GpuBackend;
 use tessera_core::sim::{Scenario, SimBackend, SimClock};
 use tessera_exporter::metrics::{self, RenderOptions};
-use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
+use tessera_exporter::sampler::Snapshot;
 
 fn scenario() -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -36,22 +36,12 @@ fn main() {
     let procs: usize = sample.gpus.iter().map(|g| g.processes.len()).sum();
     let migs: usize = sample.gpus.iter().map(|g| g.mig.len()).sum();
     let snap = Arc::new(Snapshot {
-        sequence: 1,
-        inventory: Some(inventory),
-        sample: Some(sample),
-        state: BackendState {
-            backend: "sim",
-            healthy: true,
-            last_error: None,
-            initialisations: 1,
-            errors_total: 0,
-        },
         duration: Duration::from_millis(1),
-        missed_ticks: 0,
-        totals: Arc::new(Totals::default()),
         attribution: Arc::new(b.node().attribution()),
         idle: Arc::new(idle),
+        ..Snapshot::of_sample("sim", 1, inventory, sample)
     });
+
     let options = RenderOptions::default();
     let mut bytes = 0;
     for _ in 0..200 {

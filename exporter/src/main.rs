@@ -272,23 +272,12 @@ fn run(args: Args) -> Result<()> {
             std::thread::sleep(Duration::from_millis(200).min(args.sample_interval));
         }
         let sample = backend.sample().context("sampling")?;
-        let snap = tessera_exporter::sampler::Snapshot {
-            sequence: 1,
-            inventory: Some(inventory.into()),
-            sample: Some(sample),
-            state: tessera_exporter::sampler::BackendState {
-                backend: backend.name(),
-                healthy: true,
-                last_error: None,
-                initialisations: 1,
-                errors_total: 0,
-            },
-            duration: Duration::ZERO,
-            missed_ticks: 0,
-            totals: Default::default(),
-            attribution: Default::default(),
-            idle: Default::default(),
-        };
+        let snap = tessera_exporter::sampler::Snapshot::of_sample(
+            backend.name(),
+            1,
+            inventory.into(),
+            sample,
+        );
         if let Err(e) = print_sample(args.format, true, backend.name(), &snap)
             && e.kind() != std::io::ErrorKind::BrokenPipe
         {

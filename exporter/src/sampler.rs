@@ -115,6 +115,30 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of one sample of a healthy backend (initialised once, no errors) with empty
+    /// totals, attribution and idle times: `--once`'s output, tests and benchmarks. Set the rest
+    /// with struct update syntax (`Snapshot { totals, ..Snapshot::of_sample(…) }`).
+    pub fn of_sample(
+        backend: &'static str,
+        sequence: u64,
+        inventory: Arc<Inventory>,
+        sample: NodeSample,
+    ) -> Snapshot {
+        Snapshot {
+            sequence,
+            inventory: Some(inventory),
+            sample: Some(sample),
+            state: BackendState {
+                backend,
+                healthy: true,
+                last_error: None,
+                initialisations: 1,
+                errors_total: 0,
+            },
+            ..Snapshot::empty()
+        }
+    }
+
     /// The snapshot before any sample (sequence 0): no inventory, no sample, backend not up.
     pub fn empty() -> Snapshot {
         Snapshot {

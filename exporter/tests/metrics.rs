@@ -9,7 +9,7 @@ use std::time::Duration;
 use tessera_core::device::GpuBackend;
 use tessera_core::sim::{Scenario, SimBackend, SimClock};
 use tessera_exporter::metrics::{self, RenderOptions};
-use tessera_exporter::sampler::{BackendState, Snapshot, Totals};
+use tessera_exporter::sampler::{Snapshot, Totals};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -50,21 +50,11 @@ fn snapshot(node: &str, start: &str, samples: usize) -> Snapshot {
         last = Some(sample);
     }
     Snapshot {
-        sequence: samples as u64,
-        inventory: Some(Arc::new(inventory)),
-        sample: last,
-        state: BackendState {
-            backend: "sim",
-            healthy: true,
-            last_error: None,
-            initialisations: 1,
-            errors_total: 0,
-        },
         duration: Duration::from_micros(1250),
-        missed_ticks: 0,
         totals: Arc::new(totals),
         attribution: Arc::new(b.node().attribution()),
         idle: Arc::new(idle),
+        ..Snapshot::of_sample("sim", samples as u64, Arc::new(inventory), last.unwrap())
     }
 }
 
