@@ -1,0 +1,189 @@
+//! The GPU rows the tallies read (one partition's `gpu` table in (node, GPU index, model, `ts`)
+//! order) and the columns they need. Reads frames; computes nothing.
+
+use polars::prelude::{col, lit};
+
+use super::ReportError;
+use crate::advisor::columns::{FastMap, f64s, i64s, strs, ts_ms};
+use crate::ingest::Frames;
+
+/// One GPU row, as the report reads it.
+#[derive(Clone, Copy)]
+pub(super) struct Row {
+    pub gpu: usize,
+    pub ts: i64,
+    pub interval: i64,
+    pub activity: Option<f64>,
+    pub sm: bool,
+    pub mem: Option<f64>,
+    pub total: Option<f64>,
+    pub energy_j: Option<f64>,
+    /// Status `lost` or `error`: the GPU was there but did not report values.
+    pub lost: bool,
+}
+
+/// One GPU's identity.
+#[derive(Clone)]
+pub(super) struct Gpu {
+    pub node: String,
+    pub index: Option<i64>,
+    pub model: String,
+    pub source: String,
+}
+
+impl Gpu {
+    pub fn label(&self) -> String {
+        match self.index {
+            Some(i) => format!("{}/GPU{i}", self.node),
+            None => self.node.clone(),
+        }
+    }
+
+    pub(super) fn order(&self) -> (&str, Option<i64>, &str) {
+        (&self.node, self.index, &self.model)
+    }
+}
+
+/// The columns of the GPU table the tallies read.
+pub(crate) const GPU_COLUMNS: &[&str] = &[
+    "node",
+    "uuid",
+    "gpu",
+    "model",
+    "ts",
+    "interval_ms",
+    "busy_mean",
+    "sm_active_mean",
+    "memory_used_max_bytes",
+    "memory_total_bytes",
+    "power_mean_watts",
+    "energy_delta_joules",
+    "source",
+    "status",
+];
+
+/// The columns of the process table the team tally reads.
+pub(crate) const PROCESS_COLUMNS: &[&str] = &[
+    "node",
+    "uuid",
+    "pid",
+    "ts",
+    "interval_ms",
+    "namespace",
+    "slurm_job_id",
+    "memory_used_max_bytes",
+];
+
+/// Reads the GPU rows in `[from, until]`: the GPUs in (node, index, model) order and the rows
+/// sorted by (GPU, `ts`).
+pub(super) fn gpu_rows(
+    frames: &Frames,
+    from: i64,
+    until: i64,
+) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
+    let df = frames
+        .gpu
+        .clone()
+        .with_column(ts_ms())
+        .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
+        .select(GPU_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
+        .collect()?;
+    let n = df.height();
+    let (status, node, uuid, model, source) = (
+        strs(&df, "status")?,
+        strs(&df, "node")?,
+        strs(&df, "uuid")?,
+        strs(&df, "model")?,
+        strs(&df, "source")?,
+    );
+    // Rows keyed by string ids (a string is read once per distinct view, not per row).
+    let (status_ids, node_ids, uuid_ids) = (status.ids(), node.ids(), uuid.ids());
+    let lost_status: Vec<bool> = status_ids
+        .strings
+        .iter()
+        .map(|s| matches!(*s, "lost" | "error"))
+        .collect();
+    let (gpu, ts, interval) = (
+        i64s(&df, "gpu")?,
+        i64s(&df, "ts")?,
+        i64s(&df, "interval_ms")?,
+    );
+    let (busy, sm, mem, total, power, energy) = (
+        f64s(&df, "busy_mean")?,
+        f64s(&df, "sm_active_mean")?,
+        f64s(&df, "memory_used_max_bytes")?,
+        f64s(&df, "memory_total_bytes")?,
+        f64s(&df, "power_mean_watts")?,
+        f64s(&df, "energy_delta_joules")?,
+    );
+    type IdKey = (Option<u32>, Option<u32>, Option<i64>);
+    let mut ids: FastMap<IdKey, usize> = FastMap::default();
+    let mut gpus = Vec::new();
+    let mut rows = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = (node_ids.at(i), uuid_ids.at(i), gpu.get(i));
+        let g = *ids.entry(key).or_insert_with(|| {
+            gpus.push(Gpu {
+                node: node_ids.get(i).unwrap_or("?").to_string(),
+                index: gpu.get(i),
+                model: model.get(i).unwrap_or("unknown").to_string(),
+                source: source.get(i).unwrap_or("").to_string(),
+            });
+            gpus.len() - 1
+        });
+        let interval = interval.get(i).unwrap_or(0).max(0);
+        let (activity, is_sm) = match (sm.get(i), busy.get(i)) {
+            (Some(s), _) => (Some(s), true),
+            (None, Some(b)) => (Some(b), false),
+            _ => (None, false),
+        };
+        let energy_j = energy
+            .get(i)
+            .or_else(|| power.get(i).map(|w| w * interval as f64 / 1000.0));
+        rows.push(Row {
+            gpu: g,
+            ts: ts.get(i).unwrap_or(0),
+            interval,
+            activity,
+            sm: is_sm,
+            mem: mem.get(i),
+            total: total.get(i),
+            energy_j,
+            lost: status_ids.at(i).is_some_and(|s| lost_status[s as usize]),
+        });
+    }
+    // Stable GPU order: node, index.
+    let mut order: Vec<usize> = (0..gpus.len()).collect();
+    order.sort_by(|&a, &b| gpus[a].order().cmp(&gpus[b].order()));
+    let mut rank = vec![0; gpus.len()];
+    for (r, &g) in order.iter().enumerate() {
+        rank[g] = r;
+    }
+    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
+    // Sorted by (GPU, ts), stably: rows bucketed by GPU in frame order, then each bucket sorted
+    // by ts unless it already is (a node's files are in time order).
+    let mut counts = vec![0usize; gpus.len() + 1];
+    for r in &rows {
+        counts[rank[r.gpu] + 1] += 1;
+    }
+    for g in 1..counts.len() {
+        counts[g] += counts[g - 1];
+    }
+    let mut at = counts.clone();
+    let mut index = vec![0usize; rows.len()];
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.gpu = rank[r.gpu];
+        index[at[r.gpu]] = i;
+        at[r.gpu] += 1;
+    }
+    let mut rows: Vec<Row> = index.into_iter().map(|i| rows[i]).collect();
+    for w in counts.windows(2) {
+        let bucket = &mut rows[w[0]..w[1]];
+        if !bucket.windows(2).all(|p| p[0].ts <= p[1].ts) {
+            bucket.sort_by_key(|r| r.ts);
+        }
+    }
+    Ok((gpus, rows))
+}
+
+// ---- exact quantiles over partitions --------------------------------------------------------

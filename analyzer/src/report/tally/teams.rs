@@ -1,0 +1,195 @@
+//! Teams: GPU-hours and memory per namespace (or Slurm job) from the process table, summed per
+//! partition and merged in order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use polars::prelude::{col, lit};
+
+use super::rows::PROCESS_COLUMNS;
+use super::{GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3, team_of};
+use crate::advisor::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
+use crate::ingest::Frames;
+
+/// A process's identity: node and pid.
+pub(super) type Proc = (Option<String>, Option<i64>);
+
+/// Team usage being summed over the process rows, in frame order.
+#[derive(Default)]
+pub(super) struct TeamsAcc {
+    pub(super) has_ns: bool,
+    pub(super) has_job: bool,
+    /// Team name → its entry in `accs`.
+    pub(super) index: BTreeMap<String, usize>,
+    pub(super) accs: Vec<(TeamUsage, BTreeSet<Proc>)>,
+}
+
+/// One partition's process rows as the team tally adds them: per row its team (an index into
+/// `names`), GPU-hours and GiB-hours, in frame order; the distinct processes of each team.
+pub(super) struct TeamRows {
+    pub(super) names: Vec<String>,
+    pub(super) has_ns: bool,
+    pub(super) has_job: bool,
+    pub(super) rows: Vec<(usize, f64, f64)>,
+    pub(super) procs: Vec<(usize, Proc)>,
+}
+
+/// Reads one partition's process rows for the team tally (no shared state: runs on a worker).
+pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError> {
+    let mut out = TeamRows {
+        names: Vec::new(),
+        has_ns: false,
+        has_job: false,
+        rows: Vec::new(),
+        procs: Vec::new(),
+    };
+    {
+        let df = frames
+            .process
+            .clone()
+            .with_column(ts_ms())
+            .filter(
+                col("ts")
+                    .gt(lit(range.0))
+                    .and(col("ts").lt_eq(lit(range.1))),
+            )
+            .select(PROCESS_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
+            .collect()?;
+        let n = df.height();
+        let (node, uuid, ns, job) = (
+            strs(&df, "node")?,
+            strs(&df, "uuid")?,
+            strs(&df, "namespace")?,
+            strs(&df, "slurm_job_id")?,
+        );
+        // Rows keyed by string ids (each string read once per distinct view, not per row).
+        let (node, uuid, ns, job) = (node.ids(), uuid.ids(), ns.ids(), job.ids());
+        let (pid, ts, interval, mem) = (
+            i64s(&df, "pid")?,
+            i64s(&df, "ts")?,
+            i64s(&df, "interval_ms")?,
+            f64s(&df, "memory_used_max_bytes")?,
+        );
+        type IdKey = (Option<u32>, Option<u32>, Option<i64>);
+        // Processes per GPU and interval, to split the GPU's time between them: per row, the
+        // number of rows with its (node, uuid, ts). Rows in time order are counted one `ts` at a
+        // time (a small map); others in one map over the partition.
+        let mut share: Vec<u32> = Vec::with_capacity(n);
+        let in_order = (1..n).all(|i| ts.get(i - 1) <= ts.get(i));
+        let mut per_gpu: FastMap<IdKey, u32> = FastMap::default();
+        let mut block = 0;
+        while block < n {
+            let end = if in_order {
+                let t = ts.get(block);
+                (block..n).find(|&i| ts.get(i) != t).unwrap_or(n)
+            } else {
+                n
+            };
+            per_gpu.clear();
+            for i in block..end {
+                *per_gpu
+                    .entry((node.at(i), uuid.at(i), ts.get(i)))
+                    .or_default() += 1;
+            }
+            share.extend((block..end).map(|i| per_gpu[&(node.at(i), uuid.at(i), ts.get(i))]));
+            block = end;
+        }
+        // Team names by (namespace, job), made once each; processes seen, by team.
+        let mut names: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
+        let mut seen: FastSet<(usize, Option<u32>, Option<i64>)> = FastSet::default();
+        for (i, &k) in share.iter().enumerate() {
+            out.has_ns |= ns.at(i).is_some();
+            out.has_job |= job.at(i).is_some();
+            let t = *names.entry((ns.at(i), job.at(i))).or_insert_with(|| {
+                out.names.push(
+                    team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into()),
+                );
+                out.names.len() - 1
+            });
+            let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
+            let k = k.max(1);
+            out.rows
+                .push((t, h / f64::from(k), mem.get(i).unwrap_or(0.0) / GIB * h));
+            if seen.insert((t, node.at(i), pid.get(i))) {
+                out.procs
+                    .push((t, (node.get(i).map(str::to_string), pid.get(i))));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl TeamsAcc {
+    /// Adds one partition's rows, in order.
+    pub(super) fn fold(&mut self, t: TeamRows) {
+        self.has_ns |= t.has_ns;
+        self.has_job |= t.has_job;
+        let global: Vec<usize> = t
+            .names
+            .iter()
+            .map(|name| match self.index.get(name) {
+                Some(&g) => g,
+                None => {
+                    self.accs.push((
+                        TeamUsage {
+                            team: name.clone(),
+                            ..TeamUsage::default()
+                        },
+                        BTreeSet::new(),
+                    ));
+                    self.index.insert(name.clone(), self.accs.len() - 1);
+                    self.accs.len() - 1
+                }
+            })
+            .collect();
+        for (team, gh, mh) in t.rows {
+            let e = &mut self.accs[global[team]];
+            e.0.gpu_hours += gh;
+            e.0.memory_gib_hours += mh;
+        }
+        for (team, p) in t.procs {
+            self.accs[global[team]].1.insert(p);
+        }
+    }
+
+    /// Idle figures from the idle-loaded findings; rounding and order.
+    pub(super) fn finish(self, idle: &[IdleModel], prices: &Prices) -> Teams {
+        let dimension = match (self.has_ns, self.has_job) {
+            (true, true) => "namespace, else slurm_job",
+            (true, false) => "namespace",
+            (false, true) => "slurm_job",
+            (false, false) => "none",
+        };
+        let mut accs: Vec<Option<(TeamUsage, BTreeSet<Proc>)>> =
+            self.accs.into_iter().map(Some).collect();
+        let mut out: Vec<TeamUsage> = self
+            .index
+            .into_values()
+            .filter_map(|i| accs[i].take())
+            .map(|(mut t, procs)| {
+                t.processes = procs.len();
+                for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
+                    t.idle_gib_hours += m.idle_gib_hours;
+                    t.idle_gpu_hours += m.reclaimable_gpu_hours;
+                }
+                t.gpu_hours = r3(t.gpu_hours);
+                t.memory_gib_hours = r3(t.memory_gib_hours);
+                t.idle_gib_hours = r3(t.idle_gib_hours);
+                t.idle_gpu_hours = r3(t.idle_gpu_hours);
+                t.idle_cost = r2(t.idle_gpu_hours * prices.gpu_hour);
+                t.cost = r2(t.gpu_hours * prices.gpu_hour);
+                t
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.gpu_hours
+                .total_cmp(&a.gpu_hours)
+                .then(a.team.cmp(&b.team))
+        });
+        Teams {
+            dimension: dimension.into(),
+            rows: out,
+        }
+    }
+}
+
+// ---- charts and per-GPU notes of one partition ---------------------------------------------
