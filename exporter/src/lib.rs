@@ -5,8 +5,8 @@
 //! - [`idle`]: how long each process and GPU has done nothing (on the sampler's clock).
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
 //! - [`history_thread`]: the history writer on its own thread, fed off the sampler's hot path.
+//! - [`once`]: one snapshot as a table or JSON (the `--once` output).
 //! - [`metrics`]: the Prometheus exposition, one collector per file behind one trait.
-//! - [`render`]: one snapshot as a table or JSON (the `--once` output).
 //! - [`web`]: the HTTP layer (telemetry path, landing page, health, TLS, basic auth, limits).
 //!
 //! Architecture invariant: this crate never links polars and never depends on the analyzer
@@ -16,6 +16,6 @@ pub mod attribution;
 pub mod history_thread;
 pub mod idle;
 pub mod metrics;
-pub mod render;
+pub mod once;
 pub mod sampler;
 pub mod web;

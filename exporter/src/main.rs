@@ -20,7 +20,7 @@ use tessera_core::units::{parse_bytes, parse_duration};
 use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::history_thread::{self, HistoryStats};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
-use tessera_exporter::render;
+use tessera_exporter::once;
 use tessera_exporter::sampler::{Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks};
 use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
 
@@ -219,9 +219,9 @@ fn print_sample(
         return Ok(());
     };
     let text = match format {
-        Format::Json if once => render::json(backend, inv, sample),
+        Format::Json if once => once::json(backend, inv, sample),
         Format::Json => format!("{}\n", serde_json::to_string(sample).unwrap_or_default()),
-        Format::Table => render::table_text(backend, inv, sample),
+        Format::Table => once::table_text(backend, inv, sample),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
