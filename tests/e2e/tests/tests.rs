@@ -12,3 +12,4 @@ mod prometheus_e2e;
 mod rules;
 mod serve;
 mod soak;
+mod structure;

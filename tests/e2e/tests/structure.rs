@@ -1,0 +1,361 @@
+//! The code map's rules, checked on the sources (ARCHITECTURE.md): the three crates depend on
+//! each other in one direction only and each keeps out what its Architecture Invariant keeps out;
+//! no import cycle between the modules of a crate; no source file over the size bound.
+//!
+//! Modules are compared at the level where two paths part: `crate::a::b` used from `crate::a::c`
+//! is an edge `a::c → a::b`; `crate::x` used from `crate::a::c` is an edge `a → x`. Paths are read
+//! from `use` declarations and inline paths (`crate::…`, `super::…`), outside comments and outside
+//! test modules (a `#[cfg(test)]` block to the end of the file, and files named `tests.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tessera_e2e::repo_root;
+
+/// The most lines a source file may have before its test module.
+const MAX_LINES: usize = 700;
+
+/// The source folders of the product crates (crate name, folder).
+const CRATES: &[(&str, &str)] = &[
+    ("core", "core/src"),
+    ("exporter", "exporter/src"),
+    ("analyzer", "analyzer/src"),
+];
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The file's text before its test module, without comments.
+fn product_code(text: &str) -> String {
+    let end = text
+        .lines()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(usize::MAX);
+    text.lines()
+        .take(end)
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The module path of a source file relative to its crate's `src/`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The module paths written at `text[at..]` after a `crate::` or `super::`: the lower-case
+/// segments of `a::b::C` (`["a", "b"]`, types end it), and one path per entry of a `{a, b::c}`
+/// list.
+fn paths_at(text: &str, at: usize) -> Vec<Vec<String>> {
+    let is_seg = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    let mut segs = Vec::new();
+    let mut rest = &text[at..];
+    loop {
+        if let Some(inner) = rest.strip_prefix('{') {
+            // Entries of the list at depth 1.
+            let mut depth = 1;
+            let mut out = Vec::new();
+            let mut start = 0;
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => {}
+                    _ => continue,
+                }
+                if depth == 0 || (c == ',' && depth == 1) {
+                    let entry = inner[start..i].trim_start();
+                    for tail in paths_at(entry, 0) {
+                        let mut p = segs.clone();
+                        p.extend(tail);
+                        out.push(p);
+                    }
+                    start = i + 1;
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+            return out;
+        }
+        let seg: String = rest.chars().take_while(|c| is_seg(*c)).collect();
+        if seg.is_empty() || seg == "self" {
+            break;
+        }
+        rest = &rest[seg.len()..];
+        segs.push(seg);
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    vec![segs]
+}
+
+/// Edges between sibling modules of one crate, from the modules' `crate::` and `super::` paths.
+fn module_edges(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for file in rust_files(src) {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let from = module_of(src, &file);
+        let code = product_code(&std::fs::read_to_string(&file).unwrap());
+        let mut targets = Vec::new();
+        for (i, _) in code.match_indices("crate::") {
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            targets.extend(paths_at(&code, i + "crate::".len()));
+        }
+        for (i, _) in code.match_indices("super::") {
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            // `super` of `a/b.rs` and of `a/b/mod.rs` (both module `a::b`) is `a`.
+            let mut base = from.clone();
+            base.pop();
+            let mut rest = &code[i + "super::".len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            for tail in paths_at(rest, 0) {
+                let mut p = base.clone();
+                p.extend(tail);
+                targets.push(p);
+            }
+        }
+        for to in targets {
+            let k = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if k < from.len() && k < to.len() {
+                let a = from[..=k].to_vec();
+                let b = to[..=k].to_vec();
+                if a != b {
+                    edges.entry(a).or_default().insert(b);
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Cycles of a graph (Tarjan's strongly connected components with more than one node).
+fn cycles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'a Vec<String>, usize>,
+        low: BTreeMap<&'a Vec<String>, usize>,
+        stack: Vec<&'a Vec<String>>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a Vec<String>) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        if let Some(ws) = t.edges.get(v) {
+            for w in ws {
+                if !t.index.contains_key(w) {
+                    visit(t, w);
+                    let l = t.low[w].min(t.low[v]);
+                    t.low.insert(v, l);
+                } else if t.stack.contains(&w) {
+                    let l = t.index[w].min(t.low[v]);
+                    t.low.insert(v, l);
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                comp.push(w.join("::"));
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let root = repo_root();
+    let mut found = Vec::new();
+    for (name, dir) in CRATES {
+        for c in cycles(&module_edges(&root.join(dir))) {
+            found.push(format!("{name}: {}", c.join(" <-> ")));
+        }
+    }
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_cycle_check_finds_a_planted_cycle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path();
+    std::fs::create_dir_all(src.join("history")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod history;\n").unwrap();
+    std::fs::write(
+        src.join("history/mod.rs"),
+        "pub mod reader;\npub mod writer;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("history/reader.rs"),
+        "use super::writer::HistoryError;\n// use super::nothing;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("history/writer.rs"),
+        "pub fn f() { crate::history::reader::read(); }\n#[cfg(test)]\nmod tests { use crate::sim; }\n",
+    )
+    .unwrap();
+    let edges = module_edges(src);
+    assert_eq!(
+        cycles(&edges),
+        vec![vec![
+            "history::reader".to_string(),
+            "history::writer".into()
+        ]]
+    );
+    // The test module's and the comment's paths are not edges.
+    assert!(edges.keys().all(|k| k.len() == 2), "{edges:?}");
+}
+
+#[test]
+fn no_source_file_is_over_the_bound_before_its_tests() {
+    let root = repo_root();
+    let mut over = Vec::new();
+    for (_, dir) in CRATES {
+        for file in rust_files(&root.join(dir)) {
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            let n = text
+                .lines()
+                .position(|l| l.starts_with("#[cfg(test)]"))
+                .unwrap_or_else(|| text.lines().count());
+            if n > MAX_LINES {
+                over.push(format!(
+                    "{}: {n} lines",
+                    file.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "files over {MAX_LINES} lines (not counting the test module):\n{}",
+        over.join("\n")
+    );
+}
+
+/// The packages `cargo tree` lists for `package`'s normal (non-dev) dependencies.
+fn dependency_tree(package: &str) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(repo_root())
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn has(tree: &str, name: &str) -> bool {
+    tree.lines().any(|l| l.split(' ').next() == Some(name))
+}
+
+#[test]
+fn each_crate_keeps_out_what_its_invariant_keeps_out() {
+    let core = dependency_tree("tessera-core");
+    for banned in [
+        "tokio",
+        "hyper",
+        "rustls",
+        "polars",
+        "prometheus-client",
+        "bcrypt",
+        "tessera-exporter",
+        "tessera",
+    ] {
+        assert!(!has(&core, banned), "tessera-core depends on {banned}");
+    }
+    assert!(
+        has(&core, "tessera-core") && has(&core, "parquet"),
+        "{core}"
+    );
+
+    let exporter = dependency_tree("tessera-exporter");
+    for banned in ["polars", "tessera"] {
+        assert!(
+            !has(&exporter, banned),
+            "tessera-exporter depends on {banned}"
+        );
+    }
+    assert!(has(&exporter, "tessera-core"), "{exporter}");
+
+    // The analyzer: the web stack stays in the exporter (polars' own dependencies may bring an
+    // HTTP client; bcrypt and prometheus-client it does not).
+    let analyzer = dependency_tree("tessera");
+    for banned in ["tessera-exporter", "bcrypt", "prometheus-client"] {
+        assert!(!has(&analyzer, banned), "tessera depends on {banned}");
+    }
+    assert!(
+        has(&analyzer, "tessera-core") && has(&analyzer, "polars"),
+        "{analyzer}"
+    );
+}
