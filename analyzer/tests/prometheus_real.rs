@@ -16,6 +16,7 @@ use polars::prelude::*;
 use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, IngestOptions, Source};
 
+use crate::support::openmetrics::{f64s, strs};
 use crate::support::prometheus as prom;
 use prom::serve;
 
@@ -89,28 +90,6 @@ fn history_rows(since: i64, until: i64) -> IngestOptions<'static> {
         interval_ms: Some(10_000),
         ..range(since, until)
     }
-}
-
-/// The values of a column as f64 (null → None).
-fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
-    df.column(c)
-        .expect("column")
-        .cast(&DataType::Float64)
-        .expect("cast")
-        .f64()
-        .expect("f64")
-        .iter()
-        .collect()
-}
-
-fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
-    df.column(c)
-        .expect("column")
-        .str()
-        .expect("str")
-        .iter()
-        .map(|s| s.map(str::to_string))
-        .collect()
 }
 
 /// Per row of `gpu`: (uuid, gpu, model, ts, field → value).

@@ -37,6 +37,7 @@ pub fn simulate(dir: &Path, toml: &str, name: &str) -> (DataFrame, DataFrame, Da
     )
 }
 
+/// The values of a column as f64 (null → None).
 pub fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
     df.column(c)
         .expect("column")
@@ -48,6 +49,7 @@ pub fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// The values of a column as strings (cast; null → None).
 pub fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
     df.column(c)
         .expect("column")
