@@ -8,9 +8,9 @@
 //! its spans add up to at least `min_duration`. This module suggests, it does not profile.
 
 use polars::prelude::*;
-use serde_json::json;
 
 use super::columns::{self, groups, ts_ms};
+use super::evidence::{BusyEvidence, BusySpanEvidence};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -142,7 +142,7 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
 
 impl Detector for BusyNotWorking {
     fn id(&self) -> &'static str {
-        "busy_not_working"
+        BusyEvidence::DETECTOR
     }
 
     fn title(&self) -> &'static str {
@@ -181,15 +181,15 @@ impl Detector for BusyNotWorking {
                 g.entity.node.as_deref().unwrap_or(""),
                 g.entity.uuid.as_deref().unwrap_or(""),
             ];
-            out.findings.push(Finding {
-                id: finding_id(self.id(), &ident),
-                detector: self.id(),
-                severity: if share >= 0.25 {
+            out.findings.push(Finding::new(
+                finding_id(self.id(), &ident),
+                if share >= 0.25 {
                     Severity::Warning
                 } else {
                     Severity::Info
                 },
-                summary: format!(
+                g.entity.clone(),
+                format!(
                     "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
                     g.entity.label(),
                     hours(total),
@@ -197,19 +197,23 @@ impl Detector for BusyNotWorking {
                     g.busy_mean * 100.0,
                     g.sm_mean * 100.0
                 ),
-                entity: g.entity.clone(),
-                action: "profile the workload (Nsight Systems): larger batches, more CUDA streams or a faster input pipeline would use the SMs it already holds; busy ratio overstates its use".into(),
-                evidence: json!({
-                    "hours": r3(hours(total)),
-                    "share": r3(share),
-                    "busy_mean": r3(g.busy_mean),
-                    "sm_active_mean": r3(g.sm_mean),
-                    "spans": g.spans.iter().map(|(a, b)| json!({
-                        "start": fmt_ms(*a), "end": fmt_ms(*b),
-                        "minutes": r3((b - a) as f64 / 60_000.0),
-                    })).collect::<Vec<_>>(),
-                }),
-            });
+                "profile the workload (Nsight Systems): larger batches, more CUDA streams or a faster input pipeline would use the SMs it already holds; busy ratio overstates its use".into(),
+                BusyEvidence {
+                    hours: r3(hours(total)),
+                    share: r3(share),
+                    busy_mean: r3(g.busy_mean),
+                    sm_active_mean: r3(g.sm_mean),
+                    spans: g
+                        .spans
+                        .iter()
+                        .map(|(a, b)| BusySpanEvidence {
+                            start: fmt_ms(*a),
+                            end: fmt_ms(*b),
+                            minutes: r3((b - a) as f64 / 60_000.0),
+                        })
+                        .collect(),
+                },
+            ));
         }
         out.summary = format!(
             "{} GPU(s) busy by utilization.gpu while SM activity stayed ≤ {:.0}% of it for ≥ {} min",

@@ -16,9 +16,9 @@
 use std::collections::BTreeMap;
 
 use polars::prelude::*;
-use serde_json::json;
 
 use super::columns::{self, FastMap, FastSet, ts_ms};
+use super::evidence::{ConsolidationEvidence, PlanGpu, PlanGroup, PlanWorkload};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -465,7 +465,7 @@ pub fn pack(ws: &[Workload], idx: &[usize], p: &ConsolidationParams) -> Vec<Bin>
 
 impl Detector for Consolidation {
     fn id(&self) -> &'static str {
-        "consolidation"
+        ConsolidationEvidence::DETECTOR
     }
 
     fn title(&self) -> &'static str {
@@ -523,7 +523,7 @@ impl Detector for Consolidation {
                 }
                 s
             };
-            let plan: Vec<_> = bins
+            let plan: Vec<PlanGroup> = bins
                 .iter()
                 .filter(|b| b.members.len() > 1)
                 .map(|b| {
@@ -534,28 +534,34 @@ impl Detector for Consolidation {
                         .filter(|&&v| f64::from(v) > p.compute_target)
                         .count();
                     let over_cap = b.act.iter().filter(|&&v| v > 1.0).count()
-                        + b
-                            .mem
+                        + b.mem.iter().filter(|&&v| f64::from(v) > cap).count();
+                    PlanGroup {
+                        host: PlanGpu {
+                            node: host.entity.node.clone(),
+                            gpu: host.entity.gpu,
+                            uuid: host.entity.uuid.clone(),
+                        },
+                        workloads: b
+                            .members
                             .iter()
-                            .filter(|&&v| f64::from(v) > cap)
-                            .count();
-                    json!({
-                        "host": {"node": host.entity.node, "gpu": host.entity.gpu, "uuid": host.entity.uuid},
-                        "workloads": b.members.iter().map(|&i| json!({
-                            "node": ws[i].entity.node, "gpu": ws[i].entity.gpu,
-                            "uuid": ws[i].entity.uuid, "label": label(i),
-                            "memory_peak_gib": r3(f64::from(ws[i].peak_mem) / GIB),
-                            "activity_peak": r3(f64::from(ws[i].peak_act)),
-                            "activity_source": ws[i].activity_source,
-                        })).collect::<Vec<_>>(),
-                        "combined_memory_peak_gib": r3(f64::from(b.peak_mem) / GIB),
-                        "memory_headroom": r3(1.0 - f64::from(b.peak_mem) / cap),
-                        "combined_activity_p95": r3(f64::from(quantile(&b.act, 0.95))),
-                        "combined_activity_p99": r3(f64::from(quantile(&b.act, 0.99))),
-                        "combined_activity_max": r3(f64::from(b.peak_act)),
-                        "risk_over_target_share": r3(over_target as f64 / buckets.max(1) as f64),
-                        "over_capacity_share": r3(over_cap as f64 / buckets.max(1) as f64),
-                    })
+                            .map(|&i| PlanWorkload {
+                                node: ws[i].entity.node.clone(),
+                                gpu: ws[i].entity.gpu,
+                                uuid: ws[i].entity.uuid.clone(),
+                                label: label(i),
+                                memory_peak_gib: r3(f64::from(ws[i].peak_mem) / GIB),
+                                activity_peak: r3(f64::from(ws[i].peak_act)),
+                                activity_source: ws[i].activity_source.to_string(),
+                            })
+                            .collect(),
+                        combined_memory_peak_gib: r3(f64::from(b.peak_mem) / GIB),
+                        memory_headroom: r3(1.0 - f64::from(b.peak_mem) / cap),
+                        combined_activity_p95: r3(f64::from(quantile(&b.act, 0.95))),
+                        combined_activity_p99: r3(f64::from(quantile(&b.act, 0.99))),
+                        combined_activity_max: r3(f64::from(b.peak_act)),
+                        risk_over_target_share: r3(over_target as f64 / buckets.max(1) as f64),
+                        over_capacity_share: r3(over_cap as f64 / buckets.max(1) as f64),
+                    }
                 })
                 .collect();
             let moves: Vec<String> = bins
@@ -571,39 +577,38 @@ impl Detector for Consolidation {
                 .map(|(i, host)| format!("{} → {host}", label(i)))
                 .collect();
             let gpu_hours = freed as f64 * buckets as f64 * step_h;
-            out.findings.push(Finding {
-                id: finding_id(self.id(), &[model]),
-                detector: self.id(),
-                severity: Severity::Warning,
-                entity: Entity {
+            out.findings.push(Finding::new(
+                finding_id(self.id(), &[model]),
+                Severity::Warning,
+                Entity {
                     kind: "gpu_model".into(),
                     model: Some(model.clone()),
                     ..Entity::default()
                 },
-                summary: format!(
+                format!(
                     "{model}: {} loaded GPU(s) fit on {} — {freed} GPU(s) freed ({:.0} GPU-hours over the period)",
                     idx.len(),
                     bins.len(),
                     gpu_hours
                 ),
-                action: format!(
+                format!(
                     "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}",
                     moves.join("; ")
                 ),
-                evidence: json!({
-                    "model": model,
-                    "gpus_loaded": idx.len(),
-                    "gpus_needed": bins.len(),
-                    "gpus_freed": freed,
-                    "gpu_hours_freed": r3(gpu_hours),
-                    "capacity_gib": r3(cap / GIB),
-                    "headroom": p.headroom,
-                    "quantile": p.quantile,
-                    "compute_target": p.compute_target,
-                    "step_seconds": p.step_ms / 1000,
-                    "plan": plan,
-                }),
-            });
+                ConsolidationEvidence {
+                    model: model.clone(),
+                    gpus_loaded: idx.len(),
+                    gpus_needed: bins.len(),
+                    gpus_freed: freed,
+                    gpu_hours_freed: r3(gpu_hours),
+                    capacity_gib: r3(cap / GIB),
+                    headroom: p.headroom,
+                    quantile: p.quantile,
+                    compute_target: p.compute_target,
+                    step_seconds: p.step_ms / 1000,
+                    plan,
+                },
+            ));
         }
         out.summary = format!(
             "{} loaded GPU(s) outside MIG; {freed_total} could be freed by co-locating workloads whose combined peak memory (+{:.0}%) and p{:.0} activity (≤ {:.0}%) fit",

@@ -18,6 +18,7 @@
 pub mod busy;
 pub mod columns;
 pub mod consolidation;
+pub mod evidence;
 pub mod idle;
 pub mod offpeak;
 
@@ -27,6 +28,8 @@ use chrono_tz::Tz;
 use polars::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
+
+pub use evidence::Evidence;
 
 use crate::ingest::{Frames, Table, fmt_ms};
 
@@ -136,17 +139,52 @@ pub enum Severity {
 }
 
 /// One finding: a stable id, what it is about, one line saying what was found, a suggested
-/// action, and detector-specific evidence (`docs/findings.md`).
+/// action, and detector-specific evidence (`docs/findings.md`), typed ([`Finding::details`])
+/// and as JSON ([`Finding::evidence`]). Built by [`Finding::new`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     /// Stable across runs for the same detector and entity (`idle_loaded-3f9a0c1d2b4e5f60`).
     pub id: String,
+    /// The detector of [`Finding::details`].
     pub detector: &'static str,
     pub severity: Severity,
     pub entity: Entity,
     pub summary: String,
     pub action: String,
+    /// [`Finding::details`] as JSON: what the findings document prints.
     pub evidence: Value,
+    #[serde(skip)]
+    details: Evidence,
+}
+
+impl Finding {
+    /// A finding of the detector whose evidence `details` is, with that evidence as JSON.
+    pub fn new(
+        id: String,
+        severity: Severity,
+        entity: Entity,
+        summary: String,
+        action: String,
+        details: impl Into<Evidence>,
+    ) -> Finding {
+        let details = details.into();
+        Finding {
+            id,
+            detector: details.detector(),
+            severity,
+            entity,
+            summary,
+            action,
+            // Plain fields with string keys: serialising cannot fail.
+            evidence: serde_json::to_value(&details).expect("evidence serialises"),
+            details,
+        }
+    }
+
+    /// The typed evidence (what the report reads).
+    pub fn details(&self) -> &Evidence {
+        &self.details
+    }
 }
 
 /// A stable finding id: the detector and a 64-bit FNV-1a hash of the identity parts (stable

@@ -1,0 +1,239 @@
+//! The report's model: the versioned [`Report`] document (`docs/report.md`) and its parts —
+//! usage, teams, the priced findings, data-quality notes and chart series — and what
+//! [`super::build`] needs besides the frames ([`ReportInput`]).
+//!
+//! Types only: this module computes nothing (the tallies, [`super::findings`],
+//! [`super::charts`] and [`super::quality`] fill them in).
+
+use chrono_tz::Tz;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::prices::Prices;
+use crate::advisor::Analysis;
+use crate::ingest::IngestReport;
+
+/// Usage of a set of GPUs over the report's range.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    /// `fleet`, a node name or a GPU model.
+    pub key: String,
+    pub gpus: usize,
+    /// GPUs × the range's hours: what was there to use.
+    pub gpu_hours_available: f64,
+    /// Σ interval of the rows: what was reported.
+    pub gpu_hours_observed: f64,
+    /// Rows holding ≥ 1 GiB or with activity > 5%: GPUs somebody had.
+    pub gpu_hours_allocated: f64,
+    /// Σ activity × interval: GPU-hours of actual work.
+    pub gpu_hours_busy: f64,
+    /// Mean and 95th percentile of the rows' mean activity (0–1).
+    pub activity_mean: Option<f64>,
+    pub activity_p95: Option<f64>,
+    /// Mean memory used ÷ memory total (0–1).
+    pub memory_used_share: Option<f64>,
+    /// Highest memory used on one GPU, GiB.
+    pub memory_peak_gib: Option<f64>,
+    /// Energy from the energy counter, else mean power × interval.
+    pub energy_kwh: Option<f64>,
+    /// `gpu_hours_available` × price per GPU-hour.
+    pub cost_gpu_hours: f64,
+    /// `energy_kwh` × price per kWh.
+    pub cost_energy: f64,
+    pub cost_total: f64,
+}
+
+/// Usage of one team (`teams.dimension`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TeamUsage {
+    pub team: String,
+    pub processes: usize,
+    /// GPU time of the team's processes; a GPU's interval is split evenly between the processes
+    /// on it.
+    pub gpu_hours: f64,
+    /// Σ memory held × time.
+    pub memory_gib_hours: f64,
+    /// From the idle-loaded findings of the team's processes.
+    pub idle_gib_hours: f64,
+    pub idle_gpu_hours: f64,
+    /// `idle_gpu_hours` × price per GPU-hour.
+    pub idle_cost: f64,
+    /// `gpu_hours` × price per GPU-hour.
+    pub cost: f64,
+}
+
+/// The team breakdown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Teams {
+    /// What a team is in this data: `namespace`, `slurm_job`, `namespace, else slurm_job`, or
+    /// `none` (no process rows with attribution).
+    pub dimension: String,
+    pub rows: Vec<TeamUsage>,
+}
+
+/// One idle-loaded model, priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdleModel {
+    pub finding_id: String,
+    pub what: String,
+    pub team: Option<String>,
+    pub memory_max_gib: f64,
+    pub idle_hours: f64,
+    pub idle_share: f64,
+    pub idle_gib_hours: f64,
+    pub reclaimable_gpu_hours: f64,
+    /// `reclaimable_gpu_hours` × price per GPU-hour.
+    pub wasted_cost: f64,
+    pub action: String,
+}
+
+/// One consolidation group (a GPU model), priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsolidationStep {
+    pub finding_id: String,
+    pub model: String,
+    pub gpus_loaded: u64,
+    pub gpus_needed: u64,
+    pub gpus_freed: u64,
+    pub gpu_hours_freed: f64,
+    /// `gpu_hours_freed` × price per GPU-hour (over the range).
+    pub savings: f64,
+    /// `gpus_freed` × 730.5 h × price per GPU-hour.
+    pub savings_per_month: f64,
+    /// `workload (node/GPU) → node/GPU` for every workload that moves.
+    pub moves: Vec<String>,
+}
+
+/// One off-peak window (a group of windows of one tier with the same start and length).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OffpeakWindow {
+    pub finding_id: String,
+    /// `week` or `day`.
+    pub period: String,
+    /// Start days (`Mon` …); empty: every day.
+    pub days: Vec<String>,
+    pub start: String,
+    pub end: String,
+    pub hours: f64,
+    /// GPUs free in every hour of the window, the baseline included (the tier's level).
+    pub expected_free_gpus: u64,
+    pub confidence: f64,
+    pub cron_start: String,
+    pub cron_end: String,
+    /// The tier (1 = fewest GPUs free).
+    pub tier: u64,
+    /// `expected_free_gpus` − the GPUs free around the clock.
+    pub above_baseline: u64,
+    /// systemd `OnCalendar=` expressions at the start and the end.
+    pub systemd_start: String,
+    pub systemd_end: String,
+}
+
+/// GPUs of one model free around the clock.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BaselineModel {
+    pub model: String,
+    pub gpus: u64,
+}
+
+/// The off-peak detector's baseline: GPUs free at every hour of the profile (over-provisioning).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OffpeakBaseline {
+    pub finding_id: String,
+    /// `week` or `day`.
+    pub period: String,
+    pub gpus: u64,
+    pub gpus_observed: u64,
+    pub by_model: Vec<BaselineModel>,
+    /// Baseline GPUs no single model accounts for (which GPUs are free varies).
+    pub unattributed_gpus: u64,
+    pub min_share: f64,
+}
+
+/// One data-quality note.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QualityNote {
+    /// `source_missing`, `stopped`, `status`, `gap`, `signal`, `no_rows`, `ingest`, `advisor`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// Per-GPU activity distribution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuActivity {
+    /// `node/GPUn`.
+    pub gpu: String,
+    pub model: String,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    /// Share of observed time in each tenth of activity (0–10%, …, 90–100%).
+    pub histogram: Vec<f64>,
+}
+
+/// One hour of the free-capacity timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FreeHour {
+    /// Start of the hour, RFC 3339 UTC.
+    pub hour: String,
+    pub gpus: u32,
+    pub free_gpus: u32,
+    /// Inside an off-peak window.
+    pub offpeak: bool,
+    /// The most GPUs an off-peak window covering this hour expects free (its tier's level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offpeak_free_gpus: Option<u64>,
+}
+
+/// What the HTML charts draw (also in the JSON, for other front ends).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Charts {
+    /// Mean activity per local hour of week: 7 rows (Mon … Sun) × 24 hours; null = no data.
+    pub hour_of_week: Vec<Vec<Option<f64>>>,
+    pub gpu_activity: Vec<GpuActivity>,
+    pub free_timeline: Vec<FreeHour>,
+}
+
+/// The report (`docs/report.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    /// Reported range: rows ending after `from` and at or before `until`, RFC 3339 UTC.
+    pub from: String,
+    pub until: String,
+    pub hours: f64,
+    pub tz: String,
+    pub sources: Vec<String>,
+    pub prices: Prices,
+    /// Which activity the numbers use: `sm_active`, `busy`, `sm_active, else busy`, `none`.
+    pub activity_signal: String,
+    pub fleet: Usage,
+    /// The same-length period before `from`, when the data covers it (week-over-week).
+    pub previous_period: Option<Usage>,
+    pub by_node: Vec<Usage>,
+    pub by_model: Vec<Usage>,
+    pub teams: Teams,
+    pub idle_models: Vec<IdleModel>,
+    pub consolidation: Vec<ConsolidationStep>,
+    pub offpeak_windows: Vec<OffpeakWindow>,
+    /// GPUs free around the clock (over-provisioning), when there are any.
+    pub offpeak_baseline: Option<OffpeakBaseline>,
+    /// The MIG planner's recommendation ([`super::mig_section`]); `null` when none was computed.
+    pub mig: Option<Value>,
+    pub data_quality: Vec<QualityNote>,
+    pub charts: Charts,
+}
+
+/// What [`super::build`] needs besides the frames.
+pub struct ReportInput<'a> {
+    /// The advisor's analysis over `range`.
+    pub analysis: &'a Analysis,
+    /// Reported range, unix ms: rows with `start < ts <= end`.
+    pub range: (i64, i64),
+    pub ingest: &'a IngestReport,
+    pub sources: Vec<String>,
+    pub prices: Prices,
+    pub tz: Tz,
+    /// How many top idle-loaded models to list.
+    pub top: usize,
+}
