@@ -9,7 +9,6 @@
 //! (`--prometheus.nodes-per-query 0`), one node per query (the default) and two nodes per
 //! query: findings and report must be the same.
 
-
 use crate::support::openmetrics as om;
 use crate::support::prometheus as prom;
 

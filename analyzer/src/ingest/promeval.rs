@@ -5,13 +5,41 @@
 //! output labels (the series' without `__name__`; without the code label for per-code sums).
 //!
 //! It covers exactly the forms the source uses (`avg|max|min|count|last_over_time`, the sum of
-//! two of them matched on labels, and the counter, event and value-change forms of
-//! `prometheus.rs`); a template of another form does not parse, which a test guards. It is
+//! two of them matched on labels, and the counter, event and value-change forms, whose templates
+//! are built here for the source's catalogue: [`counter_delta`], [`event_count`],
+//! [`value_changes`]); a template of another form does not parse, which a test guards. It is
 //! not a PromQL engine, does no I/O, and does not know the canonical columns.
 
 use std::collections::BTreeMap;
 
-use super::prometheus::{counter_delta, event_count, value_changes};
+/// The increase of counter `m` over each step: its last value in `(ts − step, ts]` minus its last
+/// value at or before `ts − step` (within the lookback), clamped at 0 (a reset counts nothing);
+/// for a series' first interval, its rise inside the interval (max − min). Unlike `increase()` it
+/// does not extrapolate, so the steps add up to the counter's whole increase, landing in the
+/// interval of the sample that shows it — as the history writer counts it.
+pub(super) fn counter_delta(m: &str) -> String {
+    format!(
+        "clamp_min(last_over_time({m}[{{R}}]) - last_over_time({m}[{{L}}] offset {{S}}), 0) \
+         or (max_over_time({m}[{{R}}]) - min_over_time({m}[{{R}}]))"
+    )
+}
+
+/// Events of a per-code counter family `m` (label `code_label`) per step: the counter increase
+/// summed over codes; a code's series seen for the first time counts its value (its first event).
+pub(super) fn event_count(m: &str, code_label: &str) -> String {
+    format!(
+        "sum without ({code_label}) (clamp_min(last_over_time({m}[{{R}}]) - \
+         last_over_time({m}[{{L}}] offset {{S}}), 0) or last_over_time({m}[{{R}}]))"
+    )
+}
+
+/// Value changes of gauge `m` whose later sample lies in `(ts − step, ts]`: changes over
+/// step + lookback minus changes over the lookback before the step (both windows start at the
+/// same time, so pairs before the step cancel); a series with nothing before the step counts
+/// its changes inside it.
+pub(super) fn value_changes(m: &str) -> String {
+    format!("(changes({m}[{{SL}}]) - changes({m}[{{L}}] offset {{S}})) or changes({m}[{{R}}])")
+}
 
 /// A range function over `(t − step, t]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,559 @@
+//! The ingest driver: [`ingest_parts`] resolves every source into work items, reads each (history
+//! files checked up front and scanned lazily, CSV files and Prometheus servers through their
+//! readers), keeps the rows partitioned by node where it can ([`Part`]), checks history for
+//! duplicate rows where there is a sign of them, and fills the report's row counts, time
+//! ranges, sampling and warnings; [`ingest`] is the union of its partitions as one set of
+//! canonical [`Frames`].
+//!
+//! It parses no file format itself (`history`, `csv`, `prometheus` do) and detects nothing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use polars::prelude::*;
+
+use super::error::IngestError;
+use super::report::{IngestReport, TableStats};
+use super::resample::Sampling;
+use super::schema::{self, Table};
+use super::source::Source;
+use super::{IngestOptions, WorkItem, csv, dedupe, history, period, prometheus};
+
+/// The canonical frames: one lazy frame per table, all sources concatenated.
+#[derive(Clone)]
+pub struct Frames {
+    pub gpu: LazyFrame,
+    pub mig: LazyFrame,
+    pub process: LazyFrame,
+}
+
+impl Frames {
+    /// The frame of one table.
+    pub fn table(&self, t: Table) -> &LazyFrame {
+        match t {
+            Table::Gpu => &self.gpu,
+            Table::Mig => &self.mig,
+            Table::Process => &self.process,
+        }
+    }
+}
+
+/// Reads every source into the canonical frames. Fails on the first bad file; the report
+/// carries row counts and time ranges (from the Parquet footers when there is no time filter,
+/// else by scanning `ts`), skips and warnings.
+///
+/// The frames are the union of [`ingest_parts`]' partitions.
+pub fn ingest(
+    sources: &[Source],
+    opts: &IngestOptions,
+) -> Result<(Frames, IngestReport), IngestError> {
+    let (parts, report) = ingest_parts(sources, opts)?;
+    Ok((Frames::union(parts.into_iter().map(|p| p.frames))?, report))
+}
+
+/// One partition of the canonical frames: every row of the nodes it names, and no row of any
+/// other partition's nodes.
+#[derive(Clone)]
+pub struct Part {
+    /// The node (tessera history), or `*` when the partition holds every source.
+    pub key: String,
+    pub frames: Frames,
+    /// The Parquet history files its frames scan (see [`name_unreadable`]).
+    pub files: Vec<PathBuf>,
+}
+
+/// Names the first of `files` whose data does not decode (a corrupt data page behind a good
+/// footer), by reading each one whole. Ingest checks only footers and schemas up front, so such
+/// damage shows up later, as a polars error that names no file, when a frame is collected; the
+/// commands call this on that error path to say which file it was. `None` when every file reads.
+pub fn name_unreadable(files: &[PathBuf]) -> Option<IngestError> {
+    files.iter().find_map(|path| {
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                return Some(IngestError::Io {
+                    path: path.clone(),
+                    source: e,
+                });
+            }
+        };
+        ParquetReader::new(file)
+            .finish()
+            .err()
+            .map(|e| IngestError::Parquet {
+                path: path.clone(),
+                reason: format!("its data does not decode: {e}"),
+            })
+    })
+}
+
+impl Frames {
+    /// Empty frames with the canonical schemas.
+    pub fn empty() -> Frames {
+        let e = |t: Table| DataFrame::empty_with_schema(&t.frame_schema()).lazy();
+        Frames {
+            gpu: e(Table::Gpu),
+            mig: e(Table::Mig),
+            process: e(Table::Process),
+        }
+    }
+
+    /// The rows of every table with `ts` at or after `from` (unix ms), lazily.
+    pub fn since(&self, from: i64) -> Frames {
+        let f = |t: Table| {
+            self.table(t)
+                .clone()
+                .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
+        };
+        Frames {
+            gpu: f(Table::Gpu),
+            mig: f(Table::Mig),
+            process: f(Table::Process),
+        }
+    }
+
+    /// The union (concatenation) of several frames, table by table.
+    pub fn union(parts: impl IntoIterator<Item = Frames>) -> Result<Frames, IngestError> {
+        let mut g = Vec::new();
+        let mut m = Vec::new();
+        let mut p = Vec::new();
+        for f in parts {
+            g.push(f.gpu);
+            m.push(f.mig);
+            p.push(f.process);
+        }
+        if g.is_empty() {
+            return Ok(Frames::empty());
+        }
+        let cat = |v: Vec<LazyFrame>| -> Result<LazyFrame, IngestError> {
+            Ok(if v.len() == 1 {
+                v.into_iter().next().expect("one")
+            } else {
+                concat(v, UnionArgs::default())?
+            })
+        };
+        Ok(Frames {
+            gpu: cat(g)?,
+            mig: cat(m)?,
+            process: cat(p)?,
+        })
+    }
+}
+
+/// Like [`ingest`], but keeps the data partitioned by node so that per-node work (the
+/// advisor's detectors, the summary) can run one partition at a time in bounded memory.
+///
+/// When every source is tessera history, there is one partition per node (by the node name of
+/// its manifest, so one node given twice is still one partition). A single `prometheus:` source
+/// is read by groups of nodes (`--prometheus.nodes-per-query`, one node by default), each its
+/// own partition keyed by its (first) node. When any source is CSV, or Prometheus beside other
+/// sources, everything is one partition with key `*`. Row counts and time ranges in the report
+/// are summed over the partitions.
+pub fn ingest_parts(
+    sources: &[Source],
+    opts: &IngestOptions,
+) -> Result<(Vec<Part>, IngestReport), IngestError> {
+    let mut report = IngestReport::default();
+    let mut items = Vec::new();
+    for s in sources {
+        match s {
+            Source::History(spec) => items.extend(history::resolve(spec, &mut report)?),
+            Source::Csv(path) => items.push(WorkItem::Csv { path: path.clone() }),
+            Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
+        }
+    }
+    // A history file named by two sources (a folder and its parent, overlapping globs) is read
+    // once.
+    let mut seen = std::collections::HashSet::new();
+    let mut twice: Vec<PathBuf> = Vec::new();
+    items.retain(|i| match i {
+        WorkItem::Parquet { path, .. } | WorkItem::Jsonl { path, .. } => {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            seen.insert(real) || {
+                twice.push(path.clone());
+                false
+            }
+        }
+        _ => true,
+    });
+    if let Some(first) = twice.first() {
+        report.warnings.push(format!(
+            "{} history file(s) are named by more than one --source (e.g. {}): each is read once",
+            twice.len(),
+            first.display()
+        ));
+    }
+    let single = items
+        .iter()
+        .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
+    let total = items.len();
+    // Lazy frames by partition and table, each with its row count and time range when the
+    // Parquet footers tell them (else they are computed by scanning `ts`).
+    // The flag says whether the rows are history (looked at for duplicates).
+    type Entry = (LazyFrame, Option<TableStats>, bool);
+    let mut parts: BTreeMap<String, BTreeMap<Table, Vec<Entry>>> = BTreeMap::new();
+    // What is known cheaply about each history file, by partition and table: the signs of
+    // duplicate rows ([`dedupe`]).
+    let mut extents: BTreeMap<String, BTreeMap<Table, Vec<dedupe::Extent>>> = BTreeMap::new();
+    // Checked Parquet files by (partition, source, table), scanned together below.
+    type Checked = (PathBuf, tessera_core::history::reader::FooterSummary);
+    let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
+    // The Parquet files each partition's frames scan (history; Prometheus groups spilled).
+    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let key = |node: &str| {
+        if single {
+            "*".to_string()
+        } else {
+            node.to_string()
+        }
+    };
+    for (i, item) in items.into_iter().enumerate() {
+        match item {
+            WorkItem::Parquet {
+                table,
+                path,
+                source,
+                node,
+                interval_ms,
+            } => {
+                let footer = history::check_parquet(table, &path)?;
+                let gpus = match table {
+                    Table::Gpu if footer.rows > 0 => history::gpu_count(&path),
+                    _ => None,
+                };
+                extents
+                    .entry(key(&node))
+                    .or_default()
+                    .entry(table)
+                    .or_default()
+                    .push(dedupe::Extent {
+                        rows: footer.rows,
+                        ts: footer.ts_range,
+                        gpus,
+                        interval_ms,
+                        holds_duplicates: false,
+                    });
+                let group = scans.entry((key(&node), source, table)).or_default();
+                group.push((path, footer));
+            }
+            WorkItem::Jsonl {
+                table,
+                path,
+                source,
+                node,
+                interval_ms,
+            } => {
+                let df = history::read_open_segment(table, &path, opts, &mut report)?;
+                let ts = df.column("ts")?.cast(&DataType::Int64)?;
+                let ts = ts.i64()?;
+                extents
+                    .entry(key(&node))
+                    .or_default()
+                    .entry(table)
+                    .or_default()
+                    .push(dedupe::Extent {
+                        rows: df.height() as u64,
+                        ts: ts.min().zip(ts.max()),
+                        gpus: None,
+                        interval_ms,
+                        holds_duplicates: dedupe::holds_duplicates(&df, table)?,
+                    });
+                parts
+                    .entry(key(&node))
+                    .or_default()
+                    .entry(table)
+                    .or_default()
+                    .push((canonical(df.lazy(), table, &source, opts), None, true));
+            }
+            WorkItem::Csv { path } => {
+                let source = format!("csv:{}", path.display());
+                let (tables, sampling) = csv::read(&path, opts, &mut report)?;
+                note_sampling(&mut report, &source, "samples", sampling, opts.interval_ms);
+                for (table, df) in tables {
+                    parts
+                        .entry(key(""))
+                        .or_default()
+                        .entry(table)
+                        .or_default()
+                        .push((canonical(df.lazy(), table, &source, opts), None, false));
+                }
+            }
+            WorkItem::Prometheus { url } => {
+                let source = format!("prometheus:{url}");
+                let (groups, sampling) = prometheus::read(&url, opts, &mut report)?;
+                note_sampling(&mut report, &source, "scrapes", sampling, opts.interval_ms);
+                for (group, tables, spilled) in groups {
+                    // The server's node partitions stand when it is the only source.
+                    let part = if total == 1 { group } else { key("") };
+                    files.entry(part.clone()).or_default().extend(spilled);
+                    for (table, lf) in tables {
+                        parts
+                            .entry(part.clone())
+                            .or_default()
+                            .entry(table)
+                            .or_default()
+                            .push((canonical(lf, table, &source, opts), None, false));
+                    }
+                }
+            }
+        }
+        report.files += 1;
+        if let Some(p) = opts.progress {
+            p(i + 1, total);
+        }
+    }
+    for ((part, source, table), checked) in scans {
+        let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
+        let lf = history::scan_parquet_files(&paths)?;
+        files.entry(part.clone()).or_default().extend(paths);
+        // Without a time filter, the footers' row counts and `ts` statistics are the stats.
+        let known = (opts.footer_stats
+            && opts.since.is_none()
+            && opts.until.is_none()
+            && checked
+                .iter()
+                .all(|(_, f)| f.rows == 0 || f.ts_range.is_some()))
+        .then(|| {
+            checked
+                .iter()
+                .fold(TableStats::default(), |acc, (_, f)| TableStats {
+                    rows: acc.rows + f.rows,
+                    first_ts: min_opt(acc.first_ts, f.ts_range.map(|r| r.0)),
+                    last_ts: max_opt(acc.last_ts, f.ts_range.map(|r| r.1)),
+                })
+        });
+        parts
+            .entry(part)
+            .or_default()
+            .entry(table)
+            .or_default()
+            .push((canonical(lf, table, &source, opts), known, true));
+    }
+    if parts.is_empty() && single {
+        parts.insert("*".into(), BTreeMap::new());
+    }
+    if let Some(req) = opts.interval_ms {
+        for (src, s) in &report.sampling {
+            if src.starts_with("history:") && s.rows.keys().any(|&iv| iv != req) {
+                let ivs: Vec<String> = s
+                    .rows
+                    .keys()
+                    .map(|&iv| period::fmt_period(iv as f64))
+                    .collect();
+                report.warnings.push(format!(
+                    "{src}: history rows keep their own interval ({}); --interval {} applies to \
+                     csv: and prometheus: sources only",
+                    ivs.join(", "),
+                    period::fmt_period(req as f64)
+                ));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(parts.len());
+    for (key, mut tables) in parts {
+        let files = files.remove(&key).unwrap_or_default();
+        // A sign of duplicates in one table checks every table of the partition.
+        let sign = extents
+            .get(&key)
+            .into_iter()
+            .flat_map(|by_table| by_table.values())
+            .find_map(|e| dedupe::sign(e));
+        if let Some(why) = sign {
+            report.duplicate_checks.insert(key.clone(), why);
+        }
+        let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
+            let entries = tables.remove(&t).unwrap_or_default();
+            let mut lfs = Vec::with_capacity(entries.len());
+            let (mut hist, mut hist_rows) = (Vec::new(), 0u64);
+            for (lf, known, is_history) in entries {
+                let stats = match known {
+                    Some(s) => s,
+                    None => {
+                        table_stats(lf.clone()).map_err(|e| name_unreadable(&files).unwrap_or(e))?
+                    }
+                };
+                let acc = report.tables.entry(t).or_default();
+                acc.rows += stats.rows;
+                acc.first_ts = min_opt(acc.first_ts, stats.first_ts);
+                acc.last_ts = max_opt(acc.last_ts, stats.last_ts);
+                if is_history && sign.is_some() {
+                    hist.push(lf);
+                    hist_rows += stats.rows;
+                } else {
+                    lfs.push(lf);
+                }
+            }
+            if let (Some(why), false) = (sign, hist.is_empty()) {
+                let all = match hist.len() {
+                    1 => hist.pop().expect("one"),
+                    _ => concat(hist, UnionArgs::default())?,
+                };
+                let (lf, dropped) = dedupe::dedupe(all, t, hist_rows)
+                    .map_err(|e| name_unreadable(&files).unwrap_or(e))?;
+                if dropped > 0 {
+                    report.tables.entry(t).or_default().rows -= dropped;
+                    *report
+                        .skipped
+                        .entry(format!("duplicate {} rows (same key and ts)", t.name()))
+                        .or_default() += dropped;
+                    let whose = match key.as_str() {
+                        "*" => "history".to_string(),
+                        node => format!("history of node {node}"),
+                    };
+                    report.warnings.push(format!(
+                        "{whose}: {dropped} duplicate {} rows (same {} and ts) \
+                         counted once ({why}); two exporters writing one folder, a clock that \
+                         went back, or a copy of the folder next to it write them",
+                        t.name(),
+                        dedupe::key_columns(t)
+                            .iter()
+                            .filter(|c| **c != "ts")
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                lfs.push(lf);
+            }
+            Ok(match lfs.len() {
+                0 => DataFrame::empty_with_schema(&t.frame_schema()).lazy(),
+                1 => lfs.into_iter().next().expect("one"),
+                _ => concat(lfs, UnionArgs::default())?,
+            })
+        };
+        let frames = Frames {
+            gpu: build(Table::Gpu)?,
+            mig: build(Table::Mig)?,
+            process: build(Table::Process)?,
+        };
+        out.push(Part { key, frames, files });
+    }
+    for t in Table::ALL {
+        report.tables.entry(t).or_default();
+    }
+    Ok((out, report))
+}
+
+/// Records what a source's resampling found and says what the user should know: the rows
+/// chosen, series that changed period, and an explicit `--interval` finer than the data (with
+/// the share of its steps that would have been empty).
+fn note_sampling(
+    report: &mut IngestReport,
+    source: &str,
+    verb: &str,
+    s: Sampling,
+    requested: Option<i64>,
+) {
+    if s.rows.is_empty() {
+        return;
+    }
+    let period = s
+        .median_period_ms
+        .map(|p| format!("; sampled every {} (median)", period::fmt_period(p)))
+        .unwrap_or_default();
+    report.warnings.push(format!(
+        "{source}: {}{period}{}",
+        s.describe(),
+        if requested.is_none() {
+            " (--interval auto: each entity at its own period)"
+        } else {
+            ""
+        }
+    ));
+    if let (Some(req), Some((empty, total))) = (requested, s.finer_request)
+        && total > 0
+    {
+        let coarsest = s.rows.keys().max().copied().unwrap_or(req);
+        let p = s.median_period_ms.unwrap_or(coarsest as f64);
+        report.warnings.push(format!(
+            "{source}: {:.0}% of {} steps hold no sample: this source {verb} every {}; using {}",
+            100.0 * empty as f64 / total as f64,
+            period::fmt_period(req as f64),
+            period::fmt_period(p),
+            s.rows
+                .keys()
+                .filter(|&&k| k > req)
+                .map(|&k| period::fmt_period(k as f64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    const SHOWN: usize = 5;
+    if !s.changes.is_empty() {
+        report.warnings.push(format!(
+            "{source}: {} series changed sampling period: {}{}",
+            s.changes.len(),
+            s.changes
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+            if s.changes.len() > SHOWN { "; …" } else { "" }
+        ));
+    }
+    report
+        .sampling
+        .entry(source.to_string())
+        .or_default()
+        .merge(s);
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Row count and ts range of a frame (reads only `ts`).
+fn table_stats(lf: LazyFrame) -> Result<TableStats, IngestError> {
+    let ms = col("ts").cast(DataType::Int64);
+    let df = lf
+        .select([
+            len().alias("rows"),
+            ms.clone().min().alias("first"),
+            ms.max().alias("last"),
+        ])
+        .collect()?;
+    let get = |name: &str| -> Result<Option<i64>, IngestError> {
+        let c = df.column(name)?.cast(&DataType::Int64)?;
+        Ok(c.i64()?.get(0))
+    };
+    Ok(TableStats {
+        rows: get("rows")?.unwrap_or(0).max(0) as u64,
+        first_ts: get("first")?,
+        last_ts: get("last")?,
+    })
+}
+
+/// Selects the table's columns in order with their canonical types, applies the time filter,
+/// converts `ts` to `Datetime(ms, UTC)` and adds `source`.
+fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) -> LazyFrame {
+    let mut lf = lf;
+    if let Some(since) = opts.since {
+        lf = lf.filter(col("ts").cast(DataType::Int64).gt_eq(lit(since)));
+    }
+    if let Some(until) = opts.until {
+        lf = lf.filter(col("ts").cast(DataType::Int64).lt(lit(until)));
+    }
+    let mut exprs: Vec<Expr> = table
+        .columns()
+        .map(|c| {
+            if c.name == "ts" {
+                col("ts").cast(DataType::Int64).cast(schema::ts_dtype())
+            } else {
+                col(c.name).cast(c.ty.polars())
+            }
+        })
+        .collect();
+    exprs.push(lit(source.to_string()).alias("source"));
+    lf.select(exprs)
+}

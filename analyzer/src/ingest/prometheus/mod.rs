@@ -1,0 +1,506 @@
+//! The `prometheus:URL` source: any server with the Prometheus HTTP API (Prometheus, Thanos,
+//! Mimir, VictoriaMetrics) read through `/api/v1/query_range` into the canonical frames.
+//!
+//! One range query per canonical column (`avg_over_time(m[R])`, `max_over_time(m[R])`, … with `R`
+//! one step minus 1 ms, so each point aggregates the half-open interval `(ts - step, ts]` exactly
+//! like a history row, on Prometheus 2 (closed ranges) and 3 (left-open) alike), evaluated at
+//! multiples of the step (`IngestOptions::interval_ms`). Queries that several columns share (e.g.
+//! dcgm-exporter's `FB_USED` for GPU, MIG and pod rows) are sent once. Long ranges are split into
+//! chunks of at most [`PrometheusOptions::max_points`] points per series. The metric family —
+//! tessera's own, dcgm-exporter's or nvidia_gpu_exporter's — is detected first through
+//! `/api/v1/label/__name__/values` and named in the report.
+//!
+//! Counters: `energy_delta_joules` is the counter's last value in the interval minus its last
+//! value before the interval (within [`LOOKBACK_MS`]), clamped at 0 (a reset counts nothing, like
+//! the history writer), and its rise inside the interval for a series' first one; `xid_count`
+//! sums the same increase over tessera's and nvidia_gpu_exporter's per-code XID counters, and
+//! counts value changes of dcgm-exporter's last-XID gauge (a lower bound). Where a family has no
+//! such series the column stays null. dcgm-exporter's `pod`/`namespace` labels (or the old `pod_name`/`pod_namespace`)
+//! become `process` rows without a pid: the GPU's (or MIG instance's) memory while the pod held
+//! it, so the advisor attributes the GPU to the pod (docs/frames.md).
+//!
+//! Recorded maxima: where the server has the advisor's recording rules' series
+//! (`rules/tessera-advisor.rules.yml`, `gpu:tessera_gpu_sm_active_ratio:max1m`, …) and they cover
+//! the range wherever the raw series do, the activity and memory maxima are read from them, at
+//! their own period (the rule interval, at least their minute) instead of the scrape interval;
+//! each row takes the recorded minute that overlaps it most, given the rule group's evaluation
+//! offset. The report says which series the maxima came from (docs/recording-rules.md).
+//!
+//! Remote read (`--prometheus.api remote-read`, or `auto` where the server answers it): one
+//! `POST /api/v1/read` per node group returns the raw samples as compressed chunks
+//! ([`super::remote_read`]), and the same PromQL texts are evaluated over them here at the same
+//! times ([`super::promeval`]), into the same cells: no PromQL on the server, ~1 byte per sample
+//! on the wire instead of JSON.
+//!
+//! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
+//! exponential backoff on 5xx, timeouts and connection errors, none on 4xx (an error naming the
+//! query, the status and Prometheus' message); bearer token or basic auth. Partial data
+//! (`warnings` in a response, series missing from chunks in the middle of their life) becomes
+//! counted report warnings. This module does not deduplicate HA pairs and does not map
+//! dcgm-exporter's `container` label (the canonical schema has no container-name column).
+//!
+//! Layout (each module uses only those listed before it): `options` (the settings),
+//! `catalogue` (families, PromQL templates, chunks), `client` (HTTP), `discovery` (scrape
+//! intervals, nodes, groups), `recorded` (recorded maxima or raw), `assembly` (cells into rows,
+//! spill), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
+//! group through either API), `fetch` (every group, concurrently); `read` here ties them
+//! together and writes the report's lines.
+
+mod assembly;
+mod catalogue;
+mod client;
+mod discovery;
+mod fetch;
+mod fetch_range;
+mod fetch_remote;
+mod options;
+mod plan;
+mod recorded;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use polars::prelude::*;
+
+pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
+pub use options::{Api, PrometheusOptions};
+
+use catalogue::{MIB, Query, queries, sample_metrics};
+use client::{Client, err, fmt_size, parse};
+use discovery::{has_samples, node_groups, scrape_interval};
+use fetch::fetch_all;
+use fetch_remote::probe_remote_read;
+use options::DEFAULT_RANGE_MS;
+use plan::{Plan, Text};
+use recorded::choose_recorded;
+
+use super::promeval::Eval;
+use super::resample::{RowSpec, Sampling};
+use super::schema::Table;
+use super::{IngestError, IngestOptions, IngestReport, period};
+
+/// Reads `prometheus:URL` for the options' time range into rows per table (each entity at its
+/// own scrape interval, or an explicit coarser `--interval`) and what was found about the
+/// sampling.
+/// The rows come in partitions of nodes (`--prometheus.nodes-per-query`), each with its key
+/// (the node; `*` when the fleet is read at once), in node order.
+/// With [`IngestOptions::spill`] and more than one partition, each partition's rows are written
+/// there as Parquet as soon as they are resampled and scanned from there (the files are
+/// returned with them); else they stay in memory.
+#[allow(clippy::type_complexity)]
+pub(super) fn read(
+    url: &str,
+    opts: &IngestOptions,
+    report: &mut IngestReport,
+) -> Result<
+    (
+        Vec<(String, Vec<(Table, LazyFrame)>, Vec<PathBuf>)>,
+        Sampling,
+    ),
+    IngestError,
+> {
+    let spec = format!("prometheus:{url}");
+    let t0 = std::time::Instant::now();
+    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let popts = &opts.prometheus;
+    let mut client = Client::new(&spec, url, popts)?;
+    let until = opts
+        .until
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
+    let since = opts.since.unwrap_or(until - DEFAULT_RANGE_MS);
+    if opts.since.is_none() {
+        report.warnings.push(format!(
+            "{spec}: no --since given; read the last 7 days before {}",
+            super::fmt_ms(until)
+        ));
+    }
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+
+    // Which family is there?
+    let all = [Family::Tessera, Family::Dcgm, Family::NvidiaSmi];
+    let pattern = all
+        .iter()
+        .flat_map(|f| f.markers().iter().copied())
+        .collect::<Vec<_>>()
+        .join("|");
+    // The advisor's recorded maxima are looked for too: a store may keep them longer than the
+    // raw series.
+    let rec_pattern = all
+        .iter()
+        .flat_map(|f| f.recorded().iter().map(|(_, rec)| *rec))
+        .collect::<Vec<_>>()
+        .join("|");
+    let name_pattern = format!("{pattern}|{rec_pattern}");
+    let (data, _) = client.get(
+        "/api/v1/label/__name__/values",
+        &[
+            ("match[]", format!("{{__name__=~\"{name_pattern}\"}}")),
+            ("start", secs(since - LOOKBACK_MS)),
+            ("end", secs(until)),
+        ],
+        "metric family detection",
+    )?;
+    let names: BTreeSet<String> = parse(&data)
+        .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
+    let mut found: Vec<Family> = all
+        .into_iter()
+        .filter(|f| {
+            f.markers().iter().any(|m| names.contains(*m))
+                || f.recorded_samples().iter().any(|m| names.contains(*m))
+        })
+        .collect();
+    // The names API answers per TSDB block (two hours, or days after compaction), so a family
+    // seen only beside the range can be listed: with several, keep those with samples in it.
+    if found.len() > 1 {
+        let mut present = Vec::new();
+        for f in &found {
+            let mut markers: Vec<&str> = f.markers().to_vec();
+            markers.extend(f.recorded_samples());
+            if has_samples(&mut client, &markers, since, until)? {
+                present.push(*f);
+            }
+        }
+        if !present.is_empty() {
+            found = present;
+        }
+    }
+    let Some(&family) = found.first() else {
+        report.warnings.push(format!(
+            "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
+            super::fmt_ms(since),
+            super::fmt_ms(until)
+        ));
+        return Ok((Vec::new(), Sampling::default()));
+    };
+    // The query step: the finest scrape interval of any series (each entity is then resampled
+    // to its own), or an explicit coarser --interval.
+    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
+    let raw = scrape_interval(
+        &mut client,
+        sample_metrics(family),
+        (since, until),
+        popts.max_points,
+        &mut prom_warnings,
+    )?;
+    let (recorded, why_raw) = choose_recorded(
+        &mut client,
+        family,
+        &names,
+        &raw,
+        opts.interval_ms,
+        (since, until),
+        &mut prom_warnings,
+    )?;
+    // Recorded maxima: the query step is their period, never finer than their minute (each
+    // point then holds whole recorded minutes; `samples` still counts the raw samples).
+    let finest = match &recorded {
+        Some(r) => Some(r.period_ms.max(RECORDED_WINDOW_MS as f64)),
+        None => raw.finest,
+    };
+    let data_step = finest.map(|p| period::bucket_for(p, 1, 0));
+    let step = match (opts.interval_ms, data_step) {
+        (Some(req), Some(d)) => req.max(d),
+        (Some(req), None) => req,
+        (None, Some(d)) => d,
+        (None, None) => 60_000,
+    }
+    .max(1);
+    report.warnings.push(format!(
+        "{spec}: read {} metrics (query step {}{})",
+        family.name(),
+        period::fmt_period(step as f64),
+        match (&recorded, raw.finest) {
+            (Some(r), Some(p)) => format!(
+                "; the recorded series come every {}, the finest scrape interval found is {}",
+                period::fmt_period(r.period_ms),
+                period::fmt_period(p)
+            ),
+            (Some(r), None) => format!(
+                "; the recorded series come every {}, no raw series",
+                period::fmt_period(r.period_ms)
+            ),
+            (None, Some(p)) => format!(
+                "; the finest scrape interval found is {}",
+                period::fmt_period(p)
+            ),
+            (None, None) => String::new(),
+        }
+    ));
+    report.warnings.push(match &recorded {
+        Some(r) => format!(
+            "{spec}: activity and memory maxima from the advisor's recorded series \
+             (rules/tessera-advisor.rules.yml: {}), recorded every {} at {} s past the minute{}; \
+             other columns from the raw series",
+            r.names.join(", "),
+            period::fmt_period(r.period_ms),
+            r.offset_ms as f64 / 1000.0,
+            if r.shift_ms != 0 {
+                format!(
+                    "; each row takes the recorded minute ending {} s after it",
+                    r.shift_ms as f64 / 1000.0
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => format!("{spec}: activity and memory maxima from the raw series ({why_raw})"),
+    });
+    if found.len() > 1 {
+        let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
+        report.warnings.push(format!(
+            "{spec}: also found {} metrics; only {} were read",
+            others.join(", "),
+            family.name()
+        ));
+    }
+
+    let range = format!("{}ms", (step - 1).max(1));
+    // A counter's previous value is looked for over Prometheus' lookback, or four scrape
+    // intervals when they are longer (a missed 5-minute scrape with jitter leaves more than
+    // 5 minutes between two samples).
+    let lookback = LOOKBACK_MS.max(4 * step);
+    let windows = chunks(since, until, step, popts.max_points);
+    let dur = |ms: i64| format!("{ms}ms");
+    // Queries sharing a PromQL text are sent once and feed every column that uses them.
+    let mut texts: Vec<(String, Vec<Query>, Option<Eval>)> = Vec::new();
+    for mut query in queries(family) {
+        if let Some(r) = &recorded {
+            for (raw, rec) in family.recorded() {
+                if query.promql == format!("max_over_time({raw}[{{R}}])") && r.names.contains(rec) {
+                    query.promql = format!("max_over_time({rec}[{{R}}])");
+                }
+            }
+        }
+        let promql = query
+            .promql
+            .replace("{R}", &range)
+            .replace("{SL}", &dur(step + lookback))
+            .replace("{S}", &dur(step))
+            .replace("{L}", &dur(lookback));
+        match texts.iter_mut().find(|(p, _, _)| *p == promql) {
+            Some((_, g, _)) => g.push(query),
+            None => {
+                let eval = Eval::parse(&query.promql);
+                texts.push((promql, vec![query], eval))
+            }
+        }
+    }
+    // Recorded maxima are evaluated `shift` later and their answers moved back by as much
+    // ([`recorded_shift`]).
+    let texts: Vec<Text> = texts
+        .into_iter()
+        .map(|(promql, columns, eval)| {
+            let shift = match &recorded {
+                Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
+                _ => 0,
+            };
+            Text {
+                promql,
+                shift,
+                columns,
+                eval,
+            }
+        })
+        .collect();
+    // Remote read where asked for, or where the server answers it (`auto`).
+    let remote = match popts.api {
+        Api::QueryRange => false,
+        Api::RemoteRead => {
+            if let Err(why) = probe_remote_read(&mut client, family, until) {
+                return Err(err(
+                    &spec,
+                    format!(
+                        "--prometheus.api remote-read: the server does not answer the \
+                         remote-read API: {why}"
+                    ),
+                ));
+            }
+            true
+        }
+        Api::Auto => match probe_remote_read(&mut client, family, until) {
+            Ok(()) => true,
+            Err(why) => {
+                report.warnings.push(format!(
+                    "{spec}: read through /api/v1/query_range: the server does not answer the \
+                     remote-read API ({why})"
+                ));
+                false
+            }
+        },
+    };
+    if remote {
+        if let Some(t) = texts.iter().find(|t| t.eval.is_none()) {
+            return Err(err(
+                &spec,
+                format!("remote read cannot evaluate {:?} (a bug)", t.promql),
+            ));
+        }
+        report.warnings.push(format!(
+            "{spec}: read raw samples through the remote-read API (/api/v1/read), \
+             reduced per row here"
+        ));
+    }
+    let plan = Plan {
+        spec: &spec,
+        family,
+        step,
+        lookback,
+        remote,
+        windows: &windows,
+        texts: &texts,
+        row_spec: RowSpec {
+            grid_ms: step,
+            requested_ms: opts.interval_ms,
+            fallback_ms: step as f64,
+        },
+        max_response_bytes: popts.max_response_bytes,
+    };
+    // Partitions: groups of nodes, each queried with a label matcher.
+    let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
+    let spill = opts.spill.filter(|_| why_one.is_none());
+    if timing {
+        eprintln!("timings: prometheus: discovery {:?}", t0.elapsed());
+    }
+    let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
+    if timing {
+        eprintln!("timings: prometheus: fetched {:?}", t0.elapsed());
+    }
+    for (w, n) in prom_warnings {
+        *tallies.prom_warnings.entry(w).or_default() += n;
+    }
+    let requests = client.requests + tallies.requests;
+    let bytes = client.bytes + tallies.bytes;
+    report.warnings.push(if remote {
+        format!("{spec}: {requests} request(s); one remote read per node group")
+    } else {
+        format!(
+            "{spec}: {} request(s) for {} chunk(s) of at most {} points",
+            requests,
+            windows.len(),
+            popts.max_points
+        )
+    });
+    report.warnings.push(match &why_one {
+        None => format!(
+            "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
+            parts.len(),
+            popts.nodes_per_query,
+            popts.concurrency.max(1),
+            if spill.is_some() {
+                ", each partition's rows spilled to Parquet in the temp folder"
+            } else {
+                ""
+            },
+            fmt_bytes_received(bytes)
+        ),
+        Some(why) => format!(
+            "{spec}: queried as one partition ({why}); {}",
+            fmt_bytes_received(bytes)
+        ),
+    });
+    for (w, n) in &tallies.prom_warnings {
+        report.warnings.push(format!(
+            "{spec}: partial data: the server warned in {n} response(s): {w}"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: responses with warnings".into())
+            .or_default() += n;
+    }
+    for (promql, n) in &tallies.splits {
+        report.warnings.push(format!(
+            "{spec}: {n} answer(s) to {promql:?} were larger than {} \
+             (--prometheus.max-response-size) and were asked again for half the range",
+            fmt_size(popts.max_response_bytes)
+        ));
+    }
+    for (promql, (n, first)) in &tallies.limits {
+        report.warnings.push(format!(
+            "{spec}: server limit: {n} quer(ies) {promql:?} were refused and asked again for \
+             half the range (first: {first})"
+        ));
+    }
+    if let Some((n, first)) = &tallies.node_splits {
+        report.warnings.push(format!(
+            "{spec}: server limit: {n} node group(s) were refused and queried again as two \
+             smaller groups (first: {first})"
+        ));
+    }
+    for (why, (n, example)) in &tallies.refused.0 {
+        report.warnings.push(format!(
+            "{spec}: refused {n} value(s): {why} (first: {example})"
+        ));
+        *report
+            .skipped
+            .entry(format!("prometheus: refused values ({why})"))
+            .or_default() += n;
+    }
+    for (promql, n) in &tallies.gaps {
+        report.warnings.push(format!(
+            "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
+        ));
+        *report
+            .skipped
+            .entry("prometheus: series with missing chunks".into())
+            .or_default() += n;
+    }
+    // Sampling: each table's over every partition (their periods pooled, so the median is the
+    // fleet's), then the tables together.
+    let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
+    let mut out = Vec::with_capacity(parts.len());
+    for (key, tables) in parts {
+        let mut lfs = Vec::new();
+        let mut files = Vec::new();
+        for (table, rows, s) in tables {
+            match by_table.get_mut(&table) {
+                Some(acc) => merge_table(acc, s),
+                None => {
+                    by_table.insert(table, s);
+                }
+            }
+            if let Some((lf, file)) = rows {
+                lfs.push((table, lf));
+                files.extend(file);
+            }
+        }
+        out.push((key, lfs, files));
+    }
+    let mut sampling = Sampling::default();
+    for table in Table::ALL {
+        if let Some(mut s) = by_table.remove(&table) {
+            s.periods = Vec::new();
+            sampling.merge(s);
+        }
+    }
+    sampling.maxima = Some(match &recorded {
+        Some(r) => format!(
+            "recorded 1-minute series ({})",
+            r.names
+                .iter()
+                .map(|n| n.split(':').nth(1).unwrap_or(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "raw series".to_string(),
+    });
+    Ok((out, sampling))
+}
+
+fn fmt_bytes_received(b: u64) -> String {
+    format!("{:.1} MiB received", b as f64 / MIB)
+}
+
+/// Pools a table's resampling findings over partitions: the median period is the median of
+/// every partition's periods.
+fn merge_table(acc: &mut Sampling, s: Sampling) {
+    let mut periods = std::mem::take(&mut acc.periods);
+    periods.extend(s.periods.iter().copied());
+    acc.merge(s);
+    if !periods.is_empty() {
+        periods.sort_by(|a, b| a.total_cmp(b));
+        acc.median_period_ms = Some(periods[periods.len() / 2]);
+    }
+    acc.periods = periods;
+}
