@@ -11,7 +11,7 @@
 // Helpers used only by the newer functions are unused here.
 #![allow(dead_code)]
 
-#[path = "../../fake-nvml/src/core_exports.rs"]
+#[path = "../../fake-nvml/src/core_exports/mod.rs"]
 mod core_exports;
 #[path = "../../fake-nvml/src/state.rs"]
 mod state;

@@ -1,6 +1,10 @@
 //! Tests of the apply engine on the simulated MIG backend.
 
+use std::path::Path;
+
 use super::*;
+use crate::mig::control::MigControl;
+use crate::mig::parted::MigConfigFile;
 use crate::sim::control::SimMigControl;
 use crate::sim::{Scenario, SimNode};
 

@@ -1,0 +1,135 @@
+//! The inventory of one GPU ([`gpu_info`]): identity, power limit, MIG mode and MIG instances
+//! (GPU/compute instance id, profile id and name, placement). A failed read is logged and the
+//! value left out ([`inv`]); it never fails the inventory.
+//!
+//! It does not sample values over time ([`super::sample`]).
+
+use std::collections::BTreeSet;
+
+use nvml_wrapper::Device;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
+
+use super::errors::note_missing;
+use super::{GpuState, raw};
+use crate::mig;
+use crate::model::{GpuInfo, MigInstanceInfo, MigMode, Placement};
+
+/// Profile id, name and placement of a GPU instance.
+fn mig_profile(
+    parent: &Device<'_>,
+    parent_name: &str,
+    gi: u32,
+) -> Result<(u32, String, Placement), NvmlError> {
+    let (profile_id, placement) = raw::gpu_instance_info(parent, gi)?;
+    let name = mig::model_by_nvml_name(parent_name)
+        .and_then(|m| m.profile(profile_id))
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| format!("profile-{profile_id}"));
+    Ok((profile_id, name, placement))
+}
+
+/// Log a failed inventory read and turn it into `None` (NotSupported and missing symbols are
+/// expected and not logged as failures).
+pub(super) fn inv<T>(
+    what: &str,
+    index: u32,
+    r: Result<T, NvmlError>,
+    missing: &mut BTreeSet<String>,
+) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(NvmlError::NotSupported) => None,
+        Err(NvmlError::FailedToLoadSymbol(detail)) => {
+            note_missing(missing, &detail);
+            None
+        }
+        Err(e) => {
+            log::warn!("GPU {index}: reading {what} failed: {e}");
+            None
+        }
+    }
+}
+
+pub(super) fn gpu_info(
+    index: u32,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    missing: &mut BTreeSet<String>,
+) -> GpuInfo {
+    if let Some(u) = inv("uuid", index, dev.uuid(), missing) {
+        state.uuid = Some(u);
+    }
+    let name = inv("name", index, dev.name(), missing).unwrap_or_default();
+    let pci_bus_id = inv("PCI info", index, dev.pci_info(), missing)
+        .map(|p| p.bus_id)
+        .unwrap_or_default();
+    let memory_total_bytes = inv("memory", index, dev.memory_info(), missing).map(|m| m.total);
+    let power_limit_watts =
+        inv("power limit", index, dev.enforced_power_limit(), missing).map(|mw| mw as f64 / 1000.0);
+    let mig_mode = inv("MIG mode", index, dev.mig_mode(), missing).map(|m| MigMode {
+        current: m.current == NVML_DEVICE_MIG_ENABLE,
+        pending: m.pending == NVML_DEVICE_MIG_ENABLE,
+    });
+    let mut mig_instances = Vec::new();
+    if mig_mode.is_some_and(|m| m.current) {
+        let max = inv("MIG device count", index, dev.mig_device_count(), missing).unwrap_or(0);
+        for idx in 0..max {
+            let mig_dev = match dev.mig_device_by_index(idx) {
+                Err(NvmlError::NotFound) => continue,
+                r => match inv("MIG device handle", index, r, missing) {
+                    Some(d) => d,
+                    None => continue,
+                },
+            };
+            let Some(gi) = inv(
+                "GPU instance id",
+                index,
+                raw::gpu_instance_id(&mig_dev),
+                missing,
+            ) else {
+                continue;
+            };
+            let Some(ci) = inv(
+                "compute instance id",
+                index,
+                raw::compute_instance_id(&mig_dev),
+                missing,
+            ) else {
+                continue;
+            };
+            let Some((profile_id, profile_name, placement)) = inv(
+                "GPU instance info",
+                index,
+                mig_profile(dev, &name, gi),
+                missing,
+            ) else {
+                log::warn!(
+                    "GPU {index}: MIG GPU instance {gi} left out of the inventory (no profile/placement)"
+                );
+                continue;
+            };
+            mig_instances.push(MigInstanceInfo {
+                gpu_instance_id: gi,
+                compute_instance_id: ci,
+                profile_id,
+                profile_name,
+                placement,
+                uuid: inv("MIG uuid", index, mig_dev.uuid(), missing).unwrap_or_default(),
+                memory_total_bytes: inv("MIG memory", index, mig_dev.memory_info(), missing)
+                    .map(|m| m.total),
+            });
+        }
+        mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
+    }
+    GpuInfo {
+        index,
+        uuid: state.uuid.clone().unwrap_or_default(),
+        name,
+        pci_bus_id,
+        memory_total_bytes,
+        power_limit_watts,
+        mig_mode,
+        mig_instances,
+    }
+}

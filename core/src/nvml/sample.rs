@@ -1,0 +1,317 @@
+//! Sampling one GPU, field group by field group: utilisation, memory, power, energy,
+//! temperature, clocks, clock-event reasons, ECC, row remapping, PCIe, processes with their SM
+//! utilisation, MIG instances and their memory, and GPM SM activity/occupancy (two samples
+//! apart, kept in the GPU's state between calls).
+//!
+//! It does not enumerate GPUs, register or drain XID events ([`super::xid`]) or decide what a
+//! failed read means ([`super::errors::Reads`] applies the rules).
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::gpm::GpmMetricId;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
+
+use super::errors::{Lost, Reads, note_missing};
+use super::{GpuState, PROCESS_NAME_LEN, raw};
+use crate::model::Field;
+use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, XidEvent};
+
+/// One GPM step: take a new sample, compute `ids` against the previous one (if any), keep the
+/// new one. Values are percentages turned into ratios.
+fn gpm_step(
+    nvml: &Nvml,
+    reads: &mut Reads<'_>,
+    dev: &Device<'_>,
+    gpu_instance: Option<u32>,
+    prev: &mut Option<raw::Gpm>,
+    ids: &[GpmMetricId],
+) -> Result<Vec<Option<f64>>, Lost> {
+    let none = vec![None; ids.len()];
+    let Some(new) = reads.take(Field::Gpm.as_str(), raw::gpm_sample(dev, gpu_instance))? else {
+        return Ok(none);
+    };
+    let Some(old) = prev.replace(new) else {
+        return Ok(none);
+    };
+    let result = match prev.as_ref() {
+        Some(new) => raw::gpm_metrics(nvml, &old, new, ids),
+        None => Err(NvmlError::Unknown),
+    };
+    raw::gpm_free(nvml, old);
+    let Some(values) = reads.take(Field::Gpm.as_str(), result)? else {
+        return Ok(none);
+    };
+    let mut out = Vec::with_capacity(values.len());
+    for v in values {
+        out.push(reads.take(Field::Gpm.as_str(), v)?.map(|pct| pct / 100.0));
+    }
+    Ok(out)
+}
+
+/// Everything read about one MIG device in a sample.
+struct MigRead {
+    gpu_instance_id: u32,
+    compute_instance_id: u32,
+    uuid: String,
+    memory_used_bytes: Option<u64>,
+    memory_total_bytes: Option<u64>,
+}
+
+/// Enumerate the MIG devices of a GPU with MIG enabled: every index below the *maximum* count,
+/// skipping empty slots (NotFound).
+fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRead>, Lost> {
+    let field = Field::MigMemory.as_str();
+    let mut out = Vec::new();
+    let Some(max) = reads.take(field, dev.mig_device_count())? else {
+        return Ok(out);
+    };
+    for idx in 0..max {
+        let mig_dev = match dev.mig_device_by_index(idx) {
+            Err(NvmlError::NotFound) => continue,
+            r => match reads.take(field, r)? {
+                Some(d) => d,
+                None => continue,
+            },
+        };
+        let Some(gi) = reads.take(field, raw::gpu_instance_id(&mig_dev))? else {
+            continue;
+        };
+        let Some(ci) = reads.take(field, raw::compute_instance_id(&mig_dev))? else {
+            continue;
+        };
+        let uuid = reads.take(field, mig_dev.uuid())?.unwrap_or_default();
+        let mem = reads.take(field, mig_dev.memory_info())?;
+        out.push(MigRead {
+            gpu_instance_id: gi,
+            compute_instance_id: ci,
+            uuid,
+            memory_used_bytes: mem.as_ref().map(|m| m.used),
+            memory_total_bytes: mem.as_ref().map(|m| m.total),
+        });
+    }
+    out.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
+    Ok(out)
+}
+
+/// Whether MIG is currently enabled (`None` if the GPU has no MIG or the read failed).
+fn mig_mode(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Option<MigMode>, Lost> {
+    Ok(reads
+        .take(Field::MigMemory.as_str(), dev.mig_mode())?
+        .map(|m| MigMode {
+            current: m.current == NVML_DEVICE_MIG_ENABLE,
+            pending: m.pending == NVML_DEVICE_MIG_ENABLE,
+        }))
+}
+
+/// Read every value of one GPU.
+pub(super) fn read_gpu(
+    nvml: &Nvml,
+    index: u32,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    xids: Vec<XidEvent>,
+    missing: &mut BTreeSet<String>,
+) -> (Result<GpuSample, Lost>, bool) {
+    let mut reads = Reads {
+        errors: Vec::new(),
+        missing,
+        driver_down: false,
+    };
+    let sample = read_gpu_values(nvml, index, dev, state, xids, &mut reads);
+    let driver_down = reads.driver_down;
+    let sample = sample.map(|mut s| {
+        s.errors = reads.into_errors();
+        if !s.errors.is_empty() {
+            s.status = GpuStatus::Degraded;
+        }
+        s
+    });
+    (sample, driver_down)
+}
+
+fn read_gpu_values(
+    nvml: &Nvml,
+    index: u32,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    xids: Vec<XidEvent>,
+    r: &mut Reads<'_>,
+) -> Result<GpuSample, Lost> {
+    let uuid = match r.take("uuid", dev.uuid())? {
+        Some(u) => {
+            state.uuid = Some(u.clone());
+            u
+        }
+        None => state.uuid.clone().unwrap_or_default(),
+    };
+    let mut s = GpuSample::empty(index, uuid, GpuStatus::Ok);
+
+    if let Some(u) = r.take(Field::Utilization.as_str(), dev.utilization_rates())? {
+        s.busy_ratio = Some(u.gpu as f64 / 100.0);
+        s.memory_controller_ratio = Some(u.memory as f64 / 100.0);
+    }
+    if let Some(m) = r.take(Field::Memory.as_str(), dev.memory_info())? {
+        s.memory_used_bytes = Some(m.used);
+        s.memory_total_bytes = Some(m.total);
+    }
+    s.power_watts = r
+        .take(Field::Power.as_str(), dev.power_usage())?
+        .map(|mw| mw as f64 / 1000.0);
+    s.energy_joules = r
+        .take(Field::Energy.as_str(), dev.total_energy_consumption())?
+        .map(|mj| mj as f64 / 1000.0);
+    s.temperature_celsius = r
+        .take(
+            Field::Temperature.as_str(),
+            dev.temperature(TemperatureSensor::Gpu),
+        )?
+        .map(f64::from);
+    let clocks = Field::Clocks.as_str();
+    s.sm_clock_hertz = r
+        .take(clocks, dev.clock_info(Clock::SM))?
+        .map(|mhz| mhz as f64 * 1e6);
+    s.memory_clock_hertz = r
+        .take(clocks, dev.clock_info(Clock::Memory))?
+        .map(|mhz| mhz as f64 * 1e6);
+    s.throttle_reasons = r.take(Field::Throttle.as_str(), raw::clocks_event_reasons(dev))?;
+    let ecc = Field::Ecc.as_str();
+    s.ecc_corrected_total = r.take(
+        ecc,
+        dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+    )?;
+    s.ecc_uncorrected_total = r.take(
+        ecc,
+        dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+    )?;
+    s.remapped_rows = r.take(Field::RowRemap.as_str(), raw::remapped_rows(dev))?;
+    let pcie = Field::Pcie.as_str();
+    s.pcie_tx_bytes_per_second = r
+        .take(pcie, dev.pcie_throughput(PcieUtilCounter::Send))?
+        .map(|kb| kb as f64 * 1024.0);
+    s.pcie_rx_bytes_per_second = r
+        .take(pcie, dev.pcie_throughput(PcieUtilCounter::Receive))?
+        .map(|kb| kb as f64 * 1024.0);
+
+    // Processes and their SM utilisation since the previous sample.
+    let processes = r.take(Field::Processes.as_str(), dev.running_compute_processes())?;
+    let utilisation = match dev.process_utilization_stats(state.process_last_seen_us) {
+        // No sample newer than the last one seen.
+        Err(NvmlError::NotFound) => Some(Vec::new()),
+        other => r.take(Field::ProcessUtilization.as_str(), other)?,
+    };
+    let mut sm_by_pid: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+    for u in utilisation.iter().flatten() {
+        state.process_last_seen_us = state.process_last_seen_us.max(u.timestamp);
+        let entry = sm_by_pid.entry(u.pid).or_insert((u.timestamp, u.sm_util));
+        if u.timestamp >= entry.0 {
+            *entry = (u.timestamp, u.sm_util);
+        }
+    }
+    for p in processes.into_iter().flatten() {
+        let name = match nvml.sys_process_name(p.pid, PROCESS_NAME_LEN) {
+            Ok(n) => Some(n),
+            Err(NvmlError::FailedToLoadSymbol(detail)) => {
+                note_missing(r.missing, &detail);
+                None
+            }
+            Err(_) => None,
+        };
+        s.processes.push(ProcessSample {
+            pid: p.pid,
+            name,
+            used_memory_bytes: match p.used_gpu_memory {
+                UsedGpuMemory::Used(b) => Some(b),
+                UsedGpuMemory::Unavailable => None,
+            },
+            sm_ratio: sm_by_pid.get(&p.pid).map(|(_, sm)| *sm as f64 / 100.0),
+            gpu_instance_id: p.gpu_instance_id,
+            compute_instance_id: p.compute_instance_id,
+        });
+    }
+
+    // MIG instances.
+    let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);
+    let migs = if mig_on {
+        read_mig_devices(r, dev)?
+    } else {
+        Vec::new()
+    };
+
+    // GPM: SM activity and occupancy of the GPU and SM activity of each GPU instance.
+    let gpm_supported = r
+        .take(Field::Gpm.as_str(), dev.gpm_support())?
+        .unwrap_or(false);
+    let mut mig_sm: BTreeMap<u32, Option<f64>> = BTreeMap::new();
+    if gpm_supported {
+        let v = gpm_step(
+            nvml,
+            r,
+            dev,
+            None,
+            &mut state.gpm,
+            &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy],
+        )?;
+        s.sm_active_ratio = v.first().copied().flatten();
+        s.sm_occupancy_ratio = v.get(1).copied().flatten();
+        let mut kept = BTreeMap::new();
+        let mut lost = false;
+        for m in &migs {
+            let mut prev = state.mig_gpm.remove(&m.gpu_instance_id);
+            let v = gpm_step(
+                nvml,
+                r,
+                dev,
+                Some(m.gpu_instance_id),
+                &mut prev,
+                &[GpmMetricId::SmUtil],
+            );
+            if let Some(p) = prev {
+                kept.insert(m.gpu_instance_id, p);
+            }
+            match v {
+                Ok(v) => {
+                    mig_sm.insert(m.gpu_instance_id, v.first().copied().flatten());
+                }
+                Err(Lost) => {
+                    lost = true;
+                    break;
+                }
+            }
+        }
+        // Free samples of GPU instances that no longer exist (the caller frees the rest if lost).
+        for (_, old) in std::mem::replace(&mut state.mig_gpm, kept) {
+            raw::gpm_free(nvml, old);
+        }
+        if lost {
+            return Err(Lost);
+        }
+    } else {
+        if let Some(old) = state.gpm.take() {
+            raw::gpm_free(nvml, old);
+        }
+        for (_, old) in std::mem::take(&mut state.mig_gpm) {
+            raw::gpm_free(nvml, old);
+        }
+    }
+
+    s.mig = migs
+        .into_iter()
+        .map(|m| MigSample {
+            gpu_instance_id: m.gpu_instance_id,
+            compute_instance_id: m.compute_instance_id,
+            uuid: m.uuid,
+            memory_used_bytes: m.memory_used_bytes,
+            memory_total_bytes: m.memory_total_bytes,
+            sm_active_ratio: mig_sm.get(&m.gpu_instance_id).copied().flatten(),
+        })
+        .collect();
+    s.xid_events = xids;
+    Ok(s)
+}

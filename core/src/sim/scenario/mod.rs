@@ -1,0 +1,337 @@
+//! Scenario files: the TOML that describes a simulated fleet (nodes, GPUs, MIG layouts, workloads
+//! and faults). Documented for users in `docs/scenarios.md`.
+//!
+//! Parsing is strict (unknown fields are rejected) and [`Scenario::validate`] checks every cross
+//! reference (node and GPU names, MIG placements against the model's table, workload placement)
+//! and value range (finite durations, windows that end after they start) so a bad file fails
+//! with the file, the item and what was expected, never later with a panic.
+//!
+//! The [`limits`] (file size, nodes, GPUs per node, workloads, faults, MIG instances, fault
+//! counts) are checked before anything proportional to them is allocated: the file is read no
+//! further than its limit, and counts are compared before GPUs are listed.
+//!
+//! This module only reads and checks scenario files; it computes nothing over time.
+
+mod parse;
+mod validate;
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::mig::{self, GpuModel, LayoutInstance};
+use crate::model::Placement;
+
+/// Limits on a scenario, each checked before anything proportional to it is allocated
+/// (documented in `docs/scenarios.md`).
+pub mod limits {
+    /// Largest scenario file, bytes: 16 MiB (`scripts/gen-fleet.py --gpus 1024` writes 320 KB).
+    pub const FILE_BYTES: u64 = 16 << 20;
+    /// Nodes in a scenario.
+    pub const NODES: usize = 4096;
+    /// GPUs on one node (the sum of its groups' counts).
+    pub const GPUS_PER_NODE: u64 = 64;
+    /// Workloads in a scenario.
+    pub const WORKLOADS: usize = 65_536;
+    /// Faults in a scenario.
+    pub const FAULTS: usize = 10_000;
+    /// MIG instances on one GPU (no MIG profile table allows more than 7).
+    pub const MIG_INSTANCES_PER_GPU: usize = 7;
+    /// `count` of one `ecc` or `row_remap` fault (with [`FAULTS`], sums stay within u32).
+    pub const FAULT_COUNT: u64 = 100_000;
+    /// Longest training run, hours (a week).
+    pub const DURATION_HOURS: f64 = 168.0;
+    /// Range of `utc_offset_hours` (the offsets in use on Earth).
+    pub const UTC_OFFSET_HOURS: std::ops::RangeInclusive<i32> = -12..=14;
+}
+
+/// Errors reading or checking a scenario file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("scenario {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("scenario {path}: {item}: {message}")]
+    Invalid {
+        path: String,
+        item: String,
+        message: String,
+    },
+}
+
+/// A simulated fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// Seed of every pseudo-random choice; the same seed gives identical samples.
+    #[serde(default)]
+    pub seed: u64,
+    /// Virtual time at which the simulation starts.
+    pub start: DateTime<Utc>,
+    /// Offset of the fleet's local time from UTC, hours; daily and weekly cycles follow local time.
+    #[serde(default)]
+    pub utc_offset_hours: i32,
+    #[serde(default = "default_driver")]
+    pub driver_version: String,
+    #[serde(default = "default_cuda")]
+    pub cuda_version: String,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub workloads: Vec<WorkloadSpec>,
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    /// Where the scenario was read from (for error messages); not part of the file.
+    #[serde(skip)]
+    pub source: String,
+}
+
+fn default_driver() -> String {
+    "550.54.15".into()
+}
+fn default_cuda() -> String {
+    "12.4".into()
+}
+
+/// One node and its GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    /// GPU groups in index order, e.g. `[{ model = "H100-80GB", count = 4 }]`.
+    pub gpus: Vec<GpuGroup>,
+    /// MIG layouts of some of the node's GPUs.
+    #[serde(default)]
+    pub mig: Vec<MigSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuGroup {
+    pub model: String,
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// MIG enabled on one GPU, with its instances (one compute instance per GPU instance).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigSpec {
+    pub gpu: u32,
+    pub instances: Vec<MigInstanceSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstanceSpec {
+    /// Profile name on this SKU (`3g.40gb`) or profile id as a string (`"9"`).
+    pub profile: String,
+    /// Placement start slot on the memory-slice axis.
+    pub start: u32,
+}
+
+/// The kinds of workload the simulator models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Online inference: always loaded, activity follows a daily cycle (peak 14:00 local) and is
+    /// lower at weekends.
+    Inference,
+    /// A loaded model nobody uses: memory held, activity exactly 0.
+    Idle,
+    /// Training: loaded and near peak activity while scheduled, absent otherwise.
+    Training,
+    /// Interactive notebook: loaded during working hours, bursts of activity in 5-minute buckets.
+    Notebook,
+    /// Batch inference: runs every `every_hours` for `duration_minutes`.
+    Batch,
+}
+
+/// One workload: a process on a GPU (or MIG instance).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub name: String,
+    pub kind: WorkloadKind,
+    pub node: String,
+    pub gpu: u32,
+    /// Placement start of the MIG instance it runs on (required on MIG-enabled GPUs).
+    #[serde(default)]
+    pub mig_start: Option<u32>,
+    pub memory_gib: f64,
+    /// Peak SM activity of its GPU (or MIG instance), 0–1.
+    #[serde(default = "default_peak")]
+    pub peak: f64,
+    /// Activity floor of inference workloads, 0–1.
+    #[serde(default = "default_base")]
+    pub base: f64,
+    /// SM activity per unit of busy time: busy = activity / efficiency (capped at 1). Low values
+    /// plant "busy but not working" GPUs.
+    #[serde(default = "default_efficiency")]
+    pub efficiency: f64,
+    /// Noise amplitude added to activity, 0–1.
+    #[serde(default = "default_noise")]
+    pub noise: f64,
+    /// Active window (absent: the whole simulation).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+    /// Training and batch: local hour the run starts.
+    #[serde(default)]
+    pub start_hour: Option<f64>,
+    /// Training: run length in hours.
+    #[serde(default)]
+    pub duration_hours: Option<f64>,
+    /// Training: weekdays it runs (`mon`..`sun`); absent: every day.
+    #[serde(default)]
+    pub days: Option<Vec<String>>,
+    /// Batch: hours between runs.
+    #[serde(default)]
+    pub every_hours: Option<f64>,
+    /// Batch: run length in minutes.
+    #[serde(default)]
+    pub duration_minutes: Option<f64>,
+    /// Notebook: probability that a 5-minute bucket of working hours is busy.
+    #[serde(default)]
+    pub burst_probability: Option<f64>,
+    #[serde(default = "default_process")]
+    pub process: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub pod: Option<String>,
+    #[serde(default)]
+    pub slurm_job: Option<String>,
+}
+
+fn default_peak() -> f64 {
+    0.8
+}
+fn default_base() -> f64 {
+    0.05
+}
+fn default_efficiency() -> f64 {
+    0.6
+}
+fn default_noise() -> f64 {
+    0.03
+}
+fn default_process() -> String {
+    "python3".into()
+}
+
+/// The kinds of fault the simulator injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// One XID event at `at`.
+    Xid,
+    /// The GPU falls off the bus from `at` until `until` (or the end).
+    GpuLost,
+    /// Reads of `field` fail with `error` from `at` until `until`.
+    NvmlError,
+    /// `field` is NotSupported on this GPU (from `at`, default the start).
+    NotSupported,
+    /// `count` ECC errors (corrected unless `uncorrected`) at `at`.
+    Ecc,
+    /// `count` memory rows remapped at `at` (for uncorrectable errors if `uncorrected`), the
+    /// remapping pending until `until` (a GPU reset; default: pending for good); with
+    /// `failure`, the remapping failed instead.
+    RowRemap,
+    /// Every NVML call on the node fails (driver-level) from `at` until `until`.
+    DriverError,
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    pub node: String,
+    /// GPU index; not used by `driver_error`.
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    #[serde(default)]
+    pub at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub xid: Option<u64>,
+    /// Field of `nvml_error` / `not_supported` faults; see [`Field`](super::Field).
+    #[serde(default)]
+    pub field: Option<String>,
+    /// Error kind of `nvml_error` faults: `unknown`, `timeout`, `no_permission`, `gpu_lost`.
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub count: Option<u64>,
+    #[serde(default)]
+    pub uncorrected: bool,
+    /// `row_remap` faults: the remapping failed (NVML `failureOccurred`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failure: bool,
+}
+
+impl Scenario {
+    /// The models of a node's GPUs in index order.
+    pub fn node_models(&self, node: &NodeSpec) -> Vec<&'static GpuModel> {
+        node.gpus
+            .iter()
+            .flat_map(|g| {
+                let m = mig::model(&g.model).expect("validated");
+                std::iter::repeat_n(m, g.count as usize)
+            })
+            .collect()
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// The MIG layout of one GPU as checked instances (profile id, placement).
+    pub fn mig_layout(
+        &self,
+        model: &GpuModel,
+        spec: &MigSpec,
+    ) -> Result<Vec<LayoutInstance>, String> {
+        spec.instances
+            .iter()
+            .map(|i| {
+                let profile = model
+                    .profile_by_name(&i.profile)
+                    .or_else(|| i.profile.parse().ok().and_then(|id| model.profile(id)))
+                    .ok_or_else(|| {
+                        let names: Vec<_> =
+                            model.profiles.iter().map(|p| p.name.as_str()).collect();
+                        format!(
+                            "unknown MIG profile {:?} for {}; expected one of {}",
+                            i.profile,
+                            model.key,
+                            names.join(", ")
+                        )
+                    })?;
+                Ok(LayoutInstance {
+                    profile_id: profile.id,
+                    placement: Placement {
+                        start: i.start,
+                        size: profile.memory_slices,
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+/// Pointer to the documented limits, appended to limit errors.
+const SEE_LIMITS: &str = " (limits: docs/scenarios.md)";
