@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tessera_core::history::reader::read_node_dir;
 use tessera_core::history::files::hour_name;
+use tessera_core::history::reader::read_node_dir;
 use tessera_e2e::{bin, run};
 
 const HOUR_MS: i64 = 3_600_000;

@@ -2,7 +2,7 @@
 //! (`TESSERA_FAKE_NVML_*`), and unconfigured. One test in this binary: the fake's state is
 //! per process and environment variables are process-global.
 
-use crate::common;
+mod common;
 
 use common::*;
 use tessera_core::device::{DeviceError, GpuBackend};

@@ -90,7 +90,7 @@ impl Fake {
     pub fn load(&self, scenario: &Path, node: &str) {
         let p = CString::new(scenario.to_str().expect("utf-8 path")).expect("no NUL");
         let n = CString::new(node).expect("no NUL");
-        // SAFETY: the symbol has this signature (tests/fake-nvml/src/core_exports.rs).
+        // SAFETY: the symbol has this signature (tests/fake-nvml/src/core_exports/control.rs).
         let rc = unsafe {
             let f = self
                 .lib
