@@ -9,7 +9,7 @@
 
 use chrono::{Datelike, Timelike};
 
-use super::scenario::{Scenario, WorkloadKind, WorkloadSpec};
+use super::scenario::{Scenario, WorkloadKind, WorkloadSpec, weekday_index};
 
 /// What one workload does at one second.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,13 +35,6 @@ pub fn unit(seed: u64, a: u64, b: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Weekday index (mon = 0) of a three-letter name.
-pub fn weekday_index(name: &str) -> Option<u32> {
-    ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-        .iter()
-        .position(|d| d.eq_ignore_ascii_case(name))
-        .map(|i| i as u32)
-}
 
 /// Local calendar facts of an instant.
 struct Local {

@@ -372,7 +372,7 @@ impl MigControl for SimMigControl {
             };
             return Err(ControlError::InsufficientResources { gpu, what, reason });
         }
-        let id = super::fleet::gpu_instance_id(&new);
+        let id = super::node::gpu_instance_id(&new);
         g.instances.push(GpuInstanceState {
             gpu_instance_id: id,
             profile_id,

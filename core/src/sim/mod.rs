@@ -3,7 +3,7 @@
 //!
 //! - [`scenario`]: the TOML scenario format (strict parser, validation).
 //! - [`activity`]: what each workload does at an instant (pure functions of seed and time).
-//! - [`fleet`]: a node's GPUs with real MIG tables, turned into readings with faults.
+//! - [`node`]: a node's GPUs with real MIG tables, turned into readings with faults.
 //! - [`truth`]: the ground-truth file of planted conditions, for scoring the analyzer.
 //!
 //! The same readings also back the fake `libnvidia-ml.so` in `tests/fake-nvml`, so the NVML
@@ -13,13 +13,13 @@
 
 pub mod activity;
 pub mod control;
-pub mod fleet;
+pub mod node;
 pub mod scenario;
 pub mod truth;
 
 use std::time::Instant;
 
-pub use fleet::{GpuReading, NodeReading, SimNode};
+pub use node::{GpuReading, NodeReading, SimNode};
 pub use scenario::{Scenario, ScenarioError};
 
 use crate::device::{DeviceError, GpuBackend};

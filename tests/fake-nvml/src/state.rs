@@ -26,7 +26,7 @@ use tessera_core::mig::{GpuModel, LayoutInstance};
 use tessera_core::model::Field;
 use tessera_core::model::MigMode;
 use tessera_core::sim::control::SimMigControl;
-use tessera_core::sim::fleet::SimGpu;
+use tessera_core::sim::node::SimGpu;
 use tessera_core::sim::{GpuReading, NodeReading, Scenario, SimNode};
 
 pub type Ret = nvmlReturn_t;

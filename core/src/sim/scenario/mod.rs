@@ -335,3 +335,11 @@ impl Scenario {
 
 /// Pointer to the documented limits, appended to limit errors.
 const SEE_LIMITS: &str = " (limits: docs/scenarios.md)";
+
+/// Weekday index (mon = 0) of a three-letter name.
+pub fn weekday_index(name: &str) -> Option<u32> {
+    ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+        .iter()
+        .position(|d| d.eq_ignore_ascii_case(name))
+        .map(|i| i as u32)
+}

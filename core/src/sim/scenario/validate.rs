@@ -376,7 +376,7 @@ impl Scenario {
         if let Some(days) = &w.days {
             let mut seen = [false; 7];
             for d in days {
-                let Some(i) = crate::sim::activity::weekday_index(d) else {
+                let Some(i) = super::weekday_index(d) else {
                     return Err(self.invalid(
                         item,
                         format!(

@@ -69,7 +69,7 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(
 pub(super) fn mig_instance(
     f: &Fake,
     d: Dev,
-) -> Result<&tessera_core::sim::fleet::SimMigInstance, Ret> {
+) -> Result<&tessera_core::sim::node::SimMigInstance, Ret> {
     let g = f.sim_gpu(d.gpu)?;
     let index = d.mig.ok_or(NOT_SUPPORTED)?;
     let pos = f.mig_position(g, index).ok_or(INVALID_ARGUMENT)?;
