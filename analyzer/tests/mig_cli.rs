@@ -13,7 +13,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use tessera_core::mig::plan::{MigPlanFile, PlannedInstance};
+use tessera_core::mig::plan::{PlannedInstance, TesseraPlan};
 use tessera_core::model::Placement;
 
 const SCENARIO: &str = concat!(
@@ -93,7 +93,7 @@ fn inst(profile: &str, id: u32, start: u32, size: u32) -> PlannedInstance {
 fn edited(node: &Node) -> PathBuf {
     let (code, _, err) = node.run(&["export", "-o", "plan.yaml"]);
     assert_eq!(code, 0, "{err}");
-    let mut plan = MigPlanFile::from_file(&node.path("plan.yaml")).unwrap();
+    let mut plan = TesseraPlan::from_file(&node.path("plan.yaml")).unwrap();
     let gpus = plan.configs.get_mut("current").unwrap();
     gpus[2].instances = vec![
         inst("3g.40gb", 9, 0, 4),
@@ -276,7 +276,7 @@ fn refuses_to_destroy_an_instance_with_processes() {
     let node = Node::new();
     let before = node.export();
     edited(&node);
-    let mut plan = MigPlanFile::from_file(&node.path("plan.yaml")).unwrap();
+    let mut plan = TesseraPlan::from_file(&node.path("plan.yaml")).unwrap();
     plan.configs.get_mut("current").unwrap()[2].instances = vec![inst("7g.80gb", 0, 0, 8)];
     let p = node.write("whole.yaml", &plan.to_yaml());
     let (code, _, err) = node.run(&["apply", p.to_str().unwrap(), "--yes"]);
@@ -286,7 +286,7 @@ fn refuses_to_destroy_an_instance_with_processes() {
     assert!(err.contains("pod serving/rerank-6b5f4-8xw2d"), "{err}");
     assert!(err.contains("pid 4017 (vllm)"), "{err}");
     // Nor is a MIG mode change made under a running job.
-    let mut plan = MigPlanFile::from_file(&node.path("plan.yaml")).unwrap();
+    let mut plan = TesseraPlan::from_file(&node.path("plan.yaml")).unwrap();
     plan.configs.get_mut("current").unwrap()[0].mig_enabled = true;
     let p = node.write("gpu0.yaml", &plan.to_yaml());
     let (code, _, err) = node.run(&["apply", p.to_str().unwrap(), "--yes"]);
@@ -307,8 +307,8 @@ fn schedule_applies_the_active_config_idempotently() {
     let node = Node::new();
     let before = node.export();
     edited(&node);
-    let mut plan = MigPlanFile::from_file(&node.path("plan.yaml")).unwrap();
-    let day = MigPlanFile::from_file(&node.path("edited.yaml"))
+    let mut plan = TesseraPlan::from_file(&node.path("plan.yaml")).unwrap();
+    let day = TesseraPlan::from_file(&node.path("edited.yaml"))
         .unwrap()
         .configs["current"]
         .clone();
@@ -409,7 +409,7 @@ fn bad_input_exits_2_with_a_clear_message() {
 fn enabling_mig_on_ampere_is_reported_pending_never_reset() {
     let node = Node::new();
     edited(&node);
-    let mut plan = MigPlanFile::from_file(&node.path("plan.yaml")).unwrap();
+    let mut plan = TesseraPlan::from_file(&node.path("plan.yaml")).unwrap();
     plan.configs.get_mut("current").unwrap()[3].mig_enabled = true;
     plan.configs.get_mut("current").unwrap()[3].instances = vec![inst("7g.80gb", 0, 0, 8)];
     let p = node.write("a100.yaml", &plan.to_yaml());

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use tessera_core::mig::parted::{Devices, MigConfigFile};
-use tessera_core::mig::plan::{MigPlanFile, MigSchedule};
-use tessera_core::mig::{self, check_layout};
+use tessera_core::mig::parted::{Devices, PartedFile};
+use tessera_core::mig::plan::{MigSchedule, TesseraPlan};
+use tessera_core::mig::{self, validate_layout};
 
 fn tessera(args: &[&str]) -> Output {
     cli::tessera_with(args, |c| {
@@ -54,7 +54,7 @@ fn simulate_scenario(dir: &Path, scenario: &Path, days: u32) -> PathBuf {
 /// Per (mig-parted label, GPU index): MIG on and profile counts.
 type Layouts = BTreeMap<(String, u32), (bool, BTreeMap<String, u32>)>;
 
-fn parted_layouts(cfg: &MigConfigFile) -> Layouts {
+fn parted_layouts(cfg: &PartedFile) -> Layouts {
     let mut out = Layouts::new();
     for (label, entries) in &cfg.configs {
         for e in entries {
@@ -72,7 +72,7 @@ fn parted_layouts(cfg: &MigConfigFile) -> Layouts {
     out
 }
 
-fn plan_layouts(plan: &MigPlanFile) -> Layouts {
+fn plan_layouts(plan: &TesseraPlan) -> Layouts {
     let mut out = Layouts::new();
     for (label, gpus) in &plan.configs {
         for g in gpus {
@@ -135,7 +135,7 @@ fn plans_a_simulated_mig_node_with_a_night_switch() {
     assert!(api["memory_need_bytes"].as_f64().unwrap() > 14.0 * (1u64 << 30) as f64);
     assert_eq!(api["compute_need_slices"], 1);
 
-    let plan = MigPlanFile::from_file(&plan_path).expect("plan parses");
+    let plan = TesseraPlan::from_file(&plan_path).expect("plan parses");
     let day = &plan.configs["day"];
     let placed: Vec<&String> = day
         .iter()
@@ -143,7 +143,7 @@ fn plans_a_simulated_mig_node_with_a_night_switch() {
         .collect();
     assert_eq!(placed.len(), 8);
     for g in day {
-        check_layout(mig::model(&g.model).unwrap(), &g.layout()).unwrap();
+        validate_layout(mig::model(&g.model).unwrap(), &g.layout()).unwrap();
     }
     // The API gets a 1g with two memory slices.
     assert!(day.iter().any(|g| {
@@ -178,7 +178,7 @@ fn plans_a_simulated_mig_node_with_a_night_switch() {
         .unwrap();
     assert_eq!(api_day, api_night);
 
-    let parted = MigConfigFile::from_file(&parted_path).expect("mig-parted config parses");
+    let parted = PartedFile::from_file(&parted_path).expect("mig-parted config parses");
     assert_eq!(parted_layouts(&parted), plan_layouts(&plan));
 
     let sched = MigSchedule::from_file(&sched_path).expect("schedule parses");
@@ -257,7 +257,7 @@ fn a_workload_that_needs_the_whole_gpu_is_left_out_of_mig_mode_end_to_end() {
             .starts_with("mig-node-1/GPU0 runs one workload")
     );
 
-    let plan = MigPlanFile::from_file(&plan_path).expect("plan parses");
+    let plan = TesseraPlan::from_file(&plan_path).expect("plan parses");
     let day = &plan.configs["day"];
     let gpu0 = day.iter().find(|g| g.gpu == 0).unwrap();
     assert!(!gpu0.mig_enabled && gpu0.instances.is_empty());
@@ -266,7 +266,7 @@ fn a_workload_that_needs_the_whole_gpu_is_left_out_of_mig_mode_end_to_end() {
     assert!(gpu2.mig_enabled);
     assert_eq!(gpu2.instances.len(), 1);
     assert_eq!(gpu2.instances[0].profile, "3g.40gb");
-    let parted = MigConfigFile::from_file(&parted_path).expect("mig-parted config parses");
+    let parted = PartedFile::from_file(&parted_path).expect("mig-parted config parses");
     let layouts = parted_layouts(&parted);
     assert_eq!(layouts, plan_layouts(&plan));
     assert_eq!(layouts[&("day".to_string(), 0)], (false, BTreeMap::new()));
@@ -314,7 +314,7 @@ fn a_workload_that_needs_the_whole_gpu_is_left_out_of_mig_mode_end_to_end() {
     assert!(text.contains("nothing to do"), "{text}");
     let (code, text) = mig(&["export", "-o", "now.yaml"]);
     assert_eq!(code, Some(0), "{text}");
-    let now = MigPlanFile::from_file(&dir.path().join("now.yaml")).unwrap();
+    let now = TesseraPlan::from_file(&dir.path().join("now.yaml")).unwrap();
     let now0 = now.configs["current"].iter().find(|g| g.gpu == 0).unwrap();
     assert!(!now0.mig_enabled && now0.instances.is_empty(), "{now0:?}");
 }
@@ -373,7 +373,7 @@ fn busy_ratio_stands_in_when_sm_activity_is_missing() {
     assert_eq!(big["compute_need_slices"], 3);
     assert_eq!(v["gpus_before"], 2);
     assert_eq!(v["gpus_after"], 1);
-    let plan = MigPlanFile::from_file(&plan_path).unwrap();
+    let plan = TesseraPlan::from_file(&plan_path).unwrap();
     let used: Vec<_> = plan.configs["day"]
         .iter()
         .filter(|g| g.mig_enabled)

@@ -24,8 +24,8 @@ use proptest::test_runner::{Config, TestCaseError};
 
 use tessera_core::device::GpuBackend;
 use tessera_core::input_limits::{self, MAX_YAML_DEPTH};
-use tessera_core::mig::parted::{MigConfigError, MigConfigFile};
-use tessera_core::mig::plan::{MigPlanError, MigPlanFile, MigSchedule};
+use tessera_core::mig::parted::{PartedError, PartedFile};
+use tessera_core::mig::plan::{MigSchedule, TesseraPlan, TesseraPlanError};
 use tessera_core::sim::truth::GroundTruth;
 use tessera_core::sim::{Scenario, ScenarioError, SimBackend, SimClock};
 
@@ -536,11 +536,11 @@ fn check_yaml_error(
     Ok(())
 }
 
-fn plan_positioned(e: &MigPlanError) -> bool {
+fn plan_positioned(e: &TesseraPlanError) -> bool {
     match e {
-        MigPlanError::Parse { message, .. } => has_position(message),
-        MigPlanError::Invalid { item, .. } => !item.is_empty(),
-        MigPlanError::Limit { limit, .. } => {
+        TesseraPlanError::Parse { message, .. } => has_position(message),
+        TesseraPlanError::Invalid { item, .. } => !item.is_empty(),
+        TesseraPlanError::Limit { limit, .. } => {
             matches!(limit, input_limits::LimitError::TooDeep { .. })
         }
         _ => false,
@@ -548,12 +548,12 @@ fn plan_positioned(e: &MigPlanError) -> bool {
 }
 
 fn check_plan_and_schedule(text: &str) -> Result<(), TestCaseError> {
-    let (res, peak) = peak_alloc(|| MigPlanFile::parse(text, "input.yaml"));
+    let (res, peak) = peak_alloc(|| TesseraPlan::parse(text, "input.yaml"));
     within_bound("plan", text.len(), peak)?;
     match res {
         Ok(p) => {
             // What parses writes back and reads back the same.
-            let again = MigPlanFile::parse(&p.to_yaml(), "again.yaml")
+            let again = TesseraPlan::parse(&p.to_yaml(), "again.yaml")
                 .map_err(|e| TestCaseError::fail(format!("round trip: {e}")))?;
             prop_assert_eq!(p, again);
         }
@@ -579,7 +579,7 @@ fn check_plan_and_schedule(text: &str) -> Result<(), TestCaseError> {
 }
 
 fn check_parted(text: &str) -> Result<(), TestCaseError> {
-    let (res, peak) = peak_alloc(|| MigConfigFile::parse(text, "input.yaml"));
+    let (res, peak) = peak_alloc(|| PartedFile::parse(text, "input.yaml"));
     within_bound("mig-parted", text.len(), peak)?;
     match res {
         Ok(f) => {
@@ -590,7 +590,7 @@ fn check_parted(text: &str) -> Result<(), TestCaseError> {
                     .select(label)
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 let (_, peak) = peak_alloc(|| {
-                    let _ = plan.check(&inv);
+                    let _ = plan.validate(&inv);
                     plan.drift(&inv)
                 });
                 within_bound("mig-parted check", text.len(), peak)?;
@@ -598,9 +598,9 @@ fn check_parted(text: &str) -> Result<(), TestCaseError> {
         }
         Err(e) => {
             let positioned = match &e {
-                MigConfigError::Parse { message, .. } => has_position(message),
-                MigConfigError::Invalid { item, .. } => !item.is_empty(),
-                MigConfigError::Limit { limit, .. } => {
+                PartedError::Parse { message, .. } => has_position(message),
+                PartedError::Invalid { item, .. } => !item.is_empty(),
+                PartedError::Limit { limit, .. } => {
                     matches!(limit, input_limits::LimitError::TooDeep { .. })
                 }
                 _ => false,
@@ -1041,11 +1041,11 @@ fn the_fixtures_pass_every_invariant() {
         run_scenario(&scenario, 0).unwrap();
     }
     check_plan_and_schedule(PLAN).unwrap();
-    MigPlanFile::parse(PLAN, "plan").unwrap();
+    TesseraPlan::parse(PLAN, "plan").unwrap();
     MigSchedule::parse(SCHEDULE, "schedule").unwrap();
     check_plan_and_schedule(SCHEDULE).unwrap();
     for p in PARTED.iter() {
-        MigConfigFile::parse(p, "parted").unwrap();
+        PartedFile::parse(p, "parted").unwrap();
         check_parted(p).unwrap();
     }
     for t in [PLAN, SCHEDULE, &PARTED[0], &PARTED[1]] {

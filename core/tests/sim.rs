@@ -80,7 +80,7 @@ fn mig_state_obeys_the_placement_table() {
                 .collect();
             if gpu.mig_mode.is_some_and(|m| m.current) {
                 assert!(!layout.is_empty());
-                mig::check_layout(model, &layout).unwrap();
+                mig::validate_layout(model, &layout).unwrap();
                 for m in &gpu.mig_instances {
                     let p = model.profile(m.profile_id).unwrap();
                     assert_eq!(m.profile_name, p.name);

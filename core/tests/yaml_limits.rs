@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tessera_core::input_limits::{MAX_YAML_BYTES, MAX_YAML_DEPTH};
-use tessera_core::mig::parted::MigConfigFile;
-use tessera_core::mig::plan::{MigPlanFile, MigSchedule};
+use tessera_core::mig::parted::PartedFile;
+use tessera_core::mig::plan::{MigSchedule, TesseraPlan};
 
 /// Each reader, by name: parse `text` named `source`, the error as text.
 type Reader = fn(&str, &str) -> Result<(), String>;
@@ -16,7 +16,7 @@ type Reader = fn(&str, &str) -> Result<(), String>;
 fn readers() -> [(&'static str, Reader); 3] {
     [
         ("plan", |t, s| {
-            MigPlanFile::parse(t, s)
+            TesseraPlan::parse(t, s)
                 .map(drop)
                 .map_err(|e| e.to_string())
         }),
@@ -26,9 +26,7 @@ fn readers() -> [(&'static str, Reader); 3] {
                 .map_err(|e| e.to_string())
         }),
         ("mig-parted", |t, s| {
-            MigConfigFile::parse(t, s)
-                .map(drop)
-                .map_err(|e| e.to_string())
+            PartedFile::parse(t, s).map(drop).map_err(|e| e.to_string())
         }),
     ]
 }
@@ -39,7 +37,7 @@ type FileReader = fn(&Path) -> Result<(), String>;
 fn file_readers() -> [(&'static str, FileReader); 3] {
     [
         ("plan", |p| {
-            MigPlanFile::from_file(p)
+            TesseraPlan::from_file(p)
                 .map(drop)
                 .map_err(|e| e.to_string())
         }),
@@ -49,7 +47,7 @@ fn file_readers() -> [(&'static str, FileReader); 3] {
                 .map_err(|e| e.to_string())
         }),
         ("mig-parted", |p| {
-            MigConfigFile::from_file(p)
+            PartedFile::from_file(p)
                 .map(drop)
                 .map_err(|e| e.to_string())
         }),
@@ -169,7 +167,7 @@ fn mig_parted_counts_are_bounded_before_they_are_expanded() {
     };
     for count in [8, u32::MAX as u64] {
         let t = Instant::now();
-        let err = MigConfigFile::parse(&text(count), "big.yaml")
+        let err = PartedFile::parse(&text(count), "big.yaml")
             .unwrap_err()
             .to_string();
         assert!(t.elapsed() < Duration::from_secs(1));
@@ -181,10 +179,10 @@ fn mig_parted_counts_are_bounded_before_they_are_expanded() {
             "{err}"
         );
     }
-    let seven = MigConfigFile::parse(&text(7), "ok.yaml").unwrap();
+    let seven = PartedFile::parse(&text(7), "ok.yaml").unwrap();
     assert_eq!(seven.configs["c"][0].mig_devices["1g.10gb"], 7);
     // Seven of each of two profiles: 14 instances, more than any GPU holds.
-    let err = MigConfigFile::parse(
+    let err = PartedFile::parse(
         "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 7, \"2g.20gb\": 7}\n",
         "two.yaml",
     )
@@ -204,7 +202,7 @@ fn plan_instances_are_bounded() {
         inst.repeat(10_000)
     );
     let t = Instant::now();
-    let err = MigPlanFile::parse(&text, "p.yaml").unwrap_err().to_string();
+    let err = TesseraPlan::parse(&text, "p.yaml").unwrap_err().to_string();
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         err.contains("configs.day[0].instances")
@@ -224,8 +222,8 @@ fn mig_parted_device_lists_are_bounded() {
             v.join(", ")
         )
     };
-    MigConfigFile::parse(&text(64), "ok.yaml").unwrap();
-    let err = MigConfigFile::parse(&text(65), "long.yaml")
+    PartedFile::parse(&text(64), "ok.yaml").unwrap();
+    let err = PartedFile::parse(&text(65), "long.yaml")
         .unwrap_err()
         .to_string();
     assert!(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tessera_core::device::{DeviceError, GpuBackend};
 use tessera_core::history::{self, WriterMode, WriterOptions};
-use tessera_core::mig::parted::{MigConfigFile, MigPlan};
+use tessera_core::mig::parted::{PartedConfig, PartedFile};
 use tessera_core::nvml::NvmlBackend;
 use tessera_core::sim::{self, SimBackend, SimClock, SimNode};
 use tessera_core::units::{parse_bytes, parse_duration};
@@ -231,18 +231,18 @@ fn print_sample(
 /// The planned MIG layout of `--mig.config`/`--mig.config-label`, parsed, selected and checked
 /// against this node's GPUs when they can be read now (a bad file or a plan the GPUs cannot hold
 /// fails here, with exit status 2).
-fn mig_plan(args: &Args) -> Result<Option<Arc<MigPlan>>> {
+fn mig_plan(args: &Args) -> Result<Option<Arc<PartedConfig>>> {
     let (Some(file), Some(label)) = (&args.mig_config, &args.mig_config_label) else {
         return Ok(None);
     };
-    let plan = MigConfigFile::from_file(file)?.select(label)?;
+    let plan = PartedFile::from_file(file)?.select(label)?;
     let inventory = factory(args, false).and_then(|mut make| {
         let mut backend = make()?;
         Ok(backend.inventory()?)
     });
     match inventory {
         Ok(inv) => {
-            for warning in plan.check(&inv)? {
+            for warning in plan.validate(&inv)? {
                 log::warn!("{warning}");
             }
             log::info!(

@@ -59,7 +59,7 @@ pub struct SamplerHooks {
     /// Attributes processes to pods, containers and Slurm jobs.
     pub attributor: Option<Attributor>,
     /// Called with every published snapshot, on the sampler thread: must not block (the history
-    /// writer `try_send`s to its own thread, see [`tessera_core::history::HistorySender::offer`]).
+    /// writer `try_send`s to its own thread, see [`crate::history_thread::HistorySender::offer`]).
     pub on_sample: Option<OnSample>,
 }
 

@@ -274,7 +274,7 @@ fn prometheus_text_names_counters_after_their_samples() {
 fn mig_layout_drift_of_the_simulated_node_against_a_plan() {
     // gpu-node-1 of the demo: GPUs 0–2 without MIG, GPU 3 as 3g + 2g + 1g.
     let snap = Arc::new(snapshot("gpu-node-1", "2026-11-02T14:00:00Z", 1));
-    let plan = tessera_core::mig::parted::MigConfigFile::parse(
+    let plan = tessera_core::mig::parted::PartedFile::parse(
         r#"
 version: v1
 mig-configs:
@@ -293,7 +293,7 @@ mig-configs:
     .unwrap()
     .select("node-1")
     .unwrap();
-    plan.check(snap.inventory.as_deref().unwrap()).unwrap();
+    plan.validate(snap.inventory.as_deref().unwrap()).unwrap();
     let text = metrics::render(
         snap.clone(),
         &RenderOptions {

@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::json;
 use tessera::advisor;
 use tessera::mig_planner::{self, PlannerOptions, demand, export, schedule};
-use tessera_core::mig::plan::MigPlanFile;
+use tessera_core::mig::plan::TesseraPlan;
 
 use super::source::{
     OffpeakArgs, OutputFormat, PartProgress, SourceArgs, load_parts, name_file, parse_tz,
@@ -95,7 +95,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
         .filter_map(|w| w.current_gpu.as_deref())
         .collect();
 
-    let mut file = MigPlanFile::new();
+    let mut file = TesseraPlan::new();
     file.comment = Some(format!(
         "tessera mig plan {}: {} workload(s), {} GPU(s) used (lower bound {}), sources {}",
         env!("CARGO_PKG_VERSION"),

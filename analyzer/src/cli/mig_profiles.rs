@@ -1,5 +1,5 @@
 //! `tessera mig profiles`: per GPU, the MIG profile table NVML reports and its differences from
-//! tessera's built-in table (`tessera_core::mig::profile_check`). A module of the binary: reading
+//! tessera's built-in table (`tessera_core::mig::profile_compare`). A module of the binary: reading
 //! (through the exporter's `NvmlBackend`), comparing and printing; no logic of its own.
 //!
 //! Read-only: it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` (and its `V` variant
@@ -19,7 +19,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tessera_core::device::GpuBackend;
 use tessera_core::mig;
-use tessera_core::mig::profile_check::{self, Comparison, ReportedProfile, fmt_placements};
+use tessera_core::mig::profile_compare::{self, Comparison, ReportedProfile, fmt_placements};
 use tessera_core::nvml::NvmlBackend;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -131,7 +131,7 @@ fn builtin_tables() -> Vec<Table> {
             Table {
                 gpu: None,
                 name: m.nvml_name.to_string(),
-                comparison: profile_check::compare(m.nvml_name, &profiles),
+                comparison: profile_compare::compare(m.nvml_name, &profiles),
                 profiles,
             }
         })
@@ -178,7 +178,7 @@ fn read_nvml(lib: Option<&std::path::Path>) -> Result<Vec<Table>> {
         tables.push(Table {
             gpu: Some(gpu.index),
             name: gpu.name.clone(),
-            comparison: profile_check::compare(&gpu.name, &profiles),
+            comparison: profile_compare::compare(&gpu.name, &profiles),
             profiles,
         });
     }

@@ -2,7 +2,7 @@
 //! timestamps, and the rows (bucket end and length) its samples go into.
 //!
 //! Every source that is not already aggregated into rows (CSV; Prometheus, whose points come on
-//! its query grid) gives each entity's samples to [`plan`], which
+//! its query grid) gives each entity's samples to [`segments`] and [`assign`], which
 //! - splits the entity's series into segments of one sampling period (a series may change
 //!   period: a scrape interval changed, logs at 5 s followed by exports at 1 min), from a rolling
 //!   estimate over [`WINDOW`] neighbouring samples that ignores gaps (a missed scrape still

@@ -16,12 +16,12 @@ use std::fmt::Write as _;
 
 use tessera_core::mig::plan::{GpuLayout, PlannedInstance};
 
-use super::{FleetGpu, Plan, Workload};
+use super::{FleetGpu, Proposal, Workload};
 
 /// The plan's GPUs as one config of a tessera plan file: used GPUs with their instances and
 /// workloads (a whole-GPU one with MIG off and its workload on the GPU), then the MIG-capable GPUs
 /// it leaves free (`mig-enabled: false`).
-pub fn config(plan: &Plan, workloads: &[Workload]) -> Vec<GpuLayout> {
+pub fn config(plan: &Proposal, workloads: &[Workload]) -> Vec<GpuLayout> {
     let ids =
         |ws: &[usize]| -> Vec<String> { ws.iter().map(|&w| workloads[w].id.clone()).collect() };
     let mut out: Vec<GpuLayout> = plan

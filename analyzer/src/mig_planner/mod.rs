@@ -17,8 +17,8 @@
 //!   ([`PlannedGpu::mig_enabled`] false, [`is_whole_gpu`]): MIG would give it nothing and cost
 //!   peer-to-peer and some profiling. It still counts as a used GPU.
 //! - Workloads no profile of any MIG model in the fleet can hold, and workloads for which the
-//!   fleet has no GPU left, are reported in [`Plan::unplaceable`], never dropped. GPUs of models
-//!   without a MIG table are kept out of the plan and listed in [`Plan::non_mig_gpus`].
+//!   fleet has no GPU left, are reported in [`Proposal::unplaceable`], never dropped. GPUs of models
+//!   without a MIG table are kept out of the plan and listed in [`Proposal::non_mig_gpus`].
 //!
 //! Pure: no I/O. Demand extraction from frames is in [`demand`], file output in [`export`],
 //! day/night schedules in [`schedule`].
@@ -129,7 +129,7 @@ pub fn is_whole_gpu(model: &GpuModel, profs: &[&MigProfile]) -> bool {
 }
 
 /// One plain sentence on the plan's GPUs left out of MIG mode, if any.
-pub fn whole_gpu_sentence(plan: &Plan) -> Option<String> {
+pub fn whole_gpu_sentence(plan: &Proposal) -> Option<String> {
     let whole: Vec<&PlannedGpu> = plan.gpus.iter().filter(|g| !g.mig_enabled).collect();
     match whole.as_slice() {
         [] => None,
@@ -190,7 +190,7 @@ pub enum Method {
 
 /// A plan.
 #[derive(Debug, Clone, Serialize)]
-pub struct Plan {
+pub struct Proposal {
     pub gpus: Vec<PlannedGpu>,
     /// MIG-capable fleet GPUs the plan leaves empty (free as whole GPUs).
     pub free_gpus: Vec<FleetGpu>,
@@ -204,7 +204,7 @@ pub struct Plan {
     pub method: Method,
 }
 
-impl Plan {
+impl Proposal {
     /// (used − bound) / bound, 0 when the bound is 0.
     pub fn gap(&self) -> f64 {
         if self.lower_bound == 0 {
@@ -218,7 +218,7 @@ impl Plan {
 
 /// Why planning failed outright (as opposed to a workload being unplaceable).
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub enum PlannerError {
     #[error("workload id {0:?} appears twice; ids must be unique")]
     DuplicateWorkload(String),
     #[error("workload {id:?} has a compute need of 0 slices; the least is 1")]
@@ -368,14 +368,14 @@ impl Bin {
 fn prepare<'a>(
     workloads: &'a [Workload],
     fleet: &[FleetGpu],
-) -> Result<(Prepared<'a>, Vec<Unplaceable>, Vec<FleetGpu>), PlanError> {
+) -> Result<(Prepared<'a>, Vec<Unplaceable>, Vec<FleetGpu>), PlannerError> {
     let mut ids = std::collections::BTreeSet::new();
     for w in workloads {
         if !ids.insert(w.id.as_str()) {
-            return Err(PlanError::DuplicateWorkload(w.id.clone()));
+            return Err(PlannerError::DuplicateWorkload(w.id.clone()));
         }
         if w.compute_slices == 0 {
-            return Err(PlanError::ZeroCompute { id: w.id.clone() });
+            return Err(PlannerError::ZeroCompute { id: w.id.clone() });
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -384,7 +384,7 @@ fn prepare<'a>(
     let mut non_mig = Vec::new();
     for (i, g) in fleet.iter().enumerate() {
         if !seen.insert((g.node.as_str(), g.index)) {
-            return Err(PlanError::DuplicateGpu {
+            return Err(PlannerError::DuplicateGpu {
                 node: g.node.clone(),
                 index: g.index,
             });
@@ -454,12 +454,12 @@ fn prepare<'a>(
     ))
 }
 
-/// Plan `workloads` onto `fleet`.
+/// Plan `workloads` onto `fleet`: the proposed layouts.
 pub fn plan(
     workloads: &[Workload],
     fleet: &[FleetGpu],
     opts: &PlannerOptions,
-) -> Result<Plan, PlanError> {
+) -> Result<Proposal, PlannerError> {
     let (p, mut unplaceable, non_mig) = prepare(workloads, fleet)?;
     let (mut bins, mut left) = heuristic::pack(&p);
     let mut method = Method::Heuristic;
@@ -547,7 +547,7 @@ pub fn plan(
             })
         })
         .collect();
-    Ok(Plan {
+    Ok(Proposal {
         gpus_used: gpus.len() as u32,
         gpus,
         free_gpus,
@@ -650,7 +650,7 @@ mod tests;
 pub fn first_fit_decreasing_by_memory(
     workloads: &[Workload],
     fleet: &[FleetGpu],
-) -> Result<(u32, usize), PlanError> {
+) -> Result<(u32, usize), PlannerError> {
     let (p, _, _) = prepare(workloads, fleet)?;
     let (bins, left) = heuristic::first_fit_decreasing_by_memory(&p);
     Ok((bins.len() as u32, left.len()))

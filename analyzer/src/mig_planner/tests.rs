@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tessera_core::mig::parted::{Devices, MigConfigFile};
-use tessera_core::mig::plan::MigPlanFile;
-use tessera_core::mig::{self, check_layout};
+use tessera_core::mig::parted::{Devices, PartedFile};
+use tessera_core::mig::plan::TesseraPlan;
+use tessera_core::mig::{self, validate_layout};
 
 use super::*;
 
@@ -33,11 +33,11 @@ fn fleet(node: &str, model: &str, n: u32) -> Vec<FleetGpu> {
 }
 
 /// Every emitted layout is legal, every workload is placed once or reported.
-fn check_plan(plan: &Plan, n: usize) {
+fn check_plan(plan: &Proposal, n: usize) {
     let mut seen = vec![0; n];
     for g in &plan.gpus {
         let model = mig::model(g.model).unwrap();
-        check_layout(model, &g.layout()).unwrap_or_else(|e| panic!("{e}: {g:?}"));
+        validate_layout(model, &g.layout()).unwrap_or_else(|e| panic!("{e}: {g:?}"));
         let profs: Vec<&MigProfile> = g
             .instances
             .iter()
@@ -267,17 +267,17 @@ fn bad_inputs_are_errors() {
             &f,
             &PlannerOptions::default()
         ),
-        Err(PlanError::DuplicateWorkload(_))
+        Err(PlannerError::DuplicateWorkload(_))
     ));
     assert!(matches!(
         plan(&[wl("a", 1.0, 0)], &f, &PlannerOptions::default()),
-        Err(PlanError::ZeroCompute { .. })
+        Err(PlannerError::ZeroCompute { .. })
     ));
     let mut f2 = f.clone();
     f2.push(f[0].clone());
     assert!(matches!(
         plan(&[wl("a", 1.0, 1)], &f2, &PlannerOptions::default()),
-        Err(PlanError::DuplicateGpu { .. })
+        Err(PlannerError::DuplicateGpu { .. })
     ));
 }
 
@@ -325,20 +325,20 @@ fn mig_parted_export_groups_gpus_per_node() {
     f.extend(fleet("node-b", "H100-80GB", 2));
     let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
     check_plan(&p, 16);
-    let mut file = MigPlanFile::new();
+    let mut file = TesseraPlan::new();
     file.configs.insert("day".into(), export::config(&p, &ws));
     let text = file.to_yaml();
-    let back = MigPlanFile::parse(&text, "plan").unwrap();
+    let back = TesseraPlan::parse(&text, "plan").unwrap();
     assert_eq!(back, file);
     let parted = export::mig_parted(&file.configs);
-    let cfg = MigConfigFile::parse(&parted, "parted").unwrap();
+    let cfg = PartedFile::parse(&parted, "parted").unwrap();
     assert!(cfg.configs.contains_key("day-node-a"), "{parted}");
     assert!(cfg.configs.contains_key("day-node-b"), "{parted}");
     assert_same_layouts(&file, &cfg);
 }
 
 /// The mig-parted file and the tessera plan describe the same per-GPU profile counts.
-fn assert_same_layouts(plan: &MigPlanFile, cfg: &MigConfigFile) {
+fn assert_same_layouts(plan: &TesseraPlan, cfg: &PartedFile) {
     let nodes: std::collections::BTreeSet<Option<String>> = plan
         .configs
         .values()
@@ -426,7 +426,7 @@ fn a_workload_that_needs_the_whole_gpu_stays_out_of_mig_mode() {
         "2 GPUs each run one workload that needs the whole GPU: left out of MIG mode (MIG would only cost peer-to-peer and profiling)."
     );
     // The plan file: MIG off, no instances, the workload on the GPU; mig-parted: MIG off.
-    let mut file = MigPlanFile::new();
+    let mut file = TesseraPlan::new();
     file.configs.insert("day".into(), export::config(&p, &ws));
     file.validate("plan").unwrap();
     let day = &file.configs["day"];
@@ -435,9 +435,9 @@ fn a_workload_that_needs_the_whole_gpu_stays_out_of_mig_mode() {
     assert_eq!(big.workloads, vec!["big"]);
     let pair = day.iter().find(|g| g.gpu == on(1).gpu.index).unwrap();
     assert!(pair.mig_enabled && pair.workloads.is_empty() && pair.instances.len() == 2);
-    assert_eq!(MigPlanFile::parse(&file.to_yaml(), "plan").unwrap(), file);
+    assert_eq!(TesseraPlan::parse(&file.to_yaml(), "plan").unwrap(), file);
     let parted = export::mig_parted(&file.configs);
-    let cfg = MigConfigFile::parse(&parted, "parted").unwrap();
+    let cfg = PartedFile::parse(&parted, "parted").unwrap();
     assert_same_layouts(&file, &cfg);
     assert!(!parted.contains("7g.80gb"), "{parted}");
     // Every fleet GPU but the pair's is MIG off: the whole ones and the free one share an entry.
@@ -520,11 +520,11 @@ proptest! {
         let opts = PlannerOptions { heuristic_only: heuristic, exact_node_limit: 20_000, ..PlannerOptions::default() };
         let p = plan(&ws, &f, &opts).unwrap();
         check_plan(&p, ws.len());
-        let mut file = MigPlanFile::new();
+        let mut file = TesseraPlan::new();
         file.configs.insert("day".into(), export::config(&p, &ws));
-        let back = MigPlanFile::parse(&file.to_yaml(), "plan").unwrap();
+        let back = TesseraPlan::parse(&file.to_yaml(), "plan").unwrap();
         prop_assert_eq!(&back, &file);
-        let cfg = MigConfigFile::parse(&export::mig_parted(&file.configs), "parted").unwrap();
+        let cfg = PartedFile::parse(&export::mig_parted(&file.configs), "parted").unwrap();
         assert_same_layouts(&file, &cfg);
         // Every placed workload is named once in the file: on its instance, or on its whole GPU.
         let mut named: Vec<&String> = file.configs["day"]
@@ -737,7 +737,7 @@ fn whole_gpus_by_day_are_never_switched_for_training() {
     assert!(!night_whole.mig_enabled && night_whole.workloads == vec!["train"]);
     assert_eq!(n.training_gpus.len(), 1);
     assert_ne!(n.training_gpus[0].1, whole.gpu);
-    let mut file = MigPlanFile::new();
+    let mut file = TesseraPlan::new();
     file.configs.insert("day".into(), day.clone());
     file.configs.insert("night".into(), n.night.clone());
     file.validate("plan").unwrap();

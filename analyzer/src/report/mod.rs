@@ -1,5 +1,5 @@
 //! The weekly report (`tessera report`, `docs/report.md`): a pure model built from the canonical
-//! frames and the advisor's [`Analysis`] — fleet summary with cost, breakdowns by node, GPU model
+//! frames and the advisor's [`Analysis`](crate::advisor::Analysis) — fleet summary with cost, breakdowns by node, GPU model
 //! and team, the idle-loaded models and consolidation plan priced, the off-peak windows and the
 //! GPUs free around the clock (over-provisioning), the previous period for week-over-week change,
 //! data-quality notes and the series the HTML charts draw — serialised as versioned JSON
@@ -95,7 +95,7 @@ pub fn change(now: f64, before: f64) -> Option<f64> {
 /// `top` planned GPUs with their instances. Pure: planning happens in the caller.
 pub fn mig_section(
     d: &crate::mig_planner::demand::Demand,
-    plan: &crate::mig_planner::Plan,
+    plan: &crate::mig_planner::Proposal,
     top: usize,
 ) -> Value {
     let before: std::collections::BTreeSet<&str> = d

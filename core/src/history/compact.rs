@@ -6,7 +6,7 @@
 //! Crash safety: the day file is written to a temporary name and renamed; its key-value metadata
 //! [`COMPACTED_FROM_KEY`] lists the hourly files it holds, and only then are those deleted. An
 //! hourly file listed by a day file of its table folder is *superseded*: readers skip it
-//! ([`superseded`]) and the next compaction deletes it, so a crash between the rename and the
+//! ([`superseded`](super::files::superseded)) and the next compaction deletes it, so a crash between the rename and the
 //! deletes neither loses nor doubles a row. An hourly file of a compacted day that is not listed
 //! (written later, e.g. after the clock went back) is read, and merged into the day file by the
 //! next compaction.

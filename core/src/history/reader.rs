@@ -90,7 +90,7 @@ pub fn read_node_dir(dir: &Path) -> Result<NodeHistory, HistoryError> {
 
 /// The data files of one table in a node folder, sorted by name (so by time: a day file
 /// `YYYY-MM-DD` sorts before that day's hourly files), Parquet first; hourly files that a day file
-/// holds already ([`super::compact::superseded`]) are left out.
+/// holds already ([`super::files::superseded`]) are left out.
 pub fn table_files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, HistoryError> {
     let d = dir.join(table.name());
     let mut files = Vec::new();

@@ -31,10 +31,10 @@
 //! ```
 //!
 //! Parsing is strict: unknown keys fail with the YAML path, line and column; every layout must
-//! pass [`crate::mig::check_layout`] for its model; `instances` must be empty when `mig-enabled`
+//! pass [`crate::mig::validate_layout`] for its model; `instances` must be empty when `mig-enabled`
 //! is false, and a GPU's own `workloads` (the whole GPU's, informational) are given only then;
 //! one (node, gpu) appears at most once per config; the profile name must be the
-//! model's name for the profile id. [`MigPlanFile::to_yaml`] writes what [`MigPlanFile::parse`]
+//! model's name for the profile id. [`TesseraPlan::to_yaml`] writes what [`TesseraPlan::parse`]
 //! reads back unchanged (a round trip is tested).
 //!
 //! A schedule says which config of a plan applies when:
@@ -56,7 +56,7 @@
 //! (looking back up to a week, in the schedule's time zone, daylight-saving aware).
 //!
 //! Both readers refuse files larger than [`input_limits::MAX_YAML_BYTES`] or nested deeper than
-//! [`input_limits::MAX_YAML_DEPTH`] before parsing them ([`MigPlanError::Limit`], with line and
+//! [`input_limits::MAX_YAML_DEPTH`] before parsing them ([`TesseraPlanError::Limit`], with line and
 //! column), and quote at most [`input_limits::MAX_MESSAGE_CHARS`] of the input in an error.
 //!
 //! This module is pure data: it reads the text it is given and never calls NVML.
@@ -78,7 +78,7 @@ pub const SCHEDULE_KIND: &str = "tessera-mig-schedule";
 
 /// Errors reading, parsing or validating a plan or schedule.
 #[derive(Debug, thiserror::Error)]
-pub enum MigPlanError {
+pub enum TesseraPlanError {
     #[error("cannot read {path}: {error}")]
     Read {
         path: PathBuf,
@@ -111,13 +111,13 @@ pub enum MigPlanError {
 }
 
 /// The text of `path`, at most [`input_limits::MAX_YAML_BYTES`] of it.
-fn read(path: &Path) -> Result<String, MigPlanError> {
+fn read(path: &Path) -> Result<String, TesseraPlanError> {
     input_limits::read_to_string(path, input_limits::MAX_YAML_BYTES).map_err(|e| match e {
-        input_limits::ReadError::Io(error) => MigPlanError::Read {
+        input_limits::ReadError::Io(error) => TesseraPlanError::Read {
             path: path.to_path_buf(),
             error,
         },
-        input_limits::ReadError::Limit(limit) => MigPlanError::Limit {
+        input_limits::ReadError::Limit(limit) => TesseraPlanError::Limit {
             path: path.display().to_string(),
             limit,
         },
@@ -126,12 +126,15 @@ fn read(path: &Path) -> Result<String, MigPlanError> {
 
 /// YAML into `T` (strict: the types deny unknown fields) once its size and depth are within
 /// [`input_limits`]; `source` names it in errors.
-fn from_yaml<T: serde::de::DeserializeOwned>(text: &str, source: &str) -> Result<T, MigPlanError> {
-    input_limits::check_yaml(text).map_err(|limit| MigPlanError::Limit {
+fn from_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source: &str,
+) -> Result<T, TesseraPlanError> {
+    input_limits::check_yaml(text).map_err(|limit| TesseraPlanError::Limit {
         path: source.to_string(),
         limit,
     })?;
-    serde_yaml_ng::from_str(text).map_err(|e| MigPlanError::Parse {
+    serde_yaml_ng::from_str(text).map_err(|e| TesseraPlanError::Parse {
         path: source.to_string(),
         message: input_limits::yaml_error(&e),
     })
@@ -143,8 +146,8 @@ fn check_header(
     kind: &str,
     expected: &str,
     source: &str,
-) -> Result<(), MigPlanError> {
-    let invalid = |item: &str, message: String| MigPlanError::Invalid {
+) -> Result<(), TesseraPlanError> {
+    let invalid = |item: &str, message: String| TesseraPlanError::Invalid {
         path: source.to_string(),
         item: item.to_string(),
         message,
@@ -167,7 +170,7 @@ fn check_header(
 /// A whole plan file: labelled configs, each a list of per-GPU layouts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct MigPlanFile {
+pub struct TesseraPlan {
     /// Always `v1`.
     pub version: String,
     /// Always [`PLAN_KIND`].
@@ -232,10 +235,10 @@ impl GpuLayout {
     }
 }
 
-impl MigPlanFile {
+impl TesseraPlan {
     /// An empty v1 plan.
-    pub fn new() -> MigPlanFile {
-        MigPlanFile {
+    pub fn new() -> TesseraPlan {
+        TesseraPlan {
             version: "v1".into(),
             kind: PLAN_KIND.into(),
             comment: None,
@@ -244,20 +247,20 @@ impl MigPlanFile {
     }
 
     /// Read and parse `path`.
-    pub fn from_file(path: &Path) -> Result<MigPlanFile, MigPlanError> {
-        MigPlanFile::parse(&read(path)?, &path.display().to_string())
+    pub fn from_file(path: &Path) -> Result<TesseraPlan, TesseraPlanError> {
+        TesseraPlan::parse(&read(path)?, &path.display().to_string())
     }
 
     /// Parse and validate the text of a plan; `source` names it in errors.
-    pub fn parse(text: &str, source: &str) -> Result<MigPlanFile, MigPlanError> {
-        let plan: MigPlanFile = from_yaml(text, source)?;
+    pub fn parse(text: &str, source: &str) -> Result<TesseraPlan, TesseraPlanError> {
+        let plan: TesseraPlan = from_yaml(text, source)?;
         plan.validate(source)?;
         Ok(plan)
     }
 
     /// Check every rule a parsed plan must satisfy (also used before writing one).
-    pub fn validate(&self, source: &str) -> Result<(), MigPlanError> {
-        let invalid = |item: String, message: String| MigPlanError::Invalid {
+    pub fn validate(&self, source: &str) -> Result<(), TesseraPlanError> {
+        let invalid = |item: String, message: String| TesseraPlanError::Invalid {
             path: source.to_string(),
             item,
             message,
@@ -352,7 +355,7 @@ impl MigPlanFile {
                         ));
                     }
                 }
-                mig::check_layout(model, &g.layout())
+                mig::validate_layout(model, &g.layout())
                     .map_err(|e| invalid(format!("{item}.instances"), e.to_string()))?;
             }
         }
@@ -370,14 +373,14 @@ impl MigPlanFile {
         &self,
         label: Option<&str>,
         source: &str,
-    ) -> Result<(&str, &[GpuLayout]), MigPlanError> {
+    ) -> Result<(&str, &[GpuLayout]), TesseraPlanError> {
         let available = || self.configs.keys().cloned().collect::<Vec<_>>().join(", ");
         match label {
             Some(l) => self
                 .configs
                 .get_key_value(l)
                 .map(|(k, v)| (k.as_str(), v.as_slice()))
-                .ok_or_else(|| MigPlanError::NoLabel {
+                .ok_or_else(|| TesseraPlanError::NoLabel {
                     path: source.into(),
                     label: l.into(),
                     available: available(),
@@ -386,7 +389,7 @@ impl MigPlanFile {
                 let (k, v) = self.configs.iter().next().expect("one config");
                 Ok((k.as_str(), v.as_slice()))
             }
-            None => Err(MigPlanError::AmbiguousLabel {
+            None => Err(TesseraPlanError::AmbiguousLabel {
                 path: source.into(),
                 available: available(),
             }),
@@ -394,9 +397,9 @@ impl MigPlanFile {
     }
 }
 
-impl Default for MigPlanFile {
+impl Default for TesseraPlan {
     fn default() -> Self {
-        MigPlanFile::new()
+        TesseraPlan::new()
     }
 }
 
@@ -451,20 +454,20 @@ fn parse_day(s: &str) -> Option<Weekday> {
 
 impl MigSchedule {
     /// Read and parse `path`.
-    pub fn from_file(path: &Path) -> Result<MigSchedule, MigPlanError> {
+    pub fn from_file(path: &Path) -> Result<MigSchedule, TesseraPlanError> {
         MigSchedule::parse(&read(path)?, &path.display().to_string())
     }
 
     /// Parse and validate a schedule; `source` names it in errors.
-    pub fn parse(text: &str, source: &str) -> Result<MigSchedule, MigPlanError> {
+    pub fn parse(text: &str, source: &str) -> Result<MigSchedule, TesseraPlanError> {
         let s: MigSchedule = from_yaml(text, source)?;
         s.validate(source)?;
         Ok(s)
     }
 
     /// Check every rule a schedule must satisfy.
-    pub fn validate(&self, source: &str) -> Result<(), MigPlanError> {
-        let invalid = |item: String, message: String| MigPlanError::Invalid {
+    pub fn validate(&self, source: &str) -> Result<(), TesseraPlanError> {
+        let invalid = |item: String, message: String| TesseraPlanError::Invalid {
             path: source.to_string(),
             item,
             message,
@@ -606,14 +609,14 @@ configs:
 
     #[test]
     fn parses_and_round_trips() {
-        let p = MigPlanFile::parse(PLAN, "p.yaml").unwrap();
+        let p = TesseraPlan::parse(PLAN, "p.yaml").unwrap();
         assert_eq!(p.configs["day"].len(), 2);
         assert_eq!(
             p.configs["day"][0].instances[0].workloads,
             vec!["team-a/chat"]
         );
         assert_eq!(p.configs["day"][1].workloads, vec!["team-b/train"]);
-        let again = MigPlanFile::parse(&p.to_yaml(), "again").unwrap();
+        let again = TesseraPlan::parse(&p.to_yaml(), "again").unwrap();
         assert_eq!(p, again);
         let (label, gpus) = p.config(Some("night"), "p").unwrap();
         assert_eq!((label, gpus.len()), ("night", 1));
@@ -621,11 +624,11 @@ configs:
         assert!(!p.configs["day"][0].applies_to("n2"));
         assert!(matches!(
             p.config(None, "p"),
-            Err(MigPlanError::AmbiguousLabel { .. })
+            Err(TesseraPlanError::AmbiguousLabel { .. })
         ));
         assert!(matches!(
             p.config(Some("nope"), "p"),
-            Err(MigPlanError::NoLabel { .. })
+            Err(TesseraPlanError::NoLabel { .. })
         ));
     }
 
@@ -644,7 +647,7 @@ configs:
             (PLAN.replace("model: H100-80GB\n      mig-enabled: false", "model: X100\n      mig-enabled: false"), "unknown GPU model"),
         ];
         for (text, want) in cases {
-            let err = MigPlanFile::parse(&text, "p.yaml").unwrap_err().to_string();
+            let err = TesseraPlan::parse(&text, "p.yaml").unwrap_err().to_string();
             assert!(err.contains(want), "{want:?} not in {err}");
             assert!(err.starts_with("p.yaml"), "{err}");
         }

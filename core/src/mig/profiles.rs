@@ -7,7 +7,7 @@
 //!
 //! Per-profile memory sizes are derived from the model's memory slice size and are approximate
 //! until checked against a real GPU's `nvmlDeviceGetGpuInstanceProfileInfo` (`tessera mig
-//! profiles`, [`crate::mig::profile_check`]); placements and counts are exact per the user guide. H200 and
+//! profiles`, [`crate::mig::profile_compare`]); placements and counts are exact per the user guide. H200 and
 //! B200 placements are assumed equal to H100's.
 //!
 //! This module is pure data and pure functions: it never calls NVML.
@@ -410,7 +410,7 @@ pub enum LayoutError {
 
 /// Check that a layout is legal on `model`: known profiles, legal placements, no overlap, max
 /// counts, at most one `+me` instance, and compute slices within the GPU's.
-pub fn check_layout(model: &GpuModel, layout: &[LayoutInstance]) -> Result<(), LayoutError> {
+pub fn validate_layout(model: &GpuModel, layout: &[LayoutInstance]) -> Result<(), LayoutError> {
     if !model.supports_mig() {
         return Err(LayoutError::NoMig {
             model: model.key.into(),
@@ -503,40 +503,40 @@ mod tests {
     fn legal_layouts_pass() {
         let h = model("H100-80GB").unwrap();
         let seven_1g: Vec<_> = (0..7).map(|s| inst(19, s, 1)).collect();
-        check_layout(h, &seven_1g).unwrap();
-        check_layout(h, &[inst(5, 0, 4), inst(9, 4, 4)]).unwrap();
-        check_layout(h, &[inst(9, 0, 4), inst(14, 4, 2), inst(19, 6, 1)]).unwrap();
-        check_layout(h, &[inst(0, 0, 8)]).unwrap();
-        check_layout(h, &[]).unwrap();
+        validate_layout(h, &seven_1g).unwrap();
+        validate_layout(h, &[inst(5, 0, 4), inst(9, 4, 4)]).unwrap();
+        validate_layout(h, &[inst(9, 0, 4), inst(14, 4, 2), inst(19, 6, 1)]).unwrap();
+        validate_layout(h, &[inst(0, 0, 8)]).unwrap();
+        validate_layout(h, &[]).unwrap();
     }
 
     #[test]
     fn illegal_layouts_fail_with_the_rule_broken() {
         let h = model("H100-80GB").unwrap();
         assert!(matches!(
-            check_layout(h, &[inst(9, 2, 4)]),
+            validate_layout(h, &[inst(9, 2, 4)]),
             Err(LayoutError::BadPlacement { .. })
         ));
         assert!(matches!(
-            check_layout(h, &[inst(9, 0, 4), inst(19, 3, 1)]),
+            validate_layout(h, &[inst(9, 0, 4), inst(19, 3, 1)]),
             Err(LayoutError::Overlap { .. })
         ));
         assert!(matches!(
-            check_layout(h, &[inst(20, 0, 1), inst(20, 1, 1)]),
+            validate_layout(h, &[inst(20, 0, 1), inst(20, 1, 1)]),
             Err(LayoutError::TooMany { .. })
         ));
         assert!(matches!(
-            check_layout(h, &[inst(42, 0, 1)]),
+            validate_layout(h, &[inst(42, 0, 1)]),
             Err(LayoutError::UnknownProfile { .. })
         ));
         // 1g at slot 7 is not a legal start: 7 compute slices cap the 1g count.
         assert!(matches!(
-            check_layout(h, &[inst(19, 7, 1)]),
+            validate_layout(h, &[inst(19, 7, 1)]),
             Err(LayoutError::BadPlacement { .. })
         ));
         let a30 = model("A30-24GB").unwrap();
         assert!(matches!(
-            check_layout(a30, &[inst(21, 0, 1), inst(6, 2, 2)]),
+            validate_layout(a30, &[inst(21, 0, 1), inst(6, 2, 2)]),
             Err(LayoutError::TooManyMediaExtensions { count: 2 })
         ));
     }
@@ -570,7 +570,7 @@ mod tests {
             let mut n = 0;
             for i in from..all.len() {
                 cur.push(all[i]);
-                if check_layout(h, cur).is_ok() {
+                if validate_layout(h, cur).is_ok() {
                     n += 1 + count(h, all, i + 1, cur);
                 }
                 cur.pop();
@@ -599,7 +599,7 @@ mod tests {
             ) {
                 for i in from..all.len() {
                     cur.push(all[i]);
-                    if check_layout(m, cur).is_ok() {
+                    if validate_layout(m, cur).is_ok() {
                         let mut ids: Vec<u32> = cur.iter().map(|x| x.profile_id).collect();
                         ids.sort_unstable();
                         mixes.insert(ids);
@@ -773,7 +773,7 @@ mod tests {
             );
         }
         // One +me per GPU on A30 too, and a full A30 layout is legal.
-        check_layout(a30, &[inst(14, 0, 1), inst(14, 1, 1), inst(5, 2, 2)]).unwrap();
-        assert!(check_layout(a30, &[inst(0, 0, 4), inst(14, 0, 1)]).is_err());
+        validate_layout(a30, &[inst(14, 0, 1), inst(14, 1, 1), inst(5, 2, 2)]).unwrap();
+        assert!(validate_layout(a30, &[inst(0, 0, 4), inst(14, 0, 1)]).is_err());
     }
 }

@@ -5,7 +5,7 @@
 //! NVML library and `tessera simulate` jump around in time) and the same seed always gives the
 //! same values.
 //!
-//! This module knows nothing about GPUs or NVML; [`super::fleet`] turns activities into readings.
+//! This module knows nothing about GPUs or NVML; [`super::node`] turns activities into readings.
 
 use chrono::{Datelike, Timelike};
 
@@ -34,7 +34,6 @@ pub fn unit(seed: u64, a: u64, b: u64) -> f64 {
     let h = mix(seed ^ mix(a.wrapping_mul(0x100_0000_01B3) ^ mix(b)));
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
-
 
 /// Local calendar facts of an instant.
 struct Local {

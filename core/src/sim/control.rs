@@ -358,11 +358,11 @@ impl MigControl for SimMigControl {
             placement,
         };
         // Placement legality on its own first: a bad argument, not a lack of room.
-        if let Err(e) = mig::check_layout(model, &[new]) {
+        if let Err(e) = mig::validate_layout(model, &[new]) {
             return Err(invalid(e.to_string()));
         }
         layout.push(new);
-        if let Err(e) = mig::check_layout(model, &layout) {
+        if let Err(e) = mig::validate_layout(model, &layout) {
             let reason = match e {
                 LayoutError::Overlap { .. }
                 | LayoutError::TooMany { .. }

@@ -48,7 +48,7 @@ pub struct SimMigInstance {
 pub struct GpuReading {
     /// Values as a perfect driver reports them; a `None` is NotSupported. Status is `Ok` or `Lost`.
     pub sample: GpuSample,
-    /// Fields whose read fails at this instant, with the error kind (see [`super::ERROR_KINDS`]).
+    /// Fields whose read fails at this instant, with the error kind (see [`crate::model::ERROR_KINDS`]).
     pub errors: BTreeMap<Field, String>,
 }
 

@@ -91,7 +91,7 @@ pub struct RenderOptions {
     /// Counters of the history writer, when `--history.dir` is on (no history series otherwise).
     pub history: Option<std::sync::Arc<crate::history_thread::HistoryStats>>,
     /// The planned MIG layout (`--mig.config`), for the drift series (none without it).
-    pub mig_plan: Option<std::sync::Arc<tessera_core::mig::parted::MigPlan>>,
+    pub mig_plan: Option<std::sync::Arc<tessera_core::mig::parted::PartedConfig>>,
 }
 
 impl Default for RenderOptions {

@@ -160,7 +160,7 @@ fn runs(ok: &[bool], min_len: usize) -> Vec<(usize, usize)> {
 }
 
 /// Builds the profile, the baseline, the windows and the tiers (pure; `free` from
-/// [`free_gpus_per_hour`]).
+/// [`free_gpus_per_hour`](super::free::free_gpus_per_hour)).
 pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
     let p = &params.offpeak;
     let tz = params.tz;

@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 
 use super::{model_of, profile_name};
 use crate::mig::control::MigNodeState;
-use crate::mig::plan::{GpuLayout, MigPlanFile, PlannedInstance};
+use crate::mig::plan::{GpuLayout, PlannedInstance, TesseraPlan};
 
 /// The node's current layout as a tessera plan with one config, `label`. GPUs whose model
 /// tessera does not know are left out (listed in the returned warnings).
-pub fn export_plan(state: &MigNodeState, label: &str) -> (MigPlanFile, Vec<String>) {
+pub fn export_plan(state: &MigNodeState, label: &str) -> (TesseraPlan, Vec<String>) {
     let mut warnings = Vec::new();
     let mut layouts = Vec::new();
     for g in &state.gpus {
@@ -59,7 +59,7 @@ pub fn export_plan(state: &MigNodeState, label: &str) -> (MigPlanFile, Vec<Strin
             workloads: Vec::new(),
         });
     }
-    let mut plan = MigPlanFile::new();
+    let mut plan = TesseraPlan::new();
     plan.comment = Some(format!(
         "exported by tessera mig export from node {} at {}",
         state.node,

@@ -37,11 +37,11 @@ pub use export::{export_mig_parted, export_plan};
 pub use journal::{Interrupted, Journal, Record, TornTail};
 pub use lock::ApplyLock;
 pub use steps::{Diff, GpuDiff, Step, diff};
-pub use target::{PlanSource, checkpoint_targets, read_plan, targets};
+pub use target::{LayoutFile, checkpoint_targets, read_plan, targets};
 
 use crate::mig::control::{ControlError, GpuMigState};
-use crate::mig::parted::MigConfigError;
-use crate::mig::plan::MigPlanError;
+use crate::mig::parted::PartedError;
+use crate::mig::plan::TesseraPlanError;
 use crate::mig::{self, GpuModel};
 use crate::model::Placement;
 
@@ -49,9 +49,9 @@ use crate::model::Placement;
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error(transparent)]
-    Plan(#[from] MigPlanError),
+    Plan(#[from] TesseraPlanError),
     #[error(transparent)]
-    MigParted(#[from] MigConfigError),
+    MigParted(#[from] PartedError),
     #[error("cannot read plan {path}: {error}")]
     Read {
         path: PathBuf,

@@ -12,19 +12,19 @@ use std::path::Path;
 use super::{ApplyError, GpuTarget, TargetInstance, model_of};
 use crate::mig::LayoutInstance;
 use crate::mig::control::{GpuMigState, MigNodeState};
-use crate::mig::parted::{self, MigConfigFile};
-use crate::mig::plan::{MigPlanError, MigPlanFile};
+use crate::mig::parted::{self, PartedFile};
+use crate::mig::plan::{TesseraPlan, TesseraPlanError};
 use crate::model::{GpuInfo, Inventory};
 
 /// A plan file of either format.
 #[derive(Debug, Clone)]
-pub enum PlanSource {
-    Tessera(MigPlanFile),
-    MigParted(MigConfigFile),
+pub enum LayoutFile {
+    Tessera(TesseraPlan),
+    MigParted(PartedFile),
 }
 
 /// Read a plan: a tessera plan (it has `kind:`) or a mig-parted v1 file (it has `mig-configs:`).
-pub fn read_plan(path: &Path) -> Result<PlanSource, ApplyError> {
+pub fn read_plan(path: &Path) -> Result<LayoutFile, ApplyError> {
     // Size and nesting are checked before any YAML is parsed, also the format sniffing below
     // (a deeply nested file would otherwise take minutes: issue 17).
     let read_err = |error: std::io::Error| ApplyError::Read {
@@ -46,9 +46,9 @@ pub fn read_plan(path: &Path) -> Result<PlanSource, ApplyError> {
         .and_then(|v| v.get("kind").cloned())
         .is_some();
     Ok(if is_tessera {
-        PlanSource::Tessera(MigPlanFile::parse(&text, &source)?)
+        LayoutFile::Tessera(TesseraPlan::parse(&text, &source)?)
     } else {
-        PlanSource::MigParted(MigConfigFile::parse(&text, &source)?)
+        LayoutFile::MigParted(PartedFile::parse(&text, &source)?)
     })
 }
 
@@ -77,7 +77,7 @@ fn full(l: &LayoutInstance) -> TargetInstance {
 /// label chosen too. A config that names no GPU of this node is [`ApplyError::NoGpuOfNode`]:
 /// asserting or applying it would check nothing.
 pub fn targets(
-    plan: &PlanSource,
+    plan: &LayoutFile,
     label: Option<&str>,
     source_name: &str,
     state: &MigNodeState,
@@ -87,7 +87,7 @@ pub fn targets(
         return Ok((label, out));
     }
     let detail = match plan {
-        PlanSource::Tessera(p) => {
+        LayoutFile::Tessera(p) => {
             let nodes: BTreeSet<&str> = p
                 .configs
                 .get(&label)
@@ -105,7 +105,7 @@ pub fn targets(
                 )
             }
         }
-        PlanSource::MigParted(_) => format!(
+        LayoutFile::MigParted(_) => format!(
             "no entry's devices or device-filter selects one of its {} GPUs; check --config",
             state.gpus.len()
         ),
@@ -119,7 +119,7 @@ pub fn targets(
 }
 
 fn targets_of(
-    plan: &PlanSource,
+    plan: &LayoutFile,
     label: Option<&str>,
     source_name: &str,
     state: &MigNodeState,
@@ -130,7 +130,7 @@ fn targets_of(
         message,
     };
     match plan {
-        PlanSource::Tessera(p) => {
+        LayoutFile::Tessera(p) => {
             let (label, layouts) = p.config(label, source_name)?;
             let mut out = Vec::new();
             for l in layouts.iter().filter(|l| l.applies_to(&state.node)) {
@@ -175,14 +175,14 @@ fn targets_of(
             }
             Ok((label.to_string(), out))
         }
-        PlanSource::MigParted(f) => {
+        LayoutFile::MigParted(f) => {
             let label = match label {
                 Some(l) => l.to_string(),
                 None if f.configs.len() == 1 => {
                     f.configs.keys().next().cloned().unwrap_or_default()
                 }
                 None => {
-                    return Err(ApplyError::Plan(MigPlanError::AmbiguousLabel {
+                    return Err(ApplyError::Plan(TesseraPlanError::AmbiguousLabel {
                         path: source_name.into(),
                         available: f.configs.keys().cloned().collect::<Vec<_>>().join(", "),
                     }));
@@ -195,7 +195,7 @@ fn targets_of(
                 cuda_version: None,
                 gpus: state.gpus.iter().map(gpu_info).collect(),
             };
-            plan.check(&inventory)?;
+            plan.validate(&inventory)?;
             let mut out = Vec::new();
             for g in &state.gpus {
                 let entry = plan

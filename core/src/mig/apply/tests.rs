@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::*;
 use crate::mig::control::MigControl;
-use crate::mig::parted::MigConfigFile;
+use crate::mig::parted::PartedFile;
 use crate::sim::control::SimMigControl;
 use crate::sim::{Scenario, SimNode};
 
@@ -262,9 +262,9 @@ mig-configs:
       mig-enabled: true
       mig-devices: { "1g.10gb": 1, "3g.40gb": 1 }
 "#;
-    let f = MigConfigFile::parse(text, "parted.yaml").unwrap();
+    let f = PartedFile::parse(text, "parted.yaml").unwrap();
     let (label, tg) =
-        super::targets(&PlanSource::MigParted(f), None, "parted.yaml", &state).unwrap();
+        super::targets(&LayoutFile::MigParted(f), None, "parted.yaml", &state).unwrap();
     assert_eq!(label, "two");
     let g2 = tg.iter().find(|t| t.gpu == 2).unwrap();
     let mut starts: Vec<u32> = g2.instances.iter().map(|i| i.placement.start).collect();
@@ -282,23 +282,23 @@ fn plan_targets_check_gpu_identity() {
     let (plan, warnings) = export_plan(&state, "now");
     assert!(warnings.is_empty(), "{warnings:?}");
     plan.validate("export").unwrap();
-    let (_, tg) = super::targets(&PlanSource::Tessera(plan.clone()), None, "p", &state).unwrap();
+    let (_, tg) = super::targets(&LayoutFile::Tessera(plan.clone()), None, "p", &state).unwrap();
     assert!(diff(&state, &tg).unwrap().matches());
     let mut bad = plan.clone();
     bad.configs.get_mut("now").unwrap()[1].uuid = Some("GPU-other".into());
-    let e = super::targets(&PlanSource::Tessera(bad), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(bad), None, "p", &state).unwrap_err();
     assert!(e.to_string().contains("renumbered"), "{e}");
     let mut bad = plan.clone();
     bad.configs.get_mut("now").unwrap()[1].model = "A100-80GB".into();
     bad.configs.get_mut("now").unwrap()[1].instances.clear();
-    let e = super::targets(&PlanSource::Tessera(bad), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(bad), None, "p", &state).unwrap_err();
     assert!(e.to_string().contains("this GPU is H100-80GB"), "{e}");
     // A config for another node names no GPU of this one: an error, not "0 GPUs checked".
     let mut other = plan.clone();
     for l in other.configs.get_mut("now").unwrap() {
         l.node = Some("elsewhere".into());
     }
-    let e = super::targets(&PlanSource::Tessera(other), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(other), None, "p", &state).unwrap_err();
     assert!(matches!(e, ApplyError::NoGpuOfNode { .. }), "{e}");
     assert!(
         e.to_string()
@@ -307,8 +307,8 @@ fn plan_targets_check_gpu_identity() {
     );
     // The mig-parted export parses back and asks for the same profile mix.
     let text = export_mig_parted(&state, "now");
-    let f = MigConfigFile::parse(&text, "x").unwrap();
-    let (_, tg) = super::targets(&PlanSource::MigParted(f), None, "x", &state).unwrap();
+    let f = PartedFile::parse(&text, "x").unwrap();
+    let (_, tg) = super::targets(&LayoutFile::MigParted(f), None, "x", &state).unwrap();
     assert!(diff(&state, &tg).unwrap().matches(), "{text}");
 }
 

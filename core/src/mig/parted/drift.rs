@@ -1,11 +1,11 @@
-//! Drift (`tessera_mig_layout_drift`): how each GPU a [`MigPlan`] selects compares with it,
-//! in MIG mode and GPU instances per profile ([`MigPlan::drift`], [`GpuDrift`]).
+//! Drift (`tessera_mig_layout_drift`): how each GPU a [`PartedConfig`] selects compares with it,
+//! in MIG mode and GPU instances per profile ([`PartedConfig::drift`], [`GpuDrift`]).
 //!
 //! It does not check that a plan fits a GPU ([`super::placement`]); placements are not compared.
 
 use std::collections::BTreeMap;
 
-use super::MigPlan;
+use super::PartedConfig;
 use crate::model::{GpuInfo, Inventory};
 
 /// How one GPU compares with the plan.
@@ -34,7 +34,7 @@ fn actual_counts(gpu: &GpuInfo) -> BTreeMap<String, u32> {
     out
 }
 
-impl MigPlan {
+impl PartedConfig {
     /// Compare every GPU the plan selects with it. GPUs without a plan, or that cannot be
     /// matched (unknown model with a device filter, conflicting entries, unreadable identity),
     /// are left out: no series rather than a guess.

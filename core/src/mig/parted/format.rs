@@ -1,6 +1,6 @@
-//! The nvidia-mig-parted v1 file format and its strict parser: [`MigConfigFile`] read from a
-//! file or text, its entries ([`MigConfigEntry`], [`Devices`]), and the selection of one config
-//! by label into a [`MigPlan`].
+//! The nvidia-mig-parted v1 file format and its strict parser: [`PartedFile`] read from a
+//! file or text, its entries ([`PartedEntry`], [`Devices`]), and the selection of one config
+//! by label into a [`PartedConfig`].
 //!
 //! It does not look at GPUs: which GPUs an entry selects and whether its instances fit is
 //! [`super::placement`]'s business; the comparison with the actual layout is [`super::drift`]'s.
@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use super::{MAX_DEVICE_INDICES, MAX_GPU_INSTANCES, MigConfigError, MigPlan};
+use super::{MAX_DEVICE_INDICES, MAX_GPU_INSTANCES, PartedConfig, PartedError};
 use crate::input_limits;
 use crate::mig;
 use crate::model::GpuInfo;
@@ -131,7 +131,7 @@ struct RawEntry {
 
 /// One entry of a config: which GPUs, MIG on or off, and how many GPU instances of each profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigConfigEntry {
+pub struct PartedEntry {
     /// PCI device ids (`0x233010DE`); empty = any device.
     pub device_filter: Vec<u32>,
     pub devices: Devices,
@@ -140,7 +140,7 @@ pub struct MigConfigEntry {
     pub mig_devices: BTreeMap<String, u32>,
 }
 
-impl MigConfigEntry {
+impl PartedEntry {
     /// Whether the entry selects GPU `gpu`. `Err` when it has a device filter and the GPU's
     /// PCI device id is unknown (a model tessera has no table for).
     pub(super) fn selects(&self, gpu: &GpuInfo) -> Result<bool, String> {
@@ -161,17 +161,17 @@ impl MigConfigEntry {
     }
 
     /// Whether two entries ask for the same thing.
-    pub(super) fn same_layout(&self, other: &MigConfigEntry) -> bool {
+    pub(super) fn same_layout(&self, other: &PartedEntry) -> bool {
         self.mig_enabled == other.mig_enabled && self.mig_devices == other.mig_devices
     }
 }
 
 /// A parsed mig-parted v1 file: every config, by label.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigConfigFile {
+pub struct PartedFile {
     /// Where it was read from (for messages).
     pub source: String,
-    pub configs: BTreeMap<String, Vec<MigConfigEntry>>,
+    pub configs: BTreeMap<String, Vec<PartedEntry>>,
 }
 
 /// Parse a PCI device id as mig-parted does (`0x` + hex, fitting in 32 bits).
@@ -227,36 +227,36 @@ pub(super) fn check_profile_name(name: &str) -> Result<(), String> {
     }
 }
 
-impl MigConfigFile {
+impl PartedFile {
     /// Read and parse `path` (at most [`input_limits::MAX_YAML_BYTES`] of it).
-    pub fn from_file(path: &Path) -> Result<MigConfigFile, MigConfigError> {
+    pub fn from_file(path: &Path) -> Result<PartedFile, PartedError> {
         let text = input_limits::read_to_string(path, input_limits::MAX_YAML_BYTES).map_err(
             |e| match e {
-                input_limits::ReadError::Io(error) => MigConfigError::Read {
+                input_limits::ReadError::Io(error) => PartedError::Read {
                     path: path.to_path_buf(),
                     error,
                 },
-                input_limits::ReadError::Limit(limit) => MigConfigError::Limit {
+                input_limits::ReadError::Limit(limit) => PartedError::Limit {
                     path: path.display().to_string(),
                     limit,
                 },
             },
         )?;
-        MigConfigFile::parse(&text, &path.display().to_string())
+        PartedFile::parse(&text, &path.display().to_string())
     }
 
     /// Parse the text of a mig-parted v1 file; `source` names it in errors. Its size and depth
     /// are checked against [`input_limits`] first.
-    pub fn parse(text: &str, source: &str) -> Result<MigConfigFile, MigConfigError> {
-        input_limits::check_yaml(text).map_err(|limit| MigConfigError::Limit {
+    pub fn parse(text: &str, source: &str) -> Result<PartedFile, PartedError> {
+        input_limits::check_yaml(text).map_err(|limit| PartedError::Limit {
             path: source.to_string(),
             limit,
         })?;
-        let raw: RawFile = serde_yaml_ng::from_str(text).map_err(|e| MigConfigError::Parse {
+        let raw: RawFile = serde_yaml_ng::from_str(text).map_err(|e| PartedError::Parse {
             path: source.to_string(),
             message: input_limits::yaml_error(&e),
         })?;
-        let invalid = |item: String, message: String| MigConfigError::Invalid {
+        let invalid = |item: String, message: String| PartedError::Invalid {
             path: source.to_string(),
             item,
             message,
@@ -350,7 +350,7 @@ impl MigConfigFile {
                         ),
                     ));
                 }
-                out.push(MigConfigEntry {
+                out.push(PartedEntry {
                     device_filter,
                     devices: e.devices,
                     mig_enabled: e.mig_enabled,
@@ -359,23 +359,23 @@ impl MigConfigFile {
             }
             configs.insert(label, out);
         }
-        Ok(MigConfigFile {
+        Ok(PartedFile {
             source: source.to_string(),
             configs,
         })
     }
 
     /// The config labelled `label` (what `nvidia-mig-parted apply -c LABEL` would apply).
-    pub fn select(&self, label: &str) -> Result<MigPlan, MigConfigError> {
+    pub fn select(&self, label: &str) -> Result<PartedConfig, PartedError> {
         let entries = self
             .configs
             .get(label)
-            .ok_or_else(|| MigConfigError::NoLabel {
+            .ok_or_else(|| PartedError::NoLabel {
                 path: self.source.clone(),
                 label: label.to_string(),
                 available: self.configs.keys().cloned().collect::<Vec<_>>().join(", "),
             })?;
-        Ok(MigPlan {
+        Ok(PartedConfig {
             source: self.source.clone(),
             label: label.to_string(),
             entries: entries.clone(),

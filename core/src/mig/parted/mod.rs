@@ -23,19 +23,19 @@
 //!
 //! Semantics follow mig-parted's: an entry applies to every GPU whose index it lists (or all) and,
 //! with a `device-filter`, whose PCI device id is listed. A GPU no entry selects has no plan (no
-//! drift series). Two entries that select the same GPU must agree. [`MigPlan::check`] validates a
+//! drift series). Two entries that select the same GPU must agree. [`PartedConfig::validate`] validates a
 //! plan against a node's inventory (profile names of the GPU's model, MIG support, whether the
-//! instances fit); [`MigPlan::drift`] compares MIG mode and the count of GPU instances per profile
+//! instances fit); [`PartedConfig::drift`] compares MIG mode and the count of GPU instances per profile
 //! (placements are not compared: mig-parted does not specify them either).
 //!
 //! Files larger than [`input_limits::MAX_YAML_BYTES`] or nested deeper than
-//! [`input_limits::MAX_YAML_DEPTH`] are refused before they are parsed ([`MigConfigError::Limit`],
+//! [`input_limits::MAX_YAML_DEPTH`] are refused before they are parsed ([`PartedError::Limit`],
 //! with line and column), as are `mig-devices` asking for more than [`MAX_GPU_INSTANCES`] GPU
 //! instances and `devices` lists longer than [`MAX_DEVICE_INDICES`].
 //!
 //! PCI device ids come from tessera's model table ([`crate::mig::GpuModel::pci_device_id`]), keyed
 //! by the product name NVML reports; a GPU of another model cannot be matched by a
-//! `device-filter` and has no profile names tessera knows, so [`MigPlan::check`] rejects plans
+//! `device-filter` and has no profile names tessera knows, so [`PartedConfig::validate`] rejects plans
 //! that need either for it.
 //!
 //! This module is pure: it reads the file it is given and never calls NVML.
@@ -49,12 +49,12 @@ use std::path::PathBuf;
 use crate::input_limits;
 
 pub use drift::GpuDrift;
-pub use format::{Devices, MigConfigEntry, MigConfigFile};
+pub use format::{Devices, PartedEntry, PartedFile};
 pub use placement::place;
 
 /// Errors reading, parsing or checking a MIG configuration.
 #[derive(Debug, thiserror::Error)]
-pub enum MigConfigError {
+pub enum PartedError {
     #[error("cannot read MIG config {path}: {error}")]
     Read {
         path: PathBuf,
@@ -103,12 +103,12 @@ pub const MAX_DEVICE_INDICES: usize = 64;
 
 /// The selected config: what the node's MIG layout should be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigPlan {
+pub struct PartedConfig {
     /// The file it came from.
     pub source: String,
     /// Its label (the `config` label of the drift metrics).
     pub label: String,
-    pub entries: Vec<MigConfigEntry>,
+    pub entries: Vec<PartedEntry>,
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
-//! Selection and placement: which entry of a [`MigPlan`] applies to a GPU
-//! ([`MigPlan::entry_for`]), the check of a plan against the node's inventory
-//! ([`MigPlan::check`]), and explicit placements of GPU instances on a model ([`place`]).
+//! Selection and placement: which entry of a [`PartedConfig`] applies to a GPU
+//! ([`PartedConfig::entry_for`]), the check of a plan against the node's inventory
+//! ([`PartedConfig::validate`]), and explicit placements of GPU instances on a model ([`place`]).
 //!
 //! It does not parse files ([`super::format`]) nor compare with the actual layout
 //! ([`super::drift`]).
 
-use super::format::{Devices, MigConfigEntry};
-use super::{MigConfigError, MigPlan};
+use super::format::{Devices, PartedEntry};
+use super::{PartedConfig, PartedError};
 use crate::mig::{self, GpuModel, LayoutInstance};
 use crate::model::{GpuInfo, Inventory, Placement};
 
@@ -24,7 +24,7 @@ pub fn place(model: &GpuModel, profiles: &[u32]) -> Result<Vec<LayoutInstance>, 
         chosen: &mut Vec<LayoutInstance>,
     ) -> Option<Vec<LayoutInstance>> {
         let Some((&id, rest)) = rest.split_first() else {
-            return mig::check_layout(model, chosen)
+            return mig::validate_layout(model, chosen)
                 .is_ok()
                 .then(|| chosen.clone());
         };
@@ -81,11 +81,11 @@ pub fn place(model: &GpuModel, profiles: &[u32]) -> Result<Vec<LayoutInstance>, 
     }
 }
 
-impl MigPlan {
+impl PartedConfig {
     /// The entry that applies to `gpu`, if any. `Err` when entries that select it disagree, or
     /// a device filter cannot be matched.
-    pub fn entry_for(&self, gpu: &GpuInfo) -> Result<Option<&MigConfigEntry>, String> {
-        let mut found: Option<(usize, &MigConfigEntry)> = None;
+    pub fn entry_for(&self, gpu: &GpuInfo) -> Result<Option<&PartedEntry>, String> {
+        let mut found: Option<(usize, &PartedEntry)> = None;
         for (i, e) in self.entries.iter().enumerate() {
             if !e.selects(gpu)? {
                 continue;
@@ -106,8 +106,8 @@ impl MigPlan {
     /// Check the plan against the node's GPUs: every GPU it selects must support what it asks
     /// (MIG, profile names of the GPU's model, instances that fit). Returns warnings for
     /// device indices that name no GPU on this node.
-    pub fn check(&self, inventory: &Inventory) -> Result<Vec<String>, MigConfigError> {
-        let err = |gpu: &GpuInfo, message: String| MigConfigError::Gpu {
+    pub fn validate(&self, inventory: &Inventory) -> Result<Vec<String>, PartedError> {
+        let err = |gpu: &GpuInfo, message: String| PartedError::Gpu {
             path: self.source.clone(),
             label: self.label.clone(),
             gpu: gpu.index,

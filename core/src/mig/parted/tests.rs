@@ -37,8 +37,8 @@ mig-configs:
       mig-devices: {}
 "#;
 
-fn parse(text: &str) -> Result<MigConfigFile, MigConfigError> {
-    MigConfigFile::parse(text, "test.yaml")
+fn parse(text: &str) -> Result<PartedFile, PartedError> {
+    PartedFile::parse(text, "test.yaml")
 }
 
 fn err(text: &str) -> String {
@@ -253,11 +253,17 @@ fn check_rejects_what_a_gpu_cannot_do() {
         gpu(2, "H100-80GB", &[]),
         gpu(3, "H100-80GB", &[]),
     ]);
-    assert!(f.select("custom").unwrap().check(&inv).unwrap().is_empty());
+    assert!(
+        f.select("custom")
+            .unwrap()
+            .validate(&inv)
+            .unwrap()
+            .is_empty()
+    );
     assert!(
         f.select("balanced")
             .unwrap()
-            .check(&inv)
+            .validate(&inv)
             .unwrap()
             .is_empty()
     );
@@ -266,7 +272,7 @@ fn check_rejects_what_a_gpu_cannot_do() {
     let e = wrong
         .select("c")
         .unwrap()
-        .check(&inv)
+        .validate(&inv)
         .unwrap_err()
         .to_string();
     assert!(
@@ -280,7 +286,7 @@ fn check_rejects_what_a_gpu_cannot_do() {
     let e = too_many
         .select("c")
         .unwrap()
-        .check(&inv)
+        .validate(&inv)
         .unwrap_err()
         .to_string();
     assert!(e.contains("compute slices"), "{e}");
@@ -289,26 +295,26 @@ fn check_rejects_what_a_gpu_cannot_do() {
     let e = no_room
         .select("c")
         .unwrap()
-        .check(&inv)
+        .validate(&inv)
         .unwrap_err()
         .to_string();
     assert!(e.contains("no placement"), "{e}");
     let fits = parse("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"4g.40gb\": 1, \"2g.20gb\": 1, \"1g.20gb\": 1}\n").unwrap();
-    fits.select("c").unwrap().check(&inv).unwrap();
+    fits.select("c").unwrap().validate(&inv).unwrap();
     // 4g.40gb + 2g.20gb + 1g.20gb: 4g at 0, 2g at 4, 1g.20gb at 6.
     let mut unknown = node(vec![gpu(0, "H100-80GB", &[])]);
     unknown.gpus[0].name = "NVIDIA Future GPU".into();
     let e = wrong
         .select("c")
         .unwrap()
-        .check(&unknown)
+        .validate(&unknown)
         .unwrap_err()
         .to_string();
     assert!(e.contains("no MIG profile table"), "{e}");
     let warnings = f
         .select("custom")
         .unwrap()
-        .check(&node(vec![
+        .validate(&node(vec![
             gpu(0, "H100-80GB", &[]),
             gpu(1, "H100-80GB", &[]),
         ]))

@@ -267,7 +267,7 @@ pub struct FaultSpec {
     pub until: Option<DateTime<Utc>>,
     #[serde(default)]
     pub xid: Option<u64>,
-    /// Field of `nvml_error` / `not_supported` faults; see [`Field`](super::Field).
+    /// Field of `nvml_error` / `not_supported` faults; see [`Field`](crate::model::Field).
     #[serde(default)]
     pub field: Option<String>,
     /// Error kind of `nvml_error` faults: `unknown`, `timeout`, `no_permission`, `gpu_lost`.

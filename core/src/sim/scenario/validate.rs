@@ -144,7 +144,7 @@ impl Scenario {
                 let layout = self
                     .mig_layout(model, spec)
                     .map_err(|m| self.invalid(&item, m))?;
-                mig::check_layout(model, &layout)
+                mig::validate_layout(model, &layout)
                     .map_err(|e| self.invalid(&item, e.to_string()))?;
             }
             nodes.insert(&node.name, (node, models));
