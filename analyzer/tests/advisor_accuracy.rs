@@ -254,7 +254,7 @@ fn score_idle(r: &Run) -> Scores {
             continue;
         };
         let set = det_min.entry(w.name.clone()).or_default();
-        for s in f.evidence["spans"].as_array().unwrap() {
+        for s in f.evidence.to_json()["spans"].as_array().unwrap() {
             let (a, b) = (secs(&s["start"]), secs(&s["end"]));
             let mut m = a.div_euclid(60);
             while m * 60 < b {
@@ -332,8 +332,8 @@ fn check_consolidation(r: &Run) -> usize {
         .iter()
         .filter(|f| f.detector == "consolidation")
     {
-        let cap_gib = f.evidence["capacity_gib"].as_f64().unwrap();
-        for bin in f.evidence["plan"].as_array().unwrap() {
+        let cap_gib = f.evidence.to_json()["capacity_gib"].as_f64().unwrap();
+        for bin in f.evidence.to_json()["plan"].as_array().unwrap() {
             groups += 1;
             let members: Vec<(String, String)> = bin["workloads"]
                 .as_array()
@@ -472,7 +472,8 @@ fn faults_gaps_and_noise() {
         .iter()
         .find(|f| f.detector == "idle_loaded" && f.entity.pod.as_deref() == Some("llm-eval-0"))
         .expect("idle-llm found");
-    let spans = f.evidence["spans"].as_array().unwrap();
+    let evidence = f.evidence.to_json();
+    let spans = evidence["spans"].as_array().unwrap();
     assert!(
         spans.len() >= 2,
         "the outage must split the span: {spans:?}"
@@ -514,10 +515,10 @@ fn check_demo_offpeak(r: &Run) {
     );
     let baseline: Vec<&&advisor::Finding> = offpeak
         .iter()
-        .filter(|f| f.evidence["type"] == "baseline")
+        .filter(|f| f.evidence.to_json()["type"] == "baseline")
         .collect();
     assert_eq!(baseline.len(), 1, "one baseline finding: {offpeak:?}");
-    let b = &baseline[0].evidence;
+    let b = &baseline[0].evidence.to_json();
     let gpus = b["gpus"].as_u64().unwrap();
     assert!(gpus >= 1, "{b}");
     let fleet_models: BTreeSet<String> = models(&r.frames).into_values().collect();
@@ -552,8 +553,11 @@ fn check_demo_offpeak(r: &Run) {
     );
     // Windows: above the baseline, with start and stop lines, never around the clock.
     let nslots = if b["period"] == "week" { 168 } else { 24 };
-    for f in offpeak.iter().filter(|f| f.evidence["type"] != "baseline") {
-        let e = &f.evidence;
+    for f in offpeak
+        .iter()
+        .filter(|f| f.evidence.to_json()["type"] != "baseline")
+    {
+        let e = &f.evidence.to_json();
         assert_eq!(e["type"], "window");
         assert!(!f.summary.contains("always"), "{}", f.summary);
         assert!(e["hours"].as_u64().unwrap() < nslots, "{e}");
@@ -588,12 +592,12 @@ fn offpeak_windows_are_found() {
         ..Params::default()
     };
     let r = run("offpeak", 14, 60_000, &[], &params);
-    let evidence: Vec<&Value> = r
+    let evidence: Vec<Value> = r
         .analysis
         .findings
         .iter()
         .filter(|f| f.detector == "offpeak_window")
-        .map(|f| &f.evidence)
+        .map(|f| f.evidence.to_json())
         .collect();
     println!(
         "offpeak (weekly): {}",
@@ -678,7 +682,7 @@ fn offpeak_windows_are_found() {
     };
     let a = advisor::analyze(&week1, &params, None, vec![], &["offpeak_window".into()])
         .expect("analyze week 1");
-    let daily: Vec<&Value> = a.findings.iter().map(|f| &f.evidence).collect();
+    let daily: Vec<Value> = a.findings.iter().map(|f| f.evidence.to_json()).collect();
     println!(
         "offpeak (daily, first week): {}",
         serde_json::to_string_pretty(&daily).unwrap()

@@ -46,7 +46,7 @@ fn idle_findings() -> Vec<advisor::Finding> {
 }
 
 fn spans(f: &advisor::Finding) -> Vec<(String, String, f64)> {
-    f.evidence["spans"]
+    f.evidence.to_json()["spans"]
         .as_array()
         .unwrap()
         .iter()
@@ -79,7 +79,7 @@ fn idle_edges_from_generic_csv() {
             60.0
         )]
     );
-    assert_eq!(p101.evidence["activity_source"], "process_sm");
+    assert_eq!(p101.evidence.to_json()["activity_source"], "process_sm");
     assert!(by_pid(102).is_none(), "55 min is too short");
     let p103 = by_pid(103).expect("two 60-min spans");
     let s103 = spans(p103);
@@ -111,9 +111,9 @@ fn idle_edges_from_generic_csv() {
         .find(|f| f.entity.kind == "gpu")
         .expect("GPU-level fallback without process rows");
     assert_eq!(g1.entity.uuid.as_deref(), Some("GPU-g1"));
-    assert_eq!(g1.evidence["activity_source"], "gpu_busy");
+    assert_eq!(g1.evidence.to_json()["activity_source"], "gpu_busy");
     assert_eq!(spans(g1)[0].2, 90.0);
-    assert_eq!(g1.evidence["idle_gib_hours"], 15.0);
+    assert_eq!(g1.evidence.to_json()["idle_gib_hours"], 15.0);
     assert_eq!(found.len(), 6, "exactly the expected findings: {pids:?}");
 }
 

@@ -698,7 +698,7 @@ fn score(
             notes.push(format!("unplanted idle finding: {}", f.summary));
             continue;
         };
-        for s in f.evidence["spans"].as_array().expect("spans") {
+        for s in f.evidence.to_json()["spans"].as_array().expect("spans") {
             found
                 .entry(g)
                 .or_default()
@@ -751,7 +751,7 @@ fn score(
         .iter()
         .filter(|f| f.detector == "consolidation")
     {
-        for bin in f.evidence["plan"].as_array().expect("plan") {
+        for bin in f.evidence.to_json()["plan"].as_array().expect("plan") {
             if bin["workloads"].as_array().is_some_and(|w| w.len() > 1) {
                 for w in bin["workloads"].as_array().expect("workloads") {
                     if let Some(g) = w["gpu"].as_u64() {
@@ -774,11 +774,11 @@ fn score(
     scores.push(("consolidation recall", ratio(both, want.len())));
 
     // Off-peak: the over-provisioned GPU and the window of ≥ 2 free GPUs, 14:00–18:00.
-    let offpeak: Vec<&Value> = analysis
+    let offpeak: Vec<Value> = analysis
         .findings
         .iter()
         .filter(|f| f.detector == "offpeak_window")
-        .map(|f| &f.evidence)
+        .map(|f| f.evidence.to_json())
         .collect();
     let baseline = offpeak
         .iter()

@@ -2,7 +2,8 @@
 //! per kind of finding, held by [`Finding`](super::Finding) as an [`Evidence`] and read by the
 //! report by field, so that renaming a field is a compile error, not a silently zeroed report.
 //!
-//! A finding's JSON `evidence` is its [`Evidence`] serialised to a `serde_json::Value`, whose
+//! A finding's JSON `evidence` is its [`Evidence`] serialised through a `serde_json::Value`
+//! ([`Evidence::to_json`]), whose
 //! objects print their keys in alphabetical order (serde_json without `preserve_order`): field
 //! order here does not change the output, but fields are declared in that order so that they
 //! read like it. Numbers keep their types (a count is an integer, a measure a float) and
@@ -25,6 +26,13 @@ pub enum Evidence {
 }
 
 impl Evidence {
+    /// The evidence as the findings document prints it (a JSON object, keys in alphabetical
+    /// order).
+    pub fn to_json(&self) -> serde_json::Value {
+        // Structs of numbers, strings and lists with string keys: serialising cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     /// The id of the detector that finds this kind of evidence (`idle_loaded`).
     pub fn detector(&self) -> &'static str {
         match self {

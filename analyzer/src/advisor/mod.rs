@@ -139,8 +139,8 @@ pub enum Severity {
 }
 
 /// One finding: a stable id, what it is about, one line saying what was found, a suggested
-/// action, and detector-specific evidence (`docs/findings.md`), typed ([`Finding::details`])
-/// and as JSON ([`Finding::evidence`]). Built by [`Finding::new`].
+/// action, and detector-specific evidence (`docs/findings.md`), typed ([`Evidence`]: the JSON
+/// document is its serde form). Built by [`Finding::new`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     /// Stable across runs for the same detector and entity (`idle_loaded-3f9a0c1d2b4e5f60`).
@@ -151,14 +151,21 @@ pub struct Finding {
     pub entity: Entity,
     pub summary: String,
     pub action: String,
-    /// [`Finding::details`] as JSON: what the findings document prints.
-    pub evidence: Value,
-    #[serde(skip)]
-    details: Evidence,
+    /// What the detector measured, typed; serialised as the document's `evidence` object.
+    #[serde(serialize_with = "evidence_json")]
+    pub evidence: Evidence,
+}
+
+/// Serialises evidence through [`Evidence::to_json`]: objects with their keys in alphabetical
+/// order (off-peak's `type` tag among them), as `docs/findings.md` shows them.
+fn evidence_json<S: serde::Serializer>(e: &Evidence, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(e)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
 }
 
 impl Finding {
-    /// A finding of the detector whose evidence `details` is, with that evidence as JSON.
+    /// A finding of the detector whose evidence `details` is.
     pub fn new(
         id: String,
         severity: Severity,
@@ -175,15 +182,8 @@ impl Finding {
             entity,
             summary,
             action,
-            // Plain fields with string keys: serialising cannot fail.
-            evidence: serde_json::to_value(&details).expect("evidence serialises"),
-            details,
+            evidence: details,
         }
-    }
-
-    /// The typed evidence (what the report reads).
-    pub fn details(&self) -> &Evidence {
-        &self.details
     }
 }
 

@@ -24,7 +24,7 @@ pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
     let mut v: Vec<IdleModel> = a
         .findings
         .iter()
-        .filter_map(|f| match f.details() {
+        .filter_map(|f| match &f.evidence {
             Evidence::IdleLoaded(e) => Some((f, e)),
             _ => None,
         })
@@ -65,7 +65,7 @@ pub(super) fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationS
     let host_label = |h: &PlanGpu| gpu_label(h.node.as_deref(), h.gpu, h.uuid.as_deref());
     a.findings
         .iter()
-        .filter_map(|f| match f.details() {
+        .filter_map(|f| match &f.evidence {
             Evidence::Consolidation(e) => Some((f, e)),
             _ => None,
         })
@@ -105,7 +105,7 @@ pub(super) fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationS
 pub(super) fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
     a.findings
         .iter()
-        .filter_map(|f| match f.details() {
+        .filter_map(|f| match &f.evidence {
             Evidence::Offpeak(OffpeakEvidence::Window(w)) => Some((f, w)),
             _ => None,
         })
@@ -130,7 +130,7 @@ pub(super) fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
 
 /// The GPUs free around the clock, when the advisor found any.
 pub(super) fn offpeak_baseline(a: &Analysis) -> Option<OffpeakBaseline> {
-    let (f, b) = a.findings.iter().find_map(|f| match f.details() {
+    let (f, b) = a.findings.iter().find_map(|f| match &f.evidence {
         Evidence::Offpeak(OffpeakEvidence::Baseline(b)) => Some((f, b)),
         _ => None,
     })?;

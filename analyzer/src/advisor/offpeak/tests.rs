@@ -169,17 +169,17 @@ fn baseline_and_nights_and_weekend_tiers() {
 
     // The findings: the baseline (over-provisioning, with the models), then the tiers.
     let out = finish(free, &params);
-    let types: Vec<&str> = out
+    let types: Vec<String> = out
         .findings
         .iter()
-        .map(|f| f.evidence["type"].as_str().unwrap())
+        .map(|f| f.evidence.to_json()["type"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(types, ["baseline", "window", "window"]);
     let b = &out.findings[0];
     assert_eq!(b.id, finding_id("offpeak_window", &["baseline"]));
     assert_eq!(b.severity, Severity::Warning);
-    assert_eq!(b.evidence["gpus"], 2);
-    assert_eq!(b.evidence["by_model"][1]["model"], H100);
+    assert_eq!(b.evidence.to_json()["gpus"], 2);
+    assert_eq!(b.evidence.to_json()["by_model"][1]["model"], H100);
     assert!(
         b.summary.contains(&format!(
             "2 of 10 GPU(s) free all week in ≥ 90% of observed weeks: 1 × {A100}, 1 × {H100}"
@@ -189,12 +189,12 @@ fn baseline_and_nights_and_weekend_tiers() {
     );
     assert!(b.action.starts_with("release or repurpose"), "{}", b.action);
     let night = &out.findings[1];
-    assert_eq!(night.evidence["tier"], 1);
-    assert_eq!(night.evidence["expected_free_gpus"], 6);
-    assert_eq!(night.evidence["above_baseline"], 4);
-    assert_eq!(night.evidence["baseline_gpus"], 2);
+    assert_eq!(night.evidence.to_json()["tier"], 1);
+    assert_eq!(night.evidence.to_json()["expected_free_gpus"], 6);
+    assert_eq!(night.evidence.to_json()["above_baseline"], 4);
+    assert_eq!(night.evidence.to_json()["baseline_gpus"], 2);
     assert_eq!(
-        night.evidence["systemd_start"],
+        night.evidence.to_json()["systemd_start"],
         "OnCalendar=Mon..Thu *-*-* 19:00:00 Europe/Berlin"
     );
     assert!(
@@ -239,7 +239,7 @@ fn without_a_baseline_windows_cross_midnight() {
     assert_eq!(s[0].systemd_end, "OnCalendar=*-*-* 06:00:00 UTC");
     let out = finish(one_model(m, 4), &q);
     assert_eq!(out.findings.len(), 1);
-    assert_eq!(out.findings[0].evidence["type"], "window");
+    assert_eq!(out.findings[0].evidence.to_json()["type"], "window");
     assert!(
         out.findings[0]
             .summary
@@ -258,8 +258,8 @@ fn capacity_free_all_the_time_is_the_baseline_not_a_window() {
     assert!(p.windows.is_empty() && p.tiers.is_empty());
     let out = finish(one_model(m, 5), &params(1));
     assert_eq!(out.findings.len(), 1, "{:?}", out.findings);
-    assert_eq!(out.findings[0].evidence["type"], "baseline");
-    assert_eq!(out.findings[0].evidence["by_model"][0]["gpus"], 3);
+    assert_eq!(out.findings[0].evidence.to_json()["type"], "baseline");
+    assert_eq!(out.findings[0].evidence.to_json()["by_model"][0]["gpus"], 3);
     assert!(
         out.findings[0]
             .summary
