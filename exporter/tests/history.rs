@@ -408,31 +408,6 @@ fn a_day_that_cannot_be_compacted_stays_hourly_and_recording_goes_on() {
 
 // ---- Hardening (issue 17): each test injects a fault the writer must survive. ----
 
-/// Every log record of this test binary, for the tests that check what is logged.
-fn captured_logs() -> &'static std::sync::Mutex<Vec<String>> {
-    struct Capture;
-    static LINES: std::sync::OnceLock<std::sync::Mutex<Vec<String>>> = std::sync::OnceLock::new();
-    impl log::Log for Capture {
-        fn enabled(&self, _: &log::Metadata) -> bool {
-            true
-        }
-        fn log(&self, r: &log::Record) {
-            if let Some(lines) = LINES.get() {
-                let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
-                l.push(format!("{} {}", r.level(), r.args()));
-            }
-        }
-        fn flush(&self) {}
-    }
-    static INIT: std::sync::Once = std::sync::Once::new();
-    INIT.call_once(|| {
-        let _ = LINES.set(std::sync::Mutex::new(Vec::new()));
-        let _ = log::set_boxed_logger(Box::new(Capture));
-        log::set_max_level(log::LevelFilter::Info);
-    });
-    LINES.get().unwrap()
-}
-
 /// An open segment as the writer leaves it: the header line, then one row per line.
 fn write_segment<R: serde::Serialize>(path: &Path, table: &str, rows: &[R]) {
     let mut text = format!("{{\"tessera_history\":1,\"table\":\"{table}\"}}\n");
@@ -808,7 +783,7 @@ fn tessera_simulate_into_a_folder_an_exporter_writes_is_refused_naming_its_pid()
 
 #[test]
 fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
-    let logs = captured_logs();
+    crate::support::logs::install();
     let tmp = tempfile::tempdir().unwrap();
     // A file where the folder should be: every batch of rows is lost.
     let root = tmp.path().join("not-a-folder");
@@ -854,12 +829,9 @@ fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
     sampler.stop();
     thread.join();
     let root_name = root.display().to_string();
-    let lines: Vec<String> = logs
-        .lock()
-        .unwrap()
-        .iter()
+    let lines: Vec<String> = crate::support::logs::lines(log::Level::Info)
+        .into_iter()
         .filter(|l| l.contains(&root_name) && l.contains(" lost "))
-        .cloned()
         .collect();
     // Every lost batch is in exactly one line, with its rows by table ...
     let batches: u64 = lines

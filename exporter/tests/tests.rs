@@ -2,6 +2,8 @@
 //! the history thread and writer, the `/metrics` exposition (golden files), the sampler, and the
 //! web layer. `web_props.rs` is a binary of its own: it owns the global allocator.
 
+mod support;
+
 mod attribution;
 mod deploy;
 mod history;

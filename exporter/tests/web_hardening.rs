@@ -522,46 +522,11 @@ fn duplicate_users_are_refused_at_start() {
 // ---------------------------------------------------------------------------------------------
 // Logging a burst of refused scrapes
 
-/// Records every log line of this test binary.
-struct Capture {
-    lines: Mutex<Vec<(log::Level, String)>>,
-}
-
-impl log::Log for Capture {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Warn
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            self.lines
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((r.level(), r.args().to_string()));
-        }
-    }
-    fn flush(&self) {}
-}
-
-fn captured() -> &'static Capture {
-    static CAPTURE: std::sync::OnceLock<&'static Capture> = std::sync::OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        let c: &'static Capture = Box::leak(Box::new(Capture {
-            lines: Mutex::new(Vec::new()),
-        }));
-        log::set_logger(c).expect("the only logger of this test binary");
-        log::set_max_level(log::LevelFilter::Warn);
-        c
-    })
-}
-
+/// Warnings and errors logged so far that contain `needle`, as `LEVEL message`.
 fn lines_with(needle: &str) -> Vec<String> {
-    captured()
-        .lines
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .filter(|(_, l)| l.contains(needle))
-        .map(|(level, l)| format!("{level} {l}"))
+    crate::support::logs::lines(log::Level::Warn)
+        .into_iter()
+        .filter(|l| l.contains(needle))
         .collect()
 }
 
@@ -587,7 +552,7 @@ impl Exposition for Blocking {
 #[test]
 fn a_burst_of_503s_is_logged_as_a_count() {
     let _serial = serial();
-    captured();
+    crate::support::logs::install();
     let path = "/metrics-burst-503";
     let gate = Arc::new(Mutex::new(()));
     let exposition = Arc::new(Blocking {

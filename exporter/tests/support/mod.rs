@@ -1,0 +1,3 @@
+//! Helpers shared by the exporter's integration tests.
+
+pub mod logs;
