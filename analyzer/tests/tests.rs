@@ -9,6 +9,7 @@ mod support;
 mod advisor_accuracy;
 mod advisor_edges;
 mod ingest;
+mod job;
 mod mig_cli;
 mod mig_plan_cli;
 mod prometheus_http;

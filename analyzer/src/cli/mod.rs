@@ -5,6 +5,7 @@
 
 pub mod analyze;
 pub mod ingest;
+pub mod job;
 pub mod mig;
 pub mod mig_plan;
 pub mod mig_profiles;
@@ -38,6 +39,8 @@ pub enum Command {
     /// The weekly report: usage, cost, teams, waste, plans and data quality (table, Markdown,
     /// HTML or JSON).
     Report(report::ReportArgs),
+    /// One Slurm job's GPUs, activity, memory peak, idle spans and a verdict (like jobstats).
+    Job(job::JobArgs),
     /// Write N days of history for every node of a scenario, with its ground truth.
     Simulate(simulate::SimulateArgs),
     /// MIG layouts: plan them from history, export the node's, assert it matches a plan, apply
@@ -71,6 +74,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Ingest(args) => ingest::run(args)?,
         Command::Analyze(args) => analyze::run(args)?,
         Command::Report(args) => report::run(args)?,
+        Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Mig { command } => {
             let code = match command {

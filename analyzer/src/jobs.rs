@@ -1,0 +1,593 @@
+//! One Slurm job's GPU use and a verdict a user understands in one screen, in the manner of
+//! Princeton's `jobstats`: the GPUs the job's processes ran on, how long, how busy (mean and
+//! p95), the memory they held at peak against what the GPU (or MIG instance) has, the spans in
+//! which the job held memory while it did nothing (the advisor's idle-loaded detector, run on the
+//! job's rows only), and plain-language advice.
+//!
+//! A job is the process rows whose `slurm_job_id` is its id (attribution from the job's cgroup,
+//! `docs/attribution.md`). Activity per row is the first present of the processes' own SM
+//! utilisation (summed over the job's processes on that GPU), the MIG instance's SM activity, the
+//! GPU's SM activity, the GPU's busy ratio — the idle detector's order.
+//!
+//! [`job_rows`] reads one partition's frames (call it per node partition; a multi-node job spans
+//! several); [`JobRows::merge`] adds partitions up; [`summarise`] is pure. No I/O, no clock.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::advisor::columns::{f64s, i64s, strs};
+use crate::advisor::{self, AdvisorError, Evidence, Params};
+use crate::ingest::{Frames, fmt_ms};
+use crate::stats::quantile;
+
+const GIB: f64 = 1_073_741_824.0;
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// Version of the `tessera job --format json` document.
+pub const JOB_JSON_VERSION: u32 = 1;
+
+/// Where a row's activity came from, most direct first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivitySource {
+    ProcessSm,
+    MigSmActive,
+    GpuSmActive,
+    GpuBusy,
+}
+
+/// A device the job used: a whole GPU, or a MIG instance of one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Device {
+    pub node: String,
+    pub gpu: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_instance: Option<u32>,
+}
+
+/// One row of the job on one device: the job's processes on it summed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    pub ts: i64,
+    pub interval_ms: i64,
+    /// Σ of the processes' memory maxima, bytes.
+    pub memory: Option<f64>,
+    pub activity: Option<(f64, ActivitySource)>,
+    /// The device's memory, bytes.
+    pub capacity: Option<f64>,
+}
+
+/// The job's rows, by device (`ts` order), and its idle-loaded evidence.
+#[derive(Debug, Clone, Default)]
+pub struct JobRows {
+    pub devices: BTreeMap<Device, Vec<Row>>,
+    pub idle: Vec<advisor::evidence::IdleEvidence>,
+}
+
+impl JobRows {
+    /// Adds another partition's rows (a device lives in one partition: its node's).
+    pub fn merge(&mut self, other: JobRows) {
+        for (d, rows) in other.devices {
+            let e = self.devices.entry(d).or_default();
+            e.extend(rows);
+            e.sort_by_key(|r| r.ts);
+        }
+        self.idle.extend(other.idle);
+    }
+}
+
+fn gib(b: f64) -> f64 {
+    (b / GIB * 100.0).round() / 100.0
+}
+
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+type Triple = (Option<f64>, Option<f64>, Option<f64>);
+type Pair = (Option<f64>, Option<f64>);
+
+/// The job `job`'s rows in one partition (empty when the job has none there).
+pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, AdvisorError> {
+    let process = frames
+        .process
+        .clone()
+        .filter(col("slurm_job_id").eq(lit(job)));
+    let p = process
+        .clone()
+        .select([
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            col("uuid"),
+            col("gpu_instance").cast(DataType::Int64),
+            crate::advisor::columns::ts_ms(),
+            col("interval_ms").cast(DataType::Int64),
+            col("memory_used_max_bytes").cast(DataType::Float64),
+            col("sm_mean"),
+        ])
+        .collect()?;
+    let n = p.height();
+    if n == 0 {
+        return Ok(JobRows::default());
+    }
+    let (node, gpu, uuid, gi, ts, iv, mem, sm) = (
+        strs(&p, "node")?,
+        i64s(&p, "gpu")?,
+        strs(&p, "uuid")?,
+        i64s(&p, "gpu_instance")?,
+        i64s(&p, "ts")?,
+        i64s(&p, "interval_ms")?,
+        f64s(&p, "memory_used_max_bytes")?,
+        f64s(&p, "sm_mean")?,
+    );
+    // The job's processes summed per device and row.
+    struct Acc {
+        interval: i64,
+        memory: Option<f64>,
+        sm: Option<f64>,
+    }
+    let mut acc: BTreeMap<(Device, i64), Acc> = BTreeMap::new();
+    let (mut from, mut until) = (i64::MAX, i64::MIN);
+    for i in 0..n {
+        let (Some(node), Some(g), Some(t)) = (node.get(i), gpu.get(i), ts.get(i)) else {
+            continue;
+        };
+        let d = Device {
+            node: node.to_string(),
+            gpu: g as u32,
+            uuid: uuid.get(i).map(str::to_string),
+            gpu_instance: gi.get(i).map(|v| v as u32),
+        };
+        let interval = iv.get(i).unwrap_or(0);
+        from = from.min(t - interval);
+        until = until.max(t);
+        let a = acc.entry((d, t)).or_insert(Acc {
+            interval,
+            memory: None,
+            sm: None,
+        });
+        a.interval = a.interval.max(interval);
+        if let Some(m) = mem.get(i) {
+            a.memory = Some(a.memory.unwrap_or(0.0) + m);
+        }
+        if let Some(s) = sm.get(i) {
+            a.sm = Some((a.sm.unwrap_or(0.0) + s).min(1.0));
+        }
+    }
+    // The devices' own rows over the job's range: activity and capacity.
+    let nodes: std::collections::BTreeSet<&str> =
+        acc.keys().map(|(d, _)| d.node.as_str()).collect();
+    let on_nodes = nodes
+        .iter()
+        .fold(lit(false), |e, n| e.or(col("node").eq(lit(*n))));
+    let in_range = on_nodes
+        .and(crate::advisor::columns::ts_ms().gt(lit(from)))
+        .and(crate::advisor::columns::ts_ms().lt_eq(lit(until)));
+    let g = frames
+        .gpu
+        .clone()
+        .filter(in_range.clone())
+        .select([
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            crate::advisor::columns::ts_ms(),
+            col("sm_active_mean"),
+            col("busy_mean"),
+            col("memory_total_bytes").cast(DataType::Float64),
+        ])
+        .collect()?;
+    // (node, gpu, ts) → (SM activity, busy, memory).
+    let mut gpu_at: BTreeMap<(&str, i64, i64), Triple> = BTreeMap::new();
+    let (gn, gg, gt, gsm, gbusy, gcap) = (
+        strs(&g, "node")?,
+        i64s(&g, "gpu")?,
+        i64s(&g, "ts")?,
+        f64s(&g, "sm_active_mean")?,
+        f64s(&g, "busy_mean")?,
+        f64s(&g, "memory_total_bytes")?,
+    );
+    for i in 0..g.height() {
+        if let (Some(n), Some(x), Some(t)) = (gn.get(i), gg.get(i), gt.get(i)) {
+            gpu_at.insert((n, x, t), (gsm.get(i), gbusy.get(i), gcap.get(i)));
+        }
+    }
+    let m = frames
+        .mig
+        .clone()
+        .filter(in_range)
+        .select([
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            col("gpu_instance").cast(DataType::Int64),
+            crate::advisor::columns::ts_ms(),
+            col("sm_active_mean"),
+            col("memory_total_bytes").cast(DataType::Float64),
+        ])
+        .collect()?;
+    // (node, gpu, GPU instance, ts) → (SM activity, memory).
+    let mut mig_at: BTreeMap<(&str, i64, i64, i64), Pair> = BTreeMap::new();
+    let (mn, mg, mgi, mt, msm, mcap) = (
+        strs(&m, "node")?,
+        i64s(&m, "gpu")?,
+        i64s(&m, "gpu_instance")?,
+        i64s(&m, "ts")?,
+        f64s(&m, "sm_active_mean")?,
+        f64s(&m, "memory_total_bytes")?,
+    );
+    for i in 0..m.height() {
+        if let (Some(n), Some(x), Some(y), Some(t)) = (mn.get(i), mg.get(i), mgi.get(i), mt.get(i))
+        {
+            mig_at.insert((n, x, y, t), (msm.get(i), mcap.get(i)));
+        }
+    }
+    let mut out = JobRows::default();
+    for ((d, t), a) in acc {
+        let gk = (d.node.as_str(), i64::from(d.gpu), t);
+        let (g_sm, g_busy, g_cap) = gpu_at.get(&gk).copied().unwrap_or((None, None, None));
+        let (m_sm, m_cap) = d
+            .gpu_instance
+            .and_then(|gi| mig_at.get(&(d.node.as_str(), i64::from(d.gpu), i64::from(gi), t)))
+            .copied()
+            .unwrap_or((None, None));
+        let whole = d.gpu_instance.is_none();
+        let activity =
+            a.sm.map(|v| (v, ActivitySource::ProcessSm))
+                .or(m_sm.map(|v| (v, ActivitySource::MigSmActive)))
+                .or(g_sm
+                    .filter(|_| whole)
+                    .map(|v| (v, ActivitySource::GpuSmActive)))
+                .or(g_busy
+                    .filter(|_| whole)
+                    .map(|v| (v, ActivitySource::GpuBusy)));
+        let row = Row {
+            ts: t,
+            interval_ms: a.interval,
+            memory: a.memory,
+            activity,
+            capacity: if whole { g_cap } else { m_cap },
+        };
+        out.devices.entry(d).or_default().push(row);
+    }
+    // Idle-loaded spans: the advisor's detector on the job's rows and its devices' rows.
+    let job_frames = Frames {
+        gpu: frames.gpu.clone(),
+        mig: frames.mig.clone(),
+        process,
+    };
+    let analysis = advisor::analyze(
+        &job_frames,
+        params,
+        Some((from, until)),
+        Vec::new(),
+        &[advisor::evidence::IdleEvidence::DETECTOR.to_string()],
+    )?;
+    for f in analysis.findings {
+        if let Evidence::IdleLoaded(e) = f.evidence
+            && f.entity.slurm_job.as_deref() == Some(job)
+        {
+            out.idle.push(e);
+        }
+    }
+    Ok(out)
+}
+
+/// One device's share of the job.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceUse {
+    #[serde(flatten)]
+    pub device: Device,
+    pub hours: f64,
+    pub activity_mean: Option<f64>,
+    pub activity_p95: Option<f64>,
+    pub memory_peak_gib: Option<f64>,
+    pub memory_total_gib: Option<f64>,
+}
+
+/// A span in which the job held memory and did nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleSpan {
+    pub start: String,
+    pub end: String,
+    pub minutes: f64,
+    pub memory_max_gib: f64,
+}
+
+/// How well the job used what it held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rating {
+    /// Mean activity at least [`GOOD`].
+    Good,
+    /// Some use, below [`GOOD`].
+    Underused,
+    /// Mean activity below [`IDLE`], or held memory idle most of the time.
+    Idle,
+}
+
+/// Mean activity from which a job uses its GPUs well.
+pub const GOOD: f64 = 0.5;
+/// Mean activity below which a job's GPUs were mostly idle.
+pub const IDLE: f64 = 0.1;
+
+/// The job's summary: `tessera job`'s document.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobSummary {
+    pub version: u32,
+    pub job: String,
+    pub start: String,
+    pub end: String,
+    pub duration_hours: f64,
+    pub gpu_hours: f64,
+    pub devices: Vec<DeviceUse>,
+    pub activity_mean: Option<f64>,
+    pub activity_p95: Option<f64>,
+    /// The most used source of the activity values.
+    pub activity_source: Option<ActivitySource>,
+    pub memory_peak_gib: Option<f64>,
+    pub idle_hours: f64,
+    pub idle_spans: Vec<IdleSpan>,
+    pub rating: Rating,
+    /// The advice, one sentence a line.
+    pub verdict: Vec<String>,
+}
+
+/// The summary of a job's rows; `None` when it has none.
+pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
+    let all: Vec<&Row> = rows.devices.values().flatten().collect();
+    if all.is_empty() {
+        return None;
+    }
+    let start = all.iter().map(|r| r.ts - r.interval_ms).min()?;
+    let end = all.iter().map(|r| r.ts).max()?;
+    let mut devices = Vec::new();
+    let mut sources: BTreeMap<ActivitySource, usize> = BTreeMap::new();
+    let (mut w_act, mut w) = (0.0, 0.0);
+    let mut acts_all = Vec::new();
+    let mut peak: Option<f64> = None;
+    for (d, rs) in &rows.devices {
+        let hours: f64 = rs.iter().map(|r| r.interval_ms as f64).sum::<f64>() / HOUR_MS;
+        let (mut dw_act, mut dw) = (0.0, 0.0);
+        let mut acts = Vec::new();
+        for r in rs {
+            if let Some((a, s)) = r.activity {
+                dw_act += a * r.interval_ms as f64;
+                dw += r.interval_ms as f64;
+                acts.push(a);
+                *sources.entry(s).or_default() += 1;
+            }
+        }
+        w_act += dw_act;
+        w += dw;
+        acts_all.extend(acts.iter().copied());
+        let mem = rs.iter().filter_map(|r| r.memory).reduce(f64::max);
+        peak = match (peak, mem) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        devices.push(DeviceUse {
+            device: d.clone(),
+            hours: r3(hours),
+            activity_mean: (dw > 0.0).then(|| r3(dw_act / dw)),
+            activity_p95: quantile(&mut acts, 0.95).map(r3),
+            memory_peak_gib: mem.map(gib),
+            memory_total_gib: rs
+                .iter()
+                .filter_map(|r| r.capacity)
+                .reduce(f64::max)
+                .map(gib),
+        });
+    }
+    let gpu_hours = r3(devices.iter().map(|d| d.hours).sum());
+    let mean = (w > 0.0).then(|| r3(w_act / w));
+    let p95 = quantile(&mut acts_all, 0.95).map(r3);
+    let source = sources
+        .iter()
+        .max_by_key(|(s, n)| (**n, std::cmp::Reverse(**s)))
+        .map(|(s, _)| *s);
+    let mut idle_spans: Vec<IdleSpan> = rows
+        .idle
+        .iter()
+        .flat_map(|e| {
+            e.spans.iter().map(|s| IdleSpan {
+                start: s.start.clone(),
+                end: s.end.clone(),
+                minutes: s.minutes,
+                memory_max_gib: s.memory_max_gib,
+            })
+        })
+        .collect();
+    idle_spans.sort_by(|a, b| a.start.cmp(&b.start));
+    let idle_hours = r3(rows.idle.iter().map(|e| e.idle_hours).sum::<f64>() + 0.0);
+    let duration_hours = r3((end - start) as f64 / HOUR_MS);
+    let idle_share = if gpu_hours > 0.0 {
+        idle_hours / gpu_hours
+    } else {
+        0.0
+    };
+    let rating = match mean {
+        Some(m) if m >= GOOD && idle_share < 0.5 => Rating::Good,
+        Some(m) if m < IDLE || idle_share >= 0.5 => Rating::Idle,
+        None if idle_share >= 0.5 => Rating::Idle,
+        _ => Rating::Underused,
+    };
+    let verdict = verdict(
+        &devices,
+        mean,
+        p95,
+        idle_hours,
+        &idle_spans,
+        peak,
+        gpu_hours,
+        rating,
+    );
+    Some(JobSummary {
+        version: JOB_JSON_VERSION,
+        job: job.to_string(),
+        start: fmt_ms(start),
+        end: fmt_ms(end),
+        duration_hours,
+        gpu_hours,
+        devices,
+        activity_mean: mean,
+        activity_p95: p95,
+        activity_source: source,
+        memory_peak_gib: peak.map(gib),
+        idle_hours,
+        idle_spans,
+        rating,
+        verdict,
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn verdict(
+    devices: &[DeviceUse],
+    mean: Option<f64>,
+    p95: Option<f64>,
+    idle_hours: f64,
+    spans: &[IdleSpan],
+    peak: Option<f64>,
+    gpu_hours: f64,
+    rating: Rating,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let n = devices.len();
+    match (mean, p95) {
+        (Some(m), Some(p)) => out.push(match rating {
+            Rating::Good => format!(
+                "The job kept its {n} GPU(s) busy: mean activity {}, p95 {}.",
+                pct(m),
+                pct(p)
+            ),
+            Rating::Underused => format!(
+                "The job used its {n} GPU(s) at mean activity {} (p95 {}): it could share a GPU \
+                 or run on fewer.",
+                pct(m),
+                pct(p)
+            ),
+            Rating::Idle => format!(
+                "The job's {n} GPU(s) were mostly idle: mean activity {} (p95 {}). Check for \
+                 stalls (data loading, waiting on other jobs) or request fewer GPUs.",
+                pct(m),
+                pct(p)
+            ),
+        }),
+        _ => out.push(
+            "No activity was measured for the job's GPUs (no SM or busy metric in the data)."
+                .to_string(),
+        ),
+    }
+    if idle_hours > 0.0 {
+        out.push(format!(
+            "It held GPU memory while doing nothing for {idle_hours:.1} h of {gpu_hours:.1} \
+             GPU-hours ({} span(s) of an hour or more): free the GPU when idle, or end the job \
+             sooner.",
+            spans.len()
+        ));
+    }
+    let cap = devices
+        .iter()
+        .filter_map(|d| d.memory_total_gib)
+        .reduce(f64::min);
+    if let (Some(peak), Some(cap)) = (peak, cap)
+        && cap > 0.0
+        && peak / GIB < 0.25 * cap
+        && devices.iter().all(|d| d.device.gpu_instance.is_none())
+    {
+        out.push(format!(
+            "Its peak memory, {:.1} GiB of {cap:.0} GiB, would fit a MIG instance: a smaller \
+             slice would leave the rest of the GPU to others.",
+            peak / GIB
+        ));
+    }
+    out
+}
+
+/// The summary as one screen of text (no colour).
+pub fn render_table(s: &JobSummary) -> String {
+    use std::fmt::Write as _;
+    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let mut o = String::new();
+    let _ = writeln!(o, "Slurm job {}", s.job);
+    let _ = writeln!(
+        o,
+        "  Time      {} .. {} ({:.1} h)",
+        s.start, s.end, s.duration_hours
+    );
+    let _ = writeln!(
+        o,
+        "  GPUs      {} ({:.1} GPU-hours)",
+        s.devices.len(),
+        s.gpu_hours
+    );
+    let source = match s.activity_source {
+        Some(ActivitySource::ProcessSm) => "the job's processes' SM use",
+        Some(ActivitySource::MigSmActive) => "the MIG instances' SM activity",
+        Some(ActivitySource::GpuSmActive) => "the GPUs' SM activity",
+        Some(ActivitySource::GpuBusy) => "the GPUs' busy ratio",
+        None => "no activity metric",
+    };
+    let _ = writeln!(
+        o,
+        "  Activity  mean {}, p95 {} (from {source})",
+        pct_or(s.activity_mean),
+        pct_or(s.activity_p95)
+    );
+    let _ = writeln!(
+        o,
+        "  Memory    peak {}",
+        s.memory_peak_gib
+            .map_or("-".to_string(), |g| format!("{g:.1} GiB"))
+    );
+    let _ = writeln!(
+        o,
+        "  Idle      {:.1} h holding memory while idle ({} span(s))",
+        s.idle_hours,
+        s.idle_spans.len()
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14}",
+        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK"
+    );
+    for d in &s.devices {
+        let mem = match (d.memory_peak_gib, d.memory_total_gib) {
+            (Some(p), Some(t)) => format!("{p:.1}/{t:.0} GiB"),
+            (Some(p), None) => format!("{p:.1} GiB"),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14}",
+            d.device.node,
+            d.device.gpu,
+            d.device
+                .gpu_instance
+                .map_or("-".to_string(), |g| g.to_string()),
+            d.hours,
+            pct_or(d.activity_mean),
+            pct_or(d.activity_p95),
+            mem
+        );
+    }
+    let _ = writeln!(o);
+    let rating = match s.rating {
+        Rating::Good => "good",
+        Rating::Underused => "underused",
+        Rating::Idle => "idle",
+    };
+    let _ = writeln!(o, "Verdict: {rating}");
+    for line in &s.verdict {
+        let _ = writeln!(o, "  - {line}");
+    }
+    o
+}

@@ -1,0 +1,193 @@
+//! `tessera job ID`: a Slurm job's GPUs, activity, memory peak, idle-loaded spans and verdict,
+//! on simulated history whose processes carry `slurm_job_id` (a busy training job, a job that
+//! holds memory and does nothing, a job on a MIG instance), and the errors of an unknown job.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::cli::tessera;
+
+const SCENARIO: &str = r#"
+name = "slurm-jobs"
+seed = 7
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+
+[[nodes]]
+name = "hpc-1"
+gpus = [{ model = "H100-80GB", count = 3 }]
+mig = [{ gpu = 2, instances = [{ profile = "3g.40gb", start = 0 }] }]
+
+[[workloads]]
+name = "train"
+kind = "training"
+node = "hpc-1"
+gpu = 0
+memory_gib = 70.0
+peak = 0.9
+start_hour = 0.0
+duration_hours = 20.0
+process = "torchrun"
+slurm_job = "500"
+
+[[workloads]]
+name = "notebook"
+kind = "idle"
+node = "hpc-1"
+gpu = 1
+memory_gib = 12.0
+process = "python"
+slurm_job = "501"
+
+[[workloads]]
+name = "small-infer"
+kind = "inference"
+node = "hpc-1"
+gpu = 2
+mig_start = 0
+memory_gib = 6.0
+peak = 0.3
+process = "server"
+slurm_job = "502"
+"#;
+
+fn history(dir: &Path) -> PathBuf {
+    let scenario = dir.join("slurm.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let h = dir.join("h");
+    let out = tessera(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "1",
+        "--sample-interval",
+        "10s",
+        "--history.interval",
+        "1m",
+        "--out",
+        h.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "simulate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    h
+}
+
+fn job(h: &Path, id: &str) -> Value {
+    let src = format!("history:{}", h.display());
+    let out = tessera(&["job", id, "--source", &src, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "tessera job {id}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("job JSON")
+}
+
+#[test]
+fn a_busy_job_an_idle_job_and_a_mig_job_get_their_verdicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = history(tmp.path());
+
+    let busy = job(&h, "500");
+    assert_eq!(busy["version"], 1);
+    assert_eq!(busy["job"], "500");
+    assert_eq!(busy["devices"].as_array().unwrap().len(), 1, "{busy:#}");
+    assert_eq!(busy["devices"][0]["gpu"], 0);
+    assert!(
+        (busy["duration_hours"].as_f64().unwrap() - 20.0).abs() < 0.5,
+        "{busy:#}"
+    );
+    assert!(busy["activity_mean"].as_f64().unwrap() >= 0.5, "{busy:#}");
+    assert!(busy["memory_peak_gib"].as_f64().unwrap() > 60.0, "{busy:#}");
+    assert_eq!(busy["rating"], "good", "{busy:#}");
+    assert_eq!(busy["idle_spans"].as_array().unwrap().len(), 0, "{busy:#}");
+    assert_eq!(busy["idle_hours"].to_string(), "0.0", "not -0.0: {busy:#}");
+
+    let idle = job(&h, "501");
+    assert_eq!(idle["rating"], "idle", "{idle:#}");
+    assert!(idle["activity_mean"].as_f64().unwrap() < 0.1, "{idle:#}");
+    assert!(
+        !idle["idle_spans"].as_array().unwrap().is_empty(),
+        "{idle:#}"
+    );
+    assert!(idle["idle_hours"].as_f64().unwrap() > 12.0, "{idle:#}");
+    let verdict = idle["verdict"].to_string();
+    assert!(verdict.contains("mostly idle"), "{verdict}");
+    assert!(
+        verdict.contains("held GPU memory while doing nothing"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("MIG instance"),
+        "12 GiB of 80 GiB: {verdict}"
+    );
+
+    let mig = job(&h, "502");
+    assert_eq!(mig["devices"][0]["gpu_instance"], 1, "{mig:#}");
+    assert!(
+        mig["devices"][0]["memory_total_gib"].as_f64().unwrap() < 45.0,
+        "{mig:#}"
+    );
+    assert_ne!(mig["rating"], "good", "{mig:#}");
+}
+
+#[test]
+fn the_table_is_one_screen_and_an_unknown_job_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = history(tmp.path());
+    let src = format!("history:{}", h.display());
+    let out = tessera(&["job", "501", "--source", &src]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("Slurm job 501\n"), "{text}");
+    assert!(text.contains("Verdict: idle"), "{text}");
+    assert!(text.lines().count() < 25, "{text}");
+
+    let out = tessera(&["job", "999", "--source", &src]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no rows of Slurm job 999"), "{err}");
+}
+
+#[test]
+fn the_slurm_epilog_stores_the_summary_and_never_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = history(tmp.path());
+    let jobs = tmp.path().join("jobs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/slurm/epilog.sh");
+    let epilog = |id: &str| {
+        std::process::Command::new("sh")
+            .arg(&script)
+            .env("SLURM_JOB_ID", id)
+            .env("TESSERA", env!("CARGO_BIN_EXE_tessera"))
+            .env("TESSERA_SOURCE", format!("history:{}", h.display()))
+            .env("TESSERA_JOB_DIR", &jobs)
+            .env("TESSERA_JOB_SINCE", "3650d")
+            .output()
+            .expect("run the epilog")
+    };
+    let out = epilog("501");
+    assert!(out.status.success());
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(jobs.join("501.json")).expect("stored")).unwrap();
+    assert_eq!(stored["job"], "501");
+    assert_eq!(stored["rating"], "idle");
+    // An unknown job and a hostile id: exit 0 (a failing epilog drains the node), nothing
+    // stored, no temporary file left, the reason on stderr.
+    for id in ["999", "1; rm -rf /", ""] {
+        let out = epilog(id);
+        assert!(out.status.success(), "{id:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).is_empty(), "{id:?}");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&jobs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["501.json"]);
+}
