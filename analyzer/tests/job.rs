@@ -191,3 +191,51 @@ fn the_slurm_epilog_stores_the_summary_and_never_fails() {
     names.sort();
     assert_eq!(names, ["501.json"]);
 }
+
+#[test]
+fn report_by_job_lists_the_worst_jobs_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = history(tmp.path());
+    let src = format!("history:{}", h.display());
+    let out = tessera(&[
+        "report", "--by", "job", "--source", &src, "--format", "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["by"], "job");
+    assert_eq!(v["jobs_seen"], 3, "{v:#}");
+    let order: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job"].as_str().unwrap())
+        .collect();
+    // The idle job wastes all its GPU-hours, the MIG job most of its own, the training job none.
+    assert_eq!(order, ["501", "502", "500"], "{v:#}");
+    let unused: Vec<f64> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["unused_gpu_hours"].as_f64().unwrap())
+        .collect();
+    assert!(unused.windows(2).all(|w| w[0] >= w[1]), "{unused:?}");
+
+    let out = tessera(&["report", "--by", "job", "--source", &src, "--top", "1"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("3 job(s)"), "{text}");
+    assert!(
+        text.contains("\n501 ") && !text.contains("\n500 "),
+        "{text}"
+    );
+
+    let out = tessera(&[
+        "report", "--by", "job", "--source", &src, "--format", "html",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not HTML"));
+}

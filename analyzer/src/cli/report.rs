@@ -15,7 +15,7 @@ use tessera::advisor::Params;
 use tessera::ingest::{self, fmt_ms};
 use tessera::report::{self, ReportConfig, ReportInput, html, render};
 
-use super::source::{PartProgress, SourceArgs, name_file, parse_tz, part_files};
+use super::source::{PartProgress, SourceArgs, load_parts, name_file, parse_tz, part_files};
 
 const WEEK_MS: i64 = 7 * 86_400_000;
 
@@ -25,6 +25,14 @@ pub enum ReportFormat {
     Markdown,
     Html,
     Json,
+}
+
+/// `--by`: what the report is broken down by instead of the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    /// Slurm jobs (processes' `slurm_job_id`): the worst of the period, most unused GPU-hours
+    /// first.
+    Job,
 }
 
 #[derive(Debug, Args)]
@@ -49,9 +57,13 @@ pub struct ReportArgs {
     /// Price of one kWh (overrides the config file; default 0.15).
     #[arg(long = "price.kwh", value_name = "PRICE")]
     price_kwh: Option<f64>,
-    /// How many idle-loaded models to list.
+    /// How many idle-loaded models (with --by job: jobs) to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Instead of the fleet report, the worst Slurm jobs of the period (docs/jobs.md): table,
+    /// Markdown or JSON.
+    #[arg(long, value_enum)]
+    by: Option<By>,
 }
 
 fn no_color() -> bool {
@@ -71,6 +83,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
     )?;
     if args.top == 0 {
         bail!("bad --top 0: expected at least 1");
+    }
+    if args.by == Some(By::Job) {
+        return by_job(&args);
     }
 
     // With --since, ingest one period further back so the previous period can be compared.
@@ -226,6 +241,57 @@ pub fn run(args: ReportArgs) -> Result<()> {
         ReportFormat::Markdown => render::render_markdown(&r),
         ReportFormat::Html => html::render_html(&r),
         ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("tessera: wrote {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed.
+fn by_job(args: &ReportArgs) -> Result<()> {
+    if args.format == ReportFormat::Html {
+        bail!("--by job writes a table, Markdown or JSON (--format table|markdown|json), not HTML");
+    }
+    let (parts, range, _) = load_parts(&args.src)?;
+    let Some((from, to)) = range else {
+        bail!("no rows in the sources for the chosen range: no job to report");
+    };
+    let (from, to) = (fmt_ms(from), fmt_ms(to));
+    let files = part_files(&parts);
+    let params = Params::default();
+    let mut jobs = std::collections::BTreeMap::new();
+    for p in &parts {
+        let part = tessera::jobs::rows_by_job(&p.frames, None, &params)
+            .map_err(|e| name_file(e.into(), &files))?;
+        tessera::jobs::merge_jobs(&mut jobs, part);
+    }
+    let total = jobs.len();
+    let worst = tessera::jobs::worst(&jobs, args.top);
+    let text = match args.format {
+        ReportFormat::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({
+                "version": tessera::jobs::JOB_JSON_VERSION,
+                "by": "job",
+                "range": { "from": from, "to": to },
+                "jobs_seen": total,
+                "jobs": worst,
+            }))? + "\n"
+        }
+        ReportFormat::Markdown => format!(
+            "# Worst Slurm jobs, {from} .. {to}\n\n{total} job(s) with GPU processes; the {} \
+             with the most unused GPU-hours:\n\n{}",
+            worst.len(),
+            tessera::jobs::render_worst(&worst, true)
+        ),
+        _ => format!(
+            "Worst Slurm jobs, {from} .. {to}: {total} job(s) with GPU processes\n\n{}",
+            tessera::jobs::render_worst(&worst, false)
+        ),
     };
     match &args.out {
         Some(p) => {

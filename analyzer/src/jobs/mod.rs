@@ -22,6 +22,9 @@ use crate::advisor::{self, AdvisorError, Evidence, Params};
 use crate::ingest::{Frames, fmt_ms};
 use crate::stats::quantile;
 
+mod render;
+pub use render::{render_table, render_worst};
+
 const GIB: f64 = 1_073_741_824.0;
 const HOUR_MS: f64 = 3_600_000.0;
 
@@ -93,13 +96,25 @@ type Pair = (Option<f64>, Option<f64>);
 
 /// The job `job`'s rows in one partition (empty when the job has none there).
 pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, AdvisorError> {
-    let process = frames
-        .process
-        .clone()
-        .filter(col("slurm_job_id").eq(lit(job)));
+    Ok(rows_by_job(frames, Some(job), params)?
+        .remove(job)
+        .unwrap_or_default())
+}
+
+/// Every job's rows in one partition (`only`: one job's), by job id.
+pub fn rows_by_job(
+    frames: &Frames,
+    only: Option<&str>,
+    params: &Params,
+) -> Result<BTreeMap<String, JobRows>, AdvisorError> {
+    let process = frames.process.clone().filter(match only {
+        Some(job) => col("slurm_job_id").eq(lit(job)),
+        None => col("slurm_job_id").is_not_null(),
+    });
     let p = process
         .clone()
         .select([
+            col("slurm_job_id"),
             col("node"),
             col("gpu").cast(DataType::Int64),
             col("uuid"),
@@ -112,8 +127,9 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
         .collect()?;
     let n = p.height();
     if n == 0 {
-        return Ok(JobRows::default());
+        return Ok(BTreeMap::new());
     }
+    let jobs = strs(&p, "slurm_job_id")?;
     let (node, gpu, uuid, gi, ts, iv, mem, sm) = (
         strs(&p, "node")?,
         i64s(&p, "gpu")?,
@@ -130,10 +146,12 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
         memory: Option<f64>,
         sm: Option<f64>,
     }
-    let mut acc: BTreeMap<(Device, i64), Acc> = BTreeMap::new();
+    let mut acc: BTreeMap<(&str, Device, i64), Acc> = BTreeMap::new();
     let (mut from, mut until) = (i64::MAX, i64::MIN);
     for i in 0..n {
-        let (Some(node), Some(g), Some(t)) = (node.get(i), gpu.get(i), ts.get(i)) else {
+        let (Some(job), Some(node), Some(g), Some(t)) =
+            (jobs.get(i), node.get(i), gpu.get(i), ts.get(i))
+        else {
             continue;
         };
         let d = Device {
@@ -145,7 +163,7 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
         let interval = iv.get(i).unwrap_or(0);
         from = from.min(t - interval);
         until = until.max(t);
-        let a = acc.entry((d, t)).or_insert(Acc {
+        let a = acc.entry((job, d, t)).or_insert(Acc {
             interval,
             memory: None,
             sm: None,
@@ -160,7 +178,7 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
     }
     // The devices' own rows over the job's range: activity and capacity.
     let nodes: std::collections::BTreeSet<&str> =
-        acc.keys().map(|(d, _)| d.node.as_str()).collect();
+        acc.keys().map(|(_, d, _)| d.node.as_str()).collect();
     let on_nodes = nodes
         .iter()
         .fold(lit(false), |e, n| e.or(col("node").eq(lit(*n))));
@@ -224,8 +242,8 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
             mig_at.insert((n, x, y, t), (msm.get(i), mcap.get(i)));
         }
     }
-    let mut out = JobRows::default();
-    for ((d, t), a) in acc {
+    let mut out: BTreeMap<String, JobRows> = BTreeMap::new();
+    for ((job, d, t), a) in acc {
         let gk = (d.node.as_str(), i64::from(d.gpu), t);
         let (g_sm, g_busy, g_cap) = gpu_at.get(&gk).copied().unwrap_or((None, None, None));
         let (m_sm, m_cap) = d
@@ -250,7 +268,12 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
             activity,
             capacity: if whole { g_cap } else { m_cap },
         };
-        out.devices.entry(d).or_default().push(row);
+        out.entry(job.to_string())
+            .or_default()
+            .devices
+            .entry(d)
+            .or_default()
+            .push(row);
     }
     // Idle-loaded spans: the advisor's detector on the job's rows and its devices' rows.
     let job_frames = Frames {
@@ -267,9 +290,10 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
     )?;
     for f in analysis.findings {
         if let Evidence::IdleLoaded(e) = f.evidence
-            && f.entity.slurm_job.as_deref() == Some(job)
+            && let Some(job) = f.entity.slurm_job
+            && let Some(rows) = out.get_mut(&job)
         {
-            out.idle.push(e);
+            rows.idle.push(e);
         }
     }
     Ok(out)
@@ -330,9 +354,36 @@ pub struct JobSummary {
     pub memory_peak_gib: Option<f64>,
     pub idle_hours: f64,
     pub idle_spans: Vec<IdleSpan>,
+    /// GPU-hours × (1 − mean activity): what the job held and did not use (all of its
+    /// GPU-hours without an activity metric).
+    pub unused_gpu_hours: f64,
     pub rating: Rating,
     /// The advice, one sentence a line.
     pub verdict: Vec<String>,
+}
+
+/// Adds a partition's jobs to `into` (a job may run on several nodes).
+pub fn merge_jobs(into: &mut BTreeMap<String, JobRows>, part: BTreeMap<String, JobRows>) {
+    for (job, rows) in part {
+        into.entry(job).or_default().merge(rows);
+    }
+}
+
+/// Every job's summary, worst first (most unused GPU-hours, then most idle hours, then id), at
+/// most `top` of them.
+pub fn worst(jobs: &BTreeMap<String, JobRows>, top: usize) -> Vec<JobSummary> {
+    let mut all: Vec<JobSummary> = jobs
+        .iter()
+        .filter_map(|(id, rows)| summarise(id, rows))
+        .collect();
+    all.sort_by(|a, b| {
+        b.unused_gpu_hours
+            .total_cmp(&a.unused_gpu_hours)
+            .then(b.idle_hours.total_cmp(&a.idle_hours))
+            .then(a.job.cmp(&b.job))
+    });
+    all.truncate(top);
+    all
 }
 
 /// The summary of a job's rows; `None` when it has none.
@@ -438,12 +489,13 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         memory_peak_gib: peak.map(gib),
         idle_hours,
         idle_spans,
+        unused_gpu_hours: r3(gpu_hours * (1.0 - mean.unwrap_or(0.0).clamp(0.0, 1.0)) + 0.0),
         rating,
         verdict,
     })
 }
 
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
@@ -509,85 +561,4 @@ fn verdict(
         ));
     }
     out
-}
-
-/// The summary as one screen of text (no colour).
-pub fn render_table(s: &JobSummary) -> String {
-    use std::fmt::Write as _;
-    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
-    let mut o = String::new();
-    let _ = writeln!(o, "Slurm job {}", s.job);
-    let _ = writeln!(
-        o,
-        "  Time      {} .. {} ({:.1} h)",
-        s.start, s.end, s.duration_hours
-    );
-    let _ = writeln!(
-        o,
-        "  GPUs      {} ({:.1} GPU-hours)",
-        s.devices.len(),
-        s.gpu_hours
-    );
-    let source = match s.activity_source {
-        Some(ActivitySource::ProcessSm) => "the job's processes' SM use",
-        Some(ActivitySource::MigSmActive) => "the MIG instances' SM activity",
-        Some(ActivitySource::GpuSmActive) => "the GPUs' SM activity",
-        Some(ActivitySource::GpuBusy) => "the GPUs' busy ratio",
-        None => "no activity metric",
-    };
-    let _ = writeln!(
-        o,
-        "  Activity  mean {}, p95 {} (from {source})",
-        pct_or(s.activity_mean),
-        pct_or(s.activity_p95)
-    );
-    let _ = writeln!(
-        o,
-        "  Memory    peak {}",
-        s.memory_peak_gib
-            .map_or("-".to_string(), |g| format!("{g:.1} GiB"))
-    );
-    let _ = writeln!(
-        o,
-        "  Idle      {:.1} h holding memory while idle ({} span(s))",
-        s.idle_hours,
-        s.idle_spans.len()
-    );
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14}",
-        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK"
-    );
-    for d in &s.devices {
-        let mem = match (d.memory_peak_gib, d.memory_total_gib) {
-            (Some(p), Some(t)) => format!("{p:.1}/{t:.0} GiB"),
-            (Some(p), None) => format!("{p:.1} GiB"),
-            _ => "-".to_string(),
-        };
-        let _ = writeln!(
-            o,
-            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14}",
-            d.device.node,
-            d.device.gpu,
-            d.device
-                .gpu_instance
-                .map_or("-".to_string(), |g| g.to_string()),
-            d.hours,
-            pct_or(d.activity_mean),
-            pct_or(d.activity_p95),
-            mem
-        );
-    }
-    let _ = writeln!(o);
-    let rating = match s.rating {
-        Rating::Good => "good",
-        Rating::Underused => "underused",
-        Rating::Idle => "idle",
-    };
-    let _ = writeln!(o, "Verdict: {rating}");
-    for line in &s.verdict {
-        let _ = writeln!(o, "  - {line}");
-    }
-    o
 }

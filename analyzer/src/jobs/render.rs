@@ -1,0 +1,148 @@
+//! `tessera job`'s table (one screen per job) and `tessera report --by job`'s table of the worst
+//! jobs (aligned text or Markdown). Formatting only; no colour.
+
+use super::{ActivitySource, JobSummary, Rating, pct};
+
+/// The summary as one screen of text (no colour).
+pub fn render_table(s: &JobSummary) -> String {
+    use std::fmt::Write as _;
+    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let mut o = String::new();
+    let _ = writeln!(o, "Slurm job {}", s.job);
+    let _ = writeln!(
+        o,
+        "  Time      {} .. {} ({:.1} h)",
+        s.start, s.end, s.duration_hours
+    );
+    let _ = writeln!(
+        o,
+        "  GPUs      {} ({:.1} GPU-hours)",
+        s.devices.len(),
+        s.gpu_hours
+    );
+    let source = match s.activity_source {
+        Some(ActivitySource::ProcessSm) => "the job's processes' SM use",
+        Some(ActivitySource::MigSmActive) => "the MIG instances' SM activity",
+        Some(ActivitySource::GpuSmActive) => "the GPUs' SM activity",
+        Some(ActivitySource::GpuBusy) => "the GPUs' busy ratio",
+        None => "no activity metric",
+    };
+    let _ = writeln!(
+        o,
+        "  Activity  mean {}, p95 {} (from {source})",
+        pct_or(s.activity_mean),
+        pct_or(s.activity_p95)
+    );
+    let _ = writeln!(
+        o,
+        "  Memory    peak {}",
+        s.memory_peak_gib
+            .map_or("-".to_string(), |g| format!("{g:.1} GiB"))
+    );
+    let _ = writeln!(
+        o,
+        "  Idle      {:.1} h holding memory while idle ({} span(s))",
+        s.idle_hours,
+        s.idle_spans.len()
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14}",
+        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK"
+    );
+    for d in &s.devices {
+        let mem = match (d.memory_peak_gib, d.memory_total_gib) {
+            (Some(p), Some(t)) => format!("{p:.1}/{t:.0} GiB"),
+            (Some(p), None) => format!("{p:.1} GiB"),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14}",
+            d.device.node,
+            d.device.gpu,
+            d.device
+                .gpu_instance
+                .map_or("-".to_string(), |g| g.to_string()),
+            d.hours,
+            pct_or(d.activity_mean),
+            pct_or(d.activity_p95),
+            mem
+        );
+    }
+    let _ = writeln!(o);
+    let rating = match s.rating {
+        Rating::Good => "good",
+        Rating::Underused => "underused",
+        Rating::Idle => "idle",
+    };
+    let _ = writeln!(o, "Verdict: {rating}");
+    for line in &s.verdict {
+        let _ = writeln!(o, "  - {line}");
+    }
+    o
+}
+
+/// The worst jobs as one table (`tessera report --by job`).
+pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
+    use std::fmt::Write as _;
+    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let head = [
+        "JOB",
+        "GPUS",
+        "GPU-HOURS",
+        "MEAN",
+        "P95",
+        "IDLE H",
+        "UNUSED GPU-H",
+        "RATING",
+        "START",
+    ];
+    let rows: Vec<[String; 9]> = list
+        .iter()
+        .map(|s| {
+            [
+                s.job.clone(),
+                s.devices.len().to_string(),
+                format!("{:.1}", s.gpu_hours),
+                pct_or(s.activity_mean),
+                pct_or(s.activity_p95),
+                format!("{:.1}", s.idle_hours),
+                format!("{:.1}", s.unused_gpu_hours),
+                format!("{:?}", s.rating).to_lowercase(),
+                s.start.clone(),
+            ]
+        })
+        .collect();
+    let mut o = String::new();
+    if markdown {
+        let _ = writeln!(o, "| {} |", head.join(" | "));
+        let _ = writeln!(o, "|{}", "---|".repeat(head.len()));
+        for r in &rows {
+            let _ = writeln!(o, "| {} |", r.join(" | "));
+        }
+        return o;
+    }
+    let width: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .fold(head[i].len(), usize::max)
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let _ = writeln!(o, "{}", line(&head));
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(o, "{}", line(&cells));
+    }
+    o
+}
