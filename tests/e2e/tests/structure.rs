@@ -16,11 +16,14 @@ use tessera_e2e::repo_root;
 /// The most lines a source file may have before its test module.
 const MAX_LINES: usize = 700;
 
-/// The source folders of the product crates (crate name, folder).
+/// The source folders of the crates (crate name, folder): the three product crates and the test
+/// crates' libraries (the fake NVML library, the end-to-end helpers).
 const CRATES: &[(&str, &str)] = &[
     ("core", "core/src"),
     ("exporter", "exporter/src"),
     ("analyzer", "analyzer/src"),
+    ("fake-nvml", "tests/fake-nvml/src"),
+    ("e2e", "tests/e2e/src"),
 ];
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
