@@ -33,8 +33,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ));
         }
     };
-    if !(secs > 0.0 && secs.is_finite() && secs < 1e12) {
+    // Digits and dots parse to a number or to infinity, never NaN.
+    if secs <= 0.0 {
         return Err(format!("invalid duration {s:?}: must be greater than zero"));
+    }
+    if secs >= 1e12 {
+        return Err(format!("invalid duration {s:?}: too long"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -112,6 +116,11 @@ mod tests {
         );
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1e400s").is_err());
+        assert!(
+            parse_duration("99999999999999d")
+                .unwrap_err()
+                .contains("too long")
+        );
     }
 
     #[test]

@@ -1,40 +1,16 @@
 //! The sampler over the simulated backend: a driver-level error fails the whole sample, and the
 //! sampler re-creates the backend with backoff and keeps publishing snapshots that say so.
 
-use std::path::PathBuf;
-
 use tessera_core::device::GpuBackend;
-use tessera_core::sim::{Scenario, SimBackend, SimClock};
-
-fn demo() -> Scenario {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/demo.toml");
-    Scenario::from_file(&path).unwrap()
-}
-
-fn ms(s: &str) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .unwrap()
-        .timestamp_millis()
-}
-
-fn stepped(s: &Scenario, node: &str, start: &str) -> SimBackend {
-    SimBackend::new(
-        s,
-        Some(node),
-        SimClock::Stepped {
-            next_ms: ms(start),
-            step_ms: 1000,
-        },
-    )
-    .unwrap()
-}
+use tessera_core::sim::{self, SimBackend, SimClock};
 
 #[test]
 fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     use std::time::Duration;
     use tessera_exporter::sampler::{Sampler, SamplerConfig};
 
-    let mut s = demo();
+    // The embedded demo scenario (starts 2026-11-02T00:00:00Z).
+    let mut s = sim::load_scenario(None).unwrap();
     s.faults.push(
         toml::from_str(
             "kind = \"driver_error\"\nnode = \"gpu-node-1\"\nat = \"2026-11-02T00:00:01Z\"\nuntil = \"2026-11-02T00:00:03Z\"",
@@ -42,7 +18,12 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
         .unwrap(),
     );
     s.validate().unwrap();
-    let mut b = stepped(&s, "gpu-node-1", "2026-11-02T00:00:00Z");
+    let start = s.start.timestamp_millis();
+    let stepped = |next_ms: i64| SimClock::Stepped {
+        next_ms,
+        step_ms: 1000,
+    };
+    let mut b = SimBackend::new(&s, Some("gpu-node-1"), stepped(start)).unwrap();
     // A reading describes the second before it: 00:00:01 precedes the outage, 00:00:02 is in it.
     assert!(b.sample().is_ok());
     assert!(b.sample().is_ok());
@@ -50,23 +31,14 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
     assert!(err.is_driver_level(), "{err}");
 
     // Through the sampler: each re-created backend resumes the virtual clock where it stopped.
-    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(ms(
-        "2026-11-02T00:00:00Z",
-    )));
+    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(start));
     let scenario = s.clone();
     let sampler = Sampler::spawn(
         Box::new(move || {
             let next_ms = clock.fetch_add(1000, std::sync::atomic::Ordering::SeqCst);
-            SimBackend::new(
-                &scenario,
-                Some("gpu-node-1"),
-                SimClock::Stepped {
-                    next_ms,
-                    step_ms: 1000,
-                },
-            )
-            .map(|b| Box::new(b) as Box<dyn GpuBackend>)
-            .map_err(Into::into)
+            SimBackend::new(&scenario, Some("gpu-node-1"), stepped(next_ms))
+                .map(|b| Box::new(b) as Box<dyn GpuBackend>)
+                .map_err(Into::into)
         }),
         SamplerConfig {
             interval: Duration::from_millis(5),
@@ -89,7 +61,7 @@ fn driver_error_fails_the_whole_sample_and_the_sampler_recovers() {
             assert!(snap.state.last_error.is_some());
         }
         if let Some(sample) = &snap.sample
-            && sample.timestamp_ms >= ms("2026-11-02T00:00:03Z")
+            && sample.timestamp_ms >= start + 3_000
         {
             assert_eq!(sample.gpus.len(), 4);
             assert!(

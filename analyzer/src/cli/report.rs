@@ -242,14 +242,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         ReportFormat::Html => html::render_html(&r),
         ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
     };
-    match &args.out {
-        Some(p) => {
-            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
-            eprintln!("tessera: wrote {}", p.display());
-        }
-        None => print!("{text}"),
-    }
-    Ok(())
+    write_out(args.out.as_deref(), &text)
 }
 
 /// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed.
@@ -293,7 +286,12 @@ fn by_job(args: &ReportArgs) -> Result<()> {
             tessera::jobs::render_worst(&worst, false)
         ),
     };
-    match &args.out {
+    write_out(args.out.as_deref(), &text)
+}
+
+/// Writes the report to `--out` (saying so on stderr) or to stdout.
+fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<()> {
+    match out {
         Some(p) => {
             std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
             eprintln!("tessera: wrote {}", p.display());

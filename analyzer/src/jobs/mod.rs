@@ -216,7 +216,7 @@ pub fn rows_by_job(
     let m = frames
         .mig
         .clone()
-        .filter(in_range)
+        .filter(in_range.clone())
         .select([
             col("node"),
             col("gpu").cast(DataType::Int64),
@@ -277,8 +277,8 @@ pub fn rows_by_job(
     }
     // Idle-loaded spans: the advisor's detector on the job's rows and its devices' rows.
     let job_frames = Frames {
-        gpu: frames.gpu.clone(),
-        mig: frames.mig.clone(),
+        gpu: frames.gpu.clone().filter(in_range.clone()),
+        mig: frames.mig.clone().filter(in_range),
         process,
     };
     let analysis = advisor::analyze(
@@ -330,6 +330,17 @@ pub enum Rating {
     Underused,
     /// Mean activity below [`IDLE`], or held memory idle most of the time.
     Idle,
+}
+
+impl Rating {
+    /// The rating's JSON word (`good`, `underused`, `idle`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rating::Good => "good",
+            Rating::Underused => "underused",
+            Rating::Idle => "idle",
+        }
+    }
 }
 
 /// Mean activity from which a job uses its GPUs well.
@@ -465,17 +476,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         None if idle_share >= 0.5 => Rating::Idle,
         _ => Rating::Underused,
     };
-    let verdict = verdict(
-        &devices,
-        mean,
-        p95,
-        idle_hours,
-        &idle_spans,
-        peak,
-        gpu_hours,
-        rating,
-    );
-    Some(JobSummary {
+    let mut summary = JobSummary {
         version: JOB_JSON_VERSION,
         job: job.to_string(),
         start: fmt_ms(start),
@@ -491,29 +492,22 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         idle_spans,
         unused_gpu_hours: r3(gpu_hours * (1.0 - mean.unwrap_or(0.0).clamp(0.0, 1.0)) + 0.0),
         rating,
-        verdict,
-    })
+        verdict: Vec::new(),
+    };
+    summary.verdict = verdict(&summary);
+    Some(summary)
 }
 
 pub(crate) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn verdict(
-    devices: &[DeviceUse],
-    mean: Option<f64>,
-    p95: Option<f64>,
-    idle_hours: f64,
-    spans: &[IdleSpan],
-    peak: Option<f64>,
-    gpu_hours: f64,
-    rating: Rating,
-) -> Vec<String> {
+/// The advice for a summary, one sentence per observation.
+fn verdict(s: &JobSummary) -> Vec<String> {
     let mut out = Vec::new();
-    let n = devices.len();
-    match (mean, p95) {
-        (Some(m), Some(p)) => out.push(match rating {
+    let n = s.devices.len();
+    match (s.activity_mean, s.activity_p95) {
+        (Some(m), Some(p)) => out.push(match s.rating {
             Rating::Good => format!(
                 "The job kept its {n} GPU(s) busy: mean activity {}, p95 {}.",
                 pct(m),
@@ -537,27 +531,28 @@ fn verdict(
                 .to_string(),
         ),
     }
-    if idle_hours > 0.0 {
+    if s.idle_hours > 0.0 {
         out.push(format!(
-            "It held GPU memory while doing nothing for {idle_hours:.1} h of {gpu_hours:.1} \
-             GPU-hours ({} span(s) of an hour or more): free the GPU when idle, or end the job \
-             sooner.",
-            spans.len()
+            "It held GPU memory while doing nothing for {:.1} h of {:.1} GPU-hours ({} span(s) \
+             of an hour or more): free the GPU when idle, or end the job sooner.",
+            s.idle_hours,
+            s.gpu_hours,
+            s.idle_spans.len()
         ));
     }
-    let cap = devices
+    let cap = s
+        .devices
         .iter()
         .filter_map(|d| d.memory_total_gib)
         .reduce(f64::min);
-    if let (Some(peak), Some(cap)) = (peak, cap)
+    if let (Some(peak), Some(cap)) = (s.memory_peak_gib, cap)
         && cap > 0.0
-        && peak / GIB < 0.25 * cap
-        && devices.iter().all(|d| d.device.gpu_instance.is_none())
+        && peak < 0.25 * cap
+        && s.devices.iter().all(|d| d.device.gpu_instance.is_none())
     {
         out.push(format!(
-            "Its peak memory, {:.1} GiB of {cap:.0} GiB, would fit a MIG instance: a smaller \
-             slice would leave the rest of the GPU to others.",
-            peak / GIB
+            "Its peak memory, {peak:.1} GiB of {cap:.0} GiB, would fit a MIG instance: a smaller \
+             slice would leave the rest of the GPU to others."
         ));
     }
     out

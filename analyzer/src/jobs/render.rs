@@ -1,7 +1,7 @@
 //! `tessera job`'s table (one screen per job) and `tessera report --by job`'s table of the worst
 //! jobs (aligned text or Markdown). Formatting only; no colour.
 
-use super::{ActivitySource, JobSummary, Rating, pct};
+use super::{ActivitySource, JobSummary, pct};
 
 /// The summary as one screen of text (no colour).
 pub fn render_table(s: &JobSummary) -> String {
@@ -72,12 +72,7 @@ pub fn render_table(s: &JobSummary) -> String {
         );
     }
     let _ = writeln!(o);
-    let rating = match s.rating {
-        Rating::Good => "good",
-        Rating::Underused => "underused",
-        Rating::Idle => "idle",
-    };
-    let _ = writeln!(o, "Verdict: {rating}");
+    let _ = writeln!(o, "Verdict: {}", s.rating.as_str());
     for line in &s.verdict {
         let _ = writeln!(o, "  - {line}");
     }
@@ -110,7 +105,7 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
                 pct_or(s.activity_p95),
                 format!("{:.1}", s.idle_hours),
                 format!("{:.1}", s.unused_gpu_hours),
-                format!("{:?}", s.rating).to_lowercase(),
+                s.rating.as_str().to_string(),
                 s.start.clone(),
             ]
         })
