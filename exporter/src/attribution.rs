@@ -30,10 +30,10 @@
 //! namespace) give an empty attribution and are counted in [`ProcAttributor::failures`]; they are
 //! never errors and are not cached, so a later read can succeed.
 //!
-//! What it does not do: resolve pod names or namespaces (join with kube-state-metrics'
-//! `kube_pod_info` on the UID, see `docs/attribution.md`), talk to the kubelet or the container
-//! runtime, or translate PIDs between PID namespaces — the exporter must see host PIDs
-//! (`hostPID: true`, `--pid=host`).
+//! What it does not do: resolve pod names or namespaces (the kubelet's pod-resources API does,
+//! per device: [`crate::kubelet`]; or join with kube-state-metrics' `kube_pod_info` on the UID,
+//! see `docs/attribution.md`), talk to the container runtime, or translate PIDs between PID
+//! namespaces — the exporter must see host PIDs (`hostPID: true`, `--pid=host`).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

@@ -4,6 +4,8 @@
 //!   backend while the exporter runs).
 //! - [`idle`]: how long each process and GPU has done nothing (on the sampler's clock).
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
+//! - [`kubelet`]: the pod, namespace and container holding each GPU and MIG device, from the
+//!   kubelet's pod-resources API, refreshed on a thread of its own.
 //! - [`history_thread`]: the history writer on its own thread, fed off the sampler's hot path.
 //! - [`once`]: one snapshot as a table or JSON (the `--once` output).
 //! - [`metrics`]: the Prometheus exposition, one collector per file behind one trait.
@@ -15,6 +17,7 @@
 pub mod attribution;
 pub mod history_thread;
 pub mod idle;
+pub mod kubelet;
 pub mod metrics;
 pub mod once;
 pub mod sampler;

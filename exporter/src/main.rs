@@ -19,6 +19,7 @@ use tessera_core::sim::{self, SimBackend, SimClock, SimNode};
 use tessera_core::units::{parse_bytes, parse_duration};
 use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::history_thread::{self, HistoryStats};
+use tessera_exporter::kubelet::{self, Refresher, RefresherConfig};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::once;
 use tessera_exporter::sampler::{Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks};
@@ -129,6 +130,14 @@ struct Args {
         requires = "mig_config"
     )]
     mig_config_label: Option<String>,
+    /// The kubelet's pod-resources socket: label GPU, MIG and process series with the pod,
+    /// namespace and container holding the device (docs/attribution.md). Default:
+    /// /var/lib/kubelet/pod-resources/kubelet.sock when it exists, otherwise off. "" disables it.
+    #[arg(long = "kubelet.pod-resources-socket", value_name = "PATH", value_parser = clap::builder::OsStringValueParser::new())]
+    kubelet_socket: Option<std::ffi::OsString>,
+    /// Longest time one call to the kubelet's pod-resources API may take.
+    #[arg(long = "kubelet.timeout", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    kubelet_timeout: Duration,
     /// Output format of snapshots.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -324,6 +333,17 @@ fn run(args: Args) -> Result<()> {
         None => (None, None),
     };
     let history_enabled = history_sender.is_some();
+    // The kubelet is asked on a thread of its own; the sampler copies its latest answer.
+    let kubelet = match kubelet_socket(&args) {
+        Some(socket) => Some(Refresher::spawn(RefresherConfig {
+            socket,
+            every: args
+                .sample_interval
+                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+            timeout: args.kubelet_timeout,
+        })?),
+        None => None,
+    };
     let sampler = Sampler::spawn_with(
         factory(&args, true)?,
         SamplerConfig {
@@ -336,6 +356,7 @@ fn run(args: Args) -> Result<()> {
                 Box::new(move |snap: &Arc<tessera_exporter::sampler::Snapshot>| h.offer(snap))
                     as tessera_exporter::sampler::OnSample
             }),
+            pod_resources: kubelet.as_ref().map(Refresher::handle),
         },
     )?;
     // Another exporter writing this node's history folder is a configuration error: fail now.
@@ -355,6 +376,7 @@ fn run(args: Args) -> Result<()> {
             processes_max: args.collector_processes_max,
             history: history_enabled.then(|| history_stats.clone()),
             mig_plan,
+            kubelet: kubelet.as_ref().map(Refresher::stats),
             ..RenderOptions::default()
         },
     ));
@@ -432,6 +454,25 @@ fn history_root(args: &Args) -> Option<PathBuf> {
                     None
                 }
             }
+        }
+    }
+}
+
+/// The kubelet's pod-resources socket: `--kubelet.pod-resources-socket` as given ("" = off), or
+/// the standard one when it exists, else off with one INFO line saying so.
+fn kubelet_socket(args: &Args) -> Option<PathBuf> {
+    match &args.kubelet_socket {
+        Some(path) if path.is_empty() => None,
+        Some(path) => Some(PathBuf::from(path)),
+        None if std::path::Path::new(kubelet::DEFAULT_SOCKET).exists() => {
+            Some(PathBuf::from(kubelet::DEFAULT_SOCKET))
+        }
+        None => {
+            log::info!(
+                "pod names from the kubelet are off: no {}; series carry the cgroup pod UID (pod_uid) only (set --kubelet.pod-resources-socket=PATH)",
+                kubelet::DEFAULT_SOCKET
+            );
+            None
         }
     }
 }

@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::idle::{IdleTimes, IdleTracker};
+use crate::kubelet::{DeviceHolders, PodResourcesHandle};
 use tessera_core::device::{DeviceError, GpuBackend};
 use tessera_core::model::Attribution;
 use tessera_core::model::{GpuStatus, Inventory, NodeSample};
@@ -61,6 +62,9 @@ pub struct SamplerHooks {
     /// Called with every published snapshot, on the sampler thread: must not block (the history
     /// writer `try_send`s to its own thread, see [`crate::history_thread::HistorySender::offer`]).
     pub on_sample: Option<OnSample>,
+    /// The kubelet's latest device map (`--kubelet.pod-resources-socket`), copied into each
+    /// snapshot; reading it never waits for the kubelet.
+    pub pod_resources: Option<PodResourcesHandle>,
 }
 
 /// A hook that sees every published snapshot (must return at once).
@@ -112,6 +116,8 @@ pub struct Snapshot {
     pub attribution: Arc<HashMap<u32, Arc<Attribution>>>,
     /// How long each process and GPU of this sample has been idle (absent: unknown).
     pub idle: Arc<IdleTimes>,
+    /// Which pods hold which GPU and MIG devices, from the kubelet (empty without it).
+    pub holders: Arc<DeviceHolders>,
 }
 
 impl Snapshot {
@@ -157,6 +163,7 @@ impl Snapshot {
             totals: Arc::default(),
             attribution: Arc::default(),
             idle: Arc::default(),
+            holders: Arc::default(),
         }
     }
 }
@@ -452,6 +459,11 @@ fn run(
             totals: totals.clone(),
             attribution,
             idle: idle_times,
+            holders: hooks
+                .pod_resources
+                .as_ref()
+                .map(PodResourcesHandle::latest)
+                .unwrap_or_default(),
         });
         if let Some(hook) = hooks.on_sample.as_mut() {
             hook(&snapshot);

@@ -1,7 +1,9 @@
 //! The deployment files under `deploy/` agree with each other and with the exporter: every
 //! Kubernetes YAML document parses, the DaemonSet runs in the host PID namespace with the host's
-//! /proc at /host/proc, its probes use the exporter's health endpoints, and the port is the same in
-//! the systemd unit, the DaemonSet, the Service and the ServiceMonitor.
+//! /proc at /host/proc and the kubelet's pod-resources socket mounted read-only (as root without
+//! any capability, the one way to connect to that socket), its probes use the exporter's health
+//! endpoints, and the port is the same in the systemd unit, the DaemonSet, the Service and the
+//! ServiceMonitor.
 //!
 //! Two variants of the DaemonSet ship: `deploy/kubernetes` (clusters with the NVIDIA GPU Operator
 //! 26.7+: it requires `nvidia.com/gpu.deploy.client=true`, the label mig-manager sets to
@@ -506,7 +508,23 @@ fn check_daemonset(ds: &Value, what: &str) {
     let sc = &c["securityContext"];
     assert_eq!(sc["readOnlyRootFilesystem"], true);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
-    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    // uid 0 for the kubelet's root-only socket, and then no capability and no privilege.
+    assert_eq!(
+        pod["securityContext"]["runAsUser"].as_u64(),
+        Some(0),
+        "{what}"
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], false, "{what}");
+    assert!(c["securityContext"]["runAsUser"].is_null(), "{what}");
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(
+        seq(&sc["capabilities"]["drop"], "drop"),
+        [Value::from("ALL")]
+    );
+    assert!(
+        sc["capabilities"]["add"].is_null(),
+        "{what}: no capability added"
+    );
     assert_eq!(c["resources"]["limits"]["memory"], "64Mi");
 
     // /host/proc is the host's /proc, read-only.
@@ -520,6 +538,25 @@ fn check_daemonset(ds: &Value, what: &str) {
         .find(|v| v["name"] == mount["name"])
         .expect("the /host/proc volume");
     assert_eq!(volume["hostPath"]["path"], "/proc");
+
+    // The kubelet's pod-resources socket: the flag names it inside a read-only mount of the
+    // host's folder at the same path.
+    let socket = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--kubelet.pod-resources-socket="))
+        .expect("--kubelet.pod-resources-socket in args");
+    assert_eq!(socket, tessera_exporter::kubelet::DEFAULT_SOCKET);
+    let folder = Path::new(socket).parent().unwrap().to_str().unwrap();
+    let mount = seq(&c["volumeMounts"], "volumeMounts")
+        .iter()
+        .find(|m| m["mountPath"] == folder)
+        .expect("the pod-resources folder mounted");
+    assert_eq!(mount["readOnly"], true);
+    let volume = seq(&pod["volumes"], "volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the pod-resources volume");
+    assert_eq!(volume["hostPath"]["path"], folder);
 }
 
 #[test]

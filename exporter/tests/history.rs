@@ -220,6 +220,7 @@ fn unwritable_folder_is_counted_and_sampling_goes_on() {
         SamplerHooks {
             attributor: None,
             on_sample: Some(Box::new(move |s| sender.offer(s))),
+            ..SamplerHooks::default()
         },
     )
     .unwrap();
@@ -822,6 +823,7 @@ fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
         SamplerHooks {
             attributor: None,
             on_sample: Some(Box::new(move |s| sender.offer(s))),
+            ..SamplerHooks::default()
         },
     )
     .unwrap();

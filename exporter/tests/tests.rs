@@ -1,12 +1,13 @@
 //! tessera-exporter's integration tests, one binary: process attribution, the deploy manifests,
-//! the history thread and writer, the `/metrics` exposition (golden files), the sampler, and the
-//! web layer. `web_props.rs` is a binary of its own: it owns the global allocator.
+//! the history thread and writer, pod names from a fake kubelet, the `/metrics` exposition
+//! (golden files), the sampler, and the web layer. `web_props.rs` is a binary of its own: it owns the global allocator.
 
 mod support;
 
 mod attribution;
 mod deploy;
 mod history;
+mod kubelet;
 mod metrics;
 mod sampler;
 mod web;

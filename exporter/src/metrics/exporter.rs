@@ -1,6 +1,7 @@
 //! The exporter's own metrics: build info, backend health and re-initialisations, per-GPU
 //! collection success, sample duration and timestamp, NVML errors by kind, missed sampler ticks
-//! and truncated process series; the history writer's rows, errors and dropped samples.
+//! and truncated process series; the history writer's rows, errors and dropped samples; the
+//! kubelet client's state and failed calls.
 
 use std::fmt;
 
@@ -162,6 +163,23 @@ impl Collector for ExporterCollector {
                 "History rows dropped because their table already held rows at or after their interval (a clock that went back or restarted).",
                 None,
                 history.duplicate_rows.load(Relaxed),
+            )?;
+        }
+        if let Some(kubelet) = ctx.options.kubelet.as_deref() {
+            use std::sync::atomic::Ordering::Relaxed;
+            single(
+                enc,
+                "tessera_exporter_kubelet_up",
+                "1 when the last List call to the kubelet's pod-resources API (--kubelet.pod-resources-socket) succeeded.",
+                None,
+                kubelet.up.load(Relaxed) as i64,
+            )?;
+            single_counter(
+                enc,
+                "tessera_exporter_kubelet_errors",
+                "Failed List calls to the kubelet's pod-resources API (no socket, refused, error status, timeout, answer over 16 MiB); series carry no pod names until one succeeds.",
+                None,
+                kubelet.errors.load(Relaxed),
             )?;
         }
         if let Some(sample) = &snap.sample

@@ -3,14 +3,16 @@
 //! counters.
 //!
 //! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type` or
-//! `xid` where a family needs one. Values come from the snapshot only.
+//! `xid` where a family needs one, and `pod`, `namespace`, `container` on every series of a GPU
+//! that exactly one container holds (from the kubelet, see [`super::HolderLabels`]). Values come
+//! from the snapshot only.
 
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::{Collector, Context, counter_family, family, units};
+use super::{Collector, Context, HolderLabels, counter_family, family, held, units};
 use tessera_core::model::{GpuStatus, THROTTLE_REASONS};
 
 /// XID codes whose counters exist (at 0) from the start, so `increase()` sees the first one:
@@ -20,7 +22,7 @@ pub const CRITICAL_XIDS: &[u64] = &[48, 62, 63, 64, 74, 79, 94, 95, 119, 120];
 /// Per-GPU metrics.
 pub struct GpuCollector;
 
-type L2<'a> = [(&'static str, &'a str); 2];
+type L2<'a> = ([(&'static str, &'a str); 2], HolderLabels<'a>);
 
 impl Collector for GpuCollector {
     fn name(&self) -> &'static str {
@@ -35,6 +37,9 @@ impl Collector for GpuCollector {
         let idx: Vec<String> = inventory.gpus.iter().map(|g| g.index.to_string()).collect();
         let driver = inventory.driver_version.as_deref().unwrap_or("");
         let cuda = inventory.cuda_version.as_deref().unwrap_or("");
+        // The kubelet's pod labels of each GPU (none without the kubelet, or when shared).
+        let holders: Vec<HolderLabels<'_>> =
+            inventory.gpus.iter().map(|g| held(snap, &g.uuid)).collect();
 
         family(
             enc,
@@ -45,26 +50,33 @@ impl Collector for GpuCollector {
                 .gpus
                 .iter()
                 .zip(&idx)
-                .map(|(g, i)| {
+                .zip(&holders)
+                .map(|((g, i), h)| {
                     (
-                        [
-                            ("gpu", i.as_str()),
-                            ("uuid", g.uuid.as_str()),
-                            ("name", g.name.as_str()),
-                            ("pci_bus_id", g.pci_bus_id.as_str()),
-                            ("driver_version", driver),
-                            ("cuda_version", cuda),
-                        ],
+                        (
+                            [
+                                ("gpu", i.as_str()),
+                                ("uuid", g.uuid.as_str()),
+                                ("name", g.name.as_str()),
+                                ("pci_bus_id", g.pci_bus_id.as_str()),
+                                ("driver_version", driver),
+                                ("cuda_version", cuda),
+                            ],
+                            *h,
+                        ),
                         1i64,
                     )
                 })
                 .collect(),
         )?;
         let labels = |i: usize| -> L2<'_> {
-            [
-                ("gpu", idx[i].as_str()),
-                ("uuid", inventory.gpus[i].uuid.as_str()),
-            ]
+            (
+                [
+                    ("gpu", idx[i].as_str()),
+                    ("uuid", inventory.gpus[i].uuid.as_str()),
+                ],
+                holders[i],
+            )
         };
         let info_gauge = |f: &dyn Fn(usize) -> Option<f64>| -> Vec<(L2<'_>, f64)> {
             (0..inventory.gpus.len())
@@ -116,11 +128,14 @@ impl Collector for GpuCollector {
             let current = state_of(i);
             for state in STATES {
                 status.push((
-                    [
-                        ("gpu", gpu.as_str()),
-                        ("uuid", g.uuid.as_str()),
-                        ("state", state),
-                    ],
+                    (
+                        [
+                            ("gpu", gpu.as_str()),
+                            ("uuid", g.uuid.as_str()),
+                            ("state", state),
+                        ],
+                        holders[i],
+                    ),
                     (state == current) as i64,
                 ));
             }
@@ -250,11 +265,14 @@ impl Collector for GpuCollector {
             };
             for (bit, reason) in THROTTLE_REASONS {
                 throttle.push((
-                    [
-                        ("gpu", idx[p].as_str()),
-                        ("uuid", g.uuid.as_str()),
-                        ("reason", reason),
-                    ],
+                    (
+                        [
+                            ("gpu", idx[p].as_str()),
+                            ("uuid", g.uuid.as_str()),
+                            ("reason", reason),
+                        ],
+                        holders[p],
+                    ),
                     (mask & bit != 0) as i64,
                 ));
             }
@@ -276,11 +294,14 @@ impl Collector for GpuCollector {
             ] {
                 if let Some(v) = v {
                     ecc.push((
-                        [
-                            ("gpu", idx[p].as_str()),
-                            ("uuid", g.uuid.as_str()),
-                            ("type", kind),
-                        ],
+                        (
+                            [
+                                ("gpu", idx[p].as_str()),
+                                ("uuid", g.uuid.as_str()),
+                                ("type", kind),
+                            ],
+                            holders[p],
+                        ),
                         v,
                     ));
                 }
@@ -308,11 +329,14 @@ impl Collector for GpuCollector {
                 ("uncorrectable", r.uncorrectable),
             ] {
                 rows.push((
-                    [
-                        ("gpu", idx[p].as_str()),
-                        ("uuid", g.uuid.as_str()),
-                        ("type", kind),
-                    ],
+                    (
+                        [
+                            ("gpu", idx[p].as_str()),
+                            ("uuid", g.uuid.as_str()),
+                            ("type", kind),
+                        ],
+                        holders[p],
+                    ),
                     v as i64,
                 ));
             }
@@ -340,7 +364,8 @@ impl Collector for GpuCollector {
         )?;
 
         // XID counters: accumulated by the sampler; critical codes exist from the start.
-        let mut xid: Vec<([(&str, String); 3], u64)> = Vec::new();
+        type XidLabels<'a> = ([(&'static str, String); 3], HolderLabels<'a>);
+        let mut xid: Vec<(XidLabels<'_>, u64)> = Vec::new();
         for (i, g) in inventory.gpus.iter().enumerate() {
             let key = (g.index, g.uuid.clone());
             let mut codes: Vec<u64> = CRITICAL_XIDS.to_vec();
@@ -361,11 +386,14 @@ impl Collector for GpuCollector {
                     .copied()
                     .unwrap_or(0);
                 xid.push((
-                    [
-                        ("gpu", idx[i].clone()),
-                        ("uuid", g.uuid.clone()),
-                        ("xid", code.to_string()),
-                    ],
+                    (
+                        [
+                            ("gpu", idx[i].clone()),
+                            ("uuid", g.uuid.clone()),
+                            ("xid", code.to_string()),
+                        ],
+                        holders[i],
+                    ),
                     n,
                 ));
             }

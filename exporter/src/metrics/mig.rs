@@ -3,14 +3,16 @@
 //! differs from the planned one (`tessera_mig_layout_drift`, computed from the snapshot's
 //! inventory, see [`tessera_core::mig::parted`]).
 //!
-//! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`; the
-//! drift series have `gpu`, `uuid` and `config` (the label of the selected config).
+//! Labels: `gpu`, `uuid` (of the parent GPU), `gpu_instance`, `compute_instance`, `profile`, and
+//! `pod`, `namespace`, `container` when exactly one container holds the instance's MIG device
+//! (from the kubelet, see [`super::HolderLabels`]); the drift series have `gpu`, `uuid` and
+//! `config` (the label of the selected config).
 
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{Collector, Context, family, units};
+use super::{Collector, Context, HolderLabels, family, held, units};
 
 /// MIG instance metrics.
 pub struct MigCollector;
@@ -59,6 +61,7 @@ impl Collector for MigCollector {
             gi: String,
             ci: String,
             profile: &'a str,
+            holder: HolderLabels<'a>,
         }
         let mut rows = Vec::new();
         let mut info = Vec::new();
@@ -74,6 +77,7 @@ impl Collector for MigCollector {
                         gi: m.gpu_instance_id.to_string(),
                         ci: m.compute_instance_id.to_string(),
                         profile: &m.profile_name,
+                        holder: held(ctx.snapshot, &m.uuid),
                     },
                 ));
                 info.push((m, g.index.to_string(), g.uuid.as_str()));
@@ -99,17 +103,20 @@ impl Collector for MigCollector {
                 .zip(&extra)
                 .map(|(((_, _, _, r), (m, _, _)), e)| {
                     (
-                        [
-                            ("gpu", r.gpu.as_str()),
-                            ("uuid", r.uuid),
-                            ("gpu_instance", r.gi.as_str()),
-                            ("compute_instance", r.ci.as_str()),
-                            ("profile", r.profile),
-                            ("profile_id", e[0].as_str()),
-                            ("placement_start", e[1].as_str()),
-                            ("placement_size", e[2].as_str()),
-                            ("mig_uuid", m.uuid.as_str()),
-                        ],
+                        (
+                            [
+                                ("gpu", r.gpu.as_str()),
+                                ("uuid", r.uuid),
+                                ("gpu_instance", r.gi.as_str()),
+                                ("compute_instance", r.ci.as_str()),
+                                ("profile", r.profile),
+                                ("profile_id", e[0].as_str()),
+                                ("placement_start", e[1].as_str()),
+                                ("placement_size", e[2].as_str()),
+                                ("mig_uuid", m.uuid.as_str()),
+                            ],
+                            r.holder,
+                        ),
                         1i64,
                     )
                 })
@@ -130,13 +137,16 @@ impl Collector for MigCollector {
                 };
                 if let Some(v) = f(m) {
                     out.push((
-                        [
-                            ("gpu", r.gpu.as_str()),
-                            ("uuid", r.uuid),
-                            ("gpu_instance", r.gi.as_str()),
-                            ("compute_instance", r.ci.as_str()),
-                            ("profile", r.profile),
-                        ],
+                        (
+                            [
+                                ("gpu", r.gpu.as_str()),
+                                ("uuid", r.uuid),
+                                ("gpu_instance", r.gi.as_str()),
+                                ("compute_instance", r.ci.as_str()),
+                                ("profile", r.profile),
+                            ],
+                            r.holder,
+                        ),
                         v,
                     ));
                 }

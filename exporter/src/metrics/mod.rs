@@ -5,7 +5,14 @@
 //! [`gpu`] (per-GPU values and identity), [`mig`] (MIG instances and drift from the planned
 //! layout), [`process`] (per-process use
 //! with attribution labels), [`exporter`] (self-metrics: collection success, durations, NVML
-//! errors, build info) and [`runtime`] (the standard `process_*` metrics of the exporter itself).
+//! errors, build info) and [`runtime`] (the standard `process_*` metrics of the exporter itself),
+//! and [`pods`] (with the kubelet: every container holding each GPU or MIG device).
+//!
+//! With the kubelet's pod-resources API (`--kubelet.pod-resources-socket`), the series of a GPU,
+//! a MIG instance or a process whose device exactly one container holds also carry `pod`,
+//! `namespace` and `container` ([`HolderLabels`]); a device shared by several containers
+//! (time-slicing) gets none, its holders are in `tessera_gpu_pod_info`. Without the kubelet the
+//! exposition is unchanged.
 //!
 //! Architecture invariants:
 //! - Rendering reads only the snapshot (and `/proc/self` for `process_*`); it never calls NVML.
@@ -21,6 +28,7 @@
 pub mod exporter;
 pub mod gpu;
 pub mod mig;
+pub mod pods;
 pub mod process;
 pub mod runtime;
 
@@ -31,6 +39,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::kubelet::{Holder, KubeletStats};
 use crate::sampler::Snapshot;
 
 /// Content type of the OpenMetrics exposition (served when the scraper accepts it, as
@@ -92,6 +101,9 @@ pub struct RenderOptions {
     pub history: Option<std::sync::Arc<crate::history_thread::HistoryStats>>,
     /// The planned MIG layout (`--mig.config`), for the drift series (none without it).
     pub mig_plan: Option<std::sync::Arc<tessera_core::mig::parted::PartedConfig>>,
+    /// Counters of the kubelet client, when `--kubelet.pod-resources-socket` is on (no kubelet
+    /// series otherwise).
+    pub kubelet: Option<std::sync::Arc<KubeletStats>>,
 }
 
 impl Default for RenderOptions {
@@ -103,6 +115,7 @@ impl Default for RenderOptions {
             version: env!("CARGO_PKG_VERSION").to_string(),
             history: None,
             mig_plan: None,
+            kubelet: None,
         }
     }
 }
@@ -126,10 +139,36 @@ pub fn collectors() -> Vec<Box<dyn Collector>> {
     vec![
         Box::new(gpu::GpuCollector),
         Box::new(mig::MigCollector),
+        Box::new(pods::PodsCollector),
         Box::new(process::ProcessCollector),
         Box::new(exporter::ExporterCollector),
         Box::new(runtime::RuntimeCollector),
     ]
+}
+
+/// The kubelet's `pod`, `namespace` and `container` labels of one device, appended to a series'
+/// own labels (`(labels, HolderLabels)` is a label set): present when exactly one container
+/// holds the device, no label at all otherwise.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HolderLabels<'a>(pub Option<&'a Holder>);
+
+impl EncodeLabelSet for HolderLabels<'_> {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> fmt::Result {
+        match self.0 {
+            Some(h) => [
+                ("pod", h.pod.as_str()),
+                ("namespace", h.namespace.as_str()),
+                ("container", h.container.as_str()),
+            ]
+            .encode(encoder),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The holder labels of `device` (a GPU or MIG UUID) in a snapshot.
+pub(crate) fn held<'a>(snapshot: &'a Snapshot, device: &str) -> HolderLabels<'a> {
+    HolderLabels(snapshot.holders.sole(device))
 }
 
 /// Encode one metric family if it has any series.

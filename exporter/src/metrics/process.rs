@@ -7,13 +7,15 @@
 //! `--no-collector.processes`.
 //!
 //! Labels: `gpu`, `uuid`, `pid`, `process`, `gpu_instance`, `compute_instance` (empty outside
-//! MIG), `pod_uid`, `container_id`, `slurm_job_id` (empty when unknown).
+//! MIG), `pod_uid`, `container_id`, `slurm_job_id` (empty when unknown), and `pod`, `namespace`,
+//! `container` when exactly one container holds the process's device (from the kubelet; the
+//! device is the process's MIG instance in MIG mode, else its GPU: [`device_of`]).
 
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{Collector, Context, family, units};
+use super::{Collector, Context, HolderLabels, family, held, units};
 use tessera_core::model::{GpuSample, NodeSample, ProcessSample};
 
 /// Per-process metrics.
@@ -40,6 +42,20 @@ pub fn selected(sample: &NodeSample, max: usize) -> (Vec<(&GpuSample, &ProcessSa
     }
     let kept = all.len();
     (all, total - kept)
+}
+
+/// The device a process runs on, as the kubelet names it: its MIG instance's UUID when it runs in
+/// one (found by GPU and compute instance id in the sample), else its GPU's UUID. `None` for a
+/// process in a MIG instance the sample does not list.
+pub fn device_of<'a>(gpu: &'a GpuSample, process: &ProcessSample) -> Option<&'a str> {
+    match (process.gpu_instance_id, process.compute_instance_id) {
+        (None, _) => Some(&gpu.uuid),
+        (Some(gi), ci) => gpu
+            .mig
+            .iter()
+            .find(|m| m.gpu_instance_id == gi && ci.is_none_or(|ci| m.compute_instance_id == ci))
+            .map(|m| m.uuid.as_str()),
+    }
 }
 
 impl Collector for ProcessCollector {
@@ -87,9 +103,19 @@ impl Collector for ProcessCollector {
             "container_id",
             "slurm_job_id",
         ];
-        let labels = |r: &[String; 9]| -> [(&'static str, String); 9] {
-            std::array::from_fn(|i| (KEYS[i], r[i].clone()))
-        };
+        let holders: Vec<HolderLabels<'_>> = procs
+            .iter()
+            .map(|(g, p)| {
+                device_of(g, p)
+                    .map(|d| held(ctx.snapshot, d))
+                    .unwrap_or_default()
+            })
+            .collect();
+        type Row<'a> = ([String; 9], HolderLabels<'a>);
+        let rows: Vec<Row<'_>> = rows.into_iter().zip(holders).collect();
+        fn labels<'a>((r, h): &Row<'a>) -> ([(&'static str, String); 9], HolderLabels<'a>) {
+            (std::array::from_fn(|i| (KEYS[i], r[i].clone())), *h)
+        }
         family(
             enc,
             "tessera_process_memory_used",

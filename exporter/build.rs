@@ -1,0 +1,14 @@
+//! Generates the kubelet pod-resources v1 gRPC client (`src/kubelet.rs`) from the vendored
+//! `proto/kubelet/podresources/v1/api.proto`, with protox (a pure-Rust compiler: no `protoc`).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto = "proto/kubelet/podresources/v1/api.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let files = protox::compile([proto], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .build_client(true)
+        .build_transport(false)
+        .compile_fds(files)?;
+    Ok(())
+}

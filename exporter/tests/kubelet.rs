@@ -1,0 +1,499 @@
+//! Pod names from the kubelet, end to end: the real exporter (`--backend sim`, the embedded demo
+//! node) with `--kubelet.pod-resources-socket` at a fake kubelet (tessera-fake-kubelet: the
+//! pod-resources v1 gRPC server generated from the same vendored proto), scraped over HTTP.
+//!
+//! - GPU, MIG instance and process series carry `pod`, `namespace`, `container` of the one
+//!   container holding their device; a time-sliced GPU's series carry none and its holders are
+//!   in `tessera_gpu_pod_info`; a new answer replaces the labels.
+//! - No socket: one log line, cgroup pod UIDs as before, no pod labels; when the kubelet comes
+//!   back, one line again and the labels appear.
+//! - A kubelet answering errors: counted, sampling goes on. A hung kubelet: scrapes answer and
+//!   samples advance; the call times out and is counted.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tessera_core::device::GpuBackend;
+use tessera_core::sim::{self, SimBackend, SimClock};
+use tessera_fake_kubelet::{FakeKubelet, pod, response};
+
+/// The demo node's GPU UUIDs (by index) and MIG UUIDs (by GPU index and GPU instance id).
+struct Demo {
+    gpus: Vec<String>,
+    migs: BTreeMap<(u32, u32), String>,
+}
+
+fn demo() -> Demo {
+    let scenario = sim::load_scenario(None).unwrap();
+    let clock = SimClock::Stepped {
+        next_ms: scenario.start.timestamp_millis(),
+        step_ms: 1000,
+    };
+    let inv = SimBackend::new(&scenario, None, clock)
+        .unwrap()
+        .inventory()
+        .unwrap();
+    let mut migs = BTreeMap::new();
+    for g in &inv.gpus {
+        for m in &g.mig_instances {
+            migs.insert((g.index, m.gpu_instance_id), m.uuid.clone());
+        }
+    }
+    Demo {
+        gpus: inv.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        migs,
+    }
+}
+
+/// A running exporter on 127.0.0.1 (port chosen by the OS), its stderr kept; killed on drop.
+struct Exporter {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The exporter on the simulator, sampling every 100 ms, history off; `kubelet` is the
+/// `--kubelet.pod-resources-socket` argument (None: the flag is not given).
+fn exporter(kubelet: Option<&Path>) -> Exporter {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera-exporter"));
+    cmd.args([
+        "--backend",
+        "sim",
+        "--sample.interval",
+        "100ms",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--history.dir",
+        "",
+        "--kubelet.timeout",
+        "2s",
+    ]);
+    if let Some(socket) = kubelet {
+        cmd.arg("--kubelet.pod-resources-socket").arg(socket);
+    }
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting tessera-exporter");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the exporter exited before listening")
+            .unwrap();
+        log.lock().unwrap().push(line.clone());
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    let keep = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            keep.lock().unwrap().push(line);
+        }
+    });
+    Exporter { child, addr, log }
+}
+
+impl Exporter {
+    /// The `/metrics` body (Prometheus text format), with the time the scrape took.
+    fn scrape_timed(&self) -> (String, Duration) {
+        let started = Instant::now();
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        (body.to_string(), started.elapsed())
+    }
+
+    fn scrape(&self) -> String {
+        self.scrape_timed().0
+    }
+
+    /// Scrapes until `ok` holds for a body (20 s at most); that body.
+    fn scrape_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let body = self.scrape();
+            if ok(&body) {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never: {what}\n{}\n--- log:\n{}",
+                body,
+                self.log().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Log lines that mention the kubelet's pod-resources API or pod names from it.
+    fn kubelet_lines(&self) -> Vec<String> {
+        self.log()
+            .into_iter()
+            .filter(|l| l.contains("pod-resources") || l.contains("kubelet"))
+            .collect()
+    }
+}
+
+type Labels = BTreeMap<String, String>;
+
+/// Every series of `name` in a text-format body: labels and value.
+fn series(body: &str, name: &str) -> Vec<(Labels, f64)> {
+    let mut out = Vec::new();
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let (labels, value) = match rest.strip_prefix('{') {
+            Some(r) => {
+                let (l, v) = r.rsplit_once("} ").unwrap();
+                (parse_labels(l), v)
+            }
+            None if rest.starts_with(' ') => (Labels::new(), rest.trim()),
+            None => continue,
+        };
+        out.push((labels, value.trim().parse().unwrap()));
+    }
+    out
+}
+
+fn parse_labels(text: &str) -> Labels {
+    let mut out = Labels::new();
+    let mut rest = text;
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => value.push(chars.next().map(|(_, c)| c).unwrap_or('\\')),
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        out.insert(key.trim_start_matches(',').to_string(), value);
+        rest = &after[end..];
+    }
+    out
+}
+
+/// The one series of `name` whose labels include `with`.
+fn one(body: &str, name: &str, with: &[(&str, &str)]) -> Labels {
+    let found: Vec<Labels> = series(body, name)
+        .into_iter()
+        .map(|(l, _)| l)
+        .filter(|l| {
+            with.iter()
+                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {with:?}: {found:?}");
+    found.into_iter().next().unwrap()
+}
+
+fn value(body: &str, name: &str) -> Option<f64> {
+    series(body, name).first().map(|(_, v)| *v)
+}
+
+fn holder(l: &Labels) -> (Option<&str>, Option<&str>, Option<&str>) {
+    (
+        l.get("pod").map(String::as_str),
+        l.get("namespace").map(String::as_str),
+        l.get("container").map(String::as_str),
+    )
+}
+
+fn socket_in(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("kubelet.sock")
+}
+
+#[test]
+fn pod_names_label_gpu_mig_and_process_series() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let mig = d.migs[&(3, 1)].clone();
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            pod(
+                "train-0",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+            ),
+            pod(
+                "infer-1",
+                "web",
+                &[("server", "nvidia.com/mig-3g.40gb", &[mig.as_str()])],
+            ),
+            // GPU 1 time-sliced between two pods.
+            pod(
+                "a",
+                "team",
+                &[("c", "nvidia.com/gpu", &[&format!("{}::0", d.gpus[1])])],
+            ),
+            pod(
+                "b",
+                "team",
+                &[("c", "nvidia.com/gpu", &[&format!("{}::1", d.gpus[1])])],
+            ),
+            // Not a GPU: ignored.
+            pod("cpu", "ml", &[("main", "example.com/fpga", &["fpga-0"])]),
+        ]),
+    )
+    .unwrap();
+    let e = exporter(Some(fake.path()));
+    let body = e.scrape_until("pod labels", |b| b.contains("pod=\"train-0\""));
+    let whole = ("train-0".into(), "ml".into(), "main".into());
+    let named = |l: &Labels| {
+        let (p, n, c) = holder(l);
+        (
+            p.map(String::from),
+            n.map(String::from),
+            c.map(String::from),
+        )
+    };
+    let some =
+        |(p, n, c): &(String, String, String)| (Some(p.clone()), Some(n.clone()), Some(c.clone()));
+    // A whole GPU: its series and its process.
+    let gpu0 = [("gpu", "0"), ("uuid", d.gpus[0].as_str())];
+    for family in [
+        "tessera_gpu_memory_used_bytes",
+        "tessera_gpu_info",
+        "tessera_gpu_power_watts",
+    ] {
+        assert_eq!(named(&one(&body, family, &gpu0)), some(&whole), "{family}");
+    }
+    let p = one(&body, "tessera_process_memory_used_bytes", &[("gpu", "0")]);
+    assert_eq!(named(&p), some(&whole));
+    assert!(!p["pod_uid"].is_empty(), "the cgroup pod UID stays: {p:?}");
+    // A MIG instance: its series and its process.
+    let infer = ("infer-1".into(), "web".into(), "server".into());
+    let gi1 = [("gpu", "3"), ("gpu_instance", "1")];
+    assert_eq!(
+        named(&one(&body, "tessera_mig_memory_used_bytes", &gi1)),
+        some(&infer)
+    );
+    assert_eq!(
+        named(&one(
+            &body,
+            "tessera_mig_info",
+            &[("mig_uuid", mig.as_str())]
+        )),
+        some(&infer)
+    );
+    assert_eq!(
+        named(&one(&body, "tessera_process_memory_used_bytes", &gi1)),
+        some(&infer)
+    );
+    // The MIG GPU itself and its other instances are held by nobody.
+    let gpu3 = one(&body, "tessera_gpu_memory_used_bytes", &[("gpu", "3")]);
+    assert_eq!(holder(&gpu3), (None, None, None));
+    let gi13 = [("gpu", "3"), ("gpu_instance", "13")];
+    assert_eq!(
+        holder(&one(&body, "tessera_process_memory_used_bytes", &gi13)),
+        (None, None, None)
+    );
+    // The time-sliced GPU: no pod labels on its series, both holders in the info metric.
+    let gpu1 = one(&body, "tessera_gpu_memory_used_bytes", &[("gpu", "1")]);
+    assert_eq!(holder(&gpu1), (None, None, None));
+    let p1 = one(&body, "tessera_process_memory_used_bytes", &[("gpu", "1")]);
+    assert_eq!(holder(&p1), (None, None, None));
+    let shared: Vec<String> = series(&body, "tessera_gpu_pod_info")
+        .into_iter()
+        .filter(|(l, _)| l["uuid"] == d.gpus[1])
+        .map(|(l, v)| {
+            assert_eq!(v, 1.0);
+            assert_eq!(l["device"], d.gpus[1]);
+            format!("{}/{}/{}", l["namespace"], l["pod"], l["container"])
+        })
+        .collect();
+    assert_eq!(shared, ["team/a/c", "team/b/c"]);
+    let info = one(&body, "tessera_gpu_pod_info", &[("device", mig.as_str())]);
+    assert_eq!(
+        (info["gpu"].as_str(), info["gpu_instance"].as_str()),
+        ("3", "1")
+    );
+    assert_eq!(info["resource"], "nvidia.com/mig-3g.40gb");
+    assert_eq!(series(&body, "tessera_gpu_pod_info").len(), 4);
+    assert_eq!(value(&body, "tessera_exporter_kubelet_up"), Some(1.0));
+    assert_eq!(
+        value(&body, "tessera_exporter_kubelet_errors_total"),
+        Some(0.0)
+    );
+    // A new answer replaces the labels.
+    fake.set_response(response(vec![pod(
+        "train-1",
+        "ml",
+        &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+    )]));
+    let body = e.scrape_until("the new pod", |b| b.contains("pod=\"train-1\""));
+    assert!(!body.contains("pod=\"train-0\"") && !body.contains("pod=\"infer-1\""));
+    assert_eq!(
+        e.kubelet_lines().len(),
+        1,
+        "one line when the kubelet answers: {:?}",
+        e.kubelet_lines()
+    );
+}
+
+#[test]
+fn without_the_socket_the_exporter_says_so_once_and_keeps_cgroup_uids() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = socket_in(&dir);
+    let e = exporter(Some(&socket));
+    let body = e.scrape_until("three failed List calls", |b| {
+        value(b, "tessera_exporter_kubelet_errors_total").is_some_and(|n| n >= 3.0)
+    });
+    assert_eq!(value(&body, "tessera_exporter_kubelet_up"), Some(0.0));
+    let lines = e.kubelet_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(&socket.display().to_string()),
+        "{lines:?}"
+    );
+    assert!(lines[0].contains("WARN"), "{lines:?}");
+    let procs = series(&body, "tessera_process_memory_used_bytes");
+    assert!(!procs.is_empty());
+    assert!(
+        procs.iter().any(|(l, _)| !l["pod_uid"].is_empty()),
+        "cgroup pod UIDs as before: {procs:?}"
+    );
+    assert!(!body.contains("pod=\""), "no pod names without the kubelet");
+    assert!(!body.contains("tessera_gpu_pod_info"));
+    // The kubelet comes back: one more line, and the labels.
+    let _fake = FakeKubelet::start(
+        &socket,
+        response(vec![pod(
+            "back",
+            "ml",
+            &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+        )]),
+    )
+    .unwrap();
+    let body = e.scrape_until("pod labels once the kubelet answers", |b| {
+        b.contains("pod=\"back\"")
+    });
+    assert_eq!(value(&body, "tessera_exporter_kubelet_up"), Some(1.0));
+    let lines = e.kubelet_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("answers"), "{lines:?}");
+}
+
+#[test]
+fn without_the_flag_and_the_standard_socket_it_is_off_and_says_so_once() {
+    if Path::new(tessera_exporter::kubelet::DEFAULT_SOCKET).exists() {
+        eprintln!("skipped: this machine has a kubelet socket");
+        return;
+    }
+    let e = exporter(None);
+    let body = e.scrape_until("two samples", |b| {
+        value(b, "tessera_exporter_last_sample_timestamp_seconds").is_some()
+    });
+    assert!(!body.contains("tessera_exporter_kubelet"));
+    assert!(!body.contains("pod=\""));
+    let lines = e.kubelet_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("off"), "{lines:?}");
+}
+
+#[test]
+fn a_kubelet_answering_errors_is_counted_and_sampling_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeKubelet::start(socket_in(&dir), response(vec![])).unwrap();
+    fake.fail(tonic::Code::Internal, "kubelet is broken");
+    let e = exporter(Some(fake.path()));
+    let first = e.scrape_until("a sample", |b| {
+        value(b, "tessera_exporter_last_sample_timestamp_seconds").is_some()
+    });
+    let t0 = value(&first, "tessera_exporter_last_sample_timestamp_seconds").unwrap();
+    let body = e.scrape_until("two failed calls and later samples", |b| {
+        value(b, "tessera_exporter_kubelet_errors_total").is_some_and(|n| n >= 2.0)
+            && value(b, "tessera_exporter_last_sample_timestamp_seconds").unwrap() > t0
+    });
+    assert_eq!(value(&body, "tessera_exporter_kubelet_up"), Some(0.0));
+    assert!(fake.calls() >= 2);
+    let lines = e.kubelet_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("kubelet is broken"), "{lines:?}");
+}
+
+#[test]
+fn a_hung_kubelet_stalls_neither_scrapes_nor_samples() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![pod(
+            "p",
+            "n",
+            &[("c", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+        )]),
+    )
+    .unwrap();
+    let e = exporter(Some(fake.path()));
+    e.scrape_until("pod labels", |b| b.contains("pod=\"p\""));
+    fake.hang();
+    let hung_from = fake.calls();
+    // Until the hung call times out (--kubelet.timeout, 2 s): scrapes answer at once and
+    // samples go on.
+    let mut last = 0.0;
+    let mut advanced = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        assert!(Instant::now() < deadline, "the hung call never timed out");
+        let (body, took) = e.scrape_timed();
+        assert!(took < Duration::from_secs(1), "a scrape took {took:?}");
+        let t = value(&body, "tessera_exporter_last_sample_timestamp_seconds").unwrap();
+        if t > last {
+            advanced += 1;
+            last = t;
+        }
+        if value(&body, "tessera_exporter_kubelet_errors_total").is_some_and(|n| n >= 1.0) {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(fake.calls() > hung_from, "a call reached the hung kubelet");
+    assert!(advanced >= 8, "samples advanced {advanced} times in 2 s");
+    let body = if body.contains("pod=\"p\"") {
+        e.scrape_until("no pod labels", |b| !b.contains("pod=\"p\""))
+    } else {
+        body
+    };
+    assert_eq!(value(&body, "tessera_exporter_kubelet_up"), Some(0.0));
+    assert!(
+        e.kubelet_lines()
+            .iter()
+            .any(|l| l.contains("no answer within 2s")),
+        "{:?}",
+        e.kubelet_lines()
+    );
+}
