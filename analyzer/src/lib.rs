@@ -10,6 +10,7 @@
 pub mod advisor;
 pub mod ingest;
 pub mod jobs;
+pub mod mig_manager;
 pub mod mig_planner;
 pub mod report;
 pub mod scenario;

@@ -11,6 +11,7 @@ mod advisor_edges;
 mod ingest;
 mod job;
 mod mig_cli;
+mod mig_manager;
 mod mig_plan_cli;
 mod prometheus_http;
 mod prometheus_partitions;

@@ -107,6 +107,8 @@ pub struct ApplyArgs {
     /// STATE.journal).
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
+    #[command(flatten)]
+    kube: super::mig_manager::KubeArgs,
 }
 
 fn env_u64(name: &str) -> Result<Option<u64>> {
@@ -217,7 +219,6 @@ pub fn assert(args: AssertArgs) -> Result<u8> {
 }
 
 pub fn apply(args: ApplyArgs) -> Result<u8> {
-    let mut ctrl = open(&args.backend)?;
     let (plan_path, label) = match &args.schedule {
         Some(s) => {
             let schedule = MigSchedule::from_file(s)?;
@@ -240,6 +241,21 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             args.config.clone(),
         ),
     };
+    if args.kube.via == super::mig_manager::Via::MigManager {
+        let b = &args.backend;
+        super::mig_manager::check_flags(&[
+            ("--backend sim", b.backend == Backend::Sim),
+            ("--nvml.lib-path", b.nvml_lib_path.is_some()),
+            (
+                "--sim.*",
+                b.sim_scenario.is_some() || b.sim_node.is_some() || b.sim_state.is_some(),
+            ),
+            ("--lock", args.lock.is_some()),
+            ("--journal", args.journal.is_some()),
+        ])?;
+        return super::mig_manager::apply(&args.kube, &plan_path, label, b.node.clone(), args.yes);
+    }
+    let mut ctrl = open(&args.backend)?;
     let sim_state = args.backend.sim_state.as_deref();
     let lock = args.lock.clone().unwrap_or_else(|| match sim_state {
         Some(s) if args.backend.backend == Backend::Sim => with_suffix(s, ".lock"),

@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod ingest;
 pub mod job;
 pub mod mig;
+pub mod mig_manager;
 pub mod mig_plan;
 pub mod mig_profiles;
 pub mod report;

@@ -24,6 +24,8 @@ const CRATES: &[(&str, &str)] = &[
     ("analyzer", "analyzer/src"),
     ("fake-nvml", "tests/fake-nvml/src"),
     ("e2e", "tests/e2e/src"),
+    ("fake-kube", "tests/fake-kube/src"),
+    ("fake-kubelet", "tests/fake-kubelet/src"),
 ];
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

@@ -1,0 +1,296 @@
+//! Routing and the request handlers: the REST paths, verbs, content types and status codes of
+//! kube-apiserver for the resources tessera uses.
+//!
+//! Served: `/version`, discovery (`/api`, `/api/v1`, `/apis`, `/apis/nvidia.com/v1`), Nodes
+//! (`/api/v1/nodes[/{name}]`), Pods and ConfigMaps (`/api/v1/{pods,configmaps}` across
+//! namespaces, `/api/v1/namespaces/{ns}/{pods,configmaps}[/{name}]`) and the GPU Operator's
+//! ClusterPolicies (`/apis/nvidia.com/v1/clusterpolicies[/{name}]`). Verbs: get, list (label
+//! and field selectors), watch (see [`crate::watch`]), create (POST, 201, 409 AlreadyExists),
+//! replace (PUT, 409 Conflict on a stale or missing `metadata.resourceVersion`: stricter than
+//! the apiserver, which takes a ConfigMap PUT without one as an unconditional update, so that
+//! a client that skips optimistic concurrency fails here), patch, delete.
+//! PATCH takes `application/merge-patch+json` (RFC 7386) and
+//! `application/strategic-merge-patch+json`; other patch types (JSON patch, apply) get 415.
+//! Every request is logged; one without `Authorization: Bearer <token>` gets a 401 `Status`.
+//!
+//! What it does not do: strategic merge patch is implemented as a JSON merge patch. For the
+//! fields tessera patches (labels, annotations, `spec.unschedulable`, ConfigMap `data`: maps
+//! and scalars) the two are the same; they differ only on lists with patch merge keys (such as
+//! a pod's containers) and `$patch` directives, which this fake does not honour. No pagination
+//! (`limit` is ignored and no `continue` token is returned), no `dryRun`, no `fieldManager`
+//! bookkeeping (`managedFields`), no YAML or protobuf bodies, no RBAC beyond the token.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Response};
+use serde_json::{Value, json};
+
+use crate::Request;
+use crate::objects::{ApiError, Kind};
+use crate::query::Query;
+use crate::selectors::Selector;
+use crate::shared::{Body, Shared};
+use crate::store::metadata_mut;
+
+fn json_response(code: u16, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body).expect("JSON"))).boxed_unsync())
+        .expect("a response")
+}
+
+fn error(e: ApiError) -> Response<Body> {
+    json_response(e.code, &e.status())
+}
+
+/// Handles one request (never fails: errors are `Status` responses).
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: hyper::Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let authorized = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.strip_prefix("Bearer ") == Some(shared.token.as_str()));
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    shared.lock().requests.push(Request {
+        method: method.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+        content_type: content_type.clone(),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    });
+    if !authorized {
+        return Ok(error(ApiError::unauthorized()));
+    }
+    let query = Query::parse(&query);
+    Ok(route(
+        &shared,
+        &method,
+        &path,
+        &query,
+        content_type.as_deref(),
+        &body,
+    )
+    .unwrap_or_else(error))
+}
+
+/// What a path addresses.
+struct Target {
+    kind: Kind,
+    /// The namespace in the path (None: cluster-scoped, or all namespaces).
+    ns: Option<String>,
+    name: Option<String>,
+}
+
+fn target(segs: &[&str]) -> Option<Target> {
+    let t = |kind: Kind, ns: Option<&str>, name: Option<&str>| Target {
+        kind,
+        ns: ns.map(str::to_string),
+        name: name.map(str::to_string),
+    };
+    match segs {
+        ["api", "v1", plural] => Kind::from_core_plural(plural).map(|k| t(k, None, None)),
+        ["api", "v1", plural, name] => Kind::from_core_plural(plural)
+            .filter(|k| !k.namespaced())
+            .map(|k| t(k, None, Some(name))),
+        ["api", "v1", "namespaces", ns, plural] => Kind::from_core_plural(plural)
+            .filter(|k| k.namespaced())
+            .map(|k| t(k, Some(ns), None)),
+        ["api", "v1", "namespaces", ns, plural, name] => Kind::from_core_plural(plural)
+            .filter(|k| k.namespaced())
+            .map(|k| t(k, Some(ns), Some(name))),
+        ["apis", "nvidia.com", "v1", "clusterpolicies"] => Some(t(Kind::ClusterPolicy, None, None)),
+        ["apis", "nvidia.com", "v1", "clusterpolicies", name] => {
+            Some(t(Kind::ClusterPolicy, None, Some(name)))
+        }
+        _ => None,
+    }
+}
+
+/// The media type of a Content-Type header, without parameters.
+fn media_type(content_type: Option<&str>) -> &str {
+    content_type
+        .and_then(|c| c.split(';').next())
+        .map(str::trim)
+        .unwrap_or("")
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(&format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn route(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(doc) = crate::discovery::document(&segs) {
+        return if method == Method::GET {
+            Ok(json_response(200, &doc))
+        } else {
+            Err(ApiError::method_not_allowed())
+        };
+    }
+    let Some(Target { kind, ns, name }) = target(&segs) else {
+        return Err(ApiError::no_route());
+    };
+    let ns_key = ns.clone().unwrap_or_default();
+    match (method, name) {
+        (&Method::GET, Some(name)) => {
+            let store = shared.lock();
+            let obj = store
+                .get(kind, &ns_key, &name)
+                .ok_or_else(|| ApiError::not_found(kind, &name))?;
+            Ok(json_response(200, obj))
+        }
+        (&Method::GET, None) if matches!(query.get("watch"), Some("true" | "1")) => {
+            crate::watch::serve(shared, kind, ns, query)
+        }
+        (&Method::GET, None) => {
+            let selector =
+                Selector::parse(kind, query.get("labelSelector"), query.get("fieldSelector"))?;
+            let store = shared.lock();
+            let items: Vec<Value> = store
+                .list(kind, ns.as_deref())
+                .into_iter()
+                .filter(|o| selector.matches(kind, o))
+                .collect();
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", kind.kind()),
+                    "apiVersion": kind.api_version(),
+                    "metadata": { "resourceVersion": store.rv.to_string() },
+                    "items": items,
+                }),
+            ))
+        }
+        (&Method::POST, None) if ns.is_some() || !kind.namespaced() => {
+            require_json(content_type)?;
+            let mut obj = parse_body(body)?;
+            check_namespace(kind, &mut obj, ns.as_deref())?;
+            let meta = metadata_mut(&mut obj);
+            meta.remove("resourceVersion");
+            meta.remove("uid");
+            let created = shared.write(|s| s.create(kind, obj))?;
+            Ok(json_response(201, &created))
+        }
+        (&Method::PUT, Some(name)) => {
+            require_json(content_type)?;
+            let mut obj = parse_body(body)?;
+            check_namespace(kind, &mut obj, ns.as_deref())?;
+            let body_name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            if body_name != name {
+                return Err(ApiError::bad_request(&format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
+            let expected = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let replaced = shared.write(|s| {
+                if kind == Kind::ConfigMap && std::mem::take(&mut s.conflict_next_put) {
+                    // Another writer got there first: same content, a new resourceVersion.
+                    if let Some(current) = s.get(kind, &ns_key, &name).cloned() {
+                        s.replace(kind, &ns_key, &name, current, None, true)?;
+                    }
+                }
+                s.replace(kind, &ns_key, &name, obj, Some(&expected), false)
+            })?;
+            Ok(json_response(200, &replaced))
+        }
+        (&Method::PATCH, Some(name)) => {
+            match media_type(content_type) {
+                // Strategic merge patch = merge patch for the maps and scalars tessera patches
+                // (labels, annotations, spec.unschedulable, data); see the module docs.
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {}
+                _ => {
+                    return Err(ApiError::unsupported_media_type(
+                        "application/merge-patch+json, application/strategic-merge-patch+json",
+                    ));
+                }
+            }
+            let patch = parse_body(body)?;
+            let patched = shared.write(|s| s.merge_patch(kind, &ns_key, &name, &patch))?;
+            Ok(json_response(200, &patched))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let deleted = shared.write(|s| s.delete(kind, &ns_key, &name))?;
+            Ok(json_response(200, &deleted))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+fn require_json(content_type: Option<&str>) -> Result<(), ApiError> {
+    match media_type(content_type) {
+        "" | "application/json" | "*/*" => Ok(()),
+        _ => Err(ApiError::unsupported_media_type("application/json")),
+    }
+}
+
+/// Fills in the path's namespace; a different one in the body is a 400, as on the apiserver.
+fn check_namespace(kind: Kind, obj: &mut Value, ns: Option<&str>) -> Result<(), ApiError> {
+    let Some(ns) = ns.filter(|_| kind.namespaced()) else {
+        return Ok(());
+    };
+    let meta = metadata_mut(obj);
+    match meta.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert("namespace".into(), json!(ns));
+            Ok(())
+        }
+        Some(n) if n == ns => Ok(()),
+        Some(_) => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_route_by_scope() {
+        assert!(target(&["api", "v1", "nodes", "n"]).is_some());
+        assert!(target(&["api", "v1", "configmaps", "c"]).is_none());
+        let t = target(&["api", "v1", "namespaces", "ns", "configmaps", "c"]).unwrap();
+        assert_eq!(
+            (t.kind, t.ns.as_deref(), t.name.as_deref()),
+            (Kind::ConfigMap, Some("ns"), Some("c"))
+        );
+        assert!(target(&["api", "v1", "namespaces", "ns", "nodes"]).is_none());
+    }
+}

@@ -1,0 +1,339 @@
+//! An in-process Kubernetes API test server that speaks the real API wire protocol, with a
+//! scripted GPU Operator mig-manager: for testing `tessera mig apply --via mig-manager` (the real
+//! binary, with kube-rs) without a cluster. No Kubernetes API server is installable here.
+//!
+//! [`FakeKube::start`] serves plain HTTP on `127.0.0.1:<a free port>` from a thread of its own;
+//! [`FakeKube::write_kubeconfig`] writes a kubeconfig for it. The server keeps Nodes, Pods,
+//! ConfigMaps and the ClusterPolicy `cluster-policy` as JSON with one global resourceVersion
+//! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
+//! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
+//! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
+//! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` (the script).
+//!
+//! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
+//! admission, no controllers other than the scripted mig-manager (pods do not start, nodes do
+//! not report, cordon evicts nothing), strategic merge patch is a merge patch, no server-side
+//! apply, no JSON patch, no pagination, no protobuf.
+
+mod discovery;
+mod http;
+mod mig_manager;
+mod objects;
+mod query;
+mod selectors;
+mod server;
+mod shared;
+mod store;
+mod watch;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+pub use mig_manager::check_config;
+
+use objects::Kind;
+use server::Server;
+use shared::Shared;
+use store::MIG_CONFIG;
+
+/// What the scripted mig-manager does with one (node, config) after `pending`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Behaviour {
+    /// `pending` → `success`.
+    #[default]
+    Success,
+    /// `pending` → `failed`.
+    Failed,
+    /// Stays at `pending` with the pause labels paused (mig-parted before PR 484).
+    StuckPending,
+    /// `pending` → `rebooting` → `success` (mig-manager with `WITH_REBOOT=true`).
+    RebootThenSuccess,
+}
+
+/// One request the server received (authorized or not), as logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// `GET`, `PATCH`, …
+    pub method: String,
+    /// The URL path, such as `/api/v1/nodes/gpu-1`.
+    pub path: String,
+    /// The raw query string (percent-encoded, as sent; kube-rs starts it with `&`).
+    pub query: String,
+    /// The `Content-Type` header, as sent.
+    pub content_type: Option<String>,
+    /// The request body (UTF-8, lossy).
+    pub body: String,
+}
+
+impl Request {
+    /// One decoded query parameter, such as `param("watch") == Some("true".into())`.
+    pub fn param(&self, name: &str) -> Option<String> {
+        query::Query::parse(&self.query)
+            .get(name)
+            .map(str::to_string)
+    }
+
+    /// Whether this was a watch (`GET …?watch=true`).
+    pub fn is_watch(&self) -> bool {
+        self.method == "GET" && matches!(self.param("watch").as_deref(), Some("true" | "1"))
+    }
+}
+
+/// The running test server; dropping it stops the server and joins its thread.
+pub struct FakeKube {
+    server: Server,
+    token: String,
+}
+
+impl FakeKube {
+    /// Starts a server on 127.0.0.1 (a free port), with an empty store, the ClusterPolicy
+    /// `cluster-policy` pointing mig-manager at `gpu-operator/custom-mig-config`, and a fresh
+    /// bearer token.
+    pub fn start() -> FakeKube {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let token = format!("fake-kube-{:x}{:x}", nanos, std::process::id());
+        let server = Server::start(token.clone());
+        let kube = FakeKube { server, token };
+        kube.set_mig_manager_configmap("gpu-operator", "custom-mig-config");
+        kube
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.server.shared
+    }
+
+    /// The server's base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.server.addr)
+    }
+
+    /// The bearer token requests must carry (`Authorization: Bearer <token>`); others get a 401
+    /// `Status`.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Writes a kubeconfig: cluster `fake-kube` (server [`FakeKube::url`]), user `fake-kube`
+    /// (the token), context `fake-kube` (namespace `default`), the current context.
+    pub fn write_kubeconfig(&self, path: &Path) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake-kube\n  cluster:\n    server: {url}\n\
+             users:\n- name: fake-kube\n  user:\n    token: {token}\n\
+             contexts:\n- name: fake-kube\n  context:\n    cluster: fake-kube\n    user: fake-kube\n    namespace: default\n\
+             current-context: fake-kube\npreferences: {{}}\n",
+            url = self.url(),
+            token = self.token
+        );
+        std::fs::write(path, text)
+            .unwrap_or_else(|e| panic!("fake-kube: write {}: {e}", path.display()));
+    }
+
+    /// Adds a Ready node with these labels. mig-manager acts on it when it carries
+    /// `nvidia.com/gpu.deploy.mig-manager=true`; the `nvidia.com/mig.config` it starts with
+    /// triggers nothing. Panics if it exists.
+    pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) {
+        let node = objects::node(name, labels);
+        self.shared()
+            .write(|s| s.create(Kind::Node, node))
+            .expect("fake-kube: add_node");
+    }
+
+    /// Adds a pod on `node` whose one container has these resource limits (and equal requests),
+    /// such as `[("nvidia.com/mig-1g.10gb", "1")]`, in `phase` (`Running`, `Succeeded`, …).
+    /// Panics if it exists.
+    pub fn add_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        limits: &[(&str, &str)],
+        phase: &str,
+    ) {
+        let pod = objects::pod(namespace, name, node, limits, phase);
+        self.shared()
+            .write(|s| s.create(Kind::Pod, pod))
+            .expect("fake-kube: add_pod");
+    }
+
+    /// Creates the ConfigMap, or replaces its data (a write with a new resourceVersion).
+    pub fn put_configmap(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
+        let cm = objects::configmap(namespace, name, data);
+        self.shared()
+            .write(|s| match s.get(Kind::ConfigMap, namespace, name).cloned() {
+                None => s.create(Kind::ConfigMap, cm),
+                Some(mut current) => {
+                    current["data"] = cm["data"].clone();
+                    s.replace(Kind::ConfigMap, namespace, name, current, None, false)
+                }
+            })
+            .expect("fake-kube: put_configmap");
+    }
+
+    /// The data of a ConfigMap, None when absent.
+    pub fn configmap(&self, namespace: &str, name: &str) -> Option<BTreeMap<String, String>> {
+        let store = self.shared().lock();
+        let cm = store.get(Kind::ConfigMap, namespace, name)?;
+        Some(
+            cm["data"]
+                .as_object()
+                .map(|d| {
+                    d.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The stored object (Node, Pod, ConfigMap) as JSON, None when absent. `kind` is the
+    /// resource name: `nodes`, `pods`, `configmaps`; `namespace` is ignored for nodes.
+    pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        let kind = Kind::from_core_plural(kind)?;
+        let ns = if kind.namespaced() { namespace } else { "" };
+        self.shared().lock().get(kind, ns, name).cloned()
+    }
+
+    /// A node's labels (empty when the node is absent).
+    pub fn node_labels(&self, name: &str) -> BTreeMap<String, String> {
+        self.shared()
+            .lock()
+            .get(Kind::Node, "", name)
+            .map(store::labels_of)
+            .unwrap_or_default()
+    }
+
+    /// Whether a node is cordoned (`spec.unschedulable: true`).
+    pub fn node_unschedulable(&self, name: &str) -> bool {
+        self.shared()
+            .lock()
+            .get(Kind::Node, "", name)
+            .is_some_and(|n| n["spec"]["unschedulable"].as_bool() == Some(true))
+    }
+
+    /// Sets a node's labels (None removes one) in one write, as another client would; a change of
+    /// `nvidia.com/mig.config` starts mig-manager. Panics if the node is absent.
+    pub fn set_node_labels(&self, name: &str, labels: &[(&str, Option<&str>)]) {
+        let labels: serde_json::Map<_, _> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        self.shared()
+            .write(|s| {
+                s.merge_patch(
+                    Kind::Node,
+                    "",
+                    name,
+                    &json!({ "metadata": { "labels": labels } }),
+                )
+            })
+            .expect("fake-kube: set_node_labels");
+    }
+
+    /// Points mig-manager at ConfigMap `namespace/name` (key `config.yaml`), as ClusterPolicy
+    /// `spec.migManager.config.name` does; the ClusterPolicy `cluster-policy` served at
+    /// `/apis/nvidia.com/v1/clusterpolicies` says `name`. Default:
+    /// `gpu-operator/custom-mig-config`.
+    pub fn set_mig_manager_configmap(&self, namespace: &str, name: &str) {
+        let policy = objects::cluster_policy(name);
+        self.shared().write(|s| {
+            s.mig_configmap = (namespace.to_string(), name.to_string());
+            let result = if s.get(Kind::ClusterPolicy, "", "cluster-policy").is_some() {
+                let patch = json!({ "spec": { "migManager": { "config": { "name": name } } } });
+                s.merge_patch(Kind::ClusterPolicy, "", "cluster-policy", &patch)
+            } else {
+                s.create(Kind::ClusterPolicy, policy)
+            };
+            result.expect("fake-kube: the ClusterPolicy");
+        });
+    }
+
+    /// Scripts what mig-manager does when `node`'s `nvidia.com/mig.config` becomes `config`
+    /// (default: [`Behaviour::Success`]); `config` `"*"` scripts every value not scripted by
+    /// name. A config missing from the ConfigMap fails regardless.
+    pub fn script(&self, node: &str, config: &str, b: Behaviour) {
+        self.shared()
+            .lock()
+            .scripts
+            .insert((node.to_string(), config.to_string()), b);
+    }
+
+    /// The delay before each mig-manager step (default 80 ms).
+    pub fn set_mig_step_delay(&self, d: Duration) {
+        self.shared().lock().mig_step_delay = d;
+    }
+
+    /// Forgets the watch history: a watch from an older resourceVersion then gets a 410
+    /// `Expired` ERROR event.
+    pub fn compact(&self) {
+        self.shared().lock().compact();
+    }
+
+    /// The next `n` watches from a resourceVersion get the 410 Expired ERROR event whatever
+    /// the version (as after a restart of the API server's watch cache): a deterministic way to
+    /// make a client re-list, where [`FakeKube::compact`] depends on timing.
+    pub fn expire_next_watches(&self, n: usize) {
+        self.shared().lock().expire_watches = n;
+    }
+
+    /// Another writer: right before the next ConfigMap PUT is handled, the stored ConfigMap gets
+    /// a new resourceVersion (nothing else changes), so that PUT gets 409 Conflict.
+    pub fn conflict_next_configmap_write(&self) {
+        self.shared().lock().conflict_next_put = true;
+    }
+
+    /// Ends every watch opened after this call after `d` (like `timeoutSeconds`, the shorter of
+    /// the two wins); clients must re-watch.
+    pub fn close_watches_after(&self, d: Duration) {
+        self.shared().lock().close_watches_after = Some(d);
+    }
+
+    /// The global resourceVersion (that of the last write).
+    pub fn resource_version(&self) -> u64 {
+        self.shared().lock().rv
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared().lock().requests.clone()
+    }
+
+    /// Every value a node's `nvidia.com/mig.config` took, in order: the value at `add_node`
+    /// (None when unlabelled), then one entry per change.
+    pub fn label_history(&self, node: &str) -> Vec<Option<String>> {
+        self.shared()
+            .lock()
+            .label_history
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every value a node's `nvidia.com/mig.config.state` took, in order: the value at
+    /// `add_node` (None when unlabelled), then one entry per change.
+    pub fn state_history(&self, node: &str) -> Vec<Option<String>> {
+        self.shared()
+            .lock()
+            .state_history
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A node's current `nvidia.com/mig.config`.
+    pub fn mig_config(&self, node: &str) -> Option<String> {
+        self.node_labels(node).remove(MIG_CONFIG)
+    }
+}
+
+impl Drop for FakeKube {
+    fn drop(&mut self) {
+        self.server.stop();
+    }
+}

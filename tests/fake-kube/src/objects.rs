@@ -1,0 +1,349 @@
+//! Object and `Status` shapes: the kinds this server knows ([`Kind`]: their `kind`,
+//! `apiVersion`, group and resource names), the Nodes, Pods, ConfigMaps and the ClusterPolicy
+//! the test helpers create, and the `Status` errors the server answers with (same `reason`, `code`,
+//! `message` and `details` shapes as kube-apiserver).
+//!
+//! What it does not do: the objects hold only the fields tessera reads (no images, probes,
+//! volumes, node addresses or capacity); the messages copy the apiserver's wording for the
+//! errors served here, not every error the apiserver can produce.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+/// The kinds this server knows.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(crate) enum Kind {
+    Node,
+    Pod,
+    ConfigMap,
+    ClusterPolicy,
+}
+
+impl Kind {
+    /// `kind` of one object.
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::ClusterPolicy => "ClusterPolicy",
+        }
+    }
+
+    /// `apiVersion` (group/version).
+    pub(crate) fn api_version(self) -> &'static str {
+        match self {
+            Kind::ClusterPolicy => "nvidia.com/v1",
+            _ => "v1",
+        }
+    }
+
+    /// The API group ("" for core).
+    pub(crate) fn group(self) -> &'static str {
+        match self {
+            Kind::ClusterPolicy => "nvidia.com",
+            _ => "",
+        }
+    }
+
+    /// The resource name in URLs.
+    pub(crate) fn plural(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::ConfigMap => "configmaps",
+            Kind::ClusterPolicy => "clusterpolicies",
+        }
+    }
+
+    /// Whether objects live in a namespace.
+    pub(crate) fn namespaced(self) -> bool {
+        matches!(self, Kind::Pod | Kind::ConfigMap)
+    }
+
+    /// The kind from a core/v1 resource name.
+    pub(crate) fn from_core_plural(plural: &str) -> Option<Kind> {
+        match plural {
+            "nodes" => Some(Kind::Node),
+            "pods" => Some(Kind::Pod),
+            "configmaps" => Some(Kind::ConfigMap),
+            _ => None,
+        }
+    }
+}
+
+/// An error answered as a `Status` object with the matching HTTP code.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) code: u16,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+    pub(crate) details: Option<Value>,
+}
+
+impl ApiError {
+    fn details(kind: Kind, name: &str) -> Value {
+        let mut d = json!({ "name": name, "kind": kind.plural() });
+        if !kind.group().is_empty() {
+            d["group"] = json!(kind.group());
+        }
+        d
+    }
+
+    fn resource(kind: Kind) -> String {
+        if kind.group().is_empty() {
+            kind.plural().to_string()
+        } else {
+            format!("{}.{}", kind.plural(), kind.group())
+        }
+    }
+
+    /// 404 NotFound for one object.
+    pub(crate) fn not_found(kind: Kind, name: &str) -> ApiError {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("{} \"{name}\" not found", Self::resource(kind)),
+            details: Some(Self::details(kind, name)),
+        }
+    }
+
+    /// 404 NotFound for a path this server does not serve.
+    pub(crate) fn no_route() -> ApiError {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: "the server could not find the requested resource".into(),
+            details: Some(
+                json!({ "causes": [{ "reason": "UnexpectedServerResponse", "message": "404 page not found" }] }),
+            ),
+        }
+    }
+
+    /// 409 AlreadyExists on create.
+    pub(crate) fn already_exists(kind: Kind, name: &str) -> ApiError {
+        ApiError {
+            code: 409,
+            reason: "AlreadyExists",
+            message: format!("{} \"{name}\" already exists", Self::resource(kind)),
+            details: Some(Self::details(kind, name)),
+        }
+    }
+
+    /// 409 Conflict on a stale resourceVersion.
+    pub(crate) fn conflict(kind: Kind, name: &str) -> ApiError {
+        ApiError {
+            code: 409,
+            reason: "Conflict",
+            message: format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                Self::resource(kind)
+            ),
+            details: Some(Self::details(kind, name)),
+        }
+    }
+
+    /// 422 Invalid.
+    pub(crate) fn invalid(kind: Kind, name: &str, why: &str) -> ApiError {
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{} \"{name}\" is invalid: {why}", kind.kind()),
+            details: Some(Self::details(kind, name)),
+        }
+    }
+
+    /// 400 BadRequest.
+    pub(crate) fn bad_request(message: &str) -> ApiError {
+        ApiError {
+            code: 400,
+            reason: "BadRequest",
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// 401 Unauthorized.
+    pub(crate) fn unauthorized() -> ApiError {
+        ApiError {
+            code: 401,
+            reason: "Unauthorized",
+            message: "Unauthorized".into(),
+            details: None,
+        }
+    }
+
+    /// 405 MethodNotAllowed.
+    pub(crate) fn method_not_allowed() -> ApiError {
+        ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".into(),
+            details: None,
+        }
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub(crate) fn unsupported_media_type(accepted: &str) -> ApiError {
+        ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            ),
+            details: None,
+        }
+    }
+
+    /// 410 Expired: a watch from a compacted resourceVersion.
+    pub(crate) fn expired(requested: u64, oldest: u64) -> ApiError {
+        ApiError {
+            code: 410,
+            reason: "Expired",
+            message: format!("too old resource version: {requested} ({oldest})"),
+            details: None,
+        }
+    }
+
+    /// The `Status` object.
+    pub(crate) fn status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+fn string_map(pairs: &[(&str, &str)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect()
+}
+
+/// A Ready node with these labels.
+pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": name, "labels": string_map(labels) },
+        "spec": {},
+        "status": {
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady" }],
+        },
+    })
+}
+
+/// A pod on `node` with one container whose limits (and requests, equal, as extended
+/// resources require) are `limits`.
+pub(crate) fn pod(
+    namespace: &str,
+    name: &str,
+    node: &str,
+    limits: &[(&str, &str)],
+    phase: &str,
+) -> Value {
+    let limits = string_map(limits);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": {
+            "nodeName": node,
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/workload:latest",
+                "resources": { "limits": limits.clone(), "requests": limits },
+            }],
+        },
+        "status": { "phase": phase },
+    })
+}
+
+/// A ConfigMap with this data.
+pub(crate) fn configmap(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": name, "namespace": namespace },
+        "data": string_map(data),
+    })
+}
+
+/// The GPU Operator's ClusterPolicy `cluster-policy`, its mig-manager reading `configmap`.
+pub(crate) fn cluster_policy(configmap: &str) -> Value {
+    json!({
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": { "name": "cluster-policy" },
+        "spec": {
+            "mig": { "strategy": "mixed" },
+            "migManager": {
+                "enabled": true,
+                "config": { "name": configmap, "default": "all-disabled" },
+                "env": [{ "name": "WITH_REBOOT", "value": "false" }],
+            },
+        },
+    })
+}
+
+/// The current time as RFC 3339 (seconds, UTC), as `creationTimestamp` carries it.
+pub(crate) fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn conflict_message_matches_the_apiserver() {
+        let s = ApiError::conflict(Kind::ConfigMap, "cfg").status();
+        assert_eq!(
+            s["message"],
+            "Operation cannot be fulfilled on configmaps \"cfg\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(s["details"], json!({"name": "cfg", "kind": "configmaps"}));
+        assert_eq!(s["code"], 409);
+    }
+}
