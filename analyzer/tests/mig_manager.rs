@@ -497,6 +497,14 @@ fn a_clusterpolicy_pointing_elsewhere_and_bad_input_are_refused() {
         c.kube.configmap(NS, CM).unwrap()["config.yaml"],
         "version: v2\n"
     );
+    // Credentials the server refuses: exit 2, saying where the permissions are.
+    let kubeconfig = c.path("kubeconfig");
+    let good = std::fs::read_to_string(&kubeconfig).unwrap();
+    std::fs::write(&kubeconfig, good.replace(c.kube.token(), "wrong-token")).unwrap();
+    let (code, _, err) = c.apply(&["--config", "day"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("deploy/mig-manager/rbac.yaml"), "{err}");
+    std::fs::write(&kubeconfig, good).unwrap();
     // An unreachable API server is an error, not a hang.
     drop(c.kube);
     let kubeconfig = c.dir.path().join("kubeconfig");
@@ -681,4 +689,84 @@ fn the_cronjob_of_deploy_runs_and_needs_only_its_rbac() {
             rules[*i].verbs
         );
     }
+}
+
+#[test]
+fn a_node_without_a_previous_label_gets_it_removed_on_rollback() {
+    let c = Cluster::new();
+    c.kube
+        .set_node_labels("gpu-1", &[(CONFIG, None), (STATE, None)]);
+    c.kube.script("gpu-1", "*", Behaviour::Failed);
+    let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("-> (removed) after failed"), "{out}");
+    assert!(
+        out.contains("mig-manager does not revert the GPUs"),
+        "{out}"
+    );
+    assert!(out.contains("it stays cordoned"), "{out}");
+    assert_eq!(c.label("gpu-1"), None);
+    assert!(
+        c.kube.node_unschedulable("gpu-1"),
+        "left cordoned after a failed change"
+    );
+    // The dry run said every GPU may change (no label to compare with).
+    let (_, out, _) = c.apply(&["--config", "day"]);
+    assert!(
+        out.contains("every GPU may change: the node has no nvidia.com/mig.config label"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_mig_parted_file_goes_to_the_nodes_a_selector_picks() {
+    let c = Cluster::new();
+    std::fs::write(
+        c.path("parted.yaml"),
+        "version: v1\nmig-configs:\n  all-3g:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"3g.40gb\": 2\n",
+    )
+    .unwrap();
+    let parted = c.path("parted.yaml");
+    let kubeconfig = c.path("kubeconfig");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "mig",
+            "apply",
+            parted.to_str().unwrap(),
+            "--via",
+            "mig-manager",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = tessera_with(&args, |cmd| {
+            cmd.env_remove("KUBECONFIG");
+        });
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = run(&["--yes"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--node NAME or --node-selector SELECTOR"),
+        "{err}"
+    );
+    let (code, out, err) = run(&[
+        "--yes",
+        "--node-selector",
+        "nvidia.com/gpu.deploy.mig-manager=true",
+        "--max-unavailable",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let label = c.label("gpu-1").unwrap();
+    assert!(label.starts_with("tessera-all-3g-"), "{label}");
+    assert_eq!(c.label("gpu-2").as_deref(), Some(label.as_str()));
+    assert_eq!(c.label("cpu-1"), None, "not selected");
+    let entries = &c.stored().configs[&label];
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].mig_devices["3g.40gb"], 2);
 }

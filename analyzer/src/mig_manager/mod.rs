@@ -110,7 +110,9 @@ pub enum ClusterError {
     #[error("{0}")]
     NotFound(String),
     /// 401/403: the credentials or the RBAC do not allow the call.
-    #[error("{what}: {message} (see deploy/mig-manager/rbac.yaml for the permissions)")]
+    #[error(
+        "{what}: {message} (check the credentials, and the permissions in deploy/mig-manager/rbac.yaml)"
+    )]
     Forbidden { what: String, message: String },
     /// Anything else: transport errors, 5xx, bad responses.
     #[error("{0}")]
