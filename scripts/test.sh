@@ -26,12 +26,29 @@ missing=()
 need curl || missing+=(curl)
 # chromium renders the report's HTML in a headless browser test (analyzer/tests/report_html.rs).
 need chromium || missing+=(chromium)
+# munge, slurmctld, slurmd and slurm-client: a real single-node Slurm runs the epilog
+# (analyzer/tests/slurm_real.rs); the test starts its own daemons, as root, in a temporary folder.
+slurm=()
+[ -x /usr/sbin/munged ] || slurm+=(munge)
+[ -x /usr/sbin/slurmctld ] || slurm+=(slurmctld)
+[ -x /usr/sbin/slurmd ] || slurm+=(slurmd)
+[ -x /usr/bin/sbatch ] || slurm+=(slurm-client)
+missing+=("${slurm[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if [ ${#slurm[@]} -gt 0 ]; then
+    # The packages may start the system's munge, slurmctld and slurmd services; the test needs
+    # none of them: stop and disable them.
+    if [ -d /run/systemd/system ]; then
+      $sudo systemctl disable --now slurmd slurmctld munge >/dev/null 2>&1 || true
+    else
+      for s in slurmd slurmctld munge; do $sudo service "$s" stop >/dev/null 2>&1 || true; done
+    fi
+  fi
 fi
 
 # Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's

@@ -21,3 +21,4 @@ mod report;
 mod report_html;
 mod report_model;
 mod sampling_matrix;
+mod slurm_real;

@@ -1,6 +1,8 @@
 //! Helpers shared by the analyzer's integration tests: the CLI runner, OpenMetrics text of
-//! history rows, and a real Prometheus serving backfilled blocks.
+//! history rows, a real Prometheus serving backfilled blocks, and the simulated history of the
+//! Slurm jobs.
 
 pub mod cli;
 pub mod openmetrics;
 pub mod prometheus;
+pub mod slurm_jobs;
