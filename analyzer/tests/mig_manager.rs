@@ -104,19 +104,16 @@ impl Cluster {
 
     /// `tessera mig apply plan.yaml --via mig-manager --kubeconfig … ARGS`.
     fn apply(&self, args: &[&str]) -> (i32, String, String) {
-        let plan = self.path("plan.yaml");
+        let plan = (!args.contains(&"--schedule")).then_some("plan.yaml");
+        self.apply_file(plan, args)
+    }
+
+    /// `tessera mig apply [FILE] --via mig-manager --kubeconfig … ARGS` in the test's folder.
+    fn apply_file(&self, file: Option<&str>, args: &[&str]) -> (i32, String, String) {
         let kubeconfig = self.path("kubeconfig");
-        let mut all = vec![
-            "mig",
-            "apply",
-            "--via",
-            "mig-manager",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ];
-        if !args.contains(&"--schedule") {
-            all.push(plan.to_str().unwrap());
-        }
+        let mut all = vec!["mig", "apply", "--via", "mig-manager", "--kubeconfig"];
+        all.push(kubeconfig.to_str().unwrap());
+        all.extend(file);
         all.extend_from_slice(args);
         let out = tessera_with(&all, |c| {
             c.env_remove("KUBECONFIG").current_dir(self.dir.path());
@@ -726,28 +723,7 @@ fn a_mig_parted_file_goes_to_the_nodes_a_selector_picks() {
         "version: v1\nmig-configs:\n  all-3g:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"3g.40gb\": 2\n",
     )
     .unwrap();
-    let parted = c.path("parted.yaml");
-    let kubeconfig = c.path("kubeconfig");
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "mig",
-            "apply",
-            parted.to_str().unwrap(),
-            "--via",
-            "mig-manager",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let out = tessera_with(&args, |cmd| {
-            cmd.env_remove("KUBECONFIG");
-        });
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |extra: &[&str]| c.apply_file(Some("parted.yaml"), extra);
     let (code, _, err) = run(&["--yes"]);
     assert_eq!(code, 2);
     assert!(

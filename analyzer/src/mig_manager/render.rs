@@ -109,24 +109,9 @@ pub fn layouts(
             (label.to_string(), per)
         }
         LayoutFile::MigParted(f) => {
-            let label = match label {
-                Some(l) => l.to_string(),
-                None if f.configs.len() == 1 => {
-                    f.configs.keys().next().cloned().unwrap_or_default()
-                }
-                None => {
-                    return Err(RenderError::Plan(format!(
-                        "{source} has several configs ({}); choose one with --config",
-                        f.configs.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )));
-                }
-            };
-            let entries = f.configs.get(&label).ok_or_else(|| {
-                RenderError::Plan(format!(
-                    "{source} has no config {label:?} (it has {})",
-                    f.configs.keys().cloned().collect::<Vec<_>>().join(", ")
-                ))
-            })?;
+            let chosen = tessera_core::mig::apply::select_parted(f, label, source)
+                .map_err(|e| RenderError::Plan(e.to_string()))?;
+            let (label, entries) = (chosen.label, chosen.entries);
             let per = nodes
                 .iter()
                 .map(|n| (n.name.clone(), entries.clone()))

@@ -37,7 +37,7 @@ pub use export::{export_mig_parted, export_plan};
 pub use journal::{Interrupted, Journal, Record, TornTail};
 pub use lock::ApplyLock;
 pub use steps::{Diff, GpuDiff, Step, diff};
-pub use target::{LayoutFile, checkpoint_targets, read_plan, targets};
+pub use target::{LayoutFile, checkpoint_targets, read_plan, select_parted, targets};
 
 use crate::mig::control::{ControlError, GpuMigState};
 use crate::mig::parted::PartedError;

@@ -73,6 +73,25 @@ fn full(l: &LayoutInstance) -> TargetInstance {
     }
 }
 
+/// Config `label` of a mig-parted file, or its only config when `label` is `None`.
+pub fn select_parted(
+    f: &PartedFile,
+    label: Option<&str>,
+    source_name: &str,
+) -> Result<parted::PartedConfig, ApplyError> {
+    let label = match label {
+        Some(l) => l.to_string(),
+        None if f.configs.len() == 1 => f.configs.keys().next().cloned().unwrap_or_default(),
+        None => {
+            return Err(ApplyError::Plan(TesseraPlanError::AmbiguousLabel {
+                path: source_name.into(),
+                available: f.configs.keys().cloned().collect::<Vec<_>>().join(", "),
+            }));
+        }
+    };
+    Ok(f.select(&label)?)
+}
+
 /// The targets of config `label` (or the only config) of `plan` for this node; returns the
 /// label chosen too. A config that names no GPU of this node is [`ApplyError::NoGpuOfNode`]:
 /// asserting or applying it would check nothing.
@@ -176,19 +195,8 @@ fn targets_of(
             Ok((label.to_string(), out))
         }
         LayoutFile::MigParted(f) => {
-            let label = match label {
-                Some(l) => l.to_string(),
-                None if f.configs.len() == 1 => {
-                    f.configs.keys().next().cloned().unwrap_or_default()
-                }
-                None => {
-                    return Err(ApplyError::Plan(TesseraPlanError::AmbiguousLabel {
-                        path: source_name.into(),
-                        available: f.configs.keys().cloned().collect::<Vec<_>>().join(", "),
-                    }));
-                }
-            };
-            let plan = f.select(&label)?;
+            let plan = select_parted(f, label, source_name)?;
+            let label = plan.label.clone();
             let inventory = Inventory {
                 node: state.node.clone(),
                 driver_version: None,
