@@ -502,6 +502,25 @@ fn a_clusterpolicy_pointing_elsewhere_and_bad_input_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("deploy/mig-manager/rbac.yaml"), "{err}");
     std::fs::write(&kubeconfig, good).unwrap();
+    // A server that accepts and never answers is an error within --request-timeout, not a hang.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let good = std::fs::read_to_string(&kubeconfig).unwrap();
+    std::fs::write(
+        &kubeconfig,
+        good.replace(
+            &c.kube.url(),
+            &format!("http://{}", silent.local_addr().unwrap()),
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = c.apply(&["--config", "day", "--request-timeout", "1s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no answer from the API server in 1 s"),
+        "{err}"
+    );
+    drop(silent);
+    std::fs::write(&kubeconfig, good).unwrap();
     // An unreachable API server is an error, not a hang.
     drop(c.kube);
     let kubeconfig = c.dir.path().join("kubeconfig");

@@ -47,6 +47,9 @@ pub struct KubeArgs {
     /// How long one node may take to reach success before it is rolled back (e.g. 10m).
     #[arg(long = "node-timeout", value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
     pub node_timeout: Duration,
+    /// The longest one Kubernetes API call may take (kubectl's --request-timeout).
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
+    pub request_timeout: Duration,
     /// How many nodes change at once.
     #[arg(long = "max-unavailable", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_unavailable: u32,
@@ -95,7 +98,11 @@ pub fn apply(
         max_unavailable: k.max_unavailable as usize,
         yes,
     };
-    let mut cluster = KubeCluster::connect(k.kubeconfig.as_deref(), k.context.as_deref())?;
+    let mut cluster = KubeCluster::connect(
+        k.kubeconfig.as_deref(),
+        k.context.as_deref(),
+        k.request_timeout,
+    )?;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     Ok(rollout::run(

@@ -3,7 +3,7 @@
 //! in-cluster service account (a CronJob: deploy/mig-manager/).
 //!
 //! Calls are made on a current-thread tokio runtime owned by [`KubeCluster`], each bounded by
-//! [`CALL_TIMEOUT`], so the synchronous rollout never hangs on a silent API server. Node watches
+//! the request timeout (`--request-timeout`, default [`CALL_TIMEOUT`]), so the synchronous rollout never hangs on a silent API server. Node watches
 //! (one per node, `fieldSelector=metadata.name=<node>`) are resumed from the last
 //! resourceVersion seen when the server ends them; a 410 Gone (the version was compacted away,
 //! as an HTTP status or an `ERROR` event in the stream) re-reads the node and watches from its
@@ -32,7 +32,7 @@ use super::{
     CONFIG_KEY, Cluster, ClusterError, GpuPod, NodeSelect, NodeView, PolicyView, StoredConfig,
 };
 
-/// The longest one API call (not a watch) may take.
+/// The longest one API call (not a watch) may take, by default.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the server keeps one watch open (`timeoutSeconds`) before it is resumed.
 const WATCH_SECONDS: u32 = 60;
@@ -46,6 +46,8 @@ enum Item {
 pub struct KubeCluster {
     rt: tokio::runtime::Runtime,
     client: Client,
+    /// The longest one call (or the opening of a watch) may take.
+    timeout: Duration,
     /// The ConfigMaps as last read, replaced with their other keys kept.
     read: BTreeMap<(String, String), ConfigMap>,
     streams: SelectAll<BoxStream<'static, (String, u64, Item)>>,
@@ -96,6 +98,7 @@ impl KubeCluster {
     pub fn connect(
         kubeconfig: Option<&Path>,
         context: Option<&str>,
+        timeout: Duration,
     ) -> Result<KubeCluster, ClusterError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -126,7 +129,7 @@ impl KubeCluster {
             }
         })?;
         let mut config = config;
-        config.connect_timeout = Some(Duration::from_secs(10));
+        config.connect_timeout = Some(timeout.min(Duration::from_secs(10)));
         let client = {
             let _guard = rt.enter();
             Client::try_from(config)
@@ -135,6 +138,7 @@ impl KubeCluster {
         Ok(KubeCluster {
             rt,
             client,
+            timeout,
             read: BTreeMap::new(),
             streams: SelectAll::new(),
             watched: BTreeMap::new(),
@@ -143,7 +147,7 @@ impl KubeCluster {
         })
     }
 
-    /// Run one call with [`CALL_TIMEOUT`].
+    /// Run one call within the request timeout.
     fn call<T>(
         &self,
         what: &str,
@@ -151,12 +155,12 @@ impl KubeCluster {
     ) -> Result<T, ClusterError> {
         match self
             .rt
-            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, f).await })
+            .block_on(async { tokio::time::timeout(self.timeout, f).await })
         {
             Ok(r) => r.map_err(|e| api_error(what, e)),
             Err(_) => Err(ClusterError::Other(format!(
                 "{what}: no answer from the API server in {} s",
-                CALL_TIMEOUT.as_secs()
+                self.timeout.as_secs_f64()
             ))),
         }
     }
@@ -174,7 +178,7 @@ impl KubeCluster {
         let what = format!("watch node {node}");
         let opened = self
             .rt
-            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, api.watch(&wp, rv)).await });
+            .block_on(async { tokio::time::timeout(self.timeout, api.watch(&wp, rv)).await });
         let s = match opened {
             Ok(Ok(s)) => s,
             Ok(Err(kube::Error::Api(st))) if st.code == 410 => return self.relist(node),
@@ -182,7 +186,7 @@ impl KubeCluster {
             Err(_) => {
                 return Err(ClusterError::Other(format!(
                     "{what}: no answer in {} s",
-                    CALL_TIMEOUT.as_secs()
+                    self.timeout.as_secs_f64()
                 )));
             }
         };
