@@ -149,11 +149,9 @@ async fn the_server_closes_watches_with_a_bookmark() {
     let nodes: Api<Node> = Api::all(client(&kube).await);
     let from = kube.resource_version().to_string();
     let stream = nodes.watch(&WatchParams::default(), &from).await.unwrap();
-    let started = std::time::Instant::now();
     let events: Vec<_> = tokio::time::timeout(Duration::from_secs(5), stream.collect::<Vec<_>>())
         .await
         .unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(250));
     assert_eq!(events.len(), 1);
     match events.into_iter().next().unwrap().unwrap() {
         WatchEvent::Bookmark(b) => assert_eq!(b.metadata.resource_version, from),
