@@ -13,7 +13,6 @@
 //! tessera plans were checked when they were read).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use serde_yaml_ng::{Mapping, Value};
 use tessera_core::mig::apply::LayoutFile;
@@ -382,16 +381,13 @@ pub fn change(node: &NodeView, layout: &NodeLayout, stored: Option<&PartedFile>)
 
 /// The label changes as printed: `node: nvidia.com/mig.config: old -> new (why)`.
 pub fn describe_label(node: &NodeView, layout: &NodeLayout, change: &Change) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
+    format!(
         "{}: {}: {} -> {} ({change})",
         node.name,
         super::CONFIG_LABEL,
         node.config().unwrap_or("(none)"),
         layout.config
-    );
-    s
+    )
 }
 
 #[cfg(test)]
