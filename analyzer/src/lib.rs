@@ -2,7 +2,8 @@
 //! `tessera_core`'s simulator, ingest of history, CSV and Prometheus sources into canonical polars
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
-//! (`report`), one Slurm job's use and verdict (`jobs`), and the one quantile (`stats`).
+//! (`report`), one Slurm job's use and verdict (`jobs`), the one time-range rule of every command
+//! (`range`), and the one quantile (`stats`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
@@ -12,6 +13,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod mig_manager;
 pub mod mig_planner;
+pub mod range;
 pub mod report;
 pub mod scenario;
 pub mod stats;

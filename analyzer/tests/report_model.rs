@@ -236,7 +236,11 @@ fn partitioned_report_and_demand_equal_the_unions() {
         tz: chrono_tz::Europe::Berlin,
         ..Params::default()
     };
-    let current = union.since(range.0 + 1);
+    let tr = tessera::range::TimeRange {
+        since: range.0,
+        until: range.1,
+    };
+    let current = union.within(tr);
     let d = dump(&demand::extract(&current, &dp).unwrap());
     for order in [&frames, &reversed] {
         // The analysis as `tessera report` ran it before: partition by partition (in this
@@ -244,7 +248,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
         let analysis = advisor::analyze_parts(
             order
                 .iter()
-                .map(|f| Ok::<_, advisor::AdvisorError>(f.since(range.0 + 1))),
+                .map(|f| Ok::<_, advisor::AdvisorError>(f.within(tr))),
             &params,
             Some(range),
             vec![],

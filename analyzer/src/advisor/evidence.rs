@@ -208,7 +208,26 @@ pub struct BaselineEvidence {
     pub unattributed_gpus: u32,
 }
 
-/// One off-peak window (a tier's windows with the same start and length).
+/// A peak inside an off-peak window: ≥ K more GPUs free than the window's level for ≥
+/// `min_hours`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeakEvidence {
+    /// Lowest share of observations with ≥ `expected_free_gpus` free over its hours.
+    pub confidence: f64,
+    /// The day it starts on (`Sat`); null in the daily profile.
+    pub day: Option<&'static str>,
+    /// Local `HH:MM`.
+    pub end: String,
+    /// Free GPUs in every hour of it, the baseline included.
+    pub expected_free_gpus: u32,
+    pub hours: u32,
+    /// `Sat 15:00–Sun 15:00`, `22:00–02:00`.
+    pub label: String,
+    /// Local `HH:MM`.
+    pub start: String,
+}
+
+/// One off-peak window finding (the windows with the same start and length).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowEvidence {
     /// L − B.
@@ -224,18 +243,22 @@ pub struct WindowEvidence {
     /// Local `HH:MM`.
     pub end: String,
     pub end_days: Vec<&'static str>,
-    /// The tier's level L (baseline included).
+    /// The level L that holds over the whole window (baseline included).
     pub expected_free_gpus: u32,
+    /// Σ hours × (L − B) over its windows, per week (day).
+    pub gpu_hours_per_period: u64,
     pub hours: u32,
     /// K.
     pub min_gpus: u32,
+    /// Its windows' peaks: ≥ K more GPUs free than L for ≥ `min_hours` inside them.
+    pub peaks: Vec<PeakEvidence>,
     /// `week` or `day`.
     pub period: &'static str,
     /// Local `HH:MM`.
     pub start: String,
     pub systemd_end: String,
     pub systemd_start: String,
-    /// 1 = fewest GPUs.
+    /// Rank of L among the window findings' levels, 1 = fewest GPUs.
     pub tier: usize,
     pub tz: &'static str,
 }

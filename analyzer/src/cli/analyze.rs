@@ -129,7 +129,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             .into_iter()
             .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
         &params,
-        range,
+        range.map(|r| (r.since, r.until)),
         sources,
         &args.detectors,
         &|n| bar.set("analysing", n),

@@ -15,9 +15,7 @@ use tessera::advisor::Params;
 use tessera::ingest::{self, fmt_ms};
 use tessera::report::{self, ReportConfig, ReportInput, html, render};
 
-use super::source::{PartProgress, SourceArgs, load_parts, name_file, parse_tz, part_files};
-
-const WEEK_MS: i64 = 7 * 86_400_000;
+use super::source::{PartProgress, SourceArgs, load, load_parts, name_file, parse_tz, part_files};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
@@ -88,90 +86,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
         return by_job(&args);
     }
 
-    // With --since, ingest one period further back so the previous period can be compared.
-    let now = chrono::Utc::now().timestamp_millis();
-    let since_ms = args
-        .src
-        .since
-        .as_deref()
-        .map(|s| ingest::parse_time(s, now))
-        .transpose()?;
-    let until_ms = args
-        .src
-        .until
-        .as_deref()
-        .map(|s| ingest::parse_time(s, now))
-        .transpose()?;
-    if let (Some(s), Some(u)) = (since_ms, until_ms)
-        && s >= u
-    {
-        bail!("--since {} is not before --until {}", fmt_ms(s), fmt_ms(u));
-    }
-    let src = SourceArgs {
-        sources: args.src.sources.clone(),
-        since: since_ms.map(|s| fmt_ms(s - (until_ms.unwrap_or(now) - s))),
-        // The report's --until is inclusive (rows ending at it count); ingest's is exclusive.
-        until: until_ms.map(|u| fmt_ms(u + 1)),
-        skip_bad_rows: args.src.skip_bad_rows,
-        interval: args.src.interval,
-        prometheus_timeout: args.src.prometheus_timeout,
-        prometheus_max_response_bytes: args.src.prometheus_max_response_bytes,
-        prometheus_bearer_token_file: args.src.prometheus_bearer_token_file.clone(),
-        prometheus_basic_auth: args.src.prometheus_basic_auth.clone(),
-        prometheus_concurrency: args.src.prometheus_concurrency,
-        prometheus_nodes_per_query: args.src.prometheus_nodes_per_query,
-        prometheus_api: args.src.prometheus_api,
+    // One range rule for every command (tessera::range); ingest reaches one period further
+    // back so the previous period can be compared, and the frames stay whole for it.
+    let loaded = load(&args.src, true, "reporting")?;
+    let Some(range) = loaded.range else {
+        bail!("no rows in the sources for the chosen range: nothing to report");
     };
-    // Partitioned by node: the advisor, the report's tallies and the MIG planner's demand read
-    // one node at a time, so memory holds one node's rows, not the fleet's.
-    let (parts, ingest_report) = src.ingest_parts(true)?;
+    let gpu_rows = loaded.gpu_rows();
+    let (parts, ingest_report) = (loaded.parts, loaded.report);
     let files = part_files(&parts);
     let named = |e: anyhow::Error| name_file(e, &files);
     let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
-    let Some((first, last)) = ingest_report.time_range() else {
-        bail!("no rows in the sources for the chosen range: nothing to report");
-    };
-    // The reported range (start, end] of row ends: --since/--until, else the last 7 days of the
-    // data.
-    let (start, end) = match since_ms {
-        Some(s) => (s, until_ms.unwrap_or(now)),
-        None if last - first > WEEK_MS => (last - WEEK_MS, last),
-        None => {
-            // Less than a week: from the start of the first row's interval.
-            let interval = frames
-                .iter()
-                .filter_map(|f| {
-                    let df = f
-                        .gpu
-                        .clone()
-                        .select([polars::prelude::col("interval_ms").max()])
-                        .collect()
-                        .ok()?;
-                    df.column("interval_ms")
-                        .ok()?
-                        .as_materialized_series()
-                        .cast(&polars::prelude::DataType::Int64)
-                        .ok()?
-                        .i64()
-                        .ok()?
-                        .get(0)
-                })
-                .max()
-                .unwrap_or(0);
-            (first - interval, last)
-        }
-    };
-    if since_ms.is_none() && last - first > WEEK_MS {
-        eprintln!(
-            "tessera: reporting the last 7 days of the data ({} .. {}); use --since for another range",
-            fmt_ms(start),
-            fmt_ms(end)
-        );
-    }
-    let gpu_rows = ingest_report
-        .tables
-        .get(&ingest::Table::Gpu)
-        .map_or(0, |t| t.rows);
+    let (start, end) = (range.since, range.until);
     let bar = PartProgress::new(parts.len(), gpu_rows);
     bar.set("analysing", 0);
     let params = Params {
@@ -251,10 +177,10 @@ fn by_job(args: &ReportArgs) -> Result<()> {
         bail!("--by job writes a table, Markdown or JSON (--format table|markdown|json), not HTML");
     }
     let (parts, range, _) = load_parts(&args.src)?;
-    let Some((from, to)) = range else {
+    let Some(range) = range else {
         bail!("no rows in the sources for the chosen range: no job to report");
     };
-    let (from, to) = (fmt_ms(from), fmt_ms(to));
+    let (from, to) = (fmt_ms(range.since), fmt_ms(range.until));
     let files = part_files(&parts);
     let params = Params::default();
     let mut jobs = std::collections::BTreeMap::new();

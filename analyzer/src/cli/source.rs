@@ -1,5 +1,5 @@
 //! What every command that reads telemetry shares: the source flags ([`SourceArgs`]), the range
-//! (`--since`, `--until`, the last 7 days by default: [`load_parts`]), `--tz` ([`parse_tz`]), the
+//! (`--since`, `--until`, resolved by the one rule of `tessera::range`: [`load`]), `--tz` ([`parse_tz`]), the
 //! off-peak flags ([`OffpeakArgs`]), the output format, progress on a terminal, and naming the
 //! history file an error comes from. Commands import this module, never each other.
 
@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
 use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source, Table};
+use tessera::range::{RangeRequest, TimeRange};
 
 /// Spill folders of prometheus: sources read by node (`IngestOptions::spill`), kept until the
 /// command is done.
@@ -36,10 +37,13 @@ pub struct SourceArgs {
     /// csv:FILE (generic long format or nvidia-smi --format=csv), prometheus:URL.
     #[arg(long = "source", required = true, value_parser = parse_source)]
     pub sources: Vec<Source>,
-    /// Keep rows from this time on: a duration back from now (7d, 12h) or an RFC 3339 time.
+    /// Start of the range (rows ending after it): a duration back from now (7d, 12h), an RFC
+    /// 3339 time or a date. Default: 7 days before the range's end (docs/frames.md, "Time
+    /// ranges").
     #[arg(long)]
     pub since: Option<String>,
-    /// Keep rows before this time: a duration back from now or an RFC 3339 time.
+    /// End of the range (rows ending at or before it): a duration back from now, an RFC 3339
+    /// time or a date. Default: the end of the data.
     #[arg(long)]
     pub until: Option<String>,
     /// Skip bad rows (counted and reported) instead of failing.
@@ -120,22 +124,34 @@ pub fn parse_interval(s: &str) -> Result<i64, String> {
 }
 
 impl SourceArgs {
-    /// Ingests the sources with the flags' options, partitioned by node
+    /// The range `--since`/`--until` ask for ([`RangeRequest`]: parsed against now, `since`
+    /// before `until`).
+    pub fn range_request(&self) -> Result<RangeRequest> {
+        let now = chrono::Utc::now().timestamp_millis();
+        Ok(RangeRequest::parse(
+            self.since.as_deref(),
+            self.until.as_deref(),
+            now,
+        )?)
+    }
+
+    /// Ingests the sources over the flags' range (rows ending in `(since, until]`), partitioned
+    /// by node: see [`SourceArgs::ingest_bounds`].
+    pub fn ingest_parts(&self, footer_stats: bool) -> Result<(Vec<ingest::Part>, IngestReport)> {
+        let now = chrono::Utc::now().timestamp_millis();
+        self.ingest_bounds(self.range_request()?.read_bounds(false, now), footer_stats)
+    }
+
+    /// Ingests the sources with the flags' options over `bounds` (rows ending in
+    /// `(since, until]`, each bound when given), partitioned by node
     /// (`ingest::ingest_parts`), showing a spinner on a terminal when it takes more than half a
     /// second; prints the report's warnings on stderr. `footer_stats`: see
     /// [`IngestOptions::footer_stats`].
-    pub fn ingest_parts(&self, footer_stats: bool) -> Result<(Vec<ingest::Part>, IngestReport)> {
-        let now = chrono::Utc::now().timestamp_millis();
-        let since = self
-            .since
-            .as_deref()
-            .map(|s| ingest::parse_time(s, now))
-            .transpose()?;
-        let until = self
-            .until
-            .as_deref()
-            .map(|s| ingest::parse_time(s, now))
-            .transpose()?;
+    pub fn ingest_bounds(
+        &self,
+        (since, until): (Option<i64>, Option<i64>),
+        footer_stats: bool,
+    ) -> Result<(Vec<ingest::Part>, IngestReport)> {
         let start = Instant::now();
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         bar.set_style(
@@ -266,39 +282,75 @@ pub fn name_file(e: anyhow::Error, files: &[std::path::PathBuf]) -> anyhow::Erro
     }
 }
 
-const WEEK_MS: i64 = 7 * 86_400_000;
+/// What a command that reads telemetry works on: the node partitions, what ingest said, and
+/// the range ([`tessera::range`]; `None` when the sources hold no row in the read bounds).
+pub struct Loaded {
+    pub parts: Vec<ingest::Part>,
+    pub report: IngestReport,
+    pub range: Option<TimeRange>,
+}
 
-/// A time range, unix ms (first, last).
-pub type Range = (i64, i64);
+impl Loaded {
+    /// GPU rows ingested (before any narrowing), for progress.
+    pub fn gpu_rows(&self) -> u64 {
+        self.report.tables.get(&Table::Gpu).map_or(0, |t| t.rows)
+    }
+}
 
-/// Ingests partitioned by node (the advisor then runs one node at a time) and, without
-/// `--since`, narrows to the last 7 days of the data.
-/// Also returns the GPU rows ingested (before the narrowing), for progress.
-pub fn load_parts(src: &SourceArgs) -> Result<(Vec<tessera::ingest::Part>, Option<Range>, u64)> {
-    let (parts, report) = src.ingest_parts(true)?;
-    let gpu_rows = report.tables.get(&Table::Gpu).map_or(0, |t| t.rows);
-    let mut range = report.time_range();
-    let parts = match range {
-        Some((first, last)) if src.since.is_none() && last - first > WEEK_MS => {
-            let from = last - WEEK_MS;
-            eprintln!(
-                "tessera: analysing the last 7 days of the data ({} .. {}); use --since for another range",
-                tessera::ingest::fmt_ms(from),
-                tessera::ingest::fmt_ms(last)
-            );
-            range = Some((from, last));
-            parts
-                .into_iter()
-                .map(|p| tessera::ingest::Part {
-                    key: p.key,
-                    frames: p.frames.since(from),
-                    files: p.files,
-                })
-                .collect()
-        }
-        _ => parts,
+/// Ingests partitioned by node and resolves the range by the one rule of [`tessera::range`]
+/// (`--until` the end of the data, `--since` 7 days before it, narrowed to the data), printing
+/// its lines on stderr (`verb`: `analysing`, `reporting`). With `previous`, ingest reaches one
+/// range further back (the report's week over week) and the frames are left whole; otherwise
+/// they are narrowed to the range.
+pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let req = src.range_request()?;
+    let (parts, report) = src.ingest_bounds(req.read_bounds(previous, now), true)?;
+    let Some((first, last)) = report.time_range() else {
+        return Ok(Loaded {
+            parts,
+            report,
+            range: None,
+        });
     };
-    Ok((parts, range, gpu_rows))
+    let resolved = req.resolve(
+        first,
+        last,
+        || -> Result<i64> {
+            Ok(ingest::first_row_start(&parts)
+                .map_err(|e| name_file(e.into(), &part_files(&parts)))?
+                .unwrap_or(first))
+        },
+        verb,
+    )?;
+    for m in &resolved.messages {
+        eprintln!("tessera: {m}");
+    }
+    let range = resolved.range;
+    let parts = if previous {
+        parts
+    } else {
+        parts
+            .into_iter()
+            .map(|p| ingest::Part {
+                key: p.key,
+                frames: p.frames.within(range),
+                files: p.files,
+            })
+            .collect()
+    };
+    Ok(Loaded {
+        parts,
+        report,
+        range: Some(range),
+    })
+}
+
+/// [`load`] narrowed to the range: the partitions, the range and the GPU rows ingested.
+pub fn load_parts(src: &SourceArgs) -> Result<(Vec<ingest::Part>, Option<TimeRange>, u64)> {
+    let l = load(src, false, "analysing")?;
+    let rows = l.gpu_rows();
+    Ok((l.parts, l.range, rows))
 }
 
 /// `--tz`: an IANA time zone name.

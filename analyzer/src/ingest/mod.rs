@@ -34,7 +34,7 @@ pub mod summary;
 use std::path::{Path, PathBuf};
 
 pub use error::IngestError;
-pub use parts::{Frames, Part, ingest, ingest_parts, name_unreadable};
+pub use parts::{Frames, Part, first_row_start, ingest, ingest_parts, name_unreadable};
 pub use prometheus::PrometheusOptions;
 pub use report::{IngestReport, TableStats};
 pub use resample::Sampling;
@@ -47,9 +47,10 @@ pub type Progress<'a> = &'a dyn Fn(usize, usize);
 /// How to ingest.
 #[derive(Default)]
 pub struct IngestOptions<'a> {
-    /// Keep rows with `ts >= since` (unix ms).
+    /// Keep rows with `ts > since` (unix ms): rows ending in `(since, until]`, the range rule of
+    /// [`crate::range`].
     pub since: Option<i64>,
-    /// Keep rows with `ts < until` (unix ms).
+    /// Keep rows with `ts <= until` (unix ms).
     pub until: Option<i64>,
     /// Skip bad rows (counted in the report) instead of failing.
     pub skip_bad_rows: bool,

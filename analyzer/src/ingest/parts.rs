@@ -87,6 +87,28 @@ pub fn name_unreadable(files: &[PathBuf]) -> Option<IngestError> {
     })
 }
 
+/// The start of the earliest row's interval (`ts − interval_ms`, unix ms) over every table of
+/// `parts`, `None` without rows: where the data starts, for [`crate::range`]. Reads two columns.
+pub fn first_row_start(parts: &[Part]) -> Result<Option<i64>, IngestError> {
+    let mut first: Option<i64> = None;
+    for p in parts {
+        for t in [Table::Gpu, Table::Mig, Table::Process] {
+            let df = p
+                .frames
+                .table(t)
+                .clone()
+                .select([(col("ts").cast(DataType::Int64)
+                    - col("interval_ms").cast(DataType::Int64))
+                .min()
+                .alias("start")])
+                .collect()?;
+            let v = df.column("start")?.cast(&DataType::Int64)?.i64()?.get(0);
+            first = min_opt(first, v);
+        }
+    }
+    Ok(first)
+}
+
 impl Frames {
     /// Empty frames with the canonical schemas.
     pub fn empty() -> Frames {
@@ -98,12 +120,16 @@ impl Frames {
         }
     }
 
-    /// The rows of every table with `ts` at or after `from` (unix ms), lazily.
-    pub fn since(&self, from: i64) -> Frames {
+    /// The rows of every table that belong to `range` (their interval ends in `(since, until]`:
+    /// [`crate::range`]), lazily.
+    pub fn within(&self, range: crate::range::TimeRange) -> Frames {
         let f = |t: Table| {
-            self.table(t)
-                .clone()
-                .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
+            let ts = col("ts").cast(DataType::Int64);
+            self.table(t).clone().filter(
+                ts.clone()
+                    .gt(lit(range.since))
+                    .and(ts.lt_eq(lit(range.until))),
+            )
         };
         Frames {
             gpu: f(Table::Gpu),
@@ -538,11 +564,12 @@ fn table_stats(lf: LazyFrame) -> Result<TableStats, IngestError> {
 /// converts `ts` to `Datetime(ms, UTC)` and adds `source`.
 fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) -> LazyFrame {
     let mut lf = lf;
+    // The range rule (crate::range): rows ending in (since, until].
     if let Some(since) = opts.since {
-        lf = lf.filter(col("ts").cast(DataType::Int64).gt_eq(lit(since)));
+        lf = lf.filter(col("ts").cast(DataType::Int64).gt(lit(since)));
     }
     if let Some(until) = opts.until {
-        lf = lf.filter(col("ts").cast(DataType::Int64).lt(lit(until)));
+        lf = lf.filter(col("ts").cast(DataType::Int64).lt_eq(lit(until)));
     }
     let mut exprs: Vec<Expr> = table
         .columns()

@@ -569,6 +569,7 @@ fn weekly_profile() -> crate::advisor::offpeak::Profile {
                 expected_free_gpus: 1,
                 above_baseline: 1,
                 confidence: 1.0,
+                peak: None,
             },
             Window {
                 start_slot: 44,
@@ -576,10 +577,10 @@ fn weekly_profile() -> crate::advisor::offpeak::Profile {
                 expected_free_gpus: 2,
                 above_baseline: 2,
                 confidence: 1.0,
+                peak: None,
             },
         ],
-        tiers: Vec::new(),
-        tiers_left_out: Vec::new(),
+        hours_unobserved: 0,
     }
 }
 

@@ -164,8 +164,8 @@ mod tests {
         use crate::advisor::{Detector, Params};
         // 10 days, 4 GPUs: one H100 free all the time, two more free 20:00–06:00.
         let mon = 1_793_577_600 / 3600;
-        let free = FreeGpus {
-            per_hour: (0..240)
+        let free = FreeGpus::fully_observed(
+            (0..240)
                 .map(|h| {
                     let night = !(6..20).contains(&(h % 24));
                     (
@@ -174,8 +174,8 @@ mod tests {
                     )
                 })
                 .collect(),
-            gpus: BTreeMap::from([("H100".to_string(), 4)]),
-        };
+            BTreeMap::from([("H100".to_string(), 4)]),
+        );
         let out = OffPeak
             .finish(vec![Box::new(free)], &Params::default())
             .unwrap();

@@ -5,41 +5,39 @@
 //!
 //! A GPU is free in an hour when every row of it in that hour holds less than `free_memory`
 //! (nothing loaded beyond the driver's reserve) and shows activity ≤ `max_activity` (SM activity,
-//! else busy ratio, judged on the interval max), and its rows cover at least half the hour. Free
-//! capacity is counted in whole GPUs (GPU-equivalents) per GPU model: training needs whole GPUs,
-//! and a MIG GPU counts only when all of it is free. An hour with no data at all is not an
-//! observation.
+//! else busy ratio, judged on the interval max), and its rows cover at least half the hour. A
+//! signal the data lacks is not held against a row (without memory, a GPU is judged on activity
+//! alone, and a note says so), but a row with neither is never free. Free capacity is counted in
+//! whole GPUs (GPU-equivalents) per GPU model: training needs whole GPUs, and a MIG GPU counts
+//! only when all of it is free. An hour is an observation only when the rows in it cover at
+//! least half of it for the GPUs seen in it: an hour at the range's edge, or in a fleet-wide gap,
+//! is no observation (never an hour with nothing free).
 //!
-//! The profile has one slot per local hour of the week (of the day when the data spans less than
-//! two weeks). Per slot s, f(s) = the free GPUs reached in ≥ P (`min_share`) of the slot's
-//! observations. Then:
+//! The profile has one slot per local hour of the week (of the day when the observed hours
+//! span less than two weeks). Per slot s, f(s) = the free GPUs reached in ≥ P (`min_share`) of
+//! the slot's observations. Then:
 //!
 //! - **Baseline** B = min of f over the observed slots: GPUs free at every hour in ≥ P of the
 //!   observed weeks (days). Per model likewise (b_m = min over slots of the model's own f), so
 //!   the finding can name them. It is never a window.
-//! - **Levels**: the distinct values L of f with L − B ≥ K (`min_gpus`: a tier must add at least
-//!   K GPUs beyond the baseline). The windows of a level are the cyclic runs (across midnight and
-//!   the end of the week) of observed slots with f ≥ L lasting ≥ `min_hours`. A slot without
-//!   observations ends a run; since f(s) = B somewhere, no run goes around the clock.
-//! - **Tiers**: a level is a tier when it has windows that the next higher level does not have
-//!   and that add at least `min_hours` hours to the next level's windows; the tier reports just
-//!   those (each window once, at the highest level that keeps its exact shape, so its level is
-//!   the least f over it; a window only an hour or two longer than the more-GPUs windows inside
-//!   it is not worth a schedule line of its own). At most [`MAX_TIERS`] tiers, those adding the
-//!   most GPU-hours above the baseline; a note names the others.
-//! - The windows of the lowest level (every run with ≥ B + K free) are the profile's
-//!   [`Profile::windows`], which the MIG planner's night schedule uses.
-//!
-//! Windows of a tier with the same start hour and length on several days are grouped into one
-//! [`ScheduleEntry`] (one finding) with cron lines (`CRON_TZ=<tz> M H * * DOW`) and systemd
-//! `OnCalendar=` expressions for start and stop.
+//! - **Windows**: the cyclic runs (across midnight and the end of the week) of observed slots
+//!   with f ≥ B + K (`min_gpus`) lasting ≥ `min_hours`, each at its full length and at the level
+//!   that holds over it (the least f in it). Runs never overlap, so no window repeats another,
+//!   and together they cover every such hour. A run's **peak** — the part with ≥ K more GPUs
+//!   free than its level for ≥ `min_hours`, adding the most GPU-hours — is part of its finding,
+//!   not a finding beside it. A slot without observations ends a run; since f(s) = B somewhere,
+//!   no run goes around the clock.
+//! - **Findings**: windows with the same start hour and length on several days are grouped into
+//!   one [`ScheduleEntry`] with cron lines (`CRON_TZ=<tz> M H * * DOW`) and systemd
+//!   `OnCalendar=` expressions for start and stop. At most [`MAX_WINDOW_FINDINGS`], those adding
+//!   the most GPU-hours above the baseline; a note names the others (days, times, GPUs).
 //!
 //! Two phases: each partition's partial is its free GPUs per UTC hour and model ([`FreeGpus`]:
 //! small, hours × models), added up in `finish`, which builds the profile. Pure: no I/O, no clock.
 //!
-//! Files: `free` (the partial), `profile` (profile, baseline, windows, tiers), `schedule`
-//! (schedule lines); this module holds the parameters and the detector, which makes the
-//! findings ([`OffpeakEvidence`]) and the detector data.
+//! Files: `free` (the partial), `profile` (profile, baseline, windows and peaks), `schedule`
+//! (schedule lines and the cap); this module holds the parameters and the detector, which makes
+//! the findings ([`OffpeakEvidence`]), the notes and the detector data.
 //!
 //! This module does not plan what to run in a window (the MIG planner and schedules do).
 
@@ -49,9 +47,10 @@ mod schedule;
 #[cfg(test)]
 mod tests;
 
+pub use free::HourCover;
 pub use free::{FreeGpus, free_gpus_per_hour};
-pub use profile::{Baseline, Profile, Slot, Tier, Window, profile};
-pub use schedule::{ScheduleEntry, schedule};
+pub use profile::{Baseline, Peak, Profile, Slot, Window, profile};
+pub use schedule::{MAX_WINDOW_FINDINGS, Schedule, ScheduleEntry, schedule, span_label};
 
 pub use super::evidence::ModelGpus;
 
@@ -68,8 +67,6 @@ const HOUR_MS: i64 = 3_600_000;
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 /// The model name of GPUs whose `model` is unknown (null).
 pub const UNKNOWN_MODEL: &str = "unknown model";
-/// Most tiers reported (those adding the most GPU-hours above the baseline).
-pub const MAX_TIERS: usize = 3;
 
 /// K: how many GPUs a window needs free beyond the baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,7 +160,8 @@ impl Detector for OffPeak {
         }
         let prof = profile(&free, params);
         let tz = params.tz.name();
-        let entries = schedule(&prof, tz);
+        let sched = schedule(&prof, tz);
+        let entries = &sched.entries;
         let period = prof.period;
         let share = format!("{:.0}%", p.min_share * 100.0);
         let mut out = DetectorOutput::default();
@@ -173,15 +171,36 @@ impl Detector for OffPeak {
                 "only {periods} {period}(s) observed: the baseline and windows are a guess until more history exists"
             ));
         }
-        if !prof.tiers_left_out.is_empty() {
+        if prof.hours_unobserved > 0 {
             out.notes.push(format!(
-                "{} more tier(s) of free capacity left out ({}): only the {MAX_TIERS} adding the most GPU-hours are reported",
-                prof.tiers_left_out.len(),
-                prof.tiers_left_out
+                "{} hour(s) with rows covering less than half of the hour (the range's edges, gaps in the data) are not observations: left out of the profile",
+                prof.hours_unobserved
+            ));
+        }
+        let gpus = prof.gpus_observed;
+        if free.gpus_without_memory > free.gpus_without_signal {
+            out.notes.push(format!(
+                "memory used is missing for {} of {gpus} GPU(s): they are judged free on activity alone (busy ratio or SM activity ≤ {:.0}% over the hour); a GPU holding an idle model looks free in such data",
+                free.gpus_without_memory - free.gpus_without_signal,
+                p.max_activity * 100.0
+            ));
+        }
+        if free.gpus_without_signal > 0 {
+            out.notes.push(format!(
+                "{} of {gpus} GPU(s) have neither memory used nor activity (busy ratio or SM activity): not judged, never counted free",
+                free.gpus_without_signal
+            ));
+        }
+        if !sched.left_out.is_empty() {
+            out.notes.push(format!(
+                "{} more window(s) left out: only the {MAX_WINDOW_FINDINGS} adding the most GPU-hours above the baseline are findings: {}",
+                sched.left_out.len(),
+                sched
+                    .left_out
                     .iter()
-                    .map(|t| format!(
-                        "≥ {} GPU(s) free, {} GPU-hour(s) per {period} above the baseline",
-                        t.free_gpus, t.gpu_hours
+                    .map(|e| format!(
+                        "{} {tz} ({} h, ≥ {} GPU(s) free, {} GPU-hour(s) per {period} above the baseline)",
+                        e.label, e.hours, e.expected_free_gpus, e.gpu_hours
                     ))
                     .collect::<Vec<_>>()
                     .join("; ")
@@ -222,12 +241,15 @@ impl Detector for OffPeak {
                 }),
             ));
         }
-        for e in &entries {
+        let id_of = |e: &ScheduleEntry| {
             let key = if e.days.is_empty() {
                 "every day".to_string()
             } else {
                 e.days.join(",")
             };
+            finding_id(self.id(), &[period, &key, &e.start, &e.hours.to_string()])
+        };
+        for e in entries {
             let above = if b.gpus > 0 {
                 format!(
                     " ({} more than the {} free {all_the_time})",
@@ -236,15 +258,27 @@ impl Detector for OffPeak {
             } else {
                 String::new()
             };
+            let peaks = if e.peaks.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; more inside it: {}",
+                    e.peaks
+                        .iter()
+                        .map(|pk| format!("≥ {} {}", pk.expected_free_gpus, pk.label))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
             out.findings.push(Finding::new(
-                finding_id(self.id(), &[period, &key, &e.start, &e.hours.to_string()]),
+                id_of(e),
                 Severity::Info,
                 Entity {
                     kind: "fleet".into(),
                     ..Entity::default()
                 },
                 format!(
-                    "{} {tz} ({} h): ≥ {} GPU(s) free{above} in {:.0}% of observed {period}s",
+                    "{} {tz} ({} h): ≥ {} GPU(s) free{above} in {:.0}% of observed {period}s{peaks}",
                     e.label,
                     e.hours,
                     e.expected_free_gpus,
@@ -265,6 +299,8 @@ impl Detector for OffPeak {
                     hours: e.hours,
                     min_gpus: prof.k,
                     expected_free_gpus: e.expected_free_gpus,
+                    gpu_hours_per_period: e.gpu_hours,
+                    peaks: e.peaks.clone(),
                     baseline_gpus: b.gpus,
                     above_baseline: e.above_baseline,
                     confidence: super::r3(e.confidence),
@@ -275,26 +311,73 @@ impl Detector for OffPeak {
                 }),
             ));
         }
+        let left = if sched.left_out.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} more named in a note)", sched.left_out.len())
+        };
         out.summary = format!(
-            "{} of {} GPU(s) free {all_the_time} (baseline); {} window(s) in {} tier(s) of ≥ {} h with ≥ {} more GPU(s) free, in ≥ {share} of observed {period}s ({tz})",
+            "{} of {} GPU(s) free {all_the_time} (baseline); {} window(s) of ≥ {} h with ≥ {} more GPU(s) free, in ≥ {share} of observed {period}s ({tz}){left}",
             b.gpus,
             prof.gpus_observed,
             entries.len(),
-            prof.tiers.len(),
             p.min_hours,
             prof.k,
         );
+        // Each window of the profile with the finding it belongs to (null: left out by the cap,
+        // named in a note), and the findings grouped by level.
+        let weekly = period == "week";
+        let finding_of = |slot: usize| {
+            entries
+                .iter()
+                .find(|e| e.start_slots.contains(&slot))
+                .map(id_of)
+        };
+        let windows: Vec<serde_json::Value> = prof
+            .windows
+            .iter()
+            .map(|w| {
+                json!({
+                    "start_slot": w.start_slot,
+                    "hours": w.hours,
+                    "label": schedule::span_label(w.start_slot, w.hours as usize, weekly),
+                    "expected_free_gpus": w.expected_free_gpus,
+                    "above_baseline": w.above_baseline,
+                    "confidence": super::r3(w.confidence),
+                    "peak": w.peak.as_ref().map(|pk| json!({
+                        "start_slot": pk.start_slot,
+                        "hours": pk.hours,
+                        "label": schedule::span_label(pk.start_slot, pk.hours as usize, weekly),
+                        "expected_free_gpus": pk.expected_free_gpus,
+                    })),
+                    "finding": finding_of(w.start_slot),
+                })
+            })
+            .collect();
+        let mut tiers: std::collections::BTreeMap<u32, Vec<&ScheduleEntry>> =
+            std::collections::BTreeMap::new();
+        for e in entries {
+            tiers.entry(e.expected_free_gpus).or_default().push(e);
+        }
         out.data = json!({
             "period": period,
             "min_gpus": prof.k,
             "gpus_observed": prof.gpus_observed,
+            "gpus_without_memory": free.gpus_without_memory,
+            "gpus_without_signal": free.gpus_without_signal,
+            "hours_unobserved": prof.hours_unobserved,
             "baseline": prof.baseline,
             "profile": prof.slots.iter().map(|s| json!({
                 "slot": s.label, "observations": s.observations, "share": super::r3(s.share),
                 "free_at_p": s.free_at_p, "free_median": s.free_median,
             })).collect::<Vec<_>>(),
-            "windows": prof.windows,
-            "tiers": prof.tiers,
+            "windows": windows,
+            "tiers": tiers.iter().map(|(l, es)| json!({
+                "free_gpus": l,
+                "above_baseline": l.saturating_sub(b.gpus),
+                "gpu_hours": es.iter().map(|e| e.gpu_hours).sum::<u64>(),
+                "windows": es.iter().map(|e| e.label.clone()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         });
         Ok(out)
     }

@@ -1,8 +1,9 @@
 //! The off-peak profile (module docs of [`super`]): one slot per local hour of the week (or of
-//! the day), f per slot, the baseline (per model too), the lowest level's windows and the tiers.
+//! the day) over the observed hours, f per slot, the baseline (per model too), and the windows:
+//! every run with ≥ B + K GPUs free at its full length and its own level, with its peak.
 //!
-//! Pure over the merged [`FreeGpus`]. This module does not group windows into schedule lines
-//! (that is `schedule`) or make findings.
+//! Pure over the merged [`FreeGpus`]. This module does not group windows into schedule lines or
+//! choose which become findings (that is `schedule`), or make findings.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +11,7 @@ use chrono::{DateTime, Datelike, Timelike, Utc};
 use serde::Serialize;
 
 use super::free::FreeGpus;
-use super::{DAYS, MAX_TIERS, MinGpus};
+use super::{DAYS, MinGpus};
 use crate::advisor::Params;
 use crate::advisor::evidence::ModelGpus;
 
@@ -43,6 +44,22 @@ pub struct Window {
     /// `expected_free_gpus` − the baseline.
     pub above_baseline: u32,
     /// Lowest share of observations with ≥ `expected_free_gpus` free over the window's hours.
+    pub confidence: f64,
+    /// The part of the window where ≥ K more GPUs are free than over the whole of it, for ≥
+    /// `min_hours` (the one adding the most GPU-hours), when there is one.
+    pub peak: Option<Peak>,
+}
+
+/// A peak inside a window: a run of ≥ `min_hours` with at least K more GPUs free than the
+/// window's level.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Peak {
+    /// First slot and length in hours.
+    pub start_slot: usize,
+    pub hours: u32,
+    /// Free GPUs reached in ≥ P of observations in every hour of the peak (baseline included).
+    pub expected_free_gpus: u32,
+    /// Lowest share of observations with ≥ `expected_free_gpus` free over its hours.
     pub confidence: f64,
 }
 
@@ -87,19 +104,7 @@ impl Baseline {
     }
 }
 
-/// A tier: a level of free GPUs above the baseline and the windows that reach it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Tier {
-    /// L: free GPUs in every hour of its windows (baseline included).
-    pub free_gpus: u32,
-    /// L − baseline.
-    pub above_baseline: u32,
-    /// Σ window hours × `above_baseline`, per week (day).
-    pub gpu_hours: u64,
-    pub windows: Vec<Window>,
-}
-
-/// The profile, its baseline, windows and tiers.
+/// The profile, its baseline and windows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Profile {
     /// `week` or `day`.
@@ -109,13 +114,13 @@ pub struct Profile {
     pub gpus_observed: usize,
     pub slots: Vec<Slot>,
     pub baseline: Baseline,
-    /// Every run of ≥ `min_hours` with ≥ baseline + K GPUs free (the lowest level's windows):
-    /// the off-peak time as a whole, which the MIG planner's night schedule uses.
+    /// Every run of ≥ `min_hours` with ≥ baseline + K GPUs free, at its full length and the
+    /// level that holds over it, by start: the off-peak time as a whole (the MIG planner's
+    /// night schedule uses it). Runs never overlap.
     pub windows: Vec<Window>,
-    /// The reported tiers, lowest level first.
-    pub tiers: Vec<Tier>,
-    /// Tiers left out by the [`MAX_TIERS`] cap.
-    pub tiers_left_out: Vec<Tier>,
+    /// Hours with rows that were not observations (their rows cover less than half of them:
+    /// the range's edges, fleet-wide gaps), left out of the profile.
+    pub hours_unobserved: usize,
 }
 
 impl Profile {
@@ -169,11 +174,16 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
         MinGpus::Count(n) => n,
         MinGpus::Share(s) => ((gpus as f64 * s).ceil() as u32).max(1),
     };
-    let span_h = match (
-        free.per_hour.keys().next(),
-        free.per_hour.keys().next_back(),
-    ) {
-        (Some(a), Some(b)) => b - a + 1,
+    // Only hours whose rows cover at least half of them are observations.
+    let hours: Vec<(i64, &BTreeMap<String, u32>)> = free
+        .per_hour
+        .iter()
+        .filter(|(h, _)| free.observed(**h))
+        .map(|(&h, m)| (h, m))
+        .collect();
+    let hours_unobserved = free.cover.keys().filter(|h| !free.observed(**h)).count();
+    let span_h = match (hours.first(), hours.last()) {
+        (Some(a), Some(b)) => b.0 - a.0 + 1,
         _ => 0,
     };
     let weekly = span_h >= 14 * 24;
@@ -181,7 +191,7 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
     // slot -> period -> (free, per model)
     type Obs<'a> = BTreeMap<i64, (u32, &'a BTreeMap<String, u32>)>;
     let mut obs: Vec<Obs> = vec![BTreeMap::new(); nslots];
-    for (&h, models) in &free.per_hour {
+    for &(h, models) in &hours {
         let Some(t) = DateTime::<Utc>::from_timestamp(h * 3600, 0) else {
             continue;
         };
@@ -282,88 +292,76 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
     for (i, s) in slots.iter_mut().enumerate() {
         s.share = share_at(i, base + k);
     }
-    let make = |start: usize, len: usize| {
-        let expected = (start..start + len)
+    let level_of = |start: usize, len: usize| {
+        (start..start + len)
             .map(|i| slots[i % nslots].free_at_p)
             .min()
-            .unwrap_or(0);
+            .unwrap_or(0)
+    };
+    let confidence_of = |start: usize, len: usize, level: u32| {
+        (start..start + len)
+            .map(|i| share_at(i % nslots, level))
+            .fold(1.0, f64::min)
+    };
+    let min_len = (p.min_hours as usize).max(1);
+    // The peak of a window: among the runs inside it (no wrap beyond its ends) with ≥ K more
+    // GPUs free than its level, for ≥ min_hours, the one adding the most GPU-hours beyond the
+    // window's level (ties: more GPUs, then the earlier one).
+    let peak_of = |start: usize, len: usize, level: u32| -> Option<Peak> {
+        let f: Vec<u32> = (start..start + len)
+            .map(|i| slots[i % nslots].free_at_p)
+            .collect();
+        let mut best: Option<(u64, u32, usize, usize)> = None;
+        let candidates: BTreeSet<u32> = f.iter().copied().filter(|&x| x >= level + k).collect();
+        for &l in &candidates {
+            let mut i = 0;
+            while i < f.len() {
+                if f[i] < l {
+                    i += 1;
+                    continue;
+                }
+                let j = (i..f.len()).find(|&j| f[j] < l).unwrap_or(f.len());
+                if j - i >= min_len {
+                    let lv = f[i..j].iter().copied().min().unwrap_or(l);
+                    let score = (j - i) as u64 * u64::from(lv - level);
+                    let better = match best {
+                        None => true,
+                        Some((bs, bl, ..)) => score > bs || (score == bs && lv > bl),
+                    };
+                    if better {
+                        best = Some((score, lv, i, j - i));
+                    }
+                }
+                i = j;
+            }
+        }
+        best.map(|(_, lv, i, n)| Peak {
+            start_slot: (start + i) % nslots,
+            hours: n as u32,
+            expected_free_gpus: lv,
+            confidence: confidence_of(start + i, n, lv),
+        })
+    };
+    let make = |start: usize, len: usize| {
+        let expected = level_of(start, len);
         Window {
             start_slot: start % nslots,
             hours: len as u32,
             expected_free_gpus: expected,
             above_baseline: expected.saturating_sub(base),
-            confidence: (start..start + len)
-                .map(|i| share_at(i % nslots, expected))
-                .fold(1.0, f64::min),
+            confidence: confidence_of(start, len, expected),
+            peak: peak_of(start, len, expected),
         }
     };
-    // Levels, ascending, and their windows.
-    let levels: BTreeSet<u32> = observed
+    // The windows: every run of observed slots with ≥ B + K free, whole.
+    let ok: Vec<bool> = slots
         .iter()
-        .map(|&i| slots[i].free_at_p)
-        .filter(|&f| f >= base + k)
+        .map(|s| s.observations > 0 && s.free_at_p >= base + k)
         .collect();
-    let per_level: Vec<(u32, Vec<(usize, usize)>)> = levels
-        .iter()
-        .map(|&l| {
-            let ok: Vec<bool> = slots
-                .iter()
-                .map(|s| s.observations > 0 && s.free_at_p >= l)
-                .collect();
-            (l, runs(&ok, p.min_hours as usize))
-        })
-        .filter(|(_, w)| !w.is_empty())
+    let windows: Vec<Window> = runs(&ok, min_len)
+        .into_iter()
+        .map(|(s, l)| make(s, l))
         .collect();
-    let windows: Vec<Window> = per_level
-        .first()
-        .map(|(_, w)| w.iter().map(|&(s, l)| make(s, l)).collect())
-        .unwrap_or_default();
-    let mut tiers: Vec<Tier> = Vec::new();
-    for (i, (level, ws)) in per_level.iter().enumerate() {
-        let higher = per_level
-            .get(i + 1)
-            .map(|(_, w)| w.as_slice())
-            .unwrap_or(&[]);
-        let covered: BTreeSet<usize> = higher
-            .iter()
-            .flat_map(|&(s, l)| (s..s + l).map(|i| i % nslots))
-            .collect();
-        // A window the next level keeps as it is belongs to that level; one that extends the
-        // next level's windows (which give more GPUs) by less than `min_hours` is left out too.
-        let new: Vec<Window> = ws
-            .iter()
-            .filter(|w| !higher.contains(w))
-            .filter(|&&(s, l)| {
-                (s..s + l)
-                    .filter(|i| !covered.contains(&(i % nslots)))
-                    .count()
-                    >= (p.min_hours as usize).max(1)
-            })
-            .map(|&(s, l)| make(s, l))
-            .collect();
-        if new.is_empty() {
-            continue;
-        }
-        let above = level - base;
-        tiers.push(Tier {
-            free_gpus: *level,
-            above_baseline: above,
-            gpu_hours: new
-                .iter()
-                .map(|w| u64::from(w.hours) * u64::from(above))
-                .sum(),
-            windows: new,
-        });
-    }
-    // Keep the tiers adding the most GPU-hours (ties: the higher level), lowest level first.
-    tiers.sort_by(|a, b| {
-        b.gpu_hours
-            .cmp(&a.gpu_hours)
-            .then(b.free_gpus.cmp(&a.free_gpus))
-    });
-    let mut tiers_left_out = tiers.split_off(tiers.len().min(MAX_TIERS));
-    tiers.sort_by_key(|t| t.free_gpus);
-    tiers_left_out.sort_by_key(|t| t.free_gpus);
     Profile {
         period: if weekly { "week" } else { "day" },
         k,
@@ -374,8 +372,7 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
             by_model,
         },
         windows,
-        tiers,
-        tiers_left_out,
+        hours_unobserved,
     }
 }
 

@@ -1,6 +1,8 @@
-//! The off-peak schedule: each tier's windows with the same local start hour and length grouped
-//! into one [`ScheduleEntry`] (one finding), with cron lines and systemd `OnCalendar=`
-//! expressions at the start and the end.
+//! The off-peak schedule: the profile's windows with the same local start hour and length
+//! grouped into one [`ScheduleEntry`] (one finding), with cron lines and systemd `OnCalendar=`
+//! expressions at the start and the end, and the cap: at most [`MAX_WINDOW_FINDINGS`] entries,
+//! those adding the most GPU-hours above the baseline; the rest are left out (and named in a
+//! note by the detector).
 //!
 //! Pure over a [`Profile`]. This module does not find windows (that is `profile`).
 
@@ -10,6 +12,12 @@ use serde::Serialize;
 
 use super::DAYS;
 use super::profile::{Profile, Window};
+use crate::advisor::evidence::PeakEvidence;
+
+/// Most window findings: those adding the most GPU-hours above the baseline. One per day of
+/// the week: a week's distinct nights and a weekend fit, and a schedule stays one screen; the
+/// rest are named in a note.
+pub const MAX_WINDOW_FINDINGS: usize = 7;
 
 /// Cron day-of-week (0 = Sunday) of a weekday index (0 = Monday).
 fn cron_dow(day: usize) -> usize {
@@ -41,10 +49,10 @@ fn days_label(days: &BTreeSet<usize>) -> String {
     systemd_days(days).replace("..", "–").replace(',', ", ")
 }
 
-/// One tier's windows with the same local start hour and length, grouped: one finding.
+/// Windows with the same local start hour and length, grouped: one finding.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScheduleEntry {
-    /// 1-based index of the tier in [`Profile::tiers`].
+    /// Rank of its level among the reported entries' levels (1 = fewest GPUs free).
     pub tier: usize,
     /// Days the windows start on (`Mon`…), empty in daily mode (every day).
     pub days: Vec<&'static str>,
@@ -55,10 +63,17 @@ pub struct ScheduleEntry {
     pub start: String,
     pub end: String,
     pub hours: u32,
-    /// The tier's free GPUs (baseline included) and those above the baseline.
+    /// The windows' free GPUs (the least of them, baseline included) and those above the
+    /// baseline.
     pub expected_free_gpus: u32,
     pub above_baseline: u32,
     pub confidence: f64,
+    /// Σ hours × GPUs above the baseline over its windows, per week (day).
+    pub gpu_hours: u64,
+    /// The first slot of each of its windows ([`Window::start_slot`]).
+    pub start_slots: Vec<usize>,
+    /// Its windows' peaks (≥ K more GPUs free for ≥ `min_hours` inside them).
+    pub peaks: Vec<PeakEvidence>,
     /// `CRON_TZ=<tz> M H * * DOW` at the start and at the end.
     pub cron_start: String,
     pub cron_end: String,
@@ -67,89 +82,142 @@ pub struct ScheduleEntry {
     pub systemd_end: String,
 }
 
-/// Groups each tier's windows into schedule entries (tiers lowest level first, then by start).
-pub fn schedule(profile: &Profile, tz: &str) -> Vec<ScheduleEntry> {
+/// The schedule: the entries that are findings (by start) and those the cap left out.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    pub entries: Vec<ScheduleEntry>,
+    pub left_out: Vec<ScheduleEntry>,
+}
+
+/// `Sat 15:00–Sun 15:00`, `Mon 20:00–03:00` (weekly), `20:00–03:00` (daily): one span of
+/// `hours` from `start_slot`.
+pub fn span_label(start_slot: usize, hours: usize, weekly: bool) -> String {
+    let h0 = start_slot % 24;
+    let end_h = (h0 + hours) % 24;
+    if !weekly {
+        return format!("{h0:02}:00–{end_h:02}:00");
+    }
+    let d0 = DAYS[start_slot / 24 % 7];
+    let d1 = DAYS[(start_slot + hours) % 168 / 24 % 7];
+    if (h0 + hours) / 24 >= 2 || hours >= 24 {
+        format!("{d0} {h0:02}:00–{d1} {end_h:02}:00")
+    } else {
+        format!("{d0} {h0:02}:00–{end_h:02}:00")
+    }
+}
+
+/// Groups the profile's windows into schedule entries and keeps the [`MAX_WINDOW_FINDINGS`]
+/// adding the most GPU-hours above the baseline (ties: the earlier), each set by start.
+pub fn schedule(profile: &Profile, tz: &str) -> Schedule {
     let weekly = profile.period == "week";
     let nslots = profile.nslots();
-    let mut out = Vec::new();
-    for (ti, tier) in profile.tiers.iter().enumerate() {
-        let mut groups: BTreeMap<(usize, u32), Vec<&Window>> = BTreeMap::new();
-        for w in &tier.windows {
-            groups
-                .entry((w.start_slot % 24, w.hours))
-                .or_default()
-                .push(w);
-        }
-        let mut entries: Vec<(usize, ScheduleEntry)> = Vec::new();
-        for ((h0, len), ws) in groups {
-            let end_h = (h0 + len as usize) % 24;
-            let start_days: BTreeSet<usize> = ws.iter().map(|w| w.start_slot / 24 % 7).collect();
-            let end_days: BTreeSet<usize> = ws
-                .iter()
-                .map(|w| (w.start_slot + w.hours as usize) % nslots / 24 % 7)
-                .collect();
-            let cron_days = |days: &BTreeSet<usize>| -> String {
-                if weekly {
-                    days.iter()
-                        .map(|&d| cron_dow(d).to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                } else {
-                    "*".into()
-                }
-            };
-            let on_calendar = |days: &BTreeSet<usize>, h: usize| -> String {
-                let d = if weekly {
-                    format!("{} ", systemd_days(days))
-                } else {
-                    String::new()
-                };
-                format!("OnCalendar={d}*-*-* {h:02}:00:00 {tz}")
-            };
-            let (start, end) = (format!("{h0:02}:00"), format!("{end_h:02}:00"));
-            let day_shift = (h0 + len as usize) / 24;
-            let label = if !weekly {
-                format!("every day {start}–{end}")
-            } else if day_shift >= 2 || len >= 24 {
-                format!(
-                    "{} {start}–{} {end}",
-                    days_label(&start_days),
-                    days_label(&end_days)
-                )
-            } else {
-                format!("{} {start}–{end}", days_label(&start_days))
-            };
-            let first = ws.iter().map(|w| w.start_slot).min().unwrap_or(0);
-            entries.push((
-                first,
-                ScheduleEntry {
-                    tier: ti + 1,
-                    days: if weekly {
-                        start_days.iter().map(|&d| DAYS[d]).collect()
-                    } else {
-                        Vec::new()
-                    },
-                    end_days: if weekly {
-                        end_days.iter().map(|&d| DAYS[d]).collect()
-                    } else {
-                        Vec::new()
-                    },
-                    label,
-                    start,
-                    end,
-                    hours: len,
-                    expected_free_gpus: ws.iter().map(|w| w.expected_free_gpus).min().unwrap_or(0),
-                    above_baseline: ws.iter().map(|w| w.above_baseline).min().unwrap_or(0),
-                    confidence: ws.iter().map(|w| w.confidence).fold(1.0, f64::min),
-                    cron_start: format!("CRON_TZ={tz} 0 {h0} * * {}", cron_days(&start_days)),
-                    cron_end: format!("CRON_TZ={tz} 0 {end_h} * * {}", cron_days(&end_days)),
-                    systemd_start: on_calendar(&start_days, h0),
-                    systemd_end: on_calendar(&end_days, end_h),
-                },
-            ));
-        }
-        entries.sort_by_key(|(first, _)| *first);
-        out.extend(entries.into_iter().map(|(_, e)| e));
+    let mut groups: BTreeMap<(usize, u32), Vec<&Window>> = BTreeMap::new();
+    for w in &profile.windows {
+        groups
+            .entry((w.start_slot % 24, w.hours))
+            .or_default()
+            .push(w);
     }
-    out
+    let mut entries: Vec<(usize, ScheduleEntry)> = Vec::new();
+    for ((h0, len), ws) in groups {
+        let end_h = (h0 + len as usize) % 24;
+        let start_days: BTreeSet<usize> = ws.iter().map(|w| w.start_slot / 24 % 7).collect();
+        let end_days: BTreeSet<usize> = ws
+            .iter()
+            .map(|w| (w.start_slot + w.hours as usize) % nslots / 24 % 7)
+            .collect();
+        let cron_days = |days: &BTreeSet<usize>| -> String {
+            if weekly {
+                days.iter()
+                    .map(|&d| cron_dow(d).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            } else {
+                "*".into()
+            }
+        };
+        let on_calendar = |days: &BTreeSet<usize>, h: usize| -> String {
+            let d = if weekly {
+                format!("{} ", systemd_days(days))
+            } else {
+                String::new()
+            };
+            format!("OnCalendar={d}*-*-* {h:02}:00:00 {tz}")
+        };
+        let (start, end) = (format!("{h0:02}:00"), format!("{end_h:02}:00"));
+        let day_shift = (h0 + len as usize) / 24;
+        let label = if !weekly {
+            format!("every day {start}–{end}")
+        } else if day_shift >= 2 || len >= 24 {
+            format!(
+                "{} {start}–{} {end}",
+                days_label(&start_days),
+                days_label(&end_days)
+            )
+        } else {
+            format!("{} {start}–{end}", days_label(&start_days))
+        };
+        let first = ws.iter().map(|w| w.start_slot).min().unwrap_or(0);
+        let peaks = ws
+            .iter()
+            .filter_map(|w| w.peak.as_ref())
+            .map(|p| PeakEvidence {
+                label: span_label(p.start_slot, p.hours as usize, weekly),
+                day: weekly.then(|| DAYS[p.start_slot / 24 % 7]),
+                start: format!("{:02}:00", p.start_slot % 24),
+                end: format!("{:02}:00", (p.start_slot + p.hours as usize) % 24),
+                hours: p.hours,
+                expected_free_gpus: p.expected_free_gpus,
+                confidence: crate::advisor::r3(p.confidence),
+            })
+            .collect();
+        entries.push((
+            first,
+            ScheduleEntry {
+                tier: 0,
+                days: if weekly {
+                    start_days.iter().map(|&d| DAYS[d]).collect()
+                } else {
+                    Vec::new()
+                },
+                end_days: if weekly {
+                    end_days.iter().map(|&d| DAYS[d]).collect()
+                } else {
+                    Vec::new()
+                },
+                label,
+                start,
+                end,
+                hours: len,
+                expected_free_gpus: ws.iter().map(|w| w.expected_free_gpus).min().unwrap_or(0),
+                above_baseline: ws.iter().map(|w| w.above_baseline).min().unwrap_or(0),
+                confidence: ws.iter().map(|w| w.confidence).fold(1.0, f64::min),
+                gpu_hours: ws
+                    .iter()
+                    .map(|w| u64::from(w.hours) * u64::from(w.above_baseline))
+                    .sum(),
+                start_slots: ws.iter().map(|w| w.start_slot).collect(),
+                peaks,
+                cron_start: format!("CRON_TZ={tz} 0 {h0} * * {}", cron_days(&start_days)),
+                cron_end: format!("CRON_TZ={tz} 0 {end_h} * * {}", cron_days(&end_days)),
+                systemd_start: on_calendar(&start_days, h0),
+                systemd_end: on_calendar(&end_days, end_h),
+            },
+        ));
+    }
+    // The cap: the entries adding the most GPU-hours (ties: the earlier one).
+    entries.sort_by(|a, b| b.1.gpu_hours.cmp(&a.1.gpu_hours).then(a.0.cmp(&b.0)));
+    let mut left: Vec<(usize, ScheduleEntry)> =
+        entries.split_off(entries.len().min(MAX_WINDOW_FINDINGS));
+    entries.sort_by_key(|(first, _)| *first);
+    left.sort_by_key(|(first, _)| *first);
+    let levels: BTreeSet<u32> = entries.iter().map(|(_, e)| e.expected_free_gpus).collect();
+    let mut entries: Vec<ScheduleEntry> = entries.into_iter().map(|(_, e)| e).collect();
+    for e in &mut entries {
+        e.tier = levels.iter().filter(|&&l| l < e.expected_free_gpus).count() + 1;
+    }
+    Schedule {
+        entries,
+        left_out: left.into_iter().map(|(_, e)| e).collect(),
+    }
 }

@@ -1,4 +1,5 @@
-//! Tests of the off-peak detector: the profile, baseline, tiers, schedule lines and findings.
+//! Tests of the off-peak detector: the profile, baseline, windows and peaks, schedule lines, the
+//! cap and the findings.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,13 +26,12 @@ fn params(k: u32) -> Params {
 
 /// One model's free counts per UTC hour.
 fn one_model(m: BTreeMap<i64, u32>, gpus: usize) -> FreeGpus {
-    FreeGpus {
-        per_hour: m
-            .into_iter()
+    FreeGpus::fully_observed(
+        m.into_iter()
             .map(|(h, f)| (h, BTreeMap::from([("gpu".to_string(), f)])))
             .collect(),
-        gpus: BTreeMap::from([("gpu".to_string(), gpus)]),
-    }
+        BTreeMap::from([("gpu".to_string(), gpus)]),
+    )
 }
 
 /// `hours` hours from Monday 00:00 local time in `tz`; `f(local slot of the week)` gives the
@@ -47,16 +47,13 @@ fn local_hours(
         .unwrap()
         .timestamp()
         / 3600;
-    let mut out = FreeGpus {
-        gpus: gpus.iter().map(|&(m, g)| (m.to_string(), g)).collect(),
-        ..FreeGpus::default()
-    };
+    let mut per_hour = BTreeMap::new();
     for h in start..start + hours {
         let local = DateTime::<Utc>::from_timestamp(h * 3600, 0)
             .unwrap()
             .with_timezone(&tz);
         let slot = local.weekday().num_days_from_monday() as usize * 24 + local.hour() as usize;
-        out.per_hour.insert(
+        per_hour.insert(
             h,
             f(slot)
                 .into_iter()
@@ -65,7 +62,10 @@ fn local_hours(
                 .collect(),
         );
     }
-    out
+    FreeGpus::fully_observed(
+        per_hour,
+        gpus.iter().map(|&(m, g)| (m.to_string(), g)).collect(),
+    )
 }
 
 fn finish(free: FreeGpus, params: &Params) -> DetectorOutput {
@@ -73,7 +73,7 @@ fn finish(free: FreeGpus, params: &Params) -> DetectorOutput {
 }
 
 #[test]
-fn baseline_and_nights_and_weekend_tiers() {
+fn baseline_nights_and_weekend_windows() {
     // 10 GPUs (6 H100, 4 A100) over 3 weeks in Berlin: one of each model is free all the
     // time; nights Mon–Thu 19:00–07:00 add 4 H100s (6 free); the weekend, Fri 19:00 –
     // Mon 07:00, adds 4 H100s and 2 A100s (8 free).
@@ -111,29 +111,30 @@ fn baseline_and_nights_and_weekend_tiers() {
             },
         ]
     );
-    let levels: Vec<(u32, u32)> = p
-        .tiers
+    // All off-peak time (≥ B + K free), each run whole at its own level: the nights at 6, the
+    // weekend at 8; no peak inside (K = 2 more nowhere).
+    let shape: Vec<(usize, u32, u32)> = p
+        .windows
         .iter()
-        .map(|t| (t.free_gpus, t.above_baseline))
+        .map(|w| (w.start_slot, w.hours, w.expected_free_gpus))
         .collect();
-    assert_eq!(levels, vec![(6, 4), (8, 6)]);
-    // The nights alone at 6 (the weekend keeps its shape at 8, so it is reported there).
-    let shape = |t: &Tier| -> Vec<(usize, u32)> {
-        t.windows.iter().map(|w| (w.start_slot, w.hours)).collect()
-    };
     assert_eq!(
-        shape(&p.tiers[0]),
-        vec![(19, 12), (43, 12), (67, 12), (91, 12)]
+        shape,
+        vec![
+            (19, 12, 6),
+            (43, 12, 6),
+            (67, 12, 6),
+            (91, 12, 6),
+            (4 * 24 + 19, 60, 8)
+        ]
     );
-    assert_eq!(shape(&p.tiers[1]), vec![(4 * 24 + 19, 60)]);
-    assert_eq!(p.tiers[0].gpu_hours, 4 * 12 * 4);
-    assert!(p.tiers_left_out.is_empty());
-    // All off-peak time (≥ B + K free): the nights and the weekend.
-    assert_eq!(p.windows.len(), 5);
-    assert_eq!(p.windows[4].expected_free_gpus, 8);
+    assert!(p.windows.iter().all(|w| w.peak.is_none()));
 
-    let s = schedule(&p, tz.name());
+    let sched = schedule(&p, tz.name());
+    assert!(sched.left_out.is_empty());
+    let s = &sched.entries;
     assert_eq!(s.len(), 2);
+    assert_eq!(s[0].gpu_hours, 4 * 12 * 4);
     let (n, w) = (&s[0], &s[1]);
     assert_eq!((n.tier, n.expected_free_gpus, n.above_baseline), (1, 6, 4));
     assert_eq!(n.days, vec!["Mon", "Tue", "Wed", "Thu"]);
@@ -167,7 +168,7 @@ fn baseline_and_nights_and_weekend_tiers() {
     );
     assert_eq!(w.systemd_end, "OnCalendar=Mon *-*-* 07:00:00 Europe/Berlin");
 
-    // The findings: the baseline (over-provisioning, with the models), then the tiers.
+    // The findings: the baseline (over-provisioning, with the models), then the windows.
     let out = finish(free, &params);
     let types: Vec<String> = out
         .findings
@@ -213,6 +214,12 @@ fn baseline_and_nights_and_weekend_tiers() {
     );
     assert_eq!(out.data["baseline"]["gpus"], 2);
     assert_eq!(out.data["tiers"].as_array().unwrap().len(), 2);
+    // Every window of the data is a finding.
+    let ws = out.data["windows"].as_array().unwrap();
+    assert_eq!(ws.len(), 5);
+    assert!(ws.iter().all(|w| w["finding"].is_string()), "{ws:?}");
+    assert_eq!(ws[4]["label"], "Fri 19:00–Mon 07:00");
+    assert!(out.summary.contains("2 window(s)"), "{}", out.summary);
 }
 
 #[test]
@@ -226,9 +233,12 @@ fn without_a_baseline_windows_cross_midnight() {
     let p = profile(&one_model(m.clone(), 4), &q);
     assert_eq!((p.period, p.k, p.baseline.gpus), ("day", 1, 0));
     assert!(p.baseline.by_model.is_empty());
-    assert_eq!(p.tiers.len(), 1);
-    assert_eq!((p.tiers[0].free_gpus, p.tiers[0].above_baseline), (4, 4));
-    let s = schedule(&p, "UTC");
+    assert_eq!(p.windows.len(), 1);
+    assert_eq!(
+        (p.windows[0].expected_free_gpus, p.windows[0].above_baseline),
+        (4, 4)
+    );
+    let s = schedule(&p, "UTC").entries;
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].label, "every day 20:00–06:00");
     assert!(s[0].days.is_empty());
@@ -255,7 +265,7 @@ fn capacity_free_all_the_time_is_the_baseline_not_a_window() {
     let m: BTreeMap<i64, u32> = (0..21 * 24).map(|h| (MON + h, 3)).collect();
     let p = profile(&one_model(m.clone(), 5), &params(1));
     assert_eq!(p.baseline.gpus, 3);
-    assert!(p.windows.is_empty() && p.tiers.is_empty());
+    assert!(p.windows.is_empty());
     let out = finish(one_model(m, 5), &params(1));
     assert_eq!(out.findings.len(), 1, "{:?}", out.findings);
     assert_eq!(out.findings[0].evidence.to_json()["type"], "baseline");
@@ -296,10 +306,11 @@ fn window_wraps_sunday_to_monday() {
             hours: 6,
             expected_free_gpus: 2,
             above_baseline: 2,
-            confidence: 1.0
+            confidence: 1.0,
+            peak: None,
         }]
     );
-    let s = schedule(&p, "UTC");
+    let s = schedule(&p, "UTC").entries;
     assert_eq!(s.len(), 1);
     assert_eq!(
         (s[0].days.clone(), s[0].end_days.clone()),
@@ -330,10 +341,11 @@ fn weekend_window_wraps_around_the_week() {
             hours: 58,
             expected_free_gpus: 8,
             above_baseline: 8,
-            confidence: 1.0
+            confidence: 1.0,
+            peak: None,
         }]
     );
-    let s = schedule(&p, "UTC");
+    let s = schedule(&p, "UTC").entries;
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].label, "Fri 20:00–Mon 06:00");
     assert_eq!(s[0].cron_start, "CRON_TZ=UTC 0 20 * * 5");
@@ -365,10 +377,10 @@ fn short_runs_and_unreliable_hours_are_not_windows() {
 }
 
 #[test]
-fn a_window_barely_longer_than_a_higher_tier_is_left_out() {
-    // 10 days: 4 GPUs free 17:00–07:00, 3 until 08:00, none by day. The 3-GPU window adds
-    // one hour (< 4) to the 4-GPU one: one tier. 5 free 20:00–02:00 adds a tier inside it
-    // (6 h), and the 4-GPU window around it still adds 8 h of its own.
+fn a_window_is_reported_whole_at_the_level_that_holds_over_it() {
+    // 10 days: 4 GPUs free 17:00–07:00, 3 until 08:00, 5 free 20:00–02:00, none by day. One
+    // window, 17:00–08:00 at 3 (the level over all of it), not shortened to a higher level's
+    // length; its peak is 17:00–07:00 at 4 (14 GPU-hours beyond 3, more than 20:00–02:00's 12).
     let free = |h: i64| match h % 24 {
         20..=23 | 0..=1 => 5,
         17..=19 | 2..=6 => 4,
@@ -376,19 +388,7 @@ fn a_window_barely_longer_than_a_higher_tier_is_left_out() {
         _ => 0,
     };
     let m: BTreeMap<i64, u32> = (0..240).map(|h| (MON + h, free(h))).collect();
-    let p = profile(&one_model(m, 6), &params(1));
-    let tiers: Vec<(u32, Vec<(usize, u32)>)> = p
-        .tiers
-        .iter()
-        .map(|t| {
-            (
-                t.free_gpus,
-                t.windows.iter().map(|w| (w.start_slot, w.hours)).collect(),
-            )
-        })
-        .collect();
-    assert_eq!(tiers, vec![(4, vec![(17, 14)]), (5, vec![(20, 6)])]);
-    // The off-peak time as a whole is still 17:00–08:00.
+    let p = profile(&one_model(m.clone(), 6), &params(1));
     assert_eq!(
         p.windows
             .iter()
@@ -396,57 +396,211 @@ fn a_window_barely_longer_than_a_higher_tier_is_left_out() {
             .collect::<Vec<_>>(),
         vec![(17, 15, 3)]
     );
+    let pk = p.windows[0].peak.clone().expect("a peak");
+    assert_eq!(
+        (pk.start_slot, pk.hours, pk.expected_free_gpus),
+        (17, 14, 4)
+    );
+    let out = finish(one_model(m, 6), &params(1));
+    assert_eq!(out.findings.len(), 1);
+    let e = out.findings[0].evidence.to_json();
+    assert_eq!(
+        (e["start"].as_str(), e["end"].as_str()),
+        (Some("17:00"), Some("08:00"))
+    );
+    assert_eq!(e["peaks"][0]["label"], "17:00–07:00");
+    assert!(
+        out.findings[0]
+            .summary
+            .contains("more inside it: ≥ 4 17:00–07:00"),
+        "{}",
+        out.findings[0].summary
+    );
 }
 
 #[test]
-fn at_most_three_tiers_the_rest_in_a_note() {
-    // 10 days, free GPUs rising by hour: 0 (00–04), 1 (04–08), 2, 3, 4, 5 (20–24). Nested
-    // windows at five levels; GPU-hours added: 20, 32, 36, 32, 20.
-    let m: BTreeMap<i64, u32> = (0..240).map(|h| (MON + h, (h % 24 / 4) as u32)).collect();
-    let p = profile(&one_model(m.clone(), 5), &params(1));
-    let kept: Vec<(u32, u64)> = p.tiers.iter().map(|t| (t.free_gpus, t.gpu_hours)).collect();
-    assert_eq!(kept, vec![(2, 32), (3, 36), (4, 32)]);
-    let out: Vec<(u32, u64)> = p
-        .tiers_left_out
+fn a_long_window_is_not_shrunk_to_a_ladder_of_levels() {
+    // The daily profile: 192 GPUs, 16 free all day, 20:00–03:00 rising 42, 46, 47, 48,
+    // 48, 47, 42: one 7-hour window at 42 (K = 20). 48 is not 20 more than 42: no peak, and
+    // 22:00–02:00 is not a window beside it.
+    let level = [42, 46, 47, 48, 48, 47, 42];
+    let free = |h: i64| {
+        let i = (h % 24 + 4) % 24; // 20:00 → 0
+        level.get(i as usize).copied().unwrap_or(16)
+    };
+    let m: BTreeMap<i64, u32> = (0..240).map(|h| (MON + h, free(h))).collect();
+    let mut q = params(1);
+    q.offpeak.min_gpus = MinGpus::Share(0.1);
+    let out = finish(one_model(m, 192), &q);
+    let windows: Vec<_> = out
+        .findings
         .iter()
-        .map(|t| (t.free_gpus, t.gpu_hours))
+        .map(|f| f.evidence.to_json())
+        .filter(|e| e["type"] == "window")
         .collect();
-    assert_eq!(out, vec![(1, 20), (5, 20)]);
+    assert_eq!(windows.len(), 1, "{windows:?}");
+    let e = &windows[0];
     assert_eq!(
-        (
-            p.windows[0].start_slot,
-            p.windows[0].hours,
-            p.windows[0].expected_free_gpus
-        ),
-        (4, 20, 1)
+        (e["start"].as_str(), e["end"].as_str(), e["hours"].as_u64()),
+        (Some("20:00"), Some("03:00"), Some(7))
     );
-    let d = finish(one_model(m, 5), &params(1));
-    assert_eq!(d.findings.len(), 3);
+    assert_eq!(e["expected_free_gpus"], 42);
+    assert_eq!(e["peaks"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn nested_weekend_windows_are_one_finding_and_weekday_windows_their_own() {
+    // The weekly case: B = 16 of 192 (K = 20). The weekend Sat 04:00–Mon 11:00 has
+    // ≥ 60 free, ≥ 63 from Sat 08:00, ≥ 80 Sat 15:00–Sun 15:00; Tue 01:00–11:00, Wed
+    // 02:00–12:00 and Wed 22:00–Thu 10:00 have 38–42 more than B. One finding for the weekend
+    // (its peak inside it), one each for the weekday windows; none share an hour.
+    let f = |s: usize| -> u32 {
+        let (d, h) = (s / 24, s % 24);
+        let sat_from = |h0: usize| (d == 5 && h >= h0) || d == 6 || (d == 0 && h < 11);
+        if (d == 5 && h >= 15) || (d == 6 && h < 15) {
+            80
+        } else if sat_from(8) {
+            63
+        } else if sat_from(4) {
+            60
+        } else if d == 1 && (1..11).contains(&h) {
+            54
+        } else if d == 2 && (2..12).contains(&h) {
+            56
+        } else if (d == 2 && h >= 22) || (d == 3 && h < 10) {
+            58
+        } else {
+            16
+        }
+    };
+    let tz: Tz = "Europe/Berlin".parse().unwrap();
+    let free = local_hours(tz, 21 * 24, &[("V100", 192)], |s| vec![("V100", f(s))]);
+    let mut q = params(1);
+    q.tz = tz;
+    q.offpeak.min_gpus = MinGpus::Share(0.1);
+    let out = finish(free, &q);
+    let ws: Vec<serde_json::Value> = out
+        .findings
+        .iter()
+        .map(|f| f.evidence.to_json())
+        .filter(|e| e["type"] == "window")
+        .collect();
+    let shape: Vec<(String, u64, u64)> = ws
+        .iter()
+        .map(|e| {
+            (
+                format!("{} {}", e["days"], e["start"].as_str().unwrap()),
+                e["hours"].as_u64().unwrap(),
+                e["expected_free_gpus"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("[\"Tue\"] 01:00".to_string(), 10, 54),
+            ("[\"Wed\"] 02:00".to_string(), 10, 56),
+            ("[\"Wed\"] 22:00".to_string(), 12, 58),
+            ("[\"Sat\"] 04:00".to_string(), 55, 60),
+        ]
+    );
+    let peaks = ws[3]["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), 1);
+    assert_eq!(peaks[0]["label"], "Sat 15:00–Sun 15:00");
+    assert_eq!(peaks[0]["expected_free_gpus"], 80);
+    assert!(out.summary.contains("4 window(s)"), "{}", out.summary);
+    assert_eq!(out.data["windows"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn at_most_seven_window_findings_the_rest_named_in_a_note() {
+    // 3 weeks, 2 GPUs free in nine distinct windows: on day d from d:00 for 4 + d hours, and
+    // on Mon and Tue from 18:00 for 5 and 6 hours. The seven adding the most GPU-hours are
+    // findings (ties: the earlier); Mon 00:00–04:00 and Tue 01:00–06:00 are named in a note.
+    let m: BTreeMap<i64, u32> = (0..21 * 24)
+        .map(|h| {
+            let (d, hr) = ((h % 168 / 24) as usize, (h % 24) as usize);
+            let early = (d..d + 4 + d).contains(&hr);
+            let late = (d == 0 && (18..23).contains(&hr)) || (d == 1 && hr >= 18);
+            (MON + h, if early || late { 2 } else { 0 })
+        })
+        .collect();
+    let p = profile(&one_model(m.clone(), 2), &params(1));
+    assert_eq!(p.windows.len(), 9);
+    let sched = schedule(&p, "UTC");
+    assert_eq!(sched.entries.len(), MAX_WINDOW_FINDINGS);
+    let left: Vec<&str> = sched.left_out.iter().map(|e| e.label.as_str()).collect();
+    assert_eq!(left, vec!["Mon 00:00–04:00", "Tue 01:00–06:00"]);
+    let d = finish(one_model(m, 2), &params(1));
+    assert_eq!(d.findings.len(), 7);
+    assert!(d.summary.contains("7 window(s)"), "{}", d.summary);
     assert!(
-        d.notes.iter().any(|n| n.starts_with("2 more tier(s)")),
-        "{:?}",
-        d.notes
+        d.summary.contains("(2 more named in a note)"),
+        "{}",
+        d.summary
     );
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.starts_with("2 more window(s) left out"))
+        .expect("a note");
+    assert!(
+        note.contains("Mon 00:00–04:00 UTC (4 h, ≥ 2 GPU(s) free")
+            && note.contains("Tue 01:00–06:00 UTC (5 h"),
+        "{note}"
+    );
+    let ws = d.data["windows"].as_array().unwrap();
+    assert_eq!(ws.iter().filter(|w| w["finding"].is_null()).count(), 2);
+}
+
+#[test]
+fn an_hour_at_the_range_edge_is_no_observation() {
+    // 3 weeks with 2 of 4 GPUs free at every hour, and one hour before them covered for 15
+    // minutes with nothing free (the row ending at the range's start): not an observation, so
+    // the baseline stays 2.
+    let m: BTreeMap<i64, u32> = (0..21 * 24).map(|h| (MON + h, 2)).collect();
+    let mut f = one_model(m, 4);
+    f.per_hour.insert(MON - 1, BTreeMap::new());
+    f.cover.insert(
+        MON - 1,
+        HourCover {
+            gpus: 4,
+            covered_ms: 4 * 900_000,
+        },
+    );
+    let p = profile(&f, &params(1));
+    assert_eq!((p.baseline.gpus, p.hours_unobserved), (2, 1));
+    // Counted in, it would be an hour with nothing free.
+    f.cover.insert(
+        MON - 1,
+        HourCover {
+            gpus: 4,
+            covered_ms: 4 * 1_800_000,
+        },
+    );
+    assert_eq!(profile(&f, &params(1)).baseline.gpus, 0);
 }
 
 #[test]
 fn baseline_models_that_take_turns() {
     // 10 days, one GPU of each of two models: A free 00–12, B free 12–24. One GPU is free
     // around the clock, but neither model on its own.
-    let turns = |free_a: &dyn Fn(i64) -> bool, free_b: &dyn Fn(i64) -> bool| FreeGpus {
-        per_hour: (0..240)
-            .map(|h| {
-                let mut m = BTreeMap::new();
-                if free_a(h) {
-                    m.insert("A".to_string(), 1);
-                }
-                if free_b(h) {
-                    m.insert("B".to_string(), 1);
-                }
-                (MON + h, m)
-            })
-            .collect(),
-        gpus: BTreeMap::from([("A".to_string(), 1), ("B".to_string(), 1)]),
+    let turns = |free_a: &dyn Fn(i64) -> bool, free_b: &dyn Fn(i64) -> bool| {
+        FreeGpus::fully_observed(
+            (0..240)
+                .map(|h| {
+                    let mut m = BTreeMap::new();
+                    if free_a(h) {
+                        m.insert("A".to_string(), 1);
+                    }
+                    if free_b(h) {
+                        m.insert("B".to_string(), 1);
+                    }
+                    (MON + h, m)
+                })
+                .collect(),
+            BTreeMap::from([("A".to_string(), 1), ("B".to_string(), 1)]),
+        )
     };
     let f = turns(&|h| h % 24 < 12, &|h| h % 24 >= 12);
     let p = profile(&f, &params(1));
@@ -505,11 +659,79 @@ fn free_gpus_are_counted_per_model() {
             (MON + 2, m(&[])),
         ])
     );
+    // Hour 2 holds 10 minutes of one GPU: no observation.
+    assert_eq!(
+        f.cover[&MON],
+        HourCover {
+            gpus: 3,
+            covered_ms: 3 * HOUR_MS
+        }
+    );
+    assert_eq!(
+        f.cover[&(MON + 2)],
+        HourCover {
+            gpus: 1,
+            covered_ms: 600_000
+        }
+    );
+    assert!(f.observed(MON) && !f.observed(MON + 2));
+    assert!(!f.totals().contains_key(&(MON + 2)));
     // Partitions merge by adding.
     let mut g = f.clone();
     g.merge(f);
     assert_eq!(g.gpus_observed(), 6);
     assert_eq!(g.totals()[&MON], 6);
+}
+
+#[test]
+fn missing_memory_is_judged_on_activity_and_no_signal_is_never_free() {
+    // Occupancy-only data: a (busy 0) is free, b (busy 1) is not; c has no signal at all; d
+    // has memory but no activity (free on memory alone). A row reaching back into the hour
+    // before covers only its part inside its own hour.
+    let gib = (1u64 << 30) as f64;
+    let end = MON * HOUR_MS + 30 * 60_000;
+    let gpu = df!(
+        "node" => ["n1", "n1", "n1", "n1"],
+        "uuid" => ["a", "b", "c", "d"],
+        "model" => [Some("V100"), Some("V100"), Some("V100"), Some("V100")],
+        "ts" => [end, end, end, end],
+        "interval_ms" => [HOUR_MS, HOUR_MS, HOUR_MS, HOUR_MS],
+        "sm_active_max" => [None::<f64>, None, None, None],
+        "busy_max" => [Some(0.0), Some(1.0), None, None],
+        "memory_used_max_bytes" => [None, None, None, Some(0.1 * gib)],
+    )
+    .unwrap();
+    let frames = Frames {
+        gpu: gpu.lazy(),
+        mig: DataFrame::empty().lazy(),
+        process: DataFrame::empty().lazy(),
+    };
+    let f = free_gpus_per_hour(&frames, &OffpeakParams::default()).unwrap();
+    assert_eq!((f.gpus_without_memory, f.gpus_without_signal), (3, 1));
+    assert_eq!(
+        f.cover[&MON],
+        HourCover {
+            gpus: 4,
+            covered_ms: 4 * 1_800_000
+        }
+    );
+    assert_eq!(f.per_hour[&MON]["V100"], 2);
+    let out = finish(f, &params(1));
+    assert!(
+        out.notes.iter().any(|n| n.starts_with(
+            "memory used is missing for 2 of 4 GPU(s): they are judged free on activity alone"
+        )),
+        "{:?}",
+        out.notes
+    );
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.starts_with("1 of 4 GPU(s) have neither memory used nor activity")),
+        "{:?}",
+        out.notes
+    );
+    assert_eq!(out.data["gpus_without_memory"], 3);
 }
 
 #[test]

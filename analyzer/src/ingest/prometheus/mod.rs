@@ -261,7 +261,8 @@ pub(super) fn read(
     // intervals when they are longer (a missed 5-minute scrape with jitter leaves more than
     // 5 minutes between two samples).
     let lookback = LOOKBACK_MS.max(4 * step);
-    let windows = chunks(since, until, step, popts.max_points);
+    // Rows end in (since, until] (crate::range): evaluated at multiples of the step in it.
+    let windows = chunks(since + 1, until + 1, step, popts.max_points);
     let dur = |ms: i64| format!("{ms}ms");
     // Queries sharing a PromQL text are sent once and feed every column that uses them.
     let mut texts: Vec<(String, Vec<Query>, Option<Eval>)> = Vec::new();
