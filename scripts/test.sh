@@ -51,6 +51,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# python3 with pandas: the independent answer the off-peak tests compare with
+# (scripts/offpeak_reference.py, analyzer/tests/offpeak_trace.rs); from PyPI, else Debian's.
+if ! python3 -c 'import pandas' >/dev/null 2>&1; then
+  echo "== installing pandas"
+  if ! python3 -m pip install --quiet pandas; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3 python3-pandas
+  fi
+fi
+
 # Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's
 # [profile.dev]); say so up front instead of letting the linker die with SIGBUS when it runs out.
 avail_kb=$(df -Pk . | awk 'NR==2 {print $4}')

@@ -102,7 +102,7 @@ fn usage_cost_and_teams_add_up() {
     // Energy from power: 300 W + 100 W for an hour.
     assert_eq!(f.energy_kwh, Some(0.4));
     assert_eq!(f.cost_gpu_hours, 4.0);
-    assert_eq!(f.cost_energy, 0.2);
+    assert_eq!(f.cost_energy, Some(0.2));
     assert_eq!(f.cost_total, 4.2);
     assert!(r.previous_period.is_none());
 

@@ -13,6 +13,7 @@ mod job;
 mod mig_cli;
 mod mig_manager;
 mod mig_plan_cli;
+mod offpeak_trace;
 mod prometheus_http;
 mod prometheus_partitions;
 mod prometheus_real;

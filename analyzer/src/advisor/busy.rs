@@ -57,7 +57,10 @@ pub struct BusyGpu {
 }
 
 /// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
-pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64), AdvisorError> {
+pub fn busy_gpus(
+    frames: &Frames,
+    p: &BusyParams,
+) -> Result<(Vec<BusyGpu>, Unjudged), AdvisorError> {
     let df = frames
         .gpu
         .clone()
@@ -81,15 +84,17 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
     let busy = columns::f64s(&df, "busy_mean")?;
     let sm = columns::f64s(&df, "sm_active_mean")?;
     let mut out = Vec::new();
-    let mut single_signal = 0u64;
+    let mut unjudged = Unjudged::default();
     for r in groups(&[&node, &uuid], &ts, df.height()) {
         let first = r[0];
         let mut spans: Vec<(i64, i64)> = Vec::new();
         let mut cur: Option<(i64, i64)> = None;
         let mut prev: Option<i64> = None;
         let (mut bsum, mut ssum, mut k, mut observed) = (0.0, 0.0, 0u64, 0i64);
-        let mut both = false;
+        let (mut both, mut any_busy, mut any_sm) = (false, false, false);
         for i in r {
+            any_busy |= busy.get(i).is_some();
+            any_sm |= sm.get(i).is_some();
             let (Some(t), Some(d)) = (ts.get(i), iv.get(i)) else {
                 continue;
             };
@@ -118,7 +123,11 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
         }
         spans.extend(cur.take());
         if !both {
-            single_signal += 1;
+            match (any_busy, any_sm) {
+                (_, false) => unjudged.no_sm += 1,
+                (false, true) => unjudged.no_busy += 1,
+                (true, true) => unjudged.apart += 1,
+            }
             continue;
         }
         let o = |v: Option<&str>| v.map(str::to_string);
@@ -137,7 +146,18 @@ pub fn busy_gpus(frames: &Frames, p: &BusyParams) -> Result<(Vec<BusyGpu>, u64),
             observed_ms: observed,
         });
     }
-    Ok((out, single_signal))
+    Ok((out, unjudged))
+}
+
+/// GPUs the detector could not judge, by the signal they lack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unjudged {
+    /// No SM activity in any row (MIG mode, pre-Hopper without DCGM profiling).
+    pub no_sm: u64,
+    /// SM activity but no busy ratio in any row.
+    pub no_busy: u64,
+    /// Both signals, but never in the same row.
+    pub apart: u64,
 }
 
 impl Detector for BusyNotWorking {
@@ -156,15 +176,32 @@ impl Detector for BusyNotWorking {
     fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
         let p = &params.busy;
         let mut gpus = Vec::new();
-        let mut single = 0;
-        for (g, s) in unbox::<(Vec<BusyGpu>, u64)>(self.id(), parts)? {
+        let mut un = Unjudged::default();
+        for (g, s) in unbox::<(Vec<BusyGpu>, Unjudged)>(self.id(), parts)? {
             gpus.extend(g);
-            single += s;
+            un.no_sm += s.no_sm;
+            un.no_busy += s.no_busy;
+            un.apart += s.apart;
         }
         let mut out = DetectorOutput::default();
-        if single > 0 {
+        let judged = gpus.len() as u64;
+        let seen = judged + un.no_sm + un.no_busy + un.apart;
+        if un.no_sm > 0 {
             out.notes.push(format!(
-                "{single} GPU(s) lack busy ratio or SM activity (MIG mode, pre-Hopper without DCGM profiling) and were not judged"
+                "SM activity is missing for {} of {seen} GPU(s) (MIG mode, pre-Hopper without DCGM profiling): not judged, busy ratio alone cannot tell busy from working",
+                un.no_sm
+            ));
+        }
+        if un.no_busy > 0 {
+            out.notes.push(format!(
+                "busy ratio is missing for {} of {seen} GPU(s): not judged",
+                un.no_busy
+            ));
+        }
+        if un.apart > 0 {
+            out.notes.push(format!(
+                "{} of {seen} GPU(s) have busy ratio and SM activity but never in the same row: not judged",
+                un.apart
             ));
         }
         for g in gpus {

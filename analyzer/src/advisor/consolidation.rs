@@ -172,6 +172,8 @@ pub fn raw_workloads(
     let mut raw = RawWorkloads {
         workloads: Vec::new(),
         no_total: 0,
+        no_memory: 0,
+        gpus: gpus.len(),
         buckets: (range.0 <= range.1).then_some(range),
         notes: Vec::new(),
     };
@@ -209,6 +211,10 @@ pub fn raw_workloads(
             .iter()
             .map(|v| v.map_or(f32::NAN, |v| v as f32))
             .collect();
+        if m.iter().all(|v| v.is_nan()) {
+            raw.no_memory += 1;
+            continue;
+        }
         let peak_mem = m
             .iter()
             .copied()
@@ -266,6 +272,11 @@ pub struct RawWorkloads {
     pub workloads: Vec<RawWorkload>,
     /// Loaded GPUs left out for lack of a memory total.
     pub no_total: usize,
+    /// GPUs outside MIG mode without a memory-used value in any row: not judged (whether
+    /// workloads fit together is a question of memory; activity alone cannot tell).
+    pub no_memory: usize,
+    /// GPUs outside MIG mode with rows.
+    pub gpus: usize,
     /// First and last bucket of any non-MIG GPU row in the partition (loaded or not).
     pub buckets: Option<(i64, i64)>,
     pub notes: Vec<String>,
@@ -279,6 +290,8 @@ pub fn align(parts: Vec<RawWorkloads>) -> (Vec<Workload>, Vec<String>) {
         .filter_map(|p| p.buckets)
         .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
     let no_total: usize = parts.iter().map(|p| p.no_total).sum();
+    let no_memory: usize = parts.iter().map(|p| p.no_memory).sum();
+    let gpus: usize = parts.iter().map(|p| p.gpus).sum();
     let mut notes: Vec<String> = parts.iter().flat_map(|p| p.notes.clone()).collect();
     notes.dedup();
     let Some((bmin, bmax)) = range else {
@@ -329,6 +342,11 @@ pub fn align(parts: Vec<RawWorkloads>) -> (Vec<Workload>, Vec<String>) {
     if no_total > 0 {
         notes.push(format!(
             "{no_total} loaded GPU(s) report no memory total and were left out"
+        ));
+    }
+    if no_memory > 0 {
+        notes.push(format!(
+            "memory used is missing for {no_memory} of {gpus} GPU(s) outside MIG: not judged (whether workloads fit on one GPU depends on their memory; activity alone cannot tell)"
         ));
     }
     (out, notes)

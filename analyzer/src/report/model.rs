@@ -38,8 +38,9 @@ pub struct Usage {
     pub energy_kwh: Option<f64>,
     /// `gpu_hours_available` × price per GPU-hour.
     pub cost_gpu_hours: f64,
-    /// `energy_kwh` × price per kWh.
-    pub cost_energy: f64,
+    /// `energy_kwh` × price per kWh; null when energy is not in the data (unknown, not 0).
+    pub cost_energy: Option<f64>,
+    /// `cost_gpu_hours` + `cost_energy` where known.
     pub cost_total: f64,
 }
 

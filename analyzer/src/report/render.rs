@@ -109,6 +109,9 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let idle_cost: f64 = r.idle_models.iter().map(|m| m.wasted_cost).sum();
     let freed: u64 = r.consolidation.iter().map(|c| c.gpus_freed).sum();
     let per_month: f64 = r.consolidation.iter().map(|c| c.savings_per_month).sum();
+    // Memory used absent from the whole range: what needs it is unknown, not zero.
+    let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
+    const NO_MEMORY: &str = "unknown: memory used is not in the data";
 
     // Summary.
     let mut s = Section {
@@ -161,11 +164,16 @@ pub fn sections(r: &Report) -> Vec<Section> {
         ),
         kv(
             "Memory",
-            format!(
-                "{} of memory used on average, peak {} GiB on one GPU",
-                pct(f.memory_used_share),
-                f.memory_peak_gib.map_or("-".into(), |p| format!("{p:.1}"))
-            ),
+            if no_memory {
+                NO_MEMORY.into()
+            } else {
+                format!(
+                    "{} of memory used on average, peak {} GiB on one GPU",
+                    pct(f.memory_used_share),
+                    f.memory_peak_gib
+                        .map_or("unknown".into(), |p| format!("{p:.1}"))
+                )
+            },
         ),
         kv(
             "Energy",
@@ -176,23 +184,29 @@ pub fn sections(r: &Report) -> Vec<Section> {
         kv(
             "Cost",
             format!(
-                "{} (GPU-hours {} at {}/GPU-h + energy {} at {}/kWh)",
+                "{} (GPU-hours {} at {}/GPU-h + energy {})",
                 money(r, f.cost_total),
                 money(r, f.cost_gpu_hours),
                 thousands(r.prices.gpu_hour, 2),
-                money(r, f.cost_energy),
-                thousands(r.prices.kwh, 2)
+                f.cost_energy.map_or_else(
+                    || "unknown: not in the data".to_string(),
+                    |e| format!("{} at {}/kWh", money(r, e), thousands(r.prices.kwh, 2))
+                ),
             ),
         ),
         kv(
             "Waste",
-            format!(
-                "idle-loaded models: {} GPU-h ({}); consolidation frees {} GPU(s) ({}/month)",
-                thousands(idle_gpu_h, 1),
-                money(r, idle_cost),
-                freed,
-                money(r, per_month)
-            ),
+            if no_memory {
+                format!("idle-loaded models and consolidation {NO_MEMORY}")
+            } else {
+                format!(
+                    "idle-loaded models: {} GPU-h ({}); consolidation frees {} GPU(s) ({}/month)",
+                    thousands(idle_gpu_h, 1),
+                    money(r, idle_cost),
+                    freed,
+                    money(r, per_month)
+                )
+            },
         ),
     ];
     match &r.previous_period {
@@ -288,7 +302,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
         title: "Top idle-loaded models".into(),
         ..Section::default()
     };
-    if r.idle_models.is_empty() {
+    if no_memory {
+        i.lines.push(format!(
+            "Not judged ({NO_MEMORY}): a model is loaded when it holds memory."
+        ));
+    } else if r.idle_models.is_empty() {
         i.lines.push("None found.".into());
     } else {
         i.header = [
@@ -327,7 +345,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
         title: "Consolidation plan".into(),
         ..Section::default()
     };
-    if r.consolidation.is_empty() {
+    if no_memory {
+        c.lines.push(format!(
+            "Not judged ({NO_MEMORY}): whether workloads fit on one GPU depends on their memory; activity alone cannot tell."
+        ));
+    } else if r.consolidation.is_empty() {
         c.lines.push(
             "No GPUs to free: the loaded GPUs' combined demand does not fit on fewer.".into(),
         );

@@ -20,8 +20,10 @@ mod rows;
 
 use std::collections::BTreeMap;
 
+use polars::prelude::{DataType, LazyFrame, UnionArgs, col, concat, len, lit};
 use serde::Serialize;
 
+use super::columns;
 use super::evidence::{IdleEvidence, IdleSpanEvidence};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
@@ -174,6 +176,44 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
     Ok(out)
 }
 
+/// GPUs without a memory-used value in any of their rows or their processes' rows, and the
+/// GPUs with rows: the entities this detector cannot judge (pure over the frames).
+fn gpus_without_memory(frames: &Frames) -> Result<(usize, usize), AdvisorError> {
+    let key = [col("node"), col("uuid")];
+    let with_mem = |lf: LazyFrame| {
+        lf.select([
+            col("node"),
+            col("uuid"),
+            col("memory_used_max_bytes")
+                .is_not_null()
+                .cast(DataType::Int32)
+                .alias("m"),
+        ])
+    };
+    let df = concat(
+        [
+            with_mem(frames.gpu.clone()),
+            with_mem(frames.process.clone()),
+        ],
+        UnionArgs::default(),
+    )?
+    .group_by(key)
+    .agg([col("m").max()])
+    .select([
+        len().cast(DataType::Int64).alias("gpus"),
+        col("m")
+            .eq(lit(0))
+            .cast(DataType::Int64)
+            .sum()
+            .alias("none"),
+    ])
+    .collect()?;
+    let get = |c: &str| -> Result<usize, AdvisorError> {
+        Ok(columns::i64s(&df, c)?.get(0).unwrap_or(0).max(0) as usize)
+    };
+    Ok((get("none")?, get("gpus")?))
+}
+
 impl Detector for IdleLoaded {
     fn id(&self) -> &'static str {
         IdleEvidence::DETECTOR
@@ -184,16 +224,27 @@ impl Detector for IdleLoaded {
     }
 
     fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
-        Ok(Box::new(idle_entities(frames, &params.idle)?))
+        Ok(Box::new((
+            idle_entities(frames, &params.idle)?,
+            gpus_without_memory(frames)?,
+        )))
     }
 
     fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {
         let p = &params.idle;
-        let entities: Vec<IdleEntity> = unbox::<Vec<IdleEntity>>(self.id(), parts)?
-            .into_iter()
-            .flatten()
-            .collect();
+        let mut entities: Vec<IdleEntity> = Vec::new();
+        let (mut no_memory, mut gpus) = (0usize, 0usize);
+        for (e, (n, g)) in unbox::<(Vec<IdleEntity>, (usize, usize))>(self.id(), parts)? {
+            entities.extend(e);
+            no_memory += n;
+            gpus += g;
+        }
         let mut out = DetectorOutput::default();
+        if no_memory > 0 {
+            out.notes.push(format!(
+                "memory used is missing for {no_memory} of {gpus} GPU(s) (on the GPU and its processes): not judged (a model is loaded when it holds memory)"
+            ));
+        }
         let unjudged: Vec<&IdleEntity> = entities.iter().filter(|e| e.unjudged_rows > 0).collect();
         if !unjudged.is_empty() {
             let rows: u64 = unjudged.iter().map(|e| e.unjudged_rows).sum();

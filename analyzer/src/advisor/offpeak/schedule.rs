@@ -89,8 +89,9 @@ pub struct Schedule {
     pub left_out: Vec<ScheduleEntry>,
 }
 
-/// `Sat 15:00–Sun 15:00`, `Mon 20:00–03:00` (weekly), `20:00–03:00` (daily): one span of
-/// `hours` from `start_slot`.
+/// `Sat 15:00–Sun 15:00`, `Mon 20:00–Tue 03:00`, `Mon 08:00–12:00` (weekly), `20:00–03:00`
+/// (daily): one span of `hours` from `start_slot`, naming the day it ends on when that is
+/// another.
 pub fn span_label(start_slot: usize, hours: usize, weekly: bool) -> String {
     let h0 = start_slot % 24;
     let end_h = (h0 + hours) % 24;
@@ -99,7 +100,7 @@ pub fn span_label(start_slot: usize, hours: usize, weekly: bool) -> String {
     }
     let d0 = DAYS[start_slot / 24 % 7];
     let d1 = DAYS[(start_slot + hours) % 168 / 24 % 7];
-    if (h0 + hours) / 24 >= 2 || hours >= 24 {
+    if h0 + hours > 24 {
         format!("{d0} {h0:02}:00–{d1} {end_h:02}:00")
     } else {
         format!("{d0} {h0:02}:00–{end_h:02}:00")
@@ -148,7 +149,7 @@ pub fn schedule(profile: &Profile, tz: &str) -> Schedule {
         let day_shift = (h0 + len as usize) / 24;
         let label = if !weekly {
             format!("every day {start}–{end}")
-        } else if day_shift >= 2 || len >= 24 {
+        } else if day_shift >= 2 || len >= 24 || (day_shift == 1 && start_days.len() == 1) {
             format!(
                 "{} {start}–{} {end}",
                 days_label(&start_days),

@@ -316,7 +316,7 @@ fn window_wraps_sunday_to_monday() {
         (s[0].days.clone(), s[0].end_days.clone()),
         (vec!["Sun"], vec!["Mon"])
     );
-    assert_eq!(s[0].label, "Sun 22:00–04:00");
+    assert_eq!(s[0].label, "Sun 22:00–Mon 04:00");
     assert_eq!(s[0].cron_start, "CRON_TZ=UTC 0 22 * * 0");
     assert_eq!(s[0].cron_end, "CRON_TZ=UTC 0 4 * * 1");
     assert_eq!(s[0].systemd_start, "OnCalendar=Sun *-*-* 22:00:00 UTC");

@@ -108,8 +108,8 @@ impl UsageAcc {
         u.memory_peak_gib = self.peak.map(|p| r3(p / GIB));
         u.energy_kwh = self.energy.map(|j| r3(j / 3.6e6));
         u.cost_gpu_hours = r2(u.gpu_hours_available * prices.gpu_hour);
-        u.cost_energy = r2(u.energy_kwh.unwrap_or(0.0) * prices.kwh);
-        u.cost_total = r2(u.cost_gpu_hours + u.cost_energy);
+        u.cost_energy = u.energy_kwh.map(|e| r2(e * prices.kwh));
+        u.cost_total = r2(u.cost_gpu_hours + u.cost_energy.unwrap_or(0.0));
         u
     }
 }
