@@ -267,6 +267,8 @@ fn history_parquet_and_open_segment_with_torn_last_line() {
 fn time_filter_keeps_only_rows_in_range() {
     let dir = tempfile::tempdir().expect("tmp");
     let node = good_history(dir.path());
+    // The range rule (docs/frames.md, "Time ranges"): rows ending in (since, until], so the
+    // row ending exactly at `since` is the range before's and the one ending at `until` is in.
     let opts = IngestOptions {
         since: Some(T0 + 20_000),
         until: Some(T0 + 3_600_000),
@@ -276,7 +278,7 @@ fn time_filter_keeps_only_rows_in_range() {
     assert_eq!(report.tables[&Table::Gpu].rows, 2);
     assert_eq!(
         ts_ms(&sorted(&frames.gpu, &["ts"])),
-        [T0 + 20_000, T0 + 30_000]
+        [T0 + 30_000, T0 + 3_600_000]
     );
 }
 

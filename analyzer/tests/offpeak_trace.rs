@@ -197,7 +197,10 @@ fn weekly_profile_and_windows_match_pandas_and_the_findings_cover_the_off_peak_t
 
             // The findings: within the cap, ≥ 90% of the slots with ≥ B + K free, and no two
             // share more than half of the shorter one's hours.
-            let (b, k) = (want["baseline"].as_u64().unwrap(), want["k"].as_u64().unwrap());
+            let (b, k) = (
+                want["baseline"].as_u64().unwrap(),
+                want["k"].as_u64().unwrap(),
+            );
             let hot: BTreeSet<usize> = want["profile"]
                 .as_array()
                 .unwrap()
@@ -217,7 +220,10 @@ fn weekly_profile_and_windows_match_pandas_and_the_findings_cover_the_off_peak_t
             );
             let covered: BTreeSet<usize> = found.iter().flatten().copied().collect();
             let share = hot.intersection(&covered).count() as f64 / hot.len() as f64;
-            assert!(share >= 0.9, "{what}: findings cover {share:.2} of the hot slots");
+            assert!(
+                share >= 0.9,
+                "{what}: findings cover {share:.2} of the hot slots"
+            );
             for (i, a) in found.iter().enumerate() {
                 for c in &found[i + 1..] {
                     let shared = a.intersection(c).count();
@@ -229,7 +235,9 @@ fn weekly_profile_and_windows_match_pandas_and_the_findings_cover_the_off_peak_t
             }
             // Counts match: the summary's windows are the findings; every window of the data
             // is a finding or named in a note.
-            let summary = detector(&doc, "offpeak_window")["summary"].as_str().unwrap();
+            let summary = detector(&doc, "offpeak_window")["summary"]
+                .as_str()
+                .unwrap();
             assert!(
                 summary.contains(&format!("; {} window(s) of", found.len())),
                 "{what}: {summary}"
@@ -340,7 +348,10 @@ fn report_and_analyze_share_one_range_that_ends_with_the_data() {
     );
     // Default flags: the last 7 days in both.
     let (r, err) = report(&[]);
-    assert!(err.contains("reporting the last 7 days of the data"), "{err}");
+    assert!(
+        err.contains("reporting the last 7 days of the data"),
+        "{err}"
+    );
     assert_eq!(
         (r["from"].as_str(), r["until"].as_str()),
         (Some("2026-10-19T00:00:00.000Z"), Some(DATA_END))
@@ -361,7 +372,12 @@ fn signals_the_data_lacks_are_unknown_and_each_detector_says_so() {
     let (code, out, err) = run(&["report", "--source", &src, "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
-    for key in ["memory_peak_gib", "memory_used_share", "energy_kwh", "cost_energy"] {
+    for key in [
+        "memory_peak_gib",
+        "memory_used_share",
+        "energy_kwh",
+        "cost_energy",
+    ] {
         assert!(r["fleet"][key].is_null(), "{key}: {}", r["fleet"][key]);
     }
     let (code, table, err) = run(&["report", "--source", &src]);
@@ -372,7 +388,9 @@ fn signals_the_data_lacks_are_unknown_and_each_detector_says_so() {
     );
     assert!(!table.contains("peak 0.0 GiB"), "{table}");
     assert!(
-        table.contains("Not judged (unknown: memory used is not in the data): whether workloads fit"),
+        table.contains(
+            "Not judged (unknown: memory used is not in the data): whether workloads fit"
+        ),
         "{table}"
     );
     assert!(table.contains("energy unknown: not in the data"), "{table}");
@@ -388,7 +406,8 @@ fn signals_the_data_lacks_are_unknown_and_each_detector_says_so() {
             .join("\n")
     };
     assert!(
-        notes("consolidation").contains("memory used is missing for 192 of 192 GPU(s) outside MIG: not judged"),
+        notes("consolidation")
+            .contains("memory used is missing for 192 of 192 GPU(s) outside MIG: not judged"),
         "{}",
         notes("consolidation")
     );

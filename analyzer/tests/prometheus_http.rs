@@ -227,7 +227,8 @@ const T0: i64 = 1_793_577_600_000; // 2026-11-02T00:00:00Z
 #[test]
 fn reads_a_tessera_gpu_series_into_the_gpu_frame() {
     let fake = tessera_server();
-    let (frames, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    // Rows ending in (since, until]: the first ends one step after `since`.
+    let (frames, report) = run(&fake.url, &opts(T0 - 10_000, T0 + 50_000)).expect("ingest");
     assert_eq!(report.tables[&ingest::Table::Gpu].rows, 6);
     assert_eq!(report.tables[&ingest::Table::Gpu].first_ts, Some(T0));
     assert!(
@@ -1571,7 +1572,7 @@ fn a_samples_answer_is_read_like_a_stream() {
     let server = remote_read_server(move |_| (200, "application/x-protobuf", body.clone()));
     let (frames, report) = run(
         &server.url,
-        &with_api(opts(T0, T0 + 60_000), Api::RemoteRead),
+        &with_api(opts(T0 - 10_000, T0 + 50_000), Api::RemoteRead),
     )
     .expect("ingest");
     let w = report.warnings.join("\n");

@@ -172,7 +172,7 @@ pub struct PlanWorkload {
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum OffpeakEvidence {
     Baseline(BaselineEvidence),
-    Window(WindowEvidence),
+    Window(Box<WindowEvidence>),
 }
 
 impl OffpeakEvidence {

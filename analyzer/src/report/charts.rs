@@ -14,7 +14,8 @@ use super::model::OffpeakWindow;
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
 /// Hour-of-week slots (Mon 00:00 = 0) covered by the windows, each with the most GPUs a window
-/// covering it expects free (windows of higher tiers lie inside those of lower ones).
+/// covering it expects free (the advisor's windows do not overlap; where given ones do, the
+/// most wins).
 pub(super) fn window_slots(windows: &[OffpeakWindow]) -> BTreeMap<usize, u64> {
     let mut slots = BTreeMap::new();
     for w in windows {
@@ -68,6 +69,7 @@ mod tests {
             above_baseline: 1,
             systemd_start: String::new(),
             systemd_end: String::new(),
+            peaks: Vec::new(),
         };
         // A higher tier inside it: Mon 00:00–01:00 with 3 free.
         let inner = OffpeakWindow {

@@ -124,6 +124,7 @@ pub(super) fn offpeak(a: &Analysis) -> Vec<OffpeakWindow> {
             above_baseline: u64::from(w.above_baseline),
             systemd_start: w.systemd_start.clone(),
             systemd_end: w.systemd_end.clone(),
+            peaks: w.peaks.clone(),
         })
         .collect()
 }

@@ -105,7 +105,7 @@ pub struct ConsolidationStep {
     pub moves: Vec<String>,
 }
 
-/// One off-peak window (a group of windows of one tier with the same start and length).
+/// One off-peak window finding (the profile's windows with the same start and length).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OffpeakWindow {
     pub finding_id: String,
@@ -128,6 +128,9 @@ pub struct OffpeakWindow {
     /// systemd `OnCalendar=` expressions at the start and the end.
     pub systemd_start: String,
     pub systemd_end: String,
+    /// The peaks inside it: ≥ K more GPUs free than `expected_free_gpus` for ≥ the shortest
+    /// window (docs/findings.md).
+    pub peaks: Vec<crate::advisor::evidence::PeakEvidence>,
 }
 
 /// GPUs of one model free around the clock.

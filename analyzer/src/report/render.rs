@@ -464,6 +464,23 @@ pub fn sections(r: &Report) -> Vec<Section> {
                 ]
             })
             .collect();
+        for w in &r.offpeak_windows {
+            for p in &w.peaks {
+                o.after.push(format!(
+                    "inside {} {}–{}: ≥ {} GPU(s) free {} ({} h)",
+                    if w.days.is_empty() {
+                        "every day".to_string()
+                    } else {
+                        w.days.join(", ")
+                    },
+                    w.start,
+                    w.end,
+                    p.expected_free_gpus,
+                    p.label,
+                    p.hours
+                ));
+            }
+        }
     }
     out.push(o);
 

@@ -288,7 +288,7 @@ impl Detector for OffPeak {
                     "schedule training or batch jobs to start at {} and stop by {} ({tz}); cron: {} (start), {} (stop); systemd timer: {} (start), {} (stop)",
                     e.start, e.end, e.cron_start, e.cron_end, e.systemd_start, e.systemd_end
                 ),
-                OffpeakEvidence::Window(WindowEvidence {
+                OffpeakEvidence::Window(Box::new(WindowEvidence {
                     period,
                     tz,
                     tier: e.tier,
@@ -308,7 +308,7 @@ impl Detector for OffPeak {
                     cron_end: e.cron_end.clone(),
                     systemd_start: e.systemd_start.clone(),
                     systemd_end: e.systemd_end.clone(),
-                }),
+                })),
             ));
         }
         let left = if sched.left_out.is_empty() {
@@ -376,7 +376,11 @@ impl Detector for OffPeak {
                 "free_gpus": l,
                 "above_baseline": l.saturating_sub(b.gpus),
                 "gpu_hours": es.iter().map(|e| e.gpu_hours).sum::<u64>(),
-                "windows": es.iter().map(|e| e.label.clone()).collect::<Vec<_>>(),
+                "windows": prof
+                    .windows
+                    .iter()
+                    .filter(|w| es.iter().any(|e| e.start_slots.contains(&w.start_slot)))
+                    .collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         Ok(out)
