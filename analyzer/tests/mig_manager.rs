@@ -15,16 +15,17 @@ use tessera_core::model::Placement;
 
 use super::support::cli::tessera_with;
 
-const NS: &str = "gpu-operator";
-const CM: &str = "custom-mig-config";
-const CONFIG: &str = "nvidia.com/mig.config";
-const STATE: &str = "nvidia.com/mig.config.state";
+pub(super) const NS: &str = "gpu-operator";
+pub(super) const CM: &str = "custom-mig-config";
+pub(super) const CONFIG: &str = "nvidia.com/mig.config";
+pub(super) const STATE: &str = "nvidia.com/mig.config.state";
 
 /// The operator's generated default (a few of its configs).
-const OPERATOR_DEFAULT: &str = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n  all-enabled:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {}\n  all-1g.10gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.10gb\": 7\n";
+pub(super) const OPERATOR_DEFAULT: &str = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n  all-enabled:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {}\n  all-1g.10gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.10gb\": 7\n";
 
-struct Cluster {
-    kube: FakeKube,
+/// A fake cluster with two GPU nodes and a plan (shared with `mig_manager_faults`).
+pub(super) struct Cluster {
+    pub(super) kube: FakeKube,
     dir: TempDir,
 }
 
@@ -52,7 +53,7 @@ fn gpu(node: &str, index: u32, instances: Vec<PlannedInstance>) -> GpuLayout {
 impl Cluster {
     /// Two GPU Operator nodes with mig-manager, both at `all-disabled` (success), the operator's
     /// default ConfigMap, and a plan with a `day` and a `night` config for both.
-    fn new() -> Cluster {
+    pub(super) fn new() -> Cluster {
         let kube = FakeKube::start();
         for n in ["gpu-1", "gpu-2"] {
             kube.add_node(
@@ -98,12 +99,12 @@ impl Cluster {
         Cluster { kube, dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(super) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// `tessera mig apply plan.yaml --via mig-manager --kubeconfig … ARGS`.
-    fn apply(&self, args: &[&str]) -> (i32, String, String) {
+    pub(super) fn apply(&self, args: &[&str]) -> (i32, String, String) {
         let plan = (!args.contains(&"--schedule")).then_some("plan.yaml");
         self.apply_file(plan, args)
     }
@@ -125,7 +126,20 @@ impl Cluster {
         )
     }
 
-    fn writes(&self) -> Vec<String> {
+    /// `tessera mig apply plan.yaml --via mig-manager --kubeconfig … ARGS`, not started (for
+    /// tests that run two at once or signal one).
+    pub(super) fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"));
+        cmd.args(["mig", "apply", "--via", "mig-manager", "--kubeconfig"])
+            .arg(self.path("kubeconfig"))
+            .arg("plan.yaml")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    pub(super) fn writes(&self) -> Vec<String> {
         self.kube
             .requests()
             .into_iter()
@@ -134,13 +148,13 @@ impl Cluster {
             .collect()
     }
 
-    fn stored(&self) -> PartedFile {
+    pub(super) fn stored(&self) -> PartedFile {
         let cm = self.kube.configmap(NS, CM).expect("the ConfigMap exists");
         PartedFile::parse(&cm["config.yaml"], "stored").unwrap()
     }
 
     /// The tessera config the node is labelled with now.
-    fn label(&self, node: &str) -> Option<String> {
+    pub(super) fn label(&self, node: &str) -> Option<String> {
         self.kube.node_labels(node).get(CONFIG).cloned()
     }
 }
@@ -714,7 +728,12 @@ fn a_node_without_a_previous_label_gets_it_removed_on_rollback() {
         .set_node_labels("gpu-1", &[(CONFIG, None), (STATE, None)]);
     c.kube.script("gpu-1", "*", Behaviour::Failed);
     let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
-    assert_eq!(code, 2, "{out}\n{err}");
+    // Exit 3: the node's GPUs are not known to be back; what to run is printed.
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        err.contains("kubectl uncordon gpu-1   # once its GPUs are checked"),
+        "{err}"
+    );
     assert!(out.contains("-> (removed) after failed"), "{out}");
     assert!(
         out.contains("mig-manager does not revert the GPUs"),

@@ -12,6 +12,7 @@ mod ingest;
 mod job;
 mod mig_cli;
 mod mig_manager;
+mod mig_manager_faults;
 mod mig_plan_cli;
 mod offpeak_trace;
 mod prometheus_http;

@@ -3,12 +3,18 @@
 //! in-cluster service account (a CronJob: deploy/mig-manager/).
 //!
 //! Calls are made on a current-thread tokio runtime owned by [`KubeCluster`], each bounded by
-//! the request timeout (`--request-timeout`, default [`CALL_TIMEOUT`]), so the synchronous rollout never hangs on a silent API server. Node watches
-//! (one per node, `fieldSelector=metadata.name=<node>`) are resumed from the last
-//! resourceVersion seen when the server ends them; a 410 Gone (the version was compacted away,
-//! as an HTTP status or an `ERROR` event in the stream) re-reads the node and watches from its
-//! current version. ConfigMaps are replaced with the resourceVersion they were read at, so a
-//! concurrent writer gives a 409 instead of being overwritten.
+//! the request timeout (`--request-timeout`, default [`CALL_TIMEOUT`]), so the synchronous
+//! rollout never hangs on a silent API server. Node watches (one per node,
+//! `fieldSelector=metadata.name=<node>`) are kept open in one bounded loop per node, never by
+//! recursion: a stream the server ends is resumed from the last resourceVersion seen; a 410
+//! Gone (the version was compacted away, as an HTTP status or an `ERROR` event in the stream)
+//! re-reads the node, hands it on as an update, and watches from its current version; a 5xx,
+//! 429 or transport error, an error event, or a stream that ends within a second of opening is
+//! retried with exponential backoff and jitter (0.2 s doubling to 5 s), each retry said once on
+//! stderr with its count, until the watch's deadline (the node timeout); then the node simply
+//! gets no more updates, and the rollout times it out. ConfigMaps are replaced with the
+//! resourceVersion they were read at, so a concurrent writer gives a 409 instead of being
+//! overwritten.
 //!
 //! What it does not do: impersonation, exec credential plugins beyond what kube-rs does, or any
 //! write but the ConfigMap, node labels and `spec.unschedulable`.
@@ -39,7 +45,53 @@ const WATCH_SECONDS: u32 = 60;
 
 enum Item {
     Event(Box<Result<WatchEvent<Node>, kube::Error>>),
+    /// The node as re-read after a 410 (not a sign that the watch works).
+    Relisted(Box<Node>),
     End,
+}
+
+/// One watched node.
+struct Watched {
+    /// The generation of its current stream (events of older ones are dropped).
+    generation: u64,
+    /// The last resourceVersion seen.
+    rv: String,
+    /// Re-opens are retried until then.
+    deadline: Instant,
+    /// Consecutive failures (reset by an event from the server's stream).
+    failures: u32,
+    /// When the current stream was opened.
+    opened: Instant,
+}
+
+/// Why a watch could not be opened.
+enum OpenError {
+    /// 410 Gone: the version is too old.
+    Gone,
+    /// Worth another try: 5xx, 429, a transport error, no answer in time.
+    Retry(String),
+    /// Not worth another try (401, 403, 404, a bad request).
+    Fatal(ClusterError),
+}
+
+/// The first backoff, its cap, and the time a stream must live to count as working.
+const BACKOFF_FIRST: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+const SHORT_STREAM: Duration = Duration::from_secs(1);
+
+/// The delay before retry `n` (from 1): doubling from [`BACKOFF_FIRST`] to [`BACKOFF_MAX`], with
+/// ±25% jitter from `seed` (so that many clients do not retry in step).
+fn backoff(n: u32, seed: u64) -> Duration {
+    let base = BACKOFF_FIRST
+        .saturating_mul(1u32 << n.saturating_sub(1).min(10))
+        .min(BACKOFF_MAX);
+    // splitmix64 of the seed: a jitter factor in [0.75, 1.25).
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let f = 0.75 + (z >> 11) as f64 / (1u64 << 53) as f64 * 0.5;
+    base.mul_f64(f)
 }
 
 /// kube-rs behind the [`Cluster`] trait.
@@ -51,11 +103,8 @@ pub struct KubeCluster {
     /// The ConfigMaps as last read, replaced with their other keys kept.
     read: BTreeMap<(String, String), ConfigMap>,
     streams: SelectAll<BoxStream<'static, (String, u64, Item)>>,
-    /// Watched nodes: the generation of their current stream and the last version seen.
-    watched: BTreeMap<String, (u64, String)>,
+    watched: BTreeMap<String, Watched>,
     generation: u64,
-    /// Consecutive failed re-watches, per node.
-    failures: BTreeMap<String, u32>,
 }
 
 fn api_error(what: &str, e: kube::Error) -> ClusterError {
@@ -83,7 +132,27 @@ fn view(n: &Node) -> NodeView {
             .and_then(|s| s.unschedulable)
             .unwrap_or(false),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
+        config_manager: label_manager(n, super::CONFIG_LABEL),
     }
+}
+
+/// The field manager of the latest `managedFields` entry that owns label `label` (servers that
+/// keep `managedFields`, as kube-apiserver does).
+fn label_manager(n: &Node, label: &str) -> Option<String> {
+    let key = format!("f:{label}");
+    n.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1.as_ref().is_some_and(|f| {
+                f.0.pointer("/f:metadata/f:labels")
+                    .and_then(|l| l.get(&key))
+                    .is_some()
+            })
+        })
+        .max_by_key(|m| m.time.as_ref().map(|t| t.0))
+        .and_then(|m| m.manager.clone())
 }
 
 fn is_gpu_resource(name: &str) -> bool {
@@ -143,7 +212,6 @@ impl KubeCluster {
             streams: SelectAll::new(),
             watched: BTreeMap::new(),
             generation: 0,
-            failures: BTreeMap::new(),
         })
     }
 
@@ -170,7 +238,7 @@ impl KubeCluster {
     }
 
     /// Open a watch stream of `node` from `rv` and make it the node's current one.
-    fn open(&mut self, node: &str, rv: &str) -> Result<(), ClusterError> {
+    fn try_open(&mut self, node: &str, rv: &str) -> Result<(), OpenError> {
         let api = self.nodes_api();
         let wp = WatchParams::default()
             .fields(&format!("metadata.name={node}"))
@@ -181,11 +249,15 @@ impl KubeCluster {
             .block_on(async { tokio::time::timeout(self.timeout, api.watch(&wp, rv)).await });
         let s = match opened {
             Ok(Ok(s)) => s,
-            Ok(Err(kube::Error::Api(st))) if st.code == 410 => return self.relist(node),
-            Ok(Err(e)) => return Err(api_error(&what, e)),
+            Ok(Err(kube::Error::Api(st))) if st.code == 410 => return Err(OpenError::Gone),
+            Ok(Err(kube::Error::Api(st))) if st.code >= 500 || st.code == 429 => {
+                return Err(OpenError::Retry(format!("{} ({})", st.message, st.code)));
+            }
+            Ok(Err(e @ kube::Error::Api(_))) => return Err(OpenError::Fatal(api_error(&what, e))),
+            Ok(Err(e)) => return Err(OpenError::Retry(e.to_string())),
             Err(_) => {
-                return Err(ClusterError::Other(format!(
-                    "{what}: no answer in {} s",
+                return Err(OpenError::Retry(format!(
+                    "no answer in {} s",
                     self.timeout.as_secs_f64()
                 )));
             }
@@ -198,47 +270,98 @@ impl KubeCluster {
             .map(move |e| (name.clone(), generation, Item::Event(Box::new(e))))
             .chain(stream::once(async move { (end, generation, Item::End) }));
         self.streams.push(tagged.boxed());
-        self.watched
-            .insert(node.to_string(), (generation, rv.to_string()));
-        Ok(())
-    }
-
-    /// After a 410: read the node and watch from its current version. The node as read is
-    /// returned by the next [`Cluster::next_update`] through a one-event stream.
-    fn relist(&mut self, node: &str) -> Result<(), ClusterError> {
-        let api = self.nodes_api();
-        let n = self.call(&format!("read node {node}"), api.get(node))?;
-        let v = view(&n);
-        self.open(node, &v.resource_version)?;
-        let generation = self.watched[node].0;
-        let name = node.to_string();
-        self.streams.push(
-            stream::once(async move {
-                (
-                    name,
-                    generation,
-                    Item::Event(Box::new(Ok(WatchEvent::Modified(n)))),
-                )
-            })
-            .boxed(),
-        );
-        Ok(())
-    }
-
-    fn resume(&mut self, node: &str, why: &str) -> Result<(), ClusterError> {
-        let failures = self.failures.entry(node.to_string()).or_insert(0);
-        *failures += 1;
-        if *failures > 5 {
-            return Err(ClusterError::Other(format!(
-                "watch node {node}: {why} (5 times in a row)"
-            )));
+        if let Some(w) = self.watched.get_mut(node) {
+            w.generation = generation;
+            w.rv = rv.to_string();
+            w.opened = Instant::now();
         }
-        let rv = self
-            .watched
-            .get(node)
-            .map(|w| w.1.clone())
-            .unwrap_or_default();
-        self.open(node, &rv)
+        Ok(())
+    }
+
+    /// After a 410 in a stream: re-read the node (handed on as an update) and watch from its
+    /// version, through [`KubeCluster::rewatch`]'s loop (a 410 that repeats backs off).
+    fn rewatch_gone(&mut self, node: &str) -> Result<(), ClusterError> {
+        let api = self.nodes_api();
+        match self.call(&format!("read node {node}"), api.get(node)) {
+            Ok(n) => {
+                if let Some(w) = self.watched.get_mut(node) {
+                    w.rv = n.metadata.resource_version.clone().unwrap_or_default();
+                }
+                let name = node.to_string();
+                self.streams.push(
+                    stream::once(async move { (name, 0, Item::Relisted(Box::new(n))) }).boxed(),
+                );
+                self.rewatch(node, Some("410 Gone: resourceVersion too old".into()), true)
+            }
+            Err(ClusterError::Other(m)) => self.rewatch(node, Some(m), true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Keep `node` watched after `why` (None: a first open): the one loop that opens, re-reads
+    /// on 410 and backs off, until the watch's deadline. `failed`: `why` counts as a failure.
+    fn rewatch(
+        &mut self,
+        node: &str,
+        mut why: Option<String>,
+        failed: bool,
+    ) -> Result<(), ClusterError> {
+        if failed && let Some(w) = self.watched.get_mut(node) {
+            w.failures += 1;
+        }
+        loop {
+            let Some(w) = self.watched.get(node) else {
+                return Ok(()); // unwatched meanwhile
+            };
+            let (rv, failures, deadline) = (w.rv.clone(), w.failures, w.deadline);
+            if failures > 0 {
+                let delay = backoff(failures, self.generation ^ u64::from(failures));
+                let reason = why.as_deref().unwrap_or("the watch failed");
+                if Instant::now() + delay >= deadline {
+                    eprintln!(
+                        "tessera: watch node {node}: {reason}; no retry {failures} before the node timeout"
+                    );
+                    // No stream: the node gets no more updates and times out.
+                    self.watched.remove(node);
+                    return Ok(());
+                }
+                eprintln!(
+                    "tessera: watch node {node}: {reason}; retry {failures} in {:.1} s",
+                    delay.as_secs_f64()
+                );
+                std::thread::sleep(delay);
+            }
+            match self.try_open(node, &rv) {
+                Ok(()) => return Ok(()),
+                Err(OpenError::Gone) => {
+                    // Re-read the node, hand it on, and watch from its current version.
+                    let api = self.nodes_api();
+                    match self.call(&format!("read node {node}"), api.get(node)) {
+                        Ok(n) => {
+                            let generation = self.generation;
+                            if let Some(w) = self.watched.get_mut(node) {
+                                w.rv = n.metadata.resource_version.clone().unwrap_or_default();
+                            }
+                            let name = node.to_string();
+                            self.streams.push(
+                                stream::once(async move {
+                                    (name, generation, Item::Relisted(Box::new(n)))
+                                })
+                                .boxed(),
+                            );
+                            why = Some("410 Gone: resourceVersion too old".into());
+                        }
+                        Err(ClusterError::Other(m)) => why = Some(m),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(OpenError::Retry(m)) => why = Some(m),
+                Err(OpenError::Fatal(e)) => return Err(e),
+            }
+            if let Some(w) = self.watched.get_mut(node) {
+                w.failures += 1;
+            }
+        }
     }
 }
 
@@ -410,9 +533,23 @@ impl Cluster for KubeCluster {
         Ok(())
     }
 
-    fn watch(&mut self, node: &str, resource_version: &str) -> Result<(), ClusterError> {
-        self.failures.remove(node);
-        self.open(node, resource_version)
+    fn watch(
+        &mut self,
+        node: &str,
+        resource_version: &str,
+        deadline: Instant,
+    ) -> Result<(), ClusterError> {
+        self.watched.insert(
+            node.to_string(),
+            Watched {
+                generation: 0,
+                rv: resource_version.to_string(),
+                deadline,
+                failures: 0,
+                opened: Instant::now(),
+            },
+        );
+        self.rewatch(node, None, false)
     }
 
     fn unwatch(&mut self, node: &str) {
@@ -437,46 +574,57 @@ impl Cluster for KubeCluster {
                 }
                 Ok(Some(x)) => x,
             };
-            if self.watched.get(&node).map(|w| w.0) != Some(generation) {
+            let Some(w) = self.watched.get_mut(&node) else {
+                continue;
+            };
+            // A re-read node is news whatever stream it came with; stream items count only
+            // from the node's current stream.
+            if !matches!(item, Item::Relisted(_)) && w.generation != generation {
                 continue;
             }
-            let item = match item {
-                Item::Event(e) => Some(*e),
-                Item::End => None,
-            };
             match item {
-                Some(Ok(WatchEvent::Added(n) | WatchEvent::Modified(n))) => {
-                    let v = view(&n);
-                    self.failures.remove(&node);
-                    if let Some(w) = self.watched.get_mut(&node) {
-                        w.1 = v.resource_version.clone();
+                Item::Relisted(n) => return Ok(Some(view(&n))),
+                Item::Event(e) => match *e {
+                    Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => {
+                        let v = view(&n);
+                        w.failures = 0;
+                        w.rv = v.resource_version.clone();
+                        return Ok(Some(v));
                     }
-                    return Ok(Some(v));
-                }
-                Some(Ok(WatchEvent::Bookmark(b))) => {
-                    if let Some(w) = self.watched.get_mut(&node) {
-                        w.1 = b.metadata.resource_version.clone();
+                    Ok(WatchEvent::Bookmark(b)) => {
+                        w.failures = 0;
+                        w.rv = b.metadata.resource_version.clone();
                     }
-                }
-                Some(Ok(WatchEvent::Deleted(_))) => {
-                    return Err(ClusterError::Other(format!(
-                        "node {node} was deleted while it changed"
-                    )));
-                }
-                Some(Ok(WatchEvent::Error(s))) if s.code == 410 => self.relist(&node)?,
-                Some(Err(kube::Error::Api(s))) if s.code == 410 => self.relist(&node)?,
-                Some(Ok(WatchEvent::Error(s))) => {
-                    self.resume(&node, &format!("{} ({})", s.message, s.code))?;
-                }
-                Some(Err(e)) => {
-                    let why = e.to_string();
-                    std::thread::sleep(Duration::from_millis(200));
-                    self.resume(&node, &why)?;
-                }
-                None => {
-                    // The server ended the watch (timeoutSeconds): resume where it stopped.
-                    let rv = self.watched[&node].1.clone();
-                    self.open(&node, &rv)?;
+                    Ok(WatchEvent::Deleted(_)) => {
+                        return Err(ClusterError::Other(format!(
+                            "node {node} was deleted while it changed"
+                        )));
+                    }
+                    Ok(WatchEvent::Error(st)) if st.code == 410 => {
+                        // Re-read at once: the loop backs off only when this repeats.
+                        w.generation = 0;
+                        self.rewatch_gone(&node)?;
+                    }
+                    Err(kube::Error::Api(st)) if st.code == 410 => {
+                        w.generation = 0;
+                        self.rewatch_gone(&node)?;
+                    }
+                    Ok(WatchEvent::Error(st)) => {
+                        w.generation = 0;
+                        self.rewatch(&node, Some(format!("{} ({})", st.message, st.code)), true)?;
+                    }
+                    Err(e) => {
+                        w.generation = 0;
+                        self.rewatch(&node, Some(e.to_string()), true)?;
+                    }
+                },
+                Item::End => {
+                    // The server ended the watch (timeoutSeconds): resume where it stopped; a
+                    // stream that ended at once counts as a failure (backoff).
+                    let short = w.opened.elapsed() < SHORT_STREAM;
+                    w.generation = 0;
+                    let why = short.then(|| "the server ended the watch at once".to_string());
+                    self.rewatch(&node, why, short)?;
                 }
             }
         }

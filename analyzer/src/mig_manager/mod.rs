@@ -48,6 +48,9 @@ pub struct NodeView {
     pub unschedulable: bool,
     /// The node object's resourceVersion when it was read.
     pub resource_version: String,
+    /// The field manager that last wrote `nvidia.com/mig.config` (from `managedFields`), when
+    /// the server reports it.
+    pub config_manager: Option<String>,
 }
 
 impl NodeView {
@@ -159,11 +162,19 @@ pub trait Cluster {
     /// Cordon (`true`) or uncordon `node` (a strategic merge patch of `spec.unschedulable`).
     fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), ClusterError>;
     /// Start watching `node` from `resource_version` on (replacing an earlier watch of it).
-    fn watch(&mut self, node: &str, resource_version: &str) -> Result<(), ClusterError>;
+    /// Until `deadline`, a watch that cannot be opened or that ends is opened again with
+    /// backoff (re-reading the node on 410 Gone); past it, [`Cluster::next_update`] fails.
+    fn watch(
+        &mut self,
+        node: &str,
+        resource_version: &str,
+        deadline: Instant,
+    ) -> Result<(), ClusterError>;
     /// Stop watching `node`.
     fn unwatch(&mut self, node: &str);
     /// The next version of a watched node, or `None` at `deadline`. Streams that end are
-    /// resumed from the last version seen; a 410 Gone (a version too old) re-reads the node.
+    /// resumed from the last version seen; a 410 Gone (a version too old) re-reads the node;
+    /// errors re-opening a watch are retried with backoff until the node's watch deadline.
     fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, ClusterError>;
     /// The ClusterPolicy, when one can be read (`None`: none, or not allowed to read it).
     fn policy(&mut self) -> Result<Option<PolicyView>, ClusterError>;

@@ -222,14 +222,18 @@ const MINIMAL: &str =
 
 /// Merge `layouts`' configs into `existing` (the stored `config.yaml`; when `None`, start from
 /// `seed`, the operator's default ConfigMap text, or a file with `all-disabled`), keeping every
-/// other config, and pruning `tessera-…` configs neither wanted nor named by a node (`in_use`).
+/// other config; with `prune` (the configs nodes name), `tessera-…` configs neither wanted nor
+/// named by a node are removed, without it none is. The text read from the cluster is held to
+/// the limits of YAML files (`input_limits::check_yaml`) before it is parsed.
 pub fn merge(
     existing: Option<&str>,
     seed: Option<&str>,
     layouts: &[NodeLayout],
-    in_use: &BTreeSet<String>,
+    prune: Option<&BTreeSet<String>>,
 ) -> Result<Merged, RenderError> {
     let base_text = existing.or(seed).unwrap_or(MINIMAL);
+    tessera_core::input_limits::check_yaml(base_text)
+        .map_err(|e| RenderError::Existing(e.to_string()))?;
     let mut root: Value =
         serde_yaml_ng::from_str(base_text).map_err(|e| RenderError::Existing(e.to_string()))?;
     let map = root
@@ -264,7 +268,7 @@ pub fn merge(
     for name in names {
         if name.starts_with(CONFIG_PREFIX)
             && !wanted.contains_key(name.as_str())
-            && !in_use.contains(&name)
+            && prune.is_some_and(|in_use| !in_use.contains(&name))
         {
             configs.remove(name.as_str());
             pruned.push(name);
@@ -443,7 +447,13 @@ mod tests {
             entries: vec![entry(0, &[("3g.40gb", 2)])],
         };
         let in_use: BTreeSet<String> = ["tessera-used-11111111".to_string()].into();
-        let m = merge(Some(STORED), None, std::slice::from_ref(&layout), &in_use).unwrap();
+        let m = merge(
+            Some(STORED),
+            None,
+            std::slice::from_ref(&layout),
+            Some(&in_use),
+        )
+        .unwrap();
         let f = PartedFile::parse(&m.after, "t").unwrap();
         let names: Vec<&str> = f.configs.keys().map(String::as_str).collect();
         assert_eq!(
@@ -468,13 +478,13 @@ mod tests {
             m.diff("cm")
         );
         // Merging again changes nothing.
-        let again = merge(Some(&m.after), None, &[layout], &in_use).unwrap();
+        let again = merge(Some(&m.after), None, &[layout], Some(&in_use)).unwrap();
         assert!(!again.changed(), "{}", again.diff("cm"));
     }
 
     #[test]
     fn a_new_configmap_starts_from_the_seed_or_all_disabled() {
-        let m = merge(None, None, &[], &BTreeSet::new()).unwrap();
+        let m = merge(None, None, &[], Some(&BTreeSet::new())).unwrap();
         assert!(m.before.is_empty());
         assert!(
             PartedFile::parse(&m.after, "t")
@@ -482,7 +492,7 @@ mod tests {
                 .configs
                 .contains_key("all-disabled")
         );
-        let m = merge(None, Some(STORED), &[], &BTreeSet::new()).unwrap();
+        let m = merge(None, Some(STORED), &[], Some(&BTreeSet::new())).unwrap();
         assert!(
             PartedFile::parse(&m.after, "t")
                 .unwrap()
@@ -499,12 +509,36 @@ mod tests {
             "version: v1\n",
             ": :",
         ] {
-            let e = merge(Some(bad), None, &[], &BTreeSet::new()).unwrap_err();
+            let e = merge(Some(bad), None, &[], Some(&BTreeSet::new())).unwrap_err();
             assert!(
                 e.to_string().contains("not a mig-parted v1 file"),
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn stored_text_beyond_the_yaml_limits_is_refused_before_it_is_parsed() {
+        // 100,000 nested `[`: the depth scan stops at the first one past the limit.
+        let deep = format!("version: v1\nmig-configs:\n  x: {}", "[".repeat(100_000));
+        let e = merge(Some(&deep), None, &[], Some(&BTreeSet::new())).unwrap_err();
+        assert!(e.to_string().contains("nested deeper than"), "{e}");
+        let big = format!("version: v1\nmig-configs: {{}}\n#{}", "x".repeat(20 << 20));
+        let e = merge(Some(&big), None, &[], None).unwrap_err();
+        assert!(e.to_string().contains("larger than the limit"), "{e}");
+    }
+
+    #[test]
+    fn without_prune_no_config_is_removed() {
+        let layout = NodeLayout {
+            node: "n".into(),
+            config: "tessera-x-2".into(),
+            entries: vec![entry(0, &[("1g.10gb", 7)])],
+        };
+        let m = merge(Some(STORED), None, std::slice::from_ref(&layout), None).unwrap();
+        assert!(m.pruned.is_empty());
+        let m2 = merge(Some(STORED), None, &[layout], Some(&BTreeSet::new())).unwrap();
+        assert_eq!(m.added, m2.added);
     }
 
     #[test]

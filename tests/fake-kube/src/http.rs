@@ -81,6 +81,28 @@ pub(crate) async fn handle(
     if !authorized {
         return Ok(error(ApiError::unauthorized()));
     }
+    // Scripted failures (`FakeKube::fail`): answered before the request is handled.
+    let injected = {
+        let mut store = shared.lock();
+        let req = store.requests.last().cloned().expect("logged above");
+        store
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.matches(&req))
+            .map(|f| {
+                f.times -= 1;
+                (
+                    f.delay,
+                    (f.code != 0).then(|| ApiError::injected(f.code, &f.message)),
+                )
+            })
+    };
+    if let Some((delay, e)) = injected {
+        tokio::time::sleep(delay).await;
+        if let Some(e) = e {
+            return Ok(error(e));
+        }
+    }
     let query = Query::parse(&query);
     Ok(route(
         &shared,

@@ -83,6 +83,64 @@ impl Request {
     }
 }
 
+/// A scripted failure of the API server: the next `times` requests that match wait `delay`,
+/// then are answered with a `Status` of `code` and `message` instead of being handled (like an
+/// etcd leader change: "etcdserver: leader changed", 500); `code` 0 handles them after the
+/// delay (a slow request, to order two clients' writes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// `GET`, `PATCH`, …
+    pub method: String,
+    /// The exact URL path, such as `/api/v1/nodes/gpu-1` (a watch of one node is a GET of
+    /// `/api/v1/nodes` with `watch=true`).
+    pub path: String,
+    /// Only watches (`true`), only other requests (`false`), or both (`None`).
+    pub watch: Option<bool>,
+    /// Only requests whose body contains this text (e.g. `mig.config` for a label patch, not a
+    /// cordon).
+    pub body_contains: Option<String>,
+    pub times: usize,
+    pub code: u16,
+    pub message: String,
+    pub delay: std::time::Duration,
+}
+
+impl Fault {
+    /// `times` × 500 "etcdserver: leader changed" for `method path`, any body, watch or not.
+    pub fn leader_changed(method: &str, path: &str, times: usize) -> Fault {
+        Fault {
+            method: method.to_string(),
+            path: path.to_string(),
+            watch: None,
+            body_contains: None,
+            times,
+            code: 500,
+            message: "etcdserver: leader changed".into(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// `times` requests `method path` whose body contains `body` handled only after `delay`.
+    pub fn slow(method: &str, path: &str, body: &str, delay: Duration) -> Fault {
+        Fault {
+            body_contains: Some(body.to_string()),
+            code: 0,
+            delay,
+            ..Fault::leader_changed(method, path, 1)
+        }
+    }
+
+    fn matches(&self, r: &Request) -> bool {
+        r.method == self.method
+            && r.path == self.path
+            && self.watch.is_none_or(|w| w == r.is_watch())
+            && self
+                .body_contains
+                .as_deref()
+                .is_none_or(|b| r.body.contains(b))
+    }
+}
+
 /// The running test server; dropping it stops the server and joins its thread.
 pub struct FakeKube {
     server: Server,
@@ -292,6 +350,16 @@ impl FakeKube {
     /// the two wins); clients must re-watch.
     pub fn close_watches_after(&self, d: Duration) {
         self.shared().lock().close_watches_after = Some(d);
+    }
+
+    /// Scripts a failure ([`Fault`]); faults are tried in the order added.
+    pub fn fail(&self, fault: Fault) {
+        self.shared().lock().faults.push(fault);
+    }
+
+    /// How many requests matched `fault`'s method, path, watch and body (answered or failed).
+    pub fn count(&self, fault: &Fault) -> usize {
+        self.requests().iter().filter(|r| fault.matches(r)).count()
     }
 
     /// The global resourceVersion (that of the last write).

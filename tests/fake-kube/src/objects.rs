@@ -83,6 +83,23 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
+    /// A scripted failure ([`crate::Fault`]): `code` with a reason kube-apiserver gives it.
+    pub(crate) fn injected(code: u16, message: &str) -> ApiError {
+        ApiError {
+            code,
+            reason: match code {
+                409 => "Conflict",
+                410 => "Expired",
+                429 => "TooManyRequests",
+                503 => "ServiceUnavailable",
+                504 => "Timeout",
+                _ => "InternalError",
+            },
+            message: message.to_string(),
+            details: None,
+        }
+    }
+
     fn details(kind: Kind, name: &str) -> Value {
         let mut d = json!({ "name": name, "kind": kind.plural() });
         if !kind.group().is_empty() {

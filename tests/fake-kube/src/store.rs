@@ -88,6 +88,8 @@ pub(crate) struct Store {
     pub(crate) conflict_next_put: bool,
     pub(crate) close_watches_after: Option<Duration>,
     pub(crate) requests: Vec<Request>,
+    /// Scripted failures, first match wins ([`crate::Fault`]).
+    pub(crate) faults: Vec<crate::Fault>,
 }
 
 impl Store {
@@ -109,6 +111,7 @@ impl Store {
             conflict_next_put: false,
             close_watches_after: None,
             requests: Vec::new(),
+            faults: Vec::new(),
         }
     }
 

@@ -1,30 +1,44 @@
 //! The rollout of `--via mig-manager` over the [`Cluster`] trait: choose the nodes, render the
 //! ConfigMap, print the dry run, refuse when pods hold GPUs that change, write the ConfigMap
-//! (re-read and re-rendered on a 409), then node by node — at most `max_unavailable` at once —
-//! cordon (`--cordon`), set `nvidia.com/mig.config` (removing the stale
+//! (adding tessera's configs, pruning none; re-read and re-merged on a 409), then node by node —
+//! at most `max_unavailable` at once — cordon (`--cordon`), make sure the node's config is still
+//! in the ConfigMap, set `nvidia.com/mig.config` (removing the stale
 //! `nvidia.com/mig.config.state` in the same patch, so a `success` seen later is mig-manager's
-//! answer to this label), watch the state until `success`, `failed` or the per-node timeout,
-//! and on `failed` or a timeout put the previous label back and watch that too. A failed node
-//! stops the rollout: later nodes are not started.
+//! answer to this label), and watch the state until `success`, `failed` or the per-node
+//! timeout. A state counts only while the label is the one tessera set: a label another client
+//! replaced stops the rollout and is left as it is. At the end, the `tessera-…` configs no node
+//! names are pruned (nodes and ConfigMap re-read), so a config another run just labelled a node
+//! with is never removed.
+//!
+//! **One rule for every way out after the first node is touched** — a failed or timed-out node,
+//! a refusal, an API error, a stop signal (SIGTERM from a CronJob's deadline, SIGINT): every
+//! node tessera changed and that is not at its new config gets its previous label back
+//! (removed where it had none), watched until mig-manager reports `success`, and is uncordoned
+//! when tessera cordoned it; what is restored is printed. What cannot be restored is printed as
+//! the `kubectl` commands that do it. A failed node stops the rollout: later nodes are not
+//! started.
 //!
 //! Output: the ConfigMap diff, the label changes and the per-node results on `out` (data);
-//! notes, warnings and refusals on `err`. Returns the exit code: 0 done (or dry run), 2 refused,
-//! failed or rolled back — the node-local apply's codes.
+//! notes, warnings and refusals on `err`. Returns the exit code: 0 done (or dry run); 2 refused,
+//! failed or stopped, and every node tessera touched is back (or left to the client that
+//! relabelled it); 3 something tessera changed could not be put back or confirmed (the
+//! `kubectl` commands are printed). Errors before anything is written return `Err` (exit 2).
 //!
 //! What it does not do: drain or evict pods, retry a failed node, or change the ClusterPolicy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use tessera_core::mig::apply::LayoutFile;
 use tessera_core::mig::parted::PartedFile;
 
+mod waves;
+
 use super::render::{self, Change, NodeLayout, RenderError};
-use super::{
-    CONFIG_KEY, CONFIG_LABEL, CONFIG_PREFIX, Cluster, ClusterError, DEPLOY_LABEL, GpuPod,
-    NodeSelect, NodeView, STATE_LABEL,
-};
+use super::{CONFIG_KEY, Cluster, ClusterError, DEPLOY_LABEL, GpuPod, NodeSelect, NodeView};
 
 /// The operator's generated ConfigMap, the seed of a new one (its configs are kept).
 pub const DEFAULT_CONFIGMAP: &str = "default-mig-parted-config";
@@ -46,6 +60,8 @@ pub struct Request {
     pub timeout: Duration,
     pub max_unavailable: usize,
     pub yes: bool,
+    /// Set by a signal handler (SIGTERM, SIGINT): stop and put the nodes back.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Input or API errors that stop the command before or while it acts (exit 2).
@@ -57,26 +73,11 @@ pub enum RolloutError {
     Cluster(#[from] ClusterError),
     #[error("{0}")]
     Input(String),
+    #[error("stopped by a signal (SIGTERM or SIGINT)")]
+    Interrupted,
 }
 
-/// How one node ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Ending {
-    Success,
-    Failed,
-    TimedOut(Option<String>),
-}
-
-struct Active {
-    node: NodeView,
-    layout: NodeLayout,
-    cordoned: bool,
-    started: Instant,
-    deadline: Instant,
-    state: Option<String>,
-}
-
-fn io(e: std::io::Error) -> RolloutError {
+pub(super) fn io(e: std::io::Error) -> RolloutError {
     RolloutError::Input(format!("cannot write output: {e}"))
 }
 
@@ -135,19 +136,20 @@ fn choose_nodes(c: &mut dyn Cluster, r: &Request) -> Result<Vec<NodeView>, Rollo
     Ok(nodes)
 }
 
-/// Write the ConfigMap, re-reading and re-merging it on a conflict (another writer).
+/// Write the ConfigMap with tessera's configs added, re-reading and re-merging it on a conflict
+/// (another writer).
 fn write_config(
     c: &mut dyn Cluster,
     r: &Request,
     layouts: &[NodeLayout],
-    in_use: &BTreeSet<String>,
     mut stored: Option<super::StoredConfig>,
     seed: Option<&str>,
     err: &mut dyn Write,
 ) -> Result<render::Merged, RolloutError> {
     for attempt in 1..=5 {
         let text = stored.as_ref().and_then(|s| s.text.as_deref());
-        let merged = render::merge(text, seed, layouts, in_use)?;
+        // Nothing is pruned before the labels are set (`prune_unused` does it after).
+        let merged = render::merge(text, seed, layouts, None)?;
         let result = match &stored {
             None => c.create_config(&r.namespace, &r.configmap, &merged.after),
             Some(_) if !merged.changed() => return Ok(merged),
@@ -197,6 +199,23 @@ pub fn run(
             .read_config(&r.namespace, DEFAULT_CONFIGMAP)?
             .and_then(|s| s.text),
     };
+    // YAML from the cluster is held to the limits of YAML files, once, before any parse.
+    for (name, text) in [
+        (
+            &r.configmap,
+            stored.as_ref().and_then(|s| s.text.as_deref()),
+        ),
+        (&DEFAULT_CONFIGMAP.to_string(), seed.as_deref()),
+    ] {
+        if let Some(t) = text {
+            tessera_core::input_limits::check_yaml(t).map_err(|e| {
+                RolloutError::Input(format!(
+                    "ConfigMap {}/{name}, {CONFIG_KEY}: {e}; fix or remove it, tessera does not read or overwrite it",
+                    r.namespace
+                ))
+            })?;
+        }
+    }
     let stored_text = stored
         .as_ref()
         .and_then(|s| s.text.as_deref())
@@ -213,20 +232,13 @@ pub fn run(
         }
         None => None,
     };
-    let in_use: BTreeSet<String> = c
-        .nodes(&NodeSelect::All)?
-        .iter()
-        .filter_map(|n| {
-            n.config()
-                .filter(|v| v.starts_with(CONFIG_PREFIX))
-                .map(str::to_string)
-        })
-        .collect();
+    let in_use = waves::configs_in_use(c)?;
+    // What the ConfigMap will hold once the rollout is done (unused configs pruned).
     let merged = render::merge(
         stored.as_ref().and_then(|s| s.text.as_deref()),
         seed.as_deref(),
         &layouts,
-        &in_use,
+        Some(&in_use),
     )?;
     let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let changes: Vec<(NodeView, NodeLayout, Change)> = layouts
@@ -297,33 +309,20 @@ pub fn run(
         .map_err(io)?;
         return Ok(2);
     }
-    let merged = write_config(
-        c,
-        r,
-        &layouts,
-        &in_use,
-        stored.clone(),
-        seed.as_deref(),
-        err,
-    )?;
+    let merged = write_config(c, r, &layouts, stored.clone(), seed.as_deref(), err)?;
     if merged.changed() {
         writeln!(
             out,
-            "ConfigMap {cm}: {}{}",
+            "ConfigMap {cm}: {}",
             if merged.added.is_empty() {
                 "updated".to_string()
             } else {
                 format!("added {}", merged.added.join(", "))
             },
-            if merged.pruned.is_empty() {
-                String::new()
-            } else {
-                format!("; pruned unused {}", merged.pruned.join(", "))
-            }
         )
         .map_err(io)?;
     }
-    rollout(c, r, changes, out, err)
+    waves::rollout(c, r, changes, out, err)
 }
 
 /// Whether the ClusterPolicy points mig-manager at the ConfigMap (`true` when it cannot be read:
@@ -365,235 +364,4 @@ fn check_policy(
             Ok(true)
         }
     }
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-/// Wait until every active node reports `success` or `failed`, or passes its deadline.
-fn wait(
-    c: &mut dyn Cluster,
-    active: &mut BTreeMap<String, Active>,
-) -> Result<BTreeMap<String, Ending>, RolloutError> {
-    let mut done = BTreeMap::new();
-    while done.len() < active.len() {
-        let deadline = active
-            .iter()
-            .filter(|(n, _)| !done.contains_key(*n))
-            .map(|(_, a)| a.deadline)
-            .min()
-            .expect("an active node is left");
-        match c.next_update(deadline)? {
-            Some(v) => {
-                if done.contains_key(&v.name) {
-                    continue;
-                }
-                if let Some(a) = active.get_mut(&v.name) {
-                    a.state = v.state().map(str::to_string);
-                    match v.state() {
-                        Some("success") => {
-                            done.insert(v.name.clone(), Ending::Success);
-                            c.unwatch(&v.name);
-                        }
-                        Some("failed") => {
-                            done.insert(v.name.clone(), Ending::Failed);
-                            c.unwatch(&v.name);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            None => {
-                let now = Instant::now();
-                for (name, a) in active.iter() {
-                    if !done.contains_key(name) && a.deadline <= now {
-                        done.insert(name.clone(), Ending::TimedOut(a.state.clone()));
-                        c.unwatch(name);
-                    }
-                }
-            }
-        }
-    }
-    Ok(done)
-}
-
-fn describe(e: &Ending, timeout: Duration) -> String {
-    match e {
-        Ending::Success => "success".into(),
-        Ending::Failed => "failed".into(),
-        Ending::TimedOut(s) => format!(
-            "no result after {} (state {})",
-            secs(timeout),
-            s.as_deref().unwrap_or("not set by mig-manager")
-        ),
-    }
-}
-
-/// Set the label on each node of each wave, watch, roll back failures; see the module docs.
-fn rollout(
-    c: &mut dyn Cluster,
-    r: &Request,
-    changes: Vec<(NodeView, NodeLayout, Change)>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<u8, RolloutError> {
-    let todo: Vec<_> = changes
-        .into_iter()
-        .filter(|(_, _, ch)| ch.relabels())
-        .collect();
-    if todo.is_empty() {
-        writeln!(
-            out,
-            "every node is already labelled with its config: nothing to do"
-        )
-        .map_err(io)?;
-        return Ok(0);
-    }
-    let wave = r.max_unavailable.max(1);
-    let mut failed = false;
-    let mut left: Vec<String> = Vec::new();
-    for chunk in todo.chunks(wave) {
-        if failed {
-            left.extend(chunk.iter().map(|(n, _, _)| n.name.clone()));
-            continue;
-        }
-        let mut active = BTreeMap::new();
-        for (node, layout, change) in chunk {
-            let mut cordoned = false;
-            if r.cordon && !node.unschedulable {
-                c.set_unschedulable(&node.name, true)?;
-                cordoned = true;
-                writeln!(out, "node {}: cordoned", node.name).map_err(io)?;
-            }
-            if change.disturbs() {
-                let pods = c.gpu_pods(&node.name)?;
-                if !pods.is_empty() {
-                    let list: Vec<String> = pods.iter().map(|p| format!("  {p}")).collect();
-                    writeln!(err, "tessera: node {}: refused, label not changed: pods hold GPU resources:\n{}", node.name, list.join("\n")).map_err(io)?;
-                    if cordoned {
-                        c.set_unschedulable(&node.name, false)?;
-                        writeln!(out, "node {}: uncordoned", node.name).map_err(io)?;
-                    }
-                    failed = true;
-                    continue;
-                }
-            }
-            let written = c.patch_labels(
-                &node.name,
-                &[(CONFIG_LABEL, Some(&layout.config)), (STATE_LABEL, None)],
-            )?;
-            c.watch(&node.name, &written.resource_version)?;
-            writeln!(
-                out,
-                "node {}: {CONFIG_LABEL}={} (was {}); waiting for mig-manager",
-                node.name,
-                layout.config,
-                node.config().unwrap_or("unset")
-            )
-            .map_err(io)?;
-            let now = Instant::now();
-            active.insert(
-                node.name.clone(),
-                Active {
-                    node: node.clone(),
-                    layout: layout.clone(),
-                    cordoned,
-                    started: now,
-                    deadline: now + r.timeout,
-                    state: None,
-                },
-            );
-        }
-        let endings = wait(c, &mut active)?;
-        for (name, ending) in endings {
-            let a = &active[&name];
-            if ending == Ending::Success {
-                writeln!(
-                    out,
-                    "node {name}: success: {} applied in {}",
-                    a.layout.config,
-                    secs(a.started.elapsed())
-                )
-                .map_err(io)?;
-                if a.cordoned {
-                    c.set_unschedulable(&name, false)?;
-                    writeln!(out, "node {name}: uncordoned").map_err(io)?;
-                }
-                continue;
-            }
-            failed = true;
-            writeln!(
-                err,
-                "tessera: node {name}: {} with {CONFIG_LABEL}={}; rolling back",
-                describe(&ending, r.timeout),
-                a.layout.config
-            )
-            .map_err(io)?;
-            rollback(c, r, a, &ending, out, err)?;
-        }
-    }
-    if !left.is_empty() {
-        writeln!(
-            err,
-            "tessera: stopped after a failure; not started: {}",
-            left.join(", ")
-        )
-        .map_err(io)?;
-    }
-    Ok(if failed { 2 } else { 0 })
-}
-
-/// Put the previous label back on a node that failed or timed out, and watch mig-manager apply it.
-fn rollback(
-    c: &mut dyn Cluster,
-    r: &Request,
-    a: &Active,
-    ending: &Ending,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<(), RolloutError> {
-    let name = a.node.name.as_str();
-    let previous = a.node.config();
-    let written = c.patch_labels(name, &[(CONFIG_LABEL, previous), (STATE_LABEL, None)])?;
-    let what = format!(
-        "node {name}: rolled back {CONFIG_LABEL} {} -> {} after {}",
-        a.layout.config,
-        previous.unwrap_or("(removed)"),
-        describe(ending, r.timeout)
-    );
-    let Some(previous) = previous else {
-        writeln!(out, "{what}; mig-manager does not revert the GPUs when the label is removed: check the node (kubectl describe node {name}){}", if a.cordoned { "; it stays cordoned" } else { "" }).map_err(io)?;
-        return Ok(());
-    };
-    c.watch(name, &written.resource_version)?;
-    let now = Instant::now();
-    let mut again = BTreeMap::from([(
-        name.to_string(),
-        Active {
-            node: a.node.clone(),
-            layout: a.layout.clone(),
-            cordoned: a.cordoned,
-            started: now,
-            deadline: now + r.timeout,
-            state: None,
-        },
-    )]);
-    let back = wait(c, &mut again)?
-        .remove(name)
-        .expect("one node waited for");
-    writeln!(out, "{what}; {previous}: {}", describe(&back, r.timeout)).map_err(io)?;
-    if a.cordoned {
-        if back == Ending::Success {
-            c.set_unschedulable(name, false)?;
-            writeln!(out, "node {name}: uncordoned").map_err(io)?;
-        } else {
-            writeln!(
-                err,
-                "tessera: node {name} stays cordoned: its rollback did not reach success"
-            )
-            .map_err(io)?;
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,587 @@
+//! The rollout's node-by-node part (module docs of [`super`]): the waves of label changes
+//! watched to `success`, `failed`, a timeout or a label another client set; the one restore
+//! of every way out (previous label back and watched, uncordon what tessera cordoned, `kubectl`
+//! commands for what cannot be done); the config check before each label; and the pruning of
+//! unused `tessera-…` configs after the rollout.
+//!
+//! Pure over the [`Cluster`] trait; it does not render configs or decide which nodes change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::super::render::{self, Change, NodeLayout};
+use super::super::{
+    CONFIG_LABEL, CONFIG_PREFIX, Cluster, ClusterError, NodeSelect, NodeView, STATE_LABEL,
+};
+use super::{Request, RolloutError, io};
+
+/// How one node ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ending {
+    Success,
+    Failed,
+    TimedOut(Option<String>),
+    /// The label became another value than the one waited for (another client); the field
+    /// manager of that change when the server says.
+    Replaced {
+        value: Option<String>,
+        manager: Option<String>,
+    },
+}
+
+/// A node being waited for.
+struct Active {
+    /// The label value whose state counts.
+    expect: Option<String>,
+    started: Instant,
+    deadline: Instant,
+    state: Option<String>,
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// How long [`wait`] waits at most between two looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(250);
+
+fn check_stop(r: &Request) -> Result<(), RolloutError> {
+    match &r.stop {
+        Some(f) if f.load(Ordering::SeqCst) => Err(RolloutError::Interrupted),
+        _ => Ok(()),
+    }
+}
+
+/// Wait until every active node reports `success` or `failed` for the label it waits for, or
+/// that label is replaced, or its deadline passes; stops early (an error) when the stop flag is
+/// set.
+fn wait(
+    c: &mut dyn Cluster,
+    r: &Request,
+    active: &mut BTreeMap<String, Active>,
+) -> Result<BTreeMap<String, Ending>, RolloutError> {
+    let mut done = BTreeMap::new();
+    while done.len() < active.len() {
+        check_stop(r)?;
+        let deadline = active
+            .iter()
+            .filter(|(n, _)| !done.contains_key(*n))
+            .map(|(_, a)| a.deadline)
+            .min()
+            .expect("an active node is left");
+        let look = match r.stop {
+            Some(_) => deadline.min(Instant::now() + STOP_POLL),
+            None => deadline,
+        };
+        match c.next_update(look)? {
+            Some(v) => {
+                if done.contains_key(&v.name) {
+                    continue;
+                }
+                if let Some(a) = active.get_mut(&v.name) {
+                    // A state counts only for the label tessera set.
+                    if v.config() != a.expect.as_deref() {
+                        done.insert(
+                            v.name.clone(),
+                            Ending::Replaced {
+                                value: v.config().map(str::to_string),
+                                manager: v.config_manager.clone(),
+                            },
+                        );
+                        c.unwatch(&v.name);
+                        continue;
+                    }
+                    a.state = v.state().map(str::to_string);
+                    match v.state() {
+                        Some("success") => {
+                            done.insert(v.name.clone(), Ending::Success);
+                            c.unwatch(&v.name);
+                        }
+                        Some("failed") => {
+                            done.insert(v.name.clone(), Ending::Failed);
+                            c.unwatch(&v.name);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            None => {
+                let now = Instant::now();
+                for (name, a) in active.iter() {
+                    if !done.contains_key(name) && a.deadline <= now {
+                        done.insert(name.clone(), Ending::TimedOut(a.state.clone()));
+                        c.unwatch(name);
+                    }
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn describe(e: &Ending, timeout: Duration) -> String {
+    match e {
+        Ending::Success => "success".into(),
+        Ending::Failed => "failed".into(),
+        Ending::TimedOut(s) => format!(
+            "no result after {} (state {})",
+            secs(timeout),
+            s.as_deref().unwrap_or("not set by mig-manager")
+        ),
+        Ending::Replaced { value, manager } => format!(
+            "{CONFIG_LABEL} changed to {} by {}",
+            value.as_deref().unwrap_or("(removed)"),
+            manager.as_deref().map_or(
+                "another client (the server does not say which)".to_string(),
+                |m| { format!("field manager {m:?}") }
+            )
+        ),
+    }
+}
+
+/// What tessera changed on one node: what [`restore`] puts back on any exit path.
+struct Touched {
+    /// The node as read before the rollout (its previous label and cordon).
+    node: NodeView,
+    layout: NodeLayout,
+    /// tessera cordoned it (set before the call: a failed call may have applied).
+    cordoned: bool,
+    /// The label patch was sent (it may have applied even when the call failed).
+    labelled: bool,
+    /// At its new config with `success`, or left to another actor: nothing to restore.
+    settled: bool,
+    /// How it ended when it failed or timed out itself (else the rollout's reason is used).
+    ending: Option<String>,
+}
+
+/// Set the label on each node of each wave and watch it; on any way out that leaves nodes
+/// changed (a failed or timed-out node, an API error, a refusal, a stop signal) put them back
+/// ([`restore`]). Returns the exit code (module docs).
+pub(super) fn rollout(
+    c: &mut dyn Cluster,
+    r: &Request,
+    changes: Vec<(NodeView, NodeLayout, Change)>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, RolloutError> {
+    let todo: Vec<_> = changes
+        .into_iter()
+        .filter(|(_, _, ch)| ch.relabels())
+        .collect();
+    if todo.is_empty() {
+        writeln!(
+            out,
+            "every node is already labelled with its config: nothing to do"
+        )
+        .map_err(io)?;
+        return Ok(0);
+    }
+    let mut touched: Vec<Touched> = Vec::new();
+    let outcome = waves(c, r, &todo, &mut touched, out, err);
+    let mut code = match &outcome {
+        Ok(None) => 0,
+        Ok(Some(_)) => 2,
+        Err(e) => {
+            writeln!(err, "tessera: {e}").map_err(io)?;
+            2
+        }
+    };
+    let left: Vec<&str> = todo
+        .iter()
+        .map(|(n, _, _)| n.name.as_str())
+        .filter(|n| !touched.iter().any(|t| t.node.name == *n))
+        .collect();
+    if code != 0 && !left.is_empty() {
+        writeln!(
+            err,
+            "tessera: stopped after a failure; not started: {}",
+            left.join(", ")
+        )
+        .map_err(io)?;
+    }
+    let why = match &outcome {
+        Ok(Some(why)) => why.clone(),
+        Err(e) => e.to_string(),
+        Ok(None) => String::new(),
+    };
+    let commands = restore(c, r, &mut touched, &why, out, err)?;
+    if !commands.is_empty() {
+        code = 3;
+        writeln!(
+            err,
+            "tessera: not everything tessera changed could be put back; run:\n{}",
+            commands
+                .iter()
+                .map(|c| format!("  {c}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+        .map_err(io)?;
+    }
+    prune_unused(c, r, out, err)?;
+    Ok(code)
+}
+
+/// The waves of the rollout: `Ok(None)` when every node reached `success`, `Ok(Some(why))` when
+/// it stopped (a node failed, timed out, was refused or relabelled by another actor), `Err` on
+/// an API error or a stop signal. Every node it touches is in `touched`.
+fn waves(
+    c: &mut dyn Cluster,
+    r: &Request,
+    todo: &[(NodeView, NodeLayout, Change)],
+    touched: &mut Vec<Touched>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Option<String>, RolloutError> {
+    let wave = r.max_unavailable.max(1);
+    for chunk in todo.chunks(wave) {
+        let mut active = BTreeMap::new();
+        let mut stopped = None;
+        for (node, layout, change) in chunk {
+            check_stop(r)?;
+            let i = touched.len();
+            touched.push(Touched {
+                node: node.clone(),
+                layout: layout.clone(),
+                cordoned: false,
+                labelled: false,
+                settled: false,
+                ending: None,
+            });
+            if r.cordon && !node.unschedulable {
+                touched[i].cordoned = true;
+                c.set_unschedulable(&node.name, true)?;
+                writeln!(out, "node {}: cordoned", node.name).map_err(io)?;
+            }
+            if change.disturbs() {
+                let pods = c.gpu_pods(&node.name)?;
+                if !pods.is_empty() {
+                    let list: Vec<String> = pods.iter().map(|p| format!("  {p}")).collect();
+                    writeln!(err, "tessera: node {}: refused, label not changed: pods hold GPU resources:\n{}", node.name, list.join("\n")).map_err(io)?;
+                    stopped = Some(format!("node {}: pods hold GPU resources", node.name));
+                    break;
+                }
+            }
+            ensure_config(c, r, layout, err)?;
+            touched[i].labelled = true;
+            let written = c.patch_labels(
+                &node.name,
+                &[(CONFIG_LABEL, Some(&layout.config)), (STATE_LABEL, None)],
+            )?;
+            let now = Instant::now();
+            c.watch(&node.name, &written.resource_version, now + r.timeout)?;
+            writeln!(
+                out,
+                "node {}: {CONFIG_LABEL}={} (was {}); waiting for mig-manager",
+                node.name,
+                layout.config,
+                node.config().unwrap_or("unset")
+            )
+            .map_err(io)?;
+            active.insert(
+                node.name.clone(),
+                Active {
+                    expect: Some(layout.config.clone()),
+                    started: now,
+                    deadline: now + r.timeout,
+                    state: None,
+                },
+            );
+        }
+        let endings = if active.is_empty() {
+            BTreeMap::new()
+        } else {
+            wait(c, r, &mut active)?
+        };
+        for (name, ending) in endings {
+            let t = touched
+                .iter_mut()
+                .find(|t| t.node.name == name)
+                .expect("an active node was touched");
+            match &ending {
+                Ending::Success => {
+                    writeln!(
+                        out,
+                        "node {name}: success: {} applied in {}",
+                        t.layout.config,
+                        secs(active[&name].started.elapsed())
+                    )
+                    .map_err(io)?;
+                    t.settled = true;
+                    if t.cordoned {
+                        c.set_unschedulable(&name, false)?;
+                        t.cordoned = false;
+                        writeln!(out, "node {name}: uncordoned").map_err(io)?;
+                    }
+                }
+                Ending::Replaced { .. } => {
+                    // Another actor owns the label now: leave it as they left it.
+                    writeln!(
+                        err,
+                        "tessera: node {name}: {} while tessera waited for {}; stopping, the node's label is left as it is",
+                        describe(&ending, r.timeout),
+                        t.layout.config
+                    )
+                    .map_err(io)?;
+                    t.labelled = false;
+                    stopped.get_or_insert(format!("node {name}: {}", describe(&ending, r.timeout)));
+                }
+                Ending::Failed | Ending::TimedOut(_) => {
+                    t.ending = Some(describe(&ending, r.timeout));
+                    writeln!(
+                        err,
+                        "tessera: node {name}: {} with {CONFIG_LABEL}={}; rolling back",
+                        describe(&ending, r.timeout),
+                        t.layout.config
+                    )
+                    .map_err(io)?;
+                    stopped.get_or_insert(format!("node {name}: {}", describe(&ending, r.timeout)));
+                }
+            }
+        }
+        if stopped.is_some() {
+            return Ok(stopped);
+        }
+    }
+    Ok(None)
+}
+
+/// Put back every touched node that is not settled: its previous `nvidia.com/mig.config`
+/// (removed where it had none), watched until mig-manager reports `success`, then uncordon the
+/// nodes tessera cordoned. Never stops at an error: what could not be done is returned as the
+/// `kubectl` commands that do it.
+fn restore(
+    c: &mut dyn Cluster,
+    r: &Request,
+    touched: &mut [Touched],
+    why: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Vec<String>, RolloutError> {
+    let mut commands = Vec::new();
+    for t in touched.iter_mut().filter(|t| !t.settled) {
+        let name = t.node.name.clone();
+        let previous = t.node.config().map(str::to_string);
+        let label_cmd = match &previous {
+            Some(p) => {
+                format!("kubectl label node {name} {CONFIG_LABEL}={p} {STATE_LABEL}- --overwrite")
+            }
+            None => format!("kubectl label node {name} {CONFIG_LABEL}- {STATE_LABEL}-"),
+        };
+        // Whether the node's GPUs are back at the previous config (or were never changed).
+        let mut back = true;
+        if t.labelled {
+            let why = t.ending.clone().unwrap_or_else(|| why.to_string());
+            match restore_label(c, r, t, previous.as_deref(), &why, out, err) {
+                Ok(ok) => back = ok,
+                Err(e) => {
+                    writeln!(
+                        err,
+                        "tessera: node {name}: cannot put {CONFIG_LABEL} back: {e}"
+                    )
+                    .map_err(io)?;
+                    commands.push(label_cmd);
+                    back = false;
+                }
+            }
+        }
+        if t.cordoned {
+            if back {
+                match c.set_unschedulable(&name, false) {
+                    Ok(()) => writeln!(out, "node {name}: uncordoned").map_err(io)?,
+                    Err(e) => {
+                        writeln!(err, "tessera: node {name}: cannot uncordon: {e}").map_err(io)?;
+                        commands.push(format!("kubectl uncordon {name}"));
+                    }
+                }
+            } else {
+                writeln!(
+                    err,
+                    "tessera: node {name} stays cordoned: its rollback did not reach success"
+                )
+                .map_err(io)?;
+                commands.push(format!(
+                    "kubectl uncordon {name}   # once its GPUs are checked (kubectl describe node {name})"
+                ));
+            }
+        }
+        t.settled = true;
+    }
+    Ok(commands)
+}
+
+/// Put one node's previous label back and watch mig-manager apply it: `Ok(true)` when the node
+/// is back (`success`, or tessera's label never took), `Ok(false)` when it is not known to be.
+fn restore_label(
+    c: &mut dyn Cluster,
+    r: &Request,
+    t: &Touched,
+    previous: Option<&str>,
+    why: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<bool, RolloutError> {
+    let name = t.node.name.as_str();
+    // Read it first: the label patch may not have applied, or another actor may own it now.
+    let now = c.nodes(&NodeSelect::Names(vec![name.to_string()]))?;
+    let current = now.first().and_then(|n| n.config()).map(str::to_string);
+    if current.as_deref() == previous {
+        return Ok(true);
+    }
+    if current.as_deref() != Some(t.layout.config.as_str()) {
+        writeln!(
+            err,
+            "tessera: node {name}: {CONFIG_LABEL} is {} now, set by another client: left as it is",
+            current.as_deref().unwrap_or("(removed)")
+        )
+        .map_err(io)?;
+        return Ok(true);
+    }
+    let written = c.patch_labels(name, &[(CONFIG_LABEL, previous), (STATE_LABEL, None)])?;
+    let what = format!(
+        "node {name}: rolled back {CONFIG_LABEL} {} -> {} after {why}",
+        t.layout.config,
+        previous.unwrap_or("(removed)"),
+    );
+    let Some(previous) = previous else {
+        writeln!(out, "{what}; mig-manager does not revert the GPUs when the label is removed: check the node (kubectl describe node {name}){}", if t.cordoned { "; it stays cordoned" } else { "" }).map_err(io)?;
+        return Ok(false);
+    };
+    let now = Instant::now();
+    c.watch(name, &written.resource_version, now + r.timeout)?;
+    let mut again = BTreeMap::from([(
+        name.to_string(),
+        Active {
+            expect: Some(previous.to_string()),
+            started: now,
+            deadline: now + r.timeout,
+            state: None,
+        },
+    )]);
+    // A stop signal does not cut the rollback short: it is what the signal asks for.
+    let quiet = Request {
+        stop: None,
+        ..r.clone()
+    };
+    let back = wait(c, &quiet, &mut again)?
+        .remove(name)
+        .expect("one node waited for");
+    writeln!(out, "{what}; {previous}: {}", describe(&back, r.timeout)).map_err(io)?;
+    Ok(back == Ending::Success)
+}
+
+/// Make sure the ConfigMap holds `layout`'s config right before a node is labelled with it
+/// (another run may have pruned it since it was written): re-added when missing, never
+/// pruning anything.
+fn ensure_config(
+    c: &mut dyn Cluster,
+    r: &Request,
+    layout: &NodeLayout,
+    err: &mut dyn Write,
+) -> Result<(), RolloutError> {
+    for attempt in 1..=5 {
+        let stored = c.read_config(&r.namespace, &r.configmap)?;
+        let text = stored.as_ref().and_then(|s| s.text.as_deref());
+        let merged = render::merge(text, None, std::slice::from_ref(layout), None)?;
+        if merged.added.is_empty() && stored.is_some() {
+            return Ok(());
+        }
+        writeln!(
+            err,
+            "tessera: ConfigMap {}/{} lost {} meanwhile (another run pruned it?): adding it again",
+            r.namespace, r.configmap, layout.config
+        )
+        .map_err(io)?;
+        let result = match &stored {
+            None => c.create_config(&r.namespace, &r.configmap, &merged.after),
+            Some(s) => c.replace_config(
+                &r.namespace,
+                &r.configmap,
+                &merged.after,
+                &s.resource_version,
+            ),
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(ClusterError::Conflict(_)) if attempt < 5 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    unreachable!("the loop returns on its last attempt")
+}
+
+/// After the rollout: remove the `tessera-…` configs that no node names, re-reading the nodes
+/// and the ConfigMap on a conflict. A failure here is a warning: nothing depends on it.
+fn prune_unused(
+    c: &mut dyn Cluster,
+    r: &Request,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), RolloutError> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let attempt = (|| -> Result<Option<Vec<String>>, ClusterError> {
+            let in_use = configs_in_use(c)?;
+            let Some(stored) = c.read_config(&r.namespace, &r.configmap)? else {
+                return Ok(Some(Vec::new()));
+            };
+            let Ok(merged) = render::merge(stored.text.as_deref(), None, &[], Some(&in_use)) else {
+                return Ok(Some(Vec::new()));
+            };
+            if merged.pruned.is_empty() {
+                return Ok(Some(Vec::new()));
+            }
+            match c.replace_config(
+                &r.namespace,
+                &r.configmap,
+                &merged.after,
+                &stored.resource_version,
+            ) {
+                Ok(()) => Ok(Some(merged.pruned)),
+                Err(ClusterError::Conflict(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })();
+        match attempt {
+            Ok(Some(pruned)) => {
+                if !pruned.is_empty() {
+                    writeln!(
+                        out,
+                        "ConfigMap {}/{}: pruned unused {}",
+                        r.namespace,
+                        r.configmap,
+                        pruned.join(", ")
+                    )
+                    .map_err(io)?;
+                }
+                return Ok(());
+            }
+            Ok(None) => last = "it changed meanwhile, five times".into(),
+            Err(e) => {
+                last = e.to_string();
+                break;
+            }
+        }
+    }
+    writeln!(
+        err,
+        "tessera: warning: unused tessera configs were not pruned from ConfigMap {}/{}: {last}",
+        r.namespace, r.configmap
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
+/// The `tessera-…` configs some node's `nvidia.com/mig.config` names.
+pub(super) fn configs_in_use(c: &mut dyn Cluster) -> Result<BTreeSet<String>, ClusterError> {
+    Ok(c.nodes(&NodeSelect::All)?
+        .iter()
+        .filter_map(|n| {
+            n.config()
+                .filter(|v| v.starts_with(CONFIG_PREFIX))
+                .map(str::to_string)
+        })
+        .collect())
+}
