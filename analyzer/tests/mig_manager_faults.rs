@@ -172,7 +172,7 @@ fn a_label_another_client_replaces_is_left_to_it_and_never_counted_as_success() 
 
 #[test]
 fn two_runs_on_different_nodes_at_once_leave_every_label_naming_a_config_that_exists() {
-    // Run B (gpu-2, night) reads the nodes, then its ConfigMap write is held for 2 s; run A
+    // Run B (gpu-2, night) reads the nodes, then its ConfigMap write is held for 4 s; run A
     // (gpu-1, day) meanwhile writes its config, labels gpu-1 and succeeds. B's write then gets
     // a 409 and is merged again. Before: B re-read the ConfigMap but not the nodes and pruned
     // A's config, which gpu-1 still named.
@@ -187,7 +187,7 @@ fn two_runs_on_different_nodes_at_once_leave_every_label_naming_a_config_that_ex
         "PUT",
         &path,
         "tessera-night-",
-        Duration::from_secs(2),
+        Duration::from_secs(4),
     ));
     let spawn = |args: &[&str]| {
         c.command(args)
@@ -197,6 +197,18 @@ fn two_runs_on_different_nodes_at_once_leave_every_label_naming_a_config_that_ex
             .unwrap()
     };
     let b = spawn(&["--config", "night", "--yes", "--node", "gpu-2"]);
+    // A starts once B's write has arrived (logged on arrival, handled 4 s later): B has read
+    // the nodes and the ConfigMap before A changes either.
+    let start = Instant::now();
+    while !c
+        .kube
+        .requests()
+        .iter()
+        .any(|r| r.method == "PUT" && r.path == path)
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "B never wrote");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let a = spawn(&["--config", "day", "--yes", "--node", "gpu-1"]);
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     let stored = c.stored();

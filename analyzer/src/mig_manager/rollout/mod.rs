@@ -26,7 +26,7 @@
 //!
 //! What it does not do: drain or evict pods, retry a failed node, or change the ClusterPolicy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -322,7 +322,15 @@ pub fn run(
         )
         .map_err(io)?;
     }
-    waves::rollout(c, r, changes, out, err)
+    // What this run may prune afterwards: the tessera configs there when it started, and its own.
+    let prunable: BTreeSet<String> = stored_file
+        .iter()
+        .flat_map(|f| f.configs.keys())
+        .filter(|k| k.starts_with(super::CONFIG_PREFIX))
+        .cloned()
+        .chain(layouts.iter().map(|l| l.config.clone()))
+        .collect();
+    waves::rollout(c, r, changes, &prunable, out, err)
 }
 
 /// Whether the ClusterPolicy points mig-manager at the ConfigMap (`true` when it cannot be read:

@@ -11,6 +11,8 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use tessera_core::mig::parted::PartedFile;
+
 use super::super::render::{self, Change, NodeLayout};
 use super::super::{
     CONFIG_LABEL, CONFIG_PREFIX, Cluster, ClusterError, NodeSelect, NodeView, STATE_LABEL,
@@ -163,6 +165,7 @@ pub(super) fn rollout(
     c: &mut dyn Cluster,
     r: &Request,
     changes: Vec<(NodeView, NodeLayout, Change)>,
+    prunable: &BTreeSet<String>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, RolloutError> {
@@ -220,7 +223,7 @@ pub(super) fn rollout(
         )
         .map_err(io)?;
     }
-    prune_unused(c, r, out, err)?;
+    prune_unused(c, r, prunable, out, err)?;
     Ok(code)
 }
 
@@ -512,22 +515,38 @@ fn ensure_config(
     unreachable!("the loop returns on its last attempt")
 }
 
-/// After the rollout: remove the `tessera-…` configs that no node names, re-reading the nodes
-/// and the ConfigMap on a conflict. A failure here is a warning: nothing depends on it.
+/// After the rollout: remove the `tessera-…` configs of `prunable` (those in the ConfigMap when
+/// this run started, and this run's own) that no node names, re-reading the nodes and the
+/// ConfigMap on a conflict. A config another run added meanwhile is not this run's to prune,
+/// and one that run added earlier but labels only later is added back by its
+/// [`ensure_config`]. A failure here is a warning: nothing depends on it.
 fn prune_unused(
     c: &mut dyn Cluster,
     r: &Request,
+    prunable: &BTreeSet<String>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), RolloutError> {
     let mut last = String::new();
     for _ in 0..5 {
         let attempt = (|| -> Result<Option<Vec<String>>, ClusterError> {
-            let in_use = configs_in_use(c)?;
+            let mut keep = configs_in_use(c)?;
             let Some(stored) = c.read_config(&r.namespace, &r.configmap)? else {
                 return Ok(Some(Vec::new()));
             };
-            let Ok(merged) = render::merge(stored.text.as_deref(), None, &[], Some(&in_use)) else {
+            let Some(text) = stored.text.as_deref() else {
+                return Ok(Some(Vec::new()));
+            };
+            let Ok(file) = PartedFile::parse(text, "the stored config.yaml") else {
+                return Ok(Some(Vec::new()));
+            };
+            keep.extend(
+                file.configs
+                    .keys()
+                    .filter(|k| !prunable.contains(*k))
+                    .cloned(),
+            );
+            let Ok(merged) = render::merge(Some(text), None, &[], Some(&keep)) else {
                 return Ok(Some(Vec::new()));
             };
             if merged.pruned.is_empty() {
