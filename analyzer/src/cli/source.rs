@@ -61,6 +61,10 @@ pub struct SourceArgs {
     /// range, down to one point).
     #[arg(long = "prometheus.max-response-size", value_name = "SIZE", default_value = "128MiB", value_parser = tessera_core::units::parse_bytes)]
     pub prometheus_max_response_bytes: u64,
+    /// Most series in one remote-read answer from a prometheus: source (a server sending more
+    /// is refused, naming this flag).
+    #[arg(long = "prometheus.max-series", value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub prometheus_max_series: u64,
     /// File holding a bearer token for prometheus: sources.
     #[arg(long = "prometheus.bearer-token-file", value_name = "FILE")]
     pub prometheus_bearer_token_file: Option<PathBuf>,
@@ -194,6 +198,7 @@ impl SourceArgs {
                 bearer_token_file: self.prometheus_bearer_token_file.clone(),
                 basic_auth: self.prometheus_basic_auth.clone(),
                 max_response_bytes: self.prometheus_max_response_bytes,
+                max_series: self.prometheus_max_series,
                 concurrency: self.prometheus_concurrency as usize,
                 nodes_per_query: self.prometheus_nodes_per_query as usize,
                 api: self.prometheus_api,

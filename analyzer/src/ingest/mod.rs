@@ -24,7 +24,7 @@ mod parts;
 pub mod period;
 pub mod prometheus;
 mod promeval;
-mod remote_read;
+pub mod remote_read;
 mod report;
 pub mod resample;
 pub mod schema;

@@ -154,6 +154,50 @@ pub enum RemoteReadError {
     Chunk { series: String, what: String },
     #[error("answer to query {index}, but {queries} were sent")]
     QueryIndex { index: i64, queries: usize },
+    /// Over one of [`Limits`]: what, and the flag that raises it.
+    #[error("{what} (raise it with {flag})")]
+    Limit { what: String, flag: &'static str },
+}
+
+/// Bounds of one answer, applied as it is read and decoded, before what they bound is
+/// allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes (`--prometheus.max-response-size`): of the whole streamed answer as sent (and so
+    /// of each frame), of a samples answer once decompressed (snappy states the length first),
+    /// and of one series' decoded samples at 16 bytes a sample (counted from each chunk's
+    /// header before the chunk is decoded).
+    pub max_bytes: u64,
+    /// Series in one answer (`--prometheus.max-series`).
+    pub max_series: u64,
+}
+
+impl Limits {
+    fn bytes(what: String) -> RemoteReadError {
+        RemoteReadError::Limit {
+            what,
+            flag: "--prometheus.max-response-size",
+        }
+    }
+
+    /// Refuses series number `n` (from 1) when there are too many.
+    fn series(&self, n: u64) -> Result<(), RemoteReadError> {
+        if n > self.max_series {
+            return Err(RemoteReadError::Limit {
+                what: format!("more than {} series in one answer", self.max_series),
+                flag: "--prometheus.max-series",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The sample count an XOR chunk's header states (0 when it has none).
+fn chunk_samples(data: &[u8]) -> u64 {
+    match data {
+        [a, b, ..] => u64::from(u16::from_be_bytes([*a, *b])),
+        _ => 0,
+    }
 }
 
 /// The answer types a request accepts, best first.
@@ -199,15 +243,19 @@ pub struct ReadStats {
 
 /// Reads a `STREAMED_XOR_CHUNKS` answer from `body` and hands each series to `each`, once its
 /// last frame is read (a series split over consecutive frames is joined). `ranges` are the
-/// queries' (start, end) in ms; a frame larger than `max_frame` bytes, or a series whose
-/// samples would take more (16 bytes each), is an error (a hostile or broken server), as is a
-/// bad checksum.
+/// queries' (start, end) in ms. An answer over `limits` — more bytes than `max_bytes` in all,
+/// a series whose samples would take more than `max_bytes` (16 bytes each, counted from the
+/// chunks' headers before they are decoded), more series than `max_series` — is an error (a
+/// hostile or broken server), as is a bad checksum. Memory: one frame, one series' samples and
+/// what `each` keeps.
 pub fn read_streamed(
     body: &mut dyn Read,
     ranges: &[(i64, i64)],
-    max_frame: u64,
+    limits: Limits,
     mut each: impl FnMut(Series) -> Result<(), RemoteReadError>,
 ) -> Result<ReadStats, RemoteReadError> {
+    let max_frame = limits.max_bytes;
+    let mut started = 0u64;
     let mut stats = ReadStats::default();
     let mut pending: Option<Series> = None;
     let mut offset = 0u64;
@@ -229,6 +277,13 @@ pub fn read_streamed(
             return Err(bad(format!(
                 "a frame of {size} bytes, more than the {max_frame} allowed \
                  (--prometheus.max-response-size)"
+            )));
+        }
+        if offset.saturating_add(4).saturating_add(size) > max_frame {
+            return Err(Limits::bytes(format!(
+                "the answer is larger than {max_frame} bytes (frame {} ends at byte {})",
+                stats.frames,
+                offset.saturating_add(4).saturating_add(size)
             )));
         }
         let mut crc = [0u8; 4];
@@ -263,6 +318,8 @@ pub fn read_streamed(
                     stats.series += 1;
                     stats.samples += p.ts.len() as u64;
                     each(p)?;
+                    started += 1;
+                    limits.series(started)?;
                     Series {
                         query,
                         labels,
@@ -270,17 +327,34 @@ pub fn read_streamed(
                         vals: Vec::new(),
                     }
                 }
-                None => Series {
-                    query,
-                    labels,
-                    ts: Vec::new(),
-                    vals: Vec::new(),
-                },
+                None => {
+                    started += 1;
+                    limits.series(started)?;
+                    Series {
+                        query,
+                        labels,
+                        ts: Vec::new(),
+                        vals: Vec::new(),
+                    }
+                }
             };
             for c in &cs.chunks {
                 if c.r#type != 1 {
                     stats.skipped_chunks += 1;
                     continue;
+                }
+                // The chunk's own count bounds what it decodes to: checked before decoding.
+                let would = 16 * (series.ts.len() as u64 + chunk_samples(&c.data));
+                if would > max_frame {
+                    return Err(RemoteReadError::Chunk {
+                        series: fmt_labels(&series.labels),
+                        what: format!(
+                            "{} samples and a chunk of {} more ({would} bytes), more than the \
+                             {max_frame} bytes allowed (--prometheus.max-response-size)",
+                            series.ts.len(),
+                            chunk_samples(&c.data)
+                        ),
+                    });
                 }
                 decode_xor(&c.data, start, end, &mut series.ts, &mut series.vals).map_err(
                     |what| RemoteReadError::Chunk {
@@ -315,12 +389,21 @@ pub fn read_streamed(
 }
 
 /// Reads a `SAMPLES` answer (one snappy-compressed `ReadResponse`, already read into `body`)
-/// and hands each series to `each`.
+/// and hands each series to `each`. Its decompressed length (stated first in the block) must be
+/// within `limits.max_bytes`, its series within `limits.max_series`.
 pub fn read_samples(
     body: &[u8],
     ranges: &[(i64, i64)],
+    limits: Limits,
     mut each: impl FnMut(Series) -> Result<(), RemoteReadError>,
 ) -> Result<ReadStats, RemoteReadError> {
+    let len = snap::raw::decompress_len(body)? as u64;
+    if len > limits.max_bytes {
+        return Err(Limits::bytes(format!(
+            "the answer decompresses to {len} bytes, more than the {} allowed",
+            limits.max_bytes
+        )));
+    }
     let raw = snap::raw::Decoder::new().decompress_vec(body)?;
     let resp = ReadResponse::decode(raw.as_slice())?;
     if resp.results.len() > ranges.len() {
@@ -336,6 +419,7 @@ pub fn read_samples(
     for (query, result) in resp.results.into_iter().enumerate() {
         let (start, end) = ranges[query];
         for s in result.timeseries {
+            limits.series(stats.series + 1)?;
             let mut ts = Vec::with_capacity(s.samples.len());
             let mut vals = Vec::with_capacity(s.samples.len());
             for x in &s.samples {
@@ -565,6 +649,13 @@ pub fn decode_xor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lim(max_bytes: u64) -> Limits {
+        Limits {
+            max_bytes,
+            max_series: 1000,
+        }
+    }
 
     /// An XOR chunk encoder after `xor.go`, to test the decoder against.
     struct Enc {
@@ -802,7 +893,7 @@ mod tests {
             query_index: 0,
         }));
         let mut got = Vec::new();
-        let stats = read_streamed(&mut body.as_slice(), &[(0, 100)], 1 << 20, |s| {
+        let stats = read_streamed(&mut body.as_slice(), &[(0, 100)], lim(1 << 20), |s| {
             got.push((s.labels["__name__"].clone(), s.ts, s.vals));
             Ok(())
         })
@@ -828,7 +919,7 @@ mod tests {
             query_index: 0,
         });
         let mut got = Vec::new();
-        read_streamed(&mut body.as_slice(), &[(0, 100)], 1 << 20, |s| {
+        read_streamed(&mut body.as_slice(), &[(0, 100)], lim(1 << 20), |s| {
             got.push((s.ts, s.vals));
             Ok(())
         })
@@ -843,7 +934,7 @@ mod tests {
             query_index: 0,
         });
         let run = |b: &[u8], max: u64| {
-            read_streamed(&mut &b[..], &[(0, 100)], max, |_| Ok(()))
+            read_streamed(&mut &b[..], &[(0, 100)], lim(max), |_| Ok(()))
                 .unwrap_err()
                 .to_string()
         };
@@ -856,24 +947,72 @@ mod tests {
         assert!(run(&body[..body.len() - 2], 1 << 20).contains("ends inside a frame"));
         // Larger than allowed.
         assert!(run(&body, 4).contains("more than the 4 allowed"));
+        // A chunk whose header states more samples than allowed is refused before it is
+        // decoded: 100 samples at 2 bits each are a few bytes on the wire, 1,600 decoded.
+        let many: Vec<(i64, f64)> = (0..100).map(|t| (t, 1.0)).collect();
+        let bomb = frame(&ChunkedReadResponse {
+            chunked_series: vec![chunked("a", &many)],
+            query_index: 0,
+        });
+        assert!((bomb.len() as u64) < 100, "{} bytes", bomb.len());
+        let e = run(&bomb, 1000);
+        assert!(
+            e.contains("0 samples and a chunk of 100 more (1600 bytes)")
+                && e.contains("--prometheus.max-response-size"),
+            "{e}"
+        );
         // A series split over frames that together hold more samples than allowed.
         let part = |t: i64| {
+            let s: Vec<(i64, f64)> = (t..t + 10).map(|t| (t, 1.0)).collect();
             frame(&ChunkedReadResponse {
-                chunked_series: vec![chunked("a", &[(t, 1.0), (t + 1, 2.0)])],
+                chunked_series: vec![chunked("a", &s)],
                 query_index: 0,
             })
         };
         let mut long = part(1);
-        long.extend(part(3));
-        // Room for one frame (2 samples, 32 bytes held) but not for the joined 4 (64 bytes).
-        let max = 63;
-        assert!(part(1).len() as u64 <= max);
+        long.extend(part(20));
+        // Room for one frame (10 samples, 160 bytes held) but not for the joined 20 (320).
+        let max = 200;
+        assert!(long.len() as u64 <= max);
         assert!(
-            read_streamed(&mut &part(1)[..], &[(0, 100)], max, |_| Ok(())).is_ok(),
+            read_streamed(&mut &part(1)[..], &[(0, 100)], lim(max), |_| Ok(())).is_ok(),
             "one part fits"
         );
         let e = run(&long, max);
-        assert!(e.contains("4 samples (64 bytes)"), "{e}");
+        assert!(
+            e.contains("10 samples and a chunk of 10 more (320 bytes)"),
+            "{e}"
+        );
+        // The whole answer: many small frames, each within the limit, together over it.
+        let mut stream = Vec::new();
+        for i in 0..50 {
+            stream.extend(frame(&ChunkedReadResponse {
+                chunked_series: vec![chunked(&format!("s{i}"), &[(1, 1.0)])],
+                query_index: 0,
+            }));
+        }
+        let e = run(&stream, 1000);
+        assert!(
+            e.contains("the answer is larger than 1000 bytes")
+                && e.contains("(raise it with --prometheus.max-response-size)"),
+            "{e}"
+        );
+        // Series: a bound of its own.
+        let e = read_streamed(
+            &mut &stream[..],
+            &[(0, 100)],
+            Limits {
+                max_bytes: 1 << 20,
+                max_series: 7,
+            },
+            |_| Ok(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "more than 7 series in one answer (raise it with --prometheus.max-series)"
+        );
         // An index past the queries sent.
         let other = frame(&ChunkedReadResponse {
             chunked_series: vec![],
@@ -912,13 +1051,21 @@ mod tests {
             .compress_vec(&resp.encode_to_vec())
             .unwrap();
         let mut got = Vec::new();
-        read_samples(&body, &[(0, 100)], |s| {
+        read_samples(&body, &[(0, 100)], lim(1 << 20), |s| {
             got.push((s.ts, s.vals));
             Ok(())
         })
         .unwrap();
         assert_eq!(got, vec![(vec![5], vec![1.0])]);
-        assert!(read_samples(b"not snappy", &[(0, 100)], |_| Ok(())).is_err());
+        assert!(read_samples(b"not snappy", &[(0, 100)], lim(1 << 20), |_| Ok(())).is_err());
+        // Bounded before decompression: snappy states the length first.
+        let e = read_samples(&body, &[(0, 100)], lim(8), |_| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("decompresses to") && e.contains("--prometheus.max-response-size"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -338,7 +338,11 @@ impl Client {
                         n: 0,
                     },
                 );
-                let r = remote_read::read_streamed(&mut reader, &ranges, max, &mut each);
+                let limits = remote_read::Limits {
+                    max_bytes: max,
+                    max_series: self.opts.max_series,
+                };
+                let r = remote_read::read_streamed(&mut reader, &ranges, limits, &mut each);
                 self.bytes += reader.get_ref().n;
                 return r.map(RemoteAnswer::Done).map_err(fail);
             }
@@ -361,7 +365,11 @@ impl Client {
                     }
                 };
                 self.bytes += data.len() as u64;
-                return remote_read::read_samples(&data, &ranges, &mut each)
+                let limits = remote_read::Limits {
+                    max_bytes: max,
+                    max_series: self.opts.max_series,
+                };
+                return remote_read::read_samples(&data, &ranges, limits, &mut each)
                     .map(RemoteAnswer::Done)
                     .map_err(fail);
             }

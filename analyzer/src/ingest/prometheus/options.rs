@@ -23,6 +23,9 @@ pub struct PrometheusOptions {
     /// Largest response body read (`--prometheus.max-response-size`); a larger answer to a
     /// range query is asked again for half the range.
     pub max_response_bytes: u64,
+    /// Most series in one remote-read answer (`--prometheus.max-series`): a bound on what a
+    /// server can make tessera hold.
+    pub max_series: u64,
     /// Node groups queried at once (`--prometheus.concurrency`), at least 1.
     pub concurrency: usize,
     /// Nodes per partition (`--prometheus.nodes-per-query`): each group of this many nodes is
@@ -56,6 +59,7 @@ impl Default for PrometheusOptions {
             basic_auth: None,
             max_points: 11_000,
             max_response_bytes: 128 << 20,
+            max_series: 100_000,
             concurrency: 4,
             nodes_per_query: 1,
             api: Api::QueryRange,
