@@ -514,3 +514,115 @@ fn a_plan_naming_no_gpu_of_this_node_is_an_error() {
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(err.contains("names no GPU of node mig-node-1"), "{err}");
 }
+
+#[test]
+fn a_schedules_plan_stays_beside_it_and_its_errors_never_quote_the_file() {
+    let node = Node::new();
+    let (code, _, err) = node.run(&["export", "-o", "plan.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    // A file the schedule should not be able to print (a service-account token, say).
+    let secret = tempfile::tempdir().unwrap();
+    let token = secret.path().join("token");
+    std::fs::write(&token, "eyJhbGciOi-SECRET-TOKEN-0123456789\n").unwrap();
+    let schedule = |plan: &str| {
+        format!(
+            "version: v1\nkind: tessera-mig-schedule\ntimezone: UTC\nplan: {plan}\nswitches:\n  - at: \"00:00\"\n    config: current\n"
+        )
+    };
+    let apply = |extra: &[&str]| {
+        let mut args = vec!["apply", "--schedule", "schedule.yaml"];
+        args.extend_from_slice(extra);
+        node.run(&args)
+    };
+    for outside in [token.display().to_string(), "../token".to_string()] {
+        node.write("schedule.yaml", &schedule(&outside));
+        let (code, out, err) = apply(&[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains("is not in the schedule's folder"), "{err}");
+        assert!(err.contains("--allow-plan-outside"), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+    // Allowed outside: the file is read, and its error names it without quoting it.
+    node.write("schedule.yaml", &schedule(&token.display().to_string()));
+    let (code, out, err) = apply(&["--allow-plan-outside"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "plan {} (named by schedule.yaml)",
+            token.display()
+        )) && err.contains(
+            "not a tessera plan (kind: tessera-mig-plan) or an nvidia-mig-parted v1 file"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("SECRET") && !err.contains("eyJ"), "{err}");
+    // A file named directly keeps its short excerpt.
+    let (code, _, err) = node.run(&["apply", token.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&token.display().to_string()), "{err}");
+
+    // A ConfigMap volume: files are symlinks into ..data/; the plan beside the schedule works.
+    let cm = node.path("cm");
+    std::fs::create_dir_all(cm.join("..2026_11_26").join("x")).unwrap();
+    std::fs::copy(node.path("plan.yaml"), cm.join("..2026_11_26/plan.yaml")).unwrap();
+    std::fs::write(cm.join("..2026_11_26/schedule.yaml"), schedule("plan.yaml")).unwrap();
+    std::os::unix::fs::symlink("..2026_11_26", cm.join("..data")).unwrap();
+    for f in ["plan.yaml", "schedule.yaml"] {
+        std::os::unix::fs::symlink(format!("..data/{f}"), cm.join(f)).unwrap();
+    }
+    let (code, out, err) = node.run(&["apply", "--schedule", "cm/schedule.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("config current is active"), "{err}");
+}
+
+#[test]
+fn a_bad_tessera_plan_gets_the_errors_of_a_tessera_plan() {
+    let node = Node::new();
+    let (code, _, err) = node.run(&["export", "-o", "plan.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let plan = std::fs::read_to_string(node.path("plan.yaml")).unwrap();
+    assert!(plan.contains("kind: tessera-mig-plan"), "{plan}");
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "a GPU index of 2^64",
+            plan.replacen("gpu: 0", "gpu: 18446744073709551616", 1),
+            "gpu",
+        ),
+        (
+            "a duplicate key",
+            plan.replacen(
+                "kind: tessera-mig-plan",
+                "kind: tessera-mig-plan\nkind: tessera-mig-plan",
+                1,
+            ),
+            "duplicate",
+        ),
+        (
+            "two documents",
+            format!("{plan}\n---\n{plan}"),
+            "more than one document",
+        ),
+        (
+            "an alias bomb",
+            format!(
+                "{plan}\nbomb: &a [x, x, x, x, x, x, x, x, x]\nb1: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nb2: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nb3: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\nb4: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nb5: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\nb6: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+            ),
+            "",
+        ),
+    ];
+    for (what, text, names) in cases {
+        node.write("bad.yaml", &text);
+        let (code, out, err) = node.run(&["apply", "bad.yaml"]);
+        assert_eq!(code, 2, "{what}: {out}{err}");
+        assert!(
+            err.contains("not a valid tessera plan (it declares kind:)")
+                || err.contains("tessera-mig-plan"),
+            "{what}: {err}"
+        );
+        assert!(
+            !err.contains("expected `version` or `mig-configs`"),
+            "{what}: {err}"
+        );
+        assert!(err.contains(names), "{what}: {err}");
+    }
+}

@@ -94,6 +94,10 @@ pub struct ApplyArgs {
     /// A tessera-mig-schedule v1 file: apply the config its switches make active now.
     #[arg(long, value_name = "FILE")]
     schedule: Option<PathBuf>,
+    /// Let a schedule's plan: name a file outside the schedule's folder (an absolute path or
+    /// ..); by default it must be beside the schedule.
+    #[arg(long, requires = "schedule")]
+    allow_plan_outside: bool,
     /// The instant for --schedule, RFC 3339 (default: now).
     #[arg(long, value_name = "TIME", requires = "schedule")]
     now: Option<DateTime<Utc>>,
@@ -182,20 +186,21 @@ pub fn export(args: ExportArgs) -> Result<u8> {
 
 fn load(
     ctrl: &mut dyn MigControl,
+    plan: &apply::LayoutFile,
     plan_path: &Path,
     label: Option<&str>,
 ) -> Result<(MigNodeState, String, Vec<apply::GpuTarget>)> {
-    let plan = apply::read_plan(plan_path)?;
     let state = ctrl.read_state()?;
     let source = plan_path.display().to_string();
     // A config naming no GPU of this node is an error (exit 2), never "0 GPUs checked".
-    let (label, targets) = apply::targets(&plan, label, &source, &state)?;
+    let (label, targets) = apply::targets(plan, label, &source, &state)?;
     Ok((state, label, targets))
 }
 
 pub fn assert(args: AssertArgs) -> Result<u8> {
     let mut ctrl = open(&args.backend)?;
-    let (state, label, targets) = load(ctrl.as_mut(), &args.plan, args.config.as_deref())?;
+    let plan = apply::read_plan(&args.plan)?;
+    let (state, label, targets) = load(ctrl.as_mut(), &plan, &args.plan, args.config.as_deref())?;
     let d = apply::diff(&state, &targets)?;
     if d.matches() {
         println!(
@@ -219,7 +224,7 @@ pub fn assert(args: AssertArgs) -> Result<u8> {
 }
 
 pub fn apply(args: ApplyArgs) -> Result<u8> {
-    let (plan_path, label) = match &args.schedule {
+    let (plan_path, label, plan) = match &args.schedule {
         Some(s) => {
             let schedule = MigSchedule::from_file(s)?;
             let now = args.now.unwrap_or_else(Utc::now);
@@ -232,14 +237,19 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
                 active.config,
                 active.since
             );
-            (schedule.plan_path(s), Some(active.config))
+            let path = schedule.plan_path(s, args.allow_plan_outside)?;
+            // Named by another file: its errors never quote it.
+            let plan = apply::read_plan_named(&path, s)?;
+            (path, Some(active.config), plan)
         }
-        None => (
-            args.plan
+        None => {
+            let path = args
+                .plan
                 .clone()
-                .expect("clap requires PLAN without --schedule"),
-            args.config.clone(),
-        ),
+                .expect("clap requires PLAN without --schedule");
+            let plan = apply::read_plan(&path)?;
+            (path, args.config.clone(), plan)
+        }
     };
     if args.kube.via == super::mig_manager::Via::MigManager {
         let b = &args.backend;
@@ -253,7 +263,14 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             ("--lock", args.lock.is_some()),
             ("--journal", args.journal.is_some()),
         ])?;
-        return super::mig_manager::apply(&args.kube, &plan_path, label, b.node.clone(), args.yes);
+        return super::mig_manager::apply(
+            &args.kube,
+            plan,
+            &plan_path,
+            label,
+            b.node.clone(),
+            args.yes,
+        );
     }
     let mut ctrl = open(&args.backend)?;
     let sim_state = args.backend.sim_state.as_deref();
@@ -275,7 +292,7 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
                 i.started
             );
         }
-        let (state, label, targets) = load(ctrl.as_mut(), &plan_path, label.as_deref())?;
+        let (state, label, targets) = load(ctrl.as_mut(), &plan, &plan_path, label.as_deref())?;
         let d = apply::diff(&state, &targets)?;
         print_plan(&d, &state.node, &plan_path, &label);
         for p in d.pending() {
@@ -313,7 +330,7 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             r.steps
         );
     }
-    let (state, label, targets) = load(ctrl.as_mut(), &plan_path, label.as_deref())?;
+    let (state, label, targets) = load(ctrl.as_mut(), &plan, &plan_path, label.as_deref())?;
     let d = apply::diff(&state, &targets)?;
     print_plan(&d, &state.node, &plan_path, &label);
     let done = applier.execute(

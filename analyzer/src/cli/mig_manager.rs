@@ -92,12 +92,12 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Run the rollout of config `label` of `plan_path` through mig-manager.
 pub fn apply(
     k: &KubeArgs,
+    plan: apply::LayoutFile,
     plan_path: &Path,
     label: Option<String>,
     node: Option<String>,
     yes: bool,
 ) -> Result<u8> {
-    let plan = apply::read_plan(plan_path)?;
     let request = Request {
         plan,
         source: plan_path.display().to_string(),

@@ -513,13 +513,38 @@ impl MigSchedule {
     }
 
     /// The plan path, resolved against the directory of the schedule file at `schedule_path`.
-    pub fn plan_path(&self, schedule_path: &Path) -> PathBuf {
+    /// It must stay in that directory — a relative path without `..` — unless `anywhere`: a
+    /// schedule names the plan beside it (a ConfigMap mount's files, symlinks into `..data/`,
+    /// are beside it: the path is checked as written, not where links lead), never a file
+    /// elsewhere that whoever edits the schedule cannot otherwise read.
+    pub fn plan_path(
+        &self,
+        schedule_path: &Path,
+        anywhere: bool,
+    ) -> Result<PathBuf, TesseraPlanError> {
         let p = Path::new(&self.plan);
-        if p.is_absolute() {
+        let beside = !p.is_absolute()
+            && p.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+        if !beside && !anywhere {
+            return Err(TesseraPlanError::Invalid {
+                path: schedule_path.display().to_string(),
+                item: "plan".into(),
+                message: format!(
+                    "{:?} is not in the schedule's folder: name a file beside the schedule (a relative path without ..), or pass --allow-plan-outside",
+                    self.plan
+                ),
+            });
+        }
+        Ok(if p.is_absolute() {
             p.to_path_buf()
         } else {
             schedule_path.parent().unwrap_or(Path::new(".")).join(p)
-        }
+        })
     }
 
     /// The config in force at `now`: the latest switch occurrence at or before `now`, looking
@@ -691,8 +716,34 @@ switches:
         assert_eq!(a.config, "day");
         assert_eq!(MigSchedule::parse(&s.to_yaml(), "again").unwrap(), s);
         assert_eq!(
-            s.plan_path(Path::new("/etc/tessera/schedule.yaml")),
+            s.plan_path(Path::new("/etc/tessera/schedule.yaml"), false)
+                .unwrap(),
             PathBuf::from("/etc/tessera/plan.yaml")
+        );
+        // Only beside the schedule, unless allowed.
+        for outside in ["/var/run/secrets/token", "../plan.yaml", "sub/../../x"] {
+            let o = MigSchedule {
+                plan: outside.into(),
+                ..s.clone()
+            };
+            let e = o
+                .plan_path(Path::new("/etc/tessera/schedule.yaml"), false)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("not in the schedule's folder"), "{e}");
+            assert!(
+                o.plan_path(Path::new("/etc/tessera/schedule.yaml"), true)
+                    .is_ok()
+            );
+        }
+        let sub = MigSchedule {
+            plan: "./plans/day.yaml".into(),
+            ..s.clone()
+        };
+        assert_eq!(
+            sub.plan_path(Path::new("/etc/tessera/schedule.yaml"), false)
+                .unwrap(),
+            PathBuf::from("/etc/tessera/./plans/day.yaml")
         );
     }
 

@@ -37,7 +37,9 @@ pub use export::{export_mig_parted, export_plan};
 pub use journal::{Interrupted, Journal, Record, TornTail};
 pub use lock::ApplyLock;
 pub use steps::{Diff, GpuDiff, Step, diff};
-pub use target::{LayoutFile, checkpoint_targets, read_plan, select_parted, targets};
+pub use target::{
+    LayoutFile, checkpoint_targets, read_plan, read_plan_named, select_parted, targets,
+};
 
 use crate::mig::control::{ControlError, GpuMigState};
 use crate::mig::parted::PartedError;
@@ -56,6 +58,16 @@ pub enum ApplyError {
     Read {
         path: PathBuf,
         error: std::io::Error,
+    },
+    /// A plan named by another file (a schedule's `plan:`) that does not read as one; its
+    /// content is never quoted.
+    #[error(
+        "plan {path} (named by {by}): {what}; its content is not shown because another file named it: check it with `tessera mig apply {path}`"
+    )]
+    NamedPlan {
+        path: PathBuf,
+        by: PathBuf,
+        what: String,
     },
     /// The plan does not fit this node (missing GPU, other UUID or model, MIG unsupported).
     #[error("{source_name}: GPU {gpu}: {message}")]

@@ -41,14 +41,63 @@ pub fn read_plan(path: &Path) -> Result<LayoutFile, ApplyError> {
         })?;
     crate::input_limits::check_yaml(&text).map_err(limit)?;
     let source = path.display().to_string();
-    let is_tessera = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("kind").cloned())
-        .is_some();
+    // The format the file declares, read from its top-level keys line by line, so that a file
+    // that does not parse (a duplicate key, a number out of range, two documents) gets the
+    // errors of the kind it declares.
+    let is_tessera = match declared_format(&text) {
+        Some(tessera) => tessera,
+        None => serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("kind").cloned())
+            .is_some(),
+    };
     Ok(if is_tessera {
-        LayoutFile::Tessera(TesseraPlan::parse(&text, &source)?)
+        LayoutFile::Tessera(TesseraPlan::parse(&text, &source).map_err(|e| match e {
+            TesseraPlanError::Parse { path, message } => TesseraPlanError::Parse {
+                path,
+                message: format!("not a valid tessera plan (it declares kind:): {message}"),
+            },
+            other => other,
+        })?)
     } else {
         LayoutFile::MigParted(PartedFile::parse(&text, &source)?)
+    })
+}
+
+/// `Some(true)` when the text has a top-level `kind:` key (a tessera plan), `Some(false)` when
+/// it has a top-level `mig-configs:` key (nvidia-mig-parted), `None` when neither is written
+/// at the start of a line.
+fn declared_format(text: &str) -> Option<bool> {
+    let key = |line: &str, k: &str| {
+        line.strip_prefix(k)
+            .or_else(|| line.strip_prefix(&format!("\"{k}\"")))
+            .or_else(|| line.strip_prefix(&format!("'{k}'")))
+            .is_some_and(|rest| rest.trim_start().starts_with(':'))
+    };
+    let mut parted = false;
+    for line in text.lines() {
+        if key(line, "kind") {
+            return Some(true);
+        }
+        parted |= key(line, "mig-configs");
+    }
+    parted.then_some(false)
+}
+
+/// Read a plan that another file names (a schedule's `plan:`): as [`read_plan`], but an error
+/// never quotes the file: it names the file, the file that named it and what was expected. The
+/// named file can be anything the naming file points at (a token, a key), and the error may
+/// end up in a log that others read.
+pub fn read_plan_named(path: &Path, by: &Path) -> Result<LayoutFile, ApplyError> {
+    read_plan(path).map_err(|e| ApplyError::NamedPlan {
+        path: path.to_path_buf(),
+        by: by.to_path_buf(),
+        what: match e {
+            ApplyError::Read { error, .. } => error.to_string(),
+            _ => "not a tessera plan (kind: tessera-mig-plan) or an nvidia-mig-parted v1 file \
+                  (mig-configs:)"
+                .into(),
+        },
     })
 }
 
