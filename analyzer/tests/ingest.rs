@@ -1450,3 +1450,34 @@ fn since_and_until_take_every_unit_of_the_one_duration_parser() {
     assert_eq!(ingest::parse_time("500ms", T0).unwrap(), T0 - 500);
     assert_eq!(ingest::parse_time("0s", T0).unwrap(), T0);
 }
+
+/// One rule for a column named twice (issue 27): refused, naming the column and both
+/// positions, whichever column it is (before: a second `node` silently won, a second `value`
+/// silently lost with a warning).
+#[test]
+fn csv_columns_named_twice_are_refused_naming_both_positions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = T0 / 1000;
+    for (header, row, want) in [
+        (
+            "timestamp,entity,metric,value,node,node",
+            format!("{t},GPU-a,gpu_busy_ratio,0.5,n1,n2"),
+            "column \"node\" appears twice (columns 5 and 6)",
+        ),
+        (
+            "timestamp,entity,metric,value,value",
+            format!("{t},GPU-a,gpu_busy_ratio,0.5,0.9"),
+            "column \"value\" appears twice (columns 4 and 5)",
+        ),
+        (
+            "timestamp,timestamp,entity,metric,value",
+            format!("{t},{t},GPU-a,gpu_busy_ratio,0.5"),
+            "column \"timestamp\" appears twice (columns 1 and 2)",
+        ),
+    ] {
+        let path = dir.path().join("dup.csv");
+        std::fs::write(&path, format!("{header}\n{row}\n")).expect("write");
+        let e = err_text(run_auto(&[csv(&path)]));
+        assert!(e.contains("dup.csv:1:") && e.contains(want), "{header}: {e}");
+    }
+}

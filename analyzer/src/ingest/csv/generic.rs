@@ -32,7 +32,8 @@ pub(super) fn read_fast(
     [ti, ei, mi, vi]: [usize; 4],
     report: &mut IngestReport,
 ) -> Result<Option<Vec<Observations>>, IngestError> {
-    // Duplicate column names: the line reader reports them the way it always has.
+    // Duplicate column names are refused before this (`csv::read`); unnamed ones go to the line
+    // reader.
     let distinct: BTreeSet<&String> = header.iter().collect();
     if distinct.len() != header.len() {
         return Ok(None);

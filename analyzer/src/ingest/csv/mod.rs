@@ -112,6 +112,25 @@ pub(super) fn read(
             }
         }
     };
+    // One rule for a column named twice: refused, naming it and both positions (a second
+    // `node` would otherwise silently win over the first, a second `value` silently lose).
+    for (j, h) in header.iter().enumerate() {
+        if h.is_empty() {
+            continue;
+        }
+        if let Some(i) = header[..j].iter().position(|x| x == h) {
+            return Err(IngestError::Line {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: format!(
+                    "column {:?} appears twice (columns {} and {}); each column may appear once",
+                    short(h),
+                    i + 1,
+                    j + 1
+                ),
+            });
+        }
+    }
     let format = detect(&header).ok_or_else(|| IngestError::Line {
         path: path.to_path_buf(),
         line: 1,
