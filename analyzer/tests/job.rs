@@ -124,6 +124,36 @@ fn the_slurm_epilog_stores_the_summary_and_never_fails() {
     assert_eq!(names, ["501.json"]);
 }
 
+/// Issue 27: with the source on a FIFO nobody writes, `tessera job` blocked forever inside the
+/// epilog and left `.JOB.json.tmp` behind. The epilog bounds it (TESSERA_JOB_TIMEOUT), exits 0,
+/// says why, and leaves no file.
+#[test]
+fn the_epilog_bounds_a_source_that_never_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("source.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let jobs = tmp.path().join("jobs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/slurm/epilog.sh");
+    let out = std::process::Command::new("sh")
+        .arg(&script)
+        .env("SLURM_JOB_ID", "777")
+        .env("TESSERA", env!("CARGO_BIN_EXE_tessera"))
+        .env("TESSERA_SOURCE", format!("csv:{}", fifo.display()))
+        .env("TESSERA_JOB_DIR", &jobs)
+        .env("TESSERA_JOB_TIMEOUT", "2")
+        .output()
+        .expect("run the epilog");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tessera job did not finish in 2s (TESSERA_JOB_TIMEOUT)"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&jobs).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn report_by_job_lists_the_worst_jobs_first() {
     let tmp = tempfile::tempdir().unwrap();
