@@ -1478,6 +1478,9 @@ fn csv_columns_named_twice_are_refused_naming_both_positions() {
         let path = dir.path().join("dup.csv");
         std::fs::write(&path, format!("{header}\n{row}\n")).expect("write");
         let e = err_text(run_auto(&[csv(&path)]));
-        assert!(e.contains("dup.csv:1:") && e.contains(want), "{header}: {e}");
+        assert!(
+            e.contains("dup.csv:1:") && e.contains(want),
+            "{header}: {e}"
+        );
     }
 }

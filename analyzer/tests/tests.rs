@@ -8,6 +8,7 @@ mod support;
 
 mod advisor_accuracy;
 mod advisor_edges;
+mod extremes;
 mod ingest;
 mod job;
 mod mig_cli;

@@ -590,7 +590,8 @@ pub fn render_table(a: &Analysis) -> String {
             let _ = writeln!(s, "      -> {}", f.action);
         }
     }
-    s
+    // Names from data (processes, pods) may hold control characters: shown escaped.
+    crate::text::printable_lines(&s).into_owned()
 }
 
 /// A gap in an entity's rows shorter than this never breaks a span, whatever the rows' length:

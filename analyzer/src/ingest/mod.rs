@@ -100,6 +100,10 @@ enum WorkItem {
     },
 }
 
+/// The most power one GPU row may show, W (100 kW: no GPU comes near; a value beyond it is a
+/// broken counter or unit). Energy per row is bounded by it over a day.
+pub(crate) const MAX_POWER_WATTS: f64 = 1e5;
+
 /// The range a canonical column's value must lie in (after scaling), for every source that is
 /// not history (docs/frames.md). Infinite values and ratios outside 0–1 are impossible, as is negative
 /// memory, power, energy or a count; memory beyond 2^60 bytes (an exbibyte) is not a GPU's.
@@ -145,10 +149,17 @@ pub(crate) fn value_range(column: &str) -> ValueRange {
         r(0.0, 1.0, "ratio outside 0–1")
     } else if column.contains("bytes") {
         r(0.0, (1u64 << 60) as f64, "memory outside 0–2^60 bytes")
-    } else if matches!(
-        column,
-        "power_mean_watts" | "energy_delta_joules" | "xid_count" | "samples" | "mig_enabled"
-    ) {
+    } else if column == "power_mean_watts" {
+        // No GPU draws 100 kW; a value beyond it is a broken counter or unit, and sums of such
+        // values would reach infinity in the report.
+        r(0.0, MAX_POWER_WATTS, "power outside 0–100 kW")
+    } else if column == "energy_delta_joules" {
+        r(
+            0.0,
+            MAX_POWER_WATTS * 86_400.0,
+            "energy outside 0–8.64 GJ in one row (100 kW for a day)",
+        )
+    } else if matches!(column, "xid_count" | "samples" | "mig_enabled") {
         r(0.0, f64::INFINITY, "negative power, energy or count")
     } else if column == "temperature_max_celsius" {
         r(-100.0, 300.0, "temperature outside −100–300 °C")

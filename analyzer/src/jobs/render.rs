@@ -1,5 +1,6 @@
 //! `tessera job`'s table (one screen per job) and `tessera report --by job`'s table of the worst
-//! jobs (aligned text or Markdown). Formatting only; no colour.
+//! jobs (aligned text or Markdown). Formatting only; no colour; control characters from data
+//! escaped.
 
 use super::{ActivitySource, JobSummary, pct};
 
@@ -76,7 +77,8 @@ pub fn render_table(s: &JobSummary) -> String {
     for line in &s.verdict {
         let _ = writeln!(o, "  - {line}");
     }
-    o
+    // Names from data may hold control characters: shown escaped (crate::text).
+    crate::text::printable_lines(&o).into_owned()
 }
 
 /// The worst jobs as one table (`tessera report --by job`).
@@ -139,5 +141,6 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         let _ = writeln!(o, "{}", line(&cells));
     }
-    o
+    // Names from data may hold control characters: shown escaped (crate::text).
+    crate::text::printable_lines(&o).into_owned()
 }

@@ -21,6 +21,8 @@ pub fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
+            // Control characters from data, shown escaped (crate::text).
+            c if c.is_control() => o.extend(c.escape_default()),
             c => o.push(c),
         }
     }

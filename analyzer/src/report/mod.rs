@@ -67,7 +67,7 @@ pub enum ReportError {
     Ingest(#[from] crate::ingest::IngestError),
     #[error("reading config {path}: {reason}")]
     Config { path: String, reason: String },
-    #[error("bad price {name} {value}: expected a finite number ≥ 0")]
+    #[error("bad price {name} {value}: expected a number from 0 to 1e9")]
     Price { name: &'static str, value: f64 },
 }
 

@@ -87,7 +87,8 @@ pub fn prices(
     p.gpu_hour = gpu_hour.unwrap_or(p.gpu_hour);
     p.kwh = kwh.unwrap_or(p.kwh);
     for (name, v) in [("gpu_hour", p.gpu_hour), ("kwh", p.kwh)] {
-        if !(v.is_finite() && v >= 0.0) {
+        // Bounded so that no product of a price and a period's hours reaches infinity.
+        if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
             return Err(ReportError::Price { name, value: v });
         }
     }
@@ -96,6 +97,9 @@ pub fn prices(
     }
     Ok(p)
 }
+
+/// The highest price of a GPU-hour or a kWh taken (a billion, in any currency).
+pub const MAX_PRICE: f64 = 1e9;
 
 #[cfg(test)]
 mod tests {
@@ -111,6 +115,7 @@ mod tests {
         assert_eq!(p.currency, "EUR");
         assert_eq!(p.source, "config:r.toml,flags");
         assert_eq!(prices(None, None, None).unwrap(), Prices::default());
+        assert!(prices(None, Some(1e300), None).is_err());
         assert!(matches!(
             prices(None, Some(-1.0), None),
             Err(ReportError::Price {

@@ -21,6 +21,10 @@ pub struct Section {
 
 /// `1234.5` → `1,234.50`.
 pub fn thousands(x: f64, decimals: usize) -> String {
+    // Values are checked where they are made; a non-finite one that got past is unknown here.
+    if !x.is_finite() {
+        return "unknown".into();
+    }
     let s = format!("{:.*}", decimals, x.abs());
     let (int, frac) = s.split_once('.').map_or((s.as_str(), ""), |(i, f)| (i, f));
     let mut out = String::new();
@@ -45,11 +49,12 @@ fn money(r: &Report, x: f64) -> String {
 }
 
 fn pct(x: Option<f64>) -> String {
-    x.map_or("-".into(), |v| format!("{:.0}%", v * 100.0))
+    x.filter(|v| v.is_finite())
+        .map_or("-".into(), |v| format!("{:.0}%", v * 100.0))
 }
 
 fn share(part: f64, whole: f64) -> String {
-    if whole > 0.0 {
+    if whole > 0.0 && part.is_finite() && whole.is_finite() {
         format!("{:.0}%", part / whole * 100.0)
     } else {
         "-".into()
@@ -57,7 +62,8 @@ fn share(part: f64, whole: f64) -> String {
 }
 
 fn signed_pct(x: Option<f64>) -> String {
-    x.map_or("n/a".into(), |v| format!("{:+.0}%", v * 100.0))
+    x.filter(|v| v.is_finite())
+        .map_or("n/a".into(), |v| format!("{:+.0}%", v * 100.0))
 }
 
 fn signal_name(s: &str) -> &str {
@@ -527,10 +533,11 @@ fn table(header: &[String], rows: &[Vec<String>], markdown: bool) -> String {
     }
     for row in rows {
         b.push_record(row.iter().map(|c| {
+            let c = crate::text::printable(c);
             if markdown {
                 c.replace('|', "\\|")
             } else {
-                c.clone()
+                c.into_owned()
             }
         }));
     }
@@ -552,19 +559,21 @@ pub fn render_table(r: &Report, color: bool) -> String {
             s.to_string()
         }
     };
+    // Data is made printable before the (ANSI) colours are added.
+    let p = |s: &str| crate::text::printable(s).into_owned();
     let mut out = String::new();
-    let _ = writeln!(out, "{}", bold(&title_line(r)));
-    let _ = writeln!(out, "{}", sub_line(r));
+    let _ = writeln!(out, "{}", bold(&p(&title_line(r))));
+    let _ = writeln!(out, "{}", p(&sub_line(r)));
     for s in sections(r) {
         let _ = writeln!(out, "\n{}", bold(&format!("== {}", s.title)));
         for l in &s.lines {
-            let _ = writeln!(out, "{l}");
+            let _ = writeln!(out, "{}", p(l));
         }
         if !s.rows.is_empty() {
             let _ = writeln!(out, "{}", table(&s.header, &s.rows, false));
         }
         for l in &s.after {
-            let _ = writeln!(out, "  {l}");
+            let _ = writeln!(out, "  {}", p(l));
         }
     }
     out
@@ -572,6 +581,10 @@ pub fn render_table(r: &Report, color: bool) -> String {
 
 /// Markdown (GitHub-flavoured tables) for a wiki or chat.
 pub fn render_markdown(r: &Report) -> String {
+    crate::text::printable_lines(&markdown(r)).into_owned()
+}
+
+fn markdown(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", title_line(r));
     let _ = writeln!(out, "{}", sub_line(r).replace('`', ""));

@@ -7,6 +7,9 @@ use std::collections::BTreeSet;
 use super::hist::{Hist, Values, rounded_quantile};
 use super::rows::Row;
 use super::{FREE_ACTIVITY, FREE_MEMORY, GIB, HOUR_MS, Prices, Usage, r2, r3};
+
+/// The least memory total a GPU row can have for its used share to count (1 MiB).
+const MIN_TOTAL_BYTES: f64 = (1u64 << 20) as f64;
 use crate::stats::quantile;
 
 /// A [`Usage`] being summed, row by row in report order.
@@ -70,8 +73,11 @@ impl UsageAcc {
         if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
             self.allocated += h;
         }
+        // The share only from rows where it can be one: a total of at least 1 MiB (no GPU has
+        // less) and no more used than the total; others would print "100% used, peak 0.0 GiB".
         if let (Some(m), Some(t)) = (r.mem, r.total)
-            && t > 0.0
+            && t >= MIN_TOTAL_BYTES
+            && m <= t
         {
             self.mem_share += m / t;
             self.mem_n += 1;
