@@ -236,11 +236,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
         tz: chrono_tz::Europe::Berlin,
         ..Params::default()
     };
-    let tr = tessera::range::TimeRange {
-        since: range.0,
-        until: range.1,
-    };
-    let current = union.within(tr);
+    let current = union.within(range.0, range.1);
     let d = dump(&demand::extract(&current, &dp).unwrap());
     for order in [&frames, &reversed] {
         // The analysis as `tessera report` ran it before: partition by partition (in this
@@ -248,7 +244,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
         let analysis = advisor::analyze_parts(
             order
                 .iter()
-                .map(|f| Ok::<_, advisor::AdvisorError>(f.within(tr))),
+                .map(|f| Ok::<_, advisor::AdvisorError>(f.within(range.0, range.1))),
             &params,
             Some(range),
             vec![],

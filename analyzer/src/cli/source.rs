@@ -339,7 +339,7 @@ pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
             .into_iter()
             .map(|p| ingest::Part {
                 key: p.key,
-                frames: p.frames.within(range),
+                frames: p.frames.within(range.since, range.until),
                 files: p.files,
             })
             .collect()

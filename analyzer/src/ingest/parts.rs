@@ -120,16 +120,14 @@ impl Frames {
         }
     }
 
-    /// The rows of every table that belong to `range` (their interval ends in `(since, until]`:
-    /// [`crate::range`]), lazily.
-    pub fn within(&self, range: crate::range::TimeRange) -> Frames {
+    /// The rows of every table whose interval ends in `(since, until]` (unix ms; the range rule
+    /// of `crate::range`, which this module does not import), lazily.
+    pub fn within(&self, since: i64, until: i64) -> Frames {
         let f = |t: Table| {
             let ts = col("ts").cast(DataType::Int64);
-            self.table(t).clone().filter(
-                ts.clone()
-                    .gt(lit(range.since))
-                    .and(ts.lt_eq(lit(range.until))),
-            )
+            self.table(t)
+                .clone()
+                .filter(ts.clone().gt(lit(since)).and(ts.lt_eq(lit(until))))
         };
         Frames {
             gpu: f(Table::Gpu),

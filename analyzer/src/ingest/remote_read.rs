@@ -313,21 +313,13 @@ pub fn read_streamed(
             let labels = labels_of(cs.labels);
             let mut series = match pending.take() {
                 Some(p) if p.query == query && p.labels == labels => p,
-                Some(mut p) => {
-                    in_order(&mut p);
-                    stats.series += 1;
-                    stats.samples += p.ts.len() as u64;
-                    each(p)?;
-                    started += 1;
-                    limits.series(started)?;
-                    Series {
-                        query,
-                        labels,
-                        ts: Vec::new(),
-                        vals: Vec::new(),
+                done => {
+                    if let Some(mut p) = done {
+                        in_order(&mut p);
+                        stats.series += 1;
+                        stats.samples += p.ts.len() as u64;
+                        each(p)?;
                     }
-                }
-                None => {
                     started += 1;
                     limits.series(started)?;
                     Series {

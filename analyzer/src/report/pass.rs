@@ -199,15 +199,7 @@ pub fn run(
     extracted.sort_by_key(|(i, _)| *i);
     let extracted = extracted.into_iter().map(|(_, d)| d).collect();
     // The demand reads rows after the start, as the advisor does.
-    let cur: Vec<Frames> = parts
-        .iter()
-        .map(|f| {
-            f.within(crate::range::TimeRange {
-                since: start,
-                until: end,
-            })
-        })
-        .collect();
+    let cur: Vec<Frames> = parts.iter().map(|f| f.within(start, end)).collect();
     let demand = demand::merge_parts(extracted, &cur.iter().collect::<Vec<_>>(), demand_params)?;
     Ok(Pass {
         analysis,

@@ -138,7 +138,7 @@ fn choose_nodes(c: &mut dyn Cluster, r: &Request) -> Result<Vec<NodeView>, Rollo
 
 /// Write the ConfigMap with tessera's configs added, re-reading and re-merging it on a conflict
 /// (another writer).
-fn write_config(
+pub(super) fn write_config(
     c: &mut dyn Cluster,
     r: &Request,
     layouts: &[NodeLayout],

@@ -484,35 +484,17 @@ fn ensure_config(
     layout: &NodeLayout,
     err: &mut dyn Write,
 ) -> Result<(), RolloutError> {
-    for attempt in 1..=5 {
-        let stored = c.read_config(&r.namespace, &r.configmap)?;
-        let text = stored.as_ref().and_then(|s| s.text.as_deref());
-        let merged = render::merge(text, None, std::slice::from_ref(layout), None)?;
-        if merged.added.is_empty() && stored.is_some() {
-            return Ok(());
-        }
+    let stored = c.read_config(&r.namespace, &r.configmap)?;
+    let merged = super::write_config(c, r, std::slice::from_ref(layout), stored, None, err)?;
+    if !merged.added.is_empty() {
         writeln!(
             err,
-            "tessera: ConfigMap {}/{} lost {} meanwhile (another run pruned it?): adding it again",
+            "tessera: ConfigMap {}/{} had lost {} (another run pruned it?): added again",
             r.namespace, r.configmap, layout.config
         )
         .map_err(io)?;
-        let result = match &stored {
-            None => c.create_config(&r.namespace, &r.configmap, &merged.after),
-            Some(s) => c.replace_config(
-                &r.namespace,
-                &r.configmap,
-                &merged.after,
-                &s.resource_version,
-            ),
-        };
-        match result {
-            Ok(()) => return Ok(()),
-            Err(ClusterError::Conflict(_)) if attempt < 5 => continue,
-            Err(e) => return Err(e.into()),
-        }
     }
-    unreachable!("the loop returns on its last attempt")
+    Ok(())
 }
 
 /// After the rollout: remove the `tessera-…` configs of `prunable` (those in the ConfigMap when
