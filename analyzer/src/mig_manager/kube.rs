@@ -654,3 +654,52 @@ impl Cluster for KubeCluster {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_label_manager_is_the_latest_writer_of_the_label() {
+        // managedFields as kube-apiserver keeps them: the GPU Operator set the label first,
+        // then `kubectl label` changed it; tessera's own entry does not own it any more.
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": "gpu-1",
+                "labels": { "nvidia.com/mig.config": "all-1g.10gb" },
+                "managedFields": [
+                    { "manager": "gpu-operator", "operation": "Update", "time": "2026-11-26T10:00:00Z",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:metadata": { "f:labels": { "f:nvidia.com/mig.config": {} } } } },
+                    { "manager": "kubectl-label", "operation": "Update", "time": "2026-11-26T12:00:00Z",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:metadata": { "f:labels": { "f:nvidia.com/mig.config": {} } } } },
+                    { "manager": "kubelet", "operation": "Update", "time": "2026-11-26T13:00:00Z",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:status": {} } }
+                ]
+            }
+        }))
+        .unwrap();
+        let v = view(&n);
+        assert_eq!(v.config_manager.as_deref(), Some("kubectl-label"));
+        assert_eq!(v.config(), Some("all-1g.10gb"));
+        // No managedFields (the test server keeps none): unknown.
+        let bare: Node =
+            serde_json::from_value(json!({ "metadata": { "name": "gpu-2" } })).unwrap();
+        assert_eq!(view(&bare).config_manager, None);
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap_with_jitter() {
+        for seed in [0, 1, 42, u64::MAX] {
+            let d = backoff(1, seed).as_secs_f64();
+            assert!((0.15..0.25).contains(&d), "{d}");
+            let d = backoff(3, seed).as_secs_f64();
+            assert!((0.6..1.0).contains(&d), "{d}");
+            let d = backoff(30, seed).as_secs_f64();
+            assert!((3.75..6.25).contains(&d), "{d}");
+        }
+        assert_ne!(backoff(2, 1), backoff(2, 2), "jitter");
+    }
+}
