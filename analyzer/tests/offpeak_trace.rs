@@ -432,3 +432,45 @@ fn signals_the_data_lacks_are_unknown_and_each_detector_says_so() {
         notes("offpeak_window")
     );
 }
+
+#[test]
+fn ingest_reads_the_same_range_rule() {
+    // `tessera ingest --since S --until U`: rows ending in (S, U], the row ending at S left to
+    // the day before, the one ending at U kept.
+    let csv = trace("plain", &[]);
+    let src = format!("csv:{}", csv.display());
+    let (code, out, err) = run(&[
+        "ingest",
+        "--source",
+        &src,
+        "--since",
+        "2026-10-12T00:00:00Z",
+        "--until",
+        "2026-10-13T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let gpu = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "gpu")
+        .unwrap();
+    assert_eq!(gpu["first"], "2026-10-12T00:15:00.000Z");
+    assert_eq!(gpu["last"], "2026-10-13T00:00:00.000Z");
+    assert_eq!(gpu["rows"], 96 * 192);
+    // An empty range is an error.
+    let (code, _, err) = run(&[
+        "ingest",
+        "--source",
+        &src,
+        "--since",
+        "2026-10-13",
+        "--until",
+        "2026-10-12",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is not before --until"), "{err}");
+}
