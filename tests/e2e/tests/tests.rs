@@ -4,6 +4,7 @@
 
 mod cli;
 mod dashboards;
+mod gpu_check;
 mod hostile_inputs;
 mod mig_nvml;
 mod mig_profiles;

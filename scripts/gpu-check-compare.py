@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Compares what tessera-exporter read (`--once --format json`) with what an independent reader
+read at about the same time (scripts/gpu-check-read.py's JSON, and nvidia-smi's --query-gpu CSV
+when given), per GPU and field, for the GPU check kit (scripts/gpu-check.sh).
+
+Usage: gpu-check-compare.py EXPORTER_ONCE.json READER.json [NVIDIA_SMI.csv] > compare.json
+
+nvidia-smi's CSV has the columns of SMI_FIELDS (csv,noheader,nounits). Values that move between
+two reads (power, temperature, clocks, utilisation, memory in use) are compared with a tolerance;
+identities (UUID, name, MIG mode, memory total) exactly. A field one side lacks is "absent"
+there, never a difference by itself. Prints one JSON object: per GPU and field the values and
+whether they agree; "differences" counts the fields that do not.
+"""
+import csv
+import json
+import sys
+
+SMI_FIELDS = ["index", "uuid", "name", "memory.total", "memory.used", "power.draw",
+              "temperature.gpu", "clocks.sm", "clocks.mem", "utilization.gpu",
+              "utilization.memory", "mig.mode.current"]
+
+# field: (tolerance absolute, tolerance relative); None = exact.
+FIELDS = {
+    "uuid": None,
+    "name": None,
+    "mig_mode_current": None,
+    "memory_total_bytes": None,
+    "memory_used_bytes": (256 << 20, 0.05),
+    "power_watts": (30.0, 0.3),
+    "energy_joules": (30_000.0, 0.01),
+    "temperature_celsius": (3.0, 0.0),
+    "sm_clock_hertz": (50e6, 0.1),
+    "memory_clock_hertz": (50e6, 0.1),
+    "busy_ratio": (0.25, 0.0),
+    "memory_controller_ratio": (0.25, 0.0),
+}
+
+
+def exporter_gpus(doc):
+    inv = {g["index"]: g for g in doc.get("inventory", {}).get("gpus", [])}
+    out = {}
+    for g in doc.get("sample", {}).get("gpus", []):
+        i = g["index"]
+        e = dict(g)
+        meta = inv.get(i, {})
+        e["name"] = meta.get("name")
+        mode = meta.get("mig_mode") or {}
+        if "current" in mode:
+            e["mig_mode_current"] = bool(mode["current"])
+        out[i] = e
+    return out
+
+
+def smi_gpus(path):
+    out = {}
+    with open(path, newline="") as f:
+        for row in csv.reader(f, skipinitialspace=True):
+            if not row:
+                continue
+            v = dict(zip(SMI_FIELDS, [x.strip() for x in row]))
+
+            def num(k, scale=1.0):
+                try:
+                    return float(v[k]) * scale
+                except (KeyError, ValueError):
+                    return None
+            g = {
+                "uuid": v.get("uuid"),
+                "name": v.get("name"),
+                "memory_used_bytes": num("memory.used", float(1 << 20)),
+                "power_watts": num("power.draw"),
+                "temperature_celsius": num("temperature.gpu"),
+                "sm_clock_hertz": num("clocks.sm", 1e6),
+                "memory_clock_hertz": num("clocks.mem", 1e6),
+                "busy_ratio": num("utilization.gpu", 0.01),
+                "memory_controller_ratio": num("utilization.memory", 0.01),
+            }
+            if v.get("mig.mode.current") in ("Enabled", "Disabled"):
+                g["mig_mode_current"] = v["mig.mode.current"] == "Enabled"
+            try:
+                out[int(v["index"])] = {k: x for k, x in g.items() if x is not None}
+            except (KeyError, ValueError):
+                continue
+    return out
+
+
+def agree(field, a, b):
+    tol = FIELDS[field]
+    if tol is None:
+        return a == b
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    absolute, relative = tol
+    return abs(a - b) <= max(absolute, relative * max(abs(a), abs(b)))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    exp = exporter_gpus(json.load(open(sys.argv[1])))
+    reader = {g["index"]: g for g in json.load(open(sys.argv[2])).get("gpus", [])}
+    smi = smi_gpus(sys.argv[3]) if len(sys.argv) > 3 else {}
+    out = {"gpus": [], "differences": 0, "compared": 0}
+    for i in sorted(set(exp) | set(reader) | set(smi)):
+        gpu = {"index": i, "fields": {}}
+        for field in FIELDS:
+            e = exp.get(i, {}).get(field)
+            others = {"reader": reader.get(i, {}).get(field), "nvidia-smi": smi.get(i, {}).get(field)}
+            entry = {"exporter": e, **others}
+            verdicts = {}
+            for who, v in others.items():
+                if e is None or v is None:
+                    continue
+                ok = agree(field, e, v)
+                verdicts[who] = ok
+                out["compared"] += 1
+                if not ok:
+                    out["differences"] += 1
+            if e is None and any(v is not None for v in others.values()):
+                entry["note"] = "absent in the exporter, read by another reader"
+            entry["agrees"] = verdicts
+            gpu["fields"][field] = entry
+        out["gpus"].append(gpu)
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    print()
+
+
+if __name__ == "__main__":
+    main()
