@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check kit (issue 28, docs/testing.md "On a real GPU"): checks tessera on a machine
 # with an NVIDIA GPU and a driver, READ-ONLY on the GPU — it never changes MIG mode, creates or
-# destroys instances, resets, or sets clocks or power: it runs nvidia-smi only with -q and
+# destroys instances, resets, or sets clocks or power (and writes nothing outside a temporary
+# folder and the archive): it runs nvidia-smi only with -q and
 # --query-gpu, the exporter (which only reads), `tessera mig profiles` (reads) and
 # scripts/gpu-check-read.py (nvmlDeviceGet* only).
 #
@@ -115,14 +116,17 @@ step compare 30 python3 "$here/gpu-check-compare.py" "$rec/exporter-once.json" "
 
 # /metrics under load.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# History goes to the kit's temporary folder: the kit writes nothing on the machine outside it.
 "$exporter" "${libflag[@]}" --web.listen-address "127.0.0.1:$port" --sample.interval 1s \
-  2>"$rec/logs/exporter-serve.err" &
+  --history.dir "$work/history" 2>"$rec/logs/exporter-serve.err" &
 srv=$!
-# Ready once the first sample is taken (/-/ready answers 200), at most 30 s.
-for _ in $(seq 1 60); do
-  curl -fsS --max-time 2 "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break
+# Ready once the first sample is taken (/-/ready answers 200), at most 60 s.
+ready=0
+for _ in $(seq 1 120); do
+  curl -fsS --max-time 2 "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && { ready=1; break; }
   sleep 0.5
 done
+[ $ready = 1 ] || say "exporter: not ready after 60 s (see logs/exporter-serve.err)"
 load=""
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   python3 - "$seconds" >"$rec/logs/load.out" 2>&1 <<'EOF' &
@@ -140,8 +144,8 @@ fi
 n=0
 for ((t = 0; t <= seconds; t += 10)); do
   sleep $((t == 0 ? 1 : 10))
-  curl -fsS --max-time 5 "http://127.0.0.1:$port/metrics" >"$rec/metrics-$n.prom" 2>>"$rec/logs/curl.err" \
-    || say "scrape $n failed"
+  curl -fsS --retry 3 --retry-all-errors --max-time 15 "http://127.0.0.1:$port/metrics" \
+    >"$rec/metrics-$n.prom" 2>>"$rec/logs/curl.err" || say "scrape $n failed (see logs/curl.err)"
   step reader-$((n + 1)) 30 python3 "$here/gpu-check-read.py" "${readlib[@]}" >"$rec/reader-$((n + 1)).json"
   [ $smi = 1 ] && step nvidia-smi-query-$((n + 1)) 30 nvidia-smi --query-gpu=$query --format=csv,noheader,nounits >"$rec/nvidia-smi-query-$((n + 1)).csv"
   n=$((n + 1))

@@ -123,9 +123,12 @@ fn the_kit_records_the_exporter_and_two_independent_readers_and_they_agree() {
         "tessera-mig-profiles"
     );
     let metrics = std::fs::read_to_string(rec.join("metrics-0.prom")).unwrap();
+    let log = |f: &str| std::fs::read_to_string(rec.join("logs").join(f)).unwrap_or_default();
     assert!(
         metrics.contains("tessera_gpu_memory_used_bytes{"),
-        "{metrics}"
+        "{summary}\n{}\n{}",
+        log("exporter-serve.err"),
+        log("curl.err")
     );
     let timings = std::fs::read_to_string(rec.join("timings.txt")).unwrap();
     assert!(
