@@ -154,9 +154,12 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
 
     let web = dir.path().join("web.yml");
     std::fs::write(&web, "basic_auth_users:\n  alice: notahash\n").unwrap();
+    // History off: a failing start must not leave a node folder in /var/lib/tessera/history.
     let (out, _, stderr) = run(exporter![
         "--backend",
         "sim",
+        "--history.dir",
+        "",
         "--web.listen-address",
         "127.0.0.1:0",
         "--web.config.file",
@@ -172,9 +175,12 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
         "tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.key\n",
     )
     .unwrap();
+    // History off: a failing start must not leave a node folder in /var/lib/tessera/history.
     let (out, _, stderr) = run(exporter![
         "--backend",
         "sim",
+        "--history.dir",
+        "",
         "--web.listen-address",
         "127.0.0.1:0",
         "--web.config.file",
@@ -188,6 +194,8 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     let (out, _, stderr) = run(exporter![
         "--backend",
         "sim",
+        "--history.dir",
+        "",
         "--web.listen-address",
         "nonsense"
     ]);
