@@ -202,10 +202,10 @@ pub fn run(
     // YAML from the cluster is held to the limits of YAML files, once, before any parse.
     for (name, text) in [
         (
-            &r.configmap,
+            r.configmap.as_str(),
             stored.as_ref().and_then(|s| s.text.as_deref()),
         ),
-        (&DEFAULT_CONFIGMAP.to_string(), seed.as_deref()),
+        (DEFAULT_CONFIGMAP, seed.as_deref()),
     ] {
         if let Some(t) = text {
             tessera_core::input_limits::check_yaml(t).map_err(|e| {
