@@ -4,6 +4,11 @@ read at about the same time (scripts/gpu-check-read.py's JSON, and nvidia-smi's 
 when given), per GPU and field, for the GPU check kit (scripts/gpu-check.sh).
 
 Usage: gpu-check-compare.py EXPORTER_ONCE.json READER.json [NVIDIA_SMI.csv] > compare.json
+       gpu-check-compare.py --timings NVML_TRACE.jsonl > timings.json
+
+--timings summarises a recording of the exporter's NVML calls (TESSERA_NVML_TRACE, one JSON line
+per call): per function and GPU the number of calls, their return codes and the median, 95th
+percentile and largest duration in µs; and the same for whole samples (the "(sample)" lines).
 
 nvidia-smi's CSV has the columns of SMI_FIELDS (csv,noheader,nounits). Values that move between
 two reads (power, temperature, clocks, utilisation, memory in use) are compared with a tolerance;
@@ -96,7 +101,43 @@ def agree(field, a, b):
     return abs(a - b) <= max(absolute, relative * max(abs(a), abs(b)))
 
 
+def percentile(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
+    return round(xs[k], 1)
+
+
+def timings(path):
+    groups = {}
+    bad = 0
+    with open(path) as f:
+        for line in f:
+            try:
+                c = json.loads(line)
+            except ValueError:
+                bad += 1
+                continue
+            key = (c.get("function", "?"), c.get("gpu"))
+            g = groups.setdefault(key, {"micros": [], "rc": {}})
+            g["micros"].append(float(c.get("micros", 0.0)))
+            rc = c.get("rc", "?")
+            g["rc"][rc] = g["rc"].get(rc, 0) + 1
+    rows = []
+    for (function, gpu), g in sorted(groups.items(), key=lambda kv: (str(kv[0][1]), kv[0][0])):
+        rows.append({"function": function, "gpu": gpu, "calls": len(g["micros"]), "rc": g["rc"],
+                     "p50_us": percentile(g["micros"], 0.5),
+                     "p95_us": percentile(g["micros"], 0.95),
+                     "max_us": round(max(g["micros"]), 1)})
+    return {"trace": path, "unreadable_lines": bad, "functions": rows}
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--timings":
+        json.dump(timings(sys.argv[2]), sys.stdout, indent=1)
+        print()
+        return
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     exp = exporter_gpus(json.load(open(sys.argv[1])))

@@ -22,7 +22,10 @@
 #   nvidia-smi-q.xml, nvidia-smi-query-N.csv   nvidia-smi's view (when nvidia-smi exists)
 #   compare.json        exporter vs reader vs nvidia-smi per GPU and field
 #   mig-profiles.json   tessera mig profiles --format json (NVML's tables vs tessera's)
+#   nvml-once.jsonl, nvml-serve.jsonl, nvml-mig-profiles.jsonl   every NVML call each binary
+#                       made (TESSERA_NVML_TRACE): function, GPU, argument, return code, value, µs
 #   timings.txt         the exporter's own sample durations from its self-metrics
+#   timings.json        µs per NVML function and GPU, and per whole sample, from nvml-serve.jsonl
 #   logs/               stderr of every step
 # Every step is bounded (timeout); a step that fails is recorded, never fatal. Under 4 minutes
 # with the default 60 s.
@@ -109,15 +112,16 @@ fi
 query=index,uuid,name,memory.total,memory.used,power.draw,temperature.gpu,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,mig.mode.current
 step reader-0 30 python3 "$here/gpu-check-read.py" "${readlib[@]}" >"$rec/reader-0.json"
 [ $smi = 1 ] && step nvidia-smi-query-0 30 nvidia-smi --query-gpu=$query --format=csv,noheader,nounits >"$rec/nvidia-smi-query-0.csv"
-step exporter-once 60 "$exporter" --once --format json "${libflag[@]}" >"$rec/exporter-once.json"
-step mig-profiles 60 "$tessera" mig profiles --format json "${libflag[@]}" >"$rec/mig-profiles.json"
+# Every NVML call each binary makes, with its return code, value and duration (core/src/nvml/trace.rs).
+TESSERA_NVML_TRACE="$rec/nvml-once.jsonl" step exporter-once 60 "$exporter" --once --format json "${libflag[@]}" >"$rec/exporter-once.json"
+TESSERA_NVML_TRACE="$rec/nvml-mig-profiles.jsonl" step mig-profiles 60 "$tessera" mig profiles --format json "${libflag[@]}" >"$rec/mig-profiles.json"
 step compare 30 python3 "$here/gpu-check-compare.py" "$rec/exporter-once.json" "$rec/reader-0.json" \
   $([ $smi = 1 ] && echo "$rec/nvidia-smi-query-0.csv") >"$rec/compare.json"
 
 # /metrics under load.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # History goes to the kit's temporary folder: the kit writes nothing on the machine outside it.
-"$exporter" "${libflag[@]}" --web.listen-address "127.0.0.1:$port" --sample.interval 1s \
+TESSERA_NVML_TRACE="$rec/nvml-serve.jsonl" "$exporter" "${libflag[@]}" --web.listen-address "127.0.0.1:$port" --sample.interval 1s \
   --history.dir "$work/history" 2>"$rec/logs/exporter-serve.err" &
 srv=$!
 # Ready once the first sample is taken (/-/ready answers 200), at most 60 s.
@@ -154,7 +158,8 @@ done
 kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 grep -h '^tessera_exporter_sample_duration' "$rec"/metrics-*.prom >"$rec/timings.txt" 2>/dev/null \
   || say "timings: no tessera_exporter_sample_duration in the scrapes"
-say "timings: per-sample durations from the exporter's self-metrics; per NVML call family: not measured (no such flag yet)"
+step timings 30 python3 "$here/gpu-check-compare.py" --timings "$rec/nvml-serve.jsonl" >"$rec/timings.json"
+say "timings: per-sample durations from the exporter's self-metrics (timings.txt); per NVML function and GPU from its recorded calls (timings.json)"
 
 diffs=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["differences"], "of", d["compared"])' "$rec/compare.json" 2>/dev/null || echo "unknown")
 say "compare: $diffs field comparisons differ beyond tolerance (compare.json)"

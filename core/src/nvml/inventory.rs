@@ -11,7 +11,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 
 use super::errors::note_missing;
-use super::{GpuState, raw};
+use super::{GpuState, raw, trace};
 use crate::mig;
 use crate::model::{GpuInfo, MigInstanceInfo, MigMode, Placement};
 
@@ -57,17 +57,57 @@ pub(super) fn gpu_info(
     state: &mut GpuState,
     missing: &mut BTreeSet<String>,
 ) -> GpuInfo {
-    if let Some(u) = inv("uuid", index, dev.uuid(), missing) {
+    if let Some(u) = inv(
+        "uuid",
+        index,
+        trace::call("nvmlDeviceGetUUID", None, || dev.uuid()),
+        missing,
+    ) {
         state.uuid = Some(u);
     }
-    let name = inv("name", index, dev.name(), missing).unwrap_or_default();
-    let pci_bus_id = inv("PCI info", index, dev.pci_info(), missing)
-        .map(|p| p.bus_id)
-        .unwrap_or_default();
-    let memory_total_bytes = inv("memory", index, dev.memory_info(), missing).map(|m| m.total);
-    let power_limit_watts =
-        inv("power limit", index, dev.enforced_power_limit(), missing).map(|mw| mw as f64 / 1000.0);
-    let mig_mode = inv("MIG mode", index, dev.mig_mode(), missing).map(|m| MigMode {
+    let name = inv(
+        "name",
+        index,
+        trace::call("nvmlDeviceGetName", None, || dev.name()),
+        missing,
+    )
+    .unwrap_or_default();
+    let pci_bus_id = inv(
+        "PCI info",
+        index,
+        trace::call("nvmlDeviceGetPciInfo_v3", None, || dev.pci_info()),
+        missing,
+    )
+    .map(|p| p.bus_id)
+    .unwrap_or_default();
+    let memory_total_bytes = inv(
+        "memory",
+        index,
+        trace::call("nvmlDeviceGetMemoryInfo_v2", None, || dev.memory_info()),
+        missing,
+    )
+    .map(|m| m.total);
+    let power_limit_watts = inv(
+        "power limit",
+        index,
+        trace::call("nvmlDeviceGetEnforcedPowerLimit", None, || {
+            dev.enforced_power_limit()
+        }),
+        missing,
+    )
+    .map(|mw| mw as f64 / 1000.0);
+    let mig_mode = inv(
+        "MIG mode",
+        index,
+        trace::call_json(
+            "nvmlDeviceGetMigMode",
+            None,
+            || dev.mig_mode(),
+            |m| serde_json::json!({"current": m.current, "pending": m.pending}),
+        ),
+        missing,
+    )
+    .map(|m| MigMode {
         current: m.current == NVML_DEVICE_MIG_ENABLE,
         pending: m.pending == NVML_DEVICE_MIG_ENABLE,
     });

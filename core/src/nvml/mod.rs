@@ -45,6 +45,7 @@ mod errors;
 mod inventory;
 mod raw;
 mod sample;
+mod trace;
 mod xid;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +57,7 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 pub use errors::error_kind;
 pub use raw::GpuInstanceProfile;
+pub use trace::ENV as TRACE_ENV;
 
 use crate::device::{DeviceError, GpuBackend};
 use crate::mig;
@@ -153,10 +155,11 @@ impl NvmlBackend {
     /// Load NVML (`libnvidia-ml.so.1`, or `lib_path`) and initialise it.
     pub fn new(lib_path: Option<&Path>) -> Result<NvmlBackend, DeviceError> {
         let lib = lib_path.map_or_else(|| DEFAULT_LIB.to_string(), |p| p.display().to_string());
-        let nvml = match lib_path {
+        trace::start_from_env();
+        let nvml = trace::call_opaque("nvmlInit_v2", Some(&lib), || match lib_path {
             Some(p) => Nvml::builder().lib_path(p.as_os_str()).init(),
             None => Nvml::init(),
-        }
+        })
         .map_err(|e| init_error(&lib, e))?;
         if nvml.lib().nvmlShutdown.is_err() {
             // nvml-wrapper's `Drop for Nvml` calls nvmlShutdown through a method that panics when
@@ -167,18 +170,19 @@ impl NvmlBackend {
             });
         }
         let mut missing = BTreeSet::new();
-        let events = match raw::event_set_create(&nvml) {
-            Ok(set) => Some(set),
-            Err(NvmlError::NotSupported) => None,
-            Err(NvmlError::FailedToLoadSymbol(detail)) => {
-                note_missing(&mut missing, &detail);
-                None
-            }
-            Err(e) => {
-                log::warn!("nvmlEventSetCreate failed ({e}); XID events will not be reported");
-                None
-            }
-        };
+        let events =
+            match trace::call_opaque("nvmlEventSetCreate", None, || raw::event_set_create(&nvml)) {
+                Ok(set) => Some(set),
+                Err(NvmlError::NotSupported) => None,
+                Err(NvmlError::FailedToLoadSymbol(detail)) => {
+                    note_missing(&mut missing, &detail);
+                    None
+                }
+                Err(e) => {
+                    log::warn!("nvmlEventSetCreate failed ({e}); XID events will not be reported");
+                    None
+                }
+            };
         let mut backend = NvmlBackend {
             nvml,
             node: hostname(),
@@ -187,11 +191,16 @@ impl NvmlBackend {
             missing,
         };
         // Remember UUIDs and register for XIDs now, so a GPU lost later still has its UUID.
-        if let Ok(count) = backend.nvml.device_count() {
+        let nvml = &backend.nvml;
+        if let Ok(count) = trace::call("nvmlDeviceGetCount_v2", None, || nvml.device_count()) {
             backend.grow(count);
             for i in 0..count {
-                if let Ok(dev) = backend.nvml.device_by_index(i) {
-                    if let Ok(uuid) = dev.uuid() {
+                trace::set_gpu(Some(i), None);
+                let nvml = &backend.nvml;
+                if let Ok(dev) = trace::call_opaque("nvmlDeviceGetHandleByIndex_v2", None, || {
+                    nvml.device_by_index(i)
+                }) {
+                    if let Ok(uuid) = trace::call("nvmlDeviceGetUUID", None, || dev.uuid()) {
                         backend.gpus[i as usize].uuid = Some(uuid);
                     }
                     register_xid(
@@ -243,8 +252,12 @@ impl NvmlBackend {
         profile_id: u32,
     ) -> Result<Vec<Placement>, DeviceError> {
         let dev = self.device(gpu)?;
-        raw::possible_placements(&dev, profile_id)
-            .map_err(|e| call_error("nvmlDeviceGetGpuInstancePossiblePlacements_v2", e))
+        trace::call(
+            "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+            Some(&profile_id.to_string()),
+            || raw::possible_placements(&dev, profile_id),
+        )
+        .map_err(|e| call_error("nvmlDeviceGetGpuInstancePossiblePlacements_v2", e))
     }
 
     /// The name NVML gives profile index `index` on GPU `gpu` (`MIG 1g.10gb`), via
@@ -252,7 +265,11 @@ impl NvmlBackend {
     /// support it for this GPU.
     pub fn profile_name(&self, gpu: u32, index: u32) -> Result<Option<String>, DeviceError> {
         let dev = self.device(gpu)?;
-        match raw::profile_name(&dev, index) {
+        match trace::call(
+            "nvmlDeviceGetGpuInstanceProfileInfoV",
+            Some(&index.to_string()),
+            || raw::profile_name(&dev, index),
+        ) {
             Ok(name) => Ok(Some(name)),
             Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::NotSupported) => Ok(None),
             Err(e) => Err(call_error("nvmlDeviceGetGpuInstanceProfileInfoV", e)),
@@ -266,7 +283,11 @@ impl NvmlBackend {
         let dev = self.device(gpu)?;
         let mut table = Vec::new();
         for index in 0..mig::profile_index::COUNT {
-            match raw::profile_info(&dev, index) {
+            match trace::call(
+                "nvmlDeviceGetGpuInstanceProfileInfo",
+                Some(&index.to_string()),
+                || raw::profile_info(&dev, index),
+            ) {
                 Ok(p) => table.push(p),
                 Err(NvmlError::NotSupported | NvmlError::InvalidArg | NvmlError::NotFound) => {}
                 Err(e) => return Err(call_error("nvmlDeviceGetGpuInstanceProfileInfo", e)),
@@ -282,22 +303,26 @@ impl GpuBackend for NvmlBackend {
     }
 
     fn inventory(&mut self) -> Result<Inventory, DeviceError> {
-        let count = self
-            .nvml
-            .device_count()
+        trace::set_gpu(None, None);
+        let nvml = &self.nvml;
+        let count = trace::call("nvmlDeviceGetCount_v2", None, || nvml.device_count())
             .map_err(|e| call_error("nvmlDeviceGetCount_v2", e))?;
         self.grow(count);
         let nvml = &self.nvml;
         let driver_version = inv(
             "driver version",
             0,
-            nvml.sys_driver_version(),
+            trace::call("nvmlSystemGetDriverVersion", None, || {
+                nvml.sys_driver_version()
+            }),
             &mut self.missing,
         );
         let cuda_version = inv(
             "CUDA version",
             0,
-            nvml.sys_cuda_driver_version(),
+            trace::call("nvmlSystemGetCudaDriverVersion_v2", None, || {
+                nvml.sys_cuda_driver_version()
+            }),
             &mut self.missing,
         )
         .map(|v| {
@@ -311,7 +336,10 @@ impl GpuBackend for NvmlBackend {
         let mut driver_down = 0u32;
         for i in 0..count {
             let state = &mut self.gpus[i as usize];
-            match nvml.device_by_index(i) {
+            trace::set_gpu(Some(i), None);
+            match trace::call_opaque("nvmlDeviceGetHandleByIndex_v2", None, || {
+                nvml.device_by_index(i)
+            }) {
                 Ok(dev) => gpus.push(gpu_info(i, &dev, state, &mut self.missing)),
                 Err(e) => {
                     if matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded) {
@@ -343,17 +371,25 @@ impl GpuBackend for NvmlBackend {
     }
 
     fn sample(&mut self) -> Result<NodeSample, DeviceError> {
-        let count = self
-            .nvml
-            .device_count()
+        let started = std::time::Instant::now();
+        trace::set_gpu(None, None);
+        let nvml = &self.nvml;
+        let count = trace::call("nvmlDeviceGetCount_v2", None, || nvml.device_count())
             .map_err(|e| call_error("nvmlDeviceGetCount_v2", e))?;
         self.grow(count);
         let timestamp_ms = now_ms();
         let nvml = &self.nvml;
-        let devices: Vec<Result<Device<'_>, NvmlError>> =
-            (0..count).map(|i| nvml.device_by_index(i)).collect();
-        for (dev, state) in devices.iter().zip(self.gpus.iter_mut()) {
+        let devices: Vec<Result<Device<'_>, NvmlError>> = (0..count)
+            .map(|i| {
+                trace::set_gpu(Some(i), None);
+                trace::call_opaque("nvmlDeviceGetHandleByIndex_v2", None, || {
+                    nvml.device_by_index(i)
+                })
+            })
+            .collect();
+        for (i, (dev, state)) in devices.iter().zip(self.gpus.iter_mut()).enumerate() {
             if let Ok(dev) = dev {
+                trace::set_gpu(Some(i as u32), None);
                 register_xid(self.events.as_ref(), dev, state, &mut self.missing);
             }
         }
@@ -362,6 +398,7 @@ impl GpuBackend for NvmlBackend {
             // SAFETY: the handles are compared only, while `devices` is alive.
             .map(|d| d.as_ref().ok().map(|d| unsafe { d.handle() }))
             .collect();
+        trace::set_gpu(None, None);
         let mut xids = drain_xids(
             nvml,
             self.events.as_ref(),
@@ -431,6 +468,7 @@ impl GpuBackend for NvmlBackend {
                 kind: last_driver_error.into(),
             });
         }
+        trace::sample_done(started, gpus.len());
         Ok(NodeSample { timestamp_ms, gpus })
     }
 }

@@ -73,7 +73,7 @@ pub fn gpu_instance_info(parent: &Device<'_>, gi_id: u32) -> Result<(u32, Placem
 }
 
 /// One row of a GPU's GPU-instance profile table (`nvmlDeviceGetGpuInstanceProfileInfo`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GpuInstanceProfile {
     /// Profile *index* queried (`NVML_GPU_INSTANCE_PROFILE_*`).
     pub index: u32,

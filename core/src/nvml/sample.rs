@@ -19,7 +19,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 
 use super::errors::{Lost, Reads, note_missing};
-use super::{GpuState, PROCESS_NAME_LEN, raw};
+use super::{GpuState, PROCESS_NAME_LEN, raw, trace};
 use crate::model::Field;
 use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, XidEvent};
 
@@ -34,14 +34,42 @@ fn gpm_step(
     ids: &[GpmMetricId],
 ) -> Result<Vec<Option<f64>>, Lost> {
     let none = vec![None; ids.len()];
-    let Some(new) = reads.take(Field::Gpm.as_str(), raw::gpm_sample(dev, gpu_instance))? else {
+    let Some(new) = reads.take(
+        Field::Gpm.as_str(),
+        trace::call_opaque(
+            if gpu_instance.is_some() {
+                "nvmlGpmMigSampleGet"
+            } else {
+                "nvmlGpmSampleGet"
+            },
+            gpu_instance
+                .map(|gi| format!("gpu_instance={gi}"))
+                .as_deref(),
+            || raw::gpm_sample(dev, gpu_instance),
+        ),
+    )?
+    else {
         return Ok(none);
     };
     let Some(old) = prev.replace(new) else {
         return Ok(none);
     };
     let result = match prev.as_ref() {
-        Some(new) => raw::gpm_metrics(nvml, &old, new, ids),
+        Some(new) => trace::call_json(
+            "nvmlGpmMetricsGet",
+            Some(&format!("{ids:?}")),
+            || raw::gpm_metrics(nvml, &old, new, ids),
+            |v| {
+                serde_json::Value::Array(
+                    v.iter()
+                        .map(|r| match r {
+                            Ok(x) => serde_json::json!(x),
+                            Err(e) => serde_json::json!(super::error_kind(e)),
+                        })
+                        .collect(),
+                )
+            },
+        ),
         None => Err(NvmlError::Unknown),
     };
     raw::gpm_free(nvml, old);
@@ -66,28 +94,63 @@ struct MigRead {
 
 /// Enumerate the MIG devices of a GPU with MIG enabled: every index below the *maximum* count,
 /// skipping empty slots (NotFound).
-fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRead>, Lost> {
+fn read_mig_devices(
+    reads: &mut Reads<'_>,
+    gpu: u32,
+    dev: &Device<'_>,
+) -> Result<Vec<MigRead>, Lost> {
     let field = Field::MigMemory.as_str();
     let mut out = Vec::new();
-    let Some(max) = reads.take(field, dev.mig_device_count())? else {
+    let Some(max) = reads.take(
+        field,
+        trace::call("nvmlDeviceGetMaxMigDeviceCount", None, || {
+            dev.mig_device_count()
+        }),
+    )?
+    else {
         return Ok(out);
     };
     for idx in 0..max {
-        let mig_dev = match dev.mig_device_by_index(idx) {
+        trace::set_gpu(Some(gpu), Some(idx));
+        let mig_dev = match trace::call_opaque(
+            "nvmlDeviceGetMigDeviceHandleByIndex",
+            Some(&idx.to_string()),
+            || dev.mig_device_by_index(idx),
+        ) {
             Err(NvmlError::NotFound) => continue,
             r => match reads.take(field, r)? {
                 Some(d) => d,
                 None => continue,
             },
         };
-        let Some(gi) = reads.take(field, raw::gpu_instance_id(&mig_dev))? else {
+        let Some(gi) = reads.take(
+            field,
+            trace::call("nvmlDeviceGetGpuInstanceId", None, || {
+                raw::gpu_instance_id(&mig_dev)
+            }),
+        )?
+        else {
             continue;
         };
-        let Some(ci) = reads.take(field, raw::compute_instance_id(&mig_dev))? else {
+        let Some(ci) = reads.take(
+            field,
+            trace::call("nvmlDeviceGetComputeInstanceId", None, || {
+                raw::compute_instance_id(&mig_dev)
+            }),
+        )?
+        else {
             continue;
         };
-        let uuid = reads.take(field, mig_dev.uuid())?.unwrap_or_default();
-        let mem = reads.take(field, mig_dev.memory_info())?;
+        let uuid = reads
+            .take(
+                field,
+                trace::call("nvmlDeviceGetUUID", None, || mig_dev.uuid()),
+            )?
+            .unwrap_or_default();
+        let mem = reads.take(
+            field,
+            trace::call("nvmlDeviceGetMemoryInfo_v2", None, || mig_dev.memory_info()),
+        )?;
         out.push(MigRead {
             gpu_instance_id: gi,
             compute_instance_id: ci,
@@ -96,6 +159,7 @@ fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRe
             memory_total_bytes: mem.as_ref().map(|m| m.total),
         });
     }
+    trace::set_gpu(Some(gpu), None);
     out.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
     Ok(out)
 }
@@ -103,7 +167,15 @@ fn read_mig_devices(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Vec<MigRe
 /// Whether MIG is currently enabled (`None` if the GPU has no MIG or the read failed).
 fn mig_mode(reads: &mut Reads<'_>, dev: &Device<'_>) -> Result<Option<MigMode>, Lost> {
     Ok(reads
-        .take(Field::MigMemory.as_str(), dev.mig_mode())?
+        .take(
+            Field::MigMemory.as_str(),
+            trace::call_json(
+                "nvmlDeviceGetMigMode",
+                None,
+                || dev.mig_mode(),
+                |m| serde_json::json!({"current": m.current, "pending": m.pending}),
+            ),
+        )?
         .map(|m| MigMode {
             current: m.current == NVML_DEVICE_MIG_ENABLE,
             pending: m.pending == NVML_DEVICE_MIG_ENABLE,
@@ -119,6 +191,7 @@ pub(super) fn read_gpu(
     xids: Vec<XidEvent>,
     missing: &mut BTreeSet<String>,
 ) -> (Result<GpuSample, Lost>, bool) {
+    trace::set_gpu(Some(index), None);
     let mut reads = Reads {
         errors: Vec::new(),
         missing,
@@ -144,7 +217,10 @@ fn read_gpu_values(
     xids: Vec<XidEvent>,
     r: &mut Reads<'_>,
 ) -> Result<GpuSample, Lost> {
-    let uuid = match r.take("uuid", dev.uuid())? {
+    let uuid = match r.take(
+        "uuid",
+        trace::call("nvmlDeviceGetUUID", None, || dev.uuid()),
+    )? {
         Some(u) => {
             state.uuid = Some(u.clone());
             u
@@ -153,55 +229,121 @@ fn read_gpu_values(
     };
     let mut s = GpuSample::empty(index, uuid, GpuStatus::Ok);
 
-    if let Some(u) = r.take(Field::Utilization.as_str(), dev.utilization_rates())? {
+    if let Some(u) = r.take(
+        Field::Utilization.as_str(),
+        trace::call("nvmlDeviceGetUtilizationRates", None, || {
+            dev.utilization_rates()
+        }),
+    )? {
         s.busy_ratio = Some(u.gpu as f64 / 100.0);
         s.memory_controller_ratio = Some(u.memory as f64 / 100.0);
     }
-    if let Some(m) = r.take(Field::Memory.as_str(), dev.memory_info())? {
+    if let Some(m) = r.take(
+        Field::Memory.as_str(),
+        trace::call("nvmlDeviceGetMemoryInfo_v2", None, || dev.memory_info()),
+    )? {
         s.memory_used_bytes = Some(m.used);
         s.memory_total_bytes = Some(m.total);
     }
     s.power_watts = r
-        .take(Field::Power.as_str(), dev.power_usage())?
+        .take(
+            Field::Power.as_str(),
+            trace::call("nvmlDeviceGetPowerUsage", None, || dev.power_usage()),
+        )?
         .map(|mw| mw as f64 / 1000.0);
     s.energy_joules = r
-        .take(Field::Energy.as_str(), dev.total_energy_consumption())?
+        .take(
+            Field::Energy.as_str(),
+            trace::call("nvmlDeviceGetTotalEnergyConsumption", None, || {
+                dev.total_energy_consumption()
+            }),
+        )?
         .map(|mj| mj as f64 / 1000.0);
     s.temperature_celsius = r
         .take(
             Field::Temperature.as_str(),
-            dev.temperature(TemperatureSensor::Gpu),
+            trace::call("nvmlDeviceGetTemperature", Some("gpu"), || {
+                dev.temperature(TemperatureSensor::Gpu)
+            }),
         )?
         .map(f64::from);
     let clocks = Field::Clocks.as_str();
     s.sm_clock_hertz = r
-        .take(clocks, dev.clock_info(Clock::SM))?
+        .take(
+            clocks,
+            trace::call("nvmlDeviceGetClockInfo", Some("sm"), || {
+                dev.clock_info(Clock::SM)
+            }),
+        )?
         .map(|mhz| mhz as f64 * 1e6);
     s.memory_clock_hertz = r
-        .take(clocks, dev.clock_info(Clock::Memory))?
+        .take(
+            clocks,
+            trace::call("nvmlDeviceGetClockInfo", Some("mem"), || {
+                dev.clock_info(Clock::Memory)
+            }),
+        )?
         .map(|mhz| mhz as f64 * 1e6);
-    s.throttle_reasons = r.take(Field::Throttle.as_str(), raw::clocks_event_reasons(dev))?;
+    s.throttle_reasons = r.take(
+        Field::Throttle.as_str(),
+        trace::call("nvmlDeviceGetCurrentClocksEventReasons", None, || {
+            raw::clocks_event_reasons(dev)
+        }),
+    )?;
     let ecc = Field::Ecc.as_str();
     s.ecc_corrected_total = r.take(
         ecc,
-        dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+        trace::call(
+            "nvmlDeviceGetTotalEccErrors",
+            Some("corrected,volatile"),
+            || dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+        ),
     )?;
     s.ecc_uncorrected_total = r.take(
         ecc,
-        dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+        trace::call(
+            "nvmlDeviceGetTotalEccErrors",
+            Some("uncorrected,volatile"),
+            || dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+        ),
     )?;
-    s.remapped_rows = r.take(Field::RowRemap.as_str(), raw::remapped_rows(dev))?;
+    s.remapped_rows = r.take(
+        Field::RowRemap.as_str(),
+        trace::call("nvmlDeviceGetRemappedRows", None, || {
+            raw::remapped_rows(dev)
+        }),
+    )?;
     let pcie = Field::Pcie.as_str();
     s.pcie_tx_bytes_per_second = r
-        .take(pcie, dev.pcie_throughput(PcieUtilCounter::Send))?
+        .take(
+            pcie,
+            trace::call("nvmlDeviceGetPcieThroughput", Some("tx"), || {
+                dev.pcie_throughput(PcieUtilCounter::Send)
+            }),
+        )?
         .map(|kb| kb as f64 * 1024.0);
     s.pcie_rx_bytes_per_second = r
-        .take(pcie, dev.pcie_throughput(PcieUtilCounter::Receive))?
+        .take(
+            pcie,
+            trace::call("nvmlDeviceGetPcieThroughput", Some("rx"), || {
+                dev.pcie_throughput(PcieUtilCounter::Receive)
+            }),
+        )?
         .map(|kb| kb as f64 * 1024.0);
 
     // Processes and their SM utilisation since the previous sample.
-    let processes = r.take(Field::Processes.as_str(), dev.running_compute_processes())?;
-    let utilisation = match dev.process_utilization_stats(state.process_last_seen_us) {
+    let processes = r.take(
+        Field::Processes.as_str(),
+        trace::call("nvmlDeviceGetComputeRunningProcesses_v3", None, || {
+            dev.running_compute_processes()
+        }),
+    )?;
+    let since = state.process_last_seen_us;
+    let utilisation = match trace::call(
+        "nvmlDeviceGetProcessUtilization",
+        Some(&format!("since_us={since}")),
+        || dev.process_utilization_stats(since),
+    ) {
         // No sample newer than the last one seen.
         Err(NvmlError::NotFound) => Some(Vec::new()),
         other => r.take(Field::ProcessUtilization.as_str(), other)?,
@@ -215,7 +357,9 @@ fn read_gpu_values(
         }
     }
     for p in processes.into_iter().flatten() {
-        let name = match nvml.sys_process_name(p.pid, PROCESS_NAME_LEN) {
+        let name = match trace::call("nvmlSystemGetProcessName", Some(&p.pid.to_string()), || {
+            nvml.sys_process_name(p.pid, PROCESS_NAME_LEN)
+        }) {
             Ok(n) => Some(n),
             Err(NvmlError::FailedToLoadSymbol(detail)) => {
                 note_missing(r.missing, &detail);
@@ -239,14 +383,17 @@ fn read_gpu_values(
     // MIG instances.
     let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);
     let migs = if mig_on {
-        read_mig_devices(r, dev)?
+        read_mig_devices(r, index, dev)?
     } else {
         Vec::new()
     };
 
     // GPM: SM activity and occupancy of the GPU and SM activity of each GPU instance.
     let gpm_supported = r
-        .take(Field::Gpm.as_str(), dev.gpm_support())?
+        .take(
+            Field::Gpm.as_str(),
+            trace::call("nvmlGpmQueryDeviceSupport", None, || dev.gpm_support()),
+        )?
         .unwrap_or(false);
     let mut mig_sm: BTreeMap<u32, Option<f64>> = BTreeMap::new();
     if gpm_supported {

@@ -12,7 +12,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlEventTypeXidCriticalError};
 
 use super::errors::note_missing;
-use super::{GpuState, raw};
+use super::{GpuState, raw, trace};
 use crate::model::XidEvent;
 
 /// Most events drained from the event set in one sample.
@@ -43,7 +43,9 @@ pub(super) fn register_xid(
     if state.xid != XidRegistration::Pending {
         return;
     }
-    state.xid = match raw::register_events(dev, nvmlEventTypeXidCriticalError as u64, set) {
+    state.xid = match trace::call("nvmlDeviceRegisterEvents", Some("xid"), || {
+        raw::register_events(dev, nvmlEventTypeXidCriticalError as u64, set)
+    }) {
         Ok(()) => XidRegistration::Registered,
         Err(NvmlError::NotSupported) => XidRegistration::Unavailable,
         Err(NvmlError::FailedToLoadSymbol(detail)) => {
@@ -70,7 +72,12 @@ pub(super) fn drain_xids(
         return out;
     };
     for _ in 0..MAX_EVENTS_PER_SAMPLE {
-        match raw::event_wait(nvml, set, 0) {
+        match trace::call_json(
+            "nvmlEventSetWait_v2",
+            Some("0ms"),
+            || raw::event_wait(nvml, set, 0),
+            |ev| serde_json::json!({"event_type": ev.event_type, "data": ev.data, "gpu_instance_id": ev.gpu_instance_id}),
+        ) {
             Ok(ev) => {
                 if ev.event_type & nvmlEventTypeXidCriticalError as u64 == 0 {
                     continue;
