@@ -8,7 +8,7 @@
 #
 #   bash scripts/gpu-check.sh [--bin DIR] [--out DIR] [--seconds N] [--nvml-lib FILE]
 #
-# --bin DIR holds tessera-exporter and tessera, plain or compressed (NAME.zst or NAME.gz:
+# --bin DIR holds tessera-exporter and tessera, plain or compressed (NAME.xz, NAME.zst or NAME.gz:
 # unpacked here; build and pack them with `scripts/gpu-check.sh --pack DIR`). Default: the
 # release build, else the debug build. --seconds: how long /metrics is served under load
 # (default 60). --nvml-lib: the libnvidia-ml to load (default: the system's; tests pass the
@@ -21,9 +21,13 @@
 #                       NVML call it made with its return code and value
 #   nvidia-smi-q.xml, nvidia-smi-query-N.csv   nvidia-smi's view (when nvidia-smi exists)
 #   compare.json        exporter vs reader vs nvidia-smi per GPU and field
+#   gpm.json            under load, through nvidia-ml-py where installed: every GPM metric it
+#                       names (per GPU instance too), the process list, utilisation and memory
 #   mig-profiles.json   tessera mig profiles --format json (NVML's tables vs tessera's)
 #   nvml-once.jsonl, nvml-serve.jsonl, nvml-mig-profiles.jsonl   every NVML call each binary
 #                       made (TESSERA_NVML_TRACE): function, GPU, argument, return code, value, µs
+#   scrapes.txt         per metrics-N.prom, how many whole samples nvml-serve.jsonl held when it
+#                       was scraped (the last of them is the one it served)
 #   timings.txt         the exporter's own sample durations from its self-metrics
 #   timings.json        µs per NVML function and GPU, and per whole sample, from nvml-serve.jsonl
 #   logs/               stderr of every step
@@ -52,9 +56,10 @@ if [ -n "$pack" ]; then
   mkdir -p "$pack"
   for b in tessera-exporter tessera; do
     strip -o "$pack/$b" "target/release/$b" 2>/dev/null || cp "target/release/$b" "$pack/$b"
-    if command -v zstd >/dev/null; then zstd -q -19 -f --rm "$pack/$b"; else gzip -9 -f "$pack/$b"; fi
+    # xz: python3's lzma unpacks it where no xz tool is installed.
+    if command -v xz >/dev/null; then xz -9 -T0 -f "$pack/$b"; else gzip -9 -f "$pack/$b"; fi
   done
-  cp scripts/gpu-check.sh scripts/gpu-check-read.py scripts/gpu-check-compare.py "$pack/"
+  cp scripts/gpu-check.sh scripts/gpu-check-read.py scripts/gpu-check-compare.py scripts/gpu-check-gpm.py "$pack/"
   du -ch "$pack"/* | tail -1 >&2
   exit 0
 fi
@@ -78,12 +83,15 @@ fi
 for b in tessera-exporter tessera; do
   if [ -x "$bin/$b" ]; then
     ln -s "$(cd "$bin" && pwd)/$b" "$work/bin/$b"
+  elif [ -f "$bin/$b.xz" ]; then
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$bin/$b.xz" "$work/bin/$b" && chmod +x "$work/bin/$b"
   elif [ -f "$bin/$b.zst" ] && command -v zstd >/dev/null; then
     zstd -q -d -o "$work/bin/$b" "$bin/$b.zst" && chmod +x "$work/bin/$b"
   elif [ -f "$bin/$b.gz" ]; then
     gzip -dc "$bin/$b.gz" >"$work/bin/$b" && chmod +x "$work/bin/$b"
   else
-    say "no $b in ${bin:-(none found)} (plain, .zst or .gz)"; exit 2
+    say "no $b in ${bin:-(none found)} (plain, .xz, .zst or .gz)"; exit 2
   fi
 done
 exporter="$work/bin/tessera-exporter"
@@ -150,8 +158,12 @@ for ((t = 0; t <= seconds; t += 10)); do
   sleep $((t == 0 ? 1 : 10))
   curl -fsS --retry 3 --retry-all-errors --max-time 15 "http://127.0.0.1:$port/metrics" \
     >"$rec/metrics-$n.prom" 2>>"$rec/logs/curl.err" || say "scrape $n failed (see logs/curl.err)"
+  # Which recorded sample the scrape served: the whole samples in the recording when it came back.
+  echo "metrics-$n.prom samples=$(grep -c '"function":"(sample)"' "$rec/nvml-serve.jsonl" 2>/dev/null)" >>"$rec/scrapes.txt"
   step reader-$((n + 1)) 30 python3 "$here/gpu-check-read.py" "${readlib[@]}" >"$rec/reader-$((n + 1)).json"
   [ $smi = 1 ] && step nvidia-smi-query-$((n + 1)) 30 nvidia-smi --query-gpu=$query --format=csv,noheader,nounits >"$rec/nvidia-smi-query-$((n + 1)).csv"
+  # Under load: every GPM metric and the process list through NVIDIA's binding (nvidia-ml-py).
+  [ $n = $((seconds / 10 < 2 ? seconds / 10 : 2)) ] && step gpm 60 python3 "$here/gpu-check-gpm.py" "${readlib[@]}" --interval 1 >"$rec/gpm.json"
   n=$((n + 1))
 done
 [ -n "$load" ] && wait "$load"

@@ -63,6 +63,13 @@ if ! python3 -c 'import pandas' >/dev/null 2>&1; then
   fi
 fi
 
+# nvidia-ml-py (NVIDIA's NVML binding): the GPU check kit's third reader (scripts/gpu-check-gpm.py),
+# run against the fake library by tests/e2e/tests/gpu_check.rs. Debian has no package of it.
+if ! python3 -c 'import pynvml' >/dev/null 2>&1; then
+  echo "== installing nvidia-ml-py"
+  python3 -m pip install --quiet nvidia-ml-py || python3 -m pip install --quiet --break-system-packages nvidia-ml-py
+fi
+
 # Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's
 # [profile.dev]); say so up front instead of letting the linker die with SIGBUS when it runs out.
 avail_kb=$(df -Pk . | awk 'NR==2 {print $4}')

@@ -21,7 +21,12 @@ fn mig_profile(
     parent_name: &str,
     gi: u32,
 ) -> Result<(u32, String, Placement), NvmlError> {
-    let (profile_id, placement) = raw::gpu_instance_info(parent, gi)?;
+    let (profile_id, placement) = trace::call_json(
+        "nvmlGpuInstanceGetInfo",
+        Some(&format!("gpu_instance={gi}")),
+        || raw::gpu_instance_info(parent, gi),
+        |(id, p)| serde_json::json!({"profile_id": id, "placement": p}),
+    )?;
     let name = mig::model_by_nvml_name(parent_name)
         .and_then(|m| m.profile(profile_id))
         .map(|p| p.name.clone())
@@ -113,9 +118,22 @@ pub(super) fn gpu_info(
     });
     let mut mig_instances = Vec::new();
     if mig_mode.is_some_and(|m| m.current) {
-        let max = inv("MIG device count", index, dev.mig_device_count(), missing).unwrap_or(0);
+        let max = inv(
+            "MIG device count",
+            index,
+            trace::call("nvmlDeviceGetMaxMigDeviceCount", None, || {
+                dev.mig_device_count()
+            }),
+            missing,
+        )
+        .unwrap_or(0);
         for idx in 0..max {
-            let mig_dev = match dev.mig_device_by_index(idx) {
+            trace::set_gpu(Some(index), Some(idx));
+            let mig_dev = match trace::call_opaque(
+                "nvmlDeviceGetMigDeviceHandleByIndex",
+                Some(&idx.to_string()),
+                || dev.mig_device_by_index(idx),
+            ) {
                 Err(NvmlError::NotFound) => continue,
                 r => match inv("MIG device handle", index, r, missing) {
                     Some(d) => d,
@@ -125,7 +143,9 @@ pub(super) fn gpu_info(
             let Some(gi) = inv(
                 "GPU instance id",
                 index,
-                raw::gpu_instance_id(&mig_dev),
+                trace::call("nvmlDeviceGetGpuInstanceId", None, || {
+                    raw::gpu_instance_id(&mig_dev)
+                }),
                 missing,
             ) else {
                 continue;
@@ -133,7 +153,9 @@ pub(super) fn gpu_info(
             let Some(ci) = inv(
                 "compute instance id",
                 index,
-                raw::compute_instance_id(&mig_dev),
+                trace::call("nvmlDeviceGetComputeInstanceId", None, || {
+                    raw::compute_instance_id(&mig_dev)
+                }),
                 missing,
             ) else {
                 continue;
@@ -141,7 +163,13 @@ pub(super) fn gpu_info(
             let Some((profile_id, profile_name, placement)) = inv(
                 "GPU instance info",
                 index,
-                mig_profile(dev, &name, gi),
+                {
+                    // Read on the physical GPU, not on the MIG device.
+                    trace::set_gpu(Some(index), None);
+                    let r = mig_profile(dev, &name, gi);
+                    trace::set_gpu(Some(index), Some(idx));
+                    r
+                },
                 missing,
             ) else {
                 log::warn!(
@@ -155,11 +183,23 @@ pub(super) fn gpu_info(
                 profile_id,
                 profile_name,
                 placement,
-                uuid: inv("MIG uuid", index, mig_dev.uuid(), missing).unwrap_or_default(),
-                memory_total_bytes: inv("MIG memory", index, mig_dev.memory_info(), missing)
-                    .map(|m| m.total),
+                uuid: inv(
+                    "MIG uuid",
+                    index,
+                    trace::call("nvmlDeviceGetUUID", None, || mig_dev.uuid()),
+                    missing,
+                )
+                .unwrap_or_default(),
+                memory_total_bytes: inv(
+                    "MIG memory",
+                    index,
+                    trace::call("nvmlDeviceGetMemoryInfo_v2", None, || mig_dev.memory_info()),
+                    missing,
+                )
+                .map(|m| m.total),
             });
         }
+        trace::set_gpu(Some(index), None);
         mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
     }
     GpuInfo {

@@ -57,7 +57,9 @@ fn gpm_step(
     let result = match prev.as_ref() {
         Some(new) => trace::call_json(
             "nvmlGpmMetricsGet",
-            Some(&format!("{ids:?}")),
+            gpu_instance
+                .map(|gi| format!("gpu_instance={gi}"))
+                .as_deref(),
             || raw::gpm_metrics(nvml, &old, new, ids),
             |v| {
                 serde_json::Value::Array(
