@@ -5,6 +5,11 @@ when given), per GPU and field, for the GPU check kit (scripts/gpu-check.sh).
 
 Usage: gpu-check-compare.py EXPORTER_ONCE.json READER.json [NVIDIA_SMI.csv] > compare.json
        gpu-check-compare.py --timings NVML_TRACE.jsonl > timings.json
+       gpu-check-compare.py --scrapes NVML_TRACE.jsonl METRICS.prom... > scrapes.txt
+
+--scrapes says which recorded sample each scrape served: the "(sample)" line whose timestamp is
+the scrape's tessera_exporter_last_sample_timestamp_seconds, counted from 1 ("metrics-0.prom
+samples=K"; "samples=unknown" when none matches).
 
 --timings summarises a recording of the exporter's NVML calls (TESSERA_NVML_TRACE, one JSON line
 per call): per function and GPU the number of calls, their return codes and the median, 95th
@@ -133,7 +138,36 @@ def timings(path):
     return {"trace": path, "unreadable_lines": bad, "functions": rows}
 
 
+def scrapes(trace, proms):
+    stamps = []
+    with open(trace) as f:
+        for line in f:
+            try:
+                c = json.loads(line)
+            except ValueError:
+                continue
+            if c.get("function") == "(sample)":
+                stamps.append((c.get("value") or {}).get("timestamp_ms"))
+    out = []
+    for p in proms:
+        k = "unknown"
+        try:
+            for line in open(p):
+                if line.startswith("tessera_exporter_last_sample_timestamp_seconds"):
+                    ms = round(float(line.split()[-1]) * 1000)
+                    hits = [i + 1 for i, t in enumerate(stamps) if t is not None and abs(t - ms) <= 1]
+                    if hits:
+                        k = hits[-1]
+        except OSError:
+            pass
+        out.append("%s samples=%s" % (p.rsplit("/", 1)[-1], k))
+    return out
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--scrapes":
+        print("\n".join(scrapes(sys.argv[2], sys.argv[3:])))
+        return
     if len(sys.argv) == 3 and sys.argv[1] == "--timings":
         json.dump(timings(sys.argv[2]), sys.stdout, indent=1)
         print()

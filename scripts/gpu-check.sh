@@ -26,8 +26,8 @@
 #   mig-profiles.json   tessera mig profiles --format json (NVML's tables vs tessera's)
 #   nvml-once.jsonl, nvml-serve.jsonl, nvml-mig-profiles.jsonl   every NVML call each binary
 #                       made (TESSERA_NVML_TRACE): function, GPU, argument, return code, value, µs
-#   scrapes.txt         per metrics-N.prom, how many whole samples nvml-serve.jsonl held when it
-#                       was scraped (the last of them is the one it served)
+#   scrapes.txt         per metrics-N.prom, which sample of nvml-serve.jsonl it served (counted
+#                       from 1, matched by its last-sample timestamp)
 #   timings.txt         the exporter's own sample durations from its self-metrics
 #   timings.json        µs per NVML function and GPU, and per whole sample, from nvml-serve.jsonl
 #   logs/               stderr of every step
@@ -96,6 +96,14 @@ for b in tessera-exporter tessera; do
 done
 exporter="$work/bin/tessera-exporter"
 tessera="$work/bin/tessera"
+# The system's libnvidia-ml when the loader does not know it (a container with the driver mounted
+# elsewhere): the usual places, else the loader's own search.
+if [ -z "$lib" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml.so.1 '; then
+  for f in /usr/local/nvidia/lib64/libnvidia-ml.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 \
+    /usr/lib64/libnvidia-ml.so.1; do
+    [ -e "$f" ] && { lib="$f"; say "NVML: $lib (not in the loader's cache)"; break; }
+  done
+fi
 libflag=()
 [ -n "$lib" ] && libflag=(--nvml.lib-path "$lib")
 readlib=()
@@ -158,8 +166,6 @@ for ((t = 0; t <= seconds; t += 10)); do
   sleep $((t == 0 ? 1 : 10))
   curl -fsS --retry 3 --retry-all-errors --max-time 15 "http://127.0.0.1:$port/metrics" \
     >"$rec/metrics-$n.prom" 2>>"$rec/logs/curl.err" || say "scrape $n failed (see logs/curl.err)"
-  # Which recorded sample the scrape served: the whole samples in the recording when it came back.
-  echo "metrics-$n.prom samples=$(grep -c '"function":"(sample)"' "$rec/nvml-serve.jsonl" 2>/dev/null)" >>"$rec/scrapes.txt"
   step reader-$((n + 1)) 30 python3 "$here/gpu-check-read.py" "${readlib[@]}" >"$rec/reader-$((n + 1)).json"
   [ $smi = 1 ] && step nvidia-smi-query-$((n + 1)) 30 nvidia-smi --query-gpu=$query --format=csv,noheader,nounits >"$rec/nvidia-smi-query-$((n + 1)).csv"
   # Under load: every GPM metric and the process list through NVIDIA's binding (nvidia-ml-py).
@@ -170,6 +176,8 @@ done
 kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 grep -h '^tessera_exporter_sample_duration' "$rec"/metrics-*.prom >"$rec/timings.txt" 2>/dev/null \
   || say "timings: no tessera_exporter_sample_duration in the scrapes"
+# Which recorded sample each scrape served (by its last-sample timestamp).
+step scrapes 30 python3 "$here/gpu-check-compare.py" --scrapes "$rec/nvml-serve.jsonl" $(ls "$rec"/metrics-*.prom 2>/dev/null | sort -V) >"$rec/scrapes.txt"
 step timings 30 python3 "$here/gpu-check-compare.py" --timings "$rec/nvml-serve.jsonl" >"$rec/timings.json"
 say "timings: per-sample durations from the exporter's self-metrics (timings.txt); per NVML function and GPU from its recorded calls (timings.json)"
 

@@ -468,7 +468,7 @@ impl GpuBackend for NvmlBackend {
                 kind: last_driver_error.into(),
             });
         }
-        trace::sample_done(started, gpus.len());
+        trace::sample_done(started, gpus.len(), timestamp_ms);
         Ok(NodeSample { timestamp_ms, gpus })
     }
 }

@@ -2,7 +2,7 @@
 //! real GPU"): one JSON line per call with the function, the GPU (and MIG device or GPU
 //! instance), the argument that selects what is read, the return code, the value returned and
 //! how long the call took; plus one `(sample)` line per [`super::NvmlBackend::sample`] with its
-//! whole duration.
+//! whole duration and the sample's timestamp.
 //!
 //! It is off unless `TESSERA_NVML_TRACE` names a file when the backend is created (the file is
 //! appended to, so several processes of one kit run may share a folder but should each name their
@@ -188,15 +188,16 @@ pub(super) fn call_opaque<T>(
     r
 }
 
-/// Record the duration of a whole sample of the node (all GPUs).
-pub(super) fn sample_done(started: Instant, gpus: usize) {
+/// Record the duration of a whole sample of the node (all GPUs) and its timestamp (what the
+/// exporter serves as `tessera_exporter_last_sample_timestamp_seconds`).
+pub(super) fn sample_done(started: Instant, gpus: usize, timestamp_ms: i64) {
     if on() {
         set_gpu(None, None);
         write(
             "(sample)",
             None,
             "success",
-            serde_json::json!({ "gpus": gpus }),
+            serde_json::json!({ "gpus": gpus, "timestamp_ms": timestamp_ms }),
             started.elapsed().as_secs_f64() * 1e6,
         );
     }

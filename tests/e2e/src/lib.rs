@@ -14,6 +14,7 @@
 
 pub mod monitoring;
 pub mod promql;
+pub mod replay;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -119,6 +120,19 @@ pub fn fake_nvml_old() -> PathBuf {
     assert!(
         p.exists(),
         "old-driver fake NVML library not built at {}",
+        p.display()
+    );
+    p
+}
+
+/// The fake NVML library that replays a recording of a real GPU (`tests/fake-nvml-recorded`).
+pub fn fake_nvml_recorded() -> PathBuf {
+    let p = target_profile_dir()
+        .join("deps")
+        .join("libnvidia_ml_recorded.so");
+    assert!(
+        p.exists(),
+        "recorded fake NVML library not built at {}",
         p.display()
     );
     p

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tessera_e2e::{exporter, fake_nvml, repo_root, run, target_profile_dir, tessera};
+use tessera_e2e::{exporter, fake_nvml, replay, repo_root, run, target_profile_dir, tessera};
 
 const SCENARIO: &str = "fixtures/scenarios/mig-node.toml";
 
@@ -136,6 +136,51 @@ fn the_kit_records_the_exporter_and_two_independent_readers_and_they_agree() {
         "{timings}"
     );
     assert!(rec.join("nvidia-smi-q.xml").exists());
+
+    // Every NVML call of the exporter, with its return code, value and duration, and the
+    // timings per function made of them.
+    let calls: Vec<serde_json::Value> = std::fs::read_to_string(rec.join("nvml-serve.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let power = calls
+        .iter()
+        .find(|c| c["function"] == "nvmlDeviceGetPowerUsage" && c["gpu"] == 0)
+        .expect("a power reading recorded");
+    assert_eq!(power["rc"], "success");
+    assert!(power["value"].as_u64().unwrap() > 0 && power["micros"].as_f64().is_some());
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["function"] == "(sample)" && c["value"]["timestamp_ms"].is_i64())
+    );
+    let t = json(&rec.join("timings.json"));
+    let row = t["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == "nvmlDeviceGetMemoryInfo_v2" && r["gpu"] == 0)
+        .expect("memory reads timed");
+    assert!(row["calls"].as_u64().unwrap() >= 2 && row["p50_us"].as_f64().is_some());
+    // NVIDIA's binding (nvidia-ml-py) read GPM and the processes.
+    let gpm = json(&rec.join("gpm.json"));
+    assert_eq!(gpm["gpus"][0]["gpm_supported"], true, "{gpm}");
+    assert!(gpm["gpus"][0]["gpm"]["sm_util"]["rc"] == 0, "{gpm}");
+    assert_eq!(
+        gpm["gpus"][0]["processes"][0]["pid"],
+        once["sample"]["gpus"][0]["processes"][0]["pid"]
+    );
+
+    // The recorded library replays the recording: the same --once and the same series per scrape.
+    let d = replay::once_differences(&rec);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    let scraped = replay::scrapes(&rec);
+    assert_eq!(scraped.len(), 1, "one scrape with --seconds 5");
+    for (file, samples) in scraped {
+        let d = replay::metrics_differences(&rec, &file, samples, 100);
+        assert!(d.is_empty(), "{file}: {}", d.join("\n"));
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod mig_nvml;
 mod mig_profiles;
 mod nvml_path;
 mod prometheus_e2e;
+mod real_gpu;
 mod rules;
 mod serve;
 mod soak;
