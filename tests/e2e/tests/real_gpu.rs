@@ -45,3 +45,29 @@ fn the_exporter_serves_on_each_real_recording_the_series_each_scrape_got_on_that
         }
     }
 }
+
+#[test]
+fn a_recording_whose_power_reading_was_changed_no_longer_replays_to_the_golden_output() {
+    // The comparison can fail: the first real recording with one value altered.
+    let src = recordings().into_iter().next().expect("a real recording");
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["exporter-once.json", "nvml-once.jsonl"] {
+        std::fs::copy(src.join(f), tmp.path().join(f)).unwrap();
+    }
+    let path = tmp.path().join("nvml-once.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let altered: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut c: serde_json::Value = serde_json::from_str(l).unwrap();
+            if c["function"] == "nvmlDeviceGetPowerUsage" {
+                c["value"] = serde_json::json!(c["value"].as_u64().unwrap() + 1000);
+            }
+            c.to_string()
+        })
+        .collect();
+    std::fs::write(&path, altered.join("\n")).unwrap();
+    let d = once_differences(tmp.path());
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].starts_with("/sample/gpus/0/power_watts:"), "{d:?}");
+}

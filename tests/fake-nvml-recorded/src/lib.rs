@@ -82,8 +82,11 @@ fn decode(h: nvmlDevice_t) -> Option<(u32, Option<u32>)> {
     Some((gpu, mig))
 }
 
-/// A GPM sample handle: the GPU (and GPU instance) it was filled for, by id.
-static GPM: std::sync::Mutex<Vec<Option<(u32, Option<u32>)>>> = std::sync::Mutex::new(Vec::new());
+/// The GPU and GPU instance a GPM sample was filled for.
+type GpmOwner = (u32, Option<u32>);
+
+/// GPM sample handles by id: what each was filled for.
+static GPM: std::sync::Mutex<Vec<Option<GpmOwner>>> = std::sync::Mutex::new(Vec::new());
 
 // ---- the call wrapper ------------------------------------------------------------------------
 

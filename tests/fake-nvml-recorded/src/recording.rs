@@ -38,6 +38,9 @@ pub struct Call {
     pub value: Value,
 }
 
+/// Function, GPU, MIG device and argument of a call.
+type Key = (String, Option<u32>, Option<u32>, Option<String>);
+
 #[derive(Debug, Default)]
 pub struct Replay {
     pub loaded: bool,
@@ -45,7 +48,7 @@ pub struct Replay {
     /// Segment in use (0: before the first device count).
     pos: usize,
     /// Calls of the current segment already given, per key.
-    used: HashMap<(String, Option<u32>, Option<u32>, Option<String>), usize>,
+    used: HashMap<Key, usize>,
     pub init_count: u32,
     /// Calls nobody recorded an answer for, reported once each.
     unanswered: std::collections::BTreeSet<String>,
