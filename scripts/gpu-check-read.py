@@ -30,6 +30,12 @@ class Memory(ctypes.Structure):
                 ("used", ctypes.c_ulonglong)]
 
 
+class MemoryV2(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
+                ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                ("used", ctypes.c_ulonglong)]
+
+
 class Utilization(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
@@ -84,10 +90,18 @@ def read(lib):
             g["uuid"] = s.value.decode()
         if r.call("nvmlDeviceGetName", i, h, s, 96, value=lambda: s.value.decode()):
             g["name"] = s.value.decode()
-        m = Memory()
-        if r.call("nvmlDeviceGetMemoryInfo", i, h, ctypes.byref(m),
-                  value=lambda: {"total": m.total, "used": m.used}):
-            g["memory_total_bytes"], g["memory_used_bytes"] = m.total, m.used
+        # v2 first: its "used" leaves out the driver's reserved memory, as nvidia-smi shows it
+        # (v1's includes it); v1 where the library has no v2.
+        m2 = MemoryV2()
+        m2.version = ctypes.sizeof(MemoryV2) | (2 << 24)
+        if r.call("nvmlDeviceGetMemoryInfo_v2", i, h, ctypes.byref(m2),
+                  value=lambda: {"total": m2.total, "used": m2.used, "reserved": m2.reserved}):
+            g["memory_total_bytes"], g["memory_used_bytes"] = m2.total, m2.used
+        else:
+            m = Memory()
+            if r.call("nvmlDeviceGetMemoryInfo", i, h, ctypes.byref(m),
+                      value=lambda: {"total": m.total, "used": m.used}):
+                g["memory_total_bytes"], g["memory_used_bytes"] = m.total, m.used
         u = ctypes.c_uint()
         if r.call("nvmlDeviceGetPowerUsage", i, h, ctypes.byref(u), value=lambda: u.value):
             g["power_watts"] = u.value / 1000.0

@@ -108,7 +108,7 @@ fn the_kit_records_the_exporter_and_two_independent_readers_and_they_agree() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|c| c["fn"] == "nvmlDeviceGetMemoryInfo" && c["ret"] == "SUCCESS")
+            .any(|c| c["fn"] == "nvmlDeviceGetMemoryInfo_v2" && c["ret"] == "SUCCESS")
     );
     let cmp = json(&rec.join("compare.json"));
     assert_eq!(cmp["differences"], 0, "{cmp}");
