@@ -191,8 +191,13 @@ pub struct GpuSample {
     /// Row remapping (Ampere and later): rows remapped and whether a remap is pending or failed.
     #[serde(default)]
     pub remapped_rows: Option<RemappedRows>,
+    /// PCIe throughput: from GPM over the whole interval between two samples where the GPU has
+    /// GPM (Hopper+), else `nvmlDeviceGetPcieThroughput`'s 20 ms window.
     pub pcie_tx_bytes_per_second: Option<f64>,
     pub pcie_rx_bytes_per_second: Option<f64>,
+    /// The profiling pipes through GPM (Hopper+); left out of the JSON when all absent.
+    #[serde(default, skip_serializing_if = "Profiling::is_empty")]
+    pub profiling: Profiling,
     /// XID events seen since the previous sample.
     pub xid_events: Vec<XidEvent>,
     pub mig: Vec<MigSample>,
@@ -225,6 +230,7 @@ impl GpuSample {
             remapped_rows: None,
             pcie_tx_bytes_per_second: None,
             pcie_rx_bytes_per_second: None,
+            profiling: Profiling::default(),
             xid_events: Vec::new(),
             mig: Vec::new(),
             processes: Vec::new(),
@@ -245,6 +251,68 @@ pub struct RemappedRows {
     pub failure: bool,
 }
 
+/// The profiling pipes of a GPU or a MIG GPU instance over the interval between two GPM samples
+/// (Hopper and later): which units worked, not only that a kernel ran. Ratios 0–1 of the
+/// interval; NVLink in bytes per second over all links (GPU only). Each is `None` where GPM does
+/// not offer it (no GPM, the first sample, a metric the driver lacks), never 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profiling {
+    /// Any tensor pipe active (`NVML_GPM_METRIC_ANY_TENSOR_UTIL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_active_ratio: Option<f64>,
+    /// Tensor pipes by kind: double precision (DFMA), half (HMMA), integer (IMMA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_dfma_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_hmma_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_imma_ratio: Option<f64>,
+    /// DRAM bandwidth in use (`NVML_GPM_METRIC_DRAM_BW_UTIL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_active_ratio: Option<f64>,
+    /// The non-tensor pipes: FP64, FP32, FP16 and integer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp64_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp32_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integer_ratio: Option<f64>,
+    /// NVLink throughput over all links, bytes per second (0 on a GPU without NVLink peers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_tx_bytes_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_rx_bytes_per_second: Option<f64>,
+}
+
+impl Profiling {
+    /// Whether every value is absent.
+    pub fn is_empty(&self) -> bool {
+        *self == Profiling::default()
+    }
+
+    /// The pipes as (label, value): `tensor_*` kinds and the non-tensor pipes.
+    pub fn tensor_pipes(&self) -> [(&'static str, Option<f64>); 3] {
+        [
+            ("dfma", self.tensor_dfma_ratio),
+            ("hmma", self.tensor_hmma_ratio),
+            ("imma", self.tensor_imma_ratio),
+        ]
+    }
+
+    /// The non-tensor pipes as (label, value).
+    pub fn pipes(&self) -> [(&'static str, Option<f64>); 4] {
+        [
+            ("fp64", self.fp64_ratio),
+            ("fp32", self.fp32_ratio),
+            ("fp16", self.fp16_ratio),
+            ("integer", self.integer_ratio),
+        ]
+    }
+}
+
 /// Per-MIG-instance values of one sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -256,6 +324,9 @@ pub struct MigSample {
     pub memory_total_bytes: Option<u64>,
     /// SM activity via GPM (Hopper+ only; NVML has no MIG utilisation on Ampere).
     pub sm_active_ratio: Option<f64>,
+    /// The profiling pipes of the GPU instance via GPM (no NVLink); left out when all absent.
+    #[serde(default, skip_serializing_if = "Profiling::is_empty")]
+    pub profiling: Profiling,
 }
 
 /// Per-process values of one sample.
@@ -382,7 +453,11 @@ impl Field {
             Field::Gpm => {
                 s.sm_active_ratio = None;
                 s.sm_occupancy_ratio = None;
-                s.mig.iter_mut().for_each(|m| m.sm_active_ratio = None);
+                s.profiling = Profiling::default();
+                s.mig.iter_mut().for_each(|m| {
+                    m.sm_active_ratio = None;
+                    m.profiling = Profiling::default();
+                });
             }
             Field::Memory => {
                 s.memory_used_bytes = None;

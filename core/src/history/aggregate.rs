@@ -484,6 +484,7 @@ mod tests {
             memory_used_bytes: Some(t as u64),
             memory_total_bytes: None,
             sm_active_ratio: None,
+            profiling: Default::default(),
         }];
         g.processes = vec![ProcessSample {
             pid: 7,

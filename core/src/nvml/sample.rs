@@ -21,10 +21,72 @@ use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 use super::errors::{Lost, Reads, note_missing};
 use super::{GpuState, PROCESS_NAME_LEN, raw, trace};
 use crate::model::Field;
-use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, XidEvent};
+use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, Profiling, XidEvent};
+
+/// The GPM metrics read for a whole GPU, in the order [`gpu_profile`] reads them.
+const GPU_METRICS: [GpmMetricId; 15] = [
+    GpmMetricId::SmUtil,
+    GpmMetricId::SmOccupancy,
+    GpmMetricId::AnyTensorUtil,
+    GpmMetricId::DfmaTensorUtil,
+    GpmMetricId::HmmaTensorUtil,
+    GpmMetricId::ImmaTensorUtil,
+    GpmMetricId::DramBwUtil,
+    GpmMetricId::Fp64Util,
+    GpmMetricId::Fp32Util,
+    GpmMetricId::Fp16Util,
+    GpmMetricId::IntegerUtil,
+    GpmMetricId::PcieTxPerSec,
+    GpmMetricId::PcieRxPerSec,
+    GpmMetricId::NvlinkTotalTxPerSec,
+    GpmMetricId::NvlinkTotalRxPerSec,
+];
+
+/// The GPM metrics read for a GPU instance (no occupancy, PCIe or NVLink per instance).
+const MIG_METRICS: [GpmMetricId; 10] = [
+    GpmMetricId::SmUtil,
+    GpmMetricId::AnyTensorUtil,
+    GpmMetricId::DfmaTensorUtil,
+    GpmMetricId::HmmaTensorUtil,
+    GpmMetricId::ImmaTensorUtil,
+    GpmMetricId::DramBwUtil,
+    GpmMetricId::Fp64Util,
+    GpmMetricId::Fp32Util,
+    GpmMetricId::Fp16Util,
+    GpmMetricId::IntegerUtil,
+];
+
+/// Bytes in a MiB (GPM's PCIe and NVLink figures are MiB/s).
+const MIB: f64 = 1_048_576.0;
+
+/// A percentage as a ratio.
+fn ratio(v: Option<f64>) -> Option<f64> {
+    v.map(|pct| pct / 100.0)
+}
+
+/// The profiling pipes of [`MIG_METRICS`]' or [`GPU_METRICS`]' values from `AnyTensorUtil` on
+/// (`v[at..]`), NVLink where `nvlink` holds its two values.
+fn profiling(v: &[Option<f64>], nvlink: Option<(Option<f64>, Option<f64>)>) -> Profiling {
+    let g = |i: usize| v.get(i).copied().flatten();
+    Profiling {
+        tensor_active_ratio: ratio(g(0)),
+        tensor_dfma_ratio: ratio(g(1)),
+        tensor_hmma_ratio: ratio(g(2)),
+        tensor_imma_ratio: ratio(g(3)),
+        dram_active_ratio: ratio(g(4)),
+        fp64_ratio: ratio(g(5)),
+        fp32_ratio: ratio(g(6)),
+        fp16_ratio: ratio(g(7)),
+        integer_ratio: ratio(g(8)),
+        nvlink_tx_bytes_per_second: nvlink.and_then(|n| n.0).map(|m| m * MIB),
+        nvlink_rx_bytes_per_second: nvlink.and_then(|n| n.1).map(|m| m * MIB),
+    }
+}
 
 /// One GPM step: take a new sample, compute `ids` against the previous one (if any), keep the
-/// new one. Values are percentages turned into ratios.
+/// new one. Values as GPM gives them (percentages, MiB/s). A driver that refuses the whole list
+/// (`InvalidArg`: an id it does not know) is asked again for the first `core` ids alone, so SM
+/// activity survives an older driver.
 fn gpm_step(
     nvml: &Nvml,
     reads: &mut Reads<'_>,
@@ -32,6 +94,7 @@ fn gpm_step(
     gpu_instance: Option<u32>,
     prev: &mut Option<raw::Gpm>,
     ids: &[GpmMetricId],
+    core: usize,
 ) -> Result<Vec<Option<f64>>, Lost> {
     let none = vec![None; ids.len()];
     let Some(new) = reads.take(
@@ -54,7 +117,7 @@ fn gpm_step(
     let Some(old) = prev.replace(new) else {
         return Ok(none);
     };
-    let result = match prev.as_ref() {
+    let metrics = |ids: &[GpmMetricId]| match prev.as_ref() {
         Some(new) => trace::call_json(
             "nvmlGpmMetricsGet",
             gpu_instance
@@ -74,14 +137,19 @@ fn gpm_step(
         ),
         None => Err(NvmlError::Unknown),
     };
+    let result = match metrics(ids) {
+        Err(NvmlError::InvalidArg) if core < ids.len() => metrics(&ids[..core]),
+        r => r,
+    };
     raw::gpm_free(nvml, old);
     let Some(values) = reads.take(Field::Gpm.as_str(), result)? else {
         return Ok(none);
     };
-    let mut out = Vec::with_capacity(values.len());
+    let mut out = Vec::with_capacity(ids.len());
     for v in values {
-        out.push(reads.take(Field::Gpm.as_str(), v)?.map(|pct| pct / 100.0));
+        out.push(reads.take(Field::Gpm.as_str(), v)?);
     }
+    out.resize(ids.len(), None);
     Ok(out)
 }
 
@@ -315,23 +383,34 @@ fn read_gpu_values(
             raw::remapped_rows(dev)
         }),
     )?;
+    // GPM (Hopper+) gives PCIe over the whole interval with the sample it already takes; the
+    // 20 ms reads of nvmlDeviceGetPcieThroughput (41.6 of a 48 ms sample on a real H100,
+    // fixtures/real/nvidia-h100-80gb-hbm3) are made only without it.
+    let gpm_supported = r
+        .take(
+            Field::Gpm.as_str(),
+            trace::call("nvmlGpmQueryDeviceSupport", None, || dev.gpm_support()),
+        )?
+        .unwrap_or(false);
     let pcie = Field::Pcie.as_str();
-    s.pcie_tx_bytes_per_second = r
-        .take(
-            pcie,
-            trace::call("nvmlDeviceGetPcieThroughput", Some("tx"), || {
-                dev.pcie_throughput(PcieUtilCounter::Send)
-            }),
-        )?
-        .map(|kb| kb as f64 * 1024.0);
-    s.pcie_rx_bytes_per_second = r
-        .take(
-            pcie,
-            trace::call("nvmlDeviceGetPcieThroughput", Some("rx"), || {
-                dev.pcie_throughput(PcieUtilCounter::Receive)
-            }),
-        )?
-        .map(|kb| kb as f64 * 1024.0);
+    if !gpm_supported {
+        s.pcie_tx_bytes_per_second = r
+            .take(
+                pcie,
+                trace::call("nvmlDeviceGetPcieThroughput", Some("tx"), || {
+                    dev.pcie_throughput(PcieUtilCounter::Send)
+                }),
+            )?
+            .map(|kb| kb as f64 * 1024.0);
+        s.pcie_rx_bytes_per_second = r
+            .take(
+                pcie,
+                trace::call("nvmlDeviceGetPcieThroughput", Some("rx"), || {
+                    dev.pcie_throughput(PcieUtilCounter::Receive)
+                }),
+            )?
+            .map(|kb| kb as f64 * 1024.0);
+    }
 
     // Processes and their SM utilisation since the previous sample.
     let processes = r.take(
@@ -390,25 +469,16 @@ fn read_gpu_values(
         Vec::new()
     };
 
-    // GPM: SM activity and occupancy of the GPU and SM activity of each GPU instance.
-    let gpm_supported = r
-        .take(
-            Field::Gpm.as_str(),
-            trace::call("nvmlGpmQueryDeviceSupport", None, || dev.gpm_support()),
-        )?
-        .unwrap_or(false);
-    let mut mig_sm: BTreeMap<u32, Option<f64>> = BTreeMap::new();
+    // GPM: SM activity and occupancy, the profiling pipes, PCIe and NVLink of the GPU; SM
+    // activity and the pipes of each GPU instance.
+    let mut mig_gpm: BTreeMap<u32, Vec<Option<f64>>> = BTreeMap::new();
     if gpm_supported {
-        let v = gpm_step(
-            nvml,
-            r,
-            dev,
-            None,
-            &mut state.gpm,
-            &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy],
-        )?;
-        s.sm_active_ratio = v.first().copied().flatten();
-        s.sm_occupancy_ratio = v.get(1).copied().flatten();
+        let v = gpm_step(nvml, r, dev, None, &mut state.gpm, &GPU_METRICS, 2)?;
+        s.sm_active_ratio = ratio(v[0]);
+        s.sm_occupancy_ratio = ratio(v[1]);
+        s.profiling = profiling(&v[2..11], Some((v[13], v[14])));
+        s.pcie_tx_bytes_per_second = v[11].map(|m| m * MIB);
+        s.pcie_rx_bytes_per_second = v[12].map(|m| m * MIB);
         let mut kept = BTreeMap::new();
         let mut lost = false;
         for m in &migs {
@@ -419,14 +489,15 @@ fn read_gpu_values(
                 dev,
                 Some(m.gpu_instance_id),
                 &mut prev,
-                &[GpmMetricId::SmUtil],
+                &MIG_METRICS,
+                1,
             );
             if let Some(p) = prev {
                 kept.insert(m.gpu_instance_id, p);
             }
             match v {
                 Ok(v) => {
-                    mig_sm.insert(m.gpu_instance_id, v.first().copied().flatten());
+                    mig_gpm.insert(m.gpu_instance_id, v);
                 }
                 Err(Lost) => {
                     lost = true;
@@ -458,7 +529,11 @@ fn read_gpu_values(
             uuid: m.uuid,
             memory_used_bytes: m.memory_used_bytes,
             memory_total_bytes: m.memory_total_bytes,
-            sm_active_ratio: mig_sm.get(&m.gpu_instance_id).copied().flatten(),
+            sm_active_ratio: mig_gpm.get(&m.gpu_instance_id).and_then(|v| ratio(v[0])),
+            profiling: mig_gpm
+                .get(&m.gpu_instance_id)
+                .map(|v| profiling(&v[1..], None))
+                .unwrap_or_default(),
         })
         .collect();
     s.xid_events = xids;

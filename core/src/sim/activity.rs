@@ -9,7 +9,82 @@
 
 use chrono::{Datelike, Timelike};
 
-use super::scenario::{Scenario, WorkloadKind, WorkloadSpec, weekday_index};
+use super::scenario::{Pipes, Scenario, WorkloadKind, WorkloadSpec, weekday_index};
+
+/// What each profiling pipe does per unit of a workload's SM activity (GPM's view): any tensor
+/// pipe, DFMA/HMMA/IMMA tensor, DRAM bandwidth, FP64/FP32/FP16/integer, and NVLink bytes per second
+/// per unit of activity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PipeMix {
+    pub tensor: f64,
+    pub dfma: f64,
+    pub hmma: f64,
+    pub imma: f64,
+    pub dram: f64,
+    pub fp64: f64,
+    pub fp32: f64,
+    pub fp16: f64,
+    pub integer: f64,
+    pub nvlink_bytes_per_second: f64,
+}
+
+/// The mix of a workload: training runs half-precision tensor work with heavy DRAM traffic and
+/// NVLink all-reduce; inference lighter DRAM and no NVLink; INT8 inference on the IMMA pipe;
+/// FP64 HPC on the double-precision pipes and DFMA; data loading keeps kernels running with the
+/// tensor pipes and DRAM nearly idle. Idle workloads have no activity to scale.
+pub fn pipe_mix(w: &WorkloadSpec) -> PipeMix {
+    let training = w.kind == WorkloadKind::Training;
+    let none = PipeMix {
+        tensor: 0.0,
+        dfma: 0.0,
+        hmma: 0.0,
+        imma: 0.0,
+        dram: 0.0,
+        fp64: 0.0,
+        fp32: 0.0,
+        fp16: 0.0,
+        integer: 0.0,
+        nvlink_bytes_per_second: 0.0,
+    };
+    match w.pipes {
+        Pipes::Tensor => PipeMix {
+            tensor: 0.9,
+            hmma: 0.9,
+            dram: if training { 0.7 } else { 0.45 },
+            fp32: 0.12,
+            fp16: 0.04,
+            integer: 0.03,
+            nvlink_bytes_per_second: if training { 40e9 } else { 0.0 },
+            ..none
+        },
+        Pipes::Int8 => PipeMix {
+            tensor: 0.85,
+            imma: 0.85,
+            dram: 0.4,
+            fp32: 0.05,
+            integer: 0.1,
+            ..none
+        },
+        Pipes::Fp64 => PipeMix {
+            tensor: 0.5,
+            dfma: 0.5,
+            dram: 0.55,
+            fp64: 0.6,
+            fp32: 0.1,
+            integer: 0.05,
+            nvlink_bytes_per_second: if training { 20e9 } else { 0.0 },
+            ..none
+        },
+        Pipes::DataLoading => PipeMix {
+            tensor: 0.02,
+            hmma: 0.02,
+            dram: 0.05,
+            fp32: 0.08,
+            integer: 0.15,
+            ..none
+        },
+    }
+}
 
 /// What one workload does at one second.
 #[derive(Debug, Clone, Copy, PartialEq)]

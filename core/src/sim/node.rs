@@ -12,13 +12,16 @@
 
 use std::collections::BTreeMap;
 
-use super::activity::{activity, mix};
+use super::activity::{activity, mix, pipe_mix};
 use super::scenario::{FaultKind, Scenario};
 use crate::mig::{GpuModel, LayoutInstance};
 use crate::model::Field;
+
+/// Bytes in a MiB (GPM's unit for PCIe and NVLink).
+const MIB: f64 = 1_048_576.0;
 use crate::model::{
     GpuInfo, GpuSample, GpuStatus, Inventory, MigInstanceInfo, MigMode, MigSample, ProcessSample,
-    RemappedRows, XidEvent,
+    Profiling, RemappedRows, XidEvent,
 };
 
 /// One simulated GPU: its model, identity and MIG layout.
@@ -383,6 +386,9 @@ impl SimNode {
         // Per MIG instance (or the whole GPU as one pseudo-instance): summed activity and memory.
         let slots = g.mig.as_ref().map_or(1, |v| v.len());
         let mut inst_sm = vec![0.0f64; slots];
+        // The profiling pipes (GPM), summed like SM activity: per instance and per GPU.
+        let mut inst_pipes = vec![[0.0f64; 10]; slots];
+        let mut gpu_pipes = [0.0f64; 10];
         let mut inst_mem = vec![0u64; slots];
         let mut busy = 0.0f64;
         let mut sm_gpu = 0.0f64;
@@ -414,6 +420,23 @@ impl SimNode {
                 None => 1.0,
             };
             inst_sm[slot] = (inst_sm[slot] + a.sm).min(1.0);
+            let mix = pipe_mix(spec);
+            let per = [
+                mix.tensor,
+                mix.dfma,
+                mix.hmma,
+                mix.imma,
+                mix.dram,
+                mix.fp64,
+                mix.fp32,
+                mix.fp16,
+                mix.integer,
+                mix.nvlink_bytes_per_second,
+            ];
+            for (k, p) in per.iter().enumerate() {
+                inst_pipes[slot][k] += p * a.sm;
+                gpu_pipes[k] += p * a.sm * share;
+            }
             inst_mem[slot] += a.memory_bytes;
             sm_gpu += a.sm * share;
             busy += a.busy * share;
@@ -490,6 +513,29 @@ impl SimNode {
             })
             .collect();
         let round3 = |v: f64| (v * 1000.0).round() / 1000.0;
+        let unit = if m.gpm { MIB } else { 1024.0 };
+        let pcie = |bps: f64| (bps / unit).round() * unit;
+        // Ratios capped at 1 and kept to 3 decimals; NVLink to whole MiB/s (GPM's unit).
+        let pipes = |v: &[f64; 10], nvlink: bool| -> Profiling {
+            if !m.gpm {
+                return Profiling::default();
+            }
+            let r = |k: usize| Some(round3(v[k].min(1.0)));
+            let link = |f: f64| nvlink.then_some((v[9] * f / MIB).round() * MIB);
+            Profiling {
+                tensor_active_ratio: r(0),
+                tensor_dfma_ratio: r(1),
+                tensor_hmma_ratio: r(2),
+                tensor_imma_ratio: r(3),
+                dram_active_ratio: r(4),
+                fp64_ratio: r(5),
+                fp32_ratio: r(6),
+                fp16_ratio: r(7),
+                integer_ratio: r(8),
+                nvlink_tx_bytes_per_second: link(1.0),
+                nvlink_rx_bytes_per_second: link(1.0),
+            }
+        };
         let mut sample = GpuSample {
             index: g.index,
             uuid: g.uuid.clone(),
@@ -517,9 +563,10 @@ impl SimNode {
             ecc_corrected_total: Some(ecc(false)),
             ecc_uncorrected_total: Some(ecc(true)),
             remapped_rows: Some(remapped_rows),
-            // NVML reports KB/s; keep whole KB.
-            pcie_tx_bytes_per_second: Some(((busy * 1.5e9) / 1024.0).round() * 1024.0),
-            pcie_rx_bytes_per_second: Some(((busy * 4.0e9) / 1024.0).round() * 1024.0),
+            // NVML reports KB/s (GPM: MiB/s); keep whole units.
+            pcie_tx_bytes_per_second: Some(pcie(busy * 1.5e9)),
+            pcie_rx_bytes_per_second: Some(pcie(busy * 4.0e9)),
+            profiling: pipes(&gpu_pipes, true),
             xid_events,
             mig: g
                 .mig
@@ -535,6 +582,7 @@ impl SimNode {
                         memory_used_bytes: Some(inst_mem[slot].min(p.memory_bytes)),
                         memory_total_bytes: Some(p.memory_bytes),
                         sm_active_ratio: m.gpm.then_some(round3(inst_sm[slot])),
+                        profiling: pipes(&inst_pipes[slot], false),
                     }
                 })
                 .collect(),

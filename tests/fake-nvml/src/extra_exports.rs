@@ -257,8 +257,16 @@ fn gpm_fill(
         }
         let g = f.gpu(d.gpu)?;
         let error = g.errors.get(&Field::Gpm).map(|k| state::kind_to_ret(k));
-        let (sm, occupancy) = match gpu_instance {
-            None => (g.sample.sm_active_ratio, g.sample.sm_occupancy_ratio),
+        let (sm, occupancy, profiling, pcie) = match gpu_instance {
+            None => (
+                g.sample.sm_active_ratio,
+                g.sample.sm_occupancy_ratio,
+                g.sample.profiling,
+                (
+                    g.sample.pcie_tx_bytes_per_second,
+                    g.sample.pcie_rx_bytes_per_second,
+                ),
+            ),
             Some(gi) => {
                 let sim = f.sim_gpu(d.gpu)?;
                 let pos = sim
@@ -268,7 +276,13 @@ fn gpm_fill(
                     .iter()
                     .position(|m| m.gpu_instance_id == gi)
                     .ok_or(NOT_FOUND)?;
-                (g.sample.mig.get(pos).and_then(|m| m.sm_active_ratio), None)
+                let m = g.sample.mig.get(pos);
+                (
+                    m.and_then(|m| m.sm_active_ratio),
+                    None,
+                    m.map(|m| m.profiling).unwrap_or_default(),
+                    (None, None),
+                )
             }
         };
         let snap = GpmSnap {
@@ -277,6 +291,9 @@ fn gpm_fill(
             time_ms: f.now_ms(),
             sm,
             occupancy,
+            profiling,
+            pcie_tx: pcie.0,
+            pcie_rx: pcie.1,
             error,
         };
         f.gpm.insert(sample.addr(), snap);
@@ -352,14 +369,52 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(metrics_get: *mut nvmlGpmMetricsGet_t
             return Err(INVALID_ARGUMENT);
         }
         for metric in &mut m.metrics[..n] {
+            // Ratios as percentages; PCIe and NVLink in MiB/s, as GPM gives them.
+            const MIB: f64 = 1_048_576.0;
+            let p = &second.profiling;
             let value = match metric.metricId {
-                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => second.sm,
-                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_OCCUPANCY => second.occupancy,
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => second.sm.map(|v| v * 100.0),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_OCCUPANCY => {
+                    second.occupancy.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_ANY_TENSOR_UTIL => {
+                    p.tensor_active_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_DFMA_TENSOR_UTIL => {
+                    p.tensor_dfma_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_HMMA_TENSOR_UTIL => {
+                    p.tensor_hmma_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_IMMA_TENSOR_UTIL => {
+                    p.tensor_imma_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_DRAM_BW_UTIL => {
+                    p.dram_active_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_FP64_UTIL => p.fp64_ratio.map(|v| v * 100.0),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_FP32_UTIL => p.fp32_ratio.map(|v| v * 100.0),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_FP16_UTIL => p.fp16_ratio.map(|v| v * 100.0),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_INTEGER_UTIL => {
+                    p.integer_ratio.map(|v| v * 100.0)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_TX_PER_SEC => {
+                    second.pcie_tx.map(|v| v / MIB)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_RX_PER_SEC => {
+                    second.pcie_rx.map(|v| v / MIB)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC => {
+                    p.nvlink_tx_bytes_per_second.map(|v| v / MIB)
+                }
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC => {
+                    p.nvlink_rx_bytes_per_second.map(|v| v / MIB)
+                }
                 _ => None,
             };
             match value {
                 Some(v) => {
-                    metric.value = v * 100.0;
+                    metric.value = v;
                     metric.nvmlReturn = SUCCESS;
                 }
                 None => {

@@ -106,6 +106,11 @@ pub struct GpmSnap {
     pub time_ms: i64,
     pub sm: Option<f64>,
     pub occupancy: Option<f64>,
+    /// The profiling pipes (and NVLink) at the sample.
+    pub profiling: tessera_core::model::Profiling,
+    /// PCIe bytes per second at the sample (GPU only).
+    pub pcie_tx: Option<f64>,
+    pub pcie_rx: Option<f64>,
     /// The error `nvmlGpmMetricsGet` returns for this sample (injected `gpm` fault).
     pub error: Option<Ret>,
 }

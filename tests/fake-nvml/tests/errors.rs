@@ -127,13 +127,6 @@ const CASES: &[Case] = &[
         absent: |g| g.remapped_rows.is_none(),
     },
     Case {
-        function: "nvmlDeviceGetPcieThroughput",
-        device: 0,
-        gpu: PLAIN,
-        field: "pcie",
-        absent: |g| g.pcie_tx_bytes_per_second.is_none() && g.pcie_rx_bytes_per_second.is_none(),
-    },
-    Case {
         function: "nvmlDeviceGetComputeRunningProcesses_v3",
         device: 0,
         gpu: PLAIN,
@@ -692,4 +685,56 @@ fn cleanup_failures_never_panic() {
     }
     drop(b);
     fake.clear();
+}
+
+/// PCIe throughput comes from `nvmlDeviceGetPcieThroughput` only on GPUs without GPM (an A100
+/// here), where the rules hold as for every read; on a GPU with GPM it comes from GPM and that
+/// call is never made (a fault injected there changes nothing).
+#[test]
+fn pcie_reads_follow_the_rules_without_gpm_and_are_not_made_with_it() {
+    let _guard = Fake::lock();
+    let fake = Fake::open(FULL);
+    let pcie_absent = |g: &GpuSample| {
+        g.pcie_tx_bytes_per_second.is_none() && g.pcie_rx_bytes_per_second.is_none()
+    };
+    let a100 = |fake: &Fake, ret: i32| {
+        fake.load(&demo_path(), "gpu-node-2");
+        fake.set_time(DAY);
+        let mut b = fake.backend("gpu-node-2");
+        b.sample().expect("first sample");
+        fake.advance_ms(1000);
+        fake.inject("nvmlDeviceGetPcieThroughput", 0, ret);
+        let s = b
+            .sample()
+            .expect("a field error is never a node-level error");
+        fake.clear();
+        s.gpus[0].clone()
+    };
+    let g = a100(&fake, NVML_ERROR_NOT_SUPPORTED);
+    assert!(
+        pcie_absent(&g) && g.errors.is_empty() && g.status == GpuStatus::Ok,
+        "{g:?}"
+    );
+    let g = a100(&fake, NVML_ERROR_UNKNOWN);
+    assert!(pcie_absent(&g) && g.status == GpuStatus::Degraded, "{g:?}");
+    assert!(g.errors.contains(&FieldError {
+        field: "pcie".into(),
+        kind: "unknown".into()
+    }));
+    assert_eq!(a100(&fake, NVML_ERROR_GPU_IS_LOST).status, GpuStatus::Lost);
+    // An H100 (GPM): the call is not made, PCIe is there.
+    let (s, _) = sample_with(
+        &fake,
+        &Case {
+            function: "nvmlDeviceGetPcieThroughput",
+            device: 0,
+            gpu: PLAIN,
+            field: "pcie",
+            absent: |_| true,
+        },
+        NVML_ERROR_GPU_IS_LOST,
+    );
+    let g = &s.gpus[PLAIN];
+    assert_eq!(g.status, GpuStatus::Ok);
+    assert!(g.pcie_tx_bytes_per_second.is_some() && g.pcie_rx_bytes_per_second.is_some());
 }

@@ -62,7 +62,11 @@ fn an_old_driver_samples_without_the_missing_functions() {
             g.energy_joules = None;
             g.sm_active_ratio = None;
             g.sm_occupancy_ratio = None;
-            g.mig.iter_mut().for_each(|m| m.sm_active_ratio = None);
+            g.profiling = Default::default();
+            g.mig.iter_mut().for_each(|m| {
+                m.sm_active_ratio = None;
+                m.profiling = Default::default();
+            });
             g.processes.iter_mut().for_each(|p| p.sm_ratio = None);
         }
         let mut s = s.clone();

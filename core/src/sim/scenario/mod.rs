@@ -156,6 +156,22 @@ pub enum WorkloadKind {
     Batch,
 }
 
+/// Which pipes a workload's SM activity runs on (what GPM's profiling metrics show): the mix
+/// `sim::activity::pipe_mix` gives each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pipes {
+    /// Half-precision tensor work with heavy DRAM traffic (training, most inference).
+    #[default]
+    Tensor,
+    /// Integer (INT8) tensor work: quantised inference.
+    Int8,
+    /// FP64 HPC: double-precision pipes and DFMA tensor work.
+    Fp64,
+    /// Data loading and preprocessing: kernels run, but tensor and DRAM stay nearly idle.
+    DataLoading,
+}
+
 /// One workload: a process on a GPU (or MIG instance).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +197,9 @@ pub struct WorkloadSpec {
     /// Noise amplitude added to activity, 0–1.
     #[serde(default = "default_noise")]
     pub noise: f64,
+    /// Which pipes its activity runs on (GPM's tensor, DRAM, FP and NVLink figures).
+    #[serde(default)]
+    pub pipes: Pipes,
     /// Active window (absent: the whole simulation).
     #[serde(default)]
     pub from: Option<DateTime<Utc>>,

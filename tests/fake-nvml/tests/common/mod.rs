@@ -11,7 +11,7 @@ use std::ffi::{CString, c_char, c_int};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use tessera_core::model::{GpuSample, GpuStatus, NodeSample};
+use tessera_core::model::{GpuSample, GpuStatus, NodeSample, Profiling};
 use tessera_core::nvml::NvmlBackend;
 use tessera_core::sim::Scenario;
 
@@ -185,13 +185,38 @@ fn close(a: &mut Option<f64>, b: Option<f64>, tol: f64) {
     }
 }
 
+/// The profiling pipes of the NVML path brought to the simulator's where they agree (ratios
+/// are GPM percentages divided by 100, ±1e-9; NVLink whole MiB/s, ±1 byte/s).
+fn close_profiling(a: &mut Profiling, b: &Profiling) {
+    close(&mut a.tensor_active_ratio, b.tensor_active_ratio, 1e-9);
+    close(&mut a.tensor_dfma_ratio, b.tensor_dfma_ratio, 1e-9);
+    close(&mut a.tensor_hmma_ratio, b.tensor_hmma_ratio, 1e-9);
+    close(&mut a.tensor_imma_ratio, b.tensor_imma_ratio, 1e-9);
+    close(&mut a.dram_active_ratio, b.dram_active_ratio, 1e-9);
+    close(&mut a.fp64_ratio, b.fp64_ratio, 1e-9);
+    close(&mut a.fp32_ratio, b.fp32_ratio, 1e-9);
+    close(&mut a.fp16_ratio, b.fp16_ratio, 1e-9);
+    close(&mut a.integer_ratio, b.integer_ratio, 1e-9);
+    close(
+        &mut a.nvlink_tx_bytes_per_second,
+        b.nvlink_tx_bytes_per_second,
+        1.0,
+    );
+    close(
+        &mut a.nvlink_rx_bytes_per_second,
+        b.nvlink_rx_bytes_per_second,
+        1.0,
+    );
+}
+
 /// Make an NVML-path GPU sample comparable with the simulator's, applying the documented
 /// differences; what is left must be equal.
 ///
 /// - `busy_ratio`, `memory_controller_ratio`: NVML reports whole percent (±0.005).
 /// - `energy_joules`: NVML reports whole millijoules (±0.0005 J).
 /// - GPM ratios: percent doubles divided by 100 (±1e-9); absent on the NVML path when
-///   `gpm_expected` is false (first sample, or first after the GPU was lost).
+///   `gpm_expected` is false (first sample, or first after the GPU was lost), and so are the
+///   profiling pipes and, on GPUs with GPM (whose PCIe comes from GPM), PCIe.
 /// - XID timestamps: NVML events carry none; the backend stamps the sample time.
 /// - The UUID of a GPU lost since before the backend started: NVML gives no handle to read it.
 pub fn normalise_gpu(nv: &mut GpuSample, sim: &GpuSample, gpm_expected: bool) {
@@ -208,8 +233,22 @@ pub fn normalise_gpu(nv: &mut GpuSample, sim: &GpuSample, gpm_expected: bool) {
     if gpm_expected {
         close(&mut nv.sm_active_ratio, sim.sm_active_ratio, 1e-9);
         close(&mut nv.sm_occupancy_ratio, sim.sm_occupancy_ratio, 1e-9);
+        close_profiling(&mut nv.profiling, &sim.profiling);
+        if !sim.profiling.is_empty() {
+            close(
+                &mut nv.pcie_tx_bytes_per_second,
+                sim.pcie_tx_bytes_per_second,
+                1.0,
+            );
+            close(
+                &mut nv.pcie_rx_bytes_per_second,
+                sim.pcie_rx_bytes_per_second,
+                1.0,
+            );
+        }
         for (a, b) in nv.mig.iter_mut().zip(&sim.mig) {
             close(&mut a.sm_active_ratio, b.sm_active_ratio, 1e-9);
+            close_profiling(&mut a.profiling, &b.profiling);
         }
     } else {
         assert_eq!(
@@ -221,8 +260,21 @@ pub fn normalise_gpu(nv: &mut GpuSample, sim: &GpuSample, gpm_expected: bool) {
         assert!(nv.mig.iter().all(|m| m.sm_active_ratio.is_none()));
         nv.sm_active_ratio = sim.sm_active_ratio;
         nv.sm_occupancy_ratio = sim.sm_occupancy_ratio;
+        assert!(
+            nv.profiling.is_empty(),
+            "GPU {}: GPM needs two samples",
+            nv.index
+        );
+        assert!(nv.mig.iter().all(|m| m.profiling.is_empty()));
+        if !sim.profiling.is_empty() && nv.pcie_tx_bytes_per_second.is_none() {
+            // PCIe comes from GPM on GPUs that have it.
+            nv.pcie_tx_bytes_per_second = sim.pcie_tx_bytes_per_second;
+            nv.pcie_rx_bytes_per_second = sim.pcie_rx_bytes_per_second;
+        }
+        nv.profiling = sim.profiling;
         for (a, b) in nv.mig.iter_mut().zip(&sim.mig) {
             a.sm_active_ratio = b.sm_active_ratio;
+            a.profiling = b.profiling;
         }
     }
     if nv.xid_events.len() == sim.xid_events.len() {
