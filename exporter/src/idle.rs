@@ -264,6 +264,7 @@ mod tests {
                 memory_used_bytes: None,
                 memory_total_bytes: None,
                 sm_active_ratio: Some(sm),
+                profiling: Default::default(),
             });
         }
         assert_eq!(process_activity(&mig, &mig.processes[0]), Some(false));

@@ -593,6 +593,7 @@ mod tests {
                     memory_used_bytes: None,
                     memory_total_bytes: None,
                     sm_active_ratio: None,
+                    profiling: Default::default(),
                 })
                 .collect();
             Ok(NodeSample {

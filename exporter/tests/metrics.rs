@@ -330,3 +330,14 @@ mig-configs:
     let plain = metrics::render(snap, &fixed_options());
     assert!(!plain.contains("tessera_mig_layout_drift"));
 }
+
+#[test]
+fn golden_a100_node_without_gpm() {
+    // No GPM (A100s): the exposition is byte for byte what it was before the GPM profiling
+    // families (issue 29); the file was rendered by the code before them.
+    let snap = snapshot("gpu-node-3", "2026-11-02T14:00:00Z", 2);
+    golden(
+        "metrics-gpu-node-3-no-gpm.txt",
+        &metrics::render(Arc::new(snap), &fixed_options()),
+    );
+}

@@ -1,9 +1,9 @@
-//! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, idle time, memory,
-//! power, energy, temperature, clocks, throttle reasons, ECC, row remapping, PCIe and XID
-//! counters.
+//! Per-GPU metrics: identity (`tessera_gpu_info`), health status, activity, the profiling pipes
+//! (GPM: tensor, DRAM, FP/integer pipes, NVLink), idle time, memory, power, energy, temperature,
+//! clocks, throttle reasons, ECC, row remapping, PCIe and XID counters.
 //!
-//! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type` or
-//! `xid` where a family needs one, and `pod`, `namespace`, `container` on every series of a GPU
+//! Labels: `gpu` (NVML index) and `uuid` on every series, plus `state`, `reason`, `type`, `pipe`
+//! or `xid` where a family needs one, and `pod`, `namespace`, `container` on every series of a GPU
 //! that exactly one container holds (from the kubelet, see [`super::HolderLabels`]). Values come
 //! from the snapshot only.
 
@@ -13,7 +13,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::{Collector, Context, HolderLabels, counter_family, family, held, units};
-use tessera_core::model::{GpuStatus, THROTTLE_REASONS};
+use tessera_core::model::{GpuStatus, Profiling, THROTTLE_REASONS};
 
 /// XID codes whose counters exist (at 0) from the start, so `increase()` sees the first one:
 /// the critical XIDs of NVIDIA's XID catalogue.
@@ -187,6 +187,71 @@ impl Collector for GpuCollector {
         for (name, help, f) in ratios {
             family(enc, name, help, units::ratio(), series(&f))?;
         }
+        // The profiling pipes (GPM, Hopper and later): absent where GPM does not give them.
+        family(
+            enc,
+            "tessera_gpu_tensor_active",
+            "Share of the interval any tensor pipe was active (GPM, Hopper and later; DCGM PIPE_TENSOR_ACTIVE).",
+            units::ratio(),
+            series(&|g| g.profiling.tensor_active_ratio),
+        )?;
+        let piped = |pipes: &dyn Fn(&Profiling) -> Vec<(&'static str, Option<f64>)>| {
+            let mut out = Vec::new();
+            for g in &sample.gpus {
+                let Some(p) = pos(g.index) else { continue };
+                for (pipe, v) in pipes(&g.profiling) {
+                    if let Some(v) = v {
+                        out.push((
+                            (
+                                [
+                                    ("gpu", idx[p].as_str()),
+                                    ("uuid", g.uuid.as_str()),
+                                    ("pipe", pipe),
+                                ],
+                                holders[p],
+                            ),
+                            v,
+                        ));
+                    }
+                }
+            }
+            out
+        };
+        family(
+            enc,
+            "tessera_gpu_tensor_pipe_active",
+            "Share of the interval a tensor pipe of this kind was active: dfma (FP64), hmma (FP16/BF16/TF32), imma (integer) (GPM, Hopper and later).",
+            units::ratio(),
+            piped(&|p| p.tensor_pipes().to_vec()),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_dram_active",
+            "Share of the interval the DRAM interface was busy, as a fraction of its peak bandwidth (GPM, Hopper and later; DCGM DRAM_ACTIVE).",
+            units::ratio(),
+            series(&|g| g.profiling.dram_active_ratio),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_pipe_active",
+            "Share of the interval a non-tensor pipe was active: fp64, fp32, fp16, integer (GPM, Hopper and later).",
+            units::ratio(),
+            piped(&|p| p.pipes().to_vec()),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_nvlink_transmit",
+            "NVLink transmit throughput over all links, averaged over the interval (GPM, Hopper and later; 0 without NVLink traffic).",
+            Some(Unit::Other("bytes_per_second".into())),
+            series(&|g| g.profiling.nvlink_tx_bytes_per_second),
+        )?;
+        family(
+            enc,
+            "tessera_gpu_nvlink_receive",
+            "NVLink receive throughput over all links, averaged over the interval (GPM, Hopper and later; 0 without NVLink traffic).",
+            Some(Unit::Other("bytes_per_second".into())),
+            series(&|g| g.profiling.nvlink_rx_bytes_per_second),
+        )?;
         family(
             enc,
             "tessera_gpu_memory_used",
@@ -243,17 +308,32 @@ impl Collector for GpuCollector {
             units::hertz(),
             series(&|g| g.memory_clock_hertz),
         )?;
+        // PCIe comes from GPM (the whole interval) on GPUs with GPM, else from NVML's 20 ms
+        // window; the help says so only where GPM is in use, so a node without GPM serves the
+        // same bytes as before.
+        let any_gpm = sample.gpus.iter().any(|g| !g.profiling.is_empty());
+        let (tx_help, rx_help) = if any_gpm {
+            (
+                "PCIe transmit throughput: averaged over the interval by GPM on GPUs with GPM (Hopper and later), else NVML's 20 ms sample.",
+                "PCIe receive throughput: averaged over the interval by GPM on GPUs with GPM (Hopper and later), else NVML's 20 ms sample.",
+            )
+        } else {
+            (
+                "PCIe transmit throughput (NVML samples it over 20 ms).",
+                "PCIe receive throughput (NVML samples it over 20 ms).",
+            )
+        };
         family(
             enc,
             "tessera_gpu_pcie_transmit",
-            "PCIe transmit throughput (NVML samples it over 20 ms).",
+            tx_help,
             Some(Unit::Other("bytes_per_second".into())),
             series(&|g| g.pcie_tx_bytes_per_second),
         )?;
         family(
             enc,
             "tessera_gpu_pcie_receive",
-            "PCIe receive throughput (NVML samples it over 20 ms).",
+            rx_help,
             Some(Unit::Other("bytes_per_second".into())),
             series(&|g| g.pcie_rx_bytes_per_second),
         )?;

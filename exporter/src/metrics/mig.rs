@@ -1,5 +1,5 @@
-//! MIG instance metrics: identity with profile and placement (`tessera_mig_info`), memory and SM
-//! activity (GPM, Hopper and later) per instance; with `--mig.config`, per GPU whether its layout
+//! MIG instance metrics: identity with profile and placement (`tessera_mig_info`), memory, SM
+//! activity and the profiling pipes (GPM, Hopper and later) per instance; with `--mig.config`, per GPU whether its layout
 //! differs from the planned one (`tessera_mig_layout_drift`, computed from the snapshot's
 //! inventory, see [`tessera_core::mig::parted`]).
 //!
@@ -13,6 +13,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::{Collector, Context, HolderLabels, family, held, units};
+use tessera_core::model::Profiling;
 
 /// MIG instance metrics.
 pub struct MigCollector;
@@ -174,6 +175,63 @@ impl Collector for MigCollector {
             units::ratio(),
             series(&|m| m.sm_active_ratio),
         )?;
+        family(
+            enc,
+            "tessera_mig_tensor_active",
+            "Share of the interval any tensor pipe of the MIG instance was active (GPM, Hopper and later).",
+            units::ratio(),
+            series(&|m| m.profiling.tensor_active_ratio),
+        )?;
+        family(
+            enc,
+            "tessera_mig_dram_active",
+            "Share of the interval the MIG instance's DRAM bandwidth was in use (GPM, Hopper and later).",
+            units::ratio(),
+            series(&|m| m.profiling.dram_active_ratio),
+        )?;
+        for (name, help, pipes) in [
+            (
+                "tessera_mig_tensor_pipe_active",
+                "Share of the interval a tensor pipe of this kind of the MIG instance was active: dfma, hmma, imma (GPM, Hopper and later).",
+                (|p: &Profiling| p.tensor_pipes().to_vec())
+                    as fn(&Profiling) -> Vec<(&'static str, Option<f64>)>,
+            ),
+            (
+                "tessera_mig_pipe_active",
+                "Share of the interval a non-tensor pipe of the MIG instance was active: fp64, fp32, fp16, integer (GPM, Hopper and later).",
+                |p: &Profiling| p.pipes().to_vec(),
+            ),
+        ] {
+            let mut out = Vec::new();
+            for (gpu, gi, ci, r) in &rows {
+                let Some(m) = sample.gpus.iter().find(|g| g.index == *gpu).and_then(|g| {
+                    g.mig
+                        .iter()
+                        .find(|m| m.gpu_instance_id == *gi && m.compute_instance_id == *ci)
+                }) else {
+                    continue;
+                };
+                for (pipe, v) in pipes(&m.profiling) {
+                    if let Some(v) = v {
+                        out.push((
+                            (
+                                [
+                                    ("gpu", r.gpu.as_str()),
+                                    ("uuid", r.uuid),
+                                    ("gpu_instance", r.gi.as_str()),
+                                    ("compute_instance", r.ci.as_str()),
+                                    ("profile", r.profile),
+                                    ("pipe", pipe),
+                                ],
+                                r.holder,
+                            ),
+                            v,
+                        ));
+                    }
+                }
+            }
+            family(enc, name, help, units::ratio(), out)?;
+        }
         Ok(())
     }
 }
