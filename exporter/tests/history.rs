@@ -884,3 +884,111 @@ fn every_lost_batch_is_logged_with_counts_and_rate_limited() {
     // ... and far fewer lines than batches: the first at once, then at most one per period.
     assert!(lines.len() <= 3, "{lines:#?}");
 }
+
+/// Copy a folder tree (the history fixtures are small).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn version_1_history_reads_with_the_gpm_columns_null_and_a_version_2_writer_adds_to_it() {
+    // fixtures/demo-history is version 1 (written before the GPM columns): read as it is, the
+    // columns it could not know are null, never 0.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history/lab-a");
+    let old = read_node_dir(&fixture).unwrap();
+    assert_eq!(old.manifest.version, 1);
+    assert!(!old.gpu.is_empty());
+    assert!(old.gpu.iter().any(|r| r.sm_active_mean.is_some()));
+    assert!(old.gpu.iter().all(|r| r.tensor_active_mean.is_none()
+        && r.dram_active_mean.is_none()
+        && r.nvlink_tx_mean_bytes_per_second.is_none()));
+    for t in [Table::Gpu, Table::Mig, Table::Process] {
+        read_table_batches(&fixture, t).unwrap();
+    }
+
+    // An exporter of version 2 upgraded in place: it writes version 2 rows beside the old files.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab-a");
+    copy_tree(&fixture, &dir);
+    let last = old.gpu.iter().map(|r| r.ts).max().unwrap();
+    let later = last + 3_600_000;
+    let mut w = HistoryWriter::open(
+        tmp.path(),
+        "lab-a",
+        WriterOptions {
+            interval_ms: old.manifest.interval_ms,
+            retention_ms: i64::MAX / 4,
+            ..WriterOptions::default()
+        },
+        later,
+    )
+    .unwrap();
+    let mut row = old.gpu.iter().find(|r| r.ts == last).unwrap().clone();
+    row.ts = later;
+    row.tensor_active_mean = Some(0.42);
+    row.dram_active_mean = Some(0.21);
+    w.write(&Rows {
+        gpu: vec![row],
+        ..Rows::default()
+    })
+    .into_result()
+    .unwrap();
+    w.finish().unwrap();
+    let both = read_node_dir(&dir).unwrap();
+    assert_eq!(both.manifest.version, u64::from(history::HISTORY_VERSION));
+    assert_eq!(both.gpu.len(), old.gpu.len() + 1);
+    let new: Vec<_> = both.gpu.iter().filter(|r| r.ts == later).collect();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].tensor_active_mean, Some(0.42));
+    assert!(
+        both.gpu
+            .iter()
+            .filter(|r| r.ts < later)
+            .all(|r| r.tensor_active_mean.is_none())
+    );
+    // And as arrow batches, the old files' missing columns are null columns of the right type.
+    let batches = read_table_batches(&dir, Table::Gpu).unwrap().0;
+    let nonnull: usize = batches
+        .iter()
+        .map(|b| {
+            let c = b.column(b.schema().index_of("tensor_active_mean").unwrap());
+            c.len() - c.null_count()
+        })
+        .sum();
+    assert_eq!(nonnull, 1);
+}
+
+#[test]
+fn the_gpm_pipes_are_recorded_per_gpu_and_per_mig_instance() {
+    // gpu-node-1 of the demo: H100s (GPM) with a MIG-partitioned one.
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = simulate(tmp.path(), 60, WriterMode::Jsonl, true);
+    let back = read_node_dir(&tmp.path().join("gpu-node-1")).unwrap();
+    assert_eq!(back.gpu, rows.gpu);
+    assert!(back.gpu.iter().all(|r| r.tensor_active_mean.is_some()
+        && r.dram_active_mean.is_some()
+        && r.fp64_active_mean.is_some()
+        && r.nvlink_rx_mean_bytes_per_second.is_some()));
+    // Training on GPU 0 works the tensor pipes.
+    let g0: Vec<_> = back.gpu.iter().filter(|r| r.gpu == 0).collect();
+    assert!(g0.iter().any(|r| r.tensor_active_mean.unwrap() > 0.0));
+    assert!(
+        g0.iter()
+            .all(|r| r.tensor_active_max >= r.tensor_active_mean)
+    );
+    assert!(!back.mig.is_empty());
+    assert!(
+        back.mig
+            .iter()
+            .all(|r| r.tensor_active_mean.is_some() && r.dram_active_mean.is_some())
+    );
+}

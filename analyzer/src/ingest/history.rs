@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use tessera_core::history::files;
 
-use super::schema::{Col, ColType, HISTORY_VERSION, Table};
+use super::schema::{Col, ColType, HISTORY_VERSION, Table, readable_version};
 use super::{IngestError, IngestOptions, IngestReport, WorkItem};
 
 const MANIFEST: &str = "tessera-history.json";
@@ -180,7 +180,7 @@ fn check_manifest(path: &Path) -> Result<(String, i64), IngestError> {
         }
     }
     match obj.get("version") {
-        Some(Value::Number(n)) if n.as_u64() == Some(HISTORY_VERSION) => {}
+        Some(Value::Number(n)) if n.as_u64().is_some_and(readable_version) => {}
         other => {
             return Err(IngestError::Version {
                 path: path.to_path_buf(),
@@ -280,19 +280,33 @@ pub(super) fn gpu_count(path: &Path) -> Option<u64> {
 /// One lazy multi-file scan over Parquet files that all passed [`check_parquet`] for the same
 /// table (one scan per node and table: polars runs each scan separately, so one scan per file
 /// made ingest superlinear in the number of files — docs/performance.md).
-pub(super) fn scan_parquet_files(paths: &[PathBuf]) -> Result<LazyFrame, IngestError> {
+///
+/// With `table` (history files), the scan is given the table's whole file schema, and a file of
+/// an older version that lacks a column added since reads it as null (`allow_missing_columns`;
+/// [`check_parquet`] has allowed only such columns to be missing). Without, the files' own
+/// schema is used (files this process wrote).
+pub(super) fn scan_parquet_files(
+    table: Option<Table>,
+    paths: &[PathBuf],
+) -> Result<LazyFrame, IngestError> {
     let buf = paths
         .iter()
         .map(|p| PlRefPath::new(p.to_string_lossy().into_owned()))
         .collect();
-    LazyFrame::scan_parquet_files(buf, ScanArgsParquet::default()).map_err(|e| {
-        IngestError::Parquet {
-            path: paths.first().cloned().unwrap_or_default(),
-            reason: format!(
-                "scanning it and {} more file(s) together: {e}",
-                paths.len().saturating_sub(1)
-            ),
-        }
+    let args = match table {
+        Some(t) => ScanArgsParquet {
+            schema: Some(std::sync::Arc::new(t.file_schema())),
+            allow_missing_columns: true,
+            ..ScanArgsParquet::default()
+        },
+        None => ScanArgsParquet::default(),
+    };
+    LazyFrame::scan_parquet_files(buf, args).map_err(|e| IngestError::Parquet {
+        path: paths.first().cloned().unwrap_or_default(),
+        reason: format!(
+            "scanning it and {} more file(s) together: {e}",
+            paths.len().saturating_sub(1)
+        ),
     })
 }
 
@@ -312,7 +326,7 @@ fn check_schema(
             return Err(err(
                 name,
                 format!(
-                    "unknown column in table {} (history version 1)",
+                    "unknown column in table {} (history version {HISTORY_VERSION})",
                     table.name()
                 ),
             ));
@@ -329,7 +343,7 @@ fn check_schema(
         }
     }
     for col in table.columns() {
-        if !found.iter().any(|(n, _)| n == col.name) {
+        if !col.may_be_missing && !found.iter().any(|(n, _)| n == col.name) {
             return Err(err(
                 col.name,
                 format!("missing (table {} needs it)", table.name()),
@@ -440,6 +454,7 @@ fn parse_row(table: Table, line: &str) -> Result<Vec<Typed>, String> {
     table
         .columns()
         .map(|c| match obj.get(c.name) {
+            None if c.may_be_missing => typed(c, &Value::Null),
             None => Err(format!("missing column {:?}", c.name)),
             Some(v) => typed(c, v),
         })
@@ -543,7 +558,7 @@ fn check_header(table: Table, path: &Path, text: &str) -> Result<(), IngestError
     let v: Value = serde_json::from_str(text).map_err(|_| bad(expected.clone()))?;
     let version = v.get("tessera_history");
     match version {
-        Some(Value::Number(n)) if n.as_u64() == Some(HISTORY_VERSION) => {}
+        Some(Value::Number(n)) if n.as_u64().is_some_and(readable_version) => {}
         None => return Err(bad(expected)),
         other => {
             return Err(IngestError::Version {

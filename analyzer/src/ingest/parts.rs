@@ -328,7 +328,7 @@ pub fn ingest_parts(
     }
     for ((part, source, table), checked) in scans {
         let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
-        let lf = history::scan_parquet_files(&paths)?;
+        let lf = history::scan_parquet_files(Some(table), &paths)?;
         files.entry(part.clone()).or_default().extend(paths);
         // Without a time filter, the footers' row counts and `ts` statistics are the stats.
         let known = (opts.footer_stats

@@ -1,4 +1,4 @@
-//! The column lists of history format version 1 (`docs/history-format.md`) as the analyzer sees
+//! The column lists of the history format (`docs/history-format.md`; versions 1 and 2) as the analyzer sees
 //! them, and the canonical frames' polars schema derived from them (`docs/frames.md`). The lists
 //! are not restated here: they are read from the exporter's `tessera_core::history::schema`,
 //! the one declaration of the contract that both the writer and this reader use.
@@ -12,8 +12,16 @@ use std::sync::OnceLock;
 use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone};
 use tessera_core::history::schema as contract;
 
-/// History format version this reader understands (the exporter's).
+/// History format version the exporter writes (the newest this reader understands).
 pub const HISTORY_VERSION: u64 = contract::HISTORY_VERSION as u64;
+
+/// The oldest history format version this reader understands.
+pub const OLDEST_VERSION: u64 = contract::OLDEST_VERSION as u64;
+
+/// Whether this reader reads history format version `v`.
+pub fn readable_version(v: u64) -> bool {
+    (OLDEST_VERSION..=HISTORY_VERSION).contains(&v)
+}
 
 /// The value type of a history column, as written in the doc's tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +66,8 @@ pub struct Col {
     pub name: &'static str,
     pub ty: ColType,
     pub nullable: bool,
+    /// Added after the oldest readable version: a file may lack it (read as null).
+    pub may_be_missing: bool,
 }
 
 impl From<contract::ColType> for ColType {
@@ -79,6 +89,7 @@ impl From<&contract::Column> for Col {
             name: c.name,
             ty: c.ty.into(),
             nullable: c.nullable,
+            may_be_missing: c.may_be_missing(),
         }
     }
 }

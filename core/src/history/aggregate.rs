@@ -46,6 +46,15 @@ history_row!(
     temperature_max_celsius: Option<f64>,
     xid_count: u32,
     mig_enabled: Option<bool>,
+    tensor_active_mean: Option<f64>,
+    tensor_active_max: Option<f64>,
+    dram_active_mean: Option<f64>,
+    fp64_active_mean: Option<f64>,
+    fp32_active_mean: Option<f64>,
+    fp16_active_mean: Option<f64>,
+    integer_active_mean: Option<f64>,
+    nvlink_tx_mean_bytes_per_second: Option<f64>,
+    nvlink_rx_mean_bytes_per_second: Option<f64>,
 });
 
 history_row!(
@@ -68,6 +77,8 @@ history_row!(
     memory_total_bytes: Option<u64>,
     sm_active_mean: Option<f64>,
     sm_active_max: Option<f64>,
+    tensor_active_mean: Option<f64>,
+    dram_active_mean: Option<f64>,
 });
 
 history_row!(
@@ -178,6 +189,14 @@ struct GpuAcc {
     energy: Option<f64>,
     temperature: Stat,
     xid: u32,
+    tensor: Stat,
+    dram: Stat,
+    fp64: Stat,
+    fp32: Stat,
+    fp16: Stat,
+    integer: Stat,
+    nvlink_tx: Stat,
+    nvlink_rx: Stat,
 }
 
 #[derive(Debug, Default)]
@@ -188,6 +207,8 @@ struct MigAcc {
     memory_used_max: Option<u64>,
     memory_total: Option<u64>,
     sm_active: Stat,
+    tensor: Stat,
+    dram: Stat,
 }
 
 #[derive(Debug, Default)]
@@ -282,6 +303,15 @@ impl Aggregator {
             acc.power.add(g.power_watts);
             acc.temperature.add(g.temperature_celsius);
             acc.xid += g.xid_events.len() as u32;
+            let p = &g.profiling;
+            acc.tensor.add(p.tensor_active_ratio);
+            acc.dram.add(p.dram_active_ratio);
+            acc.fp64.add(p.fp64_ratio);
+            acc.fp32.add(p.fp32_ratio);
+            acc.fp16.add(p.fp16_ratio);
+            acc.integer.add(p.integer_ratio);
+            acc.nvlink_tx.add(p.nvlink_tx_bytes_per_second);
+            acc.nvlink_rx.add(p.nvlink_rx_bytes_per_second);
             if let Some(e) = g.energy_joules {
                 let mut delta = 0.0;
                 if let Some(&(t, prev)) = self.last_energy.get(&g.index)
@@ -306,6 +336,8 @@ impl Aggregator {
                 max_u64(&mut acc.memory_used_max, m.memory_used_bytes);
                 max_u64(&mut acc.memory_total, m.memory_total_bytes);
                 acc.sm_active.add(m.sm_active_ratio);
+                acc.tensor.add(m.profiling.tensor_active_ratio);
+                acc.dram.add(m.profiling.dram_active_ratio);
             }
             for p in &g.processes {
                 let acc = bucket
@@ -360,6 +392,15 @@ impl Aggregator {
                 temperature_max_celsius: a.temperature.max(),
                 xid_count: a.xid,
                 mig_enabled: gi.and_then(|g| g.mig_mode).map(|m| m.current),
+                tensor_active_mean: a.tensor.mean(),
+                tensor_active_max: a.tensor.max(),
+                dram_active_mean: a.dram.mean(),
+                fp64_active_mean: a.fp64.mean(),
+                fp32_active_mean: a.fp32.mean(),
+                fp16_active_mean: a.fp16.mean(),
+                integer_active_mean: a.integer.mean(),
+                nvlink_tx_mean_bytes_per_second: a.nvlink_tx.mean(),
+                nvlink_rx_mean_bytes_per_second: a.nvlink_rx.mean(),
             });
         }
         for ((index, gi_id, ci_id), a) in b.migs {
@@ -389,6 +430,8 @@ impl Aggregator {
                 memory_total_bytes: a.memory_total.or(mi.memory_total_bytes),
                 sm_active_mean: a.sm_active.mean(),
                 sm_active_max: a.sm_active.max(),
+                tensor_active_mean: a.tensor.mean(),
+                dram_active_mean: a.dram.mean(),
             });
         }
         for ((index, pid, gi_id, ci_id), a) in b.procs {

@@ -59,7 +59,7 @@ pub enum HistoryError {
         place: String,
         message: String,
     },
-    #[error("{path}: history format version {found}; this build reads version {expected}")]
+    #[error("{path}: history format version {found}; this build reads versions 1 to {expected}")]
     Version {
         path: PathBuf,
         found: u64,

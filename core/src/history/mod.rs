@@ -29,7 +29,7 @@ pub mod writer;
 pub use aggregate::{Aggregator, GpuRow, MigRow, ProcessRow, Rows};
 pub use files::{HistoryError, Manifest};
 pub use reader::{NodeHistory, read_node_dir};
-pub use schema::{HISTORY_VERSION, Table};
+pub use schema::{HISTORY_VERSION, OLDEST_VERSION, Table};
 pub use writer::{HistoryWriter, WriteReport, WriterMode, WriterOptions};
 
 /// Default `--history.dir` (used when it can be written).

@@ -1,8 +1,9 @@
 //! The strict history reader (arrow/parquet; never polars): a node folder's manifest, closed
 //! Parquet files and open JSONL segments, as typed rows or arrow `RecordBatch`es.
 //!
-//! Strict as `docs/history-format.md` requires: an unknown format version, an unknown, missing or
-//! mistyped column, a null in a non-nullable column, or a bad JSONL line other than the last is
+//! Strict as `docs/history-format.md` requires: a format version outside
+//! `OLDEST_VERSION..=HISTORY_VERSION`, an unknown, missing (but for a column added after the
+//! oldest version, read as null) or mistyped column, a null in a non-nullable column, or a bad JSONL line other than the last is
 //! an error naming the file, the line or row, and the column. A torn last line of an open segment
 //! (no trailing newline, or not valid JSON) is skipped and counted exactly. Only `*.parquet` and
 //! `*.open.jsonl` are read: a segment being closed (`.closing.jsonl`), one set aside
@@ -24,7 +25,9 @@ use serde_json::Value;
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow};
 use super::files::{HistoryError, Manifest, PANIC_NOTE, catch_panic, io, superseded};
-use super::schema::{ColType, FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, Table};
+use super::schema::{
+    ColType, FORMAT_NAME, HISTORY_VERSION, HistoryRow, MANIFEST_FILE, OLDEST_VERSION, Table,
+};
 
 /// Everything in one node folder.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +55,8 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, HistoryError> {
         });
     }
     match v.get("version").and_then(Value::as_u64) {
-        Some(found) if found == u64::from(HISTORY_VERSION) => {}
+        Some(found)
+            if (u64::from(OLDEST_VERSION)..=u64::from(HISTORY_VERSION)).contains(&found) => {}
         Some(found) => {
             return Err(HistoryError::Version {
                 path,
@@ -196,10 +200,13 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
             Some(_) => {}
         }
     }
+    // Each table column's index in the file; `None` for a column added after the file's
+    // version (read as null).
     let mut order = Vec::new();
     for c in table.columns() {
         match schema.index_of(c.name) {
-            Ok(i) => order.push(i),
+            Ok(i) => order.push(Some(i)),
+            Err(_) if c.may_be_missing() => order.push(None),
             Err(_) => return Err(col_err(c.name, "missing column".into())),
         }
     }
@@ -218,8 +225,14 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
             let mut batches = Vec::new();
             for batch in reader {
                 let batch = batch.map_err(|e| locate(path, &file, &meta, group, &e))?;
-                let columns: Vec<ArrayRef> =
-                    order.iter().map(|&i| batch.column(i).clone()).collect();
+                let columns: Vec<ArrayRef> = order
+                    .iter()
+                    .zip(table.columns())
+                    .map(|(&i, c)| match i {
+                        Some(i) => batch.column(i).clone(),
+                        None => c.ty.null_array(batch.num_rows()),
+                    })
+                    .collect();
                 batches.push(
                     RecordBatch::try_new(table.arrow_schema(), columns)
                         .map_err(|e| at(&place, &e))?,
@@ -411,12 +424,13 @@ pub fn parse_jsonl<R: HistoryRow>(
         };
         if i == 0 {
             match map.get("tessera_history").and_then(Value::as_u64) {
-                Some(v) if v == u64::from(HISTORY_VERSION) => {}
+                Some(v)
+                    if (u64::from(OLDEST_VERSION)..=u64::from(HISTORY_VERSION)).contains(&v) => {}
                 Some(found) => {
                     return Err(line_err(
                         1,
                         format!(
-                            "history format version {found}; this build reads version {HISTORY_VERSION}"
+                            "history format version {found}; this build reads versions {OLDEST_VERSION} to {HISTORY_VERSION}"
                         ),
                     ));
                 }
@@ -444,6 +458,7 @@ pub fn parse_jsonl<R: HistoryRow>(
         }
         for c in table.columns() {
             match map.get(c.name) {
+                None if c.may_be_missing() => {}
                 None => return Err(col_err(c.name, "missing column".into())),
                 Some(Value::Null) if c.nullable => {}
                 Some(Value::Null) => {

@@ -16,8 +16,13 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-/// Version of the history format written by this code (the manifest's `version`).
-pub const HISTORY_VERSION: u32 = 1;
+/// Version of the history format written by this code (the manifest's `version`). Version 2
+/// added the GPM profiling columns (`Column::since`).
+pub const HISTORY_VERSION: u32 = 2;
+
+/// The oldest version this code reads: files of versions `OLDEST_VERSION..=HISTORY_VERSION`
+/// are read, a column added after a file's version reading as null.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// Name of the manifest file in a node folder.
 pub const MANIFEST_FILE: &str = "tessera-history.json";
@@ -37,6 +42,11 @@ pub enum ColType {
 }
 
 impl ColType {
+    /// An all-null array of this type (a column a file of an older version lacks).
+    pub fn null_array(self, len: usize) -> ArrayRef {
+        arrow_array::new_null_array(&self.data_type(), len)
+    }
+
     /// The arrow type.
     pub fn data_type(self) -> DataType {
         match self {
@@ -50,16 +60,42 @@ impl ColType {
     }
 }
 
-/// One column: name, type, nullability.
+/// One column: name, type, nullability, and the format version that added it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {
     pub name: &'static str,
     pub ty: ColType,
     pub nullable: bool,
+    /// The format version that added the column: a file may lack a column added after
+    /// [`OLDEST_VERSION`] (it reads as null); every other column is required.
+    pub since: u32,
+}
+
+impl Column {
+    /// Whether a file may lack this column (added after the oldest readable version; always
+    /// nullable).
+    pub fn may_be_missing(&self) -> bool {
+        self.since > OLDEST_VERSION
+    }
 }
 
 const fn c(name: &'static str, ty: ColType, nullable: bool) -> Column {
-    Column { name, ty, nullable }
+    Column {
+        name,
+        ty,
+        nullable,
+        since: 1,
+    }
+}
+
+/// A nullable column added in format version 2 (the GPM profiling pipes).
+const fn v2(name: &'static str, ty: ColType) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: true,
+        since: 2,
+    }
 }
 
 use ColType::{Bool, Float64, Int64, UInt32, UInt64, Utf8};
@@ -96,6 +132,15 @@ const GPU: &[Column] = &[
     c("temperature_max_celsius", Float64, true),
     c("xid_count", UInt32, false),
     c("mig_enabled", Bool, true),
+    v2("tensor_active_mean", Float64),
+    v2("tensor_active_max", Float64),
+    v2("dram_active_mean", Float64),
+    v2("fp64_active_mean", Float64),
+    v2("fp32_active_mean", Float64),
+    v2("fp16_active_mean", Float64),
+    v2("integer_active_mean", Float64),
+    v2("nvlink_tx_mean_bytes_per_second", Float64),
+    v2("nvlink_rx_mean_bytes_per_second", Float64),
 ];
 
 const MIG: &[Column] = &[
@@ -116,6 +161,8 @@ const MIG: &[Column] = &[
     c("memory_total_bytes", UInt64, true),
     c("sm_active_mean", Float64, true),
     c("sm_active_max", Float64, true),
+    v2("tensor_active_mean", Float64),
+    v2("dram_active_mean", Float64),
 ];
 
 const PROCESS: &[Column] = &[

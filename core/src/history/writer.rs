@@ -514,6 +514,15 @@ mod tests {
                     temperature_max_celsius: Some(50.0),
                     xid_count: 0,
                     mig_enabled: Some(false),
+                    tensor_active_mean: None,
+                    tensor_active_max: None,
+                    dram_active_mean: None,
+                    fp64_active_mean: None,
+                    fp32_active_mean: None,
+                    fp16_active_mean: None,
+                    integer_active_mean: None,
+                    nvlink_tx_mean_bytes_per_second: None,
+                    nvlink_rx_mean_bytes_per_second: None,
                 });
             }
         }

@@ -544,7 +544,7 @@ pub(super) fn settle(
                         reason: format!("writing the spilled rows: {e}"),
                     })?;
                 drop(df);
-                let lf = history::scan_parquet_files(std::slice::from_ref(&path))?;
+                let lf = history::scan_parquet_files(None, std::slice::from_ref(&path))?;
                 Some((lf, Some(path)))
             }
         };
