@@ -24,6 +24,9 @@ pub struct GpuCollector;
 
 type L2<'a> = ([(&'static str, &'a str); 2], HolderLabels<'a>);
 
+/// The pipes of a [`Profiling`] as (`pipe` label, value).
+type Pipes = Vec<(&'static str, Option<f64>)>;
+
 impl Collector for GpuCollector {
     fn name(&self) -> &'static str {
         "gpu"
@@ -195,7 +198,7 @@ impl Collector for GpuCollector {
             units::ratio(),
             series(&|g| g.profiling.tensor_active_ratio),
         )?;
-        let piped = |pipes: &dyn Fn(&Profiling) -> Vec<(&'static str, Option<f64>)>| {
+        let piped = |pipes: &dyn Fn(&Profiling) -> Pipes| {
             let mut out = Vec::new();
             for g in &sample.gpus {
                 let Some(p) = pos(g.index) else { continue };

@@ -15,6 +15,9 @@ use prometheus_client::encoding::DescriptorEncoder;
 use super::{Collector, Context, HolderLabels, family, held, units};
 use tessera_core::model::Profiling;
 
+/// The pipes of a [`Profiling`] as (`pipe` label, value).
+type Pipes = Vec<(&'static str, Option<f64>)>;
+
 /// MIG instance metrics.
 pub struct MigCollector;
 
@@ -193,8 +196,7 @@ impl Collector for MigCollector {
             (
                 "tessera_mig_tensor_pipe_active",
                 "Share of the interval a tensor pipe of this kind of the MIG instance was active: dfma, hmma, imma (GPM, Hopper and later).",
-                (|p: &Profiling| p.tensor_pipes().to_vec())
-                    as fn(&Profiling) -> Vec<(&'static str, Option<f64>)>,
+                (|p: &Profiling| p.tensor_pipes().to_vec()) as fn(&Profiling) -> Pipes,
             ),
             (
                 "tessera_mig_pipe_active",
