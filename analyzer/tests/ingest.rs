@@ -288,11 +288,11 @@ fn time_filter_keeps_only_rows_in_range() {
 fn wrong_manifest_version_names_file_and_versions() {
     let dir = tempfile::tempdir().expect("tmp");
     let node = good_history(dir.path());
-    write_manifest(&node, 2);
+    write_manifest(&node, 3);
     let e = err_text(run(&[history(&node)], false));
     assert!(e.contains("tessera-history.json"), "{e}");
     assert!(
-        e.contains("history version 2, this reader knows version 1"),
+        e.contains("history version 3, this reader knows versions 1 to 2"),
         "{e}"
     );
 }
@@ -1207,6 +1207,98 @@ fn a_metric_of_another_kind_names_the_kinds_and_the_equivalent() {
     );
     assert!(!w.contains("unknown metric"), "{w}");
     assert_eq!(report.skipped["csv: metric of another kind"], 5);
+}
+
+/// GPM's profiling metrics (history format version 2) in the long format: each fills its
+/// column (mean, and max for tensor), on GPUs and MIG instances, in both readers; a GPU without
+/// them keeps the columns null; a tensor ratio of 45 is refused like any ratio.
+#[test]
+fn gpm_pipe_metrics_fill_their_columns() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t0 = T0 / 1000;
+    let mut rows = Vec::new();
+    for i in 1..=3 {
+        let (a, b) = (t0 + 60 * i - 30, t0 + 60 * i);
+        rows.push(format!("{a},GPU-h,tensor_active_ratio,0.1,gpu"));
+        rows.push(format!("{b},GPU-h,tensor_active_ratio,0.3,gpu"));
+        for t in [a, b] {
+            for (m, v) in [
+                ("gpu_busy_ratio", "0.9"),
+                ("dram_active_ratio", "0.05"),
+                ("fp64_active_ratio", "0.01"),
+                ("fp32_active_ratio", "0.02"),
+                ("fp16_active_ratio", "0.03"),
+                ("integer_active_ratio", "0.04"),
+                ("nvlink_tx_bytes_per_second", "1e9"),
+                ("nvlink_rx_bytes_per_second", "2e9"),
+            ] {
+                rows.push(format!("{t},GPU-h,{m},{v},gpu"));
+            }
+            rows.push(format!("{t},GPU-a,gpu_busy_ratio,0.9,gpu"));
+            rows.push(format!("{t},MIG-1,tensor_active_ratio,0.4,mig"));
+            rows.push(format!("{t},MIG-1,dram_active_ratio,0.5,mig"));
+        }
+    }
+    let path = write_csv(dir.path(), "gpm.csv", "", &rows);
+    let opts = |skip_bad_rows: bool| IngestOptions {
+        skip_bad_rows,
+        interval_ms: Some(60_000),
+        ..IngestOptions::default()
+    };
+    let fast = ingest::ingest(&[csv(&path)], &opts(false)).expect("fast");
+    let lines = ingest::ingest(&[csv(&path)], &opts(true)).expect("lines");
+    for (frames, report) in [&fast, &lines] {
+        assert!(
+            !report.skipped.contains_key("csv: unknown metric"),
+            "{report:?}"
+        );
+        let gpu = sorted(&frames.gpu, &["uuid", "ts"]);
+        // GPU-a first (sorted by uuid): three rows without any GPM value.
+        for (c, want) in [
+            ("tensor_active_mean", 0.2),
+            ("tensor_active_max", 0.3),
+            ("dram_active_mean", 0.05),
+            ("fp64_active_mean", 0.01),
+            ("fp32_active_mean", 0.02),
+            ("fp16_active_mean", 0.03),
+            ("integer_active_mean", 0.04),
+            ("nvlink_tx_mean_bytes_per_second", 1e9),
+            ("nvlink_rx_mean_bytes_per_second", 2e9),
+        ] {
+            let v = f64s(&gpu, c);
+            assert_eq!(v[..3], [None, None, None], "GPU-a {c}");
+            assert!(
+                v[3..]
+                    .iter()
+                    .all(|x| x.is_some_and(|x| (x - want).abs() < 1e-12)),
+                "GPU-h {c}: {v:?}"
+            );
+        }
+        let mig = frames.mig.clone().collect().expect("mig");
+        assert_eq!(f64s(&mig, "tensor_active_mean"), [Some(0.4); 3]);
+        assert_eq!(f64s(&mig, "dram_active_mean"), [Some(0.5); 3]);
+    }
+    for t in Table::ALL {
+        let by: &[&str] = match t {
+            Table::Gpu => &["uuid", "ts"],
+            Table::Mig => &["mig_uuid", "ts"],
+            Table::Process => &["pid", "ts"],
+        };
+        let (a, b) = (sorted(fast.0.table(t), by), sorted(lines.0.table(t), by));
+        assert!(a.equals_missing(&b), "{t:?}:\n{a}\n{b}");
+    }
+
+    let bad = write_csv(
+        dir.path(),
+        "bad.csv",
+        "",
+        &[format!("{},GPU-h,tensor_active_ratio,45,gpu", t0 + 60)],
+    );
+    let e = err_text(run(&[csv(&bad)], false));
+    assert!(
+        e.contains("bad.csv:2:") && e.contains("within 0–1, got 45"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -772,6 +772,194 @@ fn tessera_energy_and_xid_counters_fill_their_columns() {
     assert!(xid_q.starts_with("sum without (xid) ("), "{xid_q}");
 }
 
+/// One GPU's columns of the gpu frame (sorted by uuid) as (column, values per row).
+fn gpu_cols(df: &DataFrame, cols: &[&str], uuid: &str) -> Vec<(String, Vec<Option<f64>>)> {
+    let u = col_str(df, "uuid");
+    cols.iter()
+        .map(|c| {
+            let v = col_f64(df, c)
+                .into_iter()
+                .zip(&u)
+                .filter(|(_, x)| x.as_deref() == Some(uuid))
+                .map(|(v, _)| v)
+                .collect();
+            (c.to_string(), v)
+        })
+        .collect()
+}
+
+/// GPM's profiling columns (history format version 2) and the value each fake server gives.
+const GPM_COLUMNS: [(&str, f64); 9] = [
+    ("tensor_active_mean", 0.02),
+    ("tensor_active_max", 0.04),
+    ("dram_active_mean", 0.03),
+    ("fp64_active_mean", 0.001),
+    ("fp32_active_mean", 0.05),
+    ("fp16_active_mean", 0.002),
+    ("integer_active_mean", 0.2),
+    ("nvlink_tx_mean_bytes_per_second", 1_048_576.0),
+    ("nvlink_rx_mean_bytes_per_second", 2_097_152.0),
+];
+
+/// The GPM columns of the H100 `GPU-h` carry the served values in every row; those of the A100
+/// `GPU-a` (no GPM series) are null in every row, never 0; the MIG instance has its tensor and
+/// DRAM activity.
+fn assert_gpm_columns(frames: &ingest::Frames) {
+    let g = frames
+        .gpu
+        .clone()
+        .sort(["uuid", "ts"], SortMultipleOptions::default())
+        .collect()
+        .expect("gpu");
+    let cols: Vec<&str> = GPM_COLUMNS.iter().map(|(c, _)| *c).collect();
+    for ((c, got), (_, want)) in gpu_cols(&g, &cols, "GPU-h").into_iter().zip(GPM_COLUMNS) {
+        assert!(
+            !got.is_empty() && got.iter().all(|v| *v == Some(want)),
+            "GPU-h {c}: {got:?}"
+        );
+    }
+    for (c, got) in gpu_cols(&g, &cols, "GPU-a") {
+        assert!(
+            !got.is_empty() && got.iter().all(Option::is_none),
+            "GPU-a {c}: {got:?}"
+        );
+    }
+    let m = frames.mig.clone().collect().expect("mig");
+    assert!(m.height() > 0);
+    assert!(
+        col_f64(&m, "tensor_active_mean")
+            .iter()
+            .all(|v| *v == Some(0.4))
+    );
+    assert!(
+        col_f64(&m, "dram_active_mean")
+            .iter()
+            .all(|v| *v == Some(0.5))
+    );
+}
+
+#[test]
+fn gpm_pipes_from_tessera_names_and_null_without_them() {
+    let fake = serve_series(
+        &[BUSY],
+        Box::new(|q| {
+            let l = |gpu: &str, uuid: &str| serde_json::json!({"instance": "node-a:9835", "gpu": gpu, "uuid": uuid});
+            let (h100, a100) = (l("0", "GPU-h"), l("1", "GPU-a"));
+            let mig = serde_json::json!({"instance": "node-a:9835", "gpu": "0", "uuid": "GPU-h",
+                "gpu_instance": "1", "compute_instance": "0", "profile": "3g.40gb"});
+            let h = |v: &'static str| vec![(h100.clone(), v)];
+            let pipe =
+                |p: &str| q.contains(&format!("tessera_gpu_pipe_active_ratio{{pipe=\"{p}\""));
+            if q.contains("tessera_gpu_memory_used_bytes") {
+                let v = if q.starts_with("count") { "10" } else { "1000" };
+                vec![(h100.clone(), v), (a100.clone(), v)]
+            } else if q.contains(BUSY) {
+                vec![(h100.clone(), "0.9"), (a100.clone(), "0.9")]
+            } else if q.starts_with("max_over_time(tessera_gpu_tensor_active_ratio") {
+                h("0.04")
+            } else if q.contains("tessera_gpu_tensor_active_ratio") {
+                h("0.02")
+            } else if q.contains("tessera_gpu_dram_active_ratio") {
+                h("0.03")
+            } else if pipe("fp64") {
+                h("0.001")
+            } else if pipe("fp32") {
+                h("0.05")
+            } else if pipe("fp16") {
+                h("0.002")
+            } else if pipe("integer") {
+                h("0.2")
+            } else if q.contains("tessera_gpu_nvlink_transmit_bytes_per_second") {
+                h("1048576")
+            } else if q.contains("tessera_gpu_nvlink_receive_bytes_per_second") {
+                h("2097152")
+            } else if q.contains("tessera_mig_memory_used_bytes") {
+                vec![(
+                    mig.clone(),
+                    if q.starts_with("count") { "10" } else { "1000" },
+                )]
+            } else if q.contains("tessera_mig_tensor_active_ratio") {
+                vec![(mig.clone(), "0.4")]
+            } else if q.contains("tessera_mig_dram_active_ratio") {
+                vec![(mig.clone(), "0.5")]
+            } else {
+                Vec::new()
+            }
+        }),
+    );
+    let (frames, _) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    assert_gpm_columns(&frames);
+    // The non-tensor pipes are one family, selected by its `pipe` label.
+    let reqs = fake.requests();
+    for p in ["fp64", "fp32", "fp16", "integer"] {
+        assert!(
+            reqs.iter()
+                .filter_map(|r| r.params.get("query"))
+                .any(|q| q.starts_with(&format!(
+                    "avg_over_time(tessera_gpu_pipe_active_ratio{{pipe=\"{p}\""
+                ))),
+            "no query for pipe {p}"
+        );
+    }
+}
+
+#[test]
+fn gpm_pipes_from_dcgm_names_and_null_without_them() {
+    let fake = serve_series(
+        &["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"],
+        Box::new(|q| {
+            let l = |gpu: &str, uuid: &str| serde_json::json!({"gpu": gpu, "UUID": uuid, "Hostname": "dgx-1"});
+            let (h100, a100) = (l("0", "GPU-h"), l("1", "GPU-a"));
+            let mig = serde_json::json!({"gpu": "0", "UUID": "GPU-h", "Hostname": "dgx-1",
+                "GPU_I_ID": "1", "GPU_I_PROFILE": "3g.40gb"});
+            let all =
+                |v: &'static str| vec![(h100.clone(), v), (a100.clone(), v), (mig.clone(), v)];
+            let h = |v: &'static str| vec![(h100.clone(), v)];
+            if q.contains("FB_USED") && q.contains("FB_FREE") {
+                all("81559")
+            } else if q.starts_with("count_over_time(DCGM_FI_DEV_FB_USED") {
+                all("2")
+            } else if q.contains("DCGM_FI_DEV_FB_USED") {
+                all("20480")
+            } else if q.contains("DCGM_FI_DEV_GPU_UTIL") {
+                vec![(h100.clone(), "90"), (a100.clone(), "90")]
+            } else if q.starts_with("max_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") {
+                vec![(h100.clone(), "0.04"), (mig.clone(), "0.4")]
+            } else if q.contains("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") {
+                vec![(h100.clone(), "0.02"), (mig.clone(), "0.4")]
+            } else if q.contains("DCGM_FI_PROF_DRAM_ACTIVE") {
+                vec![(h100.clone(), "0.03"), (mig.clone(), "0.5")]
+            } else if q.contains("DCGM_FI_PROF_PIPE_FP64_ACTIVE") {
+                h("0.001")
+            } else if q.contains("DCGM_FI_PROF_PIPE_FP32_ACTIVE") {
+                h("0.05")
+            } else if q.contains("DCGM_FI_PROF_PIPE_FP16_ACTIVE") {
+                h("0.002")
+            } else if q.contains("DCGM_FI_PROF_PIPE_INT_ACTIVE") {
+                h("0.2")
+            } else if q.contains("DCGM_FI_PROF_NVLINK_TX_BYTES") {
+                h("1048576")
+            } else if q.contains("DCGM_FI_PROF_NVLINK_RX_BYTES") {
+                h("2097152")
+            } else {
+                Vec::new()
+            }
+        }),
+    );
+    let (frames, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("ingest");
+    assert!(report.warnings.iter().any(|w| w.contains("dcgm-exporter")));
+    assert_gpm_columns(&frames);
+    // The instance's tensor and DRAM series are the GPU's names with `GPU_I_ID`: one query
+    // feeds both tables.
+    let reqs = fake.requests();
+    let tensor = reqs
+        .iter()
+        .filter_map(|r| r.params.get("query"))
+        .filter(|q| q.starts_with("avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"))
+        .count();
+    assert_eq!(tensor, 1);
+}
+
 #[test]
 fn nvidia_gpu_exporter_real_names_and_units() {
     // As nvidia_gpu_exporter writes them (its docs/METRICS.md and integration test data): UUIDs
@@ -1263,7 +1451,12 @@ fn each_node_is_its_own_partition_queried_with_a_matcher() {
             .any(|q| q.contains(r#"tessera_gpu_busy_ratio{node="c.x"}[9999ms]"#)),
         "{qs:?}"
     );
-    assert!(qs.iter().all(|q| q.contains("{node=")), "{qs:?}");
+    // (A selector with matchers of its own, `{pipe="fp64",node="a"}`, gets the node's beside.)
+    assert!(
+        qs.iter()
+            .all(|q| q.contains("{node=") || q.contains(",node=")),
+        "{qs:?}"
+    );
 
     // Two nodes per query: two partitions; 0: the whole fleet at once, as before.
     let mut o2 = opts(T0, T0 + 300_000);

@@ -106,6 +106,12 @@ struct Row {
     temp: Option<f64>,
     energy: Option<f64>,
     xid: Option<f64>,
+    /// GPM (history version 2): tensor mean and max, DRAM, the FP64/FP32/FP16/integer pipes,
+    /// NVLink transmit and receive.
+    tensor: Option<(f64, f64)>,
+    dram: Option<f64>,
+    pipes: [Option<f64>; 4],
+    nvlink: [Option<f64>; 2],
     /// The energy counter at `ts` (history: running sum of `energy_delta_joules`).
     energy_total: f64,
 }
@@ -123,6 +129,13 @@ fn rows(gpu: &DataFrame) -> Vec<Row> {
     let temp = f64s(gpu, "temperature_max_celsius");
     let energy = f64s(gpu, "energy_delta_joules");
     let xid = f64s(gpu, "xid_count");
+    let (tm, tx) = (
+        f64s(gpu, "tensor_active_mean"),
+        f64s(gpu, "tensor_active_max"),
+    );
+    let dram = f64s(gpu, "dram_active_mean");
+    let pipes = PIPES.map(|(_, c, _)| f64s(gpu, c));
+    let nvlink = NVLINK.map(|(_, c, _)| f64s(gpu, c));
     let mut energy_total = 0.0;
     let mut last_uuid: Option<String> = None;
     (0..gpu.height())
@@ -148,8 +161,60 @@ fn rows(gpu: &DataFrame) -> Vec<Row> {
             temp: temp[i],
             energy: energy[i],
             xid: xid[i],
+            tensor: tm[i].zip(tx[i]),
+            dram: dram[i],
+            pipes: std::array::from_fn(|k| pipes[k][i]),
+            nvlink: std::array::from_fn(|k| nvlink[k][i]),
         })
         .collect()
+}
+
+/// The non-tensor pipes: tessera's `pipe` label, the history column, dcgm-exporter's field.
+const PIPES: [(&str, &str, &str); 4] = [
+    ("fp64", "fp64_active_mean", "DCGM_FI_PROF_PIPE_FP64_ACTIVE"),
+    ("fp32", "fp32_active_mean", "DCGM_FI_PROF_PIPE_FP32_ACTIVE"),
+    ("fp16", "fp16_active_mean", "DCGM_FI_PROF_PIPE_FP16_ACTIVE"),
+    (
+        "integer",
+        "integer_active_mean",
+        "DCGM_FI_PROF_PIPE_INT_ACTIVE",
+    ),
+];
+
+/// NVLink: tessera's family, the history column, dcgm-exporter's field.
+const NVLINK: [(&str, &str, &str); 2] = [
+    (
+        "tessera_gpu_nvlink_transmit_bytes_per_second",
+        "nvlink_tx_mean_bytes_per_second",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    ),
+    (
+        "tessera_gpu_nvlink_receive_bytes_per_second",
+        "nvlink_rx_mean_bytes_per_second",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    ),
+];
+
+/// Appends tessera's pipe family: one `# TYPE`, then each pipe's series (label `pipe`), two
+/// samples per row.
+fn pipe_family(out: &mut String, rows: &[Row], labels: impl Fn(&Row) -> String) {
+    use std::fmt::Write as _;
+    let name = "tessera_gpu_pipe_active_ratio";
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (k, (pipe, _, _)) in PIPES.iter().enumerate() {
+        for r in rows {
+            if let Some(v) = r.pipes[k] {
+                let l = labels(r);
+                for t in [r.ts - 5_000, r.ts] {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{{l},pipe=\"{pipe}\"}} {v} {:.3}",
+                        t as f64 / 1000.0
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Appends one metric family: `# TYPE`, then two samples per row from `pick`.
@@ -250,6 +315,16 @@ fn tessera_openmetrics(rows: &[Row]) -> String {
     family(&mut s, "tessera_gpu_temperature_celsius", rows, l, |r| {
         same(r.temp)
     });
+    family(&mut s, "tessera_gpu_tensor_active_ratio", rows, l, |r| {
+        two(r.tensor)
+    });
+    family(&mut s, "tessera_gpu_dram_active_ratio", rows, l, |r| {
+        same(r.dram)
+    });
+    pipe_family(&mut s, rows, l);
+    for (k, (name, _, _)) in NVLINK.iter().enumerate() {
+        family(&mut s, name, rows, l, |r| same(r.nvlink[k]));
+    }
     let info = |r: &Row| format!("{},name=\"{}\"", l(r), r.model);
     family(&mut s, "tessera_gpu_info", rows, info, |_| Some((1.0, 1.0)));
     counter(&mut s, ("tessera_gpu_energy_joules", true), rows, l, |r| {
@@ -292,6 +367,18 @@ fn dcgm_openmetrics(rows: &[Row]) -> String {
     let pct = |v: Option<(f64, f64)>| two(v).map(|(a, b)| (a * 100.0, b * 100.0));
     family(&mut s, "DCGM_FI_DEV_GPU_UTIL", rows, l, |r| pct(r.busy));
     family(&mut s, "DCGM_FI_PROF_SM_ACTIVE", rows, l, |r| two(r.sm));
+    family(&mut s, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", rows, l, |r| {
+        two(r.tensor)
+    });
+    family(&mut s, "DCGM_FI_PROF_DRAM_ACTIVE", rows, l, |r| {
+        same(r.dram)
+    });
+    for (k, (_, _, field)) in PIPES.iter().enumerate() {
+        family(&mut s, field, rows, l, |r| same(r.pipes[k]));
+    }
+    for (k, (_, _, field)) in NVLINK.iter().enumerate() {
+        family(&mut s, field, rows, l, |r| same(r.nvlink[k]));
+    }
     // dcgm-exporter reports whole MiB.
     family(&mut s, "DCGM_FI_DEV_FB_USED", rows, l, |r| {
         same(r.mem.map(|m| (m / MIB).round()))
@@ -355,7 +442,7 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f6
             r.uuid, r.ts
         ),
     };
-    let mut matched = 0;
+    let (mut matched, mut gpm) = (0, 0);
     for r in &h {
         let Some(q) = pm.get(&(r.uuid.clone(), r.ts)) else {
             continue;
@@ -397,7 +484,35 @@ fn assert_agree(hist: &DataFrame, prom: &DataFrame, mem_tol: f64, energy_tol: f6
         close(r.temp, q.temp, 1e-9, "temperature_max_celsius", r);
         close(r.energy, q.energy, energy_tol, "energy_delta_joules", r);
         close(r.xid, q.xid, 0.0, "xid_count", r);
+        close(
+            r.tensor.map(|t| t.0),
+            q.tensor.map(|t| t.0),
+            1e-9,
+            "tensor_active_mean",
+            r,
+        );
+        close(
+            r.tensor.map(|t| t.1),
+            q.tensor.map(|t| t.1),
+            1e-9,
+            "tensor_active_max",
+            r,
+        );
+        close(r.dram, q.dram, 1e-9, "dram_active_mean", r);
+        for (k, (_, c, _)) in PIPES.iter().enumerate() {
+            close(r.pipes[k], q.pipes[k], 1e-9, c, r);
+        }
+        for (k, (_, c, _)) in NVLINK.iter().enumerate() {
+            close(r.nvlink[k], q.nvlink[k], 1e-6, c, r);
+        }
+        gpm += usize::from(r.tensor.is_some() && r.dram.is_some());
     }
+    // The simulated H100s have GPM: the pipes made the round trip (not only nulls).
+    assert!(
+        gpm * 2 >= h.len(),
+        "GPM columns in {gpm} of {} rows",
+        h.len()
+    );
     assert!(matched + 2 >= h.len(), "matched {matched} of {}", h.len());
 }
 

@@ -273,6 +273,69 @@ fn data_quality_names_gaps_silent_gpus_and_missing_sources() {
     );
 }
 
+/// Where the data has GPM's tensor and DRAM activity (history version 2, H100s), the fleet
+/// summary's activity line adds them with the GPUs they cover and the JSON carries them; GPUs
+/// and data without them (the A100 node, the version-1 demo history) show nothing of them.
+#[test]
+fn gpm_tensor_and_dram_activity_where_the_data_has_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("busy");
+    let scenario = root().join("fixtures/scenarios/busy-pipes.toml");
+    ok(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "1",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "5m",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let src = format!("history:{}", out.display());
+    let v: Value =
+        serde_json::from_str(&ok(&["report", "--source", &src, "--format", "json"])).unwrap();
+    let f = &v["fleet"];
+    assert_eq!(f["gpm_gpus"], 4, "{f}");
+    let (tensor, dram) = (
+        f["tensor_active_mean"].as_f64().unwrap(),
+        f["dram_active_mean"].as_f64().unwrap(),
+    );
+    assert!(
+        tensor > 0.0 && tensor < 1.0 && dram > 0.0 && dram < 1.0,
+        "{f}"
+    );
+    let a100 = v["by_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["key"] == "a100-node")
+        .expect("a100-node");
+    for k in ["tensor_active_mean", "dram_active_mean", "gpm_gpus"] {
+        assert!(a100.get(k).is_none(), "{k} on the A100 node: {a100}");
+    }
+    let table = ok(&["report", "--source", &src]);
+    let line = table
+        .lines()
+        .find(|l| l.contains("Activity"))
+        .expect("activity line");
+    assert!(
+        line.contains(&format!(
+            "(SM activity, else busy ratio); tensor {:.0}%, DRAM {:.0}% on 4 of 5 GPU(s) (GPM)",
+            tensor * 100.0,
+            dram * 100.0
+        )),
+        "{line}"
+    );
+
+    let mut a = vec!["report", "--source", DEMO, "--format", "json"];
+    a.extend(RANGE);
+    let demo: Value = serde_json::from_str(&ok(&a)).unwrap();
+    assert!(demo["fleet"].get("tensor_active_mean").is_none());
+}
+
 #[test]
 fn week_over_week_on_two_simulated_weeks() {
     let tmp = tempfile::tempdir().unwrap();

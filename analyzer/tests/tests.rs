@@ -7,6 +7,7 @@
 mod support;
 
 mod advisor_accuracy;
+mod advisor_busy;
 mod advisor_edges;
 mod extremes;
 mod ingest;

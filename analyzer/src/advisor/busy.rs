@@ -3,14 +3,20 @@
 //! (small batches, a single stream, CPU-bound input pipelines). Needs both signals in the same
 //! rows; GPUs with only one are skipped and counted in a note.
 //!
-//! A row qualifies when `busy_mean ≥ min_busy` and `sm_active_mean ≤ max_sm_share × busy_mean`.
-//! Rows are joined into spans with the same gap rule as the idle detector; a GPU is reported when
-//! its spans add up to at least `min_duration`. This module suggests, it does not profile.
+//! A row qualifies when `busy_mean ≥ min_busy` and `sm_active_mean ≤ max_sm_share × busy_mean`
+//! (the SM rule), or — where the row has GPM's tensor and DRAM activity (history format version
+//! 2, Hopper and later; dcgm-exporter's profiling fields) — when `busy_mean ≥ min_busy`,
+//! `tensor_active_mean ≤ max_tensor`, `dram_active_mean ≤ max_dram` and each of the FP64, FP32
+//! and FP16 pipes the row has is `≤ max_pipe`, whatever its SM activity (the no-work rule: SMs
+//! held by kernels that spin or wait). Rows are joined into spans with the same gap rule as the
+//! idle detector; a GPU is reported when its spans add up to at least `min_duration`. Rows
+//! without tensor and DRAM activity are judged by the SM rule alone, exactly as before the
+//! no-work rule existed. This module suggests, it does not profile.
 
 use polars::prelude::*;
 
 use super::columns::{self, groups, ts_ms};
-use super::evidence::{BusyEvidence, BusySpanEvidence};
+use super::evidence::{BusyEvidence, BusySignals, BusySpanEvidence};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -29,6 +35,14 @@ pub struct BusyParams {
     /// A gap longer than this many of the GPU's own rows (and 5 minutes) breaks a span
     /// (default 3).
     pub max_gap_intervals: f64,
+    /// No-work rule (rows with GPM's tensor and DRAM activity): highest tensor activity
+    /// (default 0.05).
+    pub max_tensor: f64,
+    /// No-work rule: highest DRAM activity, the share of peak bandwidth (default 0.10).
+    pub max_dram: f64,
+    /// No-work rule: highest activity of each of the FP64, FP32 and FP16 pipes, where the row
+    /// has them (default 0.10).
+    pub max_pipe: f64,
 }
 
 impl Default for BusyParams {
@@ -38,9 +52,61 @@ impl Default for BusyParams {
             max_sm_share: 0.5,
             min_duration_ms: 3_600_000,
             max_gap_intervals: 3.0,
+            max_tensor: 0.05,
+            max_dram: 0.10,
+            max_pipe: 0.10,
         }
     }
 }
+
+impl BusyParams {
+    /// Whether a row qualifies by the SM rule.
+    fn sm_rule(&self, busy: f64, sm: f64) -> bool {
+        busy >= self.min_busy && sm <= self.max_sm_share * busy
+    }
+
+    /// Whether a row qualifies by the no-work rule: busy, with its tensor and DRAM activity
+    /// known and at most their thresholds, and no FP pipe it has above `max_pipe`.
+    fn no_work_rule(
+        &self,
+        busy: f64,
+        tensor: Option<f64>,
+        dram: Option<f64>,
+        fp: [Option<f64>; 3],
+    ) -> bool {
+        busy >= self.min_busy
+            && tensor.is_some_and(|t| t <= self.max_tensor)
+            && dram.is_some_and(|d| d <= self.max_dram)
+            && fp.iter().all(|p| p.is_none_or(|p| p <= self.max_pipe))
+    }
+}
+
+/// Sum and count of a figure's known values.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MeanAcc {
+    sum: f64,
+    n: u64,
+}
+
+impl MeanAcc {
+    fn add(&mut self, v: Option<f64>) {
+        if let Some(v) = v {
+            self.sum += v;
+            self.n += 1;
+        }
+    }
+
+    /// The mean; `None` when no value was known (unknown, not 0).
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+/// The action of a GPU whose SMs mostly idled (the SM rule; tensor and DRAM unknown or not low).
+const SM_ACTION: &str = "profile the workload (Nsight Systems): larger batches, more CUDA streams or a faster input pipeline would use the SMs it already holds; busy ratio overstates its use";
+
+/// The action of a GPU whose spans show no tensor or DRAM work (GPM).
+const SPIN_ACTION: &str = "find what its kernels wait for (Nsight Systems): a collective (NCCL) waiting for a slower rank, a kernel polling a flag, a persistent kernel without work, or an input pipeline the GPU spins on; busy ratio and SM activity both overstate its use";
 
 /// The busy-not-working detector.
 pub struct BusyNotWorking;
@@ -54,6 +120,15 @@ pub struct BusyGpu {
     pub busy_mean: f64,
     pub sm_mean: f64,
     pub observed_ms: i64,
+    /// Tensor and DRAM activity (GPM) over the rows of the spans that have them.
+    pub span_tensor: MeanAcc,
+    pub span_dram: MeanAcc,
+    /// The FP64, FP32 and FP16 pipes over the rows of the spans that have them.
+    pub span_fp: [MeanAcc; 3],
+    /// Time of the spans that qualified by the no-work rule only (not by the SM rule), ms.
+    pub no_work_ms: i64,
+    /// Whether any judged row had both tensor and DRAM activity.
+    pub has_profiling: bool,
 }
 
 /// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
@@ -73,6 +148,11 @@ pub fn busy_gpus(
             col("interval_ms").cast(DataType::Int64),
             col("busy_mean"),
             col("sm_active_mean"),
+            col("tensor_active_mean"),
+            col("dram_active_mean"),
+            col("fp64_active_mean"),
+            col("fp32_active_mean"),
+            col("fp16_active_mean"),
         ])
         .collect()?;
     let node = columns::strs(&df, "node")?;
@@ -83,6 +163,13 @@ pub fn busy_gpus(
     let iv = columns::i64s(&df, "interval_ms")?;
     let busy = columns::f64s(&df, "busy_mean")?;
     let sm = columns::f64s(&df, "sm_active_mean")?;
+    let tensor = columns::f64s(&df, "tensor_active_mean")?;
+    let dram = columns::f64s(&df, "dram_active_mean")?;
+    let fp = [
+        columns::f64s(&df, "fp64_active_mean")?,
+        columns::f64s(&df, "fp32_active_mean")?,
+        columns::f64s(&df, "fp16_active_mean")?,
+    ];
     let mut out = Vec::new();
     let mut unjudged = Unjudged::default();
     for r in groups(&[&node, &uuid], &ts, df.height()) {
@@ -92,6 +179,9 @@ pub fn busy_gpus(
         let mut prev: Option<i64> = None;
         let (mut bsum, mut ssum, mut k, mut observed) = (0.0, 0.0, 0u64, 0i64);
         let (mut both, mut any_busy, mut any_sm) = (false, false, false);
+        let (mut span_tensor, mut span_dram) = (MeanAcc::default(), MeanAcc::default());
+        let mut span_fp = [MeanAcc::default(); 3];
+        let (mut no_work_ms, mut has_profiling) = (0i64, false);
         for i in r {
             any_busy |= busy.get(i).is_some();
             any_sm |= sm.get(i).is_some();
@@ -114,9 +204,24 @@ pub fn busy_gpus(
             bsum += b;
             ssum += s;
             k += 1;
-            if b >= p.min_busy && s <= p.max_sm_share * b {
+            let (tn, dr) = (tensor.get(i), dram.get(i));
+            has_profiling |= tn.is_some() && dr.is_some();
+            let by_sm = p.sm_rule(b, s);
+            let pipes = fp.each_ref().map(|c| c.get(i));
+            let by_work = !by_sm && p.no_work_rule(b, tn, dr, pipes);
+            if by_sm || by_work {
+                // The span time this row adds (a gap the span bridges included).
+                let added = cur.map_or(d, |c| t - c.1);
                 let c = cur.get_or_insert((t - d, t));
                 c.1 = t;
+                if by_work {
+                    no_work_ms += added;
+                }
+                span_tensor.add(tn);
+                span_dram.add(dr);
+                for (acc, v) in span_fp.iter_mut().zip(pipes) {
+                    acc.add(v);
+                }
             } else {
                 spans.extend(cur.take());
             }
@@ -144,6 +249,11 @@ pub fn busy_gpus(
             busy_mean: if k > 0 { bsum / k as f64 } else { 0.0 },
             sm_mean: if k > 0 { ssum / k as f64 } else { 0.0 },
             observed_ms: observed,
+            span_tensor,
+            span_dram,
+            span_fp,
+            no_work_ms,
+            has_profiling,
         });
     }
     Ok((out, unjudged))
@@ -204,6 +314,13 @@ impl Detector for BusyNotWorking {
                 un.apart
             ));
         }
+        let with_profiling = gpus.iter().filter(|g| g.has_profiling).count();
+        if with_profiling > 0 && with_profiling < gpus.len() {
+            out.notes.push(format!(
+                "tensor and DRAM activity (GPM) are missing for {} of {judged} judged GPU(s): those are judged by busy ratio and SM activity alone",
+                gpus.len() - with_profiling
+            ));
+        }
         for g in gpus {
             let total: i64 = g.spans.iter().map(|(a, b)| b - a).sum();
             if total < p.min_duration_ms {
@@ -218,6 +335,54 @@ impl Detector for BusyNotWorking {
                 g.entity.node.as_deref().unwrap_or(""),
                 g.entity.uuid.as_deref().unwrap_or(""),
             ];
+            let (tensor, dram) = (g.span_tensor.mean(), g.span_dram.mean());
+            // What the spans' tensor and DRAM activity say: nothing (unknown), that the GPU
+            // computed or moved little (spinning or waiting: the no-work rule's thresholds on
+            // the spans' means), or that it did some work.
+            let spinning = tensor.is_some_and(|t| t <= p.max_tensor)
+                && dram.is_some_and(|d| d <= p.max_dram)
+                && g.span_fp
+                    .iter()
+                    .all(|a| a.mean().is_none_or(|m| m <= p.max_pipe));
+            let (summary, action) = match (tensor, dram) {
+                (Some(t), Some(d)) if spinning => (
+                    format!(
+                        "{} looked busy but did no tensor or DRAM work for {:.1} h ({:.0}% of the time observed; busy {:.0}% and SM activity {:.0}% on average, tensor {:.0}% and DRAM {:.0}% in those spans): its kernels spun or waited",
+                        g.entity.label(),
+                        hours(total),
+                        share * 100.0,
+                        g.busy_mean * 100.0,
+                        g.sm_mean * 100.0,
+                        t * 100.0,
+                        d * 100.0
+                    ),
+                    SPIN_ACTION,
+                ),
+                (Some(t), Some(d)) => (
+                    format!(
+                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average; tensor {:.0}% and DRAM {:.0}% in those spans)",
+                        g.entity.label(),
+                        hours(total),
+                        share * 100.0,
+                        g.busy_mean * 100.0,
+                        g.sm_mean * 100.0,
+                        t * 100.0,
+                        d * 100.0
+                    ),
+                    SM_ACTION,
+                ),
+                _ => (
+                    format!(
+                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
+                        g.entity.label(),
+                        hours(total),
+                        share * 100.0,
+                        g.busy_mean * 100.0,
+                        g.sm_mean * 100.0
+                    ),
+                    SM_ACTION,
+                ),
+            };
             out.findings.push(Finding::new(
                 finding_id(self.id(), &ident),
                 if share >= 0.25 {
@@ -226,20 +391,22 @@ impl Detector for BusyNotWorking {
                     Severity::Info
                 },
                 g.entity.clone(),
-                format!(
-                    "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
-                    g.entity.label(),
-                    hours(total),
-                    share * 100.0,
-                    g.busy_mean * 100.0,
-                    g.sm_mean * 100.0
-                ),
-                "profile the workload (Nsight Systems): larger batches, more CUDA streams or a faster input pipeline would use the SMs it already holds; busy ratio overstates its use".into(),
+                summary,
+                action.into(),
                 BusyEvidence {
                     hours: r3(hours(total)),
                     share: r3(share),
                     busy_mean: r3(g.busy_mean),
                     sm_active_mean: r3(g.sm_mean),
+                    tensor_active_mean: tensor.map(r3),
+                    dram_active_mean: dram.map(r3),
+                    no_work_hours: r3(hours(g.no_work_ms)),
+                    verdict: if spinning {
+                        "spinning_or_waiting"
+                    } else {
+                        "sm_idle"
+                    },
+                    signals: BusySignals::new(tensor.is_some(), dram.is_some()),
                     spans: g
                         .spans
                         .iter()
@@ -253,9 +420,18 @@ impl Detector for BusyNotWorking {
             ));
         }
         out.summary = format!(
-            "{} GPU(s) busy by utilization.gpu while SM activity stayed ≤ {:.0}% of it for ≥ {} min",
+            "{} GPU(s) busy by utilization.gpu while SM activity stayed ≤ {:.0}% of it{} for ≥ {} min",
             out.findings.len(),
             p.max_sm_share * 100.0,
+            if with_profiling > 0 {
+                format!(
+                    ", or tensor ≤ {:.0}% and DRAM ≤ {:.0}% (GPM),",
+                    p.max_tensor * 100.0,
+                    p.max_dram * 100.0
+                )
+            } else {
+                String::new()
+            },
             p.min_duration_ms / 60_000
         );
         Ok(out)

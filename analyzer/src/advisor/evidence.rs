@@ -263,19 +263,65 @@ pub struct WindowEvidence {
     pub tz: &'static str,
 }
 
-/// A GPU busy by `utilization.gpu` while its SMs mostly idled (`busy_not_working`).
+/// A GPU busy by `utilization.gpu` while its SMs mostly idled, or while it did no tensor or
+/// DRAM work (`busy_not_working`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BusyEvidence {
+    /// Over the rows judged (busy ratio and SM activity both known).
     pub busy_mean: f64,
+    /// DRAM activity (GPM) over the spans' rows that have it; null: unknown (no GPM).
+    pub dram_active_mean: Option<f64>,
     pub hours: f64,
+    /// Of `hours`, the time that qualified only by the no-work rule (SM activity above the
+    /// SM rule's share, tensor and DRAM below theirs).
+    pub no_work_hours: f64,
     /// Of the time observed (0–1).
     pub share: f64,
+    /// Where each figure comes from.
+    pub signals: BusySignals,
+    /// Over the rows judged.
     pub sm_active_mean: f64,
     pub spans: Vec<BusySpanEvidence>,
+    /// Tensor activity (GPM) over the spans' rows that have it; null: unknown (no GPM).
+    pub tensor_active_mean: Option<f64>,
+    /// `spinning_or_waiting` (tensor and DRAM known and at most their thresholds in the spans,
+    /// no FP pipe above its own: the kernels spun or waited) or `sm_idle` (the SM rule's
+    /// verdict; tensor and DRAM unknown or higher).
+    pub verdict: &'static str,
 }
 
 impl BusyEvidence {
     pub const DETECTOR: &'static str = "busy_not_working";
+}
+
+/// The signal behind each figure of a [`BusyEvidence`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusySignals {
+    pub busy_mean: &'static str,
+    pub dram_active_mean: &'static str,
+    pub sm_active_mean: &'static str,
+    pub tensor_active_mean: &'static str,
+}
+
+impl BusySignals {
+    /// The signals, tensor and DRAM activity as known or not.
+    pub fn new(tensor: bool, dram: bool) -> Self {
+        const UNKNOWN: &str = "unknown: not in the data (no GPM: Ampere and older, or a source without profiling metrics)";
+        BusySignals {
+            busy_mean: "busy ratio: share of time a kernel ran (NVML utilization.gpu; dcgm-exporter DCGM_FI_DEV_GPU_UTIL)",
+            sm_active_mean: "SM activity: share of SMs with a warp resident (GPM SM_UTIL; dcgm-exporter DCGM_FI_PROF_SM_ACTIVE)",
+            tensor_active_mean: if tensor {
+                "tensor activity: share of cycles a tensor pipe was active (GPM ANY_TENSOR_UTIL; dcgm-exporter DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)"
+            } else {
+                UNKNOWN
+            },
+            dram_active_mean: if dram {
+                "DRAM activity: share of peak DRAM bandwidth in use (GPM DRAM_BW_UTIL; dcgm-exporter DCGM_FI_PROF_DRAM_ACTIVE)"
+            } else {
+                UNKNOWN
+            },
+        }
+    }
 }
 
 /// One span of a busy-but-not-working GPU.

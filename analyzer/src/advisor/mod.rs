@@ -335,6 +335,11 @@ pub const USED: [(Table, &[&str]); 3] = [
             "memory_used_max_bytes",
             "memory_total_bytes",
             "mig_enabled",
+            "tensor_active_mean",
+            "dram_active_mean",
+            "fp64_active_mean",
+            "fp32_active_mean",
+            "fp16_active_mean",
         ],
     ),
     (

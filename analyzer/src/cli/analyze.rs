@@ -66,6 +66,17 @@ pub struct AnalyzeArgs {
     /// Busy-not-working: least total time for a finding.
     #[arg(long = "busy.min-duration", default_value = "60m", value_parser = parse_interval)]
     busy_min_duration: i64,
+    /// Busy-not-working, where GPM's tensor and DRAM activity are in the data: highest tensor
+    /// activity of a busy row that did no work, whatever its SM activity (0–1).
+    #[arg(long = "busy.max-tensor", default_value_t = 0.05)]
+    max_tensor: f64,
+    /// Busy-not-working: highest DRAM activity (share of peak bandwidth) of such a row (0–1).
+    #[arg(long = "busy.max-dram", default_value_t = 0.10)]
+    max_dram: f64,
+    /// Busy-not-working: highest FP64, FP32 and FP16 pipe activity of such a row, where known
+    /// (0–1).
+    #[arg(long = "busy.max-pipe", default_value_t = 0.10)]
+    max_pipe: f64,
 }
 
 impl AnalyzeArgs {
@@ -76,6 +87,9 @@ impl AnalyzeArgs {
             ("--consolidation.compute-target", self.compute_target),
             ("--busy.min-busy", self.min_busy),
             ("--busy.max-sm-share", self.max_sm_share),
+            ("--busy.max-tensor", self.max_tensor),
+            ("--busy.max-dram", self.max_dram),
+            ("--busy.max-pipe", self.max_pipe),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 bail!("bad {name} {v}: expected a ratio in 0–1");
@@ -110,6 +124,9 @@ impl AnalyzeArgs {
         p.busy.min_busy = self.min_busy;
         p.busy.max_sm_share = self.max_sm_share;
         p.busy.min_duration_ms = self.busy_min_duration;
+        p.busy.max_tensor = self.max_tensor;
+        p.busy.max_dram = self.max_dram;
+        p.busy.max_pipe = self.max_pipe;
         Ok(p)
     }
 }

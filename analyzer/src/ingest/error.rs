@@ -25,7 +25,7 @@ pub enum IngestError {
     NoHistory { source_spec: String },
     #[error("{path}: bad manifest: {reason}")]
     Manifest { path: PathBuf, reason: String },
-    #[error("{path}: history version {found}, this reader knows version {expected}")]
+    #[error("{path}: history version {found}, this reader knows versions 1 to {expected}")]
     Version {
         path: PathBuf,
         found: String,

@@ -145,8 +145,21 @@ pub(crate) fn value_range(column: &str) -> ValueRange {
             | "memory_controller_mean"
             | "sm_mean"
             | "sm_max"
+            | "tensor_active_mean"
+            | "tensor_active_max"
+            | "dram_active_mean"
+            | "fp64_active_mean"
+            | "fp32_active_mean"
+            | "fp16_active_mean"
+            | "integer_active_mean"
     ) {
         r(0.0, 1.0, "ratio outside 0–1")
+    } else if column.ends_with("_bytes_per_second") {
+        r(
+            0.0,
+            (1u64 << 60) as f64,
+            "throughput outside 0–2^60 bytes/s",
+        )
     } else if column.contains("bytes") {
         r(0.0, (1u64 << 60) as f64, "memory outside 0–2^60 bytes")
     } else if column == "power_mean_watts" {

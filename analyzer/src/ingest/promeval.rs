@@ -4,7 +4,8 @@
 //! `(t − step, t]` for `{R}`, `[t − step − L, t − step]` for `{L} offset {S}` — and the same
 //! output labels (the series' without `__name__`; without the code label for per-code sums).
 //!
-//! It covers exactly the forms the source uses (`avg|max|min|count|last_over_time`, the sum of
+//! It covers exactly the forms the source uses (`avg|max|min|count|last_over_time`, over a metric
+//! name with optional equality matchers (`m{pipe="fp64"}`), the sum of
 //! two of them matched on labels, and the counter, event and value-change forms, whose templates
 //! are built here for the source's catalogue: [`counter_delta`], [`event_count`],
 //! [`value_changes`]); a template of another form does not parse, which a test guards. It is
@@ -56,6 +57,8 @@ pub enum Func {
 pub enum Eval {
     /// `f_over_time(m[{R}])`.
     Over(Func, String),
+    /// `f_over_time(m{l="v",…}[{R}])`: only the series whose labels equal every `(l, v)`.
+    OverWhere(Func, String, Matchers),
     /// `a + b`, both `Over`, one-to-one on labels without `__name__`.
     Sum(Func, String, Func, String),
     /// [`counter_delta`].
@@ -87,7 +90,31 @@ fn selected(t: &str) -> Vec<String> {
     out
 }
 
-fn over(t: &str) -> Option<(Func, String)> {
+/// A metric name (PromQL's characters).
+fn is_name(m: &str) -> bool {
+    !m.is_empty()
+        && m.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Equality matchers of a selector: (label, value).
+pub type Matchers = Vec<(String, String)>;
+
+/// Equality matchers `l1="v1",l2="v2"` (values without quotes or backslashes: the source's own).
+fn matchers(s: &str) -> Option<Matchers> {
+    s.split(',')
+        .map(|m| {
+            let (l, v) = m.split_once('=')?;
+            let v = v.strip_prefix('"')?.strip_suffix('"')?;
+            (is_name(l) && !l.contains(':') && !v.contains(['"', '\\']))
+                .then(|| (l.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// `f_over_time(m[{R}])` or `f_over_time(m{l="v",…}[{R}])`: the function, the name and the
+/// matchers (empty for none).
+fn over(t: &str) -> Option<(Func, String, Matchers)> {
     let (f, rest) = t.split_once("_over_time(")?;
     let func = match f {
         "avg" => Func::Avg,
@@ -97,23 +124,31 @@ fn over(t: &str) -> Option<(Func, String)> {
         "last" => Func::Last,
         _ => return None,
     };
-    let m = rest.strip_suffix("[{R}])")?;
-    (!m.is_empty()
-        && m.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':'))
-    .then(|| (func, m.to_string()))
+    let sel = rest.strip_suffix("[{R}])")?;
+    let (m, labels) = match sel.split_once('{') {
+        Some((m, l)) => (m, matchers(l.strip_suffix('}')?)?),
+        None => (sel, Vec::new()),
+    };
+    is_name(m).then(|| (func, m.to_string(), labels))
 }
 
 impl Eval {
     /// The template (with its `{R}`, `{S}`, `{L}`, `{SL}` placeholders) as an [`Eval`]; `None`
     /// for a form this module does not evaluate.
     pub fn parse(template: &str) -> Option<Eval> {
-        if let Some(o) = over(template) {
-            return Some(Eval::Over(o.0, o.1));
+        if let Some((f, m, labels)) = over(template) {
+            return Some(if labels.is_empty() {
+                Eval::Over(f, m)
+            } else {
+                Eval::OverWhere(f, m, labels)
+            });
         }
         if let Some((a, b)) = template.split_once(" + ") {
-            let (fa, ma) = over(a)?;
-            let (fb, mb) = over(b)?;
+            let (fa, ma, la) = over(a)?;
+            let (fb, mb, lb) = over(b)?;
+            if !(la.is_empty() && lb.is_empty()) {
+                return None;
+            }
             return Some(Eval::Sum(fa, ma, fb, mb));
         }
         let names = selected(template);
@@ -138,6 +173,7 @@ impl Eval {
     pub fn metrics(&self) -> Vec<&str> {
         match self {
             Eval::Over(_, m)
+            | Eval::OverWhere(_, m, _)
             | Eval::CounterDelta(m)
             | Eval::EventCount(m, _)
             | Eval::ValueChanges(m) => vec![m],
@@ -198,6 +234,17 @@ impl TextEval {
         plain.remove("__name__");
         match &self.eval {
             Eval::Over(f, m) if m == name => {
+                let p = over_points(*f, vals, grid, bk.get(ts, grid, self.shift));
+                if !p.is_empty() {
+                    out.push((plain, p));
+                }
+            }
+            Eval::OverWhere(f, m, sel)
+                if m == name
+                    && sel
+                        .iter()
+                        .all(|(l, v)| labels.get(l).is_some_and(|x| x == v)) =>
+            {
                 let p = over_points(*f, vals, grid, bk.get(ts, grid, self.shift));
                 if !p.is_empty() {
                     out.push((plain, p));
@@ -600,5 +647,47 @@ mod tests {
         e.finish(&mut out);
         let want: Labels = [("gpu".to_string(), "0".to_string())].into();
         assert_eq!(out, vec![(want, vec![(120_000, 12.0)])]);
+    }
+
+    #[test]
+    fn label_matchers_select_the_series_they_name() {
+        let t = "avg_over_time(p{pipe=\"fp64\",x=\"1\"}[{R}])";
+        let sel = vec![
+            ("pipe".to_string(), "fp64".to_string()),
+            ("x".to_string(), "1".to_string()),
+        ];
+        assert_eq!(
+            Eval::parse(t),
+            Some(Eval::OverWhere(Func::Avg, "p".into(), sel))
+        );
+        assert_eq!(Eval::parse(t).expect("parses").metrics(), vec!["p"]);
+        // Only equality on plain values, and not inside sums.
+        for bad in [
+            "avg_over_time(p{pipe=~\"fp.*\"}[{R}])",
+            "avg_over_time(p{pipe!=\"fp64\"}[{R}])",
+            "avg_over_time(p{pipe=fp64}[{R}])",
+            "avg_over_time(p{}[{R}])",
+            "avg_over_time(p{pipe=\"a\"}[{R}]) + avg_over_time(q[{R}])",
+        ] {
+            assert_eq!(Eval::parse(bad), None, "{bad}");
+        }
+        let mut e = TextEval::new(
+            Eval::parse("max_over_time(p{pipe=\"fp64\"}[{R}])").expect("parses"),
+            0,
+        );
+        let mut out = Vec::new();
+        for (pipe, v) in [("fp32", 5.0), ("fp64", 2.0)] {
+            let labels: Labels = [
+                ("__name__".to_string(), "p".to_string()),
+                ("gpu".to_string(), "0".to_string()),
+                ("pipe".to_string(), pipe.to_string()),
+            ]
+            .into();
+            let mut bk = Buckets::default();
+            e.feed("p", &labels, &[61_000], &[v], &grid(), &mut bk, &mut out);
+        }
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].0.get("pipe").map(String::as_str), Some("fp64"));
+        assert_eq!(out[0].1, vec![(90_000, 2.0)]);
     }
 }

@@ -48,10 +48,17 @@ pub fn key_columns(t: Table) -> &'static [&'static str] {
         Table::Gpu => &[
             "busy_mean",
             "sm_active_mean",
+            "tensor_active_mean",
+            "dram_active_mean",
             "memory_used_max_bytes",
             "power_mean_watts",
         ],
-        Table::Mig => &["sm_active_mean", "memory_used_max_bytes"],
+        Table::Mig => &[
+            "sm_active_mean",
+            "tensor_active_mean",
+            "dram_active_mean",
+            "memory_used_max_bytes",
+        ],
         Table::Process => &["memory_used_max_bytes", "sm_mean", "pod"],
     }
 }

@@ -30,6 +30,15 @@ pub struct Usage {
     /// Mean and 95th percentile of the rows' mean activity (0–1).
     pub activity_mean: Option<f64>,
     pub activity_p95: Option<f64>,
+    /// GPM's tensor and DRAM activity (Hopper and later: history format version 2), each
+    /// time-weighted over the rows that have it; absent when no row has it (unknown, not 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_active_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dram_active_mean: Option<f64>,
+    /// GPUs with tensor or DRAM activity in some row; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpm_gpus: Option<usize>,
     /// Mean memory used ÷ memory total (0–1).
     pub memory_used_share: Option<f64>,
     /// Highest memory used on one GPU, GiB.

@@ -75,6 +75,19 @@ fn signal_name(s: &str) -> &str {
     }
 }
 
+/// GPM's tensor and DRAM activity where the data has them ("" where not: unknown).
+fn gpm_activity(u: &Usage) -> String {
+    match u.gpm_gpus {
+        Some(n) => format!(
+            "; tensor {}, DRAM {} on {n} of {} GPU(s) (GPM)",
+            pct(u.tensor_active_mean),
+            pct(u.dram_active_mean),
+            u.gpus
+        ),
+        None => String::new(),
+    }
+}
+
 fn usage_row(r: &Report, u: &Usage) -> Vec<String> {
     vec![
         u.key.clone(),
@@ -162,10 +175,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
         kv(
             "Activity",
             format!(
-                "mean {}, p95 {} ({})",
+                "mean {}, p95 {} ({}){}",
                 pct(f.activity_mean),
                 pct(f.activity_p95),
-                signal_name(&r.activity_signal)
+                signal_name(&r.activity_signal),
+                gpm_activity(f)
             ),
         ),
         kv(

@@ -29,6 +29,14 @@ const METRICS: &[&str] = &[
     "energy_delta_joules",
     "temperature_celsius",
     "xid_count",
+    "tensor_active_ratio",
+    "dram_active_ratio",
+    "fp64_active_ratio",
+    "fp32_active_ratio",
+    "fp16_active_ratio",
+    "integer_active_ratio",
+    "nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second",
 ];
 
 /// (kind, metric) → (is ratio, [(column, aggregation)]).
@@ -52,6 +60,23 @@ pub(super) fn targets(
         (Table::Gpu, "xid_count") => (false, &[("xid_count", Sum)]),
         (Table::Process, "sm_active_ratio" | "sm_ratio") => {
             (true, &[("sm_mean", Mean), ("sm_max", Max)])
+        }
+        // GPM's profiling pipes (history format version 2).
+        (Table::Gpu, "tensor_active_ratio") => (
+            true,
+            &[("tensor_active_mean", Mean), ("tensor_active_max", Max)],
+        ),
+        (Table::Mig, "tensor_active_ratio") => (true, &[("tensor_active_mean", Mean)]),
+        (Table::Gpu | Table::Mig, "dram_active_ratio") => (true, &[("dram_active_mean", Mean)]),
+        (Table::Gpu, "fp64_active_ratio") => (true, &[("fp64_active_mean", Mean)]),
+        (Table::Gpu, "fp32_active_ratio") => (true, &[("fp32_active_mean", Mean)]),
+        (Table::Gpu, "fp16_active_ratio") => (true, &[("fp16_active_mean", Mean)]),
+        (Table::Gpu, "integer_active_ratio") => (true, &[("integer_active_mean", Mean)]),
+        (Table::Gpu, "nvlink_tx_bytes_per_second") => {
+            (false, &[("nvlink_tx_mean_bytes_per_second", Mean)])
+        }
+        (Table::Gpu, "nvlink_rx_bytes_per_second") => {
+            (false, &[("nvlink_rx_mean_bytes_per_second", Mean)])
         }
         _ => return None,
     })

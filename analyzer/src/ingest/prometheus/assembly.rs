@@ -495,7 +495,12 @@ pub(super) fn observations(
 fn agg_of(column: &str) -> Option<Agg> {
     Some(match column {
         "energy_delta_joules" | "xid_count" => Agg::Sum,
-        c if c.ends_with("_mean") || c == "power_mean_watts" => Agg::Mean,
+        c if c.ends_with("_mean")
+            || c == "power_mean_watts"
+            || c.ends_with("_mean_bytes_per_second") =>
+        {
+            Agg::Mean
+        }
         c if c.ends_with("_max")
             || c.ends_with("_max_bytes")
             || c.ends_with("_max_celsius")

@@ -135,6 +135,141 @@ const MJ: f64 = -1000.0;
 pub const LOOKBACK_MS: i64 = 300_000;
 
 pub(super) fn queries(family: Family) -> Vec<Query> {
+    let mut v = base_queries(family);
+    v.extend(profiling(family));
+    v
+}
+
+/// GPM's profiling columns (history format version 2: Hopper and later; dcgm-exporter's
+/// `DCGM_FI_PROF_*` fields), each read like SM activity: the mean by `avg_over_time`, the
+/// maximum by `max_over_time` where the column exists; tessera's non-tensor pipes are one family
+/// with a `pipe` label. A source without the series leaves the column null (nvidia_gpu_exporter
+/// has none).
+fn profiling(family: Family) -> Vec<Query> {
+    use Table::*;
+    let spec: &[(Table, &'static str, &str)] = match family {
+        Family::Tessera => &[
+            (
+                Gpu,
+                "tensor_active_mean",
+                "avg_over_time(tessera_gpu_tensor_active_ratio[{R}])",
+            ),
+            (
+                Gpu,
+                "tensor_active_max",
+                "max_over_time(tessera_gpu_tensor_active_ratio[{R}])",
+            ),
+            (
+                Gpu,
+                "dram_active_mean",
+                "avg_over_time(tessera_gpu_dram_active_ratio[{R}])",
+            ),
+            (
+                Gpu,
+                "fp64_active_mean",
+                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp64\"}[{R}])",
+            ),
+            (
+                Gpu,
+                "fp32_active_mean",
+                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp32\"}[{R}])",
+            ),
+            (
+                Gpu,
+                "fp16_active_mean",
+                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp16\"}[{R}])",
+            ),
+            (
+                Gpu,
+                "integer_active_mean",
+                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"integer\"}[{R}])",
+            ),
+            (
+                Gpu,
+                "nvlink_tx_mean_bytes_per_second",
+                "avg_over_time(tessera_gpu_nvlink_transmit_bytes_per_second[{R}])",
+            ),
+            (
+                Gpu,
+                "nvlink_rx_mean_bytes_per_second",
+                "avg_over_time(tessera_gpu_nvlink_receive_bytes_per_second[{R}])",
+            ),
+            (
+                Mig,
+                "tensor_active_mean",
+                "avg_over_time(tessera_mig_tensor_active_ratio[{R}])",
+            ),
+            (
+                Mig,
+                "dram_active_mean",
+                "avg_over_time(tessera_mig_dram_active_ratio[{R}])",
+            ),
+        ],
+        // The GPU's and the MIG instances' series share names (`GPU_I_ID` tells them apart), so
+        // one query feeds both tables.
+        Family::Dcgm => &[
+            (
+                Gpu,
+                "tensor_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "tensor_active_max",
+                "max_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "dram_active_mean",
+                "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "fp64_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_FP64_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "fp32_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_FP32_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "fp16_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_FP16_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "integer_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_INT_ACTIVE[{R}])",
+            ),
+            (
+                Gpu,
+                "nvlink_tx_mean_bytes_per_second",
+                "avg_over_time(DCGM_FI_PROF_NVLINK_TX_BYTES[{R}])",
+            ),
+            (
+                Gpu,
+                "nvlink_rx_mean_bytes_per_second",
+                "avg_over_time(DCGM_FI_PROF_NVLINK_RX_BYTES[{R}])",
+            ),
+            (
+                Mig,
+                "tensor_active_mean",
+                "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
+            ),
+            (
+                Mig,
+                "dram_active_mean",
+                "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])",
+            ),
+        ],
+        Family::NvidiaSmi => &[],
+    };
+    spec.iter().map(|&(t, c, p)| q(t, c, p, 1.0)).collect()
+}
+
+fn base_queries(family: Family) -> Vec<Query> {
     use Table::*;
     let gauges = |table: Table, spec: &[(&'static str, &str, f64)]| -> Vec<Query> {
         spec.iter()

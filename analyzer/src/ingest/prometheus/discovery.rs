@@ -262,8 +262,9 @@ fn regex_escape(s: &str) -> String {
     out
 }
 
-/// `promql` with `matcher` added to every selector (`m[…]` → `m{matcher}[…]`; the source's
-/// queries select by name only).
+/// `promql` with `matcher` added to every selector (`m[…]` → `m{matcher}[…]`, `m{l="v"}[…]` →
+/// `m{l="v",matcher}[…]`; the source's queries select by name, some with equality matchers
+/// whose values hold no braces or quotes).
 pub(super) fn with_matcher(promql: &str, matcher: &str) -> String {
     let b = promql.as_bytes();
     let mut out = String::with_capacity(promql.len() + 4 * matcher.len());
@@ -280,6 +281,16 @@ pub(super) fn with_matcher(promql: &str, matcher: &str) -> String {
                 out.push('{');
                 out.push_str(matcher);
                 out.push('}');
+            } else if !c.is_ascii_digit()
+                && b.get(i) == Some(&b'{')
+                && let Some(close) = promql[i..].find('}').map(|k| i + k)
+                && b.get(close + 1) == Some(&b'[')
+            {
+                out.push_str(&promql[i..close]);
+                out.push(',');
+                out.push_str(matcher);
+                out.push('}');
+                i = close + 1;
             }
         } else {
             out.push(c as char);

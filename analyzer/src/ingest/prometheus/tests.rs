@@ -23,7 +23,10 @@ fn every_query_template_is_evaluated_by_remote_read() {
             let e = Eval::parse(&t).unwrap_or_else(|| panic!("{family:?}: {t:?}"));
             // Every metric the template selects is one the evaluation reads.
             for m in e.metrics() {
-                assert!(t.contains(&format!("{m}[")), "{t:?} reads {m}");
+                assert!(
+                    t.contains(&format!("{m}[")) || t.contains(&format!("{m}{{")),
+                    "{t:?} reads {m}"
+                );
             }
         }
     }
@@ -85,6 +88,14 @@ fn node_matchers_go_into_every_selector() {
     assert_eq!(
         x,
         "sum without (xid) (last_over_time(gpu:m:max1m{n=\"1\"}[9999ms]) or x)"
+    );
+    // A selector with matchers of its own gets the node's beside them.
+    assert_eq!(
+        with_matcher(
+            "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp64\"}[9999ms])",
+            "node=\"a\""
+        ),
+        "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp64\",node=\"a\"}[9999ms])"
     );
     let values: BTreeMap<String, BTreeSet<String>> = [
         ("10.0.0.1".to_string(), ["10.0.0.1:9400".to_string()].into()),

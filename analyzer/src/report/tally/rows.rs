@@ -15,6 +15,9 @@ pub(super) struct Row {
     pub interval: i64,
     pub activity: Option<f64>,
     pub sm: bool,
+    /// GPM's tensor and DRAM activity (Hopper and later).
+    pub tensor: Option<f64>,
+    pub dram: Option<f64>,
     pub mem: Option<f64>,
     pub total: Option<f64>,
     pub energy_j: Option<f64>,
@@ -54,6 +57,8 @@ pub(crate) const GPU_COLUMNS: &[&str] = &[
     "interval_ms",
     "busy_mean",
     "sm_active_mean",
+    "tensor_active_mean",
+    "dram_active_mean",
     "memory_used_max_bytes",
     "memory_total_bytes",
     "power_mean_watts",
@@ -116,6 +121,10 @@ pub(super) fn gpu_rows(
         f64s(&df, "power_mean_watts")?,
         f64s(&df, "energy_delta_joules")?,
     );
+    let (tensor, dram) = (
+        f64s(&df, "tensor_active_mean")?,
+        f64s(&df, "dram_active_mean")?,
+    );
     type IdKey = (Option<u32>, Option<u32>, Option<i64>);
     let mut ids: FastMap<IdKey, usize> = FastMap::default();
     let mut gpus = Vec::new();
@@ -146,6 +155,8 @@ pub(super) fn gpu_rows(
             interval,
             activity,
             sm: is_sm,
+            tensor: tensor.get(i),
+            dram: dram.get(i),
             mem: mem.get(i),
             total: total.get(i),
             energy_j,

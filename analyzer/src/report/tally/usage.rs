@@ -23,6 +23,13 @@ pub(super) struct UsageAcc {
     pub(super) allocated: f64,
     pub(super) act_w: f64,
     pub(super) act_t: f64,
+    /// GPM's tensor and DRAM activity: Σ value × hours and Σ hours of the rows with it.
+    pub(super) tensor_w: f64,
+    pub(super) tensor_t: f64,
+    pub(super) dram_w: f64,
+    pub(super) dram_t: f64,
+    /// GPUs with tensor or DRAM activity in some row.
+    pub(super) gpm_gpus: BTreeSet<usize>,
     pub(super) mem_share: f64,
     pub(super) mem_n: usize,
     pub(super) energy: Option<f64>,
@@ -41,6 +48,11 @@ impl UsageAcc {
             allocated: 0.0,
             act_w: 0.0,
             act_t: 0.0,
+            tensor_w: 0.0,
+            tensor_t: 0.0,
+            dram_w: 0.0,
+            dram_t: 0.0,
+            gpm_gpus: BTreeSet::new(),
             mem_share: 0.0,
             mem_n: 0,
             energy: None,
@@ -68,6 +80,17 @@ impl UsageAcc {
             self.act_w += a * h;
             self.act_t += h;
             self.busy += a * h;
+        }
+        if let Some(t) = r.tensor {
+            self.tensor_w += t * h;
+            self.tensor_t += h;
+        }
+        if let Some(d) = r.dram {
+            self.dram_w += d * h;
+            self.dram_t += h;
+        }
+        if r.tensor.is_some() || r.dram.is_some() {
+            self.gpm_gpus.insert(gpu);
         }
         let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
         if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
@@ -110,6 +133,9 @@ impl UsageAcc {
         u.gpu_hours_busy = r3(self.busy);
         u.activity_mean = (self.act_t > 0.0).then(|| r3(self.act_w / self.act_t));
         u.activity_p95 = p95;
+        u.tensor_active_mean = (self.tensor_t > 0.0).then(|| r3(self.tensor_w / self.tensor_t));
+        u.dram_active_mean = (self.dram_t > 0.0).then(|| r3(self.dram_w / self.dram_t));
+        u.gpm_gpus = (!self.gpm_gpus.is_empty()).then_some(self.gpm_gpus.len());
         u.memory_used_share = (self.mem_n > 0).then(|| r3(self.mem_share / self.mem_n as f64));
         u.memory_peak_gib = self.peak.map(|p| r3(p / GIB));
         u.energy_kwh = self.energy.map(|j| r3(j / 3.6e6));
