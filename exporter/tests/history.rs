@@ -162,7 +162,9 @@ fn corrupt_files_are_errors_naming_file_line_and_column() {
     // Wrong manifest version.
     let manifest = node.join("tessera-history.json");
     let m = fs::read_to_string(&manifest).unwrap();
-    fs::write(&manifest, m.replace("\"version\": 1", "\"version\": 99")).unwrap();
+    let current = format!("\"version\": {}", history::HISTORY_VERSION);
+    assert!(m.contains(&current), "{m}");
+    fs::write(&manifest, m.replace(&current, "\"version\": 99")).unwrap();
     let e = read_node_dir(&node).unwrap_err();
     assert!(matches!(e, HistoryError::Version { found: 99, .. }), "{e}");
     assert!(e.to_string().contains("tessera-history.json"));
