@@ -18,3 +18,4 @@ pub mod report;
 pub mod scenario;
 pub mod stats;
 pub mod text;
+pub mod timing;

@@ -4,7 +4,6 @@
 //! line and column; counts that would be expanded into memory are refused at parse time.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use tessera_core::input_limits::{MAX_YAML_BYTES, MAX_YAML_DEPTH};
 use tessera_core::mig::parted::PartedFile;
@@ -54,12 +53,11 @@ fn file_readers() -> [(&'static str, FileReader); 3] {
     ]
 }
 
+/// The reader refuses `text` at the depth check (the error names the depth limit and where it was
+/// crossed), before the YAML parser sees the nesting.
 #[track_caller]
 fn fails_fast(what: &str, read: Reader, text: &str, want: &[&str]) {
-    let t = Instant::now();
     let err = read(text, "deep.yaml").expect_err(what);
-    let took = t.elapsed();
-    assert!(took < Duration::from_millis(500), "{what}: took {took:?}");
     assert!(err.contains("deep.yaml"), "{what}: {err}");
     for w in want {
         assert!(err.contains(w), "{what}: expected {w:?} in: {err}");
@@ -138,10 +136,8 @@ fn files_over_the_size_limit_are_refused_before_reading_them_whole() {
                 && err.contains("larger than the limit of 8388608 bytes (8388609 bytes)"),
             "{name}: {err}"
         );
-        // No size known: reading stops at the limit.
-        let t = Instant::now();
+        // No size known: reading stops at the limit (an endless file returns, with the limit).
         let err = read(Path::new("/dev/zero")).unwrap_err();
-        assert!(t.elapsed() < Duration::from_secs(5), "{name}");
         assert!(
             err.contains("/dev/zero") && err.contains("larger than the limit of 8388608 bytes"),
             "{name}: {err}"
@@ -166,11 +162,10 @@ fn mig_parted_counts_are_bounded_before_they_are_expanded() {
         )
     };
     for count in [8, u32::MAX as u64] {
-        let t = Instant::now();
+        // Refused by the count check before any instance is listed (the message names it).
         let err = PartedFile::parse(&text(count), "big.yaml")
             .unwrap_err()
             .to_string();
-        assert!(t.elapsed() < Duration::from_secs(1));
         assert!(
             err.contains("big.yaml")
                 && err.contains("mig-configs.c[0].mig-devices")
@@ -201,9 +196,7 @@ fn plan_instances_are_bounded() {
         "version: v1\nkind: tessera-mig-plan\nconfigs:\n  day:\n    - gpu: 0\n      model: H100-80GB\n      mig-enabled: true\n      instances:\n{}",
         inst.repeat(10_000)
     );
-    let t = Instant::now();
     let err = TesseraPlan::parse(&text, "p.yaml").unwrap_err().to_string();
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         err.contains("configs.day[0].instances")
             && err.contains("10000 instances")

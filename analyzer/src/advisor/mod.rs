@@ -489,7 +489,6 @@ where
     // Partitions run on a few worker threads (each collects its own partition; polars
     // parallelises within it); results are put back in partition order so that the output
     // does not depend on scheduling.
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -541,14 +540,10 @@ where
             *s += t;
         }
     }
-    if timing {
-        eprintln!(
-            "timings ({workers} workers, summed): prepare {:?}",
-            spent[0]
-        );
-        for (d, t) in dets.iter().zip(&spent[1..]) {
-            eprintln!("timings: {} {:?}", d.id(), t);
-        }
+    let what = format!("advisor ({workers} workers, summed)");
+    crate::timing::report(&what, "prepare", spent[0]);
+    for (d, t) in dets.iter().zip(&spent[1..]) {
+        crate::timing::report(&what, d.id(), *t);
     }
     let mut detectors = Vec::new();
     let mut findings = Vec::new();

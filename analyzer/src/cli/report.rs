@@ -106,8 +106,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     };
     let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
     // One read per partition for the advisor, the tallies and the MIG demand.
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
-    let t0 = std::time::Instant::now();
+    let watch = tessera::timing::Stopwatch::start("report");
     let pass = report::pass::run(
         &frames,
         (start, end),
@@ -118,10 +117,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
         &|n| bar.set("analysing", n),
     )
     .map_err(|e| named(e.into()))?;
-    if timing {
-        eprintln!("timings: report pass {:?}", t0.elapsed());
-    }
-    let t0 = std::time::Instant::now();
+    watch.lap("pass");
+    let watch = tessera::timing::Stopwatch::start("report");
     bar.set("building report", parts.len());
     let mut r = pass
         .tally
@@ -138,9 +135,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             },
         )
         .map_err(|e| named(e.into()))?;
-    if timing {
-        eprintln!("timings: report finish {:?}", t0.elapsed());
-    }
+    watch.lap("finish");
     // The MIG planner over the same range (its recommendation section); a fleet without
     // MIG-capable GPUs, or nothing to plan, says so instead.
     let d = pass.demand;

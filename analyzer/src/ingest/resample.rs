@@ -157,8 +157,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     if df.height() == 0 {
         return Ok((DataFrame::empty_with_schema(&table.file_schema()), sampling));
     }
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
-    let t0 = std::time::Instant::now();
+    let watch = crate::timing::Stopwatch::start("resample");
     // Sorted by entity and time: most files come so (one entity after another, or a time
     // series per entity), and then nothing is copied.
     let sorted = {
@@ -188,9 +187,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         n_ca.cont_slice()?,
     );
     let len = df.height();
-    if timing {
-        eprintln!("timings: resample: sorted {:?}", t0.elapsed());
-    }
+    watch.lap("sorted");
 
     // The values: wide (one column each) or long (metric id and value; NaN = none).
     let ncols = aggs.len();
@@ -438,13 +435,9 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         cols.push(v.into_column(c));
     }
     let rows = DataFrame::new(h, cols)?;
-    if timing {
-        eprintln!("timings: resample: rows {:?}", t0.elapsed());
-    }
+    watch.lap("rows");
     let out = build(table, &rows, &aggs, &labels)?;
-    if timing {
-        eprintln!("timings: resample: built {:?}", t0.elapsed());
-    }
+    watch.lap("built");
     Ok((out, sampling))
 }
 

@@ -178,13 +178,8 @@ pub fn run(
         on_done,
         &step,
     );
-    if std::env::var_os("TESSERA_TIMINGS").is_some() {
-        eprintln!(
-            "timings (summed): read {:?}, tallies {:?}, MIG demand {:?}",
-            spent.get(0),
-            spent.get(1),
-            spent.get(2)
-        );
+    for (i, step) in ["read", "tallies", "MIG demand"].into_iter().enumerate() {
+        crate::timing::report("report pass (summed)", step, spent.get(i));
     }
     let analysis = match analysis {
         Ok(a) => a,

@@ -57,14 +57,12 @@ pub(super) fn read_fast(
         .with_has_header(true)
         .with_schema(Some(Arc::new(schema)))
         .try_into_reader_with_file_path(Some(path.to_path_buf()));
-    let t0 = std::time::Instant::now();
+    let watch = crate::timing::Stopwatch::start("csv");
     let df = match reader.and_then(|r| r.finish()) {
         Ok(df) => df,
         Err(_) => return Ok(None),
     };
-    if std::env::var_os("TESSERA_TIMINGS").is_some() {
-        eprintln!("timings: polars csv reader {:?}", t0.elapsed());
-    }
+    watch.lap("polars csv reader");
     if df.width() != header.len() {
         return Ok(None);
     }

@@ -146,8 +146,7 @@ pub(super) fn read(
             path.display()
         ));
     }
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
-    let t0 = std::time::Instant::now();
+    let watch = crate::timing::Stopwatch::start("csv");
     // The fast reader works on a copy of the report: a file it gives up on leaves no trace.
     let obs = match &format {
         Format::Generic(idx) if !opts.skip_bad_rows => {
@@ -167,18 +166,14 @@ pub(super) fn read(
         requested_ms: opts.interval_ms,
         fallback_ms: opts.interval_ms.unwrap_or(10_000) as f64,
     };
-    if timing {
-        eprintln!("timings: csv read {:?}", t0.elapsed());
-    }
+    watch.lap("read");
     let mut out = Vec::new();
     let mut sampling = Sampling::default();
     for o in obs {
         let table = o.table;
-        let t = std::time::Instant::now();
+        let t = crate::timing::Stopwatch::start("csv");
         let (df, s) = resample::resample(o, spec)?;
-        if timing {
-            eprintln!("timings: resample {} {:?}", table.name(), t.elapsed());
-        }
+        t.lap(&format!("resample {}", table.name()));
         sampling.merge(s);
         if df.height() > 0 {
             out.push((table, df));

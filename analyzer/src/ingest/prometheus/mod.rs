@@ -102,8 +102,7 @@ pub(super) fn read(
     IngestError,
 > {
     let spec = format!("prometheus:{url}");
-    let t0 = std::time::Instant::now();
-    let timing = std::env::var_os("TESSERA_TIMINGS").is_some();
+    let watch = crate::timing::Stopwatch::start("prometheus");
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
     let until = opts
@@ -361,13 +360,9 @@ pub(super) fn read(
     // Partitions: groups of nodes, each queried with a label matcher.
     let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
     let spill = opts.spill.filter(|_| why_one.is_none());
-    if timing {
-        eprintln!("timings: prometheus: discovery {:?}", t0.elapsed());
-    }
+    watch.lap("discovery");
     let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
-    if timing {
-        eprintln!("timings: prometheus: fetched {:?}", t0.elapsed());
-    }
+    watch.lap("fetched");
     for (w, n) in prom_warnings {
         *tallies.prom_warnings.entry(w).or_default() += n;
     }
