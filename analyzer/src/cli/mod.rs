@@ -1,5 +1,5 @@
-//! The `tessera` command line: one module per command, and [`source`] for what the commands
-//! that read telemetry share. Command glue only (flags, printing, exit codes, `anyhow`); every
+//! The `tessera` command line: one module per command (a folder for the `mig` family, one file
+//! per verb), and [`source`] for what the commands that read telemetry share. Command glue only (flags, printing, exit codes, `anyhow`); every
 //! command calls the library (`tessera::ingest`, `advisor`, `report`, `mig_planner`) or
 //! `tessera_core`. Commands never import each other.
 
@@ -7,9 +7,6 @@ pub mod analyze;
 pub mod ingest;
 pub mod job;
 pub mod mig;
-pub mod mig_manager;
-pub mod mig_plan;
-pub mod mig_profiles;
 pub mod report;
 pub mod scenario;
 pub mod simulate;
@@ -48,24 +45,8 @@ pub enum Command {
     /// a plan safely.
     Mig {
         #[command(subcommand)]
-        command: MigCommand,
+        command: mig::MigCommand,
     },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum MigCommand {
-    /// Plan MIG layouts from history: a tessera plan, optionally a mig-parted config and a
-    /// day/night schedule.
-    Plan(mig_plan::PlanArgs),
-    /// Write the node's current MIG layout as a tessera plan (and as a mig-parted config).
-    Export(mig::ExportArgs),
-    /// Check the node against a plan: exit 0 when it matches, 1 with the differences.
-    Assert(mig::AssertArgs),
-    /// Change the node to match a plan: prints the steps; changes nothing without --yes.
-    Apply(mig::ApplyArgs),
-    /// Read the MIG profile tables of the node's GPUs from NVML and compare them with the
-    /// built-in ones: exit 0 when they match, 1 with the differences. Changes nothing.
-    Profiles(mig_profiles::ProfilesArgs),
 }
 
 /// Runs one command line.
@@ -78,16 +59,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Mig { command } => {
-            let code = match command {
-                MigCommand::Plan(args) => {
-                    mig_plan::run(args)?;
-                    0
-                }
-                MigCommand::Export(args) => mig::export(args)?,
-                MigCommand::Assert(args) => mig::assert(args)?,
-                MigCommand::Apply(args) => mig::apply(args)?,
-                MigCommand::Profiles(args) => mig_profiles::run(args)?,
-            };
+            let code = mig::run(command)?;
             if code != 0 {
                 std::process::exit(code.into());
             }

@@ -23,6 +23,7 @@ const CRATES: &[(&str, &str)] = &[
     ("exporter", "exporter/src"),
     ("analyzer", "analyzer/src"),
     ("fake-nvml", "tests/fake-nvml/src"),
+    ("fake-nvml-recorded", "tests/fake-nvml-recorded/src"),
     ("e2e", "tests/e2e/src"),
     ("fake-kube", "tests/fake-kube/src"),
     ("fake-kubelet", "tests/fake-kubelet/src"),
@@ -362,5 +363,77 @@ fn each_crate_keeps_out_what_its_invariant_keeps_out() {
     assert!(
         has(&analyzer, "tessera-core") && has(&analyzer, "polars"),
         "{analyzer}"
+    );
+}
+
+/// The modules commands may share: `cli::source` (what the commands that read telemetry share),
+/// and within the `mig` family its device flags (`backend`) and `apply`'s `via_manager`.
+const SHARED_BY_COMMANDS: &[&str] = &["cli::source", "cli::mig::backend", "cli::mig::via_manager"];
+
+/// Imports between commands (children of `cli`) or between `mig` verbs (children of
+/// `cli::mig`) other than of a shared module: "commands never import each other".
+fn command_imports(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (from, tos) in edges {
+        for to in tos {
+            let scope = &from[..from.len() - 1];
+            let is_commands = scope == ["cli"] || scope == ["cli", "mig"];
+            if is_commands
+                && to.starts_with(scope)
+                && !SHARED_BY_COMMANDS.contains(&to.join("::").as_str())
+            {
+                out.push(format!("{} uses {}", from.join("::"), to.join("::")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn commands_never_import_each_other() {
+    let found = command_imports(&module_edges(&repo_root().join("analyzer/src")));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_command_check_finds_a_planted_import() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path();
+    std::fs::create_dir_all(src.join("cli/mig")).unwrap();
+    std::fs::write(src.join("main.rs"), "mod cli;\n").unwrap();
+    std::fs::write(
+        src.join("cli/mod.rs"),
+        "pub mod report;\npub mod analyze;\npub mod source;\npub mod mig;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("cli/analyze.rs"), "use super::source::Args;\n").unwrap();
+    std::fs::write(
+        src.join("cli/report.rs"),
+        "use super::analyze::AnalyzeArgs;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("cli/source.rs"), "pub struct Args;\n").unwrap();
+    std::fs::write(
+        src.join("cli/mig/mod.rs"),
+        "mod apply;\nmod export;\nmod backend;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("cli/mig/apply.rs"),
+        "use super::backend::open;\nuse super::export::ExportArgs;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("cli/mig/export.rs"),
+        "use crate::cli::source::Args;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("cli/mig/backend.rs"), "pub fn open() {}\n").unwrap();
+    assert_eq!(
+        command_imports(&module_edges(src)),
+        vec![
+            "cli::mig::apply uses cli::mig::export".to_string(),
+            "cli::report uses cli::analyze".to_string(),
+        ]
     );
 }

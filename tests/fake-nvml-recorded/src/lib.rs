@@ -181,3 +181,5 @@ fn str_of(v: &Value) -> Result<&str, Ret> {
 }
 
 mod exports;
+mod gpm_exports;
+mod mig_exports;

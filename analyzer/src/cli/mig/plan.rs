@@ -14,7 +14,7 @@ use tessera::advisor;
 use tessera::mig_planner::{self, PlannerOptions, demand, export, schedule};
 use tessera_core::mig::plan::TesseraPlan;
 
-use super::source::{
+use crate::cli::source::{
     OffpeakArgs, OutputFormat, PartProgress, SourceArgs, load_parts, name_file, parse_tz,
     part_files,
 };

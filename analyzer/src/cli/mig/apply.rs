@@ -1,85 +1,21 @@
-//! `tessera mig export|assert|apply`: flag parsing and printing over the exporter's MIG apply
-//! engine (`tessera_core::mig::apply`) and device write side (`mig_control`). A module of the
-//! binary: no logic beyond choosing the backend, the plan and the config, and printing.
+//! `tessera mig apply`: change the node to match a plan (or the entry of a schedule in force):
+//! prints the steps, changes nothing without `--yes`, journals each step and rolls back on a
+//! failure (`tessera_core::mig::apply::Applier`); `--via mig-manager` hands the plan to the GPU
+//! Operator instead ([`super::via_manager`]). Flags, choosing the backend, the plan and the
+//! config, and printing.
 //!
-//! Output: data (an exported plan, differences, the steps) on stdout; notes and warnings on
-//! stderr. Exit codes: 0 ok (assert: the node matches), 1 (assert only) the node differs, 2 error
-//! (bad input, a plan naming no GPU of this node, refused apply, rolled-back apply, lock held).
-//!
-//! Test hooks (environment): `TESSERA_SIM_FAIL_WRITE=N` makes the Nth write call of the simulated
-//! backend fail; `TESSERA_MIG_APPLY_ABORT_AFTER=N` aborts the process right after step N is
-//! journaled (a crash in the middle of an apply).
+//! Test hook (environment): `TESSERA_MIG_APPLY_ABORT_AFTER=N` aborts the process right after
+//! step N is journaled (a crash in the middle of an apply).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use tessera_core::mig::apply::{self, Applier, Journal};
-use tessera_core::mig::control::{MigControl, MigNodeState};
 use tessera_core::mig::plan::MigSchedule;
-use tessera_core::nvml::NvmlBackend;
-use tessera_core::sim::control::SimMigControl;
-use tessera_core::sim::{self, SimBackend, SimClock};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// The node's GPUs through NVML (needs root to change anything).
-    Nvml,
-    /// A simulated node of a scenario, its MIG state kept in --sim.state.
-    Sim,
-}
-
-/// Where the node's MIG state comes from.
-#[derive(Debug, Args)]
-pub struct BackendArgs {
-    /// Device backend.
-    #[arg(long, value_enum, default_value = "nvml")]
-    backend: Backend,
-    /// Path of libnvidia-ml.so to load instead of the system's.
-    #[arg(long = "nvml.lib-path", value_name = "FILE")]
-    nvml_lib_path: Option<PathBuf>,
-    /// Node name matched against the plan's `node` entries (default: the host name). With
-    /// --backend sim the node is --sim.node.
-    #[arg(long, value_name = "NAME")]
-    node: Option<String>,
-    /// Scenario file for --backend sim (default: the embedded demo scenario).
-    #[arg(long = "sim.scenario", value_name = "FILE")]
-    sim_scenario: Option<PathBuf>,
-    /// Node of the scenario (default: its first node).
-    #[arg(long = "sim.node", value_name = "NAME")]
-    sim_node: Option<String>,
-    /// JSON file keeping the simulated node's MIG state between calls (created from the
-    /// scenario when absent). Required to apply on the simulated backend.
-    #[arg(long = "sim.state", value_name = "FILE")]
-    sim_state: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    #[command(flatten)]
-    backend: BackendArgs,
-    /// Write the tessera plan here (default: standard output).
-    #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Also write the layout as an nvidia-mig-parted v1 config to FILE.
-    #[arg(long = "mig-parted-config", value_name = "FILE")]
-    mig_parted_config: Option<PathBuf>,
-    /// Label of the exported config.
-    #[arg(long, default_value = "current")]
-    label: String,
-}
-
-#[derive(Debug, Args)]
-pub struct AssertArgs {
-    #[command(flatten)]
-    backend: BackendArgs,
-    /// A tessera plan (tessera-mig-plan v1) or an nvidia-mig-parted v1 config.
-    plan: PathBuf,
-    /// Config label in the plan (required when it has several).
-    #[arg(long, value_name = "LABEL")]
-    config: Option<String>,
-}
+use super::backend::{Backend, BackendArgs, env_u64, load, open};
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -112,115 +48,13 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
     #[command(flatten)]
-    kube: super::mig_manager::KubeArgs,
-}
-
-fn env_u64(name: &str) -> Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(v) => Ok(Some(v.trim().parse().with_context(|| {
-            format!("{name}={v:?}: expected a positive integer")
-        })?)),
-        Err(_) => Ok(None),
-    }
-}
-
-fn open(b: &BackendArgs) -> Result<Box<dyn MigControl>> {
-    match b.backend {
-        Backend::Sim => {
-            if b.node.is_some() {
-                bail!("--node is for --backend nvml; the simulated node is chosen with --sim.node");
-            }
-            let scenario = sim::load_scenario(b.sim_scenario.as_deref())?;
-            let backend = SimBackend::new(
-                &scenario,
-                b.sim_node.as_deref(),
-                SimClock::Stepped {
-                    next_ms: 0,
-                    step_ms: 1000,
-                },
-            )?;
-            let mut ctrl = SimMigControl::open(backend.node(), b.sim_state.as_deref())?;
-            ctrl.fail_write_call(env_u64("TESSERA_SIM_FAIL_WRITE")?);
-            Ok(Box::new(ctrl))
-        }
-        Backend::Nvml => {
-            if b.sim_state.is_some() || b.sim_scenario.is_some() || b.sim_node.is_some() {
-                bail!("--sim.* flags need --backend sim");
-            }
-            let mut nvml = NvmlBackend::new(b.nvml_lib_path.as_deref())?;
-            if let Some(n) = &b.node {
-                nvml.set_node_name(n);
-            }
-            Ok(Box::new(nvml))
-        }
-    }
+    kube: super::via_manager::KubeArgs,
 }
 
 fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
-}
-
-fn write_out(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
-pub fn export(args: ExportArgs) -> Result<u8> {
-    let mut ctrl = open(&args.backend)?;
-    let state = ctrl.read_state()?;
-    let (plan, warnings) = apply::export_plan(&state, &args.label);
-    for w in warnings {
-        eprintln!("tessera: warning: {w}");
-    }
-    plan.validate("the exported plan")?;
-    match &args.output {
-        Some(p) => write_out(p, &plan.to_yaml())?,
-        None => print!("{}", plan.to_yaml()),
-    }
-    if let Some(p) = &args.mig_parted_config {
-        write_out(p, &apply::export_mig_parted(&state, &args.label))?;
-    }
-    Ok(0)
-}
-
-fn load(
-    ctrl: &mut dyn MigControl,
-    plan: &apply::LayoutFile,
-    plan_path: &Path,
-    label: Option<&str>,
-) -> Result<(MigNodeState, String, Vec<apply::GpuTarget>)> {
-    let state = ctrl.read_state()?;
-    let source = plan_path.display().to_string();
-    // A config naming no GPU of this node is an error (exit 2), never "0 GPUs checked".
-    let (label, targets) = apply::targets(plan, label, &source, &state)?;
-    Ok((state, label, targets))
-}
-
-pub fn assert(args: AssertArgs) -> Result<u8> {
-    let mut ctrl = open(&args.backend)?;
-    let plan = apply::read_plan(&args.plan)?;
-    let (state, label, targets) = load(ctrl.as_mut(), &plan, &args.plan, args.config.as_deref())?;
-    let d = apply::diff(&state, &targets)?;
-    if d.matches() {
-        println!(
-            "node {} matches {} config {label} ({} GPUs checked)",
-            state.node,
-            args.plan.display(),
-            targets.len()
-        );
-        return Ok(0);
-    }
-    println!(
-        "node {} differs from {} config {label}:",
-        state.node,
-        args.plan.display()
-    );
-    print!("{}", d.render());
-    for p in d.pending() {
-        eprintln!("tessera: pending: {p}");
-    }
-    Ok(1)
 }
 
 pub fn apply(args: ApplyArgs) -> Result<u8> {
@@ -251,9 +85,9 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             (path, args.config.clone(), plan)
         }
     };
-    if args.kube.via == super::mig_manager::Via::MigManager {
+    if args.kube.via == super::via_manager::Via::MigManager {
         let b = &args.backend;
-        super::mig_manager::check_flags(&[
+        super::via_manager::check_flags(&[
             ("--backend sim", b.backend == Backend::Sim),
             ("--nvml.lib-path", b.nvml_lib_path.is_some()),
             (
@@ -263,7 +97,7 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             ("--lock", args.lock.is_some()),
             ("--journal", args.journal.is_some()),
         ])?;
-        return super::mig_manager::apply(
+        return super::via_manager::apply(
             &args.kube,
             plan,
             &plan_path,
