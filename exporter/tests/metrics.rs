@@ -1,6 +1,7 @@
 //! `/metrics` content: golden files (a fixed scenario and clock give a committed exposition,
-//! compared byte for byte; regenerate with `TESSERA_UPDATE_GOLDEN=1 cargo test -p
-//! tessera-exporter --test tests metrics::`), and exposition under faults.
+//! `fixtures/golden/*.snap`, compared by insta like the analyzer's snapshots; take an intended
+//! change with `INSTA_UPDATE=always cargo test -p tessera-exporter --test tests metrics::`), and
+//! exposition under faults.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,31 +68,15 @@ fn fixed_options() -> RenderOptions {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = root().join("fixtures/golden").join(name);
-    if std::env::var_os("TESSERA_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with TESSERA_UPDATE_GOLDEN=1 to create it",
-            path.display()
-        )
+    // insta, as the analyzer's snapshots: `fixtures/golden/<name>.snap`; a difference fails with
+    // a diff, and `INSTA_UPDATE=always` (or `cargo insta review`) takes an intended change.
+    insta::with_settings!({
+        snapshot_path => root().join("fixtures/golden"),
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, actual);
     });
-    if expected != actual {
-        let line = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the rendered exposition at line {} (expected {:?}, got {:?}); if the change is intended, run with TESSERA_UPDATE_GOLDEN=1",
-            path.display(),
-            line + 1,
-            expected.lines().nth(line),
-            actual.lines().nth(line)
-        );
-    }
 }
 
 #[test]
@@ -99,7 +84,7 @@ fn golden_h100_node_with_mig_xid_and_ecc() {
     // Three samples ending at the XID/ECC fault of GPU 2 (03:00:00).
     let snap = snapshot("gpu-node-1", "2026-11-02T02:59:58Z", 3);
     golden(
-        "metrics-gpu-node-1.txt",
+        "metrics-gpu-node-1",
         &metrics::render(Arc::new(snap), &fixed_options()),
     );
 }
@@ -108,7 +93,7 @@ fn golden_h100_node_with_mig_xid_and_ecc() {
 fn golden_a100_h200_node_with_mig_and_a_power_error() {
     let snap = snapshot("gpu-node-2", "2026-11-02T06:04:59Z", 2);
     golden(
-        "metrics-gpu-node-2.txt",
+        "metrics-gpu-node-2",
         &metrics::render(Arc::new(snap), &fixed_options()),
     );
 }
@@ -337,7 +322,7 @@ fn golden_a100_node_without_gpm() {
     // families (issue 29); the file was rendered by the code before them.
     let snap = snapshot("gpu-node-3", "2026-11-02T14:00:00Z", 2);
     golden(
-        "metrics-gpu-node-3-no-gpm.txt",
+        "metrics-gpu-node-3-no-gpm",
         &metrics::render(Arc::new(snap), &fixed_options()),
     );
 }
