@@ -437,3 +437,60 @@ fn the_command_check_finds_a_planted_import() {
         ]
     );
 }
+
+/// Files of the product crates that name `anyhow` outside command glue (`cli/`, `main.rs`):
+/// library modules return `thiserror` errors.
+fn anyhow_outside_glue(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["core/src", "exporter/src", "analyzer/src"] {
+        let src = root.join(dir);
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(&src).unwrap();
+            let glue = rel.starts_with("cli") || rel == Path::new("main.rs");
+            let code = product_code(&std::fs::read_to_string(&file).unwrap());
+            if !glue && code.contains("anyhow") {
+                out.push(format!("{dir}/{}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn anyhow_is_only_in_command_glue() {
+    let found = anyhow_outside_glue(&repo_root());
+    assert!(
+        found.is_empty(),
+        "anyhow outside cli/ and main.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_anyhow_check_finds_a_planted_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("analyzer/src/cli/report.rs", "use anyhow::Result;\n"),
+        (
+            "analyzer/src/main.rs",
+            "fn main() -> anyhow::Result<()> { Ok(()) }\n",
+        ),
+        (
+            "analyzer/src/report/mod.rs",
+            "pub fn f() -> anyhow::Result<()> { Ok(()) }\n",
+        ),
+        (
+            "core/src/lib.rs",
+            "//! no errors here\n#[cfg(test)]\nmod tests { use anyhow::Result; }\n",
+        ),
+        ("exporter/src/lib.rs", "pub mod x;\n"),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        anyhow_outside_glue(tmp.path()),
+        vec!["analyzer/src/report/mod.rs".to_string()]
+    );
+}
