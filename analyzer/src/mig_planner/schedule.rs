@@ -70,6 +70,36 @@ pub fn in_window(profile: &Profile, tz: Tz, h: i64) -> bool {
     })
 }
 
+/// Why no night layout is proposed: an outcome the planner reports (and `tessera mig plan`
+/// prints as the schedule's reason), not a failure of the command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoNightLayout {
+    #[error(
+        "the off-peak detector found no window with {k} GPU(s) free beyond the {baseline} free around the clock (over-provisioning, free by day too: no switch needed to use them): no night layout proposed"
+    )]
+    OnlyBaseline { k: u32, baseline: u32 },
+    #[error("the off-peak detector found no window: no night layout proposed")]
+    NoWindow,
+    #[error("no observed hour falls in the off-peak windows")]
+    NoObservedHour,
+    #[error("night re-plan failed: {0}")]
+    Replan(String),
+    #[error("{0} night-active workload(s) do not fit the day plan's GPUs: no switch")]
+    DoesNotFit(usize),
+    #[error(
+        "{active} workload(s) stay active at night and still need all {day_gpus} day GPU(s): nothing to free"
+    )]
+    NothingToFree { active: usize, day_gpus: usize },
+    #[error(
+        "the history shows no GPU reliably free in the windows: training would not get capacity"
+    )]
+    NoReliableCapacity,
+    #[error(
+        "{0} GPU(s) are free at night, but their day layouts already are whole GPUs (MIG off, or one whole-GPU instance): run training there in the window, no MIG switch needed"
+    )]
+    AlreadyWhole(usize),
+}
+
 /// Propose a night config and schedule, or say why not. `day` is the plan's day config; `fleet`
 /// and `workloads`/`measured` as given to the planner; `observed_hours` the UTC hours with data.
 #[allow(clippy::too_many_arguments)]
@@ -83,15 +113,15 @@ pub fn propose(
     tz: Tz,
     min_share: f64,
     plan_file: &str,
-) -> Result<NightProposal, String> {
+) -> Result<NightProposal, NoNightLayout> {
     if profile.windows.is_empty() {
         return Err(if profile.baseline.gpus > 0 {
-            format!(
-                "the off-peak detector found no window with {} GPU(s) free beyond the {} free around the clock (over-provisioning, free by day too: no switch needed to use them): no night layout proposed",
-                profile.k, profile.baseline.gpus
-            )
+            NoNightLayout::OnlyBaseline {
+                k: profile.k,
+                baseline: profile.baseline.gpus,
+            }
         } else {
-            "the off-peak detector found no window: no night layout proposed".into()
+            NoNightLayout::NoWindow
         });
     }
     let window_hours: Vec<i64> = observed_hours
@@ -100,7 +130,7 @@ pub fn propose(
         .filter(|&h| in_window(profile, tz, h))
         .collect();
     if window_hours.is_empty() {
-        return Err("no observed hour falls in the off-peak windows".into());
+        return Err(NoNightLayout::NoObservedHour);
     }
     let active: Vec<usize> = (0..workloads.len())
         .filter(|&w| {
@@ -142,12 +172,9 @@ pub fn propose(
         .cloned()
         .collect();
     let night_plan = super::plan(&night_ws, &day_fleet, &PlannerOptions::default())
-        .map_err(|e| format!("night re-plan failed: {e}"))?;
+        .map_err(|e| NoNightLayout::Replan(e.to_string()))?;
     if !night_plan.unplaceable.is_empty() {
-        return Err(format!(
-            "{} night-active workload(s) do not fit the day plan's GPUs: no switch",
-            night_plan.unplaceable.len()
-        ));
+        return Err(NoNightLayout::DoesNotFit(night_plan.unplaceable.len()));
     }
     let freed = day_gpus.len().saturating_sub(night_plan.gpus.len());
     // GPUs free in the windows beyond those free around the clock: what the night frees.
@@ -159,17 +186,13 @@ pub fn propose(
         .unwrap_or(0);
     let n = freed.min(expected);
     if freed == 0 {
-        return Err(format!(
-            "{} workload(s) stay active at night and still need all {} day GPU(s): nothing to free",
-            active.len(),
-            day_gpus.len()
-        ));
+        return Err(NoNightLayout::NothingToFree {
+            active: active.len(),
+            day_gpus: day_gpus.len(),
+        });
     }
     if expected == 0 {
-        return Err(
-            "the history shows no GPU reliably free in the windows: training would not get capacity"
-                .into(),
-        );
+        return Err(NoNightLayout::NoReliableCapacity);
     }
     // Night config: night plan's GPUs, n freed GPUs as 1×7g, the rest MIG off.
     let nw: Vec<Workload> = night_ws;
@@ -262,9 +285,7 @@ pub fn propose(
             .is_some_and(|g| !same(g))
     });
     if training.is_empty() {
-        return Err(format!(
-            "{freed} GPU(s) are free at night, but their day layouts already are whole GPUs (MIG off, or one whole-GPU instance): run training there in the window, no MIG switch needed"
-        ));
+        return Err(NoNightLayout::AlreadyWhole(freed));
     }
     Ok(NightProposal {
         night,

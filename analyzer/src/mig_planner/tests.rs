@@ -663,7 +663,8 @@ fn no_switch_without_windows_or_without_freed_capacity() {
         0.9,
         "plan.yaml",
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(why.contains("nothing to free"), "{why}");
     prof.windows.clear();
     let why = schedule::propose(
@@ -677,7 +678,8 @@ fn no_switch_without_windows_or_without_freed_capacity() {
         0.9,
         "plan.yaml",
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(why.contains("no window"), "{why}");
     assert!(!why.contains("around the clock"), "{why}");
     // GPUs free around the clock are the baseline (over-provisioning), not a night window.
@@ -694,6 +696,11 @@ fn no_switch_without_windows_or_without_freed_capacity() {
         "plan.yaml",
     )
     .unwrap_err();
+    assert_eq!(
+        why,
+        schedule::NoNightLayout::OnlyBaseline { k: 1, baseline: 2 }
+    );
+    let why = why.to_string();
     assert!(
         why.contains("no window with 1 GPU(s) free beyond the 2 free around the clock"),
         "{why}"
@@ -727,8 +734,9 @@ fn whole_gpus_by_day_are_never_switched_for_training() {
     // The training job idles at night and the API runs: its GPU is freed, but it is whole with
     // MIG off by day already, so no switch (not MIG on for a 7g at night).
     let m = vec![measured(&by_day), measured(&hours)];
-    let why =
-        schedule::propose(&day, &ws, &m, &f, &hours, &prof, tz, 0.9, "plan.yaml").unwrap_err();
+    let why = schedule::propose(&day, &ws, &m, &f, &hours, &prof, tz, 0.9, "plan.yaml")
+        .unwrap_err()
+        .to_string();
     assert!(why.contains("already are whole GPUs"), "{why}");
     // The API idles at night and the training job runs: the API's MIG GPU becomes the 7g training
     // GPU; the training job keeps its GPU whole, MIG off, in the night config too.

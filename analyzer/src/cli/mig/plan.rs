@@ -202,7 +202,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
                 "schedule": match &proposal {
                     Ok(p) => json!({"proposed": true, "training_gpus": p.training_gpus,
                         "night_active_workloads": p.night_active, "switches": p.schedule.switches.len()}),
-                    Err(why) => json!({"proposed": false, "reason": why}),
+                    Err(why) => json!({"proposed": false, "reason": why.to_string()}),
                 },
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
