@@ -140,17 +140,9 @@ pub(super) fn call<T: Serialize>(
     arg: Option<&str>,
     f: impl FnOnce() -> Result<T, NvmlError>,
 ) -> Result<T, NvmlError> {
-    if !on() {
-        return f();
-    }
-    let t = Instant::now();
-    let r = f();
-    let micros = t.elapsed().as_secs_f64() * 1e6;
-    let (rc, value) = outcome(&r, |v| {
+    call_json(function, arg, f, |v| {
         serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
-    });
-    write(function, arg, rc, value, micros);
-    r
+    })
 }
 
 /// Run one NVML call and record it with the value `value` makes of what it returned.
@@ -177,15 +169,7 @@ pub(super) fn call_opaque<T>(
     arg: Option<&str>,
     f: impl FnOnce() -> Result<T, NvmlError>,
 ) -> Result<T, NvmlError> {
-    if !on() {
-        return f();
-    }
-    let t = Instant::now();
-    let r = f();
-    let micros = t.elapsed().as_secs_f64() * 1e6;
-    let (rc, value) = outcome(&r, |_| serde_json::Value::Null);
-    write(function, arg, rc, value, micros);
-    r
+    call_json(function, arg, f, |_| serde_json::Value::Null)
 }
 
 /// Record the duration of a whole sample of the node (all GPUs) and its timestamp (what the

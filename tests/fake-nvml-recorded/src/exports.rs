@@ -186,16 +186,21 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
 
 // ---- identity and inventory ------------------------------------------------------------------
 
+/// A string read of a device, copied into `buf` of `len` bytes.
+fn string_answer(function: &str, device: nvmlDevice_t, buf: *mut c_char, len: c_uint) -> Ret {
+    // SAFETY: `buf` holds `len` bytes per the caller's NVML contract.
+    device_answer(function, device, None, |x| unsafe {
+        put_str(buf, len, str_of(x)?)
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUUID(
     device: nvmlDevice_t,
     uuid: *mut c_char,
     len: c_uint,
 ) -> nvmlReturn_t {
-    // SAFETY: `uuid` holds `len` bytes per the contract.
-    device_answer("nvmlDeviceGetUUID", device, None, |x| unsafe {
-        put_str(uuid, len, str_of(x)?)
-    })
+    string_answer("nvmlDeviceGetUUID", device, uuid, len)
 }
 
 #[unsafe(no_mangle)]
@@ -204,10 +209,7 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     len: c_uint,
 ) -> nvmlReturn_t {
-    // SAFETY: `name` holds `len` bytes per the contract.
-    device_answer("nvmlDeviceGetName", device, None, |x| unsafe {
-        put_str(name, len, str_of(x)?)
-    })
+    string_answer("nvmlDeviceGetName", device, name, len)
 }
 
 #[unsafe(no_mangle)]
