@@ -2,6 +2,7 @@
 //!
 //! - [`model`]: inventory and sample types in base units, [`model::Field`] and
 //!   [`model::Attribution`] (the vocabulary of every layer).
+//! - [`backend`]: [`backend::BackendSpec`], the one set of backend flags and its openers.
 //! - [`device`]: the one read-side backend trait, [`device::GpuBackend`], and its error type.
 //! - [`nvml`]: the NVML backend (nvml-wrapper, loaded at run time; raw calls where the crate has
 //!   gaps), read and MIG write side.
@@ -17,6 +18,7 @@
 //! serves HTTP and never analyses; the exporter (`tessera-exporter`) and the analyzer (`tessera`)
 //! both depend on it and never on each other.
 
+pub mod backend;
 pub mod device;
 pub mod history;
 pub mod input_limits;

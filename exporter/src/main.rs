@@ -11,11 +11,11 @@ use clap::{Parser, ValueEnum};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::backend::{BackendKind, BackendSpec};
+use tessera_core::device::DeviceError;
 use tessera_core::history::{self, WriterMode, WriterOptions};
 use tessera_core::mig::parted::{PartedConfig, PartedFile};
-use tessera_core::nvml::NvmlBackend;
-use tessera_core::sim::{self, SimBackend, SimClock, SimNode};
+use tessera_core::sim::{SimClock, SimNode};
 use tessera_core::units::{parse_bytes, parse_duration};
 use tessera_exporter::attribution::ProcAttributor;
 use tessera_exporter::history_thread::{self, HistoryStats};
@@ -24,14 +24,6 @@ use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::once;
 use tessera_exporter::sampler::{Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks};
 use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
-    /// The NVIDIA driver through NVML.
-    Nvml,
-    /// A simulated node of a scenario (no GPU needed).
-    Sim,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
@@ -43,18 +35,9 @@ enum Format {
 #[derive(Debug, Parser)]
 #[command(name = "tessera-exporter", version, about)]
 struct Args {
-    /// Where samples come from.
-    #[arg(long, value_enum, default_value = "nvml")]
-    backend: Backend,
-    /// Path of libnvidia-ml.so to load instead of the system's.
-    #[arg(long = "nvml.lib-path", value_name = "FILE")]
-    nvml_lib_path: Option<PathBuf>,
-    /// Scenario file for --backend sim (default: the embedded demo scenario).
-    #[arg(long = "sim.scenario", value_name = "FILE")]
-    sim_scenario: Option<PathBuf>,
-    /// Node of the scenario to simulate (default: its first node).
-    #[arg(long = "sim.node", value_name = "NAME")]
-    sim_node: Option<String>,
+    /// Where samples come from (`tessera_core::backend`: the same flags as `tessera mig`).
+    #[command(flatten)]
+    device: BackendSpec,
     /// Virtual time of the (first) sample, RFC 3339 (default: the scenario's start, or now with --sim.speed).
     #[arg(long = "sim.time", value_name = "TIME")]
     sim_time: Option<chrono::DateTime<chrono::Utc>>,
@@ -168,52 +151,27 @@ fn factory(args: &Args, continuous: bool) -> Result<BackendFactory> {
             args.sim_speed
         );
     }
-    match args.backend {
-        Backend::Nvml => {
-            let path = args.nvml_lib_path.clone();
-            Ok(Box::new(move || {
-                NvmlBackend::new(path.as_deref()).map(|b| Box::new(b) as Box<dyn GpuBackend>)
-            }))
-        }
-        Backend::Sim => {
-            let scenario = sim::load_scenario(args.sim_scenario.as_deref())?;
-            let node = args.sim_node.clone();
-            // Validate the node name now, so a typo fails at start rather than in the loop.
-            SimBackend::new(
-                &scenario,
-                node.as_deref(),
-                SimClock::Stepped {
-                    next_ms: 0,
-                    step_ms: 0,
-                },
-            )?;
-            let step_ms = args.sample_interval.as_millis() as i64;
-            let start_ms = match (args.sim_time, continuous) {
-                (Some(t), _) => t.timestamp_millis(),
-                (None, false) => scenario.start.timestamp_millis(),
-                (None, true) => chrono::Utc::now().timestamp_millis(),
-            };
-            let speed = args.sim_speed;
-            Ok(Box::new(move || {
-                let clock = if continuous {
-                    SimClock::Wall {
-                        start_ms,
-                        origin: std::time::Instant::now(),
-                        speed,
-                    }
-                } else {
-                    // `--once` primes counters with one sample a step before the reported one.
-                    SimClock::Stepped {
-                        next_ms: start_ms - step_ms,
-                        step_ms,
-                    }
-                };
-                SimBackend::new(&scenario, node.as_deref(), clock)
-                    .map(|b| Box::new(b) as Box<dyn GpuBackend>)
-                    .map_err(DeviceError::from)
-            }))
-        }
-    }
+    let opener = args.device.reader()?;
+    let step_ms = args.sample_interval.as_millis() as i64;
+    let start_ms = match (args.sim_time, opener.scenario(), continuous) {
+        (Some(t), _, _) => t.timestamp_millis(),
+        (None, Some(scenario), false) => scenario.start.timestamp_millis(),
+        (None, _, _) => chrono::Utc::now().timestamp_millis(),
+    };
+    let speed = args.sim_speed;
+    Ok(Box::new(move || {
+        let clock = if continuous {
+            SimClock::Wall {
+                start_ms,
+                origin: std::time::Instant::now(),
+                speed,
+            }
+        } else {
+            // `--once` primes counters with one sample a step before the reported one.
+            SimClock::stepped(start_ms - step_ms, step_ms)
+        };
+        opener.open(clock)
+    }))
 }
 
 /// Write one sample to stdout. A closed stdout (e.g. `| head`) is an `Err`, never a panic.
@@ -277,7 +235,7 @@ fn run(args: Args) -> Result<()> {
         let mut backend = make()?;
         let inventory = backend.inventory().context("reading the GPU inventory")?;
         backend.sample().context("taking the priming sample")?;
-        if args.backend == Backend::Nvml {
+        if args.device.backend == BackendKind::Nvml {
             std::thread::sleep(Duration::from_millis(200).min(args.sample_interval));
         }
         let sample = backend.sample().context("sampling")?;
@@ -294,10 +252,10 @@ fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    if args.backend == Backend::Nvml {
+    if args.device.backend == BackendKind::Nvml {
         // Fail fast with the clear message when there is no driver at all.
         if let Err(e @ DeviceError::LibraryNotFound { .. }) =
-            NvmlBackend::new(args.nvml_lib_path.as_deref())
+            args.device.reader()?.open(SimClock::stepped(0, 0))
         {
             return Err(e.into());
         }
@@ -480,8 +438,8 @@ fn kubelet_socket(args: &Args) -> Option<PathBuf> {
 /// Attribution of processes to pods, containers and Slurm jobs: from procfs for NVML, from the
 /// scenario for the simulator (its pids do not exist on this host).
 fn attributor(args: &Args) -> Result<Attributor> {
-    match args.backend {
-        Backend::Nvml => {
+    match args.device.scenario()? {
+        None => {
             let mut procs = ProcAttributor::new(&args.path_procfs);
             Ok(Box::new(move |sample| {
                 let live: HashSet<u32> = sample
@@ -495,9 +453,9 @@ fn attributor(args: &Args) -> Result<Attributor> {
                     .collect()
             }))
         }
-        Backend::Sim => {
-            let scenario = sim::load_scenario(args.sim_scenario.as_deref())?;
+        Some(scenario) => {
             let name = args
+                .device
                 .sim_node
                 .clone()
                 .unwrap_or_else(|| scenario.nodes[0].name.clone());

@@ -32,6 +32,7 @@ pub mod control;
 pub mod parted;
 pub mod plan;
 pub mod profile_compare;
+pub mod profile_reader;
 pub mod profiles;
 
 pub use profiles::{

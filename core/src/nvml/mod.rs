@@ -43,6 +43,7 @@
 mod control;
 mod errors;
 mod inventory;
+mod profiles;
 mod raw;
 mod sample;
 mod trace;
@@ -128,6 +129,31 @@ impl GpuState {
             self.xid = XidRegistration::Pending;
         }
     }
+}
+
+/// The read side through NVML (`lib_path`: a libnvidia-ml.so instead of the system's): the
+/// opener [`crate::backend::BackendSpec`] calls, so no other module names [`NvmlBackend`].
+pub fn open_reader(lib_path: Option<&Path>) -> Result<Box<dyn GpuBackend>, DeviceError> {
+    Ok(Box::new(NvmlBackend::new(lib_path)?))
+}
+
+/// The MIG write side through NVML, reporting `node_name` (default: the host name) as the node.
+pub fn open_control(
+    lib_path: Option<&Path>,
+    node_name: Option<&str>,
+) -> Result<Box<dyn crate::mig::control::MigControl>, DeviceError> {
+    let mut nvml = NvmlBackend::new(lib_path)?;
+    if let Some(n) = node_name {
+        nvml.set_node_name(n);
+    }
+    Ok(Box::new(nvml))
+}
+
+/// The GPUs' MIG profile tables through NVML.
+pub fn open_profile_reader(
+    lib_path: Option<&Path>,
+) -> Result<Box<dyn crate::mig::profile_reader::ProfileReader>, DeviceError> {
+    Ok(Box::new(NvmlBackend::new(lib_path)?))
 }
 
 /// The NVML backend. See the module docs for what it reads and how failures are reported.

@@ -67,6 +67,11 @@ pub enum SimClock {
 }
 
 impl SimClock {
+    /// A stepped clock: the first sample at `next_ms`, each next one `step_ms` later.
+    pub fn stepped(next_ms: i64, step_ms: i64) -> SimClock {
+        SimClock::Stepped { next_ms, step_ms }
+    }
+
     fn tick(&mut self) -> i64 {
         match self {
             SimClock::Stepped { next_ms, step_ms } => {
@@ -158,5 +163,40 @@ pub fn load_scenario(path: Option<&std::path::Path>) -> Result<Scenario, Scenari
     match path {
         Some(p) => Scenario::from_file(p),
         None => Scenario::from_toml(DEMO_SCENARIO, "embedded demo scenario"),
+    }
+}
+
+impl crate::mig::profile_reader::ProfileReader for SimBackend {
+    fn backend_name(&self) -> &'static str {
+        "sim"
+    }
+
+    /// The built-in table of each simulated GPU's model (empty for a model without MIG): a
+    /// simulated node reports exactly what tessera knows.
+    fn profile_tables(
+        &mut self,
+    ) -> Result<
+        Vec<crate::mig::profile_reader::GpuProfileTable>,
+        crate::mig::profile_reader::ProfileReadError,
+    > {
+        use crate::mig::profile_compare::ReportedProfile;
+        Ok(self
+            .node
+            .inventory()
+            .gpus
+            .iter()
+            .map(|g| crate::mig::profile_reader::GpuProfileTable {
+                gpu: g.index,
+                name: g.name.clone(),
+                profiles: crate::mig::model_by_nvml_name(&g.name)
+                    .map(|m| {
+                        m.profiles
+                            .iter()
+                            .map(ReportedProfile::from_builtin)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect())
     }
 }

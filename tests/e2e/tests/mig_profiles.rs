@@ -170,3 +170,67 @@ fn a_failing_profile_read_is_an_error() {
     );
     assert!(err.contains("nvmlDeviceGetGpuInstanceProfileInfo"), "{err}");
 }
+
+#[test]
+fn a_simulated_node_reports_its_models_tables_through_the_same_reader() {
+    // `--sim.scenario` names a node: its GPUs are read through the backend spec's
+    // `ProfileReader` like NVML's, one table per GPU index, each its model's built-in table.
+    let (out, json, err) = run(tessera![
+        "mig",
+        "profiles",
+        "--backend",
+        "sim",
+        "--sim.scenario",
+        SCENARIO,
+        "--format",
+        "json"
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{json}{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["source"], "sim");
+    let tables = v["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 8, "{json}");
+    for (i, t) in tables.iter().enumerate() {
+        assert_eq!(t["gpu"], i, "{json}");
+        assert_eq!(t["comparison"]["differences"], serde_json::json!([]), "{t}");
+    }
+    // The same GPU names NVML (the fake, built from the same scenario) reports.
+    let (_, nvml, _) = run(profiles(&fake_nvml(), &["--format", "json"]));
+    let n: serde_json::Value = serde_json::from_str(&nvml).unwrap();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&v), names(&n));
+}
+
+#[test]
+fn one_backend_rule_for_the_exporter_and_every_mig_verb() {
+    // The flags are declared once (`tessera_core::backend::BackendSpec`): the same refusal of a
+    // simulator flag on NVML from both binaries.
+    let (out, _, err) = run(tessera_e2e::exporter![
+        "--backend",
+        "nvml",
+        "--sim.node",
+        "gpu-node-1",
+        "--once"
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--sim.node need(s) --backend sim"), "{err}");
+    for verb in ["export", "assert", "profiles"] {
+        let mut cmd = tessera!["mig", verb, "--sim.node", "gpu-node-1"];
+        if verb == "assert" {
+            cmd.arg("plan.yaml");
+        }
+        let (out, _, err) = run(cmd);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {err}");
+        assert!(
+            err.contains("--sim.node need(s) --backend sim"),
+            "{verb}: {err}"
+        );
+    }
+}

@@ -494,3 +494,80 @@ fn the_anyhow_check_finds_a_planted_use() {
         vec!["analyzer/src/report/mod.rs".to_string()]
     );
 }
+
+/// Files of the product crates outside `core/src/nvml/` whose code names an NVML type: the
+/// nvml-wrapper crates, `NvmlBackend`, or any type of `tessera_core::nvml` (`nvml::Foo`). The
+/// backend spec opens NVML through `nvml::open_*` functions; the fake libraries under `tests/`
+/// are not product crates.
+fn nvml_names_outside_nvml(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["core/src", "exporter/src", "analyzer/src"] {
+        let src = root.join(dir);
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(&src).unwrap();
+            if dir == "core/src" && rel.starts_with("nvml") {
+                continue;
+            }
+            let code = product_code(&std::fs::read_to_string(&file).unwrap());
+            let names_type = code.match_indices("nvml::").any(|(i, _)| {
+                code[i + "nvml::".len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_uppercase())
+            });
+            if names_type || code.contains("nvml_wrapper") || code.contains("NvmlBackend") {
+                out.push(format!("{dir}/{}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_core_nvml_names_nvml_types() {
+    let found = nvml_names_outside_nvml(&repo_root());
+    assert!(
+        found.is_empty(),
+        "NVML types named outside core/src/nvml/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_nvml_check_finds_a_planted_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        (
+            "core/src/nvml/mod.rs",
+            "use nvml_wrapper::Nvml;\npub struct NvmlBackend;\n",
+        ),
+        (
+            "core/src/backend.rs",
+            "// NvmlBackend in a comment is fine\npub fn f() { crate::nvml::open_reader(None); }\n",
+        ),
+        (
+            "analyzer/src/cli/mig/profiles.rs",
+            "use tessera_core::nvml::NvmlBackend;\n",
+        ),
+        (
+            "exporter/src/main.rs",
+            "fn f(e: nvml_wrapper::error::NvmlError) {}\n",
+        ),
+        (
+            "core/src/sim/mod.rs",
+            "use crate::nvml::GpuInstanceProfile;\n",
+        ),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        nvml_names_outside_nvml(tmp.path()),
+        vec![
+            "core/src/sim/mod.rs".to_string(),
+            "exporter/src/main.rs".to_string(),
+            "analyzer/src/cli/mig/profiles.rs".to_string(),
+        ]
+    );
+}

@@ -15,7 +15,7 @@ use clap::Args;
 use tessera_core::mig::apply::{self, Applier, Journal};
 use tessera_core::mig::plan::MigSchedule;
 
-use super::backend::{Backend, BackendArgs, env_u64, load, open};
+use super::backend::{BackendArgs, env_u64, load, open};
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -88,11 +88,11 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
     if args.kube.via == super::via_manager::Via::MigManager {
         let b = &args.backend;
         super::via_manager::check_flags(&[
-            ("--backend sim", b.backend == Backend::Sim),
-            ("--nvml.lib-path", b.nvml_lib_path.is_some()),
+            ("--backend sim", b.is_sim()),
+            ("--nvml.lib-path", b.spec.nvml_lib_path.is_some()),
             (
                 "--sim.*",
-                b.sim_scenario.is_some() || b.sim_node.is_some() || b.sim_state.is_some(),
+                b.spec.sim_scenario.is_some() || b.spec.sim_node.is_some() || b.sim_state.is_some(),
             ),
             ("--lock", args.lock.is_some()),
             ("--journal", args.journal.is_some()),
@@ -109,11 +109,11 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
     let mut ctrl = open(&args.backend)?;
     let sim_state = args.backend.sim_state.as_deref();
     let lock = args.lock.clone().unwrap_or_else(|| match sim_state {
-        Some(s) if args.backend.backend == Backend::Sim => with_suffix(s, ".lock"),
+        Some(s) if args.backend.is_sim() => with_suffix(s, ".lock"),
         _ => PathBuf::from("/run/tessera/mig-apply.lock"),
     });
     let journal = args.journal.clone().unwrap_or_else(|| match sim_state {
-        Some(s) if args.backend.backend == Backend::Sim => with_suffix(s, ".journal"),
+        Some(s) if args.backend.is_sim() => with_suffix(s, ".journal"),
         _ => PathBuf::from("/var/lib/tessera/mig-apply.journal"),
     });
 
@@ -145,7 +145,7 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
         return Ok(0);
     }
 
-    if args.backend.backend == Backend::Sim && sim_state.is_none() {
+    if args.backend.is_sim() && sim_state.is_none() {
         bail!(
             "--sim.state FILE is required to apply on the simulated backend (the simulated node's MIG state must persist between calls)"
         );

@@ -7,45 +7,33 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use anyhow::{Context, Result};
+use clap::Args;
+use tessera_core::backend::{BackendKind, BackendSpec};
 use tessera_core::mig::apply;
 use tessera_core::mig::control::{MigControl, MigNodeState};
-use tessera_core::nvml::NvmlBackend;
-use tessera_core::sim::control::SimMigControl;
-use tessera_core::sim::{self, SimBackend, SimClock};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// The node's GPUs through NVML (needs root to change anything).
-    Nvml,
-    /// A simulated node of a scenario, its MIG state kept in --sim.state.
-    Sim,
-}
-
-/// Where the node's MIG state comes from.
+/// Where the node's MIG state comes from: the one backend spec of `tessera_core::backend`
+/// (the exporter's flags), plus what only the mig verbs have.
 #[derive(Debug, Args)]
 pub struct BackendArgs {
-    /// Device backend.
-    #[arg(long, value_enum, default_value = "nvml")]
-    pub(super) backend: Backend,
-    /// Path of libnvidia-ml.so to load instead of the system's.
-    #[arg(long = "nvml.lib-path", value_name = "FILE")]
-    pub(super) nvml_lib_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) spec: BackendSpec,
     /// Node name matched against the plan's `node` entries (default: the host name). With
     /// --backend sim the node is --sim.node.
     #[arg(long, value_name = "NAME")]
     pub(super) node: Option<String>,
-    /// Scenario file for --backend sim (default: the embedded demo scenario).
-    #[arg(long = "sim.scenario", value_name = "FILE")]
-    pub(super) sim_scenario: Option<PathBuf>,
-    /// Node of the scenario (default: its first node).
-    #[arg(long = "sim.node", value_name = "NAME")]
-    pub(super) sim_node: Option<String>,
     /// JSON file keeping the simulated node's MIG state between calls (created from the
     /// scenario when absent). Required to apply on the simulated backend.
     #[arg(long = "sim.state", value_name = "FILE")]
     pub(super) sim_state: Option<PathBuf>,
+}
+
+impl BackendArgs {
+    /// Whether the backend is the simulator.
+    pub(super) fn is_sim(&self) -> bool {
+        self.spec.backend == BackendKind::Sim
+    }
 }
 
 pub(super) fn env_u64(name: &str) -> Result<Option<u64>> {
@@ -57,36 +45,15 @@ pub(super) fn env_u64(name: &str) -> Result<Option<u64>> {
     }
 }
 
+/// The node's MIG control through the backend spec's opener.
 pub(super) fn open(b: &BackendArgs) -> Result<Box<dyn MigControl>> {
-    match b.backend {
-        Backend::Sim => {
-            if b.node.is_some() {
-                bail!("--node is for --backend nvml; the simulated node is chosen with --sim.node");
-            }
-            let scenario = sim::load_scenario(b.sim_scenario.as_deref())?;
-            let backend = SimBackend::new(
-                &scenario,
-                b.sim_node.as_deref(),
-                SimClock::Stepped {
-                    next_ms: 0,
-                    step_ms: 1000,
-                },
-            )?;
-            let mut ctrl = SimMigControl::open(backend.node(), b.sim_state.as_deref())?;
-            ctrl.fail_write_call(env_u64("TESSERA_SIM_FAIL_WRITE")?);
-            Ok(Box::new(ctrl))
-        }
-        Backend::Nvml => {
-            if b.sim_state.is_some() || b.sim_scenario.is_some() || b.sim_node.is_some() {
-                bail!("--sim.* flags need --backend sim");
-            }
-            let mut nvml = NvmlBackend::new(b.nvml_lib_path.as_deref())?;
-            if let Some(n) = &b.node {
-                nvml.set_node_name(n);
-            }
-            Ok(Box::new(nvml))
-        }
-    }
+    let fail_write = if b.is_sim() {
+        env_u64("TESSERA_SIM_FAIL_WRITE")?
+    } else {
+        None
+    };
+    Ok(b.spec
+        .control(b.node.as_deref(), b.sim_state.as_deref(), fail_write)?)
 }
 
 pub(super) fn write_out(path: &Path, text: &str) -> Result<()> {

@@ -1,34 +1,27 @@
-//! `tessera mig profiles`: per GPU, the MIG profile table NVML reports and its differences from
-//! tessera's built-in table (`tessera_core::mig::profile_compare`). A module of the binary: reading
-//! (through the exporter's `NvmlBackend`), comparing and printing; no logic of its own.
+//! `tessera mig profiles`: per GPU, the MIG profile table the backend reports and its differences
+//! from tessera's built-in table (`tessera_core::mig::profile_compare`). A module of the binary:
+//! reading (through the backend spec's `ProfileReader`, never naming a backend), comparing and
+//! printing; no logic of its own.
 //!
-//! Read-only: it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` (and its `V` variant
-//! for the names, where the driver has it) and `nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
-//! and never changes a GPU. With `--backend sim`
-//! it prints the built-in tables of every model and reads nothing from hardware.
+//! Read-only: through NVML it calls the inventory, `nvmlDeviceGetGpuInstanceProfileInfo` (and its
+//! `V` variant for the names, where the driver has it) and
+//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`, and never changes a GPU. With `--backend sim`
+//! it prints the built-in tables of every model and reads nothing from hardware; with
+//! `--sim.scenario` or `--sim.node` too, the simulated node's GPUs (their models' built-in
+//! tables).
 //!
 //! Output: the tables and differences on stdout (text or versioned JSON), notes on stderr. Exit
 //! codes: 0 every GPU matches, 1 a GPU differs (or has MIG profiles but no built-in table), 2
 //! error.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tessera_core::device::GpuBackend;
+use tessera_core::backend::{BackendKind, BackendSpec};
 use tessera_core::mig;
 use tessera_core::mig::profile_compare::{self, Comparison, ReportedProfile, fmt_placements};
-use tessera_core::nvml::NvmlBackend;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// Read the tables of the node's GPUs through NVML.
-    Nvml,
-    /// Print tessera's built-in tables; nothing is read from hardware.
-    Sim,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -39,12 +32,9 @@ pub enum Format {
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
     /// Where the tables come from: the node's GPUs through NVML, or (sim) the built-in tables
-    /// only.
-    #[arg(long, value_enum, default_value = "nvml")]
-    backend: Backend,
-    /// Path of libnvidia-ml.so to load instead of the system's.
-    #[arg(long = "nvml.lib-path", value_name = "FILE")]
-    nvml_lib_path: Option<PathBuf>,
+    /// of every model, or with --sim.scenario/--sim.node those of a simulated node's GPUs.
+    #[command(flatten)]
+    spec: BackendSpec,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -72,17 +62,29 @@ struct Output {
 }
 
 pub fn run(args: ProfilesArgs) -> Result<u8> {
-    let (source, tables) = match args.backend {
-        Backend::Sim => {
-            if args.nvml_lib_path.is_some() {
-                bail!("--nvml.lib-path needs --backend nvml");
-            }
-            eprintln!(
-                "tessera: --backend sim: tessera's built-in MIG profile tables; nothing was read from hardware"
-            );
-            ("built-in", builtin_tables())
-        }
-        Backend::Nvml => ("nvml", read_nvml(args.nvml_lib_path.as_deref())?),
+    let spec = &args.spec;
+    spec.check(&[])?;
+    let (source, tables) = if spec.backend == BackendKind::Sim
+        && spec.sim_scenario.is_none()
+        && spec.sim_node.is_none()
+    {
+        eprintln!(
+            "tessera: --backend sim: tessera's built-in MIG profile tables; nothing was read from hardware"
+        );
+        ("built-in", builtin_tables())
+    } else {
+        let mut reader = spec.profile_reader()?;
+        let tables = reader
+            .profile_tables()?
+            .into_iter()
+            .map(|t| Table {
+                gpu: Some(t.gpu),
+                comparison: profile_compare::compare(&t.name, &t.profiles),
+                name: t.name,
+                profiles: t.profiles,
+            })
+            .collect();
+        (reader.backend_name(), tables)
     };
     // A GPU with no built-in table and no MIG profiles is simply not MIG-capable.
     let differ = tables
@@ -136,53 +138,6 @@ fn builtin_tables() -> Vec<Table> {
             }
         })
         .collect()
-}
-
-fn read_nvml(lib: Option<&std::path::Path>) -> Result<Vec<Table>> {
-    let mut nvml = NvmlBackend::new(lib)?;
-    let inventory = nvml.inventory().context("reading the GPU inventory")?;
-    let mut tables = Vec::new();
-    for gpu in &inventory.gpus {
-        let rows = nvml.profile_table(gpu.index).with_context(|| {
-            format!(
-                "GPU {} ({}): reading the MIG profile table",
-                gpu.index, gpu.name
-            )
-        })?;
-        let mut profiles = Vec::new();
-        for row in rows {
-            let placements = nvml.possible_placements(gpu.index, row.id).with_context(|| {
-                format!(
-                    "GPU {} ({}): reading the possible placements of profile id {} (nvmlDeviceGetGpuInstancePossiblePlacements_v2); the placements cannot be checked without it",
-                    gpu.index, gpu.name, row.id
-                )
-            })?;
-            // The v1 info has no name; drivers without the V call give none.
-            let name = nvml.profile_name(gpu.index, row.index).with_context(|| {
-                format!(
-                    "GPU {} ({}): reading the name of profile index {}",
-                    gpu.index, gpu.name, row.index
-                )
-            })?;
-            profiles.push(ReportedProfile {
-                id: row.id,
-                index: row.index,
-                name,
-                compute_slices: row.slice_count,
-                memory_slices: ReportedProfile::memory_slices_of(&placements),
-                memory_mib: row.memory_size_mb,
-                max_count: row.instance_count,
-                placements,
-            });
-        }
-        tables.push(Table {
-            gpu: Some(gpu.index),
-            name: gpu.name.clone(),
-            comparison: profile_compare::compare(&gpu.name, &profiles),
-            profiles,
-        });
-    }
-    Ok(tables)
 }
 
 fn render(t: &Table, source: &str) -> String {
