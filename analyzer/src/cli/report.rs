@@ -1,8 +1,8 @@
 //! `tessera report`: flag parsing, range selection and output for the weekly report (a module
 //! of the binary). Ingests the sources (reaching one period further back for week-over-week),
-//! runs the advisor with its default thresholds over the reported range, builds the
-//! [`tessera::report::Report`] and writes it as a table, Markdown, HTML or JSON to stdout or
-//! `--out`. Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
+//! builds a [`ReportRequest`] for [`tessera::report::run`] (the workflow: the advisor with its
+//! default thresholds, the tallies, the MIG section) and writes the
+//! [`tessera::report::Report`] as a table, Markdown, HTML or JSON to stdout or `--out`. Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
 //! while it works; warnings on stderr.
 
 use std::io::IsTerminal as _;
@@ -13,7 +13,7 @@ use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use tessera::advisor::Params;
 use tessera::ingest::{self, fmt_ms};
-use tessera::report::{self, ReportConfig, ReportInput, html, render};
+use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{PartProgress, SourceArgs, load, load_parts, name_file, parse_tz, part_files};
 
@@ -97,61 +97,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let files = part_files(&parts);
     let named = |e: anyhow::Error| name_file(e, &files);
     let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
-    let (start, end) = (range.since, range.until);
     let bar = PartProgress::new(parts.len(), gpu_rows);
     bar.set("analysing", 0);
-    let params = Params {
+    let request = ReportRequest {
+        range,
+        ingest: &ingest_report,
+        sources: args.src.sources.iter().map(|s| s.to_string()).collect(),
+        prices,
         tz,
-        ..Params::default()
+        top: args.top,
     };
-    let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
-    // One read per partition for the advisor, the tallies and the MIG demand.
-    let watch = tessera::timing::Stopwatch::start("report");
-    let pass = report::pass::run(
-        &frames,
-        (start, end),
-        &params,
-        prices.clone(),
-        sources.clone(),
-        &tessera::mig_planner::demand::DemandParams::default(),
-        &|n| bar.set("analysing", n),
-    )
-    .map_err(|e| named(e.into()))?;
-    watch.lap("pass");
-    let watch = tessera::timing::Stopwatch::start("report");
-    bar.set("building report", parts.len());
-    let mut r = pass
-        .tally
-        .finish(
-            &frames,
-            &ReportInput {
-                analysis: &pass.analysis,
-                range: (start, end),
-                ingest: &ingest_report,
-                sources,
-                prices,
-                tz,
-                top: args.top,
-            },
-        )
+    let r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;
-    watch.lap("finish");
-    // The MIG planner over the same range (its recommendation section); a fleet without
-    // MIG-capable GPUs, or nothing to plan, says so instead.
-    let d = pass.demand;
-    r.mig = match tessera::mig_planner::plan(
-        &d.workloads,
-        &d.fleet,
-        &tessera::mig_planner::PlannerOptions::default(),
-    ) {
-        Ok(plan) if !plan.gpus.is_empty() => Some(report::mig_section(&d, &plan, args.top)),
-        Ok(_) => Some(serde_json::json!({
-            "summary": "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
-        })),
-        Err(e) => Some(serde_json::json!({
-            "summary": format!("MIG recommendation: not available ({e}).")
-        })),
-    };
     bar.finish();
     let color = args.format == ReportFormat::Table
         && args.out.is_none()

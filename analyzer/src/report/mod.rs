@@ -7,8 +7,9 @@
 //!
 //! This module does no I/O besides collecting the lazy frames it is given and reading the
 //! `--config` file in [`ReportConfig::load`]; it does not detect anything itself (the advisor's
-//! findings are re-priced, not recomputed) and it does not plan MIG layouts: the caller runs the
-//! MIG planner and sets [`Report::mig`] from [`mig_section`] (`None` when it did not).
+//! findings are re-priced, not recomputed) and it does not plan MIG layouts: [`run`] (the whole
+//! workflow over frames already read) runs the MIG planner and sets [`Report::mig`] from
+//! [`mig_section`].
 //!
 //! Files: `model` (the document's types), `prices`, the usage and chart tallies over the rows
 //! (`tally`), `findings` (the advisor's findings priced), `charts` (hour-of-week slots) and
@@ -23,14 +24,16 @@ pub mod pass;
 mod prices;
 mod quality;
 pub mod render;
+mod run;
 mod tally;
 
 pub use model::{
-    BaselineModel, Charts, ConsolidationStep, FreeHour, GpuActivity, IdleModel, OffpeakBaseline,
-    OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
+    BaselineModel, Charts, ConsolidationStep, FreeHour, GpuActivity, IdleModel, MigSection,
+    OffpeakBaseline, OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
 };
 pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
+pub use run::{ReportRequest, run};
 pub use tally::{AbortGuard, PartTally, build_parts, build_parts_with};
 
 // Used by the tallies (`use super::*`).
@@ -39,7 +42,6 @@ use findings::{consolidation, idle_models, offpeak, offpeak_baseline, team_of};
 use quality::data_quality;
 
 use polars::prelude::*;
-use serde_json::Value;
 
 use crate::advisor::AdvisorError;
 use crate::ingest::Frames;
@@ -97,7 +99,7 @@ pub fn mig_section(
     d: &crate::mig_planner::demand::Demand,
     plan: &crate::mig_planner::Proposal,
     top: usize,
-) -> Value {
+) -> MigSection {
     let before: std::collections::BTreeSet<&str> = d
         .workloads
         .iter()
@@ -163,16 +165,16 @@ pub fn mig_section(
     for u in plan.unplaceable.iter().take(top) {
         lines.push(format!("not placed: {} ({})", u.id, u.reason));
     }
-    serde_json::json!({
-        "summary": summary,
-        "workloads": d.workloads.len(),
-        "gpus_before": before.len(),
-        "gpus_after": plan.gpus_used,
-        "gpus_freed": freed,
-        "lower_bound": plan.lower_bound,
-        "gap": (plan.gap() * 1000.0).round() / 1000.0,
-        "unplaceable": plan.unplaceable.len(),
-        "gpus_mig_off": plan.gpus.iter().filter(|g| !g.mig_enabled).count(),
-        "lines": lines,
-    })
+    MigSection {
+        gap: Some(r3(plan.gap())),
+        gpus_after: Some(u64::from(plan.gpus_used)),
+        gpus_before: Some(before.len() as u64),
+        gpus_freed: Some(freed as u64),
+        gpus_mig_off: Some(plan.gpus.iter().filter(|g| !g.mig_enabled).count() as u64),
+        lines: Some(lines),
+        lower_bound: Some(u64::from(plan.lower_bound)),
+        summary,
+        unplaceable: Some(plan.unplaceable.len() as u64),
+        workloads: Some(d.workloads.len() as u64),
+    }
 }

@@ -7,7 +7,6 @@
 
 use chrono_tz::Tz;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::prices::Prices;
 use crate::advisor::Analysis;
@@ -232,9 +231,62 @@ pub struct Report {
     /// GPUs free around the clock (over-provisioning), when there are any.
     pub offpeak_baseline: Option<OffpeakBaseline>,
     /// The MIG planner's recommendation ([`super::mig_section`]); `null` when none was computed.
-    pub mig: Option<Value>,
+    pub mig: Option<MigSection>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
+}
+
+/// The report's MIG recommendation: a summary, and the plan's figures when there is a plan
+/// (absent when nothing was placed or the planner could not run; the summary says why). Fields
+/// in alphabetical order, as the JSON has always listed them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MigSection {
+    /// Gap between the GPUs used and the lower bound, a share (3 decimals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    /// GPUs the plan uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_after: Option<u64>,
+    /// GPUs the workloads use now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_before: Option<u64>,
+    /// GPUs in use now that the plan frees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_freed: Option<u64>,
+    /// Planned GPUs left out of MIG mode (one workload needing the whole GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_mig_off: Option<u64>,
+    /// Up to `--top` planned GPUs with their instances, then the workloads not placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<String>>,
+    /// Fewest GPUs any layout could use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<u64>,
+    pub summary: String,
+    /// Workloads no MIG instance holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unplaceable: Option<u64>,
+    /// Workloads planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<u64>,
+}
+
+impl MigSection {
+    /// A section that is only a sentence (no plan to show).
+    pub fn note(summary: String) -> MigSection {
+        MigSection {
+            gap: None,
+            gpus_after: None,
+            gpus_before: None,
+            gpus_freed: None,
+            gpus_mig_off: None,
+            lines: None,
+            lower_bound: None,
+            summary,
+            unplaceable: None,
+            workloads: None,
+        }
+    }
 }
 
 /// What [`super::build`] needs besides the frames.

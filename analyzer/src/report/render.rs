@@ -414,20 +414,9 @@ pub fn sections(r: &Report) -> Vec<Section> {
     };
     match &r.mig {
         Some(v) => {
-            m.lines.push(
-                v.get("summary")
-                    .and_then(|s| s.as_str())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string()),
-            );
-            if let Some(lines) = v.get("lines").and_then(|l| l.as_array()) {
-                m.lines.extend(
-                    lines
-                        .iter()
-                        .filter_map(|l| l.as_str())
-                        .map(|l| format!("- {l}")),
-                );
-            }
+            m.lines.push(v.summary.clone());
+            m.lines
+                .extend(v.lines.iter().flatten().map(|l| format!("- {l}")));
         }
         None => m
             .lines

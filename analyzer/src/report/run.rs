@@ -1,0 +1,83 @@
+//! The weekly report's workflow over frames already read: one pass per node partition
+//! ([`super::pass`]: the advisor, the tallies and the MIG demand), the tallies finished into the
+//! [`Report`], and the MIG planner's recommendation over the same range set on it.
+//!
+//! What it does not do: read sources or resolve the range (the command does, through
+//! `tessera::range`), or print (the renderers do). The MIG planner's failure is not an error of
+//! the report: its section says why instead.
+
+use chrono_tz::Tz;
+
+use super::{MigSection, Prices, Report, ReportError, ReportInput, mig_section, pass};
+use crate::advisor::Params;
+use crate::ingest::{Frames, IngestReport};
+use crate::mig_planner::{self, PlannerOptions, demand::DemandParams};
+use crate::range::TimeRange;
+use crate::timing::Stopwatch;
+
+/// What the report is asked for, besides the frames.
+pub struct ReportRequest<'a> {
+    /// The reported range; the frames may reach one range further back (week over week).
+    pub range: TimeRange,
+    /// What ingest said (data-quality notes).
+    pub ingest: &'a IngestReport,
+    /// The sources as the user named them.
+    pub sources: Vec<String>,
+    pub prices: Prices,
+    /// Time zone of the hour-of-week heatmap and the off-peak windows.
+    pub tz: Tz,
+    /// How many idle-loaded models (and planned GPUs) to list.
+    pub top: usize,
+}
+
+/// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
+/// partitions are done in `phase` (`analysing`, then `building report`).
+pub fn run(
+    parts: &[&Frames],
+    req: ReportRequest,
+    progress: &(dyn Fn(&'static str, usize) + Sync),
+) -> Result<Report, ReportError> {
+    let (start, end) = (req.range.since, req.range.until);
+    let params = Params {
+        tz: req.tz,
+        ..Params::default()
+    };
+    let watch = Stopwatch::start("report");
+    let pass = pass::run(
+        parts,
+        (start, end),
+        &params,
+        req.prices.clone(),
+        req.sources.clone(),
+        &DemandParams::default(),
+        &|n| progress("analysing", n),
+    )?;
+    watch.lap("pass");
+    progress("building report", parts.len());
+    let watch = Stopwatch::start("report");
+    let mut report = pass.tally.finish(
+        parts,
+        &ReportInput {
+            analysis: &pass.analysis,
+            range: (start, end),
+            ingest: req.ingest,
+            sources: req.sources,
+            prices: req.prices,
+            tz: req.tz,
+            top: req.top,
+        },
+    )?;
+    watch.lap("finish");
+    let d = pass.demand;
+    report.mig = Some(
+        match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
+            Ok(plan) if !plan.gpus.is_empty() => mig_section(&d, &plan, req.top),
+            Ok(_) => MigSection::note(
+                "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
+                    .into(),
+            ),
+            Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
+        },
+    );
+    Ok(report)
+}
