@@ -28,7 +28,11 @@ pub mod exact;
 pub mod export;
 pub mod heuristic;
 pub mod placement;
+mod run;
 pub mod schedule;
+mod summary;
+
+pub use run::{PlanOutcome, PlanRequest, PlanRunError, Progress, Units, run};
 
 use serde::Serialize;
 use tessera_core::mig::{self, GpuModel, LayoutInstance, MigProfile};
