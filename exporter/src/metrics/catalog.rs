@@ -417,3 +417,300 @@ declare! {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefixes of the families this table declares; every documented family with one of
+    /// them must be declared.
+    const PREFIXES: [&str; 3] = ["tessera_gpu_", "tessera_mig_", "tessera_process_"];
+
+    /// A row of a table in `docs/metrics.md` that lists a family with one of [`PREFIXES`].
+    #[derive(Debug)]
+    struct DocRow {
+        name: String,
+        /// The first word of the `type` cell (`gauge`, `counter`).
+        kind: String,
+        unit: String,
+        /// dcgm-exporter's fields, when the table has that column.
+        dcgm: Option<Vec<String>>,
+    }
+
+    /// A difference between the declared families and `docs/metrics.md`.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Mismatch {
+        /// Declared, not in any table of the doc.
+        Undocumented(String),
+        /// In a table of the doc, not declared.
+        Undeclared(String),
+        Type {
+            name: String,
+            declared: &'static str,
+            documented: String,
+        },
+        Unit {
+            name: String,
+            declared: &'static str,
+            documented: String,
+        },
+        Dcgm {
+            name: String,
+            declared: Vec<String>,
+            documented: Vec<String>,
+        },
+    }
+
+    /// How the doc's `unit` column writes a unit.
+    fn doc_unit(unit: Option<Unit>) -> &'static str {
+        match unit {
+            None => "—",
+            Some(Unit::BytesPerSecond) => "bytes/s",
+            Some(u) => u.suffix(),
+        }
+    }
+
+    /// The contents of the `code spans` of a Markdown table cell.
+    fn code_spans(cell: &str) -> Vec<&str> {
+        cell.split('`').skip(1).step_by(2).collect()
+    }
+
+    /// A cell without its parenthesised remarks (`(MiB)`, `(not DCGM_FI_…)`).
+    fn without_parentheses(cell: &str) -> String {
+        let mut depth = 0usize;
+        let mut out = String::new();
+        for ch in cell.chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => out.push(ch),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The DCGM fields a dcgm-exporter cell names, with its abbreviations expanded: `…_DBE_VOL_TOTAL`
+    /// after `DCGM_FI_DEV_ECC_SBE_VOL_TOTAL` replaces as many of the previous name's last `_`
+    /// segments as it has (`DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`). Remarks in parentheses are skipped.
+    fn dcgm_fields(cell: &str) -> Vec<String> {
+        let cell = without_parentheses(cell);
+        let mut out: Vec<String> = Vec::new();
+        for span in code_spans(&cell) {
+            if span.starts_with("DCGM_FI_") {
+                out.push(span.to_string());
+            } else if let Some(suffix) = span.strip_prefix('…')
+                && let Some(previous) = out.last()
+            {
+                let segments = suffix.matches('_').count();
+                let base = previous.rsplitn(segments + 1, '_').last().unwrap_or("");
+                out.push(format!("{base}{suffix}"));
+            }
+        }
+        out
+    }
+
+    fn cells(line: &str) -> Vec<&str> {
+        let line = line.trim().trim_start_matches('|').trim_end_matches('|');
+        line.split('|').map(str::trim).collect()
+    }
+
+    /// Every table row of the doc that lists a family with one of [`PREFIXES`], with the
+    /// columns its table has (found by their header: `metric`, `type`, `unit`,
+    /// `dcgm-exporter equivalent`).
+    fn doc_rows(doc: &str) -> Vec<DocRow> {
+        let mut rows = Vec::new();
+        let mut header: Option<Vec<&str>> = None;
+        for line in doc.lines() {
+            if !line.trim_start().starts_with('|') {
+                header = None;
+                continue;
+            }
+            let cells = cells(line);
+            let Some(h) = &header else {
+                header = Some(cells);
+                continue;
+            };
+            if cells
+                .iter()
+                .all(|c| c.chars().all(|ch| ch == '-' || ch == ':'))
+            {
+                continue;
+            }
+            let col = |name: &str| h.iter().position(|c| *c == name).and_then(|i| cells.get(i));
+            let Some(metric) = col("metric") else {
+                continue;
+            };
+            for name in code_spans(metric) {
+                if !PREFIXES.iter().any(|p| name.starts_with(p)) {
+                    continue;
+                }
+                let kind = col("type").and_then(|t| t.split_whitespace().next());
+                rows.push(DocRow {
+                    name: name.to_string(),
+                    kind: kind.unwrap_or("").to_string(),
+                    unit: col("unit").map_or("", |u| u).to_string(),
+                    dcgm: col("dcgm-exporter equivalent").map(|c| dcgm_fields(c)),
+                });
+            }
+        }
+        rows
+    }
+
+    /// Every difference between the declared families and the doc's tables: each declared family
+    /// documented with its type, unit and dcgm-exporter fields (none where its table has no
+    /// such column), each documented family with one of [`PREFIXES`] declared.
+    fn check(declared: &[&[MetricDesc]], doc: &str) -> Vec<Mismatch> {
+        let rows = doc_rows(doc);
+        let declared: Vec<&MetricDesc> = declared.iter().flat_map(|l| l.iter()).collect();
+        let mut out = Vec::new();
+        for d in &declared {
+            let name = d.exposed_name();
+            let Some(row) = rows.iter().find(|r| r.name == name) else {
+                out.push(Mismatch::Undocumented(name));
+                continue;
+            };
+            if row.kind != d.kind.as_str() {
+                out.push(Mismatch::Type {
+                    name: name.clone(),
+                    declared: d.kind.as_str(),
+                    documented: row.kind.clone(),
+                });
+            }
+            if row.unit != doc_unit(d.unit) {
+                out.push(Mismatch::Unit {
+                    name: name.clone(),
+                    declared: doc_unit(d.unit),
+                    documented: row.unit.clone(),
+                });
+            }
+            let documented = row.dcgm.clone().unwrap_or_default();
+            if documented != d.dcgm {
+                out.push(Mismatch::Dcgm {
+                    name,
+                    declared: d.dcgm.iter().map(|s| s.to_string()).collect(),
+                    documented,
+                });
+            }
+        }
+        for r in &rows {
+            if !declared.iter().any(|d| d.exposed_name() == r.name) {
+                out.push(Mismatch::Undeclared(r.name.clone()));
+            }
+        }
+        out
+    }
+
+    fn metrics_md() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn docs_metrics_md_lists_exactly_the_declared_families() {
+        let doc = metrics_md();
+        assert_eq!(check(&[GPU, MIG, PROCESS], &doc), vec![]);
+        // The check saw the tables (not a vacuous pass).
+        assert_eq!(doc_rows(&doc).len(), GPU.len() + MIG.len() + PROCESS.len());
+    }
+
+    #[test]
+    fn the_check_reports_planted_differences() {
+        let doc = metrics_md();
+        let line = |name: &str| {
+            doc.lines()
+                .find(|l| l.starts_with(&format!("| `{name}` ")))
+                .unwrap_or_else(|| panic!("no row for {name}"))
+                .to_string()
+        };
+        let power = line("tessera_gpu_power_watts");
+        let energy = line("tessera_gpu_energy_joules_total");
+        let temperature = line("tessera_gpu_temperature_celsius");
+        let mig_used = line("tessera_mig_memory_used_bytes");
+        let planted = doc
+            .replace(&format!("{power}\n"), "")
+            .replace(&energy, &energy.replacen("| counter |", "| gauge |", 1))
+            .replace(
+                &temperature,
+                &temperature.replace("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"),
+            )
+            .replace(&mig_used, &mig_used.replacen("| bytes |", "| ratio |", 1))
+            .replace(
+                &line("tessera_process_idle_seconds"),
+                &format!(
+                    "{}\n| `tessera_process_made_up_ratio` | gauge | ratio | none | none |",
+                    line("tessera_process_idle_seconds")
+                ),
+            );
+        let found = check(&[GPU, MIG, PROCESS], &planted);
+        assert_eq!(
+            found,
+            vec![
+                Mismatch::Undocumented("tessera_gpu_power_watts".into()),
+                Mismatch::Type {
+                    name: "tessera_gpu_energy_joules_total".into(),
+                    declared: "counter",
+                    documented: "gauge".into(),
+                },
+                Mismatch::Dcgm {
+                    name: "tessera_gpu_temperature_celsius".into(),
+                    declared: vec!["DCGM_FI_DEV_GPU_TEMP".into()],
+                    documented: vec!["DCGM_FI_DEV_MEMORY_TEMP".into()],
+                },
+                Mismatch::Unit {
+                    name: "tessera_mig_memory_used_bytes".into(),
+                    declared: "bytes",
+                    documented: "ratio".into(),
+                },
+                Mismatch::Undeclared("tessera_process_made_up_ratio".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn dcgm_cells_expand_abbreviations_and_skip_remarks() {
+        assert_eq!(
+            dcgm_fields("`DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`, `…_DBE_VOL_TOTAL`"),
+            [
+                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+            ]
+        );
+        assert_eq!(
+            dcgm_fields("`DCGM_FI_PROF_PCIE_TX_BYTES` (not `DCGM_FI_DEV_PCIE_TX_THROUGHPUT`)"),
+            ["DCGM_FI_PROF_PCIE_TX_BYTES"]
+        );
+        assert_eq!(
+            dcgm_fields("labels `modelName`, `pci_bus_id`, `DCGM_FI_DRIVER_VERSION`"),
+            ["DCGM_FI_DRIVER_VERSION"]
+        );
+        assert!(dcgm_fields("none (dcgm-exporter drops the series)").is_empty());
+    }
+
+    #[test]
+    fn names_are_unique_and_follow_the_conventions() {
+        let all: Vec<&MetricDesc> = [GPU, MIG, PROCESS].iter().flat_map(|l| l.iter()).collect();
+        let mut names: Vec<String> = all.iter().map(|d| d.exposed_name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "a family is declared twice");
+        for d in all {
+            assert!(PREFIXES.iter().any(|p| d.name.starts_with(p)), "{}", d.name);
+            if d.kind == Kind::Counter {
+                assert!(
+                    !d.name.ends_with("_total"),
+                    "{}: the encoder adds _total",
+                    d.name
+                );
+            }
+            if let Some(u) = d.unit {
+                assert!(
+                    !d.name.ends_with(u.suffix()),
+                    "{}: the encoder adds the unit",
+                    d.name
+                );
+            }
+            assert!(d.help.ends_with('.'), "{}: help is a sentence", d.name);
+        }
+    }
+}
