@@ -326,3 +326,40 @@ fn golden_a100_node_without_gpm() {
         &metrics::render(Arc::new(snap), &fixed_options()),
     );
 }
+
+#[test]
+fn every_rendered_gpu_mig_and_process_family_is_declared() {
+    // The collectors take their families from metrics::catalog, which docs/metrics.md is
+    // checked against; a family written past it would show here.
+    use tessera_exporter::metrics::catalog;
+    let declared = [catalog::GPU, catalog::MIG, catalog::PROCESS].concat();
+    let mut seen = 0;
+    for (node, start, samples) in [
+        ("gpu-node-1", "2026-11-02T02:59:58Z", 3),
+        ("gpu-node-2", "2026-11-02T06:04:59Z", 2),
+        ("gpu-node-3", "2026-11-02T14:00:00Z", 2),
+    ] {
+        let text = metrics::render(Arc::new(snapshot(node, start, samples)), &fixed_options());
+        for line in text.lines() {
+            let Some((family, kind)) = line
+                .strip_prefix("# TYPE ")
+                .and_then(|rest| rest.split_once(' '))
+            else {
+                continue;
+            };
+            if !["tessera_gpu_", "tessera_mig_", "tessera_process_"]
+                .iter()
+                .any(|p| family.starts_with(p))
+            {
+                continue;
+            }
+            let desc = declared
+                .iter()
+                .find(|d| d.family_name() == family)
+                .unwrap_or_else(|| panic!("{family} is rendered but not in metrics::catalog"));
+            assert_eq!(kind, desc.kind.as_str(), "{family}");
+            seen += 1;
+        }
+    }
+    assert!(seen > 60, "only {seen} families checked");
+}

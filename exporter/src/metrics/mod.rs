@@ -6,7 +6,9 @@
 //! layout), [`process`] (per-process use
 //! with attribution labels), [`exporter`] (self-metrics: collection success, durations, NVML
 //! errors, build info) and [`runtime`] (the standard `process_*` metrics of the exporter itself),
-//! and [`pods`] (with the kubelet: every container holding each GPU or MIG device).
+//! and [`pods`] (with the kubelet: every container holding each GPU or MIG device). The GPU, MIG,
+//! pod and process families are declared once in [`catalog`] (name, help, unit, type,
+//! dcgm-exporter's fields), which `docs/metrics.md` is checked against.
 //!
 //! With the kubelet's pod-resources API (`--kubelet.pod-resources-socket`), the series of a GPU,
 //! a MIG instance or a process whose device exactly one container holds also carry `pod`,
@@ -25,6 +27,7 @@
 //! [`MetricsCache`] renders once per snapshot and serves the same bytes to every scrape until the
 //! next snapshot; it does no I/O besides that.
 
+pub mod catalog;
 pub mod exporter;
 pub mod gpu;
 pub mod mig;
@@ -235,21 +238,46 @@ pub(crate) fn single_counter<V: prometheus_client::encoding::EncodeCounterValue>
         .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&value, None)
 }
 
-/// Units used by tessera's metrics.
-pub(crate) mod units {
-    use prometheus_client::registry::Unit;
-    pub fn watts() -> Option<Unit> {
-        Some(Unit::Other("watts".into()))
-    }
-    pub fn hertz() -> Option<Unit> {
-        Some(Unit::Other("hertz".into()))
-    }
-    pub fn ratio() -> Option<Unit> {
-        Some(Unit::Other("ratio".into()))
-    }
-    pub fn bytes() -> Option<Unit> {
-        Some(Unit::Bytes)
-    }
+/// Encode a declared gauge family ([`catalog`]) if it has any series.
+pub(crate) fn gauge<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    desc: &catalog::MetricDesc,
+    series: Vec<(L, V)>,
+) -> fmt::Result {
+    debug_assert_eq!(
+        desc.kind,
+        catalog::Kind::Gauge,
+        "{} is not a gauge",
+        desc.name
+    );
+    family(
+        enc,
+        desc.name,
+        desc.help,
+        desc.unit.map(|u| u.encoded()),
+        series,
+    )
+}
+
+/// Encode a declared counter family ([`catalog`]) if it has any series.
+pub(crate) fn counter<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeCounterValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    desc: &catalog::MetricDesc,
+    series: Vec<(L, V)>,
+) -> fmt::Result {
+    debug_assert_eq!(
+        desc.kind,
+        catalog::Kind::Counter,
+        "{} is not a counter",
+        desc.name
+    );
+    counter_family(
+        enc,
+        desc.name,
+        desc.help,
+        desc.unit.map(|u| u.encoded()),
+        series,
+    )
 }
 
 struct All {

@@ -12,7 +12,8 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{Collector, Context, family};
+use super::catalog as c;
+use super::{Collector, Context, gauge};
 
 /// The kubelet's device holders.
 pub struct PodsCollector;
@@ -70,12 +71,6 @@ impl Collector for PodsCollector {
                 ));
             }
         }
-        family(
-            enc,
-            "tessera_gpu_pod_info",
-            "A container that holds the GPU or MIG device, from the kubelet's pod-resources API; one series per holder, also when several share a device (value is always 1).",
-            None,
-            series,
-        )
+        gauge(enc, &c::GPU_POD_INFO, series)
     }
 }

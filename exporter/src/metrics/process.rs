@@ -9,14 +9,17 @@
 //! Labels: `gpu`, `uuid`, `pid`, `process`, `gpu_instance`, `compute_instance` (empty outside
 //! MIG), `pod_uid`, `container_id`, `slurm_job_id` (empty when unknown), and `pod`, `namespace`,
 //! `container` when exactly one container holds the process's device (from the kubelet; the
-//! device is the process's MIG instance in MIG mode, else its GPU: [`device_of`]).
+//! device is the process's MIG instance in MIG mode, else its GPU: [`device_of`]). Names, help
+//! and units come from [`super::catalog`].
 
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{Collector, Context, HolderLabels, family, held, units};
-use tessera_core::model::{GpuSample, NodeSample, ProcessSample};
+use super::catalog as c;
+use super::{Collector, Context, HolderLabels, gauge, held};
+use crate::sampler::Snapshot;
+use tessera_core::model::{Attribution, GpuSample, NodeSample, ProcessSample};
 
 /// Per-process metrics.
 pub struct ProcessCollector;
@@ -71,89 +74,81 @@ impl Collector for ProcessCollector {
             return Ok(());
         }
         let (procs, _) = selected(sample, ctx.options.processes_max);
-        let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
-        let rows: Vec<[String; 9]> = procs
-            .iter()
-            .map(|(g, p)| {
-                let a = ctx.snapshot.attribution.get(&p.pid);
-                let get = |f: fn(&tessera_core::model::Attribution) -> &Option<String>| {
-                    a.and_then(|a| f(a).clone()).unwrap_or_default()
-                };
-                [
-                    g.index.to_string(),
-                    g.uuid.clone(),
-                    p.pid.to_string(),
-                    p.name.clone().unwrap_or_default(),
-                    opt(p.gpu_instance_id),
-                    opt(p.compute_instance_id),
-                    get(|a| &a.pod_uid),
-                    get(|a| &a.container_id),
-                    get(|a| &a.slurm_job_id),
-                ]
-            })
-            .collect();
-        const KEYS: [&str; 9] = [
-            "gpu",
-            "uuid",
-            "pid",
-            "process",
-            "gpu_instance",
-            "compute_instance",
-            "pod_uid",
-            "container_id",
-            "slurm_job_id",
-        ];
-        let holders: Vec<HolderLabels<'_>> = procs
-            .iter()
-            .map(|(g, p)| {
-                device_of(g, p)
-                    .map(|d| held(ctx.snapshot, d))
-                    .unwrap_or_default()
-            })
-            .collect();
-        type Row<'a> = ([String; 9], HolderLabels<'a>);
-        let rows: Vec<Row<'_>> = rows.into_iter().zip(holders).collect();
-        fn labels<'a>((r, h): &Row<'a>) -> ([(&'static str, String); 9], HolderLabels<'a>) {
-            (std::array::from_fn(|i| (KEYS[i], r[i].clone())), *h)
-        }
-        family(
-            enc,
-            "tessera_process_memory_used",
-            "GPU memory used by the process.",
-            units::bytes(),
+        let rows = rows(ctx.snapshot, &procs);
+        let each = |f: &dyn Fn(&GpuSample, &ProcessSample) -> Option<f64>| {
             procs
                 .iter()
                 .zip(&rows)
-                .filter_map(|((_, p), r)| Some((labels(r), p.used_memory_bytes? as f64)))
-                .collect(),
-        )?;
-        family(
+                .filter_map(|((g, p), r)| Some((r.labels(), f(g, p)?)))
+                .collect::<Vec<_>>()
+        };
+        gauge(
             enc,
-            "tessera_process_sm_utilization",
-            "Share of the sample period the process had a kernel running on the SMs (NVML process utilization; none in MIG mode).",
-            units::ratio(),
-            procs
-                .iter()
-                .zip(&rows)
-                .filter_map(|((_, p), r)| Some((labels(r), p.sm_ratio?)))
-                .collect(),
+            &c::PROCESS_MEMORY_USED,
+            each(&|_, p| Some(p.used_memory_bytes? as f64)),
         )?;
-        family(
+        gauge(enc, &c::PROCESS_SM_UTILIZATION, each(&|_, p| p.sm_ratio))?;
+        let idle = &ctx.snapshot.idle.processes;
+        gauge(
             enc,
-            "tessera_process_idle",
-            "How long the process has continuously shown no activity (its SM utilisation, else its MIG instance's or its GPU's activity, below 0.1%), on the sampler's clock; 0 while active.",
-            Some(prometheus_client::registry::Unit::Seconds),
-            procs
-                .iter()
-                .zip(&rows)
-                .filter_map(|((g, p), r)| {
-                    Some((
-                        labels(r),
-                        *ctx.snapshot.idle.processes.get(&(g.uuid.clone(), p.pid))?,
-                    ))
-                })
-                .collect(),
-        )?;
-        Ok(())
+            &c::PROCESS_IDLE,
+            each(&|g, p| idle.get(&(g.uuid.clone(), p.pid)).copied()),
+        )
     }
+}
+
+/// The label names of a process series, in order (before the holder's).
+const KEYS: [&str; 9] = [
+    "gpu",
+    "uuid",
+    "pid",
+    "process",
+    "gpu_instance",
+    "compute_instance",
+    "pod_uid",
+    "container_id",
+    "slurm_job_id",
+];
+
+/// A selected process's label values ([`KEYS`]) and its device's holder.
+struct Row<'a> {
+    values: [String; 9],
+    holder: HolderLabels<'a>,
+}
+
+impl<'a> Row<'a> {
+    fn labels(&self) -> ([(&'static str, String); 9], HolderLabels<'a>) {
+        (
+            std::array::from_fn(|i| (KEYS[i], self.values[i].clone())),
+            self.holder,
+        )
+    }
+}
+
+/// The labels of each selected process: its GPU, name, MIG instance, attribution (empty when
+/// unknown) and the kubelet's holder of its device.
+fn rows<'a>(snap: &'a Snapshot, procs: &[(&GpuSample, &ProcessSample)]) -> Vec<Row<'a>> {
+    let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    procs
+        .iter()
+        .map(|(g, p)| {
+            let a = snap.attribution.get(&p.pid);
+            let get = |f: fn(&Attribution) -> &Option<String>| {
+                a.and_then(|a| f(a).clone()).unwrap_or_default()
+            };
+            let values = [
+                g.index.to_string(),
+                g.uuid.clone(),
+                p.pid.to_string(),
+                p.name.clone().unwrap_or_default(),
+                opt(p.gpu_instance_id),
+                opt(p.compute_instance_id),
+                get(|a| &a.pod_uid),
+                get(|a| &a.container_id),
+                get(|a| &a.slurm_job_id),
+            ];
+            let holder = device_of(g, p).map(|d| held(snap, d)).unwrap_or_default();
+            Row { values, holder }
+        })
+        .collect()
 }
