@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -59,9 +60,16 @@ pub(crate) struct BasicAuth {
     gate: Arc<Gate>,
     /// A configured hash, checked for unknown users so they cost the same time.
     decoy: String,
+    /// bcrypt checks run so far (shared with [`super::RunningServer::password_checks`]).
+    checks: Arc<AtomicU64>,
 }
 
 impl BasicAuth {
+    /// The counter of bcrypt checks this server has run.
+    pub(crate) fn checks(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.checks)
+    }
+
     /// `None` when there are no users (auth off).
     pub(crate) fn new(users: &BTreeMap<String, String>) -> Result<Option<BasicAuth>, WebError> {
         let Some(decoy) = users.values().next().cloned() else {
@@ -77,6 +85,7 @@ impl BasicAuth {
             failed: Mutex::new(HashSet::new()),
             gate: Gate::new(Limits::for_this_machine()),
             decoy,
+            checks: Arc::new(AtomicU64::new(0)),
         }))
     }
 
@@ -162,8 +171,10 @@ impl BasicAuth {
         let pw = password.clone();
         // The slot moves into the blocking task: if this request is dropped (timeout), the next
         // check still waits for this one to finish.
+        let checks = Arc::clone(&self.checks);
         let matched = tokio::task::spawn_blocking(move || {
             let _slot = slot;
+            checks.fetch_add(1, Ordering::Relaxed);
             bcrypt::verify(&pw, &hash).unwrap_or(false)
         })
         .await

@@ -194,6 +194,7 @@ impl Server {
                 source: e,
             })?;
         let addrs = self.addrs.clone();
+        let checks = self.ctx.app.auth.as_ref().map(|a| a.checks());
         let (listeners, ctx) = {
             let _enter = runtime.enter();
             self.into_tokio()?
@@ -213,6 +214,7 @@ impl Server {
             })?;
         Ok(RunningServer {
             addrs,
+            checks,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -248,6 +250,8 @@ impl Server {
 #[derive(Debug)]
 pub struct RunningServer {
     addrs: Vec<SocketAddr>,
+    /// bcrypt checks run (`None` without basic auth).
+    checks: Option<Arc<std::sync::atomic::AtomicU64>>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -256,6 +260,14 @@ impl RunningServer {
     /// The bound addresses, in `--web.listen-address` order.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// How many passwords this server has checked with bcrypt (`None` without basic auth): the
+    /// expensive work that the cache, the failure memory and the gate exist to avoid.
+    pub fn password_checks(&self) -> Option<u64> {
+        self.checks
+            .as_ref()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Stop accepting, let open requests finish (at most the request timeout), and join the
