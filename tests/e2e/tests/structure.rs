@@ -571,3 +571,90 @@ fn the_nvml_check_finds_a_planted_name() {
         ]
     );
 }
+
+/// What the code map of `architecture` (ARCHITECTURE.md's text) misses or names wrongly: every
+/// top-level folder and module file of the three product crates' `src/` (besides `lib.rs`) is
+/// named in its crate's section as `` `name/` `` or `` `name.rs` ``, and every folder a section
+/// names that way exists.
+fn code_map_mismatches(root: &Path, architecture: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (krate, heading) in [
+        ("core", "### `core/`"),
+        ("exporter", "### `exporter/`"),
+        ("analyzer", "### `analyzer/`"),
+    ] {
+        let Some(start) = architecture.find(heading) else {
+            out.push(format!("no section {heading}"));
+            continue;
+        };
+        let rest = &architecture[start + heading.len()..];
+        let section = &rest[..rest.find("\n### ").unwrap_or(rest.len())];
+        let src = root.join(krate).join("src");
+        let mut entries: Vec<_> = std::fs::read_dir(&src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let named = if path.is_dir() {
+                format!("`{name}/`")
+            } else if name.ends_with(".rs") && name != "lib.rs" {
+                format!("`{name}`")
+            } else {
+                continue;
+            };
+            if !section.contains(&format!("- {named}")) {
+                out.push(format!("{krate}/src: {named} is not in the code map"));
+            }
+        }
+        for line in section.lines() {
+            let Some(item) = line.strip_prefix("- `") else {
+                continue;
+            };
+            let Some(end) = item.find('`') else { continue };
+            let name = &item[..end];
+            if name.ends_with('/') && !src.join(name).is_dir() {
+                out.push(format!(
+                    "{krate}/src: the code map names `{name}`, which is not there"
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_code_map_names_every_top_level_folder_and_module() {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let found = code_map_mismatches(&root, &text);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_code_map_check_finds_a_missing_and_a_stale_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    for path in [
+        "core/src/lib.rs",
+        "core/src/device.rs",
+        "core/src/nvml/mod.rs",
+        "exporter/src/main.rs",
+        "analyzer/src/cli/mod.rs",
+        "analyzer/src/frames/mod.rs",
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let map = "### `core/` — x\n\n- `device.rs` — d\n- `nvml/` — n\n\n\
+               ### `exporter/` — y\n\n- `main.rs` — m\n- `web/` — gone\n\n\
+               ### `analyzer/` — z\n\n- `cli/` — c\n";
+    assert_eq!(
+        code_map_mismatches(tmp.path(), map),
+        vec![
+            "exporter/src: the code map names `web/`, which is not there".to_string(),
+            "analyzer/src: `frames/` is not in the code map".to_string(),
+        ]
+    );
+}
