@@ -108,7 +108,8 @@ pub(super) fn read(
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
     let (since, until) = time_range(opts, notes);
-    let Some((names, found)) = detect_families(&mut client, (since, until), notes)? else {
+    let Some(Families { names, found }) = detect_families(&mut client, (since, until), notes)?
+    else {
         return Ok((Vec::new(), Sampling::default()));
     };
     let family = found[0];
@@ -191,13 +192,21 @@ struct Notes<'a> {
     report: &'a mut IngestReport,
 }
 
+/// What [`detect_families`] found.
+struct Families {
+    /// The metric names the server lists.
+    names: BTreeSet<String>,
+    /// The families with samples in the range, the one read first.
+    found: Vec<Family>,
+}
+
 /// Which metric families the server has in the range (the one read first) and the metric
 /// names it lists; `None`, with a warning, when it has none.
 fn detect_families(
     client: &mut Client,
     (since, until): (i64, i64),
     notes: &mut Notes,
-) -> Result<Option<(BTreeSet<String>, Vec<Family>)>, IngestError> {
+) -> Result<Option<Families>, IngestError> {
     let spec = notes.spec;
     let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
     let all = [Family::Tessera, Family::Dcgm, Family::NvidiaSmi];
@@ -255,7 +264,7 @@ fn detect_families(
         ));
         return Ok(None);
     }
-    Ok(Some((names, found)))
+    Ok(Some(Families { names, found }))
 }
 
 /// What [`discover`] found.
