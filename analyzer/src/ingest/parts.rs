@@ -178,16 +178,52 @@ pub fn ingest_parts(
     opts: &IngestOptions,
 ) -> Result<(Vec<Part>, IngestReport), IngestError> {
     let mut report = IngestReport::default();
+    let items = work_items(sources, &mut report)?;
+    let single = items
+        .iter()
+        .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
+    let total = items.len();
+    let mut g = Gathered {
+        single,
+        total,
+        parts: BTreeMap::new(),
+        extents: BTreeMap::new(),
+        scans: BTreeMap::new(),
+        files: BTreeMap::new(),
+    };
+    for (i, item) in items.into_iter().enumerate() {
+        g.item(item, opts, &mut report)?;
+        report.files += 1;
+        if let Some(p) = opts.progress {
+            p(i + 1, total);
+        }
+    }
+    g.scan_history(opts)?;
+    if g.parts.is_empty() && single {
+        g.parts.insert("*".into(), BTreeMap::new());
+    }
+    warn_history_interval(&mut report, opts);
+    let mut out = Vec::with_capacity(g.parts.len());
+    for (key, tables) in std::mem::take(&mut g.parts) {
+        out.push(g.partition(key, tables, &mut report)?);
+    }
+    for t in Table::ALL {
+        report.tables.entry(t).or_default();
+    }
+    Ok((out, report))
+}
+
+/// Every source's work items; a history file named by two sources (a folder and its parent,
+/// overlapping globs) is read once.
+fn work_items(sources: &[Source], report: &mut IngestReport) -> Result<Vec<WorkItem>, IngestError> {
     let mut items = Vec::new();
     for s in sources {
         match s {
-            Source::History(spec) => items.extend(history::resolve(spec, &mut report)?),
+            Source::History(spec) => items.extend(history::resolve(spec, report)?),
             Source::Csv(path) => items.push(WorkItem::Csv { path: path.clone() }),
             Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
         }
     }
-    // A history file named by two sources (a folder and its parent, overlapping globs) is read
-    // once.
     let mut seen = std::collections::HashSet::new();
     let mut twice: Vec<PathBuf> = Vec::new();
     items.retain(|i| match i {
@@ -207,31 +243,73 @@ pub fn ingest_parts(
             first.display()
         ));
     }
-    let single = items
-        .iter()
-        .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
-    let total = items.len();
-    // Lazy frames by partition and table, each with its row count and time range when the
-    // Parquet footers tell them (else they are computed by scanning `ts`).
-    // The flag says whether the rows are history (looked at for duplicates).
-    type Entry = (LazyFrame, Option<TableStats>, bool);
-    let mut parts: BTreeMap<String, BTreeMap<Table, Vec<Entry>>> = BTreeMap::new();
-    // What is known cheaply about each history file, by partition and table: the signs of
-    // duplicate rows ([`dedupe`]).
-    let mut extents: BTreeMap<String, BTreeMap<Table, Vec<dedupe::Extent>>> = BTreeMap::new();
-    // Checked Parquet files by (partition, source, table), scanned together below.
-    type Checked = (PathBuf, tessera_core::history::reader::FooterSummary);
-    let mut scans: BTreeMap<(String, String, Table), Vec<Checked>> = BTreeMap::new();
-    // The Parquet files each partition's frames scan (history; Prometheus groups spilled).
-    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    let key = |node: &str| {
-        if single {
+    Ok(items)
+}
+
+/// A lazy frame of a partition's table, with its row count and time range when the Parquet
+/// footers tell them (else they are computed by scanning `ts`), and whether the rows are
+/// history (looked at for duplicates).
+type Entry = (LazyFrame, Option<TableStats>, bool);
+
+/// A checked Parquet file and its footer.
+type Checked = (PathBuf, tessera_core::history::reader::FooterSummary);
+
+/// What the work items gave, by partition.
+struct Gathered {
+    /// Whether everything is one partition (`*`): any source is CSV or Prometheus.
+    single: bool,
+    /// The number of work items.
+    total: usize,
+    /// Lazy frames by partition and table.
+    parts: BTreeMap<String, BTreeMap<Table, Vec<Entry>>>,
+    /// What is known cheaply about each history file, by partition and table: the signs of
+    /// duplicate rows ([`dedupe`]).
+    extents: BTreeMap<String, BTreeMap<Table, Vec<dedupe::Extent>>>,
+    /// Checked Parquet files by (partition, source, table), scanned together
+    /// ([`Gathered::scan_history`]).
+    scans: BTreeMap<(String, String, Table), Vec<Checked>>,
+    /// The Parquet files each partition's frames scan (history; Prometheus groups spilled).
+    files: BTreeMap<String, Vec<PathBuf>>,
+}
+
+impl Gathered {
+    /// The partition of a node's rows.
+    fn key(&self, node: &str) -> String {
+        if self.single {
             "*".to_string()
         } else {
             node.to_string()
         }
-    };
-    for (i, item) in items.into_iter().enumerate() {
+    }
+
+    /// Adds a frame to a partition's table.
+    fn push(&mut self, part: String, table: Table, entry: Entry) {
+        self.parts
+            .entry(part)
+            .or_default()
+            .entry(table)
+            .or_default()
+            .push(entry);
+    }
+
+    /// Records a history file's extent.
+    fn extent(&mut self, node: &str, table: Table, e: dedupe::Extent) {
+        let part = self.key(node);
+        self.extents
+            .entry(part)
+            .or_default()
+            .entry(table)
+            .or_default()
+            .push(e);
+    }
+
+    /// Reads (or, for Parquet, checks) one work item.
+    fn item(
+        &mut self,
+        item: WorkItem,
+        opts: &IngestOptions,
+        report: &mut IngestReport,
+    ) -> Result<(), IngestError> {
         match item {
             WorkItem::Parquet {
                 table,
@@ -245,20 +323,16 @@ pub fn ingest_parts(
                     Table::Gpu if footer.rows > 0 => history::gpu_count(&path),
                     _ => None,
                 };
-                extents
-                    .entry(key(&node))
-                    .or_default()
-                    .entry(table)
-                    .or_default()
-                    .push(dedupe::Extent {
-                        rows: footer.rows,
-                        ts: footer.ts_range,
-                        gpus,
-                        interval_ms,
-                        holds_duplicates: false,
-                    });
-                let group = scans.entry((key(&node), source, table)).or_default();
-                group.push((path, footer));
+                let extent = dedupe::Extent {
+                    rows: footer.rows,
+                    ts: footer.ts_range,
+                    gpus,
+                    interval_ms,
+                    holds_duplicates: false,
+                };
+                self.extent(&node, table, extent);
+                let group = self.scans.entry((self.key(&node), source, table));
+                group.or_default().push((path, footer));
             }
             WorkItem::Jsonl {
                 table,
@@ -267,117 +341,90 @@ pub fn ingest_parts(
                 node,
                 interval_ms,
             } => {
-                let df = history::read_open_segment(table, &path, opts, &mut report)?;
+                let df = history::read_open_segment(table, &path, opts, report)?;
                 let ts = df.column("ts")?.cast(&DataType::Int64)?;
                 let ts = ts.i64()?;
-                extents
-                    .entry(key(&node))
-                    .or_default()
-                    .entry(table)
-                    .or_default()
-                    .push(dedupe::Extent {
-                        rows: df.height() as u64,
-                        ts: ts.min().zip(ts.max()),
-                        gpus: None,
-                        interval_ms,
-                        holds_duplicates: dedupe::holds_duplicates(&df, table)?,
-                    });
-                parts
-                    .entry(key(&node))
-                    .or_default()
-                    .entry(table)
-                    .or_default()
-                    .push((canonical(df.lazy(), table, &source, opts), None, true));
+                let extent = dedupe::Extent {
+                    rows: df.height() as u64,
+                    ts: ts.min().zip(ts.max()),
+                    gpus: None,
+                    interval_ms,
+                    holds_duplicates: dedupe::holds_duplicates(&df, table)?,
+                };
+                self.extent(&node, table, extent);
+                let lf = canonical(df.lazy(), table, &source, opts);
+                self.push(self.key(&node), table, (lf, None, true));
             }
-            WorkItem::Csv { path } => {
-                let source = format!("csv:{}", path.display());
-                let (tables, sampling) = csv::read(&path, opts, &mut report)?;
-                note_sampling(&mut report, &source, "samples", sampling, opts.interval_ms);
-                for (table, df) in tables {
-                    parts
-                        .entry(key(""))
-                        .or_default()
-                        .entry(table)
-                        .or_default()
-                        .push((canonical(df.lazy(), table, &source, opts), None, false));
-                }
-            }
-            WorkItem::Prometheus { url } => {
-                let source = format!("prometheus:{url}");
-                let (groups, sampling) = prometheus::read(&url, opts, &mut report)?;
-                note_sampling(&mut report, &source, "scrapes", sampling, opts.interval_ms);
-                for (group, tables, spilled) in groups {
-                    // The server's node partitions stand when it is the only source.
-                    let part = if total == 1 { group } else { key("") };
-                    files.entry(part.clone()).or_default().extend(spilled);
-                    for (table, lf) in tables {
-                        parts
-                            .entry(part.clone())
-                            .or_default()
-                            .entry(table)
-                            .or_default()
-                            .push((canonical(lf, table, &source, opts), None, false));
-                    }
-                }
+            WorkItem::Csv { path } => self.csv(&path, opts, report)?,
+            WorkItem::Prometheus { url } => self.prometheus(&url, opts, report)?,
+        }
+        Ok(())
+    }
+
+    /// Reads a CSV file into partition `*`.
+    fn csv(
+        &mut self,
+        path: &std::path::Path,
+        opts: &IngestOptions,
+        report: &mut IngestReport,
+    ) -> Result<(), IngestError> {
+        let source = format!("csv:{}", path.display());
+        let (tables, sampling) = csv::read(path, opts, report)?;
+        note_sampling(report, &source, "samples", sampling, opts.interval_ms);
+        for (table, df) in tables {
+            let lf = canonical(df.lazy(), table, &source, opts);
+            self.push(self.key(""), table, (lf, None, false));
+        }
+        Ok(())
+    }
+
+    /// Reads a Prometheus server, by its groups of nodes.
+    fn prometheus(
+        &mut self,
+        url: &str,
+        opts: &IngestOptions,
+        report: &mut IngestReport,
+    ) -> Result<(), IngestError> {
+        let source = format!("prometheus:{url}");
+        let (groups, sampling) = prometheus::read(url, opts, report)?;
+        note_sampling(report, &source, "scrapes", sampling, opts.interval_ms);
+        for (group, tables, spilled) in groups {
+            // The server's node partitions stand when it is the only source.
+            let part = if self.total == 1 { group } else { self.key("") };
+            self.files.entry(part.clone()).or_default().extend(spilled);
+            for (table, lf) in tables {
+                let lf = canonical(lf, table, &source, opts);
+                self.push(part.clone(), table, (lf, None, false));
             }
         }
-        report.files += 1;
-        if let Some(p) = opts.progress {
-            p(i + 1, total);
+        Ok(())
+    }
+
+    /// The checked Parquet files scanned, by partition, source and table.
+    fn scan_history(&mut self, opts: &IngestOptions) -> Result<(), IngestError> {
+        for ((part, source, table), checked) in std::mem::take(&mut self.scans) {
+            let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
+            let lf = history::scan_parquet_files(Some(table), &paths)?;
+            self.files.entry(part.clone()).or_default().extend(paths);
+            let known = footer_stats(&checked, opts);
+            let lf = canonical(lf, table, &source, opts);
+            self.push(part, table, (lf, known, true));
         }
+        Ok(())
     }
-    for ((part, source, table), checked) in scans {
-        let paths: Vec<PathBuf> = checked.iter().map(|c| c.0.clone()).collect();
-        let lf = history::scan_parquet_files(Some(table), &paths)?;
-        files.entry(part.clone()).or_default().extend(paths);
-        // Without a time filter, the footers' row counts and `ts` statistics are the stats.
-        let known = (opts.footer_stats
-            && opts.since.is_none()
-            && opts.until.is_none()
-            && checked
-                .iter()
-                .all(|(_, f)| f.rows == 0 || f.ts_range.is_some()))
-        .then(|| {
-            checked
-                .iter()
-                .fold(TableStats::default(), |acc, (_, f)| TableStats {
-                    rows: acc.rows + f.rows,
-                    first_ts: min_opt(acc.first_ts, f.ts_range.map(|r| r.0)),
-                    last_ts: max_opt(acc.last_ts, f.ts_range.map(|r| r.1)),
-                })
-        });
-        parts
-            .entry(part)
-            .or_default()
-            .entry(table)
-            .or_default()
-            .push((canonical(lf, table, &source, opts), known, true));
-    }
-    if parts.is_empty() && single {
-        parts.insert("*".into(), BTreeMap::new());
-    }
-    if let Some(req) = opts.interval_ms {
-        for (src, s) in &report.sampling {
-            if src.starts_with("history:") && s.rows.keys().any(|&iv| iv != req) {
-                let ivs: Vec<String> = s
-                    .rows
-                    .keys()
-                    .map(|&iv| period::fmt_period(iv as f64))
-                    .collect();
-                report.warnings.push(format!(
-                    "{src}: history rows keep their own interval ({}); --interval {} applies to \
-                     csv: and prometheus: sources only",
-                    ivs.join(", "),
-                    period::fmt_period(req as f64)
-                ));
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(parts.len());
-    for (key, mut tables) in parts {
-        let files = files.remove(&key).unwrap_or_default();
+
+    /// One partition's frames; its history deduplicated when any of its tables shows a sign of
+    /// duplicates.
+    fn partition(
+        &mut self,
+        key: String,
+        mut tables: BTreeMap<Table, Vec<Entry>>,
+        report: &mut IngestReport,
+    ) -> Result<Part, IngestError> {
+        let files = self.files.remove(&key).unwrap_or_default();
         // A sign of duplicates in one table checks every table of the partition.
-        let sign = extents
+        let sign = self
+            .extents
             .get(&key)
             .into_iter()
             .flat_map(|by_table| by_table.values())
@@ -385,77 +432,135 @@ pub fn ingest_parts(
         if let Some(why) = sign {
             report.duplicate_checks.insert(key.clone(), why);
         }
-        let mut build = |t: Table| -> Result<LazyFrame, IngestError> {
+        let mut build = |t: Table| {
             let entries = tables.remove(&t).unwrap_or_default();
-            let mut lfs = Vec::with_capacity(entries.len());
-            let (mut hist, mut hist_rows) = (Vec::new(), 0u64);
-            for (lf, known, is_history) in entries {
-                let stats = match known {
-                    Some(s) => s,
-                    None => {
-                        table_stats(lf.clone()).map_err(|e| name_unreadable(&files).unwrap_or(e))?
-                    }
-                };
-                let acc = report.tables.entry(t).or_default();
-                acc.rows += stats.rows;
-                acc.first_ts = min_opt(acc.first_ts, stats.first_ts);
-                acc.last_ts = max_opt(acc.last_ts, stats.last_ts);
-                if is_history && sign.is_some() {
-                    hist.push(lf);
-                    hist_rows += stats.rows;
-                } else {
-                    lfs.push(lf);
-                }
-            }
-            if let (Some(why), false) = (sign, hist.is_empty()) {
-                let all = match hist.len() {
-                    1 => hist.pop().expect("one"),
-                    _ => concat(hist, UnionArgs::default())?,
-                };
-                let (lf, dropped) = dedupe::dedupe(all, t, hist_rows)
-                    .map_err(|e| name_unreadable(&files).unwrap_or(e))?;
-                if dropped > 0 {
-                    report.tables.entry(t).or_default().rows -= dropped;
-                    *report
-                        .skipped
-                        .entry(format!("duplicate {} rows (same key and ts)", t.name()))
-                        .or_default() += dropped;
-                    let whose = match key.as_str() {
-                        "*" => "history".to_string(),
-                        node => format!("history of node {node}"),
-                    };
-                    report.warnings.push(format!(
-                        "{whose}: {dropped} duplicate {} rows (same {} and ts) \
-                         counted once ({why}); two exporters writing one folder, a clock that \
-                         went back, or a copy of the folder next to it write them",
-                        t.name(),
-                        dedupe::key_columns(t)
-                            .iter()
-                            .filter(|c| **c != "ts")
-                            .copied()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-                lfs.push(lf);
-            }
-            Ok(match lfs.len() {
-                0 => DataFrame::empty_with_schema(&t.frame_schema()).lazy(),
-                1 => lfs.into_iter().next().expect("one"),
-                _ => concat(lfs, UnionArgs::default())?,
-            })
+            table_frame(t, entries, (&key, &files, sign), report)
         };
         let frames = Frames {
             gpu: build(Table::Gpu)?,
             mig: build(Table::Mig)?,
             process: build(Table::Process)?,
         };
-        out.push(Part { key, frames, files });
+        Ok(Part { key, frames, files })
     }
-    for t in Table::ALL {
-        report.tables.entry(t).or_default();
+}
+
+/// Without a time filter, the footers' row counts and `ts` statistics are the stats.
+fn footer_stats(checked: &[Checked], opts: &IngestOptions) -> Option<TableStats> {
+    (opts.footer_stats
+        && opts.since.is_none()
+        && opts.until.is_none()
+        && checked
+            .iter()
+            .all(|(_, f)| f.rows == 0 || f.ts_range.is_some()))
+    .then(|| {
+        checked
+            .iter()
+            .fold(TableStats::default(), |acc, (_, f)| TableStats {
+                rows: acc.rows + f.rows,
+                first_ts: min_opt(acc.first_ts, f.ts_range.map(|r| r.0)),
+                last_ts: max_opt(acc.last_ts, f.ts_range.map(|r| r.1)),
+            })
+    })
+}
+
+/// Says when an explicit `--interval` does not apply to history rows of another interval.
+fn warn_history_interval(report: &mut IngestReport, opts: &IngestOptions) {
+    let Some(req) = opts.interval_ms else {
+        return;
+    };
+    for (src, s) in &report.sampling {
+        if src.starts_with("history:") && s.rows.keys().any(|&iv| iv != req) {
+            let ivs: Vec<String> = s
+                .rows
+                .keys()
+                .map(|&iv| period::fmt_period(iv as f64))
+                .collect();
+            report.warnings.push(format!(
+                "{src}: history rows keep their own interval ({}); --interval {} applies to \
+                 csv: and prometheus: sources only",
+                ivs.join(", "),
+                period::fmt_period(req as f64)
+            ));
+        }
     }
-    Ok((out, report))
+}
+
+/// One table of partition `key` (its Parquet `files`, its sign of duplicates): each entry's
+/// stats added to the report, the history entries deduplicated when there is a sign, all
+/// concatenated.
+fn table_frame(
+    t: Table,
+    entries: Vec<Entry>,
+    (key, files, sign): (&str, &[PathBuf], Option<&'static str>),
+    report: &mut IngestReport,
+) -> Result<LazyFrame, IngestError> {
+    let mut lfs = Vec::with_capacity(entries.len());
+    let (mut hist, mut hist_rows) = (Vec::new(), 0u64);
+    for (lf, known, is_history) in entries {
+        let stats = match known {
+            Some(s) => s,
+            None => table_stats(lf.clone()).map_err(|e| name_unreadable(files).unwrap_or(e))?,
+        };
+        let acc = report.tables.entry(t).or_default();
+        acc.rows += stats.rows;
+        acc.first_ts = min_opt(acc.first_ts, stats.first_ts);
+        acc.last_ts = max_opt(acc.last_ts, stats.last_ts);
+        if is_history && sign.is_some() {
+            hist.push(lf);
+            hist_rows += stats.rows;
+        } else {
+            lfs.push(lf);
+        }
+    }
+    if let (Some(why), false) = (sign, hist.is_empty()) {
+        let all = match hist.len() {
+            1 => hist.pop().expect("one"),
+            _ => concat(hist, UnionArgs::default())?,
+        };
+        let (lf, dropped) =
+            dedupe::dedupe(all, t, hist_rows).map_err(|e| name_unreadable(files).unwrap_or(e))?;
+        if dropped > 0 {
+            warn_duplicates(t, key, why, dropped, report);
+        }
+        lfs.push(lf);
+    }
+    Ok(match lfs.len() {
+        0 => DataFrame::empty_with_schema(&t.frame_schema()).lazy(),
+        1 => lfs.into_iter().next().expect("one"),
+        _ => concat(lfs, UnionArgs::default())?,
+    })
+}
+
+/// Counts the `dropped` duplicate rows of table `t` of partition `key` out, and says so.
+fn warn_duplicates(
+    t: Table,
+    key: &str,
+    why: &'static str,
+    dropped: u64,
+    report: &mut IngestReport,
+) {
+    report.tables.entry(t).or_default().rows -= dropped;
+    *report
+        .skipped
+        .entry(format!("duplicate {} rows (same key and ts)", t.name()))
+        .or_default() += dropped;
+    let whose = match key {
+        "*" => "history".to_string(),
+        node => format!("history of node {node}"),
+    };
+    report.warnings.push(format!(
+        "{whose}: {dropped} duplicate {} rows (same {} and ts) \
+         counted once ({why}); two exporters writing one folder, a clock that \
+         went back, or a copy of the folder next to it write them",
+        t.name(),
+        dedupe::key_columns(t)
+            .iter()
+            .filter(|c| **c != "ts")
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
 }
 
 /// Records what a source's resampling found and says what the user should know: the rows

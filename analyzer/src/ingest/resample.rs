@@ -22,6 +22,10 @@ use super::IngestError;
 use super::period::{self, Segment};
 use super::schema::{ColType, Table};
 
+mod rows;
+
+use rows::{Out, Resampler, Src, SrcView};
+
 /// How a canonical column aggregates the observations of one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agg {
@@ -158,26 +162,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
         return Ok((DataFrame::empty_with_schema(&table.file_schema()), sampling));
     }
     let watch = crate::timing::Stopwatch::start("resample");
-    // Sorted by entity and time: most files come so (one entity after another, or a time
-    // series per entity), and then nothing is copied.
-    let sorted = {
-        let (e, t) = (df.column("__eid")?.u32()?, df.column("ts")?.i64()?);
-        let mut prev: Option<(u32, i64)> = None;
-        e.iter().zip(t.iter()).all(|(e, t)| {
-            let k = (e.unwrap_or(0), t.unwrap_or(i64::MIN));
-            let ok = prev.is_none_or(|p| p <= k);
-            prev = Some(k);
-            ok
-        })
-    };
-    let df = if sorted {
-        df
-    } else {
-        df.sort(
-            ["__eid", "ts"],
-            SortMultipleOptions::default().with_multithreaded(true),
-        )?
-    };
+    let df = sorted_by_entity(df)?;
     let eid_ca = df.column("__eid")?.u32()?.rechunk().into_owned();
     let ts_ca = df.column("ts")?.i64()?.rechunk().into_owned();
     let n_ca = df.column("__n")?.u32()?.rechunk().into_owned();
@@ -190,79 +175,7 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     watch.lap("sorted");
 
     // The values: wide (one column each) or long (metric id and value; NaN = none).
-    let ncols = aggs.len();
-    enum Src {
-        Wide(Vec<Float64Chunked>),
-        Long(UInt32Chunked, Float64Chunked, Vec<Vec<usize>>),
-    }
-    let f64_col = |name: &str| -> Result<Float64Chunked, IngestError> {
-        Ok(df
-            .column(name)?
-            .cast(&DataType::Float64)?
-            .f64()?
-            .rechunk()
-            .into_owned())
-    };
-    let src = match &values {
-        Values::Wide(v) => Src::Wide(
-            v.iter()
-                .map(|(c, _)| f64_col(c))
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        Values::Long(v) => {
-            // metric id → the value columns it feeds.
-            let max_id = v
-                .iter()
-                .flat_map(|(_, _, ids)| ids.iter().copied())
-                .max()
-                .unwrap_or(0) as usize;
-            let mut feeds: Vec<Vec<usize>> = vec![Vec::new(); max_id + 1];
-            for (j, (_, _, ids)) in v.iter().enumerate() {
-                for &id in ids {
-                    feeds[id as usize].push(j);
-                }
-            }
-            Src::Long(
-                df.column("__m")?.u32()?.rechunk().into_owned(),
-                f64_col("__v")?,
-                feeds,
-            )
-        }
-    };
-    let (long_m, long_v) = match &src {
-        Src::Long(m, v, _) => (m.cont_slice().ok(), v.cont_slice().ok()),
-        Src::Wide(_) => (None, None),
-    };
-    // The wide columns as slices and validity (one chunk each: rechunked), read in place.
-    let wide: Vec<(&[f64], Option<&polars_arrow::bitmap::Bitmap>)> = match &src {
-        Src::Wide(cols) => cols
-            .iter()
-            .map(|c| {
-                let a = c.downcast_iter().next().expect("rechunked: one chunk");
-                (a.values().as_slice(), a.validity())
-            })
-            .collect(),
-        Src::Long(..) => Vec::new(),
-    };
-    #[derive(Clone, Copy, Default)]
-    struct Acc {
-        /// Σ value × weight (mean) or Σ value (sum).
-        sum: f64,
-        /// Σ weight of the values (mean).
-        w: f64,
-        max: f64,
-        n: u32,
-    }
-    /// The rows being built.
-    struct Out {
-        eid: Vec<u32>,
-        end: Vec<i64>,
-        iv: Vec<i64>,
-        samples: Vec<u32>,
-        /// Per value column: values and validity.
-        vals: Vec<OptCol>,
-        acc: Vec<Acc>,
-    }
+    let src = Src::read(&df, &values)?;
     // At most one row per observation, about one when rows are not asked coarser than the
     // data: reserved then, not grown.
     let cap = if spec.requested_ms.is_some_and(|r| r > spec.grid_ms) {
@@ -270,175 +183,48 @@ pub fn resample(obs: Observations, spec: RowSpec) -> Result<(DataFrame, Sampling
     } else {
         len
     };
-    let mut out = Out {
-        eid: Vec::with_capacity(cap),
-        end: Vec::with_capacity(cap),
-        iv: Vec::with_capacity(cap),
-        samples: Vec::with_capacity(cap),
-        vals: (0..ncols).map(|_| OptCol::with_capacity(cap)).collect(),
-        acc: vec![Acc::default(); ncols],
-    };
-    let flush = |out: &mut Out| {
-        for (j, a) in out.acc.iter_mut().enumerate() {
-            out.vals[j].push((a.n > 0).then(|| match aggs[j].1 {
-                Agg::Max => a.max,
-                Agg::Sum => a.sum,
-                Agg::Mean => a.sum / a.w,
-            }));
-            *a = Acc::default();
-        }
-    };
-    let add = |acc: &mut [Acc], j: usize, v: f64, w: f64| {
-        let a = &mut acc[j];
-        match aggs[j].1 {
-            Agg::Mean => {
-                a.sum += v * w;
-                a.w += w;
-            }
-            Agg::Sum => a.sum += v,
-            Agg::Max => {}
-        }
-        a.max = if a.n == 0 { v } else { a.max.max(v) };
-        a.n += 1;
-    };
-
-    // One entity at a time: its distinct timestamps, their period segments and rows, then its
-    // observations aggregated into those rows (contiguous: sorted by time).
-    let mut periods: Vec<f64> = Vec::new();
-    // Entities with a single distinct timestamp: handled last, at the table's median period.
-    let mut singles: Vec<(usize, usize)> = Vec::new();
-    let (mut dts, mut dcounts): (Vec<i64>, Vec<u32>) = (Vec::new(), Vec::new());
-    let mut entity = |i: usize, j: usize, fallback: f64, periods: &mut Vec<f64>, out: &mut Out| {
-        dts.clear();
-        dcounts.clear();
-        for k in i..j {
-            if dts.last() == Some(&ts[k]) {
-                let c = dcounts.last_mut().expect("pushed");
-                *c = (*c).max(n[k].max(1));
-            } else {
-                dts.push(ts[k]);
-                dcounts.push(n[k].max(1));
-            }
-        }
-        let segs = period::segments(
-            &dts,
-            &dcounts,
-            spec.grid_ms,
-            spec.requested_ms.unwrap_or(0),
-            fallback,
-        );
-        note_segments(
-            &segs,
-            &dts,
-            spec,
-            names
-                .get(eid[i] as usize)
-                .map(String::as_str)
-                .unwrap_or("?"),
-            &mut sampling,
-            periods,
-        );
-        let rows = period::assign(&dts, &segs);
-        let mut d = 0;
-        let mut open: Option<i64> = None;
-        for k in i..j {
-            let first_of_ts = k == i || ts[k] != ts[k - 1];
-            if first_of_ts && k > i {
-                d += 1;
-            }
-            let (end, iv) = rows[d];
-            if open != Some(end) {
-                if open.is_some() {
-                    flush(out);
-                }
-                out.eid.push(eid[k]);
-                out.end.push(end);
-                out.iv.push(iv);
-                out.samples.push(0);
-                open = Some(end);
-            }
-            if first_of_ts {
-                *out.samples.last_mut().expect("a row") += dcounts[d];
-            }
-            let w = f64::from(n[k].max(1));
-            match &src {
-                Src::Wide(_) => {
-                    for (jj, (vals, valid)) in wide.iter().enumerate() {
-                        if valid.is_none_or(|b| b.get_bit(k)) {
-                            add(&mut out.acc, jj, vals[k], w);
-                        }
-                    }
-                }
-                Src::Long(m, v, feeds) => {
-                    let (m, v) = match (long_m, long_v) {
-                        (Some(ms), Some(vs)) => (Some(ms[k]), Some(vs[k])),
-                        _ => (m.get(k), v.get(k)),
-                    };
-                    if let (Some(m), Some(v)) = (m, v.filter(|v| !v.is_nan()))
-                        && let Some(js) = feeds.get(m as usize)
-                    {
-                        for &jj in js {
-                            add(&mut out.acc, jj, v, w);
-                        }
-                    }
-                }
-            }
-        }
-        if open.is_some() {
-            flush(out);
-        }
-    };
-    let mut i = 0;
-    while i < len {
-        let mut j = i;
-        while j < len && eid[j] == eid[i] {
-            j += 1;
-        }
-        if ts[i] == ts[j - 1] {
-            singles.push((i, j));
-        } else {
-            entity(i, j, spec.fallback_ms, &mut periods, &mut out);
-        }
-        i = j;
+    let mut out = Out::with_capacity(cap, aggs.len());
+    Resampler {
+        spec,
+        aggs: &aggs,
+        names: &names,
+        eid,
+        ts,
+        n,
+        values: SrcView::new(&src),
+        sampling: &mut sampling,
+        dts: Vec::new(),
+        dcounts: Vec::new(),
     }
-    let fallback = if periods.is_empty() {
-        spec.fallback_ms
-    } else {
-        let mut p = periods.clone();
-        p.sort_by(|a, b| a.total_cmp(b));
-        p[p.len() / 2]
-    };
-    for (i, j) in singles {
-        entity(i, j, fallback, &mut Vec::new(), &mut out);
-    }
-    if !periods.is_empty() {
-        periods.sort_by(|a, b| a.total_cmp(b));
-        sampling.median_period_ms = Some(periods[periods.len() / 2]);
-        sampling.periods = periods;
-    }
-    let Out {
-        eid: row_eid,
-        end: row_end,
-        iv: row_iv,
-        samples: row_samples,
-        vals: out_vals,
-        ..
-    } = out;
-    let h = row_eid.len();
-    let mut cols = vec![
-        Column::new("__eid".into(), row_eid),
-        Column::new("__end".into(), row_end),
-        Column::new("__iv".into(), row_iv),
-        Column::new("__samples".into(), row_samples),
-    ];
-    for ((c, _), v) in aggs.iter().zip(out_vals) {
-        cols.push(v.into_column(c));
-    }
-    let rows = DataFrame::new(h, cols)?;
+    .run(&mut out);
+    let rows = out.into_frame(&aggs)?;
     watch.lap("rows");
     let out = build(table, &rows, &aggs, &labels)?;
     watch.lap("built");
     Ok((out, sampling))
+}
+
+/// `df` sorted by entity and time: most files come so (one entity after another, or a time
+/// series per entity), and then nothing is copied.
+fn sorted_by_entity(df: DataFrame) -> Result<DataFrame, IngestError> {
+    let sorted = {
+        let (e, t) = (df.column("__eid")?.u32()?, df.column("ts")?.i64()?);
+        let mut prev: Option<(u32, i64)> = None;
+        e.iter().zip(t.iter()).all(|(e, t)| {
+            let k = (e.unwrap_or(0), t.unwrap_or(i64::MIN));
+            let ok = prev.is_none_or(|p| p <= k);
+            prev = Some(k);
+            ok
+        })
+    };
+    Ok(if sorted {
+        df
+    } else {
+        df.sort(
+            ["__eid", "ts"],
+            SortMultipleOptions::default().with_multithreaded(true),
+        )?
+    })
 }
 
 /// Records one entity's segments in `sampling`.

@@ -16,6 +16,7 @@
 //!
 //! This module does not decide what to do with a model beyond suggesting an action.
 
+mod cols;
 mod rows;
 
 use std::collections::BTreeMap;

@@ -7,9 +7,8 @@
 //! Rows are matched in Rust, not by joins on string keys (see [`entities`]). This module does
 //! not judge idleness or build spans (that is [`super::idle_entities`]).
 
-use polars::prelude::*;
-
-use crate::advisor::columns::{self, FastMap as HashMap, FastSet as HashSet, ts_ms};
+use super::cols::{GpuCols, MigCols, ProcCols, gpu_frame, mig_frame, process_frame};
+use crate::advisor::columns::{FastMap as HashMap, FastSet as HashSet};
 use crate::advisor::{AdvisorError, Entity};
 use crate::ingest::Frames;
 
@@ -181,89 +180,53 @@ fn some(s: &str) -> Option<String> {
 /// keyed by their strings' arrow views, strings read once per view), each GPU's and MIG
 /// instance's rows are kept sorted by `ts`, and each process walks them with a forward cursor.
 pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
-    let gdf = frames
-        .gpu
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu").cast(DataType::Int64),
-            ts_ms().alias("ts"),
-            col("interval_ms").cast(DataType::Int64),
-            col("sm_active_max"),
-            col("busy_max"),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .alias("mem"),
-            col("model"),
-            col("mig_enabled"),
-        ])
-        .collect()?;
-    let mdf = frames
-        .mig
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu").cast(DataType::Int64),
-            col("gpu_instance").cast(DataType::Int64),
-            ts_ms().alias("ts"),
-            col("interval_ms").cast(DataType::Int64),
-            col("sm_active_max"),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .alias("mem"),
-            col("mig_uuid"),
-            col("profile"),
-        ])
-        .collect()?;
-    let pdf = frames
-        .process
-        .clone()
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu").cast(DataType::Int64),
-            col("pid").cast(DataType::Int64),
-            col("process"),
-            col("gpu_instance").cast(DataType::Int64),
-            col("namespace"),
-            col("pod").fill_null(col("pod_uid")).alias("pod"),
-            col("slurm_job_id"),
-            ts_ms().alias("ts"),
-            col("interval_ms").cast(DataType::Int64),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .alias("mem"),
-            col("sm_max"),
-        ])
-        .collect()?;
-
+    let (gdf, mdf, pdf) = (
+        gpu_frame(frames)?,
+        mig_frame(frames)?,
+        process_frame(frames)?,
+    );
+    let (g, m, p) = (GpuCols::of(&gdf)?, MigCols::of(&mdf)?, ProcCols::of(&pdf)?);
     let mut ids = GpuIds::default();
-    // GPU rows: each GPU's (ts, row), sorted by ts (stable: the first row of a ts wins).
-    let (g_node, g_uuid) = (columns::strs(&gdf, "node")?, columns::strs(&gdf, "uuid")?);
-    let g_gpu = columns::i64s(&gdf, "gpu")?;
-    let g_ts = columns::i64s(&gdf, "ts")?;
-    let g_iv = columns::i64s(&gdf, "interval_ms")?;
-    let g_sm = columns::f64s(&gdf, "sm_active_max")?;
-    let g_busy = columns::f64s(&gdf, "busy_max")?;
-    let g_mem = columns::f64s(&gdf, "mem")?;
-    let g_model = columns::strs(&gdf, "model")?;
-    let g_mig = columns::bools(&gdf, "mig_enabled")?;
-    let mut series: Vec<Vec<(i64, usize)>> = Vec::new();
-    let mut model_of: HashMap<u32, String> = HashMap::default();
-    {
-        let (gv_node, gv_uuid) = (g_node.ids(), g_uuid.ids());
+    let gpus = GpuSeries::of(&g, &mut ids);
+    let mig = Instances::of(&m, &mut ids);
+    let mut procs = process_entities(&p, &ids, &gpus, &mig);
+    process_rows(&mut procs, &p, &g, &gpus, &mig);
+    let with_proc: HashSet<u32> = procs.procs.iter().filter_map(|p| p.id).collect();
+    let gis_with_proc: HashSet<usize> = procs.procs.iter().filter_map(|p| p.inst).collect();
+    let mut out = procs.ents;
+    mig_entities(&mut out, &ids, &gpus, &mig, &gis_with_proc);
+    gpu_entities(&mut out, &g, &gpus, &with_proc);
+    out.sort_by(|a, b| a.sort_key.cmp(&b.sort_key));
+    for e in &mut out {
+        if !e.rows.windows(2).all(|w| w[0].ts <= w[1].ts) {
+            e.rows.sort_by_key(|r| r.ts);
+        }
+    }
+    Ok(out)
+}
+
+/// GPU rows: each GPU's `(ts, row)`, sorted by ts (stable: the first row of a ts wins), and
+/// each GPU's first model.
+struct GpuSeries {
+    series: Vec<Vec<(i64, usize)>>,
+    model_of: HashMap<u32, String>,
+}
+
+impl GpuSeries {
+    fn of<'a>(g: &'a GpuCols, ids: &mut GpuIds<'a>) -> GpuSeries {
+        let mut series: Vec<Vec<(i64, usize)>> = Vec::new();
+        let mut model_of: HashMap<u32, String> = HashMap::default();
+        let (gv_node, gv_uuid) = (g.node.ids(), g.uuid.ids());
         // A GPU without a node (an nvidia-smi log names none) is keyed by an empty node.
         let mut by_view: HashMap<(Option<u32>, u32), u32> = HashMap::default();
-        for i in 0..gdf.height() {
-            let (vn, Some(vu), Some(t)) = (gv_node.at(i), gv_uuid.at(i), g_ts.get(i)) else {
+        for i in 0..g.height {
+            let (vn, Some(vu), Some(t)) = (gv_node.at(i), gv_uuid.at(i), g.ts.get(i)) else {
                 continue;
             };
             let id = match by_view.get(&(vn, vu)) {
                 Some(&id) => id,
                 None => {
-                    let id = ids.id(g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
+                    let id = ids.id(g.node.get(i).unwrap_or(""), g.uuid.get(i).unwrap_or(""));
                     by_view.insert((vn, vu), id);
                     id
                 }
@@ -272,47 +235,41 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
                 series.resize_with(id as usize + 1, Vec::new);
             }
             series[id as usize].push((t, i));
-            if let Some(m) = g_model.get(i) {
+            if let Some(m) = g.model.get(i) {
                 model_of.entry(id).or_insert_with(|| m.to_string());
             }
         }
-    }
-    for s in &mut series {
-        if !s.windows(2).all(|w| w[0].0 <= w[1].0) {
-            s.sort_by_key(|x| x.0);
+        for s in &mut series {
+            if !s.windows(2).all(|w| w[0].0 <= w[1].0) {
+                s.sort_by_key(|x| x.0);
+            }
         }
+        GpuSeries { series, model_of }
     }
-    let gpu_act = |row: Option<usize>| -> [(Option<f64>, &'static str); 2] {
-        match row {
-            Some(i) => [(g_sm.get(i), "gpu_sm_active"), (g_busy.get(i), "gpu_busy")],
-            None => [(None, "gpu_sm_active"), (None, "gpu_busy")],
-        }
-    };
+}
 
-    // MIG rows, combined per instance and ts (SM: max; memory: sum).
-    let (m_node, m_uuid) = (columns::strs(&mdf, "node")?, columns::strs(&mdf, "uuid")?);
-    let m_gpu = columns::i64s(&mdf, "gpu")?;
-    let m_gi = columns::i64s(&mdf, "gpu_instance")?;
-    let m_ts = columns::i64s(&mdf, "ts")?;
-    let m_iv = columns::i64s(&mdf, "interval_ms")?;
-    let m_sm = columns::f64s(&mdf, "sm_active_max")?;
-    let m_mem = columns::f64s(&mdf, "mem")?;
-    let m_uuid_mig = columns::strs(&mdf, "mig_uuid")?;
-    let m_profile = columns::strs(&mdf, "profile")?;
-    let mut instances: Vec<Instance> = Vec::new();
-    let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
-    {
-        let (mv_node, mv_uuid) = (m_node.ids(), m_uuid.ids());
+/// MIG rows, combined per instance and ts (SM: max; memory: sum), and the instance of each
+/// `(GPU id, GPU instance)`.
+struct Instances {
+    instances: Vec<Instance>,
+    inst_of: HashMap<(u32, Option<i64>), usize>,
+}
+
+impl Instances {
+    fn of<'a>(m: &'a MigCols, ids: &mut GpuIds<'a>) -> Instances {
+        let mut instances: Vec<Instance> = Vec::new();
+        let mut inst_of: HashMap<(u32, Option<i64>), usize> = HashMap::default();
+        let (mv_node, mv_uuid) = (m.node.ids(), m.uuid.ids());
         let mut by_view: HashMap<(Option<u32>, u32, Option<i64>), usize> = HashMap::default();
-        for i in 0..mdf.height() {
-            let (vn, Some(vu), Some(t)) = (mv_node.at(i), mv_uuid.at(i), m_ts.get(i)) else {
+        for i in 0..m.height {
+            let (vn, Some(vu), Some(t)) = (mv_node.at(i), mv_uuid.at(i), m.ts.get(i)) else {
                 continue;
             };
-            let gi = m_gi.get(i);
+            let gi = m.gi.get(i);
             let k = match by_view.get(&(vn, vu, gi)) {
                 Some(&k) => k,
                 None => {
-                    let id = ids.id(m_node.get(i).unwrap_or(""), m_uuid.get(i).unwrap_or(""));
+                    let id = ids.id(m.node.get(i).unwrap_or(""), m.uuid.get(i).unwrap_or(""));
                     let k = *inst_of.entry((id, gi)).or_insert_with(|| {
                         instances.push(Instance {
                             id,
@@ -330,172 +287,203 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             };
             let inst = &mut instances[k];
             if inst.mig_uuid.is_none() {
-                inst.mig_uuid = m_uuid_mig.get(i).map(str::to_string);
+                inst.mig_uuid = m.mig_uuid.get(i).map(str::to_string);
             }
             if inst.profile.is_none() {
-                inst.profile = m_profile.get(i).map(str::to_string);
+                inst.profile = m.profile.get(i).map(str::to_string);
             }
             inst.push(MigAt {
                 ts: t,
-                sm: m_sm.get(i),
-                mem: m_mem.get(i).unwrap_or(0.0),
-                gpu: m_gpu.get(i),
-                interval: m_iv.get(i),
+                sm: m.sm.get(i),
+                mem: m.mem.get(i).unwrap_or(0.0),
+                gpu: m.gpu.get(i),
+                interval: m.iv.get(i),
             });
         }
+        for inst in &mut instances {
+            inst.finish();
+        }
+        Instances { instances, inst_of }
     }
-    for inst in &mut instances {
-        inst.finish();
-    }
+}
 
-    let mut out: Vec<Ent> = Vec::new();
+/// A process entity's GPU id, MIG instance, and cursors into their rows.
+struct Proc {
+    id: Option<u32>,
+    inst: Option<usize>,
+    gcur: usize,
+    mcur: usize,
+}
 
-    // Processes, in two passes: each row's entity (and the row counts), then the rows.
-    let (p_node, p_uuid) = (columns::strs(&pdf, "node")?, columns::strs(&pdf, "uuid")?);
-    let p_gpu = columns::i64s(&pdf, "gpu")?;
-    let p_pid = columns::i64s(&pdf, "pid")?;
-    let p_proc = columns::strs(&pdf, "process")?;
-    let p_gi = columns::i64s(&pdf, "gpu_instance")?;
-    let p_ns = columns::strs(&pdf, "namespace")?;
-    let p_pod = columns::strs(&pdf, "pod")?;
-    let p_job = columns::strs(&pdf, "slurm_job_id")?;
-    let p_ts = columns::i64s(&pdf, "ts")?;
-    let p_iv = columns::i64s(&pdf, "interval_ms")?;
-    let p_mem = columns::f64s(&pdf, "mem")?;
-    let p_sm = columns::f64s(&pdf, "sm_max")?;
-    /// A process entity's GPU id, MIG instance, and cursors into their rows.
-    struct Proc {
-        id: Option<u32>,
-        inst: Option<usize>,
-        gcur: usize,
-        mcur: usize,
-    }
-    let mut procs: Vec<Proc> = Vec::new();
-    let mut ent_of: Vec<u32> = Vec::with_capacity(pdf.height());
-    let mut counts: Vec<usize> = Vec::new();
-    {
-        // A pod is part of a process's identity: pid-less rows (dcgm-exporter's pod-labelled
-        // series) of pods that follow each other on one GPU are different workloads.
-        type PKey<'a> = (
-            &'a str,
-            &'a str,
-            Option<i64>,
-            Option<i64>,
-            Option<&'a str>,
-            Option<&'a str>,
+/// The process entities in order of first appearance (`procs[e]` is `ents[e]`'s), each process
+/// row's entity, and each entity's row count.
+struct Procs {
+    procs: Vec<Proc>,
+    ents: Vec<Ent>,
+    ent_of: Vec<u32>,
+    counts: Vec<usize>,
+}
+
+/// A process entity's key. A pod is part of a process's identity: pid-less rows
+/// (dcgm-exporter's pod-labelled series) of pods that follow each other on one GPU are
+/// different workloads.
+type PKey<'a> = (
+    &'a str,
+    &'a str,
+    Option<i64>,
+    Option<i64>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+/// Entity index by (string ids of node, uuid, process, pod; instance; pid): strings are read
+/// only the first time a combination is seen.
+type VKey = (
+    Option<u32>,
+    Option<u32>,
+    Option<i64>,
+    Option<i64>,
+    Option<u32>,
+    Option<u32>,
+);
+
+/// Processes, first of two passes: each row's entity (and the row counts).
+fn process_entities(p: &ProcCols, ids: &GpuIds, gpus: &GpuSeries, mig: &Instances) -> Procs {
+    let mut out = Procs {
+        procs: Vec::new(),
+        ents: Vec::new(),
+        ent_of: Vec::with_capacity(p.height),
+        counts: Vec::new(),
+    };
+    let mut proc_index: HashMap<PKey, usize> = HashMap::default();
+    let mut by_view: HashMap<VKey, usize> = HashMap::default();
+    let (pv_node, pv_uuid, pv_proc, pv_pod) =
+        (p.node.ids(), p.uuid.ids(), p.proc.ids(), p.pod.ids());
+    for i in 0..p.height {
+        let gi = p.gi.get(i);
+        let vk: VKey = (
+            pv_node.at(i),
+            pv_uuid.at(i),
+            gi,
+            p.pid.get(i),
+            pv_proc.at(i),
+            pv_pod.at(i),
         );
-        let mut proc_index: HashMap<PKey, usize> = HashMap::default();
-        // Entity index by (string ids of node, uuid, process, pod; instance; pid): strings are
-        // read only the first time a combination is seen.
-        type VKey = (
-            Option<u32>,
-            Option<u32>,
-            Option<i64>,
-            Option<i64>,
-            Option<u32>,
-            Option<u32>,
-        );
-        let mut by_view: HashMap<VKey, usize> = HashMap::default();
-        let (pv_node, pv_uuid, pv_proc, pv_pod) =
-            (p_node.ids(), p_uuid.ids(), p_proc.ids(), p_pod.ids());
-        for i in 0..pdf.height() {
-            let gi = p_gi.get(i);
-            let vk: VKey = (
-                pv_node.at(i),
-                pv_uuid.at(i),
-                gi,
-                p_pid.get(i),
-                pv_proc.at(i),
-                pv_pod.at(i),
-            );
-            let e = match by_view.get(&vk) {
-                Some(&e) => e,
-                None => {
-                    let n = p_node.get(i).unwrap_or("");
-                    let u = p_uuid.get(i).unwrap_or("");
-                    let k: PKey = (n, u, gi, p_pid.get(i), p_proc.get(i), p_pod.get(i));
-                    let e = *proc_index.entry(k).or_insert_with(|| {
-                        let id = ids.get(n, u);
-                        let inst = id.and_then(|id| inst_of.get(&(id, gi)).copied());
-                        let instance = inst.map(|k| &instances[k]);
-                        procs.push(Proc {
-                            id,
-                            inst,
-                            gcur: 0,
-                            mcur: 0,
-                        });
-                        counts.push(0);
-                        out.push(Ent {
-                            sort_key: sort_key("process", n, u, gi, k.3, k.4, k.5),
-                            entity: Entity {
-                                kind: "process".into(),
-                                node: some(n),
-                                gpu: p_gpu.get(i).map(|g| g as u32),
-                                uuid: some(u),
-                                model: id.and_then(|id| model_of.get(&id).cloned()),
-                                mig_uuid: instance.and_then(|x| x.mig_uuid.clone()),
-                                gpu_instance: gi.map(|g| g as u32),
-                                pid: k.3.map(|p| p as u32),
-                                process: k.4.and_then(some),
-                                namespace: p_ns.get(i).and_then(some),
-                                pod: p_pod.get(i).and_then(some),
-                                slurm_job: p_job.get(i).and_then(some),
-                            },
-                            profile: instance.and_then(|x| x.profile.clone()),
-                            rows: Vec::new(),
-                        });
-                        out.len() - 1
-                    });
-                    by_view.insert(vk, e);
-                    e
-                }
-            };
-            ent_of.push(e as u32);
-            if p_ts.get(i).is_some() {
-                counts[e] += 1;
+        let e = match by_view.get(&vk) {
+            Some(&e) => e,
+            None => {
+                let n = p.node.get(i).unwrap_or("");
+                let u = p.uuid.get(i).unwrap_or("");
+                let k: PKey = (n, u, gi, p.pid.get(i), p.proc.get(i), p.pod.get(i));
+                let e = *proc_index
+                    .entry(k)
+                    .or_insert_with(|| out.add(p, i, k, ids, gpus, mig));
+                by_view.insert(vk, e);
+                e
             }
+        };
+        out.ent_of.push(e as u32);
+        if p.ts.get(i).is_some() {
+            out.counts[e] += 1;
         }
     }
-    for (e, n) in counts.iter().enumerate() {
-        out[e].rows.reserve_exact(*n);
+    out
+}
+
+impl Procs {
+    /// Adds the process entity of key `k`, first seen at process row `i`; returns its index.
+    fn add(
+        &mut self,
+        p: &ProcCols,
+        i: usize,
+        k: PKey,
+        ids: &GpuIds,
+        gpus: &GpuSeries,
+        mig: &Instances,
+    ) -> usize {
+        let (n, u, gi) = (k.0, k.1, k.2);
+        let id = ids.get(n, u);
+        let inst = id.and_then(|id| mig.inst_of.get(&(id, gi)).copied());
+        let instance = inst.map(|k| &mig.instances[k]);
+        self.procs.push(Proc {
+            id,
+            inst,
+            gcur: 0,
+            mcur: 0,
+        });
+        self.counts.push(0);
+        self.ents.push(Ent {
+            sort_key: sort_key("process", n, u, gi, k.3, k.4, k.5),
+            entity: Entity {
+                kind: "process".into(),
+                node: some(n),
+                gpu: p.gpu.get(i).map(|g| g as u32),
+                uuid: some(u),
+                model: id.and_then(|id| gpus.model_of.get(&id).cloned()),
+                mig_uuid: instance.and_then(|x| x.mig_uuid.clone()),
+                gpu_instance: gi.map(|g| g as u32),
+                pid: k.3.map(|p| p as u32),
+                process: k.4.and_then(some),
+                namespace: p.ns.get(i).and_then(some),
+                pod: p.pod.get(i).and_then(some),
+                slurm_job: p.job.get(i).and_then(some),
+            },
+            profile: instance.and_then(|x| x.profile.clone()),
+            rows: Vec::new(),
+        });
+        self.ents.len() - 1
     }
-    for (i, &e) in ent_of.iter().enumerate() {
-        let Some(t) = p_ts.get(i) else { continue };
+}
+
+/// Processes, second pass: each process row with its activity, matched to its GPU's and MIG
+/// instance's rows.
+fn process_rows(procs: &mut Procs, p: &ProcCols, g: &GpuCols, gpus: &GpuSeries, mig: &Instances) {
+    for (e, n) in procs.counts.iter().enumerate() {
+        procs.ents[e].rows.reserve_exact(*n);
+    }
+    for (i, &e) in procs.ent_of.iter().enumerate() {
+        let Some(t) = p.ts.get(i) else { continue };
         let e = e as usize;
-        let pr = &mut procs[e];
+        let pr = &mut procs.procs[e];
         // The GPU's and the MIG instance's rows whose interval covers the process row's end
         // (the same row when both come at one period).
         let g_row = pr.id.and_then(|id| {
-            let s = series.get(id as usize)?;
+            let s = gpus.series.get(id as usize)?;
             seek(s, |x| x.0, &mut pr.gcur, t)
-                .filter(|&k| s[k].0 == t || s[k].0 - g_iv.get(s[k].1).unwrap_or(0) < t)
+                .filter(|&k| s[k].0 == t || s[k].0 - g.iv.get(s[k].1).unwrap_or(0) < t)
                 .map(|k| s[k].1)
         });
-        let mig = pr.inst.and_then(|k| {
-            let at = &instances[k].at;
+        let at_mig = pr.inst.and_then(|k| {
+            let at = &mig.instances[k].at;
             seek(at, |m| m.ts, &mut pr.mcur, t)
                 .filter(|&j| at[j].ts == t || at[j].ts - at[j].interval.unwrap_or(0) < t)
                 .map(|j| &at[j])
         });
-        let [g_sm_v, g_busy_v] = gpu_act(g_row);
-        let m_sm_v = (mig.and_then(|m| m.sm), "mig_sm_active");
-        let (act, src) = first_present([(p_sm.get(i), "process_sm"), m_sm_v, g_sm_v, g_busy_v]);
+        let [g_sm_v, g_busy_v] = g.act(g_row);
+        let m_sm_v = (at_mig.and_then(|m| m.sm), "mig_sm_active");
+        let (act, src) = first_present([(p.sm.get(i), "process_sm"), m_sm_v, g_sm_v, g_busy_v]);
         let (whole, _) = first_present([(None, ""), m_sm_v, g_sm_v, g_busy_v]);
-        out[e].rows.push(Row {
+        procs.ents[e].rows.push(Row {
             ts: t,
-            interval: p_iv.get(i),
-            mem: p_mem.get(i).unwrap_or(f64::NAN),
+            interval: p.iv.get(i),
+            mem: p.mem.get(i).unwrap_or(f64::NAN),
             act,
             src,
             whole,
         });
     }
-    let with_proc: HashSet<u32> = procs.iter().filter_map(|p| p.id).collect();
-    let gis_with_proc: HashSet<usize> = procs.iter().filter_map(|p| p.inst).collect();
+}
 
-    // MIG instances without process rows.
+/// MIG instances without process rows.
+fn mig_entities(
+    out: &mut Vec<Ent>,
+    ids: &GpuIds,
+    gpus: &GpuSeries,
+    mig: &Instances,
+    gis_with_proc: &HashSet<usize>,
+) {
     let names: HashMap<u32, (&str, &str)> = ids.ids.iter().map(|(k, v)| (*v, *k)).collect();
-    for (k, inst) in instances.iter().enumerate() {
+    for (k, inst) in mig.instances.iter().enumerate() {
         if gis_with_proc.contains(&k) {
             continue;
         }
@@ -519,7 +507,7 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
                 node: some(n),
                 gpu: inst.at.first().and_then(|m| m.gpu).map(|g| g as u32),
                 uuid: some(u),
-                model: model_of.get(&inst.id).cloned(),
+                model: gpus.model_of.get(&inst.id).cloned(),
                 mig_uuid: inst.mig_uuid.clone(),
                 gpu_instance: inst.gi.map(|g| g as u32),
                 ..Entity::default()
@@ -528,9 +516,11 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             rows,
         });
     }
+}
 
-    // Whole GPUs outside MIG mode without process rows.
-    for (id, s) in series.iter().enumerate() {
+/// Whole GPUs outside MIG mode without process rows.
+fn gpu_entities(out: &mut Vec<Ent>, g: &GpuCols, gpus: &GpuSeries, with_proc: &HashSet<u32>) {
+    for (id, s) in gpus.series.iter().enumerate() {
         let id = id as u32;
         if with_proc.contains(&id) {
             continue;
@@ -538,46 +528,39 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
         let mut rows: Vec<Row> = Vec::with_capacity(s.len());
         let mut first: Option<usize> = None;
         for &(t, i) in s {
-            if g_mig.get(i).unwrap_or(false) {
+            if g.mig.get(i).unwrap_or(false) {
                 continue;
             }
             first.get_or_insert(i);
             let (act, src) = first_present([
                 (None, ""),
                 (None, ""),
-                (g_sm.get(i), "gpu_sm_active"),
-                (g_busy.get(i), "gpu_busy"),
+                (g.sm.get(i), "gpu_sm_active"),
+                (g.busy.get(i), "gpu_busy"),
             ]);
             rows.push(Row {
                 ts: t,
-                interval: g_iv.get(i),
-                mem: g_mem.get(i).unwrap_or(f64::NAN),
+                interval: g.iv.get(i),
+                mem: g.mem.get(i).unwrap_or(f64::NAN),
                 act,
                 src,
                 whole: act,
             });
         }
         let Some(i) = first else { continue };
-        let (n, u) = (g_node.get(i).unwrap_or(""), g_uuid.get(i).unwrap_or(""));
+        let (n, u) = (g.node.get(i).unwrap_or(""), g.uuid.get(i).unwrap_or(""));
         out.push(Ent {
             sort_key: sort_key("gpu", n, u, None, None, None, None),
             entity: Entity {
                 kind: "gpu".into(),
                 node: some(n),
-                gpu: g_gpu.get(i).map(|g| g as u32),
+                gpu: g.gpu.get(i).map(|g| g as u32),
                 uuid: some(u),
-                model: model_of.get(&id).cloned(),
+                model: gpus.model_of.get(&id).cloned(),
                 ..Entity::default()
             },
             profile: None,
             rows,
         });
     }
-    out.sort_by(|a, b| a.sort_key.cmp(&b.sort_key));
-    for e in &mut out {
-        if !e.rows.windows(2).all(|w| w[0].ts <= w[1].ts) {
-            e.rows.sort_by_key(|r| r.ts);
-        }
-    }
-    Ok(out)
 }

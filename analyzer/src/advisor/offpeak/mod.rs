@@ -161,38 +161,85 @@ impl Detector for OffPeak {
         let prof = profile(&free, params);
         let tz = params.tz.name();
         let sched = schedule(&prof, tz);
-        let entries = &sched.entries;
-        let period = prof.period;
-        let share = format!("{:.0}%", p.min_share * 100.0);
-        let mut out = DetectorOutput::default();
+        let f = Found {
+            id: self.id(),
+            p,
+            free: &free,
+            prof: &prof,
+            sched: &sched,
+            tz,
+            share: format!("{:.0}%", p.min_share * 100.0),
+            all_the_time: if prof.period == "week" {
+                "all week"
+            } else {
+                "around the clock"
+            },
+        };
+        let mut out = DetectorOutput {
+            notes: f.notes(),
+            ..DetectorOutput::default()
+        };
+        out.findings.extend(f.baseline());
+        for e in &sched.entries {
+            out.findings.push(f.window(e));
+        }
+        out.summary = f.summary();
+        out.data = f.data();
+        Ok(out)
+    }
+}
+
+/// What [`OffPeak::finish`] makes its findings, notes, summary and data of: the free GPUs added
+/// up, their profile and schedule.
+struct Found<'a> {
+    /// The detector's id.
+    id: &'static str,
+    p: &'a OffpeakParams,
+    free: &'a FreeGpus,
+    prof: &'a Profile,
+    sched: &'a Schedule,
+    tz: &'static str,
+    /// P, as a percentage.
+    share: String,
+    /// The baseline's time: `all week` or `around the clock`.
+    all_the_time: &'static str,
+}
+
+impl Found<'_> {
+    /// Notes: few periods observed, hours left out, GPUs judged on activity alone or not at all,
+    /// windows left out by the cap.
+    fn notes(&self) -> Vec<String> {
+        let (p, prof, free, sched) = (self.p, self.prof, self.free, self.sched);
+        let (period, tz) = (prof.period, self.tz);
+        let mut notes = Vec::new();
         let periods = prof.slots.iter().map(|s| s.observations).max().unwrap_or(0);
         if periods < 2 {
-            out.notes.push(format!(
+            notes.push(format!(
                 "only {periods} {period}(s) observed: the baseline and windows are a guess until more history exists"
             ));
         }
         if prof.hours_unobserved > 0 {
-            out.notes.push(format!(
+            notes.push(format!(
                 "{} hour(s) with rows covering less than half of the hour (the range's edges, gaps in the data) are not observations: left out of the profile",
                 prof.hours_unobserved
             ));
         }
         let gpus = prof.gpus_observed;
         if free.gpus_without_memory > free.gpus_without_signal {
-            out.notes.push(format!(
+            notes.push(format!(
                 "memory used is missing for {} of {gpus} GPU(s): they are judged free on activity alone (busy ratio or SM activity ≤ {:.0}% over the hour); a GPU holding an idle model looks free in such data",
                 free.gpus_without_memory - free.gpus_without_signal,
                 p.max_activity * 100.0
             ));
         }
         if free.gpus_without_signal > 0 {
-            out.notes.push(format!(
+            notes.push(format!(
                 "{} of {gpus} GPU(s) have neither memory used nor activity (busy ratio or SM activity): not judged, never counted free",
                 free.gpus_without_signal
             ));
         }
         if !sched.left_out.is_empty() {
-            out.notes.push(format!(
+            notes.push(format!(
                 "{} more window(s) left out: only the {MAX_WINDOW_FINDINGS} adding the most GPU-hours above the baseline are findings: {}",
                 sched.left_out.len(),
                 sched
@@ -206,134 +253,196 @@ impl Detector for OffPeak {
                     .join("; ")
             ));
         }
-        let b = &prof.baseline;
-        let all_the_time = if period == "week" {
-            "all week"
+        notes
+    }
+
+    /// The baseline's finding (over-provisioning), when there is one.
+    fn baseline(&self) -> Option<Finding> {
+        let (p, prof, b) = (self.p, self.prof, &self.prof.baseline);
+        let (period, tz, share, all_the_time) =
+            (prof.period, self.tz, &self.share, self.all_the_time);
+        if b.gpus == 0 {
+            return None;
+        }
+        Some(Finding::new(
+            finding_id(self.id, &["baseline"]),
+            Severity::Warning,
+            Entity {
+                kind: "fleet".into(),
+                ..Entity::default()
+            },
+            format!(
+                "{} of {} GPU(s) free {all_the_time} in ≥ {share} of observed {period}s: {} — over-provisioned",
+                b.gpus,
+                prof.gpus_observed,
+                b.models_text()
+            ),
+            format!(
+                "release or repurpose them (return them to the pool, shrink the reservation, or give them to batch and training queues): they were free at every observed hour of the {period} ({tz})"
+            ),
+            OffpeakEvidence::Baseline(BaselineEvidence {
+                period,
+                tz,
+                gpus: b.gpus,
+                gpus_observed: prof.gpus_observed,
+                by_model: b.by_model.clone(),
+                unattributed_gpus: b.unattributed(),
+                min_share: p.min_share,
+                gpu_hours_per_period: u64::from(b.gpus) * prof.nslots() as u64,
+            }),
+        ))
+    }
+
+    /// A schedule entry's finding id.
+    fn id_of(&self, e: &ScheduleEntry) -> String {
+        let key = if e.days.is_empty() {
+            "every day".to_string()
         } else {
-            "around the clock"
+            e.days.join(",")
         };
-        if b.gpus > 0 {
-            out.findings.push(Finding::new(
-                finding_id(self.id(), &["baseline"]),
-                Severity::Warning,
-                Entity {
-                    kind: "fleet".into(),
-                    ..Entity::default()
-                },
-                format!(
-                    "{} of {} GPU(s) free {all_the_time} in ≥ {share} of observed {period}s: {} — over-provisioned",
-                    b.gpus,
-                    prof.gpus_observed,
-                    b.models_text()
-                ),
-                format!(
-                    "release or repurpose them (return them to the pool, shrink the reservation, or give them to batch and training queues): they were free at every observed hour of the {period} ({tz})"
-                ),
-                OffpeakEvidence::Baseline(BaselineEvidence {
-                    period,
-                    tz,
-                    gpus: b.gpus,
-                    gpus_observed: prof.gpus_observed,
-                    by_model: b.by_model.clone(),
-                    unattributed_gpus: b.unattributed(),
-                    min_share: p.min_share,
-                    gpu_hours_per_period: u64::from(b.gpus) * prof.nslots() as u64,
-                }),
-            ));
-        }
-        let id_of = |e: &ScheduleEntry| {
-            let key = if e.days.is_empty() {
-                "every day".to_string()
-            } else {
-                e.days.join(",")
-            };
-            finding_id(self.id(), &[period, &key, &e.start, &e.hours.to_string()])
+        finding_id(
+            self.id,
+            &[self.prof.period, &key, &e.start, &e.hours.to_string()],
+        )
+    }
+
+    /// A window's finding: when to start and stop, with cron and systemd lines.
+    fn window(&self, e: &ScheduleEntry) -> Finding {
+        let b = &self.prof.baseline;
+        let (period, tz) = (self.prof.period, self.tz);
+        let above = if b.gpus > 0 {
+            format!(
+                " ({} more than the {} free {})",
+                e.above_baseline, b.gpus, self.all_the_time
+            )
+        } else {
+            String::new()
         };
-        for e in entries {
-            let above = if b.gpus > 0 {
-                format!(
-                    " ({} more than the {} free {all_the_time})",
-                    e.above_baseline, b.gpus
-                )
-            } else {
-                String::new()
-            };
-            let peaks = if e.peaks.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; more inside it: {}",
-                    e.peaks
-                        .iter()
-                        .map(|pk| format!("≥ {} {}", pk.expected_free_gpus, pk.label))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            out.findings.push(Finding::new(
-                id_of(e),
-                Severity::Info,
-                Entity {
-                    kind: "fleet".into(),
-                    ..Entity::default()
-                },
-                format!(
-                    "{} {tz} ({} h): ≥ {} GPU(s) free{above} in {:.0}% of observed {period}s{peaks}",
-                    e.label,
-                    e.hours,
-                    e.expected_free_gpus,
-                    e.confidence * 100.0,
-                ),
-                format!(
-                    "schedule training or batch jobs to start at {} and stop by {} ({tz}); cron: {} (start), {} (stop); systemd timer: {} (start), {} (stop)",
-                    e.start, e.end, e.cron_start, e.cron_end, e.systemd_start, e.systemd_end
-                ),
-                OffpeakEvidence::Window(Box::new(WindowEvidence {
-                    period,
-                    tz,
-                    tier: e.tier,
-                    days: e.days.clone(),
-                    end_days: e.end_days.clone(),
-                    start: e.start.clone(),
-                    end: e.end.clone(),
-                    hours: e.hours,
-                    min_gpus: prof.k,
-                    expected_free_gpus: e.expected_free_gpus,
-                    gpu_hours_per_period: e.gpu_hours,
-                    peaks: e.peaks.clone(),
-                    baseline_gpus: b.gpus,
-                    above_baseline: e.above_baseline,
-                    confidence: super::r3(e.confidence),
-                    cron_start: e.cron_start.clone(),
-                    cron_end: e.cron_end.clone(),
-                    systemd_start: e.systemd_start.clone(),
-                    systemd_end: e.systemd_end.clone(),
-                })),
-            ));
+        let peaks = if e.peaks.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; more inside it: {}",
+                e.peaks
+                    .iter()
+                    .map(|pk| format!("≥ {} {}", pk.expected_free_gpus, pk.label))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        Finding::new(
+            self.id_of(e),
+            Severity::Info,
+            Entity {
+                kind: "fleet".into(),
+                ..Entity::default()
+            },
+            format!(
+                "{} {tz} ({} h): ≥ {} GPU(s) free{above} in {:.0}% of observed {period}s{peaks}",
+                e.label,
+                e.hours,
+                e.expected_free_gpus,
+                e.confidence * 100.0,
+            ),
+            format!(
+                "schedule training or batch jobs to start at {} and stop by {} ({tz}); cron: {} (start), {} (stop); systemd timer: {} (start), {} (stop)",
+                e.start, e.end, e.cron_start, e.cron_end, e.systemd_start, e.systemd_end
+            ),
+            OffpeakEvidence::Window(Box::new(self.window_evidence(e))),
+        )
+    }
+
+    fn window_evidence(&self, e: &ScheduleEntry) -> WindowEvidence {
+        WindowEvidence {
+            period: self.prof.period,
+            tz: self.tz,
+            tier: e.tier,
+            days: e.days.clone(),
+            end_days: e.end_days.clone(),
+            start: e.start.clone(),
+            end: e.end.clone(),
+            hours: e.hours,
+            min_gpus: self.prof.k,
+            expected_free_gpus: e.expected_free_gpus,
+            gpu_hours_per_period: e.gpu_hours,
+            peaks: e.peaks.clone(),
+            baseline_gpus: self.prof.baseline.gpus,
+            above_baseline: e.above_baseline,
+            confidence: super::r3(e.confidence),
+            cron_start: e.cron_start.clone(),
+            cron_end: e.cron_end.clone(),
+            systemd_start: e.systemd_start.clone(),
+            systemd_end: e.systemd_end.clone(),
         }
+    }
+
+    fn summary(&self) -> String {
+        let (prof, sched) = (self.prof, self.sched);
         let left = if sched.left_out.is_empty() {
             String::new()
         } else {
             format!(" ({} more named in a note)", sched.left_out.len())
         };
-        out.summary = format!(
-            "{} of {} GPU(s) free {all_the_time} (baseline); {} window(s) of ≥ {} h with ≥ {} more GPU(s) free, in ≥ {share} of observed {period}s ({tz}){left}",
-            b.gpus,
+        format!(
+            "{} of {} GPU(s) free {} (baseline); {} window(s) of ≥ {} h with ≥ {} more GPU(s) free, in ≥ {} of observed {}s ({}){left}",
+            prof.baseline.gpus,
             prof.gpus_observed,
-            entries.len(),
-            p.min_hours,
+            self.all_the_time,
+            sched.entries.len(),
+            self.p.min_hours,
             prof.k,
-        );
-        // Each window of the profile with the finding it belongs to (null: left out by the cap,
-        // named in a note), and the findings grouped by level.
-        let weekly = period == "week";
+            self.share,
+            prof.period,
+            self.tz,
+        )
+    }
+
+    /// The detector data: the profile, its windows and the findings grouped by level.
+    fn data(&self) -> serde_json::Value {
+        let (prof, free, b) = (self.prof, self.free, &self.prof.baseline);
+        let mut tiers: std::collections::BTreeMap<u32, Vec<&ScheduleEntry>> =
+            std::collections::BTreeMap::new();
+        for e in &self.sched.entries {
+            tiers.entry(e.expected_free_gpus).or_default().push(e);
+        }
+        json!({
+            "period": prof.period,
+            "min_gpus": prof.k,
+            "gpus_observed": prof.gpus_observed,
+            "gpus_without_memory": free.gpus_without_memory,
+            "gpus_without_signal": free.gpus_without_signal,
+            "hours_unobserved": prof.hours_unobserved,
+            "baseline": prof.baseline,
+            "profile": prof.slots.iter().map(|s| json!({
+                "slot": s.label, "observations": s.observations, "share": super::r3(s.share),
+                "free_at_p": s.free_at_p, "free_median": s.free_median,
+            })).collect::<Vec<_>>(),
+            "windows": self.windows(),
+            "tiers": tiers.iter().map(|(l, es)| json!({
+                "free_gpus": l,
+                "above_baseline": l.saturating_sub(b.gpus),
+                "gpu_hours": es.iter().map(|e| e.gpu_hours).sum::<u64>(),
+                "windows": prof
+                    .windows
+                    .iter()
+                    .filter(|w| es.iter().any(|e| e.start_slots.contains(&w.start_slot)))
+                    .collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Each window of the profile with the finding it belongs to (null: left out by the cap,
+    /// named in a note).
+    fn windows(&self) -> Vec<serde_json::Value> {
+        let weekly = self.prof.period == "week";
         let finding_of = |slot: usize| {
-            entries
+            self.sched
+                .entries
                 .iter()
                 .find(|e| e.start_slots.contains(&slot))
-                .map(id_of)
+                .map(|e| self.id_of(e))
         };
-        let windows: Vec<serde_json::Value> = prof
+        self.prof
             .windows
             .iter()
             .map(|w| {
@@ -353,36 +462,6 @@ impl Detector for OffPeak {
                     "finding": finding_of(w.start_slot),
                 })
             })
-            .collect();
-        let mut tiers: std::collections::BTreeMap<u32, Vec<&ScheduleEntry>> =
-            std::collections::BTreeMap::new();
-        for e in entries {
-            tiers.entry(e.expected_free_gpus).or_default().push(e);
-        }
-        out.data = json!({
-            "period": period,
-            "min_gpus": prof.k,
-            "gpus_observed": prof.gpus_observed,
-            "gpus_without_memory": free.gpus_without_memory,
-            "gpus_without_signal": free.gpus_without_signal,
-            "hours_unobserved": prof.hours_unobserved,
-            "baseline": prof.baseline,
-            "profile": prof.slots.iter().map(|s| json!({
-                "slot": s.label, "observations": s.observations, "share": super::r3(s.share),
-                "free_at_p": s.free_at_p, "free_median": s.free_median,
-            })).collect::<Vec<_>>(),
-            "windows": windows,
-            "tiers": tiers.iter().map(|(l, es)| json!({
-                "free_gpus": l,
-                "above_baseline": l.saturating_sub(b.gpus),
-                "gpu_hours": es.iter().map(|e| e.gpu_hours).sum::<u64>(),
-                "windows": prof
-                    .windows
-                    .iter()
-                    .filter(|w| es.iter().any(|e| e.start_slots.contains(&w.start_slot)))
-                    .collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        });
-        Ok(out)
+            .collect()
     }
 }

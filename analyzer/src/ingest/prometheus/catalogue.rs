@@ -8,7 +8,7 @@
 //! about which series a server has (that is `discovery` and `recorded`).
 
 use crate::ingest::promeval::{counter_delta, event_count, value_changes};
-use crate::ingest::schema::Table;
+use crate::ingest::schema::Table::{self, Gpu, Mig, Process};
 
 /// The exporter family found on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,490 +146,207 @@ pub(super) fn queries(family: Family) -> Vec<Query> {
 /// with a `pipe` label. A source without the series leaves the column null (nvidia_gpu_exporter
 /// has none).
 fn profiling(family: Family) -> Vec<Query> {
-    use Table::*;
-    let spec: &[(Table, &'static str, &str)] = match family {
-        Family::Tessera => &[
-            (
-                Gpu,
-                "tensor_active_mean",
-                "avg_over_time(tessera_gpu_tensor_active_ratio[{R}])",
-            ),
-            (
-                Gpu,
-                "tensor_active_max",
-                "max_over_time(tessera_gpu_tensor_active_ratio[{R}])",
-            ),
-            (
-                Gpu,
-                "dram_active_mean",
-                "avg_over_time(tessera_gpu_dram_active_ratio[{R}])",
-            ),
-            (
-                Gpu,
-                "fp64_active_mean",
-                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp64\"}[{R}])",
-            ),
-            (
-                Gpu,
-                "fp32_active_mean",
-                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp32\"}[{R}])",
-            ),
-            (
-                Gpu,
-                "fp16_active_mean",
-                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp16\"}[{R}])",
-            ),
-            (
-                Gpu,
-                "integer_active_mean",
-                "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"integer\"}[{R}])",
-            ),
-            (
-                Gpu,
-                "nvlink_tx_mean_bytes_per_second",
-                "avg_over_time(tessera_gpu_nvlink_transmit_bytes_per_second[{R}])",
-            ),
-            (
-                Gpu,
-                "nvlink_rx_mean_bytes_per_second",
-                "avg_over_time(tessera_gpu_nvlink_receive_bytes_per_second[{R}])",
-            ),
-            (
-                Mig,
-                "tensor_active_mean",
-                "avg_over_time(tessera_mig_tensor_active_ratio[{R}])",
-            ),
-            (
-                Mig,
-                "dram_active_mean",
-                "avg_over_time(tessera_mig_dram_active_ratio[{R}])",
-            ),
-        ],
-        // The GPU's and the MIG instances' series share names (`GPU_I_ID` tells them apart), so
-        // one query feeds both tables.
-        Family::Dcgm => &[
-            (
-                Gpu,
-                "tensor_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "tensor_active_max",
-                "max_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "dram_active_mean",
-                "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "fp64_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_FP64_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "fp32_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_FP32_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "fp16_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_FP16_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "integer_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_INT_ACTIVE[{R}])",
-            ),
-            (
-                Gpu,
-                "nvlink_tx_mean_bytes_per_second",
-                "avg_over_time(DCGM_FI_PROF_NVLINK_TX_BYTES[{R}])",
-            ),
-            (
-                Gpu,
-                "nvlink_rx_mean_bytes_per_second",
-                "avg_over_time(DCGM_FI_PROF_NVLINK_RX_BYTES[{R}])",
-            ),
-            (
-                Mig,
-                "tensor_active_mean",
-                "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])",
-            ),
-            (
-                Mig,
-                "dram_active_mean",
-                "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])",
-            ),
-        ],
+    let specs: &[Spec] = match family {
+        Family::Tessera => TESSERA_PROFILING,
+        Family::Dcgm => DCGM_PROFILING,
         Family::NvidiaSmi => &[],
     };
-    spec.iter().map(|&(t, c, p)| q(t, c, p, 1.0)).collect()
+    specs.iter().map(Spec::query).collect()
 }
 
+/// Every column's queries but the profiling ones, in order (a later query for the same table
+/// and column is an alternative).
 fn base_queries(family: Family) -> Vec<Query> {
-    use Table::*;
-    let gauges = |table: Table, spec: &[(&'static str, &str, f64)]| -> Vec<Query> {
-        spec.iter()
-            .map(|(col, promql, scale)| q(table, col, *promql, *scale))
-            .collect()
+    let specs: &[Spec] = match family {
+        Family::Tessera => TESSERA,
+        Family::Dcgm => DCGM,
+        Family::NvidiaSmi => NVIDIA_SMI,
     };
-    match family {
-        Family::Tessera => {
-            let mut v = gauges(
-                Gpu,
-                &[
-                    (
-                        "busy_mean",
-                        "avg_over_time(tessera_gpu_busy_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "busy_max",
-                        "max_over_time(tessera_gpu_busy_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_mean",
-                        "avg_over_time(tessera_gpu_sm_active_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_max",
-                        "max_over_time(tessera_gpu_sm_active_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_occupancy_mean",
-                        "avg_over_time(tessera_gpu_sm_occupancy_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_controller_mean",
-                        "avg_over_time(tessera_gpu_memory_controller_busy_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(tessera_gpu_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_total_bytes",
-                        "max_over_time(tessera_gpu_memory_total_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "power_mean_watts",
-                        "avg_over_time(tessera_gpu_power_watts[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "temperature_max_celsius",
-                        "max_over_time(tessera_gpu_temperature_celsius[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "mig_enabled",
-                        "max_over_time(tessera_gpu_mig_enabled[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(tessera_gpu_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    ("status", "max_over_time(tessera_gpu_status[{R}])", 1.0),
-                    ("model", "max_over_time(tessera_gpu_info[{R}])", 1.0),
-                ],
-            );
-            v.push(q(
-                Gpu,
-                "energy_delta_joules",
-                counter_delta("tessera_gpu_energy_joules_total"),
-                1.0,
-            ));
-            v.push(q(
-                Gpu,
-                "xid_count",
-                event_count("tessera_gpu_xid_errors_total", "xid"),
-                1.0,
-            ));
-            v.extend(gauges(
-                Mig,
-                &[
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(tessera_mig_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_total_bytes",
-                        "max_over_time(tessera_mig_memory_total_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_mean",
-                        "avg_over_time(tessera_mig_sm_active_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_max",
-                        "max_over_time(tessera_mig_sm_active_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(tessera_mig_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    ("mig_info", "max_over_time(tessera_mig_info[{R}])", 1.0),
-                ],
-            ));
-            v.extend(gauges(
-                Process,
-                &[
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(tessera_process_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_mean",
-                        "avg_over_time(tessera_process_sm_utilization_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_max",
-                        "max_over_time(tessera_process_sm_utilization_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(tessera_process_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                ],
-            ));
-            v
-        }
-        Family::Dcgm => {
-            const FB_USED: &str = "max_over_time(DCGM_FI_DEV_FB_USED[{R}])";
-            const FB_TOTAL: &str =
-                "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])";
-            const FB_COUNT: &str = "count_over_time(DCGM_FI_DEV_FB_USED[{R}])";
-            let mut v = gauges(
-                Gpu,
-                &[
-                    ("busy_mean", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
-                    (
-                        "busy_mean",
-                        "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    ("busy_max", "max_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
-                    (
-                        "busy_max",
-                        "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_mean",
-                        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_max",
-                        "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_occupancy_mean",
-                        "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_controller_mean",
-                        "avg_over_time(DCGM_FI_DEV_MEM_COPY_UTIL[{R}])",
-                        PCT,
-                    ),
-                    ("memory_used_max_bytes", FB_USED, MIB),
-                    ("memory_total_bytes", FB_TOTAL, MIB),
-                    (
-                        "memory_total_bytes",
-                        "max_over_time(DCGM_FI_DEV_FB_TOTAL[{R}])",
-                        MIB,
-                    ),
-                    (
-                        "power_mean_watts",
-                        "avg_over_time(DCGM_FI_DEV_POWER_USAGE[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "temperature_max_celsius",
-                        "max_over_time(DCGM_FI_DEV_GPU_TEMP[{R}])",
-                        1.0,
-                    ),
-                    ("samples", FB_COUNT, 1.0),
-                ],
-            );
-            v.push(q(
-                Gpu,
-                "energy_delta_joules",
-                counter_delta("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
-                MJ,
-            ));
-            v.push(q(
-                Gpu,
-                "xid_count",
-                value_changes("DCGM_FI_DEV_XID_ERRORS"),
-                1.0,
-            ));
-            v.extend(gauges(
-                Mig,
-                &[
-                    ("memory_used_max_bytes", FB_USED, MIB),
-                    ("memory_total_bytes", FB_TOTAL, MIB),
-                    (
-                        "sm_active_mean",
-                        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_max",
-                        "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])",
-                        1.0,
-                    ),
-                    ("samples", FB_COUNT, 1.0),
-                ],
-            ));
-            // Pods: the memory of the GPU or MIG instance the pod was given (same queries).
-            v.extend(gauges(
-                Process,
-                &[
-                    ("memory_used_max_bytes", FB_USED, MIB),
-                    ("samples", FB_COUNT, 1.0),
-                ],
-            ));
-            v
-        }
-        Family::NvidiaSmi => {
-            let mut v = gauges(
-                Gpu,
-                &[
-                    (
-                        "busy_mean",
-                        "avg_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "busy_max",
-                        "max_over_time(nvidia_smi_utilization_gpu_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_controller_mean",
-                        "avg_over_time(nvidia_smi_utilization_memory_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(nvidia_smi_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_total_bytes",
-                        "max_over_time(nvidia_smi_memory_total_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "power_mean_watts",
-                        "avg_over_time(nvidia_smi_power_draw_watts[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "temperature_max_celsius",
-                        "max_over_time(nvidia_smi_temperature_gpu[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(nvidia_smi_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    ("model", "max_over_time(nvidia_smi_gpu_info[{R}])", 1.0),
-                    (
-                        "mig_enabled",
-                        "max_over_time(nvidia_smi_mig_mode_current[{R}])",
-                        1.0,
-                    ),
-                ],
-            );
-            v.push(q(
-                Gpu,
-                "energy_delta_joules",
-                counter_delta("nvidia_smi_energy_joules_total"),
-                1.0,
-            ));
-            v.push(q(
-                Gpu,
-                "xid_count",
-                event_count("nvidia_smi_xid_errors_total", "xid"),
-                1.0,
-            ));
-            // MIG instances (NVML backend, per GPU instance; its docs/METRICS.md).
-            v.extend(gauges(
-                Mig,
-                &[
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "memory_total_bytes",
-                        "max_over_time(nvidia_smi_mig_memory_total_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_mean",
-                        "avg_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "sm_active_max",
-                        "max_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(nvidia_smi_mig_memory_used_bytes[{R}])",
-                        1.0,
-                    ),
-                    ("mig_info", "max_over_time(nvidia_smi_mig_info[{R}])", 1.0),
-                ],
-            ));
-            v.extend(gauges(
-                Process,
-                &[
-                    (
-                        "memory_used_max_bytes",
-                        "max_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])",
-                        1.0,
-                    ),
-                    (
-                        "samples",
-                        "count_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])",
-                        1.0,
-                    ),
-                ],
-            ));
-            v
-        }
+    specs.iter().map(Spec::query).collect()
+}
+
+/// How a [`Spec`]'s PromQL is made.
+#[derive(Clone, Copy)]
+enum Form {
+    /// The template as written.
+    Template(&'static str),
+    /// [`counter_delta`] of a counter.
+    CounterDelta(&'static str),
+    /// [`event_count`] of a counter, summed without a label.
+    EventCount(&'static str, &'static str),
+    /// [`value_changes`] of a gauge.
+    ValueChanges(&'static str),
+}
+
+/// A declared [`Query`]: its table, column, PromQL form and scale.
+struct Spec {
+    table: Table,
+    column: &'static str,
+    form: Form,
+    scale: f64,
+}
+
+impl Spec {
+    fn query(&self) -> Query {
+        let promql = match self.form {
+            Form::Template(t) => t.to_string(),
+            Form::CounterDelta(m) => counter_delta(m),
+            Form::EventCount(m, label) => event_count(m, label),
+            Form::ValueChanges(m) => value_changes(m),
+        };
+        q(self.table, self.column, promql, self.scale)
     }
 }
+
+/// A gauge's template, values as they are.
+const fn gauge(table: Table, column: &'static str, promql: &'static str) -> Spec {
+    scaled(table, column, promql, 1.0)
+}
+
+/// A gauge's template, values scaled.
+const fn scaled(table: Table, column: &'static str, promql: &'static str, scale: f64) -> Spec {
+    Spec {
+        table,
+        column,
+        form: Form::Template(promql),
+        scale,
+    }
+}
+
+/// Any other form.
+const fn form(table: Table, column: &'static str, form: Form, scale: f64) -> Spec {
+    Spec {
+        table,
+        column,
+        form,
+        scale,
+    }
+}
+
+/// tessera-exporter's queries (without profiling), in order; a table of one line per query.
+#[rustfmt::skip]
+const TESSERA: &[Spec] = &[
+    gauge(Gpu, "busy_mean", "avg_over_time(tessera_gpu_busy_ratio[{R}])"),
+    gauge(Gpu, "busy_max", "max_over_time(tessera_gpu_busy_ratio[{R}])"),
+    gauge(Gpu, "sm_active_mean", "avg_over_time(tessera_gpu_sm_active_ratio[{R}])"),
+    gauge(Gpu, "sm_active_max", "max_over_time(tessera_gpu_sm_active_ratio[{R}])"),
+    gauge(Gpu, "sm_occupancy_mean", "avg_over_time(tessera_gpu_sm_occupancy_ratio[{R}])"),
+    gauge(Gpu, "memory_controller_mean", "avg_over_time(tessera_gpu_memory_controller_busy_ratio[{R}])"),
+    gauge(Gpu, "memory_used_max_bytes", "max_over_time(tessera_gpu_memory_used_bytes[{R}])"),
+    gauge(Gpu, "memory_total_bytes", "max_over_time(tessera_gpu_memory_total_bytes[{R}])"),
+    gauge(Gpu, "power_mean_watts", "avg_over_time(tessera_gpu_power_watts[{R}])"),
+    gauge(Gpu, "temperature_max_celsius", "max_over_time(tessera_gpu_temperature_celsius[{R}])"),
+    gauge(Gpu, "mig_enabled", "max_over_time(tessera_gpu_mig_enabled[{R}])"),
+    gauge(Gpu, "samples", "count_over_time(tessera_gpu_memory_used_bytes[{R}])"),
+    gauge(Gpu, "status", "max_over_time(tessera_gpu_status[{R}])"),
+    gauge(Gpu, "model", "max_over_time(tessera_gpu_info[{R}])"),
+    form(Gpu, "energy_delta_joules", Form::CounterDelta("tessera_gpu_energy_joules_total"), 1.0),
+    form(Gpu, "xid_count", Form::EventCount("tessera_gpu_xid_errors_total", "xid"), 1.0),
+    gauge(Mig, "memory_used_max_bytes", "max_over_time(tessera_mig_memory_used_bytes[{R}])"),
+    gauge(Mig, "memory_total_bytes", "max_over_time(tessera_mig_memory_total_bytes[{R}])"),
+    gauge(Mig, "sm_active_mean", "avg_over_time(tessera_mig_sm_active_ratio[{R}])"),
+    gauge(Mig, "sm_active_max", "max_over_time(tessera_mig_sm_active_ratio[{R}])"),
+    gauge(Mig, "samples", "count_over_time(tessera_mig_memory_used_bytes[{R}])"),
+    gauge(Mig, "mig_info", "max_over_time(tessera_mig_info[{R}])"),
+    gauge(Process, "memory_used_max_bytes", "max_over_time(tessera_process_memory_used_bytes[{R}])"),
+    gauge(Process, "sm_mean", "avg_over_time(tessera_process_sm_utilization_ratio[{R}])"),
+    gauge(Process, "sm_max", "max_over_time(tessera_process_sm_utilization_ratio[{R}])"),
+    gauge(Process, "samples", "count_over_time(tessera_process_memory_used_bytes[{R}])"),
+];
+
+/// dcgm-exporter's framebuffer queries, shared by the GPU, MIG and pod rows.
+const DCGM_FB_USED: &str = "max_over_time(DCGM_FI_DEV_FB_USED[{R}])";
+const DCGM_FB_TOTAL: &str =
+    "avg_over_time(DCGM_FI_DEV_FB_USED[{R}]) + avg_over_time(DCGM_FI_DEV_FB_FREE[{R}])";
+const DCGM_FB_COUNT: &str = "count_over_time(DCGM_FI_DEV_FB_USED[{R}])";
+
+/// dcgm-exporter's queries (without profiling), in order.
+#[rustfmt::skip]
+const DCGM: &[Spec] = &[
+    scaled(Gpu, "busy_mean", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
+    gauge(Gpu, "busy_mean", "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])"),
+    scaled(Gpu, "busy_max", "max_over_time(DCGM_FI_DEV_GPU_UTIL[{R}])", PCT),
+    gauge(Gpu, "busy_max", "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{R}])"),
+    gauge(Gpu, "sm_active_mean", "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])"),
+    gauge(Gpu, "sm_active_max", "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])"),
+    gauge(Gpu, "sm_occupancy_mean", "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY[{R}])"),
+    scaled(Gpu, "memory_controller_mean", "avg_over_time(DCGM_FI_DEV_MEM_COPY_UTIL[{R}])", PCT),
+    scaled(Gpu, "memory_used_max_bytes", DCGM_FB_USED, MIB),
+    scaled(Gpu, "memory_total_bytes", DCGM_FB_TOTAL, MIB),
+    scaled(Gpu, "memory_total_bytes", "max_over_time(DCGM_FI_DEV_FB_TOTAL[{R}])", MIB),
+    gauge(Gpu, "power_mean_watts", "avg_over_time(DCGM_FI_DEV_POWER_USAGE[{R}])"),
+    gauge(Gpu, "temperature_max_celsius", "max_over_time(DCGM_FI_DEV_GPU_TEMP[{R}])"),
+    gauge(Gpu, "samples", DCGM_FB_COUNT),
+    form(Gpu, "energy_delta_joules", Form::CounterDelta("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), MJ),
+    form(Gpu, "xid_count", Form::ValueChanges("DCGM_FI_DEV_XID_ERRORS"), 1.0),
+    scaled(Mig, "memory_used_max_bytes", DCGM_FB_USED, MIB),
+    scaled(Mig, "memory_total_bytes", DCGM_FB_TOTAL, MIB),
+    gauge(Mig, "sm_active_mean", "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])"),
+    gauge(Mig, "sm_active_max", "max_over_time(DCGM_FI_PROF_SM_ACTIVE[{R}])"),
+    gauge(Mig, "samples", DCGM_FB_COUNT),
+    // Pods: the memory of the GPU or MIG instance the pod was given (same queries).
+    scaled(Process, "memory_used_max_bytes", DCGM_FB_USED, MIB),
+    gauge(Process, "samples", DCGM_FB_COUNT),
+];
+
+/// nvidia_gpu_exporter's queries, in order.
+#[rustfmt::skip]
+const NVIDIA_SMI: &[Spec] = &[
+    gauge(Gpu, "busy_mean", "avg_over_time(nvidia_smi_utilization_gpu_ratio[{R}])"),
+    gauge(Gpu, "busy_max", "max_over_time(nvidia_smi_utilization_gpu_ratio[{R}])"),
+    gauge(Gpu, "memory_controller_mean", "avg_over_time(nvidia_smi_utilization_memory_ratio[{R}])"),
+    gauge(Gpu, "memory_used_max_bytes", "max_over_time(nvidia_smi_memory_used_bytes[{R}])"),
+    gauge(Gpu, "memory_total_bytes", "max_over_time(nvidia_smi_memory_total_bytes[{R}])"),
+    gauge(Gpu, "power_mean_watts", "avg_over_time(nvidia_smi_power_draw_watts[{R}])"),
+    gauge(Gpu, "temperature_max_celsius", "max_over_time(nvidia_smi_temperature_gpu[{R}])"),
+    gauge(Gpu, "samples", "count_over_time(nvidia_smi_memory_used_bytes[{R}])"),
+    gauge(Gpu, "model", "max_over_time(nvidia_smi_gpu_info[{R}])"),
+    gauge(Gpu, "mig_enabled", "max_over_time(nvidia_smi_mig_mode_current[{R}])"),
+    form(Gpu, "energy_delta_joules", Form::CounterDelta("nvidia_smi_energy_joules_total"), 1.0),
+    form(Gpu, "xid_count", Form::EventCount("nvidia_smi_xid_errors_total", "xid"), 1.0),
+    // MIG instances (NVML backend, per GPU instance; its docs/METRICS.md).
+    gauge(Mig, "memory_used_max_bytes", "max_over_time(nvidia_smi_mig_memory_used_bytes[{R}])"),
+    gauge(Mig, "memory_total_bytes", "max_over_time(nvidia_smi_mig_memory_total_bytes[{R}])"),
+    gauge(Mig, "sm_active_mean", "avg_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])"),
+    gauge(Mig, "sm_active_max", "max_over_time(nvidia_smi_mig_sm_activity_ratio[{R}])"),
+    gauge(Mig, "samples", "count_over_time(nvidia_smi_mig_memory_used_bytes[{R}])"),
+    gauge(Mig, "mig_info", "max_over_time(nvidia_smi_mig_info[{R}])"),
+    gauge(Process, "memory_used_max_bytes", "max_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])"),
+    gauge(Process, "samples", "count_over_time(nvidia_smi_compute_app_used_memory_bytes[{R}])"),
+];
+
+/// tessera-exporter's profiling queries.
+#[rustfmt::skip]
+const TESSERA_PROFILING: &[Spec] = &[
+    gauge(Gpu, "tensor_active_mean", "avg_over_time(tessera_gpu_tensor_active_ratio[{R}])"),
+    gauge(Gpu, "tensor_active_max", "max_over_time(tessera_gpu_tensor_active_ratio[{R}])"),
+    gauge(Gpu, "dram_active_mean", "avg_over_time(tessera_gpu_dram_active_ratio[{R}])"),
+    gauge(Gpu, "fp64_active_mean", "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp64\"}[{R}])"),
+    gauge(Gpu, "fp32_active_mean", "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp32\"}[{R}])"),
+    gauge(Gpu, "fp16_active_mean", "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"fp16\"}[{R}])"),
+    gauge(Gpu, "integer_active_mean", "avg_over_time(tessera_gpu_pipe_active_ratio{pipe=\"integer\"}[{R}])"),
+    gauge(Gpu, "nvlink_tx_mean_bytes_per_second", "avg_over_time(tessera_gpu_nvlink_transmit_bytes_per_second[{R}])"),
+    gauge(Gpu, "nvlink_rx_mean_bytes_per_second", "avg_over_time(tessera_gpu_nvlink_receive_bytes_per_second[{R}])"),
+    gauge(Mig, "tensor_active_mean", "avg_over_time(tessera_mig_tensor_active_ratio[{R}])"),
+    gauge(Mig, "dram_active_mean", "avg_over_time(tessera_mig_dram_active_ratio[{R}])"),
+];
+
+/// The GPU's and the MIG instances' series share names (`GPU_I_ID` tells them apart), so one
+/// query feeds both tables.
+#[rustfmt::skip]
+const DCGM_PROFILING: &[Spec] = &[
+    gauge(Gpu, "tensor_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])"),
+    gauge(Gpu, "tensor_active_max", "max_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])"),
+    gauge(Gpu, "dram_active_mean", "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])"),
+    gauge(Gpu, "fp64_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_FP64_ACTIVE[{R}])"),
+    gauge(Gpu, "fp32_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_FP32_ACTIVE[{R}])"),
+    gauge(Gpu, "fp16_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_FP16_ACTIVE[{R}])"),
+    gauge(Gpu, "integer_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_INT_ACTIVE[{R}])"),
+    gauge(Gpu, "nvlink_tx_mean_bytes_per_second", "avg_over_time(DCGM_FI_PROF_NVLINK_TX_BYTES[{R}])"),
+    gauge(Gpu, "nvlink_rx_mean_bytes_per_second", "avg_over_time(DCGM_FI_PROF_NVLINK_RX_BYTES[{R}])"),
+    gauge(Mig, "tensor_active_mean", "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[{R}])"),
+    gauge(Mig, "dram_active_mean", "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[{R}])"),
+];
 
 /// The metric whose `count_over_time` gives each table's raw samples (present on every series
 /// of the table, MIG mode included).

@@ -67,19 +67,24 @@ use polars::prelude::*;
 pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
 pub use options::{Api, PrometheusOptions};
 
+use assembly::Settled;
 use catalogue::{MIB, Query, queries, sample_metrics};
 use client::{Client, err, fmt_size, parse};
-use discovery::{has_samples, node_groups, scrape_interval};
+use discovery::{Scan, has_samples, node_groups, scrape_interval};
 use fetch::fetch_all;
 use fetch_remote::probe_remote_read;
 use options::DEFAULT_RANGE_MS;
-use plan::{Plan, Text};
-use recorded::choose_recorded;
+use plan::{Plan, Tallies, Text};
+use recorded::{Recorded, choose_recorded};
 
 use super::promeval::Eval;
 use super::resample::{RowSpec, Sampling};
 use super::schema::Table;
 use super::{IngestError, IngestOptions, IngestReport, period};
+
+/// A source's rows in partitions: each partition's key, its tables' rows and the Parquet files
+/// they are scanned from (when spilled).
+type Partitions = Vec<(String, Vec<(Table, LazyFrame)>, Vec<PathBuf>)>;
 
 /// Reads `prometheus:URL` for the options' time range into rows per table (each entity at its
 /// own scrape interval, or an explicit coarser `--interval`) and what was found about the
@@ -89,259 +94,42 @@ use super::{IngestError, IngestOptions, IngestReport, period};
 /// With [`IngestOptions::spill`] and more than one partition, each partition's rows are written
 /// there as Parquet as soon as they are resampled and scanned from there (the files are
 /// returned with them); else they stay in memory.
-#[allow(clippy::type_complexity)]
 pub(super) fn read(
     url: &str,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<
-    (
-        Vec<(String, Vec<(Table, LazyFrame)>, Vec<PathBuf>)>,
-        Sampling,
-    ),
-    IngestError,
-> {
+) -> Result<(Partitions, Sampling), IngestError> {
     let spec = format!("prometheus:{url}");
+    let notes = &mut Notes {
+        spec: &spec,
+        report,
+    };
     let watch = crate::timing::Stopwatch::start("prometheus");
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
-    let until = opts
-        .until
-        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
-    let since = opts.since.unwrap_or(until - DEFAULT_RANGE_MS);
-    if opts.since.is_none() {
-        report.warnings.push(format!(
-            "{spec}: no --since given; read the last 7 days before {}",
-            super::fmt_ms(until)
-        ));
-    }
-    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
-
-    // Which family is there?
-    let all = [Family::Tessera, Family::Dcgm, Family::NvidiaSmi];
-    let pattern = all
-        .iter()
-        .flat_map(|f| f.markers().iter().copied())
-        .collect::<Vec<_>>()
-        .join("|");
-    // The advisor's recorded maxima are looked for too: a store may keep them longer than the
-    // raw series.
-    let rec_pattern = all
-        .iter()
-        .flat_map(|f| f.recorded().iter().map(|(_, rec)| *rec))
-        .collect::<Vec<_>>()
-        .join("|");
-    let name_pattern = format!("{pattern}|{rec_pattern}");
-    let (data, _) = client.get(
-        "/api/v1/label/__name__/values",
-        &[
-            ("match[]", format!("{{__name__=~\"{name_pattern}\"}}")),
-            ("start", secs(since - LOOKBACK_MS)),
-            ("end", secs(until)),
-        ],
-        "metric family detection",
-    )?;
-    let names: BTreeSet<String> = parse(&data)
-        .map_err(|e| err(&spec, format!("metric family detection: bad answer: {e}")))?;
-    let mut found: Vec<Family> = all
-        .into_iter()
-        .filter(|f| {
-            f.markers().iter().any(|m| names.contains(*m))
-                || f.recorded_samples().iter().any(|m| names.contains(*m))
-        })
-        .collect();
-    // The names API answers per TSDB block (two hours, or days after compaction), so a family
-    // seen only beside the range can be listed: with several, keep those with samples in it.
-    if found.len() > 1 {
-        let mut present = Vec::new();
-        for f in &found {
-            let mut markers: Vec<&str> = f.markers().to_vec();
-            markers.extend(f.recorded_samples());
-            if has_samples(&mut client, &markers, since, until)? {
-                present.push(*f);
-            }
-        }
-        if !present.is_empty() {
-            found = present;
-        }
-    }
-    let Some(&family) = found.first() else {
-        report.warnings.push(format!(
-            "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
-            super::fmt_ms(since),
-            super::fmt_ms(until)
-        ));
+    let (since, until) = time_range(opts, notes);
+    let Some(Families { names, found }) = detect_families(&mut client, (since, until), notes)?
+    else {
         return Ok((Vec::new(), Sampling::default()));
     };
-    // The query step: the finest scrape interval of any series (each entity is then resampled
-    // to its own), or an explicit coarser --interval.
-    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
-    let raw = scrape_interval(
-        &mut client,
-        sample_metrics(family),
-        (since, until),
-        popts.max_points,
-        &mut prom_warnings,
-    )?;
-    let (recorded, why_raw) = choose_recorded(
-        &mut client,
-        family,
-        &names,
-        &raw,
-        opts.interval_ms,
-        (since, until),
-        &mut prom_warnings,
-    )?;
-    // Recorded maxima: the query step is their period, never finer than their minute (each
-    // point then holds whole recorded minutes; `samples` still counts the raw samples).
-    let finest = match &recorded {
-        Some(r) => Some(r.period_ms.max(RECORDED_WINDOW_MS as f64)),
-        None => raw.finest,
-    };
-    let data_step = finest.map(|p| period::bucket_for(p, 1, 0));
-    let step = match (opts.interval_ms, data_step) {
-        (Some(req), Some(d)) => req.max(d),
-        (Some(req), None) => req,
-        (None, Some(d)) => d,
-        (None, None) => 60_000,
-    }
-    .max(1);
-    report.warnings.push(format!(
-        "{spec}: read {} metrics (query step {}{})",
-        family.name(),
-        period::fmt_period(step as f64),
-        match (&recorded, raw.finest) {
-            (Some(r), Some(p)) => format!(
-                "; the recorded series come every {}, the finest scrape interval found is {}",
-                period::fmt_period(r.period_ms),
-                period::fmt_period(p)
-            ),
-            (Some(r), None) => format!(
-                "; the recorded series come every {}, no raw series",
-                period::fmt_period(r.period_ms)
-            ),
-            (None, Some(p)) => format!(
-                "; the finest scrape interval found is {}",
-                period::fmt_period(p)
-            ),
-            (None, None) => String::new(),
-        }
-    ));
-    report.warnings.push(match &recorded {
-        Some(r) => format!(
-            "{spec}: activity and memory maxima from the advisor's recorded series \
-             (rules/tessera-advisor.rules.yml: {}), recorded every {} at {} s past the minute{}; \
-             other columns from the raw series",
-            r.names.join(", "),
-            period::fmt_period(r.period_ms),
-            r.offset_ms as f64 / 1000.0,
-            if r.shift_ms != 0 {
-                format!(
-                    "; each row takes the recorded minute ending {} s after it",
-                    r.shift_ms as f64 / 1000.0
-                )
-            } else {
-                String::new()
-            }
-        ),
-        None => format!("{spec}: activity and memory maxima from the raw series ({why_raw})"),
-    });
-    if found.len() > 1 {
-        let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
-        report.warnings.push(format!(
-            "{spec}: also found {} metrics; only {} were read",
-            others.join(", "),
-            family.name()
-        ));
-    }
-
-    let range = format!("{}ms", (step - 1).max(1));
+    let family = found[0];
+    let Discovered {
+        raw,
+        recorded,
+        why_raw,
+        prom_warnings,
+    } = discover(&mut client, family, &names, opts, (since, until))?;
+    let step = query_step(opts.interval_ms, recorded.as_ref(), raw.finest);
+    notes.reading(family, step, recorded.as_ref(), raw.finest, &why_raw);
+    notes.others(&found);
     // A counter's previous value is looked for over Prometheus' lookback, or four scrape
     // intervals when they are longer (a missed 5-minute scrape with jitter leaves more than
     // 5 minutes between two samples).
     let lookback = LOOKBACK_MS.max(4 * step);
     // Rows end in (since, until] (crate::range): evaluated at multiples of the step in it.
     let windows = chunks(since + 1, until + 1, step, popts.max_points);
-    let dur = |ms: i64| format!("{ms}ms");
-    // Queries sharing a PromQL text are sent once and feed every column that uses them.
-    let mut texts: Vec<(String, Vec<Query>, Option<Eval>)> = Vec::new();
-    for mut query in queries(family) {
-        if let Some(r) = &recorded {
-            for (raw, rec) in family.recorded() {
-                if query.promql == format!("max_over_time({raw}[{{R}}])") && r.names.contains(rec) {
-                    query.promql = format!("max_over_time({rec}[{{R}}])");
-                }
-            }
-        }
-        let promql = query
-            .promql
-            .replace("{R}", &range)
-            .replace("{SL}", &dur(step + lookback))
-            .replace("{S}", &dur(step))
-            .replace("{L}", &dur(lookback));
-        match texts.iter_mut().find(|(p, _, _)| *p == promql) {
-            Some((_, g, _)) => g.push(query),
-            None => {
-                let eval = Eval::parse(&query.promql);
-                texts.push((promql, vec![query], eval))
-            }
-        }
-    }
-    // Recorded maxima are evaluated `shift` later and their answers moved back by as much
-    // ([`recorded_shift`]).
-    let texts: Vec<Text> = texts
-        .into_iter()
-        .map(|(promql, columns, eval)| {
-            let shift = match &recorded {
-                Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
-                _ => 0,
-            };
-            Text {
-                promql,
-                shift,
-                columns,
-                eval,
-            }
-        })
-        .collect();
-    // Remote read where asked for, or where the server answers it (`auto`).
-    let remote = match popts.api {
-        Api::QueryRange => false,
-        Api::RemoteRead => {
-            if let Err(why) = probe_remote_read(&mut client, family, until) {
-                return Err(err(
-                    &spec,
-                    format!(
-                        "--prometheus.api remote-read: the server does not answer the \
-                         remote-read API: {why}"
-                    ),
-                ));
-            }
-            true
-        }
-        Api::Auto => match probe_remote_read(&mut client, family, until) {
-            Ok(()) => true,
-            Err(why) => {
-                report.warnings.push(format!(
-                    "{spec}: read through /api/v1/query_range: the server does not answer the \
-                     remote-read API ({why})"
-                ));
-                false
-            }
-        },
-    };
-    if remote {
-        if let Some(t) = texts.iter().find(|t| t.eval.is_none()) {
-            return Err(err(
-                &spec,
-                format!("remote read cannot evaluate {:?} (a bug)", t.promql),
-            ));
-        }
-        report.warnings.push(format!(
-            "{spec}: read raw samples through the remote-read API (/api/v1/read), \
-             reduced per row here"
-        ));
-    }
+    let texts = query_texts(family, recorded.as_ref(), step, lookback);
+    let remote = use_remote(&mut client, popts.api, family, until, &texts, notes)?;
     let plan = Plan {
         spec: &spec,
         family,
@@ -368,82 +156,446 @@ pub(super) fn read(
     }
     let requests = client.requests + tallies.requests;
     let bytes = client.bytes + tallies.bytes;
-    report.warnings.push(if remote {
-        format!("{spec}: {requests} request(s); one remote read per node group")
-    } else {
-        format!(
-            "{spec}: {} request(s) for {} chunk(s) of at most {} points",
-            requests,
-            windows.len(),
-            popts.max_points
-        )
-    });
-    report.warnings.push(match &why_one {
-        None => format!(
-            "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
-            parts.len(),
-            popts.nodes_per_query,
-            popts.concurrency.max(1),
-            if spill.is_some() {
-                ", each partition's rows spilled to Parquet in the temp folder"
-            } else {
-                ""
-            },
-            fmt_bytes_received(bytes)
-        ),
-        Some(why) => format!(
-            "{spec}: queried as one partition ({why}); {}",
-            fmt_bytes_received(bytes)
-        ),
-    });
-    for (w, n) in &tallies.prom_warnings {
-        report.warnings.push(format!(
-            "{spec}: partial data: the server warned in {n} response(s): {w}"
-        ));
-        *report
-            .skipped
-            .entry("prometheus: responses with warnings".into())
-            .or_default() += n;
-    }
-    for (promql, n) in &tallies.splits {
-        report.warnings.push(format!(
-            "{spec}: {n} answer(s) to {promql:?} were larger than {} \
-             (--prometheus.max-response-size) and were asked again for half the range",
-            fmt_size(popts.max_response_bytes)
+    notes.requests(popts, remote, requests, windows.len());
+    notes.partitions(
+        popts,
+        parts.len(),
+        why_one.as_deref(),
+        spill.is_some(),
+        bytes,
+    );
+    notes.tallies(&tallies, popts);
+    let (out, mut sampling) = partitions(parts);
+    sampling.maxima = Some(maxima_source(recorded.as_ref()));
+    Ok((out, sampling))
+}
+
+/// The range read, unix ms: the options', by default the last 7 days (with a warning).
+fn time_range(opts: &IngestOptions, notes: &mut Notes) -> (i64, i64) {
+    let until = opts
+        .until
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
+    let since = opts.since.unwrap_or(until - DEFAULT_RANGE_MS);
+    if opts.since.is_none() {
+        notes.report.warnings.push(format!(
+            "{}: no --since given; read the last 7 days before {}",
+            notes.spec,
+            super::fmt_ms(until)
         ));
     }
-    for (promql, (n, first)) in &tallies.limits {
-        report.warnings.push(format!(
-            "{spec}: server limit: {n} quer(ies) {promql:?} were refused and asked again for \
-             half the range (first: {first})"
+    (since, until)
+}
+
+/// The report lines of one read (`spec`: the source they name).
+struct Notes<'a> {
+    spec: &'a str,
+    report: &'a mut IngestReport,
+}
+
+/// What [`detect_families`] found.
+struct Families {
+    /// The metric names the server lists.
+    names: BTreeSet<String>,
+    /// The families with samples in the range, the one read first.
+    found: Vec<Family>,
+}
+
+/// Which metric families the server has in the range (the one read first) and the metric
+/// names it lists; `None`, with a warning, when it has none.
+fn detect_families(
+    client: &mut Client,
+    (since, until): (i64, i64),
+    notes: &mut Notes,
+) -> Result<Option<Families>, IngestError> {
+    let spec = notes.spec;
+    let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+    let all = [Family::Tessera, Family::Dcgm, Family::NvidiaSmi];
+    let pattern = all
+        .iter()
+        .flat_map(|f| f.markers().iter().copied())
+        .collect::<Vec<_>>()
+        .join("|");
+    // The advisor's recorded maxima are looked for too: a store may keep them longer than the
+    // raw series.
+    let rec_pattern = all
+        .iter()
+        .flat_map(|f| f.recorded().iter().map(|(_, rec)| *rec))
+        .collect::<Vec<_>>()
+        .join("|");
+    let name_pattern = format!("{pattern}|{rec_pattern}");
+    let (data, _) = client.get(
+        "/api/v1/label/__name__/values",
+        &[
+            ("match[]", format!("{{__name__=~\"{name_pattern}\"}}")),
+            ("start", secs(since - LOOKBACK_MS)),
+            ("end", secs(until)),
+        ],
+        "metric family detection",
+    )?;
+    let names: BTreeSet<String> =
+        parse(&data).map_err(|e| err(spec, format!("metric family detection: bad answer: {e}")))?;
+    let mut found: Vec<Family> = all
+        .into_iter()
+        .filter(|f| {
+            f.markers().iter().any(|m| names.contains(*m))
+                || f.recorded_samples().iter().any(|m| names.contains(*m))
+        })
+        .collect();
+    // The names API answers per TSDB block (two hours, or days after compaction), so a family
+    // seen only beside the range can be listed: with several, keep those with samples in it.
+    if found.len() > 1 {
+        let mut present = Vec::new();
+        for f in &found {
+            let mut markers: Vec<&str> = f.markers().to_vec();
+            markers.extend(f.recorded_samples());
+            if has_samples(client, &markers, since, until)? {
+                present.push(*f);
+            }
+        }
+        if !present.is_empty() {
+            found = present;
+        }
+    }
+    if found.is_empty() {
+        notes.report.warnings.push(format!(
+            "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
+            super::fmt_ms(since),
+            super::fmt_ms(until)
+        ));
+        return Ok(None);
+    }
+    Ok(Some(Families { names, found }))
+}
+
+/// What [`discover`] found.
+struct Discovered {
+    /// The scrape intervals and nodes of the family's raw series.
+    raw: Scan,
+    /// The recorded maxima, or why the raw series are read.
+    recorded: Option<Recorded>,
+    why_raw: String,
+    /// The server's warnings so far, counted.
+    prom_warnings: BTreeMap<String, u64>,
+}
+
+/// The family's scrape intervals and nodes, and whether its maxima are read from the advisor's
+/// recorded series.
+fn discover(
+    client: &mut Client,
+    family: Family,
+    names: &BTreeSet<String>,
+    opts: &IngestOptions,
+    range: (i64, i64),
+) -> Result<Discovered, IngestError> {
+    // The query step: the finest scrape interval of any series (each entity is then resampled
+    // to its own), or an explicit coarser --interval.
+    let mut prom_warnings: BTreeMap<String, u64> = BTreeMap::new();
+    let raw = scrape_interval(
+        client,
+        sample_metrics(family),
+        range,
+        opts.prometheus.max_points,
+        &mut prom_warnings,
+    )?;
+    let (recorded, why_raw) = choose_recorded(
+        client,
+        family,
+        names,
+        &raw,
+        opts.interval_ms,
+        range,
+        &mut prom_warnings,
+    )?;
+    Ok(Discovered {
+        raw,
+        recorded,
+        why_raw,
+        prom_warnings,
+    })
+}
+
+/// The query step: the data's (recorded maxima: their period, never finer than their minute,
+/// so that each point holds whole recorded minutes; else the finest scrape interval) or an
+/// explicit coarser `--interval`.
+fn query_step(requested: Option<i64>, recorded: Option<&Recorded>, raw: Option<f64>) -> i64 {
+    // `samples` still counts the raw samples.
+    let finest = match recorded {
+        Some(r) => Some(r.period_ms.max(RECORDED_WINDOW_MS as f64)),
+        None => raw,
+    };
+    let data_step = finest.map(|p| period::bucket_for(p, 1, 0));
+    match (requested, data_step) {
+        (Some(req), Some(d)) => req.max(d),
+        (Some(req), None) => req,
+        (None, Some(d)) => d,
+        (None, None) => 60_000,
+    }
+    .max(1)
+}
+
+/// Every query's PromQL text for `step`, each text once with the columns it feeds; the
+/// activity and memory maxima read from the recorded series where they are used.
+fn query_texts(family: Family, recorded: Option<&Recorded>, step: i64, lookback: i64) -> Vec<Text> {
+    let range = format!("{}ms", (step - 1).max(1));
+    let dur = |ms: i64| format!("{ms}ms");
+    // Queries sharing a PromQL text are sent once and feed every column that uses them.
+    let mut texts: Vec<(String, Vec<Query>, Option<Eval>)> = Vec::new();
+    for mut query in queries(family) {
+        if let Some(r) = recorded {
+            for (raw, rec) in family.recorded() {
+                if query.promql == format!("max_over_time({raw}[{{R}}])") && r.names.contains(rec) {
+                    query.promql = format!("max_over_time({rec}[{{R}}])");
+                }
+            }
+        }
+        let promql = query
+            .promql
+            .replace("{R}", &range)
+            .replace("{SL}", &dur(step + lookback))
+            .replace("{S}", &dur(step))
+            .replace("{L}", &dur(lookback));
+        match texts.iter_mut().find(|(p, _, _)| *p == promql) {
+            Some((_, g, _)) => g.push(query),
+            None => {
+                let eval = Eval::parse(&query.promql);
+                texts.push((promql, vec![query], eval))
+            }
+        }
+    }
+    // Recorded maxima are evaluated `shift` later and their answers moved back by as much
+    // ([`recorded_shift`]).
+    texts
+        .into_iter()
+        .map(|(promql, columns, eval)| {
+            let shift = match recorded {
+                Some(r) if r.names.iter().any(|n| promql.contains(&format!("({n}["))) => r.shift_ms,
+                _ => 0,
+            };
+            Text {
+                promql,
+                shift,
+                columns,
+                eval,
+            }
+        })
+        .collect()
+}
+
+/// Whether to read through the remote-read API: where asked for (an error where the server
+/// does not answer it), or where the server answers it (`auto`).
+fn use_remote(
+    client: &mut Client,
+    api: Api,
+    family: Family,
+    until: i64,
+    texts: &[Text],
+    notes: &mut Notes,
+) -> Result<bool, IngestError> {
+    let spec = notes.spec;
+    let remote = match api {
+        Api::QueryRange => false,
+        Api::RemoteRead => {
+            if let Err(why) = probe_remote_read(client, family, until) {
+                return Err(err(
+                    spec,
+                    format!(
+                        "--prometheus.api remote-read: the server does not answer the \
+                         remote-read API: {why}"
+                    ),
+                ));
+            }
+            true
+        }
+        Api::Auto => match probe_remote_read(client, family, until) {
+            Ok(()) => true,
+            Err(why) => {
+                notes.report.warnings.push(format!(
+                    "{spec}: read through /api/v1/query_range: the server does not answer the \
+                     remote-read API ({why})"
+                ));
+                false
+            }
+        },
+    };
+    if remote {
+        if let Some(t) = texts.iter().find(|t| t.eval.is_none()) {
+            return Err(err(
+                spec,
+                format!("remote read cannot evaluate {:?} (a bug)", t.promql),
+            ));
+        }
+        notes.report.warnings.push(format!(
+            "{spec}: read raw samples through the remote-read API (/api/v1/read), \
+             reduced per row here"
         ));
     }
-    if let Some((n, first)) = &tallies.node_splits {
-        report.warnings.push(format!(
-            "{spec}: server limit: {n} node group(s) were refused and queried again as two \
-             smaller groups (first: {first})"
+    Ok(remote)
+}
+
+impl Notes<'_> {
+    /// The family read, the query step and where the maxima come from.
+    fn reading(
+        &mut self,
+        family: Family,
+        step: i64,
+        recorded: Option<&Recorded>,
+        raw: Option<f64>,
+        why_raw: &str,
+    ) {
+        let spec = self.spec;
+        self.report.warnings.push(format!(
+            "{spec}: read {} metrics (query step {}{})",
+            family.name(),
+            period::fmt_period(step as f64),
+            match (recorded, raw) {
+                (Some(r), Some(p)) => format!(
+                    "; the recorded series come every {}, the finest scrape interval found is {}",
+                    period::fmt_period(r.period_ms),
+                    period::fmt_period(p)
+                ),
+                (Some(r), None) => format!(
+                    "; the recorded series come every {}, no raw series",
+                    period::fmt_period(r.period_ms)
+                ),
+                (None, Some(p)) => format!(
+                    "; the finest scrape interval found is {}",
+                    period::fmt_period(p)
+                ),
+                (None, None) => String::new(),
+            }
         ));
+        self.report.warnings.push(match recorded {
+            Some(r) => format!(
+                "{spec}: activity and memory maxima from the advisor's recorded series \
+                 (rules/tessera-advisor.rules.yml: {}), recorded every {} at {} s past the minute{}; \
+                 other columns from the raw series",
+                r.names.join(", "),
+                period::fmt_period(r.period_ms),
+                r.offset_ms as f64 / 1000.0,
+                if r.shift_ms != 0 {
+                    format!(
+                        "; each row takes the recorded minute ending {} s after it",
+                        r.shift_ms as f64 / 1000.0
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            None => format!("{spec}: activity and memory maxima from the raw series ({why_raw})"),
+        });
     }
-    for (why, (n, example)) in &tallies.refused.0 {
-        report.warnings.push(format!(
-            "{spec}: refused {n} value(s): {why} (first: {example})"
-        ));
-        *report
-            .skipped
-            .entry(format!("prometheus: refused values ({why})"))
-            .or_default() += n;
+
+    /// The other families found, not read.
+    fn others(&mut self, found: &[Family]) {
+        if found.len() > 1 {
+            let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
+            self.report.warnings.push(format!(
+                "{}: also found {} metrics; only {} were read",
+                self.spec,
+                others.join(", "),
+                found[0].name()
+            ));
+        }
     }
-    for (promql, n) in &tallies.gaps {
-        report.warnings.push(format!(
-            "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
-        ));
-        *report
-            .skipped
-            .entry("prometheus: series with missing chunks".into())
-            .or_default() += n;
+
+    /// The requests sent.
+    fn requests(&mut self, popts: &PrometheusOptions, remote: bool, requests: u64, chunks: usize) {
+        let spec = self.spec;
+        self.report.warnings.push(if remote {
+            format!("{spec}: {requests} request(s); one remote read per node group")
+        } else {
+            format!(
+                "{spec}: {} request(s) for {} chunk(s) of at most {} points",
+                requests, chunks, popts.max_points
+            )
+        });
     }
-    // Sampling: each table's over every partition (their periods pooled, so the median is the
-    // fleet's), then the tables together.
+
+    /// How the nodes were partitioned, and the bytes received.
+    fn partitions(
+        &mut self,
+        popts: &PrometheusOptions,
+        parts: usize,
+        why_one: Option<&str>,
+        spilled: bool,
+        bytes: u64,
+    ) {
+        let spec = self.spec;
+        self.report.warnings.push(match why_one {
+            None => format!(
+                "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
+                parts,
+                popts.nodes_per_query,
+                popts.concurrency.max(1),
+                if spilled {
+                    ", each partition's rows spilled to Parquet in the temp folder"
+                } else {
+                    ""
+                },
+                fmt_bytes_received(bytes)
+            ),
+            Some(why) => format!(
+                "{spec}: queried as one partition ({why}); {}",
+                fmt_bytes_received(bytes)
+            ),
+        });
+    }
+
+    /// Partial data, splits, server limits and refused values, counted.
+    fn tallies(&mut self, tallies: &Tallies, popts: &PrometheusOptions) {
+        let (spec, report) = (self.spec, &mut *self.report);
+        for (w, n) in &tallies.prom_warnings {
+            report.warnings.push(format!(
+                "{spec}: partial data: the server warned in {n} response(s): {w}"
+            ));
+            *report
+                .skipped
+                .entry("prometheus: responses with warnings".into())
+                .or_default() += n;
+        }
+        for (promql, n) in &tallies.splits {
+            report.warnings.push(format!(
+                "{spec}: {n} answer(s) to {promql:?} were larger than {} \
+                 (--prometheus.max-response-size) and were asked again for half the range",
+                fmt_size(popts.max_response_bytes)
+            ));
+        }
+        for (promql, (n, first)) in &tallies.limits {
+            report.warnings.push(format!(
+                "{spec}: server limit: {n} quer(ies) {promql:?} were refused and asked again for \
+                 half the range (first: {first})"
+            ));
+        }
+        if let Some((n, first)) = &tallies.node_splits {
+            report.warnings.push(format!(
+                "{spec}: server limit: {n} node group(s) were refused and queried again as two \
+                 smaller groups (first: {first})"
+            ));
+        }
+        for (why, (n, example)) in &tallies.refused.0 {
+            report.warnings.push(format!(
+                "{spec}: refused {n} value(s): {why} (first: {example})"
+            ));
+            *report
+                .skipped
+                .entry(format!("prometheus: refused values ({why})"))
+                .or_default() += n;
+        }
+        for (promql, n) in &tallies.gaps {
+            report.warnings.push(format!(
+                "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
+            ));
+            *report
+                .skipped
+                .entry("prometheus: series with missing chunks".into())
+                .or_default() += n;
+        }
+    }
+}
+
+/// The partitions' rows, and the sampling: each table's over every partition (their periods
+/// pooled, so the median is the fleet's), then the tables together.
+fn partitions(parts: Vec<(String, Settled)>) -> (Partitions, Sampling) {
     let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
     let mut out = Vec::with_capacity(parts.len());
     for (key, tables) in parts {
@@ -470,7 +622,12 @@ pub(super) fn read(
             sampling.merge(s);
         }
     }
-    sampling.maxima = Some(match &recorded {
+    (out, sampling)
+}
+
+/// Where the maxima came from, for the report.
+fn maxima_source(recorded: Option<&Recorded>) -> String {
+    match recorded {
         Some(r) => format!(
             "recorded 1-minute series ({})",
             r.names
@@ -480,8 +637,7 @@ pub(super) fn read(
                 .join(", ")
         ),
         None => "raw series".to_string(),
-    });
-    Ok((out, sampling))
+    }
 }
 
 fn fmt_bytes_received(b: u64) -> String {

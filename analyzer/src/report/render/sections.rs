@@ -1,0 +1,459 @@
+//! [`sections`]: the text report's sections, one function per section (fleet summary, usage by
+//! node and model, teams, idle-loaded models, consolidation, MIG, off-peak windows, data
+//! quality). The cell and line formats are the parent module's helpers (`super`).
+//!
+//! This module builds [`Section`]s only; laying them out as terminal tables, Markdown or HTML is
+//! the callers' ([`super::render_table`], [`super::render_markdown`], `report::html`).
+
+use super::{
+    Section, baseline_line, gpm_activity, money, pct, share, signal_name, signed_pct, thousands,
+    usage_header, usage_row,
+};
+use crate::report::{OffpeakWindow, Report, Usage, change};
+
+/// What is said where memory used is absent from the whole range: what needs it is unknown,
+/// not zero.
+const NO_MEMORY: &str = "unknown: memory used is not in the data";
+
+/// The sections every text format shows, in order.
+pub fn sections(r: &Report) -> Vec<Section> {
+    let f = &r.fleet;
+    // Memory used absent from the whole range: what needs it is unknown, not zero.
+    let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
+    vec![
+        summary(r, no_memory),
+        usage("By node", r, &r.by_node),
+        usage("By GPU model", r, &r.by_model),
+        teams(r),
+        idle_models(r, no_memory),
+        consolidation(r, no_memory),
+        mig(r),
+        offpeak(r),
+        data_quality(r),
+    ]
+}
+
+/// A key-value row of the summary.
+fn kv(k: &str, v: String) -> Vec<String> {
+    vec![k.to_string(), v]
+}
+
+/// Fleet summary: a key-value table.
+fn summary(r: &Report, no_memory: bool) -> Section {
+    let mut rows = fleet_rows(r, no_memory);
+    rows.extend(money_rows(r, no_memory));
+    rows.push(kv("Week over week", week_over_week(r)));
+    Section {
+        title: "Fleet summary".into(),
+        header: vec!["".into(), "".into()],
+        rows,
+        ..Section::default()
+    }
+}
+
+/// The summary's GPUs, GPU-hours, activity, memory and energy.
+fn fleet_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
+    let f = &r.fleet;
+    vec![
+        kv(
+            "GPUs",
+            format!(
+                "{} on {} node(s), {} model(s)",
+                f.gpus,
+                r.by_node.len(),
+                r.by_model.len()
+            ),
+        ),
+        kv(
+            "GPU-hours available",
+            format!(
+                "{} ({} observed)",
+                thousands(f.gpu_hours_available, 0),
+                thousands(f.gpu_hours_observed, 0)
+            ),
+        ),
+        kv(
+            "GPU-hours allocated",
+            format!(
+                "{} ({} of available; memory held or active)",
+                thousands(f.gpu_hours_allocated, 0),
+                share(f.gpu_hours_allocated, f.gpu_hours_available)
+            ),
+        ),
+        kv(
+            "GPU-hours of work",
+            format!(
+                "{} ({} of available; activity × time)",
+                thousands(f.gpu_hours_busy, 0),
+                share(f.gpu_hours_busy, f.gpu_hours_available)
+            ),
+        ),
+        kv(
+            "Activity",
+            format!(
+                "mean {}, p95 {} ({}){}",
+                pct(f.activity_mean),
+                pct(f.activity_p95),
+                signal_name(&r.activity_signal),
+                gpm_activity(f)
+            ),
+        ),
+        kv(
+            "Memory",
+            if no_memory {
+                NO_MEMORY.into()
+            } else {
+                format!(
+                    "{} of memory used on average, peak {} GiB on one GPU",
+                    pct(f.memory_used_share),
+                    f.memory_peak_gib
+                        .map_or("unknown".into(), |p| format!("{p:.1}"))
+                )
+            },
+        ),
+        kv(
+            "Energy",
+            f.energy_kwh.map_or("not in the data".into(), |e| {
+                format!("{} kWh", thousands(e, 1))
+            }),
+        ),
+    ]
+}
+
+/// The summary's cost and waste.
+fn money_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
+    let f = &r.fleet;
+    let idle_gpu_h: f64 = r.idle_models.iter().map(|m| m.reclaimable_gpu_hours).sum();
+    let idle_cost: f64 = r.idle_models.iter().map(|m| m.wasted_cost).sum();
+    let freed: u64 = r.consolidation.iter().map(|c| c.gpus_freed).sum();
+    let per_month: f64 = r.consolidation.iter().map(|c| c.savings_per_month).sum();
+    vec![
+        kv(
+            "Cost",
+            format!(
+                "{} (GPU-hours {} at {}/GPU-h + energy {})",
+                money(r, f.cost_total),
+                money(r, f.cost_gpu_hours),
+                thousands(r.prices.gpu_hour, 2),
+                f.cost_energy.map_or_else(
+                    || "unknown: not in the data".to_string(),
+                    |e| format!("{} at {}/kWh", money(r, e), thousands(r.prices.kwh, 2))
+                ),
+            ),
+        ),
+        kv(
+            "Waste",
+            if no_memory {
+                format!("idle-loaded models and consolidation {NO_MEMORY}")
+            } else {
+                format!(
+                    "idle-loaded models: {} GPU-h ({}); consolidation frees {} GPU(s) ({}/month)",
+                    thousands(idle_gpu_h, 1),
+                    money(r, idle_cost),
+                    freed,
+                    money(r, per_month)
+                )
+            },
+        ),
+    ]
+}
+
+/// The summary's change from the previous period.
+fn week_over_week(r: &Report) -> String {
+    let f = &r.fleet;
+    let Some(p) = &r.previous_period else {
+        return "the previous period is not in the data".into();
+    };
+    let busy_pts = match (f.activity_mean, p.activity_mean) {
+        (Some(a), Some(b)) => format!("{:+.1} pts", (a - b) * 100.0),
+        _ => "n/a".into(),
+    };
+    let mut line = format!(
+        "GPU-h available {}, GPU-h of work {}, mean activity {}, energy {}, cost {}",
+        signed_pct(change(f.gpu_hours_available, p.gpu_hours_available)),
+        signed_pct(change(f.gpu_hours_busy, p.gpu_hours_busy)),
+        busy_pts,
+        signed_pct(match (f.energy_kwh, p.energy_kwh) {
+            (Some(a), Some(b)) => change(a, b),
+            _ => None,
+        }),
+        signed_pct(change(f.cost_total, p.cost_total)),
+    );
+    if p.gpu_hours_observed < 0.9 * p.gpu_hours_available {
+        line.push_str(&format!(
+            " (the previous period is only {} covered by data)",
+            share(p.gpu_hours_observed, p.gpu_hours_available)
+        ));
+    }
+    line
+}
+
+/// Usage by node or by GPU model.
+fn usage(title: &str, r: &Report, by: &[Usage]) -> Section {
+    Section {
+        title: title.into(),
+        header: usage_header(),
+        rows: by.iter().map(|u| usage_row(r, u)).collect(),
+        ..Section::default()
+    }
+}
+
+/// By team.
+fn teams(r: &Report) -> Section {
+    let mut t = Section {
+        title: format!("By team ({})", r.teams.dimension),
+        ..Section::default()
+    };
+    if r.teams.rows.is_empty() {
+        t.lines
+            .push("No process rows with attribution in the data.".into());
+        return t;
+    }
+    t.header = [
+        "team",
+        "processes",
+        "GPU-h",
+        "mem GiB-h",
+        "idle GiB-h",
+        "idle GPU-h",
+        "idle cost",
+        "cost",
+    ]
+    .map(String::from)
+    .to_vec();
+    t.rows = r
+        .teams
+        .rows
+        .iter()
+        .map(|u| {
+            vec![
+                u.team.clone(),
+                u.processes.to_string(),
+                thousands(u.gpu_hours, 1),
+                thousands(u.memory_gib_hours, 0),
+                thousands(u.idle_gib_hours, 0),
+                thousands(u.idle_gpu_hours, 1),
+                money(r, u.idle_cost),
+                money(r, u.cost),
+            ]
+        })
+        .collect();
+    t.after.push(
+        "GPU-h: a GPU's time split evenly between the processes on it in each interval.".into(),
+    );
+    t
+}
+
+/// Top idle-loaded models, with each one's action.
+fn idle_models(r: &Report, no_memory: bool) -> Section {
+    let mut i = Section {
+        title: "Top idle-loaded models".into(),
+        ..Section::default()
+    };
+    if no_memory {
+        i.lines.push(format!(
+            "Not judged ({NO_MEMORY}): a model is loaded when it holds memory."
+        ));
+        return i;
+    }
+    if r.idle_models.is_empty() {
+        i.lines.push("None found.".into());
+        return i;
+    }
+    i.header = [
+        "model (process)",
+        "team",
+        "GiB held",
+        "idle h",
+        "idle GiB-h",
+        "GPU-h wasted",
+        "wasted",
+    ]
+    .map(String::from)
+    .to_vec();
+    i.rows = r
+        .idle_models
+        .iter()
+        .map(|m| {
+            vec![
+                m.what.clone(),
+                m.team.clone().unwrap_or_else(|| "-".into()),
+                format!("{:.1}", m.memory_max_gib),
+                format!("{:.1} ({:.0}%)", m.idle_hours, m.idle_share * 100.0),
+                thousands(m.idle_gib_hours, 0),
+                thousands(m.reclaimable_gpu_hours, 1),
+                money(r, m.wasted_cost),
+            ]
+        })
+        .collect();
+    for m in &r.idle_models {
+        i.after.push(format!("{}: {}", m.what, m.action));
+    }
+    i
+}
+
+/// The consolidation plan, with its moves.
+fn consolidation(r: &Report, no_memory: bool) -> Section {
+    let mut c = Section {
+        title: "Consolidation plan".into(),
+        ..Section::default()
+    };
+    if no_memory {
+        c.lines.push(format!(
+            "Not judged ({NO_MEMORY}): whether workloads fit on one GPU depends on their memory; activity alone cannot tell."
+        ));
+        return c;
+    }
+    if r.consolidation.is_empty() {
+        c.lines.push(
+            "No GPUs to free: the loaded GPUs' combined demand does not fit on fewer.".into(),
+        );
+        return c;
+    }
+    c.header = [
+        "GPU model",
+        "GPUs loaded",
+        "GPUs needed",
+        "freed",
+        "GPU-h freed",
+        "savings (period)",
+        "savings / month",
+    ]
+    .map(String::from)
+    .to_vec();
+    c.rows = r
+        .consolidation
+        .iter()
+        .map(|s| {
+            vec![
+                s.model.clone(),
+                s.gpus_loaded.to_string(),
+                s.gpus_needed.to_string(),
+                s.gpus_freed.to_string(),
+                thousands(s.gpu_hours_freed, 0),
+                money(r, s.savings),
+                money(r, s.savings_per_month),
+            ]
+        })
+        .collect();
+    for s in &r.consolidation {
+        for m in &s.moves {
+            c.after.push(format!("move {m}"));
+        }
+    }
+    c
+}
+
+/// The MIG recommendation's summary and lines, when the report has one.
+fn mig(r: &Report) -> Section {
+    let mut m = Section {
+        title: "MIG recommendation".into(),
+        ..Section::default()
+    };
+    match &r.mig {
+        Some(v) => {
+            m.lines.push(v.summary.clone());
+            m.lines
+                .extend(v.lines.iter().flatten().map(|l| format!("- {l}")));
+        }
+        None => m
+            .lines
+            .push("MIG recommendation: run `tessera mig plan`".into()),
+    }
+    m
+}
+
+/// Off-peak windows: the baseline line, the windows and each window's peaks.
+fn offpeak(r: &Report) -> Section {
+    let mut o = Section {
+        title: format!("Off-peak windows ({})", r.tz),
+        ..Section::default()
+    };
+    let baseline = r.offpeak_baseline.as_ref().map_or(0, |b| b.gpus);
+    if let Some(b) = &r.offpeak_baseline {
+        o.lines.push(baseline_line(b));
+    }
+    if r.offpeak_windows.is_empty() {
+        o.lines.push(if baseline > 0 {
+            "No reliable off-peak window above the GPUs free around the clock.".into()
+        } else {
+            "No reliable off-peak window found.".into()
+        });
+        return o;
+    }
+    o.header = [
+        "days",
+        "from",
+        "to",
+        "hours",
+        "free GPUs",
+        "confidence",
+        "cron (start)",
+    ]
+    .map(String::from)
+    .to_vec();
+    o.rows = r
+        .offpeak_windows
+        .iter()
+        .map(|w| offpeak_row(w, baseline))
+        .collect();
+    for w in &r.offpeak_windows {
+        for p in &w.peaks {
+            o.after.push(format!(
+                "inside {} {}–{}: ≥ {} GPU(s) free {} ({} h)",
+                days(w),
+                w.start,
+                w.end,
+                p.expected_free_gpus,
+                p.label,
+                p.hours
+            ));
+        }
+    }
+    o
+}
+
+/// A window's days: `every day` or the list.
+fn days(w: &OffpeakWindow) -> String {
+    if w.days.is_empty() {
+        "every day".into()
+    } else {
+        w.days.join(", ")
+    }
+}
+
+/// An off-peak window's row (free GPUs with those above the baseline when there is one).
+fn offpeak_row(w: &OffpeakWindow, baseline: u64) -> Vec<String> {
+    vec![
+        days(w),
+        w.start.clone(),
+        w.end.clone(),
+        format!("{:.0}", w.hours),
+        if baseline > 0 {
+            format!("{} (+{})", w.expected_free_gpus, w.above_baseline)
+        } else {
+            w.expected_free_gpus.to_string()
+        },
+        format!("{:.0}%", w.confidence * 100.0),
+        w.cron_start.clone(),
+    ]
+}
+
+/// Data quality notes.
+fn data_quality(r: &Report) -> Section {
+    let mut q = Section {
+        title: "Data quality".into(),
+        ..Section::default()
+    };
+    if r.data_quality.is_empty() {
+        q.lines
+            .push("No gaps, no silent GPUs, every source present.".into());
+    } else {
+        q.lines = r
+            .data_quality
+            .iter()
+            .map(|n| format!("- [{}] {}", n.kind, n.message))
+            .collect();
+    }
+    q
+}
