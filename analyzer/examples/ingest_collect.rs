@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use polars::prelude::*;
-use tessera::ingest::{self, Frames, IngestOptions, IngestReport, Source, Table, schema, summary};
+use tessera::frames::schema::{self, Polars as _};
+use tessera::frames::{Frames, Table};
+use tessera::ingest::{self, IngestOptions, IngestReport, Source, summary};
 
 /// Experiment (`--grouped DIR`): the same canonical frames built from one multi-file Parquet scan
 /// per (node, table) instead of one scan per file; no schema checks, no open segments.
@@ -38,6 +40,8 @@ fn grouped(dir: &str) -> anyhow::Result<Frames> {
             let lf = LazyFrame::scan_parquet_files(buf, ScanArgsParquet::default())?;
             let mut exprs: Vec<Expr> = t
                 .columns()
+                .iter()
+                .copied()
                 .map(|c| {
                     if c.name == "ts" {
                         col("ts").cast(DataType::Int64).cast(schema::ts_dtype())

@@ -9,6 +9,7 @@
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
 
 pub mod advisor;
+pub mod frames;
 pub mod ingest;
 pub mod jobs;
 pub mod mig_manager;

@@ -14,7 +14,7 @@
 //! [`RangeRequest`] is what the flags ask for, before the data is known; [`RangeRequest::resolve`]
 //! turns it into the [`TimeRange`] a command works on, with the lines it prints. Pure: it reads
 //! no data (the caller says where the data starts and ends) and has no clock (the caller passes
-//! "now" to [`RangeRequest::parse`]). It does not filter frames (`ingest::Frames::within` does).
+//! "now" to [`RangeRequest::parse`]). It does not filter frames (`tessera::frames::Frames::within` does).
 
 use serde::Serialize;
 

@@ -20,7 +20,8 @@ use chrono::DateTime;
 use polars::prelude::*;
 use serde_json::Value;
 use tessera::advisor::{self, Analysis, Params, offpeak::MinGpus};
-use tessera::ingest::{self, Frames, IngestOptions, Source};
+use tessera::frames::Frames;
+use tessera::ingest::{self, IngestOptions, Source};
 use tessera::scenario;
 use tessera_core::sim::{self, truth::GroundTruth};
 use tessera_core::simulate::simulate;
@@ -670,7 +671,7 @@ fn offpeak_windows_are_found() {
 
     // The first week alone is less than two weeks: an hour-of-day profile, where weekday
     // working hours are busy on 5 of 7 days, so only the nights qualify.
-    let week1 = tessera::ingest::Frames {
+    let week1 = tessera::frames::Frames {
         gpu: r.frames.gpu.clone().filter(
             // 2026-11-02T00:00Z + 7 days
             col("ts")

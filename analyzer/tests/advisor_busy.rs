@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use serde_json::Value;
 use tessera::advisor::{self, Analysis, Finding, Params};
-use tessera::ingest::{self, Frames, IngestOptions, Source};
+use tessera::frames::Frames;
+use tessera::ingest::{self, IngestOptions, Source};
 use tessera_core::simulate::simulate;
 
 use crate::support::cli::run as tessera;

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 use serde_json::{Value, json};
-use tessera::ingest::schema::{ColType, Table};
-use tessera::ingest::{self, Frames, IngestError, IngestOptions, IngestReport, Source};
+use tessera::frames::Frames;
+use tessera::frames::schema::{ColType, Polars as _, Table, TableSchema as _};
+use tessera::ingest::{self, IngestError, IngestOptions, IngestReport, Source};
 
 const T0: i64 = 1_793_628_000_000; // 2026-11-02T14:00:00Z
 
@@ -54,6 +55,8 @@ fn process_row(ts: i64) -> Value {
 fn frame(table: Table, rows: &[Value]) -> DataFrame {
     let cols: Vec<Column> = table
         .columns()
+        .iter()
+        .copied()
         .map(|c| {
             let vals = rows.iter().map(|r| &r[c.name]);
             let name: PlSmallStr = c.name.into();
@@ -650,7 +653,7 @@ fn schema_matches_the_history_doc() {
         }
     }
     let mut from_code = Vec::new();
-    for c in tessera::ingest::schema::common() {
+    for c in tessera::frames::schema::COMMON.iter() {
         from_code.push((
             "Columns common to every table".to_string(),
             c.name.to_string(),
@@ -738,26 +741,24 @@ fn cli_ingest_table_json_and_errors() {
 
 // ---------------------------------------------------------------- exporter interop
 
-/// The analyzer's column lists agree with `tessera_core::history::schema`.
+/// The frames' schema is core's column list (the one contract) with `ts` as a UTC datetime and
+/// `source` added: no column of its own, none left out, in file order.
 #[test]
-fn schema_matches_the_exporters() {
-    use tessera_core::history::schema as exp;
-    assert_eq!(
-        u64::from(exp::HISTORY_VERSION),
-        tessera::ingest::schema::HISTORY_VERSION
-    );
-    for (ours, theirs) in Table::ALL.into_iter().zip(exp::Table::ALL) {
-        assert_eq!(ours.name(), theirs.name());
-        let a: Vec<(String, String, bool)> = ours
-            .columns()
-            .map(|c| (c.name.to_string(), format!("{:?}", c.ty), c.nullable))
+fn frame_schema_is_the_contract_plus_source() {
+    use tessera::frames::schema::TableSchema as _;
+    for t in Table::ALL {
+        let names: Vec<String> = t
+            .frame_schema()
+            .iter_names()
+            .map(|n| n.to_string())
             .collect();
-        let b: Vec<(String, String, bool)> = theirs
-            .columns()
-            .iter()
-            .map(|c| (c.name.to_string(), format!("{:?}", c.ty), c.nullable))
-            .collect();
-        assert_eq!(a, b, "table {}", ours.name());
+        let mut expected: Vec<String> = t.columns().iter().map(|c| c.name.to_string()).collect();
+        expected.push("source".into());
+        assert_eq!(names, expected, "table {}", t.name());
+        assert_eq!(
+            t.frame_schema().get("ts"),
+            Some(&tessera::frames::schema::ts_dtype())
+        );
     }
 }
 

@@ -208,7 +208,7 @@ fn opts(since: i64, until: i64) -> IngestOptions<'static> {
     }
 }
 
-fn run(url: &str, o: &IngestOptions) -> Result<(ingest::Frames, IngestReport), String> {
+fn run(url: &str, o: &IngestOptions) -> Result<(tessera::frames::Frames, IngestReport), String> {
     let src: Source = format!("prometheus:{url}")
         .parse()
         .map_err(|e| format!("{e}"))?;
@@ -229,8 +229,11 @@ fn reads_a_tessera_gpu_series_into_the_gpu_frame() {
     let fake = tessera_server();
     // Rows ending in (since, until]: the first ends one step after `since`.
     let (frames, report) = run(&fake.url, &opts(T0 - 10_000, T0 + 50_000)).expect("ingest");
-    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 6);
-    assert_eq!(report.tables[&ingest::Table::Gpu].first_ts, Some(T0));
+    assert_eq!(report.tables[&tessera::frames::Table::Gpu].rows, 6);
+    assert_eq!(
+        report.tables[&tessera::frames::Table::Gpu].first_ts,
+        Some(T0)
+    );
     assert!(
         report
             .warnings
@@ -293,7 +296,7 @@ fn server_error_is_retried_then_succeeds() {
         })
     }));
     let (_, report) = run(&fake.url, &opts(T0, T0 + 60_000)).expect("retried");
-    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 6);
+    assert_eq!(report.tables[&tessera::frames::Table::Gpu].rows, 6);
     assert!(
         fake.requests()[..3]
             .iter()
@@ -329,7 +332,7 @@ fn long_ranges_are_chunked_within_the_point_limit() {
     let mut o = opts(T0, T0 + 1_000 * 10_000);
     o.prometheus.max_points = 300;
     let (_, report) = run(&fake.url, &o).expect("ingest");
-    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 1_000);
+    assert_eq!(report.tables[&tessera::frames::Table::Gpu].rows, 1_000);
     let reqs = fake.requests();
     // Without the scrape interval queries (one per table, hourly windows).
     let ranges: Vec<&Req> = reqs
@@ -414,7 +417,7 @@ fn partial_data_is_reported_with_counts() {
     let mut o = opts(T0, T0 + 300_000);
     o.prometheus.max_points = 10;
     let (_, report) = run(&fake.url, &o).expect("ingest");
-    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 20);
+    assert_eq!(report.tables[&tessera::frames::Table::Gpu].rows, 20);
     let ranges = fake
         .requests()
         .iter()
@@ -609,9 +612,12 @@ fn dcgm_pod_labels_become_process_rows_and_the_idle_pod_is_one_entity() {
     let fake = dcgm_pods_server(false);
     let (frames, report) = run(&fake.url, &opts(T0, T0 + 2 * 3_600_000)).expect("ingest");
     let steps = 720;
-    assert_eq!(report.tables[&ingest::Table::Gpu].rows, 2 * steps);
-    assert_eq!(report.tables[&ingest::Table::Mig].rows, steps);
-    assert_eq!(report.tables[&ingest::Table::Process].rows, 2 * steps);
+    assert_eq!(report.tables[&tessera::frames::Table::Gpu].rows, 2 * steps);
+    assert_eq!(report.tables[&tessera::frames::Table::Mig].rows, steps);
+    assert_eq!(
+        report.tables[&tessera::frames::Table::Process].rows,
+        2 * steps
+    );
     let p = frames
         .process
         .clone()
@@ -802,7 +808,7 @@ const GPM_COLUMNS: [(&str, f64); 9] = [
 /// The GPM columns of the H100 `GPU-h` carry the served values in every row; those of the A100
 /// `GPU-a` (no GPM series) are null in every row, never 0; the MIG instance has its tensor and
 /// DRAM activity.
-fn assert_gpm_columns(frames: &ingest::Frames) {
+fn assert_gpm_columns(frames: &tessera::frames::Frames) {
     let g = frames
         .gpu
         .clone()

@@ -184,7 +184,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
     let src = [Source::History(tmp.path().display().to_string())];
     let (parts, ing) = ingest::ingest_parts(&src, &opts).expect("ingest");
     assert!(parts.len() > 1, "{} partitions", parts.len());
-    let union = ingest::Frames::union(parts.iter().map(|p| p.frames.clone())).unwrap();
+    let union = tessera::frames::Frames::union(parts.iter().map(|p| p.frames.clone())).unwrap();
     let (_, last) = ing.time_range().unwrap();
     let range = (last - 86_400_000, last);
     let analysis = advisor::analyze(&union, &Params::default(), Some(range), vec![], &[]).unwrap();
@@ -201,11 +201,11 @@ fn partitioned_report_and_demand_equal_the_unions() {
     assert!(whole.previous_period.is_some());
     assert!(whole.by_node.len() > 1 && whole.by_model.len() > 1);
     let whole = serde_json::to_string_pretty(&whole).unwrap();
-    let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
+    let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
     let parted =
         serde_json::to_string_pretty(&report::build_parts(&frames, &input).unwrap()).unwrap();
     assert!(whole == parted, "partitioned report differs");
-    let reversed: Vec<&ingest::Frames> = frames.iter().rev().copied().collect();
+    let reversed: Vec<&tessera::frames::Frames> = frames.iter().rev().copied().collect();
     let back =
         serde_json::to_string_pretty(&report::build_parts(&reversed, &input).unwrap()).unwrap();
     assert!(whole == back, "out-of-order partitions differ");
@@ -289,12 +289,12 @@ fn partitioned_report_and_demand_equal_the_unions() {
     // A partition that cannot be read fails the pass with its error, and the workers that
     // hold later partitions (waiting for it to be folded first) stop: no hang. (Without the
     // abort, this test fails on its timeout.)
-    let bad = ingest::Frames {
+    let bad = tessera::frames::Frames {
         gpu: polars::prelude::IntoLazy::lazy(polars::prelude::df!("x" => [1i64]).unwrap()),
-        ..ingest::Frames::empty()
+        ..tessera::frames::Frames::empty()
     };
     // More partitions after it than the tally prepares ahead of the next one to fold.
-    let mut with_bad: Vec<ingest::Frames> = (0..3)
+    let mut with_bad: Vec<tessera::frames::Frames> = (0..3)
         .flat_map(|_| frames.iter().map(|f| (*f).clone()))
         .collect();
     with_bad.insert(1, bad);
@@ -302,7 +302,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
     // A detached thread: a hang fails the test (below) instead of blocking it.
     let params = params.clone();
     std::thread::spawn(move || {
-        let refs: Vec<&ingest::Frames> = with_bad.iter().collect();
+        let refs: Vec<&tessera::frames::Frames> = with_bad.iter().collect();
         let r = report::pass::run(
             &refs,
             range,

@@ -36,8 +36,9 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use serde_json::Value;
 use tessera::advisor::{self, Analysis, Params};
+use tessera::frames::Frames;
 use tessera::ingest::prometheus::Api;
-use tessera::ingest::{self, Frames, IngestOptions, Source};
+use tessera::ingest::{self, IngestOptions, Source};
 use tessera_core::sim::{Scenario, SimNode, truth::GroundTruth};
 
 const RATES_MS: [i64; 6] = [1_000, 10_000, 15_000, 30_000, 60_000, 300_000];

@@ -15,13 +15,14 @@
 
 use polars::prelude::*;
 
-use super::columns::{self, groups, ts_ms};
 use super::evidence::{BusyEvidence, BusySignals, BusySpanEvidence};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
 };
-use crate::ingest::{Frames, fmt_ms};
+use crate::frames::Frames;
+use crate::frames::columns::{self, groups, ts_ms};
+use crate::ingest::fmt_ms;
 
 /// Thresholds (flags `--busy.*`).
 #[derive(Debug, Clone)]

@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use super::columns::{self, FastMap, FastSet, ts_ms};
 use super::evidence::{ConsolidationEvidence, PlanGpu, PlanGroup, PlanWorkload};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
 };
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{self, FastMap, FastSet, ts_ms};
 
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -16,7 +16,6 @@
 //! This module does not read sources (that is `ingest`), plan MIG layouts, or render reports.
 
 pub mod busy;
-pub mod columns;
 pub mod consolidation;
 pub mod evidence;
 pub mod idle;
@@ -31,7 +30,8 @@ use serde_json::Value;
 
 pub use evidence::Evidence;
 
-use crate::ingest::{Frames, Table, fmt_ms};
+use crate::frames::{Frames, Table};
+use crate::ingest::fmt_ms;
 
 /// Version of the findings JSON document (`docs/findings.md`).
 pub const FINDINGS_VERSION: u32 = 1;
@@ -41,6 +41,8 @@ pub const FINDINGS_VERSION: u32 = 1;
 pub enum AdvisorError {
     #[error("reading frames: {0}")]
     Polars(#[from] PolarsError),
+    #[error(transparent)]
+    Frames(#[from] crate::frames::FramesError),
     #[error("bad parameter {name}: {reason}")]
     Param { name: &'static str, reason: String },
     /// A worker thread of [`analyze_parts`] panicked.

@@ -3,7 +3,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use tessera::ingest::{Frames, summary};
+use tessera::frames::Frames;
+use tessera::ingest::summary;
 
 use super::source::{OutputFormat, SourceArgs, name_file, part_files};
 

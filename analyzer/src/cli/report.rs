@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use tessera::advisor::Params;
-use tessera::ingest::{self, fmt_ms};
+use tessera::ingest::fmt_ms;
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{PartProgress, SourceArgs, load, load_parts, name_file, parse_tz, part_files};
@@ -96,7 +96,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let (parts, ingest_report) = (loaded.parts, loaded.report);
     let files = part_files(&parts);
     let named = |e: anyhow::Error| name_file(e, &files);
-    let frames: Vec<&ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
+    let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
     let bar = PartProgress::new(parts.len(), gpu_rows);
     bar.set("analysing", 0);
     let request = ReportRequest {

@@ -12,7 +12,8 @@ use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
-use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source, Table};
+use tessera::frames::Table;
+use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source};
 use tessera::range::{RangeRequest, TimeRange};
 
 /// Spill folders of prometheus: sources read by node (`IngestOptions::spill`), kept until the

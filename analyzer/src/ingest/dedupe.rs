@@ -26,7 +26,7 @@
 use polars::prelude::*;
 
 use super::IngestError;
-use super::schema::Table;
+use crate::frames::schema::Table;
 
 /// What is known cheaply about one history file of one table.
 #[derive(Debug, Clone, Copy)]

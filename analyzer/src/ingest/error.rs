@@ -50,3 +50,12 @@ pub enum IngestError {
     #[error("polars: {0}")]
     Polars(#[from] PolarsError),
 }
+
+impl From<crate::frames::FramesError> for IngestError {
+    /// Polars' error as ingest has always said it (`polars: …`).
+    fn from(e: crate::frames::FramesError) -> Self {
+        match e {
+            crate::frames::FramesError::Polars(p) => IngestError::Polars(p),
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The `history:` source: finds node folders, checks their manifests strictly, leaves out hourly
 //! files that a day file already holds (an interrupted compaction), validates each
-//! closed Parquet file's schema against [`super::schema`] and scans it lazily, and reads the open
+//! closed Parquet file's schema against [`crate::frames::schema`] and scans it lazily, and reads the open
 //! JSON Lines segment with a tolerant line reader (header check; a torn last line is tolerated and
 //! counted; any other bad line is an error, or a counted skip with `skip_bad_rows`).
 //!
@@ -16,7 +16,16 @@ use serde_json::Value;
 
 use tessera_core::history::files;
 
-use super::schema::{Col, ColType, HISTORY_VERSION, Table, readable_version};
+use crate::frames::schema::{ColType, Column as Col, Polars as _, Table, TableSchema as _};
+use tessera_core::history::schema as contract;
+
+/// History format version the exporter writes (the newest this reader understands).
+const HISTORY_VERSION: u64 = contract::HISTORY_VERSION as u64;
+
+/// Whether this reader reads history format version `v` (every version from the oldest).
+fn readable_version(v: u64) -> bool {
+    (u64::from(contract::OLDEST_VERSION)..=HISTORY_VERSION).contains(&v)
+}
 use super::{IngestError, IngestOptions, IngestReport, WorkItem};
 
 const MANIFEST: &str = "tessera-history.json";
@@ -343,7 +352,7 @@ fn check_schema(
         }
     }
     for col in table.columns() {
-        if !col.may_be_missing && !found.iter().any(|(n, _)| n == col.name) {
+        if !col.may_be_missing() && !found.iter().any(|(n, _)| n == col.name) {
             return Err(err(
                 col.name,
                 format!("missing (table {} needs it)", table.name()),
@@ -453,8 +462,10 @@ fn parse_row(table: Table, line: &str) -> Result<Vec<Typed>, String> {
     }
     table
         .columns()
+        .iter()
+        .copied()
         .map(|c| match obj.get(c.name) {
-            None if c.may_be_missing => typed(c, &Value::Null),
+            None if c.may_be_missing() => typed(c, &Value::Null),
             None => Err(format!("missing column {:?}", c.name)),
             Some(v) => typed(c, v),
         })
@@ -477,7 +488,7 @@ pub(super) fn read_open_segment(
         line,
         reason,
     };
-    let cols: Vec<Col> = table.columns().collect();
+    let cols: Vec<Col> = table.columns().to_vec();
     let mut bufs: Vec<Buf> = cols.iter().map(|c| Buf::new(c.ty)).collect();
     let ends_with_newline = bytes.last() == Some(&b'\n');
     let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();

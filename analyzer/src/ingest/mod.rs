@@ -27,18 +27,18 @@ mod promeval;
 pub mod remote_read;
 mod report;
 pub mod resample;
-pub mod schema;
 mod source;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
 
 pub use error::IngestError;
-pub use parts::{Frames, Part, first_row_start, ingest, ingest_parts, name_unreadable};
+
+use crate::frames::Table;
+pub use parts::{Part, first_row_start, ingest, ingest_parts, name_unreadable};
 pub use prometheus::PrometheusOptions;
 pub use report::{IngestReport, TableStats};
 pub use resample::Sampling;
-pub use schema::Table;
 pub use source::{Source, fmt_ms, parse_time};
 
 /// Progress callback: (work items done, work items in total). A work item is one file.

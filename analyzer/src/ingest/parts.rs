@@ -10,33 +10,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::frames::schema::{Polars as _, TableSchema as _};
 use polars::prelude::*;
+
+use crate::frames::Frames;
 
 use super::error::IngestError;
 use super::report::{IngestReport, TableStats};
 use super::resample::Sampling;
-use super::schema::{self, Table};
 use super::source::Source;
 use super::{IngestOptions, WorkItem, csv, dedupe, history, period, prometheus};
-
-/// The canonical frames: one lazy frame per table, all sources concatenated.
-#[derive(Clone)]
-pub struct Frames {
-    pub gpu: LazyFrame,
-    pub mig: LazyFrame,
-    pub process: LazyFrame,
-}
-
-impl Frames {
-    /// The frame of one table.
-    pub fn table(&self, t: Table) -> &LazyFrame {
-        match t {
-            Table::Gpu => &self.gpu,
-            Table::Mig => &self.mig,
-            Table::Process => &self.process,
-        }
-    }
-}
+use crate::frames::schema::{self, Table};
 
 /// Reads every source into the canonical frames. Fails on the first bad file; the report
 /// carries row counts and time ranges (from the Parquet footers when there is no time filter,
@@ -107,61 +91,6 @@ pub fn first_row_start(parts: &[Part]) -> Result<Option<i64>, IngestError> {
         }
     }
     Ok(first)
-}
-
-impl Frames {
-    /// Empty frames with the canonical schemas.
-    pub fn empty() -> Frames {
-        let e = |t: Table| DataFrame::empty_with_schema(&t.frame_schema()).lazy();
-        Frames {
-            gpu: e(Table::Gpu),
-            mig: e(Table::Mig),
-            process: e(Table::Process),
-        }
-    }
-
-    /// The rows of every table whose interval ends in `(since, until]` (unix ms; the range rule
-    /// of `crate::range`, which this module does not import), lazily.
-    pub fn within(&self, since: i64, until: i64) -> Frames {
-        let f = |t: Table| {
-            let ts = col("ts").cast(DataType::Int64);
-            self.table(t)
-                .clone()
-                .filter(ts.clone().gt(lit(since)).and(ts.lt_eq(lit(until))))
-        };
-        Frames {
-            gpu: f(Table::Gpu),
-            mig: f(Table::Mig),
-            process: f(Table::Process),
-        }
-    }
-
-    /// The union (concatenation) of several frames, table by table.
-    pub fn union(parts: impl IntoIterator<Item = Frames>) -> Result<Frames, IngestError> {
-        let mut g = Vec::new();
-        let mut m = Vec::new();
-        let mut p = Vec::new();
-        for f in parts {
-            g.push(f.gpu);
-            m.push(f.mig);
-            p.push(f.process);
-        }
-        if g.is_empty() {
-            return Ok(Frames::empty());
-        }
-        let cat = |v: Vec<LazyFrame>| -> Result<LazyFrame, IngestError> {
-            Ok(if v.len() == 1 {
-                v.into_iter().next().expect("one")
-            } else {
-                concat(v, UnionArgs::default())?
-            })
-        };
-        Ok(Frames {
-            gpu: cat(g)?,
-            mig: cat(m)?,
-            process: cat(p)?,
-        })
-    }
 }
 
 /// Like [`ingest`], but keeps the data partitioned by node so that per-node work (the
@@ -676,6 +605,8 @@ fn canonical(lf: LazyFrame, table: Table, source: &str, opts: &IngestOptions) ->
     }
     let mut exprs: Vec<Expr> = table
         .columns()
+        .iter()
+        .copied()
         .map(|c| {
             if c.name == "ts" {
                 col("ts").cast(DataType::Int64).cast(schema::ts_dtype())

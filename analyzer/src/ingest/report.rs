@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::resample::Sampling;
-use super::schema::Table;
+use crate::frames::schema::Table;
 
 /// Rows and time range of one table after ingest (and the time filter).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -15,12 +15,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::frames::schema::{Polars as _, TableSchema as _};
 use polars::prelude::*;
 use serde::Serialize;
 
 use super::IngestError;
 use super::period::{self, Segment};
-use super::schema::{ColType, Table};
+use crate::frames::schema::{ColType, Table};
 
 mod rows;
 

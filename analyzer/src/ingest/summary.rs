@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use polars::prelude::*;
 use serde::Serialize;
 
-use super::{Frames, IngestError, IngestReport, Table, fmt_ms};
+use super::{IngestError, IngestReport, fmt_ms};
+use crate::frames::{Frames, Table};
 
 /// One table's summary.
 #[derive(Debug, Clone, Serialize)]
@@ -89,7 +90,12 @@ pub fn describe_parts(
             }
             // Every other column is decoded too (its null count, unused): `tessera ingest` is
             // how a user checks the data, so a corrupt page in any column fails it, named.
-            for c in t.columns().filter(|c| !key_columns(t).contains(&c.name)) {
+            for c in t
+                .columns()
+                .iter()
+                .copied()
+                .filter(|c| !key_columns(t).contains(&c.name))
+            {
                 exprs.push(
                     col(c.name)
                         .is_null()

@@ -17,9 +17,23 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::advisor::columns::{f64s, i64s, strs};
 use crate::advisor::{self, AdvisorError, Evidence, Params};
-use crate::ingest::{Frames, fmt_ms};
+use crate::frames::FramesError;
+use crate::frames::columns::{f64s, i64s, strs};
+
+/// Why a job's rows could not be read or judged.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("reading frames: {0}")]
+    Polars(#[from] PolarsError),
+    #[error(transparent)]
+    Frames(#[from] FramesError),
+    /// The idle detector run on the job's rows failed.
+    #[error(transparent)]
+    Advisor(#[from] AdvisorError),
+}
+use crate::frames::Frames;
+use crate::ingest::fmt_ms;
 use crate::stats::quantile;
 
 mod render;
@@ -95,7 +109,7 @@ type Triple = (Option<f64>, Option<f64>, Option<f64>);
 type Pair = (Option<f64>, Option<f64>);
 
 /// The job `job`'s rows in one partition (empty when the job has none there).
-pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, AdvisorError> {
+pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, JobError> {
     Ok(rows_by_job(frames, Some(job), params)?
         .remove(job)
         .unwrap_or_default())
@@ -106,7 +120,7 @@ pub fn rows_by_job(
     frames: &Frames,
     only: Option<&str>,
     params: &Params,
-) -> Result<BTreeMap<String, JobRows>, AdvisorError> {
+) -> Result<BTreeMap<String, JobRows>, JobError> {
     let process = frames.process.clone().filter(match only {
         Some(job) => col("slurm_job_id").eq(lit(job)),
         None => col("slurm_job_id").is_not_null(),
@@ -119,7 +133,7 @@ pub fn rows_by_job(
             col("gpu").cast(DataType::Int64),
             col("uuid"),
             col("gpu_instance").cast(DataType::Int64),
-            crate::advisor::columns::ts_ms(),
+            crate::frames::columns::ts_ms(),
             col("interval_ms").cast(DataType::Int64),
             col("memory_used_max_bytes").cast(DataType::Float64),
             col("sm_mean"),
@@ -183,8 +197,8 @@ pub fn rows_by_job(
         .iter()
         .fold(lit(false), |e, n| e.or(col("node").eq(lit(*n))));
     let in_range = on_nodes
-        .and(crate::advisor::columns::ts_ms().gt(lit(from)))
-        .and(crate::advisor::columns::ts_ms().lt_eq(lit(until)));
+        .and(crate::frames::columns::ts_ms().gt(lit(from)))
+        .and(crate::frames::columns::ts_ms().lt_eq(lit(until)));
     let g = frames
         .gpu
         .clone()
@@ -192,7 +206,7 @@ pub fn rows_by_job(
         .select([
             col("node"),
             col("gpu").cast(DataType::Int64),
-            crate::advisor::columns::ts_ms(),
+            crate::frames::columns::ts_ms(),
             col("sm_active_mean"),
             col("busy_mean"),
             col("memory_total_bytes").cast(DataType::Float64),
@@ -221,7 +235,7 @@ pub fn rows_by_job(
             col("node"),
             col("gpu").cast(DataType::Int64),
             col("gpu_instance").cast(DataType::Int64),
-            crate::advisor::columns::ts_ms(),
+            crate::frames::columns::ts_ms(),
             col("sm_active_mean"),
             col("memory_total_bytes").cast(DataType::Float64),
         ])

@@ -28,8 +28,21 @@ use serde::Serialize;
 use tessera_core::mig;
 
 use super::{FleetGpu, Workload};
-use crate::advisor::AdvisorError;
-use crate::ingest::Frames;
+use crate::frames::{Frames, FramesError};
+
+/// Why the demand could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum DemandError {
+    #[error("reading frames: {0}")]
+    Polars(#[from] polars::prelude::PolarsError),
+    #[error(transparent)]
+    Frames(#[from] FramesError),
+    #[error("bad parameter {name}: {reason}")]
+    Param { name: &'static str, reason: String },
+    /// A worker thread of [`extract_parts_with`] panicked.
+    #[error("internal error: a demand worker thread failed")]
+    Worker,
+}
 
 mod part;
 
@@ -125,7 +138,7 @@ pub struct PartDemand {
 }
 
 /// Extract workloads and the fleet from the frames.
-pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError> {
+pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, DemandError> {
     Ok(merge([extract_part(frames, p)?]))
 }
 
@@ -134,7 +147,7 @@ pub fn extract(frames: &Frames, p: &DemandParams) -> Result<Demand, AdvisorError
 /// node's rows, and the merge keeps the union's order (MIG instances first, each kind in node
 /// order) and makes ids unique in that order. Partitions whose nodes are not in order, or
 /// overlap, are extracted from their union instead.
-pub fn extract_parts(parts: &[&Frames], p: &DemandParams) -> Result<Demand, AdvisorError> {
+pub fn extract_parts(parts: &[&Frames], p: &DemandParams) -> Result<Demand, DemandError> {
     extract_parts_with(parts, p, &|_| {})
 }
 
@@ -144,7 +157,7 @@ pub fn extract_parts_with(
     parts: &[&Frames],
     p: &DemandParams,
     on_done: &dyn Fn(usize),
-) -> Result<Demand, AdvisorError> {
+) -> Result<Demand, DemandError> {
     // A few partitions at a time on worker threads (each reads its own rows), merged in order.
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -153,14 +166,14 @@ pub fn extract_parts_with(
     let mut extracted = Vec::new();
     for (c, chunk) in parts.chunks(workers).enumerate() {
         on_done(c * workers);
-        let got: Vec<Result<PartDemand, AdvisorError>> = std::thread::scope(|scope| {
+        let got: Vec<Result<PartDemand, DemandError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
                 .map(|f| scope.spawn(|| extract_part(f, p)))
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or(Err(AdvisorError::Worker)))
+                .map(|h| h.join().unwrap_or(Err(DemandError::Worker)))
                 .collect()
         });
         for g in got {
@@ -177,7 +190,7 @@ pub fn merge_parts(
     extracted: Vec<PartDemand>,
     parts: &[&Frames],
     p: &DemandParams,
-) -> Result<Demand, AdvisorError> {
+) -> Result<Demand, DemandError> {
     let mut out = Vec::with_capacity(extracted.len());
     let mut last: Option<String> = None;
     for part in extracted {
@@ -189,7 +202,7 @@ pub fn merge_parts(
             };
         if !ordered {
             let union = Frames::union(parts.iter().map(|f| (*f).clone())).map_err(|e| {
-                AdvisorError::Param {
+                DemandError::Param {
                     name: "frames",
                     reason: e.to_string(),
                 }
@@ -245,9 +258,9 @@ pub fn merge(parts: impl IntoIterator<Item = PartDemand>) -> Demand {
 }
 
 /// The columns [`extract_part`] reads, per table.
-pub const COLUMNS: [(crate::ingest::Table, &[&str]); 3] = [
+pub const COLUMNS: [(crate::frames::Table, &[&str]); 3] = [
     (
-        crate::ingest::Table::Gpu,
+        crate::frames::Table::Gpu,
         &[
             "ts",
             "node",
@@ -261,7 +274,7 @@ pub const COLUMNS: [(crate::ingest::Table, &[&str]); 3] = [
         ],
     ),
     (
-        crate::ingest::Table::Process,
+        crate::frames::Table::Process,
         &[
             "ts",
             "node",
@@ -277,7 +290,7 @@ pub const COLUMNS: [(crate::ingest::Table, &[&str]); 3] = [
         ],
     ),
     (
-        crate::ingest::Table::Mig,
+        crate::frames::Table::Mig,
         &[
             "ts",
             "node",

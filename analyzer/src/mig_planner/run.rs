@@ -12,12 +12,12 @@ use std::collections::BTreeSet;
 use chrono_tz::Tz;
 use tessera_core::mig::plan::TesseraPlan;
 
-use super::demand::{self, Demand, DemandParams};
+use super::demand::{self, Demand, DemandError, DemandParams};
 use super::schedule::{self, NightProposal, NoNightLayout};
 use super::{PlannerError, PlannerOptions, Proposal, export};
 use crate::advisor::offpeak::OffpeakParams;
 use crate::advisor::{self, AdvisorError};
-use crate::ingest::Frames;
+use crate::frames::Frames;
 
 /// What `tessera mig plan` is asked for, besides the frames.
 pub struct PlanRequest {
@@ -45,7 +45,10 @@ pub enum Progress<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanRunError {
     #[error(transparent)]
-    Frames(#[from] AdvisorError),
+    Demand(#[from] DemandError),
+    /// Finding the free hours (the advisor's off-peak reading) failed.
+    #[error(transparent)]
+    FreeHours(#[from] AdvisorError),
     #[error(transparent)]
     Planner(#[from] PlannerError),
     #[error(

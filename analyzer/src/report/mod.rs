@@ -44,7 +44,7 @@ use quality::data_quality;
 use polars::prelude::*;
 
 use crate::advisor::AdvisorError;
-use crate::ingest::Frames;
+use crate::frames::Frames;
 
 /// Version of the report JSON document (`docs/report.md`).
 pub const REPORT_VERSION: u32 = 1;
@@ -62,7 +62,14 @@ const MONTH_HOURS: f64 = 730.5;
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error("reading frames: {0}")]
-    Frames(#[from] AdvisorError),
+    Advisor(#[from] AdvisorError),
+    #[error(transparent)]
+    Frames(#[from] crate::frames::FramesError),
+    #[error(transparent)]
+    Demand(#[from] crate::mig_planner::demand::DemandError),
+    /// A tally worker thread panicked, or a partition never came.
+    #[error("internal error: a report worker thread failed")]
+    Worker,
     #[error("reading frames: {0}")]
     Polars(#[from] PolarsError),
     #[error("{0}")]

@@ -18,7 +18,7 @@ use polars::prelude::*;
 
 use super::{PartTally, Prices, ReportError};
 use crate::advisor::{self, AdvisorError, Analysis, Params};
-use crate::ingest::{Frames, Table};
+use crate::frames::{Frames, Table};
 use crate::mig_planner::demand::{self, Demand, DemandParams};
 
 /// Time spent in each step, summed over the workers (`TESSERA_TIMINGS`).
@@ -187,7 +187,7 @@ pub fn run(
             return Err(failed
                 .into_inner()
                 .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or(ReportError::Frames(e)));
+                .unwrap_or(ReportError::Advisor(e)));
         }
     };
     let mut extracted = demands.into_inner().unwrap_or_else(|e| e.into_inner());

@@ -10,7 +10,8 @@ use chrono_tz::Tz;
 
 use super::{MigSection, Prices, Report, ReportError, ReportInput, mig_section, pass};
 use crate::advisor::Params;
-use crate::ingest::{Frames, IngestReport};
+use crate::frames::Frames;
+use crate::ingest::IngestReport;
 use crate::mig_planner::{self, PlannerOptions, demand::DemandParams};
 use crate::range::TimeRange;
 use crate::timing::Stopwatch;

@@ -186,8 +186,9 @@ const PROCESS: &[Column] = &[
     c("sm_max", Float64, true),
 ];
 
-/// The three tables of the history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The three tables of the history (serialised by their names: `gpu`, `mig`, `process`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Table {
     Gpu,
     Mig,

@@ -46,12 +46,26 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Lines of `text` before its inline test module (`#[cfg(test)]` followed by `mod … {`); a
+/// `#[cfg(test)] mod tests;` naming a file of its own ends nothing (its lines count on).
+fn lines_before_tests(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .position(|(i, l)| {
+            l.starts_with("#[cfg(test)]")
+                && lines.get(i + 1).is_some_and(|next| {
+                    let next = next.trim();
+                    next.starts_with("mod ") && next.contains('{')
+                })
+        })
+        .unwrap_or(lines.len())
+}
+
 /// The file's text before its test module, without comments.
 fn product_code(text: &str) -> String {
-    let end = text
-        .lines()
-        .position(|l| l.starts_with("#[cfg(test)]"))
-        .unwrap_or(usize::MAX);
+    let end = lines_before_tests(text);
     text.lines()
         .take(end)
         .map(|l| match l.find("//") {
@@ -284,11 +298,7 @@ fn no_source_file_is_over_the_bound_before_its_tests() {
             if file.file_name().is_some_and(|n| n == "tests.rs") {
                 continue;
             }
-            let text = std::fs::read_to_string(&file).unwrap();
-            let n = text
-                .lines()
-                .position(|l| l.starts_with("#[cfg(test)]"))
-                .unwrap_or_else(|| text.lines().count());
+            let n = lines_before_tests(&std::fs::read_to_string(&file).unwrap());
             if n > MAX_LINES {
                 over.push(format!(
                     "{}: {n} lines",
@@ -302,6 +312,20 @@ fn no_source_file_is_over_the_bound_before_its_tests() {
         "files over {MAX_LINES} lines (not counting the test module):\n{}",
         over.join("\n")
     );
+}
+
+#[test]
+fn a_test_module_in_its_own_file_does_not_end_the_count() {
+    let body = "fn f() {}\n".repeat(5);
+    assert_eq!(
+        lines_before_tests(&format!("#[cfg(test)]\nmod tests;\n{body}")),
+        7
+    );
+    assert_eq!(
+        lines_before_tests(&format!("{body}#[cfg(test)]\nmod tests {{\n}}\n")),
+        5
+    );
+    assert_eq!(lines_before_tests(&body), 5);
 }
 
 /// The packages `cargo tree` lists for `package`'s normal (non-dev) dependencies.

@@ -7,8 +7,8 @@
 use polars::prelude::*;
 
 use crate::advisor::AdvisorError;
-use crate::advisor::columns::{self, Bools, F64s, I64s, Strs, ts_ms};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{self, Bools, F64s, I64s, Strs, ts_ms};
 
 /// The GPU frame's columns the detector reads.
 pub(super) fn gpu_frame(frames: &Frames) -> Result<DataFrame, AdvisorError> {

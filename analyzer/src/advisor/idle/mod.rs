@@ -24,13 +24,14 @@ use std::collections::BTreeMap;
 use polars::prelude::{DataType, LazyFrame, UnionArgs, col, concat, len, lit};
 use serde::Serialize;
 
-use super::columns;
 use super::evidence::{IdleEvidence, IdleSpanEvidence};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
 };
-use crate::ingest::{Frames, fmt_ms};
+use crate::frames::Frames;
+use crate::frames::columns;
+use crate::ingest::fmt_ms;
 use rows::entities;
 
 const GIB: f64 = (1u64 << 30) as f64;

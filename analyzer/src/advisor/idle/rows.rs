@@ -8,9 +8,9 @@
 //! not judge idleness or build spans (that is [`super::idle_entities`]).
 
 use super::cols::{GpuCols, MigCols, ProcCols, gpu_frame, mig_frame, process_frame};
-use crate::advisor::columns::{FastMap as HashMap, FastSet as HashSet};
 use crate::advisor::{AdvisorError, Entity};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{FastMap as HashMap, FastSet as HashSet};
 
 /// Interns `(node, uuid)` pairs of one partition as small integers.
 #[derive(Default)]

@@ -10,8 +10,8 @@ use polars::prelude::*;
 
 use super::{HOUR_MS, OffpeakParams, UNKNOWN_MODEL};
 use crate::advisor::AdvisorError;
-use crate::advisor::columns::{self, ts_ms};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{self, ts_ms};
 
 /// How much of one UTC hour the data covers: the GPUs with rows in it and the time their rows
 /// cover inside the hour (each GPU's at most the hour).

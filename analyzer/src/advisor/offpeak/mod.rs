@@ -61,7 +61,7 @@ use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     unbox,
 };
-use crate::ingest::Frames;
+use crate::frames::Frames;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];

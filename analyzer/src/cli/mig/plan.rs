@@ -72,7 +72,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
     }
     let files = part_files(&parts);
     // One node partition at a time: memory holds one node's rows, not the fleet's.
-    let frames: Vec<&tessera::ingest::Frames> = parts.iter().map(|p| &p.frames).collect();
+    let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
     let schedule_path = args
         .schedule
         .clone()
@@ -95,7 +95,8 @@ pub fn run(args: PlanArgs) -> Result<()> {
         Progress::Done => bar.finish(),
     })
     .map_err(|e| match e {
-        PlanRunError::Frames(e) => name_file(e.into(), &files),
+        PlanRunError::Demand(e) => name_file(e.into(), &files),
+        PlanRunError::FreeHours(e) => name_file(e.into(), &files),
         e => e.into(),
     })?;
     let sched_abs = std::path::absolute(&schedule_path).unwrap_or(schedule_path.clone());

@@ -12,8 +12,8 @@ use std::path::Path;
 use polars::prelude::*;
 use rustc_hash::FxHashMap;
 
+use crate::frames::schema::{ColType, Column as Col, Polars as _, Table};
 use crate::ingest::resample::{Agg, Observations, Values};
-use crate::ingest::schema::{Col, ColType, Table};
 use crate::ingest::{IngestReport, check_value};
 
 /// The canonical metrics of the generic format.
@@ -182,6 +182,7 @@ impl Builder {
                 .iter()
                 .map(|n| {
                     t.column(n)
+                        .copied()
                         .filter(|_| !matches!(n.as_str(), "ts" | "samples" | "interval_ms"))
                 })
                 .collect()

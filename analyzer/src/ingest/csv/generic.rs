@@ -11,8 +11,8 @@ use std::path::Path;
 use polars::prelude::*;
 
 use super::builder::{Bad, Builder, short};
+use crate::frames::schema::Table;
 use crate::ingest::resample::Observations;
-use crate::ingest::schema::Table;
 use crate::ingest::{IngestError, IngestReport};
 
 /// Values that read as null (nvidia-smi's `[N/A]`, `[Not Supported]`, … too).

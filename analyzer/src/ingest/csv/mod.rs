@@ -39,8 +39,8 @@ use lines::read_lines;
 use smi::{SmiCol, smi_col};
 
 use super::resample::{self, RowSpec, Sampling};
-use super::schema::Table;
 use super::{IngestError, IngestOptions, IngestReport};
+use crate::frames::schema::Table;
 
 /// The longest header line read (1 MiB).
 const MAX_HEADER_BYTES: usize = 1 << 20;

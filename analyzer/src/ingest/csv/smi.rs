@@ -5,7 +5,7 @@
 //! It does not read the file (the line reader, `lines`) and knows no other format.
 
 use super::builder::{Bad, Builder, targets};
-use crate::ingest::schema::Table;
+use crate::frames::schema::Table;
 
 /// What an nvidia-smi column feeds.
 pub(super) enum SmiCol {

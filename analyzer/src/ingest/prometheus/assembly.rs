@@ -13,8 +13,8 @@ use polars::prelude::*;
 
 use super::catalogue::{Family, Query};
 use super::discovery::node_name;
+use crate::frames::schema::{ColType, Table};
 use crate::ingest::resample::{self, Agg, Observations, Sampling, Values};
-use crate::ingest::schema::{ColType, Table};
 use crate::ingest::{IngestError, history, value_range};
 
 /// A canonical entity: its table and label-derived columns.
@@ -107,6 +107,8 @@ fn cells(table: Table) -> &'static [&'static str] {
     &CELLS.get_or_init(|| {
         Table::ALL.map(|t| {
             t.columns()
+                .iter()
+                .copied()
                 .map(|c| c.name)
                 .filter(|n| *n == "samples" || (*n != "status" && agg_of(n).is_some()))
                 .collect()
@@ -394,6 +396,8 @@ pub(super) fn observations(
     for table in Table::ALL {
         let value_cols: Vec<(&'static str, Agg)> = table
             .columns()
+            .iter()
+            .copied()
             .filter(|c| !matches!(c.name, "ts" | "interval_ms" | "samples"))
             .filter_map(|c| agg_of(c.name).map(|a| (c.name, a)))
             .collect();

@@ -7,8 +7,8 @@
 //! evaluates the same forms over raw samples. This module sends nothing and decides nothing
 //! about which series a server has (that is `discovery` and `recorded`).
 
+use crate::frames::schema::Table::{self, Gpu, Mig, Process};
 use crate::ingest::promeval::{counter_delta, event_count, value_changes};
-use crate::ingest::schema::Table::{self, Gpu, Mig, Process};
 
 /// The exporter family found on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -79,8 +79,8 @@ use recorded::{Recorded, choose_recorded};
 
 use super::promeval::Eval;
 use super::resample::{RowSpec, Sampling};
-use super::schema::Table;
 use super::{IngestError, IngestOptions, IngestReport, period};
+use crate::frames::schema::Table;
 
 /// A source's rows in partitions: each partition's key, its tables' rows and the Parquet files
 /// they are scanned from (when spilled).

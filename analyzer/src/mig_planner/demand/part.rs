@@ -11,12 +11,11 @@ use polars::prelude::*;
 use tessera_core::mig;
 
 use super::{
-    DemandParams, Measured, Named, PartDemand, compute_need, hour_of, memory_need, quantile,
-    slices_of,
+    DemandError, DemandParams, Measured, Named, PartDemand, compute_need, hour_of, memory_need,
+    quantile, slices_of,
 };
-use crate::advisor::AdvisorError;
-use crate::advisor::columns::{self, F64s, FastMap, I64s, Ids, Strs, ts_ms};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{self, F64s, FastMap, I64s, Ids, Strs, ts_ms};
 use crate::mig_planner::{FleetGpu, Workload};
 
 /// A GPU of the partition, measured over its rows.
@@ -40,7 +39,7 @@ type OnInstance = BTreeMap<(String, String, i64), BTreeSet<String>>;
 type ProcsByGpu = HashMap<(String, String), Vec<Proc>>;
 
 /// The demand of the rows of one partition (ids not yet unique; see [`super::merge_parts`]).
-pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, AdvisorError> {
+pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, DemandError> {
     let mut d = PartDemand::default();
     // GPUs.
     let (mut gpus, no_node) = gpu_rows(&gpu_frame(frames)?, p)?;
@@ -69,7 +68,7 @@ pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Adv
 }
 
 /// The GPU frame's columns [`gpu_rows`] reads.
-fn gpu_frame(frames: &Frames) -> Result<DataFrame, AdvisorError> {
+fn gpu_frame(frames: &Frames) -> Result<DataFrame, DemandError> {
     Ok(frames
         .gpu
         .clone()
@@ -89,7 +88,7 @@ fn gpu_frame(frames: &Frames) -> Result<DataFrame, AdvisorError> {
 
 /// Each GPU (rows grouped by node and uuid) measured, and how many GPUs lack a node, uuid or
 /// index.
-fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), AdvisorError> {
+fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), DemandError> {
     let ts = columns::i64s(df, "ts")?;
     let node = columns::strs(df, "node")?;
     let uuid = columns::strs(df, "uuid")?;
@@ -149,7 +148,7 @@ fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), Ad
 }
 
 /// The processes' labels per MIG instance, and the processes outside MIG by GPU.
-fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGpu), AdvisorError> {
+fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGpu), DemandError> {
     let pdf = frames
         .process
         .clone()
@@ -360,7 +359,7 @@ struct MigCols {
 }
 
 impl MigCols {
-    fn read(frames: &Frames) -> Result<(MigCols, usize), AdvisorError> {
+    fn read(frames: &Frames) -> Result<(MigCols, usize), DemandError> {
         let mdf = frames
             .mig
             .clone()
@@ -406,7 +405,7 @@ fn mig_workloads(
     p: &DemandParams,
     gpus: &[GpuRow],
     on_instance: &OnInstance,
-) -> Result<(Vec<Named>, usize), AdvisorError> {
+) -> Result<(Vec<Named>, usize), DemandError> {
     let (c, height) = MigCols::read(frames)?;
     let model_of: HashMap<(&str, &str), &str> = gpus
         .iter()

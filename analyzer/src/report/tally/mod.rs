@@ -23,8 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use chrono_tz::Tz;
 
 use super::*;
-use crate::advisor::columns::FastMap;
-use crate::ingest::{Frames, fmt_ms};
+use crate::frames::Frames;
+use crate::frames::columns::FastMap;
+use crate::ingest::fmt_ms;
 
 mod gpus;
 mod hist;
@@ -375,7 +376,7 @@ impl PartTally {
     pub fn finish(self, parts: &[&Frames], input: &ReportInput) -> Result<Report, ReportError> {
         let st = self.state.into_inner().unwrap_or_else(|e| e.into_inner());
         if st.aborted {
-            return Err(ReportError::Frames(crate::advisor::AdvisorError::Worker));
+            return Err(ReportError::Worker);
         }
         if st.out_of_order || st.next != parts.len() {
             // Not in report order: the union, as one partition.
@@ -422,11 +423,7 @@ pub fn build_parts_with(
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or(Err(ReportError::Frames(
-                    crate::advisor::AdvisorError::Worker,
-                )))
-            })
+            .map(|h| h.join().unwrap_or(Err(ReportError::Worker)))
             .collect()
     });
     for r in results {

@@ -4,8 +4,8 @@
 use polars::prelude::{col, lit};
 
 use super::ReportError;
-use crate::advisor::columns::{FastMap, f64s, i64s, strs, ts_ms};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
 
 /// One GPU row, as the report reads it.
 #[derive(Clone, Copy)]

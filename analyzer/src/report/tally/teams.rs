@@ -7,8 +7,8 @@ use polars::prelude::{col, lit};
 
 use super::rows::PROCESS_COLUMNS;
 use super::{GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3, team_of};
-use crate::advisor::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
-use crate::ingest::Frames;
+use crate::frames::Frames;
+use crate::frames::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
 
 /// A process's identity: node and pid.
 pub(super) type Proc = (Option<String>, Option<i64>);

@@ -1,12 +1,14 @@
-//! Typed access to collected frame columns for detectors: each accessor casts once and returns a
-//! small reader with `get(i)`, so detectors can walk sorted rows without copying strings.
+//! Typed access to collected frame columns for every module that walks rows (the advisor's
+//! detectors, the report's tallies, the MIG demand, jobs): each accessor casts once and returns
+//! a small reader with `get(i)`, so rows can be walked in order without copying strings; plus
+//! the fast hash maps for row keys, `ts` as unix ms, and grouping rows by entity.
 //!
 //! This module does not decide anything; it only hides polars' casting and chunk handling.
 
 use polars::prelude::*;
 use polars_arrow::array::{Array as _, PrimitiveArray};
 
-use super::AdvisorError;
+use super::FramesError;
 
 /// A utf8 column.
 pub struct Strs {
@@ -143,13 +145,13 @@ impl Bools {
     }
 }
 
-fn column(df: &DataFrame, name: &str, dt: &DataType) -> Result<Series, AdvisorError> {
+fn column(df: &DataFrame, name: &str, dt: &DataType) -> Result<Series, FramesError> {
     Ok(df.column(name)?.as_materialized_series().cast(dt)?)
 }
 
 /// A string column as it is (not rechunked: [`Strs::get`] is for occasional lookups; hot loops
 /// use [`Strs::ids`]).
-pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, AdvisorError> {
+pub fn strs(df: &DataFrame, name: &str) -> Result<Strs, FramesError> {
     Ok(Strs::new(
         column(df, name, &DataType::String)?.str()?.clone(),
     ))
@@ -159,15 +161,15 @@ fn one_array<T: PolarsNumericType>(ca: &ChunkedArray<T>) -> Option<PrimitiveArra
     ca.rechunk().downcast_iter().next().cloned()
 }
 
-pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, AdvisorError> {
+pub fn f64s(df: &DataFrame, name: &str) -> Result<F64s, FramesError> {
     let s = column(df, name, &DataType::Float64)?;
     Ok(F64s(one_array(s.f64()?)))
 }
-pub fn i64s(df: &DataFrame, name: &str) -> Result<I64s, AdvisorError> {
+pub fn i64s(df: &DataFrame, name: &str) -> Result<I64s, FramesError> {
     let s = column(df, name, &DataType::Int64)?;
     Ok(I64s(one_array(s.i64()?)))
 }
-pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, AdvisorError> {
+pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, FramesError> {
     let s = column(df, name, &DataType::Boolean)?;
     Ok(Bools(s.bool()?.iter().collect()))
 }
