@@ -125,21 +125,67 @@ pub(super) fn gpu_rows(
         f64s(&df, "tensor_active_mean")?,
         f64s(&df, "dram_active_mean")?,
     );
+    // Each row's GPU, numbered in order of first appearance. A GPU is almost always known by
+    // its uuid alone: a table by uuid id answers most rows, the map the rest.
     type IdKey = (Option<u32>, Option<u32>, Option<i64>);
     let mut ids: FastMap<IdKey, usize> = FastMap::default();
+    /// A uuid's last GPU: its node id, index and number.
+    type Known = Option<(Option<u32>, Option<i64>, usize)>;
+    let mut by_uuid: Vec<Known> = vec![None; uuid_ids.strings.len()];
     let mut gpus = Vec::new();
-    let mut rows = Vec::with_capacity(n);
+    let mut gpu_of: Vec<u32> = Vec::with_capacity(n);
     for i in 0..n {
-        let key = (node_ids.at(i), uuid_ids.at(i), gpu.get(i));
-        let g = *ids.entry(key).or_insert_with(|| {
-            gpus.push(Gpu {
-                node: node_ids.get(i).unwrap_or("?").to_string(),
-                index: gpu.get(i),
-                model: model.get(i).unwrap_or("unknown").to_string(),
-                source: source.get(i).unwrap_or("").to_string(),
-            });
-            gpus.len() - 1
-        });
+        let (node_id, uuid_id, index) = (node_ids.at(i), uuid_ids.at(i), gpu.get(i));
+        let known = uuid_id
+            .and_then(|u| by_uuid[u as usize])
+            .filter(|&(n, g, _)| n == node_id && g == index)
+            .map(|(_, _, g)| g);
+        let g = match known {
+            Some(g) => g,
+            None => {
+                let g = *ids.entry((node_id, uuid_id, index)).or_insert_with(|| {
+                    gpus.push(Gpu {
+                        node: node_ids.get(i).unwrap_or("?").to_string(),
+                        index,
+                        model: model.get(i).unwrap_or("unknown").to_string(),
+                        source: source.get(i).unwrap_or("").to_string(),
+                    });
+                    gpus.len() - 1
+                });
+                if let Some(u) = uuid_id {
+                    by_uuid[u as usize] = Some((node_id, index, g));
+                }
+                g
+            }
+        };
+        gpu_of.push(g as u32);
+    }
+    // Stable GPU order: node, index.
+    let mut order: Vec<usize> = (0..gpus.len()).collect();
+    order.sort_by(|&a, &b| gpus[a].order().cmp(&gpus[b].order()));
+    let mut rank = vec![0usize; gpus.len()];
+    for (r, &g) in order.iter().enumerate() {
+        rank[g] = r;
+    }
+    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
+    // Sorted by (GPU, ts), stably: the frame's rows bucketed by GPU in frame order (a counting
+    // sort of row numbers), each row built once in its place, then each bucket sorted by ts
+    // unless it already is (a node's files are in time order).
+    let mut counts = vec![0usize; gpus.len() + 1];
+    for &g in &gpu_of {
+        counts[rank[g as usize] + 1] += 1;
+    }
+    for g in 1..counts.len() {
+        counts[g] += counts[g - 1];
+    }
+    let mut at = counts.clone();
+    let mut index = vec![0usize; n];
+    for (i, &g) in gpu_of.iter().enumerate() {
+        let r = rank[g as usize];
+        index[at[r]] = i;
+        at[r] += 1;
+    }
+    let row = |i: usize| {
         let interval = interval.get(i).unwrap_or(0).max(0);
         let (activity, is_sm) = match (sm.get(i), busy.get(i)) {
             (Some(s), _) => (Some(s), true),
@@ -149,8 +195,8 @@ pub(super) fn gpu_rows(
         let energy_j = energy
             .get(i)
             .or_else(|| power.get(i).map(|w| w * interval as f64 / 1000.0));
-        rows.push(Row {
-            gpu: g,
+        Row {
+            gpu: rank[gpu_of[i] as usize],
             ts: ts.get(i).unwrap_or(0),
             interval,
             activity,
@@ -161,33 +207,9 @@ pub(super) fn gpu_rows(
             total: total.get(i),
             energy_j,
             lost: status_ids.at(i).is_some_and(|s| lost_status[s as usize]),
-        });
-    }
-    // Stable GPU order: node, index.
-    let mut order: Vec<usize> = (0..gpus.len()).collect();
-    order.sort_by(|&a, &b| gpus[a].order().cmp(&gpus[b].order()));
-    let mut rank = vec![0; gpus.len()];
-    for (r, &g) in order.iter().enumerate() {
-        rank[g] = r;
-    }
-    let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
-    // Sorted by (GPU, ts), stably: rows bucketed by GPU in frame order, then each bucket sorted
-    // by ts unless it already is (a node's files are in time order).
-    let mut counts = vec![0usize; gpus.len() + 1];
-    for r in &rows {
-        counts[rank[r.gpu] + 1] += 1;
-    }
-    for g in 1..counts.len() {
-        counts[g] += counts[g - 1];
-    }
-    let mut at = counts.clone();
-    let mut index = vec![0usize; rows.len()];
-    for (i, r) in rows.iter_mut().enumerate() {
-        r.gpu = rank[r.gpu];
-        index[at[r.gpu]] = i;
-        at[r.gpu] += 1;
-    }
-    let mut rows: Vec<Row> = index.into_iter().map(|i| rows[i]).collect();
+        }
+    };
+    let mut rows: Vec<Row> = index.into_iter().map(row).collect();
     for w in counts.windows(2) {
         let bucket = &mut rows[w[0]..w[1]];
         if !bucket.windows(2).all(|p| p[0].ts <= p[1].ts) {
