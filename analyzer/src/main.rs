@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 mod cli;
 
 /// mimalloc instead of glibc's allocator: the advisor allocates and frees large column buffers
@@ -35,7 +33,7 @@ fn main() -> ExitCode {
     // and panicking in `println!` with "failed printing to stdout" (exit 101).
     // SAFETY: called once at start-up, before any thread is spawned.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let result = cli::run(cli::Cli::parse());
+    let result = cli::run(cli::parse());
     cli::source::remove_spills();
     match result {
         Ok(()) => ExitCode::SUCCESS,

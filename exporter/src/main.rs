@@ -31,9 +31,17 @@ enum Format {
     Json,
 }
 
+/// `--version`: the crate's version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TESSERA_COMMIT"),
+    ")"
+);
+
 /// GPU telemetry exporter: samples NVIDIA GPUs through NVML (or a simulated fleet).
 #[derive(Debug, Parser)]
-#[command(name = "tessera-exporter", version, about)]
+#[command(name = "tessera-exporter", version = VERSION, about)]
 struct Args {
     /// Where samples come from (`tessera_core::backend`: the same flags as `tessera mig`).
     #[command(flatten)]

@@ -4,6 +4,7 @@
 //! `tessera_core`. Commands never import each other.
 
 pub mod analyze;
+pub mod generate;
 pub mod ingest;
 pub mod job;
 pub mod mig;
@@ -13,11 +14,32 @@ pub mod simulate;
 pub mod source;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// `--version`: the crate's version and the commit it was built from (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TESSERA_COMMIT"),
+    ")"
+);
+
+/// `tessera --help` lists the commands by task (clap cannot group subcommands, so the list is
+/// this table, rendered into the help template; a test checks that every command and `mig`
+/// verb is in exactly one group).
+pub const GROUPS: &[(&str, &[&str])] = &[
+    ("Observe", &["ingest", "job", "mig profiles"]),
+    ("Advise", &["analyze"]),
+    ("Report", &["report"]),
+    ("Plan", &["mig plan"]),
+    ("Apply", &["mig export", "mig assert", "mig apply"]),
+    ("Try it without a GPU", &["simulate", "scenario"]),
+    ("Package", &["generate"]),
+];
 
 /// GPU utilization advisor.
 #[derive(Debug, Parser)]
-#[command(name = "tessera", version, about)]
+#[command(name = "tessera", version = VERSION, about)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,6 +69,41 @@ pub enum Command {
         #[command(subcommand)]
         command: mig::MigCommand,
     },
+    /// Man pages and shell completions (bash, zsh, fish) for packages.
+    Generate(generate::GenerateArgs),
+}
+
+/// The command tree with the grouped command list in its help.
+pub fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let mut list = String::from("Commands, by task:\n");
+    for (group, paths) in GROUPS {
+        list.push_str(&format!("  {group}:\n"));
+        for path in *paths {
+            let about = find(&cmd, path)
+                .and_then(|c| c.get_about())
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            list.push_str(&format!("    {path:<14} {about}\n"));
+        }
+    }
+    list.push_str("  tessera help COMMAND, or tessera COMMAND --help, for one command's flags.\n");
+    cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{list}\nOptions:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// The command at `path` (`report`, `mig plan`) in `cmd`'s tree.
+pub fn find<'a>(cmd: &'a clap::Command, path: &str) -> Option<&'a clap::Command> {
+    path.split(' ')
+        .try_fold(cmd, |c, name| c.find_subcommand(name))
+}
+
+/// Parses the process's arguments against [`command`] (exits on a bad command line, as clap
+/// does).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// Runs one command line.
@@ -58,6 +115,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report(args) => report::run(args)?,
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
+        Command::Generate(args) => generate::run(args, command())?,
         Command::Mig { command } => {
             let code = mig::run(command)?;
             if code != 0 {
@@ -66,4 +124,73 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What [`GROUPS`] gets wrong about `cmd`'s tree: a command (or, for a command whose verbs the
+    /// groups name, a verb) in no group or in two, and a group entry naming no command.
+    fn group_mismatches(cmd: &clap::Command, groups: &[(&str, &[&str])]) -> Vec<String> {
+        let entries: Vec<&str> = groups.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+        let mut out = Vec::new();
+        for e in &entries {
+            if find(cmd, e).is_none() {
+                out.push(format!("{e:?} is not a command"));
+            }
+        }
+        let count = |path: &str| entries.iter().filter(|e| **e == path).count();
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = sub.get_name();
+            let by_verb = entries.iter().any(|e| e.starts_with(&format!("{name} ")));
+            let paths: Vec<String> = if by_verb {
+                sub.get_subcommands()
+                    .filter(|v| v.get_name() != "help")
+                    .map(|v| format!("{name} {}", v.get_name()))
+                    .collect()
+            } else {
+                vec![name.to_string()]
+            };
+            for p in paths {
+                match count(&p) {
+                    1 => {}
+                    0 => out.push(format!("{p:?} is in no group")),
+                    n => out.push(format!("{p:?} is in {n} groups")),
+                }
+            }
+            if by_verb && count(name) > 0 {
+                out.push(format!("{name:?} is listed whole and by verb"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_command_and_mig_verb_is_in_exactly_one_group() {
+        assert_eq!(
+            group_mismatches(&Cli::command(), GROUPS),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn the_group_check_finds_a_missing_a_twice_listed_and_an_unknown_command() {
+        let planted: &[(&str, &[&str])] = &[
+            ("Observe", &["ingest", "job", "mig profiles", "nope"]),
+            ("Advise", &["analyze", "job"]),
+            ("Report", &["report"]),
+            ("Plan", &["mig plan"]),
+            ("Apply", &["mig export", "mig apply"]),
+            ("Try", &["simulate", "scenario", "generate"]),
+        ];
+        assert_eq!(
+            group_mismatches(&Cli::command(), planted),
+            vec![
+                "\"nope\" is not a command".to_string(),
+                "\"job\" is in 2 groups".to_string(),
+                "\"mig assert\" is in no group".to_string(),
+            ]
+        );
+    }
 }

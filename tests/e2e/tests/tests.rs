@@ -9,6 +9,7 @@ mod hostile_inputs;
 mod mig_nvml;
 mod mig_profiles;
 mod nvml_path;
+mod packaging;
 mod prometheus_e2e;
 mod real_gpu;
 mod rules;
