@@ -26,6 +26,8 @@ missing=()
 need curl || missing+=(curl)
 # chromium renders the report's HTML in a headless browser test (analyzer/tests/report_html.rs).
 need chromium || missing+=(chromium)
+# buildah builds the container images from scratch (tests/e2e/tests/images.rs).
+need buildah || missing+=(buildah)
 # groff renders the man pages `tessera generate man` writes (tests/e2e/tests/packaging.rs).
 need groff || missing+=(groff-base)
 # munge, slurmctld, slurmd and slurm-client: a real single-node Slurm runs the epilog

@@ -6,6 +6,7 @@ mod cli;
 mod dashboards;
 mod gpu_check;
 mod hostile_inputs;
+mod images;
 mod mig_nvml;
 mod mig_profiles;
 mod nvml_path;
