@@ -1,34 +1,8 @@
-//! Records the commit the binary is built from (`TESSERA_COMMIT`, shown by `--version`): `git
-//! rev-parse --short=12 HEAD`, or `unknown` outside a git checkout (a source tarball, `cargo
-//! install` from a copy). Re-runs when HEAD or the branch it points to moves. Uncommitted
-//! changes are not marked (the mark would go stale without a commit to re-run on).
+//! Records the commit the binary is built from (`TESSERA_COMMIT`, shown by `--version`), by the
+//! rule both binaries share (`build-support/commit.rs`).
 
-use std::process::Command;
-
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-}
+include!("../build-support/commit.rs");
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=TESSERA_COMMIT={commit}");
-    for path in [
-        Some("HEAD".to_string()),
-        git(&["symbolic-ref", "-q", "HEAD"]),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if let Some(p) = git(&["rev-parse", "--git-path", &path]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
-    }
-    if let Some(p) = git(&["rev-parse", "--git-path", "packed-refs"]) {
-        println!("cargo:rerun-if-changed={p}");
-    }
-    println!("cargo:rerun-if-changed=build.rs");
+    record_commit();
 }

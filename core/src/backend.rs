@@ -32,16 +32,6 @@ pub enum BackendKind {
     Sim,
 }
 
-impl BackendKind {
-    /// `nvml` or `sim`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Nvml => "nvml",
-            BackendKind::Sim => "sim",
-        }
-    }
-}
-
 /// The device backend flags, shared by every command that reads or changes GPUs.
 #[derive(Debug, Clone, Default)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
@@ -204,14 +194,6 @@ pub enum ReaderOpener {
 }
 
 impl ReaderOpener {
-    /// Which backend it opens.
-    pub fn kind(&self) -> BackendKind {
-        match self {
-            ReaderOpener::Nvml { .. } => BackendKind::Nvml,
-            ReaderOpener::Sim { .. } => BackendKind::Sim,
-        }
-    }
-
     /// The simulator's scenario (`None` for NVML).
     pub fn scenario(&self) -> Option<&Scenario> {
         match self {
@@ -267,7 +249,7 @@ mod tests {
         let e = sim(Some("no-such-node")).reader().unwrap_err().to_string();
         assert!(e.contains("no node \"no-such-node\""), "{e}");
         let opener = sim(Some("gpu-node-2")).reader().unwrap();
-        assert_eq!(opener.kind(), BackendKind::Sim);
+        assert!(matches!(opener, ReaderOpener::Sim { .. }));
         let mut b = opener.open(SimClock::stepped(0, 1000)).unwrap();
         assert_eq!(b.inventory().unwrap().node, "gpu-node-2");
     }
