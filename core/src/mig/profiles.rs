@@ -7,8 +7,11 @@
 //!
 //! Per-profile memory sizes are derived from the model's memory slice size and are approximate
 //! until checked against a real GPU's `nvmlDeviceGetGpuInstanceProfileInfo` (`tessera mig
-//! profiles`, [`crate::mig::profile_compare`]); placements and counts are exact per the user guide. H200 and
-//! B200 placements are assumed equal to H100's.
+//! profiles`, [`crate::mig::profile_compare`]); where a real GPU's answer was recorded
+//! (`fixtures/real/`), the model carries the measured sizes instead (H200: NVML reports 16,384 MiB
+//! for a 1g.18gb, 8% less than an eighth of its memory, so a derived size would let the planner
+//! place a workload where it cannot fit). Placements and counts are exact per the user guide. H200
+//! and B200 placements are assumed equal to H100's (the H200 recording agrees).
 //!
 //! This module is pure data and pure functions: it never calls NVML.
 
@@ -118,6 +121,9 @@ struct EightSlot {
     pci_device_id: u32,
     total_mib: u64,
     slice_mib: u64,
+    /// Memory of a profile of 1, 2, 4 and 8 memory slices as a real GPU's NVML reports it, where
+    /// one was recorded; otherwise `slice_mib` times the slices.
+    measured_mib: Option<[u64; 4]>,
     labels: [&'static str; 6],
     power: f64,
     idle_power: f64,
@@ -185,7 +191,7 @@ fn eight_slot(m: EightSlot) -> GpuModel {
                 name,
                 compute_slices,
                 memory_slices,
-                memory_bytes: m.slice_mib * memory_slices as u64 * MIB,
+                memory_bytes: memory_mib(&m, memory_slices) * MIB,
                 max_count,
                 placement_starts: starts,
                 media_extensions: me,
@@ -207,6 +213,21 @@ fn eight_slot(m: EightSlot) -> GpuModel {
         compute_slices: 7,
         profiles,
     }
+}
+
+/// A profile's memory in MiB: the measured size where the model has one, else derived.
+fn memory_mib(m: &EightSlot, memory_slices: u32) -> u64 {
+    let measured = m.measured_mib.and_then(|sizes| {
+        let i = match memory_slices {
+            1 => 0,
+            2 => 1,
+            4 => 2,
+            8 => 3,
+            _ => return None,
+        };
+        Some(sizes[i])
+    });
+    measured.unwrap_or(m.slice_mib * memory_slices as u64)
 }
 
 fn a30() -> GpuModel {
@@ -268,6 +289,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x20B0_10DE,
                 total_mib: 40960,
                 slice_mib: 4864,
+                measured_mib: None,
                 labels: ["5gb", "10gb", "10gb", "20gb", "20gb", "40gb"],
                 power: 400.0,
                 idle_power: 55.0,
@@ -281,6 +303,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x20B2_10DE,
                 total_mib: 81920,
                 slice_mib: 9856,
+                measured_mib: None,
                 labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
                 power: 400.0,
                 idle_power: 60.0,
@@ -295,6 +318,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x2330_10DE,
                 total_mib: 81559,
                 slice_mib: 9856,
+                measured_mib: None,
                 labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
                 power: 700.0,
                 idle_power: 70.0,
@@ -308,6 +332,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x2321_10DE,
                 total_mib: 95830,
                 slice_mib: 11520,
+                measured_mib: None,
                 labels: ["12gb", "24gb", "24gb", "47gb", "47gb", "94gb"],
                 power: 400.0,
                 idle_power: 60.0,
@@ -321,6 +346,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x2342_10DE,
                 total_mib: 97871,
                 slice_mib: 11776,
+                measured_mib: None,
                 labels: ["12gb", "24gb", "24gb", "48gb", "48gb", "96gb"],
                 power: 900.0,
                 idle_power: 90.0,
@@ -334,6 +360,8 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x2335_10DE,
                 total_mib: 143771,
                 slice_mib: 17792,
+                // fixtures/real/nvidia-h200/mig-profiles.json (driver 580.159.04)
+                measured_mib: Some([16384, 33280, 71424, 143360]),
                 labels: ["18gb", "35gb", "35gb", "71gb", "71gb", "141gb"],
                 power: 700.0,
                 idle_power: 75.0,
@@ -347,6 +375,7 @@ pub fn models() -> &'static [GpuModel] {
                 pci_device_id: 0x2901_10DE,
                 total_mib: 183359,
                 slice_mib: 22784,
+                measured_mib: None,
                 labels: ["23gb", "45gb", "45gb", "90gb", "90gb", "180gb"],
                 power: 1000.0,
                 idle_power: 120.0,
