@@ -30,6 +30,13 @@ need chromium || missing+=(chromium)
 need buildah || missing+=(buildah)
 # groff renders the man pages `tessera generate man` writes (tests/e2e/tests/packaging.rs).
 need groff || missing+=(groff-base)
+# The Debian package test (tests/e2e/tests/debian.rs): dpkg-shlibdeps computes the packages'
+# Depends for cargo-deb, man finds the installed pages, systemd-analyze verifies the unit (systemd
+# need not run), deb-systemd-helper enables it from the package's scripts.
+need dpkg-shlibdeps || missing+=(dpkg-dev)
+need man || missing+=(man-db)
+need systemd-analyze || missing+=(systemd)
+need deb-systemd-helper || missing+=(init-system-helpers)
 # munge, slurmctld, slurmd and slurm-client: a real single-node Slurm runs the epilog
 # (analyzer/tests/slurm_real.rs); the test starts its own daemons, as root, in a temporary folder.
 slurm=()
@@ -92,6 +99,14 @@ fi
   exit 1
 }
 export TESSERA_KUBECTL="$kubectl_bin"
+
+# cargo-deb builds the Debian packages in tests/e2e/tests/debian.rs (scripts/build-debs.sh);
+# pinned, built from crates.io (about a minute).
+CARGO_DEB_VERSION=3.6.3
+if [[ "$(cargo deb --version 2>/dev/null || true)" != *"$CARGO_DEB_VERSION"* ]]; then
+  echo "== installing cargo-deb $CARGO_DEB_VERSION"
+  cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION"
+fi
 
 # Disk: a clean debug build of the workspace takes about 5 GB under target/ (see Cargo.toml's
 # [profile.dev]); say so up front instead of letting the linker die with SIGBUS when it runs out.

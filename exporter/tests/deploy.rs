@@ -125,14 +125,24 @@ fn listen_port<'a>(args: impl IntoIterator<Item = &'a str>) -> Option<u16> {
         .and_then(|(_, port)| port.parse().ok())
 }
 
+/// The port the service listens on: ExecStart takes its flags from
+/// `$TESSERA_EXPORTER_ARGS`, which the flags file the package installs as
+/// /etc/default/tessera-exporter sets.
 fn unit_port() -> u16 {
     let settings = unit_service_settings();
     let exec = unit_setting(&settings, "ExecStart").expect("ExecStart");
-    assert!(
-        exec.starts_with("/usr/local/bin/tessera-exporter "),
-        "{exec}"
+    assert_eq!(exec, "/usr/bin/tessera-exporter $TESSERA_EXPORTER_ARGS");
+    assert_eq!(
+        unit_setting(&settings, "EnvironmentFile").as_deref(),
+        Some("-/etc/default/tessera-exporter")
     );
-    listen_port(exec.split_whitespace()).expect("--web.listen-address=:PORT in ExecStart")
+    let defaults = read(&deploy().join("systemd/tessera-exporter.default"));
+    let args = defaults
+        .lines()
+        .find_map(|l| l.strip_prefix("TESSERA_EXPORTER_ARGS="))
+        .expect("TESSERA_EXPORTER_ARGS= in the flags file")
+        .trim_matches('"');
+    listen_port(args.split_whitespace()).expect("--web.listen-address=:PORT in the flags file")
 }
 
 #[test]

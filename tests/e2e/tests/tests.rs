@@ -4,6 +4,7 @@
 
 mod cli;
 mod dashboards;
+mod debian;
 mod gpu_check;
 mod hostile_inputs;
 mod images;
