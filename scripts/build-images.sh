@@ -4,7 +4,9 @@
 # libraries it links (as ldd lists them, at the same paths, with the dynamic loader), CA
 # certificates, /etc/passwd and /etc/group with the non-root user 65532 ("tessera"), and
 # org.opencontainers.image.* labels. NVML is not in the image: the NVIDIA container toolkit
-# injects libnvidia-ml.so.1 at run time (deploy/images/README.md).
+# injects libnvidia-ml.so.1 at run time (deploy/images/README.md). deploy/images/Containerfile
+# builds images of the same configuration with Docker or Podman (tests/e2e/tests/images.rs
+# compares them).
 #
 #   bash scripts/build-images.sh [--profile release|debug] [--bin-dir DIR] [--out DIR]
 #
