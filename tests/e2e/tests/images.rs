@@ -521,6 +521,9 @@ fn the_containerfile_builds_both_binaries_locked_with_the_workspace_rust() {
             workspace_rust_version()
         )
     );
+    // The commit `--version` shows: REVISION, passed to build-support/commit.rs.
+    assert_eq!(build.args["REVISION"], "unknown");
+    assert_eq!(build.env["TESSERA_BUILD_COMMIT"], "unknown");
     let run: Vec<&str> = build
         .runs
         .iter()
