@@ -174,6 +174,41 @@ pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, FramesError> {
     Ok(Bools(s.bool()?.iter().collect()))
 }
 
+/// A small direct-mapped cache of recent keys in front of a map (64 slots; the caller hashes
+/// the key's words with [`DirectCache::slot`]). A hit answers without hashing the key again.
+pub struct DirectCache<K, V>([Option<(K, V)>; DirectCache::<(), ()>::SLOTS]);
+
+impl<K: Copy, V: Copy> Default for DirectCache<K, V> {
+    fn default() -> Self {
+        DirectCache([None; DirectCache::<(), ()>::SLOTS])
+    }
+}
+
+impl<K: Copy + PartialEq, V: Copy> DirectCache<K, V> {
+    const SLOTS: usize = 64;
+
+    /// The slot of a key given as words.
+    pub fn slot(words: impl IntoIterator<Item = u64>) -> usize {
+        let mut x = 0u64;
+        for w in words {
+            x = (x ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        (x >> 58) as usize
+    }
+
+    /// The value cached for `key` at `slot`, if it is there.
+    pub fn get(&self, slot: usize, key: &K) -> Option<V> {
+        match &self.0[slot] {
+            Some((k, v)) if k == key => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn put(&mut self, slot: usize, key: K, value: V) {
+        self.0[slot] = Some((key, value));
+    }
+}
+
 /// A hash map with a fast, deterministic (non-DoS-resistant) hasher, for row keys.
 pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 /// A hash set with the same hasher.
@@ -201,15 +236,20 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
     };
     if ids.len() <= MAX {
         let mut by_key: FastMap<[Option<u32>; MAX], usize> = FastMap::default();
-        let mut last: Option<([Option<u32>; MAX], usize)> = None;
+        // Recent keys in a small direct-mapped cache in front of the map: a node's rows cycle
+        // through a handful of GPUs (or instances), so most rows hit it.
+        let mut recent: DirectCache<[Option<u32>; MAX], usize> = DirectCache::default();
         for i in 0..n {
             let mut key = [None; MAX];
             for (slot, c) in key.iter_mut().zip(&ids) {
                 *slot = c.ids[i];
             }
-            let g = match last {
-                Some((k, g)) if k == key => g,
-                _ => {
+            let at = DirectCache::<[Option<u32>; MAX], usize>::slot(
+                key.iter().map(|v| v.map_or(u64::MAX, u64::from)),
+            );
+            let g = match recent.get(at, &key) {
+                Some(g) => g,
+                None => {
                     let g = match by_key.get(&key) {
                         Some(&g) => g,
                         None => {
@@ -218,7 +258,7 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
                             g
                         }
                     };
-                    last = Some((key, g));
+                    recent.put(at, key, g);
                     g
                 }
             };

@@ -15,7 +15,7 @@ use super::{
     quantile, slices_of,
 };
 use crate::frames::Frames;
-use crate::frames::columns::{self, F64s, FastMap, I64s, Ids, Strs, ts_ms};
+use crate::frames::columns::{self, DirectCache, F64s, FastMap, I64s, Ids, Strs, ts_ms};
 use crate::mig_planner::{FleetGpu, Workload};
 
 /// A GPU of the partition, measured over its rows.
@@ -251,10 +251,14 @@ struct ProcScan {
     labels: Vec<String>,
     /// (node, uuid, gi) -> labels
     on_instance_ids: FastMap<(u32, u32, i64), BTreeSet<usize>>,
-    /// (node, uuid, label) -> the process's measurements and the last hour added (rows of one
-    /// key come in time order in history, so most rows add no hour).
-    procs_ids: FastMap<(u32, u32, usize), (ProcAcc, Option<i64>)>,
-    last: Option<(LabelKey, usize)>,
+    /// (node, uuid, label) -> its place in `procs`.
+    procs_ids: FastMap<(u32, u32, usize), usize>,
+    /// The process's measurements and the last hour added (rows of one key come in time order
+    /// in history, so most rows add no hour).
+    procs: Vec<(ProcAcc, Option<i64>)>,
+    /// Recent label keys and process keys (rows cycle through a node's few processes).
+    recent_labels: DirectCache<LabelKey, usize>,
+    recent_procs: DirectCache<(u32, u32, usize), usize>,
 }
 
 impl ProcScan {
@@ -271,10 +275,22 @@ impl ProcScan {
                 .insert(l);
             return;
         }
-        let (e, last_hour) = self
-            .procs_ids
-            .entry((n, u, l))
-            .or_insert(((0.0, Vec::new(), BTreeSet::new()), None));
+        let key = (n, u, l);
+        let at =
+            DirectCache::<(u32, u32, usize), usize>::slot([u64::from(n), u64::from(u), l as u64]);
+        let k = match self.recent_procs.get(at, &key) {
+            Some(k) => k,
+            None => {
+                let procs = &mut self.procs;
+                let k = *self.procs_ids.entry(key).or_insert_with(|| {
+                    procs.push(((0.0, Vec::new(), BTreeSet::new()), None));
+                    procs.len() - 1
+                });
+                self.recent_procs.put(at, key, k);
+                k
+            }
+        };
+        let (e, last_hour) = &mut self.procs[k];
         let m = c.mem.get(i).unwrap_or(0.0);
         e.0 = e.0.max(m);
         if m >= p.min_memory_bytes
@@ -291,7 +307,7 @@ impl ProcScan {
         }
     }
 
-    /// Row `i`'s label number (the last row's when its key is the same).
+    /// Row `i`'s label number (a recent key's from the cache).
     fn label(&mut self, c: &ProcCols, i: usize) -> usize {
         let key = (
             c.ns.at(i),
@@ -300,9 +316,16 @@ impl ProcScan {
             c.name.at(i),
             c.pid.get(i),
         );
-        match self.last {
-            Some((k, l)) if k == key => l,
-            _ => {
+        let at = DirectCache::<LabelKey, usize>::slot([
+            key.0.map_or(u64::MAX, u64::from),
+            key.1.map_or(u64::MAX, u64::from),
+            key.2.map_or(u64::MAX, u64::from),
+            key.3.map_or(u64::MAX, u64::from),
+            key.4.map_or(u64::MAX, |p| p as u64),
+        ]);
+        match self.recent_labels.get(at, &key) {
+            Some(l) => l,
+            None => {
                 let (label_ids, labels) = (&mut self.label_ids, &mut self.labels);
                 let l = *self.label_of.entry(key).or_insert_with(|| {
                     let text = c.label(i);
@@ -311,7 +334,7 @@ impl ProcScan {
                         labels.len() - 1
                     })
                 });
-                self.last = Some((key, l));
+                self.recent_labels.put(at, key, l);
                 l
             }
         }
@@ -329,10 +352,12 @@ impl ProcScan {
                 ((str_of(&c.node, n), str_of(&c.uuid, u), gi), names)
             })
             .collect();
+        let mut accs = self.procs;
         let procs: BTreeMap<(String, String, String), ProcAcc> = self
             .procs_ids
             .into_iter()
-            .map(|((n, u, l), (acc, _))| {
+            .map(|((n, u, l), k)| {
+                let acc = std::mem::take(&mut accs[k].0);
                 let key = (str_of(&c.node, n), str_of(&c.uuid, u), labels[l].clone());
                 (key, acc)
             })

@@ -6,7 +6,7 @@ use super::{FREE_ACTIVITY, FREE_MEMORY, GpuActivity, HOUR_MS, QualityNote, fmt_m
 use crate::stats::quantile;
 
 /// Per-GPU activity distributions of one partition's GPUs (those with rows).
-pub(super) fn gpu_activity(gpus: &[Gpu], per: &[Vec<&Row>]) -> Vec<GpuActivity> {
+pub(super) fn gpu_activity(gpus: &[Gpu], per: &[&[&Row]]) -> Vec<GpuActivity> {
     gpus.iter()
         .zip(per)
         .filter(|(_, rs)| !rs.is_empty())
@@ -14,7 +14,7 @@ pub(super) fn gpu_activity(gpus: &[Gpu], per: &[Vec<&Row>]) -> Vec<GpuActivity> 
             let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
             let mut hist = [0.0; 10];
             let mut t = 0.0;
-            for r in rs {
+            for r in rs.iter() {
                 if let Some(a) = r.activity {
                     hist[((a * 10.0) as usize).min(9)] += r.interval as f64;
                     t += r.interval as f64;
@@ -80,7 +80,7 @@ pub(super) fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32
 /// gaps (label, count, hours missing), sorted with every partition's at the end.
 pub(super) fn gpu_notes(
     gpus: &[Gpu],
-    per: &[Vec<&Row>],
+    per: &[&[&Row]],
     range: (i64, i64),
     notes: &mut Vec<QualityNote>,
     gaps: &mut Vec<(String, usize, f64)>,
@@ -91,6 +91,7 @@ pub(super) fn gpu_notes(
             message,
         })
     };
+    let max_gap = crate::advisor::idle::IdleParams::default().max_gap_intervals;
     for (g, rs) in gpus.iter().zip(per) {
         let Some(last) = rs.last() else { continue };
         let (mut n, mut missing) = (0usize, 0i64);
@@ -98,11 +99,7 @@ pub(super) fn gpu_notes(
             let step = w[1].interval.max(1);
             let d = w[1].ts - w[0].ts;
             // What breaks a detector's span is a gap here too (advisor::breaks_span).
-            if crate::advisor::breaks_span(
-                d,
-                step,
-                crate::advisor::idle::IdleParams::default().max_gap_intervals,
-            ) {
+            if crate::advisor::breaks_span(d, step, max_gap) {
                 n += 1;
                 missing += d - step;
             }

@@ -24,7 +24,6 @@ use chrono_tz::Tz;
 
 use super::*;
 use crate::frames::Frames;
-use crate::frames::columns::FastMap;
 use crate::ingest::fmt_ms;
 
 mod gpus;
@@ -184,15 +183,7 @@ fn prepare(
     let len = (end - start).max(0);
     let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
     let cur: Vec<&Row> = rows.iter().filter(|r| r.ts > start).collect();
-    let mut cache: FastMap<i64, Option<(usize, usize)>> = FastMap::default();
-    let slots = cur
-        .iter()
-        .map(|r| {
-            *cache
-                .entry(r.ts - r.interval)
-                .or_insert_with(|| slot_of(r.ts - r.interval, tz))
-        })
-        .collect();
+    let slots = super::charts::slots_of(cur.iter().map(|r| r.ts - r.interval), tz);
     // Per node (GPUs are in node order, so a node's accumulator is found by its GPU's index; the
     // nodes come out in the same order a map keyed by node gives).
     let mut node_of: Vec<usize> = Vec::with_capacity(gpus.len());
@@ -217,9 +208,17 @@ fn prepare(
             acc.finish(p95, hours, prices)
         })
         .collect();
-    let mut per: Vec<Vec<&Row>> = vec![Vec::new(); gpus.len()];
-    for r in &cur {
-        per[r.gpu].push(r);
+    // Each GPU's rows: a run of `cur` (rows come GPU by GPU).
+    let mut per: Vec<&[&Row]> = vec![&[]; gpus.len()];
+    let mut from = 0;
+    while from < cur.len() {
+        let g = cur[from].gpu;
+        let to = cur[from..]
+            .iter()
+            .position(|r| r.gpu != g)
+            .map_or(cur.len(), |k| from + k);
+        per[g] = &cur[from..to];
+        from = to;
     }
     let gpu_activity = gpu_activity(&gpus, &per);
     let first_hour = start.div_euclid(3_600_000);

@@ -25,6 +25,23 @@ pub(super) struct Row {
     pub lost: bool,
 }
 
+impl Row {
+    /// A placeholder, overwritten before it is read.
+    const EMPTY: Row = Row {
+        gpu: 0,
+        ts: 0,
+        interval: 0,
+        activity: None,
+        sm: false,
+        tensor: None,
+        dram: None,
+        mem: None,
+        total: None,
+        energy_j: None,
+        lost: false,
+    };
+}
+
 /// One GPU's identity.
 #[derive(Clone)]
 pub(super) struct Gpu {
@@ -169,21 +186,14 @@ pub(super) fn gpu_rows(
     }
     let gpus: Vec<Gpu> = order.iter().map(|&g| gpus[g].clone()).collect();
     // Sorted by (GPU, ts), stably: the frame's rows bucketed by GPU in frame order (a counting
-    // sort of row numbers), each row built once in its place, then each bucket sorted by ts
-    // unless it already is (a node's files are in time order).
+    // sort), each row built once in its place, then each bucket sorted by ts unless it already
+    // is (a node's files are in time order).
     let mut counts = vec![0usize; gpus.len() + 1];
     for &g in &gpu_of {
         counts[rank[g as usize] + 1] += 1;
     }
     for g in 1..counts.len() {
         counts[g] += counts[g - 1];
-    }
-    let mut at = counts.clone();
-    let mut index = vec![0usize; n];
-    for (i, &g) in gpu_of.iter().enumerate() {
-        let r = rank[g as usize];
-        index[at[r]] = i;
-        at[r] += 1;
     }
     let row = |i: usize| {
         let interval = interval.get(i).unwrap_or(0).max(0);
@@ -209,7 +219,15 @@ pub(super) fn gpu_rows(
             lost: status_ids.at(i).is_some_and(|s| lost_status[s as usize]),
         }
     };
-    let mut rows: Vec<Row> = index.into_iter().map(row).collect();
+    // Built in frame order (each column read front to back) and written to its sorted place
+    // (one write stream per GPU).
+    let mut rows: Vec<Row> = vec![Row::EMPTY; n];
+    let mut at = counts.clone();
+    for (i, &g) in gpu_of.iter().enumerate() {
+        let r = rank[g as usize];
+        rows[at[r]] = row(i);
+        at[r] += 1;
+    }
     for w in counts.windows(2) {
         let bucket = &mut rows[w[0]..w[1]];
         if !bucket.windows(2).all(|p| p[0].ts <= p[1].ts) {

@@ -8,7 +8,7 @@ use polars::prelude::{col, lit};
 use super::rows::PROCESS_COLUMNS;
 use super::{GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3, team_of};
 use crate::frames::Frames;
-use crate::frames::columns::{FastMap, FastSet, f64s, i64s, strs, ts_ms};
+use crate::frames::columns::{DirectCache, FastMap, FastSet, f64s, i64s, strs, ts_ms};
 
 /// A process's identity: node and pid.
 pub(super) type Proc = (Option<String>, Option<i64>);
@@ -32,6 +32,9 @@ pub(super) struct TeamRows {
     pub(super) rows: Vec<(usize, f64, f64)>,
     pub(super) procs: Vec<(usize, Proc)>,
 }
+
+/// Rows of one `ts` counted in a list rather than a map, up to this many.
+const SMALL_BLOCK: usize = 48;
 
 /// Reads one partition's process rows for the team tally (no shared state: runs on a worker).
 pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError> {
@@ -76,6 +79,7 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
         let mut share: Vec<u32> = Vec::with_capacity(n);
         let in_order = (1..n).all(|i| ts.get(i - 1) <= ts.get(i));
         let mut per_gpu: FastMap<IdKey, u32> = FastMap::default();
+        let mut small: Vec<(IdKey, u32)> = Vec::new();
         let mut block = 0;
         while block < n {
             let end = if in_order {
@@ -84,32 +88,71 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
             } else {
                 n
             };
-            per_gpu.clear();
-            for i in block..end {
-                *per_gpu
-                    .entry((node.at(i), uuid.at(i), ts.get(i)))
-                    .or_default() += 1;
+            let key = |i: usize| (node.at(i), uuid.at(i), ts.get(i));
+            if end - block <= SMALL_BLOCK {
+                // One `ts` of a node: a dozen rows, counted in a list.
+                small.clear();
+                for i in block..end {
+                    let k = key(i);
+                    match small.iter_mut().find(|(x, _)| *x == k) {
+                        Some(e) => e.1 += 1,
+                        None => small.push((k, 1)),
+                    }
+                }
+                share.extend((block..end).map(|i| {
+                    let k = key(i);
+                    small.iter().find(|(x, _)| *x == k).map_or(1, |e| e.1)
+                }));
+            } else {
+                per_gpu.clear();
+                for i in block..end {
+                    *per_gpu.entry(key(i)).or_default() += 1;
+                }
+                share.extend((block..end).map(|i| per_gpu[&key(i)]));
             }
-            share.extend((block..end).map(|i| per_gpu[&(node.at(i), uuid.at(i), ts.get(i))]));
             block = end;
         }
         // Team names by (namespace, job), made once each; processes seen, by team.
         let mut names: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
-        let mut seen: FastSet<(usize, Option<u32>, Option<i64>)> = FastSet::default();
+        type Process = (usize, Option<u32>, Option<i64>);
+        let mut seen: FastSet<Process> = FastSet::default();
+        // Processes seen recently (rows cycle through a node's few processes): no set insert.
+        let mut recent: DirectCache<Process, ()> = DirectCache::default();
+        out.rows.reserve(n);
+        let mut last_team: Option<((Option<u32>, Option<u32>), usize)> = None;
         for (i, &k) in share.iter().enumerate() {
             out.has_ns |= ns.at(i).is_some();
             out.has_job |= job.at(i).is_some();
-            let t = *names.entry((ns.at(i), job.at(i))).or_insert_with(|| {
-                out.names.push(
-                    team_of(ns.get(i), job.get(i)).unwrap_or_else(|| "(unattributed)".into()),
-                );
-                out.names.len() - 1
-            });
+            let team_key = (ns.at(i), job.at(i));
+            let t = match last_team {
+                Some((k, t)) if k == team_key => t,
+                _ => {
+                    let t = *names.entry(team_key).or_insert_with(|| {
+                        out.names.push(
+                            team_of(ns.get(i), job.get(i))
+                                .unwrap_or_else(|| "(unattributed)".into()),
+                        );
+                        out.names.len() - 1
+                    });
+                    last_team = Some((team_key, t));
+                    t
+                }
+            };
             let h = interval.get(i).unwrap_or(0).max(0) as f64 / HOUR_MS;
             let k = k.max(1);
             out.rows
                 .push((t, h / f64::from(k), mem.get(i).unwrap_or(0.0) / GIB * h));
-            if seen.insert((t, node.at(i), pid.get(i))) {
+            let process = (t, node.at(i), pid.get(i));
+            let at = DirectCache::<Process, ()>::slot([
+                t as u64,
+                process.1.map_or(u64::MAX, u64::from),
+                process.2.map_or(u64::MAX, |p| p as u64),
+            ]);
+            if recent.get(at, &process).is_some() {
+                continue;
+            }
+            recent.put(at, process, ());
+            if seen.insert(process) {
                 out.procs
                     .push((t, (node.get(i).map(str::to_string), pid.get(i))));
             }

@@ -30,6 +30,8 @@ pub(super) struct UsageAcc {
     pub(super) dram_t: f64,
     /// GPUs with tensor or DRAM activity in some row.
     pub(super) gpm_gpus: BTreeSet<usize>,
+    /// The GPU last added to `gpm_gpus` (no set insert for its next rows).
+    pub(super) last_gpm_gpu: Option<usize>,
     pub(super) mem_share: f64,
     pub(super) mem_n: usize,
     pub(super) energy: Option<f64>,
@@ -53,6 +55,7 @@ impl UsageAcc {
             dram_w: 0.0,
             dram_t: 0.0,
             gpm_gpus: BTreeSet::new(),
+            last_gpm_gpu: None,
             mem_share: 0.0,
             mem_n: 0,
             energy: None,
@@ -89,8 +92,9 @@ impl UsageAcc {
             self.dram_w += d * h;
             self.dram_t += h;
         }
-        if r.tensor.is_some() || r.dram.is_some() {
+        if (r.tensor.is_some() || r.dram.is_some()) && self.last_gpm_gpu != Some(gpu) {
             self.gpm_gpus.insert(gpu);
+            self.last_gpm_gpu = Some(gpu);
         }
         let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
         if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
