@@ -74,8 +74,10 @@ pub(super) fn slots_of(times: impl Iterator<Item = i64>, tz: &Tz) -> Vec<Option<
             _ => None,
         }
     };
-    let mut known: FastMap<i64, Option<Option<(usize, usize)>>> = FastMap::default();
-    let mut last: Option<(i64, Option<Option<(usize, usize)>>)> = None;
+    /// A quarter's slot, or `None` when it must be answered time by time.
+    type Quarter = Option<Option<(usize, usize)>>;
+    let mut known: FastMap<i64, Quarter> = FastMap::default();
+    let mut last: Option<(i64, Quarter)> = None;
     times
         .map(|t| {
             let q = t.div_euclid(QUARTER);

@@ -119,7 +119,8 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
         // Processes seen recently (rows cycle through a node's few processes): no set insert.
         let mut recent: DirectCache<Process, ()> = DirectCache::default();
         out.rows.reserve(n);
-        let mut last_team: Option<((Option<u32>, Option<u32>), usize)> = None;
+        type TeamKey = (Option<u32>, Option<u32>);
+        let mut last_team: Option<(TeamKey, usize)> = None;
         for (i, &k) in share.iter().enumerate() {
             out.has_ns |= ns.at(i).is_some();
             out.has_job |= job.at(i).is_some();
