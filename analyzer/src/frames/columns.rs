@@ -68,26 +68,20 @@ impl Strs {
         let mut strings: Vec<&str> = Vec::new();
         let mut by_view: FastMap<ViewKey, u32> = FastMap::default();
         let mut by_str: FastMap<&str, u32> = FastMap::default();
-        // A small direct-mapped cache of recent views in front of the map: a node's rows cycle
-        // through a handful of GPUs, so most rows hit it.
-        const SLOTS: usize = 64;
-        let slot = |k: &ViewKey| {
-            let x = (k.1 as u64) ^ ((k.1 >> 64) as u64) ^ u64::from(k.0);
-            (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
-        };
         for (c, arr) in self.chunks.iter().enumerate() {
             let valid = arr.validity();
-            let mut cache: [Option<(ViewKey, u32)>; SLOTS] = [None; SLOTS];
+            // Recent views (a node's rows cycle through a handful of GPUs).
+            let mut cache: DirectCache<ViewKey, u32> = DirectCache::default();
             for (j, v) in arr.views().iter().enumerate() {
                 if valid.is_some_and(|b| !b.get_bit(j)) {
                     ids.push(None);
                     continue;
                 }
                 let key = (if v.is_inline() { u32::MAX } else { c as u32 }, v.as_u128());
-                let at = slot(&key);
-                let id = match cache[at] {
-                    Some((k, id)) if k == key => id,
-                    _ => {
+                let at = cache_slot([key.1 as u64, (key.1 >> 64) as u64, u64::from(key.0)]);
+                let id = match cache.get(at, &key) {
+                    Some(id) => id,
+                    None => {
                         let id = match by_view.get(&key) {
                             Some(&id) => id,
                             None => {
@@ -100,7 +94,7 @@ impl Strs {
                                 id
                             }
                         };
-                        cache[at] = Some((key, id));
+                        cache.put(at, key, id);
                         id
                     }
                 };
@@ -174,28 +168,21 @@ pub fn bools(df: &DataFrame, name: &str) -> Result<Bools, FramesError> {
     Ok(Bools(s.bool()?.iter().collect()))
 }
 
-/// A small direct-mapped cache of recent keys in front of a map (64 slots; the caller hashes
-/// the key's words with [`DirectCache::slot`]). A hit answers without hashing the key again.
-pub struct DirectCache<K, V>([Option<(K, V)>; DirectCache::<(), ()>::SLOTS]);
+/// Slots of a [`DirectCache`].
+const CACHE_SLOTS: usize = 64;
+
+/// A small direct-mapped cache of recent keys in front of a map: rows that cycle through a few
+/// keys (a node's GPUs, its processes) hit it and skip hashing the key. The caller gives each
+/// key's slot ([`cache_slot`] of the key's words); a slot holds the last key put there.
+pub struct DirectCache<K, V>([Option<(K, V)>; CACHE_SLOTS]);
 
 impl<K: Copy, V: Copy> Default for DirectCache<K, V> {
     fn default() -> Self {
-        DirectCache([None; DirectCache::<(), ()>::SLOTS])
+        DirectCache([None; CACHE_SLOTS])
     }
 }
 
 impl<K: Copy + PartialEq, V: Copy> DirectCache<K, V> {
-    const SLOTS: usize = 64;
-
-    /// The slot of a key given as words.
-    pub fn slot(words: impl IntoIterator<Item = u64>) -> usize {
-        let mut x = 0u64;
-        for w in words {
-            x = (x ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-        (x >> 58) as usize
-    }
-
     /// The value cached for `key` at `slot`, if it is there.
     pub fn get(&self, slot: usize, key: &K) -> Option<V> {
         match &self.0[slot] {
@@ -207,6 +194,12 @@ impl<K: Copy + PartialEq, V: Copy> DirectCache<K, V> {
     pub fn put(&mut self, slot: usize, key: K, value: V) {
         self.0[slot] = Some((key, value));
     }
+}
+
+/// The [`DirectCache`] slot of a key given as words (one multiply, whatever the number of words).
+pub fn cache_slot(words: impl IntoIterator<Item = u64>) -> usize {
+    let x = words.into_iter().fold(0u64, |x, w| x.rotate_left(7) ^ w);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
 }
 
 /// A hash map with a fast, deterministic (non-DoS-resistant) hasher, for row keys.
@@ -244,9 +237,7 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
             for (slot, c) in key.iter_mut().zip(&ids) {
                 *slot = c.ids[i];
             }
-            let at = DirectCache::<[Option<u32>; MAX], usize>::slot(
-                key.iter().map(|v| v.map_or(u64::MAX, u64::from)),
-            );
+            let at = cache_slot(key.iter().map(|v| v.map_or(u64::MAX, u64::from)));
             let g = match recent.get(at, &key) {
                 Some(g) => g,
                 None => {

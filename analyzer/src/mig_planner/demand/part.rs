@@ -15,7 +15,9 @@ use super::{
     quantile, slices_of,
 };
 use crate::frames::Frames;
-use crate::frames::columns::{self, DirectCache, F64s, FastMap, I64s, Ids, Strs, ts_ms};
+use crate::frames::columns::{
+    self, DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, ts_ms,
+};
 use crate::mig_planner::{FleetGpu, Workload};
 
 /// A GPU of the partition, measured over its rows.
@@ -276,8 +278,7 @@ impl ProcScan {
             return;
         }
         let key = (n, u, l);
-        let at =
-            DirectCache::<(u32, u32, usize), usize>::slot([u64::from(n), u64::from(u), l as u64]);
+        let at = cache_slot([u64::from(n), u64::from(u), l as u64]);
         let k = match self.recent_procs.get(at, &key) {
             Some(k) => k,
             None => {
@@ -316,7 +317,7 @@ impl ProcScan {
             c.name.at(i),
             c.pid.get(i),
         );
-        let at = DirectCache::<LabelKey, usize>::slot([
+        let at = cache_slot([
             key.0.map_or(u64::MAX, u64::from),
             key.1.map_or(u64::MAX, u64::from),
             key.2.map_or(u64::MAX, u64::from),

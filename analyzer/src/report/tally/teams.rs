@@ -8,7 +8,7 @@ use polars::prelude::{col, lit};
 use super::rows::PROCESS_COLUMNS;
 use super::{GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3, team_of};
 use crate::frames::Frames;
-use crate::frames::columns::{DirectCache, FastMap, FastSet, f64s, i64s, strs, ts_ms};
+use crate::frames::columns::{DirectCache, FastMap, FastSet, cache_slot, f64s, i64s, strs, ts_ms};
 
 /// A process's identity: node and pid.
 pub(super) type Proc = (Option<String>, Option<i64>);
@@ -144,7 +144,7 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
             out.rows
                 .push((t, h / f64::from(k), mem.get(i).unwrap_or(0.0) / GIB * h));
             let process = (t, node.at(i), pid.get(i));
-            let at = DirectCache::<Process, ()>::slot([
+            let at = cache_slot([
                 t as u64,
                 process.1.map_or(u64::MAX, u64::from),
                 process.2.map_or(u64::MAX, |p| p as u64),
