@@ -518,3 +518,40 @@ impl Attribution {
             && self.pod.is_none()
     }
 }
+
+/// Who holds a GPU or MIG device by allocation (a Kubernetes pod through the device plugin, or
+/// a Slurm job through its gres), whether or not anything runs on it. Every field is `None`
+/// when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Holder {
+    /// Kubernetes namespace of the holding pod.
+    pub namespace: Option<String>,
+    /// Kubernetes pod name.
+    pub pod: Option<String>,
+    /// Slurm job id.
+    pub slurm_job_id: Option<String>,
+}
+
+/// Which devices are allocated at one instant, by device UUID (a GPU's `GPU-…` or a MIG
+/// device's `MIG-…`): the scheduler's view, beside NVML's. `known == false` means no allocation
+/// source (no kubelet, no Slurm): every device's holders are unknown, never "free".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocation {
+    /// Whether an allocation source answered: then a device not in `devices` is free.
+    pub known: bool,
+    /// Holders of each allocated device, sorted, without duplicates.
+    pub devices: std::collections::HashMap<String, Vec<Holder>>,
+}
+
+impl Allocation {
+    /// No allocation source.
+    pub fn unknown() -> Allocation {
+        Allocation::default()
+    }
+
+    /// The holders of `device`: `None` when unknown, an empty slice when known to be free.
+    pub fn holders(&self, device: &str) -> Option<&[Holder]> {
+        self.known
+            .then(|| self.devices.get(device).map_or(&[][..], Vec::as_slice))
+    }
+}

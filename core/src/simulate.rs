@@ -142,7 +142,8 @@ fn simulate_node(
             continue;
         };
         summary.samples += 1;
-        if let Some(rows) = agg.push(&inventory, &sample, &attribution) {
+        let allocation = backend.node().allocation(sample.timestamp_ms);
+        if let Some(rows) = agg.push_held(&inventory, &sample, &attribution, &allocation) {
             for (i, table) in Table::ALL.iter().enumerate() {
                 summary.rows[i] += rows.len(*table) as u64;
             }

@@ -61,6 +61,9 @@ pub struct Holder {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceHolders {
     devices: BTreeMap<String, Vec<Holder>>,
+    /// Whether this map is a kubelet's answer (then a device not in it is free); `false` before
+    /// the first answer and after a failed call.
+    answered: bool,
 }
 
 /// Whether the kubelet's resource name is an NVIDIA GPU or MIG device.
@@ -108,7 +111,41 @@ impl DeviceHolders {
                 (&a.pod, &a.namespace, &a.container) == (&b.pod, &b.namespace, &b.container)
             });
         }
-        DeviceHolders { devices }
+        DeviceHolders {
+            devices,
+            answered: true,
+        }
+    }
+
+    /// Whether this map is a kubelet's answer (a device not in it is then known to be free).
+    pub fn answered(&self) -> bool {
+        self.answered
+    }
+
+    /// The map as history records it: pods by device (containers and resources dropped),
+    /// unknown unless the kubelet answered.
+    pub fn allocation(&self) -> tessera_core::model::Allocation {
+        let devices = self
+            .devices
+            .iter()
+            .map(|(id, holders)| {
+                let mut pods: Vec<tessera_core::model::Holder> = holders
+                    .iter()
+                    .map(|h| tessera_core::model::Holder {
+                        namespace: Some(h.namespace.clone()),
+                        pod: Some(h.pod.clone()),
+                        slurm_job_id: None,
+                    })
+                    .collect();
+                pods.sort();
+                pods.dedup();
+                (id.clone(), pods)
+            })
+            .collect();
+        tessera_core::model::Allocation {
+            known: self.answered,
+            devices,
+        }
     }
 
     /// Every container that holds `device` (a GPU or MIG UUID), sorted; empty when none.

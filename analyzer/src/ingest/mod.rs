@@ -174,6 +174,9 @@ pub(crate) fn value_range(column: &str) -> ValueRange {
         )
     } else if matches!(column, "xid_count" | "samples" | "mig_enabled") {
         r(0.0, f64::INFINITY, "negative power, energy or count")
+    } else if column == "holders" {
+        // A device plugin's time-slicing shares one GPU among at most a few dozen pods.
+        r(0.0, 1024.0, "holders outside 0–1024")
     } else if column == "temperature_max_celsius" {
         r(-100.0, 300.0, "temperature outside −100–300 °C")
     } else {

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::schema::{Table, history_row};
-use crate::model::Attribution;
+use crate::model::{Allocation, Attribution, Holder};
 use crate::model::{GpuStatus, Inventory, NodeSample};
 
 history_row!(
@@ -55,6 +55,10 @@ history_row!(
     integer_active_mean: Option<f64>,
     nvlink_tx_mean_bytes_per_second: Option<f64>,
     nvlink_rx_mean_bytes_per_second: Option<f64>,
+    holders: Option<u32>,
+    holder_namespace: Option<String>,
+    holder_pod: Option<String>,
+    holder_slurm_job_id: Option<String>,
 });
 
 history_row!(
@@ -79,6 +83,10 @@ history_row!(
     sm_active_max: Option<f64>,
     tensor_active_mean: Option<f64>,
     dram_active_mean: Option<f64>,
+    holders: Option<u32>,
+    holder_namespace: Option<String>,
+    holder_pod: Option<String>,
+    holder_slurm_job_id: Option<String>,
 });
 
 history_row!(
@@ -164,6 +172,40 @@ fn max_u64(acc: &mut Option<u64>, v: Option<u64>) {
     }
 }
 
+/// Who held a device over an interval: the most holders any sample saw, and the first holder
+/// (sorted) of the last sample that saw one; unknown unless some sample had an allocation source.
+#[derive(Debug, Default)]
+struct Held {
+    known: bool,
+    max: u32,
+    first: Option<Holder>,
+}
+
+impl Held {
+    fn add<'a>(&mut self, holders: Option<impl Iterator<Item = &'a Holder>>) {
+        let Some(holders) = holders else { return };
+        let mut all: Vec<&Holder> = holders.collect();
+        all.sort();
+        all.dedup();
+        self.known = true;
+        self.max = self.max.max(all.len() as u32);
+        if let Some(h) = all.first() {
+            self.first = Some((*h).clone());
+        }
+    }
+
+    /// The four `holder*` columns: (holders, namespace, pod, slurm job id).
+    fn columns(self) -> (Option<u32>, Option<String>, Option<String>, Option<String>) {
+        let h = self.first.unwrap_or_default();
+        (
+            self.known.then_some(self.max),
+            h.namespace,
+            h.pod,
+            h.slurm_job_id,
+        )
+    }
+}
+
 fn status_rank(s: &GpuStatus) -> (u8, &'static str) {
     match s {
         GpuStatus::Ok => (0, "ok"),
@@ -197,6 +239,7 @@ struct GpuAcc {
     integer: Stat,
     nvlink_tx: Stat,
     nvlink_rx: Stat,
+    held: Held,
 }
 
 #[derive(Debug, Default)]
@@ -209,6 +252,7 @@ struct MigAcc {
     sm_active: Stat,
     tensor: Stat,
     dram: Stat,
+    held: Held,
 }
 
 #[derive(Debug, Default)]
@@ -263,13 +307,26 @@ impl Aggregator {
         t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
     }
 
-    /// Add one sample. Returns the rows of the interval it closed, if it starts a new one.
-    /// A sample older than the interval in progress (clock went back) closes it too.
+    /// Add one sample without an allocation source (holders unknown): [`Aggregator::push_held`].
     pub fn push(
         &mut self,
         inventory: &Arc<Inventory>,
         sample: &NodeSample,
         attribution: &HashMap<u32, Arc<Attribution>>,
+    ) -> Option<Rows> {
+        self.push_held(inventory, sample, attribution, &Allocation::unknown())
+    }
+
+    /// Add one sample with the devices' holders at its instant. Returns the rows of the interval
+    /// it closed, if it starts a new one. A sample older than the interval in progress (clock
+    /// went back) closes it too. A GPU's holders are those of the GPU and of its MIG devices
+    /// together (a MIG GPU is held when any instance is); a MIG instance's, its own.
+    pub fn push_held(
+        &mut self,
+        inventory: &Arc<Inventory>,
+        sample: &NodeSample,
+        attribution: &HashMap<u32, Arc<Attribution>>,
+        allocation: &Allocation,
     ) -> Option<Rows> {
         let end = self.interval_end(sample.timestamp_ms);
         let mut closed = None;
@@ -312,6 +369,14 @@ impl Aggregator {
             acc.integer.add(p.integer_ratio);
             acc.nvlink_tx.add(p.nvlink_tx_bytes_per_second);
             acc.nvlink_rx.add(p.nvlink_rx_bytes_per_second);
+            acc.held.add(allocation.holders(&g.uuid).map(|own| {
+                own.iter().chain(
+                    g.mig
+                        .iter()
+                        .filter_map(|m| allocation.holders(&m.uuid))
+                        .flatten(),
+                )
+            }));
             if let Some(e) = g.energy_joules {
                 let mut delta = 0.0;
                 if let Some(&(t, prev)) = self.last_energy.get(&g.index)
@@ -338,6 +403,7 @@ impl Aggregator {
                 acc.sm_active.add(m.sm_active_ratio);
                 acc.tensor.add(m.profiling.tensor_active_ratio);
                 acc.dram.add(m.profiling.dram_active_ratio);
+                acc.held.add(allocation.holders(&m.uuid).map(|h| h.iter()));
             }
             for p in &g.processes {
                 let acc = bucket
@@ -370,6 +436,7 @@ impl Aggregator {
         let (ts, interval_ms, node) = (b.end_ms, self.interval_ms, &self.node);
         for (index, a) in b.gpus {
             let gi = info(index);
+            let (holders, holder_namespace, holder_pod, holder_slurm_job_id) = a.held.columns();
             rows.gpu.push(GpuRow {
                 ts,
                 interval_ms,
@@ -401,6 +468,10 @@ impl Aggregator {
                 integer_active_mean: a.integer.mean(),
                 nvlink_tx_mean_bytes_per_second: a.nvlink_tx.mean(),
                 nvlink_rx_mean_bytes_per_second: a.nvlink_rx.mean(),
+                holders,
+                holder_namespace,
+                holder_pod,
+                holder_slurm_job_id,
             });
         }
         for ((index, gi_id, ci_id), a) in b.migs {
@@ -412,6 +483,7 @@ impl Aggregator {
             }) else {
                 continue;
             };
+            let (holders, holder_namespace, holder_pod, holder_slurm_job_id) = a.held.columns();
             rows.mig.push(MigRow {
                 ts,
                 interval_ms,
@@ -432,6 +504,10 @@ impl Aggregator {
                 sm_active_max: a.sm_active.max(),
                 tensor_active_mean: a.tensor.mean(),
                 dram_active_mean: a.dram.mean(),
+                holders,
+                holder_namespace,
+                holder_pod,
+                holder_slurm_job_id,
             });
         }
         for ((index, pid, gi_id, ci_id), a) in b.procs {
@@ -659,5 +735,90 @@ mod tests {
         // A sample exactly on a boundary ends the interval before it.
         assert_eq!(agg.interval_end(10_000), 10_000);
         assert_eq!(agg.interval_end(10_001), 20_000);
+    }
+
+    #[test]
+    fn holders_are_counted_per_device_and_unknown_without_a_source() {
+        let inv = inventory();
+        let pod = |ns: &str, p: &str| Holder {
+            namespace: Some(ns.into()),
+            pod: Some(p.into()),
+            slurm_job_id: None,
+        };
+        let job = Holder {
+            slurm_job_id: Some("81".into()),
+            ..Holder::default()
+        };
+        let held = |devices: Vec<(&str, Vec<Holder>)>| Allocation {
+            known: true,
+            devices: devices
+                .into_iter()
+                .map(|(d, h)| (d.to_string(), h))
+                .collect(),
+        };
+        let none = HashMap::new();
+        let mut agg = Aggregator::new("n1", 10_000);
+        // Interval 1: no source at first, then the GPU held by two pods (time-slicing), then
+        // the MIG instance by a Slurm job as well: the GPU counts all three, the instance one.
+        let a1 = agg.push_held(
+            &inv,
+            &sample(1_000, None, None, GpuStatus::Ok),
+            &none,
+            &Allocation::unknown(),
+        );
+        assert!(a1.is_none());
+        agg.push_held(
+            &inv,
+            &sample(2_000, None, None, GpuStatus::Ok),
+            &none,
+            &held(vec![(
+                "GPU-0",
+                vec![pod("b", "y"), pod("a", "x"), pod("a", "x")],
+            )]),
+        );
+        agg.push_held(
+            &inv,
+            &sample(3_000, None, None, GpuStatus::Ok),
+            &none,
+            &held(vec![
+                ("GPU-0", vec![pod("a", "x"), pod("b", "y")]),
+                ("MIG-1", vec![job.clone()]),
+            ]),
+        );
+        // Interval 2: known, nobody holds anything. Interval 3: no source.
+        let r1 = agg
+            .push_held(
+                &inv,
+                &sample(11_000, None, None, GpuStatus::Ok),
+                &none,
+                &held(vec![]),
+            )
+            .unwrap();
+        let r2 = agg
+            .push_held(
+                &inv,
+                &sample(21_000, None, None, GpuStatus::Ok),
+                &none,
+                &Allocation::unknown(),
+            )
+            .unwrap();
+        let r3 = agg.flush().unwrap();
+        let g = &r1.gpu[0];
+        assert_eq!(g.holders, Some(3));
+        // Sorted by namespace, pod, job, a missing field first: the job comes before the pods.
+        assert_eq!(
+            (
+                g.holder_namespace.as_deref(),
+                g.holder_slurm_job_id.as_deref()
+            ),
+            (None, Some("81"))
+        );
+        let m = &r1.mig[0];
+        assert_eq!(m.holders, Some(1));
+        assert_eq!(m.holder_slurm_job_id.as_deref(), Some("81"));
+        assert_eq!(m.holder_pod, None);
+        assert_eq!((r2.gpu[0].holders, r2.mig[0].holders), (Some(0), Some(0)));
+        assert_eq!(r2.gpu[0].holder_pod, None);
+        assert_eq!((r3.gpu[0].holders, r3.mig[0].holders), (None, None));
     }
 }

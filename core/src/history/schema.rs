@@ -17,8 +17,9 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 /// Version of the history format written by this code (the manifest's `version`). Version 2
-/// added the GPM profiling columns (`Column::since`).
-pub const HISTORY_VERSION: u32 = 2;
+/// added the GPM profiling columns, version 3 the holders of each GPU and MIG instance
+/// (`Column::since`).
+pub const HISTORY_VERSION: u32 = 3;
 
 /// The oldest version this code reads: files of versions `OLDEST_VERSION..=HISTORY_VERSION`
 /// are read, a column added after a file's version reading as null.
@@ -98,6 +99,16 @@ const fn v2(name: &'static str, ty: ColType) -> Column {
     }
 }
 
+/// A nullable column added in format version 3 (who holds each device by allocation).
+const fn v3(name: &'static str, ty: ColType) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: true,
+        since: 3,
+    }
+}
+
 use ColType::{Bool, Float64, Int64, UInt32, UInt64, Utf8};
 
 /// Columns every table starts with.
@@ -141,6 +152,10 @@ const GPU: &[Column] = &[
     v2("integer_active_mean", Float64),
     v2("nvlink_tx_mean_bytes_per_second", Float64),
     v2("nvlink_rx_mean_bytes_per_second", Float64),
+    v3("holders", UInt32),
+    v3("holder_namespace", Utf8),
+    v3("holder_pod", Utf8),
+    v3("holder_slurm_job_id", Utf8),
 ];
 
 const MIG: &[Column] = &[
@@ -163,6 +178,10 @@ const MIG: &[Column] = &[
     c("sm_active_max", Float64, true),
     v2("tensor_active_mean", Float64),
     v2("dram_active_mean", Float64),
+    v3("holders", UInt32),
+    v3("holder_namespace", Utf8),
+    v3("holder_pod", Utf8),
+    v3("holder_slurm_job_id", Utf8),
 ];
 
 const PROCESS: &[Column] = &[

@@ -523,6 +523,10 @@ mod tests {
                     integer_active_mean: None,
                     nvlink_tx_mean_bytes_per_second: None,
                     nvlink_rx_mean_bytes_per_second: None,
+                    holders: None,
+                    holder_namespace: None,
+                    holder_pod: None,
+                    holder_slurm_job_id: None,
                 });
             }
         }

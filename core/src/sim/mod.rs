@@ -5,6 +5,8 @@
 //! - [`activity`]: what each workload does at an instant (pure functions of seed and time).
 //! - [`node`]: a node's GPUs with real MIG tables, turned into readings with faults.
 //! - [`truth`]: the ground-truth file of planted conditions, for scoring the analyzer.
+//! - [`held`]: which pod or Slurm job holds each device at an instant (the allocation a kubelet
+//!   or Slurm would report).
 //!
 //! The same readings also back the fake `libnvidia-ml.so` in `tests/fake-nvml`, so the NVML
 //! backend and the simulated backend can be compared value for value.
@@ -13,6 +15,7 @@
 
 pub mod activity;
 pub mod control;
+pub mod held;
 pub mod node;
 pub mod scenario;
 pub mod truth;

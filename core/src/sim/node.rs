@@ -256,6 +256,11 @@ impl SimNode {
             .collect()
     }
 
+    /// Indices (into the scenario's `workloads`) of the workloads on this node.
+    pub fn workload_indices(&self) -> &[usize] {
+        &self.workloads
+    }
+
     /// Process id of a workload (stable for the whole simulation).
     pub fn pid(workload: usize) -> u32 {
         4000 + 17 * workload as u32

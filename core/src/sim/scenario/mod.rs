@@ -36,6 +36,8 @@ pub mod limits {
     pub const WORKLOADS: usize = 65_536;
     /// Faults in a scenario.
     pub const FAULTS: usize = 10_000;
+    /// Allocations in a scenario.
+    pub const ALLOCATIONS: usize = 65_536;
     /// MIG instances on one GPU (no MIG profile table allows more than 7).
     pub const MIG_INSTANCES_PER_GPU: usize = 7;
     /// `count` of one `ecc` or `row_remap` fault (with [`FAULTS`], sums stay within u32).
@@ -86,6 +88,9 @@ pub struct Scenario {
     pub workloads: Vec<WorkloadSpec>,
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// Devices held by pods or Slurm jobs (allocated), whether or not a process runs there.
+    #[serde(default)]
+    pub allocations: Vec<AllocationSpec>,
     /// Where the scenario was read from (for error messages); not part of the file.
     #[serde(skip)]
     pub source: String,
@@ -247,6 +252,30 @@ fn default_noise() -> f64 {
 }
 fn default_process() -> String {
     "python3".into()
+}
+
+/// A GPU or MIG instance held by a pod or a Slurm job (the scheduler's allocation) from `from`
+/// until `until`, whether or not a process runs on it: a notebook pod that requested a GPU and
+/// never started anything, the GPUs of a Slurm job that uses one of four.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllocationSpec {
+    pub node: String,
+    pub gpu: u32,
+    /// Placement start of the MIG instance held (required on MIG-enabled GPUs).
+    #[serde(default)]
+    pub mig_start: Option<u32>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub pod: Option<String>,
+    #[serde(default)]
+    pub slurm_job: Option<String>,
+    /// Held window (absent: the whole simulation).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// The kinds of fault the simulator injects.

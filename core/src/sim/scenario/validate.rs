@@ -27,6 +27,7 @@ impl Scenario {
             ("nodes", self.nodes.len(), limits::NODES),
             ("workloads", self.workloads.len(), limits::WORKLOADS),
             ("faults", self.faults.len(), limits::FAULTS),
+            ("allocations", self.allocations.len(), limits::ALLOCATIONS),
         ] {
             if n > max {
                 return Err(self.invalid(
@@ -172,31 +173,44 @@ impl Scenario {
                     ),
                 )
             })?;
-            let mig = node.mig.iter().find(|m| m.gpu == w.gpu);
-            match (mig, w.mig_start) {
-                (Some(spec), Some(start)) => {
-                    if !spec.instances.iter().any(|i| i.start == start) {
-                        let starts: Vec<_> = spec.instances.iter().map(|i| i.start).collect();
-                        return Err(self.invalid(
-                            &item,
-                            format!("no MIG instance starts at slot {start}; instances start at {starts:?}"),
-                        ));
-                    }
-                }
-                (Some(_), None) => {
-                    return Err(self.invalid(
-                        &item,
-                        "GPU has MIG enabled: set mig_start to the instance's start slot",
-                    ));
-                }
-                (None, Some(_)) => {
-                    return Err(
-                        self.invalid(&item, "mig_start given but the GPU has no MIG layout")
-                    );
-                }
-                (None, None) => {}
-            }
+            self.check_mig_start(node, w.gpu, w.mig_start, &item)?;
             self.check_workload_values(w, model, &item)?;
+        }
+        for (ai, a) in self.allocations.iter().enumerate() {
+            let item = format!("allocations[{ai}]");
+            let (node, models) = nodes
+                .get(a.node.as_str())
+                .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", a.node)))?;
+            if a.gpu as usize >= models.len() {
+                return Err(self.invalid(
+                    &item,
+                    format!(
+                        "GPU {} does not exist on {} (it has {})",
+                        a.gpu,
+                        a.node,
+                        models.len()
+                    ),
+                ));
+            }
+            self.check_mig_start(node, a.gpu, a.mig_start, &item)?;
+            if a.pod.is_none() && a.slurm_job.is_none() {
+                return Err(self.invalid(
+                    &item,
+                    "an allocation needs a holder: pod (with namespace) or slurm_job",
+                ));
+            }
+            if let (Some(from), Some(until)) = (a.from, a.until)
+                && until <= from
+            {
+                return Err(self.invalid(
+                    &item,
+                    format!(
+                        "until ({}) must be after from ({})",
+                        until.to_rfc3339(),
+                        from.to_rfc3339()
+                    ),
+                ));
+            }
         }
         for (fi, f) in self.faults.iter().enumerate() {
             let item = format!("faults[{fi}] ({:?})", f.kind);
@@ -281,6 +295,41 @@ impl Scenario {
 
     /// The value ranges of one workload on a GPU of `model`: ratios in 0–1, finite durations
     /// and periods, a window that ends after it starts.
+    /// `mig_start` names an instance of the GPU's layout exactly when the GPU has MIG enabled.
+    fn check_mig_start(
+        &self,
+        node: &NodeSpec,
+        gpu: u32,
+        mig_start: Option<u32>,
+        item: &str,
+    ) -> Result<(), ScenarioError> {
+        let mig = node.mig.iter().find(|m| m.gpu == gpu);
+        match (mig, mig_start) {
+            (Some(spec), Some(start)) => {
+                if !spec.instances.iter().any(|i| i.start == start) {
+                    let starts: Vec<_> = spec.instances.iter().map(|i| i.start).collect();
+                    return Err(self.invalid(
+                        item,
+                        format!(
+                            "no MIG instance starts at slot {start}; instances start at {starts:?}"
+                        ),
+                    ));
+                }
+            }
+            (Some(_), None) => {
+                return Err(self.invalid(
+                    item,
+                    "GPU has MIG enabled: set mig_start to the instance's start slot",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(self.invalid(item, "mig_start given but the GPU has no MIG layout"));
+            }
+            (None, None) => {}
+        }
+        Ok(())
+    }
+
     fn check_workload_values(
         &self,
         w: &WorkloadSpec,
