@@ -43,9 +43,12 @@ pub struct FreeGpus {
     pub gpus: BTreeMap<String, usize>,
     /// GPUs without a memory value in any row: judged free on activity alone.
     pub gpus_without_memory: usize,
-    /// GPUs without memory and without activity (SM activity or busy ratio) in any row: never
+    /// GPUs without memory, activity (SM activity or busy ratio) and holders in any row: never
     /// judged free.
     pub gpus_without_signal: usize,
+    /// GPUs with holders (the scheduler's allocation) but neither memory nor activity in any row
+    /// (occupancy-only data): free exactly when allocated to nobody.
+    pub gpus_by_allocation_only: usize,
 }
 
 impl FreeGpus {
@@ -94,6 +97,7 @@ impl FreeGpus {
         }
         self.gpus_without_memory += other.gpus_without_memory;
         self.gpus_without_signal += other.gpus_without_signal;
+        self.gpus_by_allocation_only += other.gpus_by_allocation_only;
     }
 
     /// GPUs observed, all models.
@@ -118,16 +122,18 @@ impl FreeGpus {
 
 /// Free GPUs per UTC hour and model, the coverage of each hour, and the GPUs seen per model.
 ///
-/// A row is free when it holds less than `free_memory_bytes` and shows activity ≤
-/// `max_activity` (SM activity, else busy ratio, on the interval max); a signal the row lacks
-/// is not held against it, but a row with neither memory nor activity is not free (nothing says
-/// it is). A GPU is free in an hour when all its rows there are and they cover at least half of
+/// A row is free when no pod or job holds the GPU (`holders` 0 or unknown: held is never free,
+/// whatever its use, since a scheduler cannot place work there), it holds less than
+/// `free_memory_bytes` and shows activity ≤ `max_activity` (SM activity, else busy ratio, on the
+/// interval max); a signal the row lacks is not held against it, but a row with neither
+/// memory, activity nor holders is not free (nothing says it is). A GPU is free in an hour when all its rows there are and they cover at least half of
 /// it. A row covers the part of its interval `(ts − interval_ms, ts]` inside the hour it ends in.
 pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus, AdvisorError> {
     let act = when(col("sm_active_max").is_not_null())
         .then(col("sm_active_max"))
         .otherwise(col("busy_max"));
     let mem = col("memory_used_max_bytes").cast(DataType::Float64);
+    let held = col("holders").cast(DataType::Int64);
     let free = (mem
         .clone()
         .is_null()
@@ -137,7 +143,13 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             .is_null()
             .or(act.clone().lt_eq(lit(p.max_activity))),
     )
-    .and(mem.clone().is_not_null().or(act.clone().is_not_null()))
+    .and(held.clone().is_null().or(held.clone().eq(lit(0i64))))
+    .and(
+        mem.clone()
+            .is_not_null()
+            .or(act.clone().is_not_null())
+            .or(held.clone().is_not_null()),
+    )
     .fill_null(lit(false));
     // ts > 0, so truncation is floor.
     let hour =
@@ -150,10 +162,13 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
     )
     .then(col("interval_ms").cast(DataType::Int64))
     .otherwise(ts_ms() - col("hour") * lit(HOUR_MS));
+    // Frames made by hand (tests, older callers) may lack the holders: unknown.
+    let mut gpu = frames.gpu.clone();
+    if gpu.collect_schema()?.get("holders").is_none() {
+        gpu = gpu.with_column(lit(NULL).cast(DataType::UInt32).alias("holders"));
+    }
     // One row per GPU and hour: small (GPUs × hours), so it is collected once.
-    let per_gpu = frames
-        .gpu
-        .clone()
+    let per_gpu = gpu
         .select([
             col("node"),
             col("uuid"),
@@ -164,6 +179,7 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             free.cast(DataType::Int32).alias("free"),
             mem.is_not_null().cast(DataType::Int32).alias("has_mem"),
             act.is_not_null().cast(DataType::Int32).alias("has_act"),
+            held.is_not_null().cast(DataType::Int32).alias("has_held"),
         ])
         .with_column(covered.alias("covered"))
         .group_by([col("node"), col("uuid"), col("hour")])
@@ -172,6 +188,7 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             col("covered").sum().alias("covered"),
             col("has_mem").max().alias("has_mem"),
             col("has_act").max().alias("has_act"),
+            col("has_held").max().alias("has_held"),
             col("model").drop_nulls().first().alias("model"),
         ])
         .with_column(
@@ -198,6 +215,7 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             col("model").first(),
             col("has_mem").max().alias("has_mem"),
             col("has_act").max().alias("has_act"),
+            col("has_held").max().alias("has_held"),
         ])
         .group_by([col("model")])
         .agg([
@@ -210,9 +228,17 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             col("has_mem")
                 .eq(lit(0))
                 .and(col("has_act").eq(lit(0)))
+                .and(col("has_held").eq(lit(0)))
                 .cast(DataType::Int64)
                 .sum()
                 .alias("no_signal"),
+            col("has_mem")
+                .eq(lit(0))
+                .and(col("has_act").eq(lit(0)))
+                .and(col("has_held").eq(lit(1)))
+                .cast(DataType::Int64)
+                .sum()
+                .alias("alloc_only"),
         ])
         .collect()?;
     let df = per_gpu
@@ -236,12 +262,14 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
     let count = columns::i64s(&gpus_df, "gpus")?;
     let no_mem = columns::i64s(&gpus_df, "no_mem")?;
     let no_signal = columns::i64s(&gpus_df, "no_signal")?;
+    let alloc_only = columns::i64s(&gpus_df, "alloc_only")?;
     for i in 0..gpus_df.height() {
         if let (Some(m), Some(g)) = (model.get(i), count.get(i)) {
             out.gpus.insert(m.to_string(), g.max(0) as usize);
         }
         out.gpus_without_memory += no_mem.get(i).unwrap_or(0).max(0) as usize;
         out.gpus_without_signal += no_signal.get(i).unwrap_or(0).max(0) as usize;
+        out.gpus_by_allocation_only += alloc_only.get(i).unwrap_or(0).max(0) as usize;
     }
     let hour = columns::i64s(&df, "hour")?;
     let model = columns::strs(&df, "model")?;

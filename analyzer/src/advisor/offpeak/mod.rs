@@ -3,11 +3,14 @@
 //! models), and the **off-peak windows** in which free capacity rises above that baseline, in
 //! tiers, as a schedule in a chosen time zone with cron and systemd `OnCalendar=` lines.
 //!
-//! A GPU is free in an hour when every row of it in that hour holds less than `free_memory`
+//! A GPU is free in an hour when no pod or job holds it by allocation in any row of that hour
+//! (`holders`: held is never free, whatever its use; unknown holders are not held against it),
+//! every row of it in that hour holds less than `free_memory`
 //! (nothing loaded beyond the driver's reserve) and shows activity ≤ `max_activity` (SM activity,
 //! else busy ratio, judged on the interval max), and its rows cover at least half the hour. A
 //! signal the data lacks is not held against a row (without memory, a GPU is judged on activity
-//! alone, and a note says so), but a row with neither is never free. Free capacity is counted in
+//! alone, and a note says so; with holders alone — occupancy data — free means allocated to
+//! nobody), but a row with none of the three is never free. Free capacity is counted in
 //! whole GPUs (GPU-equivalents) per GPU model: training needs whole GPUs, and a MIG GPU counts
 //! only when all of it is free. An hour is an observation only when the rows in it cover at
 //! least half of it for the GPUs seen in it: an hour at the range's edge, or in a fleet-wide gap,
@@ -225,16 +228,24 @@ impl Found<'_> {
             ));
         }
         let gpus = prof.gpus_observed;
-        if free.gpus_without_memory > free.gpus_without_signal {
+        let on_activity = free
+            .gpus_without_memory
+            .saturating_sub(free.gpus_without_signal + free.gpus_by_allocation_only);
+        if on_activity > 0 {
             notes.push(format!(
-                "memory used is missing for {} of {gpus} GPU(s): they are judged free on activity alone (busy ratio or SM activity ≤ {:.0}% over the hour); a GPU holding an idle model looks free in such data",
-                free.gpus_without_memory - free.gpus_without_signal,
+                "memory used is missing for {on_activity} of {gpus} GPU(s): they are judged free on activity alone (busy ratio or SM activity ≤ {:.0}% over the hour); a GPU holding an idle model looks free in such data",
                 p.max_activity * 100.0
+            ));
+        }
+        if free.gpus_by_allocation_only > 0 {
+            notes.push(format!(
+                "{} of {gpus} GPU(s) have only the scheduler's allocation (occupancy data, no memory or activity): free means allocated to nobody; whether held GPUs were used, and which GPU of a node was held, is not known from such data",
+                free.gpus_by_allocation_only
             ));
         }
         if free.gpus_without_signal > 0 {
             notes.push(format!(
-                "{} of {gpus} GPU(s) have neither memory used nor activity (busy ratio or SM activity): not judged, never counted free",
+                "{} of {gpus} GPU(s) have neither memory used, activity (busy ratio or SM activity) nor holders: not judged, never counted free",
                 free.gpus_without_signal
             ));
         }
@@ -411,6 +422,7 @@ impl Found<'_> {
             "gpus_observed": prof.gpus_observed,
             "gpus_without_memory": free.gpus_without_memory,
             "gpus_without_signal": free.gpus_without_signal,
+            "gpus_by_allocation_only": free.gpus_by_allocation_only,
             "hours_unobserved": prof.hours_unobserved,
             "baseline": prof.baseline,
             "profile": prof.slots.iter().map(|s| json!({

@@ -727,11 +727,66 @@ fn missing_memory_is_judged_on_activity_and_no_signal_is_never_free() {
     assert!(
         out.notes
             .iter()
-            .any(|n| n.starts_with("1 of 4 GPU(s) have neither memory used nor activity")),
+            .any(|n| n.starts_with("1 of 4 GPU(s) have neither memory used, activity")),
         "{:?}",
         out.notes
     );
     assert_eq!(out.data["gpus_without_memory"], 3);
+}
+
+#[test]
+fn held_is_never_free_and_holders_alone_say_free() {
+    // a: held by a pod, nothing loaded, no activity: not free (the scheduler cannot place work
+    // there). b: allocated to nobody, no other signal (occupancy data): free. c: free by
+    // allocation but an idle model loaded outside the scheduler: not free. d: holders unknown,
+    // idle: free as before. e: held in one row of the hour only: not free in that hour.
+    let gib = (1u64 << 30) as f64;
+    let end = MON * HOUR_MS + HOUR_MS;
+    let half = MON * HOUR_MS + HOUR_MS / 2;
+    let gpu = df!(
+        "node" => ["n1", "n1", "n1", "n1", "n1", "n1"],
+        "uuid" => ["a", "b", "c", "d", "e", "e"],
+        "model" => [Some("H100"), None, Some("H100"), Some("H100"), Some("H100"), Some("H100")],
+        "ts" => [end, end, end, end, half, end],
+        "interval_ms" => [HOUR_MS, HOUR_MS, HOUR_MS, HOUR_MS, HOUR_MS / 2, HOUR_MS / 2],
+        "sm_active_max" => [Some(0.0), None, Some(0.0), Some(0.0), Some(0.0), Some(0.0)],
+        "busy_max" => [None::<f64>, None, None, None, None, None],
+        "memory_used_max_bytes" => [Some(0.1 * gib), None, Some(20.0 * gib), Some(0.1 * gib), Some(0.1 * gib), Some(0.1 * gib)],
+        "holders" => [Some(1u32), Some(0), Some(0), None, Some(0), Some(2)],
+    )
+    .unwrap();
+    let frames = Frames {
+        gpu: gpu.lazy(),
+        mig: DataFrame::empty().lazy(),
+        process: DataFrame::empty().lazy(),
+    };
+    let f = free_gpus_per_hour(&frames, &OffpeakParams::default()).unwrap();
+    assert_eq!(f.per_hour[&MON].get("H100"), Some(&1), "only d");
+    assert_eq!(f.per_hour[&MON].get(UNKNOWN_MODEL), Some(&1), "b");
+    assert_eq!(
+        (
+            f.gpus_by_allocation_only,
+            f.gpus_without_signal,
+            f.gpus_without_memory
+        ),
+        (1, 0, 1)
+    );
+    let out = finish(f, &params(1));
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.starts_with("1 of 5 GPU(s) have only the scheduler's allocation")),
+        "{:?}",
+        out.notes
+    );
+    assert!(
+        !out.notes
+            .iter()
+            .any(|n| n.starts_with("memory used is missing")),
+        "{:?}",
+        out.notes
+    );
+    assert_eq!(out.data["gpus_by_allocation_only"], 1);
 }
 
 #[test]
