@@ -9,6 +9,7 @@ mod support;
 mod advisor_accuracy;
 mod advisor_busy;
 mod advisor_edges;
+mod allocated;
 mod extremes;
 mod ingest;
 mod job;

@@ -23,6 +23,7 @@ pub enum Evidence {
     Consolidation(ConsolidationEvidence),
     Offpeak(OffpeakEvidence),
     BusyNotWorking(BusyEvidence),
+    Allocated(AllocatedEvidence),
 }
 
 impl Evidence {
@@ -40,6 +41,7 @@ impl Evidence {
             Evidence::Consolidation(_) => ConsolidationEvidence::DETECTOR,
             Evidence::Offpeak(_) => OffpeakEvidence::DETECTOR,
             Evidence::BusyNotWorking(_) => BusyEvidence::DETECTOR,
+            Evidence::Allocated(_) => AllocatedEvidence::DETECTOR,
         }
     }
 }
@@ -59,6 +61,12 @@ impl From<ConsolidationEvidence> for Evidence {
 impl From<OffpeakEvidence> for Evidence {
     fn from(e: OffpeakEvidence) -> Self {
         Evidence::Offpeak(e)
+    }
+}
+
+impl From<AllocatedEvidence> for Evidence {
+    fn from(e: AllocatedEvidence) -> Self {
+        Evidence::Allocated(e)
     }
 }
 
@@ -327,6 +335,39 @@ impl BusySignals {
 /// One span of a busy-but-not-working GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BusySpanEvidence {
+    /// RFC 3339 UTC.
+    pub end: String,
+    pub minutes: f64,
+    /// RFC 3339 UTC.
+    pub start: String,
+}
+
+/// A GPU or MIG instance held by a pod or Slurm job and not used (`allocated_unused`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocatedEvidence {
+    /// Mean activity over the held rows that have one (0–1; `null` without any).
+    pub activity_mean: Option<f64>,
+    /// Time the device was held by this owner.
+    pub held_hours: f64,
+    /// `unused` (held with nothing running: no process, under the loaded threshold of memory,
+    /// no activity) or `low_use` (held and used, below the low-use threshold on average).
+    pub kind: String,
+    /// The unused spans (each at least `--idle.min-duration`).
+    pub spans: Vec<AllocatedSpanEvidence>,
+    /// Unused time.
+    pub unused_hours: f64,
+    /// Unused GPU-hours: unused hours × the device's share of its GPU (a MIG instance's compute
+    /// slices of 7), or, for `low_use`, held hours × the share × (1 − mean activity).
+    pub wasted_gpu_hours: f64,
+}
+
+impl AllocatedEvidence {
+    pub const DETECTOR: &'static str = "allocated_unused";
+}
+
+/// One span of a held device with nothing running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocatedSpanEvidence {
     /// RFC 3339 UTC.
     pub end: String,
     pub minutes: f64,

@@ -11,10 +11,12 @@
 //! - [`consolidation`] — whole-GPU workloads whose time-aligned combined demand fits on fewer
 //!   GPUs;
 //! - [`offpeak`] — hour-of-week windows where GPUs are reliably free (for training);
-//! - [`busy`] — GPUs busy by `utilization.gpu` while their SMs are mostly idle.
+//! - [`busy`] — GPUs busy by `utilization.gpu` while their SMs are mostly idle;
+//! - [`allocated`] — GPUs and MIG instances held by a pod or Slurm job with nothing running.
 //!
 //! This module does not read sources (that is `ingest`), plan MIG layouts, or render reports.
 
+pub mod allocated;
 pub mod busy;
 pub mod consolidation;
 pub mod evidence;
@@ -291,6 +293,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(consolidation::Consolidation),
         Box::new(offpeak::OffPeak),
         Box::new(busy::BusyNotWorking),
+        Box::new(allocated::AllocatedUnused),
     ]
 }
 
@@ -342,6 +345,10 @@ pub const USED: [(Table, &[&str]); 3] = [
             "fp64_active_mean",
             "fp32_active_mean",
             "fp16_active_mean",
+            "holders",
+            "holder_namespace",
+            "holder_pod",
+            "holder_slurm_job_id",
         ],
     ),
     (
@@ -357,6 +364,10 @@ pub const USED: [(Table, &[&str]); 3] = [
             "memory_used_max_bytes",
             "mig_uuid",
             "profile",
+            "holders",
+            "holder_namespace",
+            "holder_pod",
+            "holder_slurm_job_id",
         ],
     ),
     (

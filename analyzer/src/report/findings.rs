@@ -4,10 +4,13 @@
 //!
 //! This module re-prices findings; it does not detect anything (the advisor does) or read rows.
 
-use super::model::{BaselineModel, ConsolidationStep, IdleModel, OffpeakBaseline, OffpeakWindow};
+use super::model::{
+    AllocatedDevice, AllocationSummary, BaselineModel, ConsolidationStep, IdleModel,
+    OffpeakBaseline, OffpeakWindow,
+};
 use super::prices::Prices;
 use super::{MONTH_HOURS, r2};
-use crate::advisor::evidence::{OffpeakEvidence, PlanGpu};
+use crate::advisor::evidence::{AllocatedEvidence, OffpeakEvidence, PlanGpu};
 use crate::advisor::{Analysis, Evidence};
 
 /// A process's team: its namespace, else its Slurm job.
@@ -50,6 +53,50 @@ pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
             .then(a.finding_id.cmp(&b.finding_id))
     });
     v
+}
+
+/// The allocated-but-unused summary (`None` when the data has no holders) and its devices,
+/// priced, unused first (the detector's order).
+pub(super) fn allocated(
+    a: &Analysis,
+    prices: &Prices,
+) -> (Option<AllocationSummary>, Vec<AllocatedDevice>) {
+    let devices: Vec<AllocatedDevice> = a
+        .findings
+        .iter()
+        .filter_map(|f| match &f.evidence {
+            Evidence::Allocated(e) => Some((f, e)),
+            _ => None,
+        })
+        .map(|(f, e)| AllocatedDevice {
+            finding_id: f.id.clone(),
+            what: f.entity.label(),
+            team: team_of(f.entity.namespace.as_deref(), f.entity.slurm_job.as_deref()),
+            kind: e.kind.clone(),
+            held_hours: e.held_hours,
+            unused_hours: e.unused_hours,
+            activity_mean: e.activity_mean,
+            wasted_gpu_hours: e.wasted_gpu_hours,
+            wasted_cost: r2(e.wasted_gpu_hours * prices.gpu_hour),
+            action: f.action.clone(),
+        })
+        .collect();
+    let data = a
+        .detectors
+        .iter()
+        .find(|d| d.id == AllocatedEvidence::DETECTOR)
+        .map(|d| &d.data);
+    let known = data.is_some_and(|d| d["allocation_known"] == true);
+    let num = |k: &str| data.and_then(|d| d[k].as_f64()).unwrap_or(0.0);
+    let summary = known.then(|| AllocationSummary {
+        held_gpu_hours: num("held_gpu_hours"),
+        unused_gpu_hours: num("unused_gpu_hours"),
+        unused_cost: r2(num("unused_gpu_hours") * prices.gpu_hour),
+        low_use_gpu_hours: num("low_use_gpu_hours"),
+        devices_unused: devices.iter().filter(|d| d.kind == "unused").count(),
+        devices_low_use: devices.iter().filter(|d| d.kind == "low_use").count(),
+    });
+    (summary, devices)
 }
 
 /// `node/GPUn`, else the GPU's UUID.

@@ -28,8 +28,9 @@ mod run;
 mod tally;
 
 pub use model::{
-    BaselineModel, Charts, ConsolidationStep, FreeHour, GpuActivity, IdleModel, MigSection,
-    OffpeakBaseline, OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
+    AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, FreeHour,
+    GpuActivity, IdleModel, MigSection, OffpeakBaseline, OffpeakWindow, QualityNote, Report,
+    ReportInput, TeamUsage, Teams, Usage,
 };
 pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
@@ -38,7 +39,7 @@ pub use tally::{AbortGuard, PartTally, build_parts, build_parts_with};
 
 // Used by the tallies (`use super::*`).
 use charts::{slot_of, window_slots};
-use findings::{consolidation, idle_models, offpeak, offpeak_baseline, team_of};
+use findings::{allocated, consolidation, idle_models, offpeak, offpeak_baseline, team_of};
 use quality::data_quality;
 
 use polars::prelude::*;

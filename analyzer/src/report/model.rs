@@ -69,6 +69,10 @@ pub struct TeamUsage {
     pub idle_cost: f64,
     /// `gpu_hours` × price per GPU-hour.
     pub cost: f64,
+    /// From the allocated-but-unused findings of the team's pods and jobs (kind `unused`): GPU
+    /// time held with nothing running, and its price.
+    pub allocated_unused_gpu_hours: f64,
+    pub allocated_unused_cost: f64,
 }
 
 /// The team breakdown.
@@ -206,6 +210,37 @@ pub struct Charts {
     pub free_timeline: Vec<FreeHour>,
 }
 
+/// One allocated-but-unused (or low-use) device, priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocatedDevice {
+    pub finding_id: String,
+    /// `node/GPUn` or `node/GPUn/GIk`, and the holder.
+    pub what: String,
+    pub team: Option<String>,
+    /// `unused` or `low_use`.
+    pub kind: String,
+    pub held_hours: f64,
+    pub unused_hours: f64,
+    pub activity_mean: Option<f64>,
+    pub wasted_gpu_hours: f64,
+    /// `wasted_gpu_hours` × price per GPU-hour.
+    pub wasted_cost: f64,
+    pub action: String,
+}
+
+/// The scheduler's view over the range: GPU-hours held by pods or jobs, and how much of it
+/// nothing used (the `allocated_unused` detector's figures).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocationSummary {
+    pub held_gpu_hours: f64,
+    pub unused_gpu_hours: f64,
+    /// `unused_gpu_hours` × price per GPU-hour.
+    pub unused_cost: f64,
+    pub low_use_gpu_hours: f64,
+    pub devices_unused: usize,
+    pub devices_low_use: usize,
+}
+
 /// The report (`docs/report.md`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -226,6 +261,11 @@ pub struct Report {
     pub by_model: Vec<Usage>,
     pub teams: Teams,
     pub idle_models: Vec<IdleModel>,
+    /// GPU-hours allocated and unused; `null` when the data says nothing of allocation
+    /// (unknown, not 0).
+    pub allocation: Option<AllocationSummary>,
+    /// The top allocated-but-unused and low-use devices, priced (unused first).
+    pub allocated_unused: Vec<AllocatedDevice>,
     pub consolidation: Vec<ConsolidationStep>,
     pub offpeak_windows: Vec<OffpeakWindow>,
     /// GPUs free around the clock (over-provisioning), when there are any.

@@ -26,6 +26,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
         usage("By GPU model", r, &r.by_model),
         teams(r),
         idle_models(r, no_memory),
+        allocated(r),
         consolidation(r, no_memory),
         mig(r),
         offpeak(r),
@@ -221,12 +222,17 @@ fn teams(r: &Report) -> Section {
     ]
     .map(String::from)
     .to_vec();
+    let held = r.allocation.is_some();
+    if held {
+        t.header
+            .extend(["held unused GPU-h", "held unused cost"].map(String::from));
+    }
     t.rows = r
         .teams
         .rows
         .iter()
         .map(|u| {
-            vec![
+            let mut row = vec![
                 u.team.clone(),
                 u.processes.to_string(),
                 thousands(u.gpu_hours, 1),
@@ -235,7 +241,12 @@ fn teams(r: &Report) -> Section {
                 thousands(u.idle_gpu_hours, 1),
                 money(r, u.idle_cost),
                 money(r, u.cost),
-            ]
+            ];
+            if held {
+                row.push(thousands(u.allocated_unused_gpu_hours, 1));
+                row.push(money(r, u.allocated_unused_cost));
+            }
+            row
         })
         .collect();
     t.after.push(
@@ -290,6 +301,66 @@ fn idle_models(r: &Report, no_memory: bool) -> Section {
         i.after.push(format!("{}: {}", m.what, m.action));
     }
     i
+}
+
+/// GPUs and MIG instances held by a pod or job with nothing running (and, milder, held with
+/// low use), with each one's action.
+fn allocated(r: &Report) -> Section {
+    let mut s = Section {
+        title: "Allocated but unused".into(),
+        ..Section::default()
+    };
+    let Some(a) = &r.allocation else {
+        s.lines.push(
+            "Unknown: which pod or job holds each GPU is not in the data (needs the exporter's kubelet source, Slurm, or occupancy data).".into(),
+        );
+        return s;
+    };
+    s.lines.push(format!(
+        "{} GPU-hours allocated and unused ({}) of {} GPU-hours held; {} device(s) unused, {} held with low use ({} GPU-hours).",
+        thousands(a.unused_gpu_hours, 1),
+        money(r, a.unused_cost),
+        thousands(a.held_gpu_hours, 1),
+        a.devices_unused,
+        a.devices_low_use,
+        thousands(a.low_use_gpu_hours, 1),
+    ));
+    if r.allocated_unused.is_empty() {
+        return s;
+    }
+    s.header = [
+        "device (holder)",
+        "team",
+        "kind",
+        "held h",
+        "unused h",
+        "activity",
+        "GPU-h wasted",
+        "wasted",
+    ]
+    .map(String::from)
+    .to_vec();
+    s.rows = r
+        .allocated_unused
+        .iter()
+        .map(|d| {
+            vec![
+                d.what.clone(),
+                d.team.clone().unwrap_or_else(|| "-".into()),
+                d.kind.replace('_', " "),
+                format!("{:.1}", d.held_hours),
+                format!("{:.1}", d.unused_hours),
+                d.activity_mean
+                    .map_or_else(|| "-".into(), |a| format!("{:.1}%", a * 100.0)),
+                thousands(d.wasted_gpu_hours, 1),
+                money(r, d.wasted_cost),
+            ]
+        })
+        .collect();
+    for d in &r.allocated_unused {
+        s.after.push(format!("{}: {}", d.what, d.action));
+    }
+    s
 }
 
 /// The consolidation plan, with its moves.

@@ -510,7 +510,8 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         })
         .collect();
     let idle = idle_models(input.analysis, prices);
-    let teams = t.teams.finish(&idle, prices);
+    let (allocation, allocated_unused) = allocated(input.analysis, prices);
+    let teams = t.teams.finish(&idle, &allocated_unused, prices);
     let offpeak_windows = offpeak(input.analysis);
     let offpeak_baseline = offpeak_baseline(input.analysis);
     // Charts.
@@ -563,6 +564,8 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         by_model,
         teams,
         idle_models: idle.into_iter().take(input.top).collect(),
+        allocation,
+        allocated_unused: allocated_unused.into_iter().take(input.top).collect(),
         consolidation: consolidation(input.analysis, prices),
         offpeak_windows,
         offpeak_baseline,

@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use polars::prelude::{col, lit};
 
 use super::rows::PROCESS_COLUMNS;
-use super::{GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3, team_of};
+use super::{
+    AllocatedDevice, GIB, HOUR_MS, IdleModel, Prices, ReportError, TeamUsage, Teams, r2, r3,
+    team_of,
+};
 use crate::frames::Frames;
 use crate::frames::columns::{DirectCache, FastMap, FastSet, cache_slot, f64s, i64s, strs, ts_ms};
 
@@ -196,21 +199,53 @@ impl TeamsAcc {
     }
 
     /// Idle figures from the idle-loaded findings; rounding and order.
-    pub(super) fn finish(self, idle: &[IdleModel], prices: &Prices) -> Teams {
+    pub(super) fn finish(
+        self,
+        idle: &[IdleModel],
+        allocated: &[AllocatedDevice],
+        prices: &Prices,
+    ) -> Teams {
         let dimension = match (self.has_ns, self.has_job) {
             (true, true) => "namespace, else slurm_job",
             (true, false) => "namespace",
             (false, true) => "slurm_job",
             (false, false) => "none",
         };
+        let self_teams: BTreeSet<String> = self.index.keys().cloned().collect();
         let mut accs: Vec<Option<(TeamUsage, BTreeSet<Proc>)>> =
             self.accs.into_iter().map(Some).collect();
         let mut out: Vec<TeamUsage> = self
             .index
             .into_values()
             .filter_map(|i| accs[i].take())
+            .chain(
+                // Teams that only held devices (no process of theirs ran): their own rows.
+                allocated
+                    .iter()
+                    .filter_map(|d| d.team.clone())
+                    .collect::<BTreeSet<String>>()
+                    .into_iter()
+                    .filter(|team| !self_teams.contains(team))
+                    .map(|team| {
+                        (
+                            TeamUsage {
+                                team,
+                                ..TeamUsage::default()
+                            },
+                            BTreeSet::new(),
+                        )
+                    }),
+            )
             .map(|(mut t, procs)| {
                 t.processes = procs.len();
+                for d in allocated
+                    .iter()
+                    .filter(|d| d.kind == "unused" && d.team.as_deref() == Some(&t.team))
+                {
+                    t.allocated_unused_gpu_hours += d.wasted_gpu_hours;
+                }
+                t.allocated_unused_gpu_hours = r3(t.allocated_unused_gpu_hours);
+                t.allocated_unused_cost = r2(t.allocated_unused_gpu_hours * prices.gpu_hour);
                 for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
                     t.idle_gib_hours += m.idle_gib_hours;
                     t.idle_gpu_hours += m.reclaimable_gpu_hours;
