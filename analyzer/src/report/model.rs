@@ -70,9 +70,9 @@ pub struct TeamUsage {
     /// `gpu_hours` × price per GPU-hour.
     pub cost: f64,
     /// From the allocated-but-unused findings of the team's pods and jobs (kind `unused`): GPU
-    /// time held with nothing running, and its price.
-    pub allocated_unused_gpu_hours: f64,
-    pub allocated_unused_cost: f64,
+    /// time held with nothing running, and its price; `null` when the data has no holders.
+    pub allocated_unused_gpu_hours: Option<f64>,
+    pub allocated_unused_cost: Option<f64>,
 }
 
 /// The team breakdown.

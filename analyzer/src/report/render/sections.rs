@@ -243,8 +243,8 @@ fn teams(r: &Report) -> Section {
                 money(r, u.cost),
             ];
             if held {
-                row.push(thousands(u.allocated_unused_gpu_hours, 1));
-                row.push(money(r, u.allocated_unused_cost));
+                row.push(thousands(u.allocated_unused_gpu_hours.unwrap_or(0.0), 1));
+                row.push(money(r, u.allocated_unused_cost.unwrap_or(0.0)));
             }
             row
         })

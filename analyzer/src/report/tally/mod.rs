@@ -511,7 +511,9 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         .collect();
     let idle = idle_models(input.analysis, prices);
     let (allocation, allocated_unused) = allocated(input.analysis, prices);
-    let teams = t.teams.finish(&idle, &allocated_unused, prices);
+    let teams = t
+        .teams
+        .finish(&idle, &allocated_unused, allocation.is_some(), prices);
     let offpeak_windows = offpeak(input.analysis);
     let offpeak_baseline = offpeak_baseline(input.analysis);
     // Charts.

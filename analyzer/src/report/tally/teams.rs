@@ -203,6 +203,7 @@ impl TeamsAcc {
         self,
         idle: &[IdleModel],
         allocated: &[AllocatedDevice],
+        allocation_known: bool,
         prices: &Prices,
     ) -> Teams {
         let dimension = match (self.has_ns, self.has_job) {
@@ -238,14 +239,15 @@ impl TeamsAcc {
             )
             .map(|(mut t, procs)| {
                 t.processes = procs.len();
-                for d in allocated
-                    .iter()
-                    .filter(|d| d.kind == "unused" && d.team.as_deref() == Some(&t.team))
-                {
-                    t.allocated_unused_gpu_hours += d.wasted_gpu_hours;
+                if allocation_known {
+                    let h: f64 = allocated
+                        .iter()
+                        .filter(|d| d.kind == "unused" && d.team.as_deref() == Some(&t.team))
+                        .map(|d| d.wasted_gpu_hours)
+                        .sum();
+                    t.allocated_unused_gpu_hours = Some(r3(h));
+                    t.allocated_unused_cost = Some(r2(r3(h) * prices.gpu_hour));
                 }
-                t.allocated_unused_gpu_hours = r3(t.allocated_unused_gpu_hours);
-                t.allocated_unused_cost = r2(t.allocated_unused_gpu_hours * prices.gpu_hour);
                 for m in idle.iter().filter(|m| m.team.as_deref() == Some(&t.team)) {
                     t.idle_gib_hours += m.idle_gib_hours;
                     t.idle_gpu_hours += m.reclaimable_gpu_hours;
