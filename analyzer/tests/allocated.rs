@@ -185,6 +185,13 @@ fn held_gpus_with_nothing_running_are_found_priced_per_team_and_never_free() {
             "{team}: {t:#}"
         );
     }
+    // The free timeline counts the same: k8s-1/GPU2 always, GPU3 outside nb-bob's day; the
+    // held GPUs never, idle as they are.
+    for h in r["charts"]["free_timeline"].as_array().unwrap() {
+        let hour = h["hour"].as_str().unwrap();
+        let expected = if hour.starts_with("2026-11-03") { 1 } else { 2 };
+        assert_eq!(h["free_gpus"], expected, "{h}");
+    }
     // The notebooks team ran no process: its row exists for what it held.
     assert_eq!(teams["notebooks"]["processes"], 0);
     let table = tessera(&["report", "--source", &src]);

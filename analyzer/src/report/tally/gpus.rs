@@ -38,6 +38,8 @@ pub(super) fn gpu_activity(gpus: &[Gpu], per: &[&[&Row]]) -> Vec<GpuActivity> {
 
 /// Free-capacity timeline counts of one partition: per UTC hour of the range, (GPUs with rows,
 /// GPUs whose rows all held < 1 GiB and showed ≤ 5% activity, covering at least half the hour).
+/// A GPU held by a pod or job is never free; one known to be held by nobody, with no memory
+/// value (occupancy data), is.
 pub(super) fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32, u32)]) {
     let first_hour = range.0.div_euclid(3_600_000);
     let nh = timeline.len();
@@ -66,8 +68,12 @@ pub(super) fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32
         if h < 0 || h as usize >= nh {
             continue;
         }
-        let free =
-            r.mem.is_some_and(|m| m < FREE_MEMORY) && r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
+        let quiet = r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
+        let free = match r.held {
+            Some(true) => false,
+            Some(false) => r.mem.is_none_or(|m| m < FREE_MEMORY) && quiet,
+            None => r.mem.is_some_and(|m| m < FREE_MEMORY) && quiet,
+        };
         let c = &mut cells[h as usize];
         c.0 += r.interval;
         c.1 &= free;

@@ -23,6 +23,8 @@ pub(super) struct Row {
     pub energy_j: Option<f64>,
     /// Status `lost` or `error`: the GPU was there but did not report values.
     pub lost: bool,
+    /// Held by a pod or job by allocation (`holders` ≥ 1); `None` when unknown.
+    pub held: Option<bool>,
 }
 
 impl Row {
@@ -39,6 +41,7 @@ impl Row {
         total: None,
         energy_j: None,
         lost: false,
+        held: None,
     };
 }
 
@@ -82,6 +85,7 @@ pub(crate) const GPU_COLUMNS: &[&str] = &[
     "energy_delta_joules",
     "source",
     "status",
+    "holders",
 ];
 
 /// The columns of the process table the team tally reads.
@@ -138,9 +142,10 @@ pub(super) fn gpu_rows(
         f64s(&df, "power_mean_watts")?,
         f64s(&df, "energy_delta_joules")?,
     );
-    let (tensor, dram) = (
+    let (tensor, dram, holders) = (
         f64s(&df, "tensor_active_mean")?,
         f64s(&df, "dram_active_mean")?,
+        i64s(&df, "holders")?,
     );
     // Each row's GPU, numbered in order of first appearance. A GPU is almost always known by
     // its uuid alone: a table by uuid id answers most rows, the map the rest.
@@ -217,6 +222,7 @@ pub(super) fn gpu_rows(
             total: total.get(i),
             energy_j,
             lost: status_ids.at(i).is_some_and(|s| lost_status[s as usize]),
+            held: holders.get(i).map(|h| h > 0),
         }
     };
     // Built in frame order (each column read front to back) and written to its sorted place
