@@ -291,11 +291,11 @@ fn time_filter_keeps_only_rows_in_range() {
 fn wrong_manifest_version_names_file_and_versions() {
     let dir = tempfile::tempdir().expect("tmp");
     let node = good_history(dir.path());
-    write_manifest(&node, 3);
+    write_manifest(&node, 4);
     let e = err_text(run(&[history(&node)], false));
     assert!(e.contains("tessera-history.json"), "{e}");
     assert!(
-        e.contains("history version 3, this reader knows versions 1 to 2"),
+        e.contains("history version 4, this reader knows versions 1 to 3"),
         "{e}"
     );
 }

@@ -124,10 +124,11 @@ fn held_rows(lf: LazyFrame, mig: bool) -> Result<DataFrame, AdvisorError> {
     Ok(lf.filter(f).select(cols).collect()?)
 }
 
-/// End times of each device's process rows: (node, uuid, gpu instance) → sorted ts.
-fn process_ends(
-    frames: &Frames,
-) -> Result<BTreeMap<(String, String, i64), Vec<i64>>, AdvisorError> {
+/// A device's process rows: (node, uuid, gpu instance or -1) → their end times, sorted.
+type ProcessEnds = BTreeMap<(String, String, i64), Vec<i64>>;
+
+/// End times of each device's process rows.
+fn process_ends(frames: &Frames) -> Result<ProcessEnds, AdvisorError> {
     let df = frames
         .process
         .clone()
@@ -145,7 +146,7 @@ fn process_ends(
         columns::i64s(&df, "gpu_instance")?,
         columns::i64s(&df, "t")?,
     );
-    let mut out: BTreeMap<(String, String, i64), Vec<i64>> = BTreeMap::new();
+    let mut out = ProcessEnds::new();
     for i in 0..df.height() {
         if let (Some(n), Some(u), Some(t)) = (node.get(i), uuid.get(i), t.get(i)) {
             out.entry((n.to_string(), u.to_string(), gi.get(i).unwrap_or(-1)))
@@ -170,7 +171,7 @@ fn profile_share(profile: Option<&str>) -> f64 {
 /// Judges one device's rows (sorted by ts), one finding candidate per owner.
 fn judge(
     d: &DeviceRows,
-    procs: &BTreeMap<(String, String, i64), Vec<i64>>,
+    procs: &ProcessEnds,
     p: &Params,
     out: &mut Part,
 ) -> Result<(), AdvisorError> {
