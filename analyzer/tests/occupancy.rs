@@ -189,6 +189,23 @@ fn bad_counts_are_errors_naming_file_and_line() {
     let (code, err, _) = ingest("skipped.csv", &lines, &["--skip-bad-rows"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("skipped 1 bad line(s)"), "{err}");
+    // A node given both ways keeps its GPUs' own rows; its counts are ignored, said.
+    let mut lines = good.to_vec();
+    lines.extend([
+        "1793628000,n2,gpus_total,4,node,,",
+        "1793628900,n2,gpus_allocated,2,node,,",
+    ]);
+    let (code, err, path) = ingest("both.csv", &lines, &["--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("kind=node counts of 1 node(s) ignored (n2)"),
+        "{err}"
+    );
+    let src = format!("csv:{}", path.display());
+    let (_, out, _) = run(&["ingest", "--source", &src, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["tables"][0]["table"], "gpu");
+    assert_eq!(doc["tables"][0]["entities"], 8 + 1, "n1's 8 and GPU-a");
     // Node metrics elsewhere are named, not taken.
     let (code, err, _) = ingest(
         "other-kind.csv",

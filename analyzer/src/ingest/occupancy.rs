@@ -100,6 +100,47 @@ impl NodeCounts {
         self.totals[e].push((ts_ms, value, line));
     }
 
+    /// Drops the nodes `skip` names (nodes whose GPUs a source also gives one by one: their
+    /// counts would count those GPUs twice); returns the names dropped, sorted.
+    pub fn drop_nodes(&mut self, skip: &std::collections::BTreeSet<&str>) -> Vec<String> {
+        let gone: Vec<bool> = self
+            .names
+            .iter()
+            .map(|n| skip.contains(n.as_str()))
+            .collect();
+        if !gone.contains(&true) {
+            return Vec::new();
+        }
+        let mut kept = NodeCounts::default();
+        for (e, name) in self.names.iter().enumerate() {
+            if !gone[e] {
+                let id = kept.id(name, self.first_line[e]) as usize;
+                kept.totals[id] = self.totals[e].clone();
+            }
+        }
+        for k in 0..self.eid.len() {
+            let e = self.eid[k] as usize;
+            if !gone[e] {
+                let id = kept.ids[&self.names[e]];
+                kept.eid.push(id);
+                kept.ts.push(self.ts[k]);
+                kept.n.push(self.n[k]);
+                kept.allocated.push(self.allocated[k]);
+                kept.line.push(self.line[k]);
+            }
+        }
+        let mut dropped: Vec<String> = self
+            .names
+            .iter()
+            .zip(&gone)
+            .filter(|(_, g)| **g)
+            .map(|(n, _)| n.clone())
+            .collect();
+        dropped.sort();
+        *self = kept;
+        dropped
+    }
+
     /// Appends the counts `o` collected after these (nodes renumbered in order of appearance).
     pub fn merge(&mut self, o: NodeCounts) {
         let remap: Vec<u32> = o
@@ -416,5 +457,11 @@ mod tests {
             e.reason.contains("gpus_allocated 3 exceeds gpus_total 2"),
             "{e}"
         );
+        // Dropping the node with the bad count leaves b, consistent.
+        let dropped = c.drop_nodes(&["a", "zz"].into_iter().collect());
+        assert_eq!(dropped, ["a"]);
+        c.check().expect("b alone is consistent");
+        let (df, _) = c.into_rows(spec(), "x").expect("rows");
+        assert_eq!(df.height(), 8);
     }
 }

@@ -173,9 +173,30 @@ pub(super) fn read(
     watch.lap("read");
     let mut out = Vec::new();
     let mut sampling = Sampling::default();
-    if !parsed.nodes.is_empty() {
-        let (df, s) = parsed
-            .nodes
+    let mut nodes = parsed.nodes;
+    if !nodes.is_empty() {
+        // A node whose GPUs the file also gives one by one keeps those rows only.
+        let per_gpu: std::collections::BTreeSet<&str> = parsed
+            .obs
+            .iter()
+            .filter(|o| o.table == Table::Gpu)
+            .flat_map(|o| o.labels.iter().flatten())
+            .filter(|(k, _)| *k == "node")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        let dropped = nodes.drop_nodes(&per_gpu);
+        if !dropped.is_empty() {
+            report.warnings.push(format!(
+                "{}: kind=node counts of {} node(s) ignored ({}): the file gives their GPUs one \
+                 by one (kind gpu), which are read instead",
+                path.display(),
+                dropped.len(),
+                dropped.join(", ")
+            ));
+        }
+    }
+    if !nodes.is_empty() {
+        let (df, s) = nodes
             .into_rows(spec, &format!("{}: node", path.display()))
             .map_err(|e| IngestError::File {
                 path: path.to_path_buf(),
