@@ -10,14 +10,17 @@ Prints one JSON object on stdout:
    "windows": [{"start_slot", "hours", "expected_free_gpus"}, ...], "hot_slots"}
 
 Rules (GPU rows only; every entity of the file is taken as a GPU):
+ 0. Rows with kind=node (per-node counts) become GPU rows: per node and timestamp with a
+    gpus_allocated value A, T rows (T = the node's last gpus_total at or before that time, else
+    its first), entity `<node>/gpu-<i>`, holders = 1 for i < A, else 0.
  1. A row per (entity, timestamp) ends at ts (ms) and covers (ts - interval, ts], interval = the
     entity's median step between consecutive distinct timestamps (an entity with one timestamp
     gets the median of the other entities' intervals). busy = max gpu_busy_ratio, mem = max
-    memory_used_bytes of that (entity, ts); NaN when absent.
+    memory_used_bytes, held = max holders of that (entity, ts); NaN when absent.
  2. Range: since < ts <= until (each bound only when given).
  3. Per GPU and UTC hour h = floor((ts - 1) / 3.6e6): covered = sum of min(interval, ts - h*3.6e6),
-    capped at 3.6e6. A row is free when (mem NaN or mem < 2**30) and (busy NaN or busy <= 0.05),
-    not both NaN. The GPU is free in h when all its rows there are free and covered >= 1.8e6.
+    capped at 3.6e6. A row is free when (mem NaN or mem < 2**30) and (busy NaN or busy <= 0.05)
+    and (held NaN or held == 0), not all three NaN. The GPU is free in h when all its rows there are free and covered >= 1.8e6.
  4. h is an observation when the covered time of the GPUs with rows in h adds up to at least
     half of (those GPUs x 1 h); other hours are dropped. free(h) = the GPUs free in h.
  5. span = last - first observed hour + 1; weekly profile when span >= 336 h, else daily. Slot
@@ -67,6 +70,27 @@ def to_ms(col):
     return out
 
 
+def node_rows(node):
+    """Rule 0: kind=node counts as per-GPU `holders` rows."""
+    out = []
+    alloc = node[node["metric"] == "gpus_allocated"].groupby(["entity", "ts"])["value"].max()
+    tot = node[(node["metric"] == "gpus_total") & node["value"].notna()]
+    tot = tot.sort_values("ts", kind="stable")
+    for n, a in alloc.groupby(level="entity"):
+        t = tot[tot["entity"] == n]
+        if t.empty:
+            sys.exit(f"node {n}: gpus_allocated without gpus_total")
+        tts, tv = t["ts"].to_numpy(), t["value"].to_numpy()
+        ts = a.index.get_level_values("ts").to_numpy()
+        k = np.searchsorted(tts, ts, side="right")
+        total = np.where(k > 0, tv[np.maximum(k - 1, 0)], tv[0]).astype(int)
+        for when, alloc_n, tot_n in zip(ts, a.to_numpy(), total):
+            for i in range(tot_n):
+                v = np.nan if np.isnan(alloc_n) else float(i < alloc_n)
+                out.append((when, f"{n}/gpu-{i}", "holders", v))
+    return pd.DataFrame(out, columns=["ts", "entity", "metric", "value"])
+
+
 def main():
     ap = argparse.ArgumentParser(description="independent reference of tessera's off-peak profile")
     ap.add_argument("csv")
@@ -79,10 +103,14 @@ def main():
     a = ap.parse_args()
     since, until = parse_bound(a.since), parse_bound(a.until)
 
-    raw = pd.read_csv(a.csv, usecols=["timestamp", "entity", "metric", "value"],
-                      dtype={"entity": str, "metric": str})
+    raw = pd.read_csv(a.csv, usecols=lambda c: c in ("timestamp", "entity", "metric", "value",
+                                                     "kind"),
+                      dtype={"entity": str, "metric": str, "kind": str})
     raw["ts"] = to_ms(raw["timestamp"])
     raw["value"] = pd.to_numeric(raw["value"], errors="coerce")
+    if "kind" in raw:
+        is_node = (raw["kind"] == "node").to_numpy()
+        raw = pd.concat([raw[~is_node], node_rows(raw[is_node])], ignore_index=True)
 
     # 1. Sampling period per entity (over the whole file), then rows per (entity, ts).
     ets = raw[["entity", "ts"]].drop_duplicates().sort_values(["entity", "ts"])
@@ -94,13 +122,14 @@ def main():
         interval = interval.fillna(fill if not math.isnan(fill) else HOUR_MS)
     interval = interval.astype("int64")
 
-    keep = raw["metric"].isin(["gpu_busy_ratio", "memory_used_bytes"])
+    keep = raw["metric"].isin(["gpu_busy_ratio", "memory_used_bytes", "holders"])
     piv = raw[keep].groupby(["entity", "ts", "metric"])["value"].max().unstack("metric")
     rows = ets.set_index(["entity", "ts"]).join(piv).reset_index()
-    for m in ("gpu_busy_ratio", "memory_used_bytes"):
+    for m in ("gpu_busy_ratio", "memory_used_bytes", "holders"):
         if m not in rows:
             rows[m] = np.nan
-    rows = rows.rename(columns={"gpu_busy_ratio": "busy", "memory_used_bytes": "mem"})
+    rows = rows.rename(columns={"gpu_busy_ratio": "busy", "memory_used_bytes": "mem",
+                                "holders": "held"})
 
     # 2. Range.
     if since is not None:
@@ -115,9 +144,9 @@ def main():
         h=(rows["ts"].to_numpy() - 1) // HOUR_MS,
     )
     rows["cov"] = np.minimum(rows["interval"], rows["ts"] - rows["h"] * HOUR_MS)
-    busy, mem = rows["busy"], rows["mem"]
+    busy, mem, held = rows["busy"], rows["mem"], rows["held"]
     rows["free"] = ((mem.isna() | (mem < GIB)) & (busy.isna() | (busy <= 0.05))
-                    & ~(mem.isna() & busy.isna()))
+                    & (held.isna() | (held == 0)) & ~(mem.isna() & busy.isna() & held.isna()))
     gh = rows.groupby(["h", "entity"], sort=False).agg(cov=("cov", "sum"), allfree=("free", "all"))
     gh["cov"] = gh["cov"].clip(upper=HOUR_MS)
     gh["gfree"] = gh["allfree"] & (gh["cov"] >= HOUR_MS // 2)

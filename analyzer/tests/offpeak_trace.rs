@@ -52,7 +52,7 @@ fn trace(name: &str, args: &[&str]) -> PathBuf {
 }
 
 /// The independent answer: pandas over the raw CSV.
-fn reference(csv: &Path, since: &str, until: &str, tz: &str) -> Value {
+pub(super) fn reference(csv: &Path, since: &str, until: &str, tz: &str) -> Value {
     let out = Command::new("python3")
         .arg(format!("{SCRIPTS}/offpeak_reference.py"))
         .arg(csv)
@@ -68,7 +68,7 @@ fn reference(csv: &Path, since: &str, until: &str, tz: &str) -> Value {
 }
 
 /// `tessera analyze --format json` over `csv` with `extra` flags: the document and stderr.
-fn analyze(csv: &Path, extra: &[&str]) -> (Value, String) {
+pub(super) fn analyze(csv: &Path, extra: &[&str]) -> (Value, String) {
     let src = format!("csv:{}", csv.display());
     let mut args = vec!["analyze", "--source", &src, "--format", "json"];
     args.extend_from_slice(extra);
@@ -77,7 +77,7 @@ fn analyze(csv: &Path, extra: &[&str]) -> (Value, String) {
     (serde_json::from_str(&out).expect("analyze JSON"), err)
 }
 
-fn detector<'a>(doc: &'a Value, id: &str) -> &'a Value {
+pub(super) fn detector<'a>(doc: &'a Value, id: &str) -> &'a Value {
     doc["detectors"]
         .as_array()
         .unwrap()
@@ -87,7 +87,7 @@ fn detector<'a>(doc: &'a Value, id: &str) -> &'a Value {
 }
 
 /// The profile, baseline, K and windows agree with the reference, slot for slot.
-fn assert_same_profile(doc: &Value, want: &Value, what: &str) {
+pub(super) fn assert_same_profile(doc: &Value, want: &Value, what: &str) {
     let d = &detector(doc, "offpeak_window")["data"];
     assert_eq!(d["period"], want["period"], "{what}: period");
     assert_eq!(d["gpus_observed"], want["gpus_observed"], "{what}");

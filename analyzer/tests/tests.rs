@@ -17,6 +17,7 @@ mod mig_cli;
 mod mig_manager;
 mod mig_manager_faults;
 mod mig_plan_cli;
+mod occupancy;
 mod offpeak_trace;
 mod prometheus_http;
 mod prometheus_partitions;

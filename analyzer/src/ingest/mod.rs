@@ -13,13 +13,15 @@
 //! Layout: `source` (`--source` specs and times), `error` and `report` (what an ingest says),
 //! `parts` (the driver: sources into partitions of frames), the readers `history`, `csv` and
 //! `prometheus` (with `remote_read` and `promeval`), and what they share: `schema`, `period`,
-//! `resample`, `dedupe`; `summary` is what `tessera ingest` prints. This file holds the
-//! options, the work items and the value ranges every reader checks.
+//! `resample`, `dedupe`, `occupancy` (per-node GPU counts into synthetic GPU rows); `summary`
+//! is what `tessera ingest` prints. This file holds the options, the work items and the value
+//! ranges every reader checks.
 
 mod csv;
 mod dedupe;
 mod error;
 mod history;
+mod occupancy;
 mod parts;
 pub mod period;
 pub mod prometheus;

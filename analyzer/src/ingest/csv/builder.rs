@@ -13,6 +13,7 @@ use polars::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::frames::schema::{ColType, Column as Col, Polars as _, Table};
+use crate::ingest::occupancy::{self, NodeCounts};
 use crate::ingest::resample::{Agg, Observations, Values};
 use crate::ingest::{IngestReport, check_value};
 
@@ -37,7 +38,11 @@ const METRICS: &[&str] = &[
     "integer_active_ratio",
     "nvlink_tx_bytes_per_second",
     "nvlink_rx_bytes_per_second",
+    "holders",
 ];
+
+/// The metrics of `kind=node` rows (per-node counts: `ingest::occupancy`).
+const NODE_METRICS: &[&str] = &[occupancy::ALLOCATED, occupancy::TOTAL];
 
 /// (kind, metric) → (is ratio, [(column, aggregation)]).
 pub(super) fn targets(
@@ -78,6 +83,8 @@ pub(super) fn targets(
         (Table::Gpu, "nvlink_rx_bytes_per_second") => {
             (false, &[("nvlink_rx_mean_bytes_per_second", Mean)])
         }
+        // Holders by allocation (history format version 3): the most in the row.
+        (Table::Gpu | Table::Mig, "holders") => (false, &[("holders", Max)]),
         _ => return None,
     })
 }
@@ -85,6 +92,12 @@ pub(super) fn targets(
 /// What to say about a metric that exists, but not for this kind: the kinds that take it and
 /// the equivalent for this kind, if any.
 fn other_kind(table: Table, metric: &str) -> Option<String> {
+    if NODE_METRICS.contains(&metric) {
+        return Some(format!(
+            "{metric} is a metric of kind node (GPUs held and GPUs in total per node), not {}",
+            table.name()
+        ));
+    }
     let kinds: Vec<&str> = Table::ALL
         .iter()
         .filter(|t| targets(**t, metric).is_some())
@@ -173,6 +186,14 @@ pub(super) struct Builder {
     other_kind: BTreeMap<(Table, String), u64>,
     /// Label indexes that fill no column of some table they were used with.
     ignored_labels: BTreeSet<usize>,
+    /// `kind=node` rows: GPUs allocated and in total per node.
+    nodes: NodeCounts,
+}
+
+/// What a file holds: observations per table, and per-node counts (`kind=node`).
+pub(super) struct Parsed {
+    pub(super) obs: Vec<Observations>,
+    pub(super) nodes: NodeCounts,
 }
 
 impl Builder {
@@ -197,7 +218,41 @@ impl Builder {
             unknown_metrics: BTreeMap::new(),
             other_kind: BTreeMap::new(),
             ignored_labels: BTreeSet::new(),
+            nodes: NodeCounts::default(),
         }
+    }
+
+    /// Adds one `kind=node` value: `entity` is the node, `metric` `gpus_allocated` or
+    /// `gpus_total`, whole numbers in 0–1024. Labels are not read on node rows.
+    pub(super) fn add_node(
+        &mut self,
+        entity: &str,
+        ts_ms: i64,
+        metric: &str,
+        value: Option<f64>,
+        line: u64,
+    ) -> Result<(), Bad> {
+        if !NODE_METRICS.contains(&metric) {
+            if !metric.is_empty() {
+                let msg = match targets(Table::Gpu, metric).or(targets(Table::Mig, metric)) {
+                    Some(_) => format!("{metric} (a metric of kind gpu or mig) on kind node"),
+                    None => metric.to_string(),
+                };
+                *self.unknown_metrics.entry(msg).or_default() += 1;
+            }
+            return Ok(());
+        }
+        if let Some(v) = value {
+            check_count(metric, v)?;
+        }
+        if metric == occupancy::TOTAL {
+            if let Some(v) = value {
+                self.nodes.add_total(entity, ts_ms, v, line);
+            }
+        } else {
+            self.nodes.add_allocated(entity, ts_ms, 1, value, line);
+        }
+        Ok(())
     }
 
     /// The metric's index when it feeds `table`; counts it as unknown or of another kind
@@ -266,6 +321,9 @@ impl Builder {
         }
         if let (Some(mi), Some(v)) = (m, value) {
             for (c, _) in targets(table, METRICS[mi as usize]).map_or(&[][..], |t| t.1) {
+                if *c == "holders" {
+                    check_count(metric, v)?;
+                }
                 check_value(c, v).map_err(|why| {
                     Bad(
                         "value out of range",
@@ -373,6 +431,7 @@ impl Builder {
             *self.other_kind.entry(k).or_default() += n;
         }
         self.ignored_labels.extend(o.ignored_labels);
+        self.nodes.merge(o.nodes);
     }
 
     /// Identity of every entity; warnings; observations per table. An entity without identity
@@ -381,7 +440,10 @@ impl Builder {
         mut self,
         report: &mut IngestReport,
         path: &Path,
-    ) -> Result<Vec<Observations>, (u64, Bad)> {
+    ) -> Result<Parsed, (u64, Bad)> {
+        self.nodes
+            .check()
+            .map_err(|e| (e.line, Bad("bad node count", e.reason)))?;
         // Per entity: canonical column → value, from its labels.
         let mut by_col: [Vec<BTreeMap<&'static str, String>>; 3] = Default::default();
         for table in Table::ALL {
@@ -436,9 +498,10 @@ impl Builder {
                 .entry("csv: unknown metric".into())
                 .or_default() += n;
             report.warnings.push(format!(
-                "{p}: ignored {n} value(s) of unknown metrics: {} (known: {})",
+                "{p}: ignored {n} value(s) of unknown metrics: {} (known: {}; kind node: {})",
                 names.join(", "),
-                METRICS.join(", ")
+                METRICS.join(", "),
+                NODE_METRICS.join(", ")
             ));
         }
         for ((table, metric), n) in &self.other_kind {
@@ -508,8 +571,22 @@ impl Builder {
                     .collect(),
             });
         }
-        Ok(out)
+        Ok(Parsed {
+            obs: out,
+            nodes: self.nodes,
+        })
     }
+}
+
+/// A count (holders, GPUs allocated or in total) is a whole number in 0–1024.
+fn check_count(metric: &str, v: f64) -> Result<(), Bad> {
+    if v.fract() != 0.0 || !(0.0..=1024.0).contains(&v) {
+        return Err(Bad(
+            "bad count",
+            format!("{metric} {v}: a count of GPUs or holders is a whole number within 0–1024"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_label(ty: ColType, v: &str) -> Result<(), String> {

@@ -10,9 +10,8 @@ use std::path::Path;
 
 use polars::prelude::*;
 
-use super::builder::{Bad, Builder, short};
+use super::builder::{Bad, Builder, Parsed, short};
 use crate::frames::schema::Table;
-use crate::ingest::resample::Observations;
 use crate::ingest::{IngestError, IngestReport};
 
 /// Values that read as null (nvidia-smi's `[N/A]`, `[Not Supported]`, … too).
@@ -31,7 +30,7 @@ pub(super) fn read_fast(
     header: &[String],
     [ti, ei, mi, vi]: [usize; 4],
     report: &mut IngestReport,
-) -> Result<Option<Vec<Observations>>, IngestError> {
+) -> Result<Option<Parsed>, IngestError> {
     // Duplicate column names are refused before this (`csv::read`); unnamed ones go to the line
     // reader.
     let distinct: BTreeSet<&String> = header.iter().collect();
@@ -148,13 +147,17 @@ pub(super) fn read_fast(
                 if !(t.is_finite() && ms.abs() < 9.0e18 && TS_RANGE_MS.contains(&(ms as i64))) {
                     return None;
                 }
+                let v = val.get(row).filter(|v| v.is_finite());
                 let table = match kind.and_then(|k| opt(k, row)) {
                     None | Some("gpu") => Table::Gpu,
                     Some("mig") => Table::Mig,
                     Some("process") => Table::Process,
+                    Some("node") => {
+                        b.add_node(e, (t * 1000.0).round() as i64, m, v, 0).ok()?;
+                        continue;
+                    }
                     Some(_) => return None,
                 };
-                let v = val.get(row).filter(|v| v.is_finite());
                 let row_labels = labels
                     .iter()
                     .filter_map(|(i, a)| opt(a, row).map(|v| (*i, v)));
@@ -233,10 +236,11 @@ pub(super) fn generic_line(
         None | Some("gpu") => Table::Gpu,
         Some("mig") => Table::Mig,
         Some("process") => Table::Process,
+        Some("node") => return b.add_node(entity, ts, fields[mi], value, line),
         Some(other) => {
             return Err(Bad(
                 "bad kind",
-                format!("kind {other:?}: expected gpu, mig or process"),
+                format!("kind {other:?}: expected gpu, mig, process or node"),
             ));
         }
     };

@@ -8,10 +8,9 @@
 use std::path::Path;
 
 use super::Format;
-use super::builder::{Bad, Builder, short};
+use super::builder::{Bad, Builder, Parsed, short};
 use super::generic::generic_line;
 use super::smi::{SMI_LABELS, smi_line};
-use crate::ingest::resample::Observations;
 use crate::ingest::{IngestError, IngestOptions, IngestReport};
 
 /// Counts bad lines, or fails on the first one.
@@ -61,7 +60,7 @@ pub(super) fn read_lines(
     format: &Format,
     opts: &IngestOptions,
     report: &mut IngestReport,
-) -> Result<Vec<Observations>, IngestError> {
+) -> Result<Parsed, IngestError> {
     let file = std::fs::File::open(path).map_err(|e| IngestError::Io {
         path: path.to_path_buf(),
         source: e,

@@ -20,6 +20,10 @@
 //! kinds that take it and the equivalent (`sm_ratio`). Unknown metrics are counted and warned
 //! about. nvidia-smi logs carry no time zone (read as UTC, with a warning) and no node (null).
 //!
+//! `kind=node` rows (`gpus_allocated`, `gpus_total` per node) are collected apart and become
+//! synthetic GPU rows through [`crate::ingest::occupancy`]; their checks (a node without a
+//! total, more allocated than total) fail the fast reader, so the line reader names the line.
+//!
 //! Layout: `builder` (the observations and identity), `generic` and `smi` (one format each,
 //! over the builder), `lines` (the line reader over both); `read` here reads the header,
 //! detects the format ([`detect`]) and resamples.
@@ -148,7 +152,7 @@ pub(super) fn read(
     }
     let watch = crate::timing::Stopwatch::start("csv");
     // The fast reader works on a copy of the report: a file it gives up on leaves no trace.
-    let obs = match &format {
+    let parsed = match &format {
         Format::Generic(idx) if !opts.skip_bad_rows => {
             let mut scratch = report.clone();
             match read_fast(path, &header, *idx, &mut scratch)? {
@@ -169,7 +173,41 @@ pub(super) fn read(
     watch.lap("read");
     let mut out = Vec::new();
     let mut sampling = Sampling::default();
-    for o in obs {
+    let mut nodes = parsed.nodes;
+    if !nodes.is_empty() {
+        // A node whose GPUs the file also gives one by one keeps those rows only.
+        let per_gpu: std::collections::BTreeSet<&str> = parsed
+            .obs
+            .iter()
+            .filter(|o| o.table == Table::Gpu)
+            .flat_map(|o| o.labels.iter().flatten())
+            .filter(|(k, _)| *k == "node")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        let dropped = nodes.drop_nodes(&per_gpu);
+        if !dropped.is_empty() {
+            report.warnings.push(format!(
+                "{}: kind=node counts of {} node(s) ignored ({}): the file gives their GPUs one \
+                 by one (kind gpu), which are read instead",
+                path.display(),
+                dropped.len(),
+                dropped.join(", ")
+            ));
+        }
+    }
+    if !nodes.is_empty() {
+        let (df, s) = nodes
+            .into_rows(spec, &format!("{}: node", path.display()))
+            .map_err(|e| IngestError::File {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        sampling.merge(s);
+        if df.height() > 0 {
+            out.push((Table::Gpu, df));
+        }
+    }
+    for o in parsed.obs {
         let table = o.table;
         let t = crate::timing::Stopwatch::start("csv");
         let (df, s) = resample::resample(o, spec)?;
@@ -211,7 +249,8 @@ mod tests {
     use super::*;
     use crate::ingest::resample::Observations;
 
-    fn rows(obs: Vec<Observations>) -> Vec<(Table, DataFrame)> {
+    fn rows(obs: builder::Parsed) -> Vec<(Table, DataFrame)> {
+        let obs: Vec<Observations> = obs.obs;
         let spec = RowSpec {
             grid_ms: 1,
             requested_ms: None,
