@@ -9,6 +9,9 @@
 //!   back, one line again and the labels appear.
 //! - A kubelet answering errors: counted, sampling goes on. A hung kubelet: scrapes answer and
 //!   samples advance; the call times out and is counted.
+//! - History (version 3) records the holders: each GPU and MIG row says how many pods hold the
+//!   device and names the first (0 for a device no pod holds) while the kubelet answers, and
+//!   null (unknown, never "free") while it fails.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -67,6 +70,12 @@ impl Drop for Exporter {
 /// The exporter on the simulator, sampling every 100 ms, history off; `kubelet` is the
 /// `--kubelet.pod-resources-socket` argument (None: the flag is not given).
 fn exporter(kubelet: Option<&Path>) -> Exporter {
+    exporter_with(kubelet, None)
+}
+
+/// [`exporter`], writing history under `history` (when given) in 1 s intervals of the virtual
+/// clock, which runs 10 times as fast as the wall clock (one interval per sample).
+fn exporter_with(kubelet: Option<&Path>, history: Option<&Path>) -> Exporter {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera-exporter"));
     cmd.args([
         "--backend",
@@ -75,11 +84,19 @@ fn exporter(kubelet: Option<&Path>) -> Exporter {
         "100ms",
         "--web.listen-address",
         "127.0.0.1:0",
-        "--history.dir",
-        "",
         "--kubelet.timeout",
         "2s",
+        "--history.dir",
     ]);
+    match history {
+        Some(dir) => {
+            cmd.arg(dir)
+                .args(["--history.interval", "1s", "--sim.speed", "10"]);
+        }
+        None => {
+            cmd.arg("");
+        }
+    }
     if let Some(socket) = kubelet {
         cmd.arg("--kubelet.pod-resources-socket").arg(socket);
     }
@@ -496,4 +513,172 @@ fn a_hung_kubelet_stalls_neither_scrapes_nor_samples() {
         "{:?}",
         e.kubelet_lines()
     );
+}
+
+/// The history rows of the demo node under `root` (its one node folder), once `ok` holds for
+/// them (30 s at most).
+fn history_until(
+    root: &Path,
+    e: &Exporter,
+    what: &str,
+    ok: impl Fn(&tessera_core::history::NodeHistory) -> bool,
+) -> tessera_core::history::NodeHistory {
+    let node = root.join("gpu-node-1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // The open segment may end in a line being written: the reader skips it.
+        if let Ok(h) = tessera_core::history::reader::read_node_dir(&node)
+            && ok(&h)
+        {
+            return h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never: {what}\n--- log:\n{}",
+            e.log().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// (holders, namespace, pod, Slurm job) of a history row.
+type Held = (Option<u32>, Option<String>, Option<String>, Option<String>);
+
+fn held(
+    holders: Option<u32>,
+    ns: &Option<String>,
+    pod: &Option<String>,
+    job: &Option<String>,
+) -> Held {
+    (holders, ns.clone(), pod.clone(), job.clone())
+}
+
+fn pod_held(n: u32, ns: &str, pod: &str) -> Held {
+    (Some(n), Some(ns.into()), Some(pod.into()), None)
+}
+
+const FREE: Held = (Some(0), None, None, None);
+const UNKNOWN: Held = (None, None, None, None);
+
+#[test]
+fn history_records_the_kubelets_holders_and_null_while_it_fails() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let history = tempfile::tempdir().unwrap();
+    let mig = d.migs[&(3, 1)].clone();
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            pod(
+                "train-0",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+            ),
+            pod(
+                "infer-1",
+                "web",
+                &[("server", "nvidia.com/mig-3g.40gb", &[mig.as_str()])],
+            ),
+            // GPU 1 time-sliced between two pods: each counts once.
+            pod(
+                "a",
+                "team",
+                &[("c", "nvidia.com/gpu", &[&format!("{}::0", d.gpus[1])])],
+            ),
+            pod(
+                "b",
+                "team",
+                &[
+                    ("c", "nvidia.com/gpu", &[&format!("{}::1", d.gpus[1])]),
+                    ("d", "nvidia.com/gpu", &[&format!("{}::2", d.gpus[1])]),
+                ],
+            ),
+        ]),
+    )
+    .unwrap();
+    let e = exporter_with(Some(fake.path()), Some(history.path()));
+    // Intervals after the first answer: every GPU row known.
+    let known_since = |h: &tessera_core::history::NodeHistory| {
+        h.gpu
+            .iter()
+            .find(|r| r.uuid == d.gpus[0] && r.holders.is_some())
+            .map(|r| r.ts)
+    };
+    let h = history_until(history.path(), &e, "5 intervals with holders", |h| {
+        known_since(h)
+            .is_some_and(|t0| h.gpu.iter().filter(|r| r.ts > t0 && r.gpu == 0).count() >= 5)
+    });
+    let t0 = known_since(&h).unwrap();
+    let gpu_rows: Vec<_> = h.gpu.iter().filter(|r| r.ts > t0).collect();
+    assert!(gpu_rows.len() >= 5 * 4, "{}", gpu_rows.len());
+    for r in &gpu_rows {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        let want = match r.gpu {
+            0 => pod_held(1, "ml", "train-0"),
+            // Two pods (pod b's two containers are one holder); the first sorted is named.
+            1 => pod_held(2, "team", "a"),
+            // The MIG GPU is held because one of its instances is.
+            3 => pod_held(1, "web", "infer-1"),
+            _ => FREE,
+        };
+        assert_eq!(got, want, "GPU {} at {}", r.gpu, r.ts);
+    }
+    let mig_rows: Vec<_> = h.mig.iter().filter(|r| r.ts > t0).collect();
+    assert!(mig_rows.iter().any(|r| r.gpu_instance == 1));
+    assert!(mig_rows.iter().any(|r| r.gpu_instance != 1));
+    for r in &mig_rows {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        let want = if r.mig_uuid == mig {
+            pod_held(1, "web", "infer-1")
+        } else {
+            FREE
+        };
+        assert_eq!(got, want, "MIG {} at {}", r.mig_uuid, r.ts);
+    }
+
+    // The kubelet fails: holders become unknown (null), not free.
+    fake.fail(tonic::Code::Unavailable, "kubelet restarting");
+    let unknown_since = |h: &tessera_core::history::NodeHistory| {
+        h.gpu
+            .iter()
+            .find(|r| r.ts > t0 && r.uuid == d.gpus[0] && r.holders.is_none())
+            .map(|r| r.ts)
+    };
+    let h = history_until(history.path(), &e, "5 intervals without holders", |h| {
+        unknown_since(h)
+            .is_some_and(|t1| h.gpu.iter().filter(|r| r.ts > t1 && r.gpu == 0).count() >= 5)
+    });
+    let t1 = unknown_since(&h).unwrap();
+    let after: Vec<_> = h.gpu.iter().filter(|r| r.ts >= t1).collect();
+    assert!(after.len() >= 5 * 4);
+    for r in after {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        assert_eq!(got, UNKNOWN, "GPU {} at {}", r.gpu, r.ts);
+    }
+    let after: Vec<_> = h.mig.iter().filter(|r| r.ts >= t1).collect();
+    assert!(!after.is_empty());
+    for r in after {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        assert_eq!(got, UNKNOWN, "MIG {} at {}", r.mig_uuid, r.ts);
+    }
 }
