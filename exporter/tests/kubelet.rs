@@ -682,3 +682,103 @@ fn history_records_the_kubelets_holders_and_null_while_it_fails() {
         assert_eq!(got, UNKNOWN, "MIG {} at {}", r.mig_uuid, r.ts);
     }
 }
+
+#[test]
+fn held_devices_that_nothing_uses_count_unused_seconds_per_holder() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    // Demo node: GPU 0 and MIG instance 3/1 run a process; GPU 2 runs none (but works at some
+    // hours of the wall-clock day this test runs at); MIG instance 3/5 never runs anything.
+    let (busy_mig, empty_mig) = (d.migs[&(3, 1)].clone(), d.migs[&(3, 5)].clone());
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            pod(
+                "train-0",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+            ),
+            pod(
+                "stuck",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[2].as_str()])],
+            ),
+            pod(
+                "infer-1",
+                "web",
+                &[("server", "nvidia.com/mig-3g.40gb", &[busy_mig.as_str()])],
+            ),
+            pod(
+                "spare",
+                "web",
+                &[("server", "nvidia.com/mig-2g.20gb", &[empty_mig.as_str()])],
+            ),
+        ]),
+    )
+    .unwrap();
+    let e = exporter(Some(fake.path()));
+    let unused = |body: &str, pod: &str| {
+        let found: Vec<(Labels, f64)> = series(body, "tessera_gpu_pod_unused_seconds")
+            .into_iter()
+            .filter(|(l, _)| l["pod"] == pod)
+            .collect();
+        assert_eq!(found.len(), 1, "{pod}: {found:?}");
+        found.into_iter().next().unwrap()
+    };
+    let body = e.scrape_until("unused time on the idle devices", |b| {
+        series(b, "tessera_gpu_pod_unused_seconds")
+            .iter()
+            .any(|(l, v)| l["pod"] == "spare" && *v >= 0.3)
+            && b.contains("pod=\"stuck\"")
+    });
+    // One series per holder, with tessera_gpu_pod_info's labels.
+    let info: Vec<Labels> = series(&body, "tessera_gpu_pod_info")
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let held: Vec<Labels> = series(&body, "tessera_gpu_pod_unused_seconds")
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    assert_eq!(held, info);
+    assert_eq!(held.len(), 4);
+    // Used devices: 0.
+    assert_eq!(unused(&body, "train-0").1, 0.0);
+    assert_eq!(unused(&body, "infer-1").1, 0.0);
+    let (stuck, _) = unused(&body, "stuck");
+    assert_eq!(
+        (stuck["gpu"].as_str(), stuck["gpu_instance"].as_str()),
+        ("2", "")
+    );
+    let (spare, _) = unused(&body, "spare");
+    assert_eq!(
+        (
+            spare["gpu"].as_str(),
+            spare["gpu_instance"].as_str(),
+            spare["device"].as_str()
+        ),
+        ("3", "5", empty_mig.as_str())
+    );
+    // It grows while nothing changes...
+    let before = unused(&body, "spare").1;
+    let body = e.scrape_until("more unused time", |b| unused(b, "spare").1 > before);
+    // ... and a holder the kubelet no longer lists is forgotten: back, it starts again.
+    fake.set_response(response(vec![]));
+    e.scrape_until("no holders", |b| {
+        !b.contains("tessera_gpu_pod_unused_seconds")
+    });
+    let grown = unused(&body, "spare").1;
+    fake.set_response(response(vec![pod(
+        "spare",
+        "web",
+        &[("server", "nvidia.com/mig-2g.20gb", &[empty_mig.as_str()])],
+    )]));
+    let body = e.scrape_until("the holder back", |b| {
+        b.contains("tessera_gpu_pod_unused_seconds")
+    });
+    assert!(
+        unused(&body, "spare").1 < grown,
+        "restarted from 0: {} < {grown}",
+        unused(&body, "spare").1
+    );
+}
