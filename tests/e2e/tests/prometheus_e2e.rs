@@ -46,7 +46,7 @@ const MAY_BE_EMPTY: &[(&str, &str)] = &[
     ),
     (
         "TesseraGpuAllocatedUnused",
-        "the one device the fake kubelet gives a pod (GPU 0) runs processes",
+        "the one device the fake kubelet gives pods (GPU 0, time-sliced) runs processes",
     ),
     (
         "TesseraFleetUnderutilised",
@@ -147,7 +147,7 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
          scrape_configs:\n  - job_name: tessera-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
         rule_list.join("\n")
     ));
-    // A kubelet that says a pod holds GPU 0 (once the exporter has said its UUID).
+    // A kubelet that says two pods share GPU 0 (once the exporter has said its UUID).
     let socket_dir = tempfile::tempdir().unwrap();
     let kubelet = tessera_fake_kubelet::FakeKubelet::start(
         socket_dir.path().join("kubelet.sock"),
@@ -195,11 +195,19 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
                 .map(str::to_string)
         })
         .expect("GPU 0's uuid");
+    // Time-sliced between two pods, so that no series of GPU 0 changes its labels (a shared
+    // device's series carry no pod labels): the analyzer below reads the same 7 processes.
+    let (a, b) = (format!("{gpu0}::0"), format!("{gpu0}::1"));
     kubelet.set_response(tessera_fake_kubelet::response(vec![
         tessera_fake_kubelet::pod(
             "chat-api-0",
             "serving",
-            &[("server", "nvidia.com/gpu", &[gpu0.as_str()])],
+            &[("server", "nvidia.com/gpu", &[a.as_str()])],
+        ),
+        tessera_fake_kubelet::pod(
+            "embed-test-0",
+            "research",
+            &[("main", "nvidia.com/gpu", &[b.as_str()])],
         ),
     ]));
 
