@@ -23,20 +23,31 @@
 //! sample (or a GPU that is lost) forgets its span. The exporter's restart forgets every span, so
 //! the alert can be late after a restart, never early.
 //!
+//! [`UnusedTracker`] keeps a second kind of span, behind `tessera_gpu_pod_unused_seconds`: how
+//! long a container has held a GPU or MIG device (the kubelet's pod-resources map) while nothing
+//! used it — no compute process on the device and no activity where activity is measured. A
+//! device whose process list could not be read (a failed read, a lost GPU) is unknown: no value,
+//! and its spans neither start nor break. A holder that the map no longer lists (it left, or the
+//! kubelet stopped answering) is forgotten, so the value can be late, never early.
+//!
 //! Pure bookkeeping on the sampler thread: no I/O, no NVML.
 
 use std::collections::BTreeMap;
 
 use tessera_core::model::{GpuSample, GpuStatus, NodeSample, ProcessSample};
 
+use crate::kubelet::{DeviceHolders, Holder};
+
 /// Activity ratios below this are idle.
 pub const IDLE_BELOW: f64 = 0.001;
 
-/// Idle seconds of one sample: processes by (GPU UUID, pid), GPUs by UUID. Absent = unknown.
+/// Idle seconds of one sample: processes by (GPU UUID, pid), GPUs by UUID, and held devices
+/// unused by (device UUID, holder) ([`UnusedTracker`]). Absent = unknown.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IdleTimes {
     pub processes: BTreeMap<(String, u32), f64>,
     pub gpus: BTreeMap<String, f64>,
+    pub held_unused: BTreeMap<(String, Holder), f64>,
 }
 
 /// Where an entity stands: active at `since` (its last active sample), or idle since `since`.
@@ -158,6 +169,74 @@ impl IdleTracker {
         }
         self.processes = procs;
         self.gpus = gpus;
+        out
+    }
+}
+
+/// Whether anything used a device in the sample: a compute process on it, or activity where
+/// it is measured (the GPU's; a MIG instance's SM activity, GPM only). `None` when its process
+/// list is unknown.
+fn device_used(g: &GpuSample, mig: Option<&tessera_core::model::MigSample>) -> Option<bool> {
+    if matches!(g.status, GpuStatus::Lost | GpuStatus::Error { .. })
+        || g.errors.iter().any(|e| e.field == "processes")
+    {
+        return None;
+    }
+    Some(match mig {
+        None => !g.processes.is_empty() || gpu_activity(g) == Some(true),
+        Some(m) => {
+            g.processes.iter().any(|p| {
+                p.gpu_instance_id == Some(m.gpu_instance_id)
+                    && p.compute_instance_id
+                        .is_none_or(|ci| ci == m.compute_instance_id)
+            }) || m.sm_active_ratio.is_some_and(active)
+        }
+    })
+}
+
+/// How long each container has held each device while nothing used it: the spans behind
+/// `tessera_gpu_pod_unused_seconds` (module docs).
+#[derive(Debug, Clone, Default)]
+pub struct UnusedTracker {
+    /// By (device UUID, holder).
+    spans: BTreeMap<(String, Holder), Span>,
+}
+
+impl UnusedTracker {
+    /// Account for one sample and the holders at its instant; the unused seconds of every held
+    /// device whose use is known. Holders no longer listed are forgotten.
+    pub fn update(
+        &mut self,
+        sample: &NodeSample,
+        holders: &DeviceHolders,
+    ) -> BTreeMap<(String, Holder), f64> {
+        let now = sample.timestamp_ms;
+        let mut out = BTreeMap::new();
+        let mut spans = BTreeMap::new();
+        let devices = sample.gpus.iter().flat_map(|g| {
+            std::iter::once((g, None, g.uuid.as_str()))
+                .chain(g.mig.iter().map(move |m| (g, Some(m), m.uuid.as_str())))
+        });
+        for (g, mig, uuid) in devices {
+            let used = device_used(g, mig);
+            for h in holders.holders(uuid) {
+                let key = (uuid.to_string(), h.clone());
+                let prev = self.spans.remove(&key);
+                let span = match used {
+                    // Unused is idle; used is active.
+                    Some(used) => {
+                        let (span, secs) = step(prev, used, now);
+                        out.insert(key.clone(), secs);
+                        Some(span)
+                    }
+                    None => prev,
+                };
+                if let Some(span) = span {
+                    spans.insert(key, span);
+                }
+            }
+        }
+        self.spans = spans;
         out
     }
 }
@@ -300,5 +379,132 @@ mod tests {
         lost.status = GpuStatus::Lost;
         t.update(&at(6_000, vec![lost]));
         assert_eq!(t.update(&idle(7_000)).gpus["G"], 0.0);
+    }
+
+    /// The kubelet's map: `(pod, device UUIDs)` in namespace `n`, container `c`.
+    fn held_by(pods: &[(&str, &[&str])]) -> DeviceHolders {
+        use crate::kubelet::proto::{
+            ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources,
+        };
+        DeviceHolders::from_response(&ListPodResourcesResponse {
+            pod_resources: pods
+                .iter()
+                .map(|(pod, ids)| PodResources {
+                    name: pod.to_string(),
+                    namespace: "n".into(),
+                    containers: vec![ContainerResources {
+                        name: "c".into(),
+                        devices: vec![ContainerDevices {
+                            resource_name: "nvidia.com/gpu".into(),
+                            device_ids: ids.iter().map(|s| s.to_string()).collect(),
+                            topology: None,
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .collect(),
+        })
+    }
+
+    fn key(device: &str, pod: &str) -> (String, Holder) {
+        (
+            device.into(),
+            Holder {
+                pod: pod.into(),
+                namespace: "n".into(),
+                container: "c".into(),
+                resource: "nvidia.com/gpu".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_held_device_is_unused_while_no_process_runs_and_nothing_is_active() {
+        let mut t = UnusedTracker::default();
+        let held = held_by(&[("p", &["G"])]);
+        let empty = |ms| at(ms, vec![gpu("G", Some(0.0), vec![])]);
+        let g = key("G", "p");
+        assert_eq!(t.update(&empty(0), &held)[&g], 0.0);
+        assert_eq!(t.update(&empty(60_000), &held)[&g], 60.0);
+        // A process, even an idle one, uses it; the span restarts from its last sample.
+        let with_proc = at(
+            120_000,
+            vec![gpu("G", Some(0.0), vec![proc_(1, Some(0.0), None)])],
+        );
+        assert_eq!(t.update(&with_proc, &held)[&g], 0.0);
+        assert_eq!(t.update(&empty(180_000), &held)[&g], 60.0);
+        // Activity without a listed process (NVML's list can lag) uses it too.
+        let busy = at(200_000, vec![gpu("G", Some(0.5), vec![])]);
+        assert_eq!(t.update(&busy, &held)[&g], 0.0);
+        assert_eq!(t.update(&empty(260_000), &held)[&g], 60.0);
+        // A device nobody holds has no value; a GPU nobody holds neither.
+        let r = t.update(
+            &at(
+                270_000,
+                vec![gpu("G", Some(0.0), vec![]), gpu("H", Some(0.0), vec![])],
+            ),
+            &held,
+        );
+        assert_eq!(r.len(), 1, "{r:?}");
+        // The holder leaves (or the kubelet stops answering): forgotten, so a new holder, or
+        // the same one back, starts from 0.
+        assert!(
+            t.update(&empty(280_000), &DeviceHolders::default())
+                .is_empty()
+        );
+        assert_eq!(t.update(&empty(290_000), &held)[&g], 0.0);
+    }
+
+    #[test]
+    fn an_unknown_process_list_neither_starts_nor_breaks_the_span() {
+        let mut t = UnusedTracker::default();
+        let held = held_by(&[("p", &["G"])]);
+        let empty = |ms| at(ms, vec![gpu("G", Some(0.0), vec![])]);
+        let g = key("G", "p");
+        t.update(&empty(0), &held);
+        let mut failed = gpu("G", Some(0.0), vec![]);
+        failed.errors.push(FieldError {
+            field: "processes".into(),
+            kind: "unknown".into(),
+        });
+        assert!(t.update(&at(10_000, vec![failed]), &held).is_empty());
+        let mut lost = gpu("G", None, vec![]);
+        lost.status = GpuStatus::Error {
+            message: "x".into(),
+        };
+        assert!(t.update(&at(20_000, vec![lost]), &held).is_empty());
+        assert_eq!(t.update(&empty(30_000), &held)[&g], 30.0);
+    }
+
+    #[test]
+    fn a_mig_instance_is_used_by_its_own_processes_and_activity_only() {
+        let mut t = UnusedTracker::default();
+        let held = held_by(&[("p", &["MIG-3"]), ("q", &["MIG-5"])]);
+        let sample = |ms, procs: Vec<ProcessSample>, sm5: Option<f64>| {
+            let mut g = gpu("G", None, procs);
+            for (gi, sm) in [(3, Some(0.0)), (5, sm5)] {
+                g.mig.push(MigSample {
+                    gpu_instance_id: gi,
+                    compute_instance_id: 0,
+                    uuid: format!("MIG-{gi}"),
+                    memory_used_bytes: None,
+                    memory_total_bytes: None,
+                    sm_active_ratio: sm,
+                    profiling: Default::default(),
+                });
+            }
+            at(ms, vec![g])
+        };
+        let (p, q) = (key("MIG-3", "p"), key("MIG-5", "q"));
+        t.update(&sample(0, vec![], None), &held);
+        // A process on instance 5 uses 5, not 3; no GPM on 5 (A100): its process list decides.
+        let r = t.update(&sample(10_000, vec![proc_(1, None, Some(5))], None), &held);
+        assert_eq!((r[&p], r[&q]), (10.0, 0.0));
+        let r = t.update(&sample(20_000, vec![], None), &held);
+        assert_eq!((r[&p], r[&q]), (20.0, 10.0));
+        // Activity on instance 5 without a listed process uses it.
+        let r = t.update(&sample(30_000, vec![], Some(0.2)), &held);
+        assert_eq!((r[&p], r[&q]), (30.0, 0.0));
     }
 }

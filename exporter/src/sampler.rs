@@ -14,7 +14,8 @@
 //!   again every [`SamplerConfig::inventory_refresh`], and at once (at most every
 //!   [`INVENTORY_RECHECK`]) when a sample's MIG devices differ from it — so a MIG layout changed
 //!   at run time shows in `tessera_mig_info` and in the drift from the planned layout.
-//! - Idle spans of processes and GPUs ([`crate::idle`]) are kept here, on the samples' clock.
+//! - Idle spans of processes and GPUs, and the spans of devices held by a pod and unused
+//!   ([`crate::idle`]), are kept here, on the samples' clock.
 //!
 //! This module does no rendering and no I/O besides calling the backend.
 
@@ -24,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::idle::{IdleTimes, IdleTracker};
+use crate::idle::{IdleTimes, IdleTracker, UnusedTracker};
 use crate::kubelet::{DeviceHolders, PodResourcesHandle};
 use tessera_core::device::{DeviceError, GpuBackend};
 use tessera_core::model::Attribution;
@@ -368,6 +369,7 @@ fn run(
     let mut tick = 0u64;
     let mut totals = Arc::new(Totals::default());
     let mut idle = IdleTracker::default();
+    let mut unused = UnusedTracker::default();
     let mut inventory_at = Instant::now();
     loop {
         let began = Instant::now();
@@ -444,8 +446,16 @@ fn run(
             (Some(s), Some(attribute)) => Arc::new(attribute(s)),
             _ => Arc::default(),
         };
+        let holders = hooks
+            .pod_resources
+            .as_ref()
+            .map(PodResourcesHandle::latest)
+            .unwrap_or_default();
         let idle_times = match &sample {
-            Some(s) => Arc::new(idle.update(s)),
+            Some(s) => Arc::new(IdleTimes {
+                held_unused: unused.update(s, &holders),
+                ..idle.update(s)
+            }),
             None => Arc::default(),
         };
         sequence += 1;
@@ -459,11 +469,7 @@ fn run(
             totals: totals.clone(),
             attribution,
             idle: idle_times,
-            holders: hooks
-                .pod_resources
-                .as_ref()
-                .map(PodResourcesHandle::latest)
-                .unwrap_or_default(),
+            holders,
         });
         if let Some(hook) = hooks.on_sample.as_mut() {
             hook(&snapshot);

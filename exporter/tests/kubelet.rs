@@ -9,6 +9,9 @@
 //!   back, one line again and the labels appear.
 //! - A kubelet answering errors: counted, sampling goes on. A hung kubelet: scrapes answer and
 //!   samples advance; the call times out and is counted.
+//! - History (version 3) records the holders: each GPU and MIG row says how many pods hold the
+//!   device and names the first (0 for a device no pod holds) while the kubelet answers, and
+//!   null (unknown, never "free") while it fails.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -67,6 +70,12 @@ impl Drop for Exporter {
 /// The exporter on the simulator, sampling every 100 ms, history off; `kubelet` is the
 /// `--kubelet.pod-resources-socket` argument (None: the flag is not given).
 fn exporter(kubelet: Option<&Path>) -> Exporter {
+    exporter_with(kubelet, None)
+}
+
+/// [`exporter`], writing history under `history` (when given) in 1 s intervals of the virtual
+/// clock, which runs 10 times as fast as the wall clock (one interval per sample).
+fn exporter_with(kubelet: Option<&Path>, history: Option<&Path>) -> Exporter {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera-exporter"));
     cmd.args([
         "--backend",
@@ -75,11 +84,19 @@ fn exporter(kubelet: Option<&Path>) -> Exporter {
         "100ms",
         "--web.listen-address",
         "127.0.0.1:0",
-        "--history.dir",
-        "",
         "--kubelet.timeout",
         "2s",
+        "--history.dir",
     ]);
+    match history {
+        Some(dir) => {
+            cmd.arg(dir)
+                .args(["--history.interval", "1s", "--sim.speed", "10"]);
+        }
+        None => {
+            cmd.arg("");
+        }
+    }
     if let Some(socket) = kubelet {
         cmd.arg("--kubelet.pod-resources-socket").arg(socket);
     }
@@ -495,5 +512,273 @@ fn a_hung_kubelet_stalls_neither_scrapes_nor_samples() {
             .any(|l| l.contains("no answer within 2s")),
         "{:?}",
         e.kubelet_lines()
+    );
+}
+
+/// The history rows of the demo node under `root` (its one node folder), once `ok` holds for
+/// them (30 s at most).
+fn history_until(
+    root: &Path,
+    e: &Exporter,
+    what: &str,
+    ok: impl Fn(&tessera_core::history::NodeHistory) -> bool,
+) -> tessera_core::history::NodeHistory {
+    let node = root.join("gpu-node-1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // The open segment may end in a line being written: the reader skips it.
+        if let Ok(h) = tessera_core::history::reader::read_node_dir(&node)
+            && ok(&h)
+        {
+            return h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never: {what}\n--- log:\n{}",
+            e.log().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// (holders, namespace, pod, Slurm job) of a history row.
+type Held = (Option<u32>, Option<String>, Option<String>, Option<String>);
+
+fn held(
+    holders: Option<u32>,
+    ns: &Option<String>,
+    pod: &Option<String>,
+    job: &Option<String>,
+) -> Held {
+    (holders, ns.clone(), pod.clone(), job.clone())
+}
+
+fn pod_held(n: u32, ns: &str, pod: &str) -> Held {
+    (Some(n), Some(ns.into()), Some(pod.into()), None)
+}
+
+const FREE: Held = (Some(0), None, None, None);
+const UNKNOWN: Held = (None, None, None, None);
+
+#[test]
+fn history_records_the_kubelets_holders_and_null_while_it_fails() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let history = tempfile::tempdir().unwrap();
+    let mig = d.migs[&(3, 1)].clone();
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            pod(
+                "train-0",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+            ),
+            pod(
+                "infer-1",
+                "web",
+                &[("server", "nvidia.com/mig-3g.40gb", &[mig.as_str()])],
+            ),
+            // GPU 1 time-sliced between two pods: each counts once.
+            pod(
+                "a",
+                "team",
+                &[("c", "nvidia.com/gpu", &[&format!("{}::0", d.gpus[1])])],
+            ),
+            pod(
+                "b",
+                "team",
+                &[
+                    ("c", "nvidia.com/gpu", &[&format!("{}::1", d.gpus[1])]),
+                    ("d", "nvidia.com/gpu", &[&format!("{}::2", d.gpus[1])]),
+                ],
+            ),
+        ]),
+    )
+    .unwrap();
+    let e = exporter_with(Some(fake.path()), Some(history.path()));
+    // Intervals after the first answer: every GPU row known.
+    let known_since = |h: &tessera_core::history::NodeHistory| {
+        h.gpu
+            .iter()
+            .find(|r| r.uuid == d.gpus[0] && r.holders.is_some())
+            .map(|r| r.ts)
+    };
+    let h = history_until(history.path(), &e, "5 intervals with holders", |h| {
+        known_since(h)
+            .is_some_and(|t0| h.gpu.iter().filter(|r| r.ts > t0 && r.gpu == 0).count() >= 5)
+    });
+    let t0 = known_since(&h).unwrap();
+    let gpu_rows: Vec<_> = h.gpu.iter().filter(|r| r.ts > t0).collect();
+    assert!(gpu_rows.len() >= 5 * 4, "{}", gpu_rows.len());
+    for r in &gpu_rows {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        let want = match r.gpu {
+            0 => pod_held(1, "ml", "train-0"),
+            // Two pods (pod b's two containers are one holder); the first sorted is named.
+            1 => pod_held(2, "team", "a"),
+            // The MIG GPU is held because one of its instances is.
+            3 => pod_held(1, "web", "infer-1"),
+            _ => FREE,
+        };
+        assert_eq!(got, want, "GPU {} at {}", r.gpu, r.ts);
+    }
+    let mig_rows: Vec<_> = h.mig.iter().filter(|r| r.ts > t0).collect();
+    assert!(mig_rows.iter().any(|r| r.gpu_instance == 1));
+    assert!(mig_rows.iter().any(|r| r.gpu_instance != 1));
+    for r in &mig_rows {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        let want = if r.mig_uuid == mig {
+            pod_held(1, "web", "infer-1")
+        } else {
+            FREE
+        };
+        assert_eq!(got, want, "MIG {} at {}", r.mig_uuid, r.ts);
+    }
+
+    // The kubelet fails: holders become unknown (null), not free.
+    fake.fail(tonic::Code::Unavailable, "kubelet restarting");
+    let unknown_since = |h: &tessera_core::history::NodeHistory| {
+        h.gpu
+            .iter()
+            .find(|r| r.ts > t0 && r.uuid == d.gpus[0] && r.holders.is_none())
+            .map(|r| r.ts)
+    };
+    let h = history_until(history.path(), &e, "5 intervals without holders", |h| {
+        unknown_since(h)
+            .is_some_and(|t1| h.gpu.iter().filter(|r| r.ts > t1 && r.gpu == 0).count() >= 5)
+    });
+    let t1 = unknown_since(&h).unwrap();
+    let after: Vec<_> = h.gpu.iter().filter(|r| r.ts >= t1).collect();
+    assert!(after.len() >= 5 * 4);
+    for r in after {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        assert_eq!(got, UNKNOWN, "GPU {} at {}", r.gpu, r.ts);
+    }
+    let after: Vec<_> = h.mig.iter().filter(|r| r.ts >= t1).collect();
+    assert!(!after.is_empty());
+    for r in after {
+        let got = held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id,
+        );
+        assert_eq!(got, UNKNOWN, "MIG {} at {}", r.mig_uuid, r.ts);
+    }
+}
+
+#[test]
+fn held_devices_that_nothing_uses_count_unused_seconds_per_holder() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    // Demo node: GPU 0 and MIG instance 3/1 run a process; GPU 2 runs none (but works at some
+    // hours of the wall-clock day this test runs at); MIG instance 3/5 never runs anything.
+    let (busy_mig, empty_mig) = (d.migs[&(3, 1)].clone(), d.migs[&(3, 5)].clone());
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            pod(
+                "train-0",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[0].as_str()])],
+            ),
+            pod(
+                "stuck",
+                "ml",
+                &[("main", "nvidia.com/gpu", &[d.gpus[2].as_str()])],
+            ),
+            pod(
+                "infer-1",
+                "web",
+                &[("server", "nvidia.com/mig-3g.40gb", &[busy_mig.as_str()])],
+            ),
+            pod(
+                "spare",
+                "web",
+                &[("server", "nvidia.com/mig-2g.20gb", &[empty_mig.as_str()])],
+            ),
+        ]),
+    )
+    .unwrap();
+    let e = exporter(Some(fake.path()));
+    let unused = |body: &str, pod: &str| {
+        let found: Vec<(Labels, f64)> = series(body, "tessera_gpu_pod_unused_seconds")
+            .into_iter()
+            .filter(|(l, _)| l["pod"] == pod)
+            .collect();
+        assert_eq!(found.len(), 1, "{pod}: {found:?}");
+        found.into_iter().next().unwrap()
+    };
+    let body = e.scrape_until("unused time on the idle devices", |b| {
+        series(b, "tessera_gpu_pod_unused_seconds")
+            .iter()
+            .any(|(l, v)| l["pod"] == "spare" && *v >= 0.3)
+            && b.contains("pod=\"stuck\"")
+    });
+    // One series per holder, with tessera_gpu_pod_info's labels.
+    let info: Vec<Labels> = series(&body, "tessera_gpu_pod_info")
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let held: Vec<Labels> = series(&body, "tessera_gpu_pod_unused_seconds")
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    assert_eq!(held, info);
+    assert_eq!(held.len(), 4);
+    // Used devices: 0.
+    assert_eq!(unused(&body, "train-0").1, 0.0);
+    assert_eq!(unused(&body, "infer-1").1, 0.0);
+    let (stuck, _) = unused(&body, "stuck");
+    assert_eq!(
+        (stuck["gpu"].as_str(), stuck["gpu_instance"].as_str()),
+        ("2", "")
+    );
+    let (spare, _) = unused(&body, "spare");
+    assert_eq!(
+        (
+            spare["gpu"].as_str(),
+            spare["gpu_instance"].as_str(),
+            spare["device"].as_str()
+        ),
+        ("3", "5", empty_mig.as_str())
+    );
+    // It grows while nothing changes...
+    let before = unused(&body, "spare").1;
+    let body = e.scrape_until("more unused time", |b| unused(b, "spare").1 > before);
+    // ... and a holder the kubelet no longer lists is forgotten: back, it starts again.
+    fake.set_response(response(vec![]));
+    e.scrape_until("no holders", |b| {
+        !b.contains("tessera_gpu_pod_unused_seconds")
+    });
+    let grown = unused(&body, "spare").1;
+    fake.set_response(response(vec![pod(
+        "spare",
+        "web",
+        &[("server", "nvidia.com/mig-2g.20gb", &[empty_mig.as_str()])],
+    )]));
+    let body = e.scrape_until("the holder back", |b| {
+        b.contains("tessera_gpu_pod_unused_seconds")
+    });
+    assert!(
+        unused(&body, "spare").1 < grown,
+        "restarted from 0: {} < {grown}",
+        unused(&body, "spare").1
     );
 }

@@ -310,6 +310,11 @@ declare! {
             None,
             "A container that holds the GPU or MIG device, from the kubelet's pod-resources API; one series per holder, also when several share a device (value is always 1).",
         );
+        GPU_POD_UNUSED = gauge(
+            "tessera_gpu_pod_unused",
+            Some(Seconds),
+            "How long the container has held the GPU or MIG device while nothing used it (no compute process on the device, no activity where measured), on the sampler's clock; 0 while used.",
+        );
     }
 }
 

@@ -111,6 +111,13 @@ const SYNTHETIC: &[&str] = &["up", "ALERTS", "ALERTS_FOR_STATE"];
 #[test]
 fn every_expression_reads_metrics_the_exporter_exports() {
     let root = tessera_e2e::repo_root();
+    // A kubelet that says a pod holds GPU 0 (once the exporter has said its UUID).
+    let socket_dir = tempfile::tempdir().unwrap();
+    let kubelet = tessera_fake_kubelet::FakeKubelet::start(
+        socket_dir.path().join("kubelet.sock"),
+        tessera_fake_kubelet::response(vec![]),
+    )
+    .unwrap();
     let e = Exporter::start(exporter![
         "--backend",
         "sim",
@@ -124,12 +131,45 @@ fn every_expression_reads_metrics_the_exporter_exports() {
         "inference-node",
         "--sample.interval",
         "100ms",
+        "--kubelet.pod-resources-socket",
+        kubelet.path(),
     ]);
-    // Two samples at least: idle times and drift are there from the first, but wait for a
-    // second to be sure the exposition is a steady one.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let exposed = exposed_metric_names(&e.scrape());
+    let gpu0 = e
+        .scrape()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("tessera_gpu_info{")
+                .filter(|l| l.contains("gpu=\"0\""))
+                .and_then(|l| l.split("uuid=\"").nth(1))
+                .and_then(|l| l.split('"').next())
+                .map(str::to_string)
+        })
+        .expect("GPU 0's uuid");
+    kubelet.set_response(tessera_fake_kubelet::response(vec![
+        tessera_fake_kubelet::pod(
+            "chat-api-0",
+            "serving",
+            &[("server", "nvidia.com/gpu", &[gpu0.as_str()])],
+        ),
+    ]));
+    // Idle times and drift are there from the first sample; the pod families from the first
+    // sample after the kubelet's answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let body = e.scrape();
+        if body.contains("tessera_gpu_pod_unused_seconds{") {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pod families: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let exposed = exposed_metric_names(&body);
     for must in [
+        "tessera_gpu_pod_info",
+        "tessera_gpu_pod_unused_seconds",
         "tessera_process_idle_seconds",
         "tessera_gpu_idle_seconds",
         "tessera_mig_layout_drift",

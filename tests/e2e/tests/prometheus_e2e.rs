@@ -45,6 +45,10 @@ const MAY_BE_EMPTY: &[(&str, &str)] = &[
         "every GPU has per-process series (and none is idle)",
     ),
     (
+        "TesseraGpuAllocatedUnused",
+        "the one device the fake kubelet gives pods (GPU 0, time-sliced) runs processes",
+    ),
+    (
         "TesseraFleetUnderutilised",
         "the fleet's activity depends on the hour; may be above 30%",
     ),
@@ -143,8 +147,17 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
          scrape_configs:\n  - job_name: tessera-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
         rule_list.join("\n")
     ));
+    // A kubelet that says two pods share GPU 0 (once the exporter has said its UUID).
+    let socket_dir = tempfile::tempdir().unwrap();
+    let kubelet = tessera_fake_kubelet::FakeKubelet::start(
+        socket_dir.path().join("kubelet.sock"),
+        tessera_fake_kubelet::response(vec![]),
+    )
+    .unwrap();
     let e = Exporter::start_on(
         exporter![
+            "--kubelet.pod-resources-socket",
+            kubelet.path(),
             "--backend",
             "sim",
             "--sim.scenario",
@@ -172,6 +185,31 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
         "4 GPUs, 3 MIG instances, 7 processes"
     );
     assert!(pids.contains(&idle_model) && pids.contains(&warm_spare));
+    let gpu0 = exposition
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("tessera_gpu_info{")
+                .filter(|l| l.contains("gpu=\"0\""))
+                .and_then(|l| l.split("uuid=\"").nth(1))
+                .and_then(|l| l.split('"').next())
+                .map(str::to_string)
+        })
+        .expect("GPU 0's uuid");
+    // Time-sliced between two pods, so that no series of GPU 0 changes its labels (a shared
+    // device's series carry no pod labels): the analyzer below reads the same 7 processes.
+    let (a, b) = (format!("{gpu0}::0"), format!("{gpu0}::1"));
+    kubelet.set_response(tessera_fake_kubelet::response(vec![
+        tessera_fake_kubelet::pod(
+            "chat-api-0",
+            "serving",
+            &[("server", "nvidia.com/gpu", &[a.as_str()])],
+        ),
+        tessera_fake_kubelet::pod(
+            "embed-test-0",
+            "research",
+            &[("main", "nvidia.com/gpu", &[b.as_str()])],
+        ),
+    ]));
 
     // A few scrapes, the rules evaluated, and the faults (an hour in) alerting.
     wait_for(
@@ -194,6 +232,16 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
             (alerts_of(&a, "TesseraGpuCriticalXid", "firing", "xid").len() == 2
                 && !alerts_of(&a, "TesseraGpuUncorrectableEccErrors", "firing", "type").is_empty())
             .then_some(())
+        },
+    );
+
+    wait_for(
+        &prom,
+        Duration::from_secs(60),
+        "the pod families scraped",
+        || {
+            let r = prom.query("tessera_gpu_pod_unused_seconds").ok()?;
+            (!r.is_empty()).then_some(())
         },
     );
 
@@ -334,6 +382,7 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
         "TesseraGpuLost",
         "TesseraExporterStale",
         "TesseraGpuIdleLoaded",
+        "TesseraGpuAllocatedUnused",
     ] {
         assert!(
             !alerts.iter().any(|a| label(a, "alertname") == quiet),
