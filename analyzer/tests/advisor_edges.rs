@@ -156,7 +156,8 @@ fn analyze_command_json_and_table() {
             "idle_loaded",
             "consolidation",
             "offpeak_window",
-            "busy_not_working"
+            "busy_not_working",
+            "allocated_unused"
         ]
     );
     let idle = v["findings"]

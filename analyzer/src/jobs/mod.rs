@@ -82,6 +82,8 @@ pub struct Row {
 #[derive(Debug, Clone, Default)]
 pub struct JobRows {
     pub devices: BTreeMap<Device, Vec<Row>>,
+    /// Devices the job held by allocation without running a process on them.
+    pub held_only: std::collections::BTreeSet<Device>,
     pub idle: Vec<advisor::evidence::IdleEvidence>,
 }
 
@@ -94,6 +96,7 @@ impl JobRows {
             e.sort_by_key(|r| r.ts);
         }
         self.idle.extend(other.idle);
+        self.held_only.extend(other.held_only);
     }
 }
 
@@ -140,9 +143,7 @@ pub fn rows_by_job(
         ])
         .collect()?;
     let n = p.height();
-    if n == 0 {
-        return Ok(BTreeMap::new());
-    }
+    let held = held_rows(frames, only)?;
     let jobs = strs(&p, "slurm_job_id")?;
     let (node, gpu, uuid, gi, ts, iv, mem, sm) = (
         strs(&p, "node")?,
@@ -189,6 +190,48 @@ pub fn rows_by_job(
         if let Some(s) = sm.get(i) {
             a.sm = Some((a.sm.unwrap_or(0.0) + s).min(1.0));
         }
+    }
+    // Devices the job held by allocation (Slurm's gres) where none of its processes ran: rows
+    // with no memory of the job's and the device's own activity.
+    let mut held_only: std::collections::BTreeSet<(String, Device)> = Default::default();
+    let ran: std::collections::BTreeSet<(&str, Device)> =
+        acc.keys().map(|(j, d, _)| (*j, d.clone())).collect();
+    let (hj, hn, hg, hu, hgi, ht, hiv) = (
+        strs(&held, "job")?,
+        strs(&held, "node")?,
+        i64s(&held, "gpu")?,
+        strs(&held, "uuid")?,
+        i64s(&held, "gpu_instance")?,
+        i64s(&held, "ts")?,
+        i64s(&held, "interval_ms")?,
+    );
+    for i in 0..held.height() {
+        let (Some(job), Some(node), Some(g), Some(t)) =
+            (hj.get(i), hn.get(i), hg.get(i), ht.get(i))
+        else {
+            continue;
+        };
+        let d = Device {
+            node: node.to_string(),
+            gpu: g as u32,
+            uuid: hu.get(i).map(str::to_string),
+            gpu_instance: hgi.get(i).map(|v| v as u32),
+        };
+        let interval = hiv.get(i).unwrap_or(0);
+        if ran.contains(&(job, d.clone())) {
+            continue;
+        }
+        held_only.insert((job.to_string(), d.clone()));
+        from = from.min(t - interval);
+        until = until.max(t);
+        acc.entry((job, d, t)).or_insert(Acc {
+            interval,
+            memory: Some(0.0),
+            sm: None,
+        });
+    }
+    if acc.is_empty() {
+        return Ok(BTreeMap::new());
     }
     // The devices' own rows over the job's range: activity and capacity.
     let nodes: std::collections::BTreeSet<&str> =
@@ -282,12 +325,11 @@ pub fn rows_by_job(
             activity,
             capacity: if whole { g_cap } else { m_cap },
         };
-        out.entry(job.to_string())
-            .or_default()
-            .devices
-            .entry(d)
-            .or_default()
-            .push(row);
+        let rows = out.entry(job.to_string()).or_default();
+        if held_only.contains(&(job.to_string(), d.clone())) {
+            rows.held_only.insert(d.clone());
+        }
+        rows.devices.entry(d).or_default().push(row);
     }
     // Idle-loaded spans: the advisor's detector on the job's rows and its devices' rows.
     let job_frames = Frames {
@@ -313,6 +355,44 @@ pub fn rows_by_job(
     Ok(out)
 }
 
+/// Rows of the devices a Slurm job holds by allocation (`holder_slurm_job_id`, `holders` ≥ 1;
+/// whole GPUs outside MIG mode, MIG instances): columns job, node, gpu, uuid, gpu_instance
+/// (null for a whole GPU), ts, interval_ms. Empty when the frames have no holders.
+fn held_rows(frames: &Frames, only: Option<&str>) -> Result<DataFrame, JobError> {
+    let by_job = |lf: LazyFrame| {
+        let holder = col("holder_slurm_job_id");
+        lf.filter(
+            col("holders")
+                .gt(lit(0u32))
+                .fill_null(lit(false))
+                .and(match only {
+                    Some(job) => holder.eq(lit(job)),
+                    None => holder.is_not_null(),
+                }),
+        )
+    };
+    let mut gpu = frames.gpu.clone();
+    if gpu.collect_schema()?.get("holders").is_none() {
+        return Ok(DataFrame::empty());
+    }
+    let cols = |gi: Expr| {
+        [
+            col("holder_slurm_job_id").alias("job"),
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            col("uuid"),
+            gi.cast(DataType::Int64).alias("gpu_instance"),
+            crate::frames::columns::ts_ms(),
+            col("interval_ms").cast(DataType::Int64),
+        ]
+    };
+    let g = by_job(gpu)
+        .filter(col("mig_enabled").fill_null(lit(false)).not())
+        .select(cols(lit(NULL)));
+    let m = by_job(frames.mig.clone()).select(cols(col("gpu_instance")));
+    Ok(concat([g, m], UnionArgs::default())?.collect()?)
+}
+
 /// One device's share of the job.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceUse {
@@ -323,6 +403,8 @@ pub struct DeviceUse {
     pub activity_p95: Option<f64>,
     pub memory_peak_gib: Option<f64>,
     pub memory_total_gib: Option<f64>,
+    /// The job held the device by allocation and never ran a process on it.
+    pub held_only: bool,
 }
 
 /// A span in which the job held memory and did nothing.
@@ -455,6 +537,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
                 .filter_map(|r| r.capacity)
                 .reduce(f64::max)
                 .map(gib),
+            held_only: rows.held_only.contains(d),
         });
     }
     let gpu_hours = r3(devices.iter().map(|d| d.hours).sum());
@@ -544,6 +627,15 @@ fn verdict(s: &JobSummary) -> Vec<String> {
             "No activity was measured for the job's GPUs (no SM or busy metric in the data)."
                 .to_string(),
         ),
+    }
+    let held: Vec<&DeviceUse> = s.devices.iter().filter(|d| d.held_only).collect();
+    if !held.is_empty() {
+        out.push(format!(
+            "It held {} of its {n} GPU(s) without ever running anything on them ({:.1} \
+             GPU-hours): request only the GPUs the job uses.",
+            held.len(),
+            held.iter().map(|d| d.hours).sum::<f64>()
+        ));
     }
     if s.idle_hours > 0.0 {
         out.push(format!(
