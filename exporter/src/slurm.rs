@@ -232,9 +232,14 @@ pub fn find_jobs(root: &Path) -> Result<Vec<JobCgroup>, SlurmError> {
             found.push((format!("system.slice/{scope}/{job}"), dir.join(&job)));
         }
     }
-    // cgroup v1: <controller>/slurm[_<node>]/uid_<uid>/job_<id>.
-    let mut controllers = subdirs(root).unwrap_or_default();
-    controllers.retain(|c| c != "system.slice");
+    // cgroup v1: <controller>/slurm[_<node>]/uid_<uid>/job_<id>. Not looked for beside a v2
+    // hierarchy, nor under v2's slices and scopes.
+    let mut controllers = if hierarchy {
+        Vec::new()
+    } else {
+        subdirs(root).unwrap_or_default()
+    };
+    controllers.retain(|c| !c.ends_with(".slice") && !c.ends_with(".scope"));
     controllers.sort_by_key(|c| (c != "freezer", c.clone()));
     for controller in controllers {
         let dir = root.join(&controller);
