@@ -79,6 +79,13 @@ pub fn parse_cgroup(contents: &str) -> Attribution {
     out
 }
 
+/// The Slurm job of one cgroup path (`…/slurmstepd.scope/job_<n>/…` on v2,
+/// `/slurm[_<node>]/uid_<u>/job_<n>/…` on v1), by the same rules as [`parse_cgroup`]; the Slurm
+/// allocation scan ([`crate::slurm`]) names the job cgroups it finds with it.
+pub fn slurm_job_id(path: &str) -> Option<String> {
+    parse_path(path).slurm_job_id
+}
+
 /// Attribute one cgroup path (the third field of a line of `/proc/<pid>/cgroup`).
 fn parse_path(path: &str) -> Attribution {
     let mut out = Attribution::default();

@@ -351,8 +351,7 @@ fn history_loop(
             }
         }
         let agg = aggregator.get_or_insert_with(|| Aggregator::new(&inv.node, options.interval_ms));
-        let Some(rows) = agg.push_held(inv, sample, &snap.attribution, &snap.holders.allocation())
-        else {
+        let Some(rows) = agg.push_held(inv, sample, &snap.attribution, &snap.allocation) else {
             continue;
         };
         match writer.as_mut() {

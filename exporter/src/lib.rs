@@ -6,6 +6,8 @@
 //! - [`attribution`]: the pod, container or Slurm job of a GPU process, from `/proc/<pid>/cgroup`.
 //! - [`kubelet`]: the pod, namespace and container holding each GPU and MIG device, from the
 //!   kubelet's pod-resources API, refreshed on a thread of its own.
+//! - [`slurm`]: the Slurm job holding each GPU, from Slurm's job cgroups and its processes'
+//!   environment, scanned on the sampler thread.
 //! - [`history_thread`]: the history writer on its own thread, fed off the sampler's hot path.
 //! - [`once`]: one snapshot as a table or JSON (the `--once` output).
 //! - [`metrics`]: the Prometheus exposition, one collector per file behind one trait.
@@ -21,4 +23,5 @@ pub mod kubelet;
 pub mod metrics;
 pub mod once;
 pub mod sampler;
+pub mod slurm;
 pub mod web;

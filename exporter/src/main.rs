@@ -22,7 +22,10 @@ use tessera_exporter::history_thread::{self, HistoryStats};
 use tessera_exporter::kubelet::{self, Refresher, RefresherConfig};
 use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::once;
-use tessera_exporter::sampler::{Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks};
+use tessera_exporter::sampler::{
+    AllocationSource, Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks,
+};
+use tessera_exporter::slurm::{self, SlurmScanner};
 use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,6 +129,14 @@ struct Args {
     /// /var/lib/kubelet/pod-resources/kubelet.sock when it exists, otherwise off. "" disables it.
     #[arg(long = "kubelet.pod-resources-socket", value_name = "PATH", value_parser = clap::builder::OsStringValueParser::new())]
     kubelet_socket: Option<std::ffi::OsString>,
+    /// Record which Slurm job holds each GPU, from Slurm's job cgroups and the environment of
+    /// the jobs' processes (reads other users' /proc/<pid>/environ: docs/attribution.md).
+    #[arg(long = "collector.slurm")]
+    collector_slurm: bool,
+    /// Where the cgroup filesystem is mounted, for --collector.slurm (the host's when
+    /// containerised).
+    #[arg(long = "slurm.cgroup-root", value_name = "PATH", default_value = slurm::DEFAULT_CGROUP_ROOT)]
+    slurm_cgroup_root: PathBuf,
     /// Longest time one call to the kubelet's pod-resources API may take.
     #[arg(long = "kubelet.timeout", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     kubelet_timeout: Duration,
@@ -323,6 +334,12 @@ fn run(args: Args) -> Result<()> {
                     as tessera_exporter::sampler::OnSample
             }),
             pod_resources: kubelet.as_ref().map(Refresher::handle),
+            slurm: args.collector_slurm.then(|| {
+                let mut scanner = SlurmScanner::new(&args.slurm_cgroup_root, &args.path_procfs);
+                Box::new(move |inventory: &tessera_core::model::Inventory| {
+                    scanner.allocation(inventory)
+                }) as AllocationSource
+            }),
         },
     )?;
     // Another exporter writing this node's history folder is a configuration error: fail now.

@@ -16,8 +16,11 @@
 //!   at run time shows in `tessera_mig_info` and in the drift from the planned layout.
 //! - Idle spans of processes and GPUs, and the spans of devices held by a pod and unused
 //!   ([`crate::idle`]), are kept here, on the samples' clock.
+//! - Who holds each device by allocation ([`Snapshot::allocation`]) combines the configured
+//!   sources, the kubelet's latest map and the Slurm hook ([`combine`]): known only when every
+//!   configured source is.
 //!
-//! This module does no rendering and no I/O besides calling the backend.
+//! This module does no rendering and no I/O besides calling the backend and its hooks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -28,7 +31,7 @@ use std::time::{Duration, Instant};
 use crate::idle::{IdleTimes, IdleTracker, UnusedTracker};
 use crate::kubelet::{DeviceHolders, PodResourcesHandle};
 use tessera_core::device::{DeviceError, GpuBackend};
-use tessera_core::model::Attribution;
+use tessera_core::model::{Allocation, Attribution};
 use tessera_core::model::{GpuStatus, Inventory, NodeSample};
 
 /// Shortest time between two inventory reads triggered by a sample whose MIG devices differ from
@@ -41,6 +44,11 @@ pub type BackendFactory = Box<dyn FnMut() -> Result<Box<dyn GpuBackend>, DeviceE
 /// Where each process of a sample runs (pod, container, Slurm job), by pid. Runs on the sampler
 /// thread after each sample, so scrapes never read `/proc`; keeps its own cache.
 pub type Attributor = Box<dyn FnMut(&NodeSample) -> HashMap<u32, Arc<Attribution>> + Send>;
+
+/// Which GPUs the scheduler has allocated, for an inventory (`--collector.slurm`:
+/// [`crate::slurm::SlurmScanner::allocation`]). Runs on the sampler thread after each sample;
+/// must be bounded and never fail (an unknown answer is [`Allocation::unknown`]).
+pub type AllocationSource = Box<dyn FnMut(&Inventory) -> Allocation + Send>;
 
 /// Sampler settings.
 #[derive(Debug, Clone)]
@@ -66,6 +74,8 @@ pub struct SamplerHooks {
     /// The kubelet's latest device map (`--kubelet.pod-resources-socket`), copied into each
     /// snapshot; reading it never waits for the kubelet.
     pub pod_resources: Option<PodResourcesHandle>,
+    /// The GPUs Slurm jobs hold (`--collector.slurm`), asked after each sample.
+    pub slurm: Option<AllocationSource>,
 }
 
 /// A hook that sees every published snapshot (must return at once).
@@ -119,6 +129,9 @@ pub struct Snapshot {
     pub idle: Arc<IdleTimes>,
     /// Which pods hold which GPU and MIG devices, from the kubelet (empty without it).
     pub holders: Arc<DeviceHolders>,
+    /// Who holds each device by allocation, every configured source together (the kubelet's
+    /// pods, Slurm's jobs): what history records. Unknown without a source, or while one fails.
+    pub allocation: Arc<Allocation>,
 }
 
 impl Snapshot {
@@ -165,7 +178,34 @@ impl Snapshot {
             attribution: Arc::default(),
             idle: Arc::default(),
             holders: Arc::default(),
+            allocation: Arc::default(),
         }
+    }
+}
+
+/// The allocations of several sources as one: a device's holders are the union of its holders
+/// in each (sorted, without duplicates); known only when every source is (a device one source
+/// cannot see is never called free). No source: unknown.
+pub fn combine(sources: &[Allocation]) -> Allocation {
+    if sources.is_empty() || sources.iter().any(|a| !a.known) {
+        return Allocation::unknown();
+    }
+    let mut devices: HashMap<String, Vec<tessera_core::model::Holder>> = HashMap::new();
+    for source in sources {
+        for (device, holders) in &source.devices {
+            devices
+                .entry(device.clone())
+                .or_default()
+                .extend(holders.iter().cloned());
+        }
+    }
+    for holders in devices.values_mut() {
+        holders.sort();
+        holders.dedup();
+    }
+    Allocation {
+        known: true,
+        devices,
     }
 }
 
@@ -451,6 +491,17 @@ fn run(
             .as_ref()
             .map(PodResourcesHandle::latest)
             .unwrap_or_default();
+        let mut sources = Vec::new();
+        if hooks.pod_resources.is_some() {
+            sources.push(holders.allocation());
+        }
+        if let Some(scan) = hooks.slurm.as_mut() {
+            sources.push(match (&sample, &inventory) {
+                (Some(_), Some(inv)) => scan(inv),
+                _ => Allocation::unknown(),
+            });
+        }
+        let allocation = Arc::new(combine(&sources));
         let idle_times = match &sample {
             Some(s) => Arc::new(IdleTimes {
                 held_unused: unused.update(s, &holders),
@@ -470,6 +521,7 @@ fn run(
             attribution,
             idle: idle_times,
             holders,
+            allocation,
         });
         if let Some(hook) = hooks.on_sample.as_mut() {
             hook(&snapshot);
@@ -672,6 +724,46 @@ mod tests {
         s.gpus[0].errors.clear();
         s.gpus[0].status = GpuStatus::Lost;
         assert!(!mig_devices_changed(&inv, &s));
+    }
+
+    #[test]
+    fn allocations_combine_only_when_every_source_is_known() {
+        use tessera_core::model::Holder;
+        let pod = Holder {
+            namespace: Some("ml".into()),
+            pod: Some("train".into()),
+            slurm_job_id: None,
+        };
+        let job = |id: &str| Holder {
+            slurm_job_id: Some(id.into()),
+            ..Holder::default()
+        };
+        let known = |devices: &[(&str, Vec<Holder>)]| Allocation {
+            known: true,
+            devices: devices
+                .iter()
+                .map(|(d, h)| (d.to_string(), h.clone()))
+                .collect(),
+        };
+        let kubelet = known(&[("GPU-0", vec![pod.clone()])]);
+        let slurm = known(&[
+            ("GPU-0", vec![job("9")]),
+            ("GPU-1", vec![job("7"), job("9")]),
+        ]);
+        let both = combine(&[kubelet.clone(), slurm.clone()]);
+        assert!(both.known);
+        // Holders sort with the pod's `None` job first.
+        assert_eq!(both.holders("GPU-0"), Some(&[job("9"), pod.clone()][..]));
+        assert_eq!(both.holders("GPU-1"), Some(&[job("7"), job("9")][..]));
+        assert_eq!(both.holders("GPU-2"), Some(&[][..]));
+        assert_eq!(combine(&[slurm.clone(), slurm.clone()]), slurm);
+        assert_eq!(combine(std::slice::from_ref(&kubelet)), kubelet);
+        // One source unknown: a device only it could see is never called free.
+        assert_eq!(
+            combine(&[kubelet, Allocation::unknown()]),
+            Allocation::unknown()
+        );
+        assert_eq!(combine(&[]), Allocation::unknown());
     }
 
     #[test]
