@@ -212,14 +212,22 @@ fn held_gpus_with_nothing_running_are_found_priced_per_team_and_never_free() {
     assert!(close(j["gpu_hours"].as_f64().unwrap(), 4.0 * 72.0), "{j:#}");
     let verdict = j["verdict"].to_string();
     assert!(
-        verdict.contains("It held 3 of its 4 GPU(s) without ever running anything on them (216.0 GPU-hours)"),
+        verdict.contains(
+            "It held 3 of its 4 GPU(s) without ever running anything on them (216.0 GPU-hours)"
+        ),
         "{verdict}"
     );
     // Its mean activity counts the idle GPUs it held: about a quarter of the one it trained on.
     let mean = j["activity_mean"].as_f64().unwrap();
     assert!(mean > 0.15 && mean < 0.3, "{mean}");
     let light = json(&["job", "5151", "--source", &src, "--format", "json"]);
-    assert!(!light["devices"].as_array().unwrap().iter().any(|d| d["held_only"] == true));
+    assert!(
+        !light["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["held_only"] == true)
+    );
 
     // A range that starts and ends mid-hour: nb-alice's GPU is unused for exactly the range
     // (rows of 5 minutes ending in (since, until]); nb-bob's day lies inside it.
