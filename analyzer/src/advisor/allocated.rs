@@ -43,14 +43,6 @@ pub const LOW_USE: f64 = 0.10;
 /// The detector.
 pub struct AllocatedUnused;
 
-/// Who holds a device, as its rows name it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Owner {
-    namespace: Option<String>,
-    pod: Option<String>,
-    job: Option<String>,
-}
-
 /// One device and owner: what the detector measured (the partial).
 #[derive(Debug, Clone)]
 pub struct HeldDevice {
@@ -80,8 +72,9 @@ fn str_col(df: &DataFrame, name: &str) -> Result<columns::Strs, AdvisorError> {
     Ok(columns::strs(df, name)?)
 }
 
-/// The held rows of `lf` (`holders` not null), with the columns this detector reads.
-fn held_rows(lf: LazyFrame, mig: bool) -> Result<DataFrame, AdvisorError> {
+/// The held rows of `lf` (`holders` ≥ 1), with the columns this detector reads, and whether
+/// any row of `lf` has its holders known.
+fn held_rows(lf: LazyFrame, mig: bool) -> Result<(DataFrame, bool), AdvisorError> {
     let act = if mig {
         col("sm_active_max")
     } else {
@@ -115,20 +108,39 @@ fn held_rows(lf: LazyFrame, mig: bool) -> Result<DataFrame, AdvisorError> {
     }
     let mut lf = lf;
     if lf.collect_schema()?.get("holders").is_none() {
-        return Ok(DataFrame::empty());
+        return Ok((DataFrame::empty(), false));
     }
-    let mut f = col("holders").is_not_null();
+    let known = lf
+        .clone()
+        .select([col("holders").is_not_null().any(true).alias("known")])
+        .collect()?;
+    let known = columns::bools(&known, "known")?.get(0).unwrap_or(false);
+    if !known {
+        return Ok((DataFrame::empty(), false));
+    }
+    let mut f = col("holders").gt(lit(0u32)).fill_null(lit(false));
     if !mig {
         f = f.and(col("mig_enabled").fill_null(lit(false)).not());
     }
-    Ok(lf.filter(f).select(cols).collect()?)
+    Ok((lf.filter(f).select(cols).collect()?, true))
 }
 
 /// A device's process rows: (node, uuid, gpu instance or -1) → their end times, sorted.
 type ProcessEnds = BTreeMap<(String, String, i64), Vec<i64>>;
 
-/// End times of each device's process rows.
-fn process_ends(frames: &Frames) -> Result<ProcessEnds, AdvisorError> {
+/// A device key: (node, uuid, gpu instance or -1).
+type DeviceKey = (String, String, i64);
+
+/// End times of the process rows of the `wanted` devices only (the devices with a row that
+/// could be unused): a fleet whose held devices all hold memory reads no process row at all.
+fn process_ends(
+    frames: &Frames,
+    wanted: &std::collections::BTreeSet<DeviceKey>,
+) -> Result<ProcessEnds, AdvisorError> {
+    let mut out = ProcessEnds::new();
+    if wanted.is_empty() {
+        return Ok(out);
+    }
     let df = frames
         .process
         .clone()
@@ -142,22 +154,76 @@ fn process_ends(frames: &Frames) -> Result<ProcessEnds, AdvisorError> {
         ])
         .collect()?;
     let (node, uuid) = (str_col(&df, "node")?, str_col(&df, "uuid")?);
+    let (node_ids, uuid_ids) = (node.ids(), uuid.ids());
     let (gi, t) = (
         columns::i64s(&df, "gpu_instance")?,
         columns::i64s(&df, "t")?,
     );
-    let mut out = ProcessEnds::new();
+    // Whether a (node id, uuid id, instance) is wanted, decided once per distinct key.
+    let mut is_wanted: columns::FastMap<(u32, u32, i64), bool> = columns::FastMap::default();
     for i in 0..df.height() {
-        if let (Some(n), Some(u), Some(t)) = (node.get(i), uuid.get(i), t.get(i)) {
-            out.entry((n.to_string(), u.to_string(), gi.get(i).unwrap_or(-1)))
-                .or_default()
-                .push(t);
+        let (Some(n), Some(u), Some(t)) = (node_ids.at(i), uuid_ids.at(i), t.get(i)) else {
+            continue;
+        };
+        let g = gi.get(i).unwrap_or(-1);
+        let want = *is_wanted.entry((n, u, g)).or_insert_with(|| {
+            wanted.contains(&(
+                node_ids.strings[n as usize].to_string(),
+                uuid_ids.strings[u as usize].to_string(),
+                g,
+            ))
+        });
+        if want {
+            out.entry((
+                node_ids.strings[n as usize].to_string(),
+                uuid_ids.strings[u as usize].to_string(),
+                g,
+            ))
+            .or_default()
+            .push(t);
         }
     }
     for v in out.values_mut() {
         v.sort_unstable();
     }
     Ok(out)
+}
+
+/// The devices of `df` (held rows) with a row that could be unused: under the memory
+/// threshold, activity absent or at most the idle one.
+fn candidates(
+    df: &DataFrame,
+    mig: bool,
+    p: &Params,
+    into: &mut std::collections::BTreeSet<DeviceKey>,
+) -> Result<(), AdvisorError> {
+    if df.height() == 0 {
+        return Ok(());
+    }
+    let (node, uuid) = (str_col(df, "node")?, str_col(df, "uuid")?);
+    let (node_ids, uuid_ids) = (node.ids(), uuid.ids());
+    let (mem, act) = (columns::f64s(df, "mem")?, columns::f64s(df, "act")?);
+    let gi = if mig {
+        Some(columns::i64s(df, "gpu_instance")?)
+    } else {
+        None
+    };
+    let mut seen: columns::FastSet<(u32, u32, i64)> = columns::FastSet::default();
+    for i in 0..df.height() {
+        let quiet = mem.get(i).is_some_and(|m| m < p.idle.min_memory_bytes)
+            && act.get(i).is_none_or(|a| a <= p.idle.max_activity);
+        if quiet && let (Some(n), Some(u)) = (node_ids.at(i), uuid_ids.at(i)) {
+            let g = gi.as_ref().and_then(|g| g.get(i)).unwrap_or(-1);
+            if seen.insert((n, u, g)) {
+                into.insert((
+                    node_ids.strings[n as usize].to_string(),
+                    uuid_ids.strings[u as usize].to_string(),
+                    g,
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Compute slices of a MIG profile name (`3g.40gb` → 3/7).
@@ -215,15 +281,53 @@ fn judge(
         })
     };
     let ip = &p.idle;
-    let mut by_owner: BTreeMap<Owner, HeldDevice> = BTreeMap::new();
-    let mut run: Option<(Owner, i64, i64)> = None;
-    let mut prev: Option<(i64, Owner)> = None;
-    let close = |run: &mut Option<(Owner, i64, i64)>, by: &mut BTreeMap<Owner, HeldDevice>| {
+    // The device's owners in order of appearance (a device has one or a few), the current
+    // one's index, and the unused run in progress (owner index, start, end).
+    type OwnerRef<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+    let mut owners: Vec<(OwnerRef, HeldDevice)> = Vec::new();
+    let mut run: Option<(usize, i64, i64)> = None;
+    let mut prev: Option<(i64, usize)> = None;
+    let close = |run: &mut Option<(usize, i64, i64)>, owners: &mut Vec<(OwnerRef, HeldDevice)>| {
         if let Some((o, s, e)) = run.take()
             && e - s >= ip.min_duration_ms
-            && let Some(h) = by.get_mut(&o)
         {
-            h.spans.push((s, e));
+            owners[o].1.spans.push((s, e));
+        }
+    };
+    let new_device = |o: OwnerRef| {
+        let mut entity = Entity {
+            kind: d.kind.into(),
+            node: Some(n0.clone()),
+            gpu: gpu.get(first).map(|g| g as u32),
+            uuid: Some(u0.clone()),
+            namespace: o.0.map(str::to_string),
+            pod: o.1.map(str::to_string),
+            slurm_job: o.2.map(str::to_string),
+            ..Entity::default()
+        };
+        if mig {
+            entity.mig_uuid = mig_uuid
+                .as_ref()
+                .and_then(|m| m.get(first))
+                .map(str::to_string);
+            entity.gpu_instance = gi0.map(|g| g as u32);
+            entity.model = profile
+                .as_ref()
+                .and_then(|p| p.get(first))
+                .map(str::to_string);
+        } else {
+            entity.model = model
+                .as_ref()
+                .and_then(|m| m.get(first))
+                .map(str::to_string);
+        }
+        HeldDevice {
+            entity,
+            share,
+            held_ms: 0,
+            act_ms: 0.0,
+            act_known_ms: 0,
+            spans: Vec::new(),
         }
     };
     for &i in &d.rows {
@@ -231,59 +335,29 @@ fn judge(
             continue;
         };
         let iv = iv.get(i).unwrap_or(0).max(1);
-        out.3 = true;
         if n < 1 {
-            close(&mut run, &mut by_owner);
+            close(&mut run, &mut owners);
             prev = None;
             continue;
         }
-        let owner = Owner {
-            namespace: ns.get(i).map(str::to_string),
-            pod: pod.get(i).map(str::to_string),
-            job: job.get(i).map(str::to_string),
+        let owner: OwnerRef = (ns.get(i), pod.get(i), job.get(i));
+        let o = match prev {
+            Some((_, o)) if owners[o].0 == owner => o,
+            _ => match owners.iter().position(|(k, _)| *k == owner) {
+                Some(o) => o,
+                None => {
+                    owners.push((owner, new_device(owner)));
+                    owners.len() - 1
+                }
+            },
         };
-        if let Some((pt, po)) = &prev
-            && (breaks_span(ts - pt, iv, ip.max_gap_intervals) || *po != owner)
+        if let Some((pt, po)) = prev
+            && (breaks_span(ts - pt, iv, ip.max_gap_intervals) || po != o)
         {
-            close(&mut run, &mut by_owner);
+            close(&mut run, &mut owners);
         }
-        prev = Some((ts, owner.clone()));
-        let h = by_owner.entry(owner.clone()).or_insert_with(|| {
-            let mut entity = Entity {
-                kind: d.kind.into(),
-                node: Some(n0.clone()),
-                gpu: gpu.get(first).map(|g| g as u32),
-                uuid: Some(u0.clone()),
-                namespace: owner.namespace.clone(),
-                pod: owner.pod.clone(),
-                slurm_job: owner.job.clone(),
-                ..Entity::default()
-            };
-            if mig {
-                entity.mig_uuid = mig_uuid
-                    .as_ref()
-                    .and_then(|m| m.get(first))
-                    .map(str::to_string);
-                entity.gpu_instance = gi0.map(|g| g as u32);
-                entity.model = profile
-                    .as_ref()
-                    .and_then(|p| p.get(first))
-                    .map(str::to_string);
-            } else {
-                entity.model = model
-                    .as_ref()
-                    .and_then(|m| m.get(first))
-                    .map(str::to_string);
-            }
-            HeldDevice {
-                entity,
-                share,
-                held_ms: 0,
-                act_ms: 0.0,
-                act_known_ms: 0,
-                spans: Vec::new(),
-            }
-        });
+        prev = Some((ts, o));
+        let h = &mut owners[o].1;
         h.held_ms += iv;
         out.2 += hours(iv) * share;
         let a = act.get(i);
@@ -293,7 +367,7 @@ fn judge(
         }
         let Some(m) = mem.get(i) else {
             out.1 += 1;
-            close(&mut run, &mut by_owner);
+            close(&mut run, &mut owners);
             continue;
         };
         let unused = m < ip.min_memory_bytes
@@ -302,16 +376,17 @@ fn judge(
         if unused {
             match &mut run {
                 Some((_, _, e)) => *e = ts,
-                None => run = Some((owner, ts - iv, ts)),
+                None => run = Some((o, ts - iv, ts)),
             }
         } else {
-            close(&mut run, &mut by_owner);
+            close(&mut run, &mut owners);
         }
     }
-    close(&mut run, &mut by_owner);
+    close(&mut run, &mut owners);
     out.0.extend(
-        by_owner
-            .into_values()
+        owners
+            .into_iter()
+            .map(|(_, h)| h)
             .filter(|h| h.held_ms >= ip.min_duration_ms),
     );
     Ok(())
@@ -320,12 +395,16 @@ fn judge(
 /// Every held device's measurements in one partition.
 fn held_devices(frames: &Frames, p: &Params) -> Result<Part, AdvisorError> {
     let mut out: Part = (Vec::new(), 0, 0.0, false);
-    let gpu = held_rows(frames.gpu.clone(), false)?;
-    let mig = held_rows(frames.mig.clone(), true)?;
+    let (gpu, gpu_known) = held_rows(frames.gpu.clone(), false)?;
+    let (mig, mig_known) = held_rows(frames.mig.clone(), true)?;
+    out.3 = gpu_known || mig_known;
     if gpu.height() == 0 && mig.height() == 0 {
         return Ok(out);
     }
-    let procs = process_ends(frames)?;
+    let mut wanted = std::collections::BTreeSet::new();
+    candidates(&gpu, false, p, &mut wanted)?;
+    candidates(&mig, true, p, &mut wanted)?;
+    let procs = process_ends(frames, &wanted)?;
     for (kind, df) in [("gpu", &gpu), ("mig", &mig)] {
         if df.height() == 0 {
             continue;
