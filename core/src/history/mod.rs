@@ -12,6 +12,8 @@
 //! - [`lock`]: one writer per node folder (`flock`, released by the kernel when the holder dies).
 //! - [`compact`]: merges the hourly files of a finished UTC day into one day file.
 //! - [`reader`]: the strict reader (arrow/parquet, never polars).
+//! - [`pages`]: page headers checked before a row group is decoded (no allocation a corrupt
+//!   header claims).
 //!
 //! This module is the format and its files only: it never samples a GPU, runs no thread and never
 //! links polars. The exporter's history thread (`tessera_exporter::history_thread`) and the
@@ -21,6 +23,7 @@ pub mod aggregate;
 pub mod compact;
 pub mod files;
 pub mod lock;
+pub mod pages;
 pub mod reader;
 pub mod schema;
 pub mod segments;

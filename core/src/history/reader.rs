@@ -214,6 +214,14 @@ pub fn read_parquet_batches(path: &Path, table: Table) -> Result<Vec<RecordBatch
     let mut out = Vec::new();
     for group in 0..meta.metadata().num_row_groups() {
         let place = format!("row group {group}");
+        super::pages::check_pages(&file, meta.metadata(), group).map_err(|(column, message)| {
+            HistoryError::Column {
+                path: path.to_path_buf(),
+                column,
+                place: place.clone(),
+                message,
+            }
+        })?;
         let decoded = catch_panic(path, &place, || {
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
                 file.try_clone().map_err(io(path))?,
