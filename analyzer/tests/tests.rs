@@ -20,6 +20,7 @@ mod mig_plan_cli;
 mod occupancy;
 mod offpeak_trace;
 mod prometheus_http;
+mod prometheus_occupancy;
 mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
