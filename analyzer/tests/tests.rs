@@ -19,6 +19,7 @@ mod mig_manager_faults;
 mod mig_plan_cli;
 mod occupancy;
 mod offpeak_trace;
+mod prometheus_holders;
 mod prometheus_http;
 mod prometheus_occupancy;
 mod prometheus_partitions;

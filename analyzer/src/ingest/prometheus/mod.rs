@@ -42,7 +42,7 @@
 //! Layout (each module uses only those listed before it): `options` (the settings),
 //! `catalogue` (families, PromQL templates, chunks), `client` (HTTP), `discovery` (scrape
 //! intervals, nodes, groups), `recorded` (recorded maxima or raw), `assembly` (cells into rows,
-//! spill), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
+//! spill), `holders` (tessera-exporter's kubelet series into the holders' columns), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
 //! group through either API), `fetch` (every group, concurrently), `kube` (kube-state-metrics'
 //! GPU counts per node into synthetic rows), `notes` (the report's lines); `read` here ties
 //! them together.
@@ -59,6 +59,7 @@ mod discovery;
 mod fetch;
 mod fetch_range;
 mod fetch_remote;
+mod holders;
 mod kube;
 mod notes;
 mod options;
