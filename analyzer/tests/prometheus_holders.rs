@@ -10,6 +10,11 @@
 //! exporter has no kubelet, has them null (unknown), never 0; and `tessera analyze` finds the same
 //! `allocated_unused` findings for the pods as through `history:` (nb-alice's GPU and nb-carol's
 //! MIG instance, unused all day).
+//!
+//! dcgm-exporter with its Kubernetes mapping: the same day as `DCGM_FI_DEV_FB_USED` series whose
+//! `pod`/`namespace` labels are the rows' pod holders (MIG instances by `GPU_I_ID`): the
+//! Kubernetes nodes' holders equal history's (free GPUs 0: the node has pod-labelled series),
+//! slurm-1's (no pod label anywhere) are null.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +23,9 @@ use serde_json::Value;
 use tessera::ingest::prometheus::Api;
 use tessera::ingest::{self, IngestOptions, Source};
 
-use crate::support::openmetrics::{self as om, DAY_MS, openmetrics_with_holders, rfc3339, strs};
+use crate::support::openmetrics::{
+    self as om, DAY_MS, gauge, openmetrics_with_holders, rfc3339, strs,
+};
 use crate::support::prometheus as prom;
 
 const FIXTURE: &str = concat!(
@@ -162,4 +169,101 @@ fn pod_info_and_kubelet_up_give_history_holders_and_findings() {
         "{from_history:#?}"
     );
     assert_eq!(from_prom, from_history);
+}
+
+/// The frames as dcgm-exporter's `DCGM_FI_DEV_FB_USED` (MiB) with its Kubernetes mapping: a
+/// row's pod holder as `pod`/`namespace` labels; GPUs with MIG rows only as their instances.
+fn dcgm_with_pods(gpu: &DataFrame, mig: &DataFrame) -> String {
+    let mib = |df: &DataFrame, renames: &[(&str, &str)]| {
+        let mut df = df
+            .clone()
+            .lazy()
+            .with_column(
+                (col("memory_used_max_bytes").cast(DataType::Float64) / lit(1_048_576.0))
+                    .alias("fb"),
+            )
+            .collect()
+            .expect("fb");
+        for (from, to) in renames {
+            df.rename(from, (*to).into()).expect("rename");
+        }
+        df
+    };
+    let mig_uuids: Vec<Option<String>> = strs(mig, "uuid");
+    let mask: BooleanChunked = strs(gpu, "uuid")
+        .iter()
+        .map(|u| !mig_uuids.contains(u))
+        .collect();
+    let whole = gpu.filter(&mask).expect("whole GPUs");
+    let pods = [
+        ("holder_pod", "pod"),
+        ("holder_namespace", "namespace"),
+        ("uuid", "UUID"),
+    ];
+    let g = mib(&whole, &pods);
+    let mut mi = pods.to_vec();
+    mi.extend([("gpu_instance", "GPU_I_ID"), ("profile", "GPU_I_PROFILE")]);
+    let m = mib(mig, &mi);
+    let mut s = String::new();
+    gauge(
+        &mut s,
+        "DCGM_FI_DEV_FB_USED",
+        &g,
+        &["gpu", "UUID", "namespace", "pod"],
+        "fb",
+        "fb",
+    );
+    let mut t = String::new();
+    gauge(
+        &mut t,
+        "DCGM_FI_DEV_FB_USED",
+        &m,
+        &[
+            "gpu",
+            "UUID",
+            "GPU_I_ID",
+            "GPU_I_PROFILE",
+            "namespace",
+            "pod",
+        ],
+        "fb",
+        "fb",
+    );
+    // One family: the second block without its TYPE line.
+    s.push_str(t.split_once('\n').map_or("", |x| x.1));
+    s.push_str("# EOF\n");
+    s
+}
+
+#[test]
+fn dcgm_pod_labels_give_history_holders() {
+    prom::require_tools();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let toml = std::fs::read_to_string(FIXTURE).unwrap();
+    let (gpu, mig, _, since) = om::simulate(tmp.path(), &toml, "allocated");
+    let want = held(&gpu, &mig);
+    let server = prom::serve(tmp.path(), &dcgm_with_pods(&gpu, &mig));
+    let (pg, pm) = prometheus_frames(&server.url, since, Api::QueryRange);
+    assert!(pm.height() > 0, "MIG rows");
+    let got = held(&pg, &pm);
+    let (mut known, mut unknown) = (0, 0);
+    for (key, g) in &got {
+        let w = want
+            .get(key)
+            .unwrap_or_else(|| panic!("history has no row {key}"));
+        if key.contains(" slurm-1 ") {
+            assert_eq!(
+                g,
+                &(None, None, None),
+                "{key}: no pod label on the node: unknown"
+            );
+            unknown += 1;
+        } else {
+            assert_eq!(g, w, "{key}");
+            known += 1;
+        }
+    }
+    // k8s-1's 4 GPUs and mig-1's two instances; slurm-1's 5 GPUs.
+    assert_eq!(known, 6 * 8640);
+    assert_eq!(unknown, 5 * 8640);
 }

@@ -290,6 +290,8 @@ const DCGM: &[Spec] = &[
     // Pods: the memory of the GPU or MIG instance the pod was given (same queries).
     scaled(Process, "memory_used_max_bytes", DCGM_FB_USED, MIB),
     gauge(Process, "samples", DCGM_FB_COUNT),
+    // Holders: the pod labels of the same series (`holders` module).
+    gauge(Gpu, "dcgm_pods", DCGM_FB_COUNT),
 ];
 
 /// nvidia_gpu_exporter's queries, in order.

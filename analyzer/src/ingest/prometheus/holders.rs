@@ -11,7 +11,13 @@
 //! 0 by default. `holder_namespace`/`holder_pod`: the first holder (sorted by namespace, pod) of
 //! the row's last point that had one.
 //!
-//! It sends no request and knows no PromQL beyond which columns the two queries feed.
+//! dcgm-exporter (its Kubernetes mapping on): each per-device series with a `pod` (or
+//! `pod_name`) label names a holder of its GPU or MIG instance (`GPU_I_ID`) at its points, the
+//! same counting; a device with none is free (0) on a node with a pod-labelled series somewhere
+//! in the range (the mapping is on there; Prometheus drops empty labels, so "no pod" and
+//! "mapping off" look alike on one series), else null.
+//!
+//! It sends no request and knows no PromQL beyond which columns the queries feed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +28,9 @@ use crate::frames::schema::Table;
 
 /// The column a `tessera_gpu_pod_info` query feeds (a [`super::catalogue::Query`]'s).
 pub(super) const POD_INFO: &str = "holders";
+/// The column dcgm-exporter's pod-labelled series feed (any of its per-device queries: each
+/// series with a `pod` or `pod_name` label names a holder of its GPU or MIG instance).
+pub(super) const DCGM_PODS: &str = "dcgm_pods";
 /// The column a `tessera_exporter_kubelet_up` query feeds (no canonical column: it decides
 /// whether a device without holders is free or unknown).
 pub(super) const KUBELET_UP: &str = "kubelet_up";
@@ -37,6 +46,9 @@ pub(super) struct Holders {
     pods: BTreeMap<Device, BTreeMap<i64, BTreeSet<(String, String)>>>,
     /// Per node: the evaluation times at which its kubelet answered.
     up: BTreeMap<String, BTreeSet<i64>>,
+    /// dcgm-exporter: the nodes with a pod-labelled series in the range (its Kubernetes mapping
+    /// is on there, so a device without one is held by nobody).
+    mapped: BTreeSet<String>,
 }
 
 impl Holders {
@@ -51,29 +63,38 @@ impl Holders {
         let get = |l: &str| m.get(l).cloned().unwrap_or_default();
         match column {
             POD_INFO => {
-                let (Some(node), pod) = (node_name(m), get("pod")) else {
-                    return true;
-                };
-                let uuid = get("uuid");
-                if pod.is_empty() || uuid.is_empty() {
-                    return true;
+                if let Some(node) = node_name(m) {
+                    let dev = (
+                        node,
+                        get("uuid"),
+                        get("gpu_instance"),
+                        get("compute_instance"),
+                    );
+                    let holder = (get("namespace"), get("pod"));
+                    self.add(
+                        dev,
+                        holder,
+                        points.filter(|p| p.1.is_some_and(|v| v >= 1.0)),
+                    );
                 }
-                let holder = (get("namespace"), pod);
-                let (gi, ci) = (get("gpu_instance"), get("compute_instance"));
-                let whole: Device = (node.clone(), uuid.clone(), String::new(), String::new());
-                let mig = (!gi.is_empty()).then_some((node, uuid, gi, ci));
-                for (ts, v) in points {
-                    if v.is_none_or(|v| v < 1.0) {
-                        continue;
-                    }
-                    for d in std::iter::once(&whole).chain(mig.as_ref()) {
-                        self.pods
-                            .entry(d.clone())
-                            .or_default()
-                            .entry(ts)
-                            .or_default()
-                            .insert(holder.clone());
-                    }
+                true
+            }
+            DCGM_PODS => {
+                let first = |ls: &[&str]| {
+                    ls.iter()
+                        .filter_map(|l| m.get(*l))
+                        .find(|v| !v.is_empty())
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                let pod = first(&["pod", "pod_name"]);
+                if let Some(node) = node_name(m)
+                    && !pod.is_empty()
+                {
+                    self.mapped.insert(node.clone());
+                    let dev = (node, get("UUID"), get("GPU_I_ID"), String::new());
+                    let holder = (first(&["namespace", "pod_namespace"]), pod);
+                    self.add(dev, holder, points.filter(|p| p.1.is_some()));
                 }
                 true
             }
@@ -92,10 +113,36 @@ impl Holders {
         }
     }
 
+    /// The points of `holder` on a device (a MIG instance's count for its GPU too).
+    fn add(
+        &mut self,
+        (node, uuid, gi, ci): Device,
+        holder: (String, String),
+        points: impl Iterator<Item = (i64, Option<f64>)>,
+    ) {
+        if holder.1.is_empty() || uuid.is_empty() {
+            return;
+        }
+        let whole: Device = (node.clone(), uuid.clone(), String::new(), String::new());
+        let mig = (!gi.is_empty()).then_some((node, uuid, gi, ci));
+        for (ts, _) in points {
+            for d in std::iter::once(&whole).chain(mig.as_ref()) {
+                self.pods
+                    .entry(d.clone())
+                    .or_default()
+                    .entry(ts)
+                    .or_default()
+                    .insert(holder.clone());
+            }
+        }
+    }
+
     /// `df` (resampled `gpu` or `mig` rows) with its holders' columns filled (see the module
     /// doc); other tables, and rows of nodes with neither series, as they are.
     pub(super) fn fill(&self, table: Table, df: DataFrame) -> PolarsResult<DataFrame> {
-        if table == Table::Process || (self.pods.is_empty() && self.up.is_empty()) {
+        if table == Table::Process
+            || (self.pods.is_empty() && self.up.is_empty() && self.mapped.is_empty())
+        {
             return Ok(df);
         }
         let text = |c: &str| -> PolarsResult<StringChunked> {
@@ -132,9 +179,11 @@ impl Holders {
                 }
             }
             let up = || {
-                self.up
-                    .get(&dev.0)
-                    .is_some_and(|t| t.range(inside.clone()).next().is_some())
+                self.mapped.contains(&dev.0)
+                    || self
+                        .up
+                        .get(&dev.0)
+                        .is_some_and(|t| t.range(inside.clone()).next().is_some())
             };
             n.push(if !all.is_empty() {
                 Some(all.len() as u32)
