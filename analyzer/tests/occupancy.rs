@@ -26,7 +26,7 @@ fn dir() -> &'static Path {
 }
 
 /// The trace in `form` (`node` or `gpu`).
-fn trace(form: &str) -> PathBuf {
+pub(super) fn trace(form: &str) -> PathBuf {
     let path = dir().join(format!("occupancy-{form}.csv"));
     let out = Command::new("python3")
         .arg(format!("{SCRIPTS}/gen-node-occupancy.py"))

@@ -14,7 +14,9 @@
 //! Checks ([`NodeCounts::check`]): a node with `gpus_allocated` but no `gpus_total` is an error
 //! at the node's first line (its GPU count is not guessed); `gpus_allocated` above the
 //! `gpus_total` in force at that time is an error at that line. Whole numbers in 0–1024 are the
-//! reader's check when it takes a value.
+//! reader's check when it takes a value. A source whose held count is a sum over an interval
+//! (kube-state-metrics' pods: one may end and another start on the same GPU within a step)
+//! lowers a count above the total to it first ([`NodeCounts::clamp_to_totals`]).
 //!
 //! What it cannot say: which GPU of a node is held (GPU `i` < allocated is a convention, not a
 //! fact), and anything about use — per-node counts carry no memory or activity, so idle-loaded
@@ -139,6 +141,24 @@ impl NodeCounts {
         dropped.sort();
         *self = kept;
         dropped
+    }
+
+    /// Lowers every `gpus_allocated` value above the node's `gpus_total` in force at its time to
+    /// that total (a source whose held count is a sum over an interval, in which a pod may end
+    /// and another start on the same GPU); returns how many values each node had lowered.
+    pub fn clamp_to_totals(&mut self) -> BTreeMap<String, u64> {
+        let totals = self.sorted_totals();
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for k in 0..self.eid.len() {
+            let e = self.eid[k] as usize;
+            if let (Some(a), Some(t)) = (self.allocated[k], total_at(&totals[e], self.ts[k]))
+                && a > t
+            {
+                self.allocated[k] = Some(t);
+                *out.entry(self.names[e].clone()).or_default() += 1;
+            }
+        }
+        out
     }
 
     /// Appends the counts `o` collected after these (nodes renumbered in order of appearance).

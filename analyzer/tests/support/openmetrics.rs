@@ -166,6 +166,96 @@ pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> Str
     s
 }
 
+/// [`openmetrics`] with the frames' holders as tessera-exporter's kubelet series: per row of a
+/// device that names a pod holder (`holder_pod`), `tessera_gpu_pod_info` at the row's two sample
+/// times (GPU rows of GPUs without MIG rows, with empty `gpu_instance`/`compute_instance`; MIG
+/// rows with theirs), and `tessera_exporter_kubelet_up` 1 on each node of `kubelet_nodes` at its
+/// GPU 0's row times; and `tessera_mig_info` per MIG row (profile id, placement, MIG UUID).
+/// Slurm jobs' holders have no such series.
+pub fn openmetrics_with_holders(
+    gpu: &DataFrame,
+    mig: &DataFrame,
+    process: &DataFrame,
+    kubelet_nodes: &[&str],
+) -> String {
+    let mut s = openmetrics(gpu, mig, process);
+    s.truncate(s.len() - "# EOF\n".len());
+    let _ = writeln!(s, "# TYPE tessera_gpu_pod_info gauge");
+    let mig_uuids: std::collections::BTreeSet<Option<String>> =
+        strs(mig, "uuid").into_iter().collect();
+    for (df, is_mig) in [(gpu, false), (mig, true)] {
+        let (node, g, uuid, ts) = (
+            strs(df, "node"),
+            strs(df, "gpu"),
+            strs(df, "uuid"),
+            f64s(df, "ts"),
+        );
+        let (ns, pod) = (strs(df, "holder_namespace"), strs(df, "holder_pod"));
+        let (gi, ci) = if is_mig {
+            (strs(df, "gpu_instance"), strs(df, "compute_instance"))
+        } else {
+            (vec![None; df.height()], vec![None; df.height()])
+        };
+        for i in 0..df.height() {
+            let (Some(n), Some(p), Some(t)) = (&node[i], &pod[i], ts[i]) else {
+                continue;
+            };
+            if !is_mig && mig_uuids.contains(&uuid[i]) {
+                continue;
+            }
+            let v = |o: &Option<String>| o.clone().unwrap_or_default();
+            let l = format!(
+                "instance=\"{n}:19435\",gpu=\"{}\",uuid=\"{}\",gpu_instance=\"{}\",\
+                 compute_instance=\"{}\",device=\"{}\",resource=\"nvidia.com/gpu\",\
+                 namespace=\"{}\",pod=\"{p}\",container=\"main\"",
+                v(&g[i]),
+                v(&uuid[i]),
+                v(&gi[i]),
+                v(&ci[i]),
+                v(&uuid[i]),
+                v(&ns[i]),
+            );
+            for at in [t - 5_000.0, t] {
+                let _ = writeln!(s, "tessera_gpu_pod_info{{{l}}} 1 {:.3}", at / 1000.0);
+            }
+        }
+    }
+    // The MIG instances' identity (the allocated detector tells instances apart by mig_uuid).
+    let labels = [
+        "gpu",
+        "uuid",
+        "gpu_instance",
+        "compute_instance",
+        "profile",
+        "profile_id",
+        "placement_start",
+        "placement_size",
+        "mig_uuid",
+    ];
+    let one = Column::new("one".into(), vec![1.0f64; mig.height()]);
+    let mut info = mig.clone();
+    info.with_column(one).expect("column");
+    gauge(&mut s, "tessera_mig_info", &info, &labels, "one", "one");
+    let _ = writeln!(s, "# TYPE tessera_exporter_kubelet_up gauge");
+    let (node, g, ts) = (strs(gpu, "node"), strs(gpu, "gpu"), f64s(gpu, "ts"));
+    for i in 0..gpu.height() {
+        let (Some(n), Some(t)) = (&node[i], ts[i]) else {
+            continue;
+        };
+        if g[i].as_deref() == Some("0") && kubelet_nodes.contains(&n.as_str()) {
+            for at in [t - 5_000.0, t] {
+                let _ = writeln!(
+                    s,
+                    "tessera_exporter_kubelet_up{{instance=\"{n}:19435\"}} 1 {:.3}",
+                    at / 1000.0
+                );
+            }
+        }
+    }
+    s.push_str("# EOF\n");
+    s
+}
+
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .expect("time")

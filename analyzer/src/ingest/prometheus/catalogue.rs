@@ -242,6 +242,9 @@ const TESSERA: &[Spec] = &[
     gauge(Gpu, "model", "max_over_time(tessera_gpu_info[{R}])"),
     form(Gpu, "energy_delta_joules", Form::CounterDelta("tessera_gpu_energy_joules_total"), 1.0),
     form(Gpu, "xid_count", Form::EventCount("tessera_gpu_xid_errors_total", "xid"), 1.0),
+    // Holders by allocation (`holders` module): GPU and MIG rows alike.
+    gauge(Gpu, "holders", "max_over_time(tessera_gpu_pod_info[{R}])"),
+    gauge(Gpu, "kubelet_up", "max_over_time(tessera_exporter_kubelet_up[{R}])"),
     gauge(Mig, "memory_used_max_bytes", "max_over_time(tessera_mig_memory_used_bytes[{R}])"),
     gauge(Mig, "memory_total_bytes", "max_over_time(tessera_mig_memory_total_bytes[{R}])"),
     gauge(Mig, "sm_active_mean", "avg_over_time(tessera_mig_sm_active_ratio[{R}])"),
@@ -287,6 +290,8 @@ const DCGM: &[Spec] = &[
     // Pods: the memory of the GPU or MIG instance the pod was given (same queries).
     scaled(Process, "memory_used_max_bytes", DCGM_FB_USED, MIB),
     gauge(Process, "samples", DCGM_FB_COUNT),
+    // Holders: the pod labels of the same series (`holders` module).
+    gauge(Gpu, "dcgm_pods", DCGM_FB_COUNT),
 ];
 
 /// nvidia_gpu_exporter's queries, in order.

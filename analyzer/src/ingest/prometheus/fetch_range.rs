@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::assembly::{Entity, Key, PartTables, observations};
 use super::client::{Answer, Client, Limit, Matrix, err, fmt_size, parse};
 use super::discovery::{Group, with_matcher};
+use super::holders::Holders;
 use super::plan::{FetchErr, Plan, Tallies, Text, absorb};
 use crate::ingest::{fmt_ms, resample};
 
@@ -31,6 +32,7 @@ pub(super) fn fetch_group(
     let mut entities: BTreeMap<Key, Entity> = BTreeMap::new();
     let mut attrs: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut gaps: BTreeMap<String, u64> = BTreeMap::new();
+    let mut holders = Holders::default();
     for Text {
         promql: text,
         shift,
@@ -139,6 +141,7 @@ pub(super) fn fetch_group(
                     &mut entities,
                     &mut attrs,
                     &mut t.refused,
+                    &mut holders,
                 );
             }
         }
@@ -158,6 +161,7 @@ pub(super) fn fetch_group(
     for o in observations(entities, attrs, spec)? {
         let table = o.table;
         let (df, s) = resample::resample(o, plan.row_spec)?;
+        let df = holders.fill(table, df)?;
         out.push((table, (df.height() > 0).then_some(df), s));
     }
     tallies.merge(t);

@@ -12,6 +12,7 @@ use super::assembly::{Entity, Key, PartTables, observations};
 use super::catalogue::Family;
 use super::client::{Client, RemoteAnswer, err};
 use super::discovery::Group;
+use super::holders::Holders;
 use super::plan::{FetchErr, Plan, Tallies, absorb};
 use crate::ingest::promeval::{Buckets, Grid, Labels, Points, TextEval};
 use crate::ingest::remote_read::{self, LabelMatcher};
@@ -88,6 +89,7 @@ pub(super) fn fetch_group_remote(
         }
     );
     let mut out = Vec::new();
+    let mut holders = Holders::default();
     // Evaluated series of text `i` into the cells.
     let mut absorb_out = |i: usize, out: &mut Vec<(Labels, Points)>| {
         let text = &plan.texts[i];
@@ -101,6 +103,7 @@ pub(super) fn fetch_group_remote(
                 &mut entities,
                 &mut attrs,
                 &mut t.refused,
+                &mut holders,
             );
         }
     };
@@ -155,6 +158,7 @@ pub(super) fn fetch_group_remote(
     for o in observations(entities, attrs, spec)? {
         let table = o.table;
         let (df, s) = resample::resample(o, plan.row_spec)?;
+        let df = holders.fill(table, df)?;
         tables.push((table, (df.height() > 0).then_some(df), s));
     }
     tallies.merge(t);

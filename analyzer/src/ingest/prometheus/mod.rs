@@ -42,9 +42,15 @@
 //! Layout (each module uses only those listed before it): `options` (the settings),
 //! `catalogue` (families, PromQL templates, chunks), `client` (HTTP), `discovery` (scrape
 //! intervals, nodes, groups), `recorded` (recorded maxima or raw), `assembly` (cells into rows,
-//! spill), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
-//! group through either API), `fetch` (every group, concurrently); `read` here ties them
-//! together and writes the report's lines.
+//! spill), `holders` (tessera-exporter's kubelet series into the holders' columns), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
+//! group through either API), `fetch` (every group, concurrently), `kube` (kube-state-metrics'
+//! GPU counts per node into synthetic rows), `notes` (the report's lines); `read` here ties
+//! them together.
+//!
+//! Occupancy: where the server has kube-state-metrics' pod GPU requests and node allocatable
+//! GPUs, the nodes no GPU exporter covers get synthetic `gpu` rows with `holders`
+//! ([`crate::ingest::occupancy`]), in a partition of their own; a server with those and no
+//! GPU exporter is read for them alone.
 
 mod assembly;
 mod catalogue;
@@ -53,6 +59,9 @@ mod discovery;
 mod fetch;
 mod fetch_range;
 mod fetch_remote;
+mod holders;
+mod kube;
+mod notes;
 mod options;
 mod plan;
 mod recorded;
@@ -68,11 +77,12 @@ pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
 pub use options::{Api, PrometheusOptions};
 
 use assembly::Settled;
-use catalogue::{MIB, Query, queries, sample_metrics};
-use client::{Client, err, fmt_size, parse};
+use catalogue::{Query, queries, sample_metrics};
+use client::{Client, err, parse};
 use discovery::{Scan, has_samples, node_groups, scrape_interval};
 use fetch::fetch_all;
 use fetch_remote::probe_remote_read;
+use notes::Notes;
 use options::DEFAULT_RANGE_MS;
 use plan::{Plan, Tallies, Text};
 use recorded::{Recorded, choose_recorded};
@@ -108,11 +118,14 @@ pub(super) fn read(
     let popts = &opts.prometheus;
     let mut client = Client::new(&spec, url, popts)?;
     let (since, until) = time_range(opts, notes);
-    let Some(Families { names, found }) = detect_families(&mut client, (since, until), notes)?
+    let Some(Families { names, found, kube }) =
+        detect_families(&mut client, (since, until), notes)?
     else {
         return Ok((Vec::new(), Sampling::default()));
     };
-    let family = found[0];
+    let Some(&family) = found.first() else {
+        return occupancy_only(&mut client, opts, (since, until), notes);
+    };
     let Discovered {
         raw,
         recorded,
@@ -149,8 +162,24 @@ pub(super) fn read(
     let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
     let spill = opts.spill.filter(|_| why_one.is_none());
     watch.lap("discovery");
-    let (parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
+    let (mut parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
     watch.lap("fetched");
+    if kube {
+        let k = kube::KubeRead {
+            spec: &spec,
+            step,
+            windows: &windows,
+            row_spec: plan.row_spec,
+            max_response_bytes: popts.max_response_bytes,
+            covered: raw.nodes.keys().cloned().collect(),
+        };
+        notes.kube(step, None, remote);
+        if let Some((df, s)) = kube::occupancy(&mut client, &k, &mut tallies, notes.report)? {
+            // Nodes no GPU exporter covers: a partition of their own (or the fleet's).
+            let key = if why_one.is_some() { "*" } else { KUBE_PART };
+            parts.push((key.into(), vec![(Table::Gpu, Some((df.lazy(), None)), s)]));
+        }
+    }
     for (w, n) in prom_warnings {
         *tallies.prom_warnings.entry(w).or_default() += n;
     }
@@ -170,6 +199,55 @@ pub(super) fn read(
     Ok((out, sampling))
 }
 
+/// The partition of kube-state-metrics' synthetic rows when the GPU exporter's nodes are read
+/// by groups.
+const KUBE_PART: &str = "kube-state-metrics";
+
+/// A server with kube-state-metrics' GPU counts and no GPU exporter: the synthetic rows of its
+/// nodes, one partition.
+fn occupancy_only(
+    client: &mut Client,
+    opts: &IngestOptions,
+    (since, until): (i64, i64),
+    notes: &mut Notes,
+) -> Result<(Partitions, Sampling), IngestError> {
+    let popts = &opts.prometheus;
+    let mut tallies = Tallies::default();
+    let finest = kube::scrape_step(
+        client,
+        (since, until),
+        popts.max_points,
+        &mut tallies.prom_warnings,
+    )?;
+    let step = query_step(opts.interval_ms, None, finest);
+    let windows = chunks(since + 1, until + 1, step, popts.max_points);
+    notes.kube(step, Some(finest), popts.api != Api::QueryRange);
+    let k = kube::KubeRead {
+        spec: notes.spec,
+        step,
+        windows: &windows,
+        row_spec: RowSpec {
+            grid_ms: step,
+            requested_ms: opts.interval_ms,
+            fallback_ms: step as f64,
+        },
+        max_response_bytes: popts.max_response_bytes,
+        covered: BTreeSet::new(),
+    };
+    let rows = kube::occupancy(client, &k, &mut tallies, notes.report)?;
+    notes.requests(popts, false, client.requests, windows.len());
+    notes.tallies(&tallies, popts);
+    let parts = rows
+        .map(|(df, s)| {
+            vec![(
+                "*".to_string(),
+                vec![(Table::Gpu, Some((df.lazy(), None)), s)],
+            )]
+        })
+        .unwrap_or_default();
+    Ok(partitions(parts))
+}
+
 /// The range read, unix ms: the options', by default the last 7 days (with a warning).
 fn time_range(opts: &IngestOptions, notes: &mut Notes) -> (i64, i64) {
     let until = opts
@@ -186,22 +264,19 @@ fn time_range(opts: &IngestOptions, notes: &mut Notes) -> (i64, i64) {
     (since, until)
 }
 
-/// The report lines of one read (`spec`: the source they name).
-struct Notes<'a> {
-    spec: &'a str,
-    report: &'a mut IngestReport,
-}
-
 /// What [`detect_families`] found.
 struct Families {
     /// The metric names the server lists.
     names: BTreeSet<String>,
-    /// The families with samples in the range, the one read first.
+    /// The families with samples in the range, the one read first (none: occupancy only).
     found: Vec<Family>,
+    /// Whether kube-state-metrics' GPU counts have samples in the range ([`kube::present`]).
+    kube: bool,
 }
 
-/// Which metric families the server has in the range (the one read first) and the metric
-/// names it lists; `None`, with a warning, when it has none.
+/// Which metric families the server has in the range (the one read first), whether it has
+/// kube-state-metrics' GPU counts, and the metric names it lists; `None`, with a warning, when it
+/// has neither.
 fn detect_families(
     client: &mut Client,
     (since, until): (i64, i64),
@@ -222,7 +297,7 @@ fn detect_families(
         .flat_map(|f| f.recorded().iter().map(|(_, rec)| *rec))
         .collect::<Vec<_>>()
         .join("|");
-    let name_pattern = format!("{pattern}|{rec_pattern}");
+    let name_pattern = format!("{pattern}|{rec_pattern}|{}", kube::MARKERS.join("|"));
     let (data, _) = client.get(
         "/api/v1/label/__name__/values",
         &[
@@ -256,15 +331,17 @@ fn detect_families(
             found = present;
         }
     }
-    if found.is_empty() {
+    let kube = kube::present(client, &names, (since, until))?;
+    if found.is_empty() && !kube {
         notes.report.warnings.push(format!(
-            "{spec}: none of the known GPU metrics ({pattern}) between {} and {}; no rows",
+            "{spec}: none of the known GPU metrics ({pattern}), nor kube-state-metrics' GPU \
+             counts, between {} and {}; no rows",
             super::fmt_ms(since),
             super::fmt_ms(until)
         ));
         return Ok(None);
     }
-    Ok(Some(Families { names, found }))
+    Ok(Some(Families { names, found, kube }))
 }
 
 /// What [`discover`] found.
@@ -432,167 +509,6 @@ fn use_remote(
     Ok(remote)
 }
 
-impl Notes<'_> {
-    /// The family read, the query step and where the maxima come from.
-    fn reading(
-        &mut self,
-        family: Family,
-        step: i64,
-        recorded: Option<&Recorded>,
-        raw: Option<f64>,
-        why_raw: &str,
-    ) {
-        let spec = self.spec;
-        self.report.warnings.push(format!(
-            "{spec}: read {} metrics (query step {}{})",
-            family.name(),
-            period::fmt_period(step as f64),
-            match (recorded, raw) {
-                (Some(r), Some(p)) => format!(
-                    "; the recorded series come every {}, the finest scrape interval found is {}",
-                    period::fmt_period(r.period_ms),
-                    period::fmt_period(p)
-                ),
-                (Some(r), None) => format!(
-                    "; the recorded series come every {}, no raw series",
-                    period::fmt_period(r.period_ms)
-                ),
-                (None, Some(p)) => format!(
-                    "; the finest scrape interval found is {}",
-                    period::fmt_period(p)
-                ),
-                (None, None) => String::new(),
-            }
-        ));
-        self.report.warnings.push(match recorded {
-            Some(r) => format!(
-                "{spec}: activity and memory maxima from the advisor's recorded series \
-                 (rules/tessera-advisor.rules.yml: {}), recorded every {} at {} s past the minute{}; \
-                 other columns from the raw series",
-                r.names.join(", "),
-                period::fmt_period(r.period_ms),
-                r.offset_ms as f64 / 1000.0,
-                if r.shift_ms != 0 {
-                    format!(
-                        "; each row takes the recorded minute ending {} s after it",
-                        r.shift_ms as f64 / 1000.0
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-            None => format!("{spec}: activity and memory maxima from the raw series ({why_raw})"),
-        });
-    }
-
-    /// The other families found, not read.
-    fn others(&mut self, found: &[Family]) {
-        if found.len() > 1 {
-            let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
-            self.report.warnings.push(format!(
-                "{}: also found {} metrics; only {} were read",
-                self.spec,
-                others.join(", "),
-                found[0].name()
-            ));
-        }
-    }
-
-    /// The requests sent.
-    fn requests(&mut self, popts: &PrometheusOptions, remote: bool, requests: u64, chunks: usize) {
-        let spec = self.spec;
-        self.report.warnings.push(if remote {
-            format!("{spec}: {requests} request(s); one remote read per node group")
-        } else {
-            format!(
-                "{spec}: {} request(s) for {} chunk(s) of at most {} points",
-                requests, chunks, popts.max_points
-            )
-        });
-    }
-
-    /// How the nodes were partitioned, and the bytes received.
-    fn partitions(
-        &mut self,
-        popts: &PrometheusOptions,
-        parts: usize,
-        why_one: Option<&str>,
-        spilled: bool,
-        bytes: u64,
-    ) {
-        let spec = self.spec;
-        self.report.warnings.push(match why_one {
-            None => format!(
-                "{spec}: queried by node: {} partition(s) of at most {} node(s), {} at once{}; {}",
-                parts,
-                popts.nodes_per_query,
-                popts.concurrency.max(1),
-                if spilled {
-                    ", each partition's rows spilled to Parquet in the temp folder"
-                } else {
-                    ""
-                },
-                fmt_bytes_received(bytes)
-            ),
-            Some(why) => format!(
-                "{spec}: queried as one partition ({why}); {}",
-                fmt_bytes_received(bytes)
-            ),
-        });
-    }
-
-    /// Partial data, splits, server limits and refused values, counted.
-    fn tallies(&mut self, tallies: &Tallies, popts: &PrometheusOptions) {
-        let (spec, report) = (self.spec, &mut *self.report);
-        for (w, n) in &tallies.prom_warnings {
-            report.warnings.push(format!(
-                "{spec}: partial data: the server warned in {n} response(s): {w}"
-            ));
-            *report
-                .skipped
-                .entry("prometheus: responses with warnings".into())
-                .or_default() += n;
-        }
-        for (promql, n) in &tallies.splits {
-            report.warnings.push(format!(
-                "{spec}: {n} answer(s) to {promql:?} were larger than {} \
-                 (--prometheus.max-response-size) and were asked again for half the range",
-                fmt_size(popts.max_response_bytes)
-            ));
-        }
-        for (promql, (n, first)) in &tallies.limits {
-            report.warnings.push(format!(
-                "{spec}: server limit: {n} quer(ies) {promql:?} were refused and asked again for \
-                 half the range (first: {first})"
-            ));
-        }
-        if let Some((n, first)) = &tallies.node_splits {
-            report.warnings.push(format!(
-                "{spec}: server limit: {n} node group(s) were refused and queried again as two \
-                 smaller groups (first: {first})"
-            ));
-        }
-        for (why, (n, example)) in &tallies.refused.0 {
-            report.warnings.push(format!(
-                "{spec}: refused {n} value(s): {why} (first: {example})"
-            ));
-            *report
-                .skipped
-                .entry(format!("prometheus: refused values ({why})"))
-                .or_default() += n;
-        }
-        for (promql, n) in &tallies.gaps {
-            report.warnings.push(format!(
-                "{spec}: partial data: {n} series of {promql:?} missing from chunks inside their time range"
-            ));
-            *report
-                .skipped
-                .entry("prometheus: series with missing chunks".into())
-                .or_default() += n;
-        }
-    }
-}
-
 /// The partitions' rows, and the sampling: each table's over every partition (their periods
 /// pooled, so the median is the fleet's), then the tables together.
 fn partitions(parts: Vec<(String, Settled)>) -> (Partitions, Sampling) {
@@ -638,10 +554,6 @@ fn maxima_source(recorded: Option<&Recorded>) -> String {
         ),
         None => "raw series".to_string(),
     }
-}
-
-fn fmt_bytes_received(b: u64) -> String {
-    format!("{:.1} MiB received", b as f64 / MIB)
 }
 
 /// Pools a table's resampling findings over partitions: the median period is the median of

@@ -12,6 +12,7 @@ use polars::prelude::PolarsError;
 
 use super::assembly::{Entity, Key, Refused, bad_label, collect, identity};
 use super::catalogue::{Family, Query};
+use super::holders::Holders;
 use crate::ingest::IngestError;
 use crate::ingest::promeval::Eval;
 use crate::ingest::resample::RowSpec;
@@ -105,7 +106,8 @@ impl From<PolarsError> for FetchErr {
     }
 }
 
-/// One answer's series into the cells of every column its query feeds.
+/// One answer's series into the cells of every column its query feeds (the holders' series into
+/// `holders`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn absorb<'v, I: Iterator<Item = (i64, Result<f64, &'v str>)>>(
     plan: &Plan,
@@ -116,8 +118,12 @@ pub(super) fn absorb<'v, I: Iterator<Item = (i64, Result<f64, &'v str>)>>(
     entities: &mut BTreeMap<Key, Entity>,
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
     refused: &mut Refused,
+    holders: &mut Holders,
 ) {
     for query in columns {
+        if holders.take(query.column, metric, values().map(|(t, v)| (t, v.ok()))) {
+            continue;
+        }
         let Some(id) = identity(query.table, plan.family, metric) else {
             continue;
         };
