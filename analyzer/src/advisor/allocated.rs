@@ -100,6 +100,8 @@ fn held_rows(lf: LazyFrame, mig: bool) -> Result<(DataFrame, bool), AdvisorError
     if mig {
         cols.extend([
             col("gpu_instance").cast(DataType::Int64),
+            // The instance's key: its GPU instance id (dcgm-exporter's rows have no MIG uuid).
+            col("gpu_instance").cast(DataType::String).alias("gi_key"),
             col("mig_uuid"),
             col("profile"),
         ]);
@@ -141,9 +143,12 @@ fn process_ends(
     if wanted.is_empty() {
         return Ok(out);
     }
+    // Rows without a pid (dcgm-exporter's pod-labelled series become per-pod rows) say who
+    // holds the device, not that a process runs there.
     let df = frames
         .process
         .clone()
+        .filter(col("pid").is_not_null())
         .select([
             col("node"),
             col("uuid"),
@@ -412,10 +417,10 @@ fn held_devices(frames: &Frames, p: &Params) -> Result<Part, AdvisorError> {
         let (node, uuid) = (str_col(df, "node")?, str_col(df, "uuid")?);
         let t = columns::i64s(df, "t")?;
         let mut keys = vec![&node, &uuid];
-        let mu;
+        let gk;
         if kind == "mig" {
-            mu = str_col(df, "mig_uuid")?;
-            keys.push(&mu);
+            gk = str_col(df, "gi_key")?;
+            keys.push(&gk);
         }
         for rows in columns::groups(&keys, &t, df.height()) {
             if rows.is_empty() {

@@ -70,28 +70,44 @@ fn run<'a>(
 }
 
 fn frames(gpu: Vec<R>, processes: &[(&str, i64)]) -> Frames {
+    // GPU-9's instance GI2 (MIG-a) held by nb-1, and two instances of GPU-8 without a MIG
+    // uuid (as dcgm-exporter's rows come) held by two pods: three devices, not two.
+    let n = 36;
+    let ts: Vec<i64> = (0..n).map(|k| T0 + 10 * (k % 12 + 1) * MIN).collect();
+    fn pick<T: Copy>(n: i64, a: T, b: T, c: T) -> Vec<T> {
+        (0..n).map(|k| [a, b, c][(k / 12) as usize]).collect()
+    }
     let mig = df!(
-        "node" => ["n1"; 12],
-        "uuid" => ["GPU-9"; 12],
-        "gpu" => [9u32; 12],
-        "gpu_instance" => [2u32; 12],
-        "mig_uuid" => ["MIG-a"; 12],
-        "profile" => ["3g.40gb"; 12],
-        "ts" => (1..=12).map(|k| T0 + 10 * k * MIN).collect::<Vec<_>>(),
-        "interval_ms" => [10 * MIN; 12],
-        "holders" => [Some(1u32); 12],
-        "holder_namespace" => [Some("team-b"); 12],
-        "holder_pod" => [Some("nb-1"); 12],
-        "holder_slurm_job_id" => [None::<&str>; 12],
-        "memory_used_max_bytes" => [Some(0.0f64); 12],
-        "sm_active_max" => [None::<f64>; 12],
+        "node" => vec!["n1"; n as usize],
+        "uuid" => pick(n, "GPU-9", "GPU-8", "GPU-8"),
+        "gpu" => pick(n, 9u32, 8, 8),
+        "gpu_instance" => pick(n, 2u32, 1, 2),
+        "mig_uuid" => pick(n, Some("MIG-a"), None, None),
+        "profile" => vec!["3g.40gb"; n as usize],
+        "ts" => ts,
+        "interval_ms" => vec![10 * MIN; n as usize],
+        "holders" => vec![Some(1u32); n as usize],
+        "holder_namespace" => vec![Some("team-b"); n as usize],
+        "holder_pod" => pick(n, Some("nb-1"), Some("nb-2"), Some("nb-3")),
+        "holder_slurm_job_id" => vec![None::<&str>; n as usize],
+        "memory_used_max_bytes" => vec![Some(0.0f64); n as usize],
+        "sm_active_max" => vec![None::<f64>; n as usize],
     )
     .unwrap();
+    // Every process row has a pid, but for a pod-labelled row (dcgm-exporter's kind) on GPU-0
+    // each interval, which says who holds the GPU, not that anything runs there.
+    let pod_rows: Vec<(&str, i64)> = (1..=18).map(|k| ("GPU-0", 10 * k)).collect();
+    let all: Vec<(&str, i64, Option<u32>)> = processes
+        .iter()
+        .map(|p| (p.0, p.1, Some(7u32)))
+        .chain(pod_rows.iter().map(|p| (p.0, p.1, None)))
+        .collect();
     let process = df!(
-        "node" => vec!["n1"; processes.len()],
-        "uuid" => processes.iter().map(|p| p.0).collect::<Vec<_>>(),
-        "gpu_instance" => vec![None::<u32>; processes.len()],
-        "ts" => processes.iter().map(|p| T0 + p.1 * MIN).collect::<Vec<_>>(),
+        "node" => vec!["n1"; all.len()],
+        "uuid" => all.iter().map(|p| p.0).collect::<Vec<_>>(),
+        "pid" => all.iter().map(|p| p.2).collect::<Vec<_>>(),
+        "gpu_instance" => vec![None::<u32>; all.len()],
+        "ts" => all.iter().map(|p| T0 + p.1 * MIN).collect::<Vec<_>>(),
     )
     .unwrap();
     Frames {
@@ -176,6 +192,8 @@ fn held_with_nothing_running_is_unused_and_low_use_is_milder() {
             "GPU-5:x",
             "GPU-5:y",
             "GPU-6:z",
+            "GPU-8:nb-2",
+            "GPU-8:nb-3",
             "MIG-a:nb-1"
         ],
         "{out:#?}"
@@ -221,14 +239,13 @@ fn held_with_nothing_running_is_unused_and_low_use_is_milder() {
         "{:?}",
         out.notes
     );
-    // Held GPU-hours: GPU-0..3, 5, 6, 7 held 3 h each (5: 2 + 2), the instance 2 h × 3/7.
-    assert_eq!(
-        out.data["held_gpu_hours"],
-        r3(3.0 * 6.0 + 4.0 + 2.0 * 3.0 / 7.0)
-    );
+    // Held GPU-hours: GPU-0..3, 5, 6, 7 held 3 h each (5: 2 + 2), three instances 2 h × 3/7
+    // each (GPU-8's two have no MIG uuid and stay two devices).
+    let inst = 3.0 * 2.0 * 3.0 / 7.0;
+    assert_eq!(out.data["held_gpu_hours"], r3(3.0 * 6.0 + 4.0 + inst));
     assert_eq!(
         out.data["unused_gpu_hours"],
-        r3(3.0 + 3.0 + 2.0 + 2.0 + 2.0 * 3.0 / 7.0)
+        r3(3.0 + 3.0 + 2.0 + 2.0 + inst)
     );
 }
 
