@@ -21,7 +21,6 @@ mod rows;
 
 use std::collections::BTreeMap;
 
-use polars::prelude::{DataType, LazyFrame, UnionArgs, col, concat, len, lit};
 use serde::Serialize;
 
 use super::evidence::{IdleEvidence, IdleSpanEvidence};
@@ -30,7 +29,6 @@ use super::{
     hours, r3, unbox,
 };
 use crate::frames::Frames;
-use crate::frames::columns;
 use crate::ingest::fmt_ms;
 use rows::entities;
 
@@ -101,8 +99,18 @@ fn profile_share(profile: Option<&str>) -> f64 {
 }
 /// Finds every entity's idle spans.
 pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>, AdvisorError> {
+    Ok(judged(frames, p)?.0)
+}
+
+/// Every entity's idle spans, and the GPUs without a memory-used value in any of their rows or
+/// their processes' rows (with the GPUs seen): the entities this detector cannot judge.
+fn judged(
+    frames: &Frames,
+    p: &IdleParams,
+) -> Result<(Vec<IdleEntity>, (usize, usize)), AdvisorError> {
     let mut out = Vec::new();
-    for ent in entities(frames)? {
+    let (ents, cover) = entities(frames)?;
+    for ent in ents {
         let mut spans = Vec::new();
         let mut observed = 0i64;
         let mut unjudged = 0u64;
@@ -175,45 +183,7 @@ pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>,
             unjudged_rows: unjudged,
         });
     }
-    Ok(out)
-}
-
-/// GPUs without a memory-used value in any of their rows or their processes' rows, and the
-/// GPUs with rows: the entities this detector cannot judge (pure over the frames).
-fn gpus_without_memory(frames: &Frames) -> Result<(usize, usize), AdvisorError> {
-    let key = [col("node"), col("uuid")];
-    let with_mem = |lf: LazyFrame| {
-        lf.select([
-            col("node"),
-            col("uuid"),
-            col("memory_used_max_bytes")
-                .is_not_null()
-                .cast(DataType::Int32)
-                .alias("m"),
-        ])
-    };
-    let df = concat(
-        [
-            with_mem(frames.gpu.clone()),
-            with_mem(frames.process.clone()),
-        ],
-        UnionArgs::default(),
-    )?
-    .group_by(key)
-    .agg([col("m").max()])
-    .select([
-        len().cast(DataType::Int64).alias("gpus"),
-        col("m")
-            .eq(lit(0))
-            .cast(DataType::Int64)
-            .sum()
-            .alias("none"),
-    ])
-    .collect()?;
-    let get = |c: &str| -> Result<usize, AdvisorError> {
-        Ok(columns::i64s(&df, c)?.get(0).unwrap_or(0).max(0) as usize)
-    };
-    Ok((get("none")?, get("gpus")?))
+    Ok((out, (cover.without, cover.gpus)))
 }
 
 impl Detector for IdleLoaded {
@@ -226,10 +196,7 @@ impl Detector for IdleLoaded {
     }
 
     fn partial(&self, frames: &Frames, params: &Params) -> Result<Partial, AdvisorError> {
-        Ok(Box::new((
-            idle_entities(frames, &params.idle)?,
-            gpus_without_memory(frames)?,
-        )))
+        Ok(Box::new(judged(frames, &params.idle)?))
     }
 
     fn finish(&self, parts: Vec<Partial>, params: &Params) -> Result<DetectorOutput, AdvisorError> {

@@ -179,7 +179,53 @@ fn some(s: &str) -> Option<String> {
 /// Rows are matched in Rust, not by joins on string keys: GPUs are interned as small ids (rows
 /// keyed by their strings' arrow views, strings read once per view), each GPU's and MIG
 /// instance's rows are kept sorted by `ts`, and each process walks them with a forward cursor.
-pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
+/// The GPUs `(node, uuid)` of the partition's GPU and process rows, and how many of them have
+/// no memory-used value in any of those rows: what the detector cannot judge.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct MemoryCover {
+    pub(super) gpus: usize,
+    pub(super) without: usize,
+}
+
+/// [`MemoryCover`] from the rows `entities` already grouped: each GPU's rows, each process
+/// entity's rows and GPU.
+fn memory_cover(g: &GpuCols, gpus: &GpuSeries, p: &ProcCols, procs: &Procs) -> MemoryCover {
+    let n = gpus.series.len();
+    let (mut seen, mut has) = (vec![false; n], vec![false; n]);
+    for (id, rows) in gpus.series.iter().enumerate() {
+        seen[id] = !rows.is_empty();
+        has[id] = rows.iter().any(|&(_, i)| g.mem.get(i).is_some());
+    }
+    let mut ent_has = vec![false; procs.procs.len()];
+    for (i, &e) in procs.ent_of.iter().enumerate() {
+        if p.mem.get(i).is_some() {
+            ent_has[e as usize] = true;
+        }
+    }
+    // Processes on a GPU without GPU rows: keyed by their own (node, uuid).
+    let mut others: HashMap<(Option<&str>, Option<&str>), bool> = HashMap::default();
+    for (e, pr) in procs.procs.iter().enumerate() {
+        match pr.id.map(|id| id as usize).filter(|&id| id < n) {
+            Some(id) => {
+                seen[id] = true;
+                has[id] |= ent_has[e];
+            }
+            None => {
+                let ent = &procs.ents[e].entity;
+                *others
+                    .entry((ent.node.as_deref(), ent.uuid.as_deref()))
+                    .or_default() |= ent_has[e];
+            }
+        }
+    }
+    let known = (0..n).filter(|&id| seen[id]);
+    MemoryCover {
+        gpus: known.clone().count() + others.len(),
+        without: known.filter(|&id| !has[id]).count() + others.values().filter(|h| !**h).count(),
+    }
+}
+
+pub(super) fn entities(frames: &Frames) -> Result<(Vec<Ent>, MemoryCover), AdvisorError> {
     let (gdf, mdf, pdf) = (
         gpu_frame(frames)?,
         mig_frame(frames)?,
@@ -191,6 +237,7 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
     let mig = Instances::of(&m, &mut ids);
     let mut procs = process_entities(&p, &ids, &gpus, &mig);
     process_rows(&mut procs, &p, &g, &gpus, &mig);
+    let cover = memory_cover(&g, &gpus, &p, &procs);
     let with_proc: HashSet<u32> = procs.procs.iter().filter_map(|p| p.id).collect();
     let gis_with_proc: HashSet<usize> = procs.procs.iter().filter_map(|p| p.inst).collect();
     let mut out = procs.ents;
@@ -202,7 +249,7 @@ pub(super) fn entities(frames: &Frames) -> Result<Vec<Ent>, AdvisorError> {
             e.rows.sort_by_key(|r| r.ts);
         }
     }
-    Ok(out)
+    Ok((out, cover))
 }
 
 /// GPU rows: each GPU's `(ts, row)`, sorted by ts (stable: the first row of a ts wins), and
