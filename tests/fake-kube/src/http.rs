@@ -3,8 +3,14 @@
 //!
 //! Served: `/version`, discovery (`/api`, `/api/v1`, `/apis`, `/apis/nvidia.com/v1`), Nodes
 //! (`/api/v1/nodes[/{name}]`), Pods and ConfigMaps (`/api/v1/{pods,configmaps}` across
-//! namespaces, `/api/v1/namespaces/{ns}/{pods,configmaps}[/{name}]`) and the GPU Operator's
-//! ClusterPolicies (`/apis/nvidia.com/v1/clusterpolicies[/{name}]`). Verbs: get, list (label
+//! namespaces, `/api/v1/namespaces/{ns}/{pods,configmaps}[/{name}]`), the GPU Operator's
+//! ClusterPolicies (`/apis/nvidia.com/v1/clusterpolicies[/{name}]`), and the namespaced kinds of
+//! other groups at `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]` (Deployments,
+//! ReplicaSets, StatefulSets, HorizontalPodAutoscalers, InferenceServices, ScaledObjects: see
+//! [`Kind`]), with the `scale` subresource of the `apps` kinds
+//! (`…/{name}/scale`: GET, PUT and PATCH of an `autoscaling/v1` `Scale`, whose `spec.replicas`
+//! is the object's; a `metadata.resourceVersion` in a PUT or PATCH is a precondition, 409 when
+//! stale). Verbs: get, list (label
 //! and field selectors), watch (see [`crate::watch`]), create (POST, 201, 409 AlreadyExists),
 //! replace (PUT, 409 Conflict on a stale or missing `metadata.resourceVersion`: stricter than
 //! the apiserver, which takes a ConfigMap PUT without one as an unconditional update, so that
@@ -121,6 +127,8 @@ struct Target {
     /// The namespace in the path (None: cluster-scoped, or all namespaces).
     ns: Option<String>,
     name: Option<String>,
+    /// The `scale` subresource of the object.
+    scale: bool,
 }
 
 fn target(segs: &[&str]) -> Option<Target> {
@@ -128,6 +136,7 @@ fn target(segs: &[&str]) -> Option<Target> {
         kind,
         ns: ns.map(str::to_string),
         name: name.map(str::to_string),
+        scale: false,
     };
     match segs {
         ["api", "v1", plural] => Kind::from_core_plural(plural).map(|k| t(k, None, None)),
@@ -140,11 +149,137 @@ fn target(segs: &[&str]) -> Option<Target> {
         ["api", "v1", "namespaces", ns, plural, name] => Kind::from_core_plural(plural)
             .filter(|k| k.namespaced())
             .map(|k| t(k, Some(ns), Some(name))),
-        ["apis", "nvidia.com", "v1", "clusterpolicies"] => Some(t(Kind::ClusterPolicy, None, None)),
-        ["apis", "nvidia.com", "v1", "clusterpolicies", name] => {
-            Some(t(Kind::ClusterPolicy, None, Some(name)))
+        ["apis", group, version, plural] => {
+            Kind::from_group_plural(group, version, plural).map(|k| t(k, None, None))
         }
+        ["apis", group, version, plural, name] => Kind::from_group_plural(group, version, plural)
+            .filter(|k| !k.namespaced())
+            .map(|k| t(k, None, Some(name))),
+        ["apis", group, version, "namespaces", ns, plural] => {
+            Kind::from_group_plural(group, version, plural)
+                .filter(|k| k.namespaced())
+                .map(|k| t(k, Some(ns), None))
+        }
+        ["apis", group, version, "namespaces", ns, plural, name] => {
+            Kind::from_group_plural(group, version, plural)
+                .filter(|k| k.namespaced())
+                .map(|k| t(k, Some(ns), Some(name)))
+        }
+        [
+            "apis",
+            group,
+            version,
+            "namespaces",
+            ns,
+            plural,
+            name,
+            "scale",
+        ] => Kind::from_group_plural(group, version, plural)
+            .filter(|k| k.has_scale())
+            .map(|k| Target {
+                scale: true,
+                ..t(k, Some(ns), Some(name))
+            }),
         _ => None,
+    }
+}
+
+/// The `autoscaling/v1` `Scale` of an object with `spec.replicas`.
+fn scale_of(obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    let selector = obj["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": { "replicas": obj["spec"]["replicas"].as_i64().unwrap_or(0) },
+        "status": {
+            "replicas": obj["status"]["replicas"].as_i64().unwrap_or(0),
+            "selector": selector,
+        },
+    })
+}
+
+/// GET, PUT or PATCH of `…/{name}/scale`.
+fn scale(
+    shared: &Arc<Shared>,
+    method: &Method,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    if method == Method::GET {
+        let store = shared.lock();
+        let obj = store
+            .get(kind, ns, name)
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        return Ok(json_response(200, &scale_of(obj)));
+    }
+    let is_put = match *method {
+        Method::PUT => {
+            require_json(content_type)?;
+            true
+        }
+        Method::PATCH => {
+            require_patch(content_type)?;
+            false
+        }
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    let input = parse_body(body)?;
+    let written = shared.write(|s| {
+        let obj = s
+            .get(kind, ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        let mut wanted = scale_of(&obj);
+        if is_put {
+            wanted = input.clone();
+        } else {
+            crate::store::merge_patch(&mut wanted, &input);
+        }
+        let expected = input["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
+        let Some(replicas) = wanted["spec"]["replicas"].as_i64().filter(|r| *r >= 0) else {
+            return Err(ApiError::invalid(
+                kind,
+                name,
+                "spec.replicas: Invalid value: must be a non-negative integer",
+            ));
+        };
+        let mut new = obj;
+        new["spec"]["replicas"] = json!(replicas);
+        s.replace(kind, ns, name, new, expected.as_deref(), false)
+    })?;
+    Ok(json_response(200, &scale_of(&written)))
+}
+
+fn require_patch(content_type: Option<&str>) -> Result<(), ApiError> {
+    match media_type(content_type) {
+        // Strategic merge patch = merge patch for the maps and scalars tessera patches
+        // (labels, annotations, spec.unschedulable, data, replicas); see the module docs.
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => Ok(()),
+        _ => Err(ApiError::unsupported_media_type(
+            "application/merge-patch+json, application/strategic-merge-patch+json",
+        )),
     }
 }
 
@@ -183,10 +318,20 @@ fn route(
             Err(ApiError::method_not_allowed())
         };
     }
-    let Some(Target { kind, ns, name }) = target(&segs) else {
+    let Some(Target {
+        kind,
+        ns,
+        name,
+        scale: subresource,
+    }) = target(&segs)
+    else {
         return Err(ApiError::no_route());
     };
     let ns_key = ns.clone().unwrap_or_default();
+    if subresource {
+        let name = name.unwrap_or_default();
+        return scale(shared, method, kind, &ns_key, &name, content_type, body);
+    }
     match (method, name) {
         (&Method::GET, Some(name)) => {
             let store = shared.lock();
@@ -253,16 +398,7 @@ fn route(
             Ok(json_response(200, &replaced))
         }
         (&Method::PATCH, Some(name)) => {
-            match media_type(content_type) {
-                // Strategic merge patch = merge patch for the maps and scalars tessera patches
-                // (labels, annotations, spec.unschedulable, data); see the module docs.
-                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {}
-                _ => {
-                    return Err(ApiError::unsupported_media_type(
-                        "application/merge-patch+json, application/strategic-merge-patch+json",
-                    ));
-                }
-            }
+            require_patch(content_type)?;
             let patch = parse_body(body)?;
             let patched = shared.write(|s| s.merge_patch(kind, &ns_key, &name, &patch))?;
             Ok(json_response(200, &patched))
@@ -314,5 +450,38 @@ mod tests {
             (Kind::ConfigMap, Some("ns"), Some("c"))
         );
         assert!(target(&["api", "v1", "namespaces", "ns", "nodes"]).is_none());
+        let t = target(&["apis", "nvidia.com", "v1", "clusterpolicies", "p"]).unwrap();
+        assert_eq!(
+            (t.kind, t.name.as_deref()),
+            (Kind::ClusterPolicy, Some("p"))
+        );
+        let d = [
+            "apis",
+            "apps",
+            "v1",
+            "namespaces",
+            "ml",
+            "deployments",
+            "web",
+            "scale",
+        ];
+        let t = target(&d).unwrap();
+        assert_eq!(
+            (t.kind, t.ns.as_deref(), t.name.as_deref(), t.scale),
+            (Kind::Deployment, Some("ml"), Some("web"), true)
+        );
+        // No scale subresource for InferenceServices (KServe scales through minReplicas).
+        let i = [
+            "apis",
+            "serving.kserve.io",
+            "v1beta1",
+            "namespaces",
+            "ml",
+            "inferenceservices",
+            "llm",
+            "scale",
+        ];
+        assert!(target(&i).is_none());
+        assert!(target(&["apis", "apps", "v1", "deployments", "web"]).is_none());
     }
 }

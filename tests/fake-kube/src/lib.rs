@@ -4,7 +4,10 @@
 //!
 //! [`FakeKube::start`] serves plain HTTP on `127.0.0.1:<a free port>` from a thread of its own;
 //! [`FakeKube::write_kubeconfig`] writes a kubeconfig for it. The server keeps Nodes, Pods,
-//! ConfigMaps and the ClusterPolicy `cluster-policy` as JSON with one global resourceVersion
+//! ConfigMaps, the ClusterPolicy `cluster-policy`, and the workloads `tessera scale-down` acts on
+//! (Deployments, ReplicaSets and StatefulSets with their `scale` subresource,
+//! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; added with
+//! [`FakeKube::put`], ownerReferences as given) as JSON with one global resourceVersion
 //! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
@@ -12,7 +15,8 @@
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
 //! admission, no controllers other than the scripted mig-manager (pods do not start, nodes do
-//! not report, cordon evicts nothing), strategic merge patch is a merge patch, no server-side
+//! not report, cordon evicts nothing, a Deployment scaled to 0 keeps its pods, KServe does not
+//! reconcile), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
 //! apply, no JSON patch, no pagination, no protobuf.
 
 mod discovery;
@@ -250,10 +254,29 @@ impl FakeKube {
         )
     }
 
-    /// The stored object (Node, Pod, ConfigMap) as JSON, None when absent. `kind` is the
-    /// resource name: `nodes`, `pods`, `configmaps`; `namespace` is ignored for nodes.
+    /// Creates any object of a kind this server knows (by its `apiVersion` and `kind`:
+    /// `apps/v1` Deployment, ReplicaSet, StatefulSet; `autoscaling/v2`
+    /// HorizontalPodAutoscaler; `serving.kserve.io/v1beta1` InferenceService; `keda.sh/v1alpha1`
+    /// ScaledObject; the core kinds), as a client's POST would: it gets a uid, a
+    /// resourceVersion and a creation time (and `spec.replicas: 1` when an `apps` workload has
+    /// none); returns it as stored. Panics on an unknown kind or if it exists.
+    pub fn put(&self, obj: serde_json::Value) -> serde_json::Value {
+        let kind = Kind::from_object(&obj).unwrap_or_else(|| {
+            panic!(
+                "fake-kube: put: unknown kind {} {}",
+                obj["apiVersion"], obj["kind"]
+            )
+        });
+        self.shared()
+            .write(|s| s.create(kind, obj))
+            .expect("fake-kube: put")
+    }
+
+    /// The stored object as JSON, None when absent. `kind` is the resource name: `nodes`,
+    /// `pods`, `configmaps`, `deployments`, `inferenceservices`, …; `namespace` is ignored for
+    /// cluster-scoped kinds.
     pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
-        let kind = Kind::from_core_plural(kind)?;
+        let kind = Kind::from_plural(kind)?;
         let ns = if kind.namespaced() { namespace } else { "" };
         self.shared().lock().get(kind, ns, name).cloned()
     }

@@ -1,7 +1,9 @@
 //! Object and `Status` shapes: the kinds this server knows ([`Kind`]: their `kind`,
-//! `apiVersion`, group and resource names), the Nodes, Pods, ConfigMaps and the ClusterPolicy
-//! the test helpers create, and the `Status` errors the server answers with (same `reason`, `code`,
-//! `message` and `details` shapes as kube-apiserver).
+//! `apiVersion`, group and resource names; the workloads `tessera scale-down` reads and scales:
+//! Deployments, ReplicaSets, StatefulSets with their `autoscaling/v1` `Scale`,
+//! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects), the Nodes, Pods,
+//! ConfigMaps and the ClusterPolicy the test helpers create, and the `Status` errors the server
+//! answers with (same `reason`, `code`, `message` and `details` shapes as kube-apiserver).
 //!
 //! What it does not do: the objects hold only the fields tessera reads (no images, probes,
 //! volumes, node addresses or capacity); the messages copy the apiserver's wording for the
@@ -18,7 +20,27 @@ pub(crate) enum Kind {
     Pod,
     ConfigMap,
     ClusterPolicy,
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    HorizontalPodAutoscaler,
+    InferenceService,
+    ScaledObject,
 }
+
+/// Every kind, for lookups by name.
+const ALL: [Kind; 10] = [
+    Kind::Node,
+    Kind::Pod,
+    Kind::ConfigMap,
+    Kind::ClusterPolicy,
+    Kind::Deployment,
+    Kind::ReplicaSet,
+    Kind::StatefulSet,
+    Kind::HorizontalPodAutoscaler,
+    Kind::InferenceService,
+    Kind::ScaledObject,
+];
 
 impl Kind {
     /// `kind` of one object.
@@ -28,6 +50,12 @@ impl Kind {
             Kind::Pod => "Pod",
             Kind::ConfigMap => "ConfigMap",
             Kind::ClusterPolicy => "ClusterPolicy",
+            Kind::Deployment => "Deployment",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::HorizontalPodAutoscaler => "HorizontalPodAutoscaler",
+            Kind::InferenceService => "InferenceService",
+            Kind::ScaledObject => "ScaledObject",
         }
     }
 
@@ -35,16 +63,36 @@ impl Kind {
     pub(crate) fn api_version(self) -> &'static str {
         match self {
             Kind::ClusterPolicy => "nvidia.com/v1",
-            _ => "v1",
+            Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "apps/v1",
+            Kind::HorizontalPodAutoscaler => "autoscaling/v2",
+            Kind::InferenceService => "serving.kserve.io/v1beta1",
+            Kind::ScaledObject => "keda.sh/v1alpha1",
+            Kind::Node | Kind::Pod | Kind::ConfigMap => "v1",
         }
     }
 
     /// The API group ("" for core).
     pub(crate) fn group(self) -> &'static str {
-        match self {
-            Kind::ClusterPolicy => "nvidia.com",
-            _ => "",
-        }
+        self.api_version()
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    /// Whether the kind has the `scale` subresource (`autoscaling/v1` `Scale` of
+    /// `spec.replicas`).
+    pub(crate) fn has_scale(self) -> bool {
+        matches!(
+            self,
+            Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet
+        )
+    }
+
+    /// Whether the status is a subresource (kept across replace and patch of the object).
+    pub(crate) fn keeps_status(self) -> bool {
+        matches!(
+            self,
+            Kind::Node | Kind::Pod | Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet
+        )
     }
 
     /// The resource name in URLs.
@@ -54,12 +102,40 @@ impl Kind {
             Kind::Pod => "pods",
             Kind::ConfigMap => "configmaps",
             Kind::ClusterPolicy => "clusterpolicies",
+            Kind::Deployment => "deployments",
+            Kind::ReplicaSet => "replicasets",
+            Kind::StatefulSet => "statefulsets",
+            Kind::HorizontalPodAutoscaler => "horizontalpodautoscalers",
+            Kind::InferenceService => "inferenceservices",
+            Kind::ScaledObject => "scaledobjects",
         }
     }
 
     /// Whether objects live in a namespace.
     pub(crate) fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::ConfigMap)
+        !matches!(self, Kind::Node | Kind::ClusterPolicy)
+    }
+
+    /// The kind served at `/apis/{group}/{version}/…/{plural}`.
+    pub(crate) fn from_group_plural(group: &str, version: &str, plural: &str) -> Option<Kind> {
+        ALL.into_iter().find(|k| {
+            !k.group().is_empty()
+                && k.api_version() == format!("{group}/{version}")
+                && k.plural() == plural
+        })
+    }
+
+    /// The kind of an object by its `apiVersion` and `kind`.
+    pub(crate) fn from_object(obj: &Value) -> Option<Kind> {
+        ALL.into_iter().find(|k| {
+            obj["apiVersion"].as_str() == Some(k.api_version())
+                && obj["kind"].as_str() == Some(k.kind())
+        })
+    }
+
+    /// The kind by its resource name, in any group (`deployments`, `nodes`).
+    pub(crate) fn from_plural(plural: &str) -> Option<Kind> {
+        ALL.into_iter().find(|k| k.plural() == plural)
     }
 
     /// The kind from a core/v1 resource name.

@@ -3,7 +3,7 @@
 //! Label selectors: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, joined by
 //! commas (`!=` and `notin` match objects without the label, as on the apiserver). Field
 //! selectors: `=`, `==`, `!=` joined by commas, on the fields the apiserver indexes for these
-//! kinds: `metadata.name` (all), `metadata.namespace` (Pods, ConfigMaps), `spec.nodeName` and
+//! kinds: `metadata.name` (all), `metadata.namespace` (namespaced kinds), `spec.nodeName` and
 //! `status.phase` (Pods), `spec.unschedulable` (Nodes). Any other field is a 400, as there.
 //!
 //! What it does not do: no set-based field selectors, no validation of label syntax beyond
@@ -113,9 +113,7 @@ fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     match (kind, field) {
         (_, "metadata.name") => Some(s(&obj["metadata"]["name"])),
-        (Kind::Pod | Kind::ConfigMap, "metadata.namespace") => {
-            Some(s(&obj["metadata"]["namespace"]))
-        }
+        (k, "metadata.namespace") if k.namespaced() => Some(s(&obj["metadata"]["namespace"])),
         (Kind::Pod, "spec.nodeName") => Some(s(&obj["spec"]["nodeName"])),
         (Kind::Pod, "status.phase") => Some(s(&obj["status"]["phase"])),
         (Kind::Node, "spec.unschedulable") => Some(

@@ -8,8 +8,8 @@
 //!
 //! What it does not do: no admission, no validation of object schemas beyond what the fake needs,
 //! no finalizers or graceful deletion, no generateName, no server-side apply, no status
-//! subresources (the status of Nodes and Pods is kept across replace and patch, as their main
-//! endpoints do).
+//! subresources beyond `scale` (the status of Nodes, Pods and the `apps` workloads is kept across
+//! replace and patch, as their main endpoints do).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -151,6 +151,10 @@ impl Store {
         if !kind.namespaced() {
             meta.remove("namespace");
         }
+        if kind.has_scale() && obj["spec"]["replicas"].as_i64().is_none() {
+            // The apiserver's default.
+            obj["spec"]["replicas"] = json!(1);
+        }
         if kind == Kind::Node {
             let labels = labels_of(&obj);
             self.label_history
@@ -208,7 +212,7 @@ impl Store {
                 };
             }
         }
-        if matches!(kind, Kind::Node | Kind::Pod) {
+        if kind.keeps_status() {
             match old.get("status") {
                 Some(s) => new["status"] = s.clone(),
                 None => {

@@ -9,3 +9,4 @@ mod mig_manager;
 mod support;
 mod watch;
 mod wire;
+mod workloads;
