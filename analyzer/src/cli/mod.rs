@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod job;
 pub mod mig;
 pub mod report;
+pub mod scale_down;
 pub mod scenario;
 pub mod simulate;
 pub mod source;
@@ -32,7 +33,10 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Advise", &["analyze"]),
     ("Report", &["report"]),
     ("Plan", &["mig plan"]),
-    ("Apply", &["mig export", "mig assert", "mig apply"]),
+    (
+        "Apply",
+        &["mig export", "mig assert", "mig apply", "scale-down"],
+    ),
     ("Try it without a GPU", &["simulate", "scenario"]),
     ("Package", &["generate"]),
 ];
@@ -69,6 +73,10 @@ pub enum Command {
         #[command(subcommand)]
         command: mig::MigCommand,
     },
+    /// Scale idle workloads (Deployments, StatefulSets, KServe InferenceServices) to zero on
+    /// Kubernetes, and back with --undo; dry run unless --yes.
+    #[command(mut_arg("sources", |a| a.required(false)))]
+    ScaleDown(scale_down::ScaleDownArgs),
     /// Man pages and shell completions (bash, zsh, fish) for packages.
     Generate(generate::GenerateArgs),
 }
@@ -116,6 +124,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Generate(args) => generate::run(args, command())?,
+        Command::ScaleDown(args) => {
+            let code = scale_down::run(args)?;
+            if code != 0 {
+                std::process::exit(code.into());
+            }
+        }
         Command::Mig { command } => {
             let code = mig::run(command)?;
             if code != 0 {

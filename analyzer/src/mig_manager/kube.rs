@@ -161,6 +161,50 @@ fn is_gpu_resource(name: &str) -> bool {
         || name.starts_with("nvidia.com/mig-")
 }
 
+/// A kube-rs client and the current-thread runtime it runs on, from `kubeconfig` (or the usual
+/// search: `$KUBECONFIG`, `~/.kube/config`, then the in-cluster config) and `context`, its
+/// connect timeout bounded by `timeout` (at most 10 s). Shared with `scale_down::kube`.
+pub fn connect_client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    timeout: Duration,
+) -> Result<(tokio::runtime::Runtime, Client), ClusterError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClusterError::Other(format!("cannot start the runtime: {e}")))?;
+    let opts = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let mut config = rt.block_on(async {
+        match kubeconfig {
+            Some(p) => {
+                let kc = Kubeconfig::read_from(p)
+                    .map_err(|e| ClusterError::Other(format!("kubeconfig {}: {e}", p.display())))?;
+                Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| ClusterError::Other(format!("kubeconfig {}: {e}", p.display())))
+            }
+            None if context.is_some() => Config::from_kubeconfig(&opts)
+                .await
+                .map_err(|e| ClusterError::Other(format!("kubeconfig: {e}"))),
+            None => Config::infer().await.map_err(|e| {
+                ClusterError::Other(format!(
+                    "no Kubernetes configuration: {e} (give --kubeconfig FILE, set KUBECONFIG, or run in a pod with a service account)"
+                ))
+            }),
+        }
+    })?;
+    config.connect_timeout = Some(timeout.min(Duration::from_secs(10)));
+    let client = {
+        let _guard = rt.enter();
+        Client::try_from(config)
+            .map_err(|e| ClusterError::Other(format!("Kubernetes client: {e}")))?
+    };
+    Ok((rt, client))
+}
+
 impl KubeCluster {
     /// Connect with `kubeconfig` (or the usual search: `$KUBECONFIG`, `~/.kube/config`, then the
     /// in-cluster config) and `context` (default: the current one).
@@ -169,41 +213,7 @@ impl KubeCluster {
         context: Option<&str>,
         timeout: Duration,
     ) -> Result<KubeCluster, ClusterError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| ClusterError::Other(format!("cannot start the runtime: {e}")))?;
-        let opts = KubeConfigOptions {
-            context: context.map(str::to_string),
-            ..Default::default()
-        };
-        let config = rt.block_on(async {
-            match kubeconfig {
-                Some(p) => {
-                    let kc = Kubeconfig::read_from(p).map_err(|e| {
-                        ClusterError::Other(format!("kubeconfig {}: {e}", p.display()))
-                    })?;
-                    Config::from_custom_kubeconfig(kc, &opts)
-                        .await
-                        .map_err(|e| ClusterError::Other(format!("kubeconfig {}: {e}", p.display())))
-                }
-                None if context.is_some() => Config::from_kubeconfig(&opts)
-                    .await
-                    .map_err(|e| ClusterError::Other(format!("kubeconfig: {e}"))),
-                None => Config::infer().await.map_err(|e| {
-                    ClusterError::Other(format!(
-                        "no Kubernetes configuration: {e} (give --kubeconfig FILE, set KUBECONFIG, or run in a pod with a service account)"
-                    ))
-                }),
-            }
-        })?;
-        let mut config = config;
-        config.connect_timeout = Some(timeout.min(Duration::from_secs(10)));
-        let client = {
-            let _guard = rt.enter();
-            Client::try_from(config)
-                .map_err(|e| ClusterError::Other(format!("Kubernetes client: {e}")))?
-        };
+        let (rt, client) = connect_client(kubeconfig, context, timeout)?;
         Ok(KubeCluster {
             rt,
             client,

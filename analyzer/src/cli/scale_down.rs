@@ -1,0 +1,212 @@
+//! `tessera scale-down` (`docs/scale-down.md`): the flags, the findings (from the sources through
+//! the advisor, as `tessera analyze` computes them, or from `--findings FILE`), the connection,
+//! and printing: the plan or the undo list on stdout, progress and errors on stderr. A module of
+//! the binary: the logic is `tessera::scale_down`.
+//!
+//! Exit codes: 0 done or dry run; 2 bad input, an API error or a refusal to write, with the
+//! workload that failed as it was; 3 something tessera changed could not be put back (the
+//! `kubectl` commands are printed).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use tessera::advisor::{self, Params};
+use tessera::scale_down::apply::{self, Outcome};
+use tessera::scale_down::idle::{self, rfc3339};
+use tessera::scale_down::kube::KubeWorkloads;
+use tessera::scale_down::plan::{self, render};
+use tessera::scale_down::{AT_ANNOTATION, FROM_ANNOTATION, is_dns_label};
+
+use super::source::{SourceArgs, load_parts, name_file, parse_interval};
+
+/// The largest findings file read.
+const MAX_FINDINGS_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, Args)]
+pub struct ScaleDownArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
+    /// The findings of `tessera analyze --format json` (a file, or - for stdin) instead of
+    /// --source: only idle_loaded and allocated_unused (unused) findings with a pod count.
+    #[arg(long, value_name = "FILE", conflicts_with = "sources")]
+    findings: Option<PathBuf>,
+    /// Idle: least memory held, GiB (with --source).
+    #[arg(long = "idle.min-memory-gib", default_value_t = 1.0)]
+    idle_min_memory_gib: f64,
+    /// Idle: highest activity that counts as idle (0–1, on the interval max; with --source).
+    #[arg(long = "idle.max-activity", default_value_t = 0.01)]
+    idle_max_activity: f64,
+    /// The required idle span: a pod's last idle span must be at least this long.
+    #[arg(long = "idle.min-duration", default_value = "60m", value_parser = parse_interval)]
+    idle_min_duration: i64,
+    /// A gap longer than this many of the entity's own rows (and 5 minutes) breaks a span (with
+    /// --source).
+    #[arg(long = "span.max-gap-intervals", default_value_t = 3.0)]
+    max_gap_intervals: f64,
+    /// Idle now: the last idle span ends at most this long before the data's end.
+    #[arg(long = "idle.now-tolerance", default_value = "5m", value_parser = parse_interval)]
+    now_tolerance: i64,
+    /// Only this namespace (the plan and --undo).
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// Scale back what tessera scaled down (the workloads with its annotation).
+    #[arg(long)]
+    undo: bool,
+    /// Act (default: a dry run that prints the plan and the kubectl equivalents).
+    #[arg(long)]
+    yes: bool,
+    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// The longest one Kubernetes API call may take.
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
+    request_timeout: Duration,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    tessera_core::units::parse_duration(s)
+}
+
+/// The findings document, as `tessera analyze --format json` prints it.
+fn findings(args: &ScaleDownArgs) -> Result<serde_json::Value> {
+    if let Some(path) = &args.findings {
+        let text = if path.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(std::io::stdin(), MAX_FINDINGS_BYTES + 1),
+                &mut s,
+            )?;
+            if s.len() as u64 > MAX_FINDINGS_BYTES {
+                bail!("--findings -: more than {MAX_FINDINGS_BYTES} bytes");
+            }
+            s
+        } else {
+            tessera_core::input_limits::read_to_string(path, MAX_FINDINGS_BYTES)
+                .with_context(|| format!("--findings {}", path.display()))?
+        };
+        return serde_json::from_str(&text)
+            .with_context(|| format!("--findings {}: not JSON", path.display()));
+    }
+    if args.src.sources.is_empty() {
+        bail!("give --source (telemetry, as for tessera analyze) or --findings FILE");
+    }
+    if !(0.0..=1.0).contains(&args.idle_max_activity) || args.idle_min_memory_gib < 0.0 {
+        bail!("--idle.max-activity must be in 0–1 and --idle.min-memory-gib not negative");
+    }
+    let mut p = Params::default();
+    p.idle.min_memory_bytes = args.idle_min_memory_gib * (1u64 << 30) as f64;
+    p.idle.max_activity = args.idle_max_activity;
+    p.idle.min_duration_ms = args.idle_min_duration;
+    p.idle.max_gap_intervals = args.max_gap_intervals;
+    let (parts, range, _) = load_parts(&args.src)?;
+    if range.is_none() {
+        bail!("no rows in the sources for the chosen range: nothing is idle now");
+    }
+    let files = super::source::part_files(&parts);
+    let analysis = advisor::analyze_parts_with(
+        parts
+            .into_iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
+        &p,
+        range.map(|r| (r.since, r.until)),
+        args.src.sources.iter().map(|s| s.to_string()).collect(),
+        &["idle_loaded".to_string(), "allocated_unused".to_string()],
+        &|_| {},
+    )
+    .map_err(|e| name_file(e.into(), &files))?;
+    Ok(serde_json::to_value(&analysis)?)
+}
+
+fn report(out: &Outcome) -> u8 {
+    for d in &out.done {
+        println!("  {d}");
+    }
+    for s in &out.skipped {
+        println!("  skipped {s}");
+    }
+    if let Some((what, e)) = &out.failed {
+        eprintln!("tessera: {what}: {e}; it is as it was");
+    }
+    if !out.not_tried.is_empty() {
+        eprintln!("tessera: not tried: {}", out.not_tried.join(", "));
+    }
+    if !out.left.is_empty() {
+        eprintln!("tessera: not everything tessera changed could be put back; run:");
+        for l in &out.left {
+            eprintln!("  {l}");
+        }
+    }
+    out.exit_code()
+}
+
+pub fn run(args: ScaleDownArgs) -> Result<u8> {
+    if let Some(ns) = &args.namespace
+        && !is_dns_label(ns)
+    {
+        bail!(
+            "--namespace {:?}: not a Kubernetes namespace name",
+            tessera::text::printable(ns)
+        );
+    }
+    let connect = || {
+        KubeWorkloads::connect(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+            args.request_timeout,
+        )
+    };
+    if args.undo {
+        if args.findings.is_some() || !args.src.sources.is_empty() {
+            bail!("--undo restores by annotation: give neither --source nor --findings");
+        }
+        let mut cluster = connect()?;
+        let scaled = apply::scaled(&mut cluster, args.namespace.as_deref())?;
+        if scaled.is_empty() {
+            println!("nothing to undo: no workload carries {FROM_ANNOTATION}");
+            return Ok(0);
+        }
+        println!(
+            "{}",
+            if args.yes {
+                "restoring:"
+            } else {
+                "would restore (dry run: nothing is changed; --yes to apply):"
+            }
+        );
+        if !args.yes {
+            for w in &scaled {
+                println!(
+                    "  {}: {FROM_ANNOTATION}={} ({AT_ANNOTATION}={})",
+                    w.label(),
+                    tessera::text::printable(&w.annotations[FROM_ANNOTATION]),
+                    tessera::text::printable(
+                        w.annotations.get(AT_ANNOTATION).map_or("?", String::as_str)
+                    )
+                );
+            }
+            return Ok(0);
+        }
+        return Ok(report(&apply::undo(&mut cluster, &scaled)));
+    }
+    let doc = findings(&args)?;
+    let idle = idle::idle_pods(&doc, args.idle_min_duration, args.now_tolerance)?;
+    eprintln!(
+        "tessera: {} pod(s) idle now, {} with findings but not idle now (data until {})",
+        idle.idle.len(),
+        idle.not_now.len(),
+        rfc3339(idle.data_end_ms)
+    );
+    let mut cluster = connect()?;
+    let plan = plan::plan(&mut cluster, &idle, args.namespace.as_deref())?;
+    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    print!("{}", render(&plan, &at, args.yes));
+    if !args.yes || plan.actions.is_empty() {
+        return Ok(0);
+    }
+    Ok(report(&apply::scale_down(&mut cluster, &plan, &at)))
+}

@@ -1,0 +1,267 @@
+//! [`Workloads`] over the Kubernetes API with kube-rs: the kubeconfig search of
+//! `mig_manager::kube` (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, `--context`, then the
+//! in-cluster service account), every call on a current-thread runtime bounded by the request
+//! timeout, so a silent API server is an error, never a hang.
+//!
+//! Objects are read as dynamic objects (only the fields [`Object`] holds); Deployments and
+//! StatefulSets are scaled through `…/{name}/scale` with a merge patch of `spec.replicas`; the
+//! HorizontalPodAutoscalers are read at `autoscaling/v2`, KEDA's ScaledObjects at
+//! `keda.sh/v1alpha1` (a 404 for the list: KEDA is not installed, so none). Names reach the API
+//! only as path segments, and only names [`super::is_dns_subdomain`] accepts (kube-rs does not
+//! escape them); nothing goes through a shell.
+//!
+//! What it does not do: watch, or write anything but merge patches and `scale`.
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use serde_json::{Value, json};
+
+use super::{ApiError, Kind, Object, OwnerRef, ScaleTarget, Workloads, is_dns_subdomain};
+use crate::mig_manager::ClusterError;
+use crate::mig_manager::kube::connect_client;
+
+/// kube-rs behind [`Workloads`].
+pub struct KubeWorkloads {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    timeout: Duration,
+}
+
+fn resource(kind: Kind) -> ApiResource {
+    let (group, version) = kind
+        .api_version()
+        .rsplit_once('/')
+        .unwrap_or(("", kind.api_version()));
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind.kind()))
+}
+
+fn api_error(what: &str, e: kube::Error) -> ApiError {
+    match e {
+        kube::Error::Api(s) => match s.code {
+            409 => ApiError::Conflict(format!("{what}: {}", s.message)),
+            404 => ApiError::NotFound(format!("{what}: {}", s.message)),
+            401 | 403 => ApiError::Forbidden {
+                what: what.to_string(),
+                message: s.message.clone(),
+            },
+            code => ApiError::Other(format!("{what}: {} ({code} {})", s.message, s.reason)),
+        },
+        other => ApiError::Other(format!("{what}: {other}")),
+    }
+}
+
+fn object(kind: Kind, o: &DynamicObject) -> Object {
+    let m = &o.metadata;
+    let replicas = match kind {
+        Kind::Pod => None,
+        Kind::InferenceService => o.data.pointer("/spec/predictor/minReplicas"),
+        _ => o.data.pointer("/spec/replicas"),
+    }
+    .and_then(Value::as_i64);
+    Object {
+        kind,
+        namespace: m.namespace.clone().unwrap_or_default(),
+        name: m.name.clone().unwrap_or_default(),
+        labels: m.labels.clone().unwrap_or_default(),
+        annotations: m.annotations.clone().unwrap_or_default(),
+        owners: m
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| OwnerRef {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+                controller: r.controller == Some(true),
+            })
+            .collect(),
+        // Deployments and StatefulSets default to 1 on the API server.
+        replicas: replicas.or((!matches!(kind, Kind::Pod | Kind::InferenceService)).then_some(1)),
+        resource_version: m.resource_version.clone().unwrap_or_default(),
+        phase: o
+            .data
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    }
+}
+
+fn checked(what: &str, name: &str) -> Result<(), ApiError> {
+    if is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(ApiError::Other(format!(
+            "{what}: {:?} is not a Kubernetes name",
+            crate::text::printable(name)
+        )))
+    }
+}
+
+impl KubeWorkloads {
+    /// Connect as `mig_manager::kube::connect_client` does; each call may take `timeout`.
+    pub fn connect(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+        timeout: Duration,
+    ) -> Result<KubeWorkloads, ApiError> {
+        let (rt, client) = connect_client(kubeconfig, context, timeout).map_err(|e| match e {
+            ClusterError::Other(m) | ClusterError::Conflict(m) | ClusterError::NotFound(m) => {
+                ApiError::Other(m)
+            }
+            ClusterError::Forbidden { what, message } => ApiError::Forbidden { what, message },
+        })?;
+        Ok(KubeWorkloads {
+            rt,
+            client,
+            timeout,
+        })
+    }
+
+    fn call<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApiError> {
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(self.timeout, f).await })
+        {
+            Ok(r) => r.map_err(|e| api_error(what, e)),
+            Err(_) => Err(ApiError::Other(format!(
+                "{what}: no answer from the API server in {} s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    fn api(&self, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+        let ar = resource(kind);
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    fn targets(
+        &self,
+        ar: &ApiResource,
+        ns: &str,
+        default_kind: Option<&str>,
+    ) -> Result<Vec<ScaleTarget>, ApiError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, ar);
+        let list = self.call(
+            &format!("list {} in {ns}", ar.plural),
+            api.list(&ListParams::default()),
+        )?;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(|o| {
+                let r = o.data.pointer("/spec/scaleTargetRef")?;
+                Some(ScaleTarget {
+                    source: format!(
+                        "{} {ns}/{}",
+                        ar.kind,
+                        o.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    kind: r["kind"]
+                        .as_str()
+                        .or(default_kind)
+                        .unwrap_or_default()
+                        .to_string(),
+                    name: r["name"].as_str().unwrap_or_default().to_string(),
+                })
+            })
+            .collect())
+    }
+}
+
+impl Workloads for KubeWorkloads {
+    fn get(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Object>, ApiError> {
+        let what = format!("read {} {namespace}/{name}", kind.resource());
+        checked(&what, namespace)?;
+        checked(&what, name)?;
+        let got = self.call(&what, self.api(kind, Some(namespace)).get_opt(name))?;
+        Ok(got.map(|o| object(kind, &o)))
+    }
+
+    fn list(&mut self, kind: Kind, namespace: Option<&str>) -> Result<Vec<Object>, ApiError> {
+        let what = format!(
+            "list {}s in {}",
+            kind.resource(),
+            namespace.unwrap_or("all namespaces")
+        );
+        if let Some(ns) = namespace {
+            checked(&what, ns)?;
+        }
+        let list = self.call(
+            &what,
+            self.api(kind, namespace).list(&ListParams::default()),
+        )?;
+        Ok(list.items.iter().map(|o| object(kind, o)).collect())
+    }
+
+    fn scale_targets(&mut self, namespace: &str) -> Result<Vec<ScaleTarget>, ApiError> {
+        checked("list autoscalers", namespace)?;
+        let hpa = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+        ));
+        let mut out = self.targets(&hpa, namespace, None)?;
+        let keda = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "keda.sh",
+            "v1alpha1",
+            "ScaledObject",
+        ));
+        match self.targets(&keda, namespace, Some("Deployment")) {
+            Ok(t) => out.extend(t),
+            Err(ApiError::NotFound(_)) => {} // no KEDA
+            Err(e) => return Err(e),
+        }
+        Ok(out)
+    }
+
+    fn patch(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Object, ApiError> {
+        let what = format!("patch {} {namespace}/{name}", kind.resource());
+        checked(&what, namespace)?;
+        checked(&what, name)?;
+        let api = self.api(kind, Some(namespace));
+        let o = self.call(
+            &what,
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
+        )?;
+        Ok(object(kind, &o))
+    }
+
+    fn scale(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        replicas: i64,
+    ) -> Result<(), ApiError> {
+        let what = format!("scale {} {namespace}/{name} to {replicas}", kind.resource());
+        checked(&what, namespace)?;
+        checked(&what, name)?;
+        let api = self.api(kind, Some(namespace));
+        let patch = json!({ "spec": { "replicas": replicas } });
+        self.call(
+            &what,
+            api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )?;
+        Ok(())
+    }
+}
