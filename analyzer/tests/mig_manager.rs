@@ -559,12 +559,12 @@ fn a_clusterpolicy_pointing_elsewhere_and_bad_input_are_refused() {
 
 /// One RBAC rule of deploy/mig-manager/rbac.yaml, with the namespace of its Role
 /// (`None` for the ClusterRole).
-struct Rule {
+pub(super) struct Rule {
     namespace: Option<String>,
     groups: Vec<String>,
-    resources: Vec<String>,
+    pub(super) resources: Vec<String>,
     names: Vec<String>,
-    verbs: Vec<String>,
+    pub(super) verbs: Vec<String>,
 }
 
 fn strings(v: &serde_yaml_ng::Value, key: &str) -> Vec<String> {
@@ -578,7 +578,7 @@ fn strings(v: &serde_yaml_ng::Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn rbac_rules(text: &str) -> Vec<Rule> {
+pub(super) fn rbac_rules(text: &str) -> Vec<Rule> {
     let mut out = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let v: serde_yaml_ng::Value = serde::Deserialize::deserialize(doc).unwrap();
@@ -601,7 +601,8 @@ fn rbac_rules(text: &str) -> Vec<Rule> {
     out
 }
 
-/// (group, resource, namespace, name, verb) of a request, as the API server's authorizer sees it.
+/// (group, resource, namespace, name, verb) of a request, as the API server's authorizer sees it
+/// (a subresource as `deployments/scale`).
 fn attributes(r: &fake_kube::Request) -> (String, String, Option<String>, Option<String>, String) {
     let parts: Vec<&str> = r.path.trim_matches('/').split('/').collect();
     let (group, rest) = match parts.as_slice() {
@@ -613,7 +614,10 @@ fn attributes(r: &fake_kube::Request) -> (String, String, Option<String>, Option
         ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest.to_vec()),
         _ => (None, rest),
     };
-    let resource = rest[0].to_string();
+    let resource = match rest.get(2) {
+        Some(sub) => format!("{}/{sub}", rest[0]),
+        None => rest[0].to_string(),
+    };
     let name = rest.get(1).map(|s| s.to_string());
     let verb = match (r.method.as_str(), &name) {
         ("GET", _) if r.is_watch() => "watch",
@@ -625,6 +629,26 @@ fn attributes(r: &fake_kube::Request) -> (String, String, Option<String>, Option
         (m, _) => panic!("unexpected method {m}"),
     };
     (group, resource, namespace, name, verb.to_string())
+}
+
+/// The rule of `rules` that allows request `r` (panics naming it when none does).
+pub(super) fn allowed(rules: &[Rule], r: &fake_kube::Request) -> usize {
+    let (group, resource, namespace, name, verb) = attributes(r);
+    let allowed = rules.iter().position(|rule| {
+        rule.namespace
+            .as_ref()
+            .is_none_or(|ns| Some(ns) == namespace.as_ref())
+            && rule.groups.contains(&group)
+            && rule.resources.contains(&resource)
+            && rule.verbs.contains(&verb)
+            && (rule.names.is_empty() || name.as_ref().is_some_and(|n| rule.names.contains(n)))
+    });
+    allowed.unwrap_or_else(|| {
+        panic!(
+            "rbac.yaml does not allow {verb} {group}/{resource} {namespace:?} {name:?} ({} {})",
+            r.method, r.path
+        )
+    })
 }
 
 #[test]
@@ -691,23 +715,7 @@ fn the_cronjob_of_deploy_runs_and_needs_only_its_rbac() {
     let reqs = kube.requests();
     assert!(reqs.len() > 10, "{} requests", reqs.len());
     for r in &reqs {
-        let (group, resource, namespace, name, verb) = attributes(r);
-        let allowed = rules.iter().position(|rule| {
-            rule.namespace
-                .as_ref()
-                .is_none_or(|ns| Some(ns) == namespace.as_ref())
-                && rule.groups.contains(&group)
-                && rule.resources.contains(&resource)
-                && rule.verbs.contains(&verb)
-                && (rule.names.is_empty() || name.as_ref().is_some_and(|n| rule.names.contains(n)))
-        });
-        match allowed {
-            Some(i) => used[i] = true,
-            None => panic!(
-                "rbac.yaml does not allow {verb} {group}/{resource} {namespace:?} {name:?} ({} {})",
-                r.method, r.path
-            ),
-        }
+        used[allowed(&rules, r)] = true;
     }
     // (update of the ConfigMap is used on a second run, when it exists.)
     let unused: Vec<usize> = (0..rules.len()).filter(|i| !used[*i]).collect();

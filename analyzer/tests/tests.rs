@@ -29,4 +29,6 @@ mod report;
 mod report_html;
 mod report_model;
 mod sampling_matrix;
+mod scale_down;
+mod scale_down_faults;
 mod slurm_real;
