@@ -195,7 +195,7 @@ mod tests {
             ("Advise", &["analyze", "job"]),
             ("Report", &["report"]),
             ("Plan", &["mig plan"]),
-            ("Apply", &["mig export", "mig apply"]),
+            ("Apply", &["mig export", "mig apply", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
         assert_eq!(
