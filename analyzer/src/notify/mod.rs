@@ -127,16 +127,20 @@ pub fn filter(extra: &BTreeMap<String, String>) -> Vec<(String, String)> {
     .collect()
 }
 
-/// The resolutions of `held` (tessera's alerts in Alertmanager): those of a detector that ran
-/// whose labels are not among `firing`'s, re-sent with `endsAt` = now (their `startsAt` and
-/// annotations kept).
+/// The resolutions of `held` (tessera's alerts in Alertmanager): those this configuration could
+/// have sent — of a detector that ran, with no label but tessera's and `extra`'s (another
+/// tessera's alerts with another `--label` are left alone) — whose labels are not among
+/// `firing`'s, re-sent with `endsAt` = now (their `startsAt` and annotations kept).
 pub fn resolutions(
     held: &[Alert],
     firing: &[Alert],
     detectors: &BTreeSet<&str>,
+    extra: &BTreeMap<String, String>,
     now_ms: i64,
 ) -> Vec<Alert> {
     let live: BTreeSet<&BTreeMap<String, String>> = firing.iter().map(|a| &a.labels).collect();
+    let ours =
+        |name: &String| alerts::TESSERA_LABELS.contains(&name.as_str()) || extra.contains_key(name);
     let now = fmt_ms(now_ms);
     let mut out: Vec<Alert> = held
         .iter()
@@ -144,6 +148,7 @@ pub fn resolutions(
             a.labels
                 .get("detector")
                 .is_some_and(|d| detectors.contains(d.as_str()))
+                && a.labels.keys().all(ours)
                 && !live.contains(&a.labels)
         })
         .map(|a| Alert {
@@ -176,7 +181,7 @@ pub fn run(analysis: &Analysis, req: &NotifyRequest, now_ms: i64) -> Result<Outc
     let client = Client::new(&req.client)?;
     let held = client.tessera_alerts(&filter(&req.alerts.extra_labels))?;
     let detectors: BTreeSet<&str> = analysis.detectors.iter().map(|d| d.id).collect();
-    let resolved = resolutions(&held, &firing, &detectors, now_ms);
+    let resolved = resolutions(&held, &firing, &detectors, &req.alerts.extra_labels, now_ms);
     let held_labels: BTreeSet<&BTreeMap<String, String>> = held.iter().map(|a| &a.labels).collect();
     let renewed = firing
         .iter()
@@ -223,6 +228,14 @@ mod tests {
         );
         let other_detector = alert(&[("detector", "consolidation"), ("finding_id", "c")], "");
         let no_detector = alert(&[("finding_id", "d")], "");
+        let other_tessera = alert(
+            &[
+                ("detector", "idle_loaded"),
+                ("finding_id", "e"),
+                ("cluster", "b"),
+            ],
+            "",
+        );
         let changed = alert(
             &[
                 ("detector", "idle_loaded"),
@@ -236,10 +249,17 @@ mod tests {
             gone.clone(),
             other_detector,
             no_detector,
+            other_tessera,
             changed.clone(),
         ];
         let ran = BTreeSet::from(["idle_loaded"]);
-        let r = resolutions(&held, &[live], &ran, now);
+        let r = resolutions(
+            &held,
+            std::slice::from_ref(&live),
+            &ran,
+            &BTreeMap::new(),
+            now,
+        );
         let ids: Vec<&str> = r.iter().map(|a| a.labels["finding_id"].as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         let now_s = fmt_ms(now);
@@ -249,5 +269,9 @@ mod tests {
         assert_eq!(r[0].labels, changed.labels);
         assert_eq!(r[0].starts_at, now_s);
         assert_eq!(r[1].annotations["summary"], "s");
+        // With --label cluster=b, the other tessera's alert is ours.
+        let extra = BTreeMap::from([("cluster".to_string(), "b".to_string())]);
+        let r = resolutions(&held, &[live], &ran, &extra, now);
+        assert_eq!(r.len(), 3);
     }
 }
