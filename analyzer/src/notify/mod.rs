@@ -106,7 +106,7 @@ pub struct Outcome {
     pub renewed: usize,
     /// The resolutions sent.
     pub resolved: Vec<Alert>,
-    /// The POST body: `firing` then `resolved` (dry run: `firing` only).
+    /// Whether the POST was sent (not on a dry run, nor when there was nothing to send).
     pub sent: bool,
 }
 
