@@ -2,9 +2,10 @@
 //! `tessera_core`'s simulator, ingest of history, CSV and Prometheus sources into canonical polars
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
-//! (`report`), one Slurm job's use and verdict (`jobs`), the one time-range rule of every command
-//! (`range`), idle workloads scaled to zero on Kubernetes and back (`scale_down`), the one quantile
-//! (`stats`), and data made printable for people (`text`).
+//! (`report`), the findings sent to Alertmanager (`notify`), one Slurm job's use and verdict
+//! (`jobs`), the one time-range rule of every command (`range`), idle workloads scaled to zero
+//! on Kubernetes and back (`scale_down`), the one quantile (`stats`), and data made printable
+//! for people (`text`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
@@ -15,6 +16,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod mig_manager;
 pub mod mig_planner;
+pub mod notify;
 pub mod range;
 pub mod report;
 pub mod scale_down;

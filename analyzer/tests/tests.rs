@@ -1,6 +1,6 @@
 //! tessera's (the analyzer's) integration tests, one binary (they link polars once): ingest of
-//! every source, the advisor's accuracy and edges, the report, the MIG commands, and the
-//! Prometheus source against a test server and a real Prometheus. `support` holds the shared CLI
+//! every source, the advisor's accuracy and edges, the report, the MIG commands, `tessera notify` against a
+//! real Alertmanager, and the Prometheus source against a test server and a real Prometheus. `support` holds the shared CLI
 //! runner and the Prometheus helpers. `parsers_prop.rs` is a binary of its own: it owns the global
 //! allocator.
 
@@ -17,6 +17,8 @@ mod mig_cli;
 mod mig_manager;
 mod mig_manager_faults;
 mod mig_plan_cli;
+mod notify;
+mod notify_faults;
 mod occupancy;
 mod offpeak_trace;
 mod prometheus_holders;

@@ -8,6 +8,7 @@ pub mod generate;
 pub mod ingest;
 pub mod job;
 pub mod mig;
+pub mod notify;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
@@ -30,7 +31,7 @@ pub const VERSION: &str = concat!(
 /// verb is in exactly one group).
 pub const GROUPS: &[(&str, &[&str])] = &[
     ("Observe", &["ingest", "job", "mig profiles"]),
-    ("Advise", &["analyze"]),
+    ("Advise", &["analyze", "notify"]),
     ("Report", &["report"]),
     ("Plan", &["mig plan"]),
     (
@@ -60,6 +61,8 @@ pub enum Command {
     Ingest(ingest::IngestArgs),
     /// Find idle-loaded models, consolidation candidates, off-peak windows and busy-but-idle GPUs.
     Analyze(analyze::AnalyzeArgs),
+    /// Send the findings to Alertmanager, one alert per finding; resolve those no longer found.
+    Notify(notify::NotifyArgs),
     /// The weekly report: usage, cost, teams, waste, plans and data quality (table, Markdown,
     /// HTML or JSON).
     Report(report::ReportArgs),
@@ -120,6 +123,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Scenario { command } => scenario::run(command)?,
         Command::Ingest(args) => ingest::run(args)?,
         Command::Analyze(args) => analyze::run(args)?,
+        Command::Notify(args) => notify::run(args)?,
         Command::Report(args) => report::run(args)?,
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
@@ -192,7 +196,7 @@ mod tests {
     fn the_group_check_finds_a_missing_a_twice_listed_and_an_unknown_command() {
         let planted: &[(&str, &[&str])] = &[
             ("Observe", &["ingest", "job", "mig profiles", "nope"]),
-            ("Advise", &["analyze", "job"]),
+            ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
             ("Plan", &["mig plan"]),
             ("Apply", &["mig export", "mig apply", "scale-down"]),

@@ -95,7 +95,7 @@ fn parse_source(s: &str) -> Result<Source, String> {
     s.parse().map_err(|e: ingest::IngestError| e.to_string())
 }
 
-fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
+pub fn parse_basic_auth(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once(':') {
         Some((u, f)) if !u.is_empty() && !f.is_empty() => Ok((u.to_string(), PathBuf::from(f))),
         _ => Err(format!("bad basic auth {s:?}: expected USER:PASSWORD_FILE")),

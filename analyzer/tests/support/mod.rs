@@ -1,7 +1,9 @@
-//! Helpers shared by the analyzer's integration tests: the CLI runner, OpenMetrics text of
+//! Helpers shared by the analyzer's integration tests: the CLI runner, a real Alertmanager and a
+//! scripted HTTP server, OpenMetrics text of
 //! history rows, a real Prometheus serving backfilled blocks, and the simulated history of the
 //! Slurm jobs.
 
+pub mod alertmanager;
 pub mod cli;
 pub mod openmetrics;
 pub mod prometheus;

@@ -1,0 +1,225 @@
+//! `tessera notify`: flag parsing and printing for sending findings to Alertmanager (a module of
+//! the binary; `docs/notify.md`). Ingests the sources, runs the advisor as `tessera analyze` does
+//! (its default thresholds), then hands the analysis to [`tessera::notify::run`]: one alert per
+//! finding, tessera's alerts that are no longer findings resolved, all in one POST. `--dry-run`
+//! prints the alerts as the POST's JSON body and contacts nothing. Data on stdout (the alerts sent
+//! and resolved), the summary and warnings on stderr. Exit 0 sent (or nothing to send, or dry
+//! run), 2 bad input or nothing sent, 3 the POST failed after Alertmanager may have stored part of
+//! it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use chrono_tz::Tz;
+use clap::{Args, ValueEnum};
+use tessera::advisor::{self, Params, Severity};
+use tessera::notify::{self, AlertOptions, ClientOptions, NotifyRequest, alerts};
+use tessera::report;
+
+use super::source::{
+    OffpeakArgs, PartProgress, SourceArgs, load_parts, name_file, parse_basic_auth, parse_interval,
+    parse_tz, part_files,
+};
+
+/// `--min-severity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MinSeverity {
+    Info,
+    Warning,
+    Critical,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
+    /// Time zone of schedules and hour-of-week profiles (IANA name, e.g. Europe/Berlin).
+    #[arg(long, default_value = "UTC", value_parser = parse_tz)]
+    tz: Tz,
+    /// Run only these detectors (repeatable; default all). Only their alerts are resolved.
+    #[arg(long = "detector")]
+    detectors: Vec<String>,
+    #[command(flatten)]
+    offpeak: OffpeakArgs,
+
+    /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager).
+    #[arg(long = "alertmanager.url", value_name = "URL", required = true)]
+    alertmanager_url: String,
+    /// Timeout of each request to Alertmanager (no retries: the next scheduled run is the retry).
+    #[arg(long = "alertmanager.timeout", default_value = "30s", value_parser = parse_interval)]
+    alertmanager_timeout: i64,
+    /// File holding a bearer token for Alertmanager.
+    #[arg(long = "alertmanager.bearer-token-file", value_name = "FILE")]
+    bearer_token_file: Option<PathBuf>,
+    /// Basic auth for Alertmanager: user and a file holding the password.
+    #[arg(long = "alertmanager.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
+    basic_auth: Option<(String, PathBuf)>,
+    /// How long a sent alert stays firing without being sent again (`endsAt` = now + TTL). Must
+    /// be longer than the interval between runs (twice it, or more), or alerts resolve between
+    /// runs and fire again.
+    #[arg(long, default_value = "2h", value_parser = parse_interval)]
+    ttl: i64,
+    /// Print the alerts that would be sent (the POST's JSON body) and contact nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The alerts' generatorURL: `{id}` and `{detector}` are replaced by the finding's
+    /// (https://reports.example/tessera.html#{id}). Default: tessera://finding/<id>.
+    #[arg(long = "generator-url", value_name = "URL")]
+    generator_url: Option<String>,
+    /// Least severity sent.
+    #[arg(long = "min-severity", value_enum, default_value_t = MinSeverity::Warning)]
+    min_severity: MinSeverity,
+    /// A constant label added to every alert and to the filter that finds tessera's alerts
+    /// (repeatable): NAME=VALUE, e.g. cluster=prod-1 when several tessera share an Alertmanager.
+    #[arg(long = "label", value_name = "NAME=VALUE")]
+    labels: Vec<String>,
+    /// Price of one GPU-hour for the `cost` annotation (overrides the config file; default 2.00).
+    #[arg(long = "price.gpu-hour", value_name = "PRICE")]
+    price_gpu_hour: Option<f64>,
+    /// Report config (TOML) with `[price] gpu_hour`, `currency` (as `tessera report --config`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl NotifyArgs {
+    fn request(&self) -> Result<NotifyRequest> {
+        let mut extra = BTreeMap::new();
+        for spec in &self.labels {
+            let (k, v) = alerts::check_extra_label(spec)?;
+            if extra.insert(k.clone(), v).is_some() {
+                bail!("bad --label {spec:?}: {k} is given twice");
+            }
+        }
+        if let Some(u) = &self.generator_url {
+            alerts::check_generator_url(u)?;
+        }
+        if self.ttl < 60_000 {
+            bail!("bad --ttl: expected at least 1m, and longer than the interval between runs");
+        }
+        let config = match &self.config {
+            Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
+            None => None,
+        };
+        let prices = report::prices(
+            config.as_ref().map(|(p, c)| (*p, c)),
+            self.price_gpu_hour,
+            None,
+        )?;
+        let timeout = std::time::Duration::from_millis(self.alertmanager_timeout.unsigned_abs());
+        let req = NotifyRequest {
+            alerts: AlertOptions {
+                min_severity: match self.min_severity {
+                    MinSeverity::Info => Severity::Info,
+                    MinSeverity::Warning => Severity::Warning,
+                    MinSeverity::Critical => Severity::Critical,
+                },
+                ttl_ms: self.ttl,
+                generator_url: self.generator_url.clone(),
+                extra_labels: extra,
+                gpu_hour_price: prices.gpu_hour,
+                currency: prices.currency,
+            },
+            client: ClientOptions {
+                url: self.alertmanager_url.clone(),
+                timeout,
+                bearer_token_file: self.bearer_token_file.clone(),
+                basic_auth: self.basic_auth.clone(),
+            },
+            dry_run: self.dry_run,
+        };
+        // A bad URL or an unreadable token file is bad input, found before any data is read.
+        notify::Client::new(&req.client)?;
+        Ok(req)
+    }
+}
+
+/// One alert as a line: what it is, its id, severity and team.
+fn line(verb: &str, a: &notify::Alert) -> String {
+    let l = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("-");
+    format!(
+        "{verb:<8} {:<24} {:<36} severity={} team={}",
+        l("alertname"),
+        l("finding_id"),
+        l("severity"),
+        l("team")
+    )
+}
+
+pub fn run(args: NotifyArgs) -> Result<()> {
+    let req = args.request()?;
+    let known: Vec<&str> = advisor::registry().iter().map(|d| d.id()).collect();
+    for d in &args.detectors {
+        if !known.contains(&d.as_str()) {
+            bail!(
+                "unknown --detector {d:?}; expected one of {}",
+                known.join(", ")
+            );
+        }
+    }
+    let params = Params {
+        tz: args.tz,
+        offpeak: args.offpeak.params()?,
+        ..Params::default()
+    };
+    let (parts, range, gpu_rows) = load_parts(&args.src)?;
+    if range.is_none() {
+        bail!("no rows in the sources for the chosen range: nothing to analyse");
+    }
+    let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
+    let files = part_files(&parts);
+    let bar = PartProgress::new(parts.len(), gpu_rows);
+    bar.set("analysing", 0);
+    let analysis = advisor::analyze_parts_with(
+        parts
+            .into_iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
+        &params,
+        range.map(|r| (r.since, r.until)),
+        sources,
+        &args.detectors,
+        &|n| bar.set("analysing", n),
+    )
+    .map_err(|e| name_file(e.into(), &files))?;
+    bar.finish();
+
+    let now = chrono::Utc::now().timestamp_millis();
+    let outcome = match notify::run(&analysis, &req, now) {
+        Ok(o) => o,
+        Err(e) if e.maybe_applied() => {
+            eprintln!("tessera: {e}");
+            std::process::exit(3);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if req.dry_run {
+        println!("{}", serde_json::to_string_pretty(&outcome.firing)?);
+        eprintln!(
+            "dry run: {} alert(s) would be sent to {}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
+            outcome.firing.len(),
+            req.client.url
+        );
+        return Ok(());
+    }
+    for a in &outcome.firing {
+        println!("{}", line("firing", a));
+    }
+    for a in &outcome.resolved {
+        println!("{}", line("resolved", a));
+    }
+    if outcome.sent {
+        eprintln!(
+            "sent {} firing alert(s) ({} new, {} renewed, until now + --ttl) and {} resolution(s) to {} in one POST",
+            outcome.firing.len(),
+            outcome.firing.len() - outcome.renewed,
+            outcome.renewed,
+            outcome.resolved.len(),
+            req.client.url
+        );
+    } else {
+        eprintln!(
+            "no finding at or above --min-severity and no tessera alert to resolve: nothing sent"
+        );
+    }
+    Ok(())
+}
