@@ -441,26 +441,28 @@ fn tessera_om(om: &mut Om, scrapes: &[Scrape], host: &str) {
 }
 
 /// dcgm-exporter's metrics of one cell: whole percents, MiB, mJ; a GPU given to a pod carries
-/// its labels (kubelet pod-resources mapping).
+/// its labels (kubelet pod-resources mapping) while the pod holds it — in the simulator, while
+/// its workload is loaded — so a GPU's series change labels when a pod comes or goes, as
+/// dcgm-exporter's do.
 fn dcgm_om(om: &mut Om, scrapes: &[Scrape]) {
     let gpus: BTreeSet<(u32, String)> = scrapes
         .iter()
         .flat_map(|s| s.gpus.iter().map(|g| (g.index, g.uuid.clone())))
         .collect();
     for (i, u) in &gpus {
-        let pod = scrapes
-            .iter()
-            .flat_map(|s| s.procs.iter())
-            .find(|p| p.gpu == *i)
-            .map(|p| format!(",pod=\"{}\",namespace=\"{}\"", p.pod, p.namespace))
-            .unwrap_or_default();
-        let l = format!(
-            "gpu=\"{i}\",UUID=\"{u}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{NODE}\"{pod}"
-        );
         for s in scrapes {
             let Some(g) = s.gpus.iter().find(|g| g.index == *i) else {
                 continue;
             };
+            let pod = s
+                .procs
+                .iter()
+                .find(|p| p.gpu == *i)
+                .map(|p| format!(",pod=\"{}\",namespace=\"{}\"", p.pod, p.namespace))
+                .unwrap_or_default();
+            let l = format!(
+                "gpu=\"{i}\",UUID=\"{u}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{NODE}\"{pod}"
+            );
             let used = (g.mem >> 20) as f64;
             for (name, v) in [
                 ("DCGM_FI_DEV_GPU_UTIL", (g.busy * 100.0).round()),
