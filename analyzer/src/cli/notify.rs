@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
-use tessera::advisor::{self, Params, Severity};
+use tessera::advisor::{self, Severity};
 use tessera::notify::{self, AlertOptions, ClientOptions, NotifyRequest, alerts};
 use tessera::report;
 
 use super::source::{
-    OffpeakArgs, PartProgress, SourceArgs, load_parts, name_file, parse_basic_auth, parse_interval,
-    parse_tz, part_files,
+    PartProgress, SourceArgs, ThresholdArgs, load_parts, name_file, parse_basic_auth,
+    parse_interval, parse_tz, part_files,
 };
 
 /// `--min-severity`.
@@ -41,7 +41,7 @@ pub struct NotifyArgs {
     #[arg(long = "detector")]
     detectors: Vec<String>,
     #[command(flatten)]
-    offpeak: OffpeakArgs,
+    thresholds: ThresholdArgs,
 
     /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager).
     #[arg(long = "alertmanager.url", value_name = "URL", required = true)]
@@ -157,11 +157,7 @@ pub fn run(args: NotifyArgs) -> Result<()> {
             );
         }
     }
-    let params = Params {
-        tz: args.tz,
-        offpeak: args.offpeak.params()?,
-        ..Params::default()
-    };
+    let params = args.thresholds.params(args.tz)?;
     let (parts, range, gpu_rows) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to analyse");

@@ -366,6 +366,109 @@ pub fn parse_tz(s: &str) -> Result<Tz, String> {
     })
 }
 
+/// Every detector's threshold flags (`--idle.*`, `--span.*`, `--consolidation.*`, the off-peak
+/// flags, `--busy.*`), shared by `analyze` and `notify` so that both find the same findings.
+#[derive(Debug, Args)]
+pub struct ThresholdArgs {
+    /// Idle: least memory held, GiB.
+    #[arg(long = "idle.min-memory-gib", default_value_t = 1.0)]
+    pub idle_min_memory_gib: f64,
+    /// Idle: highest activity that counts as idle (0–1, on the interval max).
+    #[arg(long = "idle.max-activity", default_value_t = 0.01)]
+    pub idle_max_activity: f64,
+    /// Idle: shortest span.
+    #[arg(long = "idle.min-duration", default_value = "60m", value_parser = parse_interval)]
+    pub idle_min_duration: i64,
+    /// Idle and busy: a gap longer than this many of the entity's own rows (and 5 minutes)
+    /// breaks a span.
+    #[arg(long = "span.max-gap-intervals", default_value_t = 3.0)]
+    pub max_gap_intervals: f64,
+
+    /// Consolidation: memory headroom on the combined peak (0.1 = 10%).
+    #[arg(long = "consolidation.headroom", default_value_t = 0.10)]
+    pub headroom: f64,
+    /// Consolidation: quantile of the combined activity that must stay under the target.
+    #[arg(long = "consolidation.quantile", default_value_t = 0.95)]
+    pub quantile: f64,
+    /// Consolidation: activity target for that quantile (0–1).
+    #[arg(long = "consolidation.compute-target", default_value_t = 0.8)]
+    pub compute_target: f64,
+    /// Consolidation: bucket of the aligned series.
+    #[arg(long = "consolidation.step", default_value = "1m", value_parser = parse_interval)]
+    pub step: i64,
+
+    #[command(flatten)]
+    pub offpeak: OffpeakArgs,
+
+    /// Busy-not-working: lowest busy ratio (0–1).
+    #[arg(long = "busy.min-busy", default_value_t = 0.5)]
+    pub min_busy: f64,
+    /// Busy-not-working: SM activity at most this share of busy.
+    #[arg(long = "busy.max-sm-share", default_value_t = 0.5)]
+    pub max_sm_share: f64,
+    /// Busy-not-working: least total time for a finding.
+    #[arg(long = "busy.min-duration", default_value = "60m", value_parser = parse_interval)]
+    pub busy_min_duration: i64,
+    /// Busy-not-working, where GPM's tensor and DRAM activity are in the data: highest tensor
+    /// activity of a busy row that did no work, whatever its SM activity (0–1).
+    #[arg(long = "busy.max-tensor", default_value_t = 0.05)]
+    pub max_tensor: f64,
+    /// Busy-not-working: highest DRAM activity (share of peak bandwidth) of such a row (0–1).
+    #[arg(long = "busy.max-dram", default_value_t = 0.10)]
+    pub max_dram: f64,
+    /// Busy-not-working: highest FP64, FP32 and FP16 pipe activity of such a row, where known
+    /// (0–1).
+    #[arg(long = "busy.max-pipe", default_value_t = 0.10)]
+    pub max_pipe: f64,
+}
+
+impl ThresholdArgs {
+    /// The advisor's parameters of the flags, in time zone `tz`; refuses a ratio outside 0–1 or
+    /// a negative headroom or memory.
+    pub fn params(&self, tz: chrono_tz::Tz) -> Result<tessera::advisor::Params> {
+        for (name, v) in [
+            ("--idle.max-activity", self.idle_max_activity),
+            ("--consolidation.quantile", self.quantile),
+            ("--consolidation.compute-target", self.compute_target),
+            ("--busy.min-busy", self.min_busy),
+            ("--busy.max-sm-share", self.max_sm_share),
+            ("--busy.max-tensor", self.max_tensor),
+            ("--busy.max-dram", self.max_dram),
+            ("--busy.max-pipe", self.max_pipe),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                anyhow::bail!("bad {name} {v}: expected a ratio in 0–1");
+            }
+        }
+        if !(self.headroom >= 0.0 && self.idle_min_memory_gib >= 0.0) {
+            anyhow::bail!(
+                "--consolidation.headroom and --idle.min-memory-gib must not be negative"
+            );
+        }
+        let mut p = tessera::advisor::Params {
+            tz,
+            offpeak: self.offpeak.params()?,
+            ..tessera::advisor::Params::default()
+        };
+        p.idle.min_memory_bytes = self.idle_min_memory_gib * (1u64 << 30) as f64;
+        p.idle.max_activity = self.idle_max_activity;
+        p.idle.min_duration_ms = self.idle_min_duration;
+        p.idle.max_gap_intervals = self.max_gap_intervals;
+        p.busy.max_gap_intervals = self.max_gap_intervals;
+        p.consolidation.headroom = self.headroom;
+        p.consolidation.quantile = self.quantile;
+        p.consolidation.compute_target = self.compute_target;
+        p.consolidation.step_ms = self.step;
+        p.busy.min_busy = self.min_busy;
+        p.busy.max_sm_share = self.max_sm_share;
+        p.busy.min_duration_ms = self.busy_min_duration;
+        p.busy.max_tensor = self.max_tensor;
+        p.busy.max_dram = self.max_dram;
+        p.busy.max_pipe = self.max_pipe;
+        Ok(p)
+    }
+}
+
 /// The off-peak window flags, shared by `analyze` and `mig plan`.
 #[derive(Debug, Args)]
 pub struct OffpeakArgs {
