@@ -25,9 +25,12 @@ fn dir() -> &'static Path {
         .path()
 }
 
-/// The trace in `form` (`node` or `gpu`).
+/// The trace in `form` (`node` or `gpu`), in a file of its own: tests running at the same time
+/// (this file's and `prometheus_occupancy.rs`) never read a file another one is writing.
 pub(super) fn trace(form: &str) -> PathBuf {
-    let path = dir().join(format!("occupancy-{form}.csv"));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir().join(format!("occupancy-{form}-{n}.csv"));
     let out = Command::new("python3")
         .arg(format!("{SCRIPTS}/gen-node-occupancy.py"))
         .args(["--form", form, "--out"])
