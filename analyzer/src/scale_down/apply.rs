@@ -1,7 +1,8 @@
 //! `--yes` and `--undo`: the writes, one workload at a time, each whole or not at all.
 //!
 //! Scale down, a Deployment or StatefulSet: read it again (the signs of [`super::plan`] that live
-//! on the object — opt-out, GitOps — are checked again, and one already at zero is skipped);
+//! on the object — opt-out, GitOps — are checked again, so is an autoscaler that targets it
+//! now, and one already at zero is skipped);
 //! write the annotations [`FROM_ANNOTATION`] (the replicas read) and [`AT_ANNOTATION`] with a
 //! JSON merge patch carrying the resourceVersion read (a 409 — someone changed it meanwhile —
 //! reads it again and retries once); then set the replicas to 0 through the `scale`
@@ -22,7 +23,7 @@
 
 use serde_json::{Value, json};
 
-use super::plan::{Plan, gitops_sign, opt_out};
+use super::plan::{Plan, autoscaler, gitops_sign, opt_out};
 use super::{AT_ANNOTATION, ApiError, FROM_ANNOTATION, Kind, Object, UNSET, Workloads};
 
 /// What happened.
@@ -114,6 +115,12 @@ fn down_one(
     };
     if let Some(why) = skip(&fresh) {
         out.skipped.push(format!("{}: {why}", fresh.label()));
+        return Ok(());
+    }
+    // An HPA or ScaledObject made since the plan owns the replicas now.
+    if let Some(why) = autoscaler(&cluster.scale_targets(&fresh.namespace)?, &fresh) {
+        out.skipped
+            .push(format!("{}: {why} (since the plan)", fresh.label()));
         return Ok(());
     }
     if fresh.kind == Kind::InferenceService {
@@ -285,4 +292,89 @@ pub fn undo(cluster: &mut dyn Workloads, workloads: &[Object]) -> Outcome {
     }
     out.not_tried = rest.map(Object::label).collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::scale_down::ScaleTarget;
+    use crate::scale_down::plan::Action;
+
+    /// One Deployment; an HPA targeting it appears after the plan was made.
+    struct Cluster {
+        deployment: Object,
+        hpa: bool,
+        writes: usize,
+    }
+
+    impl Workloads for Cluster {
+        fn get(&mut self, _: Kind, _: &str, _: &str) -> Result<Option<Object>, ApiError> {
+            Ok(Some(self.deployment.clone()))
+        }
+        fn list(&mut self, _: Kind, _: Option<&str>) -> Result<Vec<Object>, ApiError> {
+            Ok(vec![self.deployment.clone()])
+        }
+        fn scale_targets(&mut self, _: &str) -> Result<Vec<ScaleTarget>, ApiError> {
+            Ok(self
+                .hpa
+                .then(|| ScaleTarget {
+                    source: "HorizontalPodAutoscaler ml/web".into(),
+                    kind: "Deployment".into(),
+                    name: "web".into(),
+                })
+                .into_iter()
+                .collect())
+        }
+        fn patch(&mut self, _: Kind, _: &str, _: &str, _: &Value) -> Result<Object, ApiError> {
+            self.writes += 1;
+            Ok(self.deployment.clone())
+        }
+        fn scale(&mut self, _: Kind, _: &str, _: &str, _: i64) -> Result<(), ApiError> {
+            self.writes += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_autoscaler_made_after_the_plan_stops_the_write() {
+        let deployment = Object {
+            kind: Kind::Deployment,
+            namespace: "ml".into(),
+            name: "web".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            owners: Vec::new(),
+            replicas: Some(2),
+            resource_version: "7".into(),
+            phase: None,
+        };
+        let plan = Plan {
+            actions: vec![Action {
+                workload: deployment.clone(),
+                pods: vec!["web-1".into()],
+                idle_since_ms: 0,
+            }],
+            ..Plan::default()
+        };
+        let mut c = Cluster {
+            deployment,
+            hpa: true,
+            writes: 0,
+        };
+        let out = scale_down(&mut c, &plan, "2026-11-27T00:00:00Z");
+        assert_eq!(c.writes, 0, "{out:?}");
+        assert!(out.done.is_empty());
+        assert_eq!(
+            out.skipped,
+            [
+                "deployment ml/web: targeted by HorizontalPodAutoscaler ml/web (spec.scaleTargetRef): it owns the replicas (since the plan)"
+            ]
+        );
+        // Without it, the same plan writes the record and scales.
+        c.hpa = false;
+        let out = scale_down(&mut c, &plan, "2026-11-27T00:00:00Z");
+        assert_eq!((c.writes, out.done.len()), (2, 1), "{out:?}");
+    }
 }

@@ -261,7 +261,7 @@ pub fn opt_out(o: &Object) -> Option<String> {
 }
 
 /// The autoscaler targeting `w`, if any.
-fn autoscaler(targets: &[ScaleTarget], w: &Object) -> Option<String> {
+pub(super) fn autoscaler(targets: &[ScaleTarget], w: &Object) -> Option<String> {
     targets
         .iter()
         .find(|t| t.kind == w.kind.kind() && t.name == w.name)
