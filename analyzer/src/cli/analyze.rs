@@ -2,15 +2,12 @@
 //! the sources, narrows to the analysed range, runs every detector of the registry and prints a
 //! table or the versioned findings JSON (`docs/findings.md`) on stdout; warnings on stderr.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use chrono_tz::Tz;
 use clap::Args;
-use tessera::advisor::{self, Params};
+use tessera::advisor;
 
-use super::source::{
-    OutputFormat, PartProgress, SourceArgs, ThresholdArgs, load_parts, name_file, parse_tz,
-    part_files,
-};
+use super::source::{OutputFormat, SourceArgs, ThresholdArgs, analyze_sources, parse_tz};
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
@@ -31,43 +28,9 @@ pub struct AnalyzeArgs {
     thresholds: ThresholdArgs,
 }
 
-impl AnalyzeArgs {
-    fn params(&self) -> Result<Params> {
-        let known: Vec<&str> = advisor::registry().iter().map(|d| d.id()).collect();
-        for d in &self.detectors {
-            if !known.contains(&d.as_str()) {
-                bail!(
-                    "unknown --detector {d:?}; expected one of {}",
-                    known.join(", ")
-                );
-            }
-        }
-        self.thresholds.params(self.tz)
-    }
-}
-
 pub fn run(args: AnalyzeArgs) -> Result<()> {
-    let params = args.params()?;
-    let (parts, range, gpu_rows) = load_parts(&args.src)?;
-    if range.is_none() {
-        bail!("no rows in the sources for the chosen range: nothing to analyse");
-    }
-    let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
-    let files = part_files(&parts);
-    let bar = PartProgress::new(parts.len(), gpu_rows);
-    bar.set("analysing", 0);
-    let analysis = advisor::analyze_parts_with(
-        parts
-            .into_iter()
-            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
-        &params,
-        range.map(|r| (r.since, r.until)),
-        sources,
-        &args.detectors,
-        &|n| bar.set("analysing", n),
-    )
-    .map_err(|e| name_file(e.into(), &files))?;
-    bar.finish();
+    let params = args.thresholds.params(args.tz)?;
+    let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
     match args.format {
         OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),

@@ -13,13 +13,12 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
-use tessera::advisor::{self, Severity};
+use tessera::advisor::Severity;
 use tessera::notify::{self, AlertOptions, ClientOptions, NotifyRequest, alerts};
 use tessera::report;
 
 use super::source::{
-    PartProgress, SourceArgs, ThresholdArgs, load_parts, name_file, parse_basic_auth,
-    parse_interval, parse_tz, part_files,
+    SourceArgs, ThresholdArgs, analyze_sources, parse_basic_auth, parse_interval, parse_tz,
 };
 
 /// `--min-severity`.
@@ -148,36 +147,8 @@ fn line(verb: &str, a: &notify::Alert) -> String {
 
 pub fn run(args: NotifyArgs) -> Result<()> {
     let req = args.request()?;
-    let known: Vec<&str> = advisor::registry().iter().map(|d| d.id()).collect();
-    for d in &args.detectors {
-        if !known.contains(&d.as_str()) {
-            bail!(
-                "unknown --detector {d:?}; expected one of {}",
-                known.join(", ")
-            );
-        }
-    }
     let params = args.thresholds.params(args.tz)?;
-    let (parts, range, gpu_rows) = load_parts(&args.src)?;
-    if range.is_none() {
-        bail!("no rows in the sources for the chosen range: nothing to analyse");
-    }
-    let sources = args.src.sources.iter().map(|s| s.to_string()).collect();
-    let files = part_files(&parts);
-    let bar = PartProgress::new(parts.len(), gpu_rows);
-    bar.set("analysing", 0);
-    let analysis = advisor::analyze_parts_with(
-        parts
-            .into_iter()
-            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
-        &params,
-        range.map(|r| (r.since, r.until)),
-        sources,
-        &args.detectors,
-        &|n| bar.set("analysing", n),
-    )
-    .map_err(|e| name_file(e.into(), &files))?;
-    bar.finish();
+    let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
 
     let now = chrono::Utc::now().timestamp_millis();
     let outcome = match notify::run(&analysis, &req, now) {

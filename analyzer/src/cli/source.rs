@@ -366,6 +366,47 @@ pub fn parse_tz(s: &str) -> Result<Tz, String> {
     })
 }
 
+/// The advisor over the sources of `src` with `params`, only `detectors` (every detector when
+/// empty; ids checked against the registry before anything is read), with a progress bar on
+/// stderr: the workflow `analyze` and `notify` share.
+pub fn analyze_sources(
+    src: &SourceArgs,
+    params: &tessera::advisor::Params,
+    detectors: &[String],
+) -> Result<tessera::advisor::Analysis> {
+    use tessera::advisor;
+    let known: Vec<&str> = advisor::registry().iter().map(|d| d.id()).collect();
+    for d in detectors {
+        if !known.contains(&d.as_str()) {
+            anyhow::bail!(
+                "unknown --detector {d:?}; expected one of {}",
+                known.join(", ")
+            );
+        }
+    }
+    let (parts, range, gpu_rows) = load_parts(src)?;
+    if range.is_none() {
+        anyhow::bail!("no rows in the sources for the chosen range: nothing to analyse");
+    }
+    let sources = src.sources.iter().map(|s| s.to_string()).collect();
+    let files = part_files(&parts);
+    let bar = PartProgress::new(parts.len(), gpu_rows);
+    bar.set("analysing", 0);
+    let analysis = advisor::analyze_parts_with(
+        parts
+            .into_iter()
+            .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
+        params,
+        range.map(|r| (r.since, r.until)),
+        sources,
+        detectors,
+        &|n| bar.set("analysing", n),
+    )
+    .map_err(|e| name_file(e.into(), &files))?;
+    bar.finish();
+    Ok(analysis)
+}
+
 /// Every detector's threshold flags (`--idle.*`, `--span.*`, `--consolidation.*`, the off-peak
 /// flags, `--busy.*`), shared by `analyze` and `notify` so that both find the same findings.
 #[derive(Debug, Args)]
