@@ -30,6 +30,8 @@
 #                       from 1, matched by its last-sample timestamp)
 #   timings.txt         the exporter's own sample durations from its self-metrics
 #   timings.json        µs per NVML function and GPU, and per whole sample, from nvml-serve.jsonl
+#   history/            the history the exporter recorded while serving, and history-ingest.json,
+#                       history-analyze.json, history-report.json: tessera reading it back
 #   logs/               stderr of every step
 # Every step is bounded (timeout); a step that fails is recorded, never fatal. Under 4 minutes
 # with the default 60 s.
@@ -179,6 +181,17 @@ grep -h '^tessera_exporter_sample_duration' "$rec"/metrics-*.prom >"$rec/timings
 # Which recorded sample each scrape served (by its last-sample timestamp).
 step scrapes 30 python3 "$here/gpu-check-compare.py" --scrapes "$rec/nvml-serve.jsonl" $(ls "$rec"/metrics-*.prom 2>/dev/null | sort -V) >"$rec/scrapes.txt"
 step timings 30 python3 "$here/gpu-check-compare.py" --timings "$rec/nvml-serve.jsonl" >"$rec/timings.json"
+# The history the exporter recorded from this GPU, read back by the analyzer (the format's strict
+# reader, the detectors and the report on a real device's rows). Kept in the archive.
+if [ -d "$work/history" ]; then
+  cp -r "$work/history" "$rec/history"
+  step history-ingest 60 "$tessera" ingest --source "history:$rec/history" --format json >"$rec/history-ingest.json"
+  step history-analyze 60 "$tessera" analyze --source "history:$rec/history" --format json >"$rec/history-analyze.json"
+  step history-report 60 "$tessera" report --source "history:$rec/history" --format json >"$rec/history-report.json"
+  say "history: the exporter's recorded history read back by ingest, analyze and report (history-*.json)"
+else
+  say "history: the exporter wrote no history (see logs/exporter-serve.err)"
+fi
 say "timings: per-sample durations from the exporter's self-metrics (timings.txt); per NVML function and GPU from its recorded calls (timings.json)"
 
 diffs=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["differences"], "of", d["compared"])' "$rec/compare.json" 2>/dev/null || echo "unknown")

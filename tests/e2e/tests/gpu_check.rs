@@ -181,6 +181,23 @@ fn the_kit_records_the_exporter_and_two_independent_readers_and_they_agree() {
         let d = replay::metrics_differences(&rec, &file, samples, 100);
         assert!(d.is_empty(), "{file}: {}", d.join("\n"));
     }
+
+    // The history the exporter recorded while serving, read back by ingest, analyze and report.
+    assert!(!summary.contains("step history-"), "{summary}");
+    assert!(rec.join("history").is_dir());
+    let ingest = json(&rec.join("history-ingest.json"));
+    let gpu = ingest["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "gpu")
+        .unwrap_or_else(|| panic!("{ingest}"));
+    assert_eq!(gpu["entities"], 4, "{ingest}");
+    assert!(gpu["rows"].as_u64().unwrap() >= 4, "{ingest}");
+    let analyze = json(&rec.join("history-analyze.json"));
+    assert!(analyze.is_object(), "{analyze}");
+    let report = json(&rec.join("history-report.json"));
+    assert!(report.is_object(), "{report}");
 }
 
 #[test]
