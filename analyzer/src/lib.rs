@@ -11,6 +11,7 @@
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
 
 pub mod advisor;
+pub mod changes;
 pub mod frames;
 pub mod ingest;
 pub mod jobs;

@@ -107,7 +107,8 @@ fn simulate_node(
         },
     )
     .map_err(|e| invalid(e.to_string()))?;
-    let inventory = Arc::new(backend.inventory().map_err(|e| invalid(e.to_string()))?);
+    let mut inventory = Arc::new(backend.inventory().map_err(|e| invalid(e.to_string()))?);
+    let mut epoch = backend.node().layout_epoch();
     let attribution = backend.node().attribution();
     let options = WriterOptions {
         interval_ms,
@@ -142,6 +143,12 @@ fn simulate_node(
             continue;
         };
         summary.samples += 1;
+        // A scheduled MIG layout change (scenario `mig` windows) reaches the inventory, as the
+        // exporter's sampler re-reads it.
+        if backend.node().layout_epoch() != epoch {
+            epoch = backend.node().layout_epoch();
+            inventory = Arc::new(backend.inventory().map_err(|e| invalid(e.to_string()))?);
+        }
         let allocation = backend.node().allocation(sample.timestamp_ms);
         if let Some(rows) = agg.push_held(&inventory, &sample, &attribution, &allocation) {
             for (i, table) in Table::ALL.iter().enumerate() {

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use tessera::advisor::Params;
-use tessera::ingest::fmt_ms;
+use tessera::ingest::{fmt_ms, parse_time};
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{PartProgress, SourceArgs, load, load_parts, name_file, parse_tz, part_files};
@@ -58,6 +58,10 @@ pub struct ReportArgs {
     /// How many idle-loaded models (with --by job: jobs) to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// The time of a layout change to compare equal periods around (RFC 3339 or YYYY-MM-DD,
+    /// inside the range), instead of the changes found in the data.
+    #[arg(long = "change-at", value_name = "TIME")]
+    change_at: Option<String>,
     /// Instead of the fleet report, the worst Slurm jobs of the period (docs/jobs.md): table,
     /// Markdown or JSON.
     #[arg(long, value_enum)]
@@ -83,8 +87,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
         bail!("bad --top 0: expected at least 1");
     }
     if args.by == Some(By::Job) {
+        if args.change_at.is_some() {
+            bail!("--change-at compares the fleet around a change; it does not apply to --by job");
+        }
         return by_job(&args);
     }
+    let change_at = match &args.change_at {
+        Some(v) => Some(
+            parse_time(v, chrono::Utc::now().timestamp_millis())
+                .with_context(|| format!("bad --change-at {v:?}"))?,
+        ),
+        None => None,
+    };
 
     // One range rule for every command (tessera::range); ingest reaches one period further
     // back so the previous period can be compared, and the frames stay whole for it.
@@ -106,6 +120,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         prices,
         tz,
         top: args.top,
+        change_at,
     };
     let r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;

@@ -77,6 +77,8 @@ pub enum ReportError {
     Ingest(#[from] crate::ingest::IngestError),
     #[error("reading config {path}: {reason}")]
     Config { path: String, reason: String },
+    #[error(transparent)]
+    Changes(#[from] crate::changes::ChangesError),
     #[error("bad price {name} {value}: expected a number from 0 to 1e9")]
     Price { name: &'static str, value: f64 },
 }

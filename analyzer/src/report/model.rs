@@ -272,6 +272,9 @@ pub struct Report {
     pub offpeak_baseline: Option<OffpeakBaseline>,
     /// The MIG planner's recommendation ([`super::mig_section`]); `null` when none was computed.
     pub mig: Option<MigSection>,
+    /// Layout changes found in the range (or given with `--change-at`) and equal periods
+    /// around each compared (`crate::changes`); `null` when not computed.
+    pub changes: Option<crate::changes::ChangeSection>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
 }

@@ -10,6 +10,7 @@ use chrono_tz::Tz;
 
 use super::{MigSection, Prices, Report, ReportError, ReportInput, mig_section, pass};
 use crate::advisor::Params;
+use crate::changes::{self, ChangeRequest};
 use crate::frames::Frames;
 use crate::ingest::IngestReport;
 use crate::mig_planner::{self, PlannerOptions, demand::DemandParams};
@@ -29,6 +30,8 @@ pub struct ReportRequest<'a> {
     pub tz: Tz,
     /// How many idle-loaded models (and planned GPUs) to list.
     pub top: usize,
+    /// `--change-at`: the layout change to compare around, instead of the ones found.
+    pub change_at: Option<i64>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -39,6 +42,15 @@ pub fn run(
     progress: &(dyn Fn(&'static str, usize) + Sync),
 ) -> Result<Report, ReportError> {
     let (start, end) = (req.range.since, req.range.until);
+    let change = ChangeRequest {
+        range: req.range,
+        at: req.change_at,
+        gpu_hour: req.prices.gpu_hour,
+        kwh: req.prices.kwh,
+        currency: req.prices.currency.clone(),
+    };
+    // A bad --change-at fails before the long pass.
+    change.check()?;
     let params = Params {
         tz: req.tz,
         ..Params::default()
@@ -80,5 +92,8 @@ pub fn run(
             Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
         },
     );
+    let watch = Stopwatch::start("report");
+    report.changes = Some(changes::run(parts, &change)?);
+    watch.lap("changes");
     Ok(report)
 }

@@ -61,9 +61,13 @@ impl SimNode {
             if spec.pod.is_none() && spec.slurm_job.is_none() {
                 continue;
             }
+            let place = spec.place_at(t);
+            if place.node != self.name() {
+                continue;
+            }
             if activity(scenario, w, t).is_some() {
                 hold(
-                    self.device_uuid(spec.gpu, spec.mig_start),
+                    self.device_uuid(place.gpu, place.mig_start),
                     Holder {
                         namespace: spec.namespace.clone(),
                         pod: spec.pod.clone(),

@@ -33,6 +33,12 @@ pub struct SimGpu {
     pub pci_bus_id: String,
     /// MIG instances when MIG is enabled, sorted by GPU instance id.
     pub mig: Option<Vec<SimMigInstance>>,
+    /// The scenario's layouts of this GPU over time, when any has a window (`from`/`until`):
+    /// [`SimNode::read`] puts the one in force into `mig` when the time crosses a window's
+    /// edge. Empty for a GPU whose layout never changes on its own.
+    pub schedule: Vec<ScheduledLayout>,
+    /// Index into `schedule` of the layout last put in force (`None`: MIG off).
+    scheduled: Option<Option<usize>>,
     /// Fields NotSupported on this GPU by scenario fault (beyond what the model lacks).
     pub unsupported: Vec<(Field, i64)>,
 }
@@ -44,6 +50,20 @@ pub struct SimMigInstance {
     pub gpu_instance_id: u32,
     pub compute_instance_id: u32,
     pub uuid: String,
+}
+
+/// One of a GPU's layouts over time: in force for the unix seconds `[from, until)`.
+#[derive(Debug, Clone)]
+pub struct ScheduledLayout {
+    pub from: Option<i64>,
+    pub until: Option<i64>,
+    pub instances: Vec<SimMigInstance>,
+}
+
+impl ScheduledLayout {
+    fn in_force(&self, t: i64) -> bool {
+        self.from.is_none_or(|f| t >= f) && self.until.is_none_or(|u| t < u)
+    }
 }
 
 /// What the simulated driver reports for one GPU at one instant.
@@ -74,6 +94,8 @@ pub struct SimNode {
     workloads: Vec<usize>,
     energy_joules: Vec<f64>,
     last_ms: Option<i64>,
+    /// Bumped each time a scheduled layout change takes effect (the inventory changed).
+    layout_epoch: u64,
 }
 
 fn uuid_like(prefix: &str, seed: u64, a: u64, b: u64) -> String {
@@ -117,7 +139,7 @@ impl SimNode {
             .enumerate()
             .map(|(i, model)| {
                 let i = i as u32;
-                let mig = spec.mig.iter().find(|m| m.gpu == i).map(|m| {
+                let instances = |m: &super::scenario::MigSpec| {
                     let mut layout: Vec<SimMigInstance> = scenario
                         .mig_layout(model, m)
                         .expect("validated")
@@ -136,7 +158,29 @@ impl SimNode {
                         .collect();
                     layout.sort_by_key(|m| m.gpu_instance_id);
                     layout
-                });
+                };
+                let layouts: Vec<_> = spec.mig.iter().filter(|m| m.gpu == i).collect();
+                let schedule: Vec<ScheduledLayout> = if layouts.iter().any(|m| m.is_windowed()) {
+                    layouts
+                        .iter()
+                        .map(|m| ScheduledLayout {
+                            from: m.from.map(|f| f.timestamp()),
+                            until: m.until.map(|u| u.timestamp()),
+                            instances: instances(m),
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                // The layout in force at the scenario's start; a scheduled one follows the
+                // clock from the first read.
+                let t0 = scenario.start.timestamp();
+                let scheduled =
+                    (!schedule.is_empty()).then(|| schedule.iter().position(|l| l.in_force(t0)));
+                let mig = match scheduled {
+                    Some(k) => k.map(|k| schedule[k].instances.clone()),
+                    None => layouts.first().map(|m| instances(m)),
+                };
                 let unsupported = scenario
                     .faults
                     .iter()
@@ -156,12 +200,14 @@ impl SimNode {
                     uuid: uuid_like("GPU", scenario.seed, nkey, i as u64),
                     pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i * 0x10),
                     mig,
+                    schedule,
+                    scheduled,
                     unsupported,
                 }
             })
             .collect();
         let workloads = (0..scenario.workloads.len())
-            .filter(|&w| scenario.workloads[w].node == name)
+            .filter(|&w| scenario.workloads[w].ever_on(name))
             .collect();
         let energy_joules = (0..gpus.len())
             .map(|i| 1.0e6 * (1.0 + (mix(scenario.seed ^ nkey ^ i as u64) % 1000) as f64))
@@ -173,6 +219,7 @@ impl SimNode {
             workloads,
             energy_joules,
             last_ms: None,
+            layout_epoch: 0,
         })
     }
 
@@ -186,6 +233,41 @@ impl SimNode {
 
     pub fn gpus(&self) -> &[SimGpu] {
         &self.gpus
+    }
+
+    /// Bumped each time a layout of the scenario's schedule took effect: the inventory changed.
+    pub fn layout_epoch(&self) -> u64 {
+        self.layout_epoch
+    }
+
+    /// Put in force the scheduled layouts of unix second `t` (only on GPUs with a schedule,
+    /// and only when `t` is in another window than the last: a MIG write between two edges
+    /// stays).
+    fn follow_schedule(&mut self, t: i64) {
+        for g in &mut self.gpus {
+            if g.schedule.is_empty() {
+                continue;
+            }
+            let k = g.schedule.iter().position(|l| l.in_force(t));
+            if g.scheduled != Some(k) {
+                g.scheduled = Some(k);
+                let now = k.map(|k| g.schedule[k].instances.clone());
+                let same = match (&now, &g.mig) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => {
+                        a.len() == b.len()
+                            && a.iter().zip(b).all(|(x, y)| {
+                                x.layout == y.layout && x.gpu_instance_id == y.gpu_instance_id
+                            })
+                    }
+                    _ => false,
+                };
+                g.mig = now;
+                if !same {
+                    self.layout_epoch += 1;
+                }
+            }
+        }
     }
 
     /// Replace GPU `gpu`'s MIG layout (`None`: MIG disabled) with `instances` (layout, GPU
@@ -343,6 +425,7 @@ impl SimNode {
             self.last_ms = Some(t_ms);
         }
         let t = (t_ms - 1).div_euclid(1000);
+        self.follow_schedule(t);
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for gi in 0..self.gpus.len() {
             let reading = self.read_gpu(gi, t, t_ms, since_ms);
@@ -400,13 +483,14 @@ impl SimNode {
         let mut processes = Vec::new();
         for &w in &self.workloads {
             let spec = &self.scenario.workloads[w];
-            if spec.gpu != g.index {
+            let place = spec.place_at(t);
+            if place.gpu != g.index || place.node != self.node {
                 continue;
             }
             let Some(a) = activity(&self.scenario, w, t) else {
                 continue;
             };
-            let slot = match (&g.mig, spec.mig_start) {
+            let slot = match (&g.mig, place.mig_start) {
                 // No instance there any more (the layout was changed by a MIG write call): the
                 // workload cannot run.
                 (Some(insts), Some(start)) => {

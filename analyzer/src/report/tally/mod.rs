@@ -572,6 +572,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         offpeak_windows,
         offpeak_baseline,
         mig: None,
+        changes: None,
         data_quality,
         charts,
     })

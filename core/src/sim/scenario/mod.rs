@@ -40,6 +40,10 @@ pub mod limits {
     pub const ALLOCATIONS: usize = 65_536;
     /// MIG instances on one GPU (no MIG profile table allows more than 7).
     pub const MIG_INSTANCES_PER_GPU: usize = 7;
+    /// MIG layouts of one GPU over time (windows that do not overlap).
+    pub const MIG_LAYOUTS_PER_GPU: u64 = 64;
+    /// Moves of one workload.
+    pub const MOVES_PER_WORKLOAD: usize = 1024;
     /// `count` of one `ecc` or `row_remap` fault (with [`FAULTS`], sums stay within u32).
     pub const FAULT_COUNT: u64 = 100_000;
     /// Longest training run, hours (a week).
@@ -127,12 +131,59 @@ fn one() -> u32 {
     1
 }
 
-/// MIG enabled on one GPU, with its instances (one compute instance per GPU instance).
+/// MIG enabled on one GPU, with its instances (one compute instance per GPU instance), over
+/// the window `[from, until)` (absent: from the start, until the end). A GPU may have several
+/// layouts whose windows do not overlap; outside every window it is a whole GPU, MIG off.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigSpec {
     pub gpu: u32,
     pub instances: Vec<MigInstanceSpec>,
+    /// Start of the window in which this layout is in force (absent: from the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DateTime<Utc>>,
+    /// End of the window (absent: until the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl MigSpec {
+    /// Whether the layout is in force at unix second `t`: `from ≤ t < until`.
+    pub fn in_force(&self, t: i64) -> bool {
+        self.from.is_none_or(|f| t >= f.timestamp()) && self.until.is_none_or(|u| t < u.timestamp())
+    }
+
+    /// Whether the layout has a window (`from` or `until`).
+    pub fn is_windowed(&self) -> bool {
+        self.from.is_some() || self.until.is_some()
+    }
+}
+
+/// A workload moved to another GPU (or MIG instance, or node) at `at`: from then on it runs
+/// there, until the next move.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveSpec {
+    pub at: DateTime<Utc>,
+    /// Node it moves to (absent: the node it was on).
+    #[serde(default)]
+    pub node: Option<String>,
+    pub gpu: u32,
+    /// Placement start of its MIG instance there (required where that GPU has MIG enabled).
+    #[serde(default)]
+    pub mig_start: Option<u32>,
+}
+
+/// Where a workload runs over one span of time (its start, or a move, until the next move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place<'a> {
+    /// Unix second the span starts (`None`: from the start).
+    pub from: Option<i64>,
+    /// Unix second the span ends, exclusive (`None`: until the end).
+    pub until: Option<i64>,
+    pub node: &'a str,
+    pub gpu: u32,
+    pub mig_start: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,6 +287,57 @@ pub struct WorkloadSpec {
     pub pod: Option<String>,
     #[serde(default)]
     pub slurm_job: Option<String>,
+    /// Moves to other GPUs or MIG instances over time, in order of `at`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveSpec>,
+}
+
+impl WorkloadSpec {
+    /// Its places in time order: where it starts (`node`, `gpu`, `mig_start`), then each move.
+    /// The spans are not clipped to the workload's own `from`/`until`.
+    pub fn places(&self) -> impl Iterator<Item = Place<'_>> + '_ {
+        let mut node = self.node.as_str();
+        let first = Place {
+            from: None,
+            until: self.moves.first().map(|m| m.at.timestamp()),
+            node,
+            gpu: self.gpu,
+            mig_start: self.mig_start,
+        };
+        let rest = self.moves.iter().enumerate().map(move |(i, m)| {
+            node = m.node.as_deref().unwrap_or(node);
+            Place {
+                from: Some(m.at.timestamp()),
+                until: self.moves.get(i + 1).map(|n| n.at.timestamp()),
+                node,
+                gpu: m.gpu,
+                mig_start: m.mig_start,
+            }
+        });
+        std::iter::once(first).chain(rest)
+    }
+
+    /// Where it runs at unix second `t`.
+    pub fn place_at(&self, t: i64) -> Place<'_> {
+        if self.moves.is_empty() {
+            return Place {
+                from: None,
+                until: None,
+                node: &self.node,
+                gpu: self.gpu,
+                mig_start: self.mig_start,
+            };
+        }
+        self.places()
+            .take_while(|p| p.from.is_none_or(|f| f <= t))
+            .last()
+            .expect("the first place has no start")
+    }
+
+    /// Whether it runs on node `name` at any time.
+    pub fn ever_on(&self, name: &str) -> bool {
+        self.node == name || self.places().any(|p| p.node == name)
+    }
 }
 
 fn default_peak() -> f64 {

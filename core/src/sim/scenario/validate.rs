@@ -7,7 +7,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    FaultKind, NodeSpec, SEE_LIMITS, Scenario, ScenarioError, WorkloadKind, WorkloadSpec, limits,
+    FaultKind, MigSpec, NodeSpec, SEE_LIMITS, Scenario, ScenarioError, WorkloadKind, WorkloadSpec,
+    limits,
 };
 use crate::input_limits;
 use crate::mig::{self, GpuModel};
@@ -55,12 +56,13 @@ impl Scenario {
                     ),
                 ));
             }
-            if node.mig.len() as u64 > gpus {
+            if node.mig.len() as u64 > gpus * limits::MIG_LAYOUTS_PER_GPU {
                 return Err(self.invalid(
                     item,
                     format!(
-                        "{} MIG layouts for {gpus} GPU(s); expected at most one per GPU",
-                        node.mig.len()
+                        "{} MIG layouts for {gpus} GPU(s); expected at most {} per GPU over time{SEE_LIMITS}",
+                        node.mig.len(),
+                        limits::MIG_LAYOUTS_PER_GPU
                     ),
                 ));
             }
@@ -75,6 +77,18 @@ impl Scenario {
                         ),
                     ));
                 }
+            }
+        }
+        for (wi, w) in self.workloads.iter().enumerate() {
+            if w.moves.len() > limits::MOVES_PER_WORKLOAD {
+                return Err(self.invalid(
+                    format!("workloads[{wi}] ({}).moves", w.name),
+                    format!(
+                        "{} moves; expected at most {}{SEE_LIMITS}",
+                        w.moves.len(),
+                        limits::MOVES_PER_WORKLOAD
+                    ),
+                ));
             }
         }
         Ok(())
@@ -137,10 +151,33 @@ impl Scenario {
                         ),
                     )
                 })?;
-                if node.mig[..mi].iter().any(|o| o.gpu == spec.gpu) {
-                    return Err(
-                        self.invalid(&item, format!("GPU {} has two MIG layouts", spec.gpu))
-                    );
+                if let (Some(from), Some(until)) = (spec.from, spec.until)
+                    && until <= from
+                {
+                    return Err(self.invalid(
+                        &item,
+                        format!(
+                            "until ({}) must be after from ({})",
+                            until.to_rfc3339(),
+                            from.to_rfc3339()
+                        ),
+                    ));
+                }
+                if let Some((oi, other)) = node.mig[..mi]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, o)| o.gpu == spec.gpu && windows_overlap(o, spec))
+                {
+                    return Err(self.invalid(
+                        &item,
+                        format!(
+                            "GPU {} has two MIG layouts in force at once (this one {} and mig[{oi}] {}); \
+                             give them from/until windows that do not overlap",
+                            spec.gpu,
+                            window_text(spec),
+                            window_text(other)
+                        ),
+                    ));
                 }
                 let layout = self
                     .mig_layout(model, spec)
@@ -159,7 +196,7 @@ impl Scenario {
             if !names.insert(w.name.as_str()) {
                 return Err(self.invalid(item, "duplicate workload name"));
             }
-            let (node, models) = nodes
+            let (_, models) = nodes
                 .get(w.node.as_str())
                 .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", w.node)))?;
             let model = models.get(w.gpu as usize).ok_or_else(|| {
@@ -173,8 +210,29 @@ impl Scenario {
                     ),
                 )
             })?;
-            self.check_mig_start(node, w.gpu, w.mig_start, &item)?;
             self.check_workload_values(w, model, &item)?;
+            self.check_moves(w, &nodes, &item)?;
+            let (from, until) = (
+                w.from.map(|f| f.timestamp()),
+                w.until.map(|u| u.timestamp()),
+            );
+            for (pi, place) in w.places().enumerate() {
+                let item = if pi == 0 {
+                    item.clone()
+                } else {
+                    format!("{item}.moves[{}]", pi - 1)
+                };
+                let Some((node, _)) = nodes.get(place.node) else {
+                    continue; // check_moves named it
+                };
+                // The span it runs there, within its own window.
+                let a = max_opt(place.from, from);
+                let b = min_opt(place.until, until);
+                if a.zip(b).is_some_and(|(a, b)| b <= a) {
+                    continue;
+                }
+                self.check_mig_start(node, place.gpu, place.mig_start, (a, b), &item)?;
+            }
         }
         for (ai, a) in self.allocations.iter().enumerate() {
             let item = format!("allocations[{ai}]");
@@ -192,7 +250,11 @@ impl Scenario {
                     ),
                 ));
             }
-            self.check_mig_start(node, a.gpu, a.mig_start, &item)?;
+            let span = (
+                a.from.map(|f| f.timestamp()),
+                a.until.map(|u| u.timestamp()),
+            );
+            self.check_mig_start(node, a.gpu, a.mig_start, span, &item)?;
             if a.pod.is_none() && a.slurm_job.is_none() {
                 return Err(self.invalid(
                     &item,
@@ -293,39 +355,144 @@ impl Scenario {
         Ok(())
     }
 
-    /// The value ranges of one workload on a GPU of `model`: ratios in 0–1, finite durations
-    /// and periods, a window that ends after it starts.
-    /// `mig_start` names an instance of the GPU's layout exactly when the GPU has MIG enabled.
+    /// `mig_start` names an instance of the GPU's layout exactly when the GPU has MIG enabled,
+    /// over the whole span `[from, until)` (unix seconds; `None`: open) in which the device is
+    /// used: every layout in force during the span has an instance at `mig_start`, and MIG is
+    /// not off during part of it.
     fn check_mig_start(
         &self,
         node: &NodeSpec,
         gpu: u32,
         mig_start: Option<u32>,
+        span: (Option<i64>, Option<i64>),
         item: &str,
     ) -> Result<(), ScenarioError> {
-        let mig = node.mig.iter().find(|m| m.gpu == gpu);
-        match (mig, mig_start) {
-            (Some(spec), Some(start)) => {
-                if !spec.instances.iter().any(|i| i.start == start) {
-                    let starts: Vec<_> = spec.instances.iter().map(|i| i.start).collect();
+        let layouts: Vec<&MigSpec> = node
+            .mig
+            .iter()
+            .filter(|m| m.gpu == gpu && overlaps(window(m), span))
+            .collect();
+        let windowed = layouts.iter().any(|m| m.is_windowed());
+        match (layouts.is_empty(), mig_start) {
+            (false, Some(start)) => {
+                for spec in &layouts {
+                    if !spec.instances.iter().any(|i| i.start == start) {
+                        let starts: Vec<_> = spec.instances.iter().map(|i| i.start).collect();
+                        let when = if windowed {
+                            format!(" of the layout {}", window_text(spec))
+                        } else {
+                            String::new()
+                        };
+                        return Err(self.invalid(
+                            item,
+                            format!(
+                                "no MIG instance starts at slot {start}{when}; instances start at {starts:?}"
+                            ),
+                        ));
+                    }
+                }
+                if let Some(t) = uncovered(&layouts, span) {
                     return Err(self.invalid(
                         item,
                         format!(
-                            "no MIG instance starts at slot {start}; instances start at {starts:?}"
+                            "mig_start given but GPU {gpu} has MIG off at {}; move the workload \
+                             (moves) where the GPU's MIG layouts change",
+                            time_text(t)
                         ),
                     ));
                 }
             }
-            (Some(_), None) => {
+            (false, None) => {
+                if windowed {
+                    let spec = layouts[0];
+                    return Err(self.invalid(
+                        item,
+                        format!(
+                            "GPU {gpu} has MIG enabled {} while the workload is there: set mig_start \
+                             to the instance's start slot, or move it (moves) when the layout changes",
+                            window_text(spec)
+                        ),
+                    ));
+                }
                 return Err(self.invalid(
                     item,
                     "GPU has MIG enabled: set mig_start to the instance's start slot",
                 ));
             }
-            (None, Some(_)) => {
+            (true, Some(_)) => {
                 return Err(self.invalid(item, "mig_start given but the GPU has no MIG layout"));
             }
-            (None, None) => {}
+            (true, None) => {}
+        }
+        Ok(())
+    }
+
+    /// The moves of one workload: in order of `at`, inside its window, to a node and GPU that
+    /// exist.
+    fn check_moves(
+        &self,
+        w: &WorkloadSpec,
+        nodes: &HashMap<&str, (&NodeSpec, Vec<&'static GpuModel>)>,
+        item: &str,
+    ) -> Result<(), ScenarioError> {
+        let mut last = w.from;
+        for (mi, (m, place)) in w.moves.iter().zip(w.places().skip(1)).enumerate() {
+            let item = format!("{item}.moves[{mi}]");
+            if let Some(prev) = last
+                && m.at <= prev
+            {
+                return Err(self.invalid(
+                    &item,
+                    format!(
+                        "at ({}) must be after {} ({}): moves are in time order, inside the \
+                         workload's window",
+                        m.at.to_rfc3339(),
+                        if mi == 0 {
+                            "the workload's from"
+                        } else {
+                            "the previous move"
+                        },
+                        prev.to_rfc3339()
+                    ),
+                ));
+            }
+            if let Some(until) = w.until
+                && m.at >= until
+            {
+                return Err(self.invalid(
+                    &item,
+                    format!(
+                        "at ({}) must be before the workload's until ({})",
+                        m.at.to_rfc3339(),
+                        until.to_rfc3339()
+                    ),
+                ));
+            }
+            last = Some(m.at);
+            let (_, models) = nodes
+                .get(place.node)
+                .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", place.node)))?;
+            let model = models.get(m.gpu as usize).ok_or_else(|| {
+                self.invalid(
+                    &item,
+                    format!(
+                        "GPU {} does not exist on {} (it has {})",
+                        m.gpu,
+                        place.node,
+                        models.len()
+                    ),
+                )
+            })?;
+            let mem_total = model.memory_total_bytes as f64 / (1u64 << 30) as f64;
+            if w.memory_gib > mem_total {
+                return Err(self.invalid(
+                    &item,
+                    format!(
+                        "memory_gib = {} does not fit a {} ({mem_total:.1} GiB)",
+                        w.memory_gib, model.key
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -445,4 +612,77 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// A layout's window in unix seconds (`None`: open).
+fn window(m: &MigSpec) -> (Option<i64>, Option<i64>) {
+    (
+        m.from.map(|f| f.timestamp()),
+        m.until.map(|u| u.timestamp()),
+    )
+}
+
+/// Whether two half-open windows `[a, b)` share a second.
+fn overlaps(x: (Option<i64>, Option<i64>), y: (Option<i64>, Option<i64>)) -> bool {
+    let start = max_opt(x.0, y.0);
+    let end = min_opt(x.1, y.1);
+    start.zip(end).is_none_or(|(s, e)| s < e)
+}
+
+fn windows_overlap(a: &MigSpec, b: &MigSpec) -> bool {
+    overlaps(window(a), window(b))
+}
+
+/// The later of two starts (`None`: open, the earliest).
+fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The earlier of two ends (`None`: open, the latest).
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The first second of `span` that no layout of `layouts` (windows that do not overlap)
+/// covers, if any; `i64::MIN` stands for "from the start".
+fn uncovered(layouts: &[&MigSpec], span: (Option<i64>, Option<i64>)) -> Option<i64> {
+    let mut windows: Vec<_> = layouts.iter().map(|m| window(m)).collect();
+    windows.sort_by_key(|w| w.0.unwrap_or(i64::MIN));
+    let mut at = span.0.unwrap_or(i64::MIN);
+    let end = span.1.unwrap_or(i64::MAX);
+    for (from, until) in windows {
+        if at >= end {
+            return None;
+        }
+        if from.unwrap_or(i64::MIN) > at {
+            return Some(at);
+        }
+        at = at.max(until.unwrap_or(i64::MAX));
+    }
+    (at < end).then_some(at)
+}
+
+/// `from … until …` of a layout, for messages.
+fn window_text(m: &MigSpec) -> String {
+    let t = |d: Option<chrono::DateTime<chrono::Utc>>, open: &str| {
+        d.map_or(open.to_string(), |d| d.to_rfc3339())
+    };
+    format!(
+        "from {} until {}",
+        t(m.from, "the start"),
+        t(m.until, "the end")
+    )
+}
+
+fn time_text(t: i64) -> String {
+    if t == i64::MIN {
+        return "the start".into();
+    }
+    chrono::DateTime::from_timestamp(t, 0).map_or_else(|| t.to_string(), |d| d.to_rfc3339())
 }

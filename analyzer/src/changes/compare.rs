@@ -1,0 +1,384 @@
+//! Equal periods around a change and their usage: [`windows`] (pure: the longest period that
+//! fits on both sides, outside the settling margin and the neighbouring changes, in whole rows)
+//! and the sums over the rows of both periods per fleet, node and team ([`tally`] reads one
+//! partition's frames; [`Acc::finish`] rounds and prices, pure).
+//!
+//! The rules are the report's: a row is in use when it holds ≥ 1 GiB or its activity is above
+//! 5%; activity is SM activity, else the busy ratio; energy is the counter's, else mean power ×
+//! interval; a GPU's row is split evenly between the processes on it for the teams. It detects
+//! nothing ([`super::detect`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use polars::prelude::*;
+
+use super::model::{
+    Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
+};
+use super::scan::{gpu_label, workload_key};
+use super::{ChangeRequest, ChangesError};
+use crate::frames::Frames;
+use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
+use crate::ingest::fmt_ms;
+
+const GIB: f64 = (1u64 << 30) as f64;
+const HOUR_MS: f64 = 3_600_000.0;
+/// In use: at least this much memory held, or more than [`BUSY`] activity (the report's rule).
+const HELD: f64 = GIB;
+const BUSY: f64 = 0.05;
+
+/// The two compared periods: rows ending in `(before.0, before.1]` and `(after.0, after.1]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub before: (i64, i64),
+    pub after: (i64, i64),
+}
+
+impl Window {
+    /// Length of each period, ms.
+    pub fn len_ms(&self) -> i64 {
+        self.before.1 - self.before.0
+    }
+
+    /// 0 for a row ending in the period before, 1 after, `None` outside both.
+    fn side(&self, ts: i64) -> Option<usize> {
+        if ts > self.before.0 && ts <= self.before.1 {
+            Some(0)
+        } else if ts > self.after.0 && ts <= self.after.1 {
+            Some(1)
+        } else {
+            None
+        }
+    }
+}
+
+/// The equal periods around a change at `at`: each ends (before) or starts (after) `settle`
+/// away from it, inside the range `(since, until]` and `settle` away from the neighbouring
+/// changes `prev` and `next`, as long as the shorter side allows, cut to whole rows of
+/// `interval` ms. `None` when no whole row fits on one side.
+pub fn windows(
+    at: i64,
+    (since, until): (i64, i64),
+    prev: Option<i64>,
+    next: Option<i64>,
+    settle: i64,
+    interval: i64,
+) -> Option<Window> {
+    let lo = prev.map_or(since, |p| since.max(p + settle));
+    let hi = next.map_or(until, |n| until.min(n - settle));
+    let len = ((at - settle) - lo).min(hi - (at + settle));
+    let len = if interval > 0 {
+        len - len.rem_euclid(interval)
+    } else {
+        len
+    };
+    (len > 0 && len >= interval).then_some(Window {
+        before: (at - settle - len, at - settle),
+        after: (at + settle, at + settle + len),
+    })
+}
+
+#[derive(Default)]
+struct Sum {
+    gpus: BTreeSet<String>,
+    observed: f64,
+    in_use: f64,
+    busy: f64,
+    energy: Option<f64>,
+}
+
+#[derive(Default)]
+struct TeamSum {
+    processes: BTreeSet<String>,
+    gpu_hours: f64,
+    busy: f64,
+    energy: Option<f64>,
+}
+
+/// The sums of both periods, over the partitions read so far.
+pub(super) struct Acc {
+    fleet: [Sum; 2],
+    nodes: BTreeMap<String, [Sum; 2]>,
+    teams: BTreeMap<String, [TeamSum; 2]>,
+}
+
+impl Acc {
+    pub(super) fn new() -> Acc {
+        Acc {
+            fleet: Default::default(),
+            nodes: BTreeMap::new(),
+            teams: BTreeMap::new(),
+        }
+    }
+}
+
+fn add(s: &mut Sum, gpu: &str, h: f64, act: Option<f64>, in_use: bool, e: Option<f64>) {
+    if !s.gpus.contains(gpu) {
+        s.gpus.insert(gpu.to_string());
+    }
+    s.observed += h;
+    if in_use {
+        s.in_use += h;
+    }
+    if let Some(a) = act {
+        s.busy += a * h;
+    }
+    if let Some(e) = e {
+        *s.energy.get_or_insert(0.0) += e;
+    }
+}
+
+fn select(f: &LazyFrame, w: &Window, columns: &[&str]) -> LazyFrame {
+    f.clone()
+        .with_column(ts_ms())
+        .filter(
+            col("ts")
+                .gt(lit(w.before.0))
+                .and(col("ts").lt_eq(lit(w.after.1))),
+        )
+        .select(columns.iter().map(|c| col(*c)).collect::<Vec<_>>())
+}
+
+/// Adds one partition's rows of both periods.
+pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), ChangesError> {
+    let gpu = select(
+        &frames.gpu,
+        w,
+        &[
+            "node",
+            "gpu",
+            "uuid",
+            "ts",
+            "interval_ms",
+            "busy_mean",
+            "sm_active_mean",
+            "memory_used_max_bytes",
+            "power_mean_watts",
+            "energy_delta_joules",
+        ],
+    )
+    .collect()?;
+    // Per (GPU, ts): hours, activity, energy (J) of the row, for the teams.
+    let mut rows: FastMap<(String, i64), (f64, Option<f64>, Option<f64>)> = FastMap::default();
+    {
+        let (node, uuid) = (strs(&gpu, "node")?, strs(&gpu, "uuid")?);
+        let (index, ts, interval) = (
+            i64s(&gpu, "gpu")?,
+            i64s(&gpu, "ts")?,
+            i64s(&gpu, "interval_ms")?,
+        );
+        let (busy, sm, mem) = (
+            f64s(&gpu, "busy_mean")?,
+            f64s(&gpu, "sm_active_mean")?,
+            f64s(&gpu, "memory_used_max_bytes")?,
+        );
+        let (power, energy) = (
+            f64s(&gpu, "power_mean_watts")?,
+            f64s(&gpu, "energy_delta_joules")?,
+        );
+        for i in 0..gpu.height() {
+            let Some(t) = ts.get(i) else { continue };
+            let Some(side) = w.side(t) else { continue };
+            let iv = interval.get(i).unwrap_or(0).max(0);
+            let h = iv as f64 / HOUR_MS;
+            let act = sm.get(i).or(busy.get(i));
+            let in_use = mem.get(i).is_some_and(|m| m >= HELD) || act.is_some_and(|a| a > BUSY);
+            let e = energy
+                .get(i)
+                .or_else(|| power.get(i).map(|p| p * iv as f64 / 1000.0));
+            let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
+            add(&mut acc.fleet[side], &label, h, act, in_use, e);
+            let n = node.get(i).unwrap_or("?");
+            let per = match acc.nodes.get_mut(n) {
+                Some(p) => p,
+                None => acc.nodes.entry(n.to_string()).or_default(),
+            };
+            add(&mut per[side], &label, h, act, in_use, e);
+            rows.insert((label, t), (h, act, e));
+        }
+    }
+    let p = select(
+        &frames.process,
+        w,
+        &[
+            "node",
+            "gpu",
+            "uuid",
+            "ts",
+            "pid",
+            "process",
+            "namespace",
+            "pod",
+            "slurm_job_id",
+        ],
+    )
+    .collect()?;
+    let (node, uuid, name) = (strs(&p, "node")?, strs(&p, "uuid")?, strs(&p, "process")?);
+    let (ns, pod, slurm) = (
+        strs(&p, "namespace")?,
+        strs(&p, "pod")?,
+        strs(&p, "slurm_job_id")?,
+    );
+    let (index, ts, pid) = (i64s(&p, "gpu")?, i64s(&p, "ts")?, i64s(&p, "pid")?);
+    let mut on_gpu: FastMap<(String, i64), u32> = FastMap::default();
+    let mut procs = Vec::with_capacity(p.height());
+    for i in 0..p.height() {
+        let Some(t) = ts.get(i) else { continue };
+        let Some(side) = w.side(t) else { continue };
+        let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
+        *on_gpu.entry((label.clone(), t)).or_default() += 1;
+        procs.push((i, t, side, label));
+    }
+    for (i, t, side, label) in procs {
+        let team = match (ns.get(i), slurm.get(i)) {
+            (Some(n), _) => n.to_string(),
+            (None, Some(j)) => format!("slurm job {j}"),
+            _ => "(unattributed)".to_string(),
+        };
+        let key = workload_key(
+            node.get(i),
+            pid.get(i),
+            name.get(i),
+            ns.get(i),
+            pod.get(i),
+            slurm.get(i),
+        );
+        let n = f64::from(on_gpu[&(label.clone(), t)].max(1));
+        let s = &mut acc.teams.entry(team).or_default()[side];
+        s.processes.insert(key);
+        if let Some(&(h, act, e)) = rows.get(&(label, t)) {
+            s.gpu_hours += h / n;
+            if let Some(a) = act {
+                s.busy += a * h / n;
+            }
+            if let Some(e) = e {
+                *s.energy.get_or_insert(0.0) += e / n;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+fn r2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn usage(s: &Sum, hours: f64, req: &ChangeRequest) -> PeriodUsage {
+    let kwh = s.energy.map(|j| r3(j / 3.6e6));
+    let cost_gpu_hours = r2(s.in_use * req.gpu_hour);
+    let cost_energy = kwh.map(|k| r2(k * req.kwh));
+    PeriodUsage {
+        gpus: s.gpus.len(),
+        gpus_in_use: if hours > 0.0 {
+            r3(s.in_use / hours)
+        } else {
+            0.0
+        },
+        gpu_hours_observed: r3(s.observed),
+        gpu_hours_in_use: r3(s.in_use),
+        gpu_hours_busy: r3(s.busy),
+        gpu_hours_idle: r3((s.in_use - s.busy).max(0.0)),
+        gpu_hours_free: r3((s.observed - s.in_use).max(0.0)),
+        allocation_utilization: (s.observed > 0.0).then(|| r3(s.in_use / s.observed)),
+        work_utilization: (s.observed > 0.0).then(|| r3(s.busy / s.observed)),
+        energy_kwh: kwh,
+        cost_gpu_hours,
+        cost_energy,
+        cost_total: r2(cost_gpu_hours + cost_energy.unwrap_or(0.0)),
+    }
+}
+
+fn delta(b: &PeriodUsage, a: &PeriodUsage) -> PeriodDelta {
+    PeriodDelta {
+        gpus_in_use: r3(a.gpus_in_use - b.gpus_in_use),
+        gpu_hours_in_use: r3(a.gpu_hours_in_use - b.gpu_hours_in_use),
+        gpu_hours_busy: r3(a.gpu_hours_busy - b.gpu_hours_busy),
+        gpu_hours_idle: r3(a.gpu_hours_idle - b.gpu_hours_idle),
+        gpu_hours_free: r3(a.gpu_hours_free - b.gpu_hours_free),
+        energy_kwh: b.energy_kwh.zip(a.energy_kwh).map(|(b, a)| r3(a - b)),
+        cost_total: r2(a.cost_total - b.cost_total),
+    }
+}
+
+fn keyed(key: &str, s: &[Sum; 2], hours: f64, req: &ChangeRequest) -> KeyedPeriods {
+    let (before, after) = (usage(&s[0], hours, req), usage(&s[1], hours, req));
+    KeyedPeriods {
+        key: key.to_string(),
+        delta: delta(&before, &after),
+        before,
+        after,
+    }
+}
+
+fn team(s: &TeamSum, req: &ChangeRequest) -> TeamUsage {
+    let kwh = s.energy.map(|j| r3(j / 3.6e6));
+    TeamUsage {
+        processes: s.processes.len(),
+        gpu_hours: r3(s.gpu_hours),
+        gpu_hours_busy: r3(s.busy),
+        gpu_hours_idle: r3((s.gpu_hours - s.busy).max(0.0)),
+        energy_kwh: kwh,
+        cost_total: r2(s.gpu_hours * req.gpu_hour + kwh.map_or(0.0, |k| k * req.kwh)),
+    }
+}
+
+impl Acc {
+    /// The comparison: both periods per fleet, node and team, rounded and priced.
+    pub(super) fn finish(self, w: &Window, req: &ChangeRequest) -> Comparison {
+        let hours = w.len_ms() as f64 / HOUR_MS;
+        Comparison {
+            hours: r3(hours),
+            before: Side {
+                from: fmt_ms(w.before.0),
+                until: fmt_ms(w.before.1),
+            },
+            after: Side {
+                from: fmt_ms(w.after.0),
+                until: fmt_ms(w.after.1),
+            },
+            fleet: keyed("fleet", &self.fleet, hours, req),
+            by_node: self
+                .nodes
+                .iter()
+                .map(|(k, s)| keyed(k, s, hours, req))
+                .collect(),
+            by_team: self
+                .teams
+                .iter()
+                .map(|(k, s)| TeamPeriods {
+                    team: k.clone(),
+                    before: team(&s[0], req),
+                    after: team(&s[1], req),
+                })
+                .collect(),
+            predicted: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+
+    #[test]
+    fn periods_are_equal_whole_rows_outside_the_margin() {
+        // 61 h before the change, 35 h after, 1 h margin, 5-minute rows: 34 h each side.
+        let w = windows(61 * H, (0, 96 * H), None, None, H, 300_000).expect("window");
+        assert_eq!(w.before, (26 * H, 60 * H));
+        assert_eq!(w.after, (62 * H, 96 * H));
+        // A neighbouring change bounds the period after.
+        let w = windows(61 * H, (0, 96 * H), None, Some(70 * H), H, 300_000).expect("window");
+        assert_eq!(w.len_ms(), 7 * H);
+        // Not a whole row on one side: none.
+        assert!(windows(H + 60_000, (0, 96 * H), None, None, H, 300_000).is_none());
+        // Cut to whole rows.
+        let w = windows(61 * H + 60_000, (0, 96 * H), None, None, H, 300_000).expect("window");
+        assert_eq!(w.len_ms() % 300_000, 0);
+        assert!(w.after.1 <= 96 * H);
+    }
+}

@@ -1,0 +1,231 @@
+//! Change detection, pure: per-GPU MIG states into events ([`gpu_events`]), each workload's
+//! runs on its devices into moves ([`moves`]), and events close in time grouped into changes
+//! ([`group`]), or gathered around a given time ([`given`]).
+//!
+//! It reads no frames (the scan does) and judges nothing beyond "the layout or the placement
+//! changed here".
+
+/// One thing the rows show changing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Start of the first row that shows it, unix ms.
+    pub at: i64,
+    /// The GPU (`node/GPUi`) or the workload (`namespace/pod`, `slurm job N`, `node pid N (name)`).
+    pub subject: String,
+    pub kind: EventKind,
+}
+
+/// What changed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// The GPU's MIG mode switched; `layout` is the instances after (`profile@start`).
+    MigMode { on: bool, layout: Vec<String> },
+    /// The GPU's MIG instances changed (mode unknown or unchanged).
+    MigLayout {
+        before: Vec<String>,
+        after: Vec<String>,
+    },
+    /// The workload is on other devices.
+    Move { from: Vec<String>, to: Vec<String> },
+}
+
+/// One GPU row's MIG state, as the scan reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuState {
+    /// Row start (`ts − interval_ms`), unix ms.
+    pub start: i64,
+    /// `mig_enabled`; `None` where the source does not say.
+    pub mig: Option<bool>,
+    /// The MIG instances of the row (`profile@start`, sorted).
+    pub layout: Vec<String>,
+}
+
+/// The events of one GPU from its rows' states in time order (rows with values only: a lost
+/// GPU's rows say nothing of its layout). `layouts_known`: the source has MIG instance rows at
+/// all (else an empty layout is not news).
+pub fn gpu_events(gpu: &str, states: &[GpuState], layouts_known: bool) -> Vec<Event> {
+    let mut out = Vec::new();
+    for w in states.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        match (a.mig, b.mig) {
+            (Some(x), Some(y)) if x != y => out.push(Event {
+                at: b.start,
+                subject: gpu.to_string(),
+                kind: EventKind::MigMode {
+                    on: y,
+                    layout: b.layout.clone(),
+                },
+            }),
+            _ if layouts_known && a.layout != b.layout && a.mig != Some(false) => {
+                // A GPU in MIG mode (or of unknown mode) whose instances changed.
+                out.push(Event {
+                    at: b.start,
+                    subject: gpu.to_string(),
+                    kind: EventKind::MigLayout {
+                        before: a.layout.clone(),
+                        after: b.layout.clone(),
+                    },
+                })
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A workload on one set of devices over `[start, end)` (unix ms), as one partition saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub workload: String,
+    pub devices: Vec<String>,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// Moves from the workloads' runs (of every partition): a workload seen on one set of devices
+/// for at least `settle`, then on another for at least `settle`, moved when the second began.
+/// Runs that overlap in time (a workload on two nodes at once) are no move.
+pub fn moves(runs: impl Iterator<Item = Run>, settle: i64) -> Vec<Event> {
+    let mut runs: Vec<Run> = runs.collect();
+    runs.sort_by(|a, b| (&a.workload, a.start, a.end).cmp(&(&b.workload, b.start, b.end)));
+    // Runs of one workload on the same devices that meet or nearly meet are one run.
+    let mut merged: Vec<Run> = Vec::with_capacity(runs.len());
+    for r in runs {
+        match merged.last_mut() {
+            Some(m)
+                if m.workload == r.workload
+                    && m.devices == r.devices
+                    && r.start <= m.end + settle =>
+            {
+                m.end = m.end.max(r.end);
+            }
+            _ => merged.push(r),
+        }
+    }
+    let mut out = Vec::new();
+    for w in merged.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.workload != b.workload || a.devices == b.devices || b.start < a.end {
+            continue;
+        }
+        if a.end - a.start >= settle && b.end - b.start >= settle {
+            out.push(Event {
+                at: b.start,
+                subject: b.workload.clone(),
+                kind: EventKind::Move {
+                    from: a.devices.clone(),
+                    to: b.devices.clone(),
+                },
+            });
+        }
+    }
+    out
+}
+
+/// Events (sorted by time) grouped into changes: an event within `settle` of the group's last
+/// one joins it. Each change is at its first event.
+pub fn group(events: &[Event], settle: i64) -> Vec<(i64, Vec<Event>)> {
+    let mut out: Vec<(i64, Vec<Event>)> = Vec::new();
+    let mut last = i64::MIN;
+    for e in events {
+        match out.last_mut() {
+            Some((_, evs)) if e.at - last <= settle => evs.push(e.clone()),
+            _ => out.push((e.at, vec![e.clone()])),
+        }
+        last = e.at;
+    }
+    out
+}
+
+/// A given change time with the events within `settle` of it.
+pub fn given(at: i64, events: &[Event], settle: i64) -> (i64, Vec<Event>) {
+    (
+        at,
+        events
+            .iter()
+            .filter(|e| (e.at - at).abs() <= settle)
+            .cloned()
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+
+    fn st(start: i64, mig: Option<bool>, layout: &[&str]) -> GpuState {
+        GpuState {
+            start,
+            mig,
+            layout: layout.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn mode_switch_and_layout_change_are_events_at_the_first_row_showing_them() {
+        let s = [
+            st(0, Some(false), &[]),
+            st(5, Some(false), &[]),
+            st(10, Some(true), &["1g.10gb@0"]),
+            st(15, Some(true), &["1g.10gb@0"]),
+            st(20, Some(true), &["1g.10gb@0", "1g.10gb@1"]),
+        ];
+        let e = gpu_events("n/GPU0", &s, true);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[0].at, 10);
+        assert!(matches!(&e[0].kind, EventKind::MigMode { on: true, layout } if layout.len() == 1));
+        assert_eq!(e[1].at, 20);
+        // Unknown mode (CSV): instances appearing are a layout change.
+        let s = [st(0, None, &[]), st(5, None, &["3g.40gb@0"])];
+        assert_eq!(gpu_events("g", &s, true).len(), 1);
+        // Without instance rows in the source, an empty layout says nothing.
+        assert!(gpu_events("g", &s, false).is_empty());
+    }
+
+    fn run(w: &str, dev: &str, start: i64, end: i64) -> Run {
+        Run {
+            workload: w.into(),
+            devices: vec![dev.into()],
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn a_move_needs_a_settled_run_on_each_side() {
+        let runs = vec![
+            run("a", "n/GPU1", 0, 10 * H),
+            run("a", "n/GPU0", 10 * H, 20 * H),
+            // Too short on the first device: no move.
+            run("b", "n/GPU2", 0, H / 2),
+            run("b", "n/GPU3", H / 2, 20 * H),
+            // On the same device with a gap: no move.
+            run("c", "n/GPU4", 0, 5 * H),
+            run("c", "n/GPU4", 5 * H + 60_000, 20 * H),
+        ];
+        let m = moves(runs.into_iter(), H);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!((m[0].subject.as_str(), m[0].at), ("a", 10 * H));
+    }
+
+    #[test]
+    fn events_within_the_margin_are_one_change() {
+        let ev = |at: i64| Event {
+            at,
+            subject: format!("g{at}"),
+            kind: EventKind::MigMode {
+                on: true,
+                layout: vec![],
+            },
+        };
+        let events = [ev(0), ev(H / 2), ev(H), ev(5 * H)];
+        let g = group(&events, H);
+        assert_eq!(
+            g.iter().map(|(t, e)| (*t, e.len())).collect::<Vec<_>>(),
+            [(0, 3), (5 * H, 1)]
+        );
+        assert_eq!(given(4 * H, &events, H).1.len(), 1);
+    }
+}

@@ -1,0 +1,137 @@
+//! Layout changes found in the data, and what they changed (`docs/report.md`, "Changes"):
+//! a GPU's MIG mode switching, MIG instances appearing or disappearing (a new layout), and
+//! workloads moving to other GPUs, each seen in the rows themselves; grouped into changes, and
+//! for each change equal periods before and after it compared — GPUs in use, allocation and work
+//! utilization, idle and free GPU-hours, energy and cost — per fleet, node and team.
+//!
+//! [`run`] is the workflow over frames already read: one scan per partition ([`scan`]: the
+//! per-GPU MIG state and each workload's devices, reduced to events and runs), the events
+//! grouped into changes ([`detect`], pure), then one tally per partition over the compared
+//! windows ([`compare`], pure sums over rows). `--change-at` gives the time instead of detecting
+//! it ([`ChangeRequest::at`]).
+//!
+//! What it does not do: read sources, journals or files (the caller does), judge whether a
+//! change was good, or predict (a plan's prediction is a later hook: [`Comparison::predicted`]
+//! stays `null`). Times in unix ms; rows are `(ts − interval_ms, ts]` as everywhere.
+
+mod compare;
+mod detect;
+mod model;
+mod scan;
+
+pub use compare::{Window, windows};
+pub use detect::{Event, EventKind, group};
+pub use model::{
+    Change, ChangeSection, Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods,
+    TeamUsage,
+};
+
+use crate::frames::Frames;
+use crate::range::TimeRange;
+
+/// Version of the `changes` section of the report JSON (`docs/report.md`).
+pub const CHANGES_VERSION: u32 = 1;
+
+/// The settling margin around a change left out of both compared periods (the apply itself,
+/// workloads restarting): at least an hour, at least one row of the data.
+pub const SETTLE_MS: i64 = 3_600_000;
+
+/// At most this many changes are listed (the largest first in the text formats; all in time
+/// order in JSON).
+pub const MAX_CHANGES: usize = 20;
+
+/// Errors of the change detection and comparison.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangesError {
+    #[error(transparent)]
+    Frames(#[from] crate::frames::FramesError),
+    #[error("reading frames: {0}")]
+    Polars(#[from] polars::prelude::PolarsError),
+    /// `--change-at` outside the reported range.
+    #[error(
+        "--change-at {at} is outside the reported range ({since}, {until}]: give a time inside it \
+         (or widen --since/--until)"
+    )]
+    OutsideRange {
+        at: String,
+        since: String,
+        until: String,
+    },
+}
+
+/// What the change section is asked for.
+#[derive(Debug, Clone)]
+pub struct ChangeRequest {
+    /// The reported range.
+    pub range: TimeRange,
+    /// `--change-at`: the change's time, instead of the ones found in the data.
+    pub at: Option<i64>,
+    /// Price per GPU-hour and per kWh, and the currency (as the report's).
+    pub gpu_hour: f64,
+    pub kwh: f64,
+    pub currency: String,
+}
+
+impl ChangeRequest {
+    /// Checks `--change-at` against the range: it must lie inside `(since, until)`.
+    pub fn check(&self) -> Result<(), ChangesError> {
+        match self.at {
+            Some(at) if at <= self.range.since || at >= self.range.until => {
+                Err(ChangesError::OutsideRange {
+                    at: crate::ingest::fmt_ms(at),
+                    since: crate::ingest::fmt_ms(self.range.since),
+                    until: crate::ingest::fmt_ms(self.range.until),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Finds the changes in `req.range` (or takes `req.at`) and compares equal periods around each.
+pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, ChangesError> {
+    req.check()?;
+    let (since, until) = (req.range.since, req.range.until);
+    let mut scans = Vec::with_capacity(parts.len());
+    for f in parts {
+        scans.push(scan::scan(f, since, until)?);
+    }
+    let interval = scans.iter().map(|s| s.interval_ms).max().unwrap_or(0);
+    let settle = SETTLE_MS.max(interval);
+    let mut events: Vec<Event> = scans.iter_mut().flat_map(|s| s.events.drain(..)).collect();
+    events.extend(detect::moves(
+        scans.iter_mut().flat_map(|s| s.runs.drain(..)),
+        settle,
+    ));
+    events.sort_by(|a, b| (a.at, &a.subject).cmp(&(b.at, &b.subject)));
+    let mut groups = match req.at {
+        Some(at) => vec![detect::given(at, &events, settle)],
+        None => group(&events, settle),
+    };
+    groups.truncate(MAX_CHANGES);
+    let cuts: Vec<i64> = groups.iter().map(|g| g.0).collect();
+    let mut changes = Vec::with_capacity(groups.len());
+    for (i, (at, evs)) in groups.into_iter().enumerate() {
+        // Neighbouring changes bound the periods (a given time stands alone).
+        let prev = i.checked_sub(1).map(|p| cuts[p]);
+        let next = cuts.get(i + 1).copied();
+        let w = windows(at, (since, until), prev, next, settle, interval);
+        let comparison = match &w {
+            Some(w) => {
+                let mut acc = compare::Acc::new();
+                for f in parts {
+                    compare::tally(f, w, &mut acc)?;
+                }
+                Some(acc.finish(w, req))
+            }
+            None => None,
+        };
+        changes.push(model::change(at, evs, comparison, req.at.is_some(), settle));
+    }
+    Ok(model::section(
+        changes,
+        req.at.is_some(),
+        settle,
+        (since, until),
+    ))
+}

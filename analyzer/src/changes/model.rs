@@ -1,0 +1,268 @@
+//! The `changes` section of the report (`docs/report.md`, "Changes"): the changes found (or
+//! given), their events, and the equal periods before and after each compared. Types and their
+//! assembly only: nothing here reads rows.
+
+use serde::Serialize;
+
+use super::detect::{Event, EventKind};
+use crate::ingest::fmt_ms;
+
+/// The report's `changes` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangeSection {
+    pub version: u32,
+    /// `data` (found in the rows) or `given` (`--change-at`).
+    pub source: String,
+    /// The margin left out on each side of a change, hours.
+    pub settle_hours: f64,
+    /// One sentence: what was found, or that nothing was.
+    pub summary: String,
+    /// The changes in time order; empty when none was found.
+    pub changes: Vec<Change>,
+}
+
+/// One change: a time and what happened around it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// When it happened: the start of the first row that shows it (or `--change-at`).
+    pub at: String,
+    /// GPUs whose MIG mode switched or whose MIG instances changed.
+    pub gpus_changed: usize,
+    /// Workloads seen on other GPUs after it.
+    pub workloads_moved: usize,
+    /// What the rows show, one line each (at most 50; `events_total` counts them all).
+    pub events: Vec<ChangeEvent>,
+    pub events_total: usize,
+    /// Equal periods before and after compared; `null` when the range holds no period on one
+    /// side (`note` says why).
+    pub comparison: Option<Comparison>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One event of a change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangeEvent {
+    /// `mig_mode`, `mig_layout` or `move`.
+    pub kind: String,
+    pub at: String,
+    /// The GPU (`node/GPUi`) or the workload.
+    pub subject: String,
+    pub detail: String,
+}
+
+/// Equal periods before and after a change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Length of each period, hours.
+    pub hours: f64,
+    pub before: Side,
+    pub after: Side,
+    pub fleet: KeyedPeriods,
+    pub by_node: Vec<KeyedPeriods>,
+    pub by_team: Vec<TeamPeriods>,
+    /// The prediction of the plan that made the change, when known (issue 34 item 2: a plan's
+    /// prediction block); always `null` for now.
+    pub predicted: Option<serde_json::Value>,
+}
+
+/// One compared period: rows ending in `(from, until]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Side {
+    pub from: String,
+    pub until: String,
+}
+
+/// A group (the fleet, a node) before and after, and the difference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyedPeriods {
+    pub key: String,
+    pub before: PeriodUsage,
+    pub after: PeriodUsage,
+    pub delta: PeriodDelta,
+}
+
+/// Usage of a group over one compared period.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeriodUsage {
+    /// GPUs with rows in the period.
+    pub gpus: usize,
+    /// Mean GPUs in use: `gpu_hours_in_use` ÷ the period's hours.
+    pub gpus_in_use: f64,
+    pub gpu_hours_observed: f64,
+    /// Rows holding ≥ 1 GiB or with activity > 5% (the report's "allocated").
+    pub gpu_hours_in_use: f64,
+    /// Σ activity × interval.
+    pub gpu_hours_busy: f64,
+    /// In use but not working: `gpu_hours_in_use − gpu_hours_busy`.
+    pub gpu_hours_idle: f64,
+    /// Not in use: `gpu_hours_observed − gpu_hours_in_use`.
+    pub gpu_hours_free: f64,
+    /// `gpu_hours_in_use ÷ gpu_hours_observed`; null without rows.
+    pub allocation_utilization: Option<f64>,
+    /// `gpu_hours_busy ÷ gpu_hours_observed`; null without rows.
+    pub work_utilization: Option<f64>,
+    /// From the energy counter, else mean power × interval; null when the data has neither.
+    pub energy_kwh: Option<f64>,
+    /// `gpu_hours_in_use` × price per GPU-hour.
+    pub cost_gpu_hours: f64,
+    /// `energy_kwh` × price per kWh; null when energy is unknown.
+    pub cost_energy: Option<f64>,
+    /// `cost_gpu_hours` + `cost_energy` where known.
+    pub cost_total: f64,
+}
+
+/// After − before of the figures that can be compared (negative: less after).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeriodDelta {
+    pub gpus_in_use: f64,
+    pub gpu_hours_in_use: f64,
+    pub gpu_hours_busy: f64,
+    pub gpu_hours_idle: f64,
+    pub gpu_hours_free: f64,
+    pub energy_kwh: Option<f64>,
+    pub cost_total: f64,
+}
+
+/// One team before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TeamPeriods {
+    pub team: String,
+    pub before: TeamUsage,
+    pub after: TeamUsage,
+}
+
+/// A team's share of the GPUs over one period: each GPU row split evenly between the
+/// processes on it (the report's team rule).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TeamUsage {
+    pub processes: usize,
+    pub gpu_hours: f64,
+    pub gpu_hours_busy: f64,
+    pub gpu_hours_idle: f64,
+    pub energy_kwh: Option<f64>,
+    pub cost_total: f64,
+}
+
+/// At most this many events are listed per change.
+const MAX_EVENTS: usize = 50;
+
+impl EventKind {
+    fn name(&self) -> &'static str {
+        match self {
+            EventKind::MigMode { .. } => "mig_mode",
+            EventKind::MigLayout { .. } => "mig_layout",
+            EventKind::Move { .. } => "move",
+        }
+    }
+}
+
+fn layout_text(l: &[String]) -> String {
+    if l.is_empty() {
+        "no instances".into()
+    } else {
+        l.join(", ")
+    }
+}
+
+/// A change from its time and events, with its comparison (or a note saying why there is none).
+pub(super) fn change(
+    at: i64,
+    events: Vec<Event>,
+    comparison: Option<Comparison>,
+    given: bool,
+    settle: i64,
+) -> Change {
+    let gpus: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter(|e| !matches!(e.kind, EventKind::Move { .. }))
+        .map(|e| e.subject.as_str())
+        .collect();
+    let moved: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Move { .. }))
+        .map(|e| e.subject.as_str())
+        .collect();
+    let (gpus_changed, workloads_moved) = (gpus.len(), moved.len());
+    let note = comparison.is_none().then(|| {
+        format!(
+            "not compared: the range holds no period before and after {}{} outside the {:.0}-minute \
+             settling margin",
+            fmt_ms(at),
+            if given { "" } else { " (and the neighbouring changes)" },
+            settle as f64 / 60_000.0
+        )
+    });
+    let events_total = events.len();
+    let events = events
+        .into_iter()
+        .take(MAX_EVENTS)
+        .map(|e| ChangeEvent {
+            kind: e.kind.name().into(),
+            at: fmt_ms(e.at),
+            detail: match &e.kind {
+                EventKind::MigMode { on, layout } if *on => {
+                    format!("MIG mode on: {}", layout_text(layout))
+                }
+                EventKind::MigMode { .. } => "MIG mode off: a whole GPU".into(),
+                EventKind::MigLayout { before, after } => {
+                    format!(
+                        "MIG layout {} → {}",
+                        layout_text(before),
+                        layout_text(after)
+                    )
+                }
+                EventKind::Move { from, to } => format!("{} → {}", from.join("+"), to.join("+")),
+            },
+            subject: e.subject,
+        })
+        .collect();
+    Change {
+        at: fmt_ms(at),
+        gpus_changed,
+        workloads_moved,
+        events,
+        events_total,
+        comparison,
+        note,
+    }
+}
+
+/// The section from its changes.
+pub(super) fn section(
+    changes: Vec<Change>,
+    given: bool,
+    settle: i64,
+    (since, until): (i64, i64),
+) -> ChangeSection {
+    let summary = match (changes.len(), given) {
+        (0, _) => format!(
+            "No layout change found from {} to {}: no GPU switched MIG mode or MIG layout and no \
+             workload moved to another GPU.",
+            fmt_ms(since),
+            fmt_ms(until)
+        ),
+        (_, true) => format!(
+            "Change given at {} (--change-at): {} GPU(s) changed and {} workload(s) moved around it.",
+            changes[0].at, changes[0].gpus_changed, changes[0].workloads_moved
+        ),
+        (n, false) => format!(
+            "{n} layout change(s) found in the data: {}.",
+            changes
+                .iter()
+                .map(|c| format!(
+                    "{} ({} GPU(s) changed, {} workload(s) moved)",
+                    c.at, c.gpus_changed, c.workloads_moved
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    ChangeSection {
+        version: super::CHANGES_VERSION,
+        source: if given { "given" } else { "data" }.into(),
+        settle_hours: (settle as f64 / 3_600_000.0 * 1000.0).round() / 1000.0,
+        summary,
+        changes,
+    }
+}
