@@ -103,7 +103,9 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
         scans.iter_mut().flat_map(|s| s.runs.drain(..)),
         settle,
     ));
-    events.sort_by(|a, b| (a.at, &a.subject).cmp(&(b.at, &b.subject)));
+    // In time order; at one time, the GPUs' layouts before the workloads' moves.
+    let order = |e: &Event| (e.at, matches!(e.kind, EventKind::Move { .. }));
+    events.sort_by(|a, b| (order(a), &a.subject).cmp(&(order(b), &b.subject)));
     let mut groups = match req.at {
         Some(at) => vec![detect::given(at, &events, settle)],
         None => group(&events, settle),

@@ -1,7 +1,8 @@
 //! The report as one self-contained HTML file: inline CSS, inline SVG charts generated here, no
 //! script, no fonts, no network. Charts: the hour-of-week activity heatmap, the per-GPU activity
 //! distribution, idle GiB-hours by team and the free-capacity timeline with the off-peak windows
-//! marked by tier and the GPUs free around the clock (the off-peak baseline) as a line; then the text sections of [`super::render::sections`] as HTML tables.
+//! marked by tier and the GPUs free around the clock (the off-peak baseline) as a line, and
+//! the before/after bars of a layout change (`super::change_chart`); then the text sections of [`super::render::sections`] as HTML tables.
 //!
 //! Pure string building; every chart is an `<svg id="chart-…">` whose data marks carry a class
 //! (`cell`, `bin`, `bar`, `hour`) so a browser test can count them.
@@ -432,6 +433,17 @@ pub fn render_html(r: &Report) -> String {
         "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows (darker: a tier with more GPUs free), the dashed line the GPUs free around the clock (over-provisioning).",
         free_timeline(r),
     );
+    if let (Some(svg), Some(ch)) = (
+        super::change_chart::before_after(r),
+        super::change_chart::main_change(r),
+    ) {
+        chart(
+            &mut o,
+            &format!("Before and after the change at {}", ch.at),
+            "Equal periods before and after the layout change (the settling margin around it left out): GPUs in use, GPU-hours in use, idle GPU-hours (in use, not working), energy and cost of the fleet; each pair of bars is scaled to its larger value.",
+            svg,
+        );
+    }
     for i in 1..secs.len() {
         text(&mut o, i);
     }

@@ -13,9 +13,10 @@
 //!
 //! Files: `model` (the document's types), `prices`, the usage and chart tallies over the rows
 //! (`tally`), `findings` (the advisor's findings priced), `charts` (hour-of-week slots) and
-//! `quality` (data-quality notes); [`render`] and [`html`] print it, [`pass`] reads each
+//! `quality` (data-quality notes), `change_chart` (the before/after chart of a layout change); [`render`] and [`html`] print it, [`pass`] reads each
 //! partition once for the advisor, the tallies and the MIG demand.
 
+mod change_chart;
 mod charts;
 mod findings;
 pub mod html;

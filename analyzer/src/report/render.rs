@@ -9,6 +9,7 @@ use tabled::settings::Style;
 
 use super::{OffpeakBaseline, Report, Usage};
 
+mod changes;
 mod sections;
 
 pub use sections::sections;

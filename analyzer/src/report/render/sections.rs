@@ -1,6 +1,6 @@
 //! [`sections`]: the text report's sections, one function per section (fleet summary, usage by
-//! node and model, teams, idle-loaded models, consolidation, MIG, off-peak windows, data
-//! quality). The cell and line formats are the parent module's helpers (`super`).
+//! node and model, teams, idle-loaded models, consolidation, MIG, the layout changes
+//! (`super::changes`), off-peak windows, data quality). The cell and line formats are the parent module's helpers (`super`).
 //!
 //! This module builds [`Section`]s only; laying them out as terminal tables, Markdown or HTML is
 //! the callers' ([`super::render_table`], [`super::render_markdown`], `report::html`).
@@ -20,7 +20,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let f = &r.fleet;
     // Memory used absent from the whole range: what needs it is unknown, not zero.
     let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
-    vec![
+    let mut v = vec![
         summary(r, no_memory),
         usage("By node", r, &r.by_node),
         usage("By GPU model", r, &r.by_model),
@@ -29,9 +29,10 @@ pub fn sections(r: &Report) -> Vec<Section> {
         allocated(r),
         consolidation(r, no_memory),
         mig(r),
-        offpeak(r),
-        data_quality(r),
-    ]
+    ];
+    v.extend(super::changes::changes(r));
+    v.extend([offpeak(r), data_quality(r)]);
+    v
 }
 
 /// A key-value row of the summary.

@@ -1,0 +1,214 @@
+//! The text report's "Changes" sections (`crate::changes`): what was found (or that nothing
+//! was), each change's events, and for each compared change the fleet before and after, then
+//! by node and by team. Builds [`Section`]s only, like [`super::sections`].
+
+use super::{Section, pct, thousands};
+use crate::changes::{Change, KeyedPeriods, PeriodUsage};
+use crate::report::Report;
+
+/// At most this many events are printed per change (the JSON has up to 50).
+const EVENT_LINES: usize = 12;
+
+/// The sections of the report's `changes`; none when they were not computed.
+pub fn changes(r: &Report) -> Vec<Section> {
+    let Some(c) = &r.changes else {
+        return Vec::new();
+    };
+    let mut head = Section {
+        title: "Changes".into(),
+        ..Section::default()
+    };
+    head.lines.push(c.summary.clone());
+    let mut out = vec![head];
+    for ch in &c.changes {
+        out.extend(change(r, ch, c.settle_hours));
+    }
+    out
+}
+
+fn money(r: &Report, x: f64) -> String {
+    format!("{} {}", thousands(x, 2), r.prices.currency)
+}
+
+fn opt(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("unknown".into(), |v| thousands(v, decimals))
+}
+
+fn signed(x: f64, decimals: usize) -> String {
+    let s = thousands(x, decimals);
+    if x > 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        format!("+{s}")
+    } else {
+        s
+    }
+}
+
+fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
+    let mut s = Section {
+        title: format!("Change at {}", ch.at),
+        ..Section::default()
+    };
+    s.lines.push(format!(
+        "{} GPU(s) changed MIG mode or layout, {} workload(s) moved.",
+        ch.gpus_changed, ch.workloads_moved
+    ));
+    for e in ch.events.iter().take(EVENT_LINES) {
+        s.lines.push(format!(
+            "- {} {}: {} ({})",
+            e.at, e.subject, e.detail, e.kind
+        ));
+    }
+    if ch.events_total > EVENT_LINES {
+        s.lines
+            .push(format!("- … and {} more", ch.events_total - EVENT_LINES));
+    }
+    let Some(cmp) = &ch.comparison else {
+        if let Some(n) = &ch.note {
+            s.lines.push(n.clone());
+        }
+        return vec![s];
+    };
+    s.lines.push(format!(
+        "Equal periods of {} h compared, {} h around the change left out: before {} .. {}, after {} .. {}.",
+        thousands(cmp.hours, 1),
+        thousands(settle, 1),
+        cmp.before.from,
+        cmp.before.until,
+        cmp.after.from,
+        cmp.after.until
+    ));
+    s.header = ["fleet", "before", "after", "change"]
+        .map(String::from)
+        .to_vec();
+    s.rows = fleet_rows(r, &cmp.fleet);
+    let mut nodes = Section {
+        title: format!("Change at {}: by node", ch.at),
+        header: [
+            "node",
+            "GPUs in use",
+            "idle GPU-h",
+            "free GPU-h",
+            "kWh",
+            "cost",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Section::default()
+    };
+    nodes.rows = cmp
+        .by_node
+        .iter()
+        .map(|k| {
+            vec![
+                k.key.clone(),
+                arrow(k.before.gpus_in_use, k.after.gpus_in_use, 1),
+                arrow(k.before.gpu_hours_idle, k.after.gpu_hours_idle, 1),
+                arrow(k.before.gpu_hours_free, k.after.gpu_hours_free, 1),
+                arrow_opt(k.before.energy_kwh, k.after.energy_kwh),
+                format!(
+                    "{} → {}",
+                    money(r, k.before.cost_total),
+                    money(r, k.after.cost_total)
+                ),
+            ]
+        })
+        .collect();
+    let mut teams = Section {
+        title: format!("Change at {}: by team", ch.at),
+        header: ["team", "processes", "GPU-h", "idle GPU-h", "kWh", "cost"]
+            .map(String::from)
+            .to_vec(),
+        ..Section::default()
+    };
+    teams.rows = cmp
+        .by_team
+        .iter()
+        .map(|t| {
+            vec![
+                t.team.clone(),
+                format!("{} → {}", t.before.processes, t.after.processes),
+                arrow(t.before.gpu_hours, t.after.gpu_hours, 1),
+                arrow(t.before.gpu_hours_idle, t.after.gpu_hours_idle, 1),
+                arrow_opt(t.before.energy_kwh, t.after.energy_kwh),
+                format!(
+                    "{} → {}",
+                    money(r, t.before.cost_total),
+                    money(r, t.after.cost_total)
+                ),
+            ]
+        })
+        .collect();
+    if teams.rows.is_empty() {
+        teams
+            .lines
+            .push("No process rows in the compared periods: no team breakdown.".into());
+    } else {
+        teams.after.push(
+            "GPU-h: each GPU's rows split evenly between the processes on it (as in By team)."
+                .into(),
+        );
+    }
+    vec![s, nodes, teams]
+}
+
+fn arrow(b: f64, a: f64, decimals: usize) -> String {
+    format!("{} → {}", thousands(b, decimals), thousands(a, decimals))
+}
+
+fn arrow_opt(b: Option<f64>, a: Option<f64>) -> String {
+    format!("{} → {}", opt(b, 1), opt(a, 1))
+}
+
+fn fleet_rows(r: &Report, k: &KeyedPeriods) -> Vec<Vec<String>> {
+    let (b, a, d) = (&k.before, &k.after, &k.delta);
+    let row = |name: &str, f: &dyn Fn(&PeriodUsage) -> String, change: String| {
+        vec![name.to_string(), f(b), f(a), change]
+    };
+    vec![
+        row(
+            "GPUs in use (mean)",
+            &|u| thousands(u.gpus_in_use, 2),
+            signed(d.gpus_in_use, 2),
+        ),
+        row(
+            "GPU-hours in use",
+            &|u| thousands(u.gpu_hours_in_use, 1),
+            signed(d.gpu_hours_in_use, 1),
+        ),
+        row(
+            "GPU-hours of work",
+            &|u| thousands(u.gpu_hours_busy, 1),
+            signed(d.gpu_hours_busy, 1),
+        ),
+        row(
+            "idle GPU-hours (in use, not working)",
+            &|u| thousands(u.gpu_hours_idle, 1),
+            signed(d.gpu_hours_idle, 1),
+        ),
+        row(
+            "free GPU-hours",
+            &|u| thousands(u.gpu_hours_free, 1),
+            signed(d.gpu_hours_free, 1),
+        ),
+        row(
+            "allocation utilization",
+            &|u| pct(u.allocation_utilization),
+            String::new(),
+        ),
+        row(
+            "work utilization",
+            &|u| pct(u.work_utilization),
+            String::new(),
+        ),
+        row(
+            "energy, kWh",
+            &|u| opt(u.energy_kwh, 1),
+            d.energy_kwh.map_or("unknown".into(), |e| signed(e, 1)),
+        ),
+        row(
+            "cost (GPU-hours in use + energy)",
+            &|u| money(r, u.cost_total),
+            format!("{} {}", signed(d.cost_total, 2), r.prices.currency),
+        ),
+    ]
+}
