@@ -52,15 +52,14 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
         "{} GPU(s) changed MIG mode or layout, {} workload(s) moved.",
         ch.gpus_changed, ch.workloads_moved
     ));
+    // The events as the section's list (after its table).
     for e in ch.events.iter().take(EVENT_LINES) {
-        s.lines.push(format!(
-            "- {} {}: {} ({})",
-            e.at, e.subject, e.detail, e.kind
-        ));
+        s.after
+            .push(format!("{} {}: {} ({})", e.at, e.subject, e.detail, e.kind));
     }
     if ch.events_total > EVENT_LINES {
-        s.lines
-            .push(format!("- … and {} more", ch.events_total - EVENT_LINES));
+        s.after
+            .push(format!("… and {} more", ch.events_total - EVENT_LINES));
     }
     let Some(cmp) = &ch.comparison else {
         if let Some(n) = &ch.note {

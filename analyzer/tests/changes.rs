@@ -1,0 +1,486 @@
+//! Layout changes found in the data and equal periods compared (`tessera report`, issue 34
+//! items 1, 4 and 5), end to end on `fixtures/scenarios/consolidation.toml`: ten light services
+//! on ten whole GPUs, then the same services in MIG instances on two GPUs.
+//!
+//! The expected figures are computed here from the scenario's planted truth (its workloads,
+//! moves and MIG windows, and the simulator's documented power model), never from tessera's
+//! output: the change's time within one history interval, the GPUs in use (10 → 2), GPU-hours
+//! in use, of work, idle and free, energy, per node and per team. Through the history source,
+//! the generic CSV written from the same rows, and `--change-at`; a range without the change
+//! says none; a bad `--change-at` fails with exit 2.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use serde_json::Value;
+use tessera::ingest::{self, IngestOptions, Source};
+use tessera_core::sim::Scenario;
+
+use crate::support::cli;
+use crate::support::openmetrics::{f64s, strs};
+
+const INTERVAL_MS: i64 = 300_000;
+const DAYS: i64 = 4;
+const HOUR_MS: f64 = 3_600_000.0;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture() -> PathBuf {
+    root().join("fixtures/scenarios/consolidation.toml")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cli::tessera(args);
+    assert!(
+        out.status.success(),
+        "tessera {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The fixture simulated into `dir` (4 days, 60 s samples, 5-minute rows).
+fn simulate(dir: &Path) -> String {
+    let out = dir.join("history");
+    ok(&[
+        "simulate",
+        "--scenario",
+        fixture().to_str().unwrap(),
+        "--days",
+        &DAYS.to_string(),
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "5m",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    format!("history:{}", out.display())
+}
+
+fn report(src: &str, extra: &[&str]) -> Value {
+    let mut a = vec!["report", "--source", src, "--format", "json"];
+    a.extend(extra);
+    serde_json::from_str(&ok(&a)).expect("json")
+}
+
+/// What the planted truth says one period holds.
+#[derive(Debug, Default)]
+struct Expected {
+    gpus_in_use: usize,
+    gpu_hours_in_use: f64,
+    gpu_hours_busy: f64,
+    gpu_hours_free: f64,
+    energy_kwh: f64,
+    /// Per node: GPUs in use.
+    nodes: BTreeMap<String, usize>,
+    /// Per team: GPU-hours (each GPU split evenly between its processes).
+    teams: BTreeMap<String, f64>,
+}
+
+/// The planted change and both periods' expected figures, from the scenario alone.
+struct Truth {
+    change_ms: i64,
+    hours: f64,
+    gpus_changed: usize,
+    moved: usize,
+    before: Expected,
+    after: Expected,
+}
+
+fn truth() -> Truth {
+    let s = Scenario::from_file(&fixture()).expect("scenario");
+    let start = s.start.timestamp_millis();
+    let end = start + DAYS * 86_400_000;
+    // The change: every move and every MIG window starts at the same instant.
+    let ats: BTreeSet<i64> = s
+        .workloads
+        .iter()
+        .flat_map(|w| w.moves.iter().map(|m| m.at.timestamp_millis()))
+        .chain(
+            s.nodes
+                .iter()
+                .flat_map(|n| n.mig.iter().filter_map(|m| m.from))
+                .map(|f| f.timestamp_millis()),
+        )
+        .collect();
+    assert_eq!(ats.len(), 1, "one planted change: {ats:?}");
+    let change = *ats.iter().next().unwrap();
+    // Equal periods: the shorter side, outside the documented settling margin, whole rows.
+    let settle = tessera::changes::SETTLE_MS;
+    let len = ((change - settle) - start).min(end - (change + settle));
+    let len = len - len % INTERVAL_MS;
+    let hours = len as f64 / HOUR_MS;
+    let gpus_changed: BTreeSet<(&str, u32)> = s
+        .nodes
+        .iter()
+        .flat_map(|n| n.mig.iter().map(move |m| (n.name.as_str(), m.gpu)))
+        .collect();
+    let t0 = change / 1000 - 3600 * 10;
+    let t1 = change / 1000 + 3600 * 10;
+    let moved = s
+        .workloads
+        .iter()
+        .filter(|w| {
+            let (a, b) = (w.place_at(t0), w.place_at(t1));
+            (a.node, a.gpu) != (b.node, b.gpu)
+        })
+        .count();
+    Truth {
+        change_ms: change,
+        hours,
+        gpus_changed: gpus_changed.len(),
+        moved,
+        before: expected(&s, t0, hours),
+        after: expected(&s, t1, hours),
+    }
+}
+
+/// The fleet at unix second `t` (its state is constant over each period), over `hours`.
+fn expected(s: &Scenario, t: i64, hours: f64) -> Expected {
+    let mut e = Expected::default();
+    for node in &s.nodes {
+        let models = s.node_models(node);
+        let mut in_use_here = 0;
+        for (gi, model) in models.iter().enumerate() {
+            let gi = gi as u32;
+            let layout = node.mig.iter().find(|m| m.gpu == gi && m.in_force(t));
+            let here: Vec<_> = s
+                .workloads
+                .iter()
+                .filter(|w| {
+                    let p = w.place_at(t);
+                    p.node == node.name && p.gpu == gi
+                })
+                .collect();
+            let (mut sm, mut busy, mut mem) = (0.0, 0.0, 0.0);
+            for w in &here {
+                // Inference with base = peak and no noise: activity is exactly `peak`.
+                assert!(
+                    w.base == w.peak && w.noise == 0.0,
+                    "{}: constant activity",
+                    w.name
+                );
+                let share = match layout {
+                    Some(l) => {
+                        let start = w.place_at(t).mig_start.expect("mig_start on a MIG GPU");
+                        let inst = l
+                            .instances
+                            .iter()
+                            .find(|i| i.start == start)
+                            .expect("instance");
+                        let p = model.profile_by_name(&inst.profile).expect("profile");
+                        p.compute_slices as f64 / model.compute_slices as f64
+                    }
+                    None => 1.0,
+                };
+                sm += w.peak * share;
+                busy += (w.peak / w.efficiency).min(1.0) * share;
+                mem += w.memory_gib;
+            }
+            // The driver's 512 MiB outside MIG mode.
+            if layout.is_none() {
+                mem += 0.5;
+            }
+            let in_use = mem >= 1.0 || sm > 0.05;
+            // docs/scenarios.md: power from idle to the limit with load = 0.25 busy + 0.75 SM.
+            let power = model.idle_power_watts
+                + (model.power_limit_watts - model.idle_power_watts) * (0.25 * busy + 0.75 * sm);
+            e.energy_kwh += power * hours / 1000.0;
+            e.gpu_hours_busy += sm * hours;
+            if in_use {
+                e.gpus_in_use += 1;
+                in_use_here += 1;
+                e.gpu_hours_in_use += hours;
+            } else {
+                e.gpu_hours_free += hours;
+            }
+            for w in &here {
+                let team = w.namespace.clone().expect("namespace");
+                *e.teams.entry(team).or_default() += hours / here.len() as f64;
+            }
+        }
+        e.nodes.insert(node.name.clone(), in_use_here);
+    }
+    e
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+#[track_caller]
+fn close(got: f64, want: f64, rel: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= rel * want.abs() + 0.001,
+        "{what}: got {got}, expected {want} (±{:.1}%)",
+        rel * 100.0
+    );
+}
+
+/// The comparison of `c` against the planted truth's periods.
+fn check_comparison(c: &Value, t: &Truth) {
+    let cmp = &c["comparison"];
+    assert!(cmp.is_object(), "compared: {c}");
+    assert_eq!(num(cmp, "hours"), t.hours);
+    assert!(cmp["predicted"].is_null());
+    for (side, e) in [("before", &t.before), ("after", &t.after)] {
+        let u = &cmp["fleet"][side];
+        assert_eq!(num(u, "gpus_in_use"), e.gpus_in_use as f64, "{side}: {u}");
+        close(num(u, "gpu_hours_in_use"), e.gpu_hours_in_use, 0.0, side);
+        close(num(u, "gpu_hours_free"), e.gpu_hours_free, 0.0, side);
+        // SM activity is kept to 3 decimals per sample: within 1%.
+        close(num(u, "gpu_hours_busy"), e.gpu_hours_busy, 0.01, side);
+        close(
+            num(u, "gpu_hours_idle"),
+            e.gpu_hours_in_use - e.gpu_hours_busy,
+            0.01,
+            side,
+        );
+        close(num(u, "energy_kwh"), e.energy_kwh, 0.01, side);
+        for n in cmp["by_node"].as_array().unwrap() {
+            let key = n["key"].as_str().unwrap();
+            assert_eq!(
+                num(&n[side], "gpus_in_use"),
+                e.nodes[key] as f64,
+                "{side} {key}"
+            );
+        }
+        let teams = cmp["by_team"].as_array().unwrap();
+        assert_eq!(teams.len(), e.teams.len(), "{teams:?}");
+        for tm in teams {
+            let key = tm["team"].as_str().unwrap();
+            close(num(&tm[side], "gpu_hours"), e.teams[key], 0.0005, key);
+        }
+    }
+    // The saving: 8 GPUs' worth of GPU-hours given back, less idle time, less energy.
+    let d = &cmp["fleet"]["delta"];
+    assert_eq!(
+        num(d, "gpus_in_use"),
+        t.after.gpus_in_use as f64 - t.before.gpus_in_use as f64
+    );
+    assert!(
+        num(d, "energy_kwh") < 0.0 && num(d, "cost_total") < 0.0,
+        "{d}"
+    );
+}
+
+fn change_ms(c: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(c["at"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis()
+}
+
+#[test]
+fn a_planted_consolidation_is_found_and_its_saving_measured() {
+    let t = truth();
+    assert_eq!((t.before.gpus_in_use, t.after.gpus_in_use), (10, 2));
+    let tmp = tempfile::tempdir().unwrap();
+    let src = simulate(tmp.path());
+    let v = report(&src, &[]);
+    let sec = &v["changes"];
+    assert_eq!(sec["version"], 1);
+    assert_eq!(sec["source"], "data");
+    let changes = sec["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{sec}");
+    let c = &changes[0];
+    assert!(
+        (change_ms(c) - t.change_ms).abs() <= INTERVAL_MS,
+        "found at {}, planted {}",
+        c["at"],
+        t.change_ms
+    );
+    assert_eq!(c["gpus_changed"], t.gpus_changed);
+    assert_eq!(c["workloads_moved"], t.moved);
+    check_comparison(c, &t);
+
+    // --change-at the planted time: the same comparison.
+    let at = chrono::DateTime::from_timestamp_millis(t.change_ms)
+        .unwrap()
+        .to_rfc3339();
+    let given = report(&src, &["--change-at", &at]);
+    assert_eq!(given["changes"]["source"], "given");
+    let g = &given["changes"]["changes"][0];
+    assert_eq!(g["comparison"], c["comparison"]);
+    assert_eq!(g["workloads_moved"], t.moved);
+
+    // A range that ends before the change: none found, said so, nothing compared.
+    let until = chrono::DateTime::from_timestamp_millis(t.change_ms - 3 * 3_600_000)
+        .unwrap()
+        .to_rfc3339();
+    let none = report(&src, &["--until", &until]);
+    assert_eq!(none["changes"]["changes"], serde_json::json!([]));
+    assert!(
+        none["changes"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("No layout change found"),
+        "{}",
+        none["changes"]
+    );
+    let table = ok(&["report", "--source", &src, "--until", &until]);
+    assert!(table.contains("No layout change found"), "{table}");
+
+    // The text formats and the HTML chart.
+    let table = ok(&["report", "--source", &src]);
+    assert!(table.contains("== Change at"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("GPUs in use (mean)") && l.contains("10.00") && l.contains("2.00")),
+        "{table}"
+    );
+    let md = ok(&["report", "--source", &src, "--format", "markdown"]);
+    assert!(
+        md.contains("## Change at") && md.contains("| GPUs in use (mean)"),
+        "{md}"
+    );
+    let html = ok(&["report", "--source", &src, "--format", "html"]);
+    let chart = html
+        .split("<svg id=\"chart-change\"")
+        .nth(1)
+        .and_then(|s| s.split("</svg>").next())
+        .expect("chart-change in the HTML");
+    assert_eq!(chart.matches("class=\"bar before\"").count(), 5);
+    assert_eq!(chart.matches("class=\"bar after\"").count(), 5);
+
+    // Bad --change-at: outside the range, or not a time: exit 2, nothing on stdout.
+    for (value, want) in [
+        ("2026-12-01T00:00:00Z", "outside the reported range"),
+        ("2026-11-02T00:00:00Z", "outside the reported range"),
+        ("next tuesday", "bad --change-at"),
+    ] {
+        let (code, out, err) = cli::run(&["report", "--source", &src, "--change-at", value]);
+        assert_eq!(code, 2, "{value}: {err}");
+        assert!(out.is_empty());
+        assert!(err.contains(want), "{value}: {err}");
+    }
+
+    // The same rows as a generic CSV: MIG mode unknown there, the instances appearing and the
+    // moves find the same change and the same figures.
+    let csv = tmp.path().join("rows.csv");
+    std::fs::write(&csv, long_csv(&src)).unwrap();
+    let from_csv = report(&format!("csv:{}", csv.display()), &[]);
+    let cc = from_csv["changes"]["changes"].as_array().unwrap();
+    assert_eq!(cc.len(), 1, "{}", from_csv["changes"]);
+    assert!(
+        (change_ms(&cc[0]) - t.change_ms).abs() <= INTERVAL_MS,
+        "{}",
+        cc[0]["at"]
+    );
+    assert_eq!(cc[0]["gpus_changed"], t.gpus_changed);
+    assert_eq!(cc[0]["workloads_moved"], t.moved);
+    assert!(
+        cc[0]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "mig_layout")
+    );
+    check_comparison(&cc[0], &t);
+}
+
+/// The history's rows as the generic long CSV (docs/frames.md): GPU rows with SM activity,
+/// memory and energy; MIG instances with their profile and placement; processes with their pod,
+/// one entity per process and GPU (a process that moves is a new one, as on a real node).
+fn long_csv(src: &str) -> String {
+    let dir = src.strip_prefix("history:").unwrap();
+    let (frames, _) = ingest::ingest(
+        &[Source::History(dir.to_string())],
+        &IngestOptions::default(),
+    )
+    .expect("ingest");
+    let c = |lf: LazyFrame| lf.collect().expect("collect");
+    let (gpu, mig, process) = (c(frames.gpu), c(frames.mig), c(frames.process));
+    let mut out = String::from(
+        "timestamp,entity,metric,value,kind,node,gpu,uuid,model,profile,placement_start,pid,process,namespace,pod\n",
+    );
+    let secs = |ts: Option<f64>| ts.unwrap() / 1000.0;
+    let (ts, node, idx, uuid, model) = (
+        f64s(&gpu, "ts"),
+        strs(&gpu, "node"),
+        strs(&gpu, "gpu"),
+        strs(&gpu, "uuid"),
+        strs(&gpu, "model"),
+    );
+    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    for (metric, column) in [
+        ("sm_active_ratio", "sm_active_mean"),
+        ("memory_used_bytes", "memory_used_max_bytes"),
+        ("memory_total_bytes", "memory_total_bytes"),
+        ("energy_delta_joules", "energy_delta_joules"),
+    ] {
+        let v = f64s(&gpu, column);
+        for i in 0..gpu.height() {
+            let Some(v) = v[i] else { continue };
+            let _ = writeln!(
+                out,
+                "{},{},{metric},{v},gpu,{},{},{},{},,,,,,",
+                secs(ts[i]),
+                s(&uuid[i]),
+                s(&node[i]),
+                s(&idx[i]),
+                s(&uuid[i]),
+                s(&model[i])
+            );
+        }
+    }
+    let (ts, node, idx, uuid, mig_uuid, profile, start, mem) = (
+        f64s(&mig, "ts"),
+        strs(&mig, "node"),
+        strs(&mig, "gpu"),
+        strs(&mig, "uuid"),
+        strs(&mig, "mig_uuid"),
+        strs(&mig, "profile"),
+        strs(&mig, "placement_start"),
+        f64s(&mig, "memory_used_max_bytes"),
+    );
+    for i in 0..mig.height() {
+        let _ = writeln!(
+            out,
+            "{},{},memory_used_bytes,{},mig,{},{},{},,{},{},,,,",
+            secs(ts[i]),
+            s(&mig_uuid[i]),
+            mem[i].unwrap_or(0.0),
+            s(&node[i]),
+            s(&idx[i]),
+            s(&uuid[i]),
+            s(&profile[i]),
+            s(&start[i])
+        );
+    }
+    let (ts, node, idx, uuid, pid, name, ns, pod, mem) = (
+        f64s(&process, "ts"),
+        strs(&process, "node"),
+        strs(&process, "gpu"),
+        strs(&process, "uuid"),
+        strs(&process, "pid"),
+        strs(&process, "process"),
+        strs(&process, "namespace"),
+        strs(&process, "pod"),
+        f64s(&process, "memory_used_max_bytes"),
+    );
+    for i in 0..process.height() {
+        let _ = writeln!(
+            out,
+            "{},{}@{}/{},memory_used_bytes,{},process,{},{},{},,,,{},{},{},{}",
+            secs(ts[i]),
+            s(&pid[i]),
+            s(&node[i]),
+            s(&idx[i]),
+            mem[i].unwrap_or(0.0),
+            s(&node[i]),
+            s(&idx[i]),
+            s(&uuid[i]),
+            s(&pid[i]),
+            s(&name[i]),
+            s(&ns[i]),
+            s(&pod[i])
+        );
+    }
+    out
+}
