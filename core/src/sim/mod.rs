@@ -5,6 +5,7 @@
 //! - [`activity`]: what each workload does at an instant (pure functions of seed and time).
 //! - [`node`]: a node's GPUs with real MIG tables, turned into readings with faults.
 //! - [`truth`]: the ground-truth file of planted conditions, for scoring the analyzer.
+//! - [`schedule`]: MIG layouts with `from`/`until` windows put in force as time passes.
 //! - [`held`]: which pod or Slurm job holds each device at an instant (the allocation a kubelet
 //!   or Slurm would report).
 //!
@@ -18,6 +19,7 @@ pub mod control;
 pub mod held;
 pub mod node;
 pub mod scenario;
+pub mod schedule;
 pub mod truth;
 
 use std::time::Instant;

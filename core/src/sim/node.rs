@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use super::activity::{activity, mix, pipe_mix};
 use super::scenario::{FaultKind, Scenario};
+use super::schedule::{ScheduledLayout, crossed};
 use crate::mig::{GpuModel, LayoutInstance};
 use crate::model::Field;
 
@@ -36,7 +37,7 @@ pub struct SimGpu {
     /// The scenario's layouts of this GPU over time, when any has a window (`from`/`until`):
     /// [`SimNode::read`] puts the one in force into `mig` when the time crosses a window's
     /// edge. Empty for a GPU whose layout never changes on its own.
-    pub schedule: Vec<ScheduledLayout>,
+    pub schedule: Vec<ScheduledLayout<SimMigInstance>>,
     /// Index into `schedule` of the layout last put in force (`None`: MIG off).
     scheduled: Option<Option<usize>>,
     /// Fields NotSupported on this GPU by scenario fault (beyond what the model lacks).
@@ -50,20 +51,6 @@ pub struct SimMigInstance {
     pub gpu_instance_id: u32,
     pub compute_instance_id: u32,
     pub uuid: String,
-}
-
-/// One of a GPU's layouts over time: in force for the unix seconds `[from, until)`.
-#[derive(Debug, Clone)]
-pub struct ScheduledLayout {
-    pub from: Option<i64>,
-    pub until: Option<i64>,
-    pub instances: Vec<SimMigInstance>,
-}
-
-impl ScheduledLayout {
-    fn in_force(&self, t: i64) -> bool {
-        self.from.is_none_or(|f| t >= f) && self.until.is_none_or(|u| t < u)
-    }
 }
 
 /// What the simulated driver reports for one GPU at one instant.
@@ -160,18 +147,19 @@ impl SimNode {
                     layout
                 };
                 let layouts: Vec<_> = spec.mig.iter().filter(|m| m.gpu == i).collect();
-                let schedule: Vec<ScheduledLayout> = if layouts.iter().any(|m| m.is_windowed()) {
-                    layouts
-                        .iter()
-                        .map(|m| ScheduledLayout {
-                            from: m.from.map(|f| f.timestamp()),
-                            until: m.until.map(|u| u.timestamp()),
-                            instances: instances(m),
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
+                let schedule: Vec<ScheduledLayout<SimMigInstance>> =
+                    if layouts.iter().any(|m| m.is_windowed()) {
+                        layouts
+                            .iter()
+                            .map(|m| ScheduledLayout {
+                                from: m.from.map(|f| f.timestamp()),
+                                until: m.until.map(|u| u.timestamp()),
+                                instances: instances(m),
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
                 // The layout in force at the scenario's start; a scheduled one follows the
                 // clock from the first read.
                 let t0 = scenario.start.timestamp();
@@ -235,7 +223,8 @@ impl SimNode {
         &self.gpus
     }
 
-    /// Bumped each time a layout of the scenario's schedule took effect: the inventory changed.
+    /// Bumped by each read at which a layout of the scenario's schedule took effect (on any
+    /// number of GPUs): the inventory changed.
     pub fn layout_epoch(&self) -> u64 {
         self.layout_epoch
     }
@@ -244,29 +233,28 @@ impl SimNode {
     /// and only when `t` is in another window than the last: a MIG write between two edges
     /// stays).
     fn follow_schedule(&mut self, t: i64) {
+        let mut changed = false;
         for g in &mut self.gpus {
             if g.schedule.is_empty() {
                 continue;
             }
-            let k = g.schedule.iter().position(|l| l.in_force(t));
-            if g.scheduled != Some(k) {
+            if let Some(k) = crossed(&g.schedule, g.scheduled, t) {
                 g.scheduled = Some(k);
                 let now = k.map(|k| g.schedule[k].instances.clone());
-                let same = match (&now, &g.mig) {
-                    (None, None) => true,
-                    (Some(a), Some(b)) => {
-                        a.len() == b.len()
-                            && a.iter().zip(b).all(|(x, y)| {
-                                x.layout == y.layout && x.gpu_instance_id == y.gpu_instance_id
-                            })
-                    }
-                    _ => false,
+                let ids = |v: &Option<Vec<SimMigInstance>>| {
+                    v.as_ref().map(|v| {
+                        v.iter()
+                            .map(|i| (i.layout, i.gpu_instance_id))
+                            .collect::<Vec<_>>()
+                    })
                 };
+                let same = ids(&now) == ids(&g.mig);
                 g.mig = now;
-                if !same {
-                    self.layout_epoch += 1;
-                }
+                changed |= !same;
             }
+        }
+        if changed {
+            self.layout_epoch += 1;
         }
     }
 
