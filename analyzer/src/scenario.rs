@@ -46,7 +46,15 @@ pub fn summary(s: &Scenario) -> String {
                 .iter()
                 .map(|i| format!("{}@{}", i.profile, i.start))
                 .collect();
-            let _ = writeln!(out, "    GPU {} MIG: {}", m.gpu, profiles.join(" "));
+            let window = match (m.from, m.until) {
+                (None, None) => String::new(),
+                (f, u) => format!(
+                    " (from {} until {})",
+                    f.map_or("the start".into(), |t| t.to_rfc3339()),
+                    u.map_or("the end".into(), |t| t.to_rfc3339())
+                ),
+            };
+            let _ = writeln!(out, "    GPU {} MIG{window}: {}", m.gpu, profiles.join(" "));
         }
     }
     for w in &s.workloads {
@@ -60,6 +68,19 @@ pub fn summary(s: &Scenario) -> String {
             w.mig_start.map(|s| format!(" MIG@{s}")).unwrap_or_default(),
             w.memory_gib
         );
+        for p in w.places().skip(1) {
+            let at = p
+                .from
+                .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                .map_or("?".into(), |t| t.to_rfc3339());
+            let _ = writeln!(
+                out,
+                "    moves at {at} to {} GPU {}{}",
+                p.node,
+                p.gpu,
+                p.mig_start.map(|s| format!(" MIG@{s}")).unwrap_or_default()
+            );
+        }
     }
     out
 }
