@@ -6,8 +6,9 @@
 //! moves and MIG windows, and the simulator's documented power model), never from tessera's
 //! output: the change's time within one history interval, the GPUs in use (10 → 2), GPU-hours
 //! in use, of work, idle and free, energy, per node and per team. Through the history source,
-//! the generic CSV written from the same rows, and `--change-at`; a range without the change
-//! says none; a bad `--change-at` fails with exit 2.
+//! the generic CSV written from the same rows, a real Prometheus backfilled with them (Debian's,
+//! through `promtool tsdb create-blocks-from openmetrics`), and `--change-at`; a range without
+//! the change says none; a bad `--change-at` fails with exit 2.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -20,6 +21,7 @@ use tessera_core::sim::Scenario;
 
 use crate::support::cli;
 use crate::support::openmetrics::{f64s, strs};
+use crate::support::prometheus as prom;
 
 const INTERVAL_MS: i64 = 300_000;
 const DAYS: i64 = 4;
@@ -384,10 +386,8 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
     check_comparison(&cc[0], &t);
 }
 
-/// The history's rows as the generic long CSV (docs/frames.md): GPU rows with SM activity,
-/// memory and energy; MIG instances with their profile and placement; processes with their pod,
-/// one entity per process and GPU (a process that moves is a new one, as on a real node).
-fn long_csv(src: &str) -> String {
+/// The history's frames (gpu rows sorted by node, GPU and `ts`).
+fn frames(src: &str) -> (DataFrame, DataFrame, DataFrame) {
     let dir = src.strip_prefix("history:").unwrap();
     let (frames, _) = ingest::ingest(
         &[Source::History(dir.to_string())],
@@ -395,7 +395,156 @@ fn long_csv(src: &str) -> String {
     )
     .expect("ingest");
     let c = |lf: LazyFrame| lf.collect().expect("collect");
-    let (gpu, mig, process) = (c(frames.gpu), c(frames.mig), c(frames.process));
+    let gpu = c(frames
+        .gpu
+        .sort(["node", "gpu", "ts"], SortMultipleOptions::default()));
+    (gpu, c(frames.mig), c(frames.process))
+}
+
+/// One OpenMetrics sample per row, at the row's end, labelled with its node as the scrape
+/// target and `labels`; `value` of each row (rows without one are left out).
+fn series(out: &mut String, name: &str, df: &DataFrame, labels: &[&str], value: &[Option<f64>]) {
+    let cols: Vec<(&str, Vec<Option<String>>)> = labels.iter().map(|c| (*c, strs(df, c))).collect();
+    let (node, ts) = (strs(df, "node"), f64s(df, "ts"));
+    for i in 0..df.height() {
+        let (Some(v), Some(t), Some(n)) = (value[i], ts[i], &node[i]) else {
+            continue;
+        };
+        let mut l = format!("instance=\"{n}:19435\"");
+        for (c, vals) in &cols {
+            if let Some(v) = &vals[i] {
+                let _ = write!(l, ",{c}=\"{v}\"");
+            }
+        }
+        let _ = writeln!(out, "{name}{{{l}}} {v} {:.3}", t / 1000.0);
+    }
+}
+
+/// The history's rows as tessera-exporter's OpenMetrics, one sample per row at its end: SM
+/// activity, memory, MIG mode and the energy counter per GPU; MIG instances with their identity;
+/// processes with their pod.
+fn openmetrics(src: &str) -> String {
+    let (gpu, mig, process) = frames(src);
+    let mut s = String::new();
+    let g = &["gpu", "uuid"];
+    for (name, col) in [
+        ("tessera_gpu_sm_active_ratio", "sm_active_mean"),
+        ("tessera_gpu_memory_used_bytes", "memory_used_max_bytes"),
+        ("tessera_gpu_memory_total_bytes", "memory_total_bytes"),
+        ("tessera_gpu_power_watts", "power_mean_watts"),
+    ] {
+        let _ = writeln!(s, "# TYPE {name} gauge");
+        series(&mut s, name, &gpu, g, &f64s(&gpu, col));
+    }
+    let _ = writeln!(s, "# TYPE tessera_gpu_mig_enabled gauge");
+    series(
+        &mut s,
+        "tessera_gpu_mig_enabled",
+        &gpu,
+        g,
+        &f64s(&gpu, "mig_enabled"),
+    );
+    // The energy counter: each GPU's deltas summed in time order (rows sorted by GPU and ts).
+    let (keys, delta) = (strs(&gpu, "uuid"), f64s(&gpu, "energy_delta_joules"));
+    let mut total = BTreeMap::<String, f64>::new();
+    let counter: Vec<Option<f64>> = (0..gpu.height())
+        .map(|i| {
+            let t = total
+                .entry(keys[i].clone().unwrap_or_default())
+                .or_insert(1.0e6);
+            *t += delta[i]?;
+            Some(*t)
+        })
+        .collect();
+    let _ = writeln!(s, "# TYPE tessera_gpu_energy_joules counter");
+    series(&mut s, "tessera_gpu_energy_joules_total", &gpu, g, &counter);
+    let m = &[
+        "gpu",
+        "uuid",
+        "gpu_instance",
+        "compute_instance",
+        "profile",
+        "profile_id",
+        "placement_start",
+        "placement_size",
+        "mig_uuid",
+    ];
+    let _ = writeln!(s, "# TYPE tessera_mig_memory_used_bytes gauge");
+    series(
+        &mut s,
+        "tessera_mig_memory_used_bytes",
+        &mig,
+        m,
+        &f64s(&mig, "memory_used_max_bytes"),
+    );
+    let _ = writeln!(s, "# TYPE tessera_mig_info gauge");
+    series(
+        &mut s,
+        "tessera_mig_info",
+        &mig,
+        m,
+        &vec![Some(1.0); mig.height()],
+    );
+    let p = &[
+        "gpu",
+        "uuid",
+        "gpu_instance",
+        "compute_instance",
+        "pid",
+        "process",
+        "namespace",
+        "pod",
+    ];
+    let _ = writeln!(s, "# TYPE tessera_process_memory_used_bytes gauge");
+    series(
+        &mut s,
+        "tessera_process_memory_used_bytes",
+        &process,
+        p,
+        &f64s(&process, "memory_used_max_bytes"),
+    );
+    s.push_str("# EOF\n");
+    s
+}
+
+/// The same history backfilled into a real Prometheus and read through `prometheus:`: the same
+/// change, at the same time, with the same figures.
+#[test]
+fn a_planted_consolidation_is_found_through_a_backfilled_prometheus() {
+    prom::require_tools();
+    let t = truth();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = simulate(tmp.path());
+    let server = prom::serve(tmp.path(), &openmetrics(&src));
+    let s = Scenario::from_file(&fixture()).unwrap();
+    let start = s.start.timestamp_millis();
+    let rfc = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .to_rfc3339()
+    };
+    let (since, until) = (rfc(start), rfc(start + DAYS * 86_400_000));
+    let v = report(
+        &format!("prometheus:{}", server.url),
+        &["--since", &since, "--until", &until],
+    );
+    let cc = v["changes"]["changes"].as_array().unwrap();
+    assert_eq!(cc.len(), 1, "{}", v["changes"]);
+    assert!(
+        (change_ms(&cc[0]) - t.change_ms).abs() <= INTERVAL_MS,
+        "{}",
+        cc[0]["at"]
+    );
+    assert_eq!(cc[0]["gpus_changed"], t.gpus_changed);
+    assert_eq!(cc[0]["workloads_moved"], t.moved);
+    check_comparison(&cc[0], &t);
+}
+
+/// The history's rows as the generic long CSV (docs/frames.md): GPU rows with SM activity,
+/// memory and energy; MIG instances with their profile and placement; processes with their pod,
+/// one entity per process and GPU (a process that moves is a new one, as on a real node).
+fn long_csv(src: &str) -> String {
+    let (gpu, mig, process) = frames(src);
     let mut out = String::from(
         "timestamp,entity,metric,value,kind,node,gpu,uuid,model,profile,placement_start,pid,process,namespace,pod\n",
     );
