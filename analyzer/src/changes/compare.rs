@@ -78,6 +78,9 @@ pub fn windows(
     })
 }
 
+/// One GPU row's hours, activity and energy (J), for the teams' split.
+type RowFigures = (f64, Option<f64>, Option<f64>);
+
 #[derive(Default)]
 struct Sum {
     gpus: BTreeSet<String>,
@@ -159,7 +162,7 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
     )
     .collect()?;
     // Per (GPU, ts): hours, activity, energy (J) of the row, for the teams.
-    let mut rows: FastMap<(String, i64), (f64, Option<f64>, Option<f64>)> = FastMap::default();
+    let mut rows: FastMap<(String, i64), RowFigures> = FastMap::default();
     {
         let (node, uuid) = (strs(&gpu, "node")?, strs(&gpu, "uuid")?);
         let (index, ts, interval) = (
