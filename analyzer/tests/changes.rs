@@ -362,6 +362,71 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
         assert!(err.contains(want), "{value}: {err}");
     }
 
+    // The apply journal beside the history (docs/mig-apply.md, "Journal"): the applied run is
+    // listed as evidence of the change, which stays at the rows' time with the same comparison;
+    // a rolled-back run adds nothing; a journal that does not parse is a warning.
+    let dir = src.strip_prefix("history:").unwrap();
+    let rfc = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    };
+    let line = |ms: i64, run: &str, event: &str, extra: &str| {
+        format!(
+            "{{\"time\":\"{}\",\"run\":\"{run}\",\"event\":\"{event}\"{extra}}}\n",
+            rfc(ms)
+        )
+    };
+    let t0 = t.change_ms - 30_000;
+    let journal = [
+        line(t0, "r1", "begin", ",\"plan\":\"plan.yaml (consolidate)\""),
+        line(t0 + 10_000, "r1", "step", ",\"step\":1,\"result\":\"ok\""),
+        line(t0 + 20_000, "r1", "step", ",\"step\":2,\"result\":\"ok\""),
+        line(t0 + 50_000, "r1", "end", ",\"result\":\"applied\""),
+        line(t0 + 86_400_000, "r2", "begin", ""),
+        line(t0 + 86_410_000, "r2", "end", ",\"result\":\"rolled-back\""),
+    ]
+    .concat();
+    std::fs::write(Path::new(dir).join("gpu-a/mig-apply.journal"), journal).unwrap();
+    std::fs::write(
+        Path::new(dir).join("gpu-b/mig-apply.journal"),
+        "not json\n{}\n",
+    )
+    .unwrap();
+    let out = cli::tessera(&["report", "--source", &src, "--format", "json"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gpu-b/mig-apply.journal") && err.contains("not used as evidence"),
+        "{err}"
+    );
+    let with: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let wc = with["changes"]["changes"].as_array().unwrap();
+    assert_eq!(wc.len(), 1, "{}", with["changes"]);
+    assert_eq!(wc[0]["at"], c["at"]);
+    assert_eq!(wc[0]["comparison"], c["comparison"]);
+    let j: Vec<&Value> = wc[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "journal")
+        .collect();
+    assert_eq!(j.len(), 1, "{j:?}");
+    assert_eq!(j[0]["subject"], "gpu-a");
+    assert_eq!(j[0]["at"], rfc(t0).as_str());
+    assert!(
+        j[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("plan.yaml (consolidate)")
+    );
+    assert!(
+        j[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 device call(s)")
+    );
+
     // The same rows as a generic CSV: MIG mode unknown there, the instances appearing and the
     // moves find the same change and the same figures.
     let csv = tmp.path().join("rows.csv");

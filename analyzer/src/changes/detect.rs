@@ -1,6 +1,7 @@
 //! Change detection, pure: per-GPU MIG states into events ([`gpu_events`]), each workload's
-//! runs on its devices into moves ([`moves`]), and events close in time grouped into changes
-//! ([`group`]), or gathered around a given time ([`given`]).
+//! runs on its devices into moves ([`moves`]), and events close in time (with the apply
+//! journal's, `super::journal`) grouped into changes ([`group`]), or gathered around a given
+//! time ([`given`]).
 //!
 //! It reads no frames (the scan does) and judges nothing beyond "the layout or the placement
 //! changed here".
@@ -27,6 +28,8 @@ pub enum EventKind {
     },
     /// The workload is on other devices.
     Move { from: Vec<String>, to: Vec<String> },
+    /// A `tessera mig apply` run applied a plan on the node (its journal).
+    Journal { plan: Option<String>, steps: usize },
 }
 
 /// One GPU row's MIG state, as the scan reads it.
@@ -123,7 +126,8 @@ pub fn moves(runs: impl Iterator<Item = Run>, settle: i64) -> Vec<Event> {
 }
 
 /// Events (sorted by time) grouped into changes: an event within `settle` of the group's last
-/// one joins it. Each change is at its first event.
+/// one joins it. Each change is at its first event seen in the rows (a journal's `begin` comes
+/// before the rows show anything; it only dates a change the rows do not show).
 pub fn group(events: &[Event], settle: i64) -> Vec<(i64, Vec<Event>)> {
     let mut out: Vec<(i64, Vec<Event>)> = Vec::new();
     let mut last = i64::MIN;
@@ -133,6 +137,16 @@ pub fn group(events: &[Event], settle: i64) -> Vec<(i64, Vec<Event>)> {
             _ => out.push((e.at, vec![e.clone()])),
         }
         last = e.at;
+    }
+    for (at, evs) in &mut out {
+        if let Some(first) = evs
+            .iter()
+            .filter(|e| !matches!(e.kind, EventKind::Journal { .. }))
+            .map(|e| e.at)
+            .min()
+        {
+            *at = first;
+        }
     }
     out
 }

@@ -10,12 +10,16 @@
 //! windows ([`compare`], pure sums over rows). `--change-at` gives the time instead of detecting
 //! it ([`ChangeRequest::at`]).
 //!
-//! What it does not do: read sources, journals or files (the caller does), judge whether a
+//! The apply journal beside a history (`journal`) adds `journal` events: the caller reads it
+//! (`journal::beside`) and passes its runs in [`ChangeRequest::journal`].
+//!
+//! What it does not do: read sources or files (the caller does), judge whether a
 //! change was good, or predict (a plan's prediction is a later hook: [`Comparison::predicted`]
 //! stays `null`). Times in unix ms; rows are `(ts − interval_ms, ts]` as everywhere.
 
 mod compare;
 mod detect;
+pub mod journal;
 mod model;
 mod scan;
 
@@ -66,6 +70,8 @@ pub struct ChangeRequest {
     pub range: TimeRange,
     /// `--change-at`: the change's time, instead of the ones found in the data.
     pub at: Option<i64>,
+    /// `tessera mig apply` runs read from journals beside the history (`journal::beside`).
+    pub journal: Vec<journal::JournalRun>,
     /// Price per GPU-hour and per kWh, and the currency (as the report's).
     pub gpu_hour: f64,
     pub kwh: f64,
@@ -103,6 +109,7 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
         scans.iter_mut().flat_map(|s| s.runs.drain(..)),
         settle,
     ));
+    events.extend(journal::events(&req.journal, (since, until)));
     // In time order; at one time, the GPUs' layouts before the workloads' moves.
     let order = |e: &Event| (e.at, matches!(e.kind, EventKind::Move { .. }));
     events.sort_by(|a, b| (order(a), &a.subject).cmp(&(order(b), &b.subject)));

@@ -43,10 +43,10 @@ pub struct Change {
 /// One event of a change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChangeEvent {
-    /// `mig_mode`, `mig_layout` or `move`.
+    /// `mig_mode`, `mig_layout`, `move` or `journal`.
     pub kind: String,
     pub at: String,
-    /// The GPU (`node/GPUi`) or the workload.
+    /// The GPU (`node/GPUi`), the workload, or the node (`journal`).
     pub subject: String,
     pub detail: String,
 }
@@ -153,6 +153,7 @@ impl EventKind {
             EventKind::MigMode { .. } => "mig_mode",
             EventKind::MigLayout { .. } => "mig_layout",
             EventKind::Move { .. } => "move",
+            EventKind::Journal { .. } => "journal",
         }
     }
 }
@@ -175,7 +176,12 @@ pub(super) fn change(
 ) -> Change {
     let gpus: std::collections::BTreeSet<&str> = events
         .iter()
-        .filter(|e| !matches!(e.kind, EventKind::Move { .. }))
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::MigMode { .. } | EventKind::MigLayout { .. }
+            )
+        })
         .map(|e| e.subject.as_str())
         .collect();
     let moved: std::collections::BTreeSet<&str> = events
@@ -213,6 +219,10 @@ pub(super) fn change(
                     )
                 }
                 EventKind::Move { from, to } => format!("{} → {}", from.join("+"), to.join("+")),
+                EventKind::Journal { plan, steps } => format!(
+                    "tessera mig apply {}: applied, {steps} device call(s) (journal)",
+                    plan.as_deref().unwrap_or("(no plan named)")
+                ),
             },
             subject: e.subject,
         })

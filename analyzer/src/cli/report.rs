@@ -113,6 +113,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
     let bar = PartProgress::new(parts.len(), gpu_rows);
     bar.set("analysing", 0);
+    // The apply journals beside history sources: evidence of layout changes.
+    let mut journal = Vec::new();
+    for src in &args.src.sources {
+        if let tessera::ingest::Source::History(dir) = src {
+            let (runs, warnings) = tessera::changes::journal::beside(std::path::Path::new(dir));
+            journal.extend(runs);
+            for w in warnings {
+                eprintln!("tessera: warning: {w}");
+            }
+        }
+    }
     let request = ReportRequest {
         range,
         ingest: &ingest_report,
@@ -121,6 +132,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         tz,
         top: args.top,
         change_at,
+        journal,
     };
     let r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;

@@ -32,6 +32,8 @@ pub struct ReportRequest<'a> {
     pub top: usize,
     /// `--change-at`: the layout change to compare around, instead of the ones found.
     pub change_at: Option<i64>,
+    /// `tessera mig apply` runs from the journals beside the history (evidence of changes).
+    pub journal: Vec<changes::journal::JournalRun>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -45,6 +47,7 @@ pub fn run(
     let change = ChangeRequest {
         range: req.range,
         at: req.change_at,
+        journal: req.journal.clone(),
         gpu_hour: req.prices.gpu_hour,
         kwh: req.prices.kwh,
         currency: req.prices.currency.clone(),
