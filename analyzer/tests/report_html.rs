@@ -199,3 +199,79 @@ fn html_report_renders_in_headless_chromium() {
     );
     eprintln!("screenshot: {}", png.display());
 }
+
+/// A layout change in the HTML: the before/after chart (five pairs of bars, before and after)
+/// renders in Chromium without console output, and the change's events are a list.
+#[test]
+fn the_before_after_chart_of_a_planted_change_renders_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hist = tmp.path().join("history");
+    let html = tmp.path().join("change.html");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(args)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "simulate",
+        "--scenario",
+        "fixtures/scenarios/consolidation.toml",
+        "--days",
+        "4",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "5m",
+        "--out",
+        hist.to_str().unwrap(),
+    ]);
+    let src = format!("history:{}", hist.display());
+    run(&[
+        "report",
+        "--source",
+        &src,
+        "--format",
+        "html",
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    let (dom, console) = browse(&html, &tmp.path().join("p1"), &["--dump-dom"]);
+    assert!(console.is_empty(), "console output: {console:#?}");
+    assert_eq!(count(&dom, "chart-change", "bar before"), 5);
+    assert_eq!(count(&dom, "chart-change", "bar after"), 5);
+    let change = section(&dom, "Change at 2026-11-04T13:00:00.000Z");
+    assert!(change.contains("<table>") && change.contains("<td>GPUs in use (mean)</td>"));
+    let list = &change[change.find("<ul>").expect("events as a list")..];
+    assert!(
+        list.contains("<li>2026-11-04T13:00:00.000Z gpu-a/GPU0: MIG mode on"),
+        "{list}"
+    );
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("change.png");
+    let _ = std::fs::remove_file(&png);
+    let (_, console) = browse(
+        &html,
+        &tmp.path().join("p2"),
+        &[
+            "--window-size=1200,3000",
+            "--hide-scrollbars",
+            &format!("--screenshot={}", png.display()),
+        ],
+    );
+    assert!(console.is_empty(), "console output: {console:#?}");
+    assert!(
+        std::fs::read(&png)
+            .expect("screenshot")
+            .starts_with(b"\x89PNG")
+    );
+    eprintln!("screenshot: {}", png.display());
+}

@@ -41,24 +41,31 @@ pub fn before_after(r: &Report) -> Option<String> {
         ("energy, kWh", |u| u.energy_kwh),
         ("cost", |u| Some(u.cost_total)),
     ];
-    let (bw, left, top, rh) = (420.0, 170.0, 24.0, 46.0);
+    let (bw, left, top, rh) = (420.0, 170.0, 40.0, 46.0);
     let w = left + bw + 150.0;
     let h = top + figures.len() as f64 * rh + 10.0;
     let mut s = format!(
         r#"<svg id="chart-change" role="img" aria-label="before and after the change at {}" viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#,
         esc(&ch.at)
     );
-    let _ = write!(
-        s,
-        r##"<rect x="{left}" y="4" width="10" height="10" fill="#adb5bd"/><text x="{}" y="13" class="axis">before ({} .. {})</text><rect x="{}" y="4" width="10" height="10" fill="#1c7ed6"/><text x="{}" y="13" class="axis">after ({} .. {})</text>"##,
-        left + 14.0,
-        esc(&cmp.before.from),
-        esc(&cmp.before.until),
-        left + 330.0,
-        left + 344.0,
-        esc(&cmp.after.from),
-        esc(&cmp.after.until),
-    );
+    // The legend: one line per period.
+    for (k, (fill, what, side)) in [
+        ("#adb5bd", "before", &cmp.before),
+        ("#1c7ed6", "after", &cmp.after),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let y = 4.0 + k as f64 * 16.0;
+        let _ = write!(
+            s,
+            r##"<rect x="{left}" y="{y}" width="10" height="10" fill="{fill}"/><text x="{}" y="{}" class="axis">{what}: {} .. {}</text>"##,
+            left + 14.0,
+            y + 9.0,
+            esc(&side.from),
+            esc(&side.until),
+        );
+    }
     for (i, (name, get)) in figures.iter().enumerate() {
         let y = top + i as f64 * rh;
         let (vb, va) = (get(b), get(a));
