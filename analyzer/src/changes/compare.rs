@@ -15,7 +15,7 @@ use polars::prelude::*;
 use super::model::{
     Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
 };
-use super::scan::{gpu_label, workload_key};
+use super::scan::{Interner, gpu_ids, workload_ids};
 use super::{ChangeRequest, ChangesError};
 use crate::frames::Frames;
 use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
@@ -161,15 +161,13 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
         ],
     )
     .collect()?;
+    let mut labels = Interner::default();
     // Per (GPU, ts): hours, activity, energy (J) of the row, for the teams.
-    let mut rows: FastMap<(String, i64), RowFigures> = FastMap::default();
+    let mut rows: FastMap<(u32, i64), RowFigures> = FastMap::default();
     {
-        let (node, uuid) = (strs(&gpu, "node")?, strs(&gpu, "uuid")?);
-        let (index, ts, interval) = (
-            i64s(&gpu, "gpu")?,
-            i64s(&gpu, "ts")?,
-            i64s(&gpu, "interval_ms")?,
-        );
+        let gpu_of = gpu_ids(&gpu, &mut labels)?;
+        let node = strs(&gpu, "node")?;
+        let (ts, interval) = (i64s(&gpu, "ts")?, i64s(&gpu, "interval_ms")?);
         let (busy, sm, mem) = (
             f64s(&gpu, "busy_mean")?,
             f64s(&gpu, "sm_active_mean")?,
@@ -179,7 +177,7 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             f64s(&gpu, "power_mean_watts")?,
             f64s(&gpu, "energy_delta_joules")?,
         );
-        for i in 0..gpu.height() {
+        for (i, &g) in gpu_of.iter().enumerate() {
             let Some(t) = ts.get(i) else { continue };
             let Some(side) = w.side(t) else { continue };
             let iv = interval.get(i).unwrap_or(0).max(0);
@@ -189,15 +187,15 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             let e = energy
                 .get(i)
                 .or_else(|| power.get(i).map(|p| p * iv as f64 / 1000.0));
-            let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
-            add(&mut acc.fleet[side], &label, h, act, in_use, e);
+            let label = &labels.names[g as usize];
+            add(&mut acc.fleet[side], label, h, act, in_use, e);
             let n = node.get(i).unwrap_or("?");
             let per = match acc.nodes.get_mut(n) {
                 Some(p) => p,
                 None => acc.nodes.entry(n.to_string()).or_default(),
             };
-            add(&mut per[side], &label, h, act, in_use, e);
-            rows.insert((label, t), (h, act, e));
+            add(&mut per[side], label, h, act, in_use, e);
+            rows.insert((g, t), (h, act, e));
         }
     }
     let p = select(
@@ -216,40 +214,39 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
         ],
     )
     .collect()?;
-    let (node, uuid, name) = (strs(&p, "node")?, strs(&p, "uuid")?, strs(&p, "process")?);
-    let (ns, pod, slurm) = (
-        strs(&p, "namespace")?,
-        strs(&p, "pod")?,
-        strs(&p, "slurm_job_id")?,
-    );
-    let (index, ts, pid) = (i64s(&p, "gpu")?, i64s(&p, "ts")?, i64s(&p, "pid")?);
-    let mut on_gpu: FastMap<(String, i64), u32> = FastMap::default();
+    let gpu_of = gpu_ids(&p, &mut labels)?;
+    let mut keys = Interner::default();
+    let workload_of = workload_ids(&p, &mut keys)?;
+    let (ns, slurm) = (strs(&p, "namespace")?, strs(&p, "slurm_job_id")?);
+    let (ns, slurm) = (ns.ids(), slurm.ids());
+    let ts = i64s(&p, "ts")?;
+    let mut on_gpu: FastMap<(u32, i64), u32> = FastMap::default();
     let mut procs = Vec::with_capacity(p.height());
-    for i in 0..p.height() {
+    for (i, &g) in gpu_of.iter().enumerate() {
         let Some(t) = ts.get(i) else { continue };
         let Some(side) = w.side(t) else { continue };
-        let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
-        *on_gpu.entry((label.clone(), t)).or_default() += 1;
-        procs.push((i, t, side, label));
+        *on_gpu.entry((g, t)).or_default() += 1;
+        procs.push((i, t, side, g));
     }
-    for (i, t, side, label) in procs {
-        let team = match (ns.get(i), slurm.get(i)) {
-            (Some(n), _) => n.to_string(),
-            (None, Some(j)) => format!("slurm job {j}"),
-            _ => "(unattributed)".to_string(),
+    let mut teams: FastMap<(Option<u32>, Option<u32>), String> = FastMap::default();
+    for (i, t, side, g) in procs {
+        let team = teams.entry((ns.at(i), slurm.at(i))).or_insert_with(|| {
+            match (ns.get(i), slurm.get(i)) {
+                (Some(n), _) => n.to_string(),
+                (None, Some(j)) => format!("slurm job {j}"),
+                _ => "(unattributed)".to_string(),
+            }
+        });
+        let n = f64::from(on_gpu[&(g, t)].max(1));
+        let s = match acc.teams.get_mut(team.as_str()) {
+            Some(s) => &mut s[side],
+            None => &mut acc.teams.entry(team.clone()).or_default()[side],
         };
-        let key = workload_key(
-            node.get(i),
-            pid.get(i),
-            name.get(i),
-            ns.get(i),
-            pod.get(i),
-            slurm.get(i),
-        );
-        let n = f64::from(on_gpu[&(label.clone(), t)].max(1));
-        let s = &mut acc.teams.entry(team).or_default()[side];
-        s.processes.insert(key);
-        if let Some(&(h, act, e)) = rows.get(&(label, t)) {
+        let key = &keys.names[workload_of[i] as usize];
+        if !s.processes.contains(key) {
+            s.processes.insert(key.clone());
+        }
+        if let Some(&(h, act, e)) = rows.get(&(g, t)) {
             s.gpu_hours += h / n;
             if let Some(a) = act {
                 s.busy += a * h / n;

@@ -39,14 +39,24 @@ pub struct GpuState {
     pub start: i64,
     /// `mig_enabled`; `None` where the source does not say.
     pub mig: Option<bool>,
-    /// The MIG instances of the row (`profile@start`, sorted).
-    pub layout: Vec<String>,
+    /// The MIG instances of the row (ids of `profile@start` names, sorted).
+    pub layout: Vec<u32>,
 }
 
 /// The events of one GPU from its rows' states in time order (rows with values only: a lost
 /// GPU's rows say nothing of its layout). `layouts_known`: the source has MIG instance rows at
-/// all (else an empty layout is not news).
-pub fn gpu_events(gpu: &str, states: &[GpuState], layouts_known: bool) -> Vec<Event> {
+/// all (else an empty layout is not news). `names`: the instances' names by id.
+pub fn gpu_events(
+    gpu: &str,
+    states: &[GpuState],
+    layouts_known: bool,
+    names: &[String],
+) -> Vec<Event> {
+    let text = |l: &[u32]| -> Vec<String> {
+        let mut v: Vec<String> = l.iter().map(|&i| names[i as usize].clone()).collect();
+        v.sort();
+        v
+    };
     let mut out = Vec::new();
     for w in states.windows(2) {
         let (a, b) = (&w[0], &w[1]);
@@ -56,7 +66,7 @@ pub fn gpu_events(gpu: &str, states: &[GpuState], layouts_known: bool) -> Vec<Ev
                 subject: gpu.to_string(),
                 kind: EventKind::MigMode {
                     on: y,
-                    layout: b.layout.clone(),
+                    layout: text(&b.layout),
                 },
             }),
             _ if layouts_known && a.layout != b.layout && a.mig != Some(false) => {
@@ -65,8 +75,8 @@ pub fn gpu_events(gpu: &str, states: &[GpuState], layouts_known: bool) -> Vec<Ev
                     at: b.start,
                     subject: gpu.to_string(),
                     kind: EventKind::MigLayout {
-                        before: a.layout.clone(),
-                        after: b.layout.clone(),
+                        before: text(&a.layout),
+                        after: text(&b.layout),
                     },
                 })
             }
@@ -169,12 +179,21 @@ mod tests {
 
     const H: i64 = 3_600_000;
 
+    const NAMES: [&str; 3] = ["1g.10gb@0", "1g.10gb@1", "3g.40gb@0"];
+
     fn st(start: i64, mig: Option<bool>, layout: &[&str]) -> GpuState {
         GpuState {
             start,
             mig,
-            layout: layout.iter().map(|s| s.to_string()).collect(),
+            layout: layout
+                .iter()
+                .map(|s| NAMES.iter().position(|n| n == s).unwrap() as u32)
+                .collect(),
         }
+    }
+
+    fn names() -> Vec<String> {
+        NAMES.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
@@ -186,16 +205,16 @@ mod tests {
             st(15, Some(true), &["1g.10gb@0"]),
             st(20, Some(true), &["1g.10gb@0", "1g.10gb@1"]),
         ];
-        let e = gpu_events("n/GPU0", &s, true);
+        let e = gpu_events("n/GPU0", &s, true, &names());
         assert_eq!(e.len(), 2, "{e:?}");
         assert_eq!(e[0].at, 10);
         assert!(matches!(&e[0].kind, EventKind::MigMode { on: true, layout } if layout.len() == 1));
         assert_eq!(e[1].at, 20);
         // Unknown mode (CSV): instances appearing are a layout change.
         let s = [st(0, None, &[]), st(5, None, &["3g.40gb@0"])];
-        assert_eq!(gpu_events("g", &s, true).len(), 1);
+        assert_eq!(gpu_events("g", &s, true, &names()).len(), 1);
         // Without instance rows in the source, an empty layout says nothing.
-        assert!(gpu_events("g", &s, false).is_empty());
+        assert!(gpu_events("g", &s, false, &names()).is_empty());
     }
 
     fn run(w: &str, dev: &str, start: i64, end: i64) -> Run {

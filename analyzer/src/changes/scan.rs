@@ -23,7 +23,7 @@ pub(super) struct Scan {
 }
 
 /// A GPU's label: `node/GPUi`, else `node/uuid`.
-pub(super) fn gpu_label(node: Option<&str>, index: Option<i64>, uuid: Option<&str>) -> String {
+fn gpu_label(node: Option<&str>, index: Option<i64>, uuid: Option<&str>) -> String {
     let node = node.unwrap_or("?");
     match (index, uuid) {
         (Some(i), _) => format!("{node}/GPU{i}"),
@@ -34,7 +34,7 @@ pub(super) fn gpu_label(node: Option<&str>, index: Option<i64>, uuid: Option<&st
 
 /// A workload's identity: the pod (`namespace/pod`), else the Slurm job and process, else the
 /// node, pid and process name (a process cannot keep its pid on another node).
-pub(super) fn workload_key(
+fn workload_key(
     node: Option<&str>,
     pid: Option<i64>,
     process: Option<&str>,
@@ -104,48 +104,41 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
     )
     .collect()?;
 
-    // MIG instances per (GPU, ts).
-    let mut layouts: FastMap<(String, i64), Vec<String>> = FastMap::default();
+    let mut labels = Interner::default();
+    // MIG instances per (GPU, ts), as ids of their `profile@start` names.
+    let mut insts = Interner::default();
+    let mut layouts: FastMap<(u32, i64), Vec<u32>> = FastMap::default();
     {
-        let (node, uuid, profile) = (
-            strs(&mig, "node")?,
-            strs(&mig, "uuid")?,
-            strs(&mig, "profile")?,
-        );
-        let (index, ts, start) = (
-            i64s(&mig, "gpu")?,
-            i64s(&mig, "ts")?,
-            i64s(&mig, "placement_start")?,
-        );
-        for i in 0..mig.height() {
+        let gpu_of = gpu_ids(&mig, &mut labels)?;
+        let profile = strs(&mig, "profile")?;
+        let profile = profile.ids();
+        let (ts, start) = (i64s(&mig, "ts")?, i64s(&mig, "placement_start")?);
+        let mut cache: FastMap<(Option<u32>, Option<i64>), u32> = FastMap::default();
+        for (i, &g) in gpu_of.iter().enumerate() {
             let Some(t) = ts.get(i) else { continue };
-            let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
-            let inst = format!(
-                "{}@{}",
-                profile.get(i).unwrap_or("?"),
-                start.get(i).map_or("?".into(), |s| s.to_string())
-            );
-            layouts.entry((label, t)).or_default().push(inst);
+            let inst = *cache
+                .entry((profile.at(i), start.get(i)))
+                .or_insert_with(|| {
+                    insts.id(format!(
+                        "{}@{}",
+                        profile.get(i).unwrap_or("?"),
+                        start.get(i).map_or("?".into(), |s| s.to_string())
+                    ))
+                });
+            layouts.entry((g, t)).or_default().push(inst);
         }
     }
     let layouts_known = mig.height() > 0;
 
     // Each GPU's states in time order.
-    let mut states: BTreeMap<String, Vec<GpuState>> = BTreeMap::new();
+    let mut states: BTreeMap<u32, Vec<GpuState>> = BTreeMap::new();
     let mut interval_ms = 0;
     {
-        let (node, uuid, status) = (
-            strs(&gpu, "node")?,
-            strs(&gpu, "uuid")?,
-            strs(&gpu, "status")?,
-        );
-        let (index, ts, interval) = (
-            i64s(&gpu, "gpu")?,
-            i64s(&gpu, "ts")?,
-            i64s(&gpu, "interval_ms")?,
-        );
+        let gpu_of = gpu_ids(&gpu, &mut labels)?;
+        let status = strs(&gpu, "status")?;
+        let (ts, interval) = (i64s(&gpu, "ts")?, i64s(&gpu, "interval_ms")?);
         let mode = bools(&gpu, "mig_enabled")?;
-        for i in 0..gpu.height() {
+        for (i, &g) in gpu_of.iter().enumerate() {
             let (Some(t), iv) = (ts.get(i), interval.get(i).unwrap_or(0).max(0)) else {
                 continue;
             };
@@ -154,10 +147,9 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
             if matches!(status.get(i), Some("lost" | "error")) {
                 continue;
             }
-            let label = gpu_label(node.get(i), index.get(i), uuid.get(i));
-            let mut layout = layouts.remove(&(label.clone(), t)).unwrap_or_default();
-            layout.sort();
-            states.entry(label).or_default().push(GpuState {
+            let mut layout = layouts.remove(&(g, t)).unwrap_or_default();
+            layout.sort_unstable();
+            states.entry(g).or_default().push(GpuState {
                 start: t - iv,
                 mig: mode.get(i),
                 layout,
@@ -165,69 +157,143 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
         }
     }
     let mut events = Vec::new();
-    for (label, mut s) in states {
+    for (g, mut s) in states {
         s.sort_by_key(|g| g.start);
-        events.extend(gpu_events(&label, &s, layouts_known));
+        events.extend(gpu_events(
+            &labels.names[g as usize],
+            &s,
+            layouts_known,
+            &insts.names,
+        ));
     }
 
     // Each workload's devices per row, then runs of the same devices.
-    let mut seen: BTreeMap<String, BTreeMap<i64, (i64, BTreeSet<String>)>> = BTreeMap::new();
+    let mut seen: FastMap<u32, BTreeMap<i64, (i64, BTreeSet<u32>)>> = FastMap::default();
     {
         let p = &process;
-        let (node, uuid, name) = (strs(p, "node")?, strs(p, "uuid")?, strs(p, "process")?);
-        let (ns, pod, slurm) = (
-            strs(p, "namespace")?,
-            strs(p, "pod")?,
-            strs(p, "slurm_job_id")?,
-        );
-        let (index, ts, interval, pid) = (
-            i64s(p, "gpu")?,
-            i64s(p, "ts")?,
-            i64s(p, "interval_ms")?,
-            i64s(p, "pid")?,
-        );
+        let gpu_of = gpu_ids(p, &mut labels)?;
+        let mut keys = Interner::default();
+        let workload_of = workload_ids(p, &mut keys)?;
+        let (ts, interval) = (i64s(p, "ts")?, i64s(p, "interval_ms")?);
         for i in 0..p.height() {
             let Some(t) = ts.get(i) else { continue };
-            let key = workload_key(
-                node.get(i),
-                pid.get(i),
-                name.get(i),
-                ns.get(i),
-                pod.get(i),
-                slurm.get(i),
-            );
             let e = seen
-                .entry(key)
+                .entry(workload_of[i])
                 .or_default()
                 .entry(t)
                 .or_insert_with(|| (interval.get(i).unwrap_or(0).max(0), BTreeSet::new()));
-            e.1.insert(gpu_label(node.get(i), index.get(i), uuid.get(i)));
+            e.1.insert(gpu_of[i]);
         }
-    }
-    let mut runs = Vec::new();
-    for (workload, rows) in seen {
-        let mut cur: Option<Run> = None;
-        for (t, (iv, devices)) in rows {
-            let devices: Vec<String> = devices.into_iter().collect();
-            let (start, end) = (t - iv, t);
-            match &mut cur {
-                Some(r) if r.devices == devices && start <= r.end => r.end = end,
-                _ => {
-                    runs.extend(cur.take());
-                    cur = Some(Run {
-                        workload: workload.clone(),
-                        devices,
-                        start,
-                        end,
-                    });
+        let mut runs = Vec::new();
+        let mut seen: Vec<_> = seen.into_iter().collect();
+        seen.sort_by_key(|(w, _)| *w);
+        for (w, rows) in seen {
+            let workload = &keys.names[w as usize];
+            let mut cur: Option<Run> = None;
+            for (t, (iv, devices)) in rows {
+                let mut devices: Vec<String> = devices
+                    .into_iter()
+                    .map(|d| labels.names[d as usize].clone())
+                    .collect();
+                devices.sort();
+                let (start, end) = (t - iv, t);
+                match &mut cur {
+                    Some(r) if r.devices == devices && start <= r.end => r.end = end,
+                    _ => {
+                        runs.extend(cur.take());
+                        cur = Some(Run {
+                            workload: workload.clone(),
+                            devices,
+                            start,
+                            end,
+                        });
+                    }
                 }
             }
+            runs.extend(cur);
         }
-        runs.extend(cur);
+        Ok(Scan {
+            events,
+            runs,
+            interval_ms,
+        })
     }
-    Ok(Scan {
-        events,
-        runs,
-        interval_ms,
-    })
+}
+
+/// Strings numbered in order of first appearance.
+#[derive(Default)]
+pub(super) struct Interner {
+    map: FastMap<String, u32>,
+    pub names: Vec<String>,
+}
+
+impl Interner {
+    pub(super) fn id(&mut self, s: String) -> u32 {
+        if let Some(&id) = self.map.get(&s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(s.clone());
+        self.map.insert(s, id);
+        id
+    }
+}
+
+/// Each row's GPU (its [`gpu_label`] interned in `labels`): a label is built once per distinct
+/// (node, index, uuid) of the frame.
+pub(super) fn gpu_ids(df: &DataFrame, labels: &mut Interner) -> Result<Vec<u32>, ChangesError> {
+    let (node, uuid, index) = (strs(df, "node")?, strs(df, "uuid")?, i64s(df, "gpu")?);
+    let (n, u) = (node.ids(), uuid.ids());
+    let mut cache: FastMap<(Option<u32>, Option<i64>, Option<u32>), u32> = FastMap::default();
+    Ok((0..df.height())
+        .map(|i| {
+            *cache
+                .entry((n.at(i), index.get(i), u.at(i)))
+                .or_insert_with(|| labels.id(gpu_label(n.get(i), index.get(i), u.get(i))))
+        })
+        .collect())
+}
+
+/// Each row's workload (its [`workload_key`] interned in `keys`), built once per distinct
+/// identity of the frame.
+pub(super) fn workload_ids(df: &DataFrame, keys: &mut Interner) -> Result<Vec<u32>, ChangesError> {
+    let (node, name) = (strs(df, "node")?, strs(df, "process")?);
+    let (ns, pod, slurm) = (
+        strs(df, "namespace")?,
+        strs(df, "pod")?,
+        strs(df, "slurm_job_id")?,
+    );
+    let pid = i64s(df, "pid")?;
+    let (node, name, ns, pod, slurm) = (node.ids(), name.ids(), ns.ids(), pod.ids(), slurm.ids());
+    type Key = (
+        Option<u32>,
+        Option<i64>,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+    );
+    let mut cache: FastMap<Key, u32> = FastMap::default();
+    Ok((0..df.height())
+        .map(|i| {
+            let key = (
+                node.at(i),
+                pid.get(i),
+                name.at(i),
+                ns.at(i),
+                pod.at(i),
+                slurm.at(i),
+            );
+            *cache.entry(key).or_insert_with(|| {
+                keys.id(workload_key(
+                    node.get(i),
+                    pid.get(i),
+                    name.get(i),
+                    ns.get(i),
+                    pod.get(i),
+                    slurm.get(i),
+                ))
+            })
+        })
+        .collect())
 }
