@@ -37,6 +37,8 @@ pub enum EventKind {
 pub struct GpuState {
     /// Row start (`ts − interval_ms`), unix ms.
     pub start: i64,
+    /// Row end (`ts`), unix ms.
+    pub end: i64,
     /// `mig_enabled`; `None` where the source does not say.
     pub mig: Option<bool>,
     /// The MIG instances of the row (ids of `profile@start` names, sorted).
@@ -46,23 +48,49 @@ pub struct GpuState {
 /// The events of one GPU from its rows' states in time order (rows with values only: a lost
 /// GPU's rows say nothing of its layout). `layouts_known`: the source has MIG instance rows at
 /// all (else an empty layout is not news). `names`: the instances' names by id.
+///
+/// Only settled states count: rows of one state are a run, and a run shorter than `settle` (a
+/// MIG series missing for a scrape, a layout half built while it was applied) is passed over.
+/// Two consecutive settled runs that differ are an event at the first row after the earlier one
+/// (so the half-built rows of an apply date the change, and a state that flickers and comes back
+/// is none).
 pub fn gpu_events(
     gpu: &str,
     states: &[GpuState],
     layouts_known: bool,
     names: &[String],
+    settle: i64,
 ) -> Vec<Event> {
     let text = |l: &[u32]| -> Vec<String> {
         let mut v: Vec<String> = l.iter().map(|&i| names[i as usize].clone()).collect();
         v.sort();
         v
     };
+    let same =
+        |a: &GpuState, b: &GpuState| a.mig == b.mig && (!layouts_known || a.layout == b.layout);
+    // Runs of one state: (first row, start, end), and the start of the row after each.
+    let mut runs: Vec<(&GpuState, i64, i64, Option<i64>)> = Vec::new();
+    for st in states {
+        match runs.last_mut() {
+            Some((first, _, end, _)) if same(first, st) => *end = st.end,
+            _ => {
+                if let Some(last) = runs.last_mut() {
+                    last.3 = Some(st.start);
+                }
+                runs.push((st, st.start, st.end, None));
+            }
+        }
+    }
+    let settled: Vec<&(&GpuState, i64, i64, Option<i64>)> =
+        runs.iter().filter(|r| r.2 - r.1 >= settle).collect();
     let mut out = Vec::new();
-    for w in states.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
+    for w in settled.windows(2) {
+        let ((a, _, _, next), (b, _, _, _)) = (w[0], w[1]);
+        let at = next.unwrap_or(b.start);
         match (a.mig, b.mig) {
+            _ if same(a, b) => {}
             (Some(x), Some(y)) if x != y => out.push(Event {
-                at: b.start,
+                at,
                 subject: gpu.to_string(),
                 kind: EventKind::MigMode {
                     on: y,
@@ -72,7 +100,7 @@ pub fn gpu_events(
             _ if layouts_known && a.layout != b.layout && a.mig != Some(false) => {
                 // A GPU in MIG mode (or of unknown mode) whose instances changed.
                 out.push(Event {
-                    at: b.start,
+                    at,
                     subject: gpu.to_string(),
                     kind: EventKind::MigLayout {
                         before: text(&a.layout),
@@ -184,6 +212,7 @@ mod tests {
     fn st(start: i64, mig: Option<bool>, layout: &[&str]) -> GpuState {
         GpuState {
             start,
+            end: start + 5,
             mig,
             layout: layout
                 .iter()
@@ -204,17 +233,44 @@ mod tests {
             st(10, Some(true), &["1g.10gb@0"]),
             st(15, Some(true), &["1g.10gb@0"]),
             st(20, Some(true), &["1g.10gb@0", "1g.10gb@1"]),
+            st(25, Some(true), &["1g.10gb@0", "1g.10gb@1"]),
         ];
-        let e = gpu_events("n/GPU0", &s, true, &names());
+        let e = gpu_events("n/GPU0", &s, true, &names(), 10);
         assert_eq!(e.len(), 2, "{e:?}");
         assert_eq!(e[0].at, 10);
         assert!(matches!(&e[0].kind, EventKind::MigMode { on: true, layout } if layout.len() == 1));
         assert_eq!(e[1].at, 20);
         // Unknown mode (CSV): instances appearing are a layout change.
-        let s = [st(0, None, &[]), st(5, None, &["3g.40gb@0"])];
-        assert_eq!(gpu_events("g", &s, true, &names()).len(), 1);
+        let s = [
+            st(0, None, &[]),
+            st(5, None, &[]),
+            st(10, None, &["3g.40gb@0"]),
+            st(15, None, &["3g.40gb@0"]),
+        ];
+        assert_eq!(gpu_events("g", &s, true, &names(), 10).len(), 1);
         // Without instance rows in the source, an empty layout says nothing.
-        assert!(gpu_events("g", &s, false, &names()).is_empty());
+        assert!(gpu_events("g", &s, false, &names(), 10).is_empty());
+    }
+
+    #[test]
+    fn a_state_that_flickers_is_no_change_and_a_half_built_layout_dates_one() {
+        let full = ["1g.10gb@0", "1g.10gb@1"];
+        let mut s: Vec<GpuState> = (0..6).map(|k| st(k * 5, Some(true), &full)).collect();
+        // One row with an instance's series missing, then the layout as before.
+        s.push(st(30, Some(true), &["1g.10gb@0"]));
+        s.extend((7..12).map(|k| st(k * 5, Some(true), &full)));
+        assert!(
+            gpu_events("g", &s, true, &names(), 15).is_empty(),
+            "flicker"
+        );
+        // MIG off, one row half built, then the whole layout: one event, at the half-built row.
+        let mut s: Vec<GpuState> = (0..6).map(|k| st(k * 5, Some(false), &[])).collect();
+        s.push(st(30, Some(true), &["1g.10gb@0"]));
+        s.extend((7..12).map(|k| st(k * 5, Some(true), &full)));
+        let e = gpu_events("g", &s, true, &names(), 15);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].at, 30);
+        assert!(matches!(&e[0].kind, EventKind::MigMode { on: true, layout } if layout.len() == 2));
     }
 
     fn run(w: &str, dev: &str, start: i64, end: i64) -> Run {

@@ -98,12 +98,16 @@ impl ChangeRequest {
 pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, ChangesError> {
     req.check()?;
     let (since, until) = (req.range.since, req.range.until);
+    // The margin needs the rows' length: the longest row of the GPU tables, read first (cheap).
+    let mut interval = 0;
+    for f in parts {
+        interval = interval.max(scan::longest_row(f, since, until)?);
+    }
+    let settle = SETTLE_MS.max(interval);
     let mut scans = Vec::with_capacity(parts.len());
     for f in parts {
-        scans.push(scan::scan(f, since, until)?);
+        scans.push(scan::scan(f, since, until, settle)?);
     }
-    let interval = scans.iter().map(|s| s.interval_ms).max().unwrap_or(0);
-    let settle = SETTLE_MS.max(interval);
     let mut events: Vec<Event> = scans.iter_mut().flat_map(|s| s.events.drain(..)).collect();
     events.extend(detect::moves(
         scans.iter_mut().flat_map(|s| s.runs.drain(..)),

@@ -18,8 +18,14 @@ pub(super) struct Scan {
     pub events: Vec<Event>,
     /// Its workloads' runs on their devices.
     pub runs: Vec<Run>,
-    /// The longest row of its GPU table, ms (0 without rows).
-    pub interval_ms: i64,
+}
+
+/// The longest row of one partition's GPU table in `(since, until]`, ms (0 without rows).
+pub(super) fn longest_row(frames: &Frames, since: i64, until: i64) -> Result<i64, ChangesError> {
+    let df = in_range(&frames.gpu, since, until, &["interval_ms"])
+        .select([col("interval_ms").max()])
+        .collect()?;
+    Ok(i64s(&df, "interval_ms")?.get(0).unwrap_or(0).max(0))
 }
 
 /// A GPU's label: `node/GPUi`, else `node/uuid`.
@@ -61,8 +67,14 @@ fn in_range(f: &LazyFrame, since: i64, until: i64, columns: &[&str]) -> LazyFram
         .select(columns.iter().map(|c| col(*c)).collect::<Vec<_>>())
 }
 
-/// Scans one partition's rows in `(since, until]`.
-pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, ChangesError> {
+/// Scans one partition's rows in `(since, until]`; MIG states shorter than `settle` are passed
+/// over ([`gpu_events`]).
+pub(super) fn scan(
+    frames: &Frames,
+    since: i64,
+    until: i64,
+    settle: i64,
+) -> Result<Scan, ChangesError> {
     let gpu = in_range(
         &frames.gpu,
         since,
@@ -132,7 +144,6 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
 
     // Each GPU's states in time order.
     let mut states: BTreeMap<u32, Vec<GpuState>> = BTreeMap::new();
-    let mut interval_ms = 0;
     {
         let gpu_of = gpu_ids(&gpu, &mut labels)?;
         let status = strs(&gpu, "status")?;
@@ -142,7 +153,6 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
             let (Some(t), iv) = (ts.get(i), interval.get(i).unwrap_or(0).max(0)) else {
                 continue;
             };
-            interval_ms = interval_ms.max(iv);
             // A lost GPU's row has no values: it says nothing of the layout.
             if matches!(status.get(i), Some("lost" | "error")) {
                 continue;
@@ -151,6 +161,7 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
             layout.sort_unstable();
             states.entry(g).or_default().push(GpuState {
                 start: t - iv,
+                end: t,
                 mig: mode.get(i),
                 layout,
             });
@@ -164,6 +175,7 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
             &s,
             layouts_known,
             &insts.names,
+            settle,
         ));
     }
 
@@ -212,11 +224,7 @@ pub(super) fn scan(frames: &Frames, since: i64, until: i64) -> Result<Scan, Chan
             }
             runs.extend(cur);
         }
-        Ok(Scan {
-            events,
-            runs,
-            interval_ms,
-        })
+        Ok(Scan { events, runs })
     }
 }
 
