@@ -449,6 +449,43 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
             .any(|e| e["kind"] == "mig_layout")
     );
     check_comparison(&cc[0], &t);
+
+    // Without activity and energy in the data, what needs them is unknown (null), never 0; what
+    // memory alone tells (GPUs in use) is still measured.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let bare: String = text
+        .lines()
+        .filter(|l| !l.contains(",sm_active_ratio,") && !l.contains(",energy_delta_joules,"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let csv2 = tmp.path().join("memory-only.csv");
+    std::fs::write(&csv2, bare).unwrap();
+    let v2 = report(&format!("csv:{}", csv2.display()), &[]);
+    let f = &v2["changes"]["changes"][0]["comparison"]["fleet"];
+    for side in ["before", "after"] {
+        for k in [
+            "gpu_hours_busy",
+            "gpu_hours_idle",
+            "work_utilization",
+            "energy_kwh",
+            "cost_energy",
+        ] {
+            assert!(f[side][k].is_null(), "{side}.{k} unknown: {}", f[side]);
+        }
+    }
+    assert_eq!(
+        num(&f["before"], "gpus_in_use"),
+        t.before.gpus_in_use as f64
+    );
+    assert_eq!(num(&f["after"], "gpus_in_use"), t.after.gpus_in_use as f64);
+    assert!(f["delta"]["energy_kwh"].is_null() && f["delta"]["gpu_hours_busy"].is_null());
+    let table = ok(&["report", "--source", &format!("csv:{}", csv2.display())]);
+    let change = &table[table.find("== Change at").expect("a change section")..];
+    let line = change
+        .lines()
+        .find(|l| l.contains("GPU-hours of work"))
+        .expect("row");
+    assert!(line.contains("unknown"), "{line}");
 }
 
 /// The history's frames (gpu rows sorted by node, GPU and `ts`).

@@ -87,6 +87,10 @@ struct Sum {
     observed: f64,
     in_use: f64,
     busy: f64,
+    /// Hours of rows with activity, and with memory or activity: without any, busy (resp. in
+    /// use) is unknown, not 0.
+    act_h: f64,
+    use_h: f64,
     energy: Option<f64>,
 }
 
@@ -94,7 +98,8 @@ struct Sum {
 struct TeamSum {
     processes: BTreeSet<String>,
     gpu_hours: f64,
-    busy: f64,
+    /// Σ activity × share; `None` while no row of the team's GPUs had activity.
+    busy: Option<f64>,
     energy: Option<f64>,
 }
 
@@ -115,16 +120,21 @@ impl Acc {
     }
 }
 
-fn add(s: &mut Sum, gpu: &str, h: f64, act: Option<f64>, in_use: bool, e: Option<f64>) {
+/// Adds one row: `in_use` is `None` when the row has neither memory nor activity.
+fn add(s: &mut Sum, gpu: &str, h: f64, act: Option<f64>, in_use: Option<bool>, e: Option<f64>) {
     if !s.gpus.contains(gpu) {
         s.gpus.insert(gpu.to_string());
     }
     s.observed += h;
-    if in_use {
-        s.in_use += h;
+    if let Some(u) = in_use {
+        s.use_h += h;
+        if u {
+            s.in_use += h;
+        }
     }
     if let Some(a) = act {
         s.busy += a * h;
+        s.act_h += h;
     }
     if let Some(e) = e {
         *s.energy.get_or_insert(0.0) += e;
@@ -183,7 +193,8 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             let iv = interval.get(i).unwrap_or(0).max(0);
             let h = iv as f64 / HOUR_MS;
             let act = sm.get(i).or(busy.get(i));
-            let in_use = mem.get(i).is_some_and(|m| m >= HELD) || act.is_some_and(|a| a > BUSY);
+            let in_use = (mem.get(i).is_some() || act.is_some())
+                .then(|| mem.get(i).is_some_and(|m| m >= HELD) || act.is_some_and(|a| a > BUSY));
             let e = energy
                 .get(i)
                 .or_else(|| power.get(i).map(|p| p * iv as f64 / 1000.0));
@@ -249,7 +260,7 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
         if let Some(&(h, act, e)) = rows.get(&(g, t)) {
             s.gpu_hours += h / n;
             if let Some(a) = act {
-                s.busy += a * h / n;
+                *s.busy.get_or_insert(0.0) += a * h / n;
             }
             if let Some(e) = e {
                 *s.energy.get_or_insert(0.0) += e / n;
@@ -268,38 +279,43 @@ fn r2(x: f64) -> f64 {
 
 fn usage(s: &Sum, hours: f64, req: &ChangeRequest) -> PeriodUsage {
     let kwh = s.energy.map(|j| r3(j / 3.6e6));
-    let cost_gpu_hours = r2(s.in_use * req.gpu_hour);
+    let in_use = (s.use_h > 0.0).then_some(s.in_use);
+    let busy = (s.act_h > 0.0).then_some(s.busy);
+    let cost_gpu_hours = in_use.map(|u| r2(u * req.gpu_hour));
     let cost_energy = kwh.map(|k| r2(k * req.kwh));
+    let observed = (s.observed > 0.0).then_some(s.observed);
     PeriodUsage {
         gpus: s.gpus.len(),
-        gpus_in_use: if hours > 0.0 {
-            r3(s.in_use / hours)
-        } else {
-            0.0
-        },
+        gpus_in_use: in_use.filter(|_| hours > 0.0).map(|u| r3(u / hours)),
         gpu_hours_observed: r3(s.observed),
-        gpu_hours_in_use: r3(s.in_use),
-        gpu_hours_busy: r3(s.busy),
-        gpu_hours_idle: r3((s.in_use - s.busy).max(0.0)),
-        gpu_hours_free: r3((s.observed - s.in_use).max(0.0)),
-        allocation_utilization: (s.observed > 0.0).then(|| r3(s.in_use / s.observed)),
-        work_utilization: (s.observed > 0.0).then(|| r3(s.busy / s.observed)),
+        gpu_hours_in_use: in_use.map(r3),
+        gpu_hours_busy: busy.map(r3),
+        gpu_hours_idle: in_use.zip(busy).map(|(u, b)| r3((u - b).max(0.0))),
+        gpu_hours_free: in_use.map(|u| r3((s.observed - u).max(0.0))),
+        allocation_utilization: in_use.zip(observed).map(|(u, o)| r3(u / o)),
+        work_utilization: busy.zip(observed).map(|(b, o)| r3(b / o)),
         energy_kwh: kwh,
         cost_gpu_hours,
         cost_energy,
-        cost_total: r2(cost_gpu_hours + cost_energy.unwrap_or(0.0)),
+        cost_total: (cost_gpu_hours.is_some() || cost_energy.is_some())
+            .then(|| r2(cost_gpu_hours.unwrap_or(0.0) + cost_energy.unwrap_or(0.0))),
     }
+}
+
+/// `a − b` when both are known.
+fn minus(a: Option<f64>, b: Option<f64>, round: fn(f64) -> f64) -> Option<f64> {
+    a.zip(b).map(|(a, b)| round(a - b))
 }
 
 fn delta(b: &PeriodUsage, a: &PeriodUsage) -> PeriodDelta {
     PeriodDelta {
-        gpus_in_use: r3(a.gpus_in_use - b.gpus_in_use),
-        gpu_hours_in_use: r3(a.gpu_hours_in_use - b.gpu_hours_in_use),
-        gpu_hours_busy: r3(a.gpu_hours_busy - b.gpu_hours_busy),
-        gpu_hours_idle: r3(a.gpu_hours_idle - b.gpu_hours_idle),
-        gpu_hours_free: r3(a.gpu_hours_free - b.gpu_hours_free),
-        energy_kwh: b.energy_kwh.zip(a.energy_kwh).map(|(b, a)| r3(a - b)),
-        cost_total: r2(a.cost_total - b.cost_total),
+        gpus_in_use: minus(a.gpus_in_use, b.gpus_in_use, r3),
+        gpu_hours_in_use: minus(a.gpu_hours_in_use, b.gpu_hours_in_use, r3),
+        gpu_hours_busy: minus(a.gpu_hours_busy, b.gpu_hours_busy, r3),
+        gpu_hours_idle: minus(a.gpu_hours_idle, b.gpu_hours_idle, r3),
+        gpu_hours_free: minus(a.gpu_hours_free, b.gpu_hours_free, r3),
+        energy_kwh: minus(a.energy_kwh, b.energy_kwh, r3),
+        cost_total: minus(a.cost_total, b.cost_total, r2),
     }
 }
 
@@ -318,8 +334,8 @@ fn team(s: &TeamSum, req: &ChangeRequest) -> TeamUsage {
     TeamUsage {
         processes: s.processes.len(),
         gpu_hours: r3(s.gpu_hours),
-        gpu_hours_busy: r3(s.busy),
-        gpu_hours_idle: r3((s.gpu_hours - s.busy).max(0.0)),
+        gpu_hours_busy: s.busy.map(r3),
+        gpu_hours_idle: s.busy.map(|b| r3((s.gpu_hours - b).max(0.0))),
         energy_kwh: kwh,
         cost_total: r2(s.gpu_hours * req.gpu_hour + kwh.map_or(0.0, |k| k * req.kwh)),
     }

@@ -82,46 +82,48 @@ pub struct KeyedPeriods {
     pub delta: PeriodDelta,
 }
 
-/// Usage of a group over one compared period.
+/// Usage of a group over one compared period. A figure the data cannot give (no memory and no
+/// activity: in use unknown; no activity: busy unknown; no energy or power) is `null`, never 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PeriodUsage {
     /// GPUs with rows in the period.
     pub gpus: usize,
     /// Mean GPUs in use: `gpu_hours_in_use` ÷ the period's hours.
-    pub gpus_in_use: f64,
+    pub gpus_in_use: Option<f64>,
     pub gpu_hours_observed: f64,
     /// Rows holding ≥ 1 GiB or with activity > 5% (the report's "allocated").
-    pub gpu_hours_in_use: f64,
+    pub gpu_hours_in_use: Option<f64>,
     /// Σ activity × interval.
-    pub gpu_hours_busy: f64,
+    pub gpu_hours_busy: Option<f64>,
     /// In use but not working: `gpu_hours_in_use − gpu_hours_busy`.
-    pub gpu_hours_idle: f64,
+    pub gpu_hours_idle: Option<f64>,
     /// Not in use: `gpu_hours_observed − gpu_hours_in_use`.
-    pub gpu_hours_free: f64,
-    /// `gpu_hours_in_use ÷ gpu_hours_observed`; null without rows.
+    pub gpu_hours_free: Option<f64>,
+    /// `gpu_hours_in_use ÷ gpu_hours_observed`.
     pub allocation_utilization: Option<f64>,
-    /// `gpu_hours_busy ÷ gpu_hours_observed`; null without rows.
+    /// `gpu_hours_busy ÷ gpu_hours_observed`.
     pub work_utilization: Option<f64>,
-    /// From the energy counter, else mean power × interval; null when the data has neither.
+    /// From the energy counter, else mean power × interval.
     pub energy_kwh: Option<f64>,
     /// `gpu_hours_in_use` × price per GPU-hour.
-    pub cost_gpu_hours: f64,
-    /// `energy_kwh` × price per kWh; null when energy is unknown.
+    pub cost_gpu_hours: Option<f64>,
+    /// `energy_kwh` × price per kWh.
     pub cost_energy: Option<f64>,
-    /// `cost_gpu_hours` + `cost_energy` where known.
-    pub cost_total: f64,
+    /// `cost_gpu_hours` + `cost_energy` where known; `null` when neither is.
+    pub cost_total: Option<f64>,
 }
 
-/// After − before of the figures that can be compared (negative: less after).
+/// After − before of the figures that can be compared (negative: less after); `null` where a
+/// side does not know it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PeriodDelta {
-    pub gpus_in_use: f64,
-    pub gpu_hours_in_use: f64,
-    pub gpu_hours_busy: f64,
-    pub gpu_hours_idle: f64,
-    pub gpu_hours_free: f64,
+    pub gpus_in_use: Option<f64>,
+    pub gpu_hours_in_use: Option<f64>,
+    pub gpu_hours_busy: Option<f64>,
+    pub gpu_hours_idle: Option<f64>,
+    pub gpu_hours_free: Option<f64>,
     pub energy_kwh: Option<f64>,
-    pub cost_total: f64,
+    pub cost_total: Option<f64>,
 }
 
 /// One team before and after.
@@ -138,8 +140,9 @@ pub struct TeamPeriods {
 pub struct TeamUsage {
     pub processes: usize,
     pub gpu_hours: f64,
-    pub gpu_hours_busy: f64,
-    pub gpu_hours_idle: f64,
+    /// `null` when the team's GPUs had no activity in the data.
+    pub gpu_hours_busy: Option<f64>,
+    pub gpu_hours_idle: Option<f64>,
     pub energy_kwh: Option<f64>,
     pub cost_total: f64,
 }

@@ -21,7 +21,8 @@ pub fn main_change(r: &Report) -> Option<&Change> {
             let d = |c: &Change| {
                 c.comparison
                     .as_ref()
-                    .map_or(0.0, |x| x.fleet.delta.gpus_in_use.abs())
+                    .and_then(|x| x.fleet.delta.gpus_in_use)
+                    .map_or(0.0, f64::abs)
             };
             d(a).total_cmp(&d(b))
         })
@@ -35,11 +36,11 @@ pub fn before_after(r: &Report) -> Option<String> {
     let cur = &r.prices.currency;
     type Figure = (&'static str, fn(&PeriodUsage) -> Option<f64>);
     let figures: [Figure; 5] = [
-        ("GPUs in use", |u| Some(u.gpus_in_use)),
-        ("GPU-hours in use", |u| Some(u.gpu_hours_in_use)),
-        ("idle GPU-hours", |u| Some(u.gpu_hours_idle)),
+        ("GPUs in use", |u| u.gpus_in_use),
+        ("GPU-hours in use", |u| u.gpu_hours_in_use),
+        ("idle GPU-hours", |u| u.gpu_hours_idle),
         ("energy, kWh", |u| u.energy_kwh),
-        ("cost", |u| Some(u.cost_total)),
+        ("cost", |u| u.cost_total),
     ];
     let (bw, left, top, rh) = (420.0, 170.0, 40.0, 46.0);
     let w = left + bw + 150.0;

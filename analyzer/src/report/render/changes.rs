@@ -103,11 +103,11 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
                 arrow(k.before.gpus_in_use, k.after.gpus_in_use, 1),
                 arrow(k.before.gpu_hours_idle, k.after.gpu_hours_idle, 1),
                 arrow(k.before.gpu_hours_free, k.after.gpu_hours_free, 1),
-                arrow_opt(k.before.energy_kwh, k.after.energy_kwh),
+                arrow(k.before.energy_kwh, k.after.energy_kwh, 1),
                 format!(
                     "{} → {}",
-                    money(r, k.before.cost_total),
-                    money(r, k.after.cost_total)
+                    money_opt(r, k.before.cost_total),
+                    money_opt(r, k.after.cost_total)
                 ),
             ]
         })
@@ -126,9 +126,9 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
             vec![
                 t.team.clone(),
                 format!("{} → {}", t.before.processes, t.after.processes),
-                arrow(t.before.gpu_hours, t.after.gpu_hours, 1),
+                arrow(Some(t.before.gpu_hours), Some(t.after.gpu_hours), 1),
                 arrow(t.before.gpu_hours_idle, t.after.gpu_hours_idle, 1),
-                arrow_opt(t.before.energy_kwh, t.after.energy_kwh),
+                arrow(t.before.energy_kwh, t.after.energy_kwh, 1),
                 format!(
                     "{} → {}",
                     money(r, t.before.cost_total),
@@ -150,12 +150,16 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
     vec![s, nodes, teams]
 }
 
-fn arrow(b: f64, a: f64, decimals: usize) -> String {
-    format!("{} → {}", thousands(b, decimals), thousands(a, decimals))
+fn arrow(b: Option<f64>, a: Option<f64>, decimals: usize) -> String {
+    format!("{} → {}", opt(b, decimals), opt(a, decimals))
 }
 
-fn arrow_opt(b: Option<f64>, a: Option<f64>) -> String {
-    format!("{} → {}", opt(b, 1), opt(a, 1))
+fn money_opt(r: &Report, x: Option<f64>) -> String {
+    x.map_or("unknown".into(), |v| money(r, v))
+}
+
+fn signed_opt(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("unknown".into(), |v| signed(v, decimals))
 }
 
 fn fleet_rows(r: &Report, k: &KeyedPeriods) -> Vec<Vec<String>> {
@@ -166,28 +170,28 @@ fn fleet_rows(r: &Report, k: &KeyedPeriods) -> Vec<Vec<String>> {
     vec![
         row(
             "GPUs in use (mean)",
-            &|u| thousands(u.gpus_in_use, 2),
-            signed(d.gpus_in_use, 2),
+            &|u| opt(u.gpus_in_use, 2),
+            signed_opt(d.gpus_in_use, 2),
         ),
         row(
             "GPU-hours in use",
-            &|u| thousands(u.gpu_hours_in_use, 1),
-            signed(d.gpu_hours_in_use, 1),
+            &|u| opt(u.gpu_hours_in_use, 1),
+            signed_opt(d.gpu_hours_in_use, 1),
         ),
         row(
             "GPU-hours of work",
-            &|u| thousands(u.gpu_hours_busy, 1),
-            signed(d.gpu_hours_busy, 1),
+            &|u| opt(u.gpu_hours_busy, 1),
+            signed_opt(d.gpu_hours_busy, 1),
         ),
         row(
             "idle GPU-hours (in use, not working)",
-            &|u| thousands(u.gpu_hours_idle, 1),
-            signed(d.gpu_hours_idle, 1),
+            &|u| opt(u.gpu_hours_idle, 1),
+            signed_opt(d.gpu_hours_idle, 1),
         ),
         row(
             "free GPU-hours",
-            &|u| thousands(u.gpu_hours_free, 1),
-            signed(d.gpu_hours_free, 1),
+            &|u| opt(u.gpu_hours_free, 1),
+            signed_opt(d.gpu_hours_free, 1),
         ),
         row(
             "allocation utilization",
@@ -202,12 +206,14 @@ fn fleet_rows(r: &Report, k: &KeyedPeriods) -> Vec<Vec<String>> {
         row(
             "energy, kWh",
             &|u| opt(u.energy_kwh, 1),
-            d.energy_kwh.map_or("unknown".into(), |e| signed(e, 1)),
+            signed_opt(d.energy_kwh, 1),
         ),
         row(
             "cost (GPU-hours in use + energy)",
-            &|u| money(r, u.cost_total),
-            format!("{} {}", signed(d.cost_total, 2), r.prices.currency),
+            &|u| money_opt(r, u.cost_total),
+            d.cost_total.map_or("unknown".into(), |c| {
+                format!("{} {}", signed(c, 2), r.prices.currency)
+            }),
         ),
     ]
 }
