@@ -252,7 +252,9 @@ impl Interner {
 pub(super) fn gpu_ids(df: &DataFrame, labels: &mut Interner) -> Result<Vec<u32>, ChangesError> {
     let (node, uuid, index) = (strs(df, "node")?, strs(df, "uuid")?, i64s(df, "gpu")?);
     let (n, u) = (node.ids(), uuid.ids());
-    let mut cache: FastMap<(Option<u32>, Option<i64>, Option<u32>), u32> = FastMap::default();
+    /// A row's (node, index, uuid) by string ids.
+    type Key = (Option<u32>, Option<i64>, Option<u32>);
+    let mut cache: FastMap<Key, u32> = FastMap::default();
     Ok((0..df.height())
         .map(|i| {
             *cache
