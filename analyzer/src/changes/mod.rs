@@ -40,8 +40,8 @@ pub const CHANGES_VERSION: u32 = 1;
 /// workloads restarting): at least an hour, at least one row of the data.
 pub const SETTLE_MS: i64 = 3_600_000;
 
-/// At most this many changes are listed (the largest first in the text formats; all in time
-/// order in JSON).
+/// At most this many changes are listed and compared (the first in time order); the summary
+/// says how many there were.
 pub const MAX_CHANGES: usize = 20;
 
 /// Errors of the change detection and comparison.
@@ -117,14 +117,15 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
     // In time order; at one time, the GPUs' layouts before the workloads' moves.
     let order = |e: &Event| (e.at, matches!(e.kind, EventKind::Move { .. }));
     events.sort_by(|a, b| (order(a), &a.subject).cmp(&(order(b), &b.subject)));
-    let mut groups = match req.at {
+    let groups = match req.at {
         Some(at) => vec![detect::given(at, &events, settle)],
         None => group(&events, settle),
     };
-    groups.truncate(MAX_CHANGES);
+    // Every change bounds its neighbours' periods, listed or not.
     let cuts: Vec<i64> = groups.iter().map(|g| g.0).collect();
-    let mut changes = Vec::with_capacity(groups.len());
-    for (i, (at, evs)) in groups.into_iter().enumerate() {
+    let found = groups.len();
+    let mut changes = Vec::with_capacity(found.min(MAX_CHANGES));
+    for (i, (at, evs)) in groups.into_iter().take(MAX_CHANGES).enumerate() {
         // Neighbouring changes bound the periods (a given time stands alone).
         let prev = i.checked_sub(1).map(|p| cuts[p]);
         let next = cuts.get(i + 1).copied();
@@ -141,10 +142,11 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
         };
         changes.push(model::change(at, evs, comparison, req.at.is_some(), settle));
     }
-    Ok(model::section(
-        changes,
-        req.at.is_some(),
-        settle,
-        (since, until),
-    ))
+    let mut section = model::section(changes, req.at.is_some(), settle, (since, until));
+    if found > MAX_CHANGES {
+        section.summary.push_str(&format!(
+            " {found} changes in all: the first {MAX_CHANGES} are listed; narrow the range for the others."
+        ));
+    }
+    Ok(section)
 }
