@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use polars::prelude::*;
 use tessera_core::mig;
+use tessera_core::mig::plan_sections::{WorkloadKind, WorkloadSource};
 
 use super::{
     DemandError, DemandParams, Measured, Named, PartDemand, compute_need, hour_of, memory_need,
@@ -512,6 +513,17 @@ fn mig_instance(
                 .filter(|&&r| c.mem.get(r).unwrap_or(0.0) >= p.min_memory_bytes)
                 .filter_map(|&r| c.ts.get(r).map(hour_of))
                 .collect(),
+            source: Some(WorkloadSource {
+                kind: WorkloadKind::Mig,
+                node: n.to_string(),
+                gpu: u32::try_from(index).unwrap_or(0),
+                uuid: Some(u.to_string()),
+                gpu_instance: u32::try_from(gi).ok(),
+                label: None,
+                memory_peak_bytes: Some(peak as u64),
+                activity: q,
+                slices_basis: Some(slices),
+            }),
         },
     ))
 }
@@ -563,6 +575,21 @@ fn named(
     p: &DemandParams,
 ) -> Named {
     let slices = slices_of(&g.model);
+    let source = WorkloadSource {
+        kind: if kind == "gpu" {
+            WorkloadKind::Gpu
+        } else {
+            WorkloadKind::Process
+        },
+        node: g.node.clone(),
+        gpu: g.index,
+        uuid: Some(g.uuid.clone()),
+        gpu_instance: None,
+        label: (kind != "gpu").then(|| id.clone()),
+        memory_peak_bytes: Some(peak as u64),
+        activity: act.map(|(a, _)| a),
+        slices_basis: Some(slices),
+    };
     (
         id,
         Workload {
@@ -579,6 +606,7 @@ fn named(
             activity_source: act.map_or("none", |(_, s)| s),
             slices_basis: slices,
             loaded_hours,
+            source: Some(source),
         },
     )
 }

@@ -94,8 +94,8 @@ pub fn read_plan_named(path: &Path, by: &Path) -> Result<LayoutFile, ApplyError>
         by: by.to_path_buf(),
         what: match e {
             ApplyError::Read { error, .. } => error.to_string(),
-            _ => "not a tessera plan (kind: tessera-mig-plan) or an nvidia-mig-parted v1 file \
-                  (mig-configs:)"
+            _ => "not a tessera plan (kind: tessera-plan or tessera-mig-plan) or an \
+                  nvidia-mig-parted v1 file (mig-configs:)"
                 .into(),
         },
     })
