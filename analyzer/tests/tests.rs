@@ -21,6 +21,7 @@ mod notify;
 mod notify_faults;
 mod occupancy;
 mod offpeak_trace;
+mod plan_out;
 mod prometheus_holders;
 mod prometheus_http;
 mod prometheus_occupancy;

@@ -254,3 +254,155 @@ pub fn check_sections(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::mig::plan::{MIG_PLAN_KIND, PLAN_KIND, TesseraPlan};
+
+    const PLAN: &str = r#"
+version: v1
+kind: tessera-plan
+window: { from: "2026-11-09T00:00:00.000Z", until: "2026-11-16T00:00:00.000Z", sources: ["history:h"] }
+configs:
+  day:
+    - node: n1
+      gpu: 0
+      model: H100-80GB
+      mig-enabled: true
+      instances:
+        - profile: 3g.40gb
+          profile-id: 9
+          placement: { start: 0, size: 4 }
+          workloads: [team-a/chat]
+  night:
+    - node: n1
+      gpu: 0
+      model: H100-80GB
+      mig-enabled: false
+      workloads: [training]
+workloads:
+  team-a/chat:
+    kind: process
+    node: n1
+    gpu: 1
+    uuid: GPU-1
+    label: team-a/chat
+    memory-peak-bytes: 1000
+    activity: 0.3
+    slices-basis: 7
+consolidation:
+  - model: NVIDIA H100 80GB HBM3
+    host: { node: n2, gpu: 0 }
+    guests: [ { node: n2, gpu: 1, label: "n2/GPU1 [x]" } ]
+schedule:
+  timezone: Europe/Berlin
+  switches: [ { at: "22:00", config: night }, { at: "07:00", days: [mon], config: day } ]
+prediction:
+  from: "2026-11-16T00:00:00.000Z"
+  until: "2026-11-23T00:00:00.000Z"
+  verdict: tight
+  gpus-before: 3
+  gpus-after: 2
+  gpu-hours-freed: 168.0
+  failed-intervals: 0
+"#;
+
+    fn err(text: &str) -> String {
+        TesseraPlan::parse(text, "p.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn every_section_parses_and_round_trips() {
+        let p = TesseraPlan::parse(PLAN, "p.yaml").unwrap();
+        assert_eq!(p.kind, PLAN_KIND);
+        assert_eq!(
+            p.workloads["team-a/chat"].label.as_deref(),
+            Some("team-a/chat")
+        );
+        assert_eq!(p.consolidation[0].guests[0].gpu, 1);
+        assert_eq!(p.schedule.as_ref().unwrap().switches.len(), 2);
+        assert_eq!(p.prediction.as_ref().unwrap().verdict, "tight");
+        // "training" (the night placeholder) names no workloads entry: allowed.
+        let back = TesseraPlan::parse(&p.to_yaml(), "again.yaml").unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn a_plan_of_moves_only_is_a_plan_but_has_no_mig_config() {
+        let text = PLAN.split("configs:").next().unwrap().to_string()
+            + "consolidation:\n  - model: m\n    host: { node: n2, gpu: 0 }\n    guests: [ { node: n2, gpu: 1 } ]\n";
+        let p = TesseraPlan::parse(&text, "p.yaml").unwrap();
+        assert!(p.configs.is_empty());
+        let e = p.config(None, "p.yaml").unwrap_err().to_string();
+        assert!(e.contains("no MIG configs"), "{e}");
+        assert!(!p.to_yaml().contains("configs"), "{}", p.to_yaml());
+    }
+
+    #[test]
+    fn bad_sections_are_named() {
+        for (from, to, names) in [
+            (
+                "kind: process\n",
+                "kind: mig\n",
+                "workloads.team-a/chat: kind mig needs gpu-instance",
+            ),
+            ("    label: team-a/chat\n", "", "kind process needs label"),
+            ("activity: 0.3", "activity: 1.5", "not within 0–1"),
+            ("activity: 0.3", "activity: .nan", "not within 0–1"),
+            (
+                "    guests: [ { node: n2, gpu: 1, label: \"n2/GPU1 [x]\" } ]",
+                "    guests: []",
+                "at least one guest",
+            ),
+            (
+                "guests: [ { node: n2, gpu: 1,",
+                "guests: [ { node: n2, gpu: 0,",
+                "appears in more than one place",
+            ),
+            (
+                "timezone: Europe/Berlin",
+                "timezone: Mars/Olympus",
+                "unknown time zone",
+            ),
+            (
+                "config: night }",
+                "config: evening }",
+                "schedule.switches[0].config",
+            ),
+            (
+                "verdict: tight",
+                "verdict: fine",
+                "expected safe, tight or unsafe",
+            ),
+            (
+                "gpu-hours-freed: 168.0",
+                "gpu-hours-freed: -1.0",
+                "prediction.gpu-hours-freed",
+            ),
+            (
+                "failed-intervals: 0",
+                "failed-intervals: 0\n  surprise: 1",
+                "unknown field `surprise`",
+            ),
+            (
+                "kind: tessera-plan",
+                "kind: tessera-mig-plan",
+                "holds only configs",
+            ),
+        ] {
+            assert!(PLAN.contains(from), "{from}");
+            let e = err(&PLAN.replacen(from, to, 1));
+            assert!(e.contains(names), "{from} -> {to}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_first_format_plan_is_still_read() {
+        let text = "version: v1\nkind: tessera-mig-plan\nconfigs:\n  day:\n    - gpu: 0\n      model: H100-80GB\n      mig-enabled: false\n";
+        let p = TesseraPlan::parse(text, "old.yaml").unwrap();
+        assert_eq!(p.kind, MIG_PLAN_KIND);
+        assert!(p.to_yaml().contains("kind: tessera-mig-plan"));
+        let e = err("version: v1\nkind: tessera-plan\n");
+        assert!(e.contains("at least one config"), "{e}");
+    }
+}

@@ -422,7 +422,7 @@ enum MigInstance {
     Skip,
     /// On a GPU of unknown model, or of an unknown profile id.
     UnknownProfile,
-    Workload(Named),
+    Workload(Box<Named>),
 }
 
 /// The MIG instance workloads (rows grouped by node, uuid and GPU instance), and how many
@@ -448,7 +448,7 @@ fn mig_workloads(
         match mig_instance(&c, &rows, p, on_instance, &model_of, &mig_now) {
             MigInstance::Skip => {}
             MigInstance::UnknownProfile => unknown_profiles += 1,
-            MigInstance::Workload(w) => out.push(w),
+            MigInstance::Workload(w) => out.push(*w),
         }
     }
     Ok((out, unknown_profiles))
@@ -493,7 +493,7 @@ fn mig_instance(
         Some(ns) => ns.iter().cloned().collect::<Vec<_>>().join("+"),
         None => format!("{n}/GPU{index}/GI{gi}"),
     };
-    MigInstance::Workload((
+    MigInstance::Workload(Box::new((
         id,
         Workload {
             id: String::new(),
@@ -525,7 +525,7 @@ fn mig_instance(
                 slices_basis: Some(slices),
             }),
         },
-    ))
+    )))
 }
 
 /// The workloads of a GPU outside MIG mode, pushed to `out`: its processes (`procs`) that hold

@@ -19,7 +19,7 @@ use crate::model::{GpuInfo, Inventory};
 /// A plan file of either format.
 #[derive(Debug, Clone)]
 pub enum LayoutFile {
-    Tessera(TesseraPlan),
+    Tessera(Box<TesseraPlan>),
     MigParted(PartedFile),
 }
 
@@ -52,13 +52,15 @@ pub fn read_plan(path: &Path) -> Result<LayoutFile, ApplyError> {
             .is_some(),
     };
     Ok(if is_tessera {
-        LayoutFile::Tessera(TesseraPlan::parse(&text, &source).map_err(|e| match e {
-            TesseraPlanError::Parse { path, message } => TesseraPlanError::Parse {
-                path,
-                message: format!("not a valid tessera plan (it declares kind:): {message}"),
+        LayoutFile::Tessera(Box::new(TesseraPlan::parse(&text, &source).map_err(
+            |e| match e {
+                TesseraPlanError::Parse { path, message } => TesseraPlanError::Parse {
+                    path,
+                    message: format!("not a valid tessera plan (it declares kind:): {message}"),
+                },
+                other => other,
             },
-            other => other,
-        })?)
+        )?))
     } else {
         LayoutFile::MigParted(PartedFile::parse(&text, &source)?)
     })
