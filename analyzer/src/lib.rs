@@ -18,6 +18,7 @@ pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
 pub mod range;
+pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
