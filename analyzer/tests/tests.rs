@@ -27,6 +27,7 @@ mod prometheus_occupancy;
 mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
+mod replay;
 mod report;
 mod report_html;
 mod report_model;

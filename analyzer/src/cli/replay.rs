@@ -20,7 +20,7 @@ use tessera::range::{RangeRequest, TimeRange};
 use tessera::replay::{self, ReplayRequest};
 use tessera::report;
 use tessera_core::mig::parted::PartedFile;
-use tessera_core::mig::plan::TesseraPlan;
+use tessera_core::mig::plan::{MIG_PLAN_KIND, PLAN_KIND, TesseraPlan};
 
 use super::source::{SourceArgs, load, name_file, parse_tz, part_files};
 
@@ -90,6 +90,22 @@ fn read_plan(path: &Path) -> Result<TesseraPlan> {
     match TesseraPlan::from_file(path) {
         Ok(p) => Ok(p),
         Err(e) => {
+            // A file of another tessera kind says so at its top level.
+            let text = tessera_core::input_limits::read_to_string(
+                path,
+                tessera_core::input_limits::MAX_YAML_BYTES,
+            )
+            .unwrap_or_default();
+            let kind = text.lines().find_map(|l| {
+                l.strip_prefix("kind:")
+                    .map(|v| v.trim().trim_matches(['"', '\'']).to_string())
+            });
+            if let Some(k) = kind.filter(|k| k != PLAN_KIND && k != MIG_PLAN_KIND) {
+                bail!(
+                    "{} is not a tessera plan: it is kind {k:?}; replay reads kind {PLAN_KIND} (docs/plan.md)",
+                    path.display()
+                );
+            }
             if PartedFile::from_file(path).is_ok() {
                 bail!(
                     "{} is an nvidia-mig-parted config: it names no workloads, so there is nothing to replay (tessera does not guess where each workload would go); make a tessera plan with `tessera mig plan -o FILE` and replay that",
