@@ -86,7 +86,9 @@ fn planted_contention(since: i64, until: i64, row: i64, sample: i64, lag: i64) -
         let (mut sum, mut k) = (0.0, 0.0);
         while t <= end {
             let s = t - lag;
-            sum += 0.7 * (f64::from(u8::from(batch_active(0, s))) + f64::from(u8::from(batch_active(30, s))));
+            sum += 0.7
+                * (f64::from(u8::from(batch_active(0, s)))
+                    + f64::from(u8::from(batch_active(30, s))));
             k += 1.0;
             t += sample;
         }
@@ -199,12 +201,18 @@ fn overlapping_batch_runs_are_tight_and_light_services_safe() {
     let (n, worst) = planted_contention(START, START + 2 * 86_400, 300, 30, 1);
     assert!(n > 0);
     assert_eq!(p["contention_intervals"], n, "{p:#}");
-    assert!((p["slowdown_max"].as_f64().unwrap() - worst).abs() < 1e-6, "{p:#}");
+    assert!(
+        (p["slowdown_max"].as_f64().unwrap() - worst).abs() < 1e-6,
+        "{p:#}"
+    );
     assert_eq!(p["exceeded_intervals"], 0);
     // Both jobs' 10 GiB plus each GPU's 512 MiB driver reserve.
     assert_eq!(p["peak_memory_bytes"].as_f64().unwrap(), 21.0 * GIB);
     let f = &r["fleet"];
-    assert_eq!((f["gpus_before"].as_u64(), f["gpus_after"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (f["gpus_before"].as_u64(), f["gpus_after"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(f["gpu_hours_freed"].as_f64().unwrap(), 48.0);
     assert_eq!(f["cost_freed"].as_f64().unwrap(), 96.0);
     // The freed GPU idles at the H100's 70 W most of the time: 70 W × 48 h saved.
@@ -326,7 +334,11 @@ fn bad_input_is_refused_naming_what_is_wrong() {
                 "node.yaml",
                 "version: v1\nkind: tessera-plan\nconsolidation:\n  - model: H100-80GB\n    host: { node: nowhere, gpu: 0 }\n    guests: [{ node: share-a, gpu: 1 }]\n",
             ),
-            vec!["consolidation[0].host", "node \"nowhere\"", "not in the data"],
+            vec![
+                "consolidation[0].host",
+                "node \"nowhere\"",
+                "not in the data",
+            ],
         ),
         (
             "a GPU not in the data",
@@ -334,7 +346,11 @@ fn bad_input_is_refused_naming_what_is_wrong() {
                 "gpu.yaml",
                 "version: v1\nkind: tessera-plan\nconsolidation:\n  - model: H100-80GB\n    host: { node: share-a, gpu: 0 }\n    guests: [{ node: share-a, gpu: 9 }]\n",
             ),
-            vec!["consolidation[0].guests[0]", "GPU 9 on share-a", "GPUs there: 0, 1, 2, 3"],
+            vec![
+                "consolidation[0].guests[0]",
+                "GPU 9 on share-a",
+                "GPUs there: 0, 1, 2, 3",
+            ],
         ),
         (
             "a mig-parted config",
@@ -342,7 +358,11 @@ fn bad_input_is_refused_naming_what_is_wrong() {
                 "parted.yaml",
                 "version: v1\nmig-configs:\n  all-1g:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        1g.10gb: 7\n",
             ),
-            vec!["nvidia-mig-parted config", "names no workloads", "tessera mig plan"],
+            vec![
+                "nvidia-mig-parted config",
+                "names no workloads",
+                "tessera mig plan",
+            ],
         ),
         (
             "an old MIG plan without workloads",
@@ -388,18 +408,22 @@ fn bad_input_is_refused_naming_what_is_wrong() {
         "unseen.yaml",
         "version: v1\nkind: tessera-plan\nconfigs:\n  day:\n    - node: share-a\n      gpu: 0\n      model: H100-80GB\n      mig-enabled: false\n      workloads: [ghost]\nworkloads:\n  ghost:\n    kind: process\n    node: share-a\n    gpu: 0\n    label: nobody/ghost\n",
     );
-    let r = json(&["replay", "--source", &src, "--plan", &unseen, "--format", "json"]);
+    let r = json(&[
+        "replay", "--source", &src, "--plan", &unseen, "--format", "json",
+    ]);
     let w = &r["workloads"][0];
-    assert_eq!((w["seen"].as_bool(), w["rows"].as_u64()), (Some(false), Some(0)));
+    assert_eq!(
+        (w["seen"].as_bool(), w["rows"].as_u64()),
+        (Some(false), Some(0))
+    );
     assert!(w["peak_memory_bytes"].is_null(), "{w}");
     assert!(r["placements"][0]["verdict"].is_null());
     assert!(r["placements"][0]["peak_memory_bytes"].is_null());
     assert!(
-        r["notes"]
-            .as_array()
+        r["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
             .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("ghost: not seen in the replayed range")),
+            .contains("ghost: not seen in the replayed range")),
         "{r:#}"
     );
 }
