@@ -203,7 +203,7 @@ mod tests {
             ("Observe", &["ingest", "job", "mig profiles", "nope"]),
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
-            ("Plan", &["mig plan"]),
+            ("Plan", &["mig plan", "replay"]),
             ("Apply", &["mig export", "mig apply", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
