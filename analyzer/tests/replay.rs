@@ -241,6 +241,25 @@ fn overlapping_batch_runs_are_tight_and_light_services_safe() {
     assert_eq!(p["peak_memory_bytes"].as_f64().unwrap(), 13.0 * GIB);
     assert!(p["slowdown_max"].is_null());
     assert_eq!(r["fleet"]["cost_freed"].as_f64().unwrap(), 144.0);
+    // Out of sample through the advisor: planned on day 1, replayed on day 2. The light
+    // services' pair is the move it makes (the batch jobs' overlap is above its target).
+    let r = json(&[
+        "replay",
+        "--source",
+        &src,
+        "--train",
+        "2026-11-02..2026-11-03",
+        "--test",
+        "2026-11-03..2026-11-04",
+        "--kind",
+        "consolidation",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r["trained_on"]["planner"], "consolidation");
+    assert_eq!(r["verdict"], "safe", "{r:#}");
+    assert_eq!(r["fleet"]["gpu_hours_freed"].as_f64().unwrap(), 24.0);
+    assert_eq!(r["failed_intervals"], 0);
     // Every output format renders it.
     for (format, want) in [
         ("table", "Verdict: SAFE"),
