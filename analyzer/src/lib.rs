@@ -3,7 +3,7 @@
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
 //! (`report`), the findings sent to Alertmanager (`notify`), one Slurm job's use and verdict
-//! (`jobs`), the one time-range rule of every command (`range`), idle workloads scaled to zero
+//! (`jobs`), a plan replayed against history (`replay`), the one time-range rule of every command (`range`), idle workloads scaled to zero
 //! on Kubernetes and back (`scale_down`), the one quantile (`stats`), and data made printable
 //! for people (`text`).
 //!
@@ -18,6 +18,7 @@ pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
 pub mod range;
+pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;

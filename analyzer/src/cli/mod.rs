@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod job;
 pub mod mig;
 pub mod notify;
+pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
@@ -33,7 +34,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Observe", &["ingest", "job", "mig profiles"]),
     ("Advise", &["analyze", "notify"]),
     ("Report", &["report"]),
-    ("Plan", &["mig plan"]),
+    ("Plan", &["mig plan", "replay"]),
     (
         "Apply",
         &["mig export", "mig assert", "mig apply", "scale-down"],
@@ -76,6 +77,9 @@ pub enum Command {
         #[command(subcommand)]
         command: mig::MigCommand,
     },
+    /// Replay a plan against history: what it would have freed, where memory would have run
+    /// out, how much slower the shared work would have run; a verdict (safe, tight, unsafe).
+    Replay(replay::ReplayArgs),
     /// Scale idle workloads (Deployments, StatefulSets, KServe InferenceServices) to zero on
     /// Kubernetes, and back with --undo; dry run unless --yes.
     #[command(mut_arg("sources", |a| a.required(false)))]
@@ -125,6 +129,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Analyze(args) => analyze::run(args)?,
         Command::Notify(args) => notify::run(args)?,
         Command::Report(args) => report::run(args)?,
+        Command::Replay(args) => replay::run(args)?,
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Generate(args) => generate::run(args, command())?,
@@ -198,7 +203,7 @@ mod tests {
             ("Observe", &["ingest", "job", "mig profiles", "nope"]),
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
-            ("Plan", &["mig plan"]),
+            ("Plan", &["mig plan", "replay"]),
             ("Apply", &["mig export", "mig apply", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];

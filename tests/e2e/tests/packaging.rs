@@ -44,6 +44,7 @@ fn man_pages_for_every_command_render_with_groff() {
         "tessera-report.1",
         "tessera-analyze.1",
         "tessera-mig-plan.1",
+        "tessera-replay.1",
         "tessera-mig-apply.1",
         "tessera-generate.1",
     ] {
