@@ -418,7 +418,6 @@ impl MigCols {
 
 /// One MIG instance's outcome in [`mig_workloads`].
 // One value per instance, matched at once: boxing the workload would buy nothing.
-#[allow(clippy::large_enum_variant)]
 enum MigInstance {
     /// Not a workload (too little memory and no process seen, or its GPU not in MIG mode now).
     Skip,

@@ -18,7 +18,6 @@ use crate::model::{GpuInfo, Inventory};
 
 /// A plan file of either format.
 // One value per command: boxing the larger variant would buy nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum LayoutFile {
     Tessera(Box<TesseraPlan>),
