@@ -372,6 +372,19 @@ fn bad_input_is_refused_naming_what_is_wrong() {
             ],
         ),
         (
+            "a GPU renumbered since the plan (another UUID at its index)",
+            write(
+                "uuid.yaml",
+                "version: v1\nkind: tessera-plan\nconsolidation:\n  - model: H100-80GB\n    host: { node: share-a, gpu: 0 }\n    guests: [{ node: share-a, gpu: 1, uuid: GPU-00000000-0000-0000-0000-000000000000 }]\n",
+            ),
+            vec![
+                "consolidation[0].guests[0]",
+                "UUID GPU-00000000-0000-0000-0000-000000000000",
+                "but the data has GPU-",
+                "re-plan",
+            ],
+        ),
+        (
             "a mig-parted config",
             write(
                 "parted.yaml",

@@ -52,6 +52,8 @@ pub struct GpuStat {
     pub power: Vec<f64>,
     /// Time it held at least [`MIN_GPU_MEMORY_BYTES`], ms.
     pub loaded_ms: i64,
+    /// The UUIDs seen at this (node, index) (more than one: the GPUs were renumbered).
+    pub uuids: BTreeSet<String>,
 }
 
 /// What [`extract`] gathered over the partitions.
@@ -161,6 +163,7 @@ fn gpus(
             col("node"),
             col("gpu").cast(DataType::Int64),
             col("model"),
+            col("uuid"),
             col("memory_used_max_bytes").cast(DataType::Float64),
             col("memory_total_bytes").cast(DataType::Float64),
             col("sm_active_mean").cast(DataType::Float64),
@@ -175,6 +178,7 @@ fn gpus(
     let node = node_s.ids();
     let gpu = columns::i64s(&df, "gpu")?;
     let model = columns::strs(&df, "model")?;
+    let uuid = columns::strs(&df, "uuid")?;
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
     let total = columns::f64s(&df, "memory_total_bytes")?;
     let sm = columns::f64s(&df, "sm_active_mean")?;
@@ -208,6 +212,11 @@ fn gpus(
             && st.model.is_empty()
         {
             st.model = m.to_string();
+        }
+        if let Some(u) = uuid.get(i)
+            && !st.uuids.contains(u)
+        {
+            st.uuids.insert(u.to_string());
         }
         if let Some(v) = total.get(i) {
             st.memory_total = Some(st.memory_total.unwrap_or(0.0).max(v));

@@ -327,6 +327,18 @@ pub fn check_in_data(t: &Targets, ex: &Extracted) -> Result<(), ReplayError> {
     for (id, s) in &t.sources {
         let item = t.source_items.get(id).map_or(id.as_str(), String::as_str);
         check(item, "the plan", &s.node, s.gpu)?;
+        // A plan's UUID guards against renumbered GPUs: the rows at that index must be its.
+        if let (Some(want), Some(st)) = (&s.uuid, ex.gpus.get(&(s.node.clone(), s.gpu)))
+            && !st.uuids.is_empty()
+            && !st.uuids.contains(want)
+        {
+            return Err(ReplayError::NotInData(format!(
+                "{item}: the plan names GPU {} on {} with UUID {want}, but the data has {} there (renumbered or replaced GPUs?): re-plan on this data",
+                s.gpu,
+                s.node,
+                list(st.uuids.iter().cloned().collect())
+            )));
+        }
     }
     for tg in &t.targets {
         if let Some(n) = &tg.node {
