@@ -12,12 +12,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
-use tessera::advisor;
 use tessera::frames::Frames;
 use tessera::ingest;
-use tessera::mig_planner::{self, PlanRequest};
 use tessera::range::{RangeRequest, TimeRange};
-use tessera::replay::{self, ReplayRequest};
+use tessera::replay::{self, ReplayRequest, train};
 use tessera::report;
 use tessera_core::mig::parted::PartedFile;
 use tessera_core::mig::plan::{MIG_PLAN_KIND, PLAN_KIND, TesseraPlan};
@@ -148,49 +146,6 @@ fn resolve(req: &RangeRequest, data: (i64, i64), parts: &[ingest::Part]) -> Resu
     Ok(resolved.range)
 }
 
-/// The plan `--train` asks for, made from `frames` over `range`.
-fn make_plan(
-    args: &ReplayArgs,
-    frames: &[Frames],
-    range: TimeRange,
-    sources: &[String],
-) -> Result<TesseraPlan> {
-    match args.kind {
-        PlanKind::Mig => {
-            let refs: Vec<&Frames> = frames.iter().collect();
-            let req = PlanRequest {
-                demand: mig_planner::demand::DemandParams::default(),
-                offpeak: advisor::offpeak::OffpeakParams::default(),
-                tz: args.tz,
-                sources: sources.to_vec(),
-                plan_ref: "plan.yaml".into(),
-                range: Some(range),
-            };
-            let outcome = mig_planner::run(&refs, &req, &|p| {
-                if let mig_planner::Progress::Note(n) = p {
-                    eprintln!("tessera: note: {n}");
-                }
-            })?;
-            Ok(outcome.file)
-        }
-        PlanKind::Consolidation => {
-            let params = advisor::Params {
-                tz: args.tz,
-                ..advisor::Params::default()
-            };
-            let analysis = advisor::analyze_parts_with(
-                frames.iter().cloned().map(Ok::<_, advisor::AdvisorError>),
-                &params,
-                Some((range.since, range.until)),
-                sources.to_vec(),
-                &[advisor::evidence::ConsolidationEvidence::DETECTOR.to_string()],
-                &|_| {},
-            )?;
-            Ok(advisor::plan_out::consolidation_plan(&analysis)?)
-        }
-    }
-}
-
 pub fn run(args: ReplayArgs) -> Result<()> {
     let config = match &args.prices {
         Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
@@ -220,13 +175,21 @@ pub fn run(args: ReplayArgs) -> Result<()> {
                     .map(|p| p.frames.within(r.since, r.until))
                     .collect()
             };
-            let plan = make_plan(&args, &within(train_range), train_range, &sources)
-                .map_err(|e| name_file(e, &part_files(&parts)))
-                .context("making the --train plan")?;
             let kind = match args.kind {
-                PlanKind::Mig => "mig",
-                PlanKind::Consolidation => "consolidation",
+                PlanKind::Mig => train::PlanKind::Mig,
+                PlanKind::Consolidation => train::PlanKind::Consolidation,
             };
+            let plan = train::make_plan(
+                &within(train_range),
+                train_range,
+                kind,
+                args.tz,
+                &sources,
+                &|n| eprintln!("tessera: note: {n}"),
+            )
+            .map_err(|e| name_file(e.into(), &part_files(&parts)))
+            .context("making the --train plan")?;
+            let kind = kind.as_str();
             let test_parts = within(test_range);
             (
                 plan,

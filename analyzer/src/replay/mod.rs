@@ -14,17 +14,19 @@
 //! - [`series`] — the rows of each workload (and GPU) the plan names, read from the frames one
 //!   node partition at a time;
 //! - [`combine`] — the interval-by-interval model, the verdicts and the fleet figures;
-//! - [`render`] — table and Markdown; [`html`] — one self-contained page with the charts.
+//! - [`render`] — table and Markdown; [`html`] — one self-contained page with the charts;
+//! - [`train`] — out of sample: a plan made from one range (the MIG planner or the advisor's
+//!   consolidation moves) and replayed on another.
 //!
-//! Pure: frames and a plan value in, a [`Replay`] out. It reads no file, has no clock and does
-//! not make plans (the command makes them with the MIG planner or the advisor for
-//! `--train/--test`); it never changes a GPU.
+//! Pure: frames and a plan value in, a [`Replay`] out. It reads no file, has no clock and
+//! makes plans only through the MIG planner or the advisor ([`train`]); it never changes a GPU.
 
 pub mod combine;
 pub mod html;
 pub mod render;
 pub mod series;
 pub mod targets;
+pub mod train;
 
 use serde::Serialize;
 use tessera_core::mig::plan::TesseraPlan;

@@ -67,6 +67,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc, Weekday};
 use serde::{Deserialize, Serialize};
 
+pub use super::plan_sections::Switch;
 use super::plan_sections::{
     ConsolidationMove, PlanSchedule, PlanWindow, Prediction, WorkloadSource, check_sections,
 };
@@ -480,19 +481,6 @@ pub struct MigSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     pub switches: Vec<Switch>,
-}
-
-/// One switch: from `at` on the listed days, `config` applies (until the next switch).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Switch {
-    /// Local time `HH:MM`.
-    pub at: String,
-    /// Days of the week (`mon` … `sun`); every day when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub days: Vec<String>,
-    /// The plan config label that applies from this switch on.
-    pub config: String,
 }
 
 /// The switch in force at an instant.

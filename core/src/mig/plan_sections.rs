@@ -39,8 +39,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::Switch;
-
 /// The period and sources a plan was made from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -125,6 +123,19 @@ pub struct ConsolidationMove {
     pub model: String,
     pub host: GpuRef,
     pub guests: Vec<GpuRef>,
+}
+
+/// One switch: from `at` on the listed days, `config` applies (until the next switch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Switch {
+    /// Local time `HH:MM`.
+    pub at: String,
+    /// Days of the week (`mon` … `sun`); every day when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+    /// The plan config label that applies from this switch on.
+    pub config: String,
 }
 
 /// A day/night switch of the plan's configs (a `tessera-mig-schedule` without its `plan:`).
