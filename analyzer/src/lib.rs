@@ -4,7 +4,8 @@
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
 //! (`report`), the findings sent to Alertmanager (`notify`), one Slurm job's use and verdict
 //! (`jobs`), the one time-range rule of every command (`range`), idle workloads scaled to zero
-//! on Kubernetes and back (`scale_down`), the one quantile (`stats`), and data made printable
+//! on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation moves rolled
+//! out through the device plugin (`sharing`), the one quantile (`stats`), and data made printable
 //! for people (`text`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
@@ -21,6 +22,7 @@ pub mod range;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod sharing;
 pub mod stats;
 pub mod text;
 pub mod timing;

@@ -12,6 +12,7 @@ pub mod notify;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod share;
 pub mod simulate;
 pub mod source;
 
@@ -36,7 +37,14 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Plan", &["mig plan"]),
     (
         "Apply",
-        &["mig export", "mig assert", "mig apply", "scale-down"],
+        &[
+            "mig export",
+            "mig assert",
+            "mig apply",
+            "share plan",
+            "share apply",
+            "scale-down",
+        ],
     ),
     ("Try it without a GPU", &["simulate", "scenario"]),
     ("Package", &["generate"]),
@@ -75,6 +83,12 @@ pub enum Command {
     Mig {
         #[command(subcommand)]
         command: mig::MigCommand,
+    },
+    /// GPU sharing (time-slicing or MPS) from a plan's consolidation moves, through the device
+    /// plugin: print the configs, or roll them out node by node.
+    Share {
+        #[command(subcommand)]
+        command: share::ShareCommand,
     },
     /// Scale idle workloads (Deployments, StatefulSets, KServe InferenceServices) to zero on
     /// Kubernetes, and back with --undo; dry run unless --yes.
@@ -130,6 +144,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(args, command())?,
         Command::ScaleDown(args) => {
             let code = scale_down::run(args)?;
+            if code != 0 {
+                std::process::exit(code.into());
+            }
+        }
+        Command::Share { command } => {
+            let code = share::run(command)?;
             if code != 0 {
                 std::process::exit(code.into());
             }
@@ -199,7 +219,7 @@ mod tests {
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
             ("Plan", &["mig plan"]),
-            ("Apply", &["mig export", "mig apply", "scale-down"]),
+            ("Apply", &["mig export", "mig apply", "share", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
         assert_eq!(
