@@ -87,9 +87,10 @@ pub(crate) async fn handle(
     if !authorized {
         return Ok(error(ApiError::unauthorized()));
     }
-    // The API server gone (`FakeKube::down_after`): every request after the trigger gets 503.
+    // The API server gone (`FakeKube::down_after`): every request after the trigger gets 500
+    // (not 503, which kube-rs retries until its timeout).
     if shared.lock().down {
-        return Ok(error(ApiError::injected(503, "the API server is gone")));
+        return Ok(error(ApiError::injected(500, "the API server is gone")));
     }
     // Scripted failures (`FakeKube::fail`): answered before the request is handled.
     let injected = {

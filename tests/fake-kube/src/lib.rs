@@ -447,7 +447,7 @@ impl FakeKube {
 
     /// The API server goes away: once a request matching `fault`'s method, path, watch and
     /// body has been handled (its `times`, `code` and `delay` are ignored), every later request
-    /// is answered 503 "the API server is gone". The scripted controllers go on.
+    /// is answered 500 "the API server is gone". The scripted controllers go on.
     pub fn down_after(&self, fault: Fault) {
         self.shared().lock().down_after = Some(fault);
     }

@@ -106,7 +106,7 @@ pub(crate) struct Store {
     pub(crate) dp_namespace: String,
     pub(crate) dp_step_delay: Duration,
     pub(crate) dp_label_history: HashMap<String, Vec<Option<String>>>,
-    /// Once a request matching this was handled, every later request gets 503.
+    /// Once a request matching this was handled, every later request gets 500.
     pub(crate) down_after: Option<crate::Fault>,
     pub(crate) down: bool,
     pub(crate) conflict_next_put: bool,
