@@ -77,7 +77,8 @@ impl Cluster {
         );
         let dir = TempDir::new().unwrap();
         kube.write_kubeconfig(&dir.path().join("kubeconfig"));
-        let mut csv = String::from("timestamp,entity,metric,value,kind,node,gpu,uuid,model,mig_enabled\n");
+        let mut csv =
+            String::from("timestamp,entity,metric,value,kind,node,gpu,uuid,model,mig_enabled\n");
         for i in 1..=60u32 {
             let ts = 1_793_577_600 + u64::from(i) * 60;
             for (node, gpu, peak, act, mig) in gpus {
@@ -164,7 +165,10 @@ impl Cluster {
     }
 
     fn replicas(&self, node: &str) -> Option<String> {
-        self.kube.node_labels(node).get("nvidia.com/gpu.replicas").cloned()
+        self.kube
+            .node_labels(node)
+            .get("nvidia.com/gpu.replicas")
+            .cloned()
     }
 }
 
@@ -173,11 +177,34 @@ fn plan_prints_mps_for_small_workloads_and_time_slicing_for_big_or_mig() {
     let c = Cluster::new(SMALL);
     let (code, out, err) = c.share("plan", &[]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains(&format!("node gpu-1: mps × 3 (config {})", name(Method::Mps, 3))), "{out}");
-    assert!(out.contains(&format!("node gpu-2: mps × 2 (config {})", name(Method::Mps, 2))), "{out}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-1: mps × 3 (config {})",
+            name(Method::Mps, 3)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "node gpu-2: mps × 2 (config {})",
+            name(Method::Mps, 2)
+        )),
+        "{out}"
+    );
     assert!(out.contains("GPU 2 would run: gpu-1/GPU2 [python3] (peak 8.0 GiB, active 20%), gpu-1/GPU3 [python3] (peak 2.0 GiB, active 10%), gpu-2/GPU1 [python3]"), "{out}");
-    assert!(out.contains(&format!("kubectl label node gpu-1 {LABEL}={} --overwrite", name(Method::Mps, 3))), "{out}");
-    assert!(out.contains("    mps:\n      resources:\n        - name: nvidia.com/gpu\n          replicas: 3"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "kubectl label node gpu-1 {LABEL}={} --overwrite",
+            name(Method::Mps, 3)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "    mps:\n      resources:\n        - name: nvidia.com/gpu\n          replicas: 3"
+        ),
+        "{out}"
+    );
     assert!(c.kube.requests().is_empty(), "plan talks to no cluster");
 
     // gpu-2's guest peaks at 45 GiB: more than 80 GiB / 2 → time-slicing; gpu-1 in MIG mode.
@@ -190,23 +217,56 @@ fn plan_prints_mps_for_small_workloads_and_time_slicing_for_big_or_mig() {
     assert!(out.contains("node gpu-2: time-slicing × 2"), "{out}");
     assert!(out.contains("gpu-2/GPU2 [python3] peaks at 45.0 GiB (+10%: 49.5 GiB), more than 80.0 GiB / 2 = 40.0 GiB"), "{out}");
     assert!(out.contains("node gpu-1: time-slicing × 3"), "{out}");
-    assert!(out.contains("MIG mode (a GPU of the node was in MIG mode in the window)"), "{out}");
+    assert!(
+        out.contains("MIG mode (a GPU of the node was in MIG mode in the window)"),
+        "{out}"
+    );
 }
 
 #[test]
 fn dry_run_names_the_diff_the_labels_and_the_pods_and_writes_nothing() {
     let c = Cluster::new(SMALL);
-    c.kube.add_pod("team-a", "train-0", "gpu-1", &[("nvidia.com/gpu", "1")], "Running");
-    c.kube.add_pod("team-a", "done-0", "gpu-1", &[("nvidia.com/gpu", "1")], "Succeeded");
+    c.kube.add_pod(
+        "team-a",
+        "train-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Running",
+    );
+    c.kube.add_pod(
+        "team-a",
+        "done-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Succeeded",
+    );
     let (code, out, err) = c.share("apply", &[]);
     assert_eq!(code, 0, "{out}\n{err}");
     let (n3, n2) = (name(Method::Mps, 3), name(Method::Mps, 2));
-    assert!(out.contains(&format!("ConfigMap {NS}/{CM} will be updated (other keys kept):")), "{out}");
+    assert!(
+        out.contains(&format!(
+            "ConfigMap {NS}/{CM} will be updated (other keys kept):"
+        )),
+        "{out}"
+    );
     assert!(out.contains(&format!("+++ {n3} (new)")), "{out}");
     assert!(!out.contains("hand-ts-2 (new)"), "{out}");
-    assert!(out.contains(&format!("node gpu-1: {LABEL} (none) -> {n3}; nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps)")), "{out}");
-    assert!(out.contains(&format!("node gpu-2: {LABEL} (none) -> {n2}; nvidia.com/gpu 3 -> 6 (3 GPUs × 2, mps)")), "{out}");
-    assert!(out.contains("node gpu-1: pod team-a/train-0 (nvidia.com/gpu=1)"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-1: {LABEL} (none) -> {n3}; nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "node gpu-2: {LABEL} (none) -> {n2}; nvidia.com/gpu 3 -> 6 (3 GPUs × 2, mps)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("node gpu-1: pod team-a/train-0 (nvidia.com/gpu=1)"),
+        "{out}"
+    );
     assert!(!out.contains("done-0"), "{out}");
     assert!(err.contains("refused without --yes"), "{err}");
     assert!(err.contains("dry run: nothing was changed"), "{err}");
@@ -225,7 +285,10 @@ fn apply_rolls_out_node_by_node_keeping_other_configs_and_is_idempotent() {
     assert_eq!(c.replicas("gpu-2").as_deref(), Some("2"));
     assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
     let cm = c.kube.configmap(NS, CM).unwrap();
-    assert!(cm["hand-ts-2"].contains("replicas: 2") && cm["any"] == "version: v1\n", "{cm:?}");
+    assert!(
+        cm["hand-ts-2"].contains("replicas: 2") && cm["any"] == "version: v1\n",
+        "{cm:?}"
+    );
     assert!(cm[&n3].contains("mps:") && cm.contains_key(&n2), "{cm:?}");
     fake_kube::check_sharing_config(&cm[&n3]).unwrap();
     assert!(out.contains(&format!("node gpu-1: {LABEL}={n3}: nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps), nvidia.com/gpu.replicas=3 after")), "{out}");
@@ -249,17 +312,24 @@ fn apply_rolls_out_node_by_node_keeping_other_configs_and_is_idempotent() {
     let before = c.writes().len();
     let (code, out, err) = c.share("apply", &["--yes"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("every node is already at its config: nothing to do"), "{out}");
+    assert!(
+        out.contains("every node is already at its config: nothing to do"),
+        "{out}"
+    );
     assert_eq!(c.writes().len(), before, "{:?}", c.writes());
 }
 
 #[test]
 fn an_absent_configmap_is_created_from_the_default() {
     let c = Cluster::new(SMALL);
-    c.kube.set_device_plugin_config(Some("tessera-new"), Some("plain"));
+    c.kube
+        .set_device_plugin_config(Some("tessera-new"), Some("plain"));
     let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains(&format!("ConfigMap {NS}/tessera-new will be created")), "{out}");
+    assert!(
+        out.contains(&format!("ConfigMap {NS}/tessera-new will be created")),
+        "{out}"
+    );
     let cm = c.kube.configmap(NS, "tessera-new").unwrap();
     assert_eq!(cm["plain"], "version: v1\n");
     assert!(cm.contains_key(&name(Method::Mps, 2)), "{cm:?}");
@@ -275,7 +345,10 @@ fn a_conflict_on_the_configmap_write_is_read_again_and_retried() {
     c.kube.conflict_next_configmap_write();
     let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(err.contains("changed meanwhile") && err.contains("reading it again"), "{err}");
+    assert!(
+        err.contains("changed meanwhile") && err.contains("reading it again"),
+        "{err}"
+    );
     let puts = c.writes().iter().filter(|w| w.starts_with("PUT")).count();
     assert_eq!(puts, 2, "{:?}", c.writes());
     let cm = c.kube.configmap(NS, CM).unwrap();
@@ -298,74 +371,124 @@ fn rolls_back(b: PluginBehaviour, expect: &str) {
     assert!(out.contains(&format!("node gpu-1: rolled back {LABEL} {n3} -> any; nvidia.com/gpu 4, nvidia.com/gpu.replicas 1 again")), "{out}");
     assert_eq!(
         c.kube.device_plugin_label_history("gpu-1"),
-        vec![None, Some("any".into()), Some(n3.clone()), Some("any".into())]
+        vec![
+            None,
+            Some("any".into()),
+            Some(n3.clone()),
+            Some("any".into())
+        ]
     );
     assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
     assert_eq!(c.kube.device_plugin_config("gpu-2"), None);
     let cm = c.kube.configmap(NS, CM).unwrap();
-    assert!(!cm.contains_key(&n3) && !cm.contains_key(&name(Method::Mps, 2)), "{cm:?}");
+    assert!(
+        !cm.contains_key(&n3) && !cm.contains_key(&name(Method::Mps, 2)),
+        "{cm:?}"
+    );
     assert!(cm.contains_key("hand-ts-2") && cm.contains_key("any"));
 }
 
 #[test]
 fn a_device_plugin_that_stays_at_its_old_config_times_out_and_is_rolled_back() {
-    rolls_back(PluginBehaviour::StaysOld, "no result after 1.0 s (nvidia.com/gpu 4, nvidia.com/gpu.replicas 1)");
+    rolls_back(
+        PluginBehaviour::StaysOld,
+        "no result after 1.0 s (nvidia.com/gpu 4, nvidia.com/gpu.replicas 1)",
+    );
 }
 
 #[test]
 fn a_wrong_count_times_out_and_is_rolled_back() {
-    rolls_back(PluginBehaviour::WrongCount, "(nvidia.com/gpu 11, nvidia.com/gpu.replicas 3)");
+    rolls_back(
+        PluginBehaviour::WrongCount,
+        "(nvidia.com/gpu 11, nvidia.com/gpu.replicas 3)",
+    );
 }
 
 #[test]
 fn a_crash_looping_device_plugin_is_rolled_back() {
-    rolls_back(PluginBehaviour::Never, "(nvidia.com/gpu 0, nvidia.com/gpu.replicas 1)");
+    rolls_back(
+        PluginBehaviour::Never,
+        "(nvidia.com/gpu 0, nvidia.com/gpu.replicas 1)",
+    );
 }
 
 #[test]
 fn a_slow_device_plugin_within_the_timeout_succeeds_and_beyond_it_is_rolled_back() {
     let c = Cluster::new(SMALL);
-    c.kube.script_device_plugin("gpu-2", "*", PluginBehaviour::Slow(Duration::from_millis(400)));
+    c.kube.script_device_plugin(
+        "gpu-2",
+        "*",
+        PluginBehaviour::Slow(Duration::from_millis(400)),
+    );
     let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
-    rolls_back(PluginBehaviour::Slow(Duration::from_secs(3)), "no result after 1.0 s");
+    rolls_back(
+        PluginBehaviour::Slow(Duration::from_secs(3)),
+        "no result after 1.0 s",
+    );
 }
 
 #[test]
 fn a_node_in_mig_mode_gets_time_slicing_not_mps() {
     let c = Cluster::new(SMALL);
-    c.kube.set_node_labels("gpu-2", &[("nvidia.com/mig.config", Some("all-1g.10gb"))]);
+    c.kube
+        .set_node_labels("gpu-2", &[("nvidia.com/mig.config", Some("all-1g.10gb"))]);
     let (code, out, err) = c.share("apply", &["--yes"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let ts2 = name(Method::TimeSlicing, 2);
-    assert!(out.contains(&format!("node gpu-2: time-slicing × 2 (config {ts2})")), "{out}");
+    assert!(
+        out.contains(&format!("node gpu-2: time-slicing × 2 (config {ts2})")),
+        "{out}"
+    );
     assert!(out.contains("the node is in MIG mode (nvidia.com/mig.config=all-1g.10gb); MPS does not work with MIG"), "{out}");
     assert_eq!(c.kube.device_plugin_config("gpu-2"), Some(ts2));
     assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
     assert_eq!(
-        c.kube.node_labels("gpu-2").get("nvidia.com/gpu.sharing-strategy").map(String::as_str),
+        c.kube
+            .node_labels("gpu-2")
+            .get("nvidia.com/gpu.sharing-strategy")
+            .map(String::as_str),
         Some("time-slicing")
     );
     // gpu-1 is not in MIG mode: MPS.
-    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(name(Method::Mps, 3)));
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1"),
+        Some(name(Method::Mps, 3))
+    );
 }
 
 #[test]
 fn the_api_server_gone_mid_way_prints_the_commands() {
     let c = Cluster::new(SMALL);
-    c.kube.script_device_plugin("gpu-1", "*", PluginBehaviour::StaysOld);
+    c.kube
+        .script_device_plugin("gpu-1", "*", PluginBehaviour::StaysOld);
     c.kube.down_after(Fault {
         body_contains: Some(LABEL.into()),
         ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
     });
-    let (code, out, err) = c.share("apply", &["--yes", "--node-timeout", "500ms", "--request-timeout", "2s"]);
+    let (code, out, err) = c.share(
+        "apply",
+        &[
+            "--yes",
+            "--node-timeout",
+            "500ms",
+            "--request-timeout",
+            "2s",
+        ],
+    );
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(err.contains("the API server is gone"), "{err}");
-    assert!(err.contains(&format!("kubectl label node gpu-1 {LABEL}-")), "{err}");
+    assert!(
+        err.contains(&format!("kubectl label node gpu-1 {LABEL}-")),
+        "{err}"
+    );
     assert!(err.contains("unused configs could not be pruned"), "{err}");
     // The label tessera set is still there: nothing could put it back.
-    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(name(Method::Mps, 3)));
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1"),
+        Some(name(Method::Mps, 3))
+    );
 }
 
 #[test]
@@ -374,7 +497,10 @@ fn a_cluster_policy_without_a_device_plugin_config_refuses_with_the_commands() {
     c.kube.set_device_plugin_config(None, None);
     let (code, out, err) = c.share("apply", &["--yes"]);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("spec.devicePlugin.config.name is unset"), "{err}");
+    assert!(
+        err.contains("spec.devicePlugin.config.name is unset"),
+        "{err}"
+    );
     assert!(err.contains("kubectl -n gpu-operator create configmap tessera-device-plugin-config --from-literal=default='version: v1'"), "{err}");
     assert!(err.contains(r#"kubectl patch clusterpolicies.nvidia.com/cluster-policy --type merge -p '{"spec":{"devicePlugin":{"config":{"name":"tessera-device-plugin-config","default":"default"}}}}'"#), "{err}");
     assert!(err.contains("refused, nothing was changed"), "{err}");
@@ -388,8 +514,15 @@ fn the_rbac_of_deploy_allows_every_call_and_every_rule_is_used() {
     let c = Cluster::new(SMALL);
     // A ConfigMap that does not exist yet (create), then one that does (update), a rollback
     // (pruning), and the pods of the nodes.
-    c.kube.set_device_plugin_config(Some("tessera-device-plugin-config"), Some("any"));
-    c.kube.add_pod("team-a", "train-0", "gpu-1", &[("nvidia.com/gpu", "1")], "Running");
+    c.kube
+        .set_device_plugin_config(Some("tessera-device-plugin-config"), Some("any"));
+    c.kube.add_pod(
+        "team-a",
+        "train-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Running",
+    );
     let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let (code, out, err) = c.share("apply", &["--yes"]);
@@ -399,6 +532,105 @@ fn the_rbac_of_deploy_allows_every_call_and_every_rule_is_used() {
         used[allowed(&rules, r)] = true;
     }
     for (i, u) in used.iter().enumerate() {
-        assert!(*u, "rule {i} of rbac.yaml ({:?} {:?}) is not used", rules[i].resources, rules[i].verbs);
+        assert!(
+            *u,
+            "rule {i} of rbac.yaml ({:?} {:?}) is not used",
+            rules[i].resources, rules[i].verbs
+        );
     }
+}
+
+impl Cluster {
+    /// `tessera share apply --yes` started, not waited for (stdout and stderr piped).
+    fn spawn_apply(&self, args: &[&str]) -> std::process::Child {
+        let src = format!("csv:{}", self.path("gpus.csv").display());
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "share",
+                "apply",
+                "--yes",
+                "--plan",
+                "plan.yaml",
+                "--source",
+                &src,
+            ])
+            .arg("--kubeconfig")
+            .arg(self.path("kubeconfig"))
+            .args(["--poll-interval", "50ms"])
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .current_dir(self.dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits (up to 60 s) until gpu-1 carries `value`.
+    fn wait_label(&self, value: &str) {
+        for _ in 0..3000 {
+            if self.kube.device_plugin_config("gpu-1").as_deref() == Some(value) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("gpu-1 never got {value}");
+    }
+}
+
+fn finish(child: std::process::Child) -> (i32, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_label_another_client_sets_meanwhile_is_left_alone() {
+    let c = Cluster::new(SMALL);
+    let n3 = name(Method::Mps, 3);
+    c.kube
+        .script_device_plugin("gpu-1", &n3, PluginBehaviour::Slow(Duration::from_secs(30)));
+    let child = c.spawn_apply(&["--node-timeout", "60s"]);
+    c.wait_label(&n3);
+    c.kube
+        .set_node_labels("gpu-1", &[(LABEL, Some("hand-ts-2"))]);
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains(&format!("node gpu-1: {LABEL} changed to hand-ts-2 by another client while tessera waited for {n3}; stopping")), "{err}");
+    assert!(err.contains("not started: gpu-2"), "{err}");
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1").as_deref(),
+        Some("hand-ts-2")
+    );
+    assert_eq!(c.kube.device_plugin_config("gpu-2"), None);
+    // Their config took effect; tessera's unused one is pruned, theirs kept.
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(
+        !cm.contains_key(&n3) && cm.contains_key("hand-ts-2"),
+        "{cm:?}"
+    );
+}
+
+#[test]
+fn sigterm_mid_way_puts_the_node_back() {
+    let c = Cluster::new(SMALL);
+    let n3 = name(Method::Mps, 3);
+    c.kube
+        .script_device_plugin("gpu-1", &n3, PluginBehaviour::Slow(Duration::from_secs(30)));
+    let child = c.spawn_apply(&["--node-timeout", "60s"]);
+    c.wait_label(&n3);
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    assert!(
+        out.contains(&format!("node gpu-1: rolled back {LABEL} {n3} -> (none)")),
+        "{out}"
+    );
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
+    assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
 }

@@ -98,12 +98,17 @@ fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
         bail!("bad --quantile {}: expected a ratio in 0–1", c.quantile);
     }
     if !(c.headroom.is_finite() && c.headroom >= 0.0) {
-        bail!("bad --headroom {}: expected a share ≥ 0 such as 0.1", c.headroom);
+        bail!(
+            "bad --headroom {}: expected a share ≥ 0 such as 0.1",
+            c.headroom
+        );
     }
     let source = c.plan.display().to_string();
     let plan = TesseraPlan::from_file(&c.plan)?;
     if plan.consolidation.is_empty() {
-        bail!("{source}: the plan has no consolidation moves (tessera analyze --plan-out writes them)");
+        bail!(
+            "{source}: the plan has no consolidation moves (tessera analyze --plan-out writes them)"
+        );
     }
     // The window the moves were planned from, unless the range is given.
     if let Some(w) = &plan.window

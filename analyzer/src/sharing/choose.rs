@@ -200,10 +200,7 @@ pub fn choose(
         );
         Method::Mps
     } else {
-        reasons.insert(
-            0,
-            format!("time-slicing, not MPS: {}", against.join("; ")),
-        );
+        reasons.insert(0, format!("time-slicing, not MPS: {}", against.join("; ")));
         Method::TimeSlicing
     };
     let text = render(method, replicas);
@@ -261,7 +258,13 @@ mod tests {
     #[test]
     fn small_workloads_get_mps_with_the_most_workloads_as_replicas() {
         let hosts = vec![
-            host(0, vec![w(Role::Host, 0, Some(10.0), 0.2), w(Role::Guest, 1, Some(12.0), 0.1)]),
+            host(
+                0,
+                vec![
+                    w(Role::Host, 0, Some(10.0), 0.2),
+                    w(Role::Guest, 1, Some(12.0), 0.1),
+                ],
+            ),
             host(
                 2,
                 vec![
@@ -283,16 +286,26 @@ mod tests {
         // 80 GiB / 2 = 40 GiB per client; 38 GiB + 10% = 41.8 GiB does not fit.
         let hosts = vec![host(
             0,
-            vec![w(Role::Host, 0, Some(38.0), 0.2), w(Role::Guest, 1, Some(2.0), 0.1)],
+            vec![
+                w(Role::Host, 0, Some(38.0), 0.2),
+                w(Role::Guest, 1, Some(2.0), 0.1),
+            ],
         )];
         let s = choose("a", hosts, None, ChooseParams::default());
         assert_eq!((s.method, s.replicas), (Method::TimeSlicing, 2));
-        assert!(s.reasons[0].contains("a/GPU0 peaks at 38.0 GiB"), "{:?}", s.reasons);
+        assert!(
+            s.reasons[0].contains("a/GPU0 peaks at 38.0 GiB"),
+            "{:?}",
+            s.reasons
+        );
         assert!(s.text.contains("timeSlicing:"));
         // Without headroom it fits.
         let hosts = vec![host(
             0,
-            vec![w(Role::Host, 0, Some(38.0), 0.2), w(Role::Guest, 1, Some(2.0), 0.1)],
+            vec![
+                w(Role::Host, 0, Some(38.0), 0.2),
+                w(Role::Guest, 1, Some(2.0), 0.1),
+            ],
         )];
         let s = choose("a", hosts, None, ChooseParams { headroom: 0.0 });
         assert_eq!(s.method, Method::Mps);
@@ -300,15 +313,40 @@ mod tests {
 
     #[test]
     fn mig_mode_busy_or_unmeasured_workloads_rule_out_mps() {
-        let small = || vec![host(0, vec![w(Role::Host, 0, Some(1.0), 0.1), w(Role::Guest, 1, Some(1.0), 0.1)])];
-        let s = choose("a", small(), Some("nvidia.com/mig.config=all-1g.10gb"), ChooseParams::default());
+        let small = || {
+            vec![host(
+                0,
+                vec![
+                    w(Role::Host, 0, Some(1.0), 0.1),
+                    w(Role::Guest, 1, Some(1.0), 0.1),
+                ],
+            )]
+        };
+        let s = choose(
+            "a",
+            small(),
+            Some("nvidia.com/mig.config=all-1g.10gb"),
+            ChooseParams::default(),
+        );
         assert_eq!(s.method, Method::TimeSlicing);
         assert!(s.reasons[0].contains("MIG mode"), "{:?}", s.reasons);
-        let busy = vec![host(0, vec![w(Role::Host, 0, Some(1.0), 0.7), w(Role::Guest, 1, Some(1.0), 0.1)])];
+        let busy = vec![host(
+            0,
+            vec![
+                w(Role::Host, 0, Some(1.0), 0.7),
+                w(Role::Guest, 1, Some(1.0), 0.1),
+            ],
+        )];
         let s = choose("a", busy, None, ChooseParams::default());
         assert_eq!(s.method, Method::TimeSlicing);
         assert!(s.reasons[0].contains("active 70%"), "{:?}", s.reasons);
-        let unknown = vec![host(0, vec![w(Role::Host, 0, Some(1.0), 0.1), w(Role::Guest, 1, None, 0.0)])];
+        let unknown = vec![host(
+            0,
+            vec![
+                w(Role::Host, 0, Some(1.0), 0.1),
+                w(Role::Guest, 1, None, 0.0),
+            ],
+        )];
         let s = choose("a", unknown, None, ChooseParams::default());
         assert_eq!(s.method, Method::TimeSlicing);
         assert!(s.reasons[0].contains("no rows"), "{:?}", s.reasons);
@@ -317,7 +355,10 @@ mod tests {
     #[test]
     fn names_follow_the_text() {
         let a = render(Method::Mps, 2);
-        assert_ne!(config_name(Method::Mps, 2, &a), config_name(Method::Mps, 2, &format!("{a}#\n")));
+        assert_ne!(
+            config_name(Method::Mps, 2, &a),
+            config_name(Method::Mps, 2, &format!("{a}#\n"))
+        );
         assert_ne!(render(Method::Mps, 2), render(Method::TimeSlicing, 2));
     }
 }

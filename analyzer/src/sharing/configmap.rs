@@ -133,34 +133,61 @@ mod tests {
         let m = merge(
             Some(&stored),
             Some("any"),
-            &[("tessera-mps-2-aa".into(), "version: v1\nsharing: {}\n".into())],
+            &[(
+                "tessera-mps-2-aa".into(),
+                "version: v1\nsharing: {}\n".into(),
+            )],
         );
         assert_eq!(m.after["any"], stored["any"]);
         assert_eq!(m.added, vec!["tessera-mps-2-aa"]);
         assert!(m.changed());
         let d = m.diff();
-        assert!(d.contains("+++ tessera-mps-2-aa (new)") && !d.contains("any (new)"), "{d}");
+        assert!(
+            d.contains("+++ tessera-mps-2-aa (new)") && !d.contains("any (new)"),
+            "{d}"
+        );
         // Merging again changes nothing.
-        let again = merge(Some(&m.after), Some("any"), &[("tessera-mps-2-aa".into(), "version: v1\nsharing: {}\n".into())]);
+        let again = merge(
+            Some(&m.after),
+            Some("any"),
+            &[(
+                "tessera-mps-2-aa".into(),
+                "version: v1\nsharing: {}\n".into(),
+            )],
+        );
         assert!(!again.changed() && again.added.is_empty());
     }
 
     #[test]
     fn an_absent_configmap_starts_from_the_default_key() {
         let m = merge(None, Some("default"), &[("tessera-x".into(), "t\n".into())]);
-        assert_eq!(m.after, map(&[("default", NO_SHARING), ("tessera-x", "t\n")]));
+        assert_eq!(
+            m.after,
+            map(&[("default", NO_SHARING), ("tessera-x", "t\n")])
+        );
         assert_eq!(m.added, vec!["default", "tessera-x"]);
         assert!(m.changed());
     }
 
     #[test]
     fn prune_removes_only_unused_prunable_tessera_keys() {
-        let data = map(&[("default", "a"), ("tessera-a", "a"), ("tessera-b", "b"), ("tessera-c", "c"), ("mine", "m")]);
-        let prunable: BTreeSet<String> = ["tessera-a", "tessera-b", "mine"].map(String::from).into();
+        let data = map(&[
+            ("default", "a"),
+            ("tessera-a", "a"),
+            ("tessera-b", "b"),
+            ("tessera-c", "c"),
+            ("mine", "m"),
+        ]);
+        let prunable: BTreeSet<String> =
+            ["tessera-a", "tessera-b", "mine"].map(String::from).into();
         let in_use: BTreeSet<String> = ["tessera-b"].map(String::from).into();
         let (out, gone) = prune(&data, &prunable, &in_use, Some("default")).unwrap();
         assert_eq!(gone, vec!["tessera-a"]);
-        assert!(out.contains_key("tessera-c") && out.contains_key("mine") && out.contains_key("tessera-b"));
+        assert!(
+            out.contains_key("tessera-c")
+                && out.contains_key("mine")
+                && out.contains_key("tessera-b")
+        );
         assert_eq!(prune(&out, &prunable, &in_use, None), None);
     }
 }

@@ -265,8 +265,26 @@ mod tests {
     fn peaks_quantiles_and_mig_per_gpu() {
         let mut rows = Vec::new();
         for i in 0..20 {
-            rows.push(("a", 0, "GPU-0", 1e9 * f64::from(i), 8e10, Some(f64::from(i) / 20.0), 0.9, false));
-            rows.push(("a", 1, "GPU-1", 5e9, 8e10, None, f64::from(i) / 40.0, i == 3));
+            rows.push((
+                "a",
+                0,
+                "GPU-0",
+                1e9 * f64::from(i),
+                8e10,
+                Some(f64::from(i) / 20.0),
+                0.9,
+                false,
+            ));
+            rows.push((
+                "a",
+                1,
+                "GPU-1",
+                5e9,
+                8e10,
+                None,
+                f64::from(i) / 40.0,
+                i == 3,
+            ));
         }
         let s = gpu_stats(&frames(&rows), 0.95).unwrap();
         assert_eq!(s.len(), 2);

@@ -17,10 +17,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{ApiError, DevicePluginCluster, GpuPod, NodeView, PolicyView, StoredMap};
@@ -51,7 +49,9 @@ fn api_error(what: &str, e: kube::Error) -> ApiError {
     }
 }
 
-fn gpus(q: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Option<u64> {
+fn gpus(
+    q: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Option<u64> {
     q?.get(super::GPU_RESOURCE)?.0.trim().parse().ok()
 }
 
@@ -218,7 +218,13 @@ impl DevicePluginCluster for KubeDevicePlugin {
         Ok(list
             .items
             .iter()
-            .filter_map(|n| n.metadata.labels.as_ref()?.get(super::CONFIG_LABEL).cloned())
+            .filter_map(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()?
+                    .get(super::CONFIG_LABEL)
+                    .cloned()
+            })
             .collect())
     }
 

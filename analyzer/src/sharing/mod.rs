@@ -148,8 +148,11 @@ pub trait DevicePluginCluster {
     /// The ClusterPolicy, when one can be read (`None`: none, or not allowed to read it).
     fn policy(&mut self) -> Result<Option<PolicyView>, ApiError>;
     /// ConfigMap `namespace/name`; `None` when absent.
-    fn read_configmap(&mut self, namespace: &str, name: &str)
-    -> Result<Option<StoredMap>, ApiError>;
+    fn read_configmap(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<StoredMap>, ApiError>;
     /// Create ConfigMap `namespace/name` with `data` ([`ApiError::Conflict`] when it exists).
     fn create_configmap(
         &mut self,
@@ -198,27 +201,49 @@ mod tests {
 
     #[test]
     fn mig_mode_from_each_sign() {
-        assert_eq!(node(&[(MIG_CONFIG_LABEL, "all-disabled")], None).mig_mode(), None);
+        assert_eq!(
+            node(&[(MIG_CONFIG_LABEL, "all-disabled")], None).mig_mode(),
+            None
+        );
         assert!(
             node(&[(MIG_CONFIG_LABEL, "all-1g.10gb")], None)
                 .mig_mode()
                 .unwrap()
                 .contains("all-1g.10gb")
         );
-        assert!(node(&[("nvidia.com/mig-1g.10gb.count", "7")], None).mig_mode().is_some());
-        assert_eq!(node(&[("nvidia.com/mig-1g.10gb.count", "0")], None).mig_mode(), None);
         assert!(
-            node(&[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")], None)
+            node(&[("nvidia.com/mig-1g.10gb.count", "7")], None)
                 .mig_mode()
                 .is_some()
         );
-        assert_eq!(node(&[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")], None).mig_mode(), None);
+        assert_eq!(
+            node(&[("nvidia.com/mig-1g.10gb.count", "0")], None).mig_mode(),
+            None
+        );
+        assert!(
+            node(
+                &[(
+                    "nvidia.com/gpu.product",
+                    "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
+                )],
+                None
+            )
+            .mig_mode()
+            .is_some()
+        );
+        assert_eq!(
+            node(&[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")], None).mig_mode(),
+            None
+        );
     }
 
     #[test]
     fn gpu_count_from_the_label_else_capacity() {
         assert_eq!(node(&[(COUNT_LABEL, "4")], Some(12)).gpu_count(), Some(4));
-        assert_eq!(node(&[(REPLICAS_LABEL, "3")], Some(12)).gpu_count(), Some(4));
+        assert_eq!(
+            node(&[(REPLICAS_LABEL, "3")], Some(12)).gpu_count(),
+            Some(4)
+        );
         assert_eq!(node(&[(REPLICAS_LABEL, "5")], Some(12)).gpu_count(), None);
         assert_eq!(node(&[], Some(2)).gpu_count(), Some(2));
         assert_eq!(node(&[], None).gpu_count(), None);

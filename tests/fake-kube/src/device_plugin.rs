@@ -242,7 +242,12 @@ mod tests {
         assert!(check_sharing_config(both).is_err());
         assert!(check_sharing_config("version: v2\n").is_err());
         assert!(check_sharing_config("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 0}]\n").is_err());
-        assert!(check_sharing_config("version: v1\nsharing:\n  mps:\n    resources: [{name: other, replicas: 2}]\n").is_err());
+        assert!(
+            check_sharing_config(
+                "version: v1\nsharing:\n  mps:\n    resources: [{name: other, replicas: 2}]\n"
+            )
+            .is_err()
+        );
         assert!(check_sharing_config("version: v1\nextra: 1\n").is_err());
     }
 }

@@ -139,7 +139,11 @@ pub(super) struct Where {
     problems: Vec<String>,
 }
 
-fn locate(c: &mut dyn DevicePluginCluster, r: &Request, err: &mut dyn Write) -> Result<Where, RolloutError> {
+fn locate(
+    c: &mut dyn DevicePluginCluster,
+    r: &Request,
+    err: &mut dyn Write,
+) -> Result<Where, RolloutError> {
     let policy = c.policy()?;
     let patch = |policy: &str, cm: &str, default: &str| {
         format!(
@@ -172,7 +176,9 @@ fn locate(c: &mut dyn DevicePluginCluster, r: &Request, err: &mut dyn Write) -> 
         }
         (Some(n), _) => n.clone(),
         (None, want) => {
-            let cm = want.clone().unwrap_or_else(|| DEFAULT_CONFIGMAP.to_string());
+            let cm = want
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CONFIGMAP.to_string());
             problems.push(format!(
                 "ClusterPolicy {}: spec.devicePlugin.config.name is unset, so the device plugin reads no config; create the ConfigMap, then point the ClusterPolicy at it (the device plugin's pods fail while it names a ConfigMap that does not exist):\n  kubectl -n {ns} create configmap {cm} --from-literal={DEFAULT_KEY}='version: v1'\n  {}",
                 p.name,
@@ -255,8 +261,10 @@ pub fn describe(s: &NodeSharing, out: &mut dyn Write) -> std::io::Result<()> {
                 Some(st) => format!(
                     "{} (peak {}, active {})",
                     w.name(),
-                    st.peak_memory_bytes
-                        .map_or("?".into(), |b| format!("{:.1} GiB", b / (1u64 << 30) as f64)),
+                    st.peak_memory_bytes.map_or("?".into(), |b| format!(
+                        "{:.1} GiB",
+                        b / (1u64 << 30) as f64
+                    )),
                     st.activity
                         .map_or("?".into(), |a| format!("{:.0}%", a * 100.0))
                 ),
@@ -334,7 +342,11 @@ pub fn run(
     }
     let cm = format!("{}/{}", w.namespace, w.configmap);
     if merged.changed() {
-        let verb = if stored.is_none() { "created" } else { "updated" };
+        let verb = if stored.is_none() {
+            "created"
+        } else {
+            "updated"
+        };
         writeln!(out, "ConfigMap {cm} will be {verb} (other keys kept):").map_err(io)?;
         write!(out, "{}", merged.diff()).map_err(io)?;
     } else {
@@ -347,7 +359,12 @@ pub fn run(
         let now = n.config().unwrap_or("(none)");
         let alloc = n.allocatable.map_or("?".into(), |a| a.to_string());
         if t.applied(n) {
-            writeln!(out, "  node {}: {CONFIG_LABEL}={now} already, {GPU_RESOURCE} {alloc}: nothing to do", n.name).map_err(io)?;
+            writeln!(
+                out,
+                "  node {}: {CONFIG_LABEL}={now} already, {GPU_RESOURCE} {alloc}: nothing to do",
+                n.name
+            )
+            .map_err(io)?;
         } else if n.config() == Some(t.sharing.name.as_str()) {
             writeln!(out, "  node {}: {CONFIG_LABEL}={now} already, but {GPU_RESOURCE} is {alloc} and nvidia.com/gpu.replicas {}, not {} and {}: the device plugin did not apply it (kubectl -n {} get pods -o wide | grep device-plugin)", n.name, n.replicas().map_or("unset".into(), |r| r.to_string()), t.want(), t.sharing.replicas, w.namespace).map_err(io)?;
         } else {
@@ -405,7 +422,16 @@ pub fn run(
         .collect();
     let written = write_configmap(c, &w, &configs, stored, err)?;
     if written.changed() {
-        writeln!(out, "ConfigMap {cm}: {}", if written.added.is_empty() { "updated".to_string() } else { format!("added {}", written.added.join(", ")) }).map_err(io)?;
+        writeln!(
+            out,
+            "ConfigMap {cm}: {}",
+            if written.added.is_empty() {
+                "updated".to_string()
+            } else {
+                format!("added {}", written.added.join(", "))
+            }
+        )
+        .map_err(io)?;
     }
     prunable.extend(configs.iter().map(|(k, _)| k.clone()));
     nodes::rollout(c, r, &w, &configs, todo, &prunable, out, err)

@@ -16,7 +16,9 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::super::{ApiError, CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, NodeView, configmap};
+use super::super::{
+    ApiError, CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, NodeView, configmap,
+};
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
 
 /// What tessera changed on one node.
@@ -80,12 +82,18 @@ fn wait(
                 last = Some(n);
             }
             Ok(None) => {
-                return Err(RolloutError::Input(format!("node {node} was deleted while it changed")));
+                return Err(RolloutError::Input(format!(
+                    "node {node} was deleted while it changed"
+                )));
             }
             Err(e) => {
                 let m = e.to_string();
                 if last_error.as_ref() != Some(&m) {
-                    writeln!(err, "tessera: read node {node}: {m}; retrying until the node timeout").map_err(io)?;
+                    writeln!(
+                        err,
+                        "tessera: read node {node}: {m}; retrying until the node timeout"
+                    )
+                    .map_err(io)?;
                 }
                 last_error = Some(m);
             }
@@ -175,18 +183,20 @@ fn nodes(
         let name = t.before.name.clone();
         // Read again right before the change: its previous label is what it is now.
         let Some(now) = c.node(&name)? else {
-            return Err(RolloutError::Input(format!("node {name} is not in the cluster any more")));
+            return Err(RolloutError::Input(format!(
+                "node {name} is not in the cluster any more"
+            )));
         };
         for p in c.gpu_pods(&name)? {
-            writeln!(err, "tessera: node {name}: the device plugin restarts under {p}").map_err(io)?;
+            writeln!(
+                err,
+                "tessera: node {name}: the device plugin restarts under {p}"
+            )
+            .map_err(io)?;
         }
         // Another run may have pruned the config meanwhile: it is added back.
         let stored = c.read_configmap(&w.namespace, &w.configmap)?;
-        if stored
-            .as_ref()
-            .and_then(|s| s.data.get(&t.sharing.name))
-            != Some(&t.sharing.text)
-        {
+        if stored.as_ref().and_then(|s| s.data.get(&t.sharing.name)) != Some(&t.sharing.text) {
             write_configmap(c, w, configs, stored, err)?;
         }
         let mut target = t.clone();
@@ -198,7 +208,8 @@ fn nodes(
         c.patch_labels(&name, &[(CONFIG_LABEL, Some(t.sharing.name.as_str()))])?;
         let want = t.want();
         let replicas = u64::from(t.sharing.replicas);
-        let done = move |n: &NodeView| n.allocatable == Some(want) && n.replicas() == Some(replicas);
+        let done =
+            move |n: &NodeView| n.allocatable == Some(want) && n.replicas() == Some(replicas);
         match wait(c, r, &name, Some(t.sharing.name.as_str()), &done, err)? {
             Waited::Reached(d) => {
                 writeln!(
@@ -266,7 +277,11 @@ fn restore(
             Ok(Some(n)) => n,
             Ok(None) => continue,
             Err(e) => {
-                writeln!(err, "tessera: node {name}: cannot read it to put it back: {e}").map_err(io)?;
+                writeln!(
+                    err,
+                    "tessera: node {name}: cannot read it to put it back: {e}"
+                )
+                .map_err(io)?;
                 commands.push(relabel_command(name, previous));
                 continue;
             }
@@ -278,7 +293,11 @@ fn restore(
             continue; // the label patch never applied, or another client owns it now
         }
         if let Err(e) = c.patch_labels(name, &[(CONFIG_LABEL, previous)]) {
-            writeln!(err, "tessera: node {name}: cannot put {CONFIG_LABEL} back: {e}").map_err(io)?;
+            writeln!(
+                err,
+                "tessera: node {name}: cannot put {CONFIG_LABEL} back: {e}"
+            )
+            .map_err(io)?;
             commands.push(relabel_command(name, previous));
             continue;
         }
@@ -335,7 +354,14 @@ fn prune(
         match attempt {
             Ok(None) => return Ok(()),
             Ok(Some(gone)) => {
-                writeln!(err, "tessera: ConfigMap {}/{}: removed {} (no node names them)", w.namespace, w.configmap, gone.join(", ")).map_err(io)?;
+                writeln!(
+                    err,
+                    "tessera: ConfigMap {}/{}: removed {} (no node names them)",
+                    w.namespace,
+                    w.configmap,
+                    gone.join(", ")
+                )
+                .map_err(io)?;
                 return Ok(());
             }
             Err(ApiError::Conflict(_)) => continue,
