@@ -240,7 +240,10 @@ pub fn mig_nodes(stats: &[GpuStats]) -> std::collections::BTreeSet<String> {
 mod tests {
     use super::*;
 
-    fn frames(rows: &[(&str, i64, &str, f64, f64, Option<f64>, f64, bool)]) -> Frames {
+    /// node, gpu, uuid, memory used, memory total, SM activity, busy, MIG mode.
+    type Row<'a> = (&'a str, i64, &'a str, f64, f64, Option<f64>, f64, bool);
+
+    fn frames(rows: &[Row]) -> Frames {
         let df = df!(
             "node" => rows.iter().map(|r| r.0).collect::<Vec<_>>(),
             "gpu" => rows.iter().map(|r| r.1).collect::<Vec<_>>(),
