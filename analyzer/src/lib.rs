@@ -3,8 +3,10 @@
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
 //! (`report`), the findings sent to Alertmanager (`notify`), one Slurm job's use and verdict
-//! (`jobs`), a plan replayed against history (`replay`), the one time-range rule of every command (`range`), idle workloads scaled to zero
-//! on Kubernetes and back (`scale_down`), the one quantile (`stats`), and data made printable
+//! (`jobs`), a plan replayed against history (`replay`), the one time-range rule of every
+//! command (`range`), idle workloads scaled to zero on Kubernetes and back (`scale_down`), GPU
+//! sharing configs from the consolidation moves rolled out through the device plugin
+//! (`sharing`), the one quantile (`stats`), and data made printable
 //! for people (`text`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
@@ -22,6 +24,7 @@ pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod sharing;
 pub mod stats;
 pub mod text;
 pub mod timing;

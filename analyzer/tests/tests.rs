@@ -35,4 +35,5 @@ mod report_model;
 mod sampling_matrix;
 mod scale_down;
 mod scale_down_faults;
+mod sharing;
 mod slurm_real;

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod share;
 pub mod simulate;
 pub mod source;
 
@@ -37,7 +38,14 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Plan", &["mig plan", "replay"]),
     (
         "Apply",
-        &["mig export", "mig assert", "mig apply", "scale-down"],
+        &[
+            "mig export",
+            "mig assert",
+            "mig apply",
+            "share plan",
+            "share apply",
+            "scale-down",
+        ],
     ),
     ("Try it without a GPU", &["simulate", "scenario"]),
     ("Package", &["generate"]),
@@ -80,6 +88,12 @@ pub enum Command {
     /// Replay a plan against history: what it would have freed, where memory would have run
     /// out, how much slower the shared work would have run; a verdict (safe, tight, unsafe).
     Replay(replay::ReplayArgs),
+    /// GPU sharing (time-slicing or MPS) from a plan's consolidation moves, through the device
+    /// plugin: print the configs, or roll them out node by node.
+    Share {
+        #[command(subcommand)]
+        command: share::ShareCommand,
+    },
     /// Scale idle workloads (Deployments, StatefulSets, KServe InferenceServices) to zero on
     /// Kubernetes, and back with --undo; dry run unless --yes.
     #[command(mut_arg("sources", |a| a.required(false)))]
@@ -135,6 +149,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(args, command())?,
         Command::ScaleDown(args) => {
             let code = scale_down::run(args)?;
+            if code != 0 {
+                std::process::exit(code.into());
+            }
+        }
+        Command::Share { command } => {
+            let code = share::run(command)?;
             if code != 0 {
                 std::process::exit(code.into());
             }
@@ -204,7 +224,7 @@ mod tests {
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
             ("Plan", &["mig plan", "replay"]),
-            ("Apply", &["mig export", "mig apply", "scale-down"]),
+            ("Apply", &["mig export", "mig apply", "share", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
         assert_eq!(
