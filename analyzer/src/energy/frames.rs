@@ -50,7 +50,8 @@ pub struct Contributions<K> {
     /// The keys met, in order of first appearance.
     pub keys: Vec<K>,
     /// Per process row of an interval with known energy whose key is not `None`, in order: its
-    /// key (an index into `keys`) and its joules.
+    /// key (an index into `keys`) and its joules. Rows of intervals left unsplit for lack of
+    /// activity are not here (their share is unknown, not 0).
     pub shares: Vec<(usize, f64)>,
     /// Per GPU interval with known energy, in order: its energy and its idle part, J.
     pub intervals: Vec<(f64, f64)>,
@@ -240,13 +241,16 @@ pub fn contributions<K: Eq + Hash + Clone>(
     for v in order {
         let iv = &ivs[v].1;
         let s = split(iv);
-        for (owner, j) in owners[v].iter().zip(&s.processes) {
-            if let Some(o) = owner {
-                out.shares.push((*o, *j));
-            }
-        }
         if s.no_activity {
+            // Unknown, not 0: the processes get no share at all (their keys stay unknown unless
+            // another interval gives them one).
             out.no_activity_j += iv.energy_j;
+        } else {
+            for (owner, j) in owners[v].iter().zip(&s.processes) {
+                if let Some(o) = owner {
+                    out.shares.push((*o, *j));
+                }
+            }
         }
         out.intervals.push((iv.energy_j, s.idle));
     }

@@ -54,7 +54,8 @@ pub(super) fn team_energy(frames: &Frames, range: (i64, i64)) -> Result<TeamEner
 /// One GPU's idle rows: node, index, model, Σ energy J and Σ seconds.
 pub(super) type GpuIdle = (String, Option<i64>, String, f64, f64);
 
-/// Each GPU's energy and time over its current rows with activity ≤ 1% and known energy.
+/// Each GPU's energy and time over its current rows with activity ≤ 1% and known energy (0 s:
+/// none; the GPU's model is still known).
 pub(super) fn gpu_idle(gpus: &[Gpu], cur: &[&Row]) -> Vec<GpuIdle> {
     let mut acc: Vec<(f64, f64)> = vec![(0.0, 0.0); gpus.len()];
     for r in cur {
@@ -68,7 +69,6 @@ pub(super) fn gpu_idle(gpus: &[Gpu], cur: &[&Row]) -> Vec<GpuIdle> {
     }
     gpus.iter()
         .zip(acc)
-        .filter(|(_, (_, s))| *s > 0.0)
         .map(|(g, (j, s))| (g.node.clone(), g.index, g.model.clone(), j, s))
         .collect()
 }
@@ -84,7 +84,8 @@ pub(super) struct EnergyAcc {
     unmatched: u64,
     /// Team → its slot in `team_j`.
     index: BTreeMap<Arc<str>, usize>,
-    team_j: Vec<f64>,
+    /// Per team, Σ its shares; `None` until it gets one (its energy is unknown till then).
+    team_j: Vec<Option<f64>>,
     idle_by_gpu: BTreeMap<(String, u32), (f64, f64)>,
     model_of: BTreeMap<(String, u32), String>,
     idle_by_model: BTreeMap<String, (f64, f64)>,
@@ -100,13 +101,13 @@ impl EnergyAcc {
                 let n = self.team_j.len();
                 let g = *self.index.entry(k.clone()).or_insert(n);
                 if g == n {
-                    self.team_j.push(0.0);
+                    self.team_j.push(None);
                 }
                 g
             })
             .collect();
         for (k, j) in e.shares {
-            self.team_j[global[k]] += j;
+            *self.team_j[global[k]].get_or_insert(0.0) += j;
             self.workloads_j += j;
         }
         for (gpu_j, idle_j) in e.intervals {
@@ -116,11 +117,15 @@ impl EnergyAcc {
         self.no_activity_j += e.no_activity_j;
         self.unmatched += e.unmatched;
         for (node, index, model, j, s) in idle {
-            let m = self.idle_by_model.entry(model.clone()).or_default();
-            m.0 += j;
-            m.1 += s;
+            if s > 0.0 {
+                let m = self.idle_by_model.entry(model.clone()).or_default();
+                m.0 += j;
+                m.1 += s;
+            }
             if let Some(i) = index.and_then(|i| u32::try_from(i).ok()) {
-                self.idle_by_gpu.insert((node.clone(), i), (j, s));
+                if s > 0.0 {
+                    self.idle_by_gpu.insert((node.clone(), i), (j, s));
+                }
                 self.model_of.insert((node, i), model);
             }
         }
@@ -149,7 +154,8 @@ impl EnergyAcc {
     pub(super) fn apply(&self, teams: &mut Teams, prices: &Prices) {
         let Some(gpu_j) = self.gpu_j else { return };
         for (team, &slot) in &self.index {
-            let kwh = r3(self.team_j[slot] / J_PER_KWH);
+            let Some(j) = self.team_j[slot] else { continue };
+            let kwh = r3(j / J_PER_KWH);
             let row = match teams.rows.iter_mut().position(|t| *t.team == **team) {
                 Some(i) => &mut teams.rows[i],
                 None => {
