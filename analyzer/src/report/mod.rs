@@ -68,6 +68,8 @@ pub enum ReportError {
     Frames(#[from] crate::frames::FramesError),
     #[error(transparent)]
     Demand(#[from] crate::mig_planner::demand::DemandError),
+    #[error(transparent)]
+    Energy(#[from] crate::energy::EnergyError),
     /// A tally worker thread panicked, or a partition never came.
     #[error("internal error: a report worker thread failed")]
     Worker,

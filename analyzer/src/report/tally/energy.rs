@@ -28,7 +28,7 @@ pub(super) type TeamEnergy = Contributions<Arc<str>>;
 pub(super) fn team_energy(frames: &Frames, range: (i64, i64)) -> Result<TeamEnergy, ReportError> {
     // The last (namespace, job) and its team: rows cycle through a node's few processes.
     let mut last: Option<(Option<String>, Option<String>, Arc<str>)> = None;
-    let out = contributions(frames, range, |p| {
+    Ok(contributions(frames, range, |p| {
         if let Some((ns, job, team)) = &last
             && ns.as_deref() == p.namespace
             && job.as_deref() == p.slurm_job
@@ -44,11 +44,7 @@ pub(super) fn team_energy(frames: &Frames, range: (i64, i64)) -> Result<TeamEner
             team.clone(),
         ));
         Some(team)
-    });
-    out.map_err(|e| match e {
-        crate::energy::EnergyError::Polars(e) => ReportError::Polars(e),
-        crate::energy::EnergyError::Frames(e) => ReportError::Frames(e),
-    })
+    })?)
 }
 
 /// One GPU's idle rows: node, index, model, Σ energy J and Σ seconds.
