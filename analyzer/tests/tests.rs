@@ -10,6 +10,7 @@ mod advisor_accuracy;
 mod advisor_busy;
 mod advisor_edges;
 mod allocated;
+mod energy;
 mod extremes;
 mod ingest;
 mod job;

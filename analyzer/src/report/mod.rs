@@ -28,9 +28,9 @@ mod run;
 mod tally;
 
 pub use model::{
-    AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, FreeHour,
-    GpuActivity, IdleModel, MigSection, OffpeakBaseline, OffpeakWindow, QualityNote, Report,
-    ReportInput, TeamUsage, Teams, Usage,
+    AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, EnergySplit,
+    FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, OffpeakBaseline, OffpeakWindow,
+    QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
 };
 pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
@@ -68,6 +68,8 @@ pub enum ReportError {
     Frames(#[from] crate::frames::FramesError),
     #[error(transparent)]
     Demand(#[from] crate::mig_planner::demand::DemandError),
+    #[error(transparent)]
+    Energy(#[from] crate::energy::EnergyError),
     /// A tally worker thread panicked, or a partition never came.
     #[error("internal error: a report worker thread failed")]
     Worker,
