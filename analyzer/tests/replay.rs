@@ -459,3 +459,68 @@ fn bad_input_is_refused_naming_what_is_wrong() {
         "{r:#}"
     );
 }
+
+/// The same consolidation replayed through a real Prometheus (Debian's; `scripts/test.sh`
+/// installs it): one day of the fixture at 5-second samples into 10-second rows, written as the
+/// exporter's OpenMetrics, backfilled with promtool and read back with `prometheus:URL` — the
+/// verdict, the contended intervals (equal to the planted schedule's at 10-second rows), the
+/// peak memory and the GPUs freed are those of the history the data came from.
+#[test]
+fn a_real_prometheus_backfilled_with_the_day_gives_the_same_replay() {
+    use crate::support::openmetrics as om;
+    use crate::support::prometheus as prom;
+    prom::require_tools();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = std::fs::read_to_string(fixture()).unwrap();
+    let (gpu, mig, process, since) = om::simulate(dir.path(), &toml, "replay");
+    assert_eq!(since, START * 1000);
+    let server = prom::serve(dir.path(), &om::openmetrics(&gpu, &mig, &process));
+    let tight = plan(dir.path(), "tight.yaml", 0, 1);
+    let (from, to) = (om::rfc3339(since), om::rfc3339(since + om::DAY_MS));
+    let replay = |src: &str| {
+        json(&[
+            "replay",
+            "--source",
+            src,
+            "--plan",
+            tight.to_str().unwrap(),
+            "--since",
+            &from,
+            "--until",
+            &to,
+            "--interval",
+            "10s",
+            "--format",
+            "json",
+        ])
+    };
+    let hist = replay(&format!(
+        "history:{}",
+        dir.path().join("history").join("share-a").display()
+    ));
+    let prom_r = replay(&format!("prometheus:{}", server.url));
+    let (n, worst) = planted_contention(START, START + 86_400, 10, 5, 1);
+    assert!(n > 0);
+    for (what, r) in [("history", &hist), ("prometheus", &prom_r)] {
+        assert_eq!(r["verdict"], "tight", "{what}: {r:#}");
+        let p = placement(r, "consolidation share-a/GPU0");
+        assert_eq!(p["contention_intervals"], n, "{what}: {p:#}");
+        assert!(
+            (p["slowdown_max"].as_f64().unwrap() - worst).abs() < 1e-6,
+            "{what}: {p:#}"
+        );
+        assert_eq!(p["exceeded_intervals"], 0, "{what}");
+        assert_eq!(
+            p["peak_memory_bytes"].as_f64().unwrap(),
+            21.0 * GIB,
+            "{what}"
+        );
+        let f = &r["fleet"];
+        assert_eq!(
+            (f["gpus_before"].as_u64(), f["gpus_after"].as_u64()),
+            (Some(2), Some(1)),
+            "{what}"
+        );
+        assert_eq!(f["gpu_hours_freed"].as_f64().unwrap(), 24.0, "{what}");
+    }
+}
