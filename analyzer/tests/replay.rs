@@ -524,3 +524,80 @@ fn a_real_prometheus_backfilled_with_the_day_gives_the_same_replay() {
         assert_eq!(f["gpu_hours_freed"].as_f64().unwrap(), 24.0, "{what}");
     }
 }
+
+/// `tessera report --out-of-sample`: the report's own plans made from the previous period and
+/// replayed on the reported one. Reported 2026-11-05 12:00 .. 11-09 (3.5 days), so the previous
+/// period is 11-02 .. 11-05 12:00, when team/grow held 8 GiB: the MIG plan made from it fails in
+/// every 5-minute row from 11-06 00:00 (planted), exactly as `tessera replay --train --test`
+/// finds; the default report has no such section.
+#[test]
+fn the_report_replays_its_own_plans_out_of_sample_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = history(dir.path(), 7);
+    let src = format!("history:{}", h.display());
+    let (since, until) = ("2026-11-05T12:00:00Z", "2026-11-09T00:00:00Z");
+    let report = |extra: &[&str]| {
+        let mut args = vec![
+            "report", "--source", &src, "--since", since, "--until", until,
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, out, err) = report(&["--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let plain: Value = serde_json::from_str(&out).unwrap();
+    assert!(plain.get("out_of_sample").is_none(), "not asked for");
+
+    let (code, out, err) = report(&["--format", "json", "--out-of-sample"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let checks = r["out_of_sample"].as_array().expect("out_of_sample");
+    let kinds: Vec<&str> = checks.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["consolidation", "mig"]);
+    for c in checks {
+        assert_eq!(c["trained_from"], "2026-11-02T00:00:00.000Z", "{c:#}");
+        assert_eq!(c["trained_until"], "2026-11-05T12:00:00.000Z");
+        assert_eq!(c["replayed_from"], r["from"]);
+        assert_eq!(c["replayed_until"], r["until"]);
+    }
+    let mig = &checks[1];
+    assert_eq!(mig["verdict"], "unsafe", "{mig:#}");
+    let rows = (START + 7 * 86_400 - DAY5) / 300;
+    assert_eq!(mig["failed_intervals"], rows, "{mig:#}");
+    assert!(
+        mig["deciding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().contains(&format!(
+                "memory exceeded in {rows} interval(s) (72.00 h): 2026-11-06T00:00:00.000Z"
+            ))),
+        "{mig:#}"
+    );
+    // The same as the replay command asked for the same ranges.
+    let direct = json(&[
+        "replay",
+        "--source",
+        &src,
+        "--train",
+        "2026-11-02..2026-11-05T12:00:00Z",
+        "--test",
+        &format!("{since}..{until}"),
+        "--kind",
+        "mig",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(direct["verdict"], mig["verdict"]);
+    assert_eq!(direct["failed_intervals"], mig["failed_intervals"]);
+    assert_eq!(direct["fleet"]["gpus_after"], mig["gpus_after"]);
+    // Every other section is the default report's.
+    let mut without = r.clone();
+    without.as_object_mut().unwrap().remove("out_of_sample");
+    assert_eq!(without, plain);
+
+    let (code, out, err) = report(&["--out-of-sample"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Out-of-sample check"), "{out}");
+    assert!(out.contains("unsafe"), "{out}");
+}

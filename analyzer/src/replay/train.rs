@@ -1,5 +1,6 @@
 //! Out of sample: a plan made from one range (`train`) and replayed on another (`test`), the
-//! way `tessera replay --train … --test …` and `tessera report --out-of-sample` use it. The plan
+//! way `tessera replay --train … --test …` and `tessera report --out-of-sample` use it (the
+//! latter's figures: [`OutOfSample`]). The plan
 //! comes from the MIG planner ([`crate::mig_planner::run`], as `tessera mig plan`) or from the
 //! advisor's consolidation detector ([`crate::advisor::plan_out`], as `tessera analyze
 //! --plan-out`), both with their default parameters.
@@ -11,12 +12,13 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use tessera_core::mig::plan::TesseraPlan;
 
-use super::{ReplayError, ReplayRequest};
+use super::ReplayRequest;
 use crate::advisor::{self, plan_out::PlanOutError};
 use crate::frames::Frames;
 use crate::mig_planner::{self, PlanRequest, PlanRunError};
 use crate::range::TimeRange;
 use crate::report::Prices;
+use crate::report::out_of_sample::OutOfSample;
 
 /// Which planner makes the plan of the training range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -93,31 +95,6 @@ pub fn make_plan(
     }
 }
 
-/// One out-of-sample check as the report shows it: the plan of one kind made from the previous
-/// period and replayed on the report's, or why there was none.
-#[derive(Debug, Clone, Serialize)]
-pub struct OutOfSample {
-    /// `mig` or `consolidation`.
-    pub kind: &'static str,
-    pub trained_from: String,
-    pub trained_until: String,
-    pub replayed_from: String,
-    pub replayed_until: String,
-    /// Why no plan or no replay was made (nothing to consolidate, no MIG GPU, no rows); `None`
-    /// when there is a replay.
-    pub skipped: Option<String>,
-    /// `safe`, `tight` or `unsafe`; `None` when skipped.
-    pub verdict: Option<&'static str>,
-    pub failed_intervals: Option<u64>,
-    pub gpus_before: Option<u32>,
-    pub gpus_after: Option<u32>,
-    pub gpu_hours_freed: Option<f64>,
-    /// The largest p99 memory of a placement as a share of its capacity (where known).
-    pub p99_memory_share_max: Option<f64>,
-    /// The placements and workloads that decided the verdict.
-    pub deciding: Vec<String>,
-}
-
 /// For each kind: a plan made from `train` (frames narrowed to it here) and replayed on `test`.
 /// A kind for which no plan can be made is `skipped` with the reason, never an error.
 pub fn out_of_sample(
@@ -182,11 +159,6 @@ pub fn out_of_sample(
                         .filter_map(|p| p.p99_memory_share)
                         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
                     out.deciding = r.deciding;
-                }
-                Err(
-                    e @ (ReplayError::NotInData(_) | ReplayError::NoRows | ReplayError::Plan(_)),
-                ) => {
-                    out.skipped = Some(format!("not replayed: {e}"));
                 }
                 Err(e) => out.skipped = Some(format!("not replayed: {e}")),
             }

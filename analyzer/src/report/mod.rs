@@ -13,13 +13,15 @@
 //!
 //! Files: `model` (the document's types), `prices`, the usage and chart tallies over the rows
 //! (`tally`), `findings` (the advisor's findings priced), `charts` (hour-of-week slots) and
-//! `quality` (data-quality notes); [`render`] and [`html`] print it, [`pass`] reads each
-//! partition once for the advisor, the tallies and the MIG demand.
+//! `quality` (data-quality notes), [`out_of_sample`] (the opt-in out-of-sample check's figures
+//! and section; the command makes them through `crate::replay`); [`render`] and [`html`] print
+//! it, [`pass`] reads each partition once for the advisor, the tallies and the MIG demand.
 
 mod charts;
 mod findings;
 pub mod html;
 mod model;
+pub mod out_of_sample;
 pub mod pass;
 mod prices;
 mod quality;

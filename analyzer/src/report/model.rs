@@ -337,6 +337,10 @@ pub struct Report {
     pub mig: Option<MigSection>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
+    /// `--out-of-sample`: each of the report's plans made from the previous period and replayed
+    /// on this one; absent from the JSON unless asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_sample: Option<Vec<super::out_of_sample::OutOfSample>>,
 }
 
 /// The report's MIG recommendation: a summary, and the plan's figures when there is a plan

@@ -20,7 +20,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let f = &r.fleet;
     // Memory used absent from the whole range: what needs it is unknown, not zero.
     let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
-    vec![
+    let mut v = vec![
         summary(r, no_memory),
         usage("By node", r, &r.by_node),
         usage("By GPU model", r, &r.by_model),
@@ -30,8 +30,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
         consolidation(r, no_memory),
         mig(r),
         offpeak(r),
-        data_quality(r),
-    ]
+    ];
+    v.extend(crate::report::out_of_sample::section(
+        r.out_of_sample.as_deref(),
+    ));
+    v.push(data_quality(r));
+    v
 }
 
 /// A key-value row of the summary.

@@ -589,5 +589,6 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         mig: None,
         data_quality,
         charts,
+        out_of_sample: None,
     })
 }
