@@ -2,9 +2,12 @@
 //! `tessera_core`'s simulator, ingest of history, CSV and Prometheus sources into canonical polars
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
-//! (`report`), the findings sent to Alertmanager (`notify`), one Slurm job's use and verdict
-//! (`jobs`), the one time-range rule of every command (`range`), idle workloads scaled to zero
-//! on Kubernetes and back (`scale_down`), the one quantile (`stats`), and data made printable
+//! (`report`), each GPU's energy split among its workloads (`energy`), the findings sent to
+//! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
+//! history (`replay`), the one time-range rule of every command (`range`), idle workloads scaled
+//! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
+//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), and data
+//! made printable
 //! for people (`text`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
@@ -12,6 +15,7 @@
 
 pub mod advisor;
 pub mod changes;
+pub mod energy;
 pub mod frames;
 pub mod ingest;
 pub mod jobs;
@@ -19,9 +23,11 @@ pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
 pub mod range;
+pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod sharing;
 pub mod stats;
 pub mod text;
 pub mod timing;

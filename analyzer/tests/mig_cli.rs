@@ -551,7 +551,7 @@ fn a_schedules_plan_stays_beside_it_and_its_errors_never_quote_the_file() {
             "plan {} (named by schedule.yaml)",
             token.display()
         )) && err.contains(
-            "not a tessera plan (kind: tessera-mig-plan) or an nvidia-mig-parted v1 file"
+            "not a tessera plan (kind: tessera-plan or tessera-mig-plan) or an nvidia-mig-parted v1 file"
         ),
         "{err}"
     );
@@ -581,7 +581,7 @@ fn a_bad_tessera_plan_gets_the_errors_of_a_tessera_plan() {
     let (code, _, err) = node.run(&["export", "-o", "plan.yaml"]);
     assert_eq!(code, 0, "{err}");
     let plan = std::fs::read_to_string(node.path("plan.yaml")).unwrap();
-    assert!(plan.contains("kind: tessera-mig-plan"), "{plan}");
+    assert!(plan.contains("kind: tessera-plan"), "{plan}");
     let cases: Vec<(&str, String, &str)> = vec![
         (
             "a GPU index of 2^64",
@@ -591,8 +591,8 @@ fn a_bad_tessera_plan_gets_the_errors_of_a_tessera_plan() {
         (
             "a duplicate key",
             plan.replacen(
-                "kind: tessera-mig-plan",
-                "kind: tessera-mig-plan\nkind: tessera-mig-plan",
+                "kind: tessera-plan",
+                "kind: tessera-plan\nkind: tessera-plan",
                 1,
             ),
             "duplicate",
@@ -616,7 +616,7 @@ fn a_bad_tessera_plan_gets_the_errors_of_a_tessera_plan() {
         assert_eq!(code, 2, "{what}: {out}{err}");
         assert!(
             err.contains("not a valid tessera plan (it declares kind:)")
-                || err.contains("tessera-mig-plan"),
+                || err.contains("tessera-plan"),
             "{what}: {err}"
         );
         assert!(

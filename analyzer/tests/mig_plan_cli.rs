@@ -178,6 +178,37 @@ fn plans_a_simulated_mig_node_with_a_night_switch() {
         .unwrap();
     assert_eq!(api_day, api_night);
 
+    // The plan says where each workload's rows are (what `tessera replay` moves), from the
+    // summary's measurements, and the window it was planned from.
+    assert_eq!(plan.kind, "tessera-plan");
+    assert_eq!(plan.workloads.len(), 8, "{:?}", plan.workloads.keys());
+    for w in ws {
+        let src = &plan.workloads[w["id"].as_str().unwrap()];
+        assert_eq!(src.kind.as_str(), w["measured"]["kind"]);
+        assert_eq!(src.node, "mig-1");
+        assert!(src.gpu_instance.is_some(), "{src:?}");
+        assert_eq!(
+            src.memory_peak_bytes,
+            w["measured"]["peak_memory_bytes"].as_u64()
+        );
+    }
+    // Every placed workload is described; the GPU instances are distinct.
+    let gis: std::collections::BTreeSet<_> = plan
+        .workloads
+        .values()
+        .map(|w| (w.uuid.clone(), w.gpu_instance))
+        .collect();
+    assert_eq!(gis.len(), 8);
+    assert!(placed.iter().all(|id| plan.workloads.contains_key(*id)));
+    let window = plan.window.as_ref().expect("window");
+    assert!(window.from < window.until, "{window:?}");
+    assert_eq!(window.sources, vec![format!("history:{}", h.display())]);
+    // The schedule is in the plan too, equal to the schedule file's switches.
+    let inline = plan.schedule.as_ref().expect("inline schedule");
+    let sched_file = MigSchedule::from_file(&sched_path).unwrap();
+    assert_eq!(inline.switches, sched_file.switches);
+    assert_eq!(inline.timezone, sched_file.timezone);
+
     let parted = PartedFile::from_file(&parted_path).expect("mig-parted config parses");
     assert_eq!(parted_layouts(&parted), plan_layouts(&plan));
 

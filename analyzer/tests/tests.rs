@@ -1,5 +1,5 @@
 //! tessera's (the analyzer's) integration tests, one binary (they link polars once): ingest of
-//! every source, the advisor's accuracy and edges, the report, the MIG commands, `tessera notify` against a
+//! every source, the advisor's accuracy and edges, the report, the MIG commands, `tessera replay`, `tessera notify` against a
 //! real Alertmanager, and the Prometheus source against a test server and a real Prometheus. `support` holds the shared CLI
 //! runner and the Prometheus helpers. `parsers_prop.rs` is a binary of its own: it owns the global
 //! allocator.
@@ -11,6 +11,7 @@ mod advisor_busy;
 mod advisor_edges;
 mod allocated;
 mod changes;
+mod energy;
 mod extremes;
 mod ingest;
 mod job;
@@ -22,16 +23,19 @@ mod notify;
 mod notify_faults;
 mod occupancy;
 mod offpeak_trace;
+mod plan_out;
 mod prometheus_holders;
 mod prometheus_http;
 mod prometheus_occupancy;
 mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
+mod replay;
 mod report;
 mod report_html;
 mod report_model;
 mod sampling_matrix;
 mod scale_down;
 mod scale_down_faults;
+mod sharing;
 mod slurm_real;

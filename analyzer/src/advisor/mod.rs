@@ -14,6 +14,8 @@
 //! - [`busy`] — GPUs busy by `utilization.gpu` while their SMs are mostly idle;
 //! - [`allocated`] — GPUs and MIG instances held by a pod or Slurm job with nothing running.
 //!
+//! [`plan_out`] turns the consolidation findings into a plan file's moves (docs/plan.md).
+//!
 //! This module does not read sources (that is `ingest`), plan MIG layouts, or render reports.
 
 pub mod allocated;
@@ -22,6 +24,7 @@ pub mod consolidation;
 pub mod evidence;
 pub mod idle;
 pub mod offpeak;
+pub mod plan_out;
 
 use std::fmt::Write as _;
 

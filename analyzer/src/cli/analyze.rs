@@ -1,8 +1,9 @@
 //! `tessera analyze`: flag parsing and printing for the advisor (a module of the binary). Ingests
 //! the sources, narrows to the analysed range, runs every detector of the registry and prints a
 //! table or the versioned findings JSON (`docs/findings.md`) on stdout; warnings on stderr.
+//! `--plan-out` also writes the consolidation moves as a plan file (docs/plan.md).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chrono_tz::Tz;
 use clap::Args;
 use tessera::advisor;
@@ -26,11 +27,25 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     thresholds: ThresholdArgs,
+    /// Also write the consolidation findings' moves as a tessera plan (tessera-plan v1,
+    /// docs/plan.md), for `tessera replay`.
+    #[arg(long = "plan-out", value_name = "FILE")]
+    plan_out: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let params = args.thresholds.params(args.tz)?;
     let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
+    if let Some(path) = &args.plan_out {
+        let plan = advisor::plan_out::consolidation_plan(&analysis)?;
+        std::fs::write(path, plan.to_yaml())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} ({} consolidation move(s))",
+            path.display(),
+            plan.consolidation.len()
+        );
+    }
     match args.format {
         OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),

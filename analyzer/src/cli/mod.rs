@@ -9,9 +9,11 @@ pub mod ingest;
 pub mod job;
 pub mod mig;
 pub mod notify;
+pub mod replay;
 pub mod report;
 pub mod scale_down;
 pub mod scenario;
+pub mod share;
 pub mod simulate;
 pub mod source;
 
@@ -33,10 +35,17 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Observe", &["ingest", "job", "mig profiles"]),
     ("Advise", &["analyze", "notify"]),
     ("Report", &["report"]),
-    ("Plan", &["mig plan"]),
+    ("Plan", &["mig plan", "replay"]),
     (
         "Apply",
-        &["mig export", "mig assert", "mig apply", "scale-down"],
+        &[
+            "mig export",
+            "mig assert",
+            "mig apply",
+            "share plan",
+            "share apply",
+            "scale-down",
+        ],
     ),
     ("Try it without a GPU", &["simulate", "scenario"]),
     ("Package", &["generate"]),
@@ -75,6 +84,15 @@ pub enum Command {
     Mig {
         #[command(subcommand)]
         command: mig::MigCommand,
+    },
+    /// Replay a plan against history: what it would have freed, where memory would have run
+    /// out, how much slower the shared work would have run; a verdict (safe, tight, unsafe).
+    Replay(replay::ReplayArgs),
+    /// GPU sharing (time-slicing or MPS) from a plan's consolidation moves, through the device
+    /// plugin: print the configs, or roll them out node by node.
+    Share {
+        #[command(subcommand)]
+        command: share::ShareCommand,
     },
     /// Scale idle workloads (Deployments, StatefulSets, KServe InferenceServices) to zero on
     /// Kubernetes, and back with --undo; dry run unless --yes.
@@ -125,11 +143,18 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Analyze(args) => analyze::run(args)?,
         Command::Notify(args) => notify::run(args)?,
         Command::Report(args) => report::run(args)?,
+        Command::Replay(args) => replay::run(args)?,
         Command::Job(args) => job::run(args)?,
         Command::Simulate(args) => simulate::run(args)?,
         Command::Generate(args) => generate::run(args, command())?,
         Command::ScaleDown(args) => {
             let code = scale_down::run(args)?;
+            if code != 0 {
+                std::process::exit(code.into());
+            }
+        }
+        Command::Share { command } => {
+            let code = share::run(command)?;
             if code != 0 {
                 std::process::exit(code.into());
             }
@@ -198,8 +223,8 @@ mod tests {
             ("Observe", &["ingest", "job", "mig profiles", "nope"]),
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
-            ("Plan", &["mig plan"]),
-            ("Apply", &["mig export", "mig apply", "scale-down"]),
+            ("Plan", &["mig plan", "replay"]),
+            ("Apply", &["mig export", "mig apply", "share", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
         assert_eq!(

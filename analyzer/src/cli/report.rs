@@ -66,6 +66,11 @@ pub struct ReportArgs {
     /// Markdown or JSON.
     #[arg(long, value_enum)]
     by: Option<By>,
+    /// Also make the report's plans (consolidation moves, MIG layouts) from the previous period
+    /// and replay them on this one (`tessera replay`, docs/replay.md): verdict, failures, GPUs
+    /// freed. Off by default: it plans and replays once more.
+    #[arg(long = "out-of-sample")]
+    out_of_sample: bool,
 }
 
 fn no_color() -> bool {
@@ -134,8 +139,25 @@ pub fn run(args: ReportArgs) -> Result<()> {
         change_at,
         journal,
     };
-    let r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
+    let sources: Vec<String> = request.sources.clone();
+    let prices_for_replay = request.prices.clone();
+    let mut r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;
+    if args.out_of_sample {
+        bar.set("replaying the plans", 0);
+        r.out_of_sample = Some(tessera::replay::train::out_of_sample(
+            &frames,
+            range.previous(),
+            range,
+            &[
+                tessera::replay::train::PlanKind::Consolidation,
+                tessera::replay::train::PlanKind::Mig,
+            ],
+            tz,
+            &sources,
+            &prices_for_replay,
+        ));
+    }
     bar.finish();
     let color = args.format == ReportFormat::Table
         && args.out.is_none()

@@ -1,7 +1,7 @@
 //! What every command that reads telemetry shares: the source flags ([`SourceArgs`]), the range
 //! (`--since`, `--until`, resolved by the one rule of `tessera::range`: [`load`]), `--tz` ([`parse_tz`]), the
-//! off-peak flags ([`OffpeakArgs`]), the output format, progress on a terminal, and naming the
-//! history file an error comes from. Commands import this module, never each other.
+//! off-peak flags ([`OffpeakArgs`]), the output format, progress on a terminal, naming the
+//! history file an error comes from, and the stop flag of the Kubernetes rollouts. Commands import this module, never each other.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -15,6 +15,19 @@ use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
 use tessera::frames::Table;
 use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source};
 use tessera::range::{RangeRequest, TimeRange};
+
+/// A flag SIGTERM (a CronJob's deadline, `kubectl delete`) and SIGINT set, so a rollout
+/// (`mig apply --via mig-manager`, `share apply`) stops and puts the nodes back; a second signal
+/// exits at once (status 1).
+pub fn stop_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use std::sync::Arc;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
 
 /// Spill folders of prometheus: sources read by node (`IngestOptions::spill`), kept until the
 /// command is done.

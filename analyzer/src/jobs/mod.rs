@@ -9,6 +9,8 @@
 //! utilisation (summed over the job's processes on that GPU), the MIG instance's SM activity, the
 //! GPU's SM activity, the GPU's busy ratio — the idle detector's order.
 //!
+//! Energy (`energy`): the job's part of each GPU interval's energy, by share of activity.
+//!
 //! [`job_rows`] reads one partition's frames (call it per node partition; a multi-node job spans
 //! several); [`JobRows::merge`] adds partitions up; [`summarise`] is pure. No I/O, no clock.
 
@@ -31,11 +33,14 @@ pub enum JobError {
     /// The idle detector run on the job's rows failed.
     #[error(transparent)]
     Advisor(#[from] AdvisorError),
+    #[error(transparent)]
+    Energy(#[from] crate::energy::EnergyError),
 }
 use crate::frames::Frames;
 use crate::ingest::fmt_ms;
 use crate::stats::quantile;
 
+mod energy;
 mod render;
 pub use render::{render_table, render_worst};
 
@@ -85,6 +90,8 @@ pub struct JobRows {
     /// Devices the job held by allocation without running a process on them.
     pub held_only: std::collections::BTreeSet<Device>,
     pub idle: Vec<advisor::evidence::IdleEvidence>,
+    /// The job's energy on each device, J (devices whose GPU's energy is known).
+    pub energy: BTreeMap<Device, f64>,
 }
 
 impl JobRows {
@@ -97,6 +104,9 @@ impl JobRows {
         }
         self.idle.extend(other.idle);
         self.held_only.extend(other.held_only);
+        for (d, j) in other.energy {
+            *self.energy.entry(d).or_default() += j;
+        }
     }
 }
 
@@ -331,6 +341,11 @@ pub fn rows_by_job(
         }
         rows.devices.entry(d).or_default().push(row);
     }
+    for (job, by_device) in energy::job_energy(frames, only, (from, until))? {
+        if let Some(rows) = out.get_mut(&job) {
+            rows.energy = by_device;
+        }
+    }
     // Idle-loaded spans: the advisor's detector on the job's rows and its devices' rows.
     let job_frames = Frames {
         gpu: frames.gpu.clone().filter(in_range.clone()),
@@ -405,6 +420,8 @@ pub struct DeviceUse {
     pub memory_total_gib: Option<f64>,
     /// The job held the device by allocation and never ran a process on it.
     pub held_only: bool,
+    /// The job's part of the device's energy (by share of activity); null when unknown.
+    pub energy_kwh: Option<f64>,
 }
 
 /// A span in which the job held memory and did nothing.
@@ -459,6 +476,8 @@ pub struct JobSummary {
     /// The most used source of the activity values.
     pub activity_source: Option<ActivitySource>,
     pub memory_peak_gib: Option<f64>,
+    /// Σ of the devices' `energy_kwh`; null when no device's is known.
+    pub energy_kwh: Option<f64>,
     pub idle_hours: f64,
     pub idle_spans: Vec<IdleSpan>,
     /// GPU-hours × (1 − mean activity): what the job held and did not use (all of its
@@ -538,6 +557,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
                 .reduce(f64::max)
                 .map(gib),
             held_only: rows.held_only.contains(d),
+            energy_kwh: rows.energy.get(d).map(|j| r3(j / 3.6e6)),
         });
     }
     let gpu_hours = r3(devices.iter().map(|d| d.hours).sum());
@@ -585,6 +605,8 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         activity_p95: p95,
         activity_source: source,
         memory_peak_gib: peak.map(gib),
+        energy_kwh: (!rows.energy.is_empty())
+            .then(|| r3(rows.energy.values().sum::<f64>() / 3.6e6)),
         idle_hours,
         idle_spans,
         unused_gpu_hours: r3(gpu_hours * (1.0 - mean.unwrap_or(0.0).clamp(0.0, 1.0)) + 0.0),

@@ -42,6 +42,14 @@ pub fn render_table(s: &JobSummary) -> String {
     );
     let _ = writeln!(
         o,
+        "  Energy    {}",
+        s.energy_kwh
+            .map_or("unknown (no energy in the data)".to_string(), |e| format!(
+                "{e:.3} kWh (its share of the GPUs' energy by activity)"
+            ))
+    );
+    let _ = writeln!(
+        o,
         "  Idle      {:.1} h holding memory while idle ({} span(s))",
         s.idle_hours,
         s.idle_spans.len()
@@ -49,8 +57,8 @@ pub fn render_table(s: &JobSummary) -> String {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14}",
-        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK"
+        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14} {:>9}",
+        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK", "KWH"
     );
     for d in &s.devices {
         let mem = match (d.memory_peak_gib, d.memory_total_gib) {
@@ -60,7 +68,7 @@ pub fn render_table(s: &JobSummary) -> String {
         };
         let _ = writeln!(
             o,
-            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14}",
+            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14} {:>9}",
             d.device.node,
             d.device.gpu,
             d.device
@@ -69,7 +77,8 @@ pub fn render_table(s: &JobSummary) -> String {
             d.hours,
             pct_or(d.activity_mean),
             pct_or(d.activity_p95),
-            mem
+            mem,
+            d.energy_kwh.map_or("-".to_string(), |e| format!("{e:.3}"))
         );
     }
     let _ = writeln!(o);
@@ -93,10 +102,11 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
         "P95",
         "IDLE H",
         "UNUSED GPU-H",
+        "KWH",
         "RATING",
         "START",
     ];
-    let rows: Vec<[String; 9]> = list
+    let rows: Vec<[String; 10]> = list
         .iter()
         .map(|s| {
             [
@@ -107,6 +117,7 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
                 pct_or(s.activity_p95),
                 format!("{:.1}", s.idle_hours),
                 format!("{:.1}", s.unused_gpu_hours),
+                s.energy_kwh.map_or("-".to_string(), |e| format!("{e:.3}")),
                 s.rating.as_str().to_string(),
                 s.start.clone(),
             ]

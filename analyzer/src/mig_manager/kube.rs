@@ -161,6 +161,36 @@ fn is_gpu_resource(name: &str) -> bool {
         || name.starts_with("nvidia.com/mig-")
 }
 
+/// The pod as a [`GpuPod`] when it holds GPU resources (`nvidia.com/gpu`,
+/// `nvidia.com/gpu.shared`, `nvidia.com/mig-*`, nonzero, in limits or requests of its containers
+/// and init containers). Shared with `sharing::kube`.
+pub fn gpu_pod(p: &Pod) -> Option<GpuPod> {
+    let spec = p.spec.as_ref()?;
+    let mut resources = BTreeMap::new();
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    for c in containers {
+        let Some(r) = &c.resources else { continue };
+        for q in [&r.limits, &r.requests].into_iter().flatten() {
+            for (k, v) in q {
+                if is_gpu_resource(k) && v.0.trim() != "0" {
+                    resources.entry(k.clone()).or_insert_with(|| v.0.clone());
+                }
+            }
+        }
+    }
+    (!resources.is_empty()).then(|| GpuPod {
+        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        resources: resources
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+    })
+}
+
 /// A kube-rs client and the current-thread runtime it runs on, from `kubeconfig` (or the usual
 /// search: `$KUBECONFIG`, `~/.kube/config`, then the in-cluster config) and `context`, its
 /// connect timeout bounded by `timeout` (at most 10 s). Shared with `scale_down::kube`.
@@ -476,36 +506,7 @@ impl Cluster for KubeCluster {
             "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
         ));
         let list = self.call(&format!("list the pods of node {node}"), api.list(&lp))?;
-        let mut out = Vec::new();
-        for p in list.items {
-            let Some(spec) = &p.spec else { continue };
-            let mut resources = BTreeMap::new();
-            let containers = spec
-                .containers
-                .iter()
-                .chain(spec.init_containers.iter().flatten());
-            for c in containers {
-                let Some(r) = &c.resources else { continue };
-                for q in [&r.limits, &r.requests].into_iter().flatten() {
-                    for (k, v) in q {
-                        if is_gpu_resource(k) && v.0.trim() != "0" {
-                            resources.entry(k.clone()).or_insert_with(|| v.0.clone());
-                        }
-                    }
-                }
-            }
-            if !resources.is_empty() {
-                out.push(GpuPod {
-                    namespace: p.metadata.namespace.clone().unwrap_or_default(),
-                    name: p.metadata.name.clone().unwrap_or_default(),
-                    resources: resources
-                        .into_iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect(),
-                });
-            }
-        }
-        Ok(out)
+        Ok(list.items.iter().filter_map(gpu_pod).collect())
     }
 
     fn patch_labels(

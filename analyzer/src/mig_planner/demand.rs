@@ -26,6 +26,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 use tessera_core::mig;
+use tessera_core::mig::plan_sections::WorkloadSource;
 
 use super::{FleetGpu, Workload};
 use crate::frames::{Frames, FramesError};
@@ -90,6 +91,9 @@ pub struct Measured {
     /// UTC hours (hours since the epoch) in which the workload held memory (schedules use them).
     #[serde(skip)]
     pub loaded_hours: BTreeSet<i64>,
+    /// Where its rows are (the plan file's `workloads` entry; a replay moves these rows).
+    #[serde(skip)]
+    pub source: Option<WorkloadSource>,
 }
 
 /// The UTC hour (since the epoch) a row ending at `ts` ms belongs to.

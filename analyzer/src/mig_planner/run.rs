@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use chrono_tz::Tz;
 use tessera_core::mig::plan::TesseraPlan;
+use tessera_core::mig::plan_sections::{PlanSchedule, PlanWindow};
 
 use super::demand::{self, Demand, DemandError, DemandParams};
 use super::schedule::{self, NightProposal, NoNightLayout};
@@ -29,6 +30,8 @@ pub struct PlanRequest {
     pub sources: Vec<String>,
     /// How the schedule names the plan file (relative to the schedule's folder, or absolute).
     pub plan_ref: String,
+    /// The range the frames hold (the plan file's `window`).
+    pub range: Option<crate::range::TimeRange>,
 }
 
 /// What the workflow reports while it runs.
@@ -107,6 +110,22 @@ pub fn run(
         });
     }
     file.configs.insert("day".into(), day.clone());
+    file.window = req.range.map(|r| PlanWindow {
+        from: crate::ingest::fmt_ms(r.since),
+        until: crate::ingest::fmt_ms(r.until),
+        sources: req.sources.clone(),
+    });
+    // Where each workload's rows are: what `tessera replay` moves.
+    file.workloads = d
+        .workloads
+        .iter()
+        .zip(&d.measured)
+        .filter_map(|(w, m)| {
+            let mut s = m.source.clone()?;
+            s.activity = s.activity.map(|a| (a * 1e4).round() / 1e4);
+            Some((w.id.clone(), s))
+        })
+        .collect();
 
     // The night layout, where the off-peak profile has windows.
     let params = advisor::Params {
@@ -135,6 +154,10 @@ pub fn run(
     );
     if let Ok(p) = &night {
         file.configs.insert("night".into(), p.night.clone());
+        file.schedule = Some(PlanSchedule {
+            timezone: p.schedule.timezone.clone(),
+            switches: p.schedule.switches.clone(),
+        });
     }
     file.validate("the planned layouts")
         .map_err(PlanRunError::Invalid)?;

@@ -651,6 +651,7 @@ fn no_switch_without_windows_or_without_freed_capacity() {
         activity_source: "sm_active",
         slices_basis: 3,
         loaded_hours: hours.clone(),
+        source: None,
     }];
     let why = schedule::propose(
         &day,
@@ -730,6 +731,7 @@ fn whole_gpus_by_day_are_never_switched_for_training() {
         activity_source: "sm_active",
         slices_basis: 3,
         loaded_hours: loaded.clone(),
+        source: None,
     };
     // The training job idles at night and the API runs: its GPU is freed, but it is whole with
     // MIG off by day already, so no switch (not MIG on for a 7g at night).

@@ -5,11 +5,11 @@
 //! This module re-prices findings; it does not detect anything (the advisor does) or read rows.
 
 use super::model::{
-    AllocatedDevice, AllocationSummary, BaselineModel, ConsolidationStep, IdleModel,
+    AllocatedDevice, AllocationSummary, BaselineModel, ConsolidationStep, IdleModel, IdlePower,
     OffpeakBaseline, OffpeakWindow,
 };
 use super::prices::Prices;
-use super::{MONTH_HOURS, r2};
+use super::{MONTH_HOURS, r2, r3};
 use crate::advisor::evidence::{AllocatedEvidence, OffpeakEvidence, PlanGpu};
 use crate::advisor::{Analysis, Evidence};
 
@@ -22,8 +22,23 @@ pub(super) fn team_of(namespace: Option<&str>, slurm: Option<&str>) -> Option<St
     }
 }
 
-/// The idle-loaded models, priced, most GiB-hours held idle first.
-pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
+/// The energy `gpu_hours` of the finding's GPU draw at its idle power, kWh and its price (both
+/// `None` when the GPU's idle power is unknown).
+fn wasted_energy(
+    f: &crate::advisor::Finding,
+    gpu_hours: f64,
+    power: &IdlePower,
+    prices: &Prices,
+) -> (Option<f64>, Option<f64>) {
+    let kwh = power
+        .of(f.entity.node.as_deref(), f.entity.gpu)
+        .map(|w| r3(gpu_hours * w / 1000.0));
+    (kwh, kwh.map(|k| r2(k * prices.kwh)))
+}
+
+/// The idle-loaded models, priced (GPU-hours, and their energy at the GPU's idle power), most
+/// GiB-hours held idle first.
+pub(super) fn idle_models(a: &Analysis, prices: &Prices, power: &IdlePower) -> Vec<IdleModel> {
     let mut v: Vec<IdleModel> = a
         .findings
         .iter()
@@ -33,6 +48,7 @@ pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
         })
         .map(|(f, e)| {
             let reclaim = e.reclaimable_gpu_hours;
+            let (wasted_energy_kwh, wasted_energy_cost) = wasted_energy(f, reclaim, power, prices);
             IdleModel {
                 finding_id: f.id.clone(),
                 what: f.entity.label(),
@@ -43,6 +59,8 @@ pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
                 idle_gib_hours: e.idle_gib_hours,
                 reclaimable_gpu_hours: reclaim,
                 wasted_cost: r2(reclaim * prices.gpu_hour),
+                wasted_energy_kwh,
+                wasted_energy_cost,
                 action: f.action.clone(),
             }
         })
@@ -60,6 +78,7 @@ pub(super) fn idle_models(a: &Analysis, prices: &Prices) -> Vec<IdleModel> {
 pub(super) fn allocated(
     a: &Analysis,
     prices: &Prices,
+    power: &IdlePower,
 ) -> (Option<AllocationSummary>, Vec<AllocatedDevice>) {
     let devices: Vec<AllocatedDevice> = a
         .findings
@@ -68,17 +87,23 @@ pub(super) fn allocated(
             Evidence::Allocated(e) => Some((f, e)),
             _ => None,
         })
-        .map(|(f, e)| AllocatedDevice {
-            finding_id: f.id.clone(),
-            what: f.entity.label(),
-            team: team_of(f.entity.namespace.as_deref(), f.entity.slurm_job.as_deref()),
-            kind: e.kind.clone(),
-            held_hours: e.held_hours,
-            unused_hours: e.unused_hours,
-            activity_mean: e.activity_mean,
-            wasted_gpu_hours: e.wasted_gpu_hours,
-            wasted_cost: r2(e.wasted_gpu_hours * prices.gpu_hour),
-            action: f.action.clone(),
+        .map(|(f, e)| {
+            let (wasted_energy_kwh, wasted_energy_cost) =
+                wasted_energy(f, e.wasted_gpu_hours, power, prices);
+            AllocatedDevice {
+                finding_id: f.id.clone(),
+                what: f.entity.label(),
+                team: team_of(f.entity.namespace.as_deref(), f.entity.slurm_job.as_deref()),
+                kind: e.kind.clone(),
+                held_hours: e.held_hours,
+                unused_hours: e.unused_hours,
+                activity_mean: e.activity_mean,
+                wasted_gpu_hours: e.wasted_gpu_hours,
+                wasted_cost: r2(e.wasted_gpu_hours * prices.gpu_hour),
+                wasted_energy_kwh,
+                wasted_energy_cost,
+                action: f.action.clone(),
+            }
         })
         .collect();
     let data = a

@@ -13,7 +13,9 @@
 //!
 //! Files: `model` (the document's types), `prices`, the usage and chart tallies over the rows
 //! (`tally`), `findings` (the advisor's findings priced), `charts` (hour-of-week slots) and
-//! `quality` (data-quality notes), `change_chart` (the before/after chart of a layout change); [`render`] and [`html`] print it, [`pass`] reads each
+//! `quality` (data-quality notes), `change_chart` (the before/after chart of a layout change),
+//! [`out_of_sample`] (the opt-in out-of-sample check's figures and section; the command makes
+//! them through `crate::replay`); [`render`] and [`html`] print it, [`pass`] reads each
 //! partition once for the advisor, the tallies and the MIG demand.
 
 mod change_chart;
@@ -21,6 +23,7 @@ mod charts;
 mod findings;
 pub mod html;
 mod model;
+pub mod out_of_sample;
 pub mod pass;
 mod prices;
 mod quality;
@@ -29,9 +32,9 @@ mod run;
 mod tally;
 
 pub use model::{
-    AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, FreeHour,
-    GpuActivity, IdleModel, MigSection, OffpeakBaseline, OffpeakWindow, QualityNote, Report,
-    ReportInput, TeamUsage, Teams, Usage,
+    AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, EnergySplit,
+    FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, OffpeakBaseline, OffpeakWindow,
+    QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
 };
 pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
@@ -69,6 +72,8 @@ pub enum ReportError {
     Frames(#[from] crate::frames::FramesError),
     #[error(transparent)]
     Demand(#[from] crate::mig_planner::demand::DemandError),
+    #[error(transparent)]
+    Energy(#[from] crate::energy::EnergyError),
     /// A tally worker thread panicked, or a partition never came.
     #[error("internal error: a report worker thread failed")]
     Worker,

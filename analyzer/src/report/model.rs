@@ -69,6 +69,12 @@ pub struct TeamUsage {
     pub idle_cost: f64,
     /// `gpu_hours` × price per GPU-hour.
     pub cost: f64,
+    /// The team's part of the GPUs' energy: each interval's energy split by share of activity
+    /// (`crate::energy`); null when none of its processes ran on a GPU interval of known energy
+    /// (unknown, not 0).
+    pub energy_kwh: Option<f64>,
+    /// `energy_kwh` × price per kWh; null with it.
+    pub cost_energy: Option<f64>,
     /// From the allocated-but-unused findings of the team's pods and jobs (kind `unused`): GPU
     /// time held with nothing running, and its price; `null` when the data has no holders.
     pub allocated_unused_gpu_hours: Option<f64>,
@@ -82,6 +88,28 @@ pub struct Teams {
     /// `none` (no process rows with attribution).
     pub dimension: String,
     pub rows: Vec<TeamUsage>,
+    /// How the GPUs' energy was split between the teams and idle; null when the data has no
+    /// energy (unknown, not 0).
+    pub energy: Option<EnergySplit>,
+}
+
+/// The GPUs' energy over the range split by share of activity (`docs/report.md`, "Energy per
+/// workload"): `workloads_kwh` (Σ of the teams' `energy_kwh`) + `idle_kwh` = `gpu_kwh`, up to
+/// the rounding of each to 3 decimals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EnergySplit {
+    /// The GPUs' energy in the range (the fleet's `energy_kwh`).
+    pub gpu_kwh: f64,
+    /// What went to the teams' processes.
+    pub workloads_kwh: f64,
+    /// What no workload explains: intervals without activity or without processes, and the
+    /// inactive part of the others.
+    pub idle_kwh: f64,
+    /// `idle_kwh` × price per kWh.
+    pub idle_cost: f64,
+    /// Part of `idle_kwh`: intervals whose processes ran but that had no activity value to split
+    /// by (nothing is guessed).
+    pub no_activity_kwh: f64,
 }
 
 /// One idle-loaded model, priced.
@@ -97,6 +125,11 @@ pub struct IdleModel {
     pub reclaimable_gpu_hours: f64,
     /// `reclaimable_gpu_hours` × price per GPU-hour.
     pub wasted_cost: f64,
+    /// The energy those GPU-hours draw at the GPU's idle power ([`IdlePower`]); null when
+    /// unknown.
+    pub wasted_energy_kwh: Option<f64>,
+    /// `wasted_energy_kwh` × price per kWh; null with it.
+    pub wasted_energy_cost: Option<f64>,
     pub action: String,
 }
 
@@ -225,7 +258,37 @@ pub struct AllocatedDevice {
     pub wasted_gpu_hours: f64,
     /// `wasted_gpu_hours` × price per GPU-hour.
     pub wasted_cost: f64,
+    /// The energy those GPU-hours draw at the GPU's idle power ([`IdlePower`]); null when
+    /// unknown.
+    pub wasted_energy_kwh: Option<f64>,
+    /// `wasted_energy_kwh` × price per kWh; null with it.
+    pub wasted_energy_cost: Option<f64>,
     pub action: String,
+}
+
+/// Each GPU's idle power, W: its energy over its rows with activity ≤ 1% divided by their time
+/// (else the same over its model's GPUs), for pricing the energy of wasted GPU-hours.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IdlePower {
+    /// (node, GPU index) → W.
+    pub by_gpu: std::collections::BTreeMap<(String, u32), f64>,
+    /// Node → its GPUs' model, by GPU index (to fall back on the model's).
+    pub model_of: std::collections::BTreeMap<(String, u32), String>,
+    /// GPU model → W.
+    pub by_model: std::collections::BTreeMap<String, f64>,
+}
+
+impl IdlePower {
+    /// The idle power of `node`'s GPU `gpu`, else of its model's GPUs.
+    pub fn of(&self, node: Option<&str>, gpu: Option<u32>) -> Option<f64> {
+        let k = (node?.to_string(), gpu?);
+        self.by_gpu.get(&k).copied().or_else(|| {
+            self.model_of
+                .get(&k)
+                .and_then(|m| self.by_model.get(m))
+                .copied()
+        })
+    }
 }
 
 /// The scheduler's view over the range: GPU-hours held by pods or jobs, and how much of it
@@ -277,6 +340,10 @@ pub struct Report {
     pub changes: Option<crate::changes::ChangeSection>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
+    /// `--out-of-sample`: each of the report's plans made from the previous period and replayed
+    /// on this one; absent from the JSON unless asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_sample: Option<Vec<super::out_of_sample::OutOfSample>>,
 }
 
 /// The report's MIG recommendation: a summary, and the plan's figures when there is a plan

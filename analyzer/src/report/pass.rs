@@ -56,7 +56,13 @@ fn columns(t: Table) -> Vec<&'static str> {
             Table::Gpu => Some(super::tally::GPU_COLUMNS),
             Table::Process => Some(super::tally::PROCESS_COLUMNS),
             Table::Mig => None,
-        });
+        })
+        .chain(
+            crate::energy::frames::COLUMNS
+                .iter()
+                .filter(|(u, _)| *u == t)
+                .map(|(_, c)| *c),
+        );
     for list in lists {
         for c in list {
             if seen.insert(*c) {

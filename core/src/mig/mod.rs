@@ -8,7 +8,8 @@
 //! - [`control`]: the write side of the device layer ([`control::MigControl`]) and the node's MIG
 //!   state.
 //! - [`parted`]: nvidia-mig-parted's v1 config format, and the drift of the GPUs from it.
-//! - [`plan`]: tessera's own plan (explicit placements) and schedule formats.
+//! - [`plan`]: tessera's own plan (explicit placements) and schedule formats; [`plan_sections`]:
+//!   the plan's other sections (window, workloads, consolidation moves, schedule, prediction).
 //! - [`apply`]: targets from a plan or a mig-parted config, the diff against the node, the steps,
 //!   their execution with checkpoint, rollback, journal and lock.
 //!
@@ -31,6 +32,7 @@ pub mod apply;
 pub mod control;
 pub mod parted;
 pub mod plan;
+pub mod plan_sections;
 pub mod profile_compare;
 pub mod profile_reader;
 pub mod profiles;

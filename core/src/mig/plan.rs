@@ -67,12 +67,20 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc, Weekday};
 use serde::{Deserialize, Serialize};
 
+pub use super::plan_sections::Switch;
+use super::plan_sections::{
+    ConsolidationMove, PlanSchedule, PlanWindow, Prediction, WorkloadSource, check_sections,
+};
 use crate::input_limits;
 use crate::mig::{self, LayoutInstance};
 use crate::model::Placement;
 
-/// The `kind` of a plan file.
-pub const PLAN_KIND: &str = "tessera-mig-plan";
+/// The `kind` of a plan file written today: MIG configs and the other sections of
+/// [`super::plan_sections`] (docs/plan.md).
+pub const PLAN_KIND: &str = "tessera-plan";
+/// The `kind` of the first plan files: MIG configs only. Still read (as a plan with only
+/// `configs`).
+pub const MIG_PLAN_KIND: &str = "tessera-mig-plan";
 /// The `kind` of a schedule file.
 pub const SCHEDULE_KIND: &str = "tessera-mig-schedule";
 
@@ -168,7 +176,7 @@ fn check_header(
 }
 
 /// A whole plan file: labelled configs, each a list of per-GPU layouts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct TesseraPlan {
     /// Always `v1`.
@@ -178,7 +186,24 @@ pub struct TesseraPlan {
     /// Free-form provenance (tool version, source, time range); ignored by readers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// The period and sources the plan was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<PlanWindow>,
+    /// MIG layouts by label; may be empty in a `tessera-plan` that has consolidation moves.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub configs: BTreeMap<String, Vec<GpuLayout>>,
+    /// Where each workload the configs name has its rows (what a replay moves).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workloads: BTreeMap<String, WorkloadSource>,
+    /// Whole GPUs' work moved onto host GPUs, shared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidation: Vec<ConsolidationMove>,
+    /// Which config applies when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<PlanSchedule>,
+    /// What a replay predicted when the plan was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Prediction>,
 }
 
 /// The planned layout of one GPU.
@@ -242,7 +267,12 @@ impl TesseraPlan {
             version: "v1".into(),
             kind: PLAN_KIND.into(),
             comment: None,
+            window: None,
             configs: BTreeMap::new(),
+            workloads: BTreeMap::new(),
+            consolidation: Vec::new(),
+            schedule: None,
+            prediction: None,
         }
     }
 
@@ -265,13 +295,40 @@ impl TesseraPlan {
             item,
             message,
         };
-        check_header(&self.version, &self.kind, PLAN_KIND, source)?;
-        if self.configs.is_empty() {
+        if self.kind == MIG_PLAN_KIND {
+            check_header(&self.version, &self.kind, MIG_PLAN_KIND, source)?;
+            if self.window.is_some()
+                || !self.workloads.is_empty()
+                || !self.consolidation.is_empty()
+                || self.schedule.is_some()
+                || self.prediction.is_some()
+            {
+                return Err(invalid(
+                    "kind".into(),
+                    format!(
+                        "a {MIG_PLAN_KIND} holds only configs; a plan with window, workloads, consolidation, schedule or prediction is kind {PLAN_KIND:?}"
+                    ),
+                ));
+            }
+        } else {
+            check_header(&self.version, &self.kind, PLAN_KIND, source)?;
+        }
+        if self.configs.is_empty() && self.consolidation.is_empty() {
             return Err(invalid(
                 "configs".into(),
-                "at least one config is required".into(),
+                "at least one config (or, in a tessera-plan, a consolidation move) is required"
+                    .into(),
             ));
         }
+        let labels: BTreeSet<&str> = self.configs.keys().map(String::as_str).collect();
+        check_sections(
+            &self.workloads,
+            &self.consolidation,
+            self.schedule.as_ref(),
+            self.prediction.as_ref(),
+            &labels,
+        )
+        .map_err(|(item, message)| invalid(item, message))?;
         for (label, gpus) in &self.configs {
             if label.is_empty()
                 || !label
@@ -365,7 +422,10 @@ impl TesseraPlan {
     /// The plan as YAML (what [`parse`](Self::parse) reads back unchanged).
     pub fn to_yaml(&self) -> String {
         let body = serde_yaml_ng::to_string(self).expect("plan serialises");
-        format!("# tessera MIG plan (tessera-mig-plan v1); see docs/mig.md\n{body}")
+        format!(
+            "# tessera plan ({} v1); see docs/plan.md\n{body}",
+            self.kind
+        )
     }
 
     /// The config labelled `label`, or the only config when `label` is `None`.
@@ -385,6 +445,11 @@ impl TesseraPlan {
                     label: l.into(),
                     available: available(),
                 }),
+            None if self.configs.is_empty() => Err(TesseraPlanError::Invalid {
+                path: source.into(),
+                item: "configs".into(),
+                message: "this plan has no MIG configs (only consolidation moves)".into(),
+            }),
             None if self.configs.len() == 1 => {
                 let (k, v) = self.configs.iter().next().expect("one config");
                 Ok((k.as_str(), v.as_slice()))
@@ -416,19 +481,6 @@ pub struct MigSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     pub switches: Vec<Switch>,
-}
-
-/// One switch: from `at` on the listed days, `config` applies (until the next switch).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Switch {
-    /// Local time `HH:MM`.
-    pub at: String,
-    /// Days of the week (`mon` … `sun`); every day when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub days: Vec<String>,
-    /// The plan config label that applies from this switch on.
-    pub config: String,
 }
 
 /// The switch in force at an instant.

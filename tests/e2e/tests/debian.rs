@@ -139,6 +139,10 @@ fn both_packages_install_run_and_purge_cleanly() {
         must("man", &["-w", "tessera-mig-plan"]).trim(),
         "/usr/share/man/man1/tessera-mig-plan.1.gz"
     );
+    assert_eq!(
+        must("man", &["-w", "tessera-share-apply"]).trim(),
+        "/usr/share/man/man1/tessera-share-apply.1.gz"
+    );
     let complete = must(
         "bash",
         &[

@@ -44,7 +44,10 @@ fn man_pages_for_every_command_render_with_groff() {
         "tessera-report.1",
         "tessera-analyze.1",
         "tessera-mig-plan.1",
+        "tessera-replay.1",
         "tessera-mig-apply.1",
+        "tessera-share-plan.1",
+        "tessera-share-apply.1",
         "tessera-generate.1",
     ] {
         assert!(pages.iter().any(|p| p == expected), "{expected}: {pages:?}");

@@ -87,6 +87,11 @@ pub(crate) async fn handle(
     if !authorized {
         return Ok(error(ApiError::unauthorized()));
     }
+    // The API server gone (`FakeKube::down_after`): every request after the trigger gets 500
+    // (not 503, which kube-rs retries until its timeout).
+    if shared.lock().down {
+        return Ok(error(ApiError::injected(500, "the API server is gone")));
+    }
     // Scripted failures (`FakeKube::fail`): answered before the request is handled.
     let injected = {
         let mut store = shared.lock();
@@ -110,7 +115,7 @@ pub(crate) async fn handle(
         }
     }
     let query = Query::parse(&query);
-    Ok(route(
+    let answer = route(
         &shared,
         &method,
         &path,
@@ -118,7 +123,15 @@ pub(crate) async fn handle(
         content_type.as_deref(),
         &body,
     )
-    .unwrap_or_else(error))
+    .unwrap_or_else(error);
+    {
+        let mut store = shared.lock();
+        let req = store.requests.last().cloned().expect("logged above");
+        if store.down_after.as_ref().is_some_and(|f| f.matches(&req)) {
+            store.down = true;
+        }
+    }
+    Ok(answer)
 }
 
 /// What a path addresses.

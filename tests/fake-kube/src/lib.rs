@@ -1,6 +1,7 @@
 //! An in-process Kubernetes API test server that speaks the real API wire protocol, with a
-//! scripted GPU Operator mig-manager: for testing `tessera mig apply --via mig-manager` (the real
-//! binary, with kube-rs) without a cluster. No Kubernetes API server is installable here.
+//! scripted GPU Operator mig-manager and device plugin: for testing `tessera mig apply --via
+//! mig-manager` and `tessera share apply` (the real binary, with kube-rs) without a cluster. No
+//! Kubernetes API server is installable here.
 //!
 //! [`FakeKube::start`] serves plain HTTP on `127.0.0.1:<a free port>` from a thread of its own;
 //! [`FakeKube::write_kubeconfig`] writes a kubeconfig for it. The server keeps Nodes, Pods,
@@ -11,14 +12,16 @@
 //! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
-//! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` (the script).
+//! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` and `device_plugin`
+//! (the scripts).
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
-//! admission, no controllers other than the scripted mig-manager (pods do not start, nodes do
+//! admission, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
 //! not report, cordon evicts nothing, a Deployment scaled to 0 keeps its pods, KServe does not
 //! reconcile), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
 //! apply, no JSON patch, no pagination, no protobuf.
 
+mod device_plugin;
 mod discovery;
 mod http;
 mod mig_manager;
@@ -37,12 +40,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
+pub use device_plugin::check_sharing_config;
 pub use mig_manager::check_config;
 
 use objects::Kind;
 use server::Server;
 use shared::Shared;
-use store::MIG_CONFIG;
+use store::{DP_CONFIG, MIG_CONFIG};
 
 /// What the scripted mig-manager does with one (node, config) after `pending`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -56,6 +60,22 @@ pub enum Behaviour {
     StuckPending,
     /// `pending` → `rebooting` → `success` (mig-manager with `WITH_REBOOT=true`).
     RebootThenSuccess,
+}
+
+/// What the scripted device plugin does with one (node, config) it can read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PluginBehaviour {
+    /// Advertises `nvidia.com/gpu.count` × replicas and labels `nvidia.com/gpu.replicas`.
+    #[default]
+    Success,
+    /// Crash-loops: allocatable `nvidia.com/gpu` becomes 0, labels unchanged.
+    Never,
+    /// Nothing changes: the old config stays advertised.
+    StaysOld,
+    /// Advertises one GPU fewer than count × replicas (a GPU unhealthy); labels right.
+    WrongCount,
+    /// [`PluginBehaviour::Success`] after this extra delay.
+    Slow(Duration),
 }
 
 /// One request the server received (authorized or not), as logged.
@@ -348,6 +368,88 @@ impl FakeKube {
     /// The delay before each mig-manager step (default 80 ms).
     pub fn set_mig_step_delay(&self, d: Duration) {
         self.shared().lock().mig_step_delay = d;
+    }
+
+    /// Adds a Ready GPU node of the GPU Operator without sharing: labels `nvidia.com/gpu.count`
+    /// = `gpus`, `nvidia.com/gpu.replicas=1`, `nvidia.com/gpu.sharing-strategy=none`,
+    /// `nvidia.com/gpu.deploy.device-plugin=true` and `labels`; capacity and allocatable
+    /// `nvidia.com/gpu` = `gpus`. Panics if it exists.
+    pub fn add_gpu_node(&self, name: &str, gpus: u32, labels: &[(&str, &str)]) {
+        let count = gpus.to_string();
+        let mut all = vec![
+            ("nvidia.com/gpu.count", count.as_str()),
+            ("nvidia.com/gpu.replicas", "1"),
+            ("nvidia.com/gpu.sharing-strategy", "none"),
+            ("nvidia.com/gpu.deploy.device-plugin", "true"),
+        ];
+        all.extend_from_slice(labels);
+        let mut node = objects::node(name, &all);
+        for field in ["capacity", "allocatable"] {
+            node["status"][field] = json!({ "cpu": "64", "nvidia.com/gpu": count });
+        }
+        self.shared()
+            .write(|s| s.create(Kind::Node, node))
+            .expect("fake-kube: add_gpu_node");
+    }
+
+    /// A node's `status.allocatable` of `resource` (such as `nvidia.com/gpu`).
+    pub fn node_allocatable(&self, name: &str, resource: &str) -> Option<String> {
+        let store = self.shared().lock();
+        let n = store.get(Kind::Node, "", name)?;
+        if resource == "nvidia.com/gpu" {
+            return device_plugin::gpus(n, "allocatable");
+        }
+        n["status"]["allocatable"][resource]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// Points the device plugin at ConfigMap `name` in the operator's namespace (ClusterPolicy
+    /// `spec.devicePlugin.config.name`) with `default` the key for unlabelled nodes (`.default`);
+    /// `None` removes the field (the operator's default: no config).
+    pub fn set_device_plugin_config(&self, name: Option<&str>, default: Option<&str>) {
+        let patch = json!({ "spec": { "devicePlugin": { "config": { "name": name, "default": default } } } });
+        self.shared()
+            .write(|s| s.merge_patch(Kind::ClusterPolicy, "", "cluster-policy", &patch))
+            .expect("fake-kube: the ClusterPolicy");
+    }
+
+    /// Scripts what the device plugin does when `node`'s `nvidia.com/device-plugin.config`
+    /// becomes `config` (`""`: removed; `"*"`: every value not scripted by name). A config it
+    /// cannot read or use crash-loops it regardless.
+    pub fn script_device_plugin(&self, node: &str, config: &str, b: PluginBehaviour) {
+        self.shared()
+            .lock()
+            .dp_scripts
+            .insert((node.to_string(), config.to_string()), b);
+    }
+
+    /// The delay before the device plugin acts on a label (default 80 ms).
+    pub fn set_device_plugin_delay(&self, d: Duration) {
+        self.shared().lock().dp_step_delay = d;
+    }
+
+    /// Every value a node's `nvidia.com/device-plugin.config` took, in order: the value at
+    /// `add_node` (None when unlabelled), then one entry per change.
+    pub fn device_plugin_label_history(&self, node: &str) -> Vec<Option<String>> {
+        self.shared()
+            .lock()
+            .dp_label_history
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A node's current `nvidia.com/device-plugin.config`.
+    pub fn device_plugin_config(&self, node: &str) -> Option<String> {
+        self.node_labels(node).remove(DP_CONFIG)
+    }
+
+    /// The API server goes away: once a request matching `fault`'s method, path, watch and
+    /// body has been handled (its `times`, `code` and `delay` are ignored), every later request
+    /// is answered 500 "the API server is gone". The scripted controllers go on.
+    pub fn down_after(&self, fault: Fault) {
+        self.shared().lock().down_after = Some(fault);
     }
 
     /// Forgets the watch history: a watch from an older resourceVersion then gets a 410

@@ -373,7 +373,8 @@ pub(crate) fn configmap(namespace: &str, name: &str, data: &[(&str, &str)]) -> V
     })
 }
 
-/// The GPU Operator's ClusterPolicy `cluster-policy`, its mig-manager reading `configmap`.
+/// The GPU Operator's ClusterPolicy `cluster-policy`, its mig-manager reading `configmap`, the
+/// device plugin without a config (the operator's default).
 pub(crate) fn cluster_policy(configmap: &str) -> Value {
     json!({
         "apiVersion": "nvidia.com/v1",
@@ -386,6 +387,7 @@ pub(crate) fn cluster_policy(configmap: &str) -> Value {
                 "config": { "name": configmap, "default": "all-disabled" },
                 "env": [{ "name": "WITH_REBOOT", "value": "false" }],
             },
+            "devicePlugin": { "enabled": true },
         },
     })
 }

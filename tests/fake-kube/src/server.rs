@@ -1,6 +1,7 @@
 //! The server's thread: its own multi-thread tokio runtime and a hyper 1 HTTP/1.1 server on
 //! 127.0.0.1 (port chosen by the OS), serving [`crate::http::handle`] with the state every
-//! connection shares ([`crate::shared::Shared`], its writes starting [`crate::mig_manager`] runs).
+//! connection shares ([`crate::shared::Shared`], its writes starting [`crate::mig_manager`] and
+//! [`crate::device_plugin`] runs).
 //!
 //! What it does: plain HTTP only (kube-rs speaks `http://` when the kubeconfig's server says
 //! so); stops when [`Server::stop`] runs (from `FakeKube`'s `Drop`), dropping every connection,
@@ -18,8 +19,17 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
-use crate::mig_manager;
 use crate::shared::Shared;
+use crate::store::{Controller, Trigger};
+use crate::{device_plugin, mig_manager};
+
+/// Starts the scripted controller a trigger is for.
+fn start_controller(shared: Arc<Shared>, trigger: Trigger) {
+    match trigger.controller {
+        Controller::MigManager => mig_manager::start(shared, trigger),
+        Controller::DevicePlugin => device_plugin::start(shared, trigger),
+    }
+}
 
 /// The running server.
 pub(crate) struct Server {
@@ -47,7 +57,7 @@ impl Server {
         let shared = Arc::new(Shared::new(
             runtime.handle().clone(),
             token,
-            mig_manager::start,
+            start_controller,
         ));
         let (stop, mut stopped) = oneshot::channel::<()>();
         let served = Arc::clone(&shared);

@@ -48,8 +48,8 @@ pub(crate) struct Shared {
     pub(crate) handle: Handle,
     /// The bearer token every request must carry.
     pub(crate) token: String,
-    /// Starts a mig-manager run for a trigger ([`crate::mig_manager::start`], given by the
-    /// server): called by [`Shared::write`], which does not call up into the mig-manager.
+    /// Starts a scripted controller's run for a trigger (mig-manager or the device plugin, given
+    /// by the server): called by [`Shared::write`], which does not call up into them.
     on_trigger: fn(Arc<Shared>, Trigger),
 }
 

@@ -4,7 +4,8 @@
 //! What it does: create, replace (optimistic concurrency on `metadata.resourceVersion`), JSON
 //! merge patch (RFC 7386), delete; a no-op write changes nothing and bumps no resourceVersion,
 //! as on the real apiserver; compaction of the history; per-node histories of the two
-//! mig-manager labels; the triggers that start the scripted mig-manager.
+//! mig-manager labels and of the device plugin's config label; the triggers that start the
+//! scripted mig-manager and device plugin; node status writes (the scripted controllers' only).
 //!
 //! What it does not do: no admission, no validation of object schemas beyond what the fake needs,
 //! no finalizers or graceful deletion, no generateName, no server-side apply, no status
@@ -25,6 +26,10 @@ pub(crate) const MIG_CONFIG: &str = "nvidia.com/mig.config";
 pub(crate) const MIG_STATE: &str = "nvidia.com/mig.config.state";
 /// The node label that places mig-manager on a node.
 pub(crate) const MIG_MANAGER_DEPLOY: &str = "nvidia.com/gpu.deploy.mig-manager";
+/// The node label that selects the device plugin's config (a key of its ConfigMap).
+pub(crate) const DP_CONFIG: &str = "nvidia.com/device-plugin.config";
+/// The node label that places the device plugin on a node.
+pub(crate) const DP_DEPLOY: &str = "nvidia.com/gpu.deploy.device-plugin";
 
 /// The type of a stored event.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -56,9 +61,18 @@ pub(crate) struct Event {
     pub(crate) prev: Option<Value>,
 }
 
-/// A label change the scripted mig-manager acts on.
+/// Which scripted controller a trigger starts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Controller {
+    MigManager,
+    DevicePlugin,
+}
+
+/// A label change a scripted controller acts on.
 pub(crate) struct Trigger {
+    pub(crate) controller: Controller,
     pub(crate) node: String,
+    /// The label's new value (the device plugin: `""` when it was removed: the default config).
     pub(crate) config: String,
     pub(crate) generation: u64,
 }
@@ -85,6 +99,16 @@ pub(crate) struct Store {
     pub(crate) scripts: HashMap<(String, String), Behaviour>,
     pub(crate) mig_configmap: (String, String),
     pub(crate) mig_step_delay: Duration,
+    /// Per node: the generation of the latest device plugin trigger; older runs stop.
+    pub(crate) dp_generation: HashMap<String, u64>,
+    pub(crate) dp_scripts: HashMap<(String, String), crate::PluginBehaviour>,
+    /// The namespace of the device plugin's ConfigMap (the operator's).
+    pub(crate) dp_namespace: String,
+    pub(crate) dp_step_delay: Duration,
+    pub(crate) dp_label_history: HashMap<String, Vec<Option<String>>>,
+    /// Once a request matching this was handled, every later request gets 500.
+    pub(crate) down_after: Option<crate::Fault>,
+    pub(crate) down: bool,
     pub(crate) conflict_next_put: bool,
     pub(crate) close_watches_after: Option<Duration>,
     pub(crate) requests: Vec<Request>,
@@ -108,6 +132,13 @@ impl Store {
             scripts: HashMap::new(),
             mig_configmap: ("gpu-operator".into(), "custom-mig-config".into()),
             mig_step_delay: Duration::from_millis(80),
+            dp_generation: HashMap::new(),
+            dp_scripts: HashMap::new(),
+            dp_namespace: "gpu-operator".into(),
+            dp_step_delay: Duration::from_millis(80),
+            dp_label_history: HashMap::new(),
+            down_after: None,
+            down: false,
             conflict_next_put: false,
             close_watches_after: None,
             requests: Vec::new(),
@@ -161,6 +192,8 @@ impl Store {
                 .insert(name.clone(), vec![labels.get(MIG_CONFIG).cloned()]);
             self.state_history
                 .insert(name.clone(), vec![labels.get(MIG_STATE).cloned()]);
+            self.dp_label_history
+                .insert(name.clone(), vec![labels.get(DP_CONFIG).cloned()]);
         }
         self.objects.insert(key, obj.clone());
         self.history.push(Event {
@@ -182,9 +215,40 @@ impl Store {
         kind: Kind,
         ns: &str,
         name: &str,
+        new: Value,
+        expected_rv: Option<&str>,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        self.replace_inner(kind, ns, name, new, expected_rv, force, kind.keeps_status())
+    }
+
+    /// Sets a node's status (what the kubelet and the device plugin report): `f` edits a copy
+    /// of the stored status; one write, like a PUT of the `status` subresource.
+    pub(crate) fn set_node_status(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Result<Value, ApiError> {
+        let Some(mut node) = self.get(Kind::Node, "", name).cloned() else {
+            return Err(ApiError::not_found(Kind::Node, name));
+        };
+        if !node["status"].is_object() {
+            node["status"] = json!({});
+        }
+        f(&mut node["status"]);
+        self.replace_inner(Kind::Node, "", name, node, None, false, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replace_inner(
+        &mut self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
         mut new: Value,
         expected_rv: Option<&str>,
         force: bool,
+        keep_status: bool,
     ) -> Result<Value, ApiError> {
         let key = (kind, ns.to_string(), name.to_string());
         let Some(old) = self.objects.get(&key).cloned() else {
@@ -212,7 +276,7 @@ impl Store {
                 };
             }
         }
-        if kind.keeps_status() {
+        if keep_status {
             match old.get("status") {
                 Some(s) => new["status"] = s.clone(),
                 None => {
@@ -278,6 +342,7 @@ impl Store {
         metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         if kind == Kind::Node {
             *self.mig_generation.entry(name.to_string()).or_default() += 1;
+            *self.dp_generation.entry(name.to_string()).or_default() += 1;
         }
         self.history.push(Event {
             rv,
@@ -315,8 +380,25 @@ impl Store {
                 let generation = self.mig_generation.entry(name.to_string()).or_default();
                 *generation += 1;
                 self.triggers.push(Trigger {
+                    controller: Controller::MigManager,
                     node: name.to_string(),
                     config: config.clone(),
+                    generation: *generation,
+                });
+            }
+        }
+        if before.get(DP_CONFIG) != after.get(DP_CONFIG) {
+            self.dp_label_history
+                .entry(name.to_string())
+                .or_default()
+                .push(after.get(DP_CONFIG).cloned());
+            if after.get(DP_DEPLOY).map(String::as_str) == Some("true") {
+                let generation = self.dp_generation.entry(name.to_string()).or_default();
+                *generation += 1;
+                self.triggers.push(Trigger {
+                    controller: Controller::DevicePlugin,
+                    node: name.to_string(),
+                    config: after.get(DP_CONFIG).cloned().unwrap_or_default(),
                     generation: *generation,
                 });
             }

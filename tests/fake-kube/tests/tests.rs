@@ -5,6 +5,7 @@
 //! What it does not cover: the `tessera` binary (analyzer tests run it against this server).
 
 mod api;
+mod device_plugin;
 mod mig_manager;
 mod support;
 mod watch;

@@ -20,7 +20,7 @@ use crate::cli::source::{
 pub struct PlanArgs {
     #[command(flatten)]
     pub src: SourceArgs,
-    /// Where to write the tessera plan (tessera-mig-plan v1, docs/mig.md).
+    /// Where to write the tessera plan (tessera-plan v1, docs/plan.md).
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     out: PathBuf,
     /// Also write the layouts as an nvidia-mig-parted v1 config.
@@ -87,6 +87,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
         tz: args.tz,
         sources: args.src.sources.iter().map(|s| s.to_string()).collect(),
         plan_ref: relative_plan(&schedule_path, &args.out),
+        range,
     };
     let bar = PartProgress::new(parts.len(), gpu_rows);
     let outcome = mig_planner::run(&frames, &request, &|p| match p {

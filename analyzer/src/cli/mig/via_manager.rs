@@ -3,8 +3,6 @@
 //! binary: no logic beyond checking flags, connecting and printing.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -78,17 +76,6 @@ pub fn check_flags(node_local_flags: &[(&str, bool)]) -> Result<()> {
     Ok(())
 }
 
-/// A flag SIGTERM (a CronJob's deadline, `kubectl delete`) and SIGINT set, so the rollout stops
-/// and puts the nodes back; a second signal exits at once (status 1).
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
-    Ok(stop)
-}
-
 /// Run the rollout of config `label` of `plan_path` through mig-manager.
 pub fn apply(
     k: &KubeArgs,
@@ -110,7 +97,7 @@ pub fn apply(
         timeout: k.node_timeout,
         max_unavailable: k.max_unavailable as usize,
         yes,
-        stop: Some(stop_flag()?),
+        stop: Some(crate::cli::source::stop_flag()?),
     };
     let mut cluster = KubeCluster::connect(
         k.kubeconfig.as_deref(),

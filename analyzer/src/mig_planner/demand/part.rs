@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use polars::prelude::*;
 use tessera_core::mig;
+use tessera_core::mig::plan_sections::{WorkloadKind, WorkloadSource};
 
 use super::{
     DemandError, DemandParams, Measured, Named, PartDemand, compute_need, hour_of, memory_need,
@@ -416,12 +417,13 @@ impl MigCols {
 }
 
 /// One MIG instance's outcome in [`mig_workloads`].
+// One value per instance, matched at once: boxing the workload would buy nothing.
 enum MigInstance {
     /// Not a workload (too little memory and no process seen, or its GPU not in MIG mode now).
     Skip,
     /// On a GPU of unknown model, or of an unknown profile id.
     UnknownProfile,
-    Workload(Named),
+    Workload(Box<Named>),
 }
 
 /// The MIG instance workloads (rows grouped by node, uuid and GPU instance), and how many
@@ -447,7 +449,7 @@ fn mig_workloads(
         match mig_instance(&c, &rows, p, on_instance, &model_of, &mig_now) {
             MigInstance::Skip => {}
             MigInstance::UnknownProfile => unknown_profiles += 1,
-            MigInstance::Workload(w) => out.push(w),
+            MigInstance::Workload(w) => out.push(*w),
         }
     }
     Ok((out, unknown_profiles))
@@ -492,7 +494,7 @@ fn mig_instance(
         Some(ns) => ns.iter().cloned().collect::<Vec<_>>().join("+"),
         None => format!("{n}/GPU{index}/GI{gi}"),
     };
-    MigInstance::Workload((
+    MigInstance::Workload(Box::new((
         id,
         Workload {
             id: String::new(),
@@ -512,8 +514,19 @@ fn mig_instance(
                 .filter(|&&r| c.mem.get(r).unwrap_or(0.0) >= p.min_memory_bytes)
                 .filter_map(|&r| c.ts.get(r).map(hour_of))
                 .collect(),
+            source: Some(WorkloadSource {
+                kind: WorkloadKind::Mig,
+                node: n.to_string(),
+                gpu: u32::try_from(index).unwrap_or(0),
+                uuid: Some(u.to_string()),
+                gpu_instance: u32::try_from(gi).ok(),
+                label: None,
+                memory_peak_bytes: Some(peak as u64),
+                activity: q,
+                slices_basis: Some(slices),
+            }),
         },
-    ))
+    )))
 }
 
 /// The workloads of a GPU outside MIG mode, pushed to `out`: its processes (`procs`) that hold
@@ -563,6 +576,21 @@ fn named(
     p: &DemandParams,
 ) -> Named {
     let slices = slices_of(&g.model);
+    let source = WorkloadSource {
+        kind: if kind == "gpu" {
+            WorkloadKind::Gpu
+        } else {
+            WorkloadKind::Process
+        },
+        node: g.node.clone(),
+        gpu: g.index,
+        uuid: Some(g.uuid.clone()),
+        gpu_instance: None,
+        label: (kind != "gpu").then(|| id.clone()),
+        memory_peak_bytes: Some(peak as u64),
+        activity: act.map(|(a, _)| a),
+        slices_basis: Some(slices),
+    };
     (
         id,
         Workload {
@@ -579,6 +607,7 @@ fn named(
             activity_source: act.map_or("none", |(_, s)| s),
             slices_basis: slices,
             loaded_hours,
+            source: Some(source),
         },
     )
 }

@@ -31,7 +31,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
         mig(r),
     ];
     v.extend(super::changes::changes(r));
-    v.extend([offpeak(r), data_quality(r)]);
+    v.push(offpeak(r));
+    v.extend(crate::report::out_of_sample::section(
+        r.out_of_sample.as_deref(),
+    ));
+    v.push(data_quality(r));
     v
 }
 
@@ -115,9 +119,16 @@ fn fleet_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
         ),
         kv(
             "Energy",
-            f.energy_kwh.map_or("not in the data".into(), |e| {
-                format!("{} kWh", thousands(e, 1))
-            }),
+            f.energy_kwh
+                .map_or("not in the data".into(), |e| match &r.teams.energy {
+                    Some(s) => format!(
+                        "{} kWh ({} to workloads by share of activity, {} idle)",
+                        thousands(e, 1),
+                        thousands(s.workloads_kwh, 1),
+                        thousands(s.idle_kwh, 1)
+                    ),
+                    None => format!("{} kWh", thousands(e, 1)),
+                }),
         ),
     ]
 }
@@ -223,6 +234,10 @@ fn teams(r: &Report) -> Section {
     ]
     .map(String::from)
     .to_vec();
+    let energy = r.teams.energy.is_some();
+    if energy {
+        t.header.extend(["kWh", "energy cost"].map(String::from));
+    }
     let held = r.allocation.is_some();
     if held {
         t.header
@@ -243,6 +258,10 @@ fn teams(r: &Report) -> Section {
                 money(r, u.idle_cost),
                 money(r, u.cost),
             ];
+            if energy {
+                row.push(u.energy_kwh.map_or("unknown".into(), |e| thousands(e, 1)));
+                row.push(u.cost_energy.map_or("unknown".into(), |c| money(r, c)));
+            }
             if held {
                 row.push(thousands(u.allocated_unused_gpu_hours.unwrap_or(0.0), 1));
                 row.push(money(r, u.allocated_unused_cost.unwrap_or(0.0)));
@@ -253,7 +272,25 @@ fn teams(r: &Report) -> Section {
     t.after.push(
         "GPU-h: a GPU's time split evenly between the processes on it in each interval.".into(),
     );
+    if let Some(e) = &r.teams.energy {
+        t.after.push(format!(
+            "kWh: each GPU interval's energy split by share of activity (processes by SM use, MIG \
+             instances by activity × compute slices); {} kWh ({}) of the GPUs' {} kWh was idle \
+             (no activity, or no process) and is charged to no team.",
+            thousands(e.idle_kwh, 1),
+            money(r, e.idle_cost),
+            thousands(e.gpu_kwh, 1)
+        ));
+    }
     t
+}
+
+/// A finding's wasted energy and its price, `-` when unknown.
+fn wasted_energy(r: &Report, kwh: Option<f64>, cost: Option<f64>) -> String {
+    match (kwh, cost) {
+        (Some(k), Some(c)) => format!("{} kWh ({})", thousands(k, 1), money(r, c)),
+        _ => "-".into(),
+    }
 }
 
 /// Top idle-loaded models, with each one's action.
@@ -283,11 +320,15 @@ fn idle_models(r: &Report, no_memory: bool) -> Section {
     ]
     .map(String::from)
     .to_vec();
+    let energy = r.teams.energy.is_some();
+    if energy {
+        i.header.push("energy wasted".into());
+    }
     i.rows = r
         .idle_models
         .iter()
         .map(|m| {
-            vec![
+            let mut row = vec![
                 m.what.clone(),
                 m.team.clone().unwrap_or_else(|| "-".into()),
                 format!("{:.1}", m.memory_max_gib),
@@ -295,7 +336,11 @@ fn idle_models(r: &Report, no_memory: bool) -> Section {
                 thousands(m.idle_gib_hours, 0),
                 thousands(m.reclaimable_gpu_hours, 1),
                 money(r, m.wasted_cost),
-            ]
+            ];
+            if energy {
+                row.push(wasted_energy(r, m.wasted_energy_kwh, m.wasted_energy_cost));
+            }
+            row
         })
         .collect();
     for m in &r.idle_models {
@@ -341,11 +386,15 @@ fn allocated(r: &Report) -> Section {
     ]
     .map(String::from)
     .to_vec();
+    let energy = r.teams.energy.is_some();
+    if energy {
+        s.header.push("energy wasted".into());
+    }
     s.rows = r
         .allocated_unused
         .iter()
         .map(|d| {
-            vec![
+            let mut row = vec![
                 d.what.clone(),
                 d.team.clone().unwrap_or_else(|| "-".into()),
                 d.kind.replace('_', " "),
@@ -355,7 +404,11 @@ fn allocated(r: &Report) -> Section {
                     .map_or_else(|| "-".into(), |a| format!("{:.1}%", a * 100.0)),
                 thousands(d.wasted_gpu_hours, 1),
                 money(r, d.wasted_cost),
-            ]
+            ];
+            if energy {
+                row.push(wasted_energy(r, d.wasted_energy_kwh, d.wasted_energy_cost));
+            }
+            row
         })
         .collect();
     for d in &r.allocated_unused {

@@ -26,6 +26,7 @@ use super::*;
 use crate::frames::Frames;
 use crate::ingest::fmt_ms;
 
+mod energy;
 mod gpus;
 mod hist;
 mod rows;
@@ -34,6 +35,7 @@ mod teams;
 mod tests;
 mod usage;
 
+use energy::{EnergyAcc, GpuIdle, TeamEnergy, gpu_idle, team_energy};
 use gpus::{free_counts, gpu_activity, gpu_notes};
 use hist::bucket_of;
 pub(crate) use rows::{GPU_COLUMNS, PROCESS_COLUMNS};
@@ -56,6 +58,7 @@ struct Tally {
     by_node: Vec<Usage>,
     by_model: BTreeMap<String, UsageAcc>,
     teams: TeamsAcc,
+    energy: EnergyAcc,
     hour_of_week: Vec<Vec<(f64, f64)>>,
     gpu_activity: Vec<GpuActivity>,
     timeline: Vec<(u32, u32)>,
@@ -84,6 +87,7 @@ impl Tally {
             by_node: Vec::new(),
             by_model: BTreeMap::new(),
             teams: TeamsAcc::default(),
+            energy: EnergyAcc::default(),
             hour_of_week: vec![vec![(0.0, 0.0); 24]; 7],
             gpu_activity: Vec::new(),
             timeline: vec![(0, 0); nh],
@@ -151,6 +155,7 @@ impl Tally {
         self.gpu_notes.extend(p.notes);
         self.gaps.extend(p.gaps);
         self.teams.fold(p.teams);
+        self.energy.fold(p.energy, p.idle);
         self.gpus.extend(p.gpus);
         Ok(())
     }
@@ -170,6 +175,9 @@ struct Prepared {
     notes: Vec<QualityNote>,
     gaps: Vec<(String, usize, f64)>,
     teams: TeamRows,
+    /// The energy split by team, and each GPU's idle rows.
+    energy: TeamEnergy,
+    idle: Vec<GpuIdle>,
 }
 
 fn prepare(
@@ -228,6 +236,8 @@ fn prepare(
     let (mut notes, mut gaps) = (Vec::new(), Vec::new());
     gpu_notes(&gpus, &per, range, &mut notes, &mut gaps);
     let teams = team_rows(frames, range)?;
+    let energy = team_energy(frames, range)?;
+    let idle = gpu_idle(&gpus, &cur);
     drop(per);
     drop(cur);
     Ok(Prepared {
@@ -240,6 +250,8 @@ fn prepare(
         notes,
         gaps,
         teams,
+        energy,
+        idle,
     })
 }
 
@@ -509,11 +521,13 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
             acc.finish(p95, hours, prices)
         })
         .collect();
-    let idle = idle_models(input.analysis, prices);
-    let (allocation, allocated_unused) = allocated(input.analysis, prices);
-    let teams = t
+    let power = t.energy.idle_power();
+    let idle = idle_models(input.analysis, prices, &power);
+    let (allocation, allocated_unused) = allocated(input.analysis, prices, &power);
+    let mut teams = t
         .teams
         .finish(&idle, &allocated_unused, allocation.is_some(), prices);
+    t.energy.apply(&mut teams, prices);
     let offpeak_windows = offpeak(input.analysis);
     let offpeak_baseline = offpeak_baseline(input.analysis);
     // Charts.
@@ -550,7 +564,8 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         gpu_activity: t.gpu_activity,
         free_timeline,
     };
-    let data_quality = data_quality(&t.sources, t.gpu_notes, t.gaps, input, signal, &teams);
+    let mut data_quality = data_quality(&t.sources, t.gpu_notes, t.gaps, input, signal, &teams);
+    data_quality.extend(t.energy.notes());
     Ok(Report {
         version: REPORT_VERSION,
         from: fmt_ms(start),
@@ -575,5 +590,6 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         changes: None,
         data_quality,
         charts,
+        out_of_sample: None,
     })
 }

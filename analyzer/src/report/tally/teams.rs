@@ -269,6 +269,7 @@ impl TeamsAcc {
         Teams {
             dimension: dimension.into(),
             rows: out,
+            energy: None,
         }
     }
 }

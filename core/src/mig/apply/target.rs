@@ -17,9 +17,10 @@ use crate::mig::plan::{TesseraPlan, TesseraPlanError};
 use crate::model::{GpuInfo, Inventory};
 
 /// A plan file of either format.
+// One value per command: boxing the larger variant would buy nothing.
 #[derive(Debug, Clone)]
 pub enum LayoutFile {
-    Tessera(TesseraPlan),
+    Tessera(Box<TesseraPlan>),
     MigParted(PartedFile),
 }
 
@@ -52,13 +53,15 @@ pub fn read_plan(path: &Path) -> Result<LayoutFile, ApplyError> {
             .is_some(),
     };
     Ok(if is_tessera {
-        LayoutFile::Tessera(TesseraPlan::parse(&text, &source).map_err(|e| match e {
-            TesseraPlanError::Parse { path, message } => TesseraPlanError::Parse {
-                path,
-                message: format!("not a valid tessera plan (it declares kind:): {message}"),
+        LayoutFile::Tessera(Box::new(TesseraPlan::parse(&text, &source).map_err(
+            |e| match e {
+                TesseraPlanError::Parse { path, message } => TesseraPlanError::Parse {
+                    path,
+                    message: format!("not a valid tessera plan (it declares kind:): {message}"),
+                },
+                other => other,
             },
-            other => other,
-        })?)
+        )?))
     } else {
         LayoutFile::MigParted(PartedFile::parse(&text, &source)?)
     })
@@ -94,8 +97,8 @@ pub fn read_plan_named(path: &Path, by: &Path) -> Result<LayoutFile, ApplyError>
         by: by.to_path_buf(),
         what: match e {
             ApplyError::Read { error, .. } => error.to_string(),
-            _ => "not a tessera plan (kind: tessera-mig-plan) or an nvidia-mig-parted v1 file \
-                  (mig-configs:)"
+            _ => "not a tessera plan (kind: tessera-plan or tessera-mig-plan) or an \
+                  nvidia-mig-parted v1 file (mig-configs:)"
                 .into(),
         },
     })

@@ -282,23 +282,29 @@ fn plan_targets_check_gpu_identity() {
     let (plan, warnings) = export_plan(&state, "now");
     assert!(warnings.is_empty(), "{warnings:?}");
     plan.validate("export").unwrap();
-    let (_, tg) = super::targets(&LayoutFile::Tessera(plan.clone()), None, "p", &state).unwrap();
+    let (_, tg) = super::targets(
+        &LayoutFile::Tessera(Box::new(plan.clone())),
+        None,
+        "p",
+        &state,
+    )
+    .unwrap();
     assert!(diff(&state, &tg).unwrap().matches());
     let mut bad = plan.clone();
     bad.configs.get_mut("now").unwrap()[1].uuid = Some("GPU-other".into());
-    let e = super::targets(&LayoutFile::Tessera(bad), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(Box::new(bad)), None, "p", &state).unwrap_err();
     assert!(e.to_string().contains("renumbered"), "{e}");
     let mut bad = plan.clone();
     bad.configs.get_mut("now").unwrap()[1].model = "A100-80GB".into();
     bad.configs.get_mut("now").unwrap()[1].instances.clear();
-    let e = super::targets(&LayoutFile::Tessera(bad), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(Box::new(bad)), None, "p", &state).unwrap_err();
     assert!(e.to_string().contains("this GPU is H100-80GB"), "{e}");
     // A config for another node names no GPU of this one: an error, not "0 GPUs checked".
     let mut other = plan.clone();
     for l in other.configs.get_mut("now").unwrap() {
         l.node = Some("elsewhere".into());
     }
-    let e = super::targets(&LayoutFile::Tessera(other), None, "p", &state).unwrap_err();
+    let e = super::targets(&LayoutFile::Tessera(Box::new(other)), None, "p", &state).unwrap_err();
     assert!(matches!(e, ApplyError::NoGpuOfNode { .. }), "{e}");
     assert!(
         e.to_string()

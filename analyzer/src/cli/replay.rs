@@ -1,0 +1,255 @@
+//! `tessera replay`: flag parsing, plan reading and output for the replay (a module of the
+//! binary; docs/replay.md). Reads the plan (`--plan`; a mig-parted config or an old
+//! `tessera-mig-plan` without workloads is refused, exit 2), ingests the sources over the range
+//! (the one range rule), calls [`tessera::replay::run`] and prints a table, Markdown, HTML or the
+//! versioned JSON to stdout or `--out`. `--write-prediction` writes the replay's figures into the
+//! plan's `prediction` block. Out of sample: `--train RANGE --test RANGE` makes the plan from the
+//! first range (`--kind mig`: the MIG planner; `--kind consolidation`: the advisor's
+//! consolidation moves) and replays it on the second.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use chrono_tz::Tz;
+use clap::{Args, ValueEnum};
+use tessera::frames::Frames;
+use tessera::ingest;
+use tessera::range::{RangeRequest, TimeRange};
+use tessera::replay::{self, ReplayRequest, train};
+use tessera::report;
+use tessera_core::mig::parted::PartedFile;
+use tessera_core::mig::plan::{MIG_PLAN_KIND, PLAN_KIND, TesseraPlan};
+
+use super::source::{SourceArgs, load, name_file, parse_tz, part_files};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayFormat {
+    Table,
+    Markdown,
+    Html,
+    Json,
+}
+
+/// `--kind`: which planner makes the plan of `--train`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanKind {
+    /// MIG layouts (`tessera mig plan`).
+    Mig,
+    /// Consolidation moves (`tessera analyze --plan-out`).
+    Consolidation,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub src: SourceArgs,
+    /// The plan to replay (tessera-plan v1, docs/plan.md).
+    #[arg(long, value_name = "FILE", required_unless_present = "train")]
+    plan: Option<PathBuf>,
+    /// Replay this config all the time instead of following the plan's schedule.
+    #[arg(long, value_name = "LABEL")]
+    config: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
+    format: ReplayFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write the replay's figures into the plan's `prediction` block (the --plan file, or with
+    /// --train the --plan-out file).
+    #[arg(long)]
+    write_prediction: bool,
+    /// Price of one GPU-hour (default 2.00, as the report's).
+    #[arg(long = "price.gpu-hour", value_name = "PRICE")]
+    price_gpu_hour: Option<f64>,
+    /// Report config (TOML) with `[price] gpu_hour`, `kwh`, `currency`, as `tessera report`'s.
+    #[arg(long = "prices", value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// Out of sample: make the plan from this range (`SINCE..UNTIL`, each an RFC 3339 time, a
+    /// date or a duration back from now) and replay it on --test.
+    #[arg(long, value_name = "RANGE", requires = "test", conflicts_with_all = ["plan", "since", "until"])]
+    train: Option<String>,
+    /// Out of sample: the range the --train plan is replayed on (`SINCE..UNTIL`).
+    #[arg(long, value_name = "RANGE", requires = "train")]
+    test: Option<String>,
+    /// Which plan --train makes.
+    #[arg(long, value_enum, default_value_t = PlanKind::Mig)]
+    kind: PlanKind,
+    /// With --train: also write the plan it made here.
+    #[arg(long = "plan-out", value_name = "FILE", requires = "train")]
+    plan_out: Option<PathBuf>,
+    /// Time zone of the --train MIG plan's off-peak windows and schedule (IANA name).
+    #[arg(long, default_value = "UTC", value_parser = parse_tz)]
+    tz: Tz,
+}
+
+/// Reads the plan; a mig-parted file and an old MIG-only plan get their own refusal.
+fn read_plan(path: &Path) -> Result<TesseraPlan> {
+    match TesseraPlan::from_file(path) {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            // A file of another tessera kind says so at its top level.
+            let text = tessera_core::input_limits::read_to_string(
+                path,
+                tessera_core::input_limits::MAX_YAML_BYTES,
+            )
+            .unwrap_or_default();
+            let kind = text.lines().find_map(|l| {
+                l.strip_prefix("kind:")
+                    .map(|v| v.trim().trim_matches(['"', '\'']).to_string())
+            });
+            if let Some(k) = kind.filter(|k| k != PLAN_KIND && k != MIG_PLAN_KIND) {
+                bail!(
+                    "{} is not a tessera plan: it is kind {k:?}; replay reads kind {PLAN_KIND} (docs/plan.md)",
+                    path.display()
+                );
+            }
+            if PartedFile::from_file(path).is_ok() {
+                bail!(
+                    "{} is an nvidia-mig-parted config: it names no workloads, so there is nothing to replay (tessera does not guess where each workload would go); make a tessera plan with `tessera mig plan -o FILE` and replay that",
+                    path.display()
+                );
+            }
+            Err(anyhow::Error::new(e).context(format!(
+                "{} is not a tessera plan (kind: tessera-plan, docs/plan.md)",
+                path.display()
+            )))
+        }
+    }
+}
+
+/// `SINCE..UNTIL`.
+fn parse_range(flag: &str, s: &str) -> Result<RangeRequest> {
+    let Some((a, b)) = s.split_once("..") else {
+        bail!("bad {flag} {s:?}: expected SINCE..UNTIL, e.g. 2026-11-09..2026-11-16");
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let r = RangeRequest::parse(Some(a), Some(b), now).with_context(|| format!("bad {flag}"))?;
+    Ok(r)
+}
+
+/// The range of `req` over the data (the one range rule), printing its lines.
+fn resolve(req: &RangeRequest, data: (i64, i64), parts: &[ingest::Part]) -> Result<TimeRange> {
+    let resolved = req.resolve(
+        data.0,
+        data.1,
+        || -> Result<i64> {
+            Ok(ingest::first_row_start(parts)
+                .map_err(|e| name_file(e.into(), &part_files(parts)))?
+                .unwrap_or(data.0))
+        },
+        "replaying",
+    )?;
+    for m in &resolved.messages {
+        eprintln!("tessera: {m}");
+    }
+    Ok(resolved.range)
+}
+
+pub fn run(args: ReplayArgs) -> Result<()> {
+    let config = match &args.prices {
+        Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
+        None => None,
+    };
+    let prices = report::prices(
+        config.as_ref().map(|(p, c)| (*p, c)),
+        args.price_gpu_hour,
+        None,
+    )?;
+    let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
+    let (plan, parts, range, trained) = match (&args.train, &args.test, &args.plan) {
+        (Some(train), Some(test), _) => {
+            let train = parse_range("--train", train)?;
+            let test = parse_range("--test", test)?;
+            let lo = train.since.min(test.since);
+            let hi = train.until.max(test.until);
+            let (parts, report) = args.src.ingest_bounds((lo, hi), true)?;
+            let Some(data) = report.time_range() else {
+                bail!("no rows in the sources for --train and --test: nothing to replay");
+            };
+            let train_range = resolve(&train, data, &parts)?;
+            let test_range = resolve(&test, data, &parts)?;
+            let within = |r: TimeRange| -> Vec<Frames> {
+                parts
+                    .iter()
+                    .map(|p| p.frames.within(r.since, r.until))
+                    .collect()
+            };
+            let kind = match args.kind {
+                PlanKind::Mig => train::PlanKind::Mig,
+                PlanKind::Consolidation => train::PlanKind::Consolidation,
+            };
+            let plan = train::make_plan(
+                &within(train_range),
+                train_range,
+                kind,
+                args.tz,
+                &sources,
+                &|n| eprintln!("tessera: note: {n}"),
+            )
+            .map_err(|e| name_file(e.into(), &part_files(&parts)))
+            .context("making the --train plan")?;
+            let kind = kind.as_str();
+            let test_parts = within(test_range);
+            (
+                plan,
+                test_parts,
+                test_range,
+                Some((train_range, kind.to_string())),
+            )
+        }
+        (None, None, Some(path)) => {
+            let plan = read_plan(path)?;
+            let loaded = load(&args.src, false, "replaying")?;
+            let Some(range) = loaded.range else {
+                bail!("no rows in the sources for the chosen range: nothing to replay");
+            };
+            (
+                plan,
+                loaded.parts.into_iter().map(|p| p.frames).collect(),
+                range,
+                None,
+            )
+        }
+        _ => bail!("give --plan FILE, or --train RANGE and --test RANGE"),
+    };
+    let request = ReplayRequest {
+        range,
+        plan_file: args.plan.as_ref().map(|p| p.display().to_string()),
+        config: args.config.clone(),
+        prices,
+        sources,
+        trained,
+    };
+    let refs: Vec<&Frames> = parts.iter().collect();
+    let r = replay::run(&refs, &plan, &request)?;
+    let mut plan = plan;
+    if args.write_prediction || args.plan_out.is_some() {
+        if args.write_prediction {
+            plan.prediction = Some(replay::prediction(&r));
+        }
+        let path = args.plan_out.as_ref().or(args.plan.as_ref());
+        match path {
+            Some(path) => {
+                std::fs::write(path, plan.to_yaml())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("tessera: wrote {}", path.display());
+            }
+            None => bail!("--write-prediction with --train needs --plan-out FILE"),
+        }
+    }
+    let text = match args.format {
+        ReplayFormat::Table => replay::render::render_table(&r),
+        ReplayFormat::Markdown => replay::render::render_markdown(&r),
+        ReplayFormat::Html => replay::html::render_html(&r),
+        ReplayFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("tessera: wrote {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}

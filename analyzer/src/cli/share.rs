@@ -1,0 +1,223 @@
+//! `tessera share plan` and `tessera share apply` (docs/sharing.md): the flags, the plan file and
+//! the sources read (the plan's window unless `--since`/`--until`), the connection, and
+//! printing. A module of the binary: the choice and the rollout are `tessera::sharing`.
+//!
+//! Exit codes of `apply`: 0 done, dry run or nothing to do; 2 bad input, refused, a node that
+//! did not reach its config, an API error or a signal, with every node put back; 3 something
+//! could not be put back or confirmed (the `kubectl` commands are printed).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use tessera::sharing::choose::ChooseParams;
+use tessera::sharing::demand::{self, GpuStats};
+use tessera::sharing::kube::KubeDevicePlugin;
+use tessera::sharing::rollout::{self, NodePlan, Request};
+use tessera::sharing::{CONFIG_LABEL, GPU_RESOURCE};
+use tessera_core::mig::plan::TesseraPlan;
+
+use super::source::{SourceArgs, load_parts, name_file, part_files, stop_flag};
+
+#[derive(Debug, Subcommand)]
+pub enum ShareCommand {
+    /// Print the device plugin sharing config (time-slicing or MPS, replicas) each host node of
+    /// a plan's consolidation moves would get, and why; no cluster needed.
+    Plan(PlanArgs),
+    /// Roll those configs out through the GPU Operator's device plugin, node by node, with
+    /// rollback: a dry run unless --yes.
+    Apply(ApplyArgs),
+}
+
+/// What both verbs read.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// The tessera plan whose consolidation moves are shared (`tessera analyze --plan-out`).
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+    #[command(flatten)]
+    src: SourceArgs,
+    /// Quantile of each workload's activity (SM activity, else busy ratio) checked against the
+    /// 1/replicas of the SMs MPS gives a client (0–1).
+    #[arg(long, default_value_t = 0.95)]
+    quantile: f64,
+    /// Memory headroom on each workload's peak for the MPS check (0.1 = 10%).
+    #[arg(long, default_value_t = 0.1)]
+    headroom: f64,
+    /// Only this node (a host of the moves).
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    common: Common,
+    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// The GPU Operator's namespace, where the device plugin's ConfigMap is.
+    #[arg(long, value_name = "NS", default_value = "gpu-operator")]
+    namespace: String,
+    /// The device plugin's ConfigMap when the ClusterPolicy cannot be read or names none (it
+    /// must agree with spec.devicePlugin.config.name when that is set).
+    #[arg(long, value_name = "NAME")]
+    configmap: Option<String>,
+    /// How long one node may take to advertise its new config (and, rolled back, its old one).
+    #[arg(long = "node-timeout", value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    node_timeout: Duration,
+    /// How often a changing node is read.
+    #[arg(long = "poll-interval", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    poll_interval: Duration,
+    /// The longest one Kubernetes API call may take.
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// Act (default: a dry run that prints the configs, the ConfigMap diff, the label changes
+    /// and the pods that would be disrupted).
+    #[arg(long)]
+    yes: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    tessera_core::units::parse_duration(s)
+}
+
+/// The plan's moves measured on the sources, grouped by host node.
+fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
+    if !(0.0..=1.0).contains(&c.quantile) {
+        bail!("bad --quantile {}: expected a ratio in 0–1", c.quantile);
+    }
+    if !(c.headroom.is_finite() && c.headroom >= 0.0) {
+        bail!(
+            "bad --headroom {}: expected a share ≥ 0 such as 0.1",
+            c.headroom
+        );
+    }
+    let source = c.plan.display().to_string();
+    let plan = TesseraPlan::from_file(&c.plan)?;
+    if plan.consolidation.is_empty() {
+        bail!(
+            "{source}: the plan has no consolidation moves (tessera analyze --plan-out writes them)"
+        );
+    }
+    // The window the moves were planned from, unless the range is given.
+    if let Some(w) = &plan.window
+        && c.src.since.is_none()
+        && c.src.until.is_none()
+    {
+        c.src.since = Some(w.from.clone());
+        c.src.until = Some(w.until.clone());
+    }
+    let (parts, range, _) = load_parts(&c.src)?;
+    if range.is_none() {
+        bail!("no rows in the sources for the plan's window: nothing to measure the moves by");
+    }
+    let files = part_files(&parts);
+    let mut stats: Vec<GpuStats> = Vec::new();
+    for p in &parts {
+        stats.extend(
+            demand::gpu_stats(&p.frames, c.quantile).map_err(|e| name_file(e.into(), &files))?,
+        );
+    }
+    let demands = demand::host_demands(&plan.consolidation, &stats);
+    let plans = rollout::node_plans(demands, &demand::mig_nodes(&stats), c.node.as_deref());
+    if plans.is_empty() {
+        bail!(
+            "{source}: no move has its host on node {}",
+            c.node.as_deref().unwrap_or("?")
+        );
+    }
+    Ok((
+        source,
+        plans,
+        ChooseParams {
+            headroom: c.headroom,
+        },
+    ))
+}
+
+fn plan(mut args: PlanArgs) -> Result<u8> {
+    let (_, plans, params) = node_plans(&mut args.common)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    use std::io::Write;
+    let chosen: Vec<_> = plans.iter().map(|p| rollout::offline(p, params)).collect();
+    for s in &chosen {
+        rollout::describe(s, &mut out)?;
+    }
+    writeln!(
+        out,
+        "\nconfigs (keys of the ConfigMap the ClusterPolicy's spec.devicePlugin.config.name names; other keys stay):"
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &chosen {
+        if seen.insert(&s.name) {
+            writeln!(out, "{}: |", s.name)?;
+            for line in s.text.lines() {
+                writeln!(out, "  {line}")?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "\nlabels (the node is done when allocatable {GPU_RESOURCE} = its GPUs × replicas and nvidia.com/gpu.replicas agrees; `tessera share apply` does this with rollback):"
+    )?;
+    for s in &chosen {
+        writeln!(
+            out,
+            "  kubectl label node {} {CONFIG_LABEL}={} --overwrite",
+            s.node, s.name
+        )?;
+    }
+    eprintln!(
+        "tessera: MIG mode here is from the frames only; `tessera share apply` also reads the nodes' labels"
+    );
+    Ok(0)
+}
+
+fn apply(mut args: ApplyArgs) -> Result<u8> {
+    let (source, nodes, params) = node_plans(&mut args.common)?;
+    let request = Request {
+        source,
+        nodes,
+        params,
+        namespace: args.namespace.clone(),
+        configmap: args.configmap.clone(),
+        timeout: args.node_timeout,
+        poll: args.poll_interval,
+        yes: args.yes,
+        stop: Some(stop_flag()?),
+    };
+    let mut cluster = KubeDevicePlugin::connect(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        args.request_timeout,
+    )
+    .context("connecting to the Kubernetes API")?;
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    Ok(rollout::run(
+        &mut cluster,
+        &request,
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    )?)
+}
+
+/// Run one `share` verb; returns the exit code.
+pub fn run(command: ShareCommand) -> Result<u8> {
+    match command {
+        ShareCommand::Plan(a) => plan(a),
+        ShareCommand::Apply(a) => apply(a),
+    }
+}

@@ -1,0 +1,292 @@
+//! The split's rule on hand-made intervals, and its invariant (Σ workloads + idle = energy, no
+//! negative or non-finite share) on random ones.
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn proc(sm: Option<f64>, memory: Option<f64>, instance: Option<u32>) -> Process {
+    Process {
+        sm,
+        memory,
+        instance,
+    }
+}
+
+fn assert_sums(iv: &Interval, s: &Split) {
+    let sum: f64 = s.processes.iter().sum::<f64>() + s.idle;
+    assert!(
+        close(sum, iv.energy_j),
+        "{sum} != {} for {iv:?}",
+        iv.energy_j
+    );
+    assert!(s.idle >= 0.0 && s.idle.is_finite());
+    assert!(s.processes.iter().all(|j| j.is_finite() && *j >= 0.0));
+    assert_eq!(s.processes.len(), iv.processes.len());
+}
+
+#[test]
+fn whole_gpu_by_sm_share_and_the_rest_idle() {
+    let (e, a, sm) = (1234.5, 0.6, [0.3, 0.1]);
+    let iv = Interval {
+        energy_j: e,
+        activity: Some(a),
+        processes: vec![
+            proc(Some(sm[0]), Some(1e9), None),
+            proc(Some(sm[1]), Some(2e9), None),
+        ],
+        ..Interval::default()
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    let w = e * a;
+    assert!(close(s.processes[0], w * sm[0] / (sm[0] + sm[1])));
+    assert!(close(s.processes[1], w * sm[1] / (sm[0] + sm[1])));
+    assert!(close(s.idle, e * (1.0 - a)));
+    assert!(!s.no_activity);
+}
+
+#[test]
+fn without_sm_equally_among_the_processes_holding_memory() {
+    let (e, a) = (900.0, 0.5);
+    let iv = Interval {
+        energy_j: e,
+        activity: Some(a),
+        processes: vec![
+            proc(None, Some(4e9), None),
+            proc(Some(0.0), Some(0.0), None),
+            proc(None, Some(1e9), None),
+        ],
+        ..Interval::default()
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(s.processes[0], e * a / 2.0));
+    assert_eq!(s.processes[1], 0.0);
+    assert!(close(s.processes[2], e * a / 2.0));
+    // Nobody holds memory: equally among all.
+    let iv = Interval {
+        processes: vec![proc(None, None, None), proc(None, Some(0.0), None)],
+        ..iv
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(s.processes[0], s.processes[1]));
+    assert!(close(s.processes[0], e * a / 2.0));
+}
+
+#[test]
+fn activity_from_the_processes_when_the_gpu_has_none() {
+    let e = 500.0;
+    let iv = Interval {
+        energy_j: e,
+        activity: None,
+        processes: vec![proc(Some(0.2), None, None), proc(Some(0.3), None, None)],
+        ..Interval::default()
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(s.processes[0], e * 0.2));
+    assert!(close(s.idle, e * 0.5));
+    // Capped at the whole GPU.
+    let iv = Interval {
+        processes: vec![proc(Some(0.9), None, None), proc(Some(0.6), None, None)],
+        ..iv
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(s.idle, 0.0));
+    assert!(close(s.processes[0], e * 0.9 / 1.5));
+}
+
+#[test]
+fn nothing_running_or_no_activity_is_idle() {
+    let iv = Interval {
+        energy_j: 321.0,
+        activity: Some(0.7),
+        ..Interval::default()
+    };
+    let s = split(&iv);
+    assert_eq!(s.idle, 321.0);
+    assert!(!s.no_activity, "nothing ran: idle, not unsplit");
+    let iv = Interval {
+        energy_j: 321.0,
+        activity: None,
+        processes: vec![proc(None, Some(1e9), None)],
+        ..Interval::default()
+    };
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert_eq!(s.processes, vec![0.0]);
+    assert!(s.no_activity);
+    // Values that are not ratios are unknown, never a share.
+    let iv = Interval {
+        activity: Some(f64::NAN),
+        ..iv
+    };
+    assert!(split(&iv).no_activity);
+}
+
+fn mig_gpu(activity: Option<f64>, inst: [(u32, u32, Option<f64>); 3]) -> Interval {
+    Interval {
+        energy_j: 7000.0,
+        activity,
+        slices: Some(7),
+        instances: inst
+            .iter()
+            .map(|&(id, slices, activity)| Instance {
+                id,
+                slices,
+                activity,
+            })
+            .collect(),
+        // Two processes in instance 1, one in 2, none in 3.
+        processes: vec![
+            proc(None, Some(1e9), Some(1)),
+            proc(None, Some(3e9), Some(1)),
+            proc(None, Some(1e9), Some(2)),
+        ],
+    }
+}
+
+#[test]
+fn mig_by_each_instances_activity_times_its_slices() {
+    let iv = mig_gpu(
+        Some(0.9),
+        [(1, 3, Some(0.5)), (2, 1, Some(1.0)), (3, 2, Some(0.8))],
+    );
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    let e = iv.energy_j;
+    // Instance 1: 0.5 × 3/7 of E, halved between its two processes; instance 2: 1/7 of E;
+    // instance 3 has no process: its activity explains no workload's energy.
+    assert!(close(s.processes[0], e * 0.5 * 3.0 / 7.0 / 2.0));
+    assert!(close(s.processes[1], s.processes[0]));
+    assert!(close(s.processes[2], e / 7.0));
+    assert!(close(s.idle, e - e * (1.5 + 1.0) / 7.0));
+}
+
+#[test]
+fn mig_without_instance_activity_by_the_gpus_activity_and_slices() {
+    let iv = mig_gpu(Some(0.4), [(1, 3, None), (2, 1, Some(1.0)), (3, 2, None)]);
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    let w = iv.energy_j * 0.4;
+    // Loaded instances 1 (3 slices) and 2 (1 slice).
+    assert!(close(s.processes[0] + s.processes[1], w * 3.0 / 4.0));
+    assert!(close(s.processes[2], w / 4.0));
+    // Without the GPU's activity either: only the instance with its own.
+    let iv = mig_gpu(None, [(1, 3, None), (2, 1, Some(0.5)), (3, 2, None)]);
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert_eq!(s.processes[0] + s.processes[1], 0.0);
+    assert!(close(s.processes[2], iv.energy_j * 0.5 / 7.0));
+    assert!(!s.no_activity);
+    // Nothing at all: idle, said so.
+    let iv = mig_gpu(None, [(1, 3, None), (2, 1, None), (3, 2, None)]);
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(s.no_activity);
+    assert_eq!(s.idle, iv.energy_j);
+}
+
+#[test]
+fn mig_slices_beyond_the_gpu_are_scaled_to_it() {
+    let mut iv = mig_gpu(None, [(1, 7, Some(1.0)), (2, 7, Some(1.0)), (3, 2, None)]);
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(s.idle, 0.0));
+    // Unknown GPU slices: the larger of 7 and the instances'.
+    iv.slices = None;
+    let s = split(&iv);
+    assert_sums(&iv, &s);
+    assert!(close(
+        s.processes.iter().sum::<f64>(),
+        iv.energy_j * 14.0 / 16.0
+    ));
+}
+
+#[test]
+fn profile_names_give_their_compute_slices() {
+    for (name, n) in [
+        ("3g.40gb", Some(3)),
+        ("1g.10gb+me", Some(1)),
+        ("7g.80gb", Some(7)),
+        ("1c.3g.40gb", Some(3)),
+        ("gpu", None),
+        ("0g.1gb", None),
+    ] {
+        assert_eq!(profile_slices(name), n, "{name}");
+    }
+}
+
+fn ratio_value() -> impl Strategy<Value = Option<f64>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(0.0)),
+        Just(Some(1.0)),
+        (0.0f64..=1.0).prop_map(Some),
+        (-2.0f64..3.0).prop_map(Some),
+        Just(Some(f64::NAN)),
+    ]
+}
+
+fn interval() -> impl Strategy<Value = Interval> {
+    let procs = prop::collection::vec(
+        (
+            ratio_value(),
+            prop_oneof![Just(None), (0.0f64..1e11).prop_map(Some)],
+            prop_oneof![Just(None), (0u32..5).prop_map(Some)],
+        )
+            .prop_map(|(sm, memory, instance)| Process {
+                sm,
+                memory,
+                instance,
+            }),
+        0..6,
+    );
+    let insts = prop::collection::vec(
+        (0u32..5, 1u32..8, ratio_value()).prop_map(|(id, slices, activity)| Instance {
+            id,
+            slices,
+            activity,
+        }),
+        0..5,
+    );
+    (
+        prop_oneof![Just(0.0), 0.0f64..1e7, Just(8.64e9)],
+        ratio_value(),
+        prop_oneof![Just(None), (1u32..8).prop_map(Some)],
+        insts,
+        procs,
+    )
+        .prop_map(
+            |(energy_j, activity, slices, instances, processes)| Interval {
+                energy_j,
+                activity,
+                slices,
+                instances,
+                processes,
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn every_interval_adds_up_to_its_energy(iv in interval()) {
+        let s = split(&iv);
+        let sum: f64 = s.processes.iter().sum::<f64>() + s.idle;
+        prop_assert!(close(sum, iv.energy_j), "{} != {}", sum, iv.energy_j);
+        prop_assert!(s.idle.is_finite() && s.idle >= 0.0);
+        for j in &s.processes {
+            prop_assert!(j.is_finite() && *j >= 0.0 && *j <= iv.energy_j * (1.0 + 1e-12));
+        }
+        if s.no_activity {
+            prop_assert_eq!(s.idle, iv.energy_j);
+        }
+    }
+}

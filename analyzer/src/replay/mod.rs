@@ -1,0 +1,247 @@
+//! `tessera replay`'s library (docs/replay.md): what a plan file (`tessera-plan` v1,
+//! docs/plan.md) would have done to a period of history. Each workload's measured rows are moved
+//! to where the plan puts it — a MIG instance, a whole GPU, or a consolidation host shared with
+//! others — interval by interval, under the config the plan's `schedule` makes active then, and
+//! each placement is judged against its target's memory and compute: peak and p99 memory, the
+//! intervals where memory would have been exceeded (the work would have failed), the intervals
+//! where the co-located activity exceeds the compute (contention) with a proportional-sharing
+//! slowdown there, and a verdict (`safe`, `tight`, `unsafe`) with the intervals that decide it.
+//! For the plan: GPUs before and after, GPU-hours and cost freed, allocation and work
+//! utilization before → after, energy where power is known.
+//!
+//! - [`targets`] — the plan's placements and their capacity, the schedule, the refusals (a plan
+//!   with no workloads, a plan naming GPUs or nodes not in the data);
+//! - [`series`] — the rows of each workload (and GPU) the plan names, read from the frames one
+//!   node partition at a time;
+//! - [`combine`] — the interval-by-interval model, the verdicts and the fleet figures;
+//! - [`render`] — table and Markdown; [`html`] — one self-contained page with the charts;
+//! - [`train`] — out of sample: a plan made from one range (the MIG planner or the advisor's
+//!   consolidation moves) and replayed on another.
+//!
+//! Pure: frames and a plan value in, a [`Replay`] out. It reads no file, has no clock and
+//! makes plans only through the MIG planner or the advisor ([`train`]); it never changes a GPU.
+
+pub mod combine;
+pub mod html;
+pub mod render;
+pub mod series;
+pub mod targets;
+pub mod train;
+
+use serde::Serialize;
+use tessera_core::mig::plan::TesseraPlan;
+
+use crate::frames::{Frames, FramesError};
+use crate::range::TimeRange;
+use crate::report::Prices;
+
+/// The `version` of the replay JSON (docs/replay.md).
+pub const REPLAY_JSON_VERSION: u32 = 1;
+
+/// p99 memory above this share of the capacity makes a placement `tight`.
+pub const TIGHT_MEMORY_SHARE: f64 = 0.9;
+/// Contention in more than this share of a placement's intervals makes it `tight`.
+pub const TIGHT_CONTENTION_SHARE: f64 = 0.05;
+
+/// Why a replay could not be made. Each names what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Frames(#[from] FramesError),
+    /// The plan cannot be replayed at all (no workloads, no config to choose, …).
+    #[error("{0}")]
+    Plan(String),
+    /// The plan names what the data does not have (a node, a GPU).
+    #[error("{0}")]
+    NotInData(String),
+    #[error("no rows in the sources for the chosen range: nothing to replay")]
+    NoRows,
+}
+
+/// What the command asks for.
+#[derive(Debug, Clone)]
+pub struct ReplayRequest {
+    /// The replayed range (rows ending in `(since, until]`).
+    pub range: TimeRange,
+    /// Where the plan came from (printed; `None` for a plan made by `--train`).
+    pub plan_file: Option<String>,
+    /// `--config LABEL`: replay this config all the time instead of the schedule.
+    pub config: Option<String>,
+    pub prices: Prices,
+    /// The sources, as given.
+    pub sources: Vec<String>,
+    /// `--train`: the range the plan was made from, and which planner (`mig`, `consolidation`).
+    pub trained: Option<(TimeRange, String)>,
+}
+
+/// A span of consecutive intervals (row ends `from` exclusive .. `until` inclusive).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Span {
+    /// Start of the first interval, RFC 3339.
+    pub from: String,
+    /// End of the last interval, RFC 3339.
+    pub until: String,
+    pub intervals: u64,
+}
+
+/// One placement judged: a MIG instance, a whole GPU or a consolidation host, under one config.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementResult {
+    /// `day mig-1/GPU0 1g.10gb@6`, `consolidation lab-a/GPU0`.
+    pub id: String,
+    /// The config it belongs to (`None`: a consolidation move, always in force).
+    pub config: Option<String>,
+    /// `mig`, `gpu` or `shared`.
+    pub kind: &'static str,
+    pub node: Option<String>,
+    pub gpu: u32,
+    pub model: String,
+    pub profile: Option<String>,
+    pub capacity_memory_bytes: u64,
+    /// Compute slices of the target (a whole GPU's: 7 on most models).
+    pub capacity_slices: u32,
+    pub workloads: Vec<String>,
+    /// Intervals in which the placement was in force and some workload had rows.
+    pub intervals: u64,
+    /// The interval length used for the combined series, seconds.
+    pub interval_seconds: f64,
+    /// Null when no workload of it was seen.
+    pub peak_memory_bytes: Option<u64>,
+    pub p99_memory_bytes: Option<u64>,
+    pub peak_memory_share: Option<f64>,
+    pub p99_memory_share: Option<f64>,
+    pub exceeded_intervals: u64,
+    pub exceeded_hours: f64,
+    pub exceeded: Vec<Span>,
+    pub contention_intervals: u64,
+    pub contention_hours: f64,
+    pub contention: Vec<Span>,
+    /// Mean and largest slowdown over the contention intervals (combined demand ÷ capacity);
+    /// null without contention.
+    pub slowdown_mean: Option<f64>,
+    pub slowdown_max: Option<f64>,
+    /// `safe`, `tight`, `unsafe`, or null when none of its workloads was seen.
+    pub verdict: Option<&'static str>,
+    /// Why: the rule that decided the verdict.
+    pub reasons: Vec<String>,
+}
+
+/// One workload the plan names, as the replay found it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadResult {
+    pub id: String,
+    /// `mig`, `process`, `gpu`.
+    pub kind: &'static str,
+    pub node: String,
+    pub gpu: u32,
+    /// Whether it has rows in the replayed range (when not, every figure is null: unknown).
+    pub seen: bool,
+    pub rows: u64,
+    pub peak_memory_bytes: Option<u64>,
+    /// Intervals in which it held memory while the config in force gave it no place.
+    pub unplaced_intervals: u64,
+    pub unplaced: Vec<Span>,
+    pub note: Option<String>,
+}
+
+/// The plan's figures before and after.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetResult {
+    pub hours: f64,
+    pub gpus_before: u32,
+    /// GPUs holding a workload under the config in force, the most over the configs.
+    pub gpus_after: u32,
+    pub gpu_hours_before: f64,
+    /// Time-weighted over the configs in force.
+    pub gpu_hours_after: f64,
+    pub gpu_hours_freed: f64,
+    pub cost_freed: f64,
+    pub currency: String,
+    pub price_gpu_hour: f64,
+    /// Share of the GPU-hours holding a loaded workload (0–1); null without hours.
+    pub allocation_before: Option<f64>,
+    pub allocation_after: Option<f64>,
+    /// The workloads' work (activity in GPUs × hours) over the GPU-hours.
+    pub utilization_before: Option<f64>,
+    pub utilization_after: Option<f64>,
+    /// Null where some GPU of the plan has no power or energy in the range.
+    pub energy_kwh_before: Option<f64>,
+    pub energy_kwh_after: Option<f64>,
+    /// The energy model, in words.
+    pub energy_model: String,
+}
+
+/// A whole replay (the JSON of docs/replay.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct Replay {
+    pub version: u32,
+    pub kind: &'static str,
+    pub plan: Option<String>,
+    pub from: String,
+    pub until: String,
+    pub sources: Vec<String>,
+    /// `--train`: the range the plan was made from and the planner.
+    pub trained_on: Option<Trained>,
+    /// Share of the range each config was in force.
+    pub configs: std::collections::BTreeMap<String, f64>,
+    /// `safe`, `tight` or `unsafe`.
+    pub verdict: &'static str,
+    /// The placements (and workloads) that decided the verdict, with their intervals.
+    pub deciding: Vec<String>,
+    /// Intervals in which some placement's memory was exceeded, or a loaded workload had no
+    /// place.
+    pub failed_intervals: u64,
+    pub thresholds: Thresholds,
+    pub placements: Vec<PlacementResult>,
+    pub workloads: Vec<WorkloadResult>,
+    pub fleet: FleetResult,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Trained {
+    pub from: String,
+    pub until: String,
+    pub planner: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Thresholds {
+    pub tight_memory_share: f64,
+    pub tight_contention_share: f64,
+}
+
+/// Replays `plan` over `parts` (one per node partition, read one at a time).
+pub fn run(
+    parts: &[&Frames],
+    plan: &TesseraPlan,
+    req: &ReplayRequest,
+) -> Result<Replay, ReplayError> {
+    let t = targets::targets(plan, req.config.as_deref())?;
+    let mut ex = series::Extracted::default();
+    for f in parts {
+        series::extract(f, &t.sources, &mut ex)?;
+    }
+    if ex.gpus.is_empty() && ex.series.is_empty() {
+        return Err(ReplayError::NoRows);
+    }
+    targets::check_in_data(&t, &ex)?;
+    Ok(combine::replay(&t, ex, req))
+}
+
+/// The replay's figures as the plan's `prediction` block (docs/plan.md).
+pub fn prediction(r: &Replay) -> tessera_core::mig::plan_sections::Prediction {
+    let f = &r.fleet;
+    tessera_core::mig::plan_sections::Prediction {
+        from: r.from.clone(),
+        until: r.until.clone(),
+        verdict: r.verdict.to_string(),
+        gpus_before: f.gpus_before,
+        gpus_after: f.gpus_after,
+        gpu_hours_freed: f.gpu_hours_freed,
+        cost_freed: Some(f.cost_freed),
+        energy_kwh_before: f.energy_kwh_before,
+        energy_kwh_after: f.energy_kwh_after,
+        failed_intervals: r.failed_intervals,
+    }
+}

@@ -1,0 +1,636 @@
+//! `tessera share plan` and `tessera share apply` end to end: the real `tessera` binary, with
+//! kube-rs, against `tessera-fake-kube` and its scripted device plugin (it reads the node's
+//! `nvidia.com/device-plugin.config` and the ConfigMap the ClusterPolicy names, then advertises
+//! GPUs × replicas and labels `nvidia.com/gpu.replicas`, or fails as scripted), with a plan's
+//! consolidation moves measured on a CSV source written here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fake_kube::{FakeKube, Fault, PluginBehaviour};
+use tempfile::TempDir;
+use tessera::sharing::choose::{Method, config_name, render};
+use tessera_core::mig::plan::TesseraPlan;
+use tessera_core::mig::plan_sections::{ConsolidationMove, GpuRef, PlanWindow};
+
+use super::mig_manager::{allowed, rbac_rules};
+use super::support::cli::tessera_with;
+
+const NS: &str = "gpu-operator";
+const CM: &str = "device-plugin-configs";
+const LABEL: &str = "nvidia.com/device-plugin.config";
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// One GPU of the CSV: node, index, peak memory (GiB), activity, MIG mode.
+type Gpu = (&'static str, u32, f64, f64, bool);
+
+/// gpu-1 (4 GPUs): 0 ← 1, and 2 ← 3 + gpu-2's 1 (3 workloads: replicas 3); gpu-2 (3 GPUs):
+/// 0 ← 2. Small, quiet workloads: MPS everywhere.
+const SMALL: &[Gpu] = &[
+    ("gpu-1", 0, 6.0, 0.10, false),
+    ("gpu-1", 1, 4.0, 0.05, false),
+    ("gpu-1", 2, 8.0, 0.20, false),
+    ("gpu-1", 3, 2.0, 0.10, false),
+    ("gpu-2", 0, 5.0, 0.10, false),
+    ("gpu-2", 1, 3.0, 0.10, false),
+    ("gpu-2", 2, 6.0, 0.20, false),
+];
+
+pub(super) struct Cluster {
+    pub(super) kube: FakeKube,
+    dir: TempDir,
+}
+
+fn gref(node: &str, gpu: u32) -> GpuRef {
+    GpuRef {
+        node: node.into(),
+        gpu,
+        uuid: Some(format!("GPU-{node}-{gpu}")),
+        label: Some(format!("{node}/GPU{gpu} [python3]")),
+    }
+}
+
+/// The config tessera writes for `method` × `replicas`.
+fn name(method: Method, replicas: u32) -> String {
+    config_name(method, replicas, &render(method, replicas))
+}
+
+impl Cluster {
+    /// GPU nodes gpu-1 (4 GPUs) and gpu-2 (3 GPUs) with the device plugin, a CPU node, the
+    /// ClusterPolicy pointing the device plugin at `gpu-operator/device-plugin-configs` (default
+    /// key `any`), that ConfigMap with `any` and a hand-written config, the CSV of `gpus` and a
+    /// plan of the moves.
+    pub(super) fn new(gpus: &[Gpu]) -> Cluster {
+        let kube = FakeKube::start();
+        kube.set_device_plugin_delay(Duration::from_millis(30));
+        kube.add_gpu_node("gpu-1", 4, &[]);
+        kube.add_gpu_node("gpu-2", 3, &[]);
+        kube.add_node("cpu-1", &[]);
+        kube.set_device_plugin_config(Some(CM), Some("any"));
+        kube.put_configmap(
+            NS,
+            CM,
+            &[
+                ("any", "version: v1\n"),
+                ("hand-ts-2", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n"),
+            ],
+        );
+        let dir = TempDir::new().unwrap();
+        kube.write_kubeconfig(&dir.path().join("kubeconfig"));
+        let mut csv =
+            String::from("timestamp,entity,metric,value,kind,node,gpu,uuid,model,mig_enabled\n");
+        for i in 1..=60u32 {
+            let ts = 1_793_577_600 + u64::from(i) * 60;
+            for (node, gpu, peak, act, mig) in gpus {
+                // Memory rises to its peak at the last row; activity is flat.
+                let mem = peak * GIB * f64::from(i) / 60.0;
+                for (m, v) in [
+                    ("memory_used_bytes", format!("{mem:.0}")),
+                    ("memory_total_bytes", format!("{:.0}", 80.0 * GIB)),
+                    ("sm_active_ratio", format!("{act}")),
+                ] {
+                    csv.push_str(&format!(
+                        "{ts},GPU-{node}-{gpu},{m},{v},gpu,{node},{gpu},GPU-{node}-{gpu},H100,{mig}\n"
+                    ));
+                }
+            }
+        }
+        std::fs::write(dir.path().join("gpus.csv"), csv).unwrap();
+        let mut plan = TesseraPlan::new();
+        plan.window = Some(PlanWindow {
+            from: "2026-11-02T00:00:00Z".into(),
+            until: "2026-11-02T01:00:00Z".into(),
+            sources: vec![],
+        });
+        plan.consolidation = vec![
+            ConsolidationMove {
+                model: "H100".into(),
+                host: gref("gpu-1", 0),
+                guests: vec![gref("gpu-1", 1)],
+            },
+            ConsolidationMove {
+                model: "H100".into(),
+                host: gref("gpu-1", 2),
+                guests: vec![gref("gpu-1", 3), gref("gpu-2", 1)],
+            },
+            ConsolidationMove {
+                model: "H100".into(),
+                host: gref("gpu-2", 0),
+                guests: vec![gref("gpu-2", 2)],
+            },
+        ];
+        plan.validate("test plan").unwrap();
+        std::fs::write(dir.path().join("plan.yaml"), plan.to_yaml()).unwrap();
+        Cluster { kube, dir }
+    }
+
+    pub(super) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `tessera share VERB --plan plan.yaml --source csv:gpus.csv [--kubeconfig …] ARGS`.
+    pub(super) fn share(&self, verb: &str, args: &[&str]) -> (i32, String, String) {
+        let kubeconfig = self.path("kubeconfig");
+        let src = format!("csv:{}", self.path("gpus.csv").display());
+        let mut all = vec!["share", verb, "--plan", "plan.yaml", "--source", &src];
+        if verb == "apply" {
+            all.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+            all.extend(["--poll-interval", "50ms"]);
+            if !args.contains(&"--node-timeout") {
+                all.extend(["--node-timeout", "3s"]);
+            }
+        }
+        all.extend_from_slice(args);
+        let out = tessera_with(&all, |c| {
+            c.env_remove("KUBECONFIG").current_dir(self.dir.path());
+        });
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub(super) fn writes(&self) -> Vec<String> {
+        self.kube
+            .requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+
+    fn gpus(&self, node: &str) -> Option<String> {
+        self.kube.node_allocatable(node, "nvidia.com/gpu")
+    }
+
+    fn replicas(&self, node: &str) -> Option<String> {
+        self.kube
+            .node_labels(node)
+            .get("nvidia.com/gpu.replicas")
+            .cloned()
+    }
+}
+
+#[test]
+fn plan_prints_mps_for_small_workloads_and_time_slicing_for_big_or_mig() {
+    let c = Cluster::new(SMALL);
+    let (code, out, err) = c.share("plan", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-1: mps × 3 (config {})",
+            name(Method::Mps, 3)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "node gpu-2: mps × 2 (config {})",
+            name(Method::Mps, 2)
+        )),
+        "{out}"
+    );
+    assert!(out.contains("GPU 2 would run: gpu-1/GPU2 [python3] (peak 8.0 GiB, active 20%), gpu-1/GPU3 [python3] (peak 2.0 GiB, active 10%), gpu-2/GPU1 [python3]"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "kubectl label node gpu-1 {LABEL}={} --overwrite",
+            name(Method::Mps, 3)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "    mps:\n      resources:\n        - name: nvidia.com/gpu\n          replicas: 3"
+        ),
+        "{out}"
+    );
+    assert!(c.kube.requests().is_empty(), "plan talks to no cluster");
+
+    // gpu-2's guest peaks at 45 GiB: more than 80 GiB / 2 → time-slicing; gpu-1 in MIG mode.
+    let mut gpus = SMALL.to_vec();
+    gpus[6] = ("gpu-2", 2, 45.0, 0.2, false);
+    gpus[0] = ("gpu-1", 0, 6.0, 0.1, true);
+    let c = Cluster::new(&gpus);
+    let (code, out, err) = c.share("plan", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("node gpu-2: time-slicing × 2"), "{out}");
+    assert!(out.contains("gpu-2/GPU2 [python3] peaks at 45.0 GiB (+10%: 49.5 GiB), more than 80.0 GiB / 2 = 40.0 GiB"), "{out}");
+    assert!(out.contains("node gpu-1: time-slicing × 3"), "{out}");
+    assert!(
+        out.contains("MIG mode (a GPU of the node was in MIG mode in the window)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dry_run_names_the_diff_the_labels_and_the_pods_and_writes_nothing() {
+    let c = Cluster::new(SMALL);
+    c.kube.add_pod(
+        "team-a",
+        "train-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Running",
+    );
+    c.kube.add_pod(
+        "team-a",
+        "done-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Succeeded",
+    );
+    let (code, out, err) = c.share("apply", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (n3, n2) = (name(Method::Mps, 3), name(Method::Mps, 2));
+    assert!(
+        out.contains(&format!(
+            "ConfigMap {NS}/{CM} will be updated (other keys kept):"
+        )),
+        "{out}"
+    );
+    assert!(out.contains(&format!("+++ {n3} (new)")), "{out}");
+    assert!(!out.contains("hand-ts-2 (new)"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-1: {LABEL} (none) -> {n3}; nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "node gpu-2: {LABEL} (none) -> {n2}; nvidia.com/gpu 3 -> 6 (3 GPUs × 2, mps)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("node gpu-1: pod team-a/train-0 (nvidia.com/gpu=1)"),
+        "{out}"
+    );
+    assert!(!out.contains("done-0"), "{out}");
+    assert!(err.contains("refused without --yes"), "{err}");
+    assert!(err.contains("dry run: nothing was changed"), "{err}");
+    assert!(c.writes().is_empty(), "{:?}", c.writes());
+}
+
+#[test]
+fn apply_rolls_out_node_by_node_keeping_other_configs_and_is_idempotent() {
+    let c = Cluster::new(SMALL);
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (n3, n2) = (name(Method::Mps, 3), name(Method::Mps, 2));
+    assert_eq!(c.gpus("gpu-1").as_deref(), Some("12"));
+    assert_eq!(c.replicas("gpu-1").as_deref(), Some("3"));
+    assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
+    assert_eq!(c.replicas("gpu-2").as_deref(), Some("2"));
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(
+        cm["hand-ts-2"].contains("replicas: 2") && cm["any"] == "version: v1\n",
+        "{cm:?}"
+    );
+    assert!(cm[&n3].contains("mps:") && cm.contains_key(&n2), "{cm:?}");
+    fake_kube::check_sharing_config(&cm[&n3]).unwrap();
+    assert!(out.contains(&format!("node gpu-1: {LABEL}={n3}: nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps), nvidia.com/gpu.replicas=3 after")), "{out}");
+    // Node by node: gpu-2 was labelled only after gpu-1 was read at its config.
+    let reqs = c.kube.requests();
+    let patch = |node: &str| {
+        reqs.iter()
+            .position(|r| r.method == "PATCH" && r.path == format!("/api/v1/nodes/{node}"))
+            .unwrap()
+    };
+    let (p1, p2) = (patch("gpu-1"), patch("gpu-2"));
+    assert!(p1 < p2);
+    assert!(
+        reqs[p1..p2]
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == "/api/v1/nodes/gpu-1")
+            .count()
+            >= 1
+    );
+    // Again: nothing to do, nothing written.
+    let before = c.writes().len();
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("every node is already at its config: nothing to do"),
+        "{out}"
+    );
+    assert_eq!(c.writes().len(), before, "{:?}", c.writes());
+}
+
+#[test]
+fn an_absent_configmap_is_created_from_the_default() {
+    let c = Cluster::new(SMALL);
+    c.kube
+        .set_device_plugin_config(Some("tessera-new"), Some("plain"));
+    let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(&format!("ConfigMap {NS}/tessera-new will be created")),
+        "{out}"
+    );
+    let cm = c.kube.configmap(NS, "tessera-new").unwrap();
+    assert_eq!(cm["plain"], "version: v1\n");
+    assert!(cm.contains_key(&name(Method::Mps, 2)), "{cm:?}");
+    assert_eq!(cm.len(), 2, "{cm:?}");
+    assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
+    // Only the node asked for.
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
+}
+
+#[test]
+fn a_conflict_on_the_configmap_write_is_read_again_and_retried() {
+    let c = Cluster::new(SMALL);
+    c.kube.conflict_next_configmap_write();
+    let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("changed meanwhile") && err.contains("reading it again"),
+        "{err}"
+    );
+    let puts = c.writes().iter().filter(|w| w.starts_with("PUT")).count();
+    assert_eq!(puts, 2, "{:?}", c.writes());
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(cm.contains_key("hand-ts-2") && cm.contains_key(&name(Method::Mps, 2)));
+    assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
+}
+
+/// A node that does not reach its config gets its previous label back and advertises what it
+/// did before; later nodes are not started; tessera's unused config is pruned.
+fn rolls_back(b: PluginBehaviour, expect: &str) {
+    let c = Cluster::new(SMALL);
+    c.kube.set_node_labels("gpu-1", &[(LABEL, Some("any"))]);
+    let n3 = name(Method::Mps, 3);
+    c.kube.script_device_plugin("gpu-1", &n3, b);
+    let (code, out, err) = c.share("apply", &["--yes", "--node-timeout", "1s"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains(expect), "{expect}: {err}");
+    assert!(err.contains("rolling back"), "{err}");
+    assert!(err.contains("not started: gpu-2"), "{err}");
+    assert!(out.contains(&format!("node gpu-1: rolled back {LABEL} {n3} -> any; nvidia.com/gpu 4, nvidia.com/gpu.replicas 1 again")), "{out}");
+    assert_eq!(
+        c.kube.device_plugin_label_history("gpu-1"),
+        vec![
+            None,
+            Some("any".into()),
+            Some(n3.clone()),
+            Some("any".into())
+        ]
+    );
+    assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
+    assert_eq!(c.kube.device_plugin_config("gpu-2"), None);
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(
+        !cm.contains_key(&n3) && !cm.contains_key(&name(Method::Mps, 2)),
+        "{cm:?}"
+    );
+    assert!(cm.contains_key("hand-ts-2") && cm.contains_key("any"));
+}
+
+#[test]
+fn a_device_plugin_that_stays_at_its_old_config_times_out_and_is_rolled_back() {
+    rolls_back(
+        PluginBehaviour::StaysOld,
+        "no result after 1.0 s (nvidia.com/gpu 4, nvidia.com/gpu.replicas 1)",
+    );
+}
+
+#[test]
+fn a_wrong_count_times_out_and_is_rolled_back() {
+    rolls_back(
+        PluginBehaviour::WrongCount,
+        "(nvidia.com/gpu 11, nvidia.com/gpu.replicas 3)",
+    );
+}
+
+#[test]
+fn a_crash_looping_device_plugin_is_rolled_back() {
+    rolls_back(
+        PluginBehaviour::Never,
+        "(nvidia.com/gpu 0, nvidia.com/gpu.replicas 1)",
+    );
+}
+
+#[test]
+fn a_slow_device_plugin_within_the_timeout_succeeds_and_beyond_it_is_rolled_back() {
+    let c = Cluster::new(SMALL);
+    c.kube.script_device_plugin(
+        "gpu-2",
+        "*",
+        PluginBehaviour::Slow(Duration::from_millis(400)),
+    );
+    let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
+    rolls_back(
+        PluginBehaviour::Slow(Duration::from_secs(3)),
+        "no result after 1.0 s",
+    );
+}
+
+#[test]
+fn a_node_in_mig_mode_gets_time_slicing_not_mps() {
+    let c = Cluster::new(SMALL);
+    c.kube
+        .set_node_labels("gpu-2", &[("nvidia.com/mig.config", Some("all-1g.10gb"))]);
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let ts2 = name(Method::TimeSlicing, 2);
+    assert!(
+        out.contains(&format!("node gpu-2: time-slicing × 2 (config {ts2})")),
+        "{out}"
+    );
+    assert!(out.contains("the node is in MIG mode (nvidia.com/mig.config=all-1g.10gb); MPS does not work with MIG"), "{out}");
+    assert_eq!(c.kube.device_plugin_config("gpu-2"), Some(ts2));
+    assert_eq!(c.gpus("gpu-2").as_deref(), Some("6"));
+    assert_eq!(
+        c.kube
+            .node_labels("gpu-2")
+            .get("nvidia.com/gpu.sharing-strategy")
+            .map(String::as_str),
+        Some("time-slicing")
+    );
+    // gpu-1 is not in MIG mode: MPS.
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1"),
+        Some(name(Method::Mps, 3))
+    );
+}
+
+#[test]
+fn the_api_server_gone_mid_way_prints_the_commands() {
+    let c = Cluster::new(SMALL);
+    c.kube
+        .script_device_plugin("gpu-1", "*", PluginBehaviour::StaysOld);
+    c.kube.down_after(Fault {
+        body_contains: Some(LABEL.into()),
+        ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+    });
+    let (code, out, err) = c.share(
+        "apply",
+        &[
+            "--yes",
+            "--node-timeout",
+            "500ms",
+            "--request-timeout",
+            "2s",
+        ],
+    );
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(err.contains("the API server is gone"), "{err}");
+    assert!(
+        err.contains(&format!("kubectl label node gpu-1 {LABEL}-")),
+        "{err}"
+    );
+    assert!(err.contains("unused configs could not be pruned"), "{err}");
+    // The label tessera set is still there: nothing could put it back.
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1"),
+        Some(name(Method::Mps, 3))
+    );
+}
+
+#[test]
+fn a_cluster_policy_without_a_device_plugin_config_refuses_with_the_commands() {
+    let c = Cluster::new(SMALL);
+    c.kube.set_device_plugin_config(None, None);
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("spec.devicePlugin.config.name is unset"),
+        "{err}"
+    );
+    assert!(err.contains("kubectl -n gpu-operator create configmap tessera-device-plugin-config --from-literal=default='version: v1'"), "{err}");
+    assert!(err.contains(r#"kubectl patch clusterpolicies.nvidia.com/cluster-policy --type merge -p '{"spec":{"devicePlugin":{"config":{"name":"tessera-device-plugin-config","default":"default"}}}}'"#), "{err}");
+    assert!(err.contains("refused, nothing was changed"), "{err}");
+    assert!(c.writes().is_empty(), "{:?}", c.writes());
+}
+
+#[test]
+fn the_rbac_of_deploy_allows_every_call_and_every_rule_is_used() {
+    let deploy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/sharing");
+    let rules = rbac_rules(&std::fs::read_to_string(deploy.join("rbac.yaml")).unwrap());
+    let c = Cluster::new(SMALL);
+    // A ConfigMap that does not exist yet (create), then one that does (update), a rollback
+    // (pruning), and the pods of the nodes.
+    c.kube
+        .set_device_plugin_config(Some("tessera-device-plugin-config"), Some("any"));
+    c.kube.add_pod(
+        "team-a",
+        "train-0",
+        "gpu-1",
+        &[("nvidia.com/gpu", "1")],
+        "Running",
+    );
+    let (code, out, err) = c.share("apply", &["--yes", "--node", "gpu-2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mut used = vec![false; rules.len()];
+    for r in &c.kube.requests() {
+        used[allowed(&rules, r)] = true;
+    }
+    for (i, u) in used.iter().enumerate() {
+        assert!(
+            *u,
+            "rule {i} of rbac.yaml ({:?} {:?}) is not used",
+            rules[i].resources, rules[i].verbs
+        );
+    }
+}
+
+impl Cluster {
+    /// `tessera share apply --yes` started, not waited for (stdout and stderr piped).
+    fn spawn_apply(&self, args: &[&str]) -> std::process::Child {
+        let src = format!("csv:{}", self.path("gpus.csv").display());
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "share",
+                "apply",
+                "--yes",
+                "--plan",
+                "plan.yaml",
+                "--source",
+                &src,
+            ])
+            .arg("--kubeconfig")
+            .arg(self.path("kubeconfig"))
+            .args(["--poll-interval", "50ms"])
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .current_dir(self.dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits (up to 60 s) until gpu-1 carries `value`.
+    fn wait_label(&self, value: &str) {
+        for _ in 0..3000 {
+            if self.kube.device_plugin_config("gpu-1").as_deref() == Some(value) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("gpu-1 never got {value}");
+    }
+}
+
+fn finish(child: std::process::Child) -> (i32, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_label_another_client_sets_meanwhile_is_left_alone() {
+    let c = Cluster::new(SMALL);
+    let n3 = name(Method::Mps, 3);
+    c.kube
+        .script_device_plugin("gpu-1", &n3, PluginBehaviour::Slow(Duration::from_secs(30)));
+    let child = c.spawn_apply(&["--node-timeout", "60s"]);
+    c.wait_label(&n3);
+    c.kube
+        .set_node_labels("gpu-1", &[(LABEL, Some("hand-ts-2"))]);
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains(&format!("node gpu-1: {LABEL} changed to hand-ts-2 by another client while tessera waited for {n3}; stopping")), "{err}");
+    assert!(err.contains("not started: gpu-2"), "{err}");
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1").as_deref(),
+        Some("hand-ts-2")
+    );
+    assert_eq!(c.kube.device_plugin_config("gpu-2"), None);
+    // Their config took effect; tessera's unused one is pruned, theirs kept.
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(
+        !cm.contains_key(&n3) && cm.contains_key("hand-ts-2"),
+        "{cm:?}"
+    );
+}
+
+#[test]
+fn sigterm_mid_way_puts_the_node_back() {
+    let c = Cluster::new(SMALL);
+    let n3 = name(Method::Mps, 3);
+    c.kube
+        .script_device_plugin("gpu-1", &n3, PluginBehaviour::Slow(Duration::from_secs(30)));
+    let child = c.spawn_apply(&["--node-timeout", "60s"]);
+    c.wait_label(&n3);
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    assert!(
+        out.contains(&format!("node gpu-1: rolled back {LABEL} {n3} -> (none)")),
+        "{out}"
+    );
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
+    assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
+}
