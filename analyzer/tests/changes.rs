@@ -735,3 +735,126 @@ fn long_csv(src: &str) -> String {
     }
     out
 }
+
+/// Predicted beside realized: a MIG plan made (and replayed, `--write-prediction`) on the
+/// period before the planted change predicts the ten services on two GPUs — what the planted
+/// change did — so the report with `--plan` finds the realized saving as predicted; the same
+/// plan claiming a better outcome is a large difference the data does not explain; a plan
+/// without a prediction is refused with what to run.
+#[test]
+fn the_plans_prediction_is_set_beside_the_realized_saving() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = simulate(dir.path());
+    let t = truth();
+    let plan = dir.path().join("plan.yaml");
+    let before = "2026-11-02..2026-11-04T12:00:00Z";
+    let replay: Value = serde_json::from_str(&ok(&[
+        "replay",
+        "--source",
+        &src,
+        "--train",
+        before,
+        "--test",
+        before,
+        "--kind",
+        "mig",
+        "--plan-out",
+        plan.to_str().unwrap(),
+        "--write-prediction",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    // Ten services of 6 GiB at 0.1: one 1g.10gb each, seven to a GPU: two GPUs.
+    assert_eq!(replay["fleet"]["gpus_before"], t.before.gpus_in_use);
+    assert_eq!(
+        replay["fleet"]["gpus_after"], t.after.gpus_in_use,
+        "{replay:#}"
+    );
+    let r = report(&src, &["--plan", plan.to_str().unwrap()]);
+    let c = &r["changes"]["changes"][0];
+    let p = &c["comparison"]["predicted"];
+    assert_eq!(p["plan"], plan.to_str().unwrap());
+    let freed = (t.before.gpus_in_use - t.after.gpus_in_use) as f64;
+    assert_eq!(num(p, "gpus_freed_predicted"), freed, "{p:#}");
+    close(
+        num(p, "gpus_freed_realized"),
+        freed,
+        0.02,
+        "realized GPUs freed",
+    );
+    assert_eq!(p["large_difference"], false, "{p:#}");
+    assert!(
+        p["explanation"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("as predicted"),
+        "{p:#}"
+    );
+    let text = ok(&["report", "--source", &src, "--plan", plan.to_str().unwrap()]);
+    assert!(text.contains("Predicted by"), "{text}");
+
+    // The same plan claiming 20 GPUs before (18 freed predicted, 8 realized): a large
+    // difference, and none of the causes the report looks for is in the data.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let claimed = text.replacen(
+        &format!("gpus-before: {}", t.before.gpus_in_use),
+        "gpus-before: 20",
+        1,
+    );
+    assert_ne!(claimed, text);
+    let bold = dir.path().join("bold.yaml");
+    std::fs::write(&bold, claimed).unwrap();
+    let r = report(&src, &["--plan", bold.to_str().unwrap()]);
+    let p = &r["changes"]["changes"][0]["comparison"]["predicted"];
+    assert_eq!(p["large_difference"], true, "{p:#}");
+    // The planted change put search/* on gpu-a/GPU0 and chat/* on gpu-a/GPU1; every service
+    // that moved to a GPU the plan does not place work on is named, else no cause is found.
+    let parsed = tessera_core::mig::plan::TesseraPlan::from_file(&plan).unwrap();
+    let used: std::collections::BTreeSet<String> = parsed.configs["day"]
+        .iter()
+        .filter(|g| !g.instances.is_empty() || !g.workloads.is_empty())
+        .map(|g| format!("{}/GPU{}", g.node.as_deref().unwrap(), g.gpu))
+        .collect();
+    let mut expect: Vec<String> = Vec::new();
+    for (team, c, gpu, first) in [
+        ("chat", 'b', "gpu-a/GPU1", 0),
+        ("search", 'a', "gpu-a/GPU0", 1),
+    ] {
+        if !used.contains(gpu) {
+            for i in first..5 {
+                expect.push(format!(
+                    "{team}/svc-{c}{i} moved to {gpu}, which the plan does not use"
+                ));
+            }
+        }
+    }
+    if expect.is_empty() {
+        expect.push(
+            "no cause found in the data (the plan's nodes reported, demand did not grow, no workload went elsewhere): the prediction itself was off".into(),
+        );
+    }
+    let why: Vec<&str> = p["explanation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(why, expect, "plan GPUs {used:?}: {p:#}");
+
+    // No prediction: refused, saying what to run.
+    let plain = dir.path().join("plain.yaml");
+    let no_pred: String = text.split("prediction:").next().unwrap().to_string();
+    std::fs::write(&plain, no_pred).unwrap();
+    let out = cli::tessera(&[
+        "report",
+        "--source",
+        &src,
+        "--plan",
+        plain.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no prediction block"), "{err}");
+    assert!(err.contains("--write-prediction"), "{err}");
+}

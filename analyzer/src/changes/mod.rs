@@ -13,14 +13,19 @@
 //! The apply journal beside a history (`journal`) adds `journal` events: the caller reads it
 //! (`journal::beside`) and passes its runs in [`ChangeRequest::journal`].
 //!
-//! What it does not do: read sources or files (the caller does), judge whether a
-//! change was good, or predict (a plan's prediction is a later hook: [`Comparison::predicted`]
-//! stays `null`). Times in unix ms; rows are `(ts − interval_ms, ts]` as everywhere.
+//! With the plan that made a change (`ChangeRequest::plan`, its `prediction` block), the first
+//! change after the plan was made gets the prediction beside what it realized, and a large
+//! difference explained from the data ([`predicted`]).
+//!
+//! What it does not do: read sources or files (the caller does), judge whether a change was
+//! good, or predict (the prediction is the plan's, made by `tessera replay`). Times in unix
+//! ms; rows are `(ts − interval_ms, ts]` as everywhere.
 
 mod compare;
 mod detect;
 pub mod journal;
 mod model;
+pub mod predicted;
 mod scan;
 
 pub use compare::{Window, windows};
@@ -72,6 +77,8 @@ pub struct ChangeRequest {
     pub at: Option<i64>,
     /// `tessera mig apply` runs read from journals beside the history (`journal::beside`).
     pub journal: Vec<journal::JournalRun>,
+    /// `--plan FILE`: the plan that made a change, with its prediction.
+    pub plan: Option<predicted::PlanPrediction>,
     /// Price per GPU-hour and per kWh, and the currency (as the report's).
     pub gpu_hour: f64,
     pub kwh: f64,
@@ -141,6 +148,24 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
             None => None,
         };
         changes.push(model::change(at, evs, comparison, req.at.is_some(), settle));
+    }
+    // The plan's prediction beside the first compared change after the plan was made.
+    if let Some(plan) = &req.plan {
+        let after_plan = |c: &&mut Change| {
+            plan.planned_until.is_none_or(|u| {
+                chrono::DateTime::parse_from_rfc3339(&c.at).is_ok_and(|t| t.timestamp_millis() >= u)
+            })
+        };
+        if let Some(c) = changes
+            .iter_mut()
+            .filter(|c| c.comparison.is_some())
+            .find(after_plan)
+        {
+            let events = c.events.clone();
+            if let Some(cmp) = c.comparison.as_mut() {
+                cmp.predicted = Some(predicted::compare(plan, cmp, &events));
+            }
+        }
     }
     let mut section = model::section(changes, req.at.is_some(), settle, (since, until));
     if found > MAX_CHANGES {

@@ -61,9 +61,9 @@ pub struct Comparison {
     pub fleet: KeyedPeriods,
     pub by_node: Vec<KeyedPeriods>,
     pub by_team: Vec<TeamPeriods>,
-    /// The prediction of the plan that made the change, when known (issue 34 item 2: a plan's
-    /// prediction block); always `null` for now.
-    pub predicted: Option<serde_json::Value>,
+    /// The plan's prediction beside what was realized (`--plan FILE` with a `prediction`
+    /// block, for the first change after the plan was made); `null` otherwise.
+    pub predicted: Option<super::predicted::PredictedVsRealized>,
 }
 
 /// One compared period: rows ending in `(from, until]`.

@@ -71,6 +71,11 @@ pub struct ReportArgs {
     /// freed. Off by default: it plans and replays once more.
     #[arg(long = "out-of-sample")]
     out_of_sample: bool,
+    /// The plan (tessera-plan v1) that made a change in the range, with the `prediction` block
+    /// `tessera replay --write-prediction` wrote: the report sets the prediction beside what
+    /// the change realized and explains a large difference (docs/report.md, "Changes").
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
 }
 
 fn no_color() -> bool {
@@ -97,6 +102,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
         }
         return by_job(&args);
     }
+    let plan = match &args.plan {
+        Some(p) => {
+            let file = p.display().to_string();
+            let parsed = tessera_core::mig::plan::TesseraPlan::from_file(p)?;
+            Some(
+                tessera::changes::predicted::PlanPrediction::from_plan(&parsed, &file)
+                    .map_err(anyhow::Error::msg)?,
+            )
+        }
+        None => None,
+    };
     let change_at = match &args.change_at {
         Some(v) => Some(
             parse_time(v, chrono::Utc::now().timestamp_millis())
@@ -138,6 +154,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         top: args.top,
         change_at,
         journal,
+        plan,
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

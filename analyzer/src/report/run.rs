@@ -34,6 +34,9 @@ pub struct ReportRequest<'a> {
     pub change_at: Option<i64>,
     /// `tessera mig apply` runs from the journals beside the history (evidence of changes).
     pub journal: Vec<changes::journal::JournalRun>,
+    /// `--plan FILE`: the plan that made a change, whose prediction the report sets beside the
+    /// change's measured saving.
+    pub plan: Option<changes::predicted::PlanPrediction>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -48,6 +51,7 @@ pub fn run(
         range: req.range,
         at: req.change_at,
         journal: req.journal.clone(),
+        plan: req.plan.clone(),
         gpu_hour: req.prices.gpu_hour,
         kwh: req.prices.kwh,
         currency: req.prices.currency.clone(),

@@ -80,6 +80,31 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
         .map(String::from)
         .to_vec();
     s.rows = fleet_rows(r, &cmp.fleet);
+    if let Some(p) = &cmp.predicted {
+        s.after.push(format!(
+            "Predicted by {} (replayed {} .. {}, {}): {} GPU(s) freed ({} → {}); realized: {}{}.",
+            p.plan,
+            p.replayed_from,
+            p.replayed_until,
+            p.verdict,
+            p.gpus_freed_predicted,
+            p.gpus_before_predicted,
+            p.gpus_after_predicted,
+            p.gpus_freed_realized
+                .map_or("unknown".into(), |v| format!("{v:.1} GPU(s) freed")),
+            match (p.energy_kw_saved_predicted, p.energy_kw_saved_realized) {
+                (Some(a), Some(b)) => format!("; energy saved {b:.2} kW, {a:.2} kW predicted"),
+                _ => String::new(),
+            }
+        ));
+        for e in &p.explanation {
+            s.after.push(if p.large_difference {
+                format!("Large difference: {e}.")
+            } else {
+                format!("{e}.")
+            });
+        }
+    }
     let mut nodes = Section {
         title: format!("Change at {}: by node", ch.at),
         header: [
