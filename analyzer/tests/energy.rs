@@ -2,7 +2,9 @@
 //! team kWh and idle kWh on hand-made CSV rows checked against an independent pandas computation
 //! (`scripts/energy_reference.py`), and on simulated history (MIG on an H100 with GPM, MIG on an
 //! A100 without any activity, whole GPUs, a Slurm job) the invariant — the teams' kWh plus idle
-//! equal the GPUs' energy — with `tessera job` giving the job the report's share.
+//! equal the GPUs' energy — with `tessera job` giving the job the report's share; and through a
+//! real Prometheus backfilled with a simulated day, each team's kWh against the rule computed
+//! from the rows in the test.
 //!
 //! Needs `python3` with pandas (installed by `scripts/test.sh`); fails, never skips, without.
 
@@ -425,4 +427,136 @@ fn simulated_mig_and_whole_gpus_add_up_and_the_job_gets_its_share() {
         let cost = m["wasted_energy_cost"].as_f64().unwrap();
         assert!((cost - kwh.unwrap() * doc["prices"]["kwh"].as_f64().unwrap()).abs() <= 0.006);
     }
+}
+
+/// Whole GPUs only: two services share GPU 0, one holds GPU 1, GPU 2 is empty.
+const PROM_SCENARIO: &str = r#"
+name = "energy-prom"
+seed = 11
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+
+[[nodes]]
+name = "n1"
+gpus = [{ model = "H100-80GB", count = 3 }]
+
+[[workloads]]
+name = "a"
+kind = "inference"
+node = "n1"
+gpu = 0
+memory_gib = 10.0
+peak = 0.5
+base = 0.1
+namespace = "alpha"
+pod = "a-0"
+
+[[workloads]]
+name = "b"
+kind = "training"
+node = "n1"
+gpu = 0
+memory_gib = 20.0
+peak = 0.3
+namespace = "beta"
+pod = "b-0"
+
+[[workloads]]
+name = "c"
+kind = "inference"
+node = "n1"
+gpu = 1
+memory_gib = 8.0
+peak = 0.4
+base = 0.05
+namespace = "gamma"
+pod = "c-0"
+"#;
+
+/// The split through a real Prometheus (backfilled with one simulated day as the exporter's
+/// OpenMetrics: power but no energy counter, so a row's energy is its mean power × 10 s): each
+/// team's kWh equals the rule computed here from the rows themselves — a GPU row's energy ×
+/// its activity shared by its processes' SM utilisation, the rest idle — and the parts add up.
+#[test]
+fn a_backfilled_prometheus_gives_each_team_its_share_of_the_rows() {
+    use crate::support::openmetrics as om;
+    use crate::support::prometheus as prom;
+    prom::require_tools();
+    let tmp = tempfile::tempdir().unwrap();
+    let (gpu, mig, process, since) = om::simulate(tmp.path(), PROM_SCENARIO, "energy-prom");
+    assert_eq!(mig.height(), 0);
+    let server = prom::serve(tmp.path(), &om::openmetrics(&gpu, &mig, &process));
+
+    // The rule, from the frames: per (gpu, ts), energy = power × 10 s, workload part = energy ×
+    // activity, split by each process's sm_mean share (equally when none has one).
+    let (g_gpu, g_ts, g_power, g_sm) = (
+        om::strs(&gpu, "gpu"),
+        om::f64s(&gpu, "ts"),
+        om::f64s(&gpu, "power_mean_watts"),
+        om::f64s(&gpu, "sm_active_mean"),
+    );
+    let mut rows: BTreeMap<(String, i64), (f64, f64)> = BTreeMap::new();
+    for i in 0..gpu.height() {
+        let (Some(g), Some(t), Some(w)) = (&g_gpu[i], g_ts[i], g_power[i]) else {
+            continue;
+        };
+        rows.insert((g.clone(), t as i64), (w * 10.0, g_sm[i].unwrap_or(0.0)));
+    }
+    let (p_gpu, p_ts, p_sm, p_ns) = (
+        om::strs(&process, "gpu"),
+        om::f64s(&process, "ts"),
+        om::f64s(&process, "sm_mean"),
+        om::strs(&process, "namespace"),
+    );
+    let mut procs: BTreeMap<(String, i64), Vec<(String, f64)>> = BTreeMap::new();
+    for i in 0..process.height() {
+        let (Some(g), Some(t), Some(ns)) = (&p_gpu[i], p_ts[i], &p_ns[i]) else {
+            continue;
+        };
+        procs
+            .entry((g.clone(), t as i64))
+            .or_default()
+            .push((ns.clone(), p_sm[i].unwrap_or(0.0)));
+    }
+    let mut want: BTreeMap<String, f64> = BTreeMap::new();
+    let mut total = 0.0;
+    for (k, (e, a)) in &rows {
+        total += e;
+        let Some(ps) = procs.get(k) else { continue };
+        let sum: f64 = ps.iter().map(|(_, s)| s).sum();
+        for (ns, s) in ps {
+            let share = if sum > 0.0 {
+                s / sum
+            } else {
+                1.0 / ps.len() as f64
+            };
+            *want.entry(ns.clone()).or_default() += e * a.clamp(0.0, 1.0) * share;
+        }
+    }
+    let (from, to) = (om::rfc3339(since), om::rfc3339(since + om::DAY_MS));
+    let doc = report_json(
+        &format!("prometheus:{}", server.url),
+        &["--since", &from, "--until", &to],
+    );
+    assert_adds_up(&doc);
+    let got = team_kwh(&doc);
+    assert_eq!(
+        got.keys().cloned().collect::<Vec<_>>(),
+        ["alpha", "beta", "gamma"],
+        "{got:?}"
+    );
+    for (team, j) in &want {
+        let kwh = got[team].expect("known");
+        assert!(
+            (kwh - j / 3.6e6).abs() <= 0.0005 + 1e-3 * j / 3.6e6,
+            "{team}: {kwh} vs {}",
+            j / 3.6e6
+        );
+    }
+    let gpu_kwh = doc["teams"]["energy"]["gpu_kwh"].as_f64().unwrap();
+    assert!(
+        (gpu_kwh - total / 3.6e6).abs() <= 0.001,
+        "{gpu_kwh} vs {}",
+        total / 3.6e6
+    );
 }
