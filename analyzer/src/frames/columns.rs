@@ -51,6 +51,7 @@ impl Strs {
 type ViewKey = (u32, u128);
 
 /// A string column's rows as small integers ([`Strs::ids`]): equal strings have equal ids.
+#[derive(Clone)]
 pub struct Ids<'a> {
     /// Per row, the id of its string (`None` when null).
     pub ids: Vec<Option<u32>>,
@@ -102,6 +103,17 @@ impl Strs {
             }
         }
         Ids { ids, strings }
+    }
+}
+
+impl Strs {
+    /// This column's ids: `shared` when given (the same rows, interned before: see
+    /// [`super::shared`]), else interned now.
+    pub fn ids_or<'s>(&'s self, shared: Option<&'s Ids<'s>>) -> std::borrow::Cow<'s, Ids<'s>> {
+        match shared {
+            Some(ids) => std::borrow::Cow::Borrowed(ids),
+            None => std::borrow::Cow::Owned(self.ids()),
+        }
     }
 }
 
@@ -216,11 +228,16 @@ pub fn ts_ms() -> Expr {
 /// `ts`, entities in key order. Grouping happens here, not in polars: rows are keyed by their
 /// strings' ids ([`Strs::ids`]: each string read once per distinct view), which is much cheaper
 /// than a multi-column string sort of the whole frame.
-pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    let ids: Vec<Ids<'_>> = keys.iter().map(|k| k.ids()).collect();
+    groups_of(&ids.iter().collect::<Vec<_>>(), ts, n)
+}
+
+/// [`groups`] of key columns already interned.
+pub fn groups_of<'a>(ids: &[&Ids<'a>], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
     /// Key columns held in a fixed array; more are keyed by a vector per row (slower).
     const MAX: usize = 4;
     type Group<'a> = (Vec<Option<&'a str>>, Vec<usize>);
-    let ids: Vec<Ids<'a>> = keys.iter().map(|k| k.ids()).collect();
     let n = ids.iter().map(|c| c.ids.len()).fold(n, usize::min);
     let mut out: Vec<Group<'a>> = Vec::new();
     let new_group = |i: usize, out: &mut Vec<Group<'a>>| {
@@ -234,7 +251,7 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
         let mut recent: DirectCache<[Option<u32>; MAX], usize> = DirectCache::default();
         for i in 0..n {
             let mut key = [None; MAX];
-            for (slot, c) in key.iter_mut().zip(&ids) {
+            for (slot, c) in key.iter_mut().zip(ids) {
                 *slot = c.ids[i];
             }
             let at = cache_slot(key.iter().map(|v| v.map_or(u64::MAX, u64::from)));

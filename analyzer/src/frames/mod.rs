@@ -9,6 +9,7 @@
 
 pub mod columns;
 pub mod schema;
+pub mod shared;
 
 use polars::prelude::*;
 

@@ -5,6 +5,7 @@
 //!
 //! This module does not merge partitions or make ids unique (that is [`super::merge`]).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use polars::prelude::*;
@@ -18,6 +19,7 @@ use crate::frames::Frames;
 use crate::frames::columns::{
     self, DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, ts_ms,
 };
+use crate::frames::shared::{TableIds, Whole};
 use crate::mig_planner::{FleetGpu, Workload};
 
 /// A GPU of the partition, measured over its rows.
@@ -42,9 +44,19 @@ type ProcsByGpu = HashMap<(String, String), Vec<Proc>>;
 
 /// The demand of the rows of one partition (ids not yet unique; see [`super::merge_parts`]).
 pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, DemandError> {
+    extract_part_with(frames, p, Whole::default())
+}
+
+/// [`extract_part`] with the string ids of the tables of `frames` interned before, for every
+/// consumer of the same rows ([`crate::frames::shared`]): those are not interned again.
+pub fn extract_part_with(
+    frames: &Frames,
+    p: &DemandParams,
+    shared: Whole,
+) -> Result<PartDemand, DemandError> {
     let mut d = PartDemand::default();
     // GPUs.
-    let (mut gpus, no_node) = gpu_rows(&gpu_frame(frames)?, p)?;
+    let (mut gpus, no_node) = gpu_rows(&gpu_frame(frames)?, p, shared.gpu)?;
     d.no_node = no_node;
     d.fleet = gpus
         .iter()
@@ -56,7 +68,7 @@ pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Dem
         })
         .collect();
     // Processes: names per MIG instance, and workloads per process outside MIG.
-    let (on_instance, mut procs_by_gpu) = processes(frames, p)?;
+    let (on_instance, mut procs_by_gpu) = processes(frames, p, shared.process)?;
     // MIG instances.
     (d.mig, d.unknown_profiles) = mig_workloads(frames, p, &gpus, &on_instance)?;
     // GPUs outside MIG mode: their processes, or the GPU itself.
@@ -90,7 +102,11 @@ fn gpu_frame(frames: &Frames) -> Result<DataFrame, DemandError> {
 
 /// Each GPU (rows grouped by node and uuid) measured, and how many GPUs lack a node, uuid or
 /// index.
-fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), DemandError> {
+fn gpu_rows(
+    df: &DataFrame,
+    p: &DemandParams,
+    shared: Option<&TableIds>,
+) -> Result<(Vec<GpuRow>, usize), DemandError> {
     let ts = columns::i64s(df, "ts")?;
     let node = columns::strs(df, "node")?;
     let uuid = columns::strs(df, "uuid")?;
@@ -102,7 +118,10 @@ fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), De
     let busy = columns::f64s(df, "busy_mean")?;
     let mut gpus: Vec<GpuRow> = Vec::new();
     let mut no_node = 0;
-    for rows in columns::groups(&[&node, &uuid], &ts, df.height()) {
+    let n = df.height();
+    let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+    let (node_ids, uuid_ids) = (node.ids_or(sh("node")), uuid.ids_or(sh("uuid")));
+    for rows in columns::groups_of(&[&node_ids, &uuid_ids], &ts, n) {
         let f = rows[rows.len() - 1];
         let (Some(n), Some(u), Some(i)) = (node.get(f), uuid.get(f), gpu.get(f)) else {
             no_node += 1;
@@ -150,7 +169,11 @@ fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), De
 }
 
 /// The processes' labels per MIG instance, and the processes outside MIG by GPU.
-fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGpu), DemandError> {
+fn processes(
+    frames: &Frames,
+    p: &DemandParams,
+    shared: Option<&TableIds>,
+) -> Result<(OnInstance, ProcsByGpu), DemandError> {
     let pdf = frames
         .process
         .clone()
@@ -180,16 +203,18 @@ fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGp
     let pmem = columns::f64s(&pdf, "memory_used_max_bytes")?;
     let psm = columns::f64s(&pdf, "sm_mean")?;
     // Rows keyed by string ids (a string is read once per distinct view, not per row).
+    let n = pdf.height();
+    let sh = |c: &str| shared.and_then(|t| t.col(c, n));
     let c = ProcCols {
         ts: pts,
-        node: pn.ids(),
-        uuid: pu.ids(),
+        node: pn.ids_or(sh("node")),
+        uuid: pu.ids_or(sh("uuid")),
         pid,
-        name: pname.ids(),
+        name: pname.ids_or(sh("process")),
         gi: pgi,
-        ns: pns.ids(),
-        pod: ppod.ids(),
-        job: pjob.ids(),
+        ns: pns.ids_or(sh("namespace")),
+        pod: ppod.ids_or(sh("pod")),
+        job: pjob.ids_or(sh("slurm_job_id")),
         mem: pmem,
         sm: psm,
     };
@@ -203,14 +228,14 @@ fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGp
 /// The process frame's columns, string columns as ids.
 struct ProcCols<'a> {
     ts: I64s,
-    node: Ids<'a>,
-    uuid: Ids<'a>,
+    node: Cow<'a, Ids<'a>>,
+    uuid: Cow<'a, Ids<'a>>,
     pid: I64s,
-    name: Ids<'a>,
+    name: Cow<'a, Ids<'a>>,
     gi: I64s,
-    ns: Ids<'a>,
-    pod: Ids<'a>,
-    job: Ids<'a>,
+    ns: Cow<'a, Ids<'a>>,
+    pod: Cow<'a, Ids<'a>>,
+    job: Cow<'a, Ids<'a>>,
     mem: F64s,
     sm: F64s,
 }
