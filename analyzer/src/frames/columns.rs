@@ -10,6 +10,8 @@ use polars_arrow::array::{Array as _, PrimitiveArray};
 
 use super::FramesError;
 
+pub use memo::{forget_ids, remember_ids};
+
 /// A utf8 column.
 pub struct Strs {
     ca: StringChunked,
@@ -65,6 +67,9 @@ impl Strs {
     /// its arrow view was not seen before, so a hot loop can key rows by integers instead of
     /// hashing strings.
     pub fn ids(&self) -> Ids<'_> {
+        if let Some(ids) = memo::recall(self) {
+            return ids;
+        }
         let mut ids = Vec::with_capacity(self.ca.len());
         let mut strings: Vec<&str> = Vec::new();
         let mut by_view: FastMap<ViewKey, u32> = FastMap::default();
@@ -296,6 +301,97 @@ pub fn groups_of<'a>(ids: &[&Ids<'a>], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
             v
         })
         .collect()
+}
+
+/// Interned columns remembered on this thread by the identity of their arrays (the report pass
+/// remembers a partition's node, uuid and team columns, `super::shared`): [`Strs::ids`] of a
+/// column whose chunks are the very same arrays (same views, buffers and validity in memory)
+/// returns the remembered ids instead of interning every row again. The entries hold the arrays,
+/// so their addresses cannot be reused by other data while remembered.
+mod memo {
+    use std::cell::RefCell;
+
+    use polars_arrow::array::{Array as _, Utf8ViewArray};
+
+    use super::{Ids, Strs};
+
+    /// A chunk's identity: its views (address, length), buffers and validity (address, offset).
+    type ChunkKey = (usize, usize, usize, Option<(usize, usize)>);
+
+    struct Entry {
+        key: Vec<ChunkKey>,
+        _keep: Vec<Utf8ViewArray>,
+        ids: Vec<Option<u32>>,
+        /// Per id, the row where its string first appears.
+        first: Vec<usize>,
+    }
+
+    thread_local! {
+        static MEMO: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn key(s: &Strs) -> Vec<ChunkKey> {
+        s.chunks
+            .iter()
+            .map(|a| {
+                let validity = a.validity().map(|b| {
+                    let (bytes, offset, _) = b.as_slice();
+                    (bytes.as_ptr() as usize, offset)
+                });
+                (
+                    a.views().as_ptr() as usize,
+                    a.len(),
+                    a.data_buffers().as_ptr() as usize,
+                    validity,
+                )
+            })
+            .collect()
+    }
+
+    /// Remembers `ids` of `s` on this thread (until [`forget_ids`]).
+    pub fn remember_ids(s: &Strs, ids: &Ids) {
+        let mut first = vec![usize::MAX; ids.strings.len()];
+        for (i, id) in ids.ids.iter().enumerate() {
+            if let Some(id) = *id
+                && first[id as usize] == usize::MAX
+            {
+                first[id as usize] = i;
+            }
+        }
+        let entry = Entry {
+            key: key(s),
+            _keep: s.chunks.clone(),
+            ids: ids.ids.clone(),
+            first,
+        };
+        MEMO.with(|m| m.borrow_mut().push(entry));
+    }
+
+    /// Forgets what this thread remembered.
+    pub fn forget_ids() {
+        MEMO.with(|m| m.borrow_mut().clear());
+    }
+
+    /// The remembered ids of `s`, when its chunks are the arrays of a remembered column.
+    pub(super) fn recall(s: &Strs) -> Option<Ids<'_>> {
+        MEMO.with(|m| {
+            let m = m.borrow();
+            if m.is_empty() {
+                return None;
+            }
+            let k = key(s);
+            let e = m.iter().find(|e| e.key == k)?;
+            let strings = e
+                .first
+                .iter()
+                .map(|&i| s.get(i))
+                .collect::<Option<Vec<&str>>>()?;
+            Some(Ids {
+                ids: e.ids.clone(),
+                strings,
+            })
+        })
+    }
 }
 
 #[cfg(test)]

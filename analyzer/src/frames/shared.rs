@@ -13,7 +13,7 @@
 
 use polars::prelude::*;
 
-use super::columns::{Ids, Strs, i64s, strs, ts_ms};
+use super::columns::{Ids, Strs, forget_ids, i64s, remember_ids, strs, ts_ms};
 use super::{Frames, FramesError, Table};
 
 /// The string columns shared, per table.
@@ -79,15 +79,25 @@ impl PartStrs {
         })
     }
 
-    /// Each shared column interned, once.
+    /// Each shared column interned, once, and remembered on this thread for the other readers
+    /// of the same arrays (`columns::remember_ids`; the previous partition's are forgotten).
     pub fn ids(&self) -> PartIds<'_> {
         fn of(t: &TableStrs) -> TableIds<'_> {
             TableIds {
                 height: t.height,
                 ts: t.ts,
-                cols: t.cols.iter().map(|(c, s)| (*c, s.ids())).collect(),
+                cols: t
+                    .cols
+                    .iter()
+                    .map(|(c, s)| {
+                        let ids = s.ids();
+                        remember_ids(s, &ids);
+                        (*c, ids)
+                    })
+                    .collect(),
             }
         }
+        forget_ids();
         PartIds {
             gpu: of(&self.gpu),
             process: of(&self.process),

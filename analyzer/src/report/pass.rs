@@ -78,19 +78,12 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
             .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
             .select(columns(t).into_iter().map(col).collect::<Vec<_>>())
             .collect()?;
-        // Numeric columns in one chunk: each consumer reads a numeric column as one array
-        // (`columns::f64s`), which copies a column of several chunks. String columns are read
-        // chunk by chunk (`columns::Strs`), and rechunking them would rewrite every view.
-        let height = df.height();
-        let cols: Vec<Column> = df
-            .into_columns()
-            .into_iter()
-            .map(|c| match c.dtype() {
-                DataType::String => c,
-                _ => c.rechunk(),
-            })
-            .collect();
-        Ok(DataFrame::new(height, cols)?.lazy())
+        // One chunk per column: each consumer reads a numeric column as one array
+        // (`columns::f64s`), which copies a column of several chunks; and polars aligns the
+        // chunks of columns that differ (rechunking every column) in many operations.
+        let mut df = df;
+        df.rechunk_mut();
+        Ok(df.lazy())
     };
     Ok(Frames {
         gpu: get(Table::Gpu)?,
