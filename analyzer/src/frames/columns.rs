@@ -438,6 +438,37 @@ mod tests {
     }
 
     #[test]
+    fn remembered_ids_are_recalled_only_for_the_same_arrays() {
+        let d = two_chunks();
+        let s = strs(&d, "s").unwrap();
+        // Interned with a different numbering than a fresh interning would give (the strings
+        // reversed), so that a recall is told apart from interning again.
+        let fresh = s.ids();
+        let n = fresh.strings.len() as u32;
+        let reversed = Ids {
+            ids: fresh.ids.iter().map(|id| id.map(|id| n - 1 - id)).collect(),
+            strings: fresh.strings.iter().rev().copied().collect(),
+        };
+        remember_ids(&s, &reversed);
+        // The same arrays (another reader of a clone of the frame): recalled, strings and all.
+        let copy = strs(&d.clone(), "s").unwrap();
+        let again = copy.ids();
+        assert_eq!(again.ids, reversed.ids);
+        assert_eq!(again.strings, reversed.strings);
+        // Equal strings in other arrays: interned afresh.
+        let other = two_chunks();
+        assert_eq!(strs(&other, "s").unwrap().ids().ids, fresh.ids);
+        // A slice of the same arrays is another column.
+        let sliced = d.slice(1, 5);
+        let sliced = strs(&sliced, "s").unwrap();
+        let ids = sliced.ids();
+        assert_eq!(ids.get(0), Some("a-string-longer-than-twelve-bytes"));
+        assert_eq!(ids.at(0), Some(0));
+        forget_ids();
+        assert_eq!(strs(&d, "s").unwrap().ids().ids, fresh.ids);
+    }
+
+    #[test]
     fn numeric_columns_keep_nulls_and_drop_non_finite_values() {
         let d = two_chunks();
         let f = f64s(&d, "f").unwrap();

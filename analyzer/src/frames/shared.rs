@@ -165,3 +165,56 @@ impl Whole<'_, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(ts: &[i64]) -> Frames {
+        let n = ts.len();
+        let gpu = df!(
+            "ts" => ts,
+            "node" => vec!["n1"; n],
+            "uuid" => (0..n).map(|i| format!("GPU-{}", i % 2)).collect::<Vec<_>>(),
+            "status" => vec!["ok"; n],
+        )
+        .unwrap();
+        let process = df!(
+            "ts" => [ts[0]],
+            "node" => ["n1"],
+            "uuid" => ["GPU-0"],
+            "namespace" => ["team-a"],
+            "slurm_job_id" => [None::<&str>],
+            "process" => ["python"],
+            "pod" => ["p"],
+        )
+        .unwrap();
+        Frames {
+            gpu: gpu.lazy(),
+            mig: DataFrame::empty().lazy(),
+            process: process.lazy(),
+        }
+    }
+
+    #[test]
+    fn tables_are_shared_only_when_every_row_is_in_the_range() {
+        let strs = PartStrs::read(&frames(&[10, 20, 30])).unwrap();
+        let ids = strs.ids();
+        let all = ids.whole(10, 30);
+        assert!(all.has(Table::Gpu) && all.has(Table::Process) && !all.has(Table::Mig));
+        let uuid = all.gpu.unwrap().col("uuid", 3).unwrap();
+        assert_eq!(
+            (uuid.get(0), uuid.get(1), uuid.at(2)),
+            (Some("GPU-0"), Some("GPU-1"), uuid.at(0))
+        );
+        // Another row count: not the shared frame.
+        assert!(all.gpu.unwrap().col("uuid", 2).is_none());
+        assert!(all.gpu.unwrap().col("model", 3).is_none());
+        // The GPU rows reach past the range; the process row does not.
+        let part = ids.whole(11, 30);
+        assert!(part.gpu.is_none() && part.process.is_none());
+        let part = ids.whole(10, 29);
+        assert!(part.gpu.is_none() && part.process.is_some());
+        forget_ids();
+    }
+}
