@@ -5,7 +5,6 @@
 //!
 //! This module does not merge partitions or make ids unique (that is [`super::merge`]).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use polars::prelude::*;
@@ -205,16 +204,27 @@ fn processes(
     // Rows keyed by string ids (a string is read once per distinct view, not per row).
     let n = pdf.height();
     let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+    let (node, uuid, name) = (
+        pn.ids_or(sh("node")),
+        pu.ids_or(sh("uuid")),
+        pname.ids_or(sh("process")),
+    );
+    let (ns, pod, job) = (
+        pns.ids_or(sh("namespace")),
+        ppod.ids_or(sh("pod")),
+        pjob.ids_or(sh("slurm_job_id")),
+    );
+    // Borrowed once here, not at every row.
     let c = ProcCols {
         ts: pts,
-        node: pn.ids_or(sh("node")),
-        uuid: pu.ids_or(sh("uuid")),
+        node: &node,
+        uuid: &uuid,
         pid,
-        name: pname.ids_or(sh("process")),
+        name: &name,
         gi: pgi,
-        ns: pns.ids_or(sh("namespace")),
-        pod: ppod.ids_or(sh("pod")),
-        job: pjob.ids_or(sh("slurm_job_id")),
+        ns: &ns,
+        pod: &pod,
+        job: &job,
         mem: pmem,
         sm: psm,
     };
@@ -228,14 +238,14 @@ fn processes(
 /// The process frame's columns, string columns as ids.
 struct ProcCols<'a> {
     ts: I64s,
-    node: Cow<'a, Ids<'a>>,
-    uuid: Cow<'a, Ids<'a>>,
+    node: &'a Ids<'a>,
+    uuid: &'a Ids<'a>,
     pid: I64s,
-    name: Cow<'a, Ids<'a>>,
+    name: &'a Ids<'a>,
     gi: I64s,
-    ns: Cow<'a, Ids<'a>>,
-    pod: Cow<'a, Ids<'a>>,
-    job: Cow<'a, Ids<'a>>,
+    ns: &'a Ids<'a>,
+    pod: &'a Ids<'a>,
+    job: &'a Ids<'a>,
     mem: F64s,
     sm: F64s,
 }
@@ -375,7 +385,7 @@ impl ProcScan {
             .into_iter()
             .map(|((n, u, gi), ls)| {
                 let names = ls.into_iter().map(|l| labels[l].clone()).collect();
-                ((str_of(&c.node, n), str_of(&c.uuid, u), gi), names)
+                ((str_of(c.node, n), str_of(c.uuid, u), gi), names)
             })
             .collect();
         let mut accs = self.procs;
@@ -384,7 +394,7 @@ impl ProcScan {
             .into_iter()
             .map(|((n, u, l), k)| {
                 let acc = std::mem::take(&mut accs[k].0);
-                let key = (str_of(&c.node, n), str_of(&c.uuid, u), labels[l].clone());
+                let key = (str_of(c.node, n), str_of(c.uuid, u), labels[l].clone());
                 (key, acc)
             })
             .collect();

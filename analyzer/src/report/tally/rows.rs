@@ -133,6 +133,8 @@ pub(super) fn gpu_rows(
         node.ids_or(sh("node")),
         uuid.ids_or(sh("uuid")),
     );
+    // Borrowed once here, not at every row.
+    let (status_ids, node_ids, uuid_ids) = (&*status_ids, &*node_ids, &*uuid_ids);
     let lost_status: Vec<bool> = status_ids
         .strings
         .iter()

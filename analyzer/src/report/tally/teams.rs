@@ -83,6 +83,8 @@ pub(super) fn team_rows(
             ns.ids_or(sh("namespace")),
             job.ids_or(sh("slurm_job_id")),
         );
+        // Borrowed once here, not at every row.
+        let (node, uuid, ns, job) = (&*node, &*uuid, &*ns, &*job);
         let (pid, ts, interval, mem) = (
             i64s(&df, "pid")?,
             i64s(&df, "ts")?,
