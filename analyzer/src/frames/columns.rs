@@ -10,6 +10,8 @@ use polars_arrow::array::{Array as _, PrimitiveArray};
 
 use super::FramesError;
 
+pub use memo::{forget_ids, remember_ids};
+
 /// A utf8 column.
 pub struct Strs {
     ca: StringChunked,
@@ -51,6 +53,7 @@ impl Strs {
 type ViewKey = (u32, u128);
 
 /// A string column's rows as small integers ([`Strs::ids`]): equal strings have equal ids.
+#[derive(Clone)]
 pub struct Ids<'a> {
     /// Per row, the id of its string (`None` when null).
     pub ids: Vec<Option<u32>>,
@@ -64,6 +67,9 @@ impl Strs {
     /// its arrow view was not seen before, so a hot loop can key rows by integers instead of
     /// hashing strings.
     pub fn ids(&self) -> Ids<'_> {
+        if let Some(ids) = memo::recall(self) {
+            return ids;
+        }
         let mut ids = Vec::with_capacity(self.ca.len());
         let mut strings: Vec<&str> = Vec::new();
         let mut by_view: FastMap<ViewKey, u32> = FastMap::default();
@@ -102,6 +108,17 @@ impl Strs {
             }
         }
         Ids { ids, strings }
+    }
+}
+
+impl Strs {
+    /// This column's ids: `shared` when given (the same rows, interned before: see
+    /// [`super::shared`]), else interned now.
+    pub fn ids_or<'s>(&'s self, shared: Option<&'s Ids<'s>>) -> std::borrow::Cow<'s, Ids<'s>> {
+        match shared {
+            Some(ids) => std::borrow::Cow::Borrowed(ids),
+            None => std::borrow::Cow::Owned(self.ids()),
+        }
     }
 }
 
@@ -216,11 +233,16 @@ pub fn ts_ms() -> Expr {
 /// `ts`, entities in key order. Grouping happens here, not in polars: rows are keyed by their
 /// strings' ids ([`Strs::ids`]: each string read once per distinct view), which is much cheaper
 /// than a multi-column string sort of the whole frame.
-pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+pub fn groups(keys: &[&Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
+    let ids: Vec<Ids<'_>> = keys.iter().map(|k| k.ids()).collect();
+    groups_of(&ids.iter().collect::<Vec<_>>(), ts, n)
+}
+
+/// [`groups`] of key columns already interned.
+pub fn groups_of<'a>(ids: &[&Ids<'a>], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
     /// Key columns held in a fixed array; more are keyed by a vector per row (slower).
     const MAX: usize = 4;
     type Group<'a> = (Vec<Option<&'a str>>, Vec<usize>);
-    let ids: Vec<Ids<'a>> = keys.iter().map(|k| k.ids()).collect();
     let n = ids.iter().map(|c| c.ids.len()).fold(n, usize::min);
     let mut out: Vec<Group<'a>> = Vec::new();
     let new_group = |i: usize, out: &mut Vec<Group<'a>>| {
@@ -234,7 +256,7 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
         let mut recent: DirectCache<[Option<u32>; MAX], usize> = DirectCache::default();
         for i in 0..n {
             let mut key = [None; MAX];
-            for (slot, c) in key.iter_mut().zip(&ids) {
+            for (slot, c) in key.iter_mut().zip(ids) {
                 *slot = c.ids[i];
             }
             let at = cache_slot(key.iter().map(|v| v.map_or(u64::MAX, u64::from)));
@@ -281,6 +303,97 @@ pub fn groups<'a>(keys: &[&'a Strs], ts: &I64s, n: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Interned columns remembered on this thread by the identity of their arrays (the report pass
+/// remembers a partition's node, uuid and team columns, `super::shared`): [`Strs::ids`] of a
+/// column whose chunks are the very same arrays (same views, buffers and validity in memory)
+/// returns the remembered ids instead of interning every row again. The entries hold the arrays,
+/// so their addresses cannot be reused by other data while remembered.
+mod memo {
+    use std::cell::RefCell;
+
+    use polars_arrow::array::{Array as _, Utf8ViewArray};
+
+    use super::{Ids, Strs};
+
+    /// A chunk's identity: its views (address, length), buffers and validity (address, offset).
+    type ChunkKey = (usize, usize, usize, Option<(usize, usize)>);
+
+    struct Entry {
+        key: Vec<ChunkKey>,
+        _keep: Vec<Utf8ViewArray>,
+        ids: Vec<Option<u32>>,
+        /// Per id, the row where its string first appears.
+        first: Vec<usize>,
+    }
+
+    thread_local! {
+        static MEMO: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn key(s: &Strs) -> Vec<ChunkKey> {
+        s.chunks
+            .iter()
+            .map(|a| {
+                let validity = a.validity().map(|b| {
+                    let (bytes, offset, _) = b.as_slice();
+                    (bytes.as_ptr() as usize, offset)
+                });
+                (
+                    a.views().as_ptr() as usize,
+                    a.len(),
+                    a.data_buffers().as_ptr() as usize,
+                    validity,
+                )
+            })
+            .collect()
+    }
+
+    /// Remembers `ids` of `s` on this thread (until [`forget_ids`]).
+    pub fn remember_ids(s: &Strs, ids: &Ids) {
+        let mut first = vec![usize::MAX; ids.strings.len()];
+        for (i, id) in ids.ids.iter().enumerate() {
+            if let Some(id) = *id
+                && first[id as usize] == usize::MAX
+            {
+                first[id as usize] = i;
+            }
+        }
+        let entry = Entry {
+            key: key(s),
+            _keep: s.chunks.clone(),
+            ids: ids.ids.clone(),
+            first,
+        };
+        MEMO.with(|m| m.borrow_mut().push(entry));
+    }
+
+    /// Forgets what this thread remembered.
+    pub fn forget_ids() {
+        MEMO.with(|m| m.borrow_mut().clear());
+    }
+
+    /// The remembered ids of `s`, when its chunks are the arrays of a remembered column.
+    pub(super) fn recall(s: &Strs) -> Option<Ids<'_>> {
+        MEMO.with(|m| {
+            let m = m.borrow();
+            if m.is_empty() {
+                return None;
+            }
+            let k = key(s);
+            let e = m.iter().find(|e| e.key == k)?;
+            let strings = e
+                .first
+                .iter()
+                .map(|&i| s.get(i))
+                .collect::<Option<Vec<&str>>>()?;
+            Some(Ids {
+                ids: e.ids.clone(),
+                strings,
+            })
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +435,37 @@ mod tests {
         }
         assert_eq!(ids.strings.len(), 4);
         assert_eq!(ids.at(99), None);
+    }
+
+    #[test]
+    fn remembered_ids_are_recalled_only_for_the_same_arrays() {
+        let d = two_chunks();
+        let s = strs(&d, "s").unwrap();
+        // Interned with a different numbering than a fresh interning would give (the strings
+        // reversed), so that a recall is told apart from interning again.
+        let fresh = s.ids();
+        let n = fresh.strings.len() as u32;
+        let reversed = Ids {
+            ids: fresh.ids.iter().map(|id| id.map(|id| n - 1 - id)).collect(),
+            strings: fresh.strings.iter().rev().copied().collect(),
+        };
+        remember_ids(&s, &reversed);
+        // The same arrays (another reader of a clone of the frame): recalled, strings and all.
+        let copy = strs(&d.clone(), "s").unwrap();
+        let again = copy.ids();
+        assert_eq!(again.ids, reversed.ids);
+        assert_eq!(again.strings, reversed.strings);
+        // Equal strings in other arrays: interned afresh.
+        let other = two_chunks();
+        assert_eq!(strs(&other, "s").unwrap().ids().ids, fresh.ids);
+        // A slice of the same arrays is another column.
+        let sliced = d.slice(1, 5);
+        let sliced = strs(&sliced, "s").unwrap();
+        let ids = sliced.ids();
+        assert_eq!(ids.get(0), Some("a-string-longer-than-twelve-bytes"));
+        assert_eq!(ids.at(0), Some(0));
+        forget_ids();
+        assert_eq!(strs(&d, "s").unwrap().ids().ids, fresh.ids);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The canonical frames and the toolkit every analysis module reads them with: [`Frames`] (one
 //! lazy frame per history table, `docs/frames.md`), [`schema`] (the tables' polars schemas on
-//! core's vocabulary), [`columns`] (typed column readers, row grouping, `ts` as unix ms) and
-//! their own error, [`FramesError`]. Ingest produces frames; the advisor, the MIG planner, the
+//! core's vocabulary), [`columns`] (typed column readers, row grouping, `ts` as unix ms),
+//! [`shared`] (a partition's string columns interned once for all its readers) and their own
+//! error, [`FramesError`]. Ingest produces frames; the advisor, the MIG planner, the
 //! report and jobs read them; none of them borrows another's error type for it.
 //!
 //! What it does not do: read sources (ingest does), decide anything, or resolve ranges
@@ -9,6 +10,7 @@
 
 pub mod columns;
 pub mod schema;
+pub mod shared;
 
 use polars::prelude::*;
 

@@ -47,7 +47,7 @@ pub enum DemandError {
 
 mod part;
 
-pub use part::extract_part;
+pub use part::{extract_part, extract_part_with};
 
 const MIB: f64 = (1u64 << 20) as f64;
 

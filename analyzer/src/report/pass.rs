@@ -18,6 +18,7 @@ use polars::prelude::*;
 
 use super::{PartTally, Prices, ReportError};
 use crate::advisor::{self, AdvisorError, Analysis, Params};
+use crate::frames::shared::PartStrs;
 use crate::frames::{Frames, Table};
 use crate::mig_planner::demand::{self, Demand, DemandParams};
 
@@ -83,6 +84,11 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
             .filter(col("ts").cast(DataType::Int64).gt_eq(lit(from)))
             .select(columns(t).into_iter().map(col).collect::<Vec<_>>())
             .collect()?;
+        // One chunk per column: each consumer reads a numeric column as one array
+        // (`columns::f64s`), which copies a column of several chunks; and polars aligns the
+        // chunks of columns that differ (rechunking every column) in many operations.
+        let mut df = df;
+        df.rechunk_mut();
         Ok(df.lazy())
     };
     Ok(Frames {
@@ -143,13 +149,19 @@ pub fn run(
         let run = || -> Result<Frames, ReportError> {
             let t = std::time::Instant::now();
             let mem = materialize(&f, start - len + 1)?;
+            // The node, uuid, status and team strings interned once for the tallies and the
+            // demand.
+            let strs = PartStrs::read(&mem)?;
+            let ids = strs.ids();
             spent.add(0, t);
             let t = std::time::Instant::now();
-            tally.add(i, &mem)?;
+            tally.add(i, &mem, Some(&ids))?;
             spent.add(1, t);
             let t = std::time::Instant::now();
             let cur = current(&mem, start + 1)?;
-            let d = demand::extract_part(&cur, demand_params)?;
+            // The demand reads `cur` whole: a table is `mem`'s (the same rows) when all its rows
+            // are after the start.
+            let d = demand::extract_part_with(&cur, demand_params, ids.whole(start + 1, i64::MAX))?;
             demands
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -19,6 +19,7 @@ use crate::frames::Frames;
 use crate::frames::columns::{
     self, DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, ts_ms,
 };
+use crate::frames::shared::{TableIds, Whole};
 use crate::mig_planner::{FleetGpu, Workload};
 
 /// A GPU of the partition, measured over its rows.
@@ -43,9 +44,19 @@ type ProcsByGpu = HashMap<(String, String), Vec<Proc>>;
 
 /// The demand of the rows of one partition (ids not yet unique; see [`super::merge_parts`]).
 pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, DemandError> {
+    extract_part_with(frames, p, Whole::default())
+}
+
+/// [`extract_part`] with the string ids of the tables of `frames` interned before, for every
+/// consumer of the same rows ([`crate::frames::shared`]): those are not interned again.
+pub fn extract_part_with(
+    frames: &Frames,
+    p: &DemandParams,
+    shared: Whole,
+) -> Result<PartDemand, DemandError> {
     let mut d = PartDemand::default();
     // GPUs.
-    let (mut gpus, no_node) = gpu_rows(&gpu_frame(frames)?, p)?;
+    let (mut gpus, no_node) = gpu_rows(&gpu_frame(frames)?, p, shared.gpu)?;
     d.no_node = no_node;
     d.fleet = gpus
         .iter()
@@ -57,7 +68,7 @@ pub fn extract_part(frames: &Frames, p: &DemandParams) -> Result<PartDemand, Dem
         })
         .collect();
     // Processes: names per MIG instance, and workloads per process outside MIG.
-    let (on_instance, mut procs_by_gpu) = processes(frames, p)?;
+    let (on_instance, mut procs_by_gpu) = processes(frames, p, shared.process)?;
     // MIG instances.
     (d.mig, d.unknown_profiles) = mig_workloads(frames, p, &gpus, &on_instance)?;
     // GPUs outside MIG mode: their processes, or the GPU itself.
@@ -91,7 +102,11 @@ fn gpu_frame(frames: &Frames) -> Result<DataFrame, DemandError> {
 
 /// Each GPU (rows grouped by node and uuid) measured, and how many GPUs lack a node, uuid or
 /// index.
-fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), DemandError> {
+fn gpu_rows(
+    df: &DataFrame,
+    p: &DemandParams,
+    shared: Option<&TableIds>,
+) -> Result<(Vec<GpuRow>, usize), DemandError> {
     let ts = columns::i64s(df, "ts")?;
     let node = columns::strs(df, "node")?;
     let uuid = columns::strs(df, "uuid")?;
@@ -103,7 +118,10 @@ fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), De
     let busy = columns::f64s(df, "busy_mean")?;
     let mut gpus: Vec<GpuRow> = Vec::new();
     let mut no_node = 0;
-    for rows in columns::groups(&[&node, &uuid], &ts, df.height()) {
+    let n = df.height();
+    let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+    let (node_ids, uuid_ids) = (node.ids_or(sh("node")), uuid.ids_or(sh("uuid")));
+    for rows in columns::groups_of(&[&node_ids, &uuid_ids], &ts, n) {
         let f = rows[rows.len() - 1];
         let (Some(n), Some(u), Some(i)) = (node.get(f), uuid.get(f), gpu.get(f)) else {
             no_node += 1;
@@ -151,7 +169,11 @@ fn gpu_rows(df: &DataFrame, p: &DemandParams) -> Result<(Vec<GpuRow>, usize), De
 }
 
 /// The processes' labels per MIG instance, and the processes outside MIG by GPU.
-fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGpu), DemandError> {
+fn processes(
+    frames: &Frames,
+    p: &DemandParams,
+    shared: Option<&TableIds>,
+) -> Result<(OnInstance, ProcsByGpu), DemandError> {
     let pdf = frames
         .process
         .clone()
@@ -181,16 +203,29 @@ fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGp
     let pmem = columns::f64s(&pdf, "memory_used_max_bytes")?;
     let psm = columns::f64s(&pdf, "sm_mean")?;
     // Rows keyed by string ids (a string is read once per distinct view, not per row).
+    let n = pdf.height();
+    let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+    let (node, uuid, name) = (
+        pn.ids_or(sh("node")),
+        pu.ids_or(sh("uuid")),
+        pname.ids_or(sh("process")),
+    );
+    let (ns, pod, job) = (
+        pns.ids_or(sh("namespace")),
+        ppod.ids_or(sh("pod")),
+        pjob.ids_or(sh("slurm_job_id")),
+    );
+    // Borrowed once here, not at every row.
     let c = ProcCols {
         ts: pts,
-        node: pn.ids(),
-        uuid: pu.ids(),
+        node: &node,
+        uuid: &uuid,
         pid,
-        name: pname.ids(),
+        name: &name,
         gi: pgi,
-        ns: pns.ids(),
-        pod: ppod.ids(),
-        job: pjob.ids(),
+        ns: &ns,
+        pod: &pod,
+        job: &job,
         mem: pmem,
         sm: psm,
     };
@@ -204,14 +239,14 @@ fn processes(frames: &Frames, p: &DemandParams) -> Result<(OnInstance, ProcsByGp
 /// The process frame's columns, string columns as ids.
 struct ProcCols<'a> {
     ts: I64s,
-    node: Ids<'a>,
-    uuid: Ids<'a>,
+    node: &'a Ids<'a>,
+    uuid: &'a Ids<'a>,
     pid: I64s,
-    name: Ids<'a>,
+    name: &'a Ids<'a>,
     gi: I64s,
-    ns: Ids<'a>,
-    pod: Ids<'a>,
-    job: Ids<'a>,
+    ns: &'a Ids<'a>,
+    pod: &'a Ids<'a>,
+    job: &'a Ids<'a>,
     mem: F64s,
     sm: F64s,
 }
@@ -351,7 +386,7 @@ impl ProcScan {
             .into_iter()
             .map(|((n, u, gi), ls)| {
                 let names = ls.into_iter().map(|l| labels[l].clone()).collect();
-                ((str_of(&c.node, n), str_of(&c.uuid, u), gi), names)
+                ((str_of(c.node, n), str_of(c.uuid, u), gi), names)
             })
             .collect();
         let mut accs = self.procs;
@@ -360,7 +395,7 @@ impl ProcScan {
             .into_iter()
             .map(|((n, u, l), k)| {
                 let acc = std::mem::take(&mut accs[k].0);
-                let key = (str_of(&c.node, n), str_of(&c.uuid, u), labels[l].clone());
+                let key = (str_of(c.node, n), str_of(c.uuid, u), labels[l].clone());
                 (key, acc)
             })
             .collect();

@@ -24,6 +24,7 @@ use chrono_tz::Tz;
 
 use super::*;
 use crate::frames::Frames;
+use crate::frames::shared::PartIds;
 use crate::ingest::fmt_ms;
 
 mod energy;
@@ -186,10 +187,16 @@ fn prepare(
     tz: &Tz,
     hours: f64,
     prices: &Prices,
+    shared: Option<&PartIds>,
 ) -> Result<Prepared, ReportError> {
     let (start, end) = range;
     let len = (end - start).max(0);
-    let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+    let (gpus, rows) = gpu_rows(
+        frames,
+        start - len + 1,
+        end,
+        shared.and_then(|s| s.whole(start - len + 1, end).gpu),
+    )?;
     let cur: Vec<&Row> = rows.iter().filter(|r| r.ts > start).collect();
     let slots = super::charts::slots_of(cur.iter().map(|r| r.ts - r.interval), tz);
     // Per node (GPUs are in node order, so a node's accumulator is found by its GPU's index; the
@@ -235,7 +242,11 @@ fn prepare(
     free_counts(&cur, range, &mut timeline);
     let (mut notes, mut gaps) = (Vec::new(), Vec::new());
     gpu_notes(&gpus, &per, range, &mut notes, &mut gaps);
-    let teams = team_rows(frames, range)?;
+    let teams = team_rows(
+        frames,
+        range,
+        shared.and_then(|s| s.whole(start + 1, end).process),
+    )?;
     let energy = team_energy(frames, range)?;
     let idle = gpu_idle(&gpus, &cur);
     drop(per);
@@ -344,8 +355,14 @@ impl PartTally {
     /// Reads and reduces partition `i` (partitions are numbered from 0 in report order, each
     /// added exactly once, from any thread) and folds every partition that is next in order.
     /// Waits while `i` is [`AHEAD`] or more partitions past the next one to fold. Returns the
-    /// number of partitions folded so far.
-    pub fn add(&self, i: usize, frames: &Frames) -> Result<usize, ReportError> {
+    /// number of partitions folded so far. `shared`: the partition's string ids, interned once
+    /// for every consumer of `frames` ([`crate::frames::shared`]).
+    pub fn add(
+        &self,
+        i: usize,
+        frames: &Frames,
+        shared: Option<&PartIds>,
+    ) -> Result<usize, ReportError> {
         let guard = self.guard();
         {
             let st = self.lock();
@@ -361,7 +378,14 @@ impl PartTally {
                 return Ok(n);
             }
         }
-        let p = prepare(frames, self.range, &self.tz, self.hours, &self.prices)?;
+        let p = prepare(
+            frames,
+            self.range,
+            &self.tz,
+            self.hours,
+            &self.prices,
+            shared,
+        )?;
         let mut st = self.lock();
         st.pending.insert(i, p);
         loop {
@@ -427,7 +451,7 @@ pub fn build_parts_with(
                     loop {
                         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                         let Some((i, f)) = next else { return Ok(()) };
-                        on_done(tally.add(i, f)?);
+                        on_done(tally.add(i, f, None)?);
                     }
                 })
             })
@@ -474,7 +498,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         let (mut fv, mut pv) = (Vec::new(), Vec::new());
         let mut mv: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for frames in parts {
-            let (gpus, rows) = gpu_rows(frames, start - len + 1, end)?;
+            let (gpus, rows) = gpu_rows(frames, start - len + 1, end, None)?;
             for r in &rows {
                 let Some(a) = r.activity else { continue };
                 let k = bucket_of(a);

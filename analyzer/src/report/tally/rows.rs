@@ -6,6 +6,7 @@ use polars::prelude::{col, lit};
 use super::ReportError;
 use crate::frames::Frames;
 use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
+use crate::frames::shared::TableIds;
 
 /// One GPU row, as the report reads it.
 #[derive(Clone, Copy)]
@@ -101,17 +102,20 @@ pub(crate) const PROCESS_COLUMNS: &[&str] = &[
 ];
 
 /// Reads the GPU rows in `[from, until]`: the GPUs in (node, index, model) order and the rows
-/// sorted by (GPU, `ts`).
+/// sorted by (GPU, `ts`). `shared`: the GPU table's ids when every row is in the range
+/// ([`crate::frames::shared`]); the rows are then read unfiltered and not interned again.
 pub(super) fn gpu_rows(
     frames: &Frames,
     from: i64,
     until: i64,
+    shared: Option<&TableIds>,
 ) -> Result<(Vec<Gpu>, Vec<Row>), ReportError> {
-    let df = frames
-        .gpu
-        .clone()
-        .with_column(ts_ms())
-        .filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until))))
+    let lf = frames.gpu.clone().with_column(ts_ms());
+    let lf = match shared {
+        Some(_) => lf,
+        None => lf.filter(col("ts").gt_eq(lit(from)).and(col("ts").lt_eq(lit(until)))),
+    };
+    let df = lf
         .select(GPU_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
         .collect()?;
     let n = df.height();
@@ -123,7 +127,14 @@ pub(super) fn gpu_rows(
         strs(&df, "source")?,
     );
     // Rows keyed by string ids (a string is read once per distinct view, not per row).
-    let (status_ids, node_ids, uuid_ids) = (status.ids(), node.ids(), uuid.ids());
+    let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+    let (status_ids, node_ids, uuid_ids) = (
+        status.ids_or(sh("status")),
+        node.ids_or(sh("node")),
+        uuid.ids_or(sh("uuid")),
+    );
+    // Borrowed once here, not at every row.
+    let (status_ids, node_ids, uuid_ids) = (&*status_ids, &*node_ids, &*uuid_ids);
     let lost_status: Vec<bool> = status_ids
         .strings
         .iter()

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::frames::Frames;
 use crate::frames::columns::{DirectCache, FastMap, FastSet, cache_slot, f64s, i64s, strs, ts_ms};
+use crate::frames::shared::TableIds;
 
 /// A process's identity: node and pid.
 pub(super) type Proc = (Option<String>, Option<i64>);
@@ -40,7 +41,13 @@ pub(super) struct TeamRows {
 const SMALL_BLOCK: usize = 48;
 
 /// Reads one partition's process rows for the team tally (no shared state: runs on a worker).
-pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, ReportError> {
+/// `shared`: the process table's ids when every row is in the range
+/// ([`crate::frames::shared`]); the rows are then read unfiltered and not interned again.
+pub(super) fn team_rows(
+    frames: &Frames,
+    range: (i64, i64),
+    shared: Option<&TableIds>,
+) -> Result<TeamRows, ReportError> {
     let mut out = TeamRows {
         names: Vec::new(),
         has_ns: false,
@@ -49,15 +56,16 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
         procs: Vec::new(),
     };
     {
-        let df = frames
-            .process
-            .clone()
-            .with_column(ts_ms())
-            .filter(
+        let lf = frames.process.clone().with_column(ts_ms());
+        let lf = match shared {
+            Some(_) => lf,
+            None => lf.filter(
                 col("ts")
                     .gt(lit(range.0))
                     .and(col("ts").lt_eq(lit(range.1))),
-            )
+            ),
+        };
+        let df = lf
             .select(PROCESS_COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())
             .collect()?;
         let n = df.height();
@@ -68,7 +76,15 @@ pub(super) fn team_rows(frames: &Frames, range: (i64, i64)) -> Result<TeamRows, 
             strs(&df, "slurm_job_id")?,
         );
         // Rows keyed by string ids (each string read once per distinct view, not per row).
-        let (node, uuid, ns, job) = (node.ids(), uuid.ids(), ns.ids(), job.ids());
+        let sh = |c: &str| shared.and_then(|t| t.col(c, n));
+        let (node, uuid, ns, job) = (
+            node.ids_or(sh("node")),
+            uuid.ids_or(sh("uuid")),
+            ns.ids_or(sh("namespace")),
+            job.ids_or(sh("slurm_job_id")),
+        );
+        // Borrowed once here, not at every row.
+        let (node, uuid, ns, job) = (&*node, &*uuid, &*ns, &*job);
         let (pid, ts, interval, mem) = (
             i64s(&df, "pid")?,
             i64s(&df, "ts")?,
