@@ -84,17 +84,13 @@ impl<K> Contributions<K> {
 /// A GPU as its rows name it: node and uuid (ids of the GPU table's strings), GPU index.
 type GpuKey = (Option<u32>, Option<u32>, Option<i64>);
 
-/// A process row's identity as the caller's key sees it: node, uuid (ids of the process table's
-/// strings), GPU, GPU instance, pid, namespace, Slurm job (ids).
-type ProcKey = (
-    Option<u32>,
-    Option<u32>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<u32>,
-    Option<u32>,
-);
+/// A matched process row's identity as the caller's key sees it: its GPU (node, uuid and index,
+/// as a [`Gpus`] index), GPU instance, pid, namespace and Slurm job (ids of the process table's
+/// strings).
+type ProcKey = (usize, Option<i64>, Option<i64>, Option<u32>, Option<u32>);
+
+/// No owner, in [`contributions`]' per-row owners.
+const NO_OWNER: u32 = u32::MAX;
 
 /// A key's optional parts as words for [`cache_slot`].
 fn word<T: Into<i64>>(x: Option<T>) -> u64 {
@@ -376,10 +372,11 @@ pub fn contributions<K: Eq + Hash + Clone>(
     };
     let mut key_index: FastMap<K, usize> = FastMap::default();
     // The owners of the process identities met (the caller's key, asked once per identity).
-    let mut owner_of: FastMap<ProcKey, Option<usize>> = FastMap::default();
-    let mut owner_cache: DirectCache<ProcKey, Option<usize>> = DirectCache::default();
+    let mut owner_of: FastMap<ProcKey, u32> = FastMap::default();
+    let mut owner_cache: DirectCache<ProcKey, u32> = DirectCache::default();
     // Per process row of an interval: its interval, the process and its key.
-    let mut procs: Vec<(usize, (Process, Option<usize>))> = Vec::new();
+    // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
+    let mut procs: Vec<(usize, (u32, u32))> = Vec::new();
     for i in 0..p.height() {
         let Some(ts) = p_ts.get(i) else { continue };
         let gpu = p_gpu.get(i);
@@ -389,32 +386,16 @@ pub fn contributions<K: Eq + Hash + Clone>(
         ) {
             (Some(node), Some(uuid)) => gpus
                 .of((node, uuid, gpu), false)
-                .and_then(|k| gpus.interval(k, ts)),
+                .and_then(|k| Some((k, gpus.interval(k, ts)?))),
             _ => None,
         };
-        let Some(v) = v else {
+        let Some((k, v)) = v else {
             out.unmatched += 1;
             continue;
         };
         let (gi, pid) = (p_gi.get(i), p_pid.get(i));
-        let pk: ProcKey = (
-            p_node.at(i),
-            p_uuid.at(i),
-            gpu,
-            gi,
-            pid,
-            p_ns.at(i),
-            p_job.at(i),
-        );
-        let slot = cache_slot([
-            word(pk.0),
-            word(pk.1),
-            word(pk.2),
-            word(pk.3),
-            word(pk.4),
-            word(pk.5),
-            word(pk.6),
-        ]);
+        let pk: ProcKey = (k, gi, pid, p_ns.at(i), p_job.at(i));
+        let slot = cache_slot([k as u64, word(gi), word(pid), word(pk.3), word(pk.4)]);
         let owner = match owner_cache.get(slot, &pk) {
             Some(o) => o,
             None => {
@@ -428,12 +409,12 @@ pub fn contributions<K: Eq + Hash + Clone>(
                         namespace: p_ns.get(i),
                         slurm_job: p_job.get(i),
                     };
-                    key(&r).map(|k| match key_index.get(&k) {
-                        Some(&x) => x,
+                    key(&r).map_or(NO_OWNER, |k| match key_index.get(&k) {
+                        Some(&x) => x as u32,
                         None => {
                             out.keys.push(k.clone());
                             key_index.insert(k, out.keys.len() - 1);
-                            out.keys.len() - 1
+                            (out.keys.len() - 1) as u32
                         }
                     })
                 });
@@ -441,12 +422,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
                 o
             }
         };
-        let process = Process {
-            sm: p_sm.get(i),
-            memory: p_mem.get(i),
-            instance: gi.and_then(|x| u32::try_from(x).ok()),
-        };
-        procs.push((v, (process, owner)));
+        procs.push((v, (i as u32, owner)));
     }
     let (inst_at, instances) = by_interval(ivs.len(), &instances);
     let (proc_at, procs) = by_interval(ivs.len(), &procs);
@@ -458,7 +434,14 @@ pub fn contributions<K: Eq + Hash + Clone>(
             .extend_from_slice(&instances[inst_at[v]..inst_at[v + 1]]);
         let here = &procs[proc_at[v]..proc_at[v + 1]];
         iv.processes.clear();
-        iv.processes.extend(here.iter().map(|(p, _)| *p));
+        iv.processes.extend(here.iter().map(|&(i, _)| {
+            let i = i as usize;
+            Process {
+                sm: p_sm.get(i),
+                memory: p_mem.get(i),
+                instance: p_gi.get(i).and_then(|x| u32::try_from(x).ok()),
+            }
+        }));
         (iv.energy_j, iv.activity, iv.slices) = (bare.energy_j, bare.activity, bare.slices);
         let s = split(&iv);
         if s.no_activity {
@@ -466,9 +449,9 @@ pub fn contributions<K: Eq + Hash + Clone>(
             // another interval gives them one).
             out.no_activity_j += iv.energy_j;
         } else {
-            for ((_, owner), j) in here.iter().zip(&s.processes) {
-                if let Some(o) = owner {
-                    out.shares.push((*o, *j));
+            for (&(_, owner), j) in here.iter().zip(&s.processes) {
+                if owner != NO_OWNER {
+                    out.shares.push((owner as usize, *j));
                 }
             }
         }
