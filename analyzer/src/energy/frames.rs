@@ -8,9 +8,16 @@
 //!
 //! A GPU row's energy is its `energy_delta_joules`, else `power_mean_watts` × `interval_ms`
 //! (what the report's energy is); a row with neither is not an interval here (its energy is
-//! unknown, never 0), and its processes get nothing. A MIG instance's compute slices come from the
+//! unknown, never 0), and its processes get nothing. Of several GPU rows with the same node,
+//! uuid, index and `ts`, the first is the interval. A MIG instance's compute slices come from the
 //! GPU model's profile table (`tessera_core::mig`), else from the profile's name. Reads the lazy
 //! frames it is given and nothing else; keys, sums and prices are the caller's.
+//!
+//! Rows are matched without hashing strings per row: strings become small ids once per distinct
+//! value ([`crate::frames::columns::Strs::ids`]), each GPU's intervals are kept sorted by `ts`
+//! and a MIG or process row finds its interval from where its GPU's last match was (rows come in
+//! time order), and the caller's key is asked once per distinct process row identity met, not
+//! once per row.
 
 use std::hash::Hash;
 
@@ -20,7 +27,7 @@ use tessera_core::mig::GpuModel;
 use tessera_core::mig::profiles::model_by_nvml_name;
 
 use super::{Instance, Interval, Process, profile_slices, split};
-use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
+use crate::frames::columns::{DirectCache, FastMap, Ids, cache_slot, f64s, i64s, strs, ts_ms};
 use crate::frames::{Frames, FramesError};
 
 /// Why a partition's rows could not be read.
@@ -74,12 +81,121 @@ impl<K> Contributions<K> {
     }
 }
 
-/// A GPU row's key: node, uuid, GPU index, `ts`.
-type RowKey<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>, i64);
+/// A GPU as its rows name it: node and uuid (ids of the GPU table's strings), GPU index.
+type GpuKey = (Option<u32>, Option<u32>, Option<i64>);
+
+/// A matched process row's identity as the caller's key sees it: its GPU (node, uuid and index,
+/// as a [`Gpus`] index), GPU instance, pid, namespace and Slurm job (ids of the process table's
+/// strings).
+type ProcKey = (usize, Option<i64>, Option<i64>, Option<u32>, Option<u32>);
+
+/// No owner, in [`contributions`]' per-row owners.
+const NO_OWNER: u32 = u32::MAX;
+
+/// A key's optional parts as words for [`cache_slot`].
+fn word<T: Into<i64>>(x: Option<T>) -> u64 {
+    x.map_or(u64::MAX, |v| v.into() as u64)
+}
+
+/// The GPUs of a partition's GPU rows, each with its intervals' `ts` in order.
+#[derive(Default)]
+struct Gpus {
+    keys: Vec<GpuKey>,
+    index: FastMap<GpuKey, usize>,
+    cache: DirectCache<GpuKey, usize>,
+    /// Per GPU: its intervals' `ts`, ascending (distinct), where its intervals start in the
+    /// partition's order, and where its last match was.
+    ts: Vec<Vec<i64>>,
+    first: Vec<usize>,
+    cursor: Vec<usize>,
+}
+
+impl Gpus {
+    /// The GPU with key `k` (added when `add`; else `None` when there is none).
+    fn of(&mut self, k: GpuKey, add: bool) -> Option<usize> {
+        let slot = cache_slot([word(k.0), word(k.1), word(k.2)]);
+        if let Some(g) = self.cache.get(slot, &k) {
+            return Some(g);
+        }
+        let g = match self.index.get(&k) {
+            Some(&g) => g,
+            None if add => {
+                self.keys.push(k);
+                self.index.insert(k, self.keys.len() - 1);
+                self.keys.len() - 1
+            }
+            None => return None,
+        };
+        self.cache.put(slot, k, g);
+        Some(g)
+    }
+
+    /// The interval of GPU `g` at `ts`, as an index in the partition's order.
+    fn interval(&mut self, g: usize, ts: i64) -> Option<usize> {
+        let (list, c) = (&self.ts[g], self.cursor[g]);
+        let at = if list.get(c) == Some(&ts) {
+            c
+        } else if list.get(c + 1) == Some(&ts) {
+            c + 1
+        } else {
+            list.binary_search(&ts).ok()?
+        };
+        self.cursor[g] = at;
+        Some(self.first[g] + at)
+    }
+}
+
+/// Per id of `ids`, the id of the same string among `to`'s (`None`: `to` does not have it).
+fn translate(ids: &Ids, to: &FastMap<&str, u32>) -> Vec<Option<u32>> {
+    ids.strings.iter().map(|s| to.get(s).copied()).collect()
+}
+
+/// The string of an id of `ids`.
+fn name<'a>(ids: &Ids<'a>, id: Option<u32>) -> Option<&'a str> {
+    id.map(|x| ids.strings[x as usize])
+}
+
+/// The id of each string of `ids`.
+fn g_strings<'a>(ids: &Ids<'a>) -> FastMap<&'a str, u32> {
+    ids.strings
+        .iter()
+        .enumerate()
+        .map(|(id, s)| (*s, id as u32))
+        .collect()
+}
+
+/// Row `i`'s string id in the GPU table's ids: `None` when the GPU table has no such string
+/// (`Some(None)`: null).
+fn as_gpu_id(ids: &Ids, tr: &[Option<u32>], i: usize) -> Option<Option<u32>> {
+    match ids.at(i) {
+        None => Some(None),
+        Some(id) => tr[id as usize].map(Some),
+    }
+}
+
+/// The items of `rows` grouped by interval (`n` of them), in order within each: the items and
+/// where each interval's start (`starts[v]..starts[v + 1]`).
+fn by_interval<T: Copy>(n: usize, rows: &[(usize, T)]) -> (Vec<usize>, Vec<T>) {
+    let mut starts = vec![0usize; n + 1];
+    for (v, _) in rows {
+        starts[v + 1] += 1;
+    }
+    for v in 0..n {
+        starts[v + 1] += starts[v];
+    }
+    let mut next = starts.clone();
+    let mut out: Vec<T> = rows.iter().map(|(_, x)| *x).collect();
+    for (v, x) in rows {
+        out[next[*v]] = *x;
+        next[*v] += 1;
+    }
+    (starts, out)
+}
 
 /// The energy split of every GPU interval of `frames` with `ts` in `(range.0, range.1]`; `key`
 /// names each process row's owner (`None`: not counted in `shares`, but still a process of its
-/// interval).
+/// interval). `key` is called once per distinct [`ProcessRef`] (rows with equal fields get the
+/// same key), in row order.
 pub fn contributions<K: Eq + Hash + Clone>(
     frames: &Frames,
     range: (i64, i64),
@@ -103,6 +219,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let m = within(frames.mig.clone(), MIG)?;
     let p = within(frames.process.clone(), PROCESS)?;
     let (g_node, g_uuid, g_model) = (strs(&g, "node")?, strs(&g, "uuid")?, strs(&g, "model")?);
+    let (g_node, g_uuid, g_model) = (g_node.ids(), g_uuid.ids(), g_model.ids());
     let (g_gpu, g_ts, g_iv) = (i64s(&g, "gpu")?, i64s(&g, "ts")?, i64s(&g, "interval_ms")?);
     let (g_sm, g_busy, g_power, g_energy) = (
         f64s(&g, "sm_active_mean")?,
@@ -110,72 +227,125 @@ pub fn contributions<K: Eq + Hash + Clone>(
         f64s(&g, "power_mean_watts")?,
         f64s(&g, "energy_delta_joules")?,
     );
-    // The intervals with known energy, and each one's row key.
-    let mut at: FastMap<RowKey, usize> = FastMap::default();
-    let mut ivs: Vec<(RowKey, Interval, Option<&'static GpuModel>)> = Vec::new();
-    // The last model name looked up, and its table (a partition has a model or two).
-    let mut last_model: Option<(&str, Option<&'static GpuModel>)> = None;
-    for i in 0..g.height() {
-        let Some(ts) = g_ts.get(i) else { continue };
+    let energy_of = |i: usize| {
         let interval = g_iv.get(i).unwrap_or(0).max(0);
-        let energy = g_energy
+        g_energy
             .get(i)
             .or_else(|| g_power.get(i).map(|w| w * interval as f64 / 1000.0))
-            .filter(|e| e.is_finite() && *e >= 0.0);
-        let Some(energy_j) = energy else { continue };
-        let k = (g_node.get(i), g_uuid.get(i), g_gpu.get(i), ts);
-        if at.contains_key(&k) {
+            .filter(|e| e.is_finite() && *e >= 0.0)
+    };
+    // Each GPU's rows with known energy: (ts, row), in row order.
+    let mut gpus = Gpus::default();
+    let mut rows: Vec<Vec<(i64, usize)>> = Vec::new();
+    for i in 0..g.height() {
+        let Some(ts) = g_ts.get(i) else { continue };
+        if energy_of(i).is_none() {
             continue;
         }
-        let model = match (g_model.get(i), last_model) {
-            (Some(name), Some((last, m))) if name == last => m,
-            (Some(name), _) => {
-                let m = model_by_nvml_name(name);
-                last_model = Some((name, m));
-                m
-            }
-            (None, _) => None,
+        let Some(k) = gpus.of((g_node.at(i), g_uuid.at(i), g_gpu.get(i)), true) else {
+            continue;
         };
-        at.insert(k, ivs.len());
-        ivs.push((
-            k,
-            Interval {
-                energy_j,
-                activity: g_sm.get(i).or(g_busy.get(i)),
-                slices: model.map(|m| m.compute_slices),
-                instances: Vec::new(),
-                processes: Vec::new(),
-            },
-            model,
-        ));
+        if k == rows.len() {
+            rows.push(Vec::new());
+        }
+        rows[k].push((ts, i));
     }
+    // By `ts` (the first row of a `ts` is the interval), and the GPUs in (node, index, uuid)
+    // order: the partition's order of intervals.
+    for r in &mut rows {
+        if !r.is_sorted_by_key(|x| x.0) {
+            r.sort_by_key(|x| x.0);
+        }
+        r.dedup_by_key(|x| x.0);
+    }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ka, kb) = (gpus.keys[a], gpus.keys[b]);
+        (name(&g_node, ka.0), ka.2, name(&g_uuid, ka.1)).cmp(&(
+            name(&g_node, kb.0),
+            kb.2,
+            name(&g_uuid, kb.1),
+        ))
+    });
+    gpus.ts = rows
+        .iter()
+        .map(|r| r.iter().map(|x| x.0).collect())
+        .collect();
+    gpus.first = vec![0; rows.len()];
+    gpus.cursor = vec![0; rows.len()];
+    // The intervals in order (their instances and processes apart), each with its GPU model's
+    // table.
+    let mut ivs: Vec<(Interval, Option<&'static GpuModel>)> = Vec::new();
+    let mut models: Vec<Option<Option<&'static GpuModel>>> = vec![None; g_model.strings.len()];
+    for &k in &order {
+        gpus.first[k] = ivs.len();
+        for &(_, i) in &rows[k] {
+            let model = g_model.at(i).and_then(|id| {
+                *models[id as usize]
+                    .get_or_insert_with(|| model_by_nvml_name(g_model.strings[id as usize]))
+            });
+            ivs.push((
+                Interval {
+                    energy_j: energy_of(i).unwrap_or(0.0),
+                    activity: g_sm.get(i).or(g_busy.get(i)),
+                    slices: model.map(|m| m.compute_slices),
+                    instances: Vec::new(),
+                    processes: Vec::new(),
+                },
+                model,
+            ));
+        }
+    }
+    drop(rows);
+    let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
     let (m_node, m_uuid, m_profile) = (strs(&m, "node")?, strs(&m, "uuid")?, strs(&m, "profile")?);
+    let (m_node, m_uuid, m_profile) = (m_node.ids(), m_uuid.ids(), m_profile.ids());
+    let (m_node_tr, m_uuid_tr) = (translate(&m_node, &node_id), translate(&m_uuid, &uuid_id));
     let (m_gpu, m_gi, m_ts, m_sm) = (
         i64s(&m, "gpu")?,
         i64s(&m, "gpu_instance")?,
         i64s(&m, "ts")?,
         f64s(&m, "sm_active_mean")?,
     );
+    // A profile's slices on a model (the model's table by address).
+    let mut slices_of: FastMap<(u32, usize), Option<u32>> = FastMap::default();
+    let mut instances: Vec<(usize, Instance)> = Vec::new();
     for i in 0..m.height() {
         let (Some(ts), Some(gi)) = (m_ts.get(i), m_gi.get(i)) else {
             continue;
         };
-        let Some(&v) = at.get(&(m_node.get(i), m_uuid.get(i), m_gpu.get(i), ts)) else {
+        let (Some(node), Some(uuid)) = (
+            as_gpu_id(&m_node, &m_node_tr, i),
+            as_gpu_id(&m_uuid, &m_uuid_tr, i),
+        ) else {
+            continue;
+        };
+        let Some(v) = gpus
+            .of((node, uuid, m_gpu.get(i)), false)
+            .and_then(|k| gpus.interval(k, ts))
+        else {
             continue;
         };
         let Ok(id) = u32::try_from(gi) else { continue };
-        let (_, iv, model) = &mut ivs[v];
-        let slices = m_profile.get(i).and_then(|name| {
-            model
-                .and_then(|m| m.profile_by_name(name))
-                .map(|p| p.compute_slices)
-                .or_else(|| profile_slices(name))
+        let model = ivs[v].1;
+        let slices = m_profile.at(i).and_then(|pid| {
+            let at = model.map_or(0, |m| m as *const GpuModel as usize);
+            *slices_of.entry((pid, at)).or_insert_with(|| {
+                let name = m_profile.strings[pid as usize];
+                model
+                    .and_then(|m| m.profile_by_name(name))
+                    .map(|p| p.compute_slices)
+                    .or_else(|| profile_slices(name))
+            })
         });
-        iv.instances.push(Instance {
-            id,
-            slices: slices.unwrap_or(1),
-            activity: m_sm.get(i),
-        });
+        instances.push((
+            v,
+            Instance {
+                id,
+                slices: slices.unwrap_or(1),
+                activity: m_sm.get(i),
+            },
+        ));
     }
     let (p_node, p_uuid, p_ns, p_job) = (
         strs(&p, "node")?,
@@ -183,6 +353,8 @@ pub fn contributions<K: Eq + Hash + Clone>(
         strs(&p, "namespace")?,
         strs(&p, "slurm_job_id")?,
     );
+    let (p_node, p_uuid, p_ns, p_job) = (p_node.ids(), p_uuid.ids(), p_ns.ids(), p_job.ids());
+    let (p_node_tr, p_uuid_tr) = (translate(&p_node, &node_id), translate(&p_uuid, &uuid_id));
     let (p_gpu, p_gi, p_ts, p_pid, p_mem, p_sm) = (
         i64s(&p, "gpu")?,
         i64s(&p, "gpu_instance")?,
@@ -199,56 +371,87 @@ pub fn contributions<K: Eq + Hash + Clone>(
         unmatched: 0,
     };
     let mut key_index: FastMap<K, usize> = FastMap::default();
-    // Per interval, its processes' keys (parallel to `Interval::processes`).
-    let mut owners: Vec<Vec<Option<usize>>> = vec![Vec::new(); ivs.len()];
+    // The owners of the process identities met (the caller's key, asked once per identity).
+    let mut owner_of: FastMap<ProcKey, u32> = FastMap::default();
+    let mut owner_cache: DirectCache<ProcKey, u32> = DirectCache::default();
+    // Per process row of an interval: its interval, the process and its key.
+    // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
+    let mut procs: Vec<(usize, (u32, u32))> = Vec::new();
     for i in 0..p.height() {
         let Some(ts) = p_ts.get(i) else { continue };
-        let (node, uuid, gpu) = (p_node.get(i), p_uuid.get(i), p_gpu.get(i));
-        let Some(&v) = at.get(&(node, uuid, gpu, ts)) else {
+        let gpu = p_gpu.get(i);
+        let v = match (
+            as_gpu_id(&p_node, &p_node_tr, i),
+            as_gpu_id(&p_uuid, &p_uuid_tr, i),
+        ) {
+            (Some(node), Some(uuid)) => gpus
+                .of((node, uuid, gpu), false)
+                .and_then(|k| Some((k, gpus.interval(k, ts)?))),
+            _ => None,
+        };
+        let Some((k, v)) = v else {
             out.unmatched += 1;
             continue;
         };
-        let r = ProcessRef {
-            node,
-            gpu,
-            uuid,
-            gpu_instance: p_gi.get(i),
-            pid: p_pid.get(i),
-            namespace: p_ns.get(i),
-            slurm_job: p_job.get(i),
-        };
-        let owner = key(&r).map(|k| match key_index.get(&k) {
-            Some(&x) => x,
+        let (gi, pid) = (p_gi.get(i), p_pid.get(i));
+        let pk: ProcKey = (k, gi, pid, p_ns.at(i), p_job.at(i));
+        let slot = cache_slot([k as u64, word(gi), word(pid), word(pk.3), word(pk.4)]);
+        let owner = match owner_cache.get(slot, &pk) {
+            Some(o) => o,
             None => {
-                out.keys.push(k.clone());
-                key_index.insert(k, out.keys.len() - 1);
-                out.keys.len() - 1
+                let o = *owner_of.entry(pk).or_insert_with(|| {
+                    let r = ProcessRef {
+                        node: p_node.get(i),
+                        gpu,
+                        uuid: p_uuid.get(i),
+                        gpu_instance: gi,
+                        pid,
+                        namespace: p_ns.get(i),
+                        slurm_job: p_job.get(i),
+                    };
+                    key(&r).map_or(NO_OWNER, |k| match key_index.get(&k) {
+                        Some(&x) => x as u32,
+                        None => {
+                            out.keys.push(k.clone());
+                            key_index.insert(k, out.keys.len() - 1);
+                            (out.keys.len() - 1) as u32
+                        }
+                    })
+                });
+                owner_cache.put(slot, pk, o);
+                o
             }
-        });
-        ivs[v].1.processes.push(Process {
-            sm: p_sm.get(i),
-            memory: p_mem.get(i),
-            instance: p_gi.get(i).and_then(|x| u32::try_from(x).ok()),
-        });
-        owners[v].push(owner);
+        };
+        procs.push((v, (i as u32, owner)));
     }
-    // In (node, GPU index, uuid, ts) order.
-    let mut order: Vec<usize> = (0..ivs.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (ka, kb) = (&ivs[a].0, &ivs[b].0);
-        (ka.0, ka.2, ka.1, ka.3).cmp(&(kb.0, kb.2, kb.1, kb.3))
-    });
-    for v in order {
-        let iv = &ivs[v].1;
-        let s = split(iv);
+    let (inst_at, instances) = by_interval(ivs.len(), &instances);
+    let (proc_at, procs) = by_interval(ivs.len(), &procs);
+    // One interval at a time, its instances and processes in vectors reused.
+    let mut iv = Interval::default();
+    for (v, (bare, _)) in ivs.into_iter().enumerate() {
+        iv.instances.clear();
+        iv.instances
+            .extend_from_slice(&instances[inst_at[v]..inst_at[v + 1]]);
+        let here = &procs[proc_at[v]..proc_at[v + 1]];
+        iv.processes.clear();
+        iv.processes.extend(here.iter().map(|&(i, _)| {
+            let i = i as usize;
+            Process {
+                sm: p_sm.get(i),
+                memory: p_mem.get(i),
+                instance: p_gi.get(i).and_then(|x| u32::try_from(x).ok()),
+            }
+        }));
+        (iv.energy_j, iv.activity, iv.slices) = (bare.energy_j, bare.activity, bare.slices);
+        let s = split(&iv);
         if s.no_activity {
             // Unknown, not 0: the processes get no share at all (their keys stay unknown unless
             // another interval gives them one).
             out.no_activity_j += iv.energy_j;
         } else {
-            for (owner, j) in owners[v].iter().zip(&s.processes) {
-                if let Some(o) = owner {
-                    out.shares.push((*o, *j));
+            for (&(_, owner), j) in here.iter().zip(&s.processes) {
+                if owner != NO_OWNER {
+                    out.shares.push((owner as usize, *j));
                 }
             }
         }
