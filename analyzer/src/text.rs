@@ -1,6 +1,7 @@
 //! Text for people from data: control characters that data may carry (a process renamed with
 //! `PR_SET_NAME` to hold terminal escape sequences, a pod or namespace name, a label) are shown
-//! escaped (`\u{1b}`), never passed to a terminal, a wiki or a browser raw.
+//! escaped (`\u{1b}`), never passed to a terminal, a wiki or a browser raw; and text made safe
+//! for HTML ([`html_escape`], the report's and the replay's pages).
 //!
 //! It escapes only; it does not truncate, quote or otherwise format anything.
 
@@ -30,6 +31,24 @@ pub fn printable_lines(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     Cow::Owned(s.split('\n').map(printable).collect::<Vec<_>>().join("\n"))
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn html_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            // Control characters from data, shown escaped (see printable).
+            c if c.is_control() => o.extend(c.escape_default()),
+            c => o.push(c),
+        }
+    }
+    o
 }
 
 #[cfg(test)]

@@ -63,7 +63,32 @@ pub struct Comparison {
     pub by_team: Vec<TeamPeriods>,
     /// The plan's prediction beside what was realized (`--plan FILE` with a `prediction`
     /// block, for the first change after the plan was made); `null` otherwise.
-    pub predicted: Option<super::predicted::PredictedVsRealized>,
+    pub predicted: Option<PredictedVsRealized>,
+}
+
+/// The prediction beside what the change realized.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictedVsRealized {
+    pub plan: String,
+    /// The replay the prediction came from.
+    pub replayed_from: String,
+    pub replayed_until: String,
+    pub verdict: String,
+    pub gpus_before_predicted: u32,
+    pub gpus_after_predicted: u32,
+    pub gpus_freed_predicted: f64,
+    /// The fall of the mean GPUs in use; `null` when the periods do not know GPUs in use.
+    pub gpus_freed_realized: Option<f64>,
+    /// Realized − predicted GPUs freed.
+    pub gpus_freed_difference: Option<f64>,
+    /// kW saved (kWh ÷ hours); `null` where energy is unknown.
+    pub energy_kw_saved_predicted: Option<f64>,
+    pub energy_kw_saved_realized: Option<f64>,
+    /// Whether realized and predicted differ by more than `predicted::LARGE_GPUS` GPUs or
+    /// `predicted::LARGE_SHARE` of the prediction.
+    pub large_difference: bool,
+    /// Why (from the data), or that it was as predicted.
+    pub explanation: Vec<String>,
 }
 
 /// One compared period: rows ending in `(from, until]`.

@@ -12,10 +12,10 @@
 use std::collections::BTreeSet;
 
 use chrono::DateTime;
-use serde::Serialize;
 use tessera_core::mig::plan::TesseraPlan;
 use tessera_core::mig::plan_sections::Prediction;
 
+pub use super::model::PredictedVsRealized;
 use super::model::{ChangeEvent, Comparison};
 
 /// A difference is large above this many GPUs, or this share of the predicted GPUs freed,
@@ -84,31 +84,6 @@ impl PlanPrediction {
             planned_until,
         })
     }
-}
-
-/// The prediction beside what the change realized.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PredictedVsRealized {
-    pub plan: String,
-    /// The replay the prediction came from.
-    pub replayed_from: String,
-    pub replayed_until: String,
-    pub verdict: String,
-    pub gpus_before_predicted: u32,
-    pub gpus_after_predicted: u32,
-    pub gpus_freed_predicted: f64,
-    /// The fall of the mean GPUs in use; `null` when the periods do not know GPUs in use.
-    pub gpus_freed_realized: Option<f64>,
-    /// Realized − predicted GPUs freed.
-    pub gpus_freed_difference: Option<f64>,
-    /// kW saved (kWh ÷ hours); `null` where energy is unknown.
-    pub energy_kw_saved_predicted: Option<f64>,
-    pub energy_kw_saved_realized: Option<f64>,
-    /// Whether realized and predicted differ by more than [`LARGE_GPUS`] GPUs or
-    /// [`LARGE_SHARE`] of the prediction.
-    pub large_difference: bool,
-    /// Why (from the data), or that it was as predicted.
-    pub explanation: Vec<String>,
 }
 
 fn hours_between(from: &str, until: &str) -> Option<f64> {

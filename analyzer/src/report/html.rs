@@ -12,23 +12,7 @@ use std::fmt::Write as _;
 use super::Report;
 use super::render::sections;
 
-/// Escapes text for HTML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            // Control characters from data, shown escaped (crate::text).
-            c if c.is_control() => o.extend(c.escape_default()),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use crate::text::html_escape as esc;
 
 /// `a` → `<code>a</code>` (for command names in prose; input already escaped).
 fn code(s: &str) -> String {

@@ -10,6 +10,7 @@ use tabled::settings::Style;
 use super::{OffpeakBaseline, Report, Usage};
 
 mod changes;
+mod out_of_sample;
 mod sections;
 
 pub use sections::sections;

@@ -32,9 +32,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     ];
     v.extend(super::changes::changes(r));
     v.push(offpeak(r));
-    v.extend(crate::report::out_of_sample::section(
-        r.out_of_sample.as_deref(),
-    ));
+    v.extend(super::out_of_sample::section(r.out_of_sample.as_deref()));
     v.push(data_quality(r));
     v
 }
