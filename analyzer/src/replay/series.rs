@@ -14,14 +14,15 @@
 //!
 //! This module judges nothing and knows no target.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::*;
-use tessera_core::mig;
 use tessera_core::mig::plan_sections::{WorkloadKind, WorkloadSource};
+use tessera_core::mig::{self, GpuModel};
 
-use crate::frames::columns::{self, FastMap, ts_ms};
+use crate::frames::columns::{self, DirectCache, FastMap, cache_slot, ts_ms};
 use crate::frames::{Frames, FramesError};
+use crate::stats::quantile;
 
 /// A process holds memory when it holds at least this (the MIG planner's `min_memory_bytes`).
 pub const MIN_MEMORY_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
@@ -29,13 +30,55 @@ pub const MIN_MEMORY_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
 pub const MIN_GPU_MEMORY_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// One interval of a workload: its end (unix ms), length, peak memory and mean activity in
-/// compute slices (null where unknown).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// compute slices. 32 bytes (a replay holds one per row of a partition's workloads): an unknown
+/// memory or activity is held as NaN, an internal sentinel read back as `None` through
+/// [`Point::mem`] and [`Point::act`] (the frames read non-finite values as missing, so no
+/// measured value is NaN); the length is clamped to `u32::MAX` ms (49 days).
+#[derive(Debug, Clone, Copy)]
 pub struct Point {
     pub ts: i64,
-    pub len: i64,
-    pub mem: Option<f64>,
-    pub act: Option<f64>,
+    mem: f64,
+    act: f64,
+    len: u32,
+}
+
+impl Point {
+    pub fn new(ts: i64, len: i64, mem: Option<f64>, act: Option<f64>) -> Point {
+        Point {
+            ts,
+            mem: mem.unwrap_or(f64::NAN),
+            act: act.unwrap_or(f64::NAN),
+            len: u32::try_from(len.max(0)).unwrap_or(u32::MAX),
+        }
+    }
+    /// The row's length, ms.
+    pub fn length(&self) -> i64 {
+        i64::from(self.len)
+    }
+    /// Peak memory, bytes (`None`: unknown).
+    pub fn mem(&self) -> Option<f64> {
+        known(self.mem)
+    }
+    /// Activity in compute slices (`None`: unknown).
+    pub fn act(&self) -> Option<f64> {
+        known(self.act)
+    }
+}
+
+/// `None` for the NaN sentinel.
+pub fn known(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
+}
+
+/// The sum of two values where either is known (NaN: unknown), as [`add`] on options.
+pub fn add_raw(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() {
+        a
+    } else {
+        a + b
+    }
 }
 
 /// One GPU of the data, over the range.
@@ -48,8 +91,9 @@ pub struct GpuStat {
     pub joules: f64,
     /// Rows with neither energy nor power.
     pub rows_without_power: u64,
-    /// Mean power of its rows (only for the GPUs the plan names).
-    pub power: Vec<f64>,
+    /// Its idle power: the 5th percentile of its rows' mean power, W, at least 0 (0 without
+    /// power; only for the GPUs the plan names).
+    pub idle_watts: f64,
     /// Time it held at least [`MIN_GPU_MEMORY_BYTES`], ms.
     pub loaded_ms: i64,
     /// The UUIDs seen at this (node, index) (more than one: the GPUs were renumbered).
@@ -59,34 +103,52 @@ pub struct GpuStat {
 /// What [`extract`] gathered over the partitions.
 #[derive(Debug, Default)]
 pub struct Extracted {
-    /// Intervals of each workload by id (in time order once [`Extracted::finish`]ed).
-    pub series: BTreeMap<String, Vec<Point>>,
-    /// The whole GPU's compute slices for each workload (its activity ÷ this is GPUs).
-    pub gpu_slices: BTreeMap<String, f64>,
+    /// The rows of each workload, by its index in the plan's sources (the order of
+    /// `Targets::sources`): in time order once [`finish`]ed; emptied once the workload is
+    /// judged (`super::stream`).
+    pub series: Vec<Vec<Point>>,
+    /// The whole GPU's compute slices of each workload, by index (its activity ÷ this is GPUs).
+    pub gpu_slices: Vec<Option<f64>>,
     pub gpus: BTreeMap<(String, u32), GpuStat>,
     pub nodes: BTreeSet<String>,
+    /// Whether any workload row was read.
+    pub workload_rows: bool,
 }
 
 impl Extracted {
-    /// Sorts each series by time and merges rows ending at the same time (memory and activity
-    /// summed: two processes of one pod).
-    pub fn finish(&mut self) {
-        for pts in self.series.values_mut() {
-            pts.sort_by_key(|p| p.ts);
-            let mut out: Vec<Point> = Vec::with_capacity(pts.len());
-            for p in pts.drain(..) {
-                match out.last_mut() {
-                    Some(l) if l.ts == p.ts => {
-                        l.mem = add(l.mem, p.mem);
-                        l.act = add(l.act, p.act);
-                        l.len = l.len.max(p.len);
-                    }
-                    _ => out.push(p),
-                }
-            }
-            *pts = out;
+    /// Empty, for a plan of `sources` workloads.
+    pub fn new(sources: usize) -> Extracted {
+        Extracted {
+            series: vec![Vec::new(); sources],
+            gpu_slices: vec![None; sources],
+            ..Extracted::default()
         }
     }
+
+    fn push(&mut self, idx: usize, p: Point) {
+        self.series[idx].push(p);
+        self.workload_rows = true;
+    }
+}
+
+/// Sorts a series by time and merges rows ending at the same time (memory and activity
+/// summed: two processes of one pod).
+pub fn finish(pts: &mut Vec<Point>) {
+    pts.sort_by_key(|p| p.ts);
+    let mut w = 0;
+    for r in 0..pts.len() {
+        let p = pts[r];
+        if w > 0 && pts[w - 1].ts == p.ts {
+            let l = &mut pts[w - 1];
+            l.mem = add_raw(l.mem, p.mem);
+            l.act = add_raw(l.act, p.act);
+            l.len = l.len.max(p.len);
+        } else {
+            pts[w] = p;
+            w += 1;
+        }
+    }
+    pts.truncate(w);
 }
 
 /// The sum of two values where either is known.
@@ -98,61 +160,94 @@ pub fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+fn model_of(name: &str) -> Option<&'static GpuModel> {
+    mig::model(name).or_else(|| mig::model_by_nvml_name(name))
+}
+
 fn slices_of(model: &str) -> u32 {
-    mig::model(model)
-        .or_else(|| mig::model_by_nvml_name(model))
-        .map_or(7, |m| m.compute_slices)
+    model_of(model).map_or(7, |m| m.compute_slices)
 }
 
 type Key = (String, u32);
 
-/// Reads one partition's rows of the workloads in `sources` (and every GPU's figures) into `ex`.
+/// Workloads of the plan: index in the sources, and `slices-basis`.
+type Ws = Vec<(usize, Option<u32>)>;
+
+/// The plan's workloads by where their rows are.
+#[derive(Default)]
+struct Wanted<'s> {
+    gpu: FastMap<(&'s str, u32), Ws>,
+    mig: FastMap<(&'s str, u32, i64), Ws>,
+    /// Per GPU, per process label.
+    proc: FastMap<(&'s str, u32), FastMap<&'s str, Ws>>,
+    scope: BTreeSet<(&'s str, u32)>,
+}
+
+/// Reads one partition's rows of the workloads in `sources` (and every GPU's figures) into
+/// `ex`; returns the nodes the partition holds (`ingest_parts` keeps all of a node's rows in
+/// one partition, so their workloads are then complete).
 pub fn extract(
     frames: &Frames,
     sources: &BTreeMap<String, WorkloadSource>,
     ex: &mut Extracted,
-) -> Result<(), FramesError> {
-    let mut by_gpu: HashMap<Key, Vec<&str>> = HashMap::new();
-    let mut by_mig: HashMap<(String, u32, i64), Vec<&str>> = HashMap::new();
-    let mut by_proc: HashMap<Key, HashMap<&str, Vec<&str>>> = HashMap::new();
-    let mut scope: BTreeSet<Key> = BTreeSet::new();
-    for (id, s) in sources {
-        let k = (s.node.clone(), s.gpu);
-        scope.insert(k.clone());
+) -> Result<BTreeSet<String>, FramesError> {
+    let mut w = Wanted::default();
+    for (idx, s) in sources.values().enumerate() {
+        let k = (s.node.as_str(), s.gpu);
+        w.scope.insert(k);
+        let e = (idx, s.slices_basis);
         match s.kind {
-            WorkloadKind::Gpu => by_gpu.entry(k).or_default().push(id),
-            WorkloadKind::Mig => by_mig
-                .entry((
-                    s.node.clone(),
-                    s.gpu,
-                    i64::from(s.gpu_instance.unwrap_or(0)),
-                ))
+            WorkloadKind::Gpu => w.gpu.entry(k).or_default().push(e),
+            WorkloadKind::Mig => w
+                .mig
+                .entry((k.0, k.1, i64::from(s.gpu_instance.unwrap_or(0))))
                 .or_default()
-                .push(id),
-            WorkloadKind::Process => by_proc
+                .push(e),
+            WorkloadKind::Process => w
+                .proc
                 .entry(k)
                 .or_default()
                 .entry(s.label.as_deref().unwrap_or(""))
                 .or_default()
-                .push(id),
+                .push(e),
         }
     }
-    let gpu_act = gpus(frames, sources, &by_gpu, &by_proc, &scope, ex)?;
-    migs(frames, sources, &by_mig, ex)?;
-    processes(frames, sources, &by_proc, &gpu_act, ex)?;
-    Ok(())
+    let mut nodes = BTreeSet::new();
+    let gpu_act = gpus(frames, &w, ex, &mut nodes)?;
+    migs(frames, &w, ex, &mut nodes)?;
+    processes(frames, &w, &gpu_act, ex, &mut nodes)?;
+    Ok(nodes)
 }
 
-/// GPU activity (slices) by (GPU, row end), for the GPUs that hold process workloads.
-type GpuAct = HashMap<Key, HashMap<i64, f64>>;
+/// GPU activity (slices) by (GPU, row end), for the GPUs that hold process workloads: per GPU,
+/// (row end, activity) sorted by end, one per end (the last row's).
+type GpuAct = FastMap<Key, Vec<(i64, f64)>>;
+
+/// The activity at row end `ts` in a [`GpuAct`] entry.
+fn act_at(acts: &[(i64, f64)], ts: i64) -> Option<f64> {
+    acts.binary_search_by_key(&ts, |a| a.0)
+        .ok()
+        .map(|i| acts[i].1)
+}
+
+/// One GPU's figures within a partition.
+struct Local {
+    key: Key,
+    stat: GpuStat,
+    power: Vec<f64>,
+    uuids: Vec<u32>,
+    in_scope: bool,
+    slices: f64,
+    /// Its `gpu` workloads: index and the slices their activity is measured on.
+    ids: Vec<(usize, f64)>,
+    acts: Option<Vec<(i64, f64)>>,
+}
 
 fn gpus(
     frames: &Frames,
-    sources: &BTreeMap<String, WorkloadSource>,
-    by_gpu: &HashMap<Key, Vec<&str>>,
-    by_proc: &HashMap<Key, HashMap<&str, Vec<&str>>>,
-    scope: &BTreeSet<Key>,
+    w: &Wanted,
     ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
 ) -> Result<GpuAct, FramesError> {
     let df = frames
         .gpu
@@ -176,47 +271,74 @@ fn gpus(
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
     let node = node_s.ids();
+    nodes.extend(node.strings.iter().map(|s| s.to_string()));
     let gpu = columns::i64s(&df, "gpu")?;
     let model = columns::strs(&df, "model")?;
-    let uuid = columns::strs(&df, "uuid")?;
+    let uuid_s = columns::strs(&df, "uuid")?;
+    let uuid = uuid_s.ids();
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
     let total = columns::f64s(&df, "memory_total_bytes")?;
     let sm = columns::f64s(&df, "sm_active_mean")?;
     let busy = columns::f64s(&df, "busy_mean")?;
     let power = columns::f64s(&df, "power_mean_watts")?;
     let energy = columns::f64s(&df, "energy_delta_joules")?;
-    let mut out: GpuAct = HashMap::new();
-    // (node id, index) → the GPU's key, whether the plan names it, its slices.
-    let mut keys: FastMap<(u32, u32), (Key, bool, f64)> = FastMap::default();
+    // (node id, index) → its figures in `locals`.
+    let mut slot: FastMap<(u32, u32), usize> = FastMap::default();
+    let mut recent: DirectCache<(u32, u32), usize> = DirectCache::default();
+    let mut locals: Vec<Local> = Vec::new();
     for i in 0..df.height() {
         let (Some(n), Some(g), Some(t)) = (node.at(i), gpu.get(i), ts.get(i)) else {
             continue;
         };
         let Ok(g) = u32::try_from(g) else { continue };
-        let (k, in_scope, slices) = keys
-            .entry((n, g))
-            .or_insert_with(|| {
-                let k = (node.get(i).unwrap_or("").to_string(), g);
-                let slices = f64::from(slices_of(model.get(i).unwrap_or("")));
-                let s = scope.contains(&k);
-                (k, s, slices)
-            })
-            .clone();
+        let at = cache_slot([u64::from(n), u64::from(g)]);
+        let li = match recent.get(at, &(n, g)) {
+            Some(li) => li,
+            None => {
+                let li = *slot.entry((n, g)).or_insert_with(|| {
+                    let name = node.get(i).unwrap_or("");
+                    let slices = f64::from(slices_of(model.get(i).unwrap_or("")));
+                    let ids: Vec<(usize, f64)> = w
+                        .gpu
+                        .get(&(name, g))
+                        .map(|v| {
+                            v.iter()
+                                .map(|&(idx, b)| (idx, b.map_or(slices, f64::from)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    for &(idx, _) in &ids {
+                        ex.gpu_slices[idx] = Some(slices);
+                    }
+                    locals.push(Local {
+                        key: (name.to_string(), g),
+                        stat: GpuStat::default(),
+                        power: Vec::new(),
+                        uuids: Vec::new(),
+                        in_scope: w.scope.contains(&(name, g)),
+                        slices,
+                        ids,
+                        acts: w.proc.contains_key(&(name, g)).then(Vec::new),
+                    });
+                    locals.len() - 1
+                });
+                recent.put(at, (n, g), li);
+                li
+            }
+        };
+        let lo = &mut locals[li];
         let l = len.get(i).unwrap_or(0).max(0);
-        let st = ex.gpus.entry(k.clone()).or_default();
-        if st.rows == 0 {
-            ex.nodes.insert(k.0.clone());
-        }
+        let st = &mut lo.stat;
         st.rows += 1;
-        if let Some(m) = model.get(i)
-            && st.model.is_empty()
+        if st.model.is_empty()
+            && let Some(m) = model.get(i)
         {
             st.model = m.to_string();
         }
-        if let Some(u) = uuid.get(i)
-            && !st.uuids.contains(u)
+        if let Some(u) = uuid.at(i)
+            && !lo.uuids.contains(&u)
         {
-            st.uuids.insert(u.to_string());
+            lo.uuids.push(u);
         }
         if let Some(v) = total.get(i) {
             st.memory_total = Some(st.memory_total.unwrap_or(0.0).max(v));
@@ -226,49 +348,81 @@ fn gpus(
             (None, Some(w)) => st.joules += w.max(0.0) * l as f64 / 1000.0,
             (None, None) => st.rows_without_power += 1,
         }
-        let m = mem.get(i);
-        if in_scope {
-            if let Some(w) = power.get(i) {
-                st.power.push(w);
-            }
-            if m.unwrap_or(0.0) >= MIN_GPU_MEMORY_BYTES {
-                st.loaded_ms += l;
-            }
-        } else {
+        if !lo.in_scope {
             continue;
         }
-        let a = sm.get(i).or_else(|| busy.get(i));
-        if let Some(ids) = by_gpu.get(&k) {
-            for id in ids {
-                let basis = sources
-                    .get(*id)
-                    .and_then(|s| s.slices_basis)
-                    .map_or(slices, f64::from);
-                ex.gpu_slices.insert(id.to_string(), slices);
-                ex.series.entry(id.to_string()).or_default().push(Point {
-                    ts: t,
-                    len: l,
-                    mem: m,
-                    act: a.map(|a| a * basis),
-                });
-            }
+        let m = mem.get(i);
+        if let Some(w) = power.get(i) {
+            lo.power.push(w);
         }
-        if by_proc.contains_key(&k)
-            && let Some(a) = a
-        {
-            out.entry(k.clone()).or_default().insert(t, a * slices);
+        if m.unwrap_or(0.0) >= MIN_GPU_MEMORY_BYTES {
+            st.loaded_ms += l;
+        }
+        let a = sm.get(i).or_else(|| busy.get(i));
+        for &(idx, basis) in &lo.ids {
+            ex.series[idx].push(Point::new(t, l, m, a.map(|a| a * basis)));
+            ex.workload_rows = true;
+        }
+        if let (Some(acts), Some(a)) = (&mut lo.acts, a) {
+            acts.push((t, a * lo.slices));
+        }
+    }
+    let mut out: GpuAct = FastMap::default();
+    for mut lo in locals {
+        lo.stat.uuids = lo
+            .uuids
+            .iter()
+            .map(|&u| uuid.strings[u as usize].to_string())
+            .collect();
+        lo.stat.idle_watts = quantile(&mut lo.power, 0.05).unwrap_or(0.0).max(0.0);
+        ex.nodes.insert(lo.key.0.clone());
+        if let Some(mut a) = lo.acts {
+            // The last row of each end wins (as inserting into a map would).
+            a.reverse();
+            a.sort_by_key(|x| x.0);
+            a.dedup_by_key(|x| x.0);
+            out.insert(lo.key.clone(), a);
+        }
+        match ex.gpus.entry(lo.key) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(lo.stat);
+            }
+            // Not with `ingest_parts`' partitions (a node's rows are in one); kept whole.
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let st = o.get_mut();
+                let s = lo.stat;
+                if st.model.is_empty() {
+                    st.model = s.model;
+                }
+                st.memory_total = match (st.memory_total, s.memory_total) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                st.rows += s.rows;
+                st.joules += s.joules;
+                st.rows_without_power += s.rows_without_power;
+                st.idle_watts = st.idle_watts.min(s.idle_watts);
+                st.loaded_ms += s.loaded_ms;
+                st.uuids.extend(s.uuids);
+            }
         }
     }
     Ok(out)
 }
 
+/// A MIG instance of the plan within a partition.
+struct MigSlot {
+    ids: Ws,
+    model: Option<&'static GpuModel>,
+}
+
 fn migs(
     frames: &Frames,
-    sources: &BTreeMap<String, WorkloadSource>,
-    by_mig: &HashMap<(String, u32, i64), Vec<&str>>,
+    w: &Wanted,
     ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
 ) -> Result<(), FramesError> {
-    if by_mig.is_empty() {
+    if w.mig.is_empty() {
         return Ok(());
     }
     let df = frames
@@ -289,43 +443,49 @@ fn migs(
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
     let node = node_s.ids();
+    nodes.extend(node.strings.iter().map(|s| s.to_string()));
     let gpu = columns::i64s(&df, "gpu")?;
     let gi = columns::i64s(&df, "gpu_instance")?;
     let prof = columns::i64s(&df, "profile_id")?;
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
     let sm = columns::f64s(&df, "sm_active_mean")?;
+    let mut slot: FastMap<(u32, u32, i64), Option<usize>> = FastMap::default();
+    let mut slots: Vec<MigSlot> = Vec::new();
     for i in 0..df.height() {
-        let (Some(n), Some(g), Some(k), Some(t)) = (node.get(i), gpu.get(i), gi.get(i), ts.get(i))
+        let (Some(n), Some(g), Some(k), Some(t)) = (node.at(i), gpu.get(i), gi.get(i), ts.get(i))
         else {
             continue;
         };
         let Ok(g) = u32::try_from(g) else { continue };
-        let Some(ids) = by_mig.get(&(n.to_string(), g, k)) else {
-            continue;
-        };
-        let model = ex
-            .gpus
-            .get(&(n.to_string(), g))
-            .map(|s| s.model.clone())
-            .unwrap_or_default();
-        let m = mig::model(&model).or_else(|| mig::model_by_nvml_name(&model));
-        let own = m
+        let s = *slot.entry((n, g, k)).or_insert_with(|| {
+            let name = node.get(i).unwrap_or("");
+            let ids = w.mig.get(&(name, g, k))?;
+            let model = ex
+                .gpus
+                .get(&(name.to_string(), g))
+                .and_then(|s| model_of(&s.model));
+            let gpu_slices = f64::from(model.map_or(7, |m| m.compute_slices));
+            for &(idx, _) in ids {
+                ex.gpu_slices[idx] = Some(gpu_slices);
+            }
+            slots.push(MigSlot {
+                ids: ids.clone(),
+                model,
+            });
+            Some(slots.len() - 1)
+        });
+        let Some(s) = s else { continue };
+        let s = &slots[s];
+        let own = s
+            .model
             .and_then(|m| prof.get(i).and_then(|p| m.profile(p as u32)))
             .map(|p| p.compute_slices);
-        for id in ids {
-            let basis = sources
-                .get(*id)
-                .and_then(|s| s.slices_basis)
-                .or(own)
-                .unwrap_or(1);
-            ex.gpu_slices
-                .insert(id.to_string(), f64::from(m.map_or(7, |m| m.compute_slices)));
-            ex.series.entry(id.to_string()).or_default().push(Point {
-                ts: t,
-                len: len.get(i).unwrap_or(0).max(0),
-                mem: mem.get(i),
-                act: sm.get(i).map(|a| a * f64::from(basis)),
-            });
+        let l = len.get(i).unwrap_or(0).max(0);
+        let m = mem.get(i);
+        let a = sm.get(i);
+        for &(idx, basis) in &s.ids {
+            let basis = basis.or(own).unwrap_or(1);
+            ex.push(idx, Point::new(t, l, m, a.map(|a| a * f64::from(basis))));
         }
     }
     Ok(())
@@ -347,14 +507,40 @@ fn label(
     }
 }
 
+/// A process row kept: end, length, memory and own activity (NaN: unknown).
+#[derive(Clone, Copy)]
+struct Row {
+    ts: i64,
+    len: i64,
+    mem: f64,
+    own: f64,
+}
+
+/// One label's rows on one GPU: its peak memory, the plan's workloads with that label (their
+/// index and `slices-basis`) and, when there are any, its rows.
+struct Label {
+    peak: f64,
+    ids: Ws,
+    rows: Vec<Row>,
+}
+
+/// A GPU with process workloads of the plan, within a partition.
+struct ProcSlot<'w> {
+    key: Key,
+    wanted: &'w FastMap<&'w str, Ws>,
+    /// Label id → index in `labels`.
+    by_label: FastMap<u32, usize>,
+    labels: Vec<Label>,
+}
+
 fn processes(
     frames: &Frames,
-    sources: &BTreeMap<String, WorkloadSource>,
-    by_proc: &HashMap<Key, HashMap<&str, Vec<&str>>>,
+    w: &Wanted,
     gpu_act: &GpuAct,
     ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
 ) -> Result<(), FramesError> {
-    if by_proc.is_empty() {
+    if w.proc.is_empty() {
         return Ok(());
     }
     let df = frames
@@ -379,81 +565,152 @@ fn processes(
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
     let node = node_s.ids();
+    nodes.extend(node.strings.iter().map(|s| s.to_string()));
     let gpu = columns::i64s(&df, "gpu")?;
     let pid = columns::i64s(&df, "pid")?;
-    let name = columns::strs(&df, "process")?;
+    let (name_s, ns_s, pod_s, job_s) = (
+        columns::strs(&df, "process")?,
+        columns::strs(&df, "namespace")?,
+        columns::strs(&df, "pod")?,
+        columns::strs(&df, "slurm_job_id")?,
+    );
+    let (name, ns, pod, job) = (name_s.ids(), ns_s.ids(), pod_s.ids(), job_s.ids());
     let gi = columns::i64s(&df, "gpu_instance")?;
-    let ns = columns::strs(&df, "namespace")?;
-    let pod = columns::strs(&df, "pod")?;
-    let job = columns::strs(&df, "slurm_job_id")?;
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
     let sm = columns::f64s(&df, "sm_mean")?;
-    // Per GPU: each label's rows (end, length, memory, own activity) and peak.
-    type Rows = Vec<(i64, i64, Option<f64>, Option<f64>)>;
-    let mut found: HashMap<Key, HashMap<String, (f64, Rows)>> = HashMap::new();
+    // Labels made once per distinct (namespace, pod, job, process, pid), by string id.
+    type LabelKey = (
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Option<i64>,
+    );
+    let mut label_of: FastMap<LabelKey, u32> = FastMap::default();
+    let mut label_id: FastMap<String, u32> = FastMap::default();
+    let mut label_text: Vec<String> = Vec::new();
+    let mut slot: FastMap<(u32, u32), Option<usize>> = FastMap::default();
+    let mut recent: DirectCache<(u32, u32), Option<usize>> = DirectCache::default();
+    let mut recent_label: DirectCache<LabelKey, u32> = DirectCache::default();
+    let mut slots: Vec<ProcSlot> = Vec::new();
     for i in 0..df.height() {
         if gi.get(i).is_some() {
             continue;
         }
-        let (Some(n), Some(g), Some(t)) = (node.get(i), gpu.get(i), ts.get(i)) else {
+        let (Some(n), Some(g), Some(t)) = (node.at(i), gpu.get(i), ts.get(i)) else {
             continue;
         };
         let Ok(g) = u32::try_from(g) else { continue };
-        let k = (n.to_string(), g);
-        if !by_proc.contains_key(&k) {
-            continue;
-        }
-        let l = label(ns.get(i), pod.get(i), job.get(i), name.get(i), pid.get(i));
-        let e = found.entry(k).or_default().entry(l).or_default();
+        let at = cache_slot([u64::from(n), u64::from(g)]);
+        let s = match recent.get(at, &(n, g)) {
+            Some(s) => s,
+            None => {
+                let s = *slot.entry((n, g)).or_insert_with(|| {
+                    let name = node.get(i).unwrap_or("");
+                    let wanted = w.proc.get(&(name, g))?;
+                    slots.push(ProcSlot {
+                        key: (name.to_string(), g),
+                        wanted,
+                        by_label: FastMap::default(),
+                        labels: Vec::new(),
+                    });
+                    Some(slots.len() - 1)
+                });
+                recent.put(at, (n, g), s);
+                s
+            }
+        };
+        let Some(s) = s else { continue };
+        let p = pid.get(i);
+        let key = (ns.at(i), pod.at(i), job.at(i), name.at(i), p);
+        let at = cache_slot(
+            [key.0, key.1, key.2, key.3]
+                .map(|v| v.map_or(u64::MAX, u64::from))
+                .into_iter()
+                .chain([p.map_or(u64::MAX, |p| p as u64)]),
+        );
+        let lid = match recent_label.get(at, &key) {
+            Some(lid) => lid,
+            None => {
+                let lid = *label_of.entry(key).or_insert_with(|| {
+                    let l = label(ns.get(i), pod.get(i), job.get(i), name.get(i), p);
+                    *label_id.entry(l).or_insert_with_key(|l| {
+                        label_text.push(l.clone());
+                        (label_text.len() - 1) as u32
+                    })
+                });
+                recent_label.put(at, key, lid);
+                lid
+            }
+        };
+        let ProcSlot {
+            wanted,
+            by_label,
+            labels,
+            ..
+        } = &mut slots[s];
+        let e = *by_label.entry(lid).or_insert_with(|| {
+            let ids = wanted
+                .get(label_text[lid as usize].as_str())
+                .cloned()
+                .unwrap_or_default();
+            labels.push(Label {
+                peak: 0.0,
+                ids,
+                rows: Vec::new(),
+            });
+            labels.len() - 1
+        });
+        let e = &mut labels[e];
         let m = mem.get(i);
-        e.0 = e.0.max(m.unwrap_or(0.0));
-        e.1.push((t, len.get(i).unwrap_or(0).max(0), m, sm.get(i)));
+        e.peak = e.peak.max(m.unwrap_or(0.0));
+        if !e.ids.is_empty() {
+            e.rows.push(Row {
+                ts: t,
+                len: len.get(i).unwrap_or(0).max(0),
+                mem: m.unwrap_or(f64::NAN),
+                own: sm.get(i).unwrap_or(f64::NAN),
+            });
+        }
     }
-    for (k, labels) in found {
+    for s in slots {
         let slices = ex
             .gpus
-            .get(&k)
-            .map_or(7.0, |s| f64::from(slices_of(&s.model)));
+            .get(&s.key)
+            .map_or(7.0, |st| f64::from(slices_of(&st.model)));
         // The planner's rule: a process alone on its GPU takes the GPU's activity.
-        let alone = labels
-            .values()
-            .filter(|(p, _)| *p >= MIN_MEMORY_BYTES)
+        let alone = s
+            .labels
+            .iter()
+            .filter(|l| l.peak >= MIN_MEMORY_BYTES)
             .count()
             <= 1;
-        let acts = gpu_act.get(&k);
-        let Some(wanted) = by_proc.get(&k) else {
-            continue;
-        };
-        for (l, (_, mut rows)) in labels {
-            let Some(ids) = wanted.get(l.as_str()) else {
+        let acts = gpu_act.get(&s.key);
+        for Label { ids, mut rows, .. } in s.labels {
+            if ids.is_empty() {
                 continue;
-            };
+            }
             // Several processes of one label in one interval: memory and own activity summed.
-            rows.sort_by_key(|r| r.0);
+            rows.sort_by_key(|r| r.ts);
             rows.dedup_by(|b, a| {
-                let same = a.0 == b.0;
+                let same = a.ts == b.ts;
                 if same {
-                    a.2 = add(a.2, b.2);
-                    a.3 = add(a.3, b.3);
+                    a.mem = add_raw(a.mem, b.mem);
+                    a.own = add_raw(a.own, b.own);
                 }
                 same
             });
-            for id in ids {
-                let basis = sources
-                    .get(*id)
-                    .and_then(|s| s.slices_basis)
-                    .map_or(slices, f64::from);
-                ex.gpu_slices.insert(id.to_string(), slices);
-                let series = ex.series.entry(id.to_string()).or_default();
-                for &(t, len, m, own) in &rows {
-                    let gpu = acts.and_then(|a| a.get(&t)).map(|a| a / slices);
+            for (idx, basis) in ids {
+                let basis = basis.map_or(slices, f64::from);
+                ex.gpu_slices[idx] = Some(slices);
+                for r in &rows {
+                    let gpu = acts.and_then(|a| act_at(a, r.ts)).map(|a| a / slices);
+                    let own = known(r.own);
                     let act = if alone { gpu.or(own) } else { own.or(gpu) };
-                    series.push(Point {
-                        ts: t,
-                        len,
-                        mem: m,
-                        act: act.map(|a| a * basis),
-                    });
+                    ex.push(
+                        idx,
+                        Point::new(r.ts, r.len, known(r.mem), act.map(|a| a * basis)),
+                    );
                 }
             }
         }
