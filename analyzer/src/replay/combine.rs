@@ -31,7 +31,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::series::{Extracted, MIN_MEMORY_BYTES, Point};
+use tessera_core::mig::plan_sections::WorkloadSource;
+
+use super::series::{Extracted, GpuStat, MIN_MEMORY_BYTES, Point, known};
 use super::targets::{Target, Targets};
 use super::{
     FleetResult, PlacementResult, Replay, ReplayRequest, Span, TIGHT_CONTENTION_SHARE,
@@ -41,6 +43,8 @@ use crate::ingest::fmt_ms;
 use crate::stats::quantile;
 
 const HOUR_MS: f64 = 3_600_000.0;
+/// The data's GPUs by (node, index).
+type Gpus = BTreeMap<(String, u32), GpuStat>;
 /// How many spans of a kind a placement lists (the count covers them all).
 const MAX_SPANS: usize = 50;
 
@@ -68,7 +72,7 @@ pub fn spans(ends: &[(i64, i64)]) -> Vec<Span> {
 
 /// The median row length of a series, ms.
 fn median_len(pts: &[Point]) -> i64 {
-    let mut l: Vec<i64> = pts.iter().map(|p| p.len).filter(|&l| l > 0).collect();
+    let mut l: Vec<i64> = pts.iter().map(Point::length).filter(|&l| l > 0).collect();
     if l.is_empty() {
         return 0;
     }
@@ -76,75 +80,109 @@ fn median_len(pts: &[Point]) -> i64 {
     *l.select_nth_unstable(mid).1
 }
 
-/// One interval of a placement: memory and activity of each workload combined.
-#[derive(Default, Clone, Copy)]
+/// One interval of a placement: memory and activity of each workload combined (NaN: unknown).
+#[derive(Clone, Copy)]
 struct Cell {
-    mem: Option<f64>,
-    act: Option<f64>,
+    mem: f64,
+    act: f64,
     loaded: bool,
 }
 
-/// A target's combined intervals, in force only.
-fn cells(t: &Target, ts: &Targets, ex: &Extracted) -> (i64, BTreeMap<i64, Cell>) {
-    let step = t
-        .members
+impl Default for Cell {
+    fn default() -> Cell {
+        Cell {
+            mem: f64::NAN,
+            act: f64::NAN,
+            loaded: false,
+        }
+    }
+}
+
+/// One workload's intervals on a grid of `step` from its rows in time order: (end, most
+/// memory, sum of activity, rows with activity).
+fn bins(pts: &[Point], step: i64) -> Vec<(i64, f64, f64, u32)> {
+    let mut out: Vec<(i64, f64, f64, u32)> = Vec::new();
+    for p in pts {
+        let b = (p.ts + step - 1).div_euclid(step) * step;
+        if out.last().is_none_or(|l| l.0 != b) {
+            out.push((b, f64::NAN, 0.0, 0));
+        }
+        if let Some(e) = out.last_mut() {
+            if let Some(v) = p.mem() {
+                e.1 = e.1.max(v);
+            }
+            if let Some(a) = p.act() {
+                e.2 += a;
+                e.3 += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A target's combined intervals in time order, in force only; `members` are its workloads'
+/// rows, each in time order. Each workload's intervals are merged into the combined ones in
+/// the order of the members (sort and merge, no map per interval).
+fn cells(t: &Target, ts: &Targets, members: &[&[Point]]) -> (i64, Vec<(i64, Cell)>) {
+    let step = members
         .iter()
-        .filter_map(|m| ex.series.get(m))
         .map(|s| median_len(s))
         .max()
         .unwrap_or(0)
         .max(1);
-    let mut out: BTreeMap<i64, Cell> = BTreeMap::new();
-    for m in &t.members {
-        let Some(pts) = ex.series.get(m) else {
+    let mut out: Vec<(i64, Cell)> = Vec::new();
+    for pts in members {
+        let own = bins(pts, step);
+        if own.is_empty() {
             continue;
-        };
-        // This workload's intervals: most memory, mean activity.
-        let mut own: BTreeMap<i64, (Option<f64>, f64, u32)> = BTreeMap::new();
-        for p in pts {
-            let b = (p.ts + step - 1).div_euclid(step) * step;
-            let e = own.entry(b).or_insert((None, 0.0, 0));
-            if let Some(v) = p.mem {
-                e.0 = Some(e.0.map_or(v, |x: f64| x.max(v)));
-            }
-            if let Some(a) = p.act {
-                e.1 += a;
-                e.2 += 1;
-            }
         }
-        for (b, (mem, a, n)) in own {
-            if let Some(c) = &t.config
-                && ts.config_at(b - step / 2) != Some(c.as_str())
-            {
-                continue;
+        let mut merged: Vec<(i64, Cell)> = Vec::with_capacity(out.len().max(own.len()));
+        let mut prev = out.into_iter().peekable();
+        for (b, mem, a, n) in own {
+            while let Some(x) = prev.next_if(|x| x.0 < b) {
+                merged.push(x);
             }
-            let c = out.entry(b).or_default();
-            c.mem = super::series::add(c.mem, mem);
+            let mut c = prev
+                .next_if(|x| x.0 == b)
+                .map_or_else(Cell::default, |x| x.1);
+            c.mem = super::series::add_raw(c.mem, mem);
             if n > 0 {
-                c.act = Some(c.act.unwrap_or(0.0) + a / f64::from(n));
+                c.act = known(c.act).unwrap_or(0.0) + a / f64::from(n);
             }
-            c.loaded |= mem.unwrap_or(0.0) >= MIN_MEMORY_BYTES;
+            c.loaded |= known(mem).unwrap_or(0.0) >= MIN_MEMORY_BYTES;
+            merged.push((b, c));
         }
+        merged.extend(prev);
+        out = merged;
+    }
+    if let Some(c) = &t.config {
+        out.retain(|&(b, _)| ts.config_at(b - step / 2) == Some(c.as_str()));
     }
     (step, out)
 }
 
-/// One placement judged; also its allocated GPU-hours (its share of its GPU while loaded).
-fn judge(t: &Target, ts: &Targets, ex: &Extracted) -> (PlacementResult, f64) {
-    let (step, cells) = cells(t, ts, ex);
+/// One placement judged from its workloads' rows (`members`, each in time order, in the order
+/// of `t.members`); also its allocated GPU-hours (its share of its GPU while loaded).
+pub fn judge(
+    t: &Target,
+    ts: &Targets,
+    members: &[&[Point]],
+    gpus: &Gpus,
+) -> (PlacementResult, f64) {
+    let (step, cells) = cells(t, ts, members);
     let capacity = t
         .memory_bytes
         .map(|b| b as f64)
         .or_else(|| {
             t.node
                 .as_ref()
-                .and_then(|n| ex.gpus.get(&(n.clone(), t.gpu)))
+                .and_then(|n| gpus.get(&(n.clone(), t.gpu)))
                 .and_then(|g| g.memory_total)
         })
         .unwrap_or(0.0);
     let slices = f64::from(t.slices.max(1));
     let hours = step as f64 / HOUR_MS;
-    let mut mems: Vec<f64> = cells.values().filter_map(|c| c.mem).collect();
+    let mut mems: Vec<f64> = cells.iter().filter_map(|(_, c)| known(c.mem)).collect();
     let peak = mems
         .iter()
         .copied()
@@ -154,11 +192,11 @@ fn judge(t: &Target, ts: &Targets, ex: &Extracted) -> (PlacementResult, f64) {
     let mut contention = Vec::new();
     let mut slow = Vec::new();
     let mut allocated = 0.0;
-    for (&b, c) in &cells {
-        if c.mem.is_some_and(|m| m > capacity) {
+    for &(b, c) in &cells {
+        if known(c.mem).is_some_and(|m| m > capacity) {
             exceeded.push((b, step));
         }
-        if let Some(a) = c.act
+        if let Some(a) = known(c.act)
             && a > slices * (1.0 + 1e-9)
         {
             contention.push((b, step));
@@ -237,9 +275,17 @@ fn judge(t: &Target, ts: &Targets, ex: &Extracted) -> (PlacementResult, f64) {
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// The whole replay.
-pub fn replay(t: &Targets, mut ex: Extracted, req: &ReplayRequest) -> Replay {
-    ex.finish();
+/// The whole replay from its parts (`super::stream` judges them as the rows arrive):
+/// `placements` (each with its allocated GPU-hours) in the order of `t.targets`, `workloads` in
+/// the order of `t.sources`, and `work`, the placed workloads' activity in GPU-hours.
+pub fn replay(
+    t: &Targets,
+    ex: &Extracted,
+    judged: Vec<(PlacementResult, f64)>,
+    workloads: Vec<WorkloadResult>,
+    work: f64,
+    req: &ReplayRequest,
+) -> Replay {
     let range = req.range;
     let hours = range.len_ms() as f64 / HOUR_MS;
     // The share of the range each config is in force (sampled each minute, at its middle).
@@ -258,15 +304,13 @@ pub fn replay(t: &Targets, mut ex: Extracted, req: &ReplayRequest) -> Replay {
             *v /= n.max(1) as f64;
         }
     }
-    let mut placements = Vec::new();
+    let mut placements = Vec::with_capacity(judged.len());
     let mut allocated_after = 0.0;
-    for tg in &t.targets {
-        let (r, a) = judge(tg, t, &ex);
+    for (r, a) in judged {
         allocated_after += a;
         placements.push(r);
     }
-    let workloads = workload_results(t, &ex);
-    let fleet = fleet(t, &ex, req, hours, &shares, allocated_after);
+    let fleet = fleet(t, ex, req, (hours, work), &shares, allocated_after);
 
     let mut deciding = Vec::new();
     let mut verdict = "safe";
@@ -357,57 +401,62 @@ pub fn span_text(spans: &[Span]) -> String {
     s.join(", ")
 }
 
-fn workload_results(t: &Targets, ex: &Extracted) -> Vec<WorkloadResult> {
-    let in_configs: BTreeSet<&str> = t
-        .placed
-        .values()
-        .flat_map(|m| m.keys().map(String::as_str))
-        .collect();
-    t.sources
-        .iter()
-        .map(|(id, s)| {
-            let pts = ex.series.get(id).map(Vec::as_slice).unwrap_or(&[]);
-            let seen = !pts.is_empty();
-            let mut unplaced = Vec::new();
-            if in_configs.contains(id.as_str()) {
-                for p in pts {
-                    if p.mem.unwrap_or(0.0) < MIN_MEMORY_BYTES {
-                        continue;
-                    }
-                    let placed = t
-                        .config_at(p.ts - p.len / 2)
-                        .and_then(|c| t.placed.get(c))
-                        .is_some_and(|m| m.contains_key(id));
-                    if !placed {
-                        unplaced.push((p.ts, p.len));
-                    }
-                }
+/// One workload as the replay found it, from its rows in time order; `in_configs`: some config
+/// of the plan places it.
+pub fn workload_result(
+    t: &Targets,
+    id: &str,
+    s: &WorkloadSource,
+    pts: &[Point],
+    in_configs: bool,
+) -> WorkloadResult {
+    let seen = !pts.is_empty();
+    let mut unplaced = Vec::new();
+    if in_configs {
+        for p in pts {
+            if p.mem().unwrap_or(0.0) < MIN_MEMORY_BYTES {
+                continue;
             }
-            WorkloadResult {
-                id: id.clone(),
-                kind: s.kind.as_str(),
-                node: s.node.clone(),
-                gpu: s.gpu,
-                seen,
-                rows: pts.len() as u64,
-                peak_memory_bytes: pts
-                    .iter()
-                    .filter_map(|p| p.mem)
-                    .reduce(f64::max)
-                    .map(|v| v as u64),
-                unplaced_intervals: unplaced.len() as u64,
-                unplaced: spans(&unplaced),
-                note: (!seen).then(|| "not seen in the replayed range".to_string()),
+            let placed = t
+                .config_at(p.ts - p.length() / 2)
+                .and_then(|c| t.placed.get(c))
+                .is_some_and(|m| m.contains_key(id));
+            if !placed {
+                unplaced.push((p.ts, p.length()));
             }
-        })
-        .collect()
+        }
+    }
+    WorkloadResult {
+        id: id.to_string(),
+        kind: s.kind.as_str(),
+        node: s.node.clone(),
+        gpu: s.gpu,
+        seen,
+        rows: pts.len() as u64,
+        peak_memory_bytes: pts
+            .iter()
+            .filter_map(Point::mem)
+            .reduce(f64::max)
+            .map(|v| v as u64),
+        unplaced_intervals: unplaced.len() as u64,
+        unplaced: spans(&unplaced),
+        note: (!seen).then(|| "not seen in the replayed range".to_string()),
+    }
+}
+
+/// A workload's work: its activity in GPUs × hours (`gpu_slices`: its whole GPU's slices).
+pub fn work(pts: &[Point], gpu_slices: Option<f64>) -> f64 {
+    let slices = gpu_slices.unwrap_or(7.0).max(1.0);
+    pts.iter()
+        .filter_map(|p| p.act().map(|a| a / slices * p.length() as f64 / HOUR_MS))
+        .sum::<f64>()
 }
 
 fn fleet(
     t: &Targets,
     ex: &Extracted,
     req: &ReplayRequest,
-    hours: f64,
+    (hours, work): (f64, f64),
     shares: &BTreeMap<String, f64>,
     allocated_after: f64,
 ) -> FleetResult {
@@ -460,24 +509,6 @@ fn fleet(
         .filter_map(|k| ex.gpus.get(k))
         .map(|g| g.loaded_ms as f64 / HOUR_MS)
         .sum();
-    // The work of the workloads that have a place: activity in GPUs × hours.
-    let members: BTreeSet<&str> = t
-        .targets
-        .iter()
-        .flat_map(|tg| tg.members.iter().map(String::as_str))
-        .collect();
-    let work: f64 = members
-        .iter()
-        .filter_map(|m| {
-            let pts = ex.series.get(*m)?;
-            let slices = ex.gpu_slices.get(*m).copied().unwrap_or(7.0).max(1.0);
-            Some(
-                pts.iter()
-                    .filter_map(|p| p.act.map(|a| a / slices * p.len as f64 / HOUR_MS))
-                    .sum::<f64>(),
-            )
-        })
-        .sum();
     // Energy: known only where every GPU before has power or energy on every row.
     let known = !before.is_empty()
         && before.iter().all(|k| {
@@ -499,9 +530,7 @@ fn fleet(
                 .map(|(s, _)| s)
                 .sum();
             let Some(g) = ex.gpus.get(k) else { continue };
-            let mut p = g.power.clone();
-            let idle = quantile(&mut p, 0.05).unwrap_or(0.0).max(0.0);
-            saved_wh += idle * (1.0 - used).max(0.0) * hours;
+            saved_wh += g.idle_watts * (1.0 - used).max(0.0) * hours;
         }
         let before_kwh = joules / 3.6e6;
         (
@@ -551,12 +580,7 @@ mod tests {
 
     #[test]
     fn median_len_ignores_empty_rows() {
-        let p = |len| Point {
-            ts: 0,
-            len,
-            mem: None,
-            act: None,
-        };
+        let p = |len| Point::new(0, len, None, None);
         assert_eq!(
             median_len(&[p(0), p(60_000), p(60_000), p(300_000)]),
             60_000

@@ -13,6 +13,8 @@
 //!   with no workloads, a plan naming GPUs or nodes not in the data);
 //! - [`series`] — the rows of each workload (and GPU) the plan names, read from the frames one
 //!   node partition at a time;
+//! - [`stream`] — judges each placement and workload as soon as its partitions are read and
+//!   drops its rows, so that a replay holds about one partition's rows at a time;
 //! - [`combine`] — the interval-by-interval model, the verdicts and the fleet figures;
 //! - [`render`] — table and Markdown; [`html`] — one self-contained page with the charts;
 //! - [`train`] — out of sample: a plan made from one range (the MIG planner or the advisor's
@@ -25,6 +27,7 @@ pub mod combine;
 pub mod html;
 pub mod render;
 pub mod series;
+pub mod stream;
 pub mod targets;
 pub mod train;
 
@@ -218,15 +221,17 @@ pub fn run(
     req: &ReplayRequest,
 ) -> Result<Replay, ReplayError> {
     let t = targets::targets(plan, req.config.as_deref())?;
-    let mut ex = series::Extracted::default();
+    let mut ex = series::Extracted::new(t.sources.len());
+    let mut judged = stream::Stream::new(&t);
     for f in parts {
-        series::extract(f, &t.sources, &mut ex)?;
+        let nodes = series::extract(f, &t.sources, &mut ex)?;
+        judged.partition(&mut ex, nodes)?;
     }
-    if ex.gpus.is_empty() && ex.series.is_empty() {
+    if ex.gpus.is_empty() && !ex.workload_rows {
         return Err(ReplayError::NoRows);
     }
     targets::check_in_data(&t, &ex)?;
-    Ok(combine::replay(&t, ex, req))
+    Ok(judged.finish(ex, req))
 }
 
 /// The replay's figures as the plan's `prediction` block (docs/plan.md).
