@@ -38,6 +38,21 @@ use super::{
     CONFIG_KEY, Cluster, ClusterError, GpuPod, NodeSelect, NodeView, PolicyView, StoredConfig,
 };
 
+/// A merge patch setting each label to its value, or removing it (`None`: JSON null), for a
+/// node's `metadata.labels` (also `crate::sharing`'s).
+pub fn labels_patch(labels: &[(&str, Option<&str>)]) -> Patch<serde_json::Value> {
+    let map: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                v.map_or(serde_json::Value::Null, |v| json!(v)),
+            )
+        })
+        .collect();
+    Patch::Merge(json!({ "metadata": { "labels": map } }))
+}
+
 /// The longest one API call (not a watch) may take, by default.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the server keeps one watch open (`timeoutSeconds`) before it is resumed.
@@ -515,16 +530,7 @@ impl Cluster for KubeCluster {
         labels: &[(&str, Option<&str>)],
     ) -> Result<NodeView, ClusterError> {
         let api = self.nodes_api();
-        let map: serde_json::Map<String, serde_json::Value> = labels
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.map_or(serde_json::Value::Null, |v| json!(v)),
-                )
-            })
-            .collect();
-        let patch = Patch::Merge(json!({ "metadata": { "labels": map } }));
+        let patch = labels_patch(labels);
         let n = self.call(
             &format!("label node {node}"),
             api.patch(node, &PatchParams::default(), &patch),

@@ -18,12 +18,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PatchParams, PostParams};
 
 use super::{ApiError, DevicePluginCluster, GpuPod, NodeView, PolicyView, StoredMap};
 use crate::mig_manager::ClusterError;
-use crate::mig_manager::kube::{connect_client, gpu_pod};
+use crate::mig_manager::kube::{connect_client, gpu_pod, labels_patch};
 
 /// kube-rs behind [`DevicePluginCluster`].
 pub struct KubeDevicePlugin {
@@ -243,16 +242,7 @@ impl DevicePluginCluster for KubeDevicePlugin {
         labels: &[(&str, Option<&str>)],
     ) -> Result<NodeView, ApiError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        let map: serde_json::Map<String, serde_json::Value> = labels
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.map_or(serde_json::Value::Null, |v| json!(v)),
-                )
-            })
-            .collect();
-        let patch = Patch::Merge(json!({ "metadata": { "labels": map } }));
+        let patch = labels_patch(labels);
         let n = self.call(
             &format!("label node {node}"),
             api.patch(node, &PatchParams::default(), &patch),
