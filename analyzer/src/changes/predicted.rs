@@ -93,8 +93,9 @@ fn hours_between(from: &str, until: &str) -> Option<f64> {
     (h > 0.0).then_some(h)
 }
 
+/// Rounded to 3 decimals; never `-0`.
 fn r3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    (x * 1000.0).round() / 1000.0 + 0.0
 }
 
 /// `node/GPU3` → its node and index (`node/GPU3/GI1` too).

@@ -35,7 +35,7 @@ pub fn section(checks: Option<&[OutOfSample]>) -> Option<Section> {
     .map(|h| h.to_string())
     .collect();
     for c in checks {
-        let unknown = || "-".to_string();
+        let unknown = || "unknown".to_string();
         s.rows.push(vec![
             c.kind.to_string(),
             format!("{} .. {}", short(&c.trained_from), short(&c.trained_until)),
