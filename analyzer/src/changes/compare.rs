@@ -1,7 +1,7 @@
 //! Equal periods around a change and their usage: [`windows`] (pure: the longest period that
 //! fits on both sides, outside the settling margin and the neighbouring changes, in whole rows)
-//! and the sums over the rows of both periods per fleet, node and team ([`tally`] reads one
-//! partition's frames; [`Acc::finish`] rounds and prices, pure).
+//! and the sums over the rows of both periods per fleet, node and team ([`tally_all`] reads
+//! each partition's frames once for every change; [`Acc::finish`] rounds and prices, pure).
 //!
 //! The rules are the report's: a row is in use when it holds ≥ 1 GiB or its activity is above
 //! 5%; activity is SM activity, else the busy ratio; energy is the counter's, else mean power ×
@@ -12,10 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::*;
 
+use super::keys::{Interner, gpu_ids, workload_ids};
 use super::model::{
     Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
 };
-use super::scan::{Interner, gpu_ids, workload_ids};
 use super::{ChangeRequest, ChangesError};
 use crate::frames::Frames;
 use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
@@ -81,9 +81,10 @@ pub fn windows(
 /// One GPU row's hours, activity and energy (J), for the teams' split.
 type RowFigures = (f64, Option<f64>, Option<f64>);
 
-#[derive(Default)]
-struct Sum {
-    gpus: BTreeSet<String>,
+/// One period's sums; `G` names the GPUs counted (labels in [`Acc`], a partition's label ids
+/// in [`PartAcc`]).
+struct Sum<G> {
+    gpus: BTreeSet<G>,
     observed: f64,
     in_use: f64,
     busy: f64,
@@ -94,20 +95,45 @@ struct Sum {
     energy: Option<f64>,
 }
 
-#[derive(Default)]
-struct TeamSum {
-    processes: BTreeSet<String>,
+impl<G> Default for Sum<G> {
+    fn default() -> Self {
+        Sum {
+            gpus: BTreeSet::new(),
+            observed: 0.0,
+            in_use: 0.0,
+            busy: 0.0,
+            act_h: 0.0,
+            use_h: 0.0,
+            energy: None,
+        }
+    }
+}
+
+/// One team's sums in one period; `P` names its processes as `G` does GPUs.
+struct TeamSum<P> {
+    processes: BTreeSet<P>,
     gpu_hours: f64,
     /// Σ activity × share; `None` while no row of the team's GPUs had activity.
     busy: Option<f64>,
     energy: Option<f64>,
 }
 
-/// The sums of both periods, over the partitions read so far.
+impl<P> Default for TeamSum<P> {
+    fn default() -> Self {
+        TeamSum {
+            processes: BTreeSet::new(),
+            gpu_hours: 0.0,
+            busy: None,
+            energy: None,
+        }
+    }
+}
+
+/// The sums of both periods of one change, over every partition.
 pub(super) struct Acc {
-    fleet: [Sum; 2],
-    nodes: BTreeMap<String, [Sum; 2]>,
-    teams: BTreeMap<String, [TeamSum; 2]>,
+    fleet: [Sum<String>; 2],
+    nodes: BTreeMap<String, [Sum<String>; 2]>,
+    teams: BTreeMap<String, [TeamSum<String>; 2]>,
 }
 
 impl Acc {
@@ -118,13 +144,61 @@ impl Acc {
             teams: BTreeMap::new(),
         }
     }
+
+    /// Adds one partition's sums (partitions in order: the output does not depend on which
+    /// worker read which).
+    fn merge(&mut self, p: PartAcc, labels: &[String], keys: &[String]) {
+        fn sum(into: &mut Sum<String>, from: Sum<u32>, labels: &[String]) {
+            into.gpus
+                .extend(from.gpus.into_iter().map(|g| labels[g as usize].clone()));
+            into.observed += from.observed;
+            into.in_use += from.in_use;
+            into.busy += from.busy;
+            into.act_h += from.act_h;
+            into.use_h += from.use_h;
+            if let Some(e) = from.energy {
+                *into.energy.get_or_insert(0.0) += e;
+            }
+        }
+        fn opt(into: &mut Option<f64>, from: Option<f64>) {
+            if let Some(x) = from {
+                *into.get_or_insert(0.0) += x;
+            }
+        }
+        for (side, s) in p.fleet.into_iter().enumerate() {
+            sum(&mut self.fleet[side], s, labels);
+        }
+        for (node, sides) in p.nodes {
+            let into = self.nodes.entry(node).or_default();
+            for (side, s) in sides.into_iter().enumerate() {
+                sum(&mut into[side], s, labels);
+            }
+        }
+        for (team, sides) in p.teams {
+            let into = self.teams.entry(team).or_default();
+            for (side, t) in sides.into_iter().enumerate() {
+                let to = &mut into[side];
+                to.processes
+                    .extend(t.processes.into_iter().map(|k| keys[k as usize].clone()));
+                to.gpu_hours += t.gpu_hours;
+                opt(&mut to.busy, t.busy);
+                opt(&mut to.energy, t.energy);
+            }
+        }
+    }
+}
+
+/// One partition's sums of both periods of one change, its GPUs and processes by id.
+#[derive(Default)]
+struct PartAcc {
+    fleet: [Sum<u32>; 2],
+    nodes: BTreeMap<String, [Sum<u32>; 2]>,
+    teams: BTreeMap<String, [TeamSum<u32>; 2]>,
 }
 
 /// Adds one row: `in_use` is `None` when the row has neither memory nor activity.
-fn add(s: &mut Sum, gpu: &str, h: f64, act: Option<f64>, in_use: Option<bool>, e: Option<f64>) {
-    if !s.gpus.contains(gpu) {
-        s.gpus.insert(gpu.to_string());
-    }
+fn add(s: &mut Sum<u32>, gpu: u32, h: f64, act: Option<f64>, in_use: Option<bool>, e: Option<f64>) {
+    s.gpus.insert(gpu);
     s.observed += h;
     if let Some(u) = in_use {
         s.use_h += h;
@@ -141,22 +215,73 @@ fn add(s: &mut Sum, gpu: &str, h: f64, act: Option<f64>, in_use: Option<bool>, e
     }
 }
 
-fn select(f: &LazyFrame, w: &Window, columns: &[&str]) -> LazyFrame {
+/// The rows of `f` ending in any of the windows' periods, with `columns`.
+fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
+    let from = windows.iter().map(|w| w.before.0).min().unwrap_or(0);
+    let until = windows.iter().map(|w| w.after.1).max().unwrap_or(0);
     f.clone()
         .with_column(ts_ms())
-        .filter(
-            col("ts")
-                .gt(lit(w.before.0))
-                .and(col("ts").lt_eq(lit(w.after.1))),
-        )
+        .filter(col("ts").gt(lit(from)).and(col("ts").lt_eq(lit(until))))
         .select(columns.iter().map(|c| col(*c)).collect::<Vec<_>>())
 }
 
-/// Adds one partition's rows of both periods.
-pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), ChangesError> {
+/// Sums both periods of every window over every partition: the partitions are read once each
+/// (all windows from one read), on a few worker threads, and added in partition order.
+pub(super) fn tally_all(parts: &[&Frames], windows: &[Window]) -> Result<Vec<Acc>, ChangesError> {
+    let mut accs: Vec<Acc> = windows.iter().map(|_| Acc::new()).collect();
+    if windows.is_empty() {
+        return Ok(accs);
+    }
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+        .min(parts.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    type Done = (usize, Result<PartTally, ChangesError>);
+    let done: std::sync::Mutex<Vec<Done>> = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(f) = parts.get(i) else { break };
+                    let r = tally(f, windows);
+                    let failed = r.is_err();
+                    done.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
+                    if failed {
+                        // No more partitions for anyone: the first error is the answer.
+                        next.store(parts.len(), std::sync::atomic::Ordering::Relaxed);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    for (_, part) in done {
+        let part = part?;
+        for (acc, p) in accs.iter_mut().zip(part.accs) {
+            acc.merge(p, &part.labels, &part.keys);
+        }
+    }
+    Ok(accs)
+}
+
+/// One partition's sums per window, and the names of its GPU and process ids.
+struct PartTally {
+    accs: Vec<PartAcc>,
+    labels: Vec<String>,
+    keys: Vec<String>,
+}
+
+/// Sums one partition's rows of both periods of every window.
+fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError> {
+    let mut accs: Vec<PartAcc> = windows.iter().map(|_| PartAcc::default()).collect();
     let gpu = select(
         &frames.gpu,
-        w,
+        windows,
         &[
             "node",
             "gpu",
@@ -177,6 +302,7 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
     {
         let gpu_of = gpu_ids(&gpu, &mut labels)?;
         let node = strs(&gpu, "node")?;
+        let node = node.ids();
         let (ts, interval) = (i64s(&gpu, "ts")?, i64s(&gpu, "interval_ms")?);
         let (busy, sm, mem) = (
             f64s(&gpu, "busy_mean")?,
@@ -187,9 +313,13 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             f64s(&gpu, "power_mean_watts")?,
             f64s(&gpu, "energy_delta_joules")?,
         );
+        // Per node id: its name ("?" for none).
+        let names: Vec<&str> = node.strings.clone();
         for (i, &g) in gpu_of.iter().enumerate() {
             let Some(t) = ts.get(i) else { continue };
-            let Some(side) = w.side(t) else { continue };
+            if windows.iter().all(|w| w.side(t).is_none()) {
+                continue;
+            }
             let iv = interval.get(i).unwrap_or(0).max(0);
             let h = iv as f64 / HOUR_MS;
             let act = sm.get(i).or(busy.get(i));
@@ -198,20 +328,22 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             let e = energy
                 .get(i)
                 .or_else(|| power.get(i).map(|p| p * iv as f64 / 1000.0));
-            let label = &labels.names[g as usize];
-            add(&mut acc.fleet[side], label, h, act, in_use, e);
-            let n = node.get(i).unwrap_or("?");
-            let per = match acc.nodes.get_mut(n) {
-                Some(p) => p,
-                None => acc.nodes.entry(n.to_string()).or_default(),
-            };
-            add(&mut per[side], label, h, act, in_use, e);
+            let n = node.at(i).map_or("?", |n| names[n as usize]);
+            for (w, acc) in windows.iter().zip(accs.iter_mut()) {
+                let Some(side) = w.side(t) else { continue };
+                add(&mut acc.fleet[side], g, h, act, in_use, e);
+                let per = match acc.nodes.get_mut(n) {
+                    Some(p) => p,
+                    None => acc.nodes.entry(n.to_string()).or_default(),
+                };
+                add(&mut per[side], g, h, act, in_use, e);
+            }
             rows.insert((g, t), (h, act, e));
         }
     }
     let p = select(
         &frames.process,
-        w,
+        windows,
         &[
             "node",
             "gpu",
@@ -231,16 +363,19 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
     let (ns, slurm) = (strs(&p, "namespace")?, strs(&p, "slurm_job_id")?);
     let (ns, slurm) = (ns.ids(), slurm.ids());
     let ts = i64s(&p, "ts")?;
+    // Processes per (GPU, ts): a row's share of its GPU's row.
     let mut on_gpu: FastMap<(u32, i64), u32> = FastMap::default();
     let mut procs = Vec::with_capacity(p.height());
     for (i, &g) in gpu_of.iter().enumerate() {
         let Some(t) = ts.get(i) else { continue };
-        let Some(side) = w.side(t) else { continue };
+        if windows.iter().all(|w| w.side(t).is_none()) {
+            continue;
+        }
         *on_gpu.entry((g, t)).or_default() += 1;
-        procs.push((i, t, side, g));
+        procs.push((i, t, g));
     }
     let mut teams: FastMap<(Option<u32>, Option<u32>), String> = FastMap::default();
-    for (i, t, side, g) in procs {
+    for (i, t, g) in procs {
         let team = teams.entry((ns.at(i), slurm.at(i))).or_insert_with(|| {
             match (ns.get(i), slurm.get(i)) {
                 (Some(n), _) => n.to_string(),
@@ -249,25 +384,30 @@ pub(super) fn tally(frames: &Frames, w: &Window, acc: &mut Acc) -> Result<(), Ch
             }
         });
         let n = f64::from(on_gpu[&(g, t)].max(1));
-        let s = match acc.teams.get_mut(team.as_str()) {
-            Some(s) => &mut s[side],
-            None => &mut acc.teams.entry(team.clone()).or_default()[side],
-        };
-        let key = &keys.names[workload_of[i] as usize];
-        if !s.processes.contains(key) {
-            s.processes.insert(key.clone());
-        }
-        if let Some(&(h, act, e)) = rows.get(&(g, t)) {
-            s.gpu_hours += h / n;
-            if let Some(a) = act {
-                *s.busy.get_or_insert(0.0) += a * h / n;
-            }
-            if let Some(e) = e {
-                *s.energy.get_or_insert(0.0) += e / n;
+        let figures = rows.get(&(g, t));
+        for (w, acc) in windows.iter().zip(accs.iter_mut()) {
+            let Some(side) = w.side(t) else { continue };
+            let s = match acc.teams.get_mut(team.as_str()) {
+                Some(s) => &mut s[side],
+                None => &mut acc.teams.entry(team.clone()).or_default()[side],
+            };
+            s.processes.insert(workload_of[i]);
+            if let Some(&(h, act, e)) = figures {
+                s.gpu_hours += h / n;
+                if let Some(a) = act {
+                    *s.busy.get_or_insert(0.0) += a * h / n;
+                }
+                if let Some(e) = e {
+                    *s.energy.get_or_insert(0.0) += e / n;
+                }
             }
         }
     }
-    Ok(())
+    Ok(PartTally {
+        accs,
+        labels: labels.names,
+        keys: keys.names,
+    })
 }
 
 fn r3(x: f64) -> f64 {
@@ -277,7 +417,7 @@ fn r2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn usage(s: &Sum, hours: f64, req: &ChangeRequest) -> PeriodUsage {
+fn usage(s: &Sum<String>, hours: f64, req: &ChangeRequest) -> PeriodUsage {
     let kwh = s.energy.map(|j| r3(j / 3.6e6));
     let in_use = (s.use_h > 0.0).then_some(s.in_use);
     let busy = (s.act_h > 0.0).then_some(s.busy);
@@ -319,7 +459,7 @@ fn delta(b: &PeriodUsage, a: &PeriodUsage) -> PeriodDelta {
     }
 }
 
-fn keyed(key: &str, s: &[Sum; 2], hours: f64, req: &ChangeRequest) -> KeyedPeriods {
+fn keyed(key: &str, s: &[Sum<String>; 2], hours: f64, req: &ChangeRequest) -> KeyedPeriods {
     let (before, after) = (usage(&s[0], hours, req), usage(&s[1], hours, req));
     KeyedPeriods {
         key: key.to_string(),
@@ -329,7 +469,7 @@ fn keyed(key: &str, s: &[Sum; 2], hours: f64, req: &ChangeRequest) -> KeyedPerio
     }
 }
 
-fn team(s: &TeamSum, req: &ChangeRequest) -> TeamUsage {
+fn team(s: &TeamSum<String>, req: &ChangeRequest) -> TeamUsage {
     let kwh = s.energy.map(|j| r3(j / 3.6e6));
     TeamUsage {
         processes: s.processes.len(),

@@ -4,11 +4,12 @@
 //! for each change equal periods before and after it compared — GPUs in use, allocation and work
 //! utilization, idle and free GPU-hours, energy and cost — per fleet, node and team.
 //!
-//! [`run`] is the workflow over frames already read: one scan per partition ([`scan`]: the
-//! per-GPU MIG state and each workload's devices, reduced to events and runs), the events
-//! grouped into changes ([`detect`], pure), then one tally per partition over the compared
-//! windows ([`compare`], pure sums over rows). `--change-at` gives the time instead of detecting
-//! it ([`ChangeRequest::at`]).
+//! [`run`] is the workflow over frames already read: one scan per partition ([`scan::part`], run
+//! by the report pass on the partition it holds in memory: the per-GPU MIG states and each
+//! workload's devices, reduced to states and runs), the events found and grouped into changes
+//! ([`detect`], pure), then one more read of each partition for the compared windows of every
+//! change at once ([`compare`], sums over rows). `--change-at` gives the time instead of
+//! detecting it ([`ChangeRequest::at`]).
 //!
 //! The apply journal beside a history (`journal`) adds `journal` events: the caller reads it
 //! (`journal::beside`) and passes its runs in [`ChangeRequest::journal`].
@@ -24,9 +25,10 @@
 mod compare;
 mod detect;
 pub mod journal;
+mod keys;
 mod model;
 pub mod predicted;
-mod scan;
+pub mod scan;
 
 pub use compare::{Window, windows};
 pub use detect::{Event, EventKind, group};
@@ -102,22 +104,20 @@ impl ChangeRequest {
 }
 
 /// Finds the changes in `req.range` (or takes `req.at`) and compares equal periods around each.
-pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, ChangesError> {
+/// `scans` are the partitions' [`scan::part`] over `req.range`, in the order of `parts`.
+pub fn run(
+    parts: &[&Frames],
+    scans: Vec<scan::PartScan>,
+    req: &ChangeRequest,
+) -> Result<ChangeSection, ChangesError> {
     req.check()?;
     let (since, until) = (req.range.since, req.range.until);
-    // The margin needs the rows' length: the longest row of the GPU tables, read first (cheap).
-    let mut interval = 0;
-    for f in parts {
-        interval = interval.max(scan::longest_row(f, since, until)?);
-    }
+    // The margin needs the rows' length: the longest row of the GPU tables.
+    let interval = scans.iter().map(|s| s.longest).max().unwrap_or(0);
     let settle = SETTLE_MS.max(interval);
-    let mut scans = Vec::with_capacity(parts.len());
-    for f in parts {
-        scans.push(scan::scan(f, since, until, settle)?);
-    }
-    let mut events: Vec<Event> = scans.iter_mut().flat_map(|s| s.events.drain(..)).collect();
+    let mut events: Vec<Event> = scans.iter().flat_map(|s| s.events(settle)).collect();
     events.extend(detect::moves(
-        scans.iter_mut().flat_map(|s| s.runs.drain(..)),
+        scans.into_iter().flat_map(|s| s.runs),
         settle,
     ));
     events.extend(journal::events(&req.journal, (since, until)));
@@ -131,20 +131,23 @@ pub fn run(parts: &[&Frames], req: &ChangeRequest) -> Result<ChangeSection, Chan
     // Every change bounds its neighbours' periods, listed or not.
     let cuts: Vec<i64> = groups.iter().map(|g| g.0).collect();
     let found = groups.len();
-    let mut changes = Vec::with_capacity(found.min(MAX_CHANGES));
-    for (i, (at, evs)) in groups.into_iter().take(MAX_CHANGES).enumerate() {
-        // Neighbouring changes bound the periods (a given time stands alone).
-        let prev = i.checked_sub(1).map(|p| cuts[p]);
-        let next = cuts.get(i + 1).copied();
-        let w = windows(at, (since, until), prev, next, settle, interval);
-        let comparison = match &w {
-            Some(w) => {
-                let mut acc = compare::Acc::new();
-                for f in parts {
-                    compare::tally(f, w, &mut acc)?;
-                }
-                Some(acc.finish(w, req))
-            }
+    let listed: Vec<(i64, Vec<Event>)> = groups.into_iter().take(MAX_CHANGES).collect();
+    // Neighbouring changes bound the periods (a given time stands alone).
+    let ws: Vec<Option<Window>> = listed
+        .iter()
+        .enumerate()
+        .map(|(i, (at, _))| {
+            let prev = i.checked_sub(1).map(|p| cuts[p]);
+            let next = cuts.get(i + 1).copied();
+            windows(*at, (since, until), prev, next, settle, interval)
+        })
+        .collect();
+    let compared: Vec<Window> = ws.iter().flatten().copied().collect();
+    let mut accs = compare::tally_all(parts, &compared)?.into_iter();
+    let mut changes = Vec::with_capacity(listed.len());
+    for ((at, evs), w) in listed.into_iter().zip(&ws) {
+        let comparison = match w {
+            Some(w) => accs.next().map(|acc| acc.finish(w, req)),
             None => None,
         };
         changes.push(model::change(at, evs, comparison, req.at.is_some(), settle));

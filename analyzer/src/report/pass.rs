@@ -1,6 +1,6 @@
 //! One read per node partition for the whole weekly report: the advisor's detectors, the
-//! report's tallies ([`PartTally`]) and the MIG planner's demand
-//! ([`demand::extract_part`]) all run on the advisor's worker that holds the partition, from
+//! report's tallies ([`PartTally`]), the MIG planner's demand ([`demand::extract_part`]) and the
+//! change scan ([`changes::scan::part`]) all run on the advisor's worker that holds the partition, from
 //! the partition's rows read once into memory (the columns any of them uses, the report range
 //! and the period before it). Each would otherwise decode the same Parquet columns again, and
 //! run in a phase of its own.
@@ -18,13 +18,14 @@ use polars::prelude::*;
 
 use super::{PartTally, Prices, ReportError};
 use crate::advisor::{self, AdvisorError, Analysis, Params};
+use crate::changes;
 use crate::frames::shared::PartStrs;
 use crate::frames::{Frames, Table};
 use crate::mig_planner::demand::{self, Demand, DemandParams};
 
 /// Time spent in each step, summed over the workers (`TESSERA_TIMINGS`).
 #[derive(Default)]
-struct Spent([AtomicU64; 3]);
+struct Spent([AtomicU64; 4]);
 
 impl Spent {
     fn add(&self, step: usize, since: std::time::Instant) {
@@ -42,6 +43,8 @@ pub struct Pass {
     pub analysis: Analysis,
     pub tally: PartTally,
     pub demand: Demand,
+    /// The change scan of each partition over the range, in partition order.
+    pub scans: Vec<changes::scan::PartScan>,
 }
 
 /// The columns of `t` that the detectors, the tallies or the demand read, in a fixed order.
@@ -61,6 +64,7 @@ fn columns(t: Table) -> Vec<&'static str> {
         .chain(
             crate::energy::frames::COLUMNS
                 .iter()
+                .chain(changes::scan::COLUMNS.iter())
                 .filter(|(u, _)| *u == t)
                 .map(|(_, c)| *c),
         );
@@ -139,6 +143,7 @@ pub fn run(
     let len = (end - start).max(0);
     let tally = PartTally::new(range, params.tz, prices);
     let demands: Mutex<Vec<(usize, demand::PartDemand)>> = Mutex::new(Vec::new());
+    let scans: Mutex<Vec<(usize, changes::scan::PartScan)>> = Mutex::new(Vec::new());
     // The first error of a step, kept as it is (the advisor only carries its own errors).
     let failed: Mutex<Option<ReportError>> = Mutex::new(None);
     let spent = Spent::default();
@@ -167,6 +172,15 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .push((i, d));
             spent.add(2, t);
+            let t = std::time::Instant::now();
+            // Rows outside the range are skipped, not filtered: `mem`'s columns are the ones
+            // whose strings were interned above.
+            let scan = changes::scan::part(&mem, start, end)?;
+            scans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((i, scan));
+            spent.add(3, t);
             Ok(cur)
         };
         match run() {
@@ -196,7 +210,10 @@ pub fn run(
         on_done,
         &step,
     );
-    for (i, step) in ["read", "tallies", "MIG demand"].into_iter().enumerate() {
+    for (i, step) in ["read", "tallies", "MIG demand", "change scan"]
+        .into_iter()
+        .enumerate()
+    {
         crate::timing::report("report pass (summed)", step, spent.get(i));
     }
     let analysis = match analysis {
@@ -214,9 +231,12 @@ pub fn run(
     // The demand reads rows after the start, as the advisor does.
     let cur: Vec<Frames> = parts.iter().map(|f| f.within(start, end)).collect();
     let demand = demand::merge_parts(extracted, &cur.iter().collect::<Vec<_>>(), demand_params)?;
+    let mut scans = scans.into_inner().unwrap_or_else(|e| e.into_inner());
+    scans.sort_by_key(|(i, _)| *i);
     Ok(Pass {
         analysis,
         tally,
         demand,
+        scans: scans.into_iter().map(|(_, s)| s).collect(),
     })
 }

@@ -88,7 +88,7 @@ pub fn run(
         },
     )?;
     watch.lap("finish");
-    let d = pass.demand;
+    let d = &pass.demand;
     report.mig = Some(
         match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
             Ok(plan) if !plan.gpus.is_empty() => mig_section(&d, &plan, req.top),
@@ -100,7 +100,7 @@ pub fn run(
         },
     );
     let watch = Stopwatch::start("report");
-    report.changes = Some(changes::run(parts, &change)?);
+    report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
     Ok(report)
 }

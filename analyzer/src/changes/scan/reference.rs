@@ -1,14 +1,15 @@
-//! One partition's rows read for change detection: each GPU's MIG state per row (mode and
-//! instances) reduced to events, and each workload's devices per row reduced to runs. Reads
-//! the lazy frames it is given (rows ending in `(since, until]`); decides nothing itself
-//! ([`super::detect`] does).
+//! The tests' reference: the change scan as it was before it ran in the report pass, row by row
+//! through maps and sets (one partition's lazy frames filtered to `(since, until]`, each GPU's
+//! states per row, each workload's devices per `ts` in a `BTreeSet`). [`super::part`] must give
+//! the same events and runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::*;
 
-use super::ChangesError;
-use super::detect::{Event, GpuState, Run, gpu_events};
+use super::super::ChangesError;
+use super::super::detect::{Event, GpuState, Run, gpu_events};
+use super::super::keys::{Interner, gpu_ids, workload_ids};
 use crate::frames::Frames;
 use crate::frames::columns::{FastMap, bools, i64s, strs, ts_ms};
 
@@ -26,38 +27,6 @@ pub(super) fn longest_row(frames: &Frames, since: i64, until: i64) -> Result<i64
         .select([col("interval_ms").max()])
         .collect()?;
     Ok(i64s(&df, "interval_ms")?.get(0).unwrap_or(0).max(0))
-}
-
-/// A GPU's label: `node/GPUi`, else `node/uuid`.
-fn gpu_label(node: Option<&str>, index: Option<i64>, uuid: Option<&str>) -> String {
-    let node = node.unwrap_or("?");
-    match (index, uuid) {
-        (Some(i), _) => format!("{node}/GPU{i}"),
-        (None, Some(u)) => format!("{node}/{u}"),
-        (None, None) => format!("{node}/?"),
-    }
-}
-
-/// A workload's identity: the pod (`namespace/pod`), else the Slurm job and process, else the
-/// node, pid and process name (a process cannot keep its pid on another node).
-fn workload_key(
-    node: Option<&str>,
-    pid: Option<i64>,
-    process: Option<&str>,
-    namespace: Option<&str>,
-    pod: Option<&str>,
-    slurm: Option<&str>,
-) -> String {
-    match (pod, slurm) {
-        (Some(p), _) => format!("{}/{p}", namespace.unwrap_or("default")),
-        (None, Some(j)) => format!("slurm job {j} {}", process.unwrap_or("?")),
-        (None, None) => format!(
-            "{} pid {} ({})",
-            node.unwrap_or("?"),
-            pid.map_or("?".into(), |p| p.to_string()),
-            process.unwrap_or("?")
-        ),
-    }
 }
 
 fn in_range(f: &LazyFrame, since: i64, until: i64, columns: &[&str]) -> LazyFrame {
@@ -226,84 +195,4 @@ pub(super) fn scan(
         }
         Ok(Scan { events, runs })
     }
-}
-
-/// Strings numbered in order of first appearance.
-#[derive(Default)]
-pub(super) struct Interner {
-    map: FastMap<String, u32>,
-    pub names: Vec<String>,
-}
-
-impl Interner {
-    pub(super) fn id(&mut self, s: String) -> u32 {
-        if let Some(&id) = self.map.get(&s) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(s.clone());
-        self.map.insert(s, id);
-        id
-    }
-}
-
-/// Each row's GPU (its [`gpu_label`] interned in `labels`): a label is built once per distinct
-/// (node, index, uuid) of the frame.
-pub(super) fn gpu_ids(df: &DataFrame, labels: &mut Interner) -> Result<Vec<u32>, ChangesError> {
-    let (node, uuid, index) = (strs(df, "node")?, strs(df, "uuid")?, i64s(df, "gpu")?);
-    let (n, u) = (node.ids(), uuid.ids());
-    /// A row's (node, index, uuid) by string ids.
-    type Key = (Option<u32>, Option<i64>, Option<u32>);
-    let mut cache: FastMap<Key, u32> = FastMap::default();
-    Ok((0..df.height())
-        .map(|i| {
-            *cache
-                .entry((n.at(i), index.get(i), u.at(i)))
-                .or_insert_with(|| labels.id(gpu_label(n.get(i), index.get(i), u.get(i))))
-        })
-        .collect())
-}
-
-/// Each row's workload (its [`workload_key`] interned in `keys`), built once per distinct
-/// identity of the frame.
-pub(super) fn workload_ids(df: &DataFrame, keys: &mut Interner) -> Result<Vec<u32>, ChangesError> {
-    let (node, name) = (strs(df, "node")?, strs(df, "process")?);
-    let (ns, pod, slurm) = (
-        strs(df, "namespace")?,
-        strs(df, "pod")?,
-        strs(df, "slurm_job_id")?,
-    );
-    let pid = i64s(df, "pid")?;
-    let (node, name, ns, pod, slurm) = (node.ids(), name.ids(), ns.ids(), pod.ids(), slurm.ids());
-    type Key = (
-        Option<u32>,
-        Option<i64>,
-        Option<u32>,
-        Option<u32>,
-        Option<u32>,
-        Option<u32>,
-    );
-    let mut cache: FastMap<Key, u32> = FastMap::default();
-    Ok((0..df.height())
-        .map(|i| {
-            let key = (
-                node.at(i),
-                pid.get(i),
-                name.at(i),
-                ns.at(i),
-                pod.at(i),
-                slurm.at(i),
-            );
-            *cache.entry(key).or_insert_with(|| {
-                keys.id(workload_key(
-                    node.get(i),
-                    pid.get(i),
-                    name.get(i),
-                    ns.get(i),
-                    pod.get(i),
-                    slurm.get(i),
-                ))
-            })
-        })
-        .collect())
 }
