@@ -95,6 +95,18 @@ struct Sum<G> {
     energy: Option<f64>,
 }
 
+impl<G> Clone for Sum<G>
+where
+    G: Clone,
+{
+    fn clone(&self) -> Self {
+        Sum {
+            gpus: self.gpus.clone(),
+            ..*self
+        }
+    }
+}
+
 impl<G> Default for Sum<G> {
     fn default() -> Self {
         Sum {
@@ -116,6 +128,15 @@ struct TeamSum<P> {
     /// Σ activity × share; `None` while no row of the team's GPUs had activity.
     busy: Option<f64>,
     energy: Option<f64>,
+}
+
+impl<P: Clone> Clone for TeamSum<P> {
+    fn clone(&self) -> Self {
+        TeamSum {
+            processes: self.processes.clone(),
+            ..*self
+        }
+    }
 }
 
 impl<P> Default for TeamSum<P> {
@@ -196,25 +217,6 @@ struct PartAcc {
     teams: BTreeMap<String, [TeamSum<u32>; 2]>,
 }
 
-/// Adds one row: `in_use` is `None` when the row has neither memory nor activity.
-fn add(s: &mut Sum<u32>, gpu: u32, h: f64, act: Option<f64>, in_use: Option<bool>, e: Option<f64>) {
-    s.gpus.insert(gpu);
-    s.observed += h;
-    if let Some(u) = in_use {
-        s.use_h += h;
-        if u {
-            s.in_use += h;
-        }
-    }
-    if let Some(a) = act {
-        s.busy += a * h;
-        s.act_h += h;
-    }
-    if let Some(e) = e {
-        *s.energy.get_or_insert(0.0) += e;
-    }
-}
-
 /// The rows of `f` ending in any of the windows' periods, with `columns`.
 fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
     let from = windows.iter().map(|w| w.before.0).min().unwrap_or(0);
@@ -258,6 +260,11 @@ pub(super) fn tally_all(parts: &[&Frames], windows: &[Window]) -> Result<Vec<Acc
             });
         }
     });
+    crate::timing::report(
+        "changes (summed)",
+        "read",
+        std::time::Duration::from_nanos(READ.load(std::sync::atomic::Ordering::Relaxed)),
+    );
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_by_key(|(i, _)| *i);
     for (_, part) in done {
@@ -269,6 +276,8 @@ pub(super) fn tally_all(parts: &[&Frames], windows: &[Window]) -> Result<Vec<Acc
     Ok(accs)
 }
 
+static READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One partition's sums per window, and the names of its GPU and process ids.
 struct PartTally {
     accs: Vec<PartAcc>,
@@ -276,9 +285,108 @@ struct PartTally {
     keys: Vec<String>,
 }
 
+/// The windows' periods a row ending at `ts` is in, as (window, side), for the last `ts` asked
+/// (rows come `ts` by `ts`).
+struct SidesAt<'w> {
+    windows: &'w [Window],
+    ts: Option<i64>,
+    list: Vec<(usize, usize)>,
+}
+
+impl<'w> SidesAt<'w> {
+    fn new(windows: &'w [Window]) -> Self {
+        SidesAt {
+            windows,
+            ts: None,
+            list: Vec::new(),
+        }
+    }
+
+    fn of(&mut self, ts: i64) -> &[(usize, usize)] {
+        if self.ts != Some(ts) {
+            self.ts = Some(ts);
+            self.list.clear();
+            for (k, w) in self.windows.iter().enumerate() {
+                if let Some(side) = w.side(ts) {
+                    self.list.push((k, side));
+                }
+            }
+        }
+        &self.list
+    }
+}
+
+/// A partition's period sums while its rows are read: GPUs and processes as flags by id.
+#[derive(Default, Clone)]
+struct Dense {
+    sum: Sum<u32>,
+    seen: Vec<bool>,
+}
+
+impl Dense {
+    fn add(&mut self, gpu: u32, h: f64, act: Option<f64>, in_use: Option<bool>, e: Option<f64>) {
+        let g = gpu as usize;
+        if g >= self.seen.len() {
+            self.seen.resize(g + 1, false);
+        }
+        self.seen[g] = true;
+        let s = &mut self.sum;
+        s.observed += h;
+        if let Some(u) = in_use {
+            s.use_h += h;
+            if u {
+                s.in_use += h;
+            }
+        }
+        if let Some(a) = act {
+            s.busy += a * h;
+            s.act_h += h;
+        }
+        if let Some(e) = e {
+            *s.energy.get_or_insert(0.0) += e;
+        }
+    }
+
+    fn done(self) -> Sum<u32> {
+        let mut s = self.sum;
+        s.gpus = (0..self.seen.len() as u32)
+            .filter(|&g| self.seen[g as usize])
+            .collect();
+        s
+    }
+}
+
+/// One team's sums in one period while the rows are read.
+#[derive(Default, Clone)]
+struct DenseTeam {
+    sum: TeamSum<u32>,
+    seen: Vec<bool>,
+}
+
+impl DenseTeam {
+    fn done(self) -> TeamSum<u32> {
+        let mut t = self.sum;
+        t.processes = (0..self.seen.len() as u32)
+            .filter(|&k| self.seen[k as usize])
+            .collect();
+        t
+    }
+}
+
+/// One window's sums of a partition while its rows are read: the nodes by node id, the teams by
+/// team index (`None` until a row of theirs is in a period).
+#[derive(Default)]
+struct DenseAcc {
+    fleet: [Dense; 2],
+    nodes: Vec<Option<[Dense; 2]>>,
+    teams: Vec<Option<[DenseTeam; 2]>>,
+}
+
 /// Sums one partition's rows of both periods of every window.
 fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError> {
-    let mut accs: Vec<PartAcc> = windows.iter().map(|_| PartAcc::default()).collect();
+    let mut accs: Vec<DenseAcc> = windows.iter().map(|_| DenseAcc::default()).collect();
+    let mut sides = SidesAt::new(windows);
+    let t0 = std::time::Instant::now();
     let gpu = select(
         &frames.gpu,
         windows,
@@ -296,13 +404,21 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
         ],
     )
     .collect()?;
+    READ.fetch_add(
+        t0.elapsed().as_nanos() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mut labels = Interner::default();
-    // Per (GPU, ts): hours, activity, energy (J) of the row, for the teams.
-    let mut rows: FastMap<(u32, i64), RowFigures> = FastMap::default();
+    // Per (GPU, ts): hours, activity, energy (J) of the row (the last of equal rows), and the
+    // number of process rows on it, for the teams.
+    let mut rows: FastMap<(u32, i64), (Option<RowFigures>, u32)> = FastMap::default();
+    let node = strs(&gpu, "node")?;
+    let node = node.ids();
+    // Node ids, and one more for rows without a node ("?").
+    let none = node.strings.len();
+    let node_name = |n: usize| node.strings.get(n).copied().unwrap_or("?");
     {
         let gpu_of = gpu_ids(&gpu, &mut labels)?;
-        let node = strs(&gpu, "node")?;
-        let node = node.ids();
         let (ts, interval) = (i64s(&gpu, "ts")?, i64s(&gpu, "interval_ms")?);
         let (busy, sm, mem) = (
             f64s(&gpu, "busy_mean")?,
@@ -313,11 +429,10 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
             f64s(&gpu, "power_mean_watts")?,
             f64s(&gpu, "energy_delta_joules")?,
         );
-        // Per node id: its name ("?" for none).
-        let names: Vec<&str> = node.strings.clone();
         for (i, &g) in gpu_of.iter().enumerate() {
             let Some(t) = ts.get(i) else { continue };
-            if windows.iter().all(|w| w.side(t).is_none()) {
+            let here = sides.of(t);
+            if here.is_empty() {
                 continue;
             }
             let iv = interval.get(i).unwrap_or(0).max(0);
@@ -328,19 +443,19 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
             let e = energy
                 .get(i)
                 .or_else(|| power.get(i).map(|p| p * iv as f64 / 1000.0));
-            let n = node.at(i).map_or("?", |n| names[n as usize]);
-            for (w, acc) in windows.iter().zip(accs.iter_mut()) {
-                let Some(side) = w.side(t) else { continue };
-                add(&mut acc.fleet[side], g, h, act, in_use, e);
-                let per = match acc.nodes.get_mut(n) {
-                    Some(p) => p,
-                    None => acc.nodes.entry(n.to_string()).or_default(),
-                };
-                add(&mut per[side], g, h, act, in_use, e);
+            let n = node.at(i).map_or(none, |n| n as usize);
+            for &(k, side) in here {
+                let acc = &mut accs[k];
+                acc.fleet[side].add(g, h, act, in_use, e);
+                if n >= acc.nodes.len() {
+                    acc.nodes.resize(n + 1, None);
+                }
+                acc.nodes[n].get_or_insert_with(Default::default)[side].add(g, h, act, in_use, e);
             }
-            rows.insert((g, t), (h, act, e));
+            rows.entry((g, t)).or_insert((None, 0)).0 = Some((h, act, e));
         }
     }
+    let t1 = std::time::Instant::now();
     let p = select(
         &frames.process,
         windows,
@@ -357,6 +472,10 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
         ],
     )
     .collect()?;
+    READ.fetch_add(
+        t1.elapsed().as_nanos() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let gpu_of = gpu_ids(&p, &mut labels)?;
     let mut keys = Interner::default();
     let workload_of = workload_ids(&p, &mut keys)?;
@@ -364,35 +483,46 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
     let (ns, slurm) = (ns.ids(), slurm.ids());
     let ts = i64s(&p, "ts")?;
     // Processes per (GPU, ts): a row's share of its GPU's row.
-    let mut on_gpu: FastMap<(u32, i64), u32> = FastMap::default();
     let mut procs = Vec::with_capacity(p.height());
     for (i, &g) in gpu_of.iter().enumerate() {
         let Some(t) = ts.get(i) else { continue };
-        if windows.iter().all(|w| w.side(t).is_none()) {
+        if sides.of(t).is_empty() {
             continue;
         }
-        *on_gpu.entry((g, t)).or_default() += 1;
+        rows.entry((g, t)).or_insert((None, 0)).1 += 1;
         procs.push((i, t, g));
     }
-    let mut teams: FastMap<(Option<u32>, Option<u32>), String> = FastMap::default();
+    // Teams by name: a process's namespace, else its Slurm job.
+    let mut team_names: Vec<String> = Vec::new();
+    let mut team_index: FastMap<String, usize> = FastMap::default();
+    let mut team_of: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
     for (i, t, g) in procs {
-        let team = teams.entry((ns.at(i), slurm.at(i))).or_insert_with(|| {
-            match (ns.get(i), slurm.get(i)) {
+        let team = *team_of.entry((ns.at(i), slurm.at(i))).or_insert_with(|| {
+            let name = match (ns.get(i), slurm.get(i)) {
                 (Some(n), _) => n.to_string(),
                 (None, Some(j)) => format!("slurm job {j}"),
                 _ => "(unattributed)".to_string(),
-            }
-        });
-        let n = f64::from(on_gpu[&(g, t)].max(1));
-        let figures = rows.get(&(g, t));
-        for (w, acc) in windows.iter().zip(accs.iter_mut()) {
-            let Some(side) = w.side(t) else { continue };
-            let s = match acc.teams.get_mut(team.as_str()) {
-                Some(s) => &mut s[side],
-                None => &mut acc.teams.entry(team.clone()).or_default()[side],
             };
-            s.processes.insert(workload_of[i]);
-            if let Some(&(h, act, e)) = figures {
+            *team_index.entry(name.clone()).or_insert_with(|| {
+                team_names.push(name);
+                team_names.len() - 1
+            })
+        });
+        let (figures, count) = rows.get(&(g, t)).copied().unwrap_or((None, 0));
+        let n = f64::from(count.max(1));
+        let w = workload_of[i] as usize;
+        for &(k, side) in sides.of(t) {
+            let acc = &mut accs[k];
+            if team >= acc.teams.len() {
+                acc.teams.resize(team + 1, None);
+            }
+            let s = &mut acc.teams[team].get_or_insert_with(Default::default)[side];
+            if w >= s.seen.len() {
+                s.seen.resize(keys.names.len().max(w + 1), false);
+            }
+            s.seen[w] = true;
+            if let Some((h, act, e)) = figures {
+                let s = &mut s.sum;
                 s.gpu_hours += h / n;
                 if let Some(a) = act {
                     *s.busy.get_or_insert(0.0) += a * h / n;
@@ -403,11 +533,50 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
             }
         }
     }
+    let accs = accs
+        .into_iter()
+        .map(|a| {
+            let mut out = PartAcc {
+                fleet: a.fleet.map(Dense::done),
+                ..PartAcc::default()
+            };
+            for (n, sides) in a.nodes.into_iter().enumerate() {
+                let Some(sides) = sides else { continue };
+                let into = out.nodes.entry(node_name(n).to_string()).or_default();
+                for (side, d) in sides.into_iter().enumerate() {
+                    add_sum(&mut into[side], d.done());
+                }
+            }
+            for (t, sides) in a.teams.into_iter().enumerate() {
+                let Some(sides) = sides else { continue };
+                out.teams
+                    .insert(team_names[t].clone(), sides.map(DenseTeam::done));
+            }
+            out
+        })
+        .collect();
     Ok(PartTally {
         accs,
         labels: labels.names,
         keys: keys.names,
     })
+}
+
+/// Adds a node's sums to the same name's (a node named "?" and rows without a node are one).
+fn add_sum(into: &mut Sum<u32>, from: Sum<u32>) {
+    if into.gpus.is_empty() && into.observed == 0.0 && into.energy.is_none() {
+        *into = from;
+        return;
+    }
+    into.gpus.extend(from.gpus);
+    into.observed += from.observed;
+    into.in_use += from.in_use;
+    into.busy += from.busy;
+    into.act_h += from.act_h;
+    into.use_h += from.use_h;
+    if let Some(e) = from.energy {
+        *into.energy.get_or_insert(0.0) += e;
+    }
 }
 
 fn r3(x: f64) -> f64 {

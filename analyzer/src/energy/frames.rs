@@ -202,18 +202,32 @@ pub fn contributions<K: Eq + Hash + Clone>(
     mut key: impl FnMut(&ProcessRef) -> Option<K>,
 ) -> Result<Contributions<K>, EnergyError> {
     let within = |lf: polars::prelude::LazyFrame, cols: &[&str]| {
-        lf.with_column(ts_ms())
-            .filter(
+        let select = cols
+            .iter()
+            .map(|c| col(*c).cast(cast_of(c)))
+            .collect::<Vec<_>>();
+        // Frames already in memory and inside the range (the report pass's) are read as they
+        // are: no filtered copy, and their strings' ids are the ones interned for the pass.
+        let bounds = lf
+            .clone()
+            .select([ts_ms().min().alias("lo"), ts_ms().max().alias("hi")])
+            .collect()?;
+        let (lo, hi) = (i64s(&bounds, "lo")?.get(0), i64s(&bounds, "hi")?.get(0));
+        let inside = match (lo, hi) {
+            (Some(lo), Some(hi)) => lo > range.0 && hi <= range.1,
+            _ => false,
+        };
+        let lf = lf.with_column(ts_ms());
+        let lf = if inside {
+            lf
+        } else {
+            lf.filter(
                 col("ts")
                     .gt(lit(range.0))
                     .and(col("ts").lt_eq(lit(range.1))),
             )
-            .select(
-                cols.iter()
-                    .map(|c| col(*c).cast(cast_of(c)))
-                    .collect::<Vec<_>>(),
-            )
-            .collect()
+        };
+        Ok::<_, EnergyError>(lf.select(select).collect()?)
     };
     let g = within(frames.gpu.clone(), GPU)?;
     let m = within(frames.mig.clone(), MIG)?;
@@ -236,20 +250,31 @@ pub fn contributions<K: Eq + Hash + Clone>(
     };
     // Each GPU's rows with known energy: (ts, row), in row order.
     let mut gpus = Gpus::default();
-    let mut rows: Vec<Vec<(i64, usize)>> = Vec::new();
+    // Each row's GPU first (counted, so that each GPU's list is allocated once).
+    let mut gpu_of: Vec<u32> = Vec::with_capacity(g.height());
+    let mut counts: Vec<usize> = Vec::new();
     for i in 0..g.height() {
-        let Some(ts) = g_ts.get(i) else { continue };
-        if energy_of(i).is_none() {
-            continue;
-        }
-        let Some(k) = gpus.of((g_node.at(i), g_uuid.at(i), g_gpu.get(i)), true) else {
-            continue;
+        let k = match g_ts.get(i) {
+            Some(_) if energy_of(i).is_some() => {
+                gpus.of((g_node.at(i), g_uuid.at(i), g_gpu.get(i)), true)
+            }
+            _ => None,
         };
-        if k == rows.len() {
-            rows.push(Vec::new());
-        }
-        rows[k].push((ts, i));
+        gpu_of.push(k.map_or(u32::MAX, |k| {
+            if k == counts.len() {
+                counts.push(0);
+            }
+            counts[k] += 1;
+            k as u32
+        }));
     }
+    let mut rows: Vec<Vec<(i64, usize)>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for (i, &k) in gpu_of.iter().enumerate() {
+        if let (Some(r), Some(ts)) = (rows.get_mut(k as usize), g_ts.get(i)) {
+            r.push((ts, i));
+        }
+    }
+    drop(gpu_of);
     // By `ts` (the first row of a `ts` is the interval), and the GPUs in (node, index, uuid)
     // order: the partition's order of intervals.
     for r in &mut rows {
@@ -275,7 +300,8 @@ pub fn contributions<K: Eq + Hash + Clone>(
     gpus.cursor = vec![0; rows.len()];
     // The intervals in order (their instances and processes apart), each with its GPU model's
     // table.
-    let mut ivs: Vec<(Interval, Option<&'static GpuModel>)> = Vec::new();
+    let mut ivs: Vec<(Interval, Option<&'static GpuModel>)> =
+        Vec::with_capacity(rows.iter().map(Vec::len).sum());
     let mut models: Vec<Option<Option<&'static GpuModel>>> = vec![None; g_model.strings.len()];
     for &k in &order {
         gpus.first[k] = ivs.len();
@@ -309,7 +335,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     );
     // A profile's slices on a model (the model's table by address).
     let mut slices_of: FastMap<(u32, usize), Option<u32>> = FastMap::default();
-    let mut instances: Vec<(usize, Instance)> = Vec::new();
+    let mut instances: Vec<(usize, Instance)> = Vec::with_capacity(m.height());
     for i in 0..m.height() {
         let (Some(ts), Some(gi)) = (m_ts.get(i), m_gi.get(i)) else {
             continue;
@@ -376,7 +402,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let mut owner_cache: DirectCache<ProcKey, u32> = DirectCache::default();
     // Per process row of an interval: its interval, the process and its key.
     // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
-    let mut procs: Vec<(usize, (u32, u32))> = Vec::new();
+    let mut procs: Vec<(usize, (u32, u32))> = Vec::with_capacity(p.height());
     for i in 0..p.height() {
         let Some(ts) = p_ts.get(i) else { continue };
         let gpu = p_gpu.get(i);

@@ -254,21 +254,42 @@ struct Track {
 }
 
 impl Track {
-    /// Ends the latest `ts`: its devices extend the current run or start the next one.
+    /// Ends the latest `ts`: its devices extend the current run or start the next one (the
+    /// devices' list is reused while the run goes on).
     fn close(&mut self) {
         let Some((t, iv)) = self.at.take() else {
             return;
         };
-        let mut devices = std::mem::take(&mut self.devices);
-        devices.sort_unstable();
+        self.devices.sort_unstable();
         let (start, end) = (t - iv, t);
         match &mut self.run {
-            Some(r) if r.0 == devices && start <= r.2 => r.2 = end,
+            Some(r) if r.0 == self.devices && start <= r.2 => {
+                r.2 = end;
+                self.devices.clear();
+            }
             _ => {
                 self.done.extend(self.run.take());
-                self.run = Some((devices, start, end));
+                self.run = Some((std::mem::take(&mut self.devices), start, end));
             }
         }
+    }
+
+    /// Adds a row on `device` ending at `t`, `iv` long; `false` when `t` is before the latest.
+    fn row(&mut self, t: i64, iv: Option<i64>, device: u32) -> bool {
+        match self.at {
+            Some((at, _)) if at == t => {
+                if !self.devices.contains(&device) {
+                    self.devices.push(device);
+                }
+            }
+            Some((at, _)) if at > t => return false,
+            _ => {
+                self.close();
+                self.at = Some((t, iv.unwrap_or(0).max(0)));
+                self.devices.push(device);
+            }
+        }
+        true
     }
 }
 
@@ -284,39 +305,28 @@ fn workload_runs(
     let mut keys = Interner::default();
     let workload_of = workload_ids(p, &mut keys)?;
     let (ts, interval) = (i64s(p, "ts")?, i64s(p, "interval_ms")?);
-    let rows: Vec<usize> = (0..p.height())
-        .filter(|&i| inside(ts.get(i)).is_some())
-        .collect();
     let mut tracks: Vec<Track> = Vec::new();
     tracks.resize_with(keys.names.len(), Track::default);
     // Rows in `ts` order per workload (as history writes them); else all rows sorted by `ts`
     // (stable: the first row of a `ts` still gives its length) and the walk begins again.
-    let walk = |order: &mut dyn Iterator<Item = usize>, tracks: &mut Vec<Track>| -> bool {
-        for i in order {
-            let Some(t) = ts.get(i) else { continue };
-            let tr = &mut tracks[workload_of[i] as usize];
-            match tr.at {
-                Some((at, _)) if at == t => {
-                    if !tr.devices.contains(&gpu_of[i]) {
-                        tr.devices.push(gpu_of[i]);
-                    }
-                }
-                Some((at, _)) if at > t => return false,
-                _ => {
-                    tr.close();
-                    tr.at = Some((t, interval.get(i).unwrap_or(0).max(0)));
-                    tr.devices.push(gpu_of[i]);
-                }
-            }
+    let mut sorted = true;
+    for i in 0..p.height() {
+        let Some(t) = inside(ts.get(i)) else { continue };
+        if !tracks[workload_of[i] as usize].row(t, interval.get(i), gpu_of[i]) {
+            sorted = false;
+            break;
         }
-        true
-    };
-    if !walk(&mut rows.iter().copied(), &mut tracks) {
-        let mut sorted = rows;
-        sorted.sort_by_key(|&i| ts.get(i));
+    }
+    if !sorted {
+        let mut order: Vec<(i64, usize)> = (0..p.height())
+            .filter_map(|i| Some((inside(ts.get(i))?, i)))
+            .collect();
+        order.sort_by_key(|&(t, _)| t);
         tracks.clear();
         tracks.resize_with(keys.names.len(), Track::default);
-        walk(&mut sorted.into_iter(), &mut tracks);
+        for (t, i) in order {
+            tracks[workload_of[i] as usize].row(t, interval.get(i), gpu_of[i]);
+        }
     }
     let mut runs = Vec::new();
     for (w, mut tr) in tracks.into_iter().enumerate() {
