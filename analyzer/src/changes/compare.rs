@@ -221,9 +221,12 @@ struct PartAcc {
 fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
     let from = windows.iter().map(|w| w.before.0).min().unwrap_or(0);
     let until = windows.iter().map(|w| w.after.1).max().unwrap_or(0);
+    // The filter on the frame's own `ts` (as `Frames::within` does): polars can push it down
+    // into the scan.
+    let ts = col("ts").cast(DataType::Int64);
     f.clone()
+        .filter(ts.clone().gt(lit(from)).and(ts.lt_eq(lit(until))))
         .with_column(ts_ms())
-        .filter(col("ts").gt(lit(from)).and(col("ts").lt_eq(lit(until))))
         .select(columns.iter().map(|c| col(*c)).collect::<Vec<_>>())
 }
 
@@ -313,6 +316,70 @@ impl<'w> SidesAt<'w> {
             }
         }
         &self.list
+    }
+}
+
+/// A partition's GPU rows in the periods, per GPU in `ts` order (of rows with equal `ts`, the
+/// last): each process row finds its GPU's row from where the last one was found (rows come
+/// in time order), else by binary search.
+#[derive(Default)]
+struct GpuRows {
+    ts: Vec<Vec<i64>>,
+    fig: Vec<Vec<RowFigures>>,
+    count: Vec<Vec<u32>>,
+    cursor: Vec<usize>,
+}
+
+impl GpuRows {
+    fn push(&mut self, g: u32, t: i64, fig: RowFigures) {
+        let g = g as usize;
+        if g >= self.ts.len() {
+            self.ts.resize_with(g + 1, Vec::new);
+            self.fig.resize_with(g + 1, Vec::new);
+        }
+        self.ts[g].push(t);
+        self.fig[g].push(fig);
+    }
+
+    /// Sorts each GPU's rows by `ts` (stable) and keeps the last of equal ones.
+    fn seal(&mut self) {
+        for (ts, fig) in self.ts.iter_mut().zip(self.fig.iter_mut()) {
+            let strictly = ts.windows(2).all(|w| w[0] < w[1]);
+            if strictly {
+                continue;
+            }
+            let mut order: Vec<usize> = (0..ts.len()).collect();
+            order.sort_by_key(|&k| ts[k]);
+            let (mut t2, mut f2) = (Vec::with_capacity(ts.len()), Vec::with_capacity(ts.len()));
+            for k in order {
+                if t2.last() == Some(&ts[k]) {
+                    // A later row of the same `ts` replaces the earlier.
+                    *f2.last_mut().expect("one per ts") = fig[k];
+                } else {
+                    t2.push(ts[k]);
+                    f2.push(fig[k]);
+                }
+            }
+            (*ts, *fig) = (t2, f2);
+        }
+        self.count = self.ts.iter().map(|t| vec![0; t.len()]).collect();
+        self.cursor = vec![0; self.ts.len()];
+    }
+
+    /// Where GPU `g`'s row at `t` is.
+    fn find(&mut self, g: u32, t: i64) -> Option<usize> {
+        let g = g as usize;
+        let list = self.ts.get(g)?;
+        let c = self.cursor[g];
+        let at = if list.get(c) == Some(&t) {
+            c
+        } else if list.get(c + 1) == Some(&t) {
+            c + 1
+        } else {
+            list.binary_search(&t).ok()?
+        };
+        self.cursor[g] = at;
+        Some(at)
     }
 }
 
@@ -411,7 +478,7 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
     let mut labels = Interner::default();
     // Per (GPU, ts): hours, activity, energy (J) of the row (the last of equal rows), and the
     // number of process rows on it, for the teams.
-    let mut rows: FastMap<(u32, i64), (Option<RowFigures>, u32)> = FastMap::default();
+    let mut rows = GpuRows::default();
     let node = strs(&gpu, "node")?;
     let node = node.ids();
     // Node ids, and one more for rows without a node ("?").
@@ -452,7 +519,7 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
                 }
                 acc.nodes[n].get_or_insert_with(Default::default)[side].add(g, h, act, in_use, e);
             }
-            rows.entry((g, t)).or_insert((None, 0)).0 = Some((h, act, e));
+            rows.push(g, t, (h, act, e));
         }
     }
     let t1 = std::time::Instant::now();
@@ -483,20 +550,24 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
     let (ns, slurm) = (ns.ids(), slurm.ids());
     let ts = i64s(&p, "ts")?;
     // Processes per (GPU, ts): a row's share of its GPU's row.
+    rows.seal();
     let mut procs = Vec::with_capacity(p.height());
     for (i, &g) in gpu_of.iter().enumerate() {
         let Some(t) = ts.get(i) else { continue };
         if sides.of(t).is_empty() {
             continue;
         }
-        rows.entry((g, t)).or_insert((None, 0)).1 += 1;
-        procs.push((i, t, g));
+        let at = rows.find(g, t);
+        if let Some(at) = at {
+            rows.count[g as usize][at] += 1;
+        }
+        procs.push((i, t, g, at));
     }
     // Teams by name: a process's namespace, else its Slurm job.
     let mut team_names: Vec<String> = Vec::new();
     let mut team_index: FastMap<String, usize> = FastMap::default();
     let mut team_of: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
-    for (i, t, g) in procs {
+    for (i, t, g, at) in procs {
         let team = *team_of.entry((ns.at(i), slurm.at(i))).or_insert_with(|| {
             let name = match (ns.get(i), slurm.get(i)) {
                 (Some(n), _) => n.to_string(),
@@ -508,7 +579,10 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
                 team_names.len() - 1
             })
         });
-        let (figures, count) = rows.get(&(g, t)).copied().unwrap_or((None, 0));
+        let (figures, count) = match at {
+            Some(at) => (Some(rows.fig[g as usize][at]), rows.count[g as usize][at]),
+            None => (None, 0),
+        };
         let n = f64::from(count.max(1));
         let w = workload_of[i] as usize;
         for &(k, side) in sides.of(t) {
