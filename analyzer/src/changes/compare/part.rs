@@ -1,221 +1,20 @@
-//! Equal periods around a change and their usage: [`windows`] (pure: the longest period that
-//! fits on both sides, outside the settling margin and the neighbouring changes, in whole rows)
-//! and the sums over the rows of both periods per fleet, node and team ([`tally_all`] reads
-//! each partition's frames once for every change; [`Acc::finish`] rounds and prices, pure).
+//! One read of each partition for the compared periods of every change at once: the rows of the
+//! windows' union selected, each row added to the periods it is in ([`tally_all`], on a few
+//! worker threads; the partitions' sums are added in partition order, so the output does not
+//! depend on which worker read which). Within a partition, GPUs, nodes, teams and processes are
+//! counted by id, and each process row finds its GPU's row at the same `ts` from where the last
+//! one was found, not through a map of every row.
 //!
-//! The rules are the report's: a row is in use when it holds ≥ 1 GiB or its activity is above
-//! 5%; activity is SM activity, else the busy ratio; energy is the counter's, else mean power ×
-//! interval; a GPU's row is split evenly between the processes on it for the teams. It detects
-//! nothing ([`super::detect`]).
-
-use std::collections::{BTreeMap, BTreeSet};
+//! It decides nothing: the windows are given ([`super::windows`]), the sums are rounded and
+//! priced by [`super::Acc::finish`].
 
 use polars::prelude::*;
 
-use super::keys::{Interner, gpu_ids, workload_ids};
-use super::model::{
-    Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
-};
-use super::{ChangeRequest, ChangesError};
+use super::{Acc, BUSY, HELD, HOUR_MS, PartAcc, RowFigures, Sum, TeamSum, Window};
+use crate::changes::ChangesError;
+use crate::changes::keys::{Interner, gpu_ids, workload_ids};
 use crate::frames::Frames;
 use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
-use crate::ingest::fmt_ms;
-
-const GIB: f64 = (1u64 << 30) as f64;
-const HOUR_MS: f64 = 3_600_000.0;
-/// In use: at least this much memory held, or more than [`BUSY`] activity (the report's rule).
-const HELD: f64 = GIB;
-const BUSY: f64 = 0.05;
-
-/// The two compared periods: rows ending in `(before.0, before.1]` and `(after.0, after.1]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub before: (i64, i64),
-    pub after: (i64, i64),
-}
-
-impl Window {
-    /// Length of each period, ms.
-    pub fn len_ms(&self) -> i64 {
-        self.before.1 - self.before.0
-    }
-
-    /// 0 for a row ending in the period before, 1 after, `None` outside both.
-    fn side(&self, ts: i64) -> Option<usize> {
-        if ts > self.before.0 && ts <= self.before.1 {
-            Some(0)
-        } else if ts > self.after.0 && ts <= self.after.1 {
-            Some(1)
-        } else {
-            None
-        }
-    }
-}
-
-/// The equal periods around a change at `at`: each ends (before) or starts (after) `settle`
-/// away from it, inside the range `(since, until]` and `settle` away from the neighbouring
-/// changes `prev` and `next`, as long as the shorter side allows, cut to whole rows of
-/// `interval` ms. `None` when no whole row fits on one side.
-pub fn windows(
-    at: i64,
-    (since, until): (i64, i64),
-    prev: Option<i64>,
-    next: Option<i64>,
-    settle: i64,
-    interval: i64,
-) -> Option<Window> {
-    let lo = prev.map_or(since, |p| since.max(p + settle));
-    let hi = next.map_or(until, |n| until.min(n - settle));
-    let len = ((at - settle) - lo).min(hi - (at + settle));
-    let len = if interval > 0 {
-        len - len.rem_euclid(interval)
-    } else {
-        len
-    };
-    (len > 0 && len >= interval).then_some(Window {
-        before: (at - settle - len, at - settle),
-        after: (at + settle, at + settle + len),
-    })
-}
-
-/// One GPU row's hours, activity and energy (J), for the teams' split.
-type RowFigures = (f64, Option<f64>, Option<f64>);
-
-/// One period's sums; `G` names the GPUs counted (labels in [`Acc`], a partition's label ids
-/// in [`PartAcc`]).
-struct Sum<G> {
-    gpus: BTreeSet<G>,
-    observed: f64,
-    in_use: f64,
-    busy: f64,
-    /// Hours of rows with activity, and with memory or activity: without any, busy (resp. in
-    /// use) is unknown, not 0.
-    act_h: f64,
-    use_h: f64,
-    energy: Option<f64>,
-}
-
-impl<G> Clone for Sum<G>
-where
-    G: Clone,
-{
-    fn clone(&self) -> Self {
-        Sum {
-            gpus: self.gpus.clone(),
-            ..*self
-        }
-    }
-}
-
-impl<G> Default for Sum<G> {
-    fn default() -> Self {
-        Sum {
-            gpus: BTreeSet::new(),
-            observed: 0.0,
-            in_use: 0.0,
-            busy: 0.0,
-            act_h: 0.0,
-            use_h: 0.0,
-            energy: None,
-        }
-    }
-}
-
-/// One team's sums in one period; `P` names its processes as `G` does GPUs.
-struct TeamSum<P> {
-    processes: BTreeSet<P>,
-    gpu_hours: f64,
-    /// Σ activity × share; `None` while no row of the team's GPUs had activity.
-    busy: Option<f64>,
-    energy: Option<f64>,
-}
-
-impl<P: Clone> Clone for TeamSum<P> {
-    fn clone(&self) -> Self {
-        TeamSum {
-            processes: self.processes.clone(),
-            ..*self
-        }
-    }
-}
-
-impl<P> Default for TeamSum<P> {
-    fn default() -> Self {
-        TeamSum {
-            processes: BTreeSet::new(),
-            gpu_hours: 0.0,
-            busy: None,
-            energy: None,
-        }
-    }
-}
-
-/// The sums of both periods of one change, over every partition.
-pub(super) struct Acc {
-    fleet: [Sum<String>; 2],
-    nodes: BTreeMap<String, [Sum<String>; 2]>,
-    teams: BTreeMap<String, [TeamSum<String>; 2]>,
-}
-
-impl Acc {
-    pub(super) fn new() -> Acc {
-        Acc {
-            fleet: Default::default(),
-            nodes: BTreeMap::new(),
-            teams: BTreeMap::new(),
-        }
-    }
-
-    /// Adds one partition's sums (partitions in order: the output does not depend on which
-    /// worker read which).
-    fn merge(&mut self, p: PartAcc, labels: &[String], keys: &[String]) {
-        fn sum(into: &mut Sum<String>, from: Sum<u32>, labels: &[String]) {
-            into.gpus
-                .extend(from.gpus.into_iter().map(|g| labels[g as usize].clone()));
-            into.observed += from.observed;
-            into.in_use += from.in_use;
-            into.busy += from.busy;
-            into.act_h += from.act_h;
-            into.use_h += from.use_h;
-            if let Some(e) = from.energy {
-                *into.energy.get_or_insert(0.0) += e;
-            }
-        }
-        fn opt(into: &mut Option<f64>, from: Option<f64>) {
-            if let Some(x) = from {
-                *into.get_or_insert(0.0) += x;
-            }
-        }
-        for (side, s) in p.fleet.into_iter().enumerate() {
-            sum(&mut self.fleet[side], s, labels);
-        }
-        for (node, sides) in p.nodes {
-            let into = self.nodes.entry(node).or_default();
-            for (side, s) in sides.into_iter().enumerate() {
-                sum(&mut into[side], s, labels);
-            }
-        }
-        for (team, sides) in p.teams {
-            let into = self.teams.entry(team).or_default();
-            for (side, t) in sides.into_iter().enumerate() {
-                let to = &mut into[side];
-                to.processes
-                    .extend(t.processes.into_iter().map(|k| keys[k as usize].clone()));
-                to.gpu_hours += t.gpu_hours;
-                opt(&mut to.busy, t.busy);
-                opt(&mut to.energy, t.energy);
-            }
-        }
-    }
-}
-
-/// One partition's sums of both periods of one change, its GPUs and processes by id.
-#[derive(Default)]
-struct PartAcc {
-    fleet: [Sum<u32>; 2],
-    nodes: BTreeMap<String, [Sum<u32>; 2]>,
-    teams: BTreeMap<String, [TeamSum<u32>; 2]>,
-}
 
 /// The rows of `f` ending in any of the windows' periods, with `columns`.
 fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
@@ -232,7 +31,10 @@ fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
 
 /// Sums both periods of every window over every partition: the partitions are read once each
 /// (all windows from one read), on a few worker threads, and added in partition order.
-pub(super) fn tally_all(parts: &[&Frames], windows: &[Window]) -> Result<Vec<Acc>, ChangesError> {
+pub(in crate::changes) fn tally_all(
+    parts: &[&Frames],
+    windows: &[Window],
+) -> Result<Vec<Acc>, ChangesError> {
     let mut accs: Vec<Acc> = windows.iter().map(|_| Acc::new()).collect();
     if windows.is_empty() {
         return Ok(accs);
@@ -650,134 +452,5 @@ fn add_sum(into: &mut Sum<u32>, from: Sum<u32>) {
     into.use_h += from.use_h;
     if let Some(e) = from.energy {
         *into.energy.get_or_insert(0.0) += e;
-    }
-}
-
-fn r3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-fn r2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-fn usage(s: &Sum<String>, hours: f64, req: &ChangeRequest) -> PeriodUsage {
-    let kwh = s.energy.map(|j| r3(j / 3.6e6));
-    let in_use = (s.use_h > 0.0).then_some(s.in_use);
-    let busy = (s.act_h > 0.0).then_some(s.busy);
-    let cost_gpu_hours = in_use.map(|u| r2(u * req.gpu_hour));
-    let cost_energy = kwh.map(|k| r2(k * req.kwh));
-    let observed = (s.observed > 0.0).then_some(s.observed);
-    PeriodUsage {
-        gpus: s.gpus.len(),
-        gpus_in_use: in_use.filter(|_| hours > 0.0).map(|u| r3(u / hours)),
-        gpu_hours_observed: r3(s.observed),
-        gpu_hours_in_use: in_use.map(r3),
-        gpu_hours_busy: busy.map(r3),
-        gpu_hours_idle: in_use.zip(busy).map(|(u, b)| r3((u - b).max(0.0))),
-        gpu_hours_free: in_use.map(|u| r3((s.observed - u).max(0.0))),
-        allocation_utilization: in_use.zip(observed).map(|(u, o)| r3(u / o)),
-        work_utilization: busy.zip(observed).map(|(b, o)| r3(b / o)),
-        energy_kwh: kwh,
-        cost_gpu_hours,
-        cost_energy,
-        cost_total: (cost_gpu_hours.is_some() || cost_energy.is_some())
-            .then(|| r2(cost_gpu_hours.unwrap_or(0.0) + cost_energy.unwrap_or(0.0))),
-    }
-}
-
-/// `a − b` when both are known.
-fn minus(a: Option<f64>, b: Option<f64>, round: fn(f64) -> f64) -> Option<f64> {
-    a.zip(b).map(|(a, b)| round(a - b))
-}
-
-fn delta(b: &PeriodUsage, a: &PeriodUsage) -> PeriodDelta {
-    PeriodDelta {
-        gpus_in_use: minus(a.gpus_in_use, b.gpus_in_use, r3),
-        gpu_hours_in_use: minus(a.gpu_hours_in_use, b.gpu_hours_in_use, r3),
-        gpu_hours_busy: minus(a.gpu_hours_busy, b.gpu_hours_busy, r3),
-        gpu_hours_idle: minus(a.gpu_hours_idle, b.gpu_hours_idle, r3),
-        gpu_hours_free: minus(a.gpu_hours_free, b.gpu_hours_free, r3),
-        energy_kwh: minus(a.energy_kwh, b.energy_kwh, r3),
-        cost_total: minus(a.cost_total, b.cost_total, r2),
-    }
-}
-
-fn keyed(key: &str, s: &[Sum<String>; 2], hours: f64, req: &ChangeRequest) -> KeyedPeriods {
-    let (before, after) = (usage(&s[0], hours, req), usage(&s[1], hours, req));
-    KeyedPeriods {
-        key: key.to_string(),
-        delta: delta(&before, &after),
-        before,
-        after,
-    }
-}
-
-fn team(s: &TeamSum<String>, req: &ChangeRequest) -> TeamUsage {
-    let kwh = s.energy.map(|j| r3(j / 3.6e6));
-    TeamUsage {
-        processes: s.processes.len(),
-        gpu_hours: r3(s.gpu_hours),
-        gpu_hours_busy: s.busy.map(r3),
-        gpu_hours_idle: s.busy.map(|b| r3((s.gpu_hours - b).max(0.0))),
-        energy_kwh: kwh,
-        cost_total: r2(s.gpu_hours * req.gpu_hour + kwh.map_or(0.0, |k| k * req.kwh)),
-    }
-}
-
-impl Acc {
-    /// The comparison: both periods per fleet, node and team, rounded and priced.
-    pub(super) fn finish(self, w: &Window, req: &ChangeRequest) -> Comparison {
-        let hours = w.len_ms() as f64 / HOUR_MS;
-        Comparison {
-            hours: r3(hours),
-            before: Side {
-                from: fmt_ms(w.before.0),
-                until: fmt_ms(w.before.1),
-            },
-            after: Side {
-                from: fmt_ms(w.after.0),
-                until: fmt_ms(w.after.1),
-            },
-            fleet: keyed("fleet", &self.fleet, hours, req),
-            by_node: self
-                .nodes
-                .iter()
-                .map(|(k, s)| keyed(k, s, hours, req))
-                .collect(),
-            by_team: self
-                .teams
-                .iter()
-                .map(|(k, s)| TeamPeriods {
-                    team: k.clone(),
-                    before: team(&s[0], req),
-                    after: team(&s[1], req),
-                })
-                .collect(),
-            predicted: None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const H: i64 = 3_600_000;
-
-    #[test]
-    fn periods_are_equal_whole_rows_outside_the_margin() {
-        // 61 h before the change, 35 h after, 1 h margin, 5-minute rows: 34 h each side.
-        let w = windows(61 * H, (0, 96 * H), None, None, H, 300_000).expect("window");
-        assert_eq!(w.before, (26 * H, 60 * H));
-        assert_eq!(w.after, (62 * H, 96 * H));
-        // A neighbouring change bounds the period after.
-        let w = windows(61 * H, (0, 96 * H), None, Some(70 * H), H, 300_000).expect("window");
-        assert_eq!(w.len_ms(), 7 * H);
-        // Not a whole row on one side: none.
-        assert!(windows(H + 60_000, (0, 96 * H), None, None, H, 300_000).is_none());
-        // Cut to whole rows.
-        let w = windows(61 * H + 60_000, (0, 96 * H), None, None, H, 300_000).expect("window");
-        assert_eq!(w.len_ms() % 300_000, 0);
-        assert!(w.after.1 <= 96 * H);
     }
 }
