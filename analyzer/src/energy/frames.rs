@@ -300,7 +300,9 @@ pub fn contributions<K: Eq + Hash + Clone>(
     gpus.cursor = vec![0; rows.len()];
     // The intervals in order (their instances and processes apart), each with its GPU model's
     // table.
-    let mut ivs: Vec<(Interval, Option<&'static GpuModel>)> =
+    // The intervals in order (their instances and processes apart): each one's GPU row and GPU
+    // model's table (the interval itself is made when it is split).
+    let mut ivs: Vec<(u32, Option<&'static GpuModel>)> =
         Vec::with_capacity(rows.iter().map(Vec::len).sum());
     let mut models: Vec<Option<Option<&'static GpuModel>>> = vec![None; g_model.strings.len()];
     for &k in &order {
@@ -310,16 +312,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
                 *models[id as usize]
                     .get_or_insert_with(|| model_by_nvml_name(g_model.strings[id as usize]))
             });
-            ivs.push((
-                Interval {
-                    energy_j: energy_of(i).unwrap_or(0.0),
-                    activity: g_sm.get(i).or(g_busy.get(i)),
-                    slices: model.map(|m| m.compute_slices),
-                    instances: Vec::new(),
-                    processes: Vec::new(),
-                },
-                model,
-            ));
+            ivs.push((i as u32, model));
         }
     }
     drop(rows);
@@ -454,7 +447,8 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let (proc_at, procs) = by_interval(ivs.len(), &procs);
     // One interval at a time, its instances and processes in vectors reused.
     let mut iv = Interval::default();
-    for (v, (bare, _)) in ivs.into_iter().enumerate() {
+    for (v, (row, model)) in ivs.into_iter().enumerate() {
+        let row = row as usize;
         iv.instances.clear();
         iv.instances
             .extend_from_slice(&instances[inst_at[v]..inst_at[v + 1]]);
@@ -468,7 +462,11 @@ pub fn contributions<K: Eq + Hash + Clone>(
                 instance: p_gi.get(i).and_then(|x| u32::try_from(x).ok()),
             }
         }));
-        (iv.energy_j, iv.activity, iv.slices) = (bare.energy_j, bare.activity, bare.slices);
+        (iv.energy_j, iv.activity, iv.slices) = (
+            energy_of(row).unwrap_or(0.0),
+            g_sm.get(row).or(g_busy.get(row)),
+            model.map(|m| m.compute_slices),
+        );
         let s = split(&iv);
         if s.no_activity {
             // Unknown, not 0: the processes get no share at all (their keys stay unknown unless
