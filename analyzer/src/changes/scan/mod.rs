@@ -161,7 +161,7 @@ pub fn part(frames: &Frames, since: i64, until: i64) -> Result<PartScan, Changes
     }
 
     // Each GPU's rows of values: (start, end, mode, layout id), in row order.
-    let mut rows: Vec<Vec<(i64, i64, Option<bool>, u32)>> = Vec::new();
+    let mut rows: Vec<Vec<StateRow>> = Vec::new();
     let mut longest = 0i64;
     {
         let gpu_of = gpu_ids(&gpu, &mut labels)?;
@@ -203,9 +203,7 @@ pub fn part(frames: &Frames, since: i64, until: i64) -> Result<PartScan, Changes
         if !rows.is_sorted_by_key(|r| r.0) {
             rows.sort_by_key(|r| r.0);
         }
-        let same = |a: &(i64, i64, Option<bool>, u32), b: &(i64, i64, Option<bool>, u32)| {
-            a.2 == b.2 && (!layouts_known || a.3 == b.3)
-        };
+        let same = |a: &StateRow, b: &StateRow| a.2 == b.2 && (!layouts_known || a.3 == b.3);
         let mut states: Vec<GpuState> = Vec::new();
         let mut first = rows[0];
         let mut end = first.1;
@@ -232,8 +230,11 @@ pub fn part(frames: &Frames, since: i64, until: i64) -> Result<PartScan, Changes
     })
 }
 
+/// A GPU row's state: start, end, MIG mode, layout id.
+type StateRow = (i64, i64, Option<bool>, u32);
+
 /// A merged state: the first row's mode and instances, from its start to `end`.
-fn state(first: &(i64, i64, Option<bool>, u32), end: i64, layouts: &[Vec<u32>]) -> GpuState {
+fn state(first: &StateRow, end: i64, layouts: &[Vec<u32>]) -> GpuState {
     GpuState {
         start: first.0,
         end,

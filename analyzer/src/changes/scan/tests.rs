@@ -26,18 +26,23 @@ const IV: i64 = 10_000;
 
 #[derive(Default)]
 struct Rows {
-    gpu: Vec<(
-        String,
-        Option<i64>,
-        String,
-        i64,
-        Option<i64>,
-        Option<bool>,
-        Option<String>,
-    )>,
-    mig: Vec<(String, i64, String, i64, String, i64)>,
+    gpu: Vec<GpuRow>,
+    mig: Vec<MigRow>,
     process: Vec<ProcRow>,
 }
+
+/// node, index, uuid, ts, interval, MIG mode, status.
+type GpuRow = (
+    String,
+    Option<i64>,
+    String,
+    i64,
+    Option<i64>,
+    Option<bool>,
+    Option<String>,
+);
+/// node, index, uuid, ts, profile, placement start.
+type MigRow = (String, i64, String, i64, String, i64);
 
 type ProcRow = (
     String,
