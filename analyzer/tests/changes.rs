@@ -479,7 +479,18 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
     );
     assert_eq!(num(&f["after"], "gpus_in_use"), t.after.gpus_in_use as f64);
     assert!(f["delta"]["energy_kwh"].is_null() && f["delta"]["gpu_hours_busy"].is_null());
+    // The report's own usage says the same: GPU-hours of work unknown, not 0.
+    for u in std::iter::once(&v2["fleet"]).chain(v2["by_node"].as_array().unwrap()) {
+        assert!(u["gpu_hours_busy"].is_null(), "{u}");
+        assert!(u["activity_mean"].is_null(), "{u}");
+    }
     let table = ok(&["report", "--source", &format!("csv:{}", csv2.display())]);
+    let summary = &table[..table.find("== Change at").expect("a change section")];
+    let work = summary
+        .lines()
+        .find(|l| l.contains("GPU-hours of work"))
+        .expect("the summary's row");
+    assert!(work.contains("unknown") && !work.contains(" 0 "), "{work}");
     let change = &table[table.find("== Change at").expect("a change section")..];
     let line = change
         .lines()

@@ -93,7 +93,7 @@ fn usage_cost_and_teams_add_up() {
     assert_eq!(f.gpu_hours_available, 2.0);
     assert_eq!(f.gpu_hours_observed, 2.0);
     assert_eq!(f.gpu_hours_allocated, 1.5);
-    assert_eq!(f.gpu_hours_busy, 0.75);
+    assert_eq!(f.gpu_hours_busy, Some(0.75));
     assert_eq!(f.activity_mean, Some(0.375));
     assert_eq!(f.activity_p95, Some(0.5));
     // (10/80 × 12 + 0.5/80 × 12) / 24
@@ -106,12 +106,12 @@ fn usage_cost_and_teams_add_up() {
     assert_eq!(f.cost_total, 4.2);
     assert!(r.previous_period.is_none());
 
-    let nodes: Vec<(&str, f64, f64)> = r
+    let nodes: Vec<(&str, f64, Option<f64>)> = r
         .by_node
         .iter()
         .map(|u| (u.key.as_str(), u.gpu_hours_allocated, u.gpu_hours_busy))
         .collect();
-    assert_eq!(nodes, [("n1", 1.0, 0.5), ("n2", 0.5, 0.25)]);
+    assert_eq!(nodes, [("n1", 1.0, Some(0.5)), ("n2", 0.5, Some(0.25))]);
     assert_eq!(r.by_model.len(), 1);
     assert_eq!(r.by_model[0].gpus, 2);
 

@@ -24,8 +24,9 @@ pub struct Usage {
     pub gpu_hours_observed: f64,
     /// Rows holding ≥ 1 GiB or with activity > 5%: GPUs somebody had.
     pub gpu_hours_allocated: f64,
-    /// Σ activity × interval: GPU-hours of actual work.
-    pub gpu_hours_busy: f64,
+    /// Σ activity × interval: GPU-hours of actual work; `None` when no row has an activity value
+    /// (unknown, not 0).
+    pub gpu_hours_busy: Option<f64>,
     /// Mean and 95th percentile of the rows' mean activity (0–1).
     pub activity_mean: Option<f64>,
     pub activity_p95: Option<f64>,

@@ -100,7 +100,8 @@ fn usage_row(r: &Report, u: &Usage) -> Vec<String> {
         u.gpus.to_string(),
         thousands(u.gpu_hours_available, 0),
         share(u.gpu_hours_allocated, u.gpu_hours_available),
-        share(u.gpu_hours_busy, u.gpu_hours_available),
+        u.gpu_hours_busy
+            .map_or("unknown".into(), |b| share(b, u.gpu_hours_available)),
         pct(u.activity_mean),
         pct(u.activity_p95),
         pct(u.memory_used_share),

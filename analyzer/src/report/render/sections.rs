@@ -86,11 +86,14 @@ fn fleet_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
         ),
         kv(
             "GPU-hours of work",
-            format!(
-                "{} ({} of available; activity × time)",
-                thousands(f.gpu_hours_busy, 0),
-                share(f.gpu_hours_busy, f.gpu_hours_available)
-            ),
+            match f.gpu_hours_busy {
+                Some(b) => format!(
+                    "{} ({} of available; activity × time)",
+                    thousands(b, 0),
+                    share(b, f.gpu_hours_available)
+                ),
+                None => "unknown (the data has no activity value)".into(),
+            },
         ),
         kv(
             "Activity",
@@ -182,7 +185,11 @@ fn week_over_week(r: &Report) -> String {
     let mut line = format!(
         "GPU-h available {}, GPU-h of work {}, mean activity {}, energy {}, cost {}",
         signed_pct(change(f.gpu_hours_available, p.gpu_hours_available)),
-        signed_pct(change(f.gpu_hours_busy, p.gpu_hours_busy)),
+        signed_pct(
+            f.gpu_hours_busy
+                .zip(p.gpu_hours_busy)
+                .and_then(|(a, b)| change(a, b))
+        ),
         busy_pts,
         signed_pct(match (f.energy_kwh, p.energy_kwh) {
             (Some(a), Some(b)) => change(a, b),

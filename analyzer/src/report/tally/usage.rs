@@ -134,7 +134,7 @@ impl UsageAcc {
         u.gpu_hours_available = r3(u.gpus as f64 * hours);
         u.gpu_hours_observed = r3(self.observed);
         u.gpu_hours_allocated = r3(self.allocated);
-        u.gpu_hours_busy = r3(self.busy);
+        u.gpu_hours_busy = (self.act_t > 0.0).then(|| r3(self.busy));
         u.activity_mean = (self.act_t > 0.0).then(|| r3(self.act_w / self.act_t));
         u.activity_p95 = p95;
         u.tensor_active_mean = (self.tensor_t > 0.0).then(|| r3(self.tensor_w / self.tensor_t));
