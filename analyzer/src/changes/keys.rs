@@ -9,7 +9,7 @@
 use polars::prelude::*;
 
 use super::ChangesError;
-use crate::frames::columns::{DirectCache, FastMap, cache_slot, i64s, strs};
+use crate::frames::columns::{DirectCache, FastMap, cache_slot, cache_word as word, i64s, strs};
 
 /// Strings numbered in order of first appearance.
 #[derive(Default)]
@@ -60,11 +60,6 @@ pub(super) fn workload_key(
             process.unwrap_or("?")
         ),
     }
-}
-
-/// An optional part of a key as a word for [`cache_slot`].
-fn word<T: Into<i64>>(x: Option<T>) -> u64 {
-    x.map_or(u64::MAX, |v| v.into() as u64)
 }
 
 /// Row keys to ids: the direct cache, then the map, then `make`.

@@ -29,6 +29,8 @@ mod keys;
 mod model;
 pub mod predicted;
 pub mod scan;
+#[cfg(test)]
+mod testing;
 
 pub use compare::{Window, windows};
 pub use detect::{Event, EventKind, group};

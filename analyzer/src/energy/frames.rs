@@ -27,7 +27,9 @@ use tessera_core::mig::GpuModel;
 use tessera_core::mig::profiles::model_by_nvml_name;
 
 use super::{Instance, Interval, Process, profile_slices, split};
-use crate::frames::columns::{DirectCache, FastMap, Ids, cache_slot, f64s, i64s, strs, ts_ms};
+use crate::frames::columns::{
+    DirectCache, FastMap, Ids, cache_slot, cache_word as word, f64s, i64s, strs, ts_ms,
+};
 use crate::frames::{Frames, FramesError};
 
 /// Why a partition's rows could not be read.
@@ -91,11 +93,6 @@ type ProcKey = (usize, Option<i64>, Option<i64>, Option<u32>, Option<u32>);
 
 /// No owner, in [`contributions`]' per-row owners.
 const NO_OWNER: u32 = u32::MAX;
-
-/// A key's optional parts as words for [`cache_slot`].
-fn word<T: Into<i64>>(x: Option<T>) -> u64 {
-    x.map_or(u64::MAX, |v| v.into() as u64)
-}
 
 /// The GPUs of a partition's GPU rows, each with its intervals' `ts` in order.
 #[derive(Default)]

@@ -213,6 +213,11 @@ impl<K: Copy + PartialEq, V: Copy> DirectCache<K, V> {
     }
 }
 
+/// An optional part of a key as a word for [`cache_slot`] (`None` as all ones).
+pub fn cache_word<T: Into<i64>>(x: Option<T>) -> u64 {
+    x.map_or(u64::MAX, |v| v.into() as u64)
+}
+
 /// The [`DirectCache`] slot of a key given as words (one multiply, whatever the number of words).
 pub fn cache_slot(words: impl IntoIterator<Item = u64>) -> usize {
     let x = words.into_iter().fold(0u64, |x, w| x.rotate_left(7) ^ w);

@@ -84,6 +84,7 @@ type RowFigures = (f64, Option<f64>, Option<f64>);
 
 /// One period's sums; `G` names the GPUs counted (labels in [`Acc`], a partition's label ids
 /// in [`PartAcc`]).
+#[derive(Clone, Default)]
 struct Sum<G> {
     gpus: BTreeSet<G>,
     observed: f64,
@@ -96,59 +97,14 @@ struct Sum<G> {
     energy: Option<f64>,
 }
 
-impl<G> Clone for Sum<G>
-where
-    G: Clone,
-{
-    fn clone(&self) -> Self {
-        Sum {
-            gpus: self.gpus.clone(),
-            ..*self
-        }
-    }
-}
-
-impl<G> Default for Sum<G> {
-    fn default() -> Self {
-        Sum {
-            gpus: BTreeSet::new(),
-            observed: 0.0,
-            in_use: 0.0,
-            busy: 0.0,
-            act_h: 0.0,
-            use_h: 0.0,
-            energy: None,
-        }
-    }
-}
-
 /// One team's sums in one period; `P` names its processes as `G` does GPUs.
+#[derive(Clone, Default)]
 struct TeamSum<P> {
     processes: BTreeSet<P>,
     gpu_hours: f64,
     /// Σ activity × share; `None` while no row of the team's GPUs had activity.
     busy: Option<f64>,
     energy: Option<f64>,
-}
-
-impl<P: Clone> Clone for TeamSum<P> {
-    fn clone(&self) -> Self {
-        TeamSum {
-            processes: self.processes.clone(),
-            ..*self
-        }
-    }
-}
-
-impl<P> Default for TeamSum<P> {
-    fn default() -> Self {
-        TeamSum {
-            processes: BTreeSet::new(),
-            gpu_hours: 0.0,
-            busy: None,
-            energy: None,
-        }
-    }
 }
 
 /// The sums of both periods of one change, over every partition.

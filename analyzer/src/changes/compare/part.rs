@@ -45,6 +45,7 @@ pub(in crate::changes) fn tally_all(
         .clamp(1, 4)
         .min(parts.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let read = std::sync::atomic::AtomicU64::new(0);
     type Done = (usize, Result<PartTally, ChangesError>);
     let done: std::sync::Mutex<Vec<Done>> = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -53,7 +54,7 @@ pub(in crate::changes) fn tally_all(
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = parts.get(i) else { break };
-                    let r = tally(f, windows);
+                    let r = tally(f, windows, &read);
                     let failed = r.is_err();
                     done.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
                     if failed {
@@ -68,7 +69,7 @@ pub(in crate::changes) fn tally_all(
     crate::timing::report(
         "changes (summed)",
         "read",
-        std::time::Duration::from_nanos(READ.load(std::sync::atomic::Ordering::Relaxed)),
+        std::time::Duration::from_nanos(read.load(std::sync::atomic::Ordering::Relaxed)),
     );
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_by_key(|(i, _)| *i);
@@ -80,8 +81,6 @@ pub(in crate::changes) fn tally_all(
     }
     Ok(accs)
 }
-
-static READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One partition's sums per window, and the names of its GPU and process ids.
 struct PartTally {
@@ -252,7 +251,12 @@ struct DenseAcc {
 }
 
 /// Sums one partition's rows of both periods of every window.
-fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError> {
+/// `read`: the time spent reading frames, summed (`TESSERA_TIMINGS`).
+fn tally(
+    frames: &Frames,
+    windows: &[Window],
+    read: &std::sync::atomic::AtomicU64,
+) -> Result<PartTally, ChangesError> {
     let mut accs: Vec<DenseAcc> = windows.iter().map(|_| DenseAcc::default()).collect();
     let mut sides = SidesAt::new(windows);
     let t0 = std::time::Instant::now();
@@ -273,7 +277,7 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
         ],
     )
     .collect()?;
-    READ.fetch_add(
+    read.fetch_add(
         t0.elapsed().as_nanos() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );
@@ -341,7 +345,7 @@ fn tally(frames: &Frames, windows: &[Window]) -> Result<PartTally, ChangesError>
         ],
     )
     .collect()?;
-    READ.fetch_add(
+    read.fetch_add(
         t1.elapsed().as_nanos() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );

@@ -12,26 +12,15 @@ use proptest::prelude::*;
 
 use super::Window;
 use super::*;
+use crate::changes::testing::Seeded;
 use crate::frames::Frames;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn value(&mut self, none_in: u64) -> Option<f64> {
-        (self.below(none_in) != 0).then(|| self.below(1000) as f64 / 997.0)
-    }
-}
-
 const IV: i64 = 10_000;
+
+/// A value in [0, 1], or none one time in `none_in`.
+fn value(r: &mut Seeded, none_in: u64) -> Option<f64> {
+    (r.below(none_in) != 0).then(|| r.below(1000) as f64 / 997.0)
+}
 
 /// One GPU row: node, index, uuid, ts, interval, busy, sm, memory, power, energy.
 type GpuRow = (
@@ -59,7 +48,7 @@ type ProcRow = (
     Option<String>,
 );
 
-fn partition(r: &mut Rng, node: &str, n: i64) -> (Vec<GpuRow>, Vec<ProcRow>) {
+fn partition(r: &mut Seeded, node: &str, n: i64) -> (Vec<GpuRow>, Vec<ProcRow>) {
     let (mut gpu, mut process) = (Vec::new(), Vec::new());
     for k in 0..n {
         let ts = k * IV;
@@ -68,23 +57,23 @@ fn partition(r: &mut Rng, node: &str, n: i64) -> (Vec<GpuRow>, Vec<ProcRow>) {
                 continue;
             }
             let node = (r.below(25) != 0).then(|| node.to_string());
-            let mem = r.value(5).map(|m| m * 4.0 * GIB);
+            let mem = value(r, 5).map(|m| m * 4.0 * GIB);
             let row = (
                 node.clone(),
                 g,
                 format!("{node:?}-GPU-{g}"),
                 ts,
                 (r.below(30) != 0).then_some(IV),
-                r.value(4),
-                r.value(3),
+                value(r, 4),
+                value(r, 3),
                 mem,
-                r.value(4).map(|p| p * 300.0),
-                r.value(3).map(|e| e * 3000.0),
+                value(r, 4).map(|p| p * 300.0),
+                value(r, 3).map(|e| e * 3000.0),
             );
             if r.below(30) == 0 {
                 // A duplicate with other figures: the last one counts for the processes.
                 let mut dup = row.clone();
-                dup.6 = r.value(2);
+                dup.6 = value(r, 2);
                 gpu.push(row);
                 gpu.push(dup);
             } else {
@@ -284,7 +273,7 @@ fn same_sum(a: &Sum<String>, b: &RefSum) -> bool {
 }
 
 fn check(seed: u64) {
-    let mut r = Rng(seed | 1);
+    let mut r = Seeded::new(seed);
     let n = 30 + r.below(60) as i64;
     let parts: Vec<_> = (0..1 + r.below(3))
         .map(|k| partition(&mut r, &format!("n{k}"), n))
@@ -340,7 +329,7 @@ fn check(seed: u64) {
 #[test]
 fn the_periods_hold_rows_and_teams() {
     // Not a comparison of empty sums: the generator's windows hold rows, GPUs and teams.
-    let mut r = Rng(11);
+    let mut r = Seeded::new(11);
     let parts = [partition(&mut r, "n0", 60)];
     let w = Window {
         before: (0, 200_000),

@@ -6,21 +6,7 @@ use polars::prelude::*;
 use proptest::prelude::*;
 
 use super::*;
-
-/// A small deterministic generator (xorshift64*), seeded by proptest.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::changes::testing::Seeded;
 
 const IV: i64 = 10_000;
 
@@ -58,7 +44,7 @@ type ProcRow = (
 );
 
 fn partition(seed: u64, shuffle: bool) -> (Frames, i64, i64) {
-    let mut r = Rng(seed | 1);
+    let mut r = Seeded::new(seed);
     let n = 40 + r.below(80) as i64;
     let mut rows = Rows::default();
     let node = if r.below(2) == 0 { "n1" } else { "n2" };
