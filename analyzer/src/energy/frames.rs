@@ -26,7 +26,7 @@ use polars::prelude::{DataType, PolarsError, col, lit};
 use tessera_core::mig::GpuModel;
 use tessera_core::mig::profiles::model_by_nvml_name;
 
-use super::{Instance, Interval, Process, profile_slices, split};
+use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into};
 use crate::frames::columns::{
     DirectCache, FastMap, Ids, cache_slot, cache_word as word, f64s, i64s, strs, ts_ms,
 };
@@ -442,14 +442,21 @@ pub fn contributions<K: Eq + Hash + Clone>(
     }
     let (inst_at, instances) = by_interval(ivs.len(), &instances);
     let (proc_at, procs) = by_interval(ivs.len(), &procs);
-    // One interval at a time, its instances and processes in vectors reused.
+    // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
+    let mut joules: Vec<f64> = Vec::new();
     for (v, (row, model)) in ivs.into_iter().enumerate() {
         let row = row as usize;
+        let here = &procs[proc_at[v]..proc_at[v + 1]];
+        let energy_j = energy_of(row).unwrap_or(0.0);
+        if here.is_empty() {
+            // No process: nothing to split, all of it is idle.
+            out.intervals.push((energy_j, idle_alone(energy_j)));
+            continue;
+        }
         iv.instances.clear();
         iv.instances
             .extend_from_slice(&instances[inst_at[v]..inst_at[v + 1]]);
-        let here = &procs[proc_at[v]..proc_at[v + 1]];
         iv.processes.clear();
         iv.processes.extend(here.iter().map(|&(i, _)| {
             let i = i as usize;
@@ -460,23 +467,23 @@ pub fn contributions<K: Eq + Hash + Clone>(
             }
         }));
         (iv.energy_j, iv.activity, iv.slices) = (
-            energy_of(row).unwrap_or(0.0),
+            energy_j,
             g_sm.get(row).or(g_busy.get(row)),
             model.map(|m| m.compute_slices),
         );
-        let s = split(&iv);
-        if s.no_activity {
+        let (idle, no_activity) = split_into(&iv, &mut joules);
+        if no_activity {
             // Unknown, not 0: the processes get no share at all (their keys stay unknown unless
             // another interval gives them one).
             out.no_activity_j += iv.energy_j;
         } else {
-            for (&(_, owner), j) in here.iter().zip(&s.processes) {
+            for (&(_, owner), j) in here.iter().zip(&joules) {
                 if owner != NO_OWNER {
                     out.shares.push((owner as usize, *j));
                 }
             }
         }
-        out.intervals.push((iv.energy_j, s.idle));
+        out.intervals.push((iv.energy_j, idle));
     }
     Ok(out)
 }

@@ -92,30 +92,32 @@ fn ratio(x: Option<f64>) -> Option<f64> {
 
 /// Splits `part` joules among the processes `idx` of `procs` (by `sm_mean` share, else equally
 /// among those holding memory, else equally), adding to `out`. Returns what was given.
-fn to_processes(part: f64, idx: &[usize], procs: &[Process], out: &mut [f64]) -> f64 {
-    if idx.is_empty() || part <= 0.0 {
+fn to_processes<I>(part: f64, idx: I, procs: &[Process], out: &mut [f64]) -> f64
+where
+    I: Iterator<Item = usize> + Clone,
+{
+    if idx.clone().next().is_none() || part <= 0.0 {
         return 0.0;
     }
     let sm = |i: usize| ratio(procs[i].sm).unwrap_or(0.0);
-    let sm_sum: f64 = idx.iter().map(|&i| sm(i)).sum();
+    let sm_sum: f64 = idx.clone().map(sm).sum();
     if sm_sum > 0.0 {
-        for &i in idx {
+        for i in idx {
             out[i] += part * (sm(i) / sm_sum);
         }
         return part;
     }
     let holding: Vec<usize> = idx
-        .iter()
-        .copied()
+        .clone()
         .filter(|&i| procs[i].memory.is_some_and(|m| m.is_finite() && m > 0.0))
         .collect();
-    let to = if holding.is_empty() {
-        idx
+    let to: Vec<usize> = if holding.is_empty() {
+        idx.collect()
     } else {
-        &holding[..]
+        holding
     };
     let each = part / to.len() as f64;
-    for &i in to {
+    for i in to {
         out[i] += each;
     }
     part
@@ -123,29 +125,50 @@ fn to_processes(part: f64, idx: &[usize], procs: &[Process], out: &mut [f64]) ->
 
 /// The interval's split (see the module documentation for the rule).
 pub fn split(iv: &Interval) -> Split {
+    let mut processes = Vec::new();
+    let (idle, no_activity) = split_into(iv, &mut processes);
+    Split {
+        processes,
+        idle,
+        no_activity,
+    }
+}
+
+/// [`split`] into a buffer the caller reuses: `out` is set to each process's joules (in the
+/// order of [`Interval::processes`]); returns the idle rest and [`Split::no_activity`]. The same
+/// arithmetic in the same order, without allocating per interval.
+pub fn split_into(iv: &Interval, out: &mut Vec<f64>) -> (f64, bool) {
     let e = if iv.energy_j.is_finite() {
         iv.energy_j.max(0.0)
     } else {
         0.0
     };
-    let mut out = vec![0.0; iv.processes.len()];
+    out.clear();
+    out.resize(iv.processes.len(), 0.0);
     let known = if iv.instances.is_empty() {
-        split_whole(e, iv, &mut out)
+        split_whole(e, iv, out)
     } else {
-        split_mig(e, iv, &mut out)
+        split_mig(e, iv, out)
     };
     // Idle is the rest, so the parts add up to the energy; a last rounding below 0 is 0.
     let given: f64 = out.iter().sum();
-    Split {
-        processes: out,
-        idle: (e - given).max(0.0),
-        no_activity: !known && !iv.processes.is_empty(),
-    }
+    ((e - given).max(0.0), !known && !iv.processes.is_empty())
+}
+
+/// The idle part of an interval with energy `energy_j` and no process: all of it, by the same
+/// arithmetic as [`split_into`] (which is what it returns for such an interval).
+pub fn idle_alone(energy_j: f64) -> f64 {
+    let e = if energy_j.is_finite() {
+        energy_j.max(0.0)
+    } else {
+        0.0
+    };
+    let given: f64 = [0.0f64; 0].iter().sum();
+    (e - given).max(0.0)
 }
 
 /// Outside MIG; `false` when no activity value was there to split by.
 fn split_whole(e: f64, iv: &Interval, out: &mut [f64]) -> bool {
-    let all: Vec<usize> = (0..iv.processes.len()).collect();
     let sm_sum: Option<f64> = iv
         .processes
         .iter()
@@ -154,7 +177,7 @@ fn split_whole(e: f64, iv: &Interval, out: &mut [f64]) -> bool {
     let Some(a) = ratio(iv.activity).or(sm_sum.map(|s| s.min(1.0))) else {
         return false;
     };
-    to_processes(e * a, &all, &iv.processes, out);
+    to_processes(e * a, 0..iv.processes.len(), &iv.processes, out);
     true
 }
 
@@ -202,7 +225,7 @@ fn split_mig(e: f64, iv: &Interval, out: &mut [f64]) -> bool {
     let sum: f64 = shares.iter().sum();
     let scale = if sum > 1.0 { 1.0 / sum } else { 1.0 };
     for ((_, procs), share) in loaded.iter().zip(shares) {
-        to_processes(e * share * scale, procs, &iv.processes, out);
+        to_processes(e * share * scale, procs.iter().copied(), &iv.processes, out);
     }
     true
 }

@@ -290,3 +290,63 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn split_into_a_reused_buffer_equals_split_and_idle_alone_equals_an_interval_without_processes() {
+    // Odd values (negative zero, non-finite, MIG and whole-GPU intervals) through one buffer:
+    // the same bits as `split`, whatever the buffer held before.
+    let mut buf = vec![9.0; 5];
+    let procs = |n: usize, mig: bool| -> Vec<Process> {
+        (0..n)
+            .map(|k| Process {
+                sm: (k % 3 != 0).then_some(0.1 * k as f64),
+                memory: (k % 2 == 0).then_some(1e9),
+                instance: mig.then_some(k as u32 % 2),
+            })
+            .collect()
+    };
+    for e in [0.0, -0.0, 1.5, 250.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(
+            idle_alone(e).to_bits(),
+            split(&Interval {
+                energy_j: e,
+                activity: Some(0.4),
+                ..Interval::default()
+            })
+            .idle
+            .to_bits()
+        );
+        for n in 0..4 {
+            for mig in [false, true] {
+                let iv = Interval {
+                    energy_j: e,
+                    activity: (n != 2).then_some(0.3),
+                    slices: Some(7),
+                    instances: if mig {
+                        vec![
+                            Instance {
+                                id: 0,
+                                slices: 3,
+                                activity: Some(0.5),
+                            },
+                            Instance {
+                                id: 1,
+                                slices: 4,
+                                activity: None,
+                            },
+                        ]
+                    } else {
+                        Vec::new()
+                    },
+                    processes: procs(n, mig),
+                };
+                let want = split(&iv);
+                let (idle, no_activity) = split_into(&iv, &mut buf);
+                assert_eq!(idle.to_bits(), want.idle.to_bits(), "{e} {n} {mig}");
+                assert_eq!(no_activity, want.no_activity);
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&buf), bits(&want.processes));
+            }
+        }
+    }
+}
