@@ -93,6 +93,21 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
         // chunks of columns that differ (rechunking every column) in many operations.
         let mut df = df;
         df.rechunk_mut();
+        // Unsigned columns as the types every consumer reads them as (`columns::i64s`,
+        // `columns::f64s`): cast once here, not once per consumer.
+        let unsigned: Vec<(PlSmallStr, DataType)> = df
+            .columns()
+            .iter()
+            .filter_map(|c| match c.dtype() {
+                DataType::UInt32 => Some((c.name().clone(), DataType::Int64)),
+                DataType::UInt64 => Some((c.name().clone(), DataType::Float64)),
+                _ => None,
+            })
+            .collect();
+        for (name, to) in unsigned {
+            let cast = df.column(&name)?.cast(&to)?;
+            df.with_column(cast)?;
+        }
         Ok(df.lazy())
     };
     Ok(Frames {
