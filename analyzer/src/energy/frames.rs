@@ -230,7 +230,16 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let m = within(frames.mig.clone(), MIG)?;
     let p = within(frames.process.clone(), PROCESS)?;
     let (g_node, g_uuid, g_model) = (strs(&g, "node")?, strs(&g, "uuid")?, strs(&g, "model")?);
-    let (g_node, g_uuid, g_model) = (g_node.ids(), g_uuid.ids(), g_model.ids());
+    let (g_node, g_uuid) = (g_node.ids(), g_uuid.ids());
+    // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
+    // that read it), by the row's own model name.
+    let mut models: FastMap<&str, Option<&'static GpuModel>> = FastMap::default();
+    let mut model_of = |row: u32| -> Option<&'static GpuModel> {
+        let name = g_model.get(row as usize)?;
+        *models
+            .entry(name)
+            .or_insert_with(|| model_by_nvml_name(name))
+    };
     let (g_gpu, g_ts, g_iv) = (i64s(&g, "gpu")?, i64s(&g, "ts")?, i64s(&g, "interval_ms")?);
     let (g_sm, g_busy, g_power, g_energy) = (
         f64s(&g, "sm_active_mean")?,
@@ -295,22 +304,12 @@ pub fn contributions<K: Eq + Hash + Clone>(
         .collect();
     gpus.first = vec![0; rows.len()];
     gpus.cursor = vec![0; rows.len()];
-    // The intervals in order (their instances and processes apart), each with its GPU model's
-    // table.
-    // The intervals in order (their instances and processes apart): each one's GPU row and GPU
-    // model's table (the interval itself is made when it is split).
-    let mut ivs: Vec<(u32, Option<&'static GpuModel>)> =
-        Vec::with_capacity(rows.iter().map(Vec::len).sum());
-    let mut models: Vec<Option<Option<&'static GpuModel>>> = vec![None; g_model.strings.len()];
+    // The intervals in order (their instances and processes apart): each one's GPU row (the
+    // interval itself is made when it is split).
+    let mut ivs: Vec<u32> = Vec::with_capacity(rows.iter().map(Vec::len).sum());
     for &k in &order {
         gpus.first[k] = ivs.len();
-        for &(_, i) in &rows[k] {
-            let model = g_model.at(i).and_then(|id| {
-                *models[id as usize]
-                    .get_or_insert_with(|| model_by_nvml_name(g_model.strings[id as usize]))
-            });
-            ivs.push((i as u32, model));
-        }
+        ivs.extend(rows[k].iter().map(|&(_, i)| i as u32));
     }
     drop(rows);
     let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
@@ -343,7 +342,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
             continue;
         };
         let Ok(id) = u32::try_from(gi) else { continue };
-        let model = ivs[v].1;
+        let model = model_of(ivs[v]);
         let slices = m_profile.at(i).and_then(|pid| {
             let at = model.map_or(0, |m| m as *const GpuModel as usize);
             *slices_of.entry((pid, at)).or_insert_with(|| {
@@ -445,7 +444,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
     let mut joules: Vec<f64> = Vec::new();
-    for (v, (row, model)) in ivs.into_iter().enumerate() {
+    for (v, row) in ivs.into_iter().enumerate() {
         let row = row as usize;
         let here = &procs[proc_at[v]..proc_at[v + 1]];
         let energy_j = energy_of(row).unwrap_or(0.0);
@@ -469,7 +468,12 @@ pub fn contributions<K: Eq + Hash + Clone>(
         (iv.energy_j, iv.activity, iv.slices) = (
             energy_j,
             g_sm.get(row).or(g_busy.get(row)),
-            model.map(|m| m.compute_slices),
+            if iv.instances.is_empty() {
+                // Read only in MIG mode.
+                None
+            } else {
+                model_of(row as u32).map(|m| m.compute_slices)
+            },
         );
         let (idle, no_activity) = split_into(&iv, &mut joules);
         if no_activity {
