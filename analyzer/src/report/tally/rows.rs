@@ -28,24 +28,6 @@ pub(super) struct Row {
     pub held: Option<bool>,
 }
 
-impl Row {
-    /// A placeholder, overwritten before it is read.
-    const EMPTY: Row = Row {
-        gpu: 0,
-        ts: 0,
-        interval: 0,
-        activity: None,
-        sm: false,
-        tensor: None,
-        dram: None,
-        mem: None,
-        total: None,
-        energy_j: None,
-        lost: false,
-        held: None,
-    };
-}
-
 /// One GPU's identity.
 #[derive(Clone)]
 pub(super) struct Gpu {
@@ -236,21 +218,24 @@ pub(super) fn gpu_rows(
             held: holders.get(i).map(|h| h > 0),
         }
     };
-    // Built in frame order (each column read front to back) and written to its sorted place
-    // (one write stream per GPU).
-    let mut rows: Vec<Row> = vec![Row::EMPTY; n];
+    // The frame's rows in (GPU, ts) order, as row numbers (a counting sort by GPU, stable,
+    // then each GPU's rows sorted by ts unless they already are: a node's files are in time
+    // order); each row is then built once, in that order (no placeholder rows written first).
+    let mut order: Vec<u32> = vec![0; n];
     let mut at = counts.clone();
     for (i, &g) in gpu_of.iter().enumerate() {
         let r = rank[g as usize];
-        rows[at[r]] = row(i);
+        order[at[r]] = i as u32;
         at[r] += 1;
     }
+    let ts_of = |i: u32| ts.get(i as usize).unwrap_or(0);
     for w in counts.windows(2) {
-        let bucket = &mut rows[w[0]..w[1]];
-        if !bucket.windows(2).all(|p| p[0].ts <= p[1].ts) {
-            bucket.sort_by_key(|r| r.ts);
+        let bucket = &mut order[w[0]..w[1]];
+        if !bucket.windows(2).all(|p| ts_of(p[0]) <= ts_of(p[1])) {
+            bucket.sort_by_key(|&i| ts_of(i));
         }
     }
+    let rows: Vec<Row> = order.iter().map(|&i| row(i as usize)).collect();
     Ok((gpus, rows))
 }
 
