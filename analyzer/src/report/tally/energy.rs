@@ -55,7 +55,7 @@ pub(super) type GpuIdle = (String, Option<i64>, String, f64, f64);
 pub(super) fn gpu_idle(gpus: &[Gpu], cur: &[&Row]) -> Vec<GpuIdle> {
     let mut acc: Vec<(f64, f64)> = vec![(0.0, 0.0); gpus.len()];
     for r in cur {
-        if let (Some(e), Some(a)) = (r.energy_j, r.activity)
+        if let (Some(e), Some(a)) = (r.energy_j(), r.activity())
             && a <= IDLE_ACTIVITY
             && r.interval > 0
         {

@@ -11,11 +11,11 @@ pub(super) fn gpu_activity(gpus: &[Gpu], per: &[&[&Row]]) -> Vec<GpuActivity> {
         .zip(per)
         .filter(|(_, rs)| !rs.is_empty())
         .map(|(g, rs)| {
-            let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity).collect();
+            let mut acts: Vec<f64> = rs.iter().filter_map(|r| r.activity()).collect();
             let mut hist = [0.0; 10];
             let mut t = 0.0;
             for r in rs.iter() {
-                if let Some(a) = r.activity {
+                if let Some(a) = r.activity() {
                     hist[((a * 10.0) as usize).min(9)] += r.interval as f64;
                     t += r.interval as f64;
                 }
@@ -68,11 +68,11 @@ pub(super) fn free_counts(rows: &[&Row], range: (i64, i64), timeline: &mut [(u32
         if h < 0 || h as usize >= nh {
             continue;
         }
-        let quiet = r.activity.is_none_or(|a| a <= FREE_ACTIVITY);
+        let quiet = r.activity().is_none_or(|a| a <= FREE_ACTIVITY);
         let free = match r.held {
             Some(true) => false,
-            Some(false) => r.mem.is_none_or(|m| m < FREE_MEMORY) && quiet,
-            None => r.mem.is_some_and(|m| m < FREE_MEMORY) && quiet,
+            Some(false) => r.mem().is_none_or(|m| m < FREE_MEMORY) && quiet,
+            None => r.mem().is_some_and(|m| m < FREE_MEMORY) && quiet,
         };
         let c = &mut cells[h as usize];
         c.0 += r.interval;

@@ -124,7 +124,7 @@ impl Tally {
                 self.previous.add(base + r.gpu, r);
                 continue;
             }
-            match r.activity {
+            match r.activity() {
                 Some(_) if r.sm => self.n_sm += 1,
                 Some(_) => self.n_busy += 1,
                 None => {}
@@ -141,7 +141,7 @@ impl Tally {
             acc.add(base + r.gpu, r);
             model = Some((r.gpu, acc));
             // Hour-of-week heatmap of mean activity (the row's start decides its hour).
-            if let (Some(a), Some(Some((d, h)))) = (r.activity, slots.next()) {
+            if let (Some(a), Some(Some((d, h)))) = (r.activity(), slots.next()) {
                 let w = r.interval as f64;
                 self.hour_of_week[*d][*h].0 += a * w;
                 self.hour_of_week[*d][*h].1 += w;
@@ -500,7 +500,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         for frames in parts {
             let (gpus, rows) = gpu_rows(frames, start - len + 1, end, None)?;
             for r in &rows {
-                let Some(a) = r.activity else { continue };
+                let Some(a) = r.activity() else { continue };
                 let k = bucket_of(a);
                 if r.ts <= start {
                     if k.is_some() && k == pk {

@@ -75,7 +75,7 @@ impl UsageAcc {
         }
         let h = r.interval as f64 / HOUR_MS;
         self.observed += h;
-        if let Some(a) = r.activity {
+        if let Some(a) = r.activity() {
             match &mut self.values {
                 Values::All(v) => v.push(a),
                 Values::Hist(hist) => hist.add(a),
@@ -84,35 +84,35 @@ impl UsageAcc {
             self.act_t += h;
             self.busy += a * h;
         }
-        if let Some(t) = r.tensor {
+        if let Some(t) = r.tensor() {
             self.tensor_w += t * h;
             self.tensor_t += h;
         }
-        if let Some(d) = r.dram {
+        if let Some(d) = r.dram() {
             self.dram_w += d * h;
             self.dram_t += h;
         }
-        if (r.tensor.is_some() || r.dram.is_some()) && self.last_gpm_gpu != Some(gpu) {
+        if (r.tensor().is_some() || r.dram().is_some()) && self.last_gpm_gpu != Some(gpu) {
             self.gpm_gpus.insert(gpu);
             self.last_gpm_gpu = Some(gpu);
         }
-        let held = r.mem.is_some_and(|m| m >= FREE_MEMORY);
-        if held || r.activity.is_some_and(|a| a > FREE_ACTIVITY) {
+        let held = r.mem().is_some_and(|m| m >= FREE_MEMORY);
+        if held || r.activity().is_some_and(|a| a > FREE_ACTIVITY) {
             self.allocated += h;
         }
         // The share only from rows where it can be one: a total of at least 1 MiB (no GPU has
         // less) and no more used than the total; others would print "100% used, peak 0.0 GiB".
-        if let (Some(m), Some(t)) = (r.mem, r.total)
+        if let (Some(m), Some(t)) = (r.mem(), r.total())
             && t >= MIN_TOTAL_BYTES
             && m <= t
         {
             self.mem_share += m / t;
             self.mem_n += 1;
         }
-        if let Some(m) = r.mem {
+        if let Some(m) = r.mem() {
             self.peak = Some(self.peak.map_or(m, |p: f64| p.max(m)));
         }
-        if let Some(e) = r.energy_j {
+        if let Some(e) = r.energy_j() {
             *self.energy.get_or_insert(0.0) += e;
         }
     }
