@@ -54,19 +54,16 @@ pub(super) fn slot_of(ts_ms: i64, tz: &Tz) -> Option<(usize, usize)> {
 /// UTC offset has that slot throughout (local time runs on without a jump inside it); any other
 /// quarter (a change of offset, or an hour that does not start on a quarter hour) is answered
 /// time by time. The same values as `slot_of` on each time, exactly.
-pub(super) fn slots_of(times: impl Iterator<Item = i64>, tz: &Tz) -> Vec<Option<(usize, usize)>> {
+pub(super) fn slots_of(times: impl Iterator<Item = i64>, tz: &Tz) -> Vec<Option<(u8, u8)>> {
     use chrono::Offset;
     const QUARTER: i64 = 900_000;
     let at = |t: i64| {
         tz.timestamp_millis_opt(t).single().map(|d| {
-            let slot = (
-                d.weekday().num_days_from_monday() as usize,
-                d.hour() as usize,
-            );
+            let slot = (d.weekday().num_days_from_monday() as u8, d.hour() as u8);
             (slot, d.offset().fix())
         })
     };
-    let of_quarter = |q: i64| -> Option<Option<(usize, usize)>> {
+    let of_quarter = |q: i64| -> Option<Option<(u8, u8)>> {
         let first = q.checked_mul(QUARTER)?;
         let last = first.checked_add(QUARTER - 1)?;
         match (at(first), at(last)) {
@@ -75,7 +72,7 @@ pub(super) fn slots_of(times: impl Iterator<Item = i64>, tz: &Tz) -> Vec<Option<
         }
     };
     /// A quarter's slot, or `None` when it must be answered time by time.
-    type Quarter = Option<Option<(usize, usize)>>;
+    type Quarter = Option<Option<(u8, u8)>>;
     let mut known: FastMap<i64, Quarter> = FastMap::default();
     let mut last: Option<(i64, Quarter)> = None;
     times
@@ -89,7 +86,7 @@ pub(super) fn slots_of(times: impl Iterator<Item = i64>, tz: &Tz) -> Vec<Option<
                     v
                 }
             };
-            quarter.unwrap_or_else(|| slot_of(t, tz))
+            quarter.unwrap_or_else(|| slot_of(t, tz).map(|(d, h)| (d as u8, h as u8)))
         })
         .collect()
 }
@@ -161,6 +158,7 @@ mod tests {
                 times.extend(around(until).into_iter().rev());
                 let fast = slots_of(times.iter().copied(), &tz);
                 for (t, s) in times.iter().zip(fast) {
+                    let s = s.map(|(d, h)| (usize::from(d), usize::from(h)));
                     assert_eq!(s, slot_of(*t, &tz), "{tz} at {t}");
                 }
             }

@@ -143,8 +143,9 @@ impl Tally {
             // Hour-of-week heatmap of mean activity (the row's start decides its hour).
             if let (Some(a), Some(Some((d, h)))) = (r.activity(), slots.next()) {
                 let w = r.interval as f64;
-                self.hour_of_week[*d][*h].0 += a * w;
-                self.hour_of_week[*d][*h].1 += w;
+                let (d, h) = (usize::from(*d), usize::from(*h));
+                self.hour_of_week[d][h].0 += a * w;
+                self.hour_of_week[d][h].1 += w;
             }
         }
         self.by_node.extend(p.by_node);
@@ -169,7 +170,7 @@ struct Prepared {
     gpus: Vec<Gpu>,
     rows: Vec<Row>,
     /// Per current row (`ts` after the start), in order.
-    slots: Vec<Option<(usize, usize)>>,
+    slots: Vec<Option<(u8, u8)>>,
     by_node: Vec<Usage>,
     gpu_activity: Vec<GpuActivity>,
     timeline: Vec<(u32, u32)>,
