@@ -79,7 +79,8 @@ fn columns(t: Table) -> Vec<&'static str> {
 }
 
 /// The rows of every table with `ts` at or after `from`, with the columns any consumer reads,
-/// in memory.
+/// in memory, one chunk per column, unsigned columns as the signed or float type every
+/// consumer reads them as.
 fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
     let get = |t: Table| -> Result<LazyFrame, PolarsError> {
         let df = frames
@@ -93,21 +94,7 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
         // chunks of columns that differ (rechunking every column) in many operations.
         let mut df = df;
         df.rechunk_mut();
-        // Unsigned columns as the types every consumer reads them as (`columns::i64s`,
-        // `columns::f64s`): cast once here, not once per consumer.
-        let unsigned: Vec<(PlSmallStr, DataType)> = df
-            .columns()
-            .iter()
-            .filter_map(|c| match c.dtype() {
-                DataType::UInt32 => Some((c.name().clone(), DataType::Int64)),
-                DataType::UInt64 => Some((c.name().clone(), DataType::Float64)),
-                _ => None,
-            })
-            .collect();
-        for (name, to) in unsigned {
-            let cast = df.column(&name)?.cast(&to)?;
-            df.with_column(cast)?;
-        }
+        cast_unsigned(&mut df)?;
         Ok(df.lazy())
     };
     Ok(Frames {
@@ -115,6 +102,26 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
         mig: get(Table::Mig)?,
         process: get(Table::Process)?,
     })
+}
+
+/// Casts the unsigned columns of `df` to the types every consumer reads them as
+/// (`columns::i64s`, `columns::f64s`): `uint32` → `int64`, `uint64` → `float64`. Done once when a
+/// partition is read into memory, not once per consumer (a copy of the column each time).
+fn cast_unsigned(df: &mut DataFrame) -> Result<(), PolarsError> {
+    let unsigned: Vec<(PlSmallStr, DataType)> = df
+        .columns()
+        .iter()
+        .filter_map(|c| match c.dtype() {
+            DataType::UInt32 => Some((c.name().clone(), DataType::Int64)),
+            DataType::UInt64 => Some((c.name().clone(), DataType::Float64)),
+            _ => None,
+        })
+        .collect();
+    for (name, to) in unsigned {
+        let cast = df.column(&name)?.cast(&to)?;
+        df.with_column(cast)?;
+    }
+    Ok(())
 }
 
 /// The in-memory rows with `ts` at or after `from` (the same frames when every row is).
@@ -254,4 +261,39 @@ pub fn run(
         demand,
         scans: scans.into_iter().map(|(_, s)| s).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsigned_columns_are_cast_to_what_their_readers_read_and_keep_their_values() {
+        let mut df = df!(
+            "gpu" => [0u32, 1, 7],
+            "memory_used_max_bytes" => [Some(5u64), None, Some(1u64 << 40)],
+            "interval_ms" => [10_000i64, 10_000, 10_000],
+            "node" => ["n1", "n1", "n1"],
+        )
+        .unwrap();
+        cast_unsigned(&mut df).unwrap();
+        let g = df.column("gpu").unwrap();
+        assert_eq!(g.dtype(), &DataType::Int64);
+        assert_eq!(
+            g.i64().unwrap().iter().collect::<Vec<_>>(),
+            [Some(0), Some(1), Some(7)]
+        );
+        let m = df.column("memory_used_max_bytes").unwrap();
+        assert_eq!(m.dtype(), &DataType::Float64);
+        assert_eq!(
+            m.f64().unwrap().iter().collect::<Vec<_>>(),
+            [Some(5.0), None, Some((1u64 << 40) as f64)]
+        );
+        assert_eq!(df.column("interval_ms").unwrap().dtype(), &DataType::Int64);
+        assert_eq!(df.column("node").unwrap().dtype(), &DataType::String);
+        assert_eq!(
+            df.get_column_names(),
+            ["gpu", "memory_used_max_bytes", "interval_ms", "node"]
+        );
+    }
 }
