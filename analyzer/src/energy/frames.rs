@@ -28,7 +28,7 @@ use tessera_core::mig::profiles::model_by_nvml_name;
 
 use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into};
 use crate::frames::columns::{
-    DirectCache, FastMap, Ids, cache_slot, cache_word as word, f64s, i64s, strs, ts_ms,
+    DirectCache, FastMap, Ids, cache_slot, cache_word as word, f64s, find_from, i64s, strs, ts_ms,
 };
 use crate::frames::{Frames, FramesError};
 
@@ -129,15 +129,7 @@ impl Gpus {
 
     /// The interval of GPU `g` at `ts`, as an index in the partition's order.
     fn interval(&mut self, g: usize, ts: i64) -> Option<usize> {
-        let (list, c) = (&self.ts[g], self.cursor[g]);
-        let at = if list.get(c) == Some(&ts) {
-            c
-        } else if list.get(c + 1) == Some(&ts) {
-            c + 1
-        } else {
-            list.binary_search(&ts).ok()?
-        };
-        self.cursor[g] = at;
+        let at = find_from(&self.ts[g], &mut self.cursor[g], ts)?;
         Some(self.first[g] + at)
     }
 }

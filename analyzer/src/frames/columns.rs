@@ -229,6 +229,22 @@ pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 /// A hash set with the same hasher.
 pub type FastSet<K> = rustc_hash::FxHashSet<K>;
 
+/// Where `t` is in `list` (ascending), looked for first where the last search ended (`cursor`)
+/// and just after it (rows in time order ask for the same or the next entry), else by binary
+/// search; `cursor` is moved to the answer. `None` when `t` is not in `list`.
+pub fn find_from(list: &[i64], cursor: &mut usize, t: i64) -> Option<usize> {
+    let c = *cursor;
+    let at = if list.get(c) == Some(&t) {
+        c
+    } else if list.get(c + 1) == Some(&t) {
+        c + 1
+    } else {
+        list.binary_search(&t).ok()?
+    };
+    *cursor = at;
+    Some(at)
+}
+
 /// `ts` as unix ms (Int64) under the same name.
 pub fn ts_ms() -> Expr {
     col("ts").cast(DataType::Int64)
@@ -402,6 +418,27 @@ mod memo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_from_answers_like_a_binary_search_and_moves_the_cursor() {
+        let list = [10i64, 20, 30, 40];
+        let mut cursor = 0;
+        for (t, want) in [
+            (10, Some(0)),
+            (20, Some(1)),
+            (20, Some(1)),
+            (40, Some(3)),
+            (15, None),
+            (10, Some(0)),
+            (30, Some(2)),
+        ] {
+            assert_eq!(find_from(&list, &mut cursor, t), want, "{t}");
+            if let Some(w) = want {
+                assert_eq!(cursor, w);
+            }
+        }
+        assert_eq!(find_from(&[], &mut 0, 1), None);
+    }
 
     /// A frame whose string column has two chunks (so equal long strings have different views)
     /// and nulls; a float column with nulls and non-finite values.

@@ -97,6 +97,20 @@ struct Sum<G> {
     energy: Option<f64>,
 }
 
+impl<G> Sum<G> {
+    /// Adds `from`'s hours and energy (not its GPUs), in one fixed order.
+    fn add_figures<H>(&mut self, from: &Sum<H>) {
+        self.observed += from.observed;
+        self.in_use += from.in_use;
+        self.busy += from.busy;
+        self.act_h += from.act_h;
+        self.use_h += from.use_h;
+        if let Some(e) = from.energy {
+            *self.energy.get_or_insert(0.0) += e;
+        }
+    }
+}
+
 /// One team's sums in one period; `P` names its processes as `G` does GPUs.
 #[derive(Clone, Default)]
 struct TeamSum<P> {
@@ -127,16 +141,9 @@ impl Acc {
     /// worker read which).
     fn merge(&mut self, p: PartAcc, labels: &[String], keys: &[String]) {
         fn sum(into: &mut Sum<String>, from: Sum<u32>, labels: &[String]) {
+            into.add_figures(&from);
             into.gpus
                 .extend(from.gpus.into_iter().map(|g| labels[g as usize].clone()));
-            into.observed += from.observed;
-            into.in_use += from.in_use;
-            into.busy += from.busy;
-            into.act_h += from.act_h;
-            into.use_h += from.use_h;
-            if let Some(e) = from.energy {
-                *into.energy.get_or_insert(0.0) += e;
-            }
         }
         fn opt(into: &mut Option<f64>, from: Option<f64>) {
             if let Some(x) = from {

@@ -14,7 +14,7 @@ use super::{Acc, BUSY, HELD, HOUR_MS, PartAcc, RowFigures, Sum, TeamSum, Window}
 use crate::changes::ChangesError;
 use crate::changes::keys::{Interner, gpu_ids, workload_ids};
 use crate::frames::Frames;
-use crate::frames::columns::{FastMap, f64s, i64s, strs, ts_ms};
+use crate::frames::columns::{FastMap, f64s, find_from, i64s, strs, ts_ms};
 
 /// The rows of `f` ending in any of the windows' periods, with `columns`.
 fn select(f: &LazyFrame, windows: &[Window], columns: &[&str]) -> LazyFrame {
@@ -170,17 +170,7 @@ impl GpuRows {
     /// Where GPU `g`'s row at `t` is.
     fn find(&mut self, g: u32, t: i64) -> Option<usize> {
         let g = g as usize;
-        let list = self.ts.get(g)?;
-        let c = self.cursor[g];
-        let at = if list.get(c) == Some(&t) {
-            c
-        } else if list.get(c + 1) == Some(&t) {
-            c + 1
-        } else {
-            list.binary_search(&t).ok()?
-        };
-        self.cursor[g] = at;
-        Some(at)
+        find_from(self.ts.get(g)?, &mut self.cursor[g], t)
     }
 }
 
@@ -448,13 +438,6 @@ fn add_sum(into: &mut Sum<u32>, from: Sum<u32>) {
         *into = from;
         return;
     }
+    into.add_figures(&from);
     into.gpus.extend(from.gpus);
-    into.observed += from.observed;
-    into.in_use += from.in_use;
-    into.busy += from.busy;
-    into.act_h += from.act_h;
-    into.use_h += from.use_h;
-    if let Some(e) = from.energy {
-        *into.energy.get_or_insert(0.0) += e;
-    }
 }
