@@ -23,6 +23,28 @@ fn is_null_marker(t: &str) -> bool {
         || (t.starts_with('[') && t.ends_with(']'))
 }
 
+/// Whether the file at `path` has an even number of `"` bytes (read in blocks: memory does not
+/// grow with the file).
+fn quotes_paired(path: &Path) -> Result<bool, IngestError> {
+    use std::io::Read;
+    let io = |source| IngestError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut block = vec![0u8; 1 << 16];
+    let mut odd = false;
+    loop {
+        let n = match file.read(&mut block) {
+            Ok(0) => return Ok(!odd),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        odd ^= block[..n].iter().filter(|&&b| b == b'"').count() % 2 == 1;
+    }
+}
+
 /// The generic format through polars' CSV reader. `Ok(None)` when the file needs the line
 /// reader (anything polars cannot parse or any row that does not check out).
 pub(super) fn read_fast(
@@ -52,14 +74,24 @@ pub(super) fn read_fast(
     // No null-value list (checking every field against it cost a tenth of the read): empty
     // fields are null, `NaN` parses (and is taken as null below), and any other marker (`N/A`,
     // `[Not Supported]`) sends the file to the line reader, which knows them.
+    // A quoted field left open (an odd number of `"`: doubled quotes inside a field come in
+    // pairs) makes polars' reader panic (0.55: a slice index in its number parser); the line
+    // reader names the line instead.
+    if !quotes_paired(path)? {
+        return Ok(None);
+    }
     let reader = CsvReadOptions::default()
         .with_has_header(true)
         .with_schema(Some(Arc::new(schema)))
         .try_into_reader_with_file_path(Some(path.to_path_buf()));
     let watch = crate::timing::Stopwatch::start("csv");
-    let df = match reader.and_then(|r| r.finish()) {
-        Ok(df) => df,
-        Err(_) => return Ok(None),
+    // Any other input polars panics on goes to the line reader too, rather than down the caller.
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        reader.and_then(|r| r.finish())
+    }));
+    let df = match read {
+        Ok(Ok(df)) => df,
+        Ok(Err(_)) | Err(_) => return Ok(None),
     };
     watch.lap("polars csv reader");
     if df.width() != header.len() {

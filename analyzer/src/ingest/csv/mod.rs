@@ -360,4 +360,49 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn an_open_quoted_field_goes_to_the_line_reader_not_a_panic() {
+        // Found by `csv_never_panics_and_errors_name_file_and_line`: polars 0.55's reader
+        // panicked on this file.
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("in.csv");
+        std::fs::write(
+            &path,
+            "timestamp,entity,metric,value,kind,pid,pod\n1793600000,,\"\n\",\"",
+        )
+        .expect("write");
+        let h = header(&path);
+        let Some(Format::Generic(idx)) = detect(&h) else {
+            panic!("generic header")
+        };
+        assert!(
+            read_fast(&path, &h, idx, &mut IngestReport::default())
+                .expect("read")
+                .is_none()
+        );
+        let e = crate::ingest::ingest(
+            &[crate::ingest::Source::Csv(path.clone())],
+            &IngestOptions::default(),
+        )
+        .err()
+        .expect("an error, not rows")
+        .to_string();
+        assert!(e.contains("in.csv"), "{e}");
+        // A quoted field with a comma, closed, still takes the fast reader.
+        std::fs::write(
+            &path,
+            "timestamp,entity,metric,value,model\n1793600000,GPU-a,gpu_busy_ratio,0.5,\"H100, SXM\"\n",
+        )
+        .expect("write");
+        let h = header(&path);
+        let Some(Format::Generic(idx)) = detect(&h) else {
+            panic!("generic header")
+        };
+        assert!(
+            read_fast(&path, &h, idx, &mut IngestReport::default())
+                .expect("read")
+                .is_some()
+        );
+    }
 }
