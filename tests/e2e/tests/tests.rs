@@ -2,6 +2,7 @@
 //! fake library, MIG apply and profiles, hostile inputs, the monitoring assets against real
 //! Prometheus and Alertmanager, and the soak test.
 
+mod build_commit;
 mod cli;
 mod dashboards;
 mod debian;
