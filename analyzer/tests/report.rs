@@ -121,7 +121,7 @@ fn snapshot_json_and_schema() {
     a.extend(RANGE);
     let text = ok(&a);
     let v: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     assert_eq!(v["from"], "2026-11-02T00:00:00.000Z");
     assert_eq!(v["hours"], 96.0);
     // The MIG planner's recommendation over the same range: never below its own lower bound,

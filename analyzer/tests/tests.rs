@@ -7,6 +7,7 @@
 mod support;
 
 mod advisor_accuracy;
+mod agreement;
 mod advisor_busy;
 mod advisor_edges;
 mod allocated;

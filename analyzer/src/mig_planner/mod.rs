@@ -16,8 +16,12 @@
 //!   models, `4g.24gb` on A30: one workload that needs the whole GPU) is left out of MIG mode
 //!   ([`PlannedGpu::mig_enabled`] false, [`is_whole_gpu`]): MIG would give it nothing and cost
 //!   peer-to-peer and some profiling. It still counts as a used GPU.
-//! - Workloads no profile of any MIG model in the fleet can hold, and workloads for which the
-//!   fleet has no GPU left, are reported in [`Proposal::unplaceable`], never dropped. GPUs of models
+//! - Work keeps the GPU it has when the plan gives it no other place: a workload no profile of
+//!   any MIG model in the fleet can hold (with its headroom: it runs on a whole GPU today), and a
+//!   workload for which the fleet has no GPU left, keeps the MIG-capable GPU it runs on, whole and
+//!   MIG off ([`Proposal::kept`]). Only such workloads without a known GPU are reported in
+//!   [`Proposal::unplaceable`]; none is ever dropped. [`Proposal::gpu_count`] gives GPUs before,
+//!   after and freed by the one definition ([`GpuCount`]). GPUs of models
 //!   without a MIG table are kept out of the plan and listed in [`Proposal::non_mig_gpus`].
 //!
 //! Pure: no I/O. Demand extraction from frames is in [`demand`], file output in [`export`],
@@ -33,6 +37,8 @@ pub mod schedule;
 mod summary;
 
 pub use run::{PlanOutcome, PlanRequest, PlanRunError, Progress, Units, run};
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use tessera_core::mig::{self, GpuModel, LayoutInstance, MigProfile};
@@ -117,6 +123,9 @@ pub struct PlannedGpu {
     /// False when the layout is one full-GPU instance ([`is_whole_gpu`]): the GPU runs its one
     /// workload whole, MIG mode off; `instances` still shows the packing.
     pub mig_enabled: bool,
+    /// The GPU is kept as it is for work no MIG instance can hold ([`Proposal::kept`]): MIG off,
+    /// its workloads stay on it.
+    pub kept: bool,
 }
 
 /// Why a whole-GPU layout stays out of MIG mode (completes "GPU X runs one workload that needs
@@ -132,9 +141,14 @@ pub fn is_whole_gpu(model: &GpuModel, profs: &[&MigProfile]) -> bool {
         && p.memory_slices == model.memory_slots)
 }
 
-/// One plain sentence on the plan's GPUs left out of MIG mode, if any.
+/// One plain sentence on the plan's GPUs left out of MIG mode, if any (the kept GPUs have their
+/// own: [`kept_sentence`]).
 pub fn whole_gpu_sentence(plan: &Proposal) -> Option<String> {
-    let whole: Vec<&PlannedGpu> = plan.gpus.iter().filter(|g| !g.mig_enabled).collect();
+    let whole: Vec<&PlannedGpu> = plan
+        .gpus
+        .iter()
+        .filter(|g| !g.mig_enabled && !g.kept)
+        .collect();
     match whole.as_slice() {
         [] => None,
         [g] => Some(format!(
@@ -158,6 +172,93 @@ impl PlannedGpu {
                 placement: i.placement,
             })
             .collect()
+    }
+}
+
+/// One plain sentence on the work that keeps the GPU it runs on, if any.
+pub fn kept_sentence(plan: &Proposal) -> Option<String> {
+    match plan.kept.as_slice() {
+        [] => None,
+        [k] => Some(format!(
+            "{} keeps the whole GPU it runs on ({}/GPU{}, MIG off): {}.",
+            k.id, k.node, k.index, k.reason
+        )),
+        many => {
+            let gpus: std::collections::BTreeSet<(&str, u32)> =
+                many.iter().map(|k| (k.node.as_str(), k.index)).collect();
+            Some(format!(
+                "{} workload(s) keep the {} whole GPU(s) they run on (MIG off): no MIG instance holds them or no GPU has room for them.",
+                many.len(),
+                gpus.len()
+            ))
+        }
+    }
+}
+
+/// The one line for a MIG plan that does not reduce GPUs: it says so and points to the plan that
+/// may help (consolidation by sharing, `tessera analyze`/`tessera share plan`).
+pub fn does_not_help_sentence(count: &GpuCount) -> String {
+    let how = if count.freed == 0 {
+        "as many GPUs as today".to_string()
+    } else {
+        format!("{} more GPU(s) than today", -count.freed)
+    };
+    format!(
+        "MIG does not help here: its layouts need {how} (isolated instances cost more than the sharing the workloads have now); follow the consolidation plan instead (`tessera analyze`, `tessera share plan`)."
+    )
+}
+
+/// A workload that keeps the GPU it runs on today (MIG off there), and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kept {
+    pub workload: usize,
+    pub id: String,
+    pub node: String,
+    /// NVML index of the GPU it keeps.
+    pub index: u32,
+    pub reason: String,
+}
+
+/// GPUs before and after a plan, and the difference: the one definition every plan kind (MIG,
+/// consolidation) and every output (`mig plan`, `replay`, `report`, `analyze`) uses.
+///
+/// - `before`: the GPUs that hold loaded work in the period;
+/// - `after`: the GPUs that hold work once the plan is in force — the GPUs the plan fills, the
+///   GPUs kept for work it gives no other place (work keeps the GPU it has), and the GPUs of work
+///   it leaves where it is; a GPU counts as freed only when nothing loaded remains on it;
+/// - `freed`: `before − after`, negative when the plan needs more GPUs than today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GpuCount {
+    pub before: u32,
+    pub after: u32,
+    pub freed: i64,
+}
+
+impl GpuCount {
+    pub fn new(before: u32, after: u32) -> GpuCount {
+        GpuCount {
+            before,
+            after,
+            freed: i64::from(before) - i64::from(after),
+        }
+    }
+
+    /// Whether the plan needs at least as many GPUs as today (it does not help).
+    pub fn helps(&self) -> bool {
+        self.freed > 0
+    }
+
+    /// `8 → 6 GPU(s), 2 freed` / `61 → 64 GPU(s), 3 more needed`.
+    pub fn text(&self) -> String {
+        match self.freed {
+            f if f >= 0 => format!("{} → {} GPU(s), {f} freed", self.before, self.after),
+            f => format!(
+                "{} → {} GPU(s), {} more needed",
+                self.before,
+                self.after,
+                -f
+            ),
+        }
     }
 }
 
@@ -199,6 +300,10 @@ pub struct Proposal {
     /// MIG-capable fleet GPUs the plan leaves empty (free as whole GPUs).
     pub free_gpus: Vec<FleetGpu>,
     pub unplaceable: Vec<Unplaceable>,
+    /// Workloads that keep the MIG-capable GPU they run on today, MIG off: no MIG instance holds
+    /// them (with the headroom), or no GPU has room left for them. Their GPUs are in `gpus`
+    /// ([`PlannedGpu::kept`]) and count as used.
+    pub kept: Vec<Kept>,
     /// Fleet GPUs of models without a MIG table: kept out of the plan.
     pub non_mig_gpus: Vec<FleetGpu>,
     pub gpus_used: u32,
@@ -209,6 +314,29 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// GPUs before and after this plan of `workloads` (the planner's input), by the one
+    /// definition ([`GpuCount`]): before, the GPUs the workloads run on now; after, the GPUs the
+    /// plan uses (kept ones included) and the GPUs of workloads it could not place, which stay
+    /// where they are.
+    pub fn gpu_count(&self, workloads: &[Workload]) -> GpuCount {
+        let key = |g: &FleetGpu| {
+            g.uuid
+                .clone()
+                .unwrap_or_else(|| format!("{}/GPU{}", g.node, g.index))
+        };
+        let before: BTreeSet<&str> = workloads
+            .iter()
+            .filter_map(|w| w.current_gpu.as_deref())
+            .collect();
+        let mut after: BTreeSet<String> = self.gpus.iter().map(|g| key(&g.gpu)).collect();
+        for u in &self.unplaceable {
+            if let Some(g) = workloads.get(u.workload).and_then(|w| w.current_gpu.clone()) {
+                after.insert(g);
+            }
+        }
+        GpuCount::new(before.len() as u32, after.len() as u32)
+    }
+
     /// (used − bound) / bound, 0 when the bound is 0.
     pub fn gap(&self) -> f64 {
         if self.lower_bound == 0 {
@@ -459,13 +587,76 @@ fn prepare<'a>(
 }
 
 /// Plan `workloads` onto `fleet`: the proposed layouts.
+///
+/// Work keeps the GPU it has when the plan gives it no other place: a workload that no MIG
+/// profile holds (its need with headroom is more than the largest instance: it runs on the whole
+/// GPU today) and a workload for which no GPU has room left keep the MIG-capable GPU they run on
+/// now, whole and MIG off ([`Proposal::kept`]); that GPU is taken out of the packing, which is
+/// repeated until no workload is left over that has a GPU to keep. Only workloads with no known
+/// GPU of a MIG-capable model are [`Proposal::unplaceable`].
 pub fn plan(
     workloads: &[Workload],
     fleet: &[FleetGpu],
     opts: &PlannerOptions,
 ) -> Result<Proposal, PlannerError> {
-    let (p, mut unplaceable, non_mig) = prepare(workloads, fleet)?;
-    let (mut bins, mut left) = heuristic::pack(&p);
+    let (mut p, size_unplaceable, non_mig) = prepare(workloads, fleet)?;
+    let all_avail = p.avail.clone();
+    let all_placeable = p.placeable.clone();
+    // The MIG-capable fleet GPU (index into `fleet`) workload w runs on now.
+    let gpu_of = |w: usize| -> Option<usize> {
+        let uuid = workloads[w].current_gpu.as_deref()?;
+        all_avail
+            .iter()
+            .flatten()
+            .copied()
+            .find(|&g| fleet[g].uuid.as_deref() == Some(uuid))
+    };
+    // Fleet GPU -> the workloads that keep it, with why.
+    let mut kept: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
+    let mut unplaceable = Vec::new();
+    for u in size_unplaceable {
+        match gpu_of(u.workload) {
+            Some(g) => kept.entry(g).or_default().push((
+                u.workload,
+                format!(
+                    "{}; it runs on that GPU today",
+                    u.reason.replace("; no profile holds that", ", more than any MIG instance holds")
+                ),
+            )),
+            None => unplaceable.push(u),
+        }
+    }
+    let (mut bins, mut left) = loop {
+        let kept_ws: BTreeSet<usize> = kept.values().flatten().map(|(w, _)| *w).collect();
+        p.avail = all_avail
+            .iter()
+            .map(|gs| {
+                gs.iter()
+                    .copied()
+                    .filter(|g| !kept.contains_key(g))
+                    .collect()
+            })
+            .collect();
+        p.placeable = all_placeable
+            .iter()
+            .copied()
+            .filter(|w| !kept_ws.contains(w))
+            .collect();
+        let (bins, left) = heuristic::pack(&p);
+        let mut more = false;
+        for &w in &left {
+            if let Some(g) = gpu_of(w) {
+                kept.entry(g).or_default().push((
+                    w,
+                    "every other GPU that could hold it is full; it runs on that GPU today".into(),
+                ));
+                more = true;
+            }
+        }
+        if !more {
+            break (bins, left);
+        }
+    };
     let mut method = Method::Heuristic;
     let placed: Vec<usize> = p
         .placeable
@@ -498,10 +689,10 @@ pub fn plan(
         });
     }
     let placed: Vec<usize> = bins.iter().flat_map(|b| b.workloads.clone()).collect();
-    let gpus = materialize(&p, fleet, &bins);
+    let mut gpus = materialize(&p, fleet, &bins);
     // Never drop a workload silently, even if a bin found no GPU or placement (not expected: the
     // searches only build bins that fit and never open more GPUs of a model than it has).
-    let in_gpus: std::collections::BTreeSet<usize> = gpus
+    let in_gpus: BTreeSet<usize> = gpus
         .iter()
         .flat_map(|g| g.instances.iter().flat_map(|i| i.workloads.iter().copied()))
         .collect();
@@ -516,13 +707,58 @@ pub fn plan(
     }
     unplaceable.sort_by_key(|u| u.workload);
     let placed: Vec<usize> = placed.into_iter().filter(|w| in_gpus.contains(w)).collect();
-    let lower_bound = lower_bound(&p, &placed);
-    let used_fleet: std::collections::BTreeSet<(String, u32)> = gpus
+    let lower_bound = lower_bound(&p, &placed) + kept.len() as u32;
+    // The kept GPUs: whole, MIG off, their workloads on them.
+    let mut kept_list = Vec::new();
+    for (&g, ws) in &kept {
+        let gpu = &fleet[g];
+        let Some(model) = gpu.mig_model() else {
+            continue; // not expected: kept GPUs come from the MIG-capable ones
+        };
+        let full = model
+            .profiles
+            .iter()
+            .filter(|pr| !pr.media_extensions)
+            .find(|pr| {
+                pr.compute_slices == model.compute_slices && pr.memory_slices == model.memory_slots
+            })
+            .or_else(|| model.profiles.iter().max_by_key(|pr| pr.memory_bytes));
+        let instances = full
+            .map(|pr| PlannedInstance {
+                profile_id: pr.id,
+                profile: pr.name.clone(),
+                placement: Placement {
+                    start: 0,
+                    size: pr.memory_slices,
+                },
+                workloads: ws.iter().map(|(w, _)| *w).collect(),
+            })
+            .into_iter()
+            .collect();
+        gpus.push(PlannedGpu {
+            gpu: gpu.clone(),
+            model: model.key,
+            instances,
+            mig_enabled: false,
+            kept: true,
+        });
+        for (w, reason) in ws {
+            kept_list.push(Kept {
+                workload: *w,
+                id: workloads[*w].id.clone(),
+                node: gpu.node.clone(),
+                index: gpu.index,
+                reason: reason.clone(),
+            });
+        }
+    }
+    kept_list.sort_by_key(|k| k.workload);
+    gpus.sort_by(|a, b| (&a.gpu.node, a.gpu.index).cmp(&(&b.gpu.node, b.gpu.index)));
+    let used_fleet: BTreeSet<(String, u32)> = gpus
         .iter()
         .map(|g| (g.gpu.node.clone(), g.gpu.index))
         .collect();
-    let free_gpus = p
-        .avail
+    let free_gpus = all_avail
         .iter()
         .flatten()
         .map(|&i| fleet[i].clone())
@@ -556,6 +792,7 @@ pub fn plan(
         gpus,
         free_gpus,
         unplaceable,
+        kept: kept_list,
         non_mig_gpus: non_mig,
         lower_bound,
         per_model,
@@ -638,6 +875,7 @@ fn materialize(p: &Prepared, fleet: &[FleetGpu], bins: &[Bin]) -> Vec<PlannedGpu
                 model: model.key,
                 instances,
                 mig_enabled: !is_whole_gpu(model, &profs),
+                kept: false,
             })
         })
         .collect();

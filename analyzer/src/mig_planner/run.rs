@@ -66,8 +66,8 @@ pub enum PlanRunError {
 pub struct PlanOutcome {
     pub demand: Demand,
     pub plan: Proposal,
-    /// GPUs the workloads use now.
-    pub gpus_before: usize,
+    /// GPUs before and after the plan, and freed ([`super::GpuCount`]: the one definition).
+    pub count: super::GpuCount,
     /// The plan file: `day`, and `night` when a switch is proposed.
     pub file: TesseraPlan,
     /// The night layout and its schedule, or why there is none.
@@ -87,12 +87,7 @@ pub fn run(
         progress(Progress::Note(n));
     }
     let plan = super::plan(&d.workloads, &d.fleet, &PlannerOptions::default())?;
-    let gpus_before = d
-        .workloads
-        .iter()
-        .filter_map(|w| w.current_gpu.as_deref())
-        .collect::<BTreeSet<&str>>()
-        .len();
+    let count = plan.gpu_count(&d.workloads);
 
     let mut file = TesseraPlan::new();
     file.comment = Some(format!(
@@ -164,7 +159,7 @@ pub fn run(
     Ok(PlanOutcome {
         demand: d,
         plan,
-        gpus_before,
+        count,
         file,
         night,
     })

@@ -20,21 +20,24 @@ impl PlanOutcome {
     pub fn json(&self, plan_file: &str) -> Value {
         let (d, plan) = (&self.demand, &self.plan);
         json!({
-            "version": 1,
+            "version": 2,
             "workloads": d.workloads.iter().zip(&d.measured).map(|(w, m)| json!({
                 "id": w.id, "node": w.node, "current_gpu": w.current_gpu,
                 "memory_need_bytes": w.memory_bytes, "compute_need_slices": w.compute_slices,
                 "measured": m,
             })).collect::<Vec<_>>(),
-            "gpus_before": self.gpus_before,
-            "gpus_after": plan.gpus_used,
+            "gpus_before": self.count.before,
+            "gpus_after": self.count.after,
+            "gpus_freed": self.count.freed,
+            "helps": self.count.helps(),
+            "kept": plan.kept,
             "lower_bound": plan.lower_bound,
             "gap": plan.gap(),
             "method": plan.method,
             "per_model": plan.per_model,
             "unplaceable": plan.unplaceable,
             "non_mig_gpus": plan.non_mig_gpus,
-            "mig_off_gpus": plan.gpus.iter().filter(|g| !g.mig_enabled).map(|g| json!({
+            "mig_off_gpus": plan.gpus.iter().filter(|g| !g.mig_enabled && !g.kept).map(|g| json!({
                 "node": g.gpu.node, "index": g.gpu.index, "model": g.model,
                 "workloads": g.instances.iter().flat_map(|i| i.workloads.iter().map(|&w| self.name(w))).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -64,10 +67,9 @@ impl PlanOutcome {
         let (d, plan) = (&self.demand, &self.plan);
         let _ = writeln!(
             out,
-            "MIG plan: {} workload(s) on {} GPU(s) before, {} after (lower bound {}, gap {:.1}%, {})",
+            "MIG plan: {} workload(s), {} (lower bound {}, gap {:.1}%, {})",
             d.workloads.len(),
-            self.gpus_before,
-            plan.gpus_used,
+            self.count.text(),
             plan.lower_bound,
             plan.gap() * 100.0,
             match plan.method {
@@ -76,6 +78,9 @@ impl PlanOutcome {
                 Method::Heuristic => "heuristic",
             }
         );
+        if !self.count.helps() {
+            let _ = writeln!(out, "  {}", super::does_not_help_sentence(&self.count));
+        }
         for m in &plan.per_model {
             let _ = writeln!(
                 out,
@@ -93,6 +98,22 @@ impl PlanOutcome {
 
     fn table_gpus(&self, out: &mut String) {
         for g in &self.plan.gpus {
+            if g.kept {
+                let ws: Vec<String> = g
+                    .instances
+                    .iter()
+                    .flat_map(|i| i.workloads.iter().map(|&w| self.name(w)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  {}/GPU{} {}: kept whole, MIG off [{}]",
+                    g.gpu.node,
+                    g.gpu.index,
+                    g.model,
+                    ws.join(",")
+                );
+                continue;
+            }
             if !g.mig_enabled {
                 let ws: Vec<String> = g
                     .instances
@@ -132,6 +153,28 @@ impl PlanOutcome {
         let plan = &self.plan;
         if let Some(why) = whole_gpu_sentence(plan) {
             let _ = writeln!(out, "  {why}");
+        }
+        const SHOWN: usize = 10;
+        if plan.kept.len() > SHOWN {
+            let _ = writeln!(
+                out,
+                "  {}",
+                super::kept_sentence(plan).unwrap_or_default()
+            );
+        }
+        for k in plan.kept.iter().take(SHOWN) {
+            let _ = writeln!(
+                out,
+                "  {} keeps {}/GPU{}: {}",
+                k.id, k.node, k.index, k.reason
+            );
+        }
+        if plan.kept.len() > SHOWN {
+            let _ = writeln!(
+                out,
+                "  … and {} more (`--format json`: kept)",
+                plan.kept.len() - SHOWN
+            );
         }
         if !plan.non_mig_gpus.is_empty() {
             let _ = writeln!(

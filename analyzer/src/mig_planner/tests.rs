@@ -1,6 +1,6 @@
 //! Unit and property tests of the planner.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use tessera_core::mig::parted::{Devices, PartedFile};
@@ -540,8 +540,8 @@ proptest! {
             prop_assert!(g.mig_enabled || g.instances.is_empty());
             prop_assert!(!g.mig_enabled || g.workloads.is_empty());
         }
-        // Every placed workload's instance holds its need.
-        for g in &p.gpus {
+        // Every placed workload's instance holds its need (a kept GPU holds what runs on it today).
+        for g in p.gpus.iter().filter(|g| !g.kept) {
             let m = mig::model(g.model).unwrap();
             for i in &g.instances {
                 let prof = m.profile(i.profile_id).unwrap();
@@ -552,6 +552,99 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// The one definition of GPUs before, after and freed: `before − after = freed`; work keeps
+    /// the GPU it has when the plan gives it no other place; a GPU in use now counts as freed only
+    /// when nothing remains on it; only work without a known MIG-capable GPU is unplaceable.
+    #[test]
+    fn gpus_before_after_freed_agree_and_work_keeps_its_gpu((ws, f) in arb_case(), heuristic in any::<bool>()) {
+        let opts = PlannerOptions { heuristic_only: heuristic, exact_node_limit: 20_000, ..PlannerOptions::default() };
+        let p = plan(&ws, &f, &opts).unwrap();
+        check_plan(&p, ws.len());
+        let c = p.gpu_count(&ws);
+        prop_assert_eq!(i64::from(c.before) - i64::from(c.after), c.freed);
+        prop_assert_eq!(c.helps(), c.freed > 0);
+        let uuid_of = |g: &FleetGpu| g.uuid.clone().unwrap();
+        let current: BTreeSet<String> = ws.iter().filter_map(|w| w.current_gpu.clone()).collect();
+        prop_assert_eq!(c.before as usize, current.len());
+        // After: exactly the GPUs that hold some workload under the plan.
+        let mut holding: BTreeSet<String> = p
+            .gpus
+            .iter()
+            .filter(|g| g.instances.iter().any(|i| !i.workloads.is_empty()))
+            .map(|g| uuid_of(&g.gpu))
+            .collect();
+        prop_assert_eq!(holding.len(), p.gpus.len(), "a planned GPU holds nothing");
+        for u in &p.unplaceable {
+            holding.extend(ws[u.workload].current_gpu.clone());
+        }
+        prop_assert_eq!(c.after as usize, holding.len());
+        // A GPU in use now and not after holds no workload under the plan.
+        for gone in current.difference(&holding) {
+            prop_assert!(p.gpus.iter().all(|g| &uuid_of(&g.gpu) != gone));
+        }
+        // Kept work stays on the GPU it runs on, whole and MIG off, and nothing else moves there.
+        for k in &p.kept {
+            let g = p.gpus.iter().find(|g| g.gpu.node == k.node && g.gpu.index == k.index).unwrap();
+            prop_assert!(g.kept && !g.mig_enabled);
+            prop_assert_eq!(ws[k.workload].current_gpu.as_deref(), g.gpu.uuid.as_deref());
+            for i in &g.instances {
+                for &w in &i.workloads {
+                    prop_assert_eq!(ws[w].current_gpu.as_deref(), g.gpu.uuid.as_deref());
+                }
+            }
+        }
+        // Only work without a known MIG-capable GPU is unplaceable.
+        let mig_uuids: BTreeSet<String> = f.iter().filter(|g| g.mig_model().is_some()).map(uuid_of).collect();
+        for u in &p.unplaceable {
+            let cur = ws[u.workload].current_gpu.clone();
+            prop_assert!(cur.is_none_or(|g| !mig_uuids.contains(&g)), "{:?}", u);
+        }
+    }
+}
+
+#[test]
+fn work_too_big_for_any_instance_keeps_its_whole_gpu_and_counts_after() {
+    // 71 GiB measured, 85 GiB with headroom: runs on an 80 GB GPU today, no MIG instance holds it.
+    let mut big = wl("slurm-1", 85.2, 7);
+    big.current_gpu = Some("GPU-n1-1".into());
+    let mut small = wl("pod", 5.0, 1);
+    small.current_gpu = Some("GPU-n1-0".into());
+    let f = fleet("n1", "H100-80GB", 2);
+    let ws = vec![big, small];
+    let p = plan(&ws, &f, &PlannerOptions::default()).unwrap();
+    assert!(p.unplaceable.is_empty(), "{:?}", p.unplaceable);
+    assert_eq!(p.kept.len(), 1);
+    assert_eq!((p.kept[0].node.as_str(), p.kept[0].index), ("n1", 1));
+    assert!(p.kept[0].reason.contains("runs on that GPU today"), "{}", p.kept[0].reason);
+    let c = p.gpu_count(&ws);
+    assert_eq!((c.before, c.after, c.freed), (2, 2, 0));
+    assert!(!c.helps());
+    // The plan file names it on its own GPU, MIG off: replay finds it a place.
+    let day = export::config(&p, &ws);
+    let g1 = day.iter().find(|g| g.gpu == 1).unwrap();
+    assert!(!g1.mig_enabled);
+    assert_eq!(g1.workloads, vec!["slurm-1".to_string()]);
+    // Without a known GPU it stays unplaceable, and is counted nowhere.
+    let mut ws2 = ws.clone();
+    ws2[0].current_gpu = None;
+    let p2 = plan(&ws2, &f, &PlannerOptions::default()).unwrap();
+    assert_eq!(p2.unplaceable.len(), 1);
+    assert!(p2.kept.is_empty());
+    assert_eq!(p2.gpu_count(&ws2), GpuCount::new(1, 1));
+}
+
+#[test]
+fn gpu_count_text_says_more_needed_when_negative() {
+    assert_eq!(GpuCount::new(8, 6).text(), "8 → 6 GPU(s), 2 freed");
+    assert_eq!(GpuCount::new(61, 64).text(), "61 → 64 GPU(s), 3 more needed");
+    assert_eq!(GpuCount::new(61, 64).freed, -3);
+    assert!(does_not_help_sentence(&GpuCount::new(61, 64)).contains("3 more GPU(s)"));
+    assert!(does_not_help_sentence(&GpuCount::new(4, 4)).contains("as many GPUs as today"));
 }
 
 fn weekly_profile() -> crate::advisor::offpeak::Profile {

@@ -310,7 +310,16 @@ pub fn replay(
         allocated_after += a;
         placements.push(r);
     }
-    let fleet = fleet(t, ex, req, (hours, work), &shares, allocated_after);
+    // A target holds work after the plan when some workload of it was seen in the range (or it
+    // holds a placeholder such as the night's training); out of sample, a target whose
+    // workloads are all gone holds nothing.
+    let holding: Vec<bool> = t
+        .targets
+        .iter()
+        .zip(&placements)
+        .map(|(tg, p)| !tg.placeholders.is_empty() || p.verdict.is_some())
+        .collect();
+    let fleet = fleet(t, ex, req, (hours, work), &shares, allocated_after, &holding);
 
     let mut deciding = Vec::new();
     let mut verdict = "safe";
@@ -401,8 +410,9 @@ pub fn span_text(spans: &[Span]) -> String {
     s.join(", ")
 }
 
-/// One workload as the replay found it, from its rows in time order; `in_configs`: some config
-/// of the plan places it.
+/// One workload as the replay found it, from its rows in time order; `in_configs`: it is judged
+/// against the configs in force (an interval in which it holds memory and the config in force
+/// gives it no place is a failed interval).
 pub fn workload_result(
     t: &Targets,
     id: &str,
@@ -459,6 +469,7 @@ fn fleet(
     (hours, work): (f64, f64),
     shares: &BTreeMap<String, f64>,
     allocated_after: f64,
+    holding: &[bool],
 ) -> FleetResult {
     let before: BTreeSet<(String, u32)> = t
         .sources
@@ -474,9 +485,10 @@ fn fleet(
         .collect();
     // GPUs in use under each config (hosts always).
     let mut after: BTreeMap<String, BTreeSet<(String, u32)>> = BTreeMap::new();
-    for tg in &t.targets {
+    for (k, tg) in t.targets.iter().enumerate() {
         if let (Some(c), Some(n)) = (&tg.config, &tg.node)
             && !(tg.members.is_empty() && tg.placeholders.is_empty())
+            && holding.get(k).copied().unwrap_or(true)
         {
             after
                 .entry(c.clone())
@@ -540,10 +552,12 @@ fn fleet(
     } else {
         (None, None)
     };
+    let count = crate::mig_planner::GpuCount::new(before.len() as u32, gpus_after as u32);
     FleetResult {
         hours,
-        gpus_before: before.len() as u32,
-        gpus_after: gpus_after as u32,
+        gpus_before: count.before,
+        gpus_after: count.after,
+        gpus_freed: count.freed,
         gpu_hours_before,
         gpu_hours_after,
         gpu_hours_freed: freed,

@@ -154,6 +154,9 @@ pub struct FleetResult {
     pub gpus_before: u32,
     /// GPUs holding a workload under the config in force, the most over the configs.
     pub gpus_after: u32,
+    /// `gpus_before − gpus_after` (`mig_planner::GpuCount`, the definition `mig plan` and
+    /// `report` use): negative when the plan needs more GPUs than today.
+    pub gpus_freed: i64,
     pub gpu_hours_before: f64,
     /// Time-weighted over the configs in force.
     pub gpu_hours_after: f64,
@@ -164,7 +167,9 @@ pub struct FleetResult {
     /// Share of the GPU-hours holding a loaded workload (0–1); null without hours.
     pub allocation_before: Option<f64>,
     pub allocation_after: Option<f64>,
-    /// The workloads' work (activity in GPUs × hours) over the GPU-hours.
+    /// The workloads' work (activity in GPUs × hours) over the GPU-hours of the plan's GPUs
+    /// (before: the GPUs its workloads run on; after: the GPUs the plan uses) — not over every GPU
+    /// of the fleet, as the report's "GPU-hours of work" is.
     pub utilization_before: Option<f64>,
     pub utilization_after: Option<f64>,
     /// Null where some GPU of the plan has no power or energy in the range.
@@ -230,8 +235,24 @@ pub fn run(
     if ex.gpus.is_empty() && !ex.workload_rows {
         return Err(ReplayError::NoRows);
     }
-    targets::check_in_data(&t, &ex)?;
-    Ok(judged.finish(ex, req))
+    // Out of sample (`--train`), a planned workload or GPU gone from the test period is reported
+    // as not seen; a plan file replayed on its own data is refused instead.
+    let mut gone = Vec::new();
+    if req.trained.is_some() {
+        for e in targets::not_in_data(&t, &ex) {
+            let note = format!(
+                "out of sample: {e}; its rows and placements are not seen in the replayed range"
+            );
+            if !gone.contains(&note) {
+                gone.push(note);
+            }
+        }
+    } else {
+        targets::check_in_data(&t, &ex)?;
+    }
+    let mut r = judged.finish(ex, req);
+    r.notes.extend(gone);
+    Ok(r)
 }
 
 /// The replay's figures as the plan's `prediction` block (docs/plan.md).

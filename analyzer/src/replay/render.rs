@@ -55,9 +55,8 @@ fn summary(r: &Replay) -> Vec<String> {
         r.failed_intervals
     ));
     l.push(format!(
-        "GPUs: {} → {}; GPU-hours {:.1} → {:.1}, freed {:.1} ({:.2} {} at {} {}/GPU-h)",
-        f.gpus_before,
-        f.gpus_after,
+        "GPUs: {}; GPU-hours {:.1} → {:.1}, freed {:.1} ({:.2} {} at {} {}/GPU-h)",
+        crate::mig_planner::GpuCount::new(f.gpus_before, f.gpus_after).text(),
         f.gpu_hours_before,
         f.gpu_hours_after,
         f.gpu_hours_freed,
@@ -67,7 +66,7 @@ fn summary(r: &Replay) -> Vec<String> {
         printable(&f.currency)
     ));
     l.push(format!(
-        "Allocation {} → {}; work utilization {} → {}",
+        "Allocation {} → {}; work utilization of the plan's GPUs {} → {} (the report's \"GPU-hours of work\" is over every GPU of the fleet)",
         pct(f.allocation_before),
         pct(f.allocation_after),
         pct(f.utilization_before),

@@ -34,7 +34,8 @@ pub struct Stream<'a> {
     left: Vec<usize>,
     /// Per workload: some placement holds it (its work counts).
     placed: Vec<bool>,
-    /// Per workload: some config places it.
+    /// Per workload: it is judged against the configs in force (a `workloads` entry of a plan
+    /// with configs, placed by some config or not).
     in_configs: Vec<bool>,
     placements: Vec<Option<(PlacementResult, f64)>>,
     workloads: Vec<Option<WorkloadResult>>,
@@ -65,12 +66,17 @@ impl<'a> Stream<'a> {
         for &i in members.iter().flatten() {
             left[i] += 1;
         }
-        let mut in_configs = vec![false; n];
-        for id in t.placed.values().flat_map(|m| m.keys()) {
-            if let Some(&i) = index.get(id.as_str()) {
-                in_configs[i] = true;
-            }
-        }
+        // Every workload of the `workloads` section is judged against the configs in force, also
+        // one that no config places: its memory has nowhere to go (failed intervals, `unsafe`).
+        let in_configs: Vec<bool> = sources
+            .iter()
+            .map(|(id, _)| {
+                !t.configs.is_empty()
+                    && t.source_items
+                        .get(*id)
+                        .is_some_and(|item| item.starts_with("workloads."))
+            })
+            .collect();
         Stream {
             t,
             sources,

@@ -241,7 +241,7 @@ pub fn targets(plan: &TesseraPlan, config: Option<&str>) -> Result<Targets, Repl
     for id in plan.workloads.keys() {
         if !used.contains(id) {
             t.notes.push(format!(
-                "{id} is in the workloads section but no replayed config places it: not replayed"
+                "{id} is in the workloads section but no replayed config places it: every interval in which it holds memory counts as failed"
             ));
         }
     }
@@ -293,46 +293,30 @@ pub fn targets(plan: &TesseraPlan, config: Option<&str>) -> Result<Targets, Repl
 }
 
 /// Refuses a plan naming nodes or GPUs the data does not have (every source's, and every
-/// target's with a node).
+/// target's with a node): the first one found.
 pub fn check_in_data(t: &Targets, ex: &Extracted) -> Result<(), ReplayError> {
-    let list = |v: Vec<String>| {
-        let n = v.len();
-        let mut s = v.into_iter().take(10).collect::<Vec<_>>().join(", ");
-        if n > 10 {
-            s.push_str(&format!(" and {} more", n - 10));
-        }
-        s
-    };
-    let check = |item: &str, what: &str, node: &str, gpu: u32| -> Result<(), ReplayError> {
-        if !ex.nodes.contains(node) {
-            return Err(ReplayError::NotInData(format!(
-                "{item}: {what} names node {node:?}, which is not in the data for this range (nodes: {})",
-                list(ex.nodes.iter().cloned().collect())
-            )));
-        }
-        if !ex.gpus.contains_key(&(node.to_string(), gpu)) {
-            let there: Vec<String> = ex
-                .gpus
-                .keys()
-                .filter(|(n, _)| n == node)
-                .map(|(_, g)| g.to_string())
-                .collect();
-            return Err(ReplayError::NotInData(format!(
-                "{item}: {what} names GPU {gpu} on {node}, which is not in the data for this range (GPUs there: {})",
-                list(there)
-            )));
-        }
-        Ok(())
-    };
+    match not_in_data(t, ex).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Every node or GPU the plan names that the data does not have (an out-of-sample replay reports
+/// them as not seen instead of refusing: work and GPUs come and go between two periods).
+pub fn not_in_data(t: &Targets, ex: &Extracted) -> Vec<ReplayError> {
+    let mut out = Vec::new();
     for (id, s) in &t.sources {
         let item = t.source_items.get(id).map_or(id.as_str(), String::as_str);
-        check(item, "the plan", &s.node, s.gpu)?;
+        if let Err(e) = check_one(ex, item, "the plan", &s.node, s.gpu) {
+            out.push(e);
+            continue;
+        }
         // A plan's UUID guards against renumbered GPUs: the rows at that index must be its.
         if let (Some(want), Some(st)) = (&s.uuid, ex.gpus.get(&(s.node.clone(), s.gpu)))
             && !st.uuids.is_empty()
             && !st.uuids.contains(want)
         {
-            return Err(ReplayError::NotInData(format!(
+            out.push(ReplayError::NotInData(format!(
                 "{item}: the plan names GPU {} on {} with UUID {want}, but the data has {} there (renumbered or replaced GPUs?): re-plan on this data",
                 s.gpu,
                 s.node,
@@ -341,9 +325,42 @@ pub fn check_in_data(t: &Targets, ex: &Extracted) -> Result<(), ReplayError> {
         }
     }
     for tg in &t.targets {
-        if let Some(n) = &tg.node {
-            check(&tg.item, "a target", n, tg.gpu)?;
+        if let Some(n) = &tg.node
+            && let Err(e) = check_one(ex, &tg.item, "a target", n, tg.gpu)
+        {
+            out.push(e);
         }
+    }
+    out
+}
+
+fn list(v: Vec<String>) -> String {
+    let n = v.len();
+    let mut s = v.into_iter().take(10).collect::<Vec<_>>().join(", ");
+    if n > 10 {
+        s.push_str(&format!(" and {} more", n - 10));
+    }
+    s
+}
+
+fn check_one(ex: &Extracted, item: &str, what: &str, node: &str, gpu: u32) -> Result<(), ReplayError> {
+    if !ex.nodes.contains(node) {
+        return Err(ReplayError::NotInData(format!(
+            "{item}: {what} names node {node:?}, which is not in the data for this range (nodes: {})",
+            list(ex.nodes.iter().cloned().collect())
+        )));
+    }
+    if !ex.gpus.contains_key(&(node.to_string(), gpu)) {
+        let there: Vec<String> = ex
+            .gpus
+            .keys()
+            .filter(|(n, _)| n == node)
+            .map(|(_, g)| g.to_string())
+            .collect();
+        return Err(ReplayError::NotInData(format!(
+            "{item}: {what} names GPU {gpu} on {node}, which is not in the data for this range (GPUs there: {})",
+            list(there)
+        )));
     }
     Ok(())
 }

@@ -52,7 +52,7 @@ use crate::advisor::AdvisorError;
 use crate::frames::Frames;
 
 /// Version of the report JSON document (`docs/report.md`).
-pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_VERSION: u32 = 2;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const HOUR_MS: f64 = 3_600_000.0;
@@ -109,45 +109,69 @@ pub fn change(now: f64, before: f64) -> Option<f64> {
 }
 
 /// The report's MIG recommendation (`Report::mig`) from the MIG planner's result over the same
-/// range: GPUs before and after, the lower bound and gap, unplaceable workloads and up to
-/// `top` planned GPUs with their instances. Pure: planning happens in the caller.
+/// range: GPUs before, after and freed (`mig_planner::GpuCount`, as `tessera mig plan` and
+/// `tessera replay` count them), the lower bound and gap, the work that keeps its GPU, and up to
+/// `top` planned GPUs with their instances; and which plan to follow, beside the consolidation
+/// plan's `consolidation_freed` GPUs. Pure: planning happens in the caller.
 pub fn mig_section(
     d: &crate::mig_planner::demand::Demand,
     plan: &crate::mig_planner::Proposal,
     top: usize,
+    consolidation_freed: u64,
 ) -> MigSection {
-    let before: std::collections::BTreeSet<&str> = d
-        .workloads
+    let count = plan.gpu_count(&d.workloads);
+    let kept_gpus: std::collections::BTreeSet<(&str, u32)> = plan
+        .kept
         .iter()
-        .filter_map(|w| w.current_gpu.as_deref())
+        .map(|k| (k.node.as_str(), k.index))
         .collect();
-    // GPUs that workloads the plan cannot place keep.
-    let kept: std::collections::BTreeSet<&str> = plan
-        .unplaceable
-        .iter()
-        .filter_map(|u| d.workloads.get(u.workload)?.current_gpu.as_deref())
-        .collect();
-    let freed = before
-        .len()
-        .saturating_sub(plan.gpus_used as usize + kept.len());
+    let placed = d.workloads.len() - plan.unplaceable.len() - plan.kept.len();
+    let follow = if !count.helps() {
+        let mut s = crate::mig_planner::does_not_help_sentence(&count);
+        if consolidation_freed == 0 {
+            s.push_str(" The consolidation plan frees no GPU either.");
+        } else {
+            s.push_str(&format!(
+                " The consolidation plan frees {consolidation_freed} GPU(s)."
+            ));
+        }
+        s
+    } else if consolidation_freed as i64 > count.freed {
+        format!(
+            "The consolidation plan frees more ({consolidation_freed} GPU(s)): follow it first."
+        )
+    } else if consolidation_freed > 0 {
+        format!(
+            "MIG frees at least as many GPUs as the consolidation plan ({consolidation_freed}): follow the MIG plan."
+        )
+    } else {
+        "The consolidation plan frees no GPU: follow the MIG plan.".to_string()
+    };
     let summary = format!(
-        "MIG layouts would run {} workload(s) on {} GPU(s){}; {} of the {} GPU(s) in use now would be freed (lower bound {}, gap {:.1}%).{} Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
-        d.workloads.len() - plan.unplaceable.len(),
-        plan.gpus_used,
+        "MIG layouts would run {placed} workload(s) on {} GPU(s){}{}: {} (lower bound {}, gap {:.1}%). {follow}{}{} Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
+        plan.gpus_used as usize - kept_gpus.len(),
+        if plan.kept.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " and {} more workload(s) keep the {} whole GPU(s) they run on",
+                plan.kept.len(),
+                kept_gpus.len()
+            )
+        },
         if plan.unplaceable.is_empty() {
             String::new()
         } else {
             format!(
-                " ({} more fit no MIG instance and keep {} GPU(s))",
-                plan.unplaceable.len(),
-                kept.len()
+                " ({} more have no known GPU and no MIG instance holds them)",
+                plan.unplaceable.len()
             )
         },
-        freed,
-        before.len(),
+        count.text(),
         plan.lower_bound,
         plan.gap() * 100.0,
         crate::mig_planner::whole_gpu_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
+        crate::mig_planner::kept_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
     );
     let mut lines = Vec::new();
     for g in plan.gpus.iter().take(top) {
@@ -160,7 +184,9 @@ pub fn mig_section(
                     .iter()
                     .filter_map(|&w| d.workloads.get(w).map(|w| w.id.as_str()))
                     .collect();
-                if g.mig_enabled {
+                if g.kept {
+                    format!("kept whole, MIG off [{}]", names.join(", "))
+                } else if g.mig_enabled {
                     format!("{}@{} [{}]", i.profile, i.placement.start, names.join(", "))
                 } else {
                     format!("whole GPU, MIG off [{}]", names.join(", "))
@@ -183,10 +209,17 @@ pub fn mig_section(
     }
     MigSection {
         gap: Some(r3(plan.gap())),
-        gpus_after: Some(u64::from(plan.gpus_used)),
-        gpus_before: Some(before.len() as u64),
-        gpus_freed: Some(freed as u64),
-        gpus_mig_off: Some(plan.gpus.iter().filter(|g| !g.mig_enabled).count() as u64),
+        gpus_after: Some(u64::from(count.after)),
+        gpus_before: Some(u64::from(count.before)),
+        gpus_freed: Some(count.freed),
+        gpus_kept: Some(kept_gpus.len() as u64),
+        gpus_mig_off: Some(
+            plan.gpus
+                .iter()
+                .filter(|g| !g.mig_enabled && !g.kept)
+                .count() as u64,
+        ),
+        helps: Some(count.helps()),
         lines: Some(lines),
         lower_bound: Some(u64::from(plan.lower_bound)),
         summary,

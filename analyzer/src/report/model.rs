@@ -355,18 +355,26 @@ pub struct MigSection {
     /// Gap between the GPUs used and the lower bound, a share (3 decimals).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<f64>,
-    /// GPUs the plan uses.
+    /// GPUs holding work once the plan is in force: the GPUs it fills, the GPUs kept for work it
+    /// gives no other place, the GPUs of work it leaves where it is (`mig_planner::GpuCount`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus_after: Option<u64>,
     /// GPUs the workloads use now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus_before: Option<u64>,
-    /// GPUs in use now that the plan frees.
+    /// `gpus_before − gpus_after`: negative when MIG needs more GPUs than today.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpus_freed: Option<u64>,
-    /// Planned GPUs left out of MIG mode (one workload needing the whole GPU).
+    pub gpus_freed: Option<i64>,
+    /// GPUs kept whole (MIG off) for the work that runs on them and no MIG instance holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_kept: Option<u64>,
+    /// Planned GPUs left out of MIG mode (one workload needing the whole GPU; kept GPUs apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus_mig_off: Option<u64>,
+    /// Whether the plan frees GPUs (`gpus_freed` > 0); when not, `summary` says which plan to
+    /// follow instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helps: Option<bool>,
     /// Up to `--top` planned GPUs with their instances, then the workloads not placed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<String>>,
@@ -390,7 +398,9 @@ impl MigSection {
             gpus_after: None,
             gpus_before: None,
             gpus_freed: None,
+            gpus_kept: None,
             gpus_mig_off: None,
+            helps: None,
             lines: None,
             lower_bound: None,
             summary,

@@ -91,7 +91,12 @@ pub fn run(
     let d = &pass.demand;
     report.mig = Some(
         match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
-            Ok(plan) if !plan.gpus.is_empty() => mig_section(d, &plan, req.top),
+            Ok(plan) if !plan.gpus.is_empty() => mig_section(
+                d,
+                &plan,
+                req.top,
+                report.consolidation.iter().map(|c| c.gpus_freed).sum(),
+            ),
             Ok(_) => MigSection::note(
                 "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
                     .into(),
