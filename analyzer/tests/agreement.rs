@@ -82,10 +82,15 @@ fn plan_report_replay(dir: &Path, source: &str) -> (Value, Value, PathBuf) {
         .map(|n| n.as_str().unwrap())
         .collect();
     assert!(
-        !notes.iter().any(|n| n.contains("no replayed config places it")),
+        !notes
+            .iter()
+            .any(|n| n.contains("no replayed config places it")),
         "{notes:?}"
     );
-    assert!(plan["unplaceable"].as_array().unwrap().is_empty(), "{plan:#}");
+    assert!(
+        plan["unplaceable"].as_array().unwrap().is_empty(),
+        "{plan:#}"
+    );
     if replay["verdict"] == "safe" {
         assert_eq!(replay["failed_intervals"], 0);
     }
@@ -136,15 +141,18 @@ fn on_the_demo_every_part_counts_the_same_gpus_and_no_work_is_stranded() {
     // slurm-81234 runs at 71 GiB on an 80 GB GPU; with the 20% headroom no MIG instance holds it:
     // it keeps its GPU, which stays in use after the plan.
     let kept = plan["kept"].as_array().unwrap();
-    assert!(
-        kept.iter().any(|k| k["id"] == "slurm-81234"),
-        "{kept:?}"
-    );
+    assert!(kept.iter().any(|k| k["id"] == "slurm-81234"), "{kept:?}");
     let slurm = replay["placements"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["workloads"].as_array().unwrap().iter().any(|w| w == "slurm-81234"))
+        .find(|p| {
+            p["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w == "slurm-81234")
+        })
         .expect("slurm-81234 has a place in the replay");
     assert_eq!(slurm["kind"], "gpu");
     assert_eq!(slurm["exceeded_intervals"], 0);
@@ -244,9 +252,9 @@ fn an_out_of_sample_replay_reports_work_that_left_instead_of_refusing() {
         .map(|n| n.as_str().unwrap())
         .collect();
     assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("out of sample:") && n.contains("\"lab-b\"") && n.contains("not seen")),
+        notes.iter().any(|n| n.starts_with("out of sample:")
+            && n.contains("\"lab-b\"")
+            && n.contains("not seen")),
         "{notes:?}"
     );
     // The workloads of lab-b are not seen (unknown), not failed and not zero.
@@ -299,7 +307,8 @@ fn an_out_of_sample_replay_reports_work_that_left_instead_of_refusing() {
 fn on_a_simulated_64_gpu_fleet_every_part_counts_the_same_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let h = dir.path().join("h");
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/fleet-64.toml");
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/fleet-64.toml");
     let (code, _, err) = run(&[
         "simulate",
         "--scenario",

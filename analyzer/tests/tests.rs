@@ -7,9 +7,9 @@
 mod support;
 
 mod advisor_accuracy;
-mod agreement;
 mod advisor_busy;
 mod advisor_edges;
+mod agreement;
 mod allocated;
 mod changes;
 mod energy;

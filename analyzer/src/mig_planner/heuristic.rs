@@ -6,7 +6,7 @@
 //! - Each goes to the open GPU where it fits (a legal placement of all its instances exists) and
 //!   leaves the least free share (memory + compute); ties prefer its current GPU, then its node.
 //! - When none fits, a new GPU is opened of the model on which the workload's share is smallest
-//!   (ties: the model with more GPUs left). No GPU left of any model that can hold it: the
+//!   (ties: the model of the GPU it runs on now, then the model with more GPUs left). No GPU left of any model that can hold it: the
 //!   workload is returned as left over (the caller reports it).
 //! - Improvement: repeatedly take the GPU with the fewest workloads and try to move all of them
 //!   into the other GPUs (best fit); keep the move only when all fit.
@@ -94,9 +94,15 @@ fn open_new(p: &Prepared, bins: &mut Vec<Bin>, w: usize) -> bool {
             continue;
         }
         let share = fm.max(fc);
+        let current = p.current_model[w] == Some(m);
         let better = match best {
             None => true,
-            Some((bs, bl, _)) => share < bs - 1e-9 || (share < bs + 1e-9 && left > bl),
+            Some((bs, bl, bm)) => {
+                let best_current = p.current_model[w] == Some(bm);
+                share < bs - 1e-9
+                    || (share < bs + 1e-9
+                        && (current && !best_current || (current == best_current && left > bl)))
+            }
         };
         if better {
             best = Some((share, left, m));

@@ -254,9 +254,7 @@ impl GpuCount {
             f if f >= 0 => format!("{} → {} GPU(s), {f} freed", self.before, self.after),
             f => format!(
                 "{} → {} GPU(s), {} more needed",
-                self.before,
-                self.after,
-                -f
+                self.before, self.after, -f
             ),
         }
     }
@@ -330,7 +328,10 @@ impl Proposal {
             .collect();
         let mut after: BTreeSet<String> = self.gpus.iter().map(|g| key(&g.gpu)).collect();
         for u in &self.unplaceable {
-            if let Some(g) = workloads.get(u.workload).and_then(|w| w.current_gpu.clone()) {
+            if let Some(g) = workloads
+                .get(u.workload)
+                .and_then(|w| w.current_gpu.clone())
+            {
                 after.insert(g);
             }
         }
@@ -370,6 +371,9 @@ pub(crate) struct Prepared<'a> {
     /// Workloads to place (indices into the input).
     pub placeable: Vec<usize>,
     pub workloads: &'a [Workload],
+    /// Per workload: the index in `models` of the GPU it runs on now, when known (a new GPU for
+    /// it is opened of that model when others are no better: no needless move across models).
+    pub current_model: Vec<Option<usize>>,
 }
 
 impl Prepared<'_> {
@@ -573,6 +577,15 @@ fn prepare<'a>(
             reason,
         });
     }
+    let current_model = workloads
+        .iter()
+        .map(|w| {
+            let uuid = w.current_gpu.as_deref()?;
+            avail
+                .iter()
+                .position(|gs| gs.iter().any(|&g| fleet[g].uuid.as_deref() == Some(uuid)))
+        })
+        .collect();
     Ok((
         Prepared {
             models,
@@ -580,6 +593,7 @@ fn prepare<'a>(
             need,
             placeable,
             workloads,
+            current_model,
         },
         unplaceable,
         non_mig,
@@ -620,7 +634,10 @@ pub fn plan(
                 u.workload,
                 format!(
                     "{}; it runs on that GPU today",
-                    u.reason.replace("; no profile holds that", ", more than any MIG instance holds")
+                    u.reason.replace(
+                        "; no profile holds that",
+                        ", more than any MIG instance holds"
+                    )
                 ),
             )),
             None => unplaceable.push(u),

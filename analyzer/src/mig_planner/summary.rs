@@ -156,11 +156,7 @@ impl PlanOutcome {
         }
         const SHOWN: usize = 10;
         if plan.kept.len() > SHOWN {
-            let _ = writeln!(
-                out,
-                "  {}",
-                super::kept_sentence(plan).unwrap_or_default()
-            );
+            let _ = writeln!(out, "  {}", super::kept_sentence(plan).unwrap_or_default());
         }
         for k in plan.kept.iter().take(SHOWN) {
             let _ = writeln!(

@@ -620,7 +620,11 @@ fn work_too_big_for_any_instance_keeps_its_whole_gpu_and_counts_after() {
     assert!(p.unplaceable.is_empty(), "{:?}", p.unplaceable);
     assert_eq!(p.kept.len(), 1);
     assert_eq!((p.kept[0].node.as_str(), p.kept[0].index), ("n1", 1));
-    assert!(p.kept[0].reason.contains("runs on that GPU today"), "{}", p.kept[0].reason);
+    assert!(
+        p.kept[0].reason.contains("runs on that GPU today"),
+        "{}",
+        p.kept[0].reason
+    );
     let c = p.gpu_count(&ws);
     assert_eq!((c.before, c.after, c.freed), (2, 2, 0));
     assert!(!c.helps());
@@ -641,7 +645,10 @@ fn work_too_big_for_any_instance_keeps_its_whole_gpu_and_counts_after() {
 #[test]
 fn gpu_count_text_says_more_needed_when_negative() {
     assert_eq!(GpuCount::new(8, 6).text(), "8 → 6 GPU(s), 2 freed");
-    assert_eq!(GpuCount::new(61, 64).text(), "61 → 64 GPU(s), 3 more needed");
+    assert_eq!(
+        GpuCount::new(61, 64).text(),
+        "61 → 64 GPU(s), 3 more needed"
+    );
     assert_eq!(GpuCount::new(61, 64).freed, -3);
     assert!(does_not_help_sentence(&GpuCount::new(61, 64)).contains("3 more GPU(s)"));
     assert!(does_not_help_sentence(&GpuCount::new(4, 4)).contains("as many GPUs as today"));

@@ -319,7 +319,15 @@ pub fn replay(
         .zip(&placements)
         .map(|(tg, p)| !tg.placeholders.is_empty() || p.verdict.is_some())
         .collect();
-    let fleet = fleet(t, ex, req, (hours, work), &shares, allocated_after, &holding);
+    let fleet = fleet(
+        t,
+        ex,
+        req,
+        (hours, work),
+        &shares,
+        allocated_after,
+        &holding,
+    );
 
     let mut deciding = Vec::new();
     let mut verdict = "safe";

@@ -343,7 +343,13 @@ fn list(v: Vec<String>) -> String {
     s
 }
 
-fn check_one(ex: &Extracted, item: &str, what: &str, node: &str, gpu: u32) -> Result<(), ReplayError> {
+fn check_one(
+    ex: &Extracted,
+    item: &str,
+    what: &str,
+    node: &str,
+    gpu: u32,
+) -> Result<(), ReplayError> {
     if !ex.nodes.contains(node) {
         return Err(ReplayError::NotInData(format!(
             "{item}: {what} names node {node:?}, which is not in the data for this range (nodes: {})",
