@@ -16,6 +16,8 @@ use super::support::cli::tessera_with;
 pub(super) const NS: &str = "ml";
 pub(super) const FROM: &str = "tessera.io/scaled-down-from";
 const UNTIL: &str = "2026-11-30T00:00:00Z";
+/// The clock of the runs (`--now`): 5 minutes after the data's end.
+pub(super) const NOW: &str = "2026-11-30T00:05:00Z";
 
 pub(super) fn meta(
     name: &str,
@@ -76,7 +78,7 @@ pub(super) fn pod(kube: &FakeKube, name: &str, labels: Value, owner: Option<(&st
     );
 }
 
-fn finding(pod: &str, start: &str, end: &str) -> Value {
+pub(super) fn finding(pod: &str, start: &str, end: &str) -> Value {
     json!({ "id": format!("idle_loaded-{pod}"), "detector": "idle_loaded", "severity": "warning",
         "entity": { "kind": "process", "node": "gpu-1", "namespace": NS, "pod": pod },
         "evidence": { "spans": [{ "start": start, "end": end, "minutes": 0 }] } })
@@ -187,11 +189,59 @@ impl Case {
         self.dir.path().join(name)
     }
 
-    /// `tessera scale-down --kubeconfig … ARGS` (with `--findings findings.json` unless --undo).
+    /// Adds findings that `pods` are idle now to findings.json.
+    pub(super) fn add_idle(&self, pods: &[&str]) {
+        let path = self.path("findings.json");
+        let mut doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for p in pods {
+            doc["findings"]
+                .as_array_mut()
+                .unwrap()
+                .push(finding(p, "2026-11-28T00:00:00Z", UNTIL));
+        }
+        std::fs::write(&path, doc.to_string()).unwrap();
+    }
+
+    /// The journal's entries as (kind, name, from).
+    pub(super) fn journal(&self) -> Vec<(String, String, String)> {
+        let path = self.path("state/journal.json");
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(doc["kind"], "tessera-scale-down-journal");
+        doc["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap().to_string();
+                (s("kind"), s("name"), s("from"))
+            })
+            .collect()
+    }
+
+    /// `tessera scale-down --kubeconfig … --journal … ARGS` (with `--findings findings.json`
+    /// unless --undo), at `--now` [`NOW`] unless ARGS give it.
     pub(super) fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let mut all = vec![];
+        if !args.contains(&"--now") {
+            all.extend(["--now", NOW]);
+        }
+        all.extend_from_slice(args);
+        self.run_on_the_clock(&all)
+    }
+
+    /// As [`Case::run`], judged against the machine's clock (no `--now`).
+    pub(super) fn run_on_the_clock(&self, args: &[&str]) -> (i32, String, String) {
         let kubeconfig = self.path("kubeconfig");
         let findings = self.path("findings.json");
-        let mut all = vec!["scale-down", "--kubeconfig", kubeconfig.to_str().unwrap()];
+        let journal = self.path("state/journal.json");
+        let mut all = vec![
+            "scale-down",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+        ];
         if !args.contains(&"--undo") {
             all.extend(["--findings", findings.to_str().unwrap()]);
         }
@@ -412,4 +462,139 @@ fn the_rbac_of_deploy_allows_every_call_and_every_rule_is_used() {
             rules[i].resources, rules[i].verbs
         );
     }
+}
+
+#[test]
+fn opt_out_values_are_read_leniently() {
+    let c = Case::new();
+    // (workload, where, value, opted out)
+    let cases = [
+        ("no-label", "label", "NO", true),
+        ("zero-label", "label", "0", true),
+        ("off-annotation", "annotation", " Off ", true),
+        ("disabled-annotation", "annotation", "disabled", true),
+        ("false-annotation", "annotation", "FALSE ", true),
+        ("unknown-annotation", "annotation", "maybe", true),
+        ("yes-annotation", "annotation", " yes", false),
+    ];
+    let mut pods = Vec::new();
+    for (name, place, value, _) in cases {
+        let v = json!({ "tessera.io/scale-down": value });
+        let (labels, annotations) = match place {
+            "label" => (v, json!({})),
+            _ => (json!({}), v),
+        };
+        deployment(&c.kube, name, 1, labels, annotations, &["a"]);
+        pods.push(format!("{name}-rs-a"));
+    }
+    // One opted out on its pod only.
+    deployment(&c.kube, "pod-off", 1, json!({}), json!({}), &[]);
+    pod(
+        &c.kube,
+        "pod-off-rs-a",
+        json!({ "tessera.io/scale-down": "Off" }),
+        Some(("apps/v1", "ReplicaSet", "pod-off-rs")),
+    );
+    pods.push("pod-off-rs-a".into());
+    c.add_idle(&pods.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for (name, place, value, opted_out) in cases {
+        let n = c.replicas("deployments", name);
+        if opted_out {
+            assert_eq!(n, 1, "{name} ({place} {value:?}) was scaled:\n{out}");
+            assert_eq!(c.annotation("deployments", name), None, "{name}");
+            assert!(
+                out.contains(&format!(
+                    "deployment ml/{name}: opted out: {place} tessera.io/scale-down="
+                )),
+                "{name}\n{out}"
+            );
+        } else {
+            assert_eq!(n, 0, "{name} ({value:?}) opts in:\n{out}");
+        }
+    }
+    assert_eq!(c.replicas("deployments", "pod-off"), 1);
+    assert!(
+        out.contains("deployment ml/unknown-annotation: opted out: annotation tessera.io/scale-down=\"maybe\" on deployment ml/unknown-annotation (not a value tessera knows: taken as an opt-out)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn undo_refuses_records_outside_the_history_and_restores_the_others() {
+    let c = Case::new();
+    assert_eq!(c.run(&["--yes"]).0, 0);
+    // The journal, written atomically beside nothing else, holds what was scaled.
+    let mut journal = c.journal();
+    journal.sort();
+    assert_eq!(
+        journal,
+        [
+            ("Deployment".into(), "web".into(), "2".into()),
+            ("InferenceService".into(), "chat".into(), "unset".into()),
+            ("InferenceService".into(), "llm".into(), "2".into()),
+            ("StatefulSet".into(), "db".into(), "3".into()),
+        ]
+    );
+    let files: Vec<String> = std::fs::read_dir(c.path("state"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["journal.json"]);
+    // A record changed to 100000 since, and one tessera has no journal entry for.
+    c.kube
+        .apply(json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web", "namespace": NS, "annotations": { FROM: "100000" } } }));
+    c.kube.put(apps(
+        "Deployment",
+        "stranger",
+        0,
+        json!({}),
+        json!({ FROM: "3" }),
+    ));
+    let (code, out, err) = c.run(&["--undo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("deployment ml/web: tessera.io/scaled-down-from=100000")
+            && out.contains(
+                "refused: tessera.io/scaled-down-from=\"100000\" but tessera's journal recorded 2"
+            ),
+        "{out}"
+    );
+    let (code, out, err) = c.run(&["--undo", "--yes"]);
+    assert_eq!(code, 2, "refused records are reported: {out}\n{err}");
+    assert!(
+        err.contains("refused deployment ml/web: tessera.io/scaled-down-from=\"100000\" but tessera's journal recorded 2 at 2026-11-30T00:05:00Z"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "refused deployment ml/stranger: tessera.io/scaled-down-from=3: tessera's journal"
+        ) && err.contains("kubectl -n ml scale deployment/stranger --replicas=3"),
+        "{err}"
+    );
+    assert_eq!(c.replicas("deployments", "web"), 0);
+    assert_eq!(
+        c.annotation("deployments", "web").as_deref(),
+        Some("100000")
+    );
+    assert_eq!(c.replicas("deployments", "stranger"), 0);
+    // The others, after the refused ones in the list, were restored.
+    assert_eq!(c.replicas("statefulsets", "db"), 3);
+    assert_eq!(c.annotation("statefulsets", "db"), None);
+    assert_eq!(
+        c.get("inferenceservices", "llm")["spec"]["predictor"]["minReplicas"],
+        2
+    );
+    assert_eq!(
+        c.journal(),
+        [("Deployment".into(), "web".into(), "2".into())]
+    );
+    // --undo.max-replicas bounds records without an entry; the journal still decides for web.
+    let (code, _, err) = c.run(&["--undo", "--yes", "--undo.max-replicas", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(c.replicas("deployments", "stranger"), 3);
+    assert_eq!(c.annotation("deployments", "stranger"), None);
+    assert_eq!(c.replicas("deployments", "web"), 0);
 }

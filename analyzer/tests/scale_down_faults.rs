@@ -1,15 +1,17 @@
-//! `tessera scale-down` when the API server fails: a 500 on the scale (the annotation is taken
-//! back), a 500 on the scale and on taking the annotation back (exit 3 with the kubectl line),
-//! a 409 on the annotation (read again, retried once; twice is an error), 403, a slow server
-//! (the request timeout), and a server that is down. Each leaves the workload as it was, with a
-//! clear message and exit code.
+//! `tessera scale-down` when the API server fails or the world moves: a 500 on the scale (the
+//! annotation is taken back), a 500 on the scale and on taking the annotation back (exit 3 with
+//! the kubectl line), a 409 on the annotation (read again, retried once; twice is an error),
+//! 403, a slow server (the request timeout), a server that is down; evidence too old or dated
+//! after the clock; a workload that grew between the plan and the write (before the read, the
+//! annotation or the scale); a scale whose answer is lost after it was applied, and one that
+//! would land after tessera gave up. Each is asserted on the API server's state.
 
 use std::time::Duration;
 
-use fake_kube::Fault;
-use serde_json::json;
+use fake_kube::{Fault, Hold};
+use serde_json::{Value, json};
 
-use super::scale_down::{Case, FROM};
+use super::scale_down::{Case, FROM, NS, meta};
 
 const WEB: &str = "/apis/apps/v1/namespaces/ml/deployments/web";
 
@@ -115,12 +117,12 @@ fn undo_leaves_a_record_that_is_not_a_count() {
         "metadata": { "name": "x", "namespace": "ml", "annotations": { FROM: "oops" } },
         "spec": { "replicas": 0 } }));
     let (code, out, err) = c.run(&["--undo", "--yes", "--namespace", "ml"]);
-    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(code, 2, "a refused record is not success: {out}\n{err}");
     assert!(
-        out.contains(
-            "skipped deployment ml/x: tessera.io/scaled-down-from=\"oops\" is not a replica count"
+        err.contains(
+            "refused deployment ml/x: tessera.io/scaled-down-from=\"oops\" is not a replica count"
         ),
-        "{out}"
+        "{err}"
     );
     assert_eq!(c.replicas("deployments", "x"), 0);
     assert_eq!(c.annotation("deployments", "x").as_deref(), Some("oops"));
@@ -174,6 +176,8 @@ fn forbidden_slow_and_down_servers_are_clear_errors() {
             "--yes",
             "--request-timeout",
             "2s",
+            "--now",
+            super::scale_down::NOW,
             "--kubeconfig",
             kubeconfig.to_str().unwrap(),
             "--findings",
@@ -187,4 +191,224 @@ fn forbidden_slow_and_down_servers_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("tessera: list pods in ml:"), "{err}");
     drop(dir);
+}
+
+/// The findings file with every date moved to another year.
+fn move_findings(c: &Case, year: &str) {
+    let path = c.path("findings.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("2026-", &format!("{year}-"))).unwrap();
+}
+
+fn untouched(c: &Case) {
+    assert_eq!(c.writes(), Vec::<String>::new());
+    assert_eq!(c.replicas("deployments", "web"), 2);
+    assert_eq!(c.replicas("statefulsets", "db"), 3);
+    assert_eq!(c.annotation("deployments", "web"), None);
+}
+
+#[test]
+fn evidence_older_than_the_maximum_or_dated_after_the_clock_is_refused() {
+    // Data that ended decades ago or ends in 2099, against the machine's clock.
+    for (year, want) in [
+        ("2000", "days old: the data ends 2000-11-30T00:00:00Z"),
+        ("2099", "the evidence is dated"),
+    ] {
+        let c = Case::new();
+        move_findings(&c, year);
+        let (code, out, err) = c.run_on_the_clock(&["--yes"]);
+        assert_eq!(code, 2, "{year}: {out}\n{err}");
+        assert!(
+            err.contains("refusing to act on this evidence") && err.contains(want),
+            "{err}"
+        );
+        assert!(!out.contains("scaling to zero"), "{out}");
+        untouched(&c);
+    }
+    // 30 days after the data's end by --now: the message says how old, the maximum and the flag.
+    let c = Case::new();
+    let (code, _, err) = c.run(&["--yes", "--now", "2026-12-30T00:00:00Z"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "the evidence is 30.0 days old: the data ends 2026-11-30T00:00:00Z, and it is 2026-12-30T00:00:00Z now; the most tessera acts on is 15 min old (--evidence.max-age"
+        ),
+        "{err}"
+    );
+    untouched(&c);
+    // 20 minutes is too old by default; the flag allows it.
+    let (code, _, err) = c.run(&["--yes", "--now", "2026-11-30T00:20:00Z"]);
+    assert_eq!(code, 2, "{err}");
+    untouched(&c);
+    let (code, out, err) = c.run(&[
+        "--yes",
+        "--now",
+        "2026-11-30T00:20:00Z",
+        "--evidence.max-age",
+        "30m",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(c.replicas("deployments", "web"), 0);
+    // Dated after the clock by more than 5 minutes: no flag makes it fresh.
+    let c = Case::new();
+    let (code, _, err) = c.run(&[
+        "--yes",
+        "--now",
+        "2026-11-29T23:00:00Z",
+        "--evidence.max-age",
+        "1w",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("dated 60 min after the clock"), "{err}");
+    untouched(&c);
+}
+
+const DB: &str = "/apis/apps/v1/namespaces/ml/statefulsets/db";
+
+/// StatefulSet db at 1 replica (its pod db-0 idle), and what it becomes: 3 replicas, two more
+/// pods, busy (no findings).
+fn db_grows() -> (Case, Vec<Value>) {
+    let c = Case::new();
+    c.kube
+        .apply(json!({ "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": { "name": "db", "namespace": NS }, "spec": { "replicas": 1 } }));
+    let mut grown = vec![json!({ "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": { "name": "db", "namespace": NS }, "spec": { "replicas": 3 } })];
+    for p in ["db-1", "db-2"] {
+        grown.push(json!({ "apiVersion": "v1", "kind": "Pod",
+            "metadata": meta(p, json!({}), json!({}), Some(("apps/v1", "StatefulSet", "db"))),
+            "spec": { "nodeName": "gpu-1", "containers": [{ "name": "main" }] },
+            "status": { "phase": "Running" } }));
+    }
+    (c, grown)
+}
+
+#[test]
+fn a_workload_that_grew_between_plan_and_write_is_not_scaled() {
+    // Grown before tessera reads it again for the write (the plan read it at 1).
+    let (c, grown) = db_grows();
+    c.kube.change_before(
+        Fault {
+            watch: Some(false),
+            ..Fault::leader_changed("GET", DB, 1)
+        },
+        1,
+        grown,
+    );
+    let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("statefulset ml/db: replicas 1 -> 0"),
+        "the plan: {out}"
+    );
+    assert!(
+        out.contains("skipped statefulset ml/db: changed since the plan: replicas 1 -> 3"),
+        "{out}"
+    );
+    assert_eq!(c.replicas("statefulsets", "db"), 3);
+    assert_eq!(c.annotation("statefulsets", "db"), None);
+    assert!(
+        !c.writes()
+            .iter()
+            .any(|w| w.starts_with(&format!("PATCH {DB}")))
+    );
+    // The others were done.
+    assert_eq!(c.replicas("deployments", "web"), 0);
+
+    // Grown right before the annotation is written: the 409 reads it again, and the count
+    // decided on is gone, so nothing is written (the record would say 3).
+    let (c, grown) = db_grows();
+    c.kube.change_before(
+        Fault {
+            body_contains: Some("scaled-down-from".into()),
+            ..Fault::leader_changed("PATCH", DB, 1)
+        },
+        0,
+        grown,
+    );
+    let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("skipped statefulset ml/db: changed since the plan"),
+        "{out}"
+    );
+    assert_eq!(c.replicas("statefulsets", "db"), 3);
+    assert_eq!(c.annotation("statefulsets", "db"), None);
+    assert!(!c.writes().iter().any(|w| w == &format!("PATCH {DB}/scale")));
+
+    // Grown between the annotation and the scale: the scale names the version it was decided
+    // on, the API server refuses it, and the record is taken back.
+    let (c, grown) = db_grows();
+    c.kube.change_before(
+        Fault::leader_changed("PATCH", &format!("{DB}/scale"), 1),
+        0,
+        grown,
+    );
+    let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("statefulset ml/db: scale statefulset ml/db to 0"),
+        "{err}"
+    );
+    assert_eq!(c.replicas("statefulsets", "db"), 3);
+    assert_eq!(c.annotation("statefulsets", "db"), None);
+    assert!(
+        !c.journal().iter().any(|(_, n, _)| n == "db"),
+        "the journal entry goes with the record: {:?}",
+        c.journal()
+    );
+}
+
+#[test]
+fn a_scale_whose_answer_is_lost_is_read_back_and_kept_as_applied() {
+    let c = Case::new();
+    c.kube.hold(
+        Fault::leader_changed("PATCH", &format!("{WEB}/scale"), 1),
+        Hold::AnswerLate,
+    );
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("deployment ml/web: replicas 2 -> 0 (the answer was lost, scale deployment ml/web to 0: no answer from the API server in 1 s; read back as applied)"),
+        "{out}"
+    );
+    assert!(
+        err.contains("deployment ml/web: the scale to 0 was applied although its answer was lost; the record stays on it, and `tessera scale-down --undo --yes --namespace ml` restores it (or by hand: kubectl -n ml scale deployment/web --replicas=2 && kubectl -n ml annotate deployment web tessera.io/scaled-down-from- tessera.io/scaled-down-at-)"),
+        "{err}"
+    );
+    assert_eq!(c.replicas("deployments", "web"), 0);
+    assert_eq!(
+        c.annotation("deployments", "web").as_deref(),
+        Some("2"),
+        "the record stays"
+    );
+    // The run went on.
+    assert_eq!(c.replicas("statefulsets", "db"), 0);
+    assert_eq!(c.kube.release(), [200]);
+    // --undo can restore it.
+    let (code, out, err) = c.run(&["--undo", "--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(c.replicas("deployments", "web"), 2);
+    assert_eq!(c.annotation("deployments", "web"), None);
+}
+
+#[test]
+fn a_scale_that_would_land_after_tessera_gave_up_is_fenced_out() {
+    let c = Case::new();
+    c.kube.hold(
+        Fault::leader_changed("PATCH", &format!("{WEB}/scale"), 1),
+        Hold::ApplyLate,
+    );
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("no answer from the API server in 1 s (read back: not applied, and it can no longer land); it is as it was"),
+        "{err}"
+    );
+    assert_eq!(c.annotation("deployments", "web"), None);
+    // The scale lands now, after tessera removed its record: refused, the version is stale.
+    assert_eq!(c.kube.release(), [409]);
+    assert_eq!(c.replicas("deployments", "web"), 2);
+    assert_eq!(c.annotation("deployments", "web"), None);
+    assert!(c.journal().is_empty(), "{:?}", c.journal());
 }

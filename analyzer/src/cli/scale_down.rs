@@ -3,20 +3,24 @@
 //! and printing: the plan or the undo list on stdout, progress and errors on stderr. A module of
 //! the binary: the logic is `tessera::scale_down`.
 //!
-//! Exit codes: 0 done or dry run; 2 bad input, an API error or a refusal to write, with the
-//! workload that failed as it was; 3 something tessera changed could not be put back (the
-//! `kubectl` commands are printed).
+//! Exit codes: 0 done or dry run; 2 bad input (evidence older than `--evidence.max-age` or dated
+//! after the clock included), an API error, a refusal to write or a record `--undo` refused,
+//! with the workload that failed as it was; 3 something tessera changed could not be put back,
+//! or whether a write landed is unknown (the `kubectl` commands are printed).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
 use clap::Args;
 use tessera::advisor::{self, Params};
 use tessera::scale_down::apply::{self, Outcome};
 use tessera::scale_down::idle::{self, rfc3339};
+use tessera::scale_down::journal::Journal;
 use tessera::scale_down::kube::KubeWorkloads;
 use tessera::scale_down::plan::{self, render};
+use tessera::scale_down::undo;
 use tessera::scale_down::{AT_ANNOTATION, FROM_ANNOTATION, is_dns_label};
 
 use super::source::{SourceArgs, load_parts, name_file, parse_interval};
@@ -66,6 +70,42 @@ pub struct ScaleDownArgs {
     /// The longest one Kubernetes API call may take.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
     request_timeout: Duration,
+    /// The oldest evidence tessera acts on: the data must end at most this long before now
+    /// (checked at the start and again right before each workload's writes).
+    #[arg(long = "evidence.max-age", value_name = "DURATION", default_value = "15m", value_parser = parse_interval)]
+    evidence_max_age: i64,
+    /// The time to judge the evidence's age against and to record, RFC 3339 (default: the
+    /// clock).
+    #[arg(long, value_name = "TIME")]
+    now: Option<DateTime<Utc>>,
+    /// tessera's journal of the workloads it scaled down, replaced atomically at each change
+    /// (default: $XDG_STATE_HOME/tessera/scale-down-journal.json, else
+    /// ~/.local/state/tessera/scale-down-journal.json).
+    #[arg(long, value_name = "FILE")]
+    journal: Option<PathBuf>,
+    /// --undo: restore records up to this count when tessera's journal has no entry for the
+    /// workload (the journal of another machine).
+    #[arg(long = "undo.max-replicas", value_name = "N", requires = "undo", value_parser = clap::value_parser!(i64).range(1..=i32::MAX as i64))]
+    undo_max_replicas: Option<i64>,
+}
+
+/// `--journal`, or its default under the XDG state folder.
+fn journal_path(args: &ScaleDownArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.journal {
+        return Ok(p.clone());
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        });
+    match state {
+        Some(dir) => Ok(dir.join("tessera/scale-down-journal.json")),
+        None => bail!("neither $XDG_STATE_HOME nor $HOME is set: give --journal FILE"),
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -129,6 +169,12 @@ fn report(out: &Outcome) -> u8 {
     for s in &out.skipped {
         println!("  skipped {s}");
     }
+    for r in &out.refused {
+        eprintln!("tessera: refused {}", tessera::text::printable(r));
+    }
+    for n in &out.notes {
+        eprintln!("tessera: {n}");
+    }
     if let Some((what, e)) = &out.failed {
         eprintln!("tessera: {what}: {e}; it is as it was");
     }
@@ -164,8 +210,9 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
         if args.findings.is_some() || !args.src.sources.is_empty() {
             bail!("--undo restores by annotation: give neither --source nor --findings");
         }
+        let mut journal = Journal::open(&journal_path(&args)?)?;
         let mut cluster = connect()?;
-        let scaled = apply::scaled(&mut cluster, args.namespace.as_deref())?;
+        let scaled = undo::scaled(&mut cluster, args.namespace.as_deref())?;
         if scaled.is_empty() {
             println!("nothing to undo: no workload carries {FROM_ANNOTATION}");
             return Ok(0);
@@ -180,21 +227,42 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
         );
         if !args.yes {
             for w in &scaled {
+                let refused = match w.replicas {
+                    Some(0) => undo::restorable(w, &journal, args.undo_max_replicas).err(),
+                    _ => None,
+                };
                 println!(
-                    "  {}: {FROM_ANNOTATION}={} ({AT_ANNOTATION}={})",
+                    "  {}: {FROM_ANNOTATION}={} ({AT_ANNOTATION}={}){}",
                     w.label(),
                     tessera::text::printable(&w.annotations[FROM_ANNOTATION]),
                     tessera::text::printable(
                         w.annotations.get(AT_ANNOTATION).map_or("?", String::as_str)
-                    )
+                    ),
+                    refused
+                        .map(|why| format!(": refused: {}", tessera::text::printable(&why)))
+                        .unwrap_or_default()
                 );
             }
             return Ok(0);
         }
-        return Ok(report(&apply::undo(&mut cluster, &scaled)));
+        return Ok(report(&undo::undo(
+            &mut cluster,
+            &scaled,
+            &mut journal,
+            args.undo_max_replicas,
+        )));
     }
     let doc = findings(&args)?;
     let idle = idle::idle_pods(&doc, args.idle_min_duration, args.now_tolerance)?;
+    // The freshness rule, against the clock (or --now): now, and again before each write.
+    let fixed_now = args.now.map(|t| t.timestamp_millis());
+    let now = || fixed_now.unwrap_or_else(|| Utc::now().timestamp_millis());
+    let fresh = || {
+        idle::check_fresh(idle.data_end_ms, now(), args.evidence_max_age).map_err(|e| e.to_string())
+    };
+    if let Err(e) = fresh() {
+        bail!("refusing to act on this evidence: {e}");
+    }
     eprintln!(
         "tessera: {} pod(s) idle now, {} with findings but not idle now (data until {})",
         idle.idle.len(),
@@ -203,10 +271,17 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
     );
     let mut cluster = connect()?;
     let plan = plan::plan(&mut cluster, &idle, args.namespace.as_deref())?;
-    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let at = rfc3339(now());
     print!("{}", render(&plan, &at, args.yes));
     if !args.yes || plan.actions.is_empty() {
         return Ok(0);
     }
-    Ok(report(&apply::scale_down(&mut cluster, &plan, &at)))
+    let mut journal = Journal::open(&journal_path(&args)?)?;
+    let ctx = apply::Context {
+        at: &at,
+        idle: &idle,
+        fresh: &fresh,
+        journal: &mut journal,
+    };
+    Ok(report(&apply::scale_down(&mut cluster, &plan, ctx)))
 }

@@ -53,6 +53,70 @@ fn ms(v: &Value, what: &str) -> Result<i64, IdleError> {
         .map_err(|e| IdleError(format!("{what}: {s:?} is not an RFC 3339 time: {e}")))
 }
 
+/// How far after the clock the data may end and still be believed (clocks of two machines
+/// differ a little; more is a wrong clock or a forged file).
+pub const FUTURE_SKEW_MS: i64 = 5 * 60_000;
+
+/// Evidence too old (or dated after the clock) to act on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StaleError {
+    #[error(
+        "the evidence is {age} old: the data ends {end}, and it is {now} now; the most tessera acts on is {max} old (--evidence.max-age to allow older data, after checking that the workloads are still idle)"
+    )]
+    Old {
+        age: String,
+        end: String,
+        now: String,
+        max: String,
+    },
+    #[error(
+        "the evidence is dated {ahead} after the clock: the data ends {end}, and it is {now} now; either this machine's clock or the findings are wrong, so nothing is idle now that tessera can tell (at most {skew} ahead is taken as clock skew)"
+    )]
+    Future {
+        ahead: String,
+        end: String,
+        now: String,
+        skew: String,
+    },
+}
+
+/// A duration for people: `45 s`, `12 min`, `5.0 h`, `30.0 days`.
+pub fn human(ms: i64) -> String {
+    let s = ms as f64 / 1000.0;
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 2.0 * 86_400.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.1} days", s / 86_400.0)
+    }
+}
+
+/// The freshness rule: the data (ending at `data_end_ms`) must end at most `max_age_ms` before
+/// `now_ms`, and not more than [`FUTURE_SKEW_MS`] after it.
+pub fn check_fresh(data_end_ms: i64, now_ms: i64, max_age_ms: i64) -> Result<(), StaleError> {
+    let age = now_ms.saturating_sub(data_end_ms);
+    if age > max_age_ms {
+        return Err(StaleError::Old {
+            age: human(age),
+            end: rfc3339(data_end_ms),
+            now: rfc3339(now_ms),
+            max: human(max_age_ms),
+        });
+    }
+    if -age > FUTURE_SKEW_MS {
+        return Err(StaleError::Future {
+            ahead: human(-age),
+            end: rfc3339(data_end_ms),
+            now: rfc3339(now_ms),
+            skew: human(FUTURE_SKEW_MS),
+        });
+    }
+    Ok(())
+}
+
 /// RFC 3339 UTC, seconds.
 pub fn rfc3339(ms: i64) -> String {
     DateTime::from_timestamp_millis(ms)
@@ -222,6 +286,28 @@ mod tests {
         )
         .unwrap();
         assert!(set.idle.is_empty() && set.not_now.is_empty());
+    }
+
+    #[test]
+    fn evidence_older_than_the_maximum_or_dated_ahead_is_stale() {
+        let end = 1_795_000_000_000; // 2026-11-18
+        let min = 60_000;
+        assert_eq!(check_fresh(end, end, 15 * min), Ok(()));
+        assert_eq!(check_fresh(end, end + 15 * min, 15 * min), Ok(()));
+        assert_eq!(check_fresh(end, end - 5 * min, 15 * min), Ok(()));
+        let old = check_fresh(end, end + 30 * 86_400_000, 15 * min)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            old.contains("30.0 days old") && old.contains("15 min old (--evidence.max-age"),
+            "{old}"
+        );
+        let ahead = check_fresh(end, end - 6 * min, 15 * min)
+            .unwrap_err()
+            .to_string();
+        assert!(ahead.contains("dated 6 min after the clock"), "{ahead}");
+        assert_eq!(human(45_000), "45 s");
+        assert_eq!(human(5 * 3_600_000), "5.0 h");
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! only as path segments, and only names [`super::is_dns_subdomain`] accepts (kube-rs does not
 //! escape them); nothing goes through a shell.
 //!
+//! Writes are compare-and-swap: merge patches carry the resourceVersion the caller read, and so
+//! does the `scale` patch (the API server answers 409 when the object changed since).
+//!
 //! What it does not do: watch, or write anything but merge patches and `scale`.
 
 use std::future::Future;
@@ -22,7 +25,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use super::{ApiError, Kind, Object, OwnerRef, ScaleTarget, Workloads, is_dns_subdomain};
+use super::{ApiError, Kind, Object, OwnerRef, ScaleTarget, Scaled, Workloads, is_dns_subdomain};
 use crate::mig_manager::ClusterError;
 use crate::mig_manager::kube::connect_client;
 
@@ -84,6 +87,14 @@ fn object(kind: Kind, o: &DynamicObject) -> Object {
         // Deployments and StatefulSets default to 1 on the API server.
         replicas: replicas.or((!matches!(kind, Kind::Pod | Kind::InferenceService)).then_some(1)),
         resource_version: m.resource_version.clone().unwrap_or_default(),
+        uid: m.uid.clone().unwrap_or_default(),
+        max_replicas: match kind {
+            Kind::InferenceService => o
+                .data
+                .pointer("/spec/predictor/maxReplicas")
+                .and_then(Value::as_i64),
+            _ => None,
+        },
         phase: o
             .data
             .pointer("/status/phase")
@@ -252,16 +263,25 @@ impl Workloads for KubeWorkloads {
         namespace: &str,
         name: &str,
         replicas: i64,
-    ) -> Result<(), ApiError> {
+        resource_version: &str,
+    ) -> Result<Scaled, ApiError> {
         let what = format!("scale {} {namespace}/{name} to {replicas}", kind.resource());
         checked(&what, namespace)?;
         checked(&what, name)?;
         let api = self.api(kind, Some(namespace));
-        let patch = json!({ "spec": { "replicas": replicas } });
-        self.call(
+        // The resourceVersion is a precondition: the API server refuses the scale (409) when
+        // the object changed since it was read (the Scale's version is the object's).
+        let patch = json!({
+            "metadata": { "resourceVersion": resource_version },
+            "spec": { "replicas": replicas },
+        });
+        let scale = self.call(
             &what,
             api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch)),
         )?;
-        Ok(())
+        Ok(Scaled {
+            replicas: scale.spec.and_then(|s| s.replicas).map_or(0, i64::from),
+            resource_version: scale.metadata.resource_version.unwrap_or_default(),
+        })
     }
 }

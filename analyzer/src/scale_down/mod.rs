@@ -19,8 +19,10 @@
 
 pub mod apply;
 pub mod idle;
+pub mod journal;
 pub mod kube;
 pub mod plan;
+pub mod undo;
 
 use std::collections::BTreeMap;
 
@@ -29,8 +31,21 @@ use std::collections::BTreeMap;
 pub const FROM_ANNOTATION: &str = "tessera.io/scaled-down-from";
 /// The annotation recording when (RFC 3339 UTC).
 pub const AT_ANNOTATION: &str = "tessera.io/scaled-down-at";
-/// The opt-out: this label or annotation `"false"` on a workload or one of its pods.
+/// The opt-out: this label or annotation on a workload or one of its pods, with a value that is
+/// not a yes ([`opts_in`]): `"false"`, `no`, `off`, `0`, `disabled`, any case, spaces around.
 pub const OPT_OUT: &str = "tessera.io/scale-down";
+/// The values of [`OPT_OUT`] that opt out (compared trimmed, ignoring case).
+pub const OPT_OUT_VALUES: [&str; 5] = ["false", "no", "off", "0", "disabled"];
+/// The values of [`OPT_OUT`] that leave a workload to tessera (compared trimmed, ignoring case).
+pub const OPT_IN_VALUES: [&str; 5] = ["true", "yes", "on", "1", "enabled"];
+
+/// Whether a value of [`OPT_OUT`] leaves the workload to tessera: one of [`OPT_IN_VALUES`]
+/// (trimmed, any case). Any other value opts out: the listed no-values and, to be safe, a value
+/// tessera does not understand.
+pub fn opts_in(value: &str) -> bool {
+    let v = value.trim();
+    OPT_IN_VALUES.iter().any(|y| v.eq_ignore_ascii_case(y))
+}
 /// The label KServe puts on an InferenceService's pods.
 pub const KSERVE_LABEL: &str = "serving.kserve.io/inferenceservice";
 /// [`FROM_ANNOTATION`]'s value for a KServe `minReplicas` that was not set (KServe's default,
@@ -102,6 +117,11 @@ pub struct Object {
     /// (InferenceServices; `None` when not set); `None` for pods.
     pub replicas: Option<i64>,
     pub resource_version: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.predictor.maxReplicas` of an InferenceService (KServe requires `minReplicas` not
+    /// above it); `None` for other kinds or when not set.
+    pub max_replicas: Option<i64>,
     /// `status.phase` of a pod.
     pub phase: Option<String>,
 }
@@ -135,7 +155,7 @@ pub struct ScaleTarget {
 }
 
 /// Errors of the Kubernetes side, as [`apply`] distinguishes them.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {
     /// 409: the object changed since it was read.
     #[error("{0}")]
@@ -148,9 +168,26 @@ pub enum ApiError {
         "{what}: {message} (check the credentials, and the permissions in deploy/scale-down/rbac.yaml)"
     )]
     Forbidden { what: String, message: String },
-    /// Anything else: transport errors, timeouts, 5xx, bad responses.
+    /// Anything else: transport errors, timeouts, 5xx, bad responses. A write that fails so
+    /// may have been applied (the answer was lost, or it lands later): the caller reads the
+    /// object again.
     #[error("{0}")]
     Other(String),
+}
+
+impl ApiError {
+    /// Whether a write that failed with this error was certainly not applied (409, 404, 401,
+    /// 403); otherwise it may have been, and only reading the object again tells.
+    pub fn certainly_not_applied(&self) -> bool {
+        !matches!(self, ApiError::Other(_))
+    }
+}
+
+/// A `scale` subresource as written: the replicas and the object's new resourceVersion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scaled {
+    pub replicas: i64,
+    pub resource_version: String,
 }
 
 /// The Kubernetes API calls `scale-down` makes. [`kube::KubeWorkloads`] is the real one.
@@ -171,14 +208,17 @@ pub trait Workloads {
         name: &str,
         patch: &serde_json::Value,
     ) -> Result<Object, ApiError>;
-    /// Set `spec.replicas` through the `scale` subresource (Deployments, StatefulSets).
+    /// Set `spec.replicas` through the `scale` subresource (Deployments, StatefulSets), only if
+    /// the object is still at `resource_version` (compare-and-swap: [`ApiError::Conflict`]
+    /// when it changed since); returns the scale as written.
     fn scale(
         &mut self,
         kind: Kind,
         namespace: &str,
         name: &str,
         replicas: i64,
-    ) -> Result<(), ApiError>;
+        resource_version: &str,
+    ) -> Result<Scaled, ApiError>;
 }
 
 /// Whether `s` is a DNS-1123 label (a namespace: at most 63 of `a-z0-9-`, alphanumeric at both

@@ -10,7 +10,8 @@
 //! Notebook) is refused: its controller owns the replicas.
 //!
 //! Refusals (each names the workload and the sign): a pod of the workload that is not idle now;
-//! the opt-out (`tessera.io/scale-down: "false"`, label or annotation, on the workload or a pod);
+//! the opt-out (`tessera.io/scale-down` with `false`, `no`, `off`, `0`, `disabled` — any case,
+//! spaces around — or any value that is not a yes, label or annotation, on the workload or a pod);
 //! a HorizontalPodAutoscaler or KEDA ScaledObject whose `scaleTargetRef` is the workload; GitOps
 //! (Argo CD: annotation `argocd.argoproj.io/tracking-id`, label `argocd.argoproj.io/instance`, or
 //! label `app.kubernetes.io/instance` with any `argocd.argoproj.io/` annotation; Flux: label
@@ -25,8 +26,8 @@ use std::fmt::Write as _;
 
 use super::idle::{IdleSet, rfc3339};
 use super::{
-    AT_ANNOTATION, ApiError, FROM_ANNOTATION, KSERVE_LABEL, Kind, OPT_OUT, Object, ScaleTarget,
-    Workloads, is_dns_label, is_dns_subdomain,
+    AT_ANNOTATION, ApiError, FROM_ANNOTATION, KSERVE_LABEL, Kind, OPT_OUT, OPT_OUT_VALUES, Object,
+    ScaleTarget, Workloads, is_dns_label, is_dns_subdomain, opts_in,
 };
 use crate::text::printable as escape_control;
 
@@ -244,17 +245,24 @@ pub fn gitops_sign(o: &Object) -> Option<String> {
     None
 }
 
-/// The opt-out on an object, if any.
+/// The opt-out on an object, if any: [`OPT_OUT`] with any value but a yes ([`opts_in`]).
 pub fn opt_out(o: &Object) -> Option<String> {
     for (what, map) in [("label", &o.labels), ("annotation", &o.annotations)] {
-        if map
-            .get(OPT_OUT)
-            .is_some_and(|v| v.eq_ignore_ascii_case("false"))
+        if let Some(v) = map.get(OPT_OUT)
+            && !opts_in(v)
         {
-            return Some(format!(
-                "opted out: {what} {OPT_OUT}=false on {}",
-                o.label()
-            ));
+            let v = escape_control(v);
+            let known = OPT_OUT_VALUES
+                .iter()
+                .any(|n| v.trim().eq_ignore_ascii_case(n));
+            return Some(if known {
+                format!("opted out: {what} {OPT_OUT}={v} on {}", o.label())
+            } else {
+                format!(
+                    "opted out: {what} {OPT_OUT}={v:?} on {} (not a value tessera knows: taken as an opt-out)",
+                    o.label()
+                )
+            });
         }
     }
     None
@@ -296,6 +304,36 @@ pub fn plan(
             continue;
         }
         plan_namespace(cluster, idle, ns, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The running pods (finished ones aside) of workload `kind name` in `namespace`, read now:
+/// every pod whose owner chain leads to it. [`super::apply`] reads them again right before a
+/// write.
+pub fn running_pods(
+    cluster: &mut dyn Workloads,
+    namespace: &str,
+    kind: Kind,
+    name: &str,
+) -> Result<Vec<String>, ApiError> {
+    let pods = cluster.list(Kind::Pod, Some(namespace))?;
+    let mut space = Namespace {
+        cluster,
+        ns: namespace.to_string(),
+        cache: BTreeMap::new(),
+    };
+    let mut out = Vec::new();
+    for p in pods
+        .iter()
+        .filter(|p| !matches!(p.phase.as_deref(), Some("Succeeded" | "Failed")))
+    {
+        if let Owner::Workload(k, n) = space.owner(p)?
+            && k == kind
+            && n == name
+        {
+            out.push(p.name.clone());
+        }
     }
     Ok(out)
 }

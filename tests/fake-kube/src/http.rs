@@ -92,14 +92,59 @@ pub(crate) async fn handle(
     if shared.lock().down {
         return Ok(error(ApiError::injected(500, "the API server is gone")));
     }
+    // Another client's write right before this request (`FakeKube::change_before`), and
+    // requests held to land late (`FakeKube::hold`).
+    let logged = shared
+        .lock()
+        .requests
+        .last()
+        .cloned()
+        .expect("logged above");
+    crate::late::changes_before(&shared, &logged);
+    if let Some((how, released, done)) = crate::late::held(&shared, &logged) {
+        return Ok(match how {
+            crate::late::Hold::AnswerLate => {
+                let a = answer(
+                    &shared,
+                    &logged,
+                    &method,
+                    &path,
+                    &query,
+                    content_type.as_deref(),
+                    &body,
+                );
+                let _ = done.send(a.status().as_u16());
+                crate::late::released(released).await;
+                a
+            }
+            crate::late::Hold::ApplyLate => {
+                let s = Arc::clone(&shared);
+                let task = shared.handle.spawn(async move {
+                    crate::late::released(released).await;
+                    let a = answer(
+                        &s,
+                        &logged,
+                        &method,
+                        &path,
+                        &query,
+                        content_type.as_deref(),
+                        &body,
+                    );
+                    let _ = done.send(a.status().as_u16());
+                    a
+                });
+                task.await
+                    .unwrap_or_else(|_| error(ApiError::injected(500, "the held request was lost")))
+            }
+        });
+    }
     // Scripted failures (`FakeKube::fail`): answered before the request is handled.
     let injected = {
         let mut store = shared.lock();
-        let req = store.requests.last().cloned().expect("logged above");
         store
             .faults
             .iter_mut()
-            .find(|f| f.times > 0 && f.matches(&req))
+            .find(|f| f.times > 0 && f.matches(&logged))
             .map(|f| {
                 f.times -= 1;
                 (
@@ -114,24 +159,34 @@ pub(crate) async fn handle(
             return Ok(error(e));
         }
     }
-    let query = Query::parse(&query);
-    let answer = route(
+    Ok(answer(
         &shared,
+        &logged,
         &method,
         &path,
         &query,
         content_type.as_deref(),
         &body,
-    )
-    .unwrap_or_else(error);
-    {
-        let mut store = shared.lock();
-        let req = store.requests.last().cloned().expect("logged above");
-        if store.down_after.as_ref().is_some_and(|f| f.matches(&req)) {
-            store.down = true;
-        }
+    ))
+}
+
+/// Handles a request that is not failed: routes it, then goes down when `down_after` says so.
+fn answer(
+    shared: &Arc<Shared>,
+    logged: &Request,
+    method: &Method,
+    path: &str,
+    query: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Response<Body> {
+    let query = Query::parse(query);
+    let answer = route(shared, method, path, &query, content_type, body).unwrap_or_else(error);
+    let mut store = shared.lock();
+    if store.down_after.as_ref().is_some_and(|f| f.matches(logged)) {
+        store.down = true;
     }
-    Ok(answer)
+    answer
 }
 
 /// What a path addresses.

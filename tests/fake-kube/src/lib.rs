@@ -13,7 +13,7 @@
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
 //! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` and `device_plugin`
-//! (the scripts).
+//! (the scripts), `late` (another client's write between two requests, writes that land late).
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
 //! admission, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
@@ -24,6 +24,7 @@
 mod device_plugin;
 mod discovery;
 mod http;
+mod late;
 mod mig_manager;
 mod objects;
 mod query;
@@ -41,6 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 pub use device_plugin::check_sharing_config;
+pub use late::Hold;
 pub use mig_manager::check_config;
 
 use objects::Kind;
@@ -480,6 +482,37 @@ impl FakeKube {
     /// Scripts a failure ([`Fault`]); faults are tried in the order added.
     pub fn fail(&self, fault: Fault) {
         self.shared().lock().faults.push(fault);
+    }
+
+    /// Writes an object as another client would (by its `apiVersion` and `kind`, as
+    /// [`FakeKube::put`]): created when absent, else merged into the stored one by a JSON merge
+    /// patch (a new resourceVersion); returns it as stored.
+    pub fn apply(&self, obj: serde_json::Value) -> serde_json::Value {
+        late::apply(self.shared(), obj)
+    }
+
+    /// Another client's writes between two of the client's requests: right before the request
+    /// after the first `skip` that match `fault`'s method, path, watch and body (its `times`,
+    /// `code` and `delay` are ignored) is handled, each of `objects` is written as by
+    /// [`FakeKube::apply`]. Once.
+    pub fn change_before(&self, fault: Fault, skip: usize, objects: Vec<serde_json::Value>) {
+        self.shared()
+            .lock()
+            .late
+            .change_before(fault, skip, objects);
+    }
+
+    /// A write that lands late: the next request matching `fault`'s method, path, watch and
+    /// body (its `times`, `code` and `delay` are ignored) is held as [`Hold`] says until
+    /// [`FakeKube::release`].
+    pub fn hold(&self, fault: Fault, how: Hold) {
+        self.shared().lock().late.hold(fault, how);
+    }
+
+    /// Releases every held request and returns once each was handled: their HTTP statuses (200,
+    /// 409, …) in the order they were handled. Once per server.
+    pub fn release(&self) -> Vec<u16> {
+        late::release(self.shared())
     }
 
     /// How many requests matched `fault`'s method, path, watch and body (answered or failed).

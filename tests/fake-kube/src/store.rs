@@ -114,6 +114,8 @@ pub(crate) struct Store {
     pub(crate) requests: Vec<Request>,
     /// Scripted failures, first match wins ([`crate::Fault`]).
     pub(crate) faults: Vec<crate::Fault>,
+    /// Held requests and changes before requests ([`crate::late`]).
+    pub(crate) late: crate::late::Late,
 }
 
 impl Store {
@@ -143,6 +145,7 @@ impl Store {
             close_watches_after: None,
             requests: Vec::new(),
             faults: Vec::new(),
+            late: crate::late::Late::new(),
         }
     }
 
