@@ -525,23 +525,6 @@ fn opt_out_values_are_read_leniently() {
 fn undo_refuses_records_outside_the_history_and_restores_the_others() {
     let c = Case::new();
     assert_eq!(c.run(&["--yes"]).0, 0);
-    // The journal, written atomically beside nothing else, holds what was scaled.
-    let mut journal = c.journal();
-    journal.sort();
-    assert_eq!(
-        journal,
-        [
-            ("Deployment".into(), "web".into(), "2".into()),
-            ("InferenceService".into(), "chat".into(), "unset".into()),
-            ("InferenceService".into(), "llm".into(), "2".into()),
-            ("StatefulSet".into(), "db".into(), "3".into()),
-        ]
-    );
-    let files: Vec<String> = std::fs::read_dir(c.path("state"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(files, ["journal.json"]);
     // A record changed to 100000 since, and one tessera has no journal entry for.
     c.kube
         .apply(json!({ "apiVersion": "apps/v1", "kind": "Deployment",
@@ -553,16 +536,20 @@ fn undo_refuses_records_outside_the_history_and_restores_the_others() {
         json!({}),
         json!({ FROM: "3" }),
     ));
-    let (code, out, err) = c.run(&["--undo"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("deployment ml/web: tessera.io/scaled-down-from=100000")
-            && out.contains(
-                "refused: tessera.io/scaled-down-from=\"100000\" but tessera's journal recorded 2"
-            ),
-        "{out}"
-    );
     let (code, out, err) = c.run(&["--undo", "--yes"]);
+    assert_eq!(c.replicas("deployments", "web"), 0, "{out}\n{err}");
+    assert_eq!(
+        c.annotation("deployments", "web").as_deref(),
+        Some("100000")
+    );
+    assert_eq!(c.replicas("deployments", "stranger"), 0);
+    // The others, after the refused ones in the list, were restored.
+    assert_eq!(c.replicas("statefulsets", "db"), 3, "{out}\n{err}");
+    assert_eq!(c.annotation("statefulsets", "db"), None);
+    assert_eq!(
+        c.get("inferenceservices", "llm")["spec"]["predictor"]["minReplicas"],
+        2
+    );
     assert_eq!(code, 2, "refused records are reported: {out}\n{err}");
     assert!(
         err.contains("refused deployment ml/web: tessera.io/scaled-down-from=\"100000\" but tessera's journal recorded 2 at 2026-11-30T00:05:00Z"),
@@ -574,22 +561,26 @@ fn undo_refuses_records_outside_the_history_and_restores_the_others() {
         ) && err.contains("kubectl -n ml scale deployment/stranger --replicas=3"),
         "{err}"
     );
-    assert_eq!(c.replicas("deployments", "web"), 0);
-    assert_eq!(
-        c.annotation("deployments", "web").as_deref(),
-        Some("100000")
-    );
-    assert_eq!(c.replicas("deployments", "stranger"), 0);
-    // The others, after the refused ones in the list, were restored.
-    assert_eq!(c.replicas("statefulsets", "db"), 3);
-    assert_eq!(c.annotation("statefulsets", "db"), None);
-    assert_eq!(
-        c.get("inferenceservices", "llm")["spec"]["predictor"]["minReplicas"],
-        2
-    );
+    // The journal, replaced atomically (nothing else in its folder), kept the entry of the
+    // refused record and dropped those restored.
     assert_eq!(
         c.journal(),
         [("Deployment".into(), "web".into(), "2".into())]
+    );
+    let files: Vec<String> = std::fs::read_dir(c.path("state"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["journal.json"]);
+    // The dry run says which records it would refuse.
+    let (code, out, err) = c.run(&["--undo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("deployment ml/web: tessera.io/scaled-down-from=100000")
+            && out.contains(
+                "refused: tessera.io/scaled-down-from=\"100000\" but tessera's journal recorded 2"
+            ),
+        "{out}"
     );
     // --undo.max-replicas bounds records without an entry; the journal still decides for web.
     let (code, _, err) = c.run(&["--undo", "--yes", "--undo.max-replicas", "4"]);
@@ -597,4 +588,39 @@ fn undo_refuses_records_outside_the_history_and_restores_the_others() {
     assert_eq!(c.replicas("deployments", "stranger"), 3);
     assert_eq!(c.annotation("deployments", "stranger"), None);
     assert_eq!(c.replicas("deployments", "web"), 0);
+}
+
+#[test]
+fn the_journal_records_each_workload_scaled_and_forgets_it_once_restored() {
+    let c = Case::new();
+    assert_eq!(c.run(&["--yes"]).0, 0);
+    let mut journal = c.journal();
+    journal.sort();
+    assert_eq!(
+        journal,
+        [
+            ("Deployment".into(), "web".into(), "2".into()),
+            ("InferenceService".into(), "chat".into(), "unset".into()),
+            ("InferenceService".into(), "llm".into(), "2".into()),
+            ("StatefulSet".into(), "db".into(), "3".into()),
+        ]
+    );
+    let (code, out, err) = c.run(&["--undo", "--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(c.journal(), Vec::<(String, String, String)>::new());
+    let files: Vec<String> = std::fs::read_dir(c.path("state"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["journal.json"], "no temporary file is left");
+    // A journal that is not one stops --yes before anything is written.
+    std::fs::write(c.path("state/journal.json"), "{").unwrap();
+    let before = c.writes().len();
+    let (code, _, err) = c.run(&["--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a tessera-scale-down-journal document"),
+        "{err}"
+    );
+    assert_eq!(c.writes().len(), before);
 }

@@ -217,6 +217,7 @@ fn evidence_older_than_the_maximum_or_dated_after_the_clock_is_refused() {
         let c = Case::new();
         move_findings(&c, year);
         let (code, out, err) = c.run_on_the_clock(&["--yes"]);
+        untouched(&c);
         assert_eq!(code, 2, "{year}: {out}\n{err}");
         assert!(
             err.contains("refusing to act on this evidence") && err.contains(want),
@@ -296,6 +297,8 @@ fn a_workload_that_grew_between_plan_and_write_is_not_scaled() {
         grown,
     );
     let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(c.replicas("statefulsets", "db"), 3, "{out}\n{err}");
+    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains("statefulset ml/db: replicas 1 -> 0"),
@@ -305,8 +308,6 @@ fn a_workload_that_grew_between_plan_and_write_is_not_scaled() {
         out.contains("skipped statefulset ml/db: changed since the plan: replicas 1 -> 3"),
         "{out}"
     );
-    assert_eq!(c.replicas("statefulsets", "db"), 3);
-    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert!(
         !c.writes()
             .iter()
@@ -327,13 +328,13 @@ fn a_workload_that_grew_between_plan_and_write_is_not_scaled() {
         grown,
     );
     let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(c.replicas("statefulsets", "db"), 3, "{out}\n{err}");
+    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains("skipped statefulset ml/db: changed since the plan"),
         "{out}"
     );
-    assert_eq!(c.replicas("statefulsets", "db"), 3);
-    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert!(!c.writes().iter().any(|w| w == &format!("PATCH {DB}/scale")));
 
     // Grown between the annotation and the scale: the scale names the version it was decided
@@ -345,13 +346,13 @@ fn a_workload_that_grew_between_plan_and_write_is_not_scaled() {
         grown,
     );
     let (code, out, err) = c.run(&["--yes"]);
+    assert_eq!(c.replicas("statefulsets", "db"), 3, "{out}\n{err}");
+    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
         err.contains("statefulset ml/db: scale statefulset ml/db to 0"),
         "{err}"
     );
-    assert_eq!(c.replicas("statefulsets", "db"), 3);
-    assert_eq!(c.annotation("statefulsets", "db"), None);
     assert!(
         !c.journal().iter().any(|(_, n, _)| n == "db"),
         "the journal entry goes with the record: {:?}",
@@ -367,6 +368,12 @@ fn a_scale_whose_answer_is_lost_is_read_back_and_kept_as_applied() {
         Hold::AnswerLate,
     );
     let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    assert_eq!(c.replicas("deployments", "web"), 0, "{out}\n{err}");
+    assert_eq!(
+        c.annotation("deployments", "web").as_deref(),
+        Some("2"),
+        "the record stays: {out}\n{err}"
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains("deployment ml/web: replicas 2 -> 0 (the answer was lost, scale deployment ml/web to 0: no answer from the API server in 1 s; read back as applied)"),
@@ -400,15 +407,15 @@ fn a_scale_that_would_land_after_tessera_gave_up_is_fenced_out() {
         Hold::ApplyLate,
     );
     let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    assert_eq!(c.annotation("deployments", "web"), None, "{out}\n{err}");
+    // The scale lands now, after tessera removed its record: refused, the version is stale.
+    assert_eq!(c.kube.release(), [409], "{out}\n{err}");
+    assert_eq!(c.replicas("deployments", "web"), 2);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
         err.contains("no answer from the API server in 1 s (read back: not applied, and it can no longer land); it is as it was"),
         "{err}"
     );
-    assert_eq!(c.annotation("deployments", "web"), None);
-    // The scale lands now, after tessera removed its record: refused, the version is stale.
-    assert_eq!(c.kube.release(), [409]);
-    assert_eq!(c.replicas("deployments", "web"), 2);
     assert_eq!(c.annotation("deployments", "web"), None);
     assert!(c.journal().is_empty(), "{:?}", c.journal());
 }
