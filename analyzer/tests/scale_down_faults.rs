@@ -419,3 +419,27 @@ fn a_scale_that_would_land_after_tessera_gave_up_is_fenced_out() {
     assert_eq!(c.annotation("deployments", "web"), None);
     assert!(c.journal().is_empty(), "{:?}", c.journal());
 }
+
+#[test]
+fn a_record_whose_answer_is_lost_is_read_back_and_taken_back() {
+    let c = Case::new();
+    c.kube.hold(
+        Fault {
+            body_contains: Some(r#"scaled-down-from":"2""#.into()),
+            ..Fault::leader_changed("PATCH", WEB, 1)
+        },
+        Hold::AnswerLate,
+    );
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    // The annotation landed; tessera read it back and took it back: as it was.
+    assert_eq!(c.annotation("deployments", "web"), None, "{out}\n{err}");
+    assert_eq!(c.replicas("deployments", "web"), 2);
+    assert!(!c.writes().iter().any(|w| w.ends_with("/web/scale")));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("no answer from the API server in 1 s (read back: the record had landed; taken back); it is as it was"),
+        "{err}"
+    );
+    assert!(c.journal().is_empty(), "{:?}", c.journal());
+    assert_eq!(c.kube.release(), [200]);
+}

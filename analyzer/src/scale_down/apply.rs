@@ -151,6 +151,12 @@ fn changed_since_plan(
     fresh: &Object,
     idle: &IdleSet,
 ) -> Result<Option<String>, ApiError> {
+    if !a.workload.uid.is_empty() && fresh.uid != a.workload.uid {
+        return Ok(Some(
+            "deleted and made again since the plan (another uid): not scaled; run tessera scale-down again"
+                .into(),
+        ));
+    }
     if fresh.replicas != a.workload.replicas {
         return Ok(Some(format!(
             "changed since the plan: {} {} -> {} (the plan was made on {}): not scaled; run tessera scale-down again",
@@ -272,13 +278,11 @@ fn down_one(
             ));
             return Ok(());
         }
-        Err(e) => {
-            // The record may have landed: the next run's --undo removes it and keeps the count.
-            if e.certainly_not_applied() {
-                forget(ctx.journal, &fresh);
-            }
+        Err(e) if e.certainly_not_applied() => {
+            forget(ctx.journal, &fresh);
             return Err(e);
         }
+        Err(e) => return Err(unanswered_record(cluster, &fresh, at, e, ctx.journal, out)),
     };
     let e = match cluster.scale(
         annotated.kind,
@@ -339,6 +343,39 @@ fn take_record_back(
                 out.left.push(remove_cmd(w));
             }
             false
+        }
+    }
+}
+
+/// The annotation patch of `w` failed without saying whether it was applied (`e`): read it
+/// back; a record that landed (on a workload still at its count) is taken back.
+fn unanswered_record(
+    cluster: &mut dyn Workloads,
+    w: &Object,
+    at: &str,
+    e: ApiError,
+    journal: &mut Journal,
+    out: &mut Outcome,
+) -> ApiError {
+    match reread(cluster, w) {
+        Ok(back) if back.annotations.get(AT_ANNOTATION).map(String::as_str) == Some(at) => {
+            if take_record_back(cluster, &back, Some(&back.resource_version), journal, out) {
+                ApiError::Other(format!(
+                    "{e} (read back: the record had landed; taken back)"
+                ))
+            } else {
+                if !out.left.contains(&remove_cmd(w)) {
+                    out.left.push(remove_cmd(w));
+                }
+                e
+            }
+        }
+        Ok(_) => ApiError::Other(format!(
+            "{e} (read back: not applied; should it land later, it is a record on a workload at its count, which --undo removes)"
+        )),
+        Err(_) => {
+            out.left.push(remove_cmd(w));
+            e
         }
     }
 }

@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(again.find(Kind::StatefulSet, "ml", "web"), None);
         j.forget(Kind::Deployment, "ml", "db").unwrap();
         assert_eq!(Journal::open(&path).unwrap().entries(), [entry("web", "4")]);
-        assert_eq!(files(&path.parent().unwrap()), ["journal.json"]);
+        assert_eq!(files(path.parent().unwrap()), ["journal.json"]);
     }
 
     #[test]

@@ -3,14 +3,18 @@
 //!
 //! - [`idle`] (pure): which pods are **idle now** — from the advisor's findings (`idle_loaded`,
 //!   and `allocated_unused` of kind `unused`) attributed to a pod: every finding of the pod has
-//!   a last idle span at least the required length that ends at the data's end;
+//!   a last idle span at least the required length that ends at the data's end — and the
+//!   freshness rule: the data's end no older than the maximum age by the clock, not after it;
 //! - [`plan`] (reads only, over the [`Workloads`] trait): each idle pod's owner through
 //!   ownerReferences (ReplicaSet → Deployment, StatefulSet, KServe InferenceService; a bare pod
 //!   gets nothing), the refusals (HPA or KEDA target, GitOps signs, opt-out, a pod of the
 //!   workload not idle now), and the dry run with the exact `kubectl` equivalents;
 //! - [`apply`]: `--yes` (annotation with the previous count, then the `/scale` subresource; for
-//!   KServe one merge patch of `minReplicas` and the annotation) and `--undo`, each workload
-//!   whole or not at all;
+//!   KServe one merge patch of `minReplicas` and the annotation), each workload whole or not at
+//!   all, each write compare-and-swap on the state it was decided on, a write whose answer was
+//!   lost read back;
+//! - [`undo`]: `--undo`, each record checked against the workload's recorded history;
+//! - [`journal`]: the local journal of what tessera scaled down, replaced atomically;
 //! - [`kube`]: [`Workloads`] over kube-rs, every call bounded by the request timeout.
 //!
 //! What it does not do: delete pods, touch a workload some controller or autoscaler owns the
