@@ -367,7 +367,7 @@ fn a_scale_whose_answer_is_lost_is_read_back_and_kept_as_applied() {
         Fault::leader_changed("PATCH", &format!("{WEB}/scale"), 1),
         Hold::AnswerLate,
     );
-    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "2s"]);
     assert_eq!(c.replicas("deployments", "web"), 0, "{out}\n{err}");
     assert_eq!(
         c.annotation("deployments", "web").as_deref(),
@@ -376,7 +376,7 @@ fn a_scale_whose_answer_is_lost_is_read_back_and_kept_as_applied() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
-        out.contains("deployment ml/web: replicas 2 -> 0 (the answer was lost, scale deployment ml/web to 0: no answer from the API server in 1 s; read back as applied)"),
+        out.contains("deployment ml/web: replicas 2 -> 0 (the answer was lost, scale deployment ml/web to 0: no answer from the API server in 2 s; read back as applied)"),
         "{out}"
     );
     assert!(
@@ -406,14 +406,14 @@ fn a_scale_that_would_land_after_tessera_gave_up_is_fenced_out() {
         Fault::leader_changed("PATCH", &format!("{WEB}/scale"), 1),
         Hold::ApplyLate,
     );
-    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "2s"]);
     assert_eq!(c.annotation("deployments", "web"), None, "{out}\n{err}");
     // The scale lands now, after tessera removed its record: refused, the version is stale.
     assert_eq!(c.kube.release(), [409], "{out}\n{err}");
     assert_eq!(c.replicas("deployments", "web"), 2);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
-        err.contains("no answer from the API server in 1 s (read back: not applied, and it can no longer land); it is as it was"),
+        err.contains("no answer from the API server in 2 s (read back: not applied, and it can no longer land); it is as it was"),
         "{err}"
     );
     assert_eq!(c.annotation("deployments", "web"), None);
@@ -430,14 +430,14 @@ fn a_record_whose_answer_is_lost_is_read_back_and_taken_back() {
         },
         Hold::AnswerLate,
     );
-    let (code, out, err) = c.run(&["--yes", "--request-timeout", "1s"]);
+    let (code, out, err) = c.run(&["--yes", "--request-timeout", "2s"]);
     // The annotation landed; tessera read it back and took it back: as it was.
     assert_eq!(c.annotation("deployments", "web"), None, "{out}\n{err}");
     assert_eq!(c.replicas("deployments", "web"), 2);
     assert!(!c.writes().iter().any(|w| w.ends_with("/web/scale")));
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
-        err.contains("no answer from the API server in 1 s (read back: the record had landed; taken back); it is as it was"),
+        err.contains("no answer from the API server in 2 s (read back: the record had landed; taken back); it is as it was"),
         "{err}"
     );
     assert!(c.journal().is_empty(), "{:?}", c.journal());

@@ -269,6 +269,16 @@ mod tests {
             assert!(!is_dns_subdomain(bad), "{bad:?}");
         }
         assert!(is_dns_label("team-a"));
+    }
+
+    #[test]
+    fn only_a_yes_leaves_a_workload_to_tessera() {
+        for yes in ["true", " YES ", "on", "1", "Enabled"] {
+            assert!(opts_in(yes), "{yes:?}");
+        }
+        for no in ["false", " No", "OFF ", "0", "disabled", "maybe", ""] {
+            assert!(!opts_in(no), "{no:?}");
+        }
         assert!(!is_dns_label("team.a"));
         assert!(!is_dns_label(&"a".repeat(64)));
     }
