@@ -77,13 +77,15 @@ pub(crate) async fn handle(
         Ok(b) => b.to_bytes(),
         Err(_) => Bytes::new(),
     };
-    shared.lock().requests.push(Request {
+    // This request as logged (kept here: another connection may log one right after it).
+    let logged = Request {
         method: method.to_string(),
         path: path.clone(),
         query: query.clone(),
         content_type: content_type.clone(),
         body: String::from_utf8_lossy(&body).into_owned(),
-    });
+    };
+    shared.lock().requests.push(logged.clone());
     if !authorized {
         return Ok(error(ApiError::unauthorized()));
     }
@@ -94,12 +96,6 @@ pub(crate) async fn handle(
     }
     // Another client's write right before this request (`FakeKube::change_before`), and
     // requests held to land late (`FakeKube::hold`).
-    let logged = shared
-        .lock()
-        .requests
-        .last()
-        .cloned()
-        .expect("logged above");
     crate::late::changes_before(&shared, &logged);
     if let Some((how, released, done)) = crate::late::held(&shared, &logged) {
         return Ok(match how {
