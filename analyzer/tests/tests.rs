@@ -11,6 +11,7 @@ mod advisor_busy;
 mod advisor_edges;
 mod agreement;
 mod allocated;
+mod atomic_writes;
 mod changes;
 mod energy;
 mod extremes;

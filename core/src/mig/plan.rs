@@ -491,6 +491,30 @@ pub struct ActiveConfig {
     pub since: DateTime<Utc>,
 }
 
+/// The rules of one switch's time and days, shared by a schedule file and a plan's inline
+/// `schedule` (the one reader): `at` is `HH:MM` (00:00–23:59), each day one of `mon` … `sun`.
+/// On error: the field (`at`, `days`) and what was expected.
+pub(crate) fn check_switch(sw: &Switch) -> Result<(), (&'static str, String)> {
+    NaiveTime::parse_from_str(&sw.at, "%H:%M").map_err(|_| {
+        (
+            "at",
+            format!(
+                "bad time {:?}: expected HH:MM from 00:00 to 23:59, e.g. \"07:00\"",
+                sw.at
+            ),
+        )
+    })?;
+    for d in &sw.days {
+        if parse_day(d).is_none() {
+            return Err((
+                "days",
+                format!("bad day {d:?}: expected mon, tue, wed, thu, fri, sat or sun"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_day(s: &str) -> Option<Weekday> {
     Some(match s {
         "mon" => Weekday::Mon,
@@ -533,20 +557,8 @@ impl MigSchedule {
             ));
         }
         for (i, sw) in self.switches.iter().enumerate() {
-            NaiveTime::parse_from_str(&sw.at, "%H:%M").map_err(|_| {
-                invalid(
-                    format!("switches[{i}].at"),
-                    format!("bad time {:?}: expected HH:MM, e.g. \"07:00\"", sw.at),
-                )
-            })?;
-            for d in &sw.days {
-                if parse_day(d).is_none() {
-                    return Err(invalid(
-                        format!("switches[{i}].days"),
-                        format!("bad day {d:?}: expected mon, tue, wed, thu, fri, sat or sun"),
-                    ));
-                }
-            }
+            check_switch(sw)
+                .map_err(|(field, message)| invalid(format!("switches[{i}].{field}"), message))?;
             if sw.config.is_empty() {
                 return Err(invalid(
                     format!("switches[{i}].config"),

@@ -232,6 +232,8 @@ pub fn check_sections(
             return Err(("schedule.switches".into(), "no switch".into()));
         }
         for (i, sw) in s.switches.iter().enumerate() {
+            super::plan::check_switch(sw)
+                .map_err(|(field, message)| (format!("schedule.switches[{i}].{field}"), message))?;
             if !config_labels.contains(sw.config.as_str()) {
                 return Err((
                     format!("schedule.switches[{i}].config"),
@@ -379,6 +381,23 @@ prediction:
                 "config: night }",
                 "config: evening }",
                 "schedule.switches[0].config",
+            ),
+            // Times and days are checked as in a schedule file (issue 49): no 24:00, 25:00 or
+            // Funday that a replay would read as nonsense.
+            (
+                "at: \"22:00\", config: night",
+                "at: \"25:00\", config: night",
+                "schedule.switches[0].at",
+            ),
+            (
+                "at: \"22:00\", config: night",
+                "at: \"24:00\", config: night",
+                "expected HH:MM from 00:00 to 23:59",
+            ),
+            (
+                "days: [mon]",
+                "days: [Funday]",
+                "schedule.switches[1].days: bad day \"Funday\"",
             ),
             (
                 "verdict: tight",

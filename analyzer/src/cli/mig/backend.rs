@@ -57,7 +57,7 @@ pub(super) fn open(b: &BackendArgs) -> Result<Box<dyn MigControl>> {
 }
 
 pub(super) fn write_out(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    Ok(tessera_core::files::replace(path, text.as_bytes())?)
 }
 
 pub(super) fn load(

@@ -50,7 +50,7 @@ pub struct PlanArgs {
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    Ok(tessera_core::files::replace(path, text.as_bytes())?)
 }
 
 pub fn run(args: PlanArgs) -> Result<()> {
