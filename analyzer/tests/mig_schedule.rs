@@ -187,6 +187,9 @@ fn result(out: Output) -> (i32, String, String) {
     )
 }
 
+/// A way to run the scheduled apply: exit code, stdout, stderr.
+type Run<'a> = dyn Fn() -> (i32, String, String) + 'a;
+
 /// A cron command as cron runs it: `/bin/sh -c`, from `/`, with cron's environment.
 fn run_as_cron(command: &str) -> (i32, String, String) {
     result(
@@ -265,7 +268,7 @@ fn the_generated_schedule_switches_the_simulated_node_by_its_own_lines() {
     let sched = node.schedule();
     let (_, cron) = node.cron_commands().into_iter().next().unwrap();
     let unit = node.exec_start();
-    let runners: [(&str, &dyn Fn() -> (i32, String, String)); 2] = [
+    let runners: [(&str, &Run<'_>); 2] = [
         ("cron", &|| run_as_cron(&cron)),
         ("systemd", &|| run_as_systemd(&unit)),
     ];
