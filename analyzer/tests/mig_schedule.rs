@@ -36,7 +36,13 @@ impl Planned {
     /// Simulates two days of the scenario and plans them with a schedule whose apply runs
     /// against the simulated node (`--backend sim`, its state in `state.json`).
     fn new() -> Planned {
+        Planned::with_plan_at("plan.yaml")
+    }
+
+    /// As [`Planned::new`], the plan written to `plan` (relative to the folder of the schedule).
+    fn with_plan_at(plan: &str) -> Planned {
         let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(plan).parent().unwrap()).unwrap();
         let h = simulate(dir.path());
         let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
         let (code, out, err) = cli::run(&[
@@ -45,7 +51,7 @@ impl Planned {
             "--source",
             &format!("history:{}", h.display()),
             "-o",
-            &p("plan.yaml"),
+            &p(plan),
             "--schedule",
             &p("schedule.yaml"),
             "--schedule-units",
@@ -131,14 +137,19 @@ impl Planned {
         ctrl.set_state(state).unwrap();
     }
 
-    /// `tessera mig VERB ARGS` with the device flags of the generated apply (`--backend …` after
-    /// `--yes` in its words).
+    /// `tessera mig VERB ARGS` with the device flags of the generated apply (its words after
+    /// `--yes`, but `--allow-plan-outside`, which only `--schedule` takes).
     fn mig_with_apply_flags(&self, verb_and_args: &[&str]) -> (i32, String, String) {
         let words = self.exec_start();
         let yes = words.iter().position(|w| w == "--yes").unwrap();
         let mut args: Vec<&str> = vec!["mig"];
         args.extend_from_slice(verb_and_args);
-        args.extend(words[yes + 1..].iter().map(String::as_str));
+        args.extend(
+            words[yes + 1..]
+                .iter()
+                .map(String::as_str)
+                .filter(|w| *w != "--allow-plan-outside"),
+        );
         cli::run(&args)
     }
 
@@ -386,6 +397,26 @@ fn a_refused_scheduled_apply_exits_non_zero_and_is_journaled() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(node.exported(), node.planned(&applied_config(&err)));
     assert_eq!(node.journal().last().unwrap().event, "end");
+}
+
+/// A plan outside the schedule's folder is named by its absolute path, which the apply refuses
+/// unless told: the generated command says `--allow-plan-outside`, and runs.
+#[test]
+fn a_plan_outside_the_schedules_folder_is_allowed_by_the_generated_command() {
+    let node = Planned::with_plan_at("plans/plan.yaml");
+    let plan = node.path("plans/plan.yaml");
+    assert_eq!(node.schedule().plan, plan.to_str().unwrap());
+    let words = node.exec_start();
+    assert_eq!(
+        words.last().map(String::as_str),
+        Some("--allow-plan-outside")
+    );
+    node.stop_processes();
+    let (code, out, err) = run_as_systemd(&words);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let active = applied_config(&err);
+    let plan = TesseraPlan::from_file(&plan).unwrap();
+    assert_eq!(node.exported(), layout(&plan, &active));
 }
 
 #[test]
