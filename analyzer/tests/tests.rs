@@ -21,6 +21,7 @@ mod mig_cli;
 mod mig_manager;
 mod mig_manager_faults;
 mod mig_plan_cli;
+mod mig_schedule;
 mod notify;
 mod notify_faults;
 mod occupancy;
