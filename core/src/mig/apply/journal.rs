@@ -188,6 +188,19 @@ fn glued(line: &[u8]) -> Option<Record> {
     serde_json::from_slice::<Record>(&line[at..]).ok()
 }
 
+/// The most of a journal that is read ([`Journal::records`]): its last 64 MiB, about 200,000
+/// records. Older records are skipped (and said to be), never a reason to fail or to read a
+/// file of any size whole.
+pub const MAX_READ_BYTES: u64 = 64 << 20;
+
+/// What [`Journal::read_bounded`] read.
+#[derive(Debug)]
+pub struct JournalRead {
+    pub records: Vec<Record>,
+    /// Bytes of older records at the start of the file that were not read (0: all read).
+    pub skipped_bytes: u64,
+}
+
 /// An append-only journal file.
 #[derive(Debug)]
 pub struct Journal {
@@ -213,13 +226,50 @@ impl Journal {
         }
     }
 
-    /// Every readable record, oldest first (see [`parse`]).
+    /// Every readable record of the journal's last [`MAX_READ_BYTES`], oldest first (see
+    /// [`parse`] and [`Journal::read_bounded`]).
     pub fn records(&self) -> Result<Vec<Record>, ApplyError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => parse(&self.path, &bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(self.err(e.to_string())),
-        }
+        Ok(self.read_bounded(MAX_READ_BYTES)?.records)
+    }
+
+    /// The records of the journal's last `max_bytes` (from the first line that starts in them):
+    /// a journal grown past the bound is read from its end, never whole, and says how many bytes
+    /// of older records it skipped. Absent: no records.
+    pub fn read_bounded(&self, max_bytes: u64) -> Result<JournalRead, ApplyError> {
+        let io = |e: std::io::Error| self.err(e.to_string());
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(JournalRead {
+                    records: Vec::new(),
+                    skipped_bytes: 0,
+                });
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let len = file.metadata().map_err(io)?.len();
+        let from = len.saturating_sub(max_bytes);
+        let window = usize::try_from(len - from).map_err(|e| self.err(e.to_string()))?;
+        let mut bytes = vec![0u8; window];
+        file.read_exact_at(&mut bytes, from).map_err(io)?;
+        // Mid-file, the first piece is the end of an older record: start at the next line.
+        let skip = if from == 0
+            || (from > 0 && {
+                let mut prev = [0u8; 1];
+                file.read_exact_at(&mut prev, from - 1).map_err(io)?;
+                prev[0] == b'\n'
+            }) {
+            0
+        } else {
+            bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| i + 1)
+        };
+        Ok(JournalRead {
+            records: parse(&self.path, &bytes[skip..])?,
+            skipped_bytes: from + skip as u64,
+        })
     }
 
     /// The `<journal>.torn` file torn tails are moved to.
@@ -614,5 +664,33 @@ mod tests {
         assert!(e.contains("mig-apply.journal: line 1, column 1: "), "{e}");
         // The same bytes unterminated at the end are a torn write.
         assert_eq!(parse(p, b"\xff\xfe").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_journal_past_the_bound_is_read_from_its_end_and_says_what_it_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(&dir.path().join("journal.jsonl"));
+        for i in 0..50 {
+            j.append(&Journal::record(&format!("run-{i:02}"), "begin"))
+                .unwrap();
+        }
+        let all = j.read_bounded(u64::MAX).unwrap();
+        assert_eq!((all.records.len(), all.skipped_bytes), (50, 0));
+        let line = std::fs::read_to_string(j.path())
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .len() as u64
+            + 1;
+        // A bound that cuts a record in two: that record is skipped, not misread.
+        let some = j.read_bounded(10 * line + line / 2).unwrap();
+        assert_eq!(some.records.len(), 10);
+        assert_eq!(some.records[0].run, "run-40");
+        assert_eq!(some.skipped_bytes, 40 * line);
+        // A bound on a line boundary keeps that line.
+        let exact = j.read_bounded(10 * line).unwrap();
+        assert_eq!(exact.records.len(), 10);
+        assert_eq!(exact.records[0].run, "run-40");
     }
 }
