@@ -5,10 +5,13 @@
 //! The workflow ([`run`]) over an [`Analysis`] the caller made (the same advisor run as
 //! `tessera analyze`):
 //! 1. build every alert ([`alerts::alerts`]: labels stable across runs, values from data escaped
-//!    and cut) — before anything is sent;
+//!    and cut) — before anything is sent; then check the evidence's age ([`check_fresh`]: the
+//!    end of the analysed data at most `--evidence.max-age` before now, not in the future), or
+//!    send nothing;
 //! 2. `GET /api/v2/alerts` filtered on `source="tessera"` and the `--label`s: tessera's alerts
 //!    that Alertmanager holds. If this fails, nothing is sent;
-//! 3. the alerts to resolve: those of the detectors that ran whose label set is not among this
+//! 3. the alerts to resolve: those whose labels prove them this configuration's ([`is_own`]:
+//!    the filter is not trusted) of the detectors that ran, whose label set is not among this
 //!    run's (their finding is gone, or its severity or names changed), re-sent with
 //!    `endsAt` = now;
 //! 4. one `POST /api/v2/alerts` with the firing alerts (`endsAt` = now + TTL) and the
