@@ -629,7 +629,7 @@ impl Detector for Consolidation {
             ));
         }
         let count =
-            crate::mig_planner::GpuCount::new(ws.len() as u32, (ws.len() - freed_total) as u32);
+            crate::gpu_count::GpuCount::new(ws.len() as u32, (ws.len() - freed_total) as u32);
         out.summary = format!(
             "{} loaded GPU(s) outside MIG: {} by co-locating workloads whose combined peak memory (+{:.0}%) and p{:.0} activity (≤ {:.0}%) fit",
             ws.len(),

@@ -491,43 +491,6 @@ pub struct ActiveConfig {
     pub since: DateTime<Utc>,
 }
 
-/// The rules of one switch's time and days, shared by a schedule file and a plan's inline
-/// `schedule` (the one reader): `at` is `HH:MM` (00:00–23:59), each day one of `mon` … `sun`.
-/// On error: the field (`at`, `days`) and what was expected.
-pub(crate) fn check_switch(sw: &Switch) -> Result<(), (&'static str, String)> {
-    NaiveTime::parse_from_str(&sw.at, "%H:%M").map_err(|_| {
-        (
-            "at",
-            format!(
-                "bad time {:?}: expected HH:MM from 00:00 to 23:59, e.g. \"07:00\"",
-                sw.at
-            ),
-        )
-    })?;
-    for d in &sw.days {
-        if parse_day(d).is_none() {
-            return Err((
-                "days",
-                format!("bad day {d:?}: expected mon, tue, wed, thu, fri, sat or sun"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn parse_day(s: &str) -> Option<Weekday> {
-    Some(match s {
-        "mon" => Weekday::Mon,
-        "tue" => Weekday::Tue,
-        "wed" => Weekday::Wed,
-        "thu" => Weekday::Thu,
-        "fri" => Weekday::Fri,
-        "sat" => Weekday::Sat,
-        "sun" => Weekday::Sun,
-        _ => return None,
-    })
-}
-
 impl MigSchedule {
     /// Read and parse `path`.
     pub fn from_file(path: &Path) -> Result<MigSchedule, TesseraPlanError> {
@@ -557,7 +520,7 @@ impl MigSchedule {
             ));
         }
         for (i, sw) in self.switches.iter().enumerate() {
-            check_switch(sw)
+            super::plan_sections::check_switch(sw)
                 .map_err(|(field, message)| invalid(format!("switches[{i}].{field}"), message))?;
             if sw.config.is_empty() {
                 return Err(invalid(
@@ -621,7 +584,11 @@ impl MigSchedule {
         for back in 0..=8 {
             let day = local_today - Duration::days(back);
             for sw in &self.switches {
-                let days: Vec<Weekday> = sw.days.iter().filter_map(|d| parse_day(d)).collect();
+                let days: Vec<Weekday> = sw
+                    .days
+                    .iter()
+                    .filter_map(|d| super::plan_sections::parse_day(d))
+                    .collect();
                 if !days.is_empty() && !days.contains(&day.weekday()) {
                     continue;
                 }
