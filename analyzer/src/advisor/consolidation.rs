@@ -11,13 +11,16 @@
 //! A row longer than the step fills every bucket its interval covers, so data sampled every
 //! 5 minutes is aligned as well as 10-second rows. Buckets where a GPU has no data count at that
 //! GPU's own peak (a gap never makes a plan look better). Risk is the share of buckets where the combined activity exceeded the target.
-//! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing.
+//! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing:
+//! each move names who would carry it out ([`super::scheduler::moved_by`]: the Kubernetes
+//! scheduler for a pod, Slurm for a job's next submission, no one across the two).
 
 use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
 use super::evidence::{ConsolidationEvidence, PlanGpu, PlanGroup, PlanWorkload};
+use super::scheduler::{self, Scheduler};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -63,6 +66,8 @@ pub struct Workload {
     pub entity: Entity,
     /// Processes/pods seen on it.
     pub tenants: Vec<String>,
+    /// Who held it: pods, Slurm jobs, both or unknown.
+    pub scheduler: Scheduler,
     pub capacity_bytes: f64,
     pub mem: Vec<f32>,
     pub act: Vec<f32>,
@@ -181,6 +186,7 @@ pub fn raw_workloads(
         return Ok(raw);
     }
     let tenants = tenants(frames)?;
+    let held = scheduler::holders(frames)?;
     let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
@@ -235,6 +241,7 @@ pub fn raw_workloads(
                 .get(&(n.clone(), u.clone()))
                 .cloned()
                 .unwrap_or_default(),
+            scheduler: held.scheduler(&n, gpu.get(first).map(|g| g as u32), Some(&u)),
             entity: Entity {
                 kind: "gpu".into(),
                 node: Some(n),
@@ -259,6 +266,7 @@ pub fn raw_workloads(
 pub struct RawWorkload {
     pub entity: Entity,
     pub tenants: Vec<String>,
+    pub scheduler: Scheduler,
     pub capacity_bytes: f64,
     pub first_bucket: i64,
     pub mem: Vec<f32>,
@@ -331,6 +339,7 @@ pub fn align(parts: Vec<RawWorkloads>) -> (Vec<Workload>, Vec<String>) {
         out.push(Workload {
             entity: w.entity,
             tenants: w.tenants,
+            scheduler: w.scheduler,
             capacity_bytes: w.capacity_bytes,
             peak_mem,
             peak_act: if any_act { peak_act } else { 1.0 },
@@ -533,6 +542,12 @@ impl Detector for Consolidation {
                 .map(|&i| ws[i].capacity_bytes)
                 .fold(f64::INFINITY, f64::min);
             let buckets = ws[idx[0]].mem.len();
+            // Who moves workload `i` onto host `h`: its scheduler, not tessera.
+            let by = |i: usize, h: usize| {
+                let node = |k: usize| ws[k].entity.node.as_deref().unwrap_or("?");
+                scheduler::moved_by(ws[i].scheduler, ws[h].scheduler, node(i), node(h))
+            };
+            let mut schedulers = std::collections::BTreeSet::new();
             let label = |i: usize| {
                 let w = &ws[i];
                 let mut s = w.entity.label();
@@ -563,6 +578,8 @@ impl Detector for Consolidation {
                             .members
                             .iter()
                             .map(|&i| PlanWorkload {
+                                moved_by: (i != b.members[0]).then(|| by(i, b.members[0]).1),
+                                scheduler: ws[i].scheduler,
                                 node: ws[i].entity.node.clone(),
                                 gpu: ws[i].entity.gpu,
                                 uuid: ws[i].entity.uuid.clone(),
@@ -586,13 +603,14 @@ impl Detector for Consolidation {
                 .iter()
                 .filter(|b| b.members.len() > 1)
                 .flat_map(|b| {
-                    let host = ws[b.members[0]].entity.label();
-                    b.members[1..]
-                        .iter()
-                        .map(move |&i| (i, host.clone()))
-                        .collect::<Vec<_>>()
+                    let host = b.members[0];
+                    b.members[1..].iter().map(move |&i| (i, host))
                 })
-                .map(|(i, host)| format!("{} → {host}", label(i)))
+                .map(|(i, host)| {
+                    let s = by(i, host).0;
+                    schedulers.insert(s);
+                    format!("{} → {} ({})", label(i), ws[host].entity.label(), s.by())
+                })
                 .collect();
             let gpu_hours = freed as f64 * buckets as f64 * step_h;
             out.findings.push(Finding::new(
@@ -610,8 +628,9 @@ impl Detector for Consolidation {
                     gpu_hours
                 ),
                 format!(
-                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}",
-                    moves.join("; ")
+                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}. {}",
+                    moves.join("; "),
+                    who(&schedulers)
                 ),
                 ConsolidationEvidence {
                     model: model.clone(),
@@ -637,4 +656,20 @@ impl Detector for Consolidation {
         );
         Ok(out)
     }
+}
+
+/// One sentence on who carries out moves of these schedulers: tessera shares GPUs (`tessera
+/// share plan`), it never moves a pod or a job.
+fn who(schedulers: &std::collections::BTreeSet<Scheduler>) -> String {
+    let mut s =
+        vec!["tessera moves no work (`tessera share plan` shares the hosts' GPUs)".to_string()];
+    for k in schedulers {
+        s.push(match k {
+            Scheduler::Kubernetes => "the Kubernetes scheduler moves pods when they are next scheduled (node affinity, or cordon and drain the node they leave)".into(),
+            Scheduler::Slurm => "Slurm moves a job at its next submission (--nodelist, --gres=shard:1)".into(),
+            Scheduler::Both => "a move between a pod's GPU and a Slurm job's is made by neither scheduler: not automated".into(),
+            Scheduler::Unknown => "where the data names no pod or Slurm job, the work's own scheduler moves it".into(),
+        });
+    }
+    s.join("; ")
 }
