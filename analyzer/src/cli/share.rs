@@ -229,10 +229,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         }
     }
     if chosen.is_empty() {
-        writeln!(
-            out,
-            "\nno device-plugin config: no move is on GPUs Kubernetes pods hold"
-        )?;
+        writeln!(out, "\nno device-plugin config for any node (why: above)")?;
         return Ok(0);
     }
     writeln!(

@@ -236,6 +236,8 @@ pub struct WorkloadJson {
     /// `host` (stays) or `guest` (moves there).
     pub role: &'static str,
     pub scheduler: Scheduler,
+    /// Whether `scheduler` is `--scheduler`'s, the data naming no holder.
+    pub assumed: bool,
     /// The pods and jobs named (empty when unknown).
     pub holders: String,
     pub peak_memory_gib: Option<f64>,
@@ -261,6 +263,10 @@ fn hosts_json(hosts: &[HostDemand], assume: Option<Scheduler>) -> Vec<HostJson> 
                         Role::Guest => "guest",
                     },
                     scheduler: workload_scheduler(w, assume),
+                    assumed: assume.is_some()
+                        && w.stats
+                            .as_ref()
+                            .is_none_or(|s| s.scheduler == Scheduler::Unknown),
                     holders: w
                         .stats
                         .as_ref()
@@ -325,4 +331,130 @@ pub fn plan_json(chosen: &[NodeSharing], routed: &Routed, assume: Option<Schedul
     }
     nodes.sort_by(|a, b| a.node.cmp(&b.node).then(a.advice.cmp(b.advice)));
     PlanJson { version: 1, nodes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::mig::plan_sections::GpuRef;
+
+    fn stats(node: &str, gpu: u32, scheduler: Scheduler, holders: &str) -> GpuStats {
+        GpuStats {
+            node: node.into(),
+            gpu,
+            uuid: None,
+            model: None,
+            peak_memory_bytes: Some(1e9),
+            memory_total_bytes: Some(8e10),
+            activity: Some(0.1),
+            activity_source: Some("sm_active"),
+            rows: 10,
+            mig: false,
+            scheduler,
+            holders: holders.into(),
+        }
+    }
+
+    fn host(node: &str, gpus: &[(u32, &str)], all: &[GpuStats]) -> HostDemand {
+        let workloads = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, (g, n))| Workload {
+                role: if i == 0 { Role::Host } else { Role::Guest },
+                gpu: GpuRef {
+                    node: n.to_string(),
+                    gpu: *g,
+                    uuid: None,
+                    label: None,
+                },
+                stats: all.iter().find(|s| s.node == *n && s.gpu == *g).cloned(),
+            })
+            .collect::<Vec<_>>();
+        HostDemand {
+            model: "H100".into(),
+            host: GpuRef {
+                node: node.into(),
+                gpu: gpus[0].0,
+                uuid: None,
+                label: None,
+            },
+            workloads,
+        }
+    }
+
+    #[test]
+    fn each_host_gets_the_sharing_of_its_scheduler() {
+        use Scheduler::*;
+        let all = vec![
+            stats("k", 0, Kubernetes, "pod a/p0"),
+            stats("k", 1, Kubernetes, "pod a/p1"),
+            stats("s", 0, Slurm, "slurm job 1"),
+            stats("s", 1, Slurm, "slurm job 2"),
+            stats("s", 2, Kubernetes, "pod a/p2"),
+            stats("m", 0, Kubernetes, "pod a/p3"),
+            stats("m", 1, Kubernetes, "pod a/p4"),
+            stats("m", 2, Slurm, "slurm job 3"),
+            stats("u", 0, Unknown, ""),
+            stats("u", 1, Unknown, ""),
+        ];
+        let demands = vec![
+            host("k", &[(0, "k"), (1, "k")], &all),
+            host("s", &[(0, "s"), (1, "s")], &all),
+            // A pod onto a job's GPU: neither scheduler.
+            host("s", &[(1, "s"), (2, "s")], &all),
+            // Pods on a node where a job holds another GPU: not the device plugin.
+            host("m", &[(0, "m"), (1, "m")], &all),
+            host("u", &[(0, "u"), (1, "u")], &all),
+        ];
+        let r = route(demands.clone(), &all, None, None);
+        assert_eq!(r.kubernetes.len(), 1);
+        assert_eq!(r.kubernetes[0].node, "k");
+        assert_eq!(r.slurm.len(), 1);
+        assert_eq!(r.slurm[0].node, "s");
+        let why: Vec<(&str, Scheduler, &str)> = r
+            .not_shared
+            .iter()
+            .flat_map(|n| {
+                n.reasons
+                    .iter()
+                    .map(move |w| (n.node.as_str(), n.scheduler, w.as_str()))
+            })
+            .collect();
+        assert_eq!(why.len(), 3, "{why:?}");
+        assert!(
+            why[0].0 == "m"
+                && why[0]
+                    .2
+                    .contains("Slurm jobs hold other GPUs of m (GPU 2 (slurm job 3))"),
+            "{why:?}"
+        );
+        assert!(
+            why[1].0 == "s" && why[1].1 == Both && why[1].2.contains("neither scheduler"),
+            "{why:?}"
+        );
+        assert!(
+            why[2].0 == "u" && why[2].1 == Unknown && why[2].2.contains("--scheduler"),
+            "{why:?}"
+        );
+
+        // --scheduler names the unknown ones only; --node keeps one node.
+        let r = route(demands.clone(), &all, Some(Slurm), None);
+        assert_eq!(
+            r.slurm.iter().map(|s| s.node.as_str()).collect::<Vec<_>>(),
+            ["s", "u"]
+        );
+        let r = route(demands, &all, Some(Kubernetes), Some("u"));
+        assert_eq!(r.kubernetes.len(), 1);
+        assert!(r.slurm.is_empty() && r.not_shared.is_empty());
+        let chosen: Vec<_> = r
+            .kubernetes
+            .iter()
+            .map(|p| crate::sharing::rollout::offline(p, Default::default()))
+            .collect();
+        let json = plan_json(&chosen, &r, Some(Kubernetes));
+        let v = serde_json::to_value(&json).unwrap();
+        assert_eq!(v["nodes"][0]["scheduler"], "kubernetes");
+        assert_eq!(v["nodes"][0]["advice"], "device-plugin");
+        assert_eq!(v["nodes"][0]["hosts"][0]["workloads"][1]["assumed"], true);
+    }
 }

@@ -21,6 +21,28 @@ use super::demand::HostDemand;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// A value of a sharing GRES on one GPU (its shards, or what each MPS job asks for).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PerGpu<T> {
+    pub gpu: u32,
+    #[serde(flatten)]
+    pub value: T,
+}
+
+/// The shards of one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shards {
+    /// The workloads it would run.
+    pub count: u32,
+}
+
+/// What each job sharing one GPU through MPS asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MpsRequest {
+    /// `--gres=mps:P`: P = 100 / the workloads it would run.
+    pub job_request: String,
+}
+
 /// The `gres/mps` alternative, when the workloads' activity allows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MpsOption {
@@ -28,16 +50,16 @@ pub struct MpsOption {
     pub gres_conf: Vec<String>,
     /// Lines of slurm.conf.
     pub slurm_conf: Vec<String>,
-    /// Per host GPU: (GPU index, the `--gres=mps:P` each job asks for).
-    pub job_requests: Vec<(u32, String)>,
+    /// Per host GPU: the `--gres=mps:P` each job asks for.
+    pub job_requests: Vec<PerGpu<MpsRequest>>,
 }
 
 /// Slurm's sharing for one node's host GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlurmSharing {
     pub node: String,
-    /// Per host GPU: (GPU index, shards = the workloads it would run).
-    pub shards: Vec<(u32, u32)>,
+    /// Per host GPU: shards = the workloads it would run.
+    pub shards: Vec<PerGpu<Shards>>,
     /// The node's GPUs in the data (its `Gres=gpu:N`).
     pub node_gpus: u32,
     /// Lines of the node's gres.conf (`gres/shard`).
@@ -65,9 +87,15 @@ fn gres_line(node: &str, name: &str, count: u32, gpu: u32) -> String {
 /// hosts included); `mig`: why the node is in MIG mode, when it is. `hosts` must not be empty.
 pub fn advise(node: &str, hosts: &[HostDemand], gpus: &[u32], mig: Option<&str>) -> SlurmSharing {
     let count = |h: &HostDemand| u32::try_from(h.workloads.len()).unwrap_or(u32::MAX);
-    let shards: Vec<(u32, u32)> = hosts.iter().map(|h| (h.host.gpu, count(h))).collect();
+    let shards: Vec<PerGpu<Shards>> = hosts
+        .iter()
+        .map(|h| PerGpu {
+            gpu: h.host.gpu,
+            value: Shards { count: count(h) },
+        })
+        .collect();
     let mut all: Vec<u32> = gpus.to_vec();
-    all.extend(shards.iter().map(|s| s.0));
+    all.extend(shards.iter().map(|s| s.gpu));
     all.sort_unstable();
     all.dedup();
     let node_gpus = u32::try_from(all.len()).unwrap_or(u32::MAX);
@@ -76,8 +104,13 @@ pub fn advise(node: &str, hosts: &[HostDemand], gpus: &[u32], mig: Option<&str>)
             .map(|&g| gres_line(node, name, per(g), g))
             .collect()
     };
-    let shard_of = |g: u32| shards.iter().find(|s| s.0 == g).map_or(0, |s| s.1);
-    let total: u32 = shards.iter().map(|s| s.1).sum();
+    let shard_of = |g: u32| {
+        shards
+            .iter()
+            .find(|s| s.gpu == g)
+            .map_or(0, |s| s.value.count)
+    };
+    let total: u32 = shards.iter().map(|s| s.value.count).sum();
     let mut notes = vec![
         "not automated: tessera writes no Slurm configuration; put these lines in the node's gres.conf and in slurm.conf (SelectType=select/cons_tres, which sharing GRES need), keep the node's other NodeName= settings and Gres (a gpu type too), then restart slurmctld and the node's slurmd".to_string(),
         format!(
@@ -152,7 +185,12 @@ fn mps(
                 None => against.push(format!("{}: no activity measured", w.name())),
             }
         }
-        requests.push((h.host.gpu, format!("--gres=mps:{pct}")));
+        requests.push(PerGpu {
+            gpu: h.host.gpu,
+            value: MpsRequest {
+                job_request: format!("--gres=mps:{pct}"),
+            },
+        });
     }
     if !against.is_empty() {
         return (None, against);
@@ -184,7 +222,7 @@ pub fn describe(s: &SlurmSharing, out: &mut dyn std::io::Write) -> std::io::Resu
     let shards: Vec<String> = s
         .shards
         .iter()
-        .map(|(g, n)| format!("GPU {g} × {n}"))
+        .map(|s| format!("GPU {} × {}", s.gpu, s.value.count))
         .collect();
     writeln!(
         out,
@@ -219,7 +257,7 @@ pub fn describe(s: &SlurmSharing, out: &mut dyn std::io::Write) -> std::io::Resu
             let r: Vec<String> = m
                 .job_requests
                 .iter()
-                .map(|(g, r)| format!("GPU {g}: {r}"))
+                .map(|r| format!("GPU {}: {}", r.gpu, r.value.job_request))
                 .collect();
             writeln!(out, "    jobs that share: {}", r.join(", "))?;
         }
@@ -283,7 +321,8 @@ mod tests {
             ]),
         ];
         let s = advise("n", &hosts, &[0, 1, 2, 3, 4, 5], None);
-        assert_eq!(s.shards, vec![(0, 2), (2, 3)]);
+        let shards: Vec<(u32, u32)> = s.shards.iter().map(|s| (s.gpu, s.value.count)).collect();
+        assert_eq!(shards, [(0, 2), (2, 3)]);
         assert_eq!(
             s.gres_conf,
             [
@@ -300,13 +339,12 @@ mod tests {
             ["GresTypes=gpu,shard", "NodeName=n Gres=gpu:6,shard:5"]
         );
         let m = s.mps.expect("quiet workloads: mps is an option");
-        assert_eq!(
-            m.job_requests,
-            [
-                (0, "--gres=mps:50".to_string()),
-                (2, "--gres=mps:33".into())
-            ]
-        );
+        let requests: Vec<(u32, &str)> = m
+            .job_requests
+            .iter()
+            .map(|r| (r.gpu, r.value.job_request.as_str()))
+            .collect();
+        assert_eq!(requests, [(0, "--gres=mps:50"), (2, "--gres=mps:33")]);
         assert_eq!(m.slurm_conf[1], "NodeName=n Gres=gpu:6,mps:200");
         assert!(m.gres_conf[0].ends_with("Name=mps Count=100 File=/dev/nvidia0"));
     }
