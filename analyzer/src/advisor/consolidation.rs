@@ -120,6 +120,9 @@ pub fn raw_workloads(
                 .alias("total"),
             col("sm_active_max"),
             col("busy_max"),
+            col("holder_namespace"),
+            col("holder_pod"),
+            col("holder_slurm_job_id"),
         ])
         .collect()?;
     let node = columns::strs(&df, "node")?;
@@ -132,6 +135,12 @@ pub fn raw_workloads(
     let total = columns::f64s(&df, "total")?;
     let sm = columns::f64s(&df, "sm_active_max")?;
     let busy = columns::f64s(&df, "busy_max")?;
+    let holder: [columns::Strs; 3] = [
+        columns::strs(&df, "holder_namespace")?,
+        columns::strs(&df, "holder_pod")?,
+        columns::strs(&df, "holder_slurm_job_id")?,
+    ];
+    let holder = holder.each_ref().map(columns::Strs::ids);
     // ts > 0: the bucket of the interval ending at ts.
     let bucket = |t: i64| (t - 1).div_euclid(step);
 
@@ -185,8 +194,7 @@ pub fn raw_workloads(
     if range.0 > range.1 {
         return Ok(raw);
     }
-    let tenants = tenants(frames)?;
-    let held = scheduler::holders(frames)?;
+    let (tenants, mut held) = tenants(frames)?;
     let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
@@ -236,6 +244,16 @@ pub fn raw_workloads(
         let first = g.first.1;
         let n = g.key.0.unwrap_or("").to_string();
         let u = g.key.1.unwrap_or("").to_string();
+        // The GPU's holders, read where they change (a row at a time, in its rows' order).
+        let mut last = None;
+        for &(_, i) in &g.rows {
+            let k = holder.each_ref().map(|h| h.at(i));
+            if k != [None; 3] && last != Some(k) {
+                last = Some(k);
+                let [ns, pod, job] = holder.each_ref().map(|h| h.get(i));
+                held.add_row(&n, None, Some(&u), ns, pod, None, job);
+            }
+        }
         raw.workloads.push(RawWorkload {
             tenants: tenants
                 .get(&(n.clone(), u.clone()))
@@ -369,16 +387,21 @@ pub fn workloads(
     Ok(align(vec![raw_workloads(frames, p)?]))
 }
 
+/// Tenants per GPU.
+type Tenants = BTreeMap<(String, String), Vec<String>>;
+
 /// Processes/pods per GPU, for labels: the distinct (process, namespace, pod, Slurm job) of each
-/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views.
-fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, AdvisorError> {
-    const COLS: [&str; 6] = [
+/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views; and the
+/// pods and jobs they belong to ([`scheduler::Holders`], by node and UUID).
+fn tenants(frames: &Frames) -> Result<(Tenants, scheduler::Holders), AdvisorError> {
+    const COLS: [&str; 7] = [
         "node",
         "uuid",
         "process",
         "namespace",
         "pod",
         "slurm_job_id",
+        "pod_uid",
     ];
     let df = frames.process.clone().select(COLS.map(col)).collect()?;
     let cols: Vec<columns::Strs> = COLS
@@ -387,9 +410,9 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
         .collect::<Result<_, _>>()?;
     // Rows keyed by string ids (each string read once per distinct view).
     let ids: Vec<columns::Ids> = cols.iter().map(columns::Strs::ids).collect();
-    let mut seen: FastSet<[Option<u32>; 6]> = FastSet::default();
+    let mut seen: FastSet<[Option<u32>; 7]> = FastSet::default();
     // Sorted as polars sorts with nulls last: (is null, value) per column.
-    type Key<'a> = [(bool, &'a str); 6];
+    type Key<'a> = [(bool, &'a str); 7];
     let mut rows: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
     for i in 0..df.height() {
         if seen.insert(std::array::from_fn(|c| ids[c].at(i))) {
@@ -402,8 +425,18 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
     fn get<'a>(k: &(bool, &'a str)) -> Option<&'a str> {
         (!k.0).then_some(k.1)
     }
-    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut out: Tenants = BTreeMap::new();
+    let mut held = scheduler::Holders::default();
     for r in &rows {
+        held.add_row(
+            get(&r[0]).unwrap_or(""),
+            None,
+            Some(get(&r[1]).unwrap_or("")),
+            get(&r[3]),
+            get(&r[4]),
+            get(&r[6]),
+            get(&r[5]),
+        );
         let mut label = get(&r[2]).unwrap_or("?").to_string();
         match (get(&r[3]), get(&r[4])) {
             (Some(n), Some(p)) => label.push_str(&format!(" ({n}/{p})")),
@@ -423,7 +456,7 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
             e.push(label);
         }
     }
-    Ok(out)
+    Ok((out, held))
 }
 
 /// Would `w` fit into `bin` on a GPU of `cap` bytes?
@@ -630,7 +663,7 @@ impl Detector for Consolidation {
                 format!(
                     "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}. {}",
                     moves.join("; "),
-                    who(&schedulers)
+                    scheduler::who_moves(&schedulers)
                 ),
                 ConsolidationEvidence {
                     model: model.clone(),
@@ -656,20 +689,4 @@ impl Detector for Consolidation {
         );
         Ok(out)
     }
-}
-
-/// One sentence on who carries out moves of these schedulers: tessera shares GPUs (`tessera
-/// share plan`), it never moves a pod or a job.
-fn who(schedulers: &std::collections::BTreeSet<Scheduler>) -> String {
-    let mut s =
-        vec!["tessera moves no work (`tessera share plan` shares the hosts' GPUs)".to_string()];
-    for k in schedulers {
-        s.push(match k {
-            Scheduler::Kubernetes => "the Kubernetes scheduler moves pods when they are next scheduled (node affinity, or cordon and drain the node they leave)".into(),
-            Scheduler::Slurm => "Slurm moves a job at its next submission (--nodelist, --gres=shard:1)".into(),
-            Scheduler::Both => "a move between a pod's GPU and a Slurm job's is made by neither scheduler: not automated".into(),
-            Scheduler::Unknown => "where the data names no pod or Slurm job, the work's own scheduler moves it".into(),
-        });
-    }
-    s.join("; ")
 }

@@ -137,17 +137,30 @@ impl Holders {
         }
     }
 
-    /// Adds the holders of `other` (another partition's).
-    pub fn merge(&mut self, other: Holders) {
-        for (k, h) in other.by_uuid {
-            let e = self.by_uuid.entry(k).or_default();
-            h.pods.iter().for_each(|p| Held::add(&mut e.pods, p));
-            h.jobs.iter().for_each(|j| Held::add(&mut e.jobs, j));
+    /// One row's holders: a pod (`namespace/pod`, else the pod's name, else its UID) and a Slurm
+    /// job, where named.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_row(
+        &mut self,
+        node: &str,
+        gpu: Option<u32>,
+        uuid: Option<&str>,
+        namespace: Option<&str>,
+        pod: Option<&str>,
+        pod_uid: Option<&str>,
+        job: Option<&str>,
+    ) {
+        let pod = match (namespace, pod, pod_uid) {
+            (Some(ns), Some(p), _) => Some(format!("{ns}/{p}")),
+            (None, Some(p), _) => Some(p.to_string()),
+            (_, None, Some(uid)) => Some(uid.to_string()),
+            _ => None,
+        };
+        if let Some(p) = pod {
+            self.add(node, gpu, uuid, true, &p);
         }
-        for (k, h) in other.by_index {
-            let e = self.by_index.entry(k).or_default();
-            h.pods.iter().for_each(|p| Held::add(&mut e.pods, p));
-            h.jobs.iter().for_each(|j| Held::add(&mut e.jobs, j));
+        if let Some(j) = job {
+            self.add(node, gpu, uuid, false, j);
         }
     }
 }
@@ -237,19 +250,7 @@ pub fn holders(frames: &Frames) -> Result<Holders, AdvisorError> {
             }
             let Some(n) = at(0, i) else { continue };
             let g = g.and_then(|g| u32::try_from(g).ok());
-            let u = at(1, i);
-            let pod_name = match (at(2, i), at(3, i), at(5, i)) {
-                (Some(ns), Some(p), _) => Some(format!("{ns}/{p}")),
-                (None, Some(p), _) => Some(p.to_string()),
-                (_, None, Some(uid)) => Some(uid.to_string()),
-                _ => None,
-            };
-            if let Some(p) = pod_name {
-                out.add(n, g, u, true, &p);
-            }
-            if let Some(j) = at(4, i) {
-                out.add(n, g, u, false, j);
-            }
+            out.add_row(n, g, at(1, i), at(2, i), at(3, i), at(5, i), at(4, i));
         }
     }
     Ok(out)
@@ -300,6 +301,22 @@ pub fn moved_by(
             ),
         ),
     }
+}
+
+/// One sentence on who carries out moves of these schedulers: tessera shares GPUs (`tessera
+/// share plan`), it never moves a pod or a job.
+pub fn who_moves(schedulers: &BTreeSet<Scheduler>) -> String {
+    let mut s =
+        vec!["tessera moves no work (`tessera share plan` shares the hosts' GPUs)".to_string()];
+    for k in schedulers {
+        s.push(match k {
+            Scheduler::Kubernetes => "the Kubernetes scheduler moves pods when they are next scheduled (node affinity, or cordon and drain the node they leave)".into(),
+            Scheduler::Slurm => "Slurm moves a job at its next submission (--nodelist, --gres=shard:1)".into(),
+            Scheduler::Both => "a move between a pod's GPU and a Slurm job's is made by neither scheduler: not automated".into(),
+            Scheduler::Unknown => "where the data names no pod or Slurm job, the work's own scheduler moves it".into(),
+        });
+    }
+    s.join("; ")
 }
 
 #[cfg(test)]
