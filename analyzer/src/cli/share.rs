@@ -30,11 +30,12 @@ use super::source::{SourceArgs, load_parts, name_file, part_files, stop_flag};
 
 #[derive(Debug, Subcommand)]
 pub enum ShareCommand {
-    /// Print the device plugin sharing config (time-slicing or MPS, replicas) each host node of
-    /// a plan's consolidation moves would get, and why; no cluster needed.
+    /// Print the sharing each host node of a plan's consolidation moves would get, and why: the
+    /// device plugin's config (time-slicing or MPS, replicas) where pods hold the GPUs, Slurm's
+    /// gres/shard or gres/mps lines where jobs do; no cluster needed.
     Plan(PlanArgs),
-    /// Roll those configs out through the GPU Operator's device plugin, node by node, with
-    /// rollback: a dry run unless --yes.
+    /// Roll the device plugin's configs out through the GPU Operator, node by node, with
+    /// rollback (only nodes whose moves pods hold): a dry run unless --yes.
     Apply(ApplyArgs),
 }
 
