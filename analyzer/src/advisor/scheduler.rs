@@ -35,16 +35,6 @@ pub enum Scheduler {
 }
 
 impl Scheduler {
-    /// The name in output (`kubernetes`, `slurm`, `both`, `unknown`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheduler::Kubernetes => "kubernetes",
-            Scheduler::Slurm => "slurm",
-            Scheduler::Both => "both",
-            Scheduler::Unknown => "unknown",
-        }
-    }
-
     /// Who moves work of a move of this scheduler, in a few words (`by Kubernetes`, …).
     pub fn by(self) -> &'static str {
         match self {
@@ -52,16 +42,6 @@ impl Scheduler {
             Scheduler::Slurm => "by Slurm",
             Scheduler::Both => "by neither scheduler: not automated",
             Scheduler::Unknown => "by its scheduler: holder unknown",
-        }
-    }
-
-    /// Combines what two sources (or two GPUs) say.
-    pub fn and(self, other: Scheduler) -> Scheduler {
-        match (self, other) {
-            (a, Scheduler::Unknown) => a,
-            (Scheduler::Unknown, b) => b,
-            (a, b) if a == b => a,
-            _ => Scheduler::Both,
         }
     }
 }
@@ -396,7 +376,5 @@ mod tests {
         assert_eq!(s, Both);
         assert!(t.starts_with("no one: a Slurm job"), "{t}");
         assert_eq!(moved_by(Unknown, Slurm, "a", "a").0, Unknown);
-        assert_eq!(Kubernetes.and(Unknown), Kubernetes);
-        assert_eq!(Kubernetes.and(Slurm), Both);
     }
 }
