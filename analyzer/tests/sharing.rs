@@ -821,7 +821,7 @@ fn a_slurm_fleet_gets_gres_lines_and_apply_refuses_without_writing() {
         let (code, out, err) = c.share("apply", args);
         assert_eq!(code, 2, "{out}\n{err}");
         assert!(
-            err.contains("no move is on GPUs Kubernetes pods hold: nothing for the device plugin"),
+            err.contains("no node gets a device-plugin config (why: above): nothing to apply"),
             "{err}"
         );
     }
@@ -1108,4 +1108,23 @@ fn the_demo_node_with_a_slurm_job_gets_no_device_plugin_config() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("node lab-a: no sharing config\n  GPU 0: not shared: pods hold it, but Slurm jobs hold other GPUs of lab-a (GPU 3 (slurm job 81234)) and the device plugin shares every GPU of a node alike"), "{out}");
     assert!(!out.contains("kubectl label"), "{out}");
+    // apply stops before it connects to any cluster (none is configured here).
+    let (code, out, err) = run(&[
+        "share",
+        "apply",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+        "--yes",
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("no node gets a device-plugin config (why: above): nothing to apply"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tessera: node lab-a: GPU 0: not shared"),
+        "{err}"
+    );
 }

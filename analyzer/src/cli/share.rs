@@ -279,7 +279,7 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     }
     if routed.kubernetes.is_empty() {
         bail!(
-            "{source}: no move is on GPUs Kubernetes pods hold: nothing for the device plugin (`tessera share plan` says what applies instead)"
+            "{source}: no node gets a device-plugin config (why: above): nothing to apply (`tessera share plan` says what applies instead)"
         );
     }
     let request = Request {
