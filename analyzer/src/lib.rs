@@ -1,7 +1,8 @@
 //! tessera's analyzer library: scenario tooling (summaries and ground-truth files) on top of
 //! `tessera_core`'s simulator, ingest of history, CSV and Prometheus sources into canonical polars
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
-//! planner with day/night schedules (`mig_planner`) and the weekly report built from all of them
+//! planner with day/night schedules (`mig_planner`), the one count of GPUs before/after/freed of
+//! every plan (`gpu_count`) and the weekly report built from all of them
 //! (`report`), each GPU's energy split among its workloads (`energy`), the findings sent to
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
 //! history (`replay`), the one time-range rule of every command (`range`), idle workloads scaled
@@ -17,6 +18,7 @@ pub mod advisor;
 pub mod changes;
 pub mod energy;
 pub mod frames;
+pub mod gpu_count;
 pub mod ingest;
 pub mod jobs;
 pub mod mig_manager;

@@ -101,9 +101,11 @@ pub fn truth(s: &Scenario, days: u32) -> Result<GroundTruth, TruthError> {
 pub fn write_truth(truth: &GroundTruth, path: &Path) -> Result<(), TruthError> {
     let mut text = serde_json::to_string_pretty(truth).unwrap_or_default();
     text.push('\n');
-    std::fs::write(path, text).map_err(|source| TruthError::Write {
-        path: path.to_path_buf(),
-        source,
+    tessera_core::files::replace(path, text.as_bytes()).map_err(|e| match e {
+        tessera_core::files::ReplaceError::Io { source, .. } => TruthError::Write {
+            path: path.to_path_buf(),
+            source,
+        },
     })
 }
 

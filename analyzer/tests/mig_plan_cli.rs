@@ -20,11 +20,11 @@ fn tessera(args: &[&str]) -> Output {
     })
 }
 
-fn scenario() -> PathBuf {
+pub(crate) fn scenario() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/mig-plan.toml")
 }
 
-fn simulate(dir: &Path) -> PathBuf {
+pub(crate) fn simulate(dir: &Path) -> PathBuf {
     simulate_scenario(dir, &scenario(), 2)
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::support::alertmanager::Alertmanager;
 use super::support::cli::run;
+use super::support::pki::Pki;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -26,8 +27,16 @@ fn example_config() -> PathBuf {
 }
 
 /// `tessera notify` on `source` with `extra` flags against `url`: (exit code, stdout, stderr).
+/// The data of these tests is older than --evidence.max-age: --allow-stale-evidence.
 fn notify(source: &str, url: &str, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec!["notify", "--source", source, "--alertmanager.url", url];
+    let mut args = vec![
+        "notify",
+        "--source",
+        source,
+        "--alertmanager.url",
+        url,
+        "--allow-stale-evidence",
+    ];
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -256,14 +265,121 @@ fn hostile_pod_names_reach_alertmanager_escaped_and_cut() {
     assert!(!summary.chars().any(char::is_control) && summary.len() <= 4096);
 }
 
-/// The args of the CronJob's container, with the source and the Alertmanager URL replaced.
+#[test]
+fn a_private_ca_and_a_client_certificate_reach_an_alertmanager_behind_tls() {
+    // Alertmanager's own TLS (exporter-toolkit's web config): a certificate of a private CA, and
+    // client certificates of that CA required.
+    let pki = Pki::new();
+    let web = pki.path("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n  client_ca_file: {}\n  client_auth_type: RequireAndVerifyClientCert\n",
+            pki.p("server.crt"),
+            pki.p("server.key"),
+            pki.p("ca.crt")
+        ),
+    )
+    .unwrap();
+    let am = Alertmanager::start_tls(&example_config(), &web, pki.client_agent());
+    assert!(am.url.starts_with("https://"), "{}", am.url);
+    let src = demo();
+    let (ca, cert, key, rogue_cert, rogue_key) = (
+        pki.p("ca.crt"),
+        pki.p("client.crt"),
+        pki.p("client.key"),
+        pki.p("rogue.crt"),
+        pki.p("rogue.key"),
+    );
+    let ca_flag = ["--alertmanager.tls.ca-file", ca.as_str()];
+    let client = [
+        "--alertmanager.tls.cert-file",
+        cert.as_str(),
+        "--alertmanager.tls.key-file",
+        key.as_str(),
+    ];
+    // Without the CA the server's certificate is not trusted; without a client certificate,
+    // or with one of another CA, Alertmanager refuses the client. Nothing is sent.
+    for (flags, want) in [
+        ([&client[..]].concat(), "UnknownIssuer"),
+        (ca_flag.to_vec(), "nothing was sent"),
+        (
+            [
+                &ca_flag[..],
+                &[
+                    "--alertmanager.tls.cert-file",
+                    rogue_cert.as_str(),
+                    "--alertmanager.tls.key-file",
+                    rogue_key.as_str(),
+                ][..],
+            ]
+            .concat(),
+            "nothing was sent",
+        ),
+    ] {
+        let (code, out, err) = notify(&src, &am.url, &flags);
+        assert_eq!(code, 2, "{flags:?}: {out}\n{err}");
+        assert!(
+            err.contains(want) && err.contains("reading tessera's alerts from"),
+            "{flags:?}: {err}"
+        );
+        assert!(am.tessera_alerts().is_empty());
+    }
+    // The CA and the client certificate: the alerts are delivered, renewed on a second run.
+    let flags = [&ca_flag[..], &client[..]].concat();
+    for want in ["2 new, 0 renewed", "0 new, 2 renewed"] {
+        let (code, out, err) = notify(&src, &am.url, &flags);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(err.contains(want), "{err}");
+    }
+    let alerts = am.tessera_alerts();
+    assert_eq!(alerts.len(), 2, "{alerts:?}");
+    // Bad TLS flags are bad input, refused before any data is read.
+    let not_pem = pki.p("server.key");
+    for (flags, want) in [
+        (
+            vec!["--alertmanager.tls.ca-file", "/nonexistent/ca.crt"],
+            "bad --alertmanager.tls.ca-file /nonexistent/ca.crt",
+        ),
+        (
+            vec!["--alertmanager.tls.ca-file", not_pem.as_str()],
+            "no PEM certificate",
+        ),
+        (
+            vec!["--alertmanager.tls.cert-file", cert.as_str()],
+            "--alertmanager.tls.key-file",
+        ),
+        (
+            vec![
+                "--alertmanager.tls.cert-file",
+                cert.as_str(),
+                "--alertmanager.tls.key-file",
+                ca.as_str(),
+            ],
+            "no PEM private key",
+        ),
+    ] {
+        let (code, _, err) = notify(&src, &am.url, &flags);
+        assert_eq!(code, 2, "{flags:?}: {err}");
+        assert!(err.contains(want), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // TLS flags with an http:// URL: refused rather than sent in clear text.
+    let http = am.url.replace("https://", "http://");
+    let (code, _, err) = notify(&src, &http, &ca_flag);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not https://"), "{err}");
+}
+
+/// The args of the CronJob's container, with the source and the Alertmanager URL replaced (and
+/// --allow-stale-evidence added: the demo history is older than --evidence.max-age).
 fn cronjob_args(source: &str, url: &str) -> (Vec<String>, String) {
     let text = std::fs::read_to_string(repo().join("deploy/notify/cronjob.yaml")).unwrap();
     let cronjob: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
     let schedule = cronjob["spec"]["schedule"].as_str().unwrap().to_string();
     let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["command"][0].as_str(), Some("tessera"));
-    let args = container["args"]
+    let mut args: Vec<String> = container["args"]
         .as_sequence()
         .unwrap()
         .iter()
@@ -281,6 +397,7 @@ fn cronjob_args(source: &str, url: &str) -> (Vec<String>, String) {
             }
         })
         .collect();
+    args.push("--allow-stale-evidence".into());
     (args, schedule)
 }
 
@@ -369,7 +486,7 @@ fn the_cronjob_and_the_systemd_timer_of_deploy_run_and_keep_the_ttl_above_their_
         minutes(flag(&args, "--ttl")) >= 2 * minutes(interval),
         "{interval} {args:?}"
     );
-    let mut argv = vec!["notify"];
+    let mut argv = vec!["notify", "--allow-stale-evidence"];
     argv.extend(args.iter().map(String::as_str));
     let (code, _, err) = run(&argv);
     assert_eq!(code, 0, "{err}");

@@ -161,9 +161,9 @@ fn html_report_renders_in_headless_chromium() {
     assert!(
         list.contains("<li>lab-a/GPU0 (H100-80GB): 3g.40gb@0 [serving/chat-api-7d9f8c-x2k4p]")
             && list.contains(
-                "<li>lab-a/GPU1 (H100-80GB): whole GPU, MIG off [research/jupyter-alice]</li>"
+                "<li>lab-b/GPU0 (A100-80GB): whole GPU, MIG off [research/jupyter-alice]</li>"
             )
-            && list.contains("<li>not placed: slurm-81234"),
+            && list.contains("<li>lab-a/GPU3 (H100-80GB): kept whole, MIG off [slurm-81234]</li>"),
         "{list}"
     );
     assert!(!mig.contains("7g.80gb@"), "no full-GPU MIG instance: {mig}");

@@ -36,6 +36,14 @@ const SMALL: &[Gpu] = &[
     ("gpu-2", 2, 6.0, 0.20, false),
 ];
 
+/// Who holds a GPU of the CSV (its `holder_*` labels): a pod, a Slurm job, or no one named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Pod,
+    Job,
+    Unknown,
+}
+
 pub(super) struct Cluster {
     pub(super) kube: FakeKube,
     dir: TempDir,
@@ -56,11 +64,17 @@ fn name(method: Method, replicas: u32) -> String {
 }
 
 impl Cluster {
+    /// [`Cluster::held`] with every GPU held by a pod.
+    pub(super) fn new(gpus: &[Gpu]) -> Cluster {
+        Cluster::held(gpus, |_, _| Holder::Pod)
+    }
+
     /// GPU nodes gpu-1 (4 GPUs) and gpu-2 (3 GPUs) with the device plugin, a CPU node, the
     /// ClusterPolicy pointing the device plugin at `gpu-operator/device-plugin-configs` (default
-    /// key `any`), that ConfigMap with `any` and a hand-written config, the CSV of `gpus` and a
-    /// plan of the moves.
-    pub(super) fn new(gpus: &[Gpu]) -> Cluster {
+    /// key `any`), that ConfigMap with `any` and a hand-written config, the CSV of `gpus` (each
+    /// held as `holder` says: pod `team-a/<node>-gpu<i>`, Slurm job `71<i>` on gpu-1 and `72<i>`
+    /// on gpu-2, or no one named) and a plan of the moves.
+    fn held(gpus: &[Gpu], holder: impl Fn(&str, u32) -> Holder) -> Cluster {
         let kube = FakeKube::start();
         kube.set_device_plugin_delay(Duration::from_millis(30));
         kube.add_gpu_node("gpu-1", 4, &[]);
@@ -77,20 +91,31 @@ impl Cluster {
         );
         let dir = TempDir::new().unwrap();
         kube.write_kubeconfig(&dir.path().join("kubeconfig"));
-        let mut csv =
-            String::from("timestamp,entity,metric,value,kind,node,gpu,uuid,model,mig_enabled\n");
+        let mut csv = String::from(
+            "timestamp,entity,metric,value,kind,node,gpu,uuid,model,mig_enabled,holder_namespace,holder_pod,holder_slurm_job_id\n",
+        );
         for i in 1..=60u32 {
             let ts = 1_793_577_600 + u64::from(i) * 60;
             for (node, gpu, peak, act, mig) in gpus {
                 // Memory rises to its peak at the last row; activity is flat.
                 let mem = peak * GIB * f64::from(i) / 60.0;
-                for (m, v) in [
+                let held = holder(node, *gpu);
+                let labels = match held {
+                    Holder::Pod => format!("team-a,{node}-gpu{gpu},"),
+                    Holder::Job => format!(",,7{}{gpu}", &node[4..]),
+                    Holder::Unknown => ",,".into(),
+                };
+                let mut values = vec![
                     ("memory_used_bytes", format!("{mem:.0}")),
                     ("memory_total_bytes", format!("{:.0}", 80.0 * GIB)),
                     ("sm_active_ratio", format!("{act}")),
-                ] {
+                ];
+                if held != Holder::Unknown {
+                    values.push(("holders", "1".into()));
+                }
+                for (m, v) in values {
                     csv.push_str(&format!(
-                        "{ts},GPU-{node}-{gpu},{m},{v},gpu,{node},{gpu},GPU-{node}-{gpu},H100,{mig}\n"
+                        "{ts},GPU-{node}-{gpu},{m},{v},gpu,{node},{gpu},GPU-{node}-{gpu},H100,{mig},{labels}\n"
                     ));
                 }
             }
@@ -633,4 +658,473 @@ fn sigterm_mid_way_puts_the_node_back() {
     );
     assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
     assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
+}
+
+#[test]
+fn a_mixed_fleet_gets_each_schedulers_sharing_and_apply_leaves_slurm_nodes_alone() {
+    // Slurm jobs hold gpu-1's GPUs, pods gpu-2's: gpu-1 0 ← 1 is Slurm's; gpu-1 2 ← 3 + gpu-2's
+    // 1 moves a pod onto a job's GPU (neither scheduler); gpu-2 0 ← 2 is the device plugin's.
+    let c = Cluster::held(SMALL, |node, _| {
+        if node == "gpu-1" {
+            Holder::Job
+        } else {
+            Holder::Pod
+        }
+    });
+    let (code, out, err) = c.share("plan", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(
+            "node gpu-1: Slurm jobs hold its GPUs: gres/shard (GPU 0 × 2), not the device plugin"
+        ),
+        "{out}"
+    );
+    for line in [
+        "    NodeName=gpu-1 Name=shard Count=2 File=/dev/nvidia0\n",
+        "    NodeName=gpu-1 Name=shard Count=0 File=/dev/nvidia1\n",
+        "    NodeName=gpu-1 Name=shard Count=0 File=/dev/nvidia3\n",
+        "    GresTypes=gpu,shard\n",
+        "    NodeName=gpu-1 Gres=gpu:4,shard:2\n",
+        "  jobs that share: --gres=shard:1\n",
+        "    NodeName=gpu-1 Name=mps Count=100 File=/dev/nvidia0\n",
+        "    NodeName=gpu-1 Gres=gpu:4,mps:100\n",
+        "    jobs that share: GPU 0: --gres=mps:50\n",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    assert!(out.contains("GPU 0 would run: gpu-1/GPU0 [python3] (peak 6.0 GiB, active 10%), gpu-1/GPU1 [python3] (peak 4.0 GiB, active 5%)"), "{out}");
+    assert!(out.contains("node gpu-1: no sharing config\n  GPU 2: not shared: gpu-1/GPU2 [python3] (slurm job 712), gpu-1/GPU3 [python3] (slurm job 713), gpu-2/GPU1 [python3] (pod team-a/gpu-2-gpu1) — a move between a pod's GPU and a Slurm job's is made by neither scheduler; not automated"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-2: mps × 2 (config {})",
+            name(Method::Mps, 2)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "kubernetes: pods hold these GPUs (pod team-a/gpu-2-gpu0, pod team-a/gpu-2-gpu2)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("kubectl label node gpu-2 "), "{out}");
+    assert!(!out.contains("kubectl label node gpu-1"), "{out}");
+
+    // JSON names the scheduler of every node, host and workload.
+    let (code, out, err) = c.share("plan", &["--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["version"], 1);
+    let nodes: Vec<(String, String, String, bool)> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["scheduler"].as_str().unwrap().to_string(),
+                n["advice"].as_str().unwrap().to_string(),
+                n["automated"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let row = |a: &str, b: &str, c: &str, d| (a.to_string(), b.to_string(), c.to_string(), d);
+    assert_eq!(
+        nodes,
+        [
+            row("gpu-1", "both", "none", false),
+            row("gpu-1", "slurm", "slurm-gres", false),
+            row("gpu-2", "kubernetes", "device-plugin", true),
+        ]
+    );
+    let slurm = &v["nodes"][1];
+    assert_eq!(slurm["slurm"]["shards"][0]["gpu"], 0);
+    assert_eq!(slurm["slurm"]["shards"][0]["count"], 2);
+    assert_eq!(
+        slurm["slurm"]["slurm_conf"][1],
+        "NodeName=gpu-1 Gres=gpu:4,shard:2"
+    );
+    assert!(slurm["device_plugin"].is_null());
+    let w = &slurm["hosts"][0]["workloads"][1];
+    assert_eq!(
+        (w["scheduler"].as_str(), w["holders"].as_str()),
+        (Some("slurm"), Some("slurm job 711"))
+    );
+    let cross: Vec<&str> = v["nodes"][0]["hosts"][0]["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["scheduler"].as_str().unwrap())
+        .collect();
+    assert_eq!(cross, ["slurm", "slurm", "kubernetes"]);
+    assert_eq!(v["nodes"][2]["device_plugin"]["replicas"], 2);
+
+    // Apply: gpu-2 only; gpu-1 (in the cluster, with the device plugin) is not touched.
+    let (code, out, err) = c.share("apply", &["--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("tessera: node gpu-1: Slurm jobs hold its hosts: no device-plugin config"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tessera: node gpu-1: GPU 2: not shared:"),
+        "{err}"
+    );
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-2"),
+        Some(name(Method::Mps, 2))
+    );
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
+    assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(cm.contains_key(&name(Method::Mps, 2)), "{cm:?}");
+    assert_eq!(
+        cm.keys().filter(|k| k.starts_with("tessera-")).count(),
+        1,
+        "{cm:?}"
+    );
+    let writes = c.writes();
+    assert!(
+        !writes.iter().any(|w| w.contains("/nodes/gpu-1")),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn a_slurm_fleet_gets_gres_lines_and_apply_refuses_without_writing() {
+    let c = Cluster::held(SMALL, |_, _| Holder::Job);
+    let (code, out, err) = c.share("plan", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // gpu-2's GPU 1 moves onto gpu-1: a job's next submission with --nodelist=gpu-1.
+    assert!(out.contains("node gpu-1: Slurm jobs hold its GPUs: gres/shard (GPU 0 × 2, GPU 2 × 3), not the device plugin"), "{out}");
+    assert!(
+        out.contains("    NodeName=gpu-1 Name=shard Count=3 File=/dev/nvidia2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    NodeName=gpu-1 Gres=gpu:4,shard:5\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    NodeName=gpu-2 Gres=gpu:3,shard:2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no device-plugin config for any node"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("kubectl") && !out.contains("version: v1"),
+        "{out}"
+    );
+    for args in [&[][..], &["--yes"][..]] {
+        let (code, out, err) = c.share("apply", args);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("no node gets a device-plugin config (why: above): nothing to apply"),
+            "{err}"
+        );
+    }
+    assert!(c.kube.requests().is_empty(), "{:?}", c.writes());
+}
+
+#[test]
+fn unknown_holders_are_said_and_the_scheduler_flag_names_them() {
+    let c = Cluster::held(SMALL, |_, _| Holder::Unknown);
+    let (code, out, err) = c.share("plan", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("node gpu-1: no sharing config\n  GPU 0: not shared: the data names no pod or Slurm job holding gpu-1/GPU0 [python3] (holder unknown), gpu-1/GPU1 [python3] (holder unknown), so tessera cannot tell whose sharing applies (give --scheduler kubernetes or --scheduler slurm if you know)"), "{out}");
+    assert!(!out.contains("kubectl label"), "{out}");
+    let (code, out, err) = c.share("apply", &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(c.kube.requests().is_empty());
+    // --scheduler kubernetes: the device plugin's configs, as with pods.
+    let (code, out, err) = c.share("plan", &["--scheduler", "kubernetes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(&format!(
+            "node gpu-1: mps × 3 (config {})",
+            name(Method::Mps, 3)
+        )),
+        "{out}"
+    );
+    assert!(out.contains("kubernetes: the holders are not in the data; --scheduler kubernetes says pods hold these GPUs"), "{out}");
+    // --scheduler slurm: Slurm's lines.
+    let (code, out, err) = c.share("plan", &["--scheduler", "slurm", "--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["advice"] == "slurm-gres"),
+        "{v}"
+    );
+    assert_eq!(v["nodes"][0]["hosts"][0]["workloads"][0]["assumed"], true);
+}
+
+/// A simulated fleet of three schedulers' nodes (docs/scenarios.md): kube-1's GPUs held by pods,
+/// slurm-1's by Slurm jobs, bare-1's by no one named; small, quiet services of one model per
+/// node, so that each node's GPUs consolidate among themselves.
+const MIXED: &str = r#"
+name = "share-mixed"
+seed = 48
+start = "2026-11-02T00:00:00Z"
+
+[[nodes]]
+name = "kube-1"
+gpus = [{ model = "H100-80GB", count = 2 }]
+
+[[nodes]]
+name = "slurm-1"
+gpus = [{ model = "A100-80GB", count = 3 }]
+
+[[nodes]]
+name = "bare-1"
+gpus = [{ model = "H200-141GB", count = 2 }]
+"#;
+
+/// `MIXED` with its workloads, simulated for one day into `dir/hist`; returns the source.
+fn mixed_history(dir: &std::path::Path) -> String {
+    let mut toml = MIXED.to_string();
+    for (name, node, gpu, gib, holder) in [
+        (
+            "svc-0",
+            "kube-1",
+            0,
+            8.0,
+            "namespace = \"serving\"\npod = \"svc-0\"",
+        ),
+        (
+            "svc-1",
+            "kube-1",
+            1,
+            6.0,
+            "namespace = \"serving\"\npod = \"svc-1\"",
+        ),
+        ("job-a", "slurm-1", 0, 8.0, "slurm_job = \"5001\""),
+        ("job-b", "slurm-1", 1, 6.0, "slurm_job = \"5002\""),
+        ("job-c", "slurm-1", 2, 4.0, "slurm_job = \"5003\""),
+        ("bare-a", "bare-1", 0, 8.0, ""),
+        ("bare-b", "bare-1", 1, 6.0, ""),
+    ] {
+        toml.push_str(&format!(
+            "\n[[workloads]]\nname = \"{name}\"\nkind = \"inference\"\nnode = \"{node}\"\ngpu = {gpu}\nmemory_gib = {gib}\nbase = 0.1\npeak = 0.1\nnoise = 0.0\n{holder}\n"
+        ));
+    }
+    let scenario = dir.join("mixed.toml");
+    std::fs::write(&scenario, toml).unwrap();
+    let hist = dir.join("hist");
+    let (code, out, err) = super::support::cli::run(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "1",
+        "--out",
+        hist.to_str().unwrap(),
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "60s",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    format!("history:{}", hist.display())
+}
+
+#[test]
+fn consolidation_moves_say_who_moves_them_and_share_follows_the_holders() {
+    let dir = TempDir::new().unwrap();
+    let src = mixed_history(dir.path());
+    let plan = dir.path().join("plan.yaml");
+    let run = super::support::cli::run;
+
+    // analyze: each move's scheduler and who carries it out, in the action and the evidence.
+    let (code, out, err) = run(&[
+        "analyze",
+        "--source",
+        &src,
+        "--detector",
+        "consolidation",
+        "--plan-out",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("kube-1/GPU1 [python3 (serving/svc-1)] → kube-1/GPU0 (by Kubernetes)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("slurm-1/GPU1 [python3 (slurm job 5002)] → slurm-1/GPU0 (by Slurm)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bare-1/GPU1 [python3] → bare-1/GPU0 (by its scheduler: holder unknown)"),
+        "{out}"
+    );
+    assert!(out.contains("tessera moves no work"), "{out}");
+    let (code, out, err) = run(&[
+        "analyze",
+        "--source",
+        &src,
+        "--detector",
+        "consolidation",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut seen = Vec::new();
+    for f in v["findings"].as_array().unwrap() {
+        for g in f["evidence"]["plan"].as_array().unwrap() {
+            for w in g["workloads"].as_array().unwrap() {
+                let host = w["uuid"] == g["host"]["uuid"];
+                assert_eq!(w["moved_by"].is_null(), host, "{w}");
+                seen.push((
+                    w["node"].as_str().unwrap().to_string(),
+                    w["scheduler"].as_str().unwrap().to_string(),
+                    w["moved_by"].as_str().unwrap_or("").to_string(),
+                ));
+            }
+        }
+    }
+    seen.sort();
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    for (node, scheduler, by) in &seen {
+        let (want, says) = match node.as_str() {
+            "kube-1" => ("kubernetes", "the Kubernetes scheduler"),
+            "slurm-1" => (
+                "slurm",
+                "Slurm, at the job's next submission (--nodelist=slurm-1",
+            ),
+            _ => ("unknown", "unknown: the data names no pod or Slurm job"),
+        };
+        assert_eq!(scheduler, want, "{seen:?}");
+        assert!(by.is_empty() || by.starts_with(says), "{seen:?}");
+    }
+
+    // report: text and JSON say who moves each.
+    let (code, out, err) = run(&["report", "--source", &src]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("move kube-1/GPU1 [python3 (serving/svc-1)] → kube-1/GPU0 — the Kubernetes scheduler, when the pod is next scheduled onto kube-1's shared GPUs; tessera moves no pod"), "{out}");
+    assert!(out.contains("move slurm-1/GPU2 [python3 (slurm job 5003)] → slurm-1/GPU0 — Slurm, at the job's next submission"), "{out}");
+    let (code, out, err) = run(&["report", "--source", &src, "--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut by: Vec<String> = Vec::new();
+    for c in v["consolidation"].as_array().unwrap() {
+        assert_eq!(
+            c["moves"].as_array().unwrap().len(),
+            c["moved_by"].as_array().unwrap().len()
+        );
+        for (m, b) in c["moves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(c["moved_by"].as_array().unwrap())
+        {
+            assert_eq!(&b["move"], m);
+            by.push(b["scheduler"].as_str().unwrap().to_string());
+        }
+    }
+    by.sort();
+    assert_eq!(by, ["kubernetes", "slurm", "slurm", "unknown"]);
+
+    // share plan: the device plugin for kube-1, Slurm's lines for slurm-1, bare-1 said.
+    let (code, out, err) = run(&[
+        "share",
+        "plan",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let nodes: Vec<(&str, &str, &str)> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap(),
+                n["scheduler"].as_str().unwrap(),
+                n["advice"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("bare-1", "unknown", "none"),
+            ("kube-1", "kubernetes", "device-plugin"),
+            ("slurm-1", "slurm", "slurm-gres"),
+        ]
+    );
+    assert_eq!(v["nodes"][1]["device_plugin"]["replicas"], 2);
+    assert_eq!(
+        v["nodes"][2]["slurm"]["gres_conf"],
+        serde_json::json!([
+            "NodeName=slurm-1 Name=shard Count=3 File=/dev/nvidia0",
+            "NodeName=slurm-1 Name=shard Count=0 File=/dev/nvidia1",
+            "NodeName=slurm-1 Name=shard Count=0 File=/dev/nvidia2",
+        ])
+    );
+    assert_eq!(
+        v["nodes"][2]["slurm"]["slurm_conf"][1],
+        "NodeName=slurm-1 Gres=gpu:3,shard:3"
+    );
+    assert!(v["nodes"][2]["device_plugin"].is_null());
+}
+
+#[test]
+fn the_demo_node_with_a_slurm_job_gets_no_device_plugin_config() {
+    // fixtures/demo-history: pods hold lab-a's GPUs 0-2, Slurm job 81234 its GPU 3; the
+    // consolidation moves pods onto lab-a/GPU0, but the device plugin would share GPU 3 too.
+    let dir = TempDir::new().unwrap();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/demo-history");
+    let src = format!("history:{demo}");
+    let plan = dir.path().join("plan.yaml");
+    let run = super::support::cli::run;
+    let (code, out, err) = run(&[
+        "analyze",
+        "--source",
+        &src,
+        "--plan-out",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = run(&[
+        "share",
+        "plan",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("node lab-a: no sharing config\n  GPU 0: not shared: pods hold it, but Slurm jobs hold other GPUs of lab-a (GPU 3 (slurm job 81234)) and the device plugin shares every GPU of a node alike"), "{out}");
+    assert!(!out.contains("kubectl label"), "{out}");
+    // apply stops before it connects to any cluster (none is configured here).
+    let (code, out, err) = run(&[
+        "share",
+        "apply",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+        "--yes",
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("no node gets a device-plugin config (why: above): nothing to apply"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tessera: node lab-a: GPU 0: not shared"),
+        "{err}"
+    );
 }

@@ -9,6 +9,7 @@
 //! - [`sim`]: the simulated fleet (scenarios, workloads, faults, ground truth) and its backends.
 //! - [`mig`]: everything MIG: profile tables, the profile-table comparison, the write side,
 //!   nvidia-mig-parted's format, tessera's plan and schedule formats, and `apply`.
+//! - [`files`]: replacing a file atomically (every file tessera rewrites).
 //! - [`history`]: the history format on disk (schema, aggregation, writer, compaction, reader).
 //! - [`simulate`]: a whole scenario's history, driving the simulator and the history writer.
 //! - [`input_limits`]: size and depth limits for every untrusted text input.
@@ -20,6 +21,7 @@
 
 pub mod backend;
 pub mod device;
+pub mod files;
 pub mod history;
 pub mod input_limits;
 pub mod mig;

@@ -11,13 +11,16 @@
 //! A row longer than the step fills every bucket its interval covers, so data sampled every
 //! 5 minutes is aligned as well as 10-second rows. Buckets where a GPU has no data count at that
 //! GPU's own peak (a gap never makes a plan look better). Risk is the share of buckets where the combined activity exceeded the target.
-//! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing.
+//! MIG-enabled GPUs are left to the MIG planner. This module plans on history; it moves nothing:
+//! each move names who would carry it out ([`super::scheduler::moved_by`]: the Kubernetes
+//! scheduler for a pod, Slurm for a job's next submission, no one across the two).
 
 use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
 use super::evidence::{ConsolidationEvidence, PlanGpu, PlanGroup, PlanWorkload};
+use super::scheduler::{self, Scheduler};
 use super::{
     AdvisorError, Detector, DetectorOutput, Entity, Finding, Params, Partial, Severity, finding_id,
     hours, r3, unbox,
@@ -63,6 +66,8 @@ pub struct Workload {
     pub entity: Entity,
     /// Processes/pods seen on it.
     pub tenants: Vec<String>,
+    /// Who held it: pods, Slurm jobs, both or unknown.
+    pub scheduler: Scheduler,
     pub capacity_bytes: f64,
     pub mem: Vec<f32>,
     pub act: Vec<f32>,
@@ -115,6 +120,9 @@ pub fn raw_workloads(
                 .alias("total"),
             col("sm_active_max"),
             col("busy_max"),
+            col("holder_namespace"),
+            col("holder_pod"),
+            col("holder_slurm_job_id"),
         ])
         .collect()?;
     let node = columns::strs(&df, "node")?;
@@ -127,6 +135,12 @@ pub fn raw_workloads(
     let total = columns::f64s(&df, "total")?;
     let sm = columns::f64s(&df, "sm_active_max")?;
     let busy = columns::f64s(&df, "busy_max")?;
+    let holder: [columns::Strs; 3] = [
+        columns::strs(&df, "holder_namespace")?,
+        columns::strs(&df, "holder_pod")?,
+        columns::strs(&df, "holder_slurm_job_id")?,
+    ];
+    let holder = holder.each_ref().map(columns::Strs::ids);
     // ts > 0: the bucket of the interval ending at ts.
     let bucket = |t: i64| (t - 1).div_euclid(step);
 
@@ -180,7 +194,7 @@ pub fn raw_workloads(
     if range.0 > range.1 {
         return Ok(raw);
     }
-    let tenants = tenants(frames)?;
+    let (tenants, mut held) = tenants(frames)?;
     let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
@@ -230,11 +244,22 @@ pub fn raw_workloads(
         let first = g.first.1;
         let n = g.key.0.unwrap_or("").to_string();
         let u = g.key.1.unwrap_or("").to_string();
+        // The GPU's holders, read where they change (a row at a time, in its rows' order).
+        let mut last = None;
+        for &(_, i) in &g.rows {
+            let k = holder.each_ref().map(|h| h.at(i));
+            if k != [None; 3] && last != Some(k) {
+                last = Some(k);
+                let [ns, pod, job] = holder.each_ref().map(|h| h.get(i));
+                held.add_row(&n, None, Some(&u), ns, pod, None, job);
+            }
+        }
         raw.workloads.push(RawWorkload {
             tenants: tenants
                 .get(&(n.clone(), u.clone()))
                 .cloned()
                 .unwrap_or_default(),
+            scheduler: held.scheduler(&n, gpu.get(first).map(|g| g as u32), Some(&u)),
             entity: Entity {
                 kind: "gpu".into(),
                 node: Some(n),
@@ -259,6 +284,7 @@ pub fn raw_workloads(
 pub struct RawWorkload {
     pub entity: Entity,
     pub tenants: Vec<String>,
+    pub scheduler: Scheduler,
     pub capacity_bytes: f64,
     pub first_bucket: i64,
     pub mem: Vec<f32>,
@@ -331,6 +357,7 @@ pub fn align(parts: Vec<RawWorkloads>) -> (Vec<Workload>, Vec<String>) {
         out.push(Workload {
             entity: w.entity,
             tenants: w.tenants,
+            scheduler: w.scheduler,
             capacity_bytes: w.capacity_bytes,
             peak_mem,
             peak_act: if any_act { peak_act } else { 1.0 },
@@ -360,16 +387,21 @@ pub fn workloads(
     Ok(align(vec![raw_workloads(frames, p)?]))
 }
 
+/// Tenants per GPU.
+type Tenants = BTreeMap<(String, String), Vec<String>>;
+
 /// Processes/pods per GPU, for labels: the distinct (process, namespace, pod, Slurm job) of each
-/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views.
-fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, AdvisorError> {
-    const COLS: [&str; 6] = [
+/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views; and the
+/// pods and jobs they belong to ([`scheduler::Holders`], by node and UUID).
+fn tenants(frames: &Frames) -> Result<(Tenants, scheduler::Holders), AdvisorError> {
+    const COLS: [&str; 7] = [
         "node",
         "uuid",
         "process",
         "namespace",
         "pod",
         "slurm_job_id",
+        "pod_uid",
     ];
     let df = frames.process.clone().select(COLS.map(col)).collect()?;
     let cols: Vec<columns::Strs> = COLS
@@ -378,9 +410,9 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
         .collect::<Result<_, _>>()?;
     // Rows keyed by string ids (each string read once per distinct view).
     let ids: Vec<columns::Ids> = cols.iter().map(columns::Strs::ids).collect();
-    let mut seen: FastSet<[Option<u32>; 6]> = FastSet::default();
+    let mut seen: FastSet<[Option<u32>; 7]> = FastSet::default();
     // Sorted as polars sorts with nulls last: (is null, value) per column.
-    type Key<'a> = [(bool, &'a str); 6];
+    type Key<'a> = [(bool, &'a str); 7];
     let mut rows: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
     for i in 0..df.height() {
         if seen.insert(std::array::from_fn(|c| ids[c].at(i))) {
@@ -393,8 +425,18 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
     fn get<'a>(k: &(bool, &'a str)) -> Option<&'a str> {
         (!k.0).then_some(k.1)
     }
-    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut out: Tenants = BTreeMap::new();
+    let mut held = scheduler::Holders::default();
     for r in &rows {
+        held.add_row(
+            get(&r[0]).unwrap_or(""),
+            None,
+            Some(get(&r[1]).unwrap_or("")),
+            get(&r[3]),
+            get(&r[4]),
+            get(&r[6]),
+            get(&r[5]),
+        );
         let mut label = get(&r[2]).unwrap_or("?").to_string();
         match (get(&r[3]), get(&r[4])) {
             (Some(n), Some(p)) => label.push_str(&format!(" ({n}/{p})")),
@@ -414,7 +456,7 @@ fn tenants(frames: &Frames) -> Result<BTreeMap<(String, String), Vec<String>>, A
             e.push(label);
         }
     }
-    Ok(out)
+    Ok((out, held))
 }
 
 /// Would `w` fit into `bin` on a GPU of `cap` bytes?
@@ -533,6 +575,12 @@ impl Detector for Consolidation {
                 .map(|&i| ws[i].capacity_bytes)
                 .fold(f64::INFINITY, f64::min);
             let buckets = ws[idx[0]].mem.len();
+            // Who moves workload `i` onto host `h`: its scheduler, not tessera.
+            let by = |i: usize, h: usize| {
+                let node = |k: usize| ws[k].entity.node.as_deref().unwrap_or("?");
+                scheduler::moved_by(ws[i].scheduler, ws[h].scheduler, node(i), node(h))
+            };
+            let mut schedulers = std::collections::BTreeSet::new();
             let label = |i: usize| {
                 let w = &ws[i];
                 let mut s = w.entity.label();
@@ -563,6 +611,8 @@ impl Detector for Consolidation {
                             .members
                             .iter()
                             .map(|&i| PlanWorkload {
+                                moved_by: (i != b.members[0]).then(|| by(i, b.members[0]).1),
+                                scheduler: ws[i].scheduler,
                                 node: ws[i].entity.node.clone(),
                                 gpu: ws[i].entity.gpu,
                                 uuid: ws[i].entity.uuid.clone(),
@@ -586,13 +636,14 @@ impl Detector for Consolidation {
                 .iter()
                 .filter(|b| b.members.len() > 1)
                 .flat_map(|b| {
-                    let host = ws[b.members[0]].entity.label();
-                    b.members[1..]
-                        .iter()
-                        .map(move |&i| (i, host.clone()))
-                        .collect::<Vec<_>>()
+                    let host = b.members[0];
+                    b.members[1..].iter().map(move |&i| (i, host))
                 })
-                .map(|(i, host)| format!("{} → {host}", label(i)))
+                .map(|(i, host)| {
+                    let s = by(i, host).0;
+                    schedulers.insert(s);
+                    format!("{} → {} ({})", label(i), ws[host].entity.label(), s.by())
+                })
                 .collect();
             let gpu_hours = freed as f64 * buckets as f64 * step_h;
             out.findings.push(Finding::new(
@@ -610,8 +661,9 @@ impl Detector for Consolidation {
                     gpu_hours
                 ),
                 format!(
-                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}",
-                    moves.join("; ")
+                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}. {}",
+                    moves.join("; "),
+                    scheduler::who_moves(&schedulers)
                 ),
                 ConsolidationEvidence {
                     model: model.clone(),
@@ -629,7 +681,7 @@ impl Detector for Consolidation {
             ));
         }
         let count =
-            crate::mig_planner::GpuCount::new(ws.len() as u32, (ws.len() - freed_total) as u32);
+            crate::gpu_count::GpuCount::new(ws.len() as u32, (ws.len() - freed_total) as u32);
         out.summary = format!(
             "{} loaded GPU(s) outside MIG: {} by co-locating workloads whose combined peak memory (+{:.0}%) and p{:.0} activity (≤ {:.0}%) fit",
             ws.len(),

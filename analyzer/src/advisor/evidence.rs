@@ -14,6 +14,8 @@
 
 use serde::Serialize;
 
+pub use super::scheduler::Scheduler;
+
 /// The evidence of one finding: one variant per detector (serialised untagged: each variant is
 /// just its struct; off-peak findings carry their own `type`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -170,7 +172,13 @@ pub struct PlanWorkload {
     /// The GPU with the processes/pods seen on it.
     pub label: String,
     pub memory_peak_gib: f64,
+    /// Who carries out the move of this workload onto the host (`None` for the host's own
+    /// work, which stays): tessera moves no pod or job.
+    pub moved_by: Option<String>,
     pub node: Option<String>,
+    /// The scheduler that held the GPU in the range (`kubernetes`, `slurm`, `both`,
+    /// `unknown`).
+    pub scheduler: Scheduler,
     pub uuid: Option<String>,
 }
 

@@ -25,6 +25,7 @@ pub mod evidence;
 pub mod idle;
 pub mod offpeak;
 pub mod plan_out;
+pub mod scheduler;
 
 use std::fmt::Write as _;
 

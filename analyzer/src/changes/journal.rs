@@ -119,8 +119,18 @@ pub fn beside(dir: &Path) -> (Vec<JournalRun>, Vec<String>) {
         if !path.is_file() {
             continue;
         }
-        match journal::Journal::new(&path).records() {
-            Ok(records) => out.extend(runs(&node, &path.display().to_string(), &records)),
+        match journal::Journal::new(&path).read_bounded(journal::MAX_READ_BYTES) {
+            Ok(read) => {
+                if read.skipped_bytes > 0 {
+                    warnings.push(format!(
+                        "{}: only its last {} MiB were read ({} bytes of older records skipped): runs before them are not used as evidence of changes",
+                        path.display(),
+                        journal::MAX_READ_BYTES >> 20,
+                        read.skipped_bytes
+                    ));
+                }
+                out.extend(runs(&node, &path.display().to_string(), &read.records));
+            }
             Err(e) => warnings.push(format!("{e}: its runs are not used as evidence of changes")),
         }
     }

@@ -3,7 +3,7 @@
 //! table or the versioned findings JSON (`docs/findings.md`) on stdout; warnings on stderr.
 //! `--plan-out` also writes the consolidation moves as a plan file (docs/plan.md).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono_tz::Tz;
 use clap::Args;
 use tessera::advisor;
@@ -38,8 +38,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
     if let Some(path) = &args.plan_out {
         let plan = advisor::plan_out::consolidation_plan(&analysis)?;
-        std::fs::write(path, plan.to_yaml())
-            .with_context(|| format!("writing {}", path.display()))?;
+        tessera_core::files::replace(path, plan.to_yaml().as_bytes())?;
         eprintln!(
             "wrote {} ({} consolidation move(s))",
             path.display(),

@@ -65,7 +65,7 @@ fn write_pages(
     let path = dir.join(format!("{name}.1"));
     let mut buf = Vec::new();
     clap_mangen::Man::new(page).render(&mut buf)?;
-    std::fs::write(&path, buf).with_context(|| format!("writing {}", path.display()))?;
+    tessera_core::files::replace(&path, &buf)?;
     *written += 1;
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         write_pages(sub, &format!("{name}-{}", sub.get_name()), dir, written)?;

@@ -4,8 +4,8 @@
 //! finding, tessera's alerts that are no longer findings resolved, all in one POST. `--dry-run`
 //! prints the alerts as the POST's JSON body and contacts nothing. Data on stdout (the alerts sent
 //! and resolved), the summary and warnings on stderr. Exit 0 sent (or nothing to send, or dry
-//! run), 2 bad input or nothing sent, 3 the POST failed after Alertmanager may have stored part of
-//! it.
+//! run), 2 bad input or nothing sent (stale evidence included: `--evidence.max-age`), 3 the POST
+//! failed after Alertmanager may have stored part of it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +27,29 @@ pub enum MinSeverity {
     Info,
     Warning,
     Critical,
+}
+
+/// `--alertmanager.tls.*`: Prometheus' `tls_config` names (`ca_file`, `cert_file`, `key_file`).
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// PEM file of the CA certificates that sign an https:// Alertmanager's certificate (they
+    /// replace the built-in roots), as Prometheus' tls_config ca_file.
+    #[arg(long = "alertmanager.tls.ca-file", value_name = "FILE")]
+    tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate to present to Alertmanager (with --alertmanager.tls.key-file).
+    #[arg(
+        long = "alertmanager.tls.cert-file",
+        value_name = "FILE",
+        requires = "tls_key_file"
+    )]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the client certificate (with --alertmanager.tls.cert-file).
+    #[arg(
+        long = "alertmanager.tls.key-file",
+        value_name = "FILE",
+        requires = "tls_cert_file"
+    )]
+    tls_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -54,6 +77,17 @@ pub struct NotifyArgs {
     /// Basic auth for Alertmanager: user and a file holding the password.
     #[arg(long = "alertmanager.basic-auth", value_name = "USER:PASSWORD_FILE", value_parser = parse_basic_auth)]
     basic_auth: Option<(String, PathBuf)>,
+    /// TLS of an https:// Alertmanager (boxed: the flags are many and rarely given).
+    #[command(flatten)]
+    tls: Box<TlsArgs>,
+    /// The oldest end of the analysed data a run acts on: older (or more than 5m in the future),
+    /// nothing is fired or resolved (exit 2).
+    #[arg(long = "evidence.max-age", default_value = "1h", value_parser = parse_interval)]
+    evidence_max_age: i64,
+    /// Fire and resolve on evidence of any age (no --evidence.max-age check): for a replay of
+    /// old data on purpose.
+    #[arg(long = "allow-stale-evidence")]
+    allow_stale_evidence: bool,
     /// How long a sent alert stays firing without being sent again (`endsAt` = now + TTL). Must
     /// be longer than the interval between runs (twice it, or more), or alerts resolve between
     /// runs and fire again.
@@ -124,8 +158,14 @@ impl NotifyArgs {
                 timeout,
                 bearer_token_file: self.bearer_token_file.clone(),
                 basic_auth: self.basic_auth.clone(),
+                tls: notify::TlsFiles {
+                    ca_file: self.tls.tls_ca_file.clone(),
+                    cert_file: self.tls.tls_cert_file.clone(),
+                    key_file: self.tls.tls_key_file.clone(),
+                },
             },
             dry_run: self.dry_run,
+            max_evidence_age_ms: (!self.allow_stale_evidence).then_some(self.evidence_max_age),
         };
         // A bad URL or an unreadable token file is bad input, found before any data is read.
         notify::Client::new(&req.client)?;
@@ -164,7 +204,7 @@ pub fn run(args: NotifyArgs) -> Result<()> {
         eprintln!(
             "dry run: {} alert(s) would be sent to {}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
             outcome.firing.len(),
-            req.client.url
+            notify::redact_url(&req.client.url)
         );
         return Ok(());
     }
@@ -181,7 +221,7 @@ pub fn run(args: NotifyArgs) -> Result<()> {
             outcome.firing.len() - outcome.renewed,
             outcome.renewed,
             outcome.resolved.len(),
-            req.client.url
+            notify::redact_url(&req.client.url)
         );
     } else {
         eprintln!(

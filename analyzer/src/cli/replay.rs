@@ -146,7 +146,39 @@ fn resolve(req: &RangeRequest, data: (i64, i64), parts: &[ingest::Part]) -> Resu
     Ok(resolved.range)
 }
 
+/// Whether `a` and `b` name the same file (also when neither exists yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = std::fs::canonicalize(p) {
+            return Some(c);
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    match (canon(a), canon(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 pub fn run(args: ReplayArgs) -> Result<()> {
+    // The report must never overwrite the plan it replays (or the plan it writes).
+    if let Some(out) = &args.out {
+        for (flag, plan) in [("--plan", &args.plan), ("--plan-out", &args.plan_out)] {
+            if let Some(plan) = plan
+                && same_file(out, plan)
+            {
+                bail!(
+                    "--out {} is the same file as {flag} {}: the replay would overwrite the plan; give another --out",
+                    out.display(),
+                    plan.display()
+                );
+            }
+        }
+    }
     let config = match &args.prices {
         Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
         None => None,
@@ -231,8 +263,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         let path = args.plan_out.as_ref().or(args.plan.as_ref());
         match path {
             Some(path) => {
-                std::fs::write(path, plan.to_yaml())
-                    .with_context(|| format!("writing {}", path.display()))?;
+                tessera_core::files::replace(path, plan.to_yaml().as_bytes())?;
                 eprintln!("tessera: wrote {}", path.display());
             }
             None => bail!("--write-prediction with --train needs --plan-out FILE"),
@@ -246,7 +277,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     };
     match &args.out {
         Some(p) => {
-            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            tessera_core::files::replace(p, text.as_bytes())?;
             eprintln!("tessera: wrote {}", p.display());
         }
         None => print!("{text}"),

@@ -237,7 +237,7 @@ fn by_job(args: &ReportArgs) -> Result<()> {
 fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<()> {
     match out {
         Some(p) => {
-            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            tessera_core::files::replace(p, text.as_bytes())?;
             eprintln!("tessera: wrote {}", p.display());
         }
         None => print!("{text}"),

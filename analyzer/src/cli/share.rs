@@ -2,6 +2,11 @@
 //! the sources read (the plan's window unless `--since`/`--until`), the connection, and
 //! printing. A module of the binary: the choice and the rollout are `tessera::sharing`.
 //!
+//! Each host gets the sharing of the scheduler that holds its GPUs (`sharing::route`): the
+//! device plugin where pods hold them, Slurm's gres lines (printed, never applied) where jobs do,
+//! nothing across the two or where the data names no holder. `apply` writes device-plugin
+//! config only for the first.
+//!
 //! Exit codes of `apply`: 0 done, dry run or nothing to do; 2 bad input, refused, a node that
 //! did not reach its config, an API error or a signal, with every node put back; 3 something
 //! could not be put back or confirmed (the `kubectl` commands are printed).
@@ -10,11 +15,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
+use tessera::advisor::scheduler::Scheduler;
 use tessera::sharing::choose::ChooseParams;
 use tessera::sharing::demand::{self, GpuStats};
 use tessera::sharing::kube::KubeDevicePlugin;
-use tessera::sharing::rollout::{self, NodePlan, Request};
+use tessera::sharing::rollout::{self, Request};
+use tessera::sharing::route::{self, Routed};
+use tessera::sharing::slurm;
 use tessera::sharing::{CONFIG_LABEL, GPU_RESOURCE};
 use tessera_core::mig::plan::TesseraPlan;
 
@@ -22,11 +30,12 @@ use super::source::{SourceArgs, load_parts, name_file, part_files, stop_flag};
 
 #[derive(Debug, Subcommand)]
 pub enum ShareCommand {
-    /// Print the device plugin sharing config (time-slicing or MPS, replicas) each host node of
-    /// a plan's consolidation moves would get, and why; no cluster needed.
+    /// Print the sharing each host node of a plan's consolidation moves would get, and why: the
+    /// device plugin's config (time-slicing or MPS, replicas) where pods hold the GPUs, Slurm's
+    /// gres/shard or gres/mps lines where jobs do; no cluster needed.
     Plan(PlanArgs),
-    /// Roll those configs out through the GPU Operator's device plugin, node by node, with
-    /// rollback: a dry run unless --yes.
+    /// Roll the device plugin's configs out through the GPU Operator, node by node, with
+    /// rollback (only nodes whose moves pods hold): a dry run unless --yes.
     Apply(ApplyArgs),
 }
 
@@ -48,12 +57,42 @@ pub struct Common {
     /// Only this node (a host of the moves).
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
+    /// The scheduler of GPUs whose holders the data does not name (no pod or Slurm job in the
+    /// history's holders or the processes' attribution): without it they are not shared.
+    #[arg(long, value_enum, value_name = "SCHEDULER")]
+    scheduler: Option<AssumedScheduler>,
+}
+
+/// `--scheduler`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum AssumedScheduler {
+    Kubernetes,
+    Slurm,
+}
+
+impl From<AssumedScheduler> for Scheduler {
+    fn from(s: AssumedScheduler) -> Scheduler {
+        match s {
+            AssumedScheduler::Kubernetes => Scheduler::Kubernetes,
+            AssumedScheduler::Slurm => Scheduler::Slurm,
+        }
+    }
+}
+
+/// `share plan --format`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PlanFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
     common: Common,
+    /// Output format: text, or JSON naming the scheduler of every node, host and workload.
+    #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
+    format: PlanFormat,
 }
 
 #[derive(Debug, Args)]
@@ -92,8 +131,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     tessera_core::units::parse_duration(s)
 }
 
-/// The plan's moves measured on the sources, grouped by host node.
-fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
+/// The plan's moves measured on the sources, by host node and whose sharing applies.
+fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams)> {
     if !(0.0..=1.0).contains(&c.quantile) {
         bail!("bad --quantile {}: expected a ratio in 0–1", c.quantile);
     }
@@ -130,8 +169,9 @@ fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
         );
     }
     let demands = demand::host_demands(&plan.consolidation, &stats);
-    let plans = rollout::node_plans(demands, &demand::mig_nodes(&stats), c.node.as_deref());
-    if plans.is_empty() {
+    let assume = c.scheduler.map(Scheduler::from);
+    let plans = route::route(demands, &stats, assume, c.node.as_deref());
+    if plans.kubernetes.is_empty() && plans.slurm.is_empty() && plans.not_shared.is_empty() {
         bail!(
             "{source}: no move has its host on node {}",
             c.node.as_deref().unwrap_or("?")
@@ -147,13 +187,51 @@ fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
 }
 
 fn plan(mut args: PlanArgs) -> Result<u8> {
-    let (_, plans, params) = node_plans(&mut args.common)?;
+    let (_, routed, params) = node_plans(&mut args.common)?;
+    let assume = args.common.scheduler.map(Scheduler::from);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     use std::io::Write;
-    let chosen: Vec<_> = plans.iter().map(|p| rollout::offline(p, params)).collect();
+    let chosen: Vec<_> = routed
+        .kubernetes
+        .iter()
+        .map(|p| {
+            let mut s = rollout::offline(p, params);
+            let held: Vec<String> = p
+                .hosts
+                .iter()
+                .flat_map(|h| &h.workloads)
+                .filter_map(|w| w.stats.as_ref().map(|s| s.holders.clone()))
+                .filter(|h| !h.is_empty())
+                .collect();
+            s.reasons.push(if held.is_empty() {
+                "kubernetes: the holders are not in the data; --scheduler kubernetes says pods hold these GPUs".into()
+            } else {
+                format!("kubernetes: pods hold these GPUs ({})", held.join(", "))
+            });
+            s
+        })
+        .collect();
+    if let PlanFormat::Json = args.format {
+        let json = route::plan_json(&chosen, &routed, assume);
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        return Ok(0);
+    }
     for s in &chosen {
         rollout::describe(s, &mut out)?;
+    }
+    for s in &routed.slurm {
+        slurm::describe(s, &mut out)?;
+    }
+    for n in &routed.not_shared {
+        writeln!(out, "node {}: no sharing config", n.node)?;
+        for why in &n.reasons {
+            writeln!(out, "  {why}")?;
+        }
+    }
+    if chosen.is_empty() {
+        writeln!(out, "\nno device-plugin config for any node (why: above)")?;
+        return Ok(0);
     }
     writeln!(
         out,
@@ -186,10 +264,27 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
 }
 
 fn apply(mut args: ApplyArgs) -> Result<u8> {
-    let (source, nodes, params) = node_plans(&mut args.common)?;
+    let (source, routed, params) = node_plans(&mut args.common)?;
+    // Only nodes whose moves pods hold get device-plugin config; the rest is said, not applied.
+    for s in &routed.slurm {
+        eprintln!(
+            "tessera: node {}: Slurm jobs hold its hosts: no device-plugin config (`tessera share plan` prints the gres/shard lines for Slurm)",
+            s.node
+        );
+    }
+    for n in &routed.not_shared {
+        for why in &n.reasons {
+            eprintln!("tessera: node {}: {why}", n.node);
+        }
+    }
+    if routed.kubernetes.is_empty() {
+        bail!(
+            "{source}: no node gets a device-plugin config (why: above): nothing to apply (`tessera share plan` says what applies instead)"
+        );
+    }
     let request = Request {
         source,
-        nodes,
+        nodes: routed.kubernetes,
         params,
         namespace: args.namespace.clone(),
         configmap: args.configmap.clone(),

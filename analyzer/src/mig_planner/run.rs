@@ -173,14 +173,13 @@ pub struct Units {
 }
 
 impl PlanOutcome {
-    /// The cron lines and systemd units that apply the schedule at `schedule_path` (absolute)
-    /// with `/usr/local/bin/tessera`; `None` without a night layout.
-    pub fn units(&self, schedule_path: &str) -> Option<Units> {
+    /// The cron lines and systemd units that run `cmd` (the scheduled apply) at the schedule's
+    /// switches; `None` without a night layout.
+    pub fn units(&self, cmd: &schedule::ApplyCommand) -> Option<Units> {
         let p = self.night.as_ref().ok()?;
-        let bin = "/usr/local/bin/tessera";
-        let (service, timer) = schedule::systemd_units(&p.schedule, bin, schedule_path);
+        let (service, timer) = schedule::systemd_units(&p.schedule, cmd);
         Some(Units {
-            cron: schedule::cron_lines(&p.schedule, bin, schedule_path),
+            cron: schedule::cron_lines(&p.schedule, cmd),
             service,
             timer,
         })

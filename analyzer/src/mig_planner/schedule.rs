@@ -1,7 +1,8 @@
 //! Day/night MIG schedules: where the off-peak detector found windows, a `night` config that turns
 //! GPUs the history says are free at night into whole-GPU training instances (`7g`, one per GPU),
 //! plus the tessera-mig-schedule file, cron lines and systemd units that switch between `day` and
-//! `night`.
+//! `night` by running `tessera mig apply --schedule FILE --yes` with the flags the node's apply
+//! needs ([`ApplyCommand`], quoted for cron's `/bin/sh` and for systemd).
 //!
 //! The windows are the detector's off-peak time as a whole ([`Profile::windows`]: every run with
 //! at least K GPUs free beyond the baseline, whatever its tier), never the baseline: GPUs free
@@ -352,14 +353,86 @@ fn cron_dows(days: &[String]) -> String {
         .join(",")
 }
 
-/// Cron lines (with `CRON_TZ`) that run `tessera mig apply --schedule FILE` at every switch.
-pub fn cron_lines(s: &MigSchedule, tessera: &str, schedule_path: &str) -> String {
+/// The command every switch runs: `TESSERA mig apply --schedule FILE --yes` and the flags this
+/// node's apply needs (its device backend, `--allow-plan-outside` for a plan that is not beside
+/// the schedule). `--yes` because a switch that only printed its steps would exit 0 and change
+/// nothing, every time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyCommand {
+    argv: Vec<String>,
+}
+
+impl ApplyCommand {
+    /// `tessera mig apply --schedule SCHEDULE --yes EXTRA…`; `tessera` and `schedule` should be
+    /// absolute (cron and systemd run neither in this folder nor with this `PATH`).
+    pub fn new(tessera: &str, schedule: &str, extra: &[String]) -> ApplyCommand {
+        let mut argv: Vec<String> = [tessera, "mig", "apply", "--schedule", schedule, "--yes"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        argv.extend(extra.iter().cloned());
+        ApplyCommand { argv }
+    }
+
+    /// The words, unquoted.
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    /// The command of a cron line: words quoted for `/bin/sh` where needed, and `%` escaped
+    /// (cron turns a bare `%` into a line end).
+    pub fn cron(&self) -> String {
+        self.argv
+            .iter()
+            .map(|w| sh_word(w).replace('%', "\\%"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The command of a systemd `ExecStart=`: words double-quoted where needed (systemd's own
+    /// rules, not the shell's), `%` and `$` doubled (systemd expands specifiers and variables).
+    pub fn systemd(&self) -> String {
+        self.argv
+            .iter()
+            .map(|w| systemd_word(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Characters a word may hold and still be one plain word to `sh` and to systemd.
+fn plain(w: &str) -> bool {
+    !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c))
+}
+
+fn sh_word(w: &str) -> String {
+    if plain(w) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn systemd_word(w: &str) -> String {
+    let w = w.replace('%', "%%").replace('$', "$$");
+    if plain(&w) {
+        w
+    } else {
+        format!("\"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+/// Cron lines (`/etc/cron.d` format, with `CRON_TZ`) that run `cmd` at every switch.
+pub fn cron_lines(s: &MigSchedule, cmd: &ApplyCommand) -> String {
     let mut out = format!("CRON_TZ={}\n", s.timezone);
+    let command = cmd.cron();
     for sw in &s.switches {
         let (h, m) = sw.at.split_once(':').unwrap_or(("0", "0"));
         let _ = writeln!(
             out,
-            "{} {} * * {} root {tessera} mig apply --schedule {schedule_path}   # -> {}",
+            "{} {} * * {} root {command}   # -> {}",
             m.trim_start_matches('0').parse::<u32>().unwrap_or(0),
             h.trim_start_matches('0').parse::<u32>().unwrap_or(0),
             cron_dows(&sw.days),
@@ -369,12 +442,14 @@ pub fn cron_lines(s: &MigSchedule, tessera: &str, schedule_path: &str) -> String
     out
 }
 
-/// A systemd service and timer (`tessera-mig-schedule.service`/`.timer`): one `OnCalendar=` per
-/// switch in the schedule's time zone, and one shortly after boot (MIG instances do not survive a
-/// reboot).
-pub fn systemd_units(s: &MigSchedule, tessera: &str, schedule_path: &str) -> (String, String) {
+/// A systemd service and timer (`tessera-mig-schedule.service`/`.timer`): the service runs `cmd`
+/// (a failed or refused apply exits 2 and fails the unit); the timer has one `OnCalendar=` per
+/// switch in the schedule's time zone, and one shortly after boot (MIG instances do not survive
+/// a reboot).
+pub fn systemd_units(s: &MigSchedule, cmd: &ApplyCommand) -> (String, String) {
     let service = format!(
-        "[Unit]\nDescription=Apply the MIG layout the tessera schedule says is active now\nAfter=nvidia-persistenced.service nvidia-fabricmanager.service\n\n[Service]\nType=oneshot\nExecStart={tessera} mig apply --schedule {schedule_path}\n"
+        "[Unit]\nDescription=Apply the MIG layout the tessera schedule says is active now\nAfter=nvidia-persistenced.service nvidia-fabricmanager.service\n\n[Service]\nType=oneshot\nExecStart={}\n",
+        cmd.systemd()
     );
     let mut timer = String::from(
         "[Unit]\nDescription=Switch MIG layouts on the tessera schedule\n\n[Timer]\nOnBootSec=1min\n",

@@ -51,8 +51,9 @@ impl PlanOutcome {
         })
     }
 
-    /// The table summary. `units`: the schedule's units, printed when `print_units` (they were
-    /// not written to a folder); `plan_file`: where the plan was written.
+    /// The table summary. `units`: the schedule's units (none when no schedule file was asked
+    /// for), printed when `print_units` (they were not written to a folder); `plan_file`: where
+    /// the plan was written.
     pub fn table(&self, units: Option<&Units>, print_units: bool, plan_file: &str) -> String {
         let mut out = String::new();
         self.table_head(&mut out);
@@ -194,8 +195,8 @@ impl PlanOutcome {
     }
 
     fn table_night(&self, out: &mut String, units: Option<&Units>, print_units: bool) {
-        match (&self.night, units) {
-            (Ok(p), Some(u)) => {
+        match &self.night {
+            Ok(p) => {
                 let _ = writeln!(
                     out,
                     "night layout: {} GPU(s) switch to whole-GPU training instances ({}); {} workload(s) stay active at night",
@@ -219,16 +220,24 @@ impl PlanOutcome {
                         s.at, p.schedule.timezone, days, s.config
                     );
                 }
-                if print_units {
-                    let _ = writeln!(out, "cron:\n{}", u.cron);
-                    let _ = writeln!(out, "tessera-mig-schedule.service:\n{}", u.service);
-                    let _ = writeln!(out, "tessera-mig-schedule.timer:\n{}", u.timer);
+                match units {
+                    Some(u) if print_units => {
+                        let _ = writeln!(out, "cron:\n{}", u.cron);
+                        let _ = writeln!(out, "tessera-mig-schedule.service:\n{}", u.service);
+                        let _ = writeln!(out, "tessera-mig-schedule.timer:\n{}", u.timer);
+                    }
+                    Some(_) => {}
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "  (write the schedule with --schedule FILE to get the cron lines and systemd units that apply it)"
+                        );
+                    }
                 }
             }
-            (Err(why), _) => {
+            Err(why) => {
                 let _ = writeln!(out, "night layout: none ({why})");
             }
-            _ => {}
         }
     }
 }

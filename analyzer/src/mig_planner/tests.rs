@@ -701,17 +701,22 @@ fn schedule_switches_at_window_edges_on_their_days() {
         (day.at.as_str(), day.days.clone()),
         ("06:00", vec!["tue".to_string(), "wed".into()])
     );
-    let cron = schedule::cron_lines(&s, "/usr/bin/tessera", "/etc/tessera/schedule.yaml");
+    let cmd = schedule::ApplyCommand::new("/usr/bin/tessera", "/etc/tessera/schedule.yaml", &[]);
+    let cron = schedule::cron_lines(&s, &cmd);
     assert!(cron.starts_with("CRON_TZ=Europe/Berlin\n"), "{cron}");
     assert!(
         cron.contains(
-            "0 20 * * 1,2 root /usr/bin/tessera mig apply --schedule /etc/tessera/schedule.yaml"
+            "0 20 * * 1,2 root /usr/bin/tessera mig apply --schedule /etc/tessera/schedule.yaml --yes   # -> night\n"
         ),
         "{cron}"
     );
     assert!(cron.contains("0 6 * * 2,3 "), "{cron}");
-    let (service, timer) = schedule::systemd_units(&s, "/usr/bin/tessera", "/s.yaml");
-    assert!(service.contains("ExecStart=/usr/bin/tessera mig apply --schedule /s.yaml"));
+    let cmd = schedule::ApplyCommand::new("/usr/bin/tessera", "/s.yaml", &[]);
+    let (service, timer) = schedule::systemd_units(&s, &cmd);
+    assert!(
+        service.contains("\nExecStart=/usr/bin/tessera mig apply --schedule /s.yaml --yes\n"),
+        "{service}"
+    );
     assert!(
         timer.contains("OnCalendar=Mon,Tue *-*-* 20:00:00 Europe/Berlin"),
         "{timer}"
@@ -732,6 +737,54 @@ fn schedule_switches_at_window_edges_on_their_days() {
     // Tuesday 05:00 Berlin (04:00 UTC) is the end of Monday's window.
     assert!(schedule::in_window(&prof, tz, h(2026, 11, 3, 4)));
     assert!(!schedule::in_window(&prof, tz, h(2026, 11, 3, 5)));
+}
+
+/// Issue 48 item 4: the scheduled apply carries `--yes` and its flags, quoted so that cron's
+/// `/bin/sh` and systemd each read back the same words.
+#[test]
+fn the_scheduled_apply_is_quoted_for_cron_and_for_systemd() {
+    let extra: Vec<String> = [
+        "--backend",
+        "sim",
+        "--sim.state",
+        "/srv/it's 100%/$HOME.json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cmd = schedule::ApplyCommand::new("/opt/tessera/bin/tessera", "/etc/t/s.yaml", &extra);
+    assert_eq!(
+        cmd.argv()[..6],
+        [
+            "/opt/tessera/bin/tessera",
+            "mig",
+            "apply",
+            "--schedule",
+            "/etc/t/s.yaml",
+            "--yes"
+        ]
+    );
+    assert_eq!(cmd.argv()[6..], extra[..]);
+    assert_eq!(
+        cmd.cron(),
+        "/opt/tessera/bin/tessera mig apply --schedule /etc/t/s.yaml --yes --backend sim --sim.state '/srv/it'\\''s 100\\%/$HOME.json'"
+    );
+    assert_eq!(
+        cmd.systemd(),
+        "/opt/tessera/bin/tessera mig apply --schedule /etc/t/s.yaml --yes --backend sim --sim.state \"/srv/it's 100%%/$$HOME.json\""
+    );
+    // What /bin/sh makes of the cron command once cron has turned `\%` into `%`.
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("printf '%s\\n' {}", cmd.cron().replace("\\%", "%")))
+        .output()
+        .unwrap();
+    let words: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(words, cmd.argv());
 }
 
 #[test]

@@ -5,10 +5,13 @@
 //! The workflow ([`run`]) over an [`Analysis`] the caller made (the same advisor run as
 //! `tessera analyze`):
 //! 1. build every alert ([`alerts::alerts`]: labels stable across runs, values from data escaped
-//!    and cut) — before anything is sent;
+//!    and cut) — before anything is sent; then check the evidence's age ([`check_fresh`]: the
+//!    end of the analysed data at most `--evidence.max-age` before now, not in the future), or
+//!    send nothing;
 //! 2. `GET /api/v2/alerts` filtered on `source="tessera"` and the `--label`s: tessera's alerts
 //!    that Alertmanager holds. If this fails, nothing is sent;
-//! 3. the alerts to resolve: those of the detectors that ran whose label set is not among this
+//! 3. the alerts to resolve: those whose labels prove them this configuration's ([`is_own`]:
+//!    the filter is not trusted) of the detectors that ran, whose label set is not among this
 //!    run's (their finding is gone, or its severity or names changed), re-sent with
 //!    `endsAt` = now;
 //! 4. one `POST /api/v2/alerts` with the firing alerts (`endsAt` = now + TTL) and the
@@ -25,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 pub use alerts::{Alert, AlertOptions};
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, TlsFiles, redact_url};
 
 use crate::advisor::Analysis;
 use crate::ingest::fmt_ms;
@@ -43,6 +46,39 @@ pub enum NotifyError {
         "bad --alertmanager.url {0:?}: expected http://HOST[:PORT][/PREFIX] or https://…, without query or fragment"
     )]
     Url(String),
+    /// A URL with `user:password@` (printed redacted).
+    #[error(
+        "bad --alertmanager.url {0:?}: credentials in the URL (user:password@) are refused, since a URL is printed in messages and logs; give them with --alertmanager.basic-auth USER:PASSWORD_FILE (or a token with --alertmanager.bearer-token-file FILE)"
+    )]
+    UrlCredentials(String),
+    #[error("bad {flag} {}: {reason}", path.display())]
+    Tls {
+        flag: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error(
+        "--alertmanager.tls.* is given but --alertmanager.url {0:?} is not https://: refused rather than sent in clear text"
+    )]
+    TlsOverHttp(String),
+    /// The evidence (the analysed data) ends too long before now, or after it.
+    #[error(
+        "the evidence is {}: the analysed data ends at {until}, {} now{}; notify fires and resolves alerts only on fresh evidence (a finding missing from old data is not a finding that is gone), so nothing was sent and tessera's alerts expire at their endsAt. Check that the sources are current (the exporter, Prometheus, --until), or pass --allow-stale-evidence to send anyway",
+        if *future { "from the future" } else { "stale" },
+        if *future { format!("{} after", age_label(*age_ms)) } else { format!("{} before", age_label(*age_ms)) },
+        if *future { format!(" (more than {} ahead: a clock is wrong)", age_label(FUTURE_SLACK_MS)) } else { format!(", more than --evidence.max-age {}", age_label(*max_ms)) },
+    )]
+    Stale {
+        until: String,
+        age_ms: i64,
+        max_ms: i64,
+        future: bool,
+    },
+    /// The analysis has no range (no rows): nothing to judge freshness by.
+    #[error(
+        "the analysis has no data range, so the evidence's age is unknown; nothing was sent (pass --allow-stale-evidence to send anyway)"
+    )]
+    NoEvidence,
     #[error("cannot read the {what} {}: {reason}", path.display())]
     Auth {
         what: &'static str,
@@ -88,6 +124,13 @@ impl NotifyError {
     }
 }
 
+/// The default of `--evidence.max-age`: the oldest end of the analysed data a run acts on.
+pub const DEFAULT_MAX_EVIDENCE_AGE_MS: i64 = 3_600_000;
+
+/// How far after now the analysed data may end (clocks of the hosts a little apart) before it is
+/// refused as from the future.
+pub const FUTURE_SLACK_MS: i64 = 5 * 60_000;
+
 /// What [`run`] is asked to do.
 #[derive(Debug, Clone)]
 pub struct NotifyRequest {
@@ -95,6 +138,45 @@ pub struct NotifyRequest {
     pub client: ClientOptions,
     /// Build and return the alerts; contact nothing.
     pub dry_run: bool,
+    /// The oldest end of the analysed data (`Analysis::until`) that a run acts on, ms before
+    /// now (`--evidence.max-age`); `None`: not checked (`--allow-stale-evidence`).
+    pub max_evidence_age_ms: Option<i64>,
+}
+
+/// A duration for messages: `30d 4h`, `2h 5m`, `45m`, `12s`.
+pub fn age_label(ms: i64) -> String {
+    let s = ms.unsigned_abs() / 1000;
+    let (d, h, m) = (s / 86_400, s / 3600 % 24, s / 60 % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, m) => format!("{m}m"),
+        (0, h, 0) => format!("{h}h"),
+        (0, h, m) => format!("{h}h {m}m"),
+        (d, 0, _) => format!("{d}d"),
+        (d, h, _) => format!("{d}d {h}h"),
+    }
+}
+
+/// Checks the age of the evidence: the end of the analysed data (`until`, RFC 3339) is at most
+/// `max_ms` before `now_ms` and at most [`FUTURE_SLACK_MS`] after it.
+pub fn check_fresh(until: Option<&str>, max_ms: i64, now_ms: i64) -> Result<(), NotifyError> {
+    let until = until.ok_or(NotifyError::NoEvidence)?;
+    let end = chrono::DateTime::parse_from_rfc3339(until)
+        .map_err(|_| NotifyError::NoEvidence)?
+        .timestamp_millis();
+    let stale = |age_ms, future| NotifyError::Stale {
+        until: until.to_string(),
+        age_ms,
+        max_ms,
+        future,
+    };
+    if end - now_ms > FUTURE_SLACK_MS {
+        return Err(stale(end - now_ms, true));
+    }
+    if now_ms - end > max_ms {
+        return Err(stale(now_ms - end, false));
+    }
+    Ok(())
 }
 
 /// What a run did (or, dry, would do).
@@ -127,10 +209,32 @@ pub fn filter(extra: &BTreeMap<String, String>) -> Vec<(String, String)> {
     .collect()
 }
 
-/// The resolutions of `held` (tessera's alerts in Alertmanager): those this configuration could
-/// have sent — of a detector that ran, with no label but tessera's and `extra`'s (another
-/// tessera's alerts with another `--label` are left alone) — whose labels are not among
-/// `firing`'s, re-sent with `endsAt` = now (their `startsAt` and annotations kept).
+/// Whether an alert's labels prove it one this configuration sends, whatever the server did with
+/// the filter (an Alertmanager or proxy that ignores `filter` answers every alert it holds):
+/// `source="tessera"`; every `--label` with its value; no label but tessera's and the
+/// `--label`s; a `detector` label and its `alertname` and a `finding_id` of that detector
+/// (`<detector>-` and 16 hex digits, as the advisor makes them).
+pub fn is_own(labels: &BTreeMap<String, String>, extra: &BTreeMap<String, String>) -> bool {
+    let get = |k: &str| labels.get(k).map(String::as_str);
+    let Some(detector) = get("detector") else {
+        return false;
+    };
+    let id_ok = get("finding_id")
+        .and_then(|id| id.strip_prefix(detector)?.strip_prefix('-'))
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    get(alerts::SOURCE_LABEL.0) == Some(alerts::SOURCE_LABEL.1)
+        && extra.iter().all(|(k, v)| labels.get(k) == Some(v))
+        && labels
+            .keys()
+            .all(|k| alerts::TESSERA_LABELS.contains(&k.as_str()) || extra.contains_key(k))
+        && get("alertname") == Some(alerts::alertname(detector).as_str())
+        && id_ok
+}
+
+/// The resolutions of `held` (the alerts Alertmanager answered to tessera's filter): those this
+/// configuration sent ([`is_own`]: another tessera's alerts with another `--label`, and alerts
+/// that are not tessera's at all, are left alone) of a detector that ran, whose labels are not
+/// among `firing`'s, re-sent with `endsAt` = now (their `startsAt` and annotations kept).
 pub fn resolutions(
     held: &[Alert],
     firing: &[Alert],
@@ -139,8 +243,6 @@ pub fn resolutions(
     now_ms: i64,
 ) -> Vec<Alert> {
     let live: BTreeSet<&BTreeMap<String, String>> = firing.iter().map(|a| &a.labels).collect();
-    let ours =
-        |name: &String| alerts::TESSERA_LABELS.contains(&name.as_str()) || extra.contains_key(name);
     let now = fmt_ms(now_ms);
     let mut out: Vec<Alert> = held
         .iter()
@@ -148,7 +250,7 @@ pub fn resolutions(
             a.labels
                 .get("detector")
                 .is_some_and(|d| detectors.contains(d.as_str()))
-                && a.labels.keys().all(ours)
+                && is_own(&a.labels, extra)
                 && !live.contains(&a.labels)
         })
         .map(|a| Alert {
@@ -169,7 +271,8 @@ pub fn resolutions(
 }
 
 /// Sends `analysis`'s findings as alerts and resolves tessera's alerts that are no longer
-/// findings (the module's steps 1–4). `now_ms`: the time of the run (unix ms).
+/// findings (the module's steps 1–4), after checking that the evidence is fresh
+/// ([`check_fresh`]; a dry run is not checked). `now_ms`: the time of the run (unix ms).
 pub fn run(analysis: &Analysis, req: &NotifyRequest, now_ms: i64) -> Result<Outcome, NotifyError> {
     let firing = alerts::alerts(analysis, &req.alerts, now_ms);
     if req.dry_run {
@@ -178,11 +281,18 @@ pub fn run(analysis: &Analysis, req: &NotifyRequest, now_ms: i64) -> Result<Outc
             ..Outcome::default()
         });
     }
+    if let Some(max) = req.max_evidence_age_ms {
+        check_fresh(analysis.until.as_deref(), max, now_ms)?;
+    }
     let client = Client::new(&req.client)?;
     let held = client.tessera_alerts(&filter(&req.alerts.extra_labels))?;
     let detectors: BTreeSet<&str> = analysis.detectors.iter().map(|d| d.id).collect();
     let resolved = resolutions(&held, &firing, &detectors, &req.alerts.extra_labels, now_ms);
-    let held_labels: BTreeSet<&BTreeMap<String, String>> = held.iter().map(|a| &a.labels).collect();
+    let held_labels: BTreeSet<&BTreeMap<String, String>> = held
+        .iter()
+        .filter(|a| is_own(&a.labels, &req.alerts.extra_labels))
+        .map(|a| &a.labels)
+        .collect();
     let renewed = firing
         .iter()
         .filter(|a| held_labels.contains(&a.labels))
@@ -205,12 +315,21 @@ pub fn run(analysis: &Analysis, req: &NotifyRequest, now_ms: i64) -> Result<Outc
 mod tests {
     use super::*;
 
-    fn alert(labels: &[(&str, &str)], starts: &str) -> Alert {
+    /// An alert of tessera's for `detector` and the finding id ending in `hex`, with `more`
+    /// labels (replacing tessera's where named).
+    fn alert(detector: &str, hex: &str, more: &[(&str, &str)], starts: &str) -> Alert {
+        let mut labels = BTreeMap::from([
+            ("source".to_string(), "tessera".to_string()),
+            ("alertname".to_string(), alerts::alertname(detector)),
+            ("detector".to_string(), detector.to_string()),
+            ("finding_id".to_string(), format!("{detector}-{hex:0>16}")),
+            ("severity".to_string(), "warning".to_string()),
+        ]);
+        for (k, v) in more {
+            labels.insert(k.to_string(), v.to_string());
+        }
         Alert {
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels,
             annotations: BTreeMap::from([("summary".to_string(), "s".to_string())]),
             starts_at: starts.into(),
             ends_at: "2030-01-01T00:00:00.000Z".into(),
@@ -218,30 +337,23 @@ mod tests {
         }
     }
 
+    fn ids(r: &[Alert]) -> Vec<&str> {
+        r.iter().map(|a| a.labels["finding_id"].as_str()).collect()
+    }
+
     #[test]
     fn only_gone_alerts_of_detectors_that_ran_are_resolved() {
         let now = 1_800_000_000_000;
-        let live = alert(&[("detector", "idle_loaded"), ("finding_id", "a")], "");
-        let gone = alert(
-            &[("detector", "idle_loaded"), ("finding_id", "b")],
-            "2020-01-01T00:00:00.000Z",
-        );
-        let other_detector = alert(&[("detector", "consolidation"), ("finding_id", "c")], "");
-        let no_detector = alert(&[("finding_id", "d")], "");
-        let other_tessera = alert(
-            &[
-                ("detector", "idle_loaded"),
-                ("finding_id", "e"),
-                ("cluster", "b"),
-            ],
-            "",
-        );
+        let live = alert("idle_loaded", "a", &[], "");
+        let gone = alert("idle_loaded", "b", &[], "2020-01-01T00:00:00.000Z");
+        let other_detector = alert("consolidation", "c", &[], "");
+        let mut no_detector = alert("idle_loaded", "d", &[], "");
+        no_detector.labels.remove("detector");
+        let other_tessera = alert("idle_loaded", "e", &[("cluster", "b")], "");
         let changed = alert(
-            &[
-                ("detector", "idle_loaded"),
-                ("finding_id", "a"),
-                ("severity", "info"),
-            ],
+            "idle_loaded",
+            "a",
+            &[("severity", "info")],
             "2999-01-01T00:00:00.000Z",
         );
         let held = vec![
@@ -260,8 +372,13 @@ mod tests {
             &BTreeMap::new(),
             now,
         );
-        let ids: Vec<&str> = r.iter().map(|a| a.labels["finding_id"].as_str()).collect();
-        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(
+            ids(&r),
+            [
+                "idle_loaded-000000000000000a",
+                "idle_loaded-000000000000000b"
+            ]
+        );
         let now_s = fmt_ms(now);
         assert!(r.iter().all(|a| a.ends_at == now_s));
         // startsAt kept, unless it is after now (a clock ahead of ours).
@@ -269,9 +386,82 @@ mod tests {
         assert_eq!(r[0].labels, changed.labels);
         assert_eq!(r[0].starts_at, now_s);
         assert_eq!(r[1].annotations["summary"], "s");
-        // With --label cluster=b, the other tessera's alert is ours.
+        // With --label cluster=b, only the other tessera's alert is ours: the alerts without
+        // the label are another configuration's.
         let extra = BTreeMap::from([("cluster".to_string(), "b".to_string())]);
         let r = resolutions(&held, &[live], &ran, &extra, now);
-        assert_eq!(r.len(), 3);
+        assert_eq!(ids(&r), ["idle_loaded-000000000000000e"]);
+    }
+
+    #[test]
+    fn only_alerts_whose_labels_prove_them_own_are_own() {
+        let extra = BTreeMap::from([("cluster".to_string(), "a".to_string())]);
+        let own = alert("idle_loaded", "1", &[("cluster", "a")], "");
+        assert!(is_own(&own.labels, &extra));
+        let not = |more: &[(&str, &str)], remove: &str| {
+            let mut a = alert("idle_loaded", "1", &[("cluster", "a")], "");
+            for (k, v) in more {
+                a.labels.insert(k.to_string(), v.to_string());
+            }
+            a.labels.remove(remove);
+            assert!(!is_own(&a.labels, &extra), "{more:?} -{remove}");
+        };
+        not(&[("cluster", "b")], "");
+        not(&[], "cluster");
+        not(&[], "source");
+        not(&[("source", "tessera2")], "");
+        not(&[], "detector");
+        not(&[], "alertname");
+        not(&[("alertname", "TesseraConsolidation")], "");
+        not(&[("finding_id", "consolidation-0000000000000001")], "");
+        not(&[("finding_id", "idle_loaded-1")], "");
+        not(&[("finding_id", "idle_loaded-000000000000000g")], "");
+        not(&[], "finding_id");
+        not(&[("job", "x")], "");
+    }
+
+    #[test]
+    fn evidence_older_than_the_maximum_or_from_the_future_is_refused() {
+        let now = 1_800_000_000_000;
+        let at = |ms: i64| fmt_ms(ms);
+        let h = 3_600_000;
+        assert!(check_fresh(Some(&at(now - h)), h, now).is_ok());
+        assert!(check_fresh(Some(&at(now + FUTURE_SLACK_MS)), h, now).is_ok());
+        let e = check_fresh(Some(&at(now - h - 1000)), h, now).unwrap_err();
+        assert!(matches!(e, NotifyError::Stale { future: false, .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("stale")
+                && msg.contains("1h before now")
+                && msg.contains("--evidence.max-age 1h")
+                && msg.contains("--allow-stale-evidence"),
+            "{msg}"
+        );
+        let e = check_fresh(Some(&at(now + 30 * 86_400_000)), h, now).unwrap_err();
+        assert!(e.to_string().contains("30d after now"), "{e}");
+        assert!(matches!(
+            check_fresh(None, h, now),
+            Err(NotifyError::NoEvidence)
+        ));
+        assert_eq!(age_label(30 * 86_400_000 + 4 * h + 5), "30d 4h");
+        assert_eq!(age_label(2 * h + 5 * 60_000), "2h 5m");
+        assert_eq!(age_label(12_000), "12s");
+    }
+
+    #[test]
+    fn urls_are_printed_without_credentials() {
+        for (url, want) in [
+            ("http://u:p@h:9093/x", "http://<redacted>@h:9093/x"),
+            ("http://u:p/q@h", "http://<redacted>@h"),
+            ("u:p@h", "<redacted>@h"),
+            ("http://h:9093", "http://h:9093"),
+        ] {
+            assert_eq!(redact_url(url), want);
+        }
+        assert!(matches!(
+            client::check_url("https://u:secret@h"),
+            Err(NotifyError::UrlCredentials(u)) if !u.contains("secret")
+        ));
+        assert!(client::check_url("https://h/am/").is_ok());
     }
 }

@@ -6,11 +6,12 @@
 
 use super::model::{
     AllocatedDevice, AllocationSummary, BaselineModel, ConsolidationStep, IdleModel, IdlePower,
-    OffpeakBaseline, OffpeakWindow,
+    MovedBy, OffpeakBaseline, OffpeakWindow,
 };
 use super::prices::Prices;
 use super::{MONTH_HOURS, r2, r3};
 use crate::advisor::evidence::{AllocatedEvidence, OffpeakEvidence, PlanGpu};
+use crate::advisor::scheduler::{self, Scheduler};
 use crate::advisor::{Analysis, Evidence};
 
 /// A process's team: its namespace, else its Slurm job.
@@ -143,8 +144,14 @@ pub(super) fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationS
         })
         .map(|(f, e)| {
             let mut moves = Vec::new();
+            let mut moved_by = Vec::new();
             for group in &e.plan {
                 let host = &group.host;
+                let host_scheduler = group
+                    .workloads
+                    .iter()
+                    .find(|w| w.uuid == host.uuid)
+                    .map_or(Scheduler::Unknown, |w| w.scheduler);
                 for w in &group.workloads {
                     if w.uuid != host.uuid {
                         let what = if w.label.is_empty() {
@@ -152,7 +159,20 @@ pub(super) fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationS
                         } else {
                             w.label.clone()
                         };
-                        moves.push(format!("{what} → {}", host_label(host)));
+                        let what = format!("{what} → {}", host_label(host));
+                        let node = |n: &Option<String>| n.clone().unwrap_or_default();
+                        let (scheduler, by) = scheduler::moved_by(
+                            w.scheduler,
+                            host_scheduler,
+                            &node(&w.node),
+                            &node(&host.node),
+                        );
+                        moves.push(what.clone());
+                        moved_by.push(MovedBy {
+                            what,
+                            scheduler,
+                            by: w.moved_by.clone().unwrap_or(by),
+                        });
                     }
                 }
             }
@@ -168,6 +188,7 @@ pub(super) fn consolidation(a: &Analysis, prices: &Prices) -> Vec<ConsolidationS
                 savings: r2(freed_h * prices.gpu_hour),
                 savings_per_month: r2(freed as f64 * MONTH_HOURS * prices.gpu_hour),
                 moves,
+                moved_by,
             }
         })
         .collect()

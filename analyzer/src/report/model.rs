@@ -149,6 +149,21 @@ pub struct ConsolidationStep {
     pub savings_per_month: f64,
     /// `workload (node/GPU) → node/GPU` for every workload that moves.
     pub moves: Vec<String>,
+    /// Who carries out each move, in the order of `moves`: tessera moves no pod or job.
+    pub moved_by: Vec<MovedBy>,
+}
+
+/// Who carries out one consolidation move.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MovedBy {
+    /// The move, as in `moves`.
+    #[serde(rename = "move")]
+    pub what: String,
+    /// The scheduler of the move: `kubernetes`, `slurm`, `both` (a pod's GPU and a Slurm
+    /// job's: not automated) or `unknown` (no holder in the data).
+    pub scheduler: crate::advisor::scheduler::Scheduler,
+    /// One sentence: who moves it, and how.
+    pub by: String,
 }
 
 /// One off-peak window finding (the profile's windows with the same start and length).

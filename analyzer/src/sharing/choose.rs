@@ -241,6 +241,8 @@ mod tests {
                 activity_source: Some("sm_active"),
                 rows: 10,
                 mig: false,
+                scheduler: crate::advisor::scheduler::Scheduler::Kubernetes,
+                holders: String::new(),
             }),
         }
     }

@@ -2,6 +2,8 @@
 //! frames its peak memory (`memory_used_max_bytes`), memory size, activity quantile (of
 //! `sm_active_max`, else `busy_max`, per row) and whether it was in MIG mode ([`gpu_stats`]);
 //! then per move the host's own work and each guest's, each one workload ([`host_demands`]).
+//! Each GPU also carries the scheduler that held it in the window (pods: Kubernetes; jobs:
+//! Slurm; `advisor::scheduler`), which decides whose sharing applies to it.
 //!
 //! Pure over the frames given (one partition at a time: a GPU lives in one partition, so the
 //! per-partition results are simply concatenated). A GPU's work counts as one workload even when
@@ -14,6 +16,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use tessera_core::mig::plan_sections::{ConsolidationMove, GpuRef};
 
+use crate::advisor::scheduler::{self, Scheduler};
 use crate::frames::columns;
 use crate::frames::{Frames, FramesError};
 
@@ -24,6 +27,8 @@ pub enum DemandError {
     Frames(#[from] FramesError),
     #[error("reading frames: {0}")]
     Polars(#[from] PolarsError),
+    #[error("reading the GPUs' holders")]
+    Holders(#[source] crate::advisor::AdvisorError),
 }
 
 /// One GPU's measured use in the window read.
@@ -44,6 +49,10 @@ pub struct GpuStats {
     pub rows: u64,
     /// Any row in MIG mode.
     pub mig: bool,
+    /// Who held it in the window: pods (Kubernetes), Slurm jobs, both, or unknown.
+    pub scheduler: Scheduler,
+    /// The holders named (`pod ns/name, slurm job 81234`; empty when unknown).
+    pub holders: String,
 }
 
 /// Per GPU of `frames` (node, index), its [`GpuStats`] with the `quantile` of activity.
@@ -99,6 +108,8 @@ pub fn gpu_stats(frames: &Frames, quantile: f64) -> Result<Vec<GpuStats>, Demand
                 activity_source: None,
                 rows: 0,
                 mig: false,
+                scheduler: Scheduler::Unknown,
+                holders: String::new(),
             },
             sm: Vec::new(),
             busy: Vec::new(),
@@ -125,9 +136,14 @@ pub fn gpu_stats(frames: &Frames, quantile: f64) -> Result<Vec<GpuStats>, Demand
             a.busy.push(v);
         }
     }
+    let held = scheduler::holders(frames).map_err(DemandError::Holders)?;
     Ok(by
         .into_values()
         .map(|mut a| {
+            if let Some(h) = held.get(&a.stats.node, Some(a.stats.gpu), a.stats.uuid.as_deref()) {
+                a.stats.scheduler = h.scheduler();
+                a.stats.holders = h.names();
+            }
             let (values, source) = if a.sm.is_empty() {
                 (&mut a.busy, "busy")
             } else {
@@ -227,15 +243,6 @@ pub fn host_demands(moves: &[ConsolidationMove], stats: &[GpuStats]) -> Vec<Host
         .collect()
 }
 
-/// The nodes whose GPUs the frames saw in MIG mode.
-pub fn mig_nodes(stats: &[GpuStats]) -> std::collections::BTreeSet<String> {
-    stats
-        .iter()
-        .filter(|s| s.mig)
-        .map(|s| s.node.clone())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,7 +306,6 @@ mod tests {
         assert_eq!(s[1].activity_source, Some("busy"));
         assert_eq!(s[1].activity, Some(18.0 / 40.0));
         assert!(s[1].mig);
-        assert_eq!(mig_nodes(&s).into_iter().collect::<Vec<_>>(), vec!["a"]);
     }
 
     #[test]

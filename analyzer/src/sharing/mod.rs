@@ -18,16 +18,23 @@
 //!   kept), created from the default, the diff, and the pruning of unused tessera keys;
 //! - [`rollout`] (pure over [`DevicePluginCluster`]): dry run, disrupted pods, node by node,
 //!   success by allocatable and the replicas label, restore on every way out;
-//! - [`kube`]: [`DevicePluginCluster`] over kube-rs (the client of `mig_manager::kube`).
+//! - [`kube`]: [`DevicePluginCluster`] over kube-rs (the client of `mig_manager::kube`);
+//! - [`route`] (pure): whose sharing applies to each host — the device plugin only where pods
+//!   hold the moves' GPUs and no Slurm job holds a GPU of the node; Slurm's `gres/shard` and
+//!   `gres/mps` lines ([`slurm`]) where jobs hold them; nothing (said) across schedulers or where
+//!   the data names no holder.
 //!
-//! What it does not do: move pods (the consolidation itself is the scheduler's once the GPUs are
-//! shared), edit the ClusterPolicy (it prints the patch), or use the DRA driver.
+//! What it does not do: move pods or jobs (the consolidation itself is the scheduler's once the
+//! GPUs are shared), configure Slurm (it prints the lines), edit the ClusterPolicy (it prints the
+//! patch), or use the DRA driver.
 
 pub mod choose;
 pub mod configmap;
 pub mod demand;
 pub mod kube;
 pub mod rollout;
+pub mod route;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 

@@ -21,6 +21,8 @@ pub const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 pub struct Alertmanager {
     child: Child,
     pub url: String,
+    /// The agent the test reads Alertmanager with (TLS-configured behind TLS).
+    agent: ureq::Agent,
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +44,16 @@ fn agent() -> ureq::Agent {
 impl Alertmanager {
     /// Starts Alertmanager with the configuration file `config` and waits until it is ready.
     pub fn start(config: &Path) -> Alertmanager {
+        Alertmanager::start_with(config, None, agent())
+    }
+
+    /// Starts Alertmanager behind TLS: `web_config` is its `--web.config.file` (exporter-toolkit's
+    /// `tls_server_config`), `agent` a client it accepts; the URL is `https://127.0.0.1:PORT`.
+    pub fn start_tls(config: &Path, web_config: &Path, agent: ureq::Agent) -> Alertmanager {
+        Alertmanager::start_with(config, Some(web_config), agent)
+    }
+
+    fn start_with(config: &Path, web_config: Option<&Path>, agent: ureq::Agent) -> Alertmanager {
         assert!(
             Path::new(ALERTMANAGER).exists(),
             "{ALERTMANAGER} is missing: install Debian's prometheus-alertmanager package (scripts/test.sh does)"
@@ -52,7 +64,11 @@ impl Alertmanager {
             .expect("free port")
             .port();
         let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log");
-        let child = Command::new(ALERTMANAGER)
+        let mut cmd = Command::new(ALERTMANAGER);
+        if let Some(w) = web_config {
+            cmd.arg(format!("--web.config.file={}", w.display()));
+        }
+        let child = cmd
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
                 "--storage.path={}",
@@ -64,14 +80,20 @@ impl Alertmanager {
             .stderr(log)
             .spawn()
             .expect("start prometheus-alertmanager");
+        let scheme = if web_config.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let am = Alertmanager {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("{scheme}://127.0.0.1:{port}"),
+            agent,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(r) = agent().get(format!("{}/-/ready", am.url)).call()
+            if let Ok(r) = am.agent.get(format!("{}/-/ready", am.url)).call()
                 && r.status() == 200
             {
                 break;
@@ -87,7 +109,8 @@ impl Alertmanager {
 
     /// `GET path` (with the query), as JSON.
     pub fn get(&self, path_and_query: &str) -> Value {
-        let mut r = agent()
+        let mut r = self
+            .agent
             .get(format!("{}{path_and_query}", self.url))
             .call()
             .expect("GET alertmanager");
@@ -114,10 +137,11 @@ pub struct Request {
     pub body: String,
 }
 
-/// What a [`FakeServer`] does with a request: answer (status, body), or hold the connection
-/// open without answering.
+/// What a [`FakeServer`] does with a request: answer (status, body), redirect (status,
+/// `Location`), or hold the connection open without answering.
 pub enum Reply {
     Answer(u16, String),
+    Redirect(u16, String),
     Hang,
 }
 
@@ -177,6 +201,12 @@ impl FakeServer {
                             stream,
                             "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                             body.len()
+                        );
+                    }
+                    Reply::Redirect(status, location) => {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 {status} X\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                         );
                     }
                     // Never answered; kept open until the process ends.

@@ -491,19 +491,6 @@ pub struct ActiveConfig {
     pub since: DateTime<Utc>,
 }
 
-fn parse_day(s: &str) -> Option<Weekday> {
-    Some(match s {
-        "mon" => Weekday::Mon,
-        "tue" => Weekday::Tue,
-        "wed" => Weekday::Wed,
-        "thu" => Weekday::Thu,
-        "fri" => Weekday::Fri,
-        "sat" => Weekday::Sat,
-        "sun" => Weekday::Sun,
-        _ => return None,
-    })
-}
-
 impl MigSchedule {
     /// Read and parse `path`.
     pub fn from_file(path: &Path) -> Result<MigSchedule, TesseraPlanError> {
@@ -533,20 +520,8 @@ impl MigSchedule {
             ));
         }
         for (i, sw) in self.switches.iter().enumerate() {
-            NaiveTime::parse_from_str(&sw.at, "%H:%M").map_err(|_| {
-                invalid(
-                    format!("switches[{i}].at"),
-                    format!("bad time {:?}: expected HH:MM, e.g. \"07:00\"", sw.at),
-                )
-            })?;
-            for d in &sw.days {
-                if parse_day(d).is_none() {
-                    return Err(invalid(
-                        format!("switches[{i}].days"),
-                        format!("bad day {d:?}: expected mon, tue, wed, thu, fri, sat or sun"),
-                    ));
-                }
-            }
+            super::plan_sections::check_switch(sw)
+                .map_err(|(field, message)| invalid(format!("switches[{i}].{field}"), message))?;
             if sw.config.is_empty() {
                 return Err(invalid(
                     format!("switches[{i}].config"),
@@ -609,7 +584,11 @@ impl MigSchedule {
         for back in 0..=8 {
             let day = local_today - Duration::days(back);
             for sw in &self.switches {
-                let days: Vec<Weekday> = sw.days.iter().filter_map(|d| parse_day(d)).collect();
+                let days: Vec<Weekday> = sw
+                    .days
+                    .iter()
+                    .filter_map(|d| super::plan_sections::parse_day(d))
+                    .collect();
                 if !days.is_empty() && !days.contains(&day.weekday()) {
                     continue;
                 }

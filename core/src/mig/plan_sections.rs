@@ -138,6 +138,45 @@ pub struct Switch {
     pub config: String,
 }
 
+/// The rules of one switch's time and days, shared by a schedule file and a plan's inline
+/// `schedule` (the one reader): `at` is `HH:MM` (00:00–23:59), each day one of `mon` … `sun`.
+/// On error: the field (`at`, `days`) and what was expected.
+pub(crate) fn check_switch(sw: &Switch) -> Result<(), (&'static str, String)> {
+    chrono::NaiveTime::parse_from_str(&sw.at, "%H:%M").map_err(|_| {
+        (
+            "at",
+            format!(
+                "bad time {:?}: expected HH:MM from 00:00 to 23:59, e.g. \"07:00\"",
+                sw.at
+            ),
+        )
+    })?;
+    for d in &sw.days {
+        if parse_day(d).is_none() {
+            return Err((
+                "days",
+                format!("bad day {d:?}: expected mon, tue, wed, thu, fri, sat or sun"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `mon` … `sun` as a weekday.
+pub(crate) fn parse_day(s: &str) -> Option<chrono::Weekday> {
+    use chrono::Weekday;
+    Some(match s {
+        "mon" => Weekday::Mon,
+        "tue" => Weekday::Tue,
+        "wed" => Weekday::Wed,
+        "thu" => Weekday::Thu,
+        "fri" => Weekday::Fri,
+        "sat" => Weekday::Sat,
+        "sun" => Weekday::Sun,
+        _ => return None,
+    })
+}
+
 /// A day/night switch of the plan's configs (a `tessera-mig-schedule` without its `plan:`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -232,6 +271,8 @@ pub fn check_sections(
             return Err(("schedule.switches".into(), "no switch".into()));
         }
         for (i, sw) in s.switches.iter().enumerate() {
+            check_switch(sw)
+                .map_err(|(field, message)| (format!("schedule.switches[{i}].{field}"), message))?;
             if !config_labels.contains(sw.config.as_str()) {
                 return Err((
                     format!("schedule.switches[{i}].config"),
@@ -379,6 +420,23 @@ prediction:
                 "config: night }",
                 "config: evening }",
                 "schedule.switches[0].config",
+            ),
+            // Times and days are checked as in a schedule file (issue 49): no 24:00, 25:00 or
+            // Funday that a replay would read as nonsense.
+            (
+                "at: \"22:00\", config: night",
+                "at: \"25:00\", config: night",
+                "schedule.switches[0].at",
+            ),
+            (
+                "at: \"22:00\", config: night",
+                "at: \"24:00\", config: night",
+                "expected HH:MM from 00:00 to 23:59",
+            ),
+            (
+                "days: [mon]",
+                "days: [Funday]",
+                "schedule.switches[1].days: bad day \"Funday\"",
             ),
             (
                 "verdict: tight",

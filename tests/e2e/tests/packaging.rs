@@ -125,3 +125,38 @@ fn help_lists_commands_by_task() {
         assert!(help.contains(line), "{line}: {help}");
     }
 }
+
+/// `systemd-analyze security`'s overall exposure of a unit file (0 = most locked down, 10 =
+/// not at all), read offline (systemd need not run).
+fn exposure(unit: &std::path::Path) -> f64 {
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(unit)
+        .output()
+        .expect("systemd-analyze (Debian's systemd package; scripts/test.sh installs it)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let line = text
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))
+        .unwrap_or_else(|| panic!("no exposure level in:\n{text}"));
+    line.rsplit(": ")
+        .next()
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable exposure: {line}"))
+}
+
+/// The notify unit (issue 49, low) is at least as hardened as the exporter's: it needs no device
+/// and no other user, so `systemd-analyze security` must rate it no more exposed.
+#[test]
+fn the_notify_unit_is_as_hardened_as_the_exporters() {
+    let root = tessera_e2e::repo_root();
+    let notify = exposure(&root.join("deploy/notify/tessera-notify.service"));
+    let exporter = exposure(&root.join("deploy/systemd/tessera-exporter.service"));
+    assert!(
+        notify <= exporter,
+        "tessera-notify.service exposure {notify} > tessera-exporter.service {exporter}"
+    );
+    assert!(notify < 2.0, "tessera-notify.service exposure {notify}");
+}

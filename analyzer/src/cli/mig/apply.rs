@@ -4,6 +4,13 @@
 //! Operator instead ([`super::via_manager`]). Flags, choosing the backend, the plan and the
 //! config, and printing.
 //!
+//! An `apply --yes` that stops before its first step — refused (processes in the way, the lock
+//! held, an interrupted run that cannot be restored) or failed (a bad plan or schedule, a plan
+//! naming no GPU of this node, a backend that does not open) — exits 2 and is journaled as one
+//! `refused` record; a run that began journals its steps, rollback and end itself. So the cron
+//! lines and units `tessera mig plan` writes (which run `apply --schedule FILE --yes`) fail
+//! visibly, and leave a trace in the journal.
+//!
 //! Test hook (environment): `TESSERA_MIG_APPLY_ABORT_AFTER=N` aborts the process right after
 //! step N is journaled (a crash in the middle of an apply).
 
@@ -57,8 +64,13 @@ fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-pub fn apply(args: ApplyArgs) -> Result<u8> {
-    let (plan_path, label, plan) = match &args.schedule {
+/// The plan to apply: its path, the config label (when chosen) and the file; `what` is updated
+/// with what has been read so far (for the journal when the run stops).
+fn resolve(
+    args: &ApplyArgs,
+    what: &mut String,
+) -> Result<(PathBuf, Option<String>, apply::LayoutFile)> {
+    match &args.schedule {
         Some(s) => {
             let schedule = MigSchedule::from_file(s)?;
             let now = args.now.unwrap_or_else(Utc::now);
@@ -72,9 +84,15 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
                 active.since
             );
             let path = schedule.plan_path(s, args.allow_plan_outside)?;
+            *what = format!(
+                "{} config {} (schedule {})",
+                path.display(),
+                active.config,
+                s.display()
+            );
             // Named by another file: its errors never quote it.
             let plan = apply::read_plan_named(&path, s)?;
-            (path, Some(active.config), plan)
+            Ok((path, Some(active.config), plan))
         }
         None => {
             let path = args
@@ -82,10 +100,24 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
                 .clone()
                 .expect("clap requires PLAN without --schedule");
             let plan = apply::read_plan(&path)?;
-            (path, args.config.clone(), plan)
+            Ok((path, args.config.clone(), plan))
         }
-    };
+    }
+}
+
+/// What the command was asked to apply, before anything is read.
+fn asked(args: &ApplyArgs) -> String {
+    match (&args.schedule, &args.plan, &args.config) {
+        (Some(s), _, _) => format!("schedule {}", s.display()),
+        (None, Some(p), Some(c)) => format!("{} config {c}", p.display()),
+        (None, Some(p), None) => p.display().to_string(),
+        (None, None, _) => String::new(),
+    }
+}
+
+pub fn apply(args: ApplyArgs) -> Result<u8> {
     if args.kube.via == super::via_manager::Via::MigManager {
+        let (plan_path, label, plan) = resolve(&args, &mut String::new())?;
         let b = &args.backend;
         super::via_manager::check_flags(&[
             ("--backend sim", b.is_sim()),
@@ -106,7 +138,6 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
             args.yes,
         );
     }
-    let mut ctrl = open(&args.backend)?;
     let sim_state = args.backend.sim_state.as_deref();
     let lock = args.lock.clone().unwrap_or_else(|| match sim_state {
         Some(s) if args.backend.is_sim() => with_suffix(s, ".lock"),
@@ -116,41 +147,101 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
         Some(s) if args.backend.is_sim() => with_suffix(s, ".journal"),
         _ => PathBuf::from("/var/lib/tessera/mig-apply.journal"),
     });
-
     if !args.yes {
-        if let Ok(Some(i)) = Journal::new(&journal).interrupted() {
-            eprintln!(
-                "tessera: warning: the journal {} records an interrupted apply ({} at {}); apply --yes first restores its checkpoint",
-                journal.display(),
-                i.run,
-                i.started
-            );
-        }
-        let (state, label, targets) = load(ctrl.as_mut(), &plan, &plan_path, label.as_deref())?;
-        let d = apply::diff(&state, &targets)?;
-        print_plan(&d, &state.node, &plan_path, &label);
-        for p in d.pending() {
-            eprintln!("tessera: pending: {p}");
-        }
-        let busy = d.busy();
-        if !busy.is_empty() {
-            eprintln!(
-                "tessera: apply --yes would refuse: processes run where the layout changes:\n{}",
-                busy.join("\n")
-            );
-        }
-        if !d.steps().is_empty() {
-            eprintln!("tessera: dry run: nothing was changed; add --yes to apply these steps");
-        }
-        return Ok(0);
+        return dry_run(&args, &journal);
     }
+    let mut what = asked(&args);
+    let mut run = None;
+    let result = apply_yes(&args, &lock, &journal, &mut what, &mut run);
+    if let Err(e) = &result {
+        journal_refusal(&lock, &journal, run, &what, e);
+    }
+    result
+}
 
-    if args.backend.is_sim() && sim_state.is_none() {
+/// A run of `apply --yes` that failed: unless it journaled a `begin` (its steps, rollback and
+/// end are in the journal then), journal it as `refused`, so that a scheduled apply that never
+/// applies leaves a trace too. A journal that cannot be written is a warning: the error itself
+/// is what the caller reports.
+fn journal_refusal(
+    lock: &Path,
+    journal: &Path,
+    run: Option<String>,
+    what: &str,
+    e: &anyhow::Error,
+) {
+    let j = Journal::new(journal);
+    let began = run.as_deref().is_some_and(|run| {
+        j.records()
+            .is_ok_and(|rs| rs.iter().any(|r| r.run == run && r.event == "begin"))
+    });
+    if began {
+        return;
+    }
+    let run = run.unwrap_or_else(apply::new_run_id);
+    let what = (!what.is_empty()).then_some(what);
+    match j.refused(lock, &run, what, &format!("{e:#}")) {
+        Ok(()) => eprintln!(
+            "tessera: nothing was applied; the journal {} records the refusal (run {run})",
+            journal.display()
+        ),
+        Err(je) => eprintln!("tessera: warning: could not journal the refusal: {je}"),
+    }
+}
+
+fn dry_run(args: &ApplyArgs, journal: &Path) -> Result<u8> {
+    let (plan_path, label, plan) = resolve(args, &mut String::new())?;
+    let mut ctrl = open(&args.backend)?;
+    if let Ok(Some(i)) = Journal::new(journal).interrupted() {
+        eprintln!(
+            "tessera: warning: the journal {} records an interrupted apply ({} at {}); apply --yes first restores its checkpoint",
+            journal.display(),
+            i.run,
+            i.started
+        );
+    }
+    let (state, label, targets) = load(ctrl.as_mut(), &plan, &plan_path, label.as_deref())?;
+    let d = apply::diff(&state, &targets)?;
+    print_plan(&d, &state.node, &plan_path, &label);
+    for p in d.pending() {
+        eprintln!("tessera: pending: {p}");
+    }
+    let busy = d.busy();
+    if !busy.is_empty() {
+        eprintln!(
+            "tessera: apply --yes would refuse: processes run where the layout changes:\n{}",
+            busy.join("\n")
+        );
+    }
+    if !d.steps().is_empty() {
+        eprintln!("tessera: dry run: nothing was changed; add --yes to apply these steps");
+    }
+    Ok(0)
+}
+
+/// `apply --yes`; `what` and `run` say how far it got (the plan read, the session's run id).
+fn apply_yes(
+    args: &ApplyArgs,
+    lock: &Path,
+    journal: &Path,
+    what: &mut String,
+    run: &mut Option<String>,
+) -> Result<u8> {
+    let (plan_path, label, plan) = resolve(args, what)?;
+    if args.schedule.is_none() {
+        *what = match &label {
+            Some(l) => format!("{} config {l}", plan_path.display()),
+            None => plan_path.display().to_string(),
+        };
+    }
+    let mut ctrl = open(&args.backend)?;
+    if args.backend.is_sim() && args.backend.sim_state.is_none() {
         bail!(
             "--sim.state FILE is required to apply on the simulated backend (the simulated node's MIG state must persist between calls)"
         );
     }
-    let mut applier = Applier::open(&lock, &journal)?;
+    let mut applier = Applier::open(lock, journal)?;
+    *run = Some(applier.run().to_string());
     applier.abort_after_step = env_u64("TESSERA_MIG_APPLY_ABORT_AFTER")?;
     if let Some(t) = &applier.torn_tail {
         eprintln!("tessera: warning: {t}");
@@ -165,6 +256,9 @@ pub fn apply(args: ApplyArgs) -> Result<u8> {
         );
     }
     let (state, label, targets) = load(ctrl.as_mut(), &plan, &plan_path, label.as_deref())?;
+    if args.schedule.is_none() {
+        *what = format!("{} config {label}", plan_path.display());
+    }
     let d = apply::diff(&state, &targets)?;
     print_plan(&d, &state.node, &plan_path, &label);
     let done = applier.execute(

@@ -3,14 +3,21 @@
 //! `PlanRequest` for `tessera::mig_planner::run` (the workflow: demand, packing, night layout
 //! and schedule), writes the tessera plan (`-o`), optionally the mig-parted config, the schedule
 //! and its cron/systemd units, and prints the outcome's summary (table or JSON) on stdout.
+//!
+//! The units run `tessera mig apply --schedule FILE --yes` with this binary (or
+//! `--schedule-tessera`) and the device flags given here (`--backend`, `--sim.*`, `--node`, …:
+//! checked as the apply will check them, written with absolute paths), plus
+//! `--allow-plan-outside` when the plan is not beside the schedule.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::Args;
+use tessera::mig_planner::schedule::ApplyCommand;
 use tessera::mig_planner::{self, PlanRequest, PlanRunError, Progress, demand, export};
 
+use super::backend::BackendArgs;
 use crate::cli::source::{
     OffpeakArgs, OutputFormat, PartProgress, SourceArgs, load_parts, name_file, parse_tz,
     part_files,
@@ -43,14 +50,21 @@ pub struct PlanArgs {
     tz: Tz,
     /// Write tessera-mig-schedule.service/.timer and tessera-mig-schedule.cron into this folder
     /// (default: print them with the table summary when a switch is proposed).
-    #[arg(long = "schedule-units", value_name = "DIR")]
+    #[arg(long = "schedule-units", value_name = "DIR", requires = "schedule")]
     schedule_units: Option<PathBuf>,
+    /// The tessera binary the cron lines and units run (default: this one).
+    #[arg(long = "schedule-tessera", value_name = "FILE", requires = "schedule")]
+    schedule_tessera: Option<PathBuf>,
+    /// The device of the scheduled apply: these flags go into its cron lines and units (the
+    /// plan itself reads only --source).
+    #[command(flatten, next_help_heading = "Device of the scheduled apply")]
+    apply: BackendArgs,
     #[command(flatten)]
     offpeak: OffpeakArgs,
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    Ok(tessera_core::files::replace(path, text.as_bytes())?)
 }
 
 pub fn run(args: PlanArgs) -> Result<()> {
@@ -66,6 +80,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
         }
     }
     let offpeak = args.offpeak.params()?;
+    if args.apply.given() && args.schedule.is_none() {
+        bail!(
+            "the device flags (--backend, --nvml.lib-path, --sim.*, --node) are for the scheduled apply's cron lines and units: add --schedule FILE"
+        );
+    }
+    args.apply.check_for_apply()?;
     let (parts, range, gpu_rows) = load_parts(&args.src)?;
     if range.is_none() {
         bail!("no rows in the sources for the chosen range: nothing to plan");
@@ -100,8 +120,10 @@ pub fn run(args: PlanArgs) -> Result<()> {
         PlanRunError::FreeHours(e) => name_file(e.into(), &files),
         e => e.into(),
     })?;
-    let sched_abs = std::path::absolute(&schedule_path).unwrap_or(schedule_path.clone());
-    let units = outcome.units(&sched_abs.display().to_string());
+    let units = match &args.schedule {
+        Some(path) => outcome.units(&apply_command(&args, path, &request.plan_ref)?),
+        None => None,
+    };
 
     write(&args.out, &outcome.file.to_yaml())?;
     if let Some(path) = &args.mig_parted_config {
@@ -132,18 +154,47 @@ pub fn run(args: PlanArgs) -> Result<()> {
     Ok(())
 }
 
+/// The scheduled apply: the tessera binary, the schedule (absolute: cron and systemd run
+/// elsewhere), the device flags, and `--allow-plan-outside` when the schedule names its plan
+/// by an absolute path (not beside it).
+fn apply_command(args: &PlanArgs, schedule: &Path, plan_ref: &str) -> Result<ApplyCommand> {
+    let tessera = match &args.schedule_tessera {
+        Some(p) => std::path::absolute(p)
+            .with_context(|| format!("--schedule-tessera {}", p.display()))?,
+        None => std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .context("cannot find the path of this tessera binary: name the one the schedule runs with --schedule-tessera FILE")?,
+    };
+    let schedule = std::path::absolute(schedule)
+        .with_context(|| format!("--schedule {}", schedule.display()))?;
+    let utf8 = |p: &Path, what: &str| -> Result<String> {
+        p.to_str().map(str::to_string).with_context(|| {
+            format!(
+                "{what} {}: not UTF-8, so no cron line or unit can name it",
+                p.display()
+            )
+        })
+    };
+    let mut extra = args.apply.apply_args()?;
+    if Path::new(plan_ref).is_absolute() {
+        extra.push("--allow-plan-outside".into());
+    }
+    Ok(ApplyCommand::new(
+        &utf8(&tessera, "the tessera binary")?,
+        &utf8(&schedule, "--schedule")?,
+        &extra,
+    ))
+}
+
 /// The plan path as the schedule should name it: relative to the schedule's folder when both
 /// are in the same folder, else absolute.
 fn relative_plan(schedule: &Path, plan: &Path) -> String {
-    let sdir = schedule.parent().unwrap_or(Path::new(""));
-    let pdir = plan.parent().unwrap_or(Path::new(""));
-    if sdir == pdir
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (schedule, plan) = (abs(schedule), abs(plan));
+    if schedule.parent() == plan.parent()
         && let Some(name) = plan.file_name()
     {
         return name.to_string_lossy().into_owned();
     }
-    std::path::absolute(plan)
-        .unwrap_or(plan.to_path_buf())
-        .display()
-        .to_string()
+    plan.display().to_string()
 }

@@ -467,8 +467,8 @@ fn consolidation(r: &Report, no_memory: bool) -> Section {
         })
         .collect();
     for s in &r.consolidation {
-        for m in &s.moves {
-            c.after.push(format!("move {m}"));
+        for m in &s.moved_by {
+            c.after.push(format!("move {} — {}", m.what, m.by));
         }
     }
     c

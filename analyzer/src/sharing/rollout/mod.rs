@@ -17,7 +17,7 @@
 //! What it does not do: drain or move pods, cordon, edit the ClusterPolicy, or change several
 //! nodes at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -42,27 +42,6 @@ pub struct NodePlan {
     pub hosts: Vec<HostDemand>,
     /// The frames saw a GPU of the node in MIG mode.
     pub frames_mig: bool,
-}
-
-/// The moves' hosts grouped by node (only `only` when given).
-pub fn node_plans(
-    demands: Vec<HostDemand>,
-    mig_nodes: &BTreeSet<String>,
-    only: Option<&str>,
-) -> Vec<NodePlan> {
-    let mut by: BTreeMap<String, Vec<HostDemand>> = BTreeMap::new();
-    for d in demands {
-        if only.is_none_or(|n| n == d.host.node) {
-            by.entry(d.host.node.clone()).or_default().push(d);
-        }
-    }
-    by.into_iter()
-        .map(|(node, hosts)| NodePlan {
-            frames_mig: mig_nodes.contains(&node),
-            node,
-            hosts,
-        })
-        .collect()
 }
 
 /// The config of one node without a cluster (`tessera share plan`): MIG mode from the frames.
@@ -254,26 +233,31 @@ pub fn describe(s: &NodeSharing, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(out, "  {why}")?;
     }
     for h in &s.hosts {
-        let names: Vec<String> = h
-            .workloads
-            .iter()
-            .map(|w| match &w.stats {
-                Some(st) => format!(
-                    "{} (peak {}, active {})",
-                    w.name(),
-                    st.peak_memory_bytes.map_or("?".into(), |b| format!(
-                        "{:.1} GiB",
-                        b / (1u64 << 30) as f64
-                    )),
-                    st.activity
-                        .map_or("?".into(), |a| format!("{:.0}%", a * 100.0))
-                ),
-                None => format!("{} (no rows)", w.name()),
-            })
-            .collect();
-        writeln!(out, "  GPU {} would run: {}", h.host.gpu, names.join(", "))?;
+        writeln!(out, "  {}", would_run(h))?;
     }
     Ok(())
+}
+
+/// `GPU 0 would run: a (peak 5.0 GiB, active 10%), b (…)`: a host and its workloads.
+pub fn would_run(h: &HostDemand) -> String {
+    let names: Vec<String> = h
+        .workloads
+        .iter()
+        .map(|w| match &w.stats {
+            Some(st) => format!(
+                "{} (peak {}, active {})",
+                w.name(),
+                st.peak_memory_bytes.map_or("?".into(), |b| format!(
+                    "{:.1} GiB",
+                    b / (1u64 << 30) as f64
+                )),
+                st.activity
+                    .map_or("?".into(), |a| format!("{:.0}%", a * 100.0))
+            ),
+            None => format!("{} (no rows)", w.name()),
+        })
+        .collect();
+    format!("GPU {} would run: {}", h.host.gpu, names.join(", "))
 }
 
 /// Write the ConfigMap with `configs` set, re-reading and re-merging it on a conflict.

@@ -122,11 +122,7 @@ impl Applier {
     /// cutting off a torn last line ([`Journal::repair_tail`]; reported in `torn_tail`).
     pub fn open(lock: &Path, journal: &Path) -> Result<Applier, ApplyError> {
         let lock = ApplyLock::acquire(lock)?;
-        let run = format!(
-            "{}-{}",
-            chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
-            std::process::id()
-        );
+        let run = super::journal::new_run_id();
         let journal = Journal::new(journal);
         let torn_tail = journal.repair_tail()?;
         Ok(Applier {
@@ -140,6 +136,11 @@ impl Applier {
 
     pub fn journal(&self) -> &Journal {
         &self.journal
+    }
+
+    /// This session's run id (its journal records carry it).
+    pub fn run(&self) -> &str {
+        &self.run
     }
 
     fn log_step(

@@ -2,11 +2,14 @@
 //! before the next device call, so that a run killed at any point leaves a journal that says
 //! what it did.
 //!
-//! Records of one run share a `run` id: `begin` (with the checkpoint: the node's MIG state before
-//! any change), one `step` per device call (`target`, `action`, `result`), `rollback` and
-//! `recover` markers, and `end` (`applied`, `rolled-back`, `recovered`, `failed`). A run with a
-//! `begin` and no `end` was interrupted: [`Journal::interrupted`] returns its checkpoint so the
-//! next run can restore it.
+//! Records of one run share a `run` id ([`new_run_id`]): `begin` (with the checkpoint: the node's
+//! MIG state before any change), one `step` per device call (`target`, `action`, `result`),
+//! `rollback` and `recover` markers, and `end` (`applied`, `rolled-back`, `recovered`, `failed`).
+//! A run with a `begin` and no `end` was interrupted: [`Journal::interrupted`] returns its
+//! checkpoint so the next run can restore it. A run that stopped before it changed anything
+//! (refused, or failed to read its plan or its node) is one `refused` record
+//! ([`Journal::refused`]: `plan` as far as it was read, `result` the reason), so a scheduled apply
+//! that never applies leaves a trace beside the ones that did.
 //!
 //! A torn last line (a run killed while writing a record) is ignored when reading, and cut off
 //! before anything is appended ([`Journal::repair_tail`], run by the applier once it holds the
@@ -29,8 +32,17 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ApplyError;
+use super::{ApplyError, ApplyLock};
 use crate::mig::control::MigNodeState;
+
+/// A new run id: the start time (UTC, to the millisecond) and the process id.
+pub fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
+        std::process::id()
+    )
+}
 
 /// One journal line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,7 +50,8 @@ pub struct Record {
     /// RFC 3339 UTC.
     pub time: String,
     pub run: String,
-    /// `begin`, `step`, `rollback`, `recover` or `end`.
+    /// `begin`, `step`, `rollback`, `rollback-step`, `recover`, `recover-step`, `end` or
+    /// `refused`.
     pub event: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u64>,
@@ -47,10 +60,11 @@ pub struct Record {
     pub target: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
-    /// `ok`, `pending-reset`, `skipped: …`, `error: …`, or the end result.
+    /// `ok`, `pending-reset`, `skipped: …`, `error: …`, the end result, or why a run was
+    /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
-    /// The plan file and config label (on `begin`).
+    /// The plan file and config label (on `begin`; on `refused`, as far as it was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
     /// The node's state before any change (on `begin`).
@@ -174,6 +188,19 @@ fn glued(line: &[u8]) -> Option<Record> {
     serde_json::from_slice::<Record>(&line[at..]).ok()
 }
 
+/// The most of a journal that is read ([`Journal::records`]): its last 64 MiB, about 200,000
+/// records. Older records are skipped (and said to be), never a reason to fail or to read a
+/// file of any size whole.
+pub const MAX_READ_BYTES: u64 = 64 << 20;
+
+/// What [`Journal::read_bounded`] read.
+#[derive(Debug)]
+pub struct JournalRead {
+    pub records: Vec<Record>,
+    /// Bytes of older records at the start of the file that were not read (0: all read).
+    pub skipped_bytes: u64,
+}
+
 /// An append-only journal file.
 #[derive(Debug)]
 pub struct Journal {
@@ -199,13 +226,50 @@ impl Journal {
         }
     }
 
-    /// Every readable record, oldest first (see [`parse`]).
+    /// Every readable record of the journal's last [`MAX_READ_BYTES`], oldest first (see
+    /// [`parse`] and [`Journal::read_bounded`]).
     pub fn records(&self) -> Result<Vec<Record>, ApplyError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => parse(&self.path, &bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(self.err(e.to_string())),
-        }
+        Ok(self.read_bounded(MAX_READ_BYTES)?.records)
+    }
+
+    /// The records of the journal's last `max_bytes` (from the first line that starts in them):
+    /// a journal grown past the bound is read from its end, never whole, and says how many bytes
+    /// of older records it skipped. Absent: no records.
+    pub fn read_bounded(&self, max_bytes: u64) -> Result<JournalRead, ApplyError> {
+        let io = |e: std::io::Error| self.err(e.to_string());
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(JournalRead {
+                    records: Vec::new(),
+                    skipped_bytes: 0,
+                });
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let len = file.metadata().map_err(io)?.len();
+        let from = len.saturating_sub(max_bytes);
+        let window = usize::try_from(len - from).map_err(|e| self.err(e.to_string()))?;
+        let mut bytes = vec![0u8; window];
+        file.read_exact_at(&mut bytes, from).map_err(io)?;
+        // Mid-file, the first piece is the end of an older record: start at the next line.
+        let skip = if from == 0
+            || (from > 0 && {
+                let mut prev = [0u8; 1];
+                file.read_exact_at(&mut prev, from - 1).map_err(io)?;
+                prev[0] == b'\n'
+            }) {
+            0
+        } else {
+            bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| i + 1)
+        };
+        Ok(JournalRead {
+            records: parse(&self.path, &bytes[skip..])?,
+            skipped_bytes: from + skip as u64,
+        })
     }
 
     /// The `<journal>.torn` file torn tails are moved to.
@@ -321,6 +385,57 @@ impl Journal {
             return Err(self.err(e.to_string()));
         }
         Ok(())
+    }
+
+    /// Record that run `run` stopped before it changed anything: one `refused` record with
+    /// `plan` (what it was asked to apply, as far as it was read) and `reason`.
+    ///
+    /// A refused run may not hold the apply lock, and one refused *because* another apply holds
+    /// it must not repair the journal under that holder. So the lock at `lock` is tried first:
+    /// held by this call, the record goes through [`Journal::append`] (torn tail cut off first);
+    /// held by another process, it is appended as one `write` of a whole line without touching
+    /// what is there (the holder's records are whole lines written the same way, and its next
+    /// append repairs the tail).
+    pub fn refused(
+        &self,
+        lock: &Path,
+        run: &str,
+        plan: Option<&str>,
+        reason: &str,
+    ) -> Result<(), ApplyError> {
+        let mut r = Journal::record(run, "refused");
+        r.plan = plan.map(str::to_string);
+        r.result = Some(reason.to_string());
+        match ApplyLock::acquire(lock) {
+            Ok(_held) => self.append(&r),
+            Err(ApplyError::LockHeld { .. }) => self.append_beside_holder(&r),
+            // No lock can be taken there (e.g. its folder is not writable): nobody else holds
+            // it either.
+            Err(_) => self.append(&r),
+        }
+    }
+
+    /// Append `record` as one write of a whole line, without reading or repairing the journal
+    /// (another process holds the apply lock and may be appending).
+    fn append_beside_holder(&self, record: &Record) -> Result<(), ApplyError> {
+        let mut line = serde_json::to_string(record).map_err(|e| self.err(e.to_string()))?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| self.err(e.to_string()))?;
+        let n = f
+            .write(line.as_bytes())
+            .map_err(|e| self.err(e.to_string()))?;
+        if n != line.len() {
+            // The holder's next append cuts the torn line off (`repair_tail`).
+            return Err(self.err(format!(
+                "wrote {n} of the {} bytes of a record (disk full?)",
+                line.len()
+            )));
+        }
+        f.sync_data().map_err(|e| self.err(e.to_string()))
     }
 
     /// A record of `event` for `run`, stamped now.
@@ -476,6 +591,66 @@ mod tests {
         assert_eq!(j.interrupted().unwrap(), None);
     }
 
+    /// Issue 48 item 4: a run that stops before changing anything is one `refused` record.
+    /// With the lock free the torn tail is cut off first; with the lock held by another apply
+    /// nothing already there is touched (the record is appended whole, and read back).
+    #[test]
+    fn a_refused_run_is_one_record_whether_or_not_the_lock_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("apply.lock");
+        let j = Journal::new(&dir.path().join("apply.journal"));
+        j.append(&begin("r1")).unwrap();
+        let mut f = OpenOptions::new().append(true).open(j.path()).unwrap();
+        f.write_all(b"{\"time\":\"20").unwrap();
+        j.refused(&lock, "r2", Some("plan.yaml config night"), "bad plan")
+            .unwrap();
+        assert!(j.torn_path().exists(), "the lock was free: tail repaired");
+        let records = strict_lines(j.path());
+        let r = records.last().unwrap();
+        assert_eq!(
+            (
+                r.run.as_str(),
+                r.event.as_str(),
+                r.plan.as_deref(),
+                r.result.as_deref()
+            ),
+            (
+                "r2",
+                "refused",
+                Some("plan.yaml config night"),
+                Some("bad plan")
+            )
+        );
+        // A refusal is no run left open: r1 still is the interrupted one.
+        assert_eq!(j.interrupted().unwrap().unwrap().run, "r1");
+
+        // Another apply holds the lock and is mid-way through a record.
+        let held = ApplyLock::acquire(&lock).unwrap();
+        f.write_all(b"{\"time\":\"2026").unwrap();
+        let before = std::fs::read(j.path()).unwrap();
+        let aside = std::fs::read(j.torn_path()).unwrap();
+        j.refused(
+            &lock,
+            "r3",
+            None,
+            "another tessera mig apply holds the lock",
+        )
+        .unwrap();
+        let after = std::fs::read(j.path()).unwrap();
+        assert_eq!(
+            &after[..before.len()],
+            &before[..],
+            "nothing there is touched"
+        );
+        assert_eq!(std::fs::read(j.torn_path()).unwrap(), aside);
+        let r = j.records().unwrap().pop().unwrap();
+        assert_eq!((r.run.as_str(), r.event.as_str()), ("r3", "refused"));
+        assert_eq!(r.plan, None);
+        drop(held);
+        // An unknown new run id has the time and the pid.
+        assert!(new_run_id().ends_with(&format!("Z-{}", std::process::id())));
+    }
+
     #[test]
     fn errors_name_the_file_line_and_column() {
         let p = Path::new("/var/lib/tessera/mig-apply.journal");
@@ -489,5 +664,33 @@ mod tests {
         assert!(e.contains("mig-apply.journal: line 1, column 1: "), "{e}");
         // The same bytes unterminated at the end are a torn write.
         assert_eq!(parse(p, b"\xff\xfe").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_journal_past_the_bound_is_read_from_its_end_and_says_what_it_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(&dir.path().join("journal.jsonl"));
+        for i in 0..50 {
+            j.append(&Journal::record(&format!("run-{i:02}"), "begin"))
+                .unwrap();
+        }
+        let all = j.read_bounded(u64::MAX).unwrap();
+        assert_eq!((all.records.len(), all.skipped_bytes), (50, 0));
+        let line = std::fs::read_to_string(j.path())
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .len() as u64
+            + 1;
+        // A bound that cuts a record in two: that record is skipped, not misread.
+        let some = j.read_bounded(10 * line + line / 2).unwrap();
+        assert_eq!(some.records.len(), 10);
+        assert_eq!(some.records[0].run, "run-40");
+        assert_eq!(some.skipped_bytes, 40 * line);
+        // A bound on a line boundary keeps that line.
+        let exact = j.read_bounded(10 * line).unwrap();
+        assert_eq!(exact.records.len(), 10);
+        assert_eq!(exact.records[0].run, "run-40");
     }
 }

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 pub use execute::{Applied, Applier, Recovered, StepOutcome};
 pub use export::{export_mig_parted, export_plan};
-pub use journal::{Interrupted, Journal, Record, TornTail};
+pub use journal::{Interrupted, Journal, Record, TornTail, new_run_id};
 pub use lock::ApplyLock;
 pub use steps::{Diff, GpuDiff, Step, diff};
 pub use target::{
