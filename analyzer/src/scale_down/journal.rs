@@ -6,15 +6,14 @@
 //!
 //! The entry is written before the first write to the cluster and removed only once the
 //! workload was read back without tessera's record (put back as it was, or restored by
-//! `--undo`). Every change replaces the file atomically ([`write_atomically`]: a temporary file
-//! in the same folder, written, fsynced, renamed over the old one, then the folder fsynced):
-//! a reader sees the old journal or the new one, never a part, and a failed write leaves the
-//! old one in place.
+//! `--undo`). Every change replaces the file atomically (`tessera_core::files::replace`: a
+//! temporary file in the same folder, written, fsynced, renamed over the old one, then the
+//! folder fsynced): a reader sees the old journal or the new one, never a part, and a failed
+//! write leaves the old one in place.
 //!
 //! What it does not do: lock the file against a second tessera writing it at the same time (the
 //! last rename wins), or keep entries of workloads it no longer has a record on.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -149,46 +148,22 @@ impl Journal {
             version: 1,
             entries: self.entries.clone(),
         };
-        write_atomically(path, |w| {
-            serde_json::to_writer_pretty(&mut *w, &doc)?;
-            w.write_all(b"\n")
-        })
-        .map_err(|e| JournalError {
+        let mut bytes = serde_json::to_vec_pretty(&doc).map_err(|e| JournalError {
             path: path.display().to_string(),
-            message: format!("not written (the previous journal is kept): {e}"),
+            message: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| JournalError {
+                path: path.display().to_string(),
+                message: format!("making its folder: {e}"),
+            })?;
+        }
+        tessera_core::files::replace(path, &bytes).map_err(|e| JournalError {
+            path: path.display().to_string(),
+            message: e.to_string(),
         })
     }
-}
-
-/// Replaces `path` atomically: `write` fills a temporary file in the same folder (made if
-/// missing), which is flushed, fsynced and renamed over `path` (tempfile's `persist`), then the
-/// folder is fsynced so that the rename survives a crash. When anything fails, `path` is as it
-/// was and the temporary file is removed.
-pub fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    {
-        let mut buf = std::io::BufWriter::new(tmp.as_file_mut());
-        write(&mut buf)?;
-        buf.flush()?;
-    }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -239,25 +214,29 @@ mod tests {
     }
 
     #[test]
-    fn a_write_that_fails_midway_keeps_the_old_file_whole() {
+    fn a_journal_that_cannot_be_written_is_an_error_and_the_old_one_stays() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.json");
-        std::fs::write(&path, "old and whole\n").unwrap();
-        let e = write_atomically(&path, |w| {
-            w.write_all(b"{\"kind\": \"tessera-scale-")?;
-            Err(std::io::Error::other("disk full"))
-        })
-        .unwrap_err();
-        assert_eq!(e.to_string(), "disk full");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old and whole\n");
+        let mut j = Journal::open(&path).unwrap();
+        j.record(entry("web", "2")).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        // A folder where the temporary file would be renamed to: the rename fails.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("x"), "").unwrap();
+        let mut k = Journal {
+            path: Some(blocked.clone()),
+            entries: Vec::new(),
+        };
+        let e = k.record(entry("db", "3")).unwrap_err().to_string();
+        assert!(e.contains("blocked") && e.contains("not changed"), "{e}");
+        assert!(blocked.is_dir());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         assert_eq!(
             files(dir.path()),
-            ["journal.json"],
-            "the temporary file is gone"
+            ["blocked", "journal.json"],
+            "no temporary file"
         );
-        write_atomically(&path, |w| w.write_all(b"new\n")).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
-        assert_eq!(files(dir.path()), ["journal.json"]);
     }
 
     #[test]
