@@ -624,3 +624,61 @@ fn the_journal_records_each_workload_scaled_and_forgets_it_once_restored() {
     );
     assert_eq!(c.writes().len(), before);
 }
+
+#[test]
+fn a_journal_write_cut_short_writes_nothing_to_the_cluster_and_keeps_the_journal() {
+    let c = Case::new();
+    // A journal larger than the file-size limit below (entries of other workloads).
+    let entries: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({ "kind": "Deployment", "namespace": "other", "name": format!("w{i}"),
+            "uid": format!("uid-{i}"), "from": "1", "at": "2026-11-29T00:00:00Z" })
+        })
+        .collect();
+    let journal = c.path("state/journal.json");
+    std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+    let before = serde_json::to_vec_pretty(
+        &json!({ "kind": "tessera-scale-down-journal", "version": 1, "entries": entries }),
+    )
+    .unwrap();
+    assert!(before.len() > 2048, "{} bytes", before.len());
+    std::fs::write(&journal, &before).unwrap();
+    let kubeconfig = c.path("kubeconfig");
+    let findings = c.path("findings.json");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 2; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "scale-down",
+            "--yes",
+            "--now",
+            NOW,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--findings",
+            findings.to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+        ])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(c.writes(), Vec::<String>::new(), "{err}");
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "the journal changed"
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("deployment ml/web: nothing written: journal") && err.contains("not changed"),
+        "{err}"
+    );
+    let names: Vec<String> = std::fs::read_dir(journal.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["journal.json"], "no temporary file is left");
+}
