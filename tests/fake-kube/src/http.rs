@@ -99,7 +99,7 @@ pub(crate) async fn handle(
     crate::late::changes_before(&shared, &logged);
     if let Some((how, released, done)) = crate::late::held(&shared, &logged) {
         return Ok(match how {
-            crate::late::Hold::AnswerLate => {
+            crate::hold::Hold::AnswerLate => {
                 let a = answer(
                     &shared,
                     &logged,
@@ -113,7 +113,7 @@ pub(crate) async fn handle(
                 crate::late::released(released).await;
                 a
             }
-            crate::late::Hold::ApplyLate => {
+            crate::hold::Hold::ApplyLate => {
                 let s = Arc::clone(&shared);
                 let task = shared.handle.spawn(async move {
                     crate::late::released(released).await;

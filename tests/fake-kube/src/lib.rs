@@ -13,7 +13,8 @@
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
 //! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` and `device_plugin`
-//! (the scripts), `late` (another client's write between two requests, writes that land late).
+//! (the scripts), `late` (another client's write between two requests, writes that land late)
+//! with its scripted state in `hold`.
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
 //! admission, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
@@ -23,6 +24,7 @@
 
 mod device_plugin;
 mod discovery;
+mod hold;
 mod http;
 mod late;
 mod mig_manager;
@@ -42,7 +44,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 pub use device_plugin::check_sharing_config;
-pub use late::Hold;
+pub use hold::Hold;
 pub use mig_manager::check_config;
 
 use objects::Kind;

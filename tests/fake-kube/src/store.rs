@@ -115,7 +115,7 @@ pub(crate) struct Store {
     /// Scripted failures, first match wins ([`crate::Fault`]).
     pub(crate) faults: Vec<crate::Fault>,
     /// Held requests and changes before requests ([`crate::late`]).
-    pub(crate) late: crate::late::Late,
+    pub(crate) late: crate::hold::Late,
 }
 
 impl Store {
@@ -145,7 +145,7 @@ impl Store {
             close_watches_after: None,
             requests: Vec::new(),
             faults: Vec::new(),
-            late: crate::late::Late::new(),
+            late: crate::hold::Late::new(),
         }
     }
 
