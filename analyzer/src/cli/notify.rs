@@ -2,7 +2,7 @@
 //! the binary; `docs/notify.md`). Ingests the sources, runs the advisor as `tessera analyze` does
 //! (its default thresholds), then hands the analysis to [`tessera::notify::run`]: one alert per
 //! finding, tessera's alerts that are no longer findings resolved, all in one POST. `--dry-run`
-//! prints the alerts as the POST's JSON body and contacts nothing. Data on stdout (the alerts sent
+//! prints the alerts as the POST's JSON body and contacts nothing (no `--alertmanager.url` needed). Data on stdout (the alerts sent
 //! and resolved), the summary and warnings on stderr. Exit 0 sent (or nothing to send, or dry
 //! run), 2 bad input or nothing sent, 3 the POST failed after Alertmanager may have stored part of
 //! it.
@@ -42,9 +42,14 @@ pub struct NotifyArgs {
     #[command(flatten)]
     thresholds: ThresholdArgs,
 
-    /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager).
-    #[arg(long = "alertmanager.url", value_name = "URL", required = true)]
-    alertmanager_url: String,
+    /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager). Required
+    /// unless --dry-run.
+    #[arg(
+        long = "alertmanager.url",
+        value_name = "URL",
+        required_unless_present = "dry_run"
+    )]
+    alertmanager_url: Option<String>,
     /// Timeout of each request to Alertmanager (no retries: the next scheduled run is the retry).
     #[arg(long = "alertmanager.timeout", default_value = "30s", value_parser = parse_interval)]
     alertmanager_timeout: i64,
@@ -120,7 +125,8 @@ impl NotifyArgs {
                 currency: prices.currency,
             },
             client: ClientOptions {
-                url: self.alertmanager_url.clone(),
+                // Only a dry run goes without a URL, and it contacts nothing.
+                url: self.alertmanager_url.clone().unwrap_or_default(),
                 timeout,
                 bearer_token_file: self.bearer_token_file.clone(),
                 basic_auth: self.basic_auth.clone(),
@@ -128,7 +134,9 @@ impl NotifyArgs {
             dry_run: self.dry_run,
         };
         // A bad URL or an unreadable token file is bad input, found before any data is read.
-        notify::Client::new(&req.client)?;
+        if self.alertmanager_url.is_some() {
+            notify::Client::new(&req.client)?;
+        }
         Ok(req)
     }
 }
@@ -161,10 +169,13 @@ pub fn run(args: NotifyArgs) -> Result<()> {
     };
     if req.dry_run {
         println!("{}", serde_json::to_string_pretty(&outcome.firing)?);
+        let to = match &args.alertmanager_url {
+            Some(u) => format!(" to {u}"),
+            None => String::new(),
+        };
         eprintln!(
-            "dry run: {} alert(s) would be sent to {}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
+            "dry run: {} alert(s) would be sent{to}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
             outcome.firing.len(),
-            req.client.url
         );
         return Ok(());
     }

@@ -148,6 +148,16 @@ fn node_plans(c: &mut Common) -> Result<(String, Vec<NodePlan>, ChooseParams)> {
 
 fn plan(mut args: PlanArgs) -> Result<u8> {
     let (_, plans, params) = node_plans(&mut args.common)?;
+    // The apply of these configs, runnable as printed (a dry run without --yes).
+    let sources: Vec<String> = args
+        .common
+        .src
+        .sources
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let apply_cmd =
+        tessera::commands::share("apply", &args.common.plan.display().to_string(), &sources);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     use std::io::Write;
@@ -170,7 +180,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
     }
     writeln!(
         out,
-        "\nlabels (the node is done when allocatable {GPU_RESOURCE} = its GPUs × replicas and nvidia.com/gpu.replicas agrees; `tessera share apply` does this with rollback):"
+        "\nlabels (the node is done when allocatable {GPU_RESOURCE} = its GPUs × replicas and nvidia.com/gpu.replicas agrees; `{apply_cmd}` does this with rollback, a dry run without --yes):"
     )?;
     for s in &chosen {
         writeln!(
@@ -180,7 +190,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         )?;
     }
     eprintln!(
-        "tessera: MIG mode here is from the frames only; `tessera share apply` also reads the nodes' labels"
+        "tessera: MIG mode here is from the frames only; share apply also reads the nodes' labels"
     );
     Ok(0)
 }

@@ -91,7 +91,7 @@ pub fn run(
     let d = &pass.demand;
     report.mig = Some(
         match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
-            Ok(plan) if !plan.gpus.is_empty() => mig_section(d, &plan, req.top),
+            Ok(plan) if !plan.gpus.is_empty() => mig_section(d, &plan, req.top, &report.sources),
             Ok(_) => MigSection::note(
                 "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
                     .into(),
@@ -99,6 +99,7 @@ pub fn run(
             Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
         },
     );
+    report.next_steps = super::next_steps(&report);
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
