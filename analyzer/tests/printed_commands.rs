@@ -4,13 +4,15 @@
 //! on the demo history and on a simulated 64-GPU fleet are parsed for the `tessera …` commands
 //! they suggest — backticked in text, `<code>` in HTML, `command` fields and backticked text in
 //! JSON, the cron lines' and `ExecStart=`'s command — and each is run by `sh -c` exactly as
-//! printed, with the binary under test first on `PATH`, in the folder the output was made in
-//! (a plan an earlier command of the same output wrote is there for a later one). It must exit 0.
+//! printed, with the binary under test first on `PATH`, in the folder the outputs were made in,
+//! each distinct command once in the order printed (a plan an earlier command wrote is there for
+//! a later one). It must exit 0.
 //!
-//! What a printed command needs besides itself is given the way a user's machine gives it, never
-//! by changing the command: `mig apply` (which acts on the node it runs on) gets the simulated
-//! node of the fleet's scenario (`--backend sim --sim.scenario … --sim.state …`) appended, as a GPU
-//! node gives NVML; `share apply` finds a fake Kubernetes API through `KUBECONFIG`. A cron line's
+//! A command that would act (`--yes`) runs as its dry run, without `--yes`. What a printed
+//! command needs besides itself is given the way a user's machine gives it, never by changing
+//! the command: `mig apply` (which acts on the node it runs on) without a `--backend` gets the
+//! simulated node of the fleet's scenario (`--backend sim --sim.scenario … --sim.state …`)
+//! appended, as a GPU node gives NVML; `share apply` finds a fake Kubernetes API through `KUBECONFIG`. A cron line's
 //! or unit's program is an absolute path (where the package installs tessera): it must name a
 //! `tessera`, and the binary under test runs in its place.
 //!
@@ -201,6 +203,13 @@ impl Env {
             );
             line = format!("tessera {rest}");
         }
+        // What would act runs as its dry run (the same command without --yes: the steps, the
+        // diff, the refusals), so the test changes no node and no cluster.
+        line = line
+            .split(' ')
+            .filter(|w| *w != "--yes")
+            .collect::<Vec<_>>()
+            .join(" ");
         // The node `mig apply` acts on: the simulated one, as a GPU node gives NVML.
         if line.starts_with("tessera mig apply ") && !line.contains(" --backend ") {
             line.push_str(&format!(
@@ -416,16 +425,9 @@ fn every_command_printed_on_the_demo_runs_as_printed() {
 fn every_command_printed_on_a_simulated_fleet_runs_as_printed() {
     let root = root();
     let scenario = root.join("fixtures/scenarios/fleet-64.toml");
-    let env = Env::new(
-        &scenario,
-        "node-0001",
-        &(0..8)
-            .map(|i| (format!("node-{i:04}"), 8))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(|(n, g)| (n.as_str(), *g))
-            .collect::<Vec<_>>(),
-    );
+    let names: Vec<String> = (0..8).map(|i| format!("node-{i:04}")).collect();
+    let nodes: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), 8)).collect();
+    let env = Env::new(&scenario, "node-0001", &nodes);
     let history = env.path("fleet");
     env.tessera(&[
         "simulate",
@@ -503,4 +505,41 @@ fn notify_needs_a_url_only_to_send() {
     let out = tessera_with(&["notify", "--source", &demo], |_| {});
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--alertmanager.url"));
+}
+
+#[test]
+fn the_runner_fails_what_fails_as_printed() {
+    let root = root();
+    let env = Env::new(
+        &root.join("fixtures/scenarios/report-demo.toml"),
+        "lab-a",
+        &[("lab-a", 4)],
+    );
+    let found = |line: &str, scheduled: bool| Found {
+        output: "test".into(),
+        line: line.into(),
+        scheduled,
+    };
+    // What the report printed before issue 48: no --source, no plan file.
+    for line in [
+        "tessera mig plan -o plan.yaml",
+        "tessera mig apply",
+        "tessera notify --source history:/nowhere --dry-run",
+    ] {
+        let failure = env.run(&found(line, false), 0);
+        assert!(failure.is_some(), "{line} passed");
+    }
+    // A runnable one passes, and a scheduled one runs the binary under test.
+    let demo = format!("history:{}", root.join("fixtures/demo-history").display());
+    assert_eq!(
+        env.run(&found(&format!("tessera ingest --source {demo}"), false), 0),
+        None
+    );
+    assert_eq!(
+        env.run(
+            &found(&format!("/usr/bin/tessera ingest --source {demo}"), true),
+            0
+        ),
+        None
+    );
 }
