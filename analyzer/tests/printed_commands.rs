@@ -1,6 +1,6 @@
 //! Every command tessera prints runs as printed (issue 48). The outputs of `report` (table,
-//! Markdown, HTML, JSON), `analyze` (table, JSON), `mig plan` (table, JSON, the schedule's cron
-//! lines and systemd service), `replay` (table, JSON), `share plan`, `job` and `notify --dry-run`
+//! Markdown, HTML, JSON, `--out-of-sample`), `analyze` (table, JSON), `mig plan` (table, JSON,
+//! the schedule's cron lines and systemd service, printed and written), `replay` (table, JSON), `share plan`, `job` and `notify --dry-run`
 //! on the demo history and on a simulated 64-GPU fleet are parsed for the `tessera …` commands
 //! they suggest — backticked in text, `<code>` in HTML, `command` fields and backticked text in
 //! JSON, the cron lines' and `ExecStart=`'s command — and each is run by `sh -c` exactly as
@@ -187,6 +187,20 @@ impl Env {
             line,
             scheduled: false,
         }));
+        // Cron lines and units printed in a text output (`mig plan` without --schedule-units).
+        if !json {
+            let cron: String = stdout
+                .lines()
+                .filter(|l| l.split(' ').nth(5) == Some("root"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let scheduled = cron_commands(&cron).into_iter().chain(exec_starts(&stdout));
+            found.extend(scheduled.map(|line| Found {
+                output: output.clone(),
+                line,
+                scheduled: true,
+            }));
+        }
     }
 
     /// Runs one found command as printed; its failure as a line, or `None`.
@@ -272,6 +286,7 @@ fn run_every_printed_command(env: &Env, source: &str, job: Option<&str>) -> Vec<
     run(with(&["report"]), false);
     run(with(&["report", "--format", "markdown"]), false);
     run(with(&["report", "--format", "json"]), true);
+    run(with(&["report", "--out-of-sample"]), false);
     run(with(&["analyze", "--plan-out", "moves.yaml"]), false);
     run(with(&["analyze", "--format", "json"]), true);
     let mp = [
@@ -393,7 +408,15 @@ fn every_command_printed_on_the_demo_runs_as_printed() {
             assert!(f.line.contains(&demo), "{f:?}");
         }
     }
-    // The schedule: the cron lines and the service apply it.
+    // The schedule: the cron lines and the service apply it, written to files or printed.
+    let printed = found
+        .iter()
+        .filter(|f| f.scheduled && f.output.starts_with("tessera mig plan"))
+        .count();
+    assert!(
+        printed >= 3,
+        "mig plan prints 2 cron lines and a service: {found:?}"
+    );
     for file in ["tessera-mig-schedule.cron", "tessera-mig-schedule.service"] {
         assert!(
             found
