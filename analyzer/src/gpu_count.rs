@@ -55,6 +55,6 @@ pub fn does_not_help_sentence(count: &GpuCount) -> String {
         format!("{} more GPU(s) than today", -count.freed)
     };
     format!(
-        "MIG does not help here: its layouts need {how} (isolated instances cost more than the sharing the workloads have now); follow the consolidation plan instead (`tessera analyze`, `tessera share plan`)."
+        "MIG does not help here: its layouts need {how} (isolated instances cost more than the sharing the workloads have now); follow the consolidation plan instead (tessera analyze, tessera share plan)."
     )
 }

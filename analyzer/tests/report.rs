@@ -90,6 +90,8 @@ fn readme_try_it_command_reports_every_section() {
         "The consolidation plan frees more (2 GPU(s)): follow it first.",
         "== Off-peak windows (UTC)",
         "17:00",
+        "== Next steps",
+        "`tessera mig plan --source history:fixtures/demo-history -o plan.yaml`",
         "== Data quality",
         "lab-b/GPU3 (NVIDIA A100-SXM4-80GB) was lost or in error for 2.0 h",
         "the previous period is not in the data",
@@ -584,4 +586,68 @@ fn week_over_week_says_when_the_previous_period_is_partly_covered() {
         part.contains("(the previous period is only 33% covered by data)"),
         "{part}"
     );
+}
+
+#[test]
+fn a_range_after_the_data_is_refused_as_analyze_refuses_it() {
+    // The demo's data ends 2026-11-06: a report from 2026-11-10 has no row of its own, though
+    // the period before it (read for week over week) has some.
+    for since in [
+        vec!["--since", "2026-11-10"],
+        vec!["--since", "2026-11-06T00:00:00Z"],
+        vec!["--since", "2026-11-10", "--until", "2026-11-20"],
+    ] {
+        for cmd in ["report", "analyze", "mig plan"] {
+            let mut a: Vec<&str> = cmd.split(' ').collect();
+            a.extend(["--source", DEMO]);
+            if cmd == "mig plan" {
+                a.extend(["-o", "/dev/null"]);
+            }
+            a.extend(since.iter().copied());
+            let err = fails(&a);
+            assert!(
+                err.contains("no rows in the sources for the chosen range"),
+                "{a:?}: {err}"
+            );
+        }
+    }
+    // A range that ends after the data but starts inside it is narrowed, as before.
+    let v: Value = serde_json::from_str(&ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-05",
+        "--until",
+        "2026-11-10",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(v["hours"], 24.0);
+}
+
+#[test]
+fn html_on_a_terminal_is_refused_naming_out() {
+    for cmd in ["report", "replay --plan ../fixtures/none.yaml"] {
+        let line = format!(
+            "{} {cmd} --source {DEMO} --format html",
+            env!("CARGO_BIN_EXE_tessera")
+        );
+        let out = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .current_dir(root())
+            .output()
+            .expect("script(1) from util-linux runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {text}");
+        assert!(
+            text.contains("--format html writes a page, not terminal text: give --out"),
+            "{text}"
+        );
+        assert!(!text.contains("<html"), "{text}");
+    }
+    // Redirected, the page is written as before.
+    let page = ok(&["report", "--source", DEMO, "--format", "html"]);
+    assert!(page.starts_with("<!DOCTYPE html>"));
 }

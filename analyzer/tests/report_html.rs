@@ -140,7 +140,15 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(count(&dom, "chart-free-timeline", "hour"), 96);
     assert!(count(&dom, "chart-free-timeline", "offpeak") > 0);
     assert!(dom.contains("MIG layouts would run"));
-    assert!(dom.contains("<code>tessera mig plan -o plan.yaml</code>"));
+    assert!(dom.contains("<code>tessera mig plan --source history:"));
+    assert!(dom.contains(" -o plan.yaml</code>"));
+    // The next steps: one list item per command, each in <code>.
+    let next = section(&dom, "Next steps");
+    assert!(next.contains("<li>"), "{next}");
+    assert!(
+        next.contains("<code>tessera replay --plan plan.yaml --source history:"),
+        "{next}"
+    );
     assert!(
         dom.contains("<li>[status] lab-b/GPU3"),
         "data-quality notes are a list"

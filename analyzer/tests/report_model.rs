@@ -151,17 +151,20 @@ fn usage_cost_and_teams_add_up() {
             .all(|n| n.kind != "gap" && n.kind != "stopped")
     );
     assert!(r.mig.is_none());
-    // Every text format says there is no MIG recommendation yet.
+    // Every text format says there is no MIG recommendation yet, and the command that makes one
+    // (with the report's sources: none here).
     for text in [
         report::render::render_table(&r, false),
         report::render::render_markdown(&r),
     ] {
-        assert!(text.contains("MIG recommendation: run `tessera mig plan`"));
+        assert!(
+            text.contains("MIG recommendation: not computed; run `tessera mig plan -o plan.yaml`"),
+            "{text}"
+        );
     }
-    assert!(
-        report::html::render_html(&r)
-            .contains("MIG recommendation: run <code>tessera mig plan</code>")
-    );
+    assert!(report::html::render_html(&r).contains(
+        "MIG recommendation: not computed; run <code>tessera mig plan -o plan.yaml</code>"
+    ));
 }
 
 /// The report and the MIG planner's demand built one node partition at a time equal those

@@ -27,6 +27,7 @@ mod notify_faults;
 mod occupancy;
 mod offpeak_trace;
 mod plan_out;
+mod printed_commands;
 mod prometheus_holders;
 mod prometheus_http;
 mod prometheus_occupancy;

@@ -661,7 +661,7 @@ impl Detector for Consolidation {
                     gpu_hours
                 ),
                 format!(
-                    "co-locate (MPS or time-slicing, or MIG via `tessera mig plan`): {}. {}",
+                    "co-locate (MPS or time-slicing, or MIG layouts from tessera mig plan): {}. {}",
                     moves.join("; "),
                     scheduler::who_moves(&schedulers)
                 ),

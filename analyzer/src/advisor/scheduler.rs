@@ -287,7 +287,7 @@ pub fn moved_by(
 /// share plan`), it never moves a pod or a job.
 pub fn who_moves(schedulers: &BTreeSet<Scheduler>) -> String {
     let mut s =
-        vec!["tessera moves no work (`tessera share plan` shares the hosts' GPUs)".to_string()];
+        vec!["tessera moves no work (tessera share plan shares the hosts' GPUs)".to_string()];
     for k in schedulers {
         s.push(match k {
             Scheduler::Kubernetes => "the Kubernetes scheduler moves pods when they are next scheduled (node affinity, or cordon and drain the node they leave)".into(),

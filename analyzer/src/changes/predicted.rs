@@ -46,10 +46,15 @@ impl PlanPrediction {
     /// `tessera replay --write-prediction`), the nodes it names, the GPUs it places work on
     /// (the configs' GPUs with instances or workloads, the consolidation hosts) and the end of
     /// the period it was made from.
-    pub fn from_plan(plan: &TesseraPlan, file: &str) -> Result<PlanPrediction, String> {
+    pub fn from_plan(
+        plan: &TesseraPlan,
+        file: &str,
+        sources: &[String],
+    ) -> Result<PlanPrediction, String> {
         let Some(prediction) = plan.prediction.clone() else {
             return Err(format!(
-                "{file} has no prediction block: run `tessera replay --plan {file} --write-prediction` on the period it was planned from first (docs/plan.md)"
+                "{file} has no prediction block: run `{} --write-prediction` on the period it was planned from first (docs/plan.md)",
+                crate::commands::replay(file, sources)
             ));
         };
         let mut nodes = BTreeSet::new();

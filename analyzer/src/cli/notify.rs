@@ -2,7 +2,7 @@
 //! the binary; `docs/notify.md`). Ingests the sources, runs the advisor as `tessera analyze` does
 //! (its default thresholds), then hands the analysis to [`tessera::notify::run`]: one alert per
 //! finding, tessera's alerts that are no longer findings resolved, all in one POST. `--dry-run`
-//! prints the alerts as the POST's JSON body and contacts nothing. Data on stdout (the alerts sent
+//! prints the alerts as the POST's JSON body and contacts nothing (no `--alertmanager.url` needed). Data on stdout (the alerts sent
 //! and resolved), the summary and warnings on stderr. Exit 0 sent (or nothing to send, or dry
 //! run), 2 bad input or nothing sent (stale evidence included: `--evidence.max-age`), 3 the POST
 //! failed after Alertmanager may have stored part of it.
@@ -65,9 +65,14 @@ pub struct NotifyArgs {
     #[command(flatten)]
     thresholds: ThresholdArgs,
 
-    /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager).
-    #[arg(long = "alertmanager.url", value_name = "URL", required = true)]
-    alertmanager_url: String,
+    /// Alertmanager's base URL (a path prefix is kept: http://host/alertmanager). Required
+    /// unless --dry-run.
+    #[arg(
+        long = "alertmanager.url",
+        value_name = "URL",
+        required_unless_present = "dry_run"
+    )]
+    alertmanager_url: Option<String>,
     /// Timeout of each request to Alertmanager (no retries: the next scheduled run is the retry).
     #[arg(long = "alertmanager.timeout", default_value = "30s", value_parser = parse_interval)]
     alertmanager_timeout: i64,
@@ -154,7 +159,8 @@ impl NotifyArgs {
                 currency: prices.currency,
             },
             client: ClientOptions {
-                url: self.alertmanager_url.clone(),
+                // Only a dry run goes without a URL, and it contacts nothing.
+                url: self.alertmanager_url.clone().unwrap_or_default(),
                 timeout,
                 bearer_token_file: self.bearer_token_file.clone(),
                 basic_auth: self.basic_auth.clone(),
@@ -168,7 +174,9 @@ impl NotifyArgs {
             max_evidence_age_ms: (!self.allow_stale_evidence).then_some(self.evidence_max_age),
         };
         // A bad URL or an unreadable token file is bad input, found before any data is read.
-        notify::Client::new(&req.client)?;
+        if self.alertmanager_url.is_some() {
+            notify::Client::new(&req.client)?;
+        }
         Ok(req)
     }
 }
@@ -201,10 +209,13 @@ pub fn run(args: NotifyArgs) -> Result<()> {
     };
     if req.dry_run {
         println!("{}", serde_json::to_string_pretty(&outcome.firing)?);
+        let to = match &args.alertmanager_url {
+            Some(u) => format!(" to {}", notify::redact_url(u)),
+            None => String::new(),
+        };
         eprintln!(
-            "dry run: {} alert(s) would be sent to {}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
+            "dry run: {} alert(s) would be sent{to}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
             outcome.firing.len(),
-            notify::redact_url(&req.client.url)
         );
         return Ok(());
     }

@@ -2,7 +2,7 @@
 //! binary; docs/replay.md). Reads the plan (`--plan`; a mig-parted config or an old
 //! `tessera-mig-plan` without workloads is refused, exit 2), ingests the sources over the range
 //! (the one range rule), calls [`tessera::replay::run`] and prints a table, Markdown, HTML or the
-//! versioned JSON to stdout or `--out`. `--write-prediction` writes the replay's figures into the
+//! versioned JSON to stdout or `--out` (HTML to a terminal is refused, exit 2, naming `--out`). `--write-prediction` writes the replay's figures into the
 //! plan's `prediction` block. Out of sample: `--train RANGE --test RANGE` makes the plan from the
 //! first range (`--kind mig`: the MIG planner; `--kind consolidation`: the advisor's
 //! consolidation moves) and replays it on the second.
@@ -83,8 +83,9 @@ pub struct ReplayArgs {
     tz: Tz,
 }
 
-/// Reads the plan; a mig-parted file and an old MIG-only plan get their own refusal.
-fn read_plan(path: &Path) -> Result<TesseraPlan> {
+/// Reads the plan; a mig-parted file and an old MIG-only plan get their own refusal (naming the
+/// command that makes a tessera plan of `sources`).
+fn read_plan(path: &Path, sources: &[String]) -> Result<TesseraPlan> {
     match TesseraPlan::from_file(path) {
         Ok(p) => Ok(p),
         Err(e) => {
@@ -106,8 +107,9 @@ fn read_plan(path: &Path) -> Result<TesseraPlan> {
             }
             if PartedFile::from_file(path).is_ok() {
                 bail!(
-                    "{} is an nvidia-mig-parted config: it names no workloads, so there is nothing to replay (tessera does not guess where each workload would go); make a tessera plan with `tessera mig plan -o FILE` and replay that",
-                    path.display()
+                    "{} is an nvidia-mig-parted config: it names no workloads, so there is nothing to replay (tessera does not guess where each workload would go); make a tessera plan with `{}` and replay that",
+                    path.display(),
+                    tessera::commands::mig_plan(sources, "plan.yaml")
                 );
             }
             Err(anyhow::Error::new(e).context(format!(
@@ -179,6 +181,14 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             }
         }
     }
+    if args.format == ReplayFormat::Html
+        && args.out.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        bail!(
+            "--format html writes a page, not terminal text: give --out replay.html (or redirect: > replay.html)"
+        );
+    }
     let config = match &args.prices {
         Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
         None => None,
@@ -231,7 +241,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             )
         }
         (None, None, Some(path)) => {
-            let plan = read_plan(path)?;
+            let plan = read_plan(path, &sources)?;
             let loaded = load(&args.src, false, "replaying")?;
             let Some(range) = loaded.range else {
                 bail!("no rows in the sources for the chosen range: nothing to replay");

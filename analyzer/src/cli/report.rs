@@ -2,7 +2,8 @@
 //! of the binary). Ingests the sources (reaching one period further back for week-over-week),
 //! builds a [`ReportRequest`] for [`tessera::report::run`] (the workflow: the advisor with its
 //! default thresholds, the tallies, the MIG section) and writes the
-//! [`tessera::report::Report`] as a table, Markdown, HTML or JSON to stdout or `--out`. Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
+//! [`tessera::report::Report`] as a table, Markdown, HTML or JSON to stdout or `--out` (HTML to
+//! a terminal is refused, exit 2, naming `--out`). Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
 //! while it works; warnings on stderr.
 
 use std::io::IsTerminal as _;
@@ -96,6 +97,11 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if args.top == 0 {
         bail!("bad --top 0: expected at least 1");
     }
+    if args.format == ReportFormat::Html && args.out.is_none() && std::io::stdout().is_terminal() {
+        bail!(
+            "--format html writes a page, not terminal text: give --out report.html (or redirect: > report.html)"
+        );
+    }
     if args.by == Some(By::Job) {
         if args.change_at.is_some() {
             bail!("--change-at compares the fleet around a change; it does not apply to --by job");
@@ -107,8 +113,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
             let file = p.display().to_string();
             let parsed = tessera_core::mig::plan::TesseraPlan::from_file(p)?;
             Some(
-                tessera::changes::predicted::PlanPrediction::from_plan(&parsed, &file)
-                    .map_err(anyhow::Error::msg)?,
+                tessera::changes::predicted::PlanPrediction::from_plan(
+                    &parsed,
+                    &file,
+                    &args
+                        .src
+                        .sources
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(anyhow::Error::msg)?,
             )
         }
         None => None,

@@ -189,6 +189,16 @@ fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams)> {
 fn plan(mut args: PlanArgs) -> Result<u8> {
     let (_, routed, params) = node_plans(&mut args.common)?;
     let assume = args.common.scheduler.map(Scheduler::from);
+    // The apply of these configs, runnable as printed (a dry run without --yes).
+    let sources: Vec<String> = args
+        .common
+        .src
+        .sources
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let apply_cmd =
+        tessera::commands::share("apply", &args.common.plan.display().to_string(), &sources);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     use std::io::Write;
@@ -248,7 +258,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
     }
     writeln!(
         out,
-        "\nlabels (the node is done when allocatable {GPU_RESOURCE} = its GPUs × replicas and nvidia.com/gpu.replicas agrees; `tessera share apply` does this with rollback):"
+        "\nlabels (the node is done when allocatable {GPU_RESOURCE} = its GPUs × replicas and nvidia.com/gpu.replicas agrees; `{apply_cmd}` does this with rollback, a dry run without --yes):"
     )?;
     for s in &chosen {
         writeln!(
@@ -258,7 +268,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         )?;
     }
     eprintln!(
-        "tessera: MIG mode here is from the frames only; `tessera share apply` also reads the nodes' labels"
+        "tessera: MIG mode here is from the frames only; share apply also reads the nodes' labels"
     );
     Ok(0)
 }
@@ -268,7 +278,7 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     // Only nodes whose moves pods hold get device-plugin config; the rest is said, not applied.
     for s in &routed.slurm {
         eprintln!(
-            "tessera: node {}: Slurm jobs hold its hosts: no device-plugin config (`tessera share plan` prints the gres/shard lines for Slurm)",
+            "tessera: node {}: Slurm jobs hold its hosts: no device-plugin config (tessera share plan prints the gres/shard lines for Slurm)",
             s.node
         );
     }
@@ -279,7 +289,7 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     }
     if routed.kubernetes.is_empty() {
         bail!(
-            "{source}: no node gets a device-plugin config (why: above): nothing to apply (`tessera share plan` says what applies instead)"
+            "{source}: no node gets a device-plugin config (why: above): nothing to apply (tessera share plan says what applies instead)"
         );
     }
     let request = Request {

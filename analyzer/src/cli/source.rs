@@ -332,6 +332,15 @@ pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
             range: None,
         });
     };
+    // Rows read only for the period before (`previous`): none ends in the range itself, which
+    // starts at or after the data's end. No range, as when nothing was read.
+    if req.since.is_some_and(|s| last <= s) {
+        return Ok(Loaded {
+            parts,
+            report,
+            range: None,
+        });
+    }
     let resolved = req.resolve(
         first,
         last,

@@ -33,8 +33,8 @@ mod tally;
 
 pub use model::{
     AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, EnergySplit,
-    FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, OffpeakBaseline, OffpeakWindow,
-    QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
+    FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, NextStep, OffpeakBaseline,
+    OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
 };
 pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
@@ -62,6 +62,11 @@ const FREE_MEMORY: f64 = GIB;
 const FREE_ACTIVITY: f64 = 0.05;
 /// Hours in a month, for monthly savings (365.25 × 24 / 12).
 const MONTH_HOURS: f64 = 730.5;
+
+/// The file the report's suggested commands write the MIG plan to (`Report::next_steps`).
+pub const MIG_PLAN_FILE: &str = "plan.yaml";
+/// The file the report's suggested commands write the consolidation moves to.
+pub const CONSOLIDATION_PLAN_FILE: &str = "consolidation.yaml";
 
 /// Errors of the report.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +113,56 @@ pub fn change(now: f64, before: f64) -> Option<f64> {
     (before.abs() > 1e-9).then(|| (now - before) / before)
 }
 
+/// The report's next steps (`Report::next_steps`, docs/report.md "Next steps"): for the
+/// consolidation moves, the plan file, its replay and the sharing configs; for a MIG plan, the
+/// plan file, its replay and the dry run of its day layout on a node; for findings, the alerts
+/// `tessera notify` would send. Each command names the report's sources and runs as printed, in
+/// order, from one folder (the plan commands write the files the later ones read).
+pub fn next_steps(r: &Report) -> Vec<NextStep> {
+    use crate::commands;
+    let src = &r.sources;
+    let step = |what: &str, command: String| NextStep {
+        what: what.to_string(),
+        command,
+    };
+    let mut v = Vec::new();
+    if !r.consolidation.is_empty() {
+        v.push(step(
+            "write the consolidation moves as a plan",
+            commands::consolidation_plan(src, CONSOLIDATION_PLAN_FILE),
+        ));
+        v.push(step(
+            "replay the moves on the data (memory, contention, a verdict)",
+            commands::replay(CONSOLIDATION_PLAN_FILE, src),
+        ));
+        v.push(step(
+            "the sharing config of each host GPU, with the reasons",
+            commands::share("plan", CONSOLIDATION_PLAN_FILE, src),
+        ));
+    }
+    if r.mig.as_ref().is_some_and(|m| m.gpus_after.is_some()) {
+        v.push(step(
+            "write the MIG plan",
+            commands::mig_plan(src, MIG_PLAN_FILE),
+        ));
+        v.push(step(
+            "replay the MIG plan on the data",
+            commands::replay(MIG_PLAN_FILE, src),
+        ));
+        v.push(step(
+            "on each node, the steps of its day layout (a dry run; --yes makes them)",
+            commands::mig_apply(MIG_PLAN_FILE, "day"),
+        ));
+    }
+    if !(r.idle_models.is_empty() && r.allocated_unused.is_empty() && r.consolidation.is_empty()) {
+        v.push(step(
+            "the findings as Alertmanager alerts, sent nowhere (--alertmanager.url URL sends them)",
+            commands::notify_dry_run(src),
+        ));
+    }
+    v
+}
+
 /// The report's MIG recommendation (`Report::mig`) from the MIG planner's result over the same
 /// range: GPUs before, after and freed (`mig_planner::GpuCount`, as `tessera mig plan` and
 /// `tessera replay` count them), the lower bound and gap, the work that keeps its GPU, and up to
@@ -118,6 +173,7 @@ pub fn mig_section(
     plan: &crate::mig_planner::Proposal,
     top: usize,
     consolidation_freed: u64,
+    sources: &[String],
 ) -> MigSection {
     let count = plan.gpu_count(&d.workloads);
     let kept_gpus: std::collections::BTreeSet<(&str, u32)> = plan
@@ -148,7 +204,7 @@ pub fn mig_section(
         "The consolidation plan frees no GPU: follow the MIG plan.".to_string()
     };
     let summary = format!(
-        "MIG layouts would run {placed} workload(s) on {} GPU(s){}{}: {} (lower bound {}, gap {:.1}%). {follow}{}{} Write the plan with `tessera mig plan -o plan.yaml` and apply it with `tessera mig apply`.",
+        "MIG layouts would run {placed} workload(s) on {} GPU(s){}{}: {} (lower bound {}, gap {:.1}%). {follow}{}{} Write the plan with `{}` and apply it with `{}` on each node (a dry run: the steps; `--yes` makes them).",
         plan.gpus_used as usize - kept_gpus.len(),
         if plan.kept.is_empty() {
             String::new()
@@ -172,6 +228,8 @@ pub fn mig_section(
         plan.gap() * 100.0,
         crate::mig_planner::whole_gpu_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
         crate::mig_planner::kept_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
+        crate::commands::mig_plan(sources, MIG_PLAN_FILE),
+        crate::commands::mig_apply(MIG_PLAN_FILE, "day"),
     );
     let mut lines = Vec::new();
     for g in plan.gpus.iter().take(top) {

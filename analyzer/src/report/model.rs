@@ -320,6 +320,14 @@ pub struct AllocationSummary {
     pub devices_low_use: usize,
 }
 
+/// One suggested command: what it does and the command line (`tessera …`, runnable as printed
+/// from any folder, the sources as the report was given them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextStep {
+    pub what: String,
+    pub command: String,
+}
+
 /// The report (`docs/report.md`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -354,6 +362,9 @@ pub struct Report {
     /// Layout changes found in the range (or given with `--change-at`) and equal periods
     /// around each compared (`crate::changes`); `null` when not computed.
     pub changes: Option<crate::changes::ChangeSection>,
+    /// The commands that act on the report's findings and plans, each runnable as printed
+    /// ([`super::next_steps`]); `[]` when there is nothing to act on.
+    pub next_steps: Vec<NextStep>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
     /// `--out-of-sample`: each of the report's plans made from the previous period and replayed

@@ -96,6 +96,7 @@ pub fn run(
                 &plan,
                 req.top,
                 report.consolidation.iter().map(|c| c.gpus_freed).sum(),
+                &report.sources,
             ),
             Ok(_) => MigSection::note(
                 "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
@@ -104,6 +105,7 @@ pub fn run(
             Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
         },
     );
+    report.next_steps = super::next_steps(&report);
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");

@@ -175,7 +175,7 @@ pub fn choose(
             && sum > total
         {
             reasons.push(format!(
-                "warning: on GPU {} the workloads' peaks add up to {} of {} (their peaks may not coincide; `tessera replay` checks them interval by interval)",
+                "warning: on GPU {} the workloads' peaks add up to {} of {} (their peaks may not coincide; tessera replay checks them interval by interval)",
                 h.host.gpu,
                 gib(sum),
                 gib(total)

@@ -18,7 +18,7 @@ pub fn section(checks: Option<&[OutOfSample]>) -> Option<Section> {
         ..Section::default()
     };
     s.lines.push(
-        "Each plan made from the previous period and replayed on this one (`tessera replay`, docs/replay.md):"
+        "Each plan made from the previous period and replayed on this one (as tessera replay does, docs/replay.md):"
             .into(),
     );
     s.header = [

@@ -33,6 +33,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     v.extend(super::changes::changes(r));
     v.push(offpeak(r));
     v.extend(super::out_of_sample::section(r.out_of_sample.as_deref()));
+    v.extend(next_steps(r));
     v.push(data_quality(r));
     v
 }
@@ -486,11 +487,26 @@ fn mig(r: &Report) -> Section {
             m.lines
                 .extend(v.lines.iter().flatten().map(|l| format!("- {l}")));
         }
-        None => m
-            .lines
-            .push("MIG recommendation: run `tessera mig plan`".into()),
+        None => m.lines.push(format!(
+            "MIG recommendation: not computed; run `{}`",
+            crate::commands::mig_plan(&r.sources, crate::report::MIG_PLAN_FILE)
+        )),
     }
     m
+}
+
+/// Next steps: one line per suggested command, the command in backticks; none when the report
+/// suggests nothing.
+fn next_steps(r: &Report) -> Option<Section> {
+    (!r.next_steps.is_empty()).then(|| Section {
+        title: "Next steps".into(),
+        lines: r
+            .next_steps
+            .iter()
+            .map(|s| format!("- {}: `{}`", s.what, s.command))
+            .collect(),
+        ..Section::default()
+    })
 }
 
 /// Off-peak windows: the baseline line, the windows and each window's peaks.

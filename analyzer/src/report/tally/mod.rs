@@ -613,6 +613,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         offpeak_baseline,
         mig: None,
         changes: None,
+        next_steps: Vec::new(),
         data_quality,
         charts,
         out_of_sample: None,
