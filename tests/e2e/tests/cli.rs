@@ -433,6 +433,8 @@ fn analyze_and_report_count_duplicate_history_rows_once() {
             stderr.contains("duplicate gpu rows") && stderr.contains("counted once"),
             "{cmd}: {stderr}"
         );
+        // The commands the report prints name the sources it was given: the second one goes.
+        let twice = twice.replace(&format!(" --source {}", src(&b)), "");
         let (mut once, mut twice) = (json(&once), json(&twice));
         for doc in [&mut once, &mut twice] {
             let o = doc.as_object_mut().expect("object");
