@@ -105,6 +105,26 @@ pub fn config_name(method: Method, replicas: u32, text: &str) -> String {
     )
 }
 
+/// Whether the ConfigMap entry `key` = `value` is one tessera wrote: its value is exactly a
+/// config tessera renders and its key is that config's name (method, replicas and the hash of
+/// the value). A user's entry, also one whose key starts with `tessera-`, is never tessera's: it
+/// is never pruned.
+pub fn is_own(key: &str, value: &str) -> bool {
+    [Method::TimeSlicing, Method::Mps].into_iter().any(|m| {
+        let Some(rest) = key
+            .strip_prefix(super::CONFIG_PREFIX)
+            .and_then(|r| r.strip_prefix(m.as_str()))
+            .and_then(|r| r.strip_prefix('-'))
+        else {
+            return false;
+        };
+        let Some(replicas) = rest.split('-').next().and_then(|r| r.parse::<u32>().ok()) else {
+            return false;
+        };
+        value == render(m, replicas) && key == config_name(m, replicas, value)
+    })
+}
+
 /// The config for `node` from the hosts of the moves on it; `mig`: why the node is in MIG mode
 /// (from the frames or its labels), when it is. `hosts` must not be empty.
 pub fn choose(

@@ -100,6 +100,7 @@ pub fn prune(
         .keys()
         .filter(|k| {
             k.starts_with(CONFIG_PREFIX)
+                && super::choose::is_own(k, &data[*k])
                 && prunable.contains(*k)
                 && !in_use.contains(*k)
                 && Some(k.as_str()) != keep
@@ -171,23 +172,38 @@ mod tests {
 
     #[test]
     fn prune_removes_only_unused_prunable_tessera_keys() {
-        let data = map(&[
-            ("default", "a"),
-            ("tessera-a", "a"),
-            ("tessera-b", "b"),
-            ("tessera-c", "c"),
-            ("mine", "m"),
-        ]);
-        let prunable: BTreeSet<String> =
-            ["tessera-a", "tessera-b", "mine"].map(String::from).into();
-        let in_use: BTreeSet<String> = ["tessera-b"].map(String::from).into();
+        use super::super::choose::{Method, config_name, render};
+        let own = |m: Method, r: u32| {
+            let text = render(m, r);
+            (config_name(m, r, &text), text)
+        };
+        let (a, a_text) = own(Method::TimeSlicing, 2);
+        let (b, b_text) = own(Method::TimeSlicing, 3);
+        let (c, c_text) = own(Method::Mps, 4);
+        // A user's key with tessera's prefix (issue 49: it was pruned, data lost), and one of
+        // tessera's names whose value a user edited: neither is tessera's own.
+        let users = "tessera-team-a".to_string();
+        let (edited, _) = own(Method::Mps, 2);
+        let data: BTreeMap<String, String> = [
+            ("default".to_string(), "a".to_string()),
+            (a.clone(), a_text),
+            (b.clone(), b_text),
+            (c.clone(), c_text),
+            (users.clone(), render(Method::TimeSlicing, 2)),
+            (edited.clone(), render(Method::Mps, 2) + "# tuned by hand\n"),
+            ("mine".to_string(), "m".to_string()),
+        ]
+        .into();
+        let prunable: BTreeSet<String> = [&a, &b, &users, &edited, &"mine".to_string()]
+            .into_iter()
+            .cloned()
+            .collect();
+        let in_use: BTreeSet<String> = [b.clone()].into();
         let (out, gone) = prune(&data, &prunable, &in_use, Some("default")).unwrap();
-        assert_eq!(gone, vec!["tessera-a"]);
-        assert!(
-            out.contains_key("tessera-c")
-                && out.contains_key("mine")
-                && out.contains_key("tessera-b")
-        );
+        assert_eq!(gone, vec![a.clone()]);
+        for kept in [&c, &users, &edited, &b, &"mine".to_string()] {
+            assert!(out.contains_key(kept), "{kept}");
+        }
         assert_eq!(prune(&out, &prunable, &in_use, None), None);
     }
 }
