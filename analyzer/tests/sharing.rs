@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fake_kube::{FakeKube, Fault, PluginBehaviour};
+use fake_kube::{FakeKube, Fault, Hold, PluginBehaviour};
 use tempfile::TempDir;
 use tessera::sharing::choose::{Method, config_name, render};
 use tessera_core::mig::plan::TesseraPlan;
@@ -513,6 +513,40 @@ fn the_api_server_gone_mid_way_prints_the_commands() {
     assert_eq!(
         c.kube.device_plugin_config("gpu-1"),
         Some(name(Method::Mps, 3))
+    );
+}
+
+/// Issue 49, finding 4: the node label PATCH gets no answer and lands only after tessera gave up.
+/// Before, nothing was rolled back and the config key was pruned, so the node named a missing
+/// config. Now the lost write is read back, its config is kept in the ConfigMap, and the command
+/// that puts the label back is printed (exit 3).
+#[test]
+fn a_label_write_that_lands_after_tessera_gave_up_keeps_its_config() {
+    let c = Cluster::new(SMALL);
+    c.kube.hold(
+        Fault {
+            body_contains: Some(LABEL.into()),
+            ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+        },
+        Hold::ApplyLate,
+    );
+    let (code, out, err) = c.share("apply", &["--yes", "--request-timeout", "1s"]);
+    let n3 = name(Method::Mps, 3);
+    // Nothing landed yet: the node is as it was.
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None, "{out}\n{err}");
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(err.contains("may still land"), "{err}");
+    assert!(
+        err.contains(&format!("kubectl label node gpu-1 {LABEL}-")),
+        "{err}"
+    );
+    // The write lands now: the node names a config that is still there.
+    assert_eq!(c.kube.release(), [200], "{out}\n{err}");
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(
+        cm.contains_key(&n3),
+        "the config the late label names was pruned: {cm:?}"
     );
 }
 

@@ -26,6 +26,10 @@ struct Touched {
     target: Target,
     /// At its config, or left to another client: nothing to restore.
     settled: bool,
+    /// The label write got no answer (a timeout, a transport error, a 5xx) and the node did not
+    /// carry the label when read back: it may still land. Its config key is kept from pruning
+    /// and the command that puts the label back is printed.
+    uncertain: bool,
 }
 
 /// How waiting for a node ended.
@@ -149,7 +153,17 @@ pub(super) fn rollout(
         writeln!(err, "tessera: not started: {}", left.join(", ")).map_err(io)?;
     }
     let commands = restore(c, r, &touched, out, err)?;
-    prune(c, w, prunable, err)?;
+    // A label that may still land keeps the config it names.
+    let prunable: BTreeSet<String> = prunable
+        .iter()
+        .filter(|k| {
+            !touched
+                .iter()
+                .any(|t| t.uncertain && t.target.sharing.name == **k)
+        })
+        .cloned()
+        .collect();
+    prune(c, w, &prunable, err)?;
     if !commands.is_empty() {
         writeln!(
             err,
@@ -204,8 +218,24 @@ fn nodes(
         touched.push(Touched {
             target: target.clone(),
             settled: false,
+            uncertain: false,
         });
-        c.patch_labels(&name, &[(CONFIG_LABEL, Some(t.sharing.name.as_str()))])?;
+        if let Err(e) = c.patch_labels(&name, &[(CONFIG_LABEL, Some(t.sharing.name.as_str()))]) {
+            // A lost answer is not a write that did not happen: read the node back.
+            let landed = matches!(e, ApiError::Other(_))
+                && matches!(c.node(&name), Ok(Some(n)) if n.config() == Some(t.sharing.name.as_str()));
+            if !landed {
+                touched.last_mut().expect("pushed above").uncertain =
+                    matches!(e, ApiError::Other(_));
+                return Err(e.into());
+            }
+            writeln!(
+                err,
+                "tessera: node {name}: the label write got no answer ({e}), but the node carries {CONFIG_LABEL}={}: it landed",
+                t.sharing.name
+            )
+            .map_err(io)?;
+        }
         let want = t.want();
         let replicas = u64::from(t.sharing.replicas);
         let done =
@@ -287,6 +317,20 @@ fn restore(
             }
         };
         if now.config() != Some(t.target.sharing.name.as_str()) {
+            if t.uncertain && now.config() == previous {
+                writeln!(
+                    err,
+                    "tessera: node {name}: its label write got no answer and may still land: {} is kept in the ConfigMap",
+                    t.target.sharing.name
+                )
+                .map_err(io)?;
+                commands.push(format!(
+                    "{}   # if the node shows {CONFIG_LABEL}={}",
+                    relabel_command(name, previous),
+                    t.target.sharing.name
+                ));
+                continue;
+            }
             if now.config() != previous {
                 writeln!(err, "tessera: node {name}: {CONFIG_LABEL} is {} now, set by another client; left as it is", now.config().unwrap_or("(removed)")).map_err(io)?;
             }
