@@ -165,8 +165,55 @@ impl RangeRequest {
     }
 }
 
+/// How far after the clock evidence may end and still be believed (the clocks of two machines
+/// differ a little; more is a wrong clock or a forged file).
+pub const FUTURE_SKEW_MS: i64 = 5 * 60_000;
+
+/// The age of evidence against the clock, by the one freshness rule of every command that acts
+/// on it (`scale-down`, `notify`): data ending more than `max_age_ms` before `now_ms` is old,
+/// more than [`FUTURE_SKEW_MS`] after it is from the future.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Ended `age_ms` before now.
+    Old {
+        age_ms: i64,
+    },
+    /// Ends `ahead_ms` after now.
+    Future {
+        ahead_ms: i64,
+    },
+}
+
+/// [`Freshness`] of data ending at `data_end_ms` (pure: the caller gives "now").
+pub fn freshness(data_end_ms: i64, now_ms: i64, max_age_ms: i64) -> Freshness {
+    let age = now_ms.saturating_sub(data_end_ms);
+    if age > max_age_ms {
+        Freshness::Old { age_ms: age }
+    } else if -age > FUTURE_SKEW_MS {
+        Freshness::Future { ahead_ms: -age }
+    } else {
+        Freshness::Fresh
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn freshness_is_old_past_the_maximum_and_future_past_the_skew_only() {
+        let h = 3_600_000;
+        assert_eq!(freshness(0, h, h), Freshness::Fresh);
+        assert_eq!(freshness(0, h + 1, h), Freshness::Old { age_ms: h + 1 });
+        assert_eq!(freshness(FUTURE_SKEW_MS, 0, h), Freshness::Fresh);
+        assert_eq!(
+            freshness(FUTURE_SKEW_MS + 1, 0, h),
+            Freshness::Future {
+                ahead_ms: FUTURE_SKEW_MS + 1
+            }
+        );
+    }
+
     use super::*;
 
     const H: i64 = 3_600_000;

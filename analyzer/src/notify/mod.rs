@@ -128,8 +128,8 @@ impl NotifyError {
 pub const DEFAULT_MAX_EVIDENCE_AGE_MS: i64 = 3_600_000;
 
 /// How far after now the analysed data may end (clocks of the hosts a little apart) before it is
-/// refused as from the future.
-pub const FUTURE_SLACK_MS: i64 = 5 * 60_000;
+/// refused as from the future: the one freshness rule's ([`crate::range::freshness`]).
+pub const FUTURE_SLACK_MS: i64 = crate::range::FUTURE_SKEW_MS;
 
 /// What [`run`] is asked to do.
 #[derive(Debug, Clone)]
@@ -170,13 +170,11 @@ pub fn check_fresh(until: Option<&str>, max_ms: i64, now_ms: i64) -> Result<(), 
         max_ms,
         future,
     };
-    if end - now_ms > FUTURE_SLACK_MS {
-        return Err(stale(end - now_ms, true));
+    match crate::range::freshness(end, now_ms, max_ms) {
+        crate::range::Freshness::Fresh => Ok(()),
+        crate::range::Freshness::Old { age_ms } => Err(stale(age_ms, false)),
+        crate::range::Freshness::Future { ahead_ms } => Err(stale(ahead_ms, true)),
     }
-    if now_ms - end > max_ms {
-        return Err(stale(now_ms - end, false));
-    }
-    Ok(())
 }
 
 /// What a run did (or, dry, would do).

@@ -53,9 +53,7 @@ fn ms(v: &Value, what: &str) -> Result<i64, IdleError> {
         .map_err(|e| IdleError(format!("{what}: {s:?} is not an RFC 3339 time: {e}")))
 }
 
-/// How far after the clock the data may end and still be believed (clocks of two machines
-/// differ a little; more is a wrong clock or a forged file).
-pub const FUTURE_SKEW_MS: i64 = 5 * 60_000;
+pub use crate::range::FUTURE_SKEW_MS;
 
 /// Evidence too old (or dated after the clock) to act on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -94,27 +92,24 @@ pub fn human(ms: i64) -> String {
     }
 }
 
-/// The freshness rule: the data (ending at `data_end_ms`) must end at most `max_age_ms` before
-/// `now_ms`, and not more than [`FUTURE_SKEW_MS`] after it.
+/// The freshness rule ([`crate::range::freshness`]): the data (ending at `data_end_ms`) must end
+/// at most `max_age_ms` before `now_ms`, and not more than [`FUTURE_SKEW_MS`] after it.
 pub fn check_fresh(data_end_ms: i64, now_ms: i64, max_age_ms: i64) -> Result<(), StaleError> {
-    let age = now_ms.saturating_sub(data_end_ms);
-    if age > max_age_ms {
-        return Err(StaleError::Old {
-            age: human(age),
+    match crate::range::freshness(data_end_ms, now_ms, max_age_ms) {
+        crate::range::Freshness::Fresh => Ok(()),
+        crate::range::Freshness::Old { age_ms } => Err(StaleError::Old {
+            age: human(age_ms),
             end: rfc3339(data_end_ms),
             now: rfc3339(now_ms),
             max: human(max_age_ms),
-        });
-    }
-    if -age > FUTURE_SKEW_MS {
-        return Err(StaleError::Future {
-            ahead: human(-age),
+        }),
+        crate::range::Freshness::Future { ahead_ms } => Err(StaleError::Future {
+            ahead: human(ahead_ms),
             end: rfc3339(data_end_ms),
             now: rfc3339(now_ms),
             skew: human(FUTURE_SKEW_MS),
-        });
+        }),
     }
-    Ok(())
 }
 
 /// RFC 3339 UTC, seconds.
