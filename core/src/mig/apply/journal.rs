@@ -253,12 +253,11 @@ impl Journal {
         let mut bytes = vec![0u8; window];
         file.read_exact_at(&mut bytes, from).map_err(io)?;
         // Mid-file, the first piece is the end of an older record: start at the next line.
-        let skip = if from == 0
-            || (from > 0 && {
-                let mut prev = [0u8; 1];
-                file.read_exact_at(&mut prev, from - 1).map_err(io)?;
-                prev[0] == b'\n'
-            }) {
+        let skip = if from == 0 || {
+            let mut prev = [0u8; 1];
+            file.read_exact_at(&mut prev, from - 1).map_err(io)?;
+            prev[0] == b'\n'
+        } {
             0
         } else {
             bytes
