@@ -94,23 +94,55 @@ fn a_500_when_a_watch_is_reopened_is_retried_with_backoff() {
     assert!(c.kube.count(&f) >= 3, "the failed opens and a good one");
 }
 
+/// A 500 on the label patch may or may not have applied: the node is read back and, not
+/// carrying the label, written again with its current resourceVersion (compare-and-swap, so a
+/// late landing of the first write is refused).
 #[test]
-fn a_500_on_a_label_patch_puts_the_node_back() {
+fn a_500_on_a_label_patch_is_read_back_and_written_again() {
+    let c = Cluster::new();
+    let f = Fault {
+        body_contains: Some("tessera-day-".into()),
+        ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+    };
+    c.kube.fail(f.clone());
+    let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("label node gpu-1: etcdserver: leader changed")
+            && err.contains("reading the node back"),
+        "{err}"
+    );
+    assert!(c.label("gpu-1").unwrap().starts_with("tessera-day-"));
+    assert_eq!(c.kube.count(&f), 2, "one failed write and one that landed");
+    assert!(out.contains("node gpu-1: success"), "{out}");
+    assert!(!c.kube.node_unschedulable("gpu-1"), "uncordoned");
+}
+
+/// Every label patch gets a 500: tessera stops after its attempts, says the write may still
+/// land, keeps the config it names and prints the command that puts the label back (exit 3).
+#[test]
+fn a_label_patch_that_never_answers_keeps_its_config_and_prints_the_command() {
     let c = Cluster::new();
     c.kube.fail(Fault {
         body_contains: Some("tessera-day-".into()),
-        ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+        ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 100)
     });
     let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
-    assert_eq!(code, 2, "{out}\n{err}");
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(err.contains("may still land"), "{err}");
     assert!(
-        err.contains("label node gpu-1: etcdserver: leader changed"),
+        err.contains("kubectl label node gpu-1 nvidia.com/mig.config=all-disabled"),
         "{err}"
     );
-    // The patch did not apply: nothing to put back but the cordon.
     assert_eq!(c.label("gpu-1").as_deref(), Some("all-disabled"));
-    assert!(!c.kube.node_unschedulable("gpu-1"), "uncordoned");
-    assert!(out.contains("node gpu-1: uncordoned"), "{out}");
+    let cm = c
+        .kube
+        .configmap("gpu-operator", "custom-mig-config")
+        .unwrap();
+    assert!(
+        cm["config.yaml"].contains("tessera-day-"),
+        "the config a late label would name was pruned: {cm:?}"
+    );
 }
 
 #[test]

@@ -516,12 +516,13 @@ fn the_api_server_gone_mid_way_prints_the_commands() {
     );
 }
 
-/// Issue 49, finding 4: the node label PATCH gets no answer and lands only after tessera gave up.
-/// Before, nothing was rolled back and the config key was pruned, so the node named a missing
-/// config. Now the lost write is read back, its config is kept in the ConfigMap, and the command
-/// that puts the label back is printed (exit 3).
+/// Issue 49, finding 4: the node label PATCH gets no answer and lands only after tessera gave
+/// up. Before, nothing was rolled back and the config key was pruned, so the node named a
+/// missing config. Now the node is read back and, not carrying the label, written again with its
+/// current resourceVersion: the rollout goes on, and the held write, landing late with the old
+/// resourceVersion, is refused by the server (409) instead of overwriting a later state.
 #[test]
-fn a_label_write_that_lands_after_tessera_gave_up_keeps_its_config() {
+fn a_label_write_that_lands_after_tessera_gave_up_is_fenced() {
     let c = Cluster::new(SMALL);
     c.kube.hold(
         Fault {
@@ -532,7 +533,33 @@ fn a_label_write_that_lands_after_tessera_gave_up_keeps_its_config() {
     );
     let (code, out, err) = c.share("apply", &["--yes", "--request-timeout", "1s"]);
     let n3 = name(Method::Mps, 3);
-    // Nothing landed yet: the node is as it was.
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("reading the node back"), "{err}");
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
+    // The held write lands now, with the resourceVersion it was decided on: refused.
+    assert_eq!(c.kube.release(), [409], "{out}\n{err}");
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
+    let cm = c.kube.configmap(NS, CM).unwrap();
+    assert!(cm.contains_key(&n3), "{cm:?}");
+}
+
+/// Every label PATCH is held past its answer: after its attempts tessera says the write may still
+/// land, keeps its config in the ConfigMap and prints the command that puts the label back
+/// (exit 3); when the writes land, the node names a config that is still there.
+#[test]
+fn a_label_write_that_never_answers_keeps_its_config() {
+    let c = Cluster::new(SMALL);
+    for _ in 0..tessera::kubernetes::labels::ATTEMPTS {
+        c.kube.hold(
+            Fault {
+                body_contains: Some(LABEL.into()),
+                ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+            },
+            Hold::ApplyLate,
+        );
+    }
+    let (code, out, err) = c.share("apply", &["--yes", "--request-timeout", "1s"]);
+    let n3 = name(Method::Mps, 3);
     assert_eq!(c.kube.device_plugin_config("gpu-1"), None, "{out}\n{err}");
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(err.contains("may still land"), "{err}");
@@ -540,8 +567,11 @@ fn a_label_write_that_lands_after_tessera_gave_up_keeps_its_config() {
         err.contains(&format!("kubectl label node gpu-1 {LABEL}-")),
         "{err}"
     );
-    // The write lands now: the node names a config that is still there.
-    assert_eq!(c.kube.release(), [200], "{out}\n{err}");
+    // The writes land now: one of them (all carry the same resourceVersion), the others 409.
+    let mut landed = c.kube.release();
+    landed.sort();
+    assert_eq!(landed.first(), Some(&200), "{landed:?}");
+    assert!(landed[1..].iter().all(|s| *s == 409), "{landed:?}");
     assert_eq!(c.kube.device_plugin_config("gpu-1"), Some(n3.clone()));
     let cm = c.kube.configmap(NS, CM).unwrap();
     assert!(

@@ -9,7 +9,7 @@
 //! or whether a write landed is unknown (the `kubectl` commands are printed).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use tessera::kubernetes::Connection;
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
@@ -61,15 +61,8 @@ pub struct ScaleDownArgs {
     /// Act (default: a dry run that prints the plan and the kubectl equivalents).
     #[arg(long)]
     yes: bool,
-    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// kubeconfig context (default: the current one).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
-    /// The longest one Kubernetes API call may take.
-    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
-    request_timeout: Duration,
+    #[command(flatten)]
+    kube: Connection,
     /// The oldest evidence tessera acts on: the data must end at most this long before now
     /// (checked at the start and again right before each workload's writes).
     #[arg(long = "evidence.max-age", value_name = "DURATION", default_value = "15m", value_parser = parse_interval)]
@@ -106,10 +99,6 @@ fn journal_path(args: &ScaleDownArgs) -> Result<PathBuf> {
         Some(dir) => Ok(dir.join("tessera/scale-down-journal.json")),
         None => bail!("neither $XDG_STATE_HOME nor $HOME is set: give --journal FILE"),
     }
-}
-
-fn parse_timeout(s: &str) -> Result<Duration, String> {
-    tessera_core::units::parse_duration(s)
 }
 
 /// The findings document, as `tessera analyze --format json` prints it.
@@ -199,13 +188,7 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
             tessera::text::printable(ns)
         );
     }
-    let connect = || {
-        KubeWorkloads::connect(
-            args.kubeconfig.as_deref(),
-            args.context.as_deref(),
-            args.request_timeout,
-        )
-    };
+    let connect = || KubeWorkloads::connect(&args.kube);
     if args.undo {
         if args.findings.is_some() || !args.src.sources.is_empty() {
             bail!("--undo restores by annotation: give neither --source nor --findings");

@@ -13,6 +13,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use tessera::kubernetes::Connection;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -99,12 +100,8 @@ pub struct PlanArgs {
 pub struct ApplyArgs {
     #[command(flatten)]
     common: Common,
-    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// kubeconfig context (default: the current one).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: Connection,
     /// The GPU Operator's namespace, where the device plugin's ConfigMap is.
     #[arg(long, value_name = "NS", default_value = "gpu-operator")]
     namespace: String,
@@ -118,9 +115,6 @@ pub struct ApplyArgs {
     /// How often a changing node is read.
     #[arg(long = "poll-interval", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     poll_interval: Duration,
-    /// The longest one Kubernetes API call may take.
-    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
-    request_timeout: Duration,
     /// Act (default: a dry run that prints the configs, the ConfigMap diff, the label changes
     /// and the pods that would be disrupted).
     #[arg(long)]
@@ -303,12 +297,8 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
         yes: args.yes,
         stop: Some(stop_flag()?),
     };
-    let mut cluster = KubeDevicePlugin::connect(
-        args.kubeconfig.as_deref(),
-        args.context.as_deref(),
-        args.request_timeout,
-    )
-    .context("connecting to the Kubernetes API")?;
+    let mut cluster =
+        KubeDevicePlugin::connect(&args.kube).context("connecting to the Kubernetes API")?;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     Ok(rollout::run(

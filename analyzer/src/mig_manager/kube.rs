@@ -20,41 +20,18 @@
 //! write but the ConfigMap, node labels and `spec.unschedulable`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, BoxStream, SelectAll, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
-};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use super::{
-    CONFIG_KEY, Cluster, ClusterError, GpuPod, NodeSelect, NodeView, PolicyView, StoredConfig,
+    CONFIG_KEY, Cluster, GpuPod, KubeError, NodeSelect, NodeView, PolicyView, StoredConfig,
 };
+use crate::kubernetes::{Connection, Kube, labels, policy};
 
-/// A merge patch setting each label to its value, or removing it (`None`: JSON null), for a
-/// node's `metadata.labels` (also `crate::sharing`'s).
-pub fn labels_patch(labels: &[(&str, Option<&str>)]) -> Patch<serde_json::Value> {
-    let map: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                v.map_or(serde_json::Value::Null, |v| json!(v)),
-            )
-        })
-        .collect();
-    Patch::Merge(json!({ "metadata": { "labels": map } }))
-}
-
-/// The longest one API call (not a watch) may take, by default.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the server keeps one watch open (`timeoutSeconds`) before it is resumed.
 const WATCH_SECONDS: u32 = 60;
 
@@ -86,7 +63,7 @@ enum OpenError {
     /// Worth another try: 5xx, 429, a transport error, no answer in time.
     Retry(String),
     /// Not worth another try (401, 403, 404, a bad request).
-    Fatal(ClusterError),
+    Fatal(KubeError),
 }
 
 /// The first backoff, its cap, and the time a stream must live to count as working.
@@ -111,30 +88,13 @@ fn backoff(n: u32, seed: u64) -> Duration {
 
 /// kube-rs behind the [`Cluster`] trait.
 pub struct KubeCluster {
-    rt: tokio::runtime::Runtime,
-    client: Client,
-    /// The longest one call (or the opening of a watch) may take.
-    timeout: Duration,
+    /// The client; its request timeout bounds each call and the opening of a watch.
+    k: Kube,
     /// The ConfigMaps as last read, replaced with their other keys kept.
     read: BTreeMap<(String, String), ConfigMap>,
     streams: SelectAll<BoxStream<'static, (String, u64, Item)>>,
     watched: BTreeMap<String, Watched>,
     generation: u64,
-}
-
-fn api_error(what: &str, e: kube::Error) -> ClusterError {
-    match e {
-        kube::Error::Api(s) => match s.code {
-            409 => ClusterError::Conflict(format!("{what}: {}", s.message)),
-            404 => ClusterError::NotFound(format!("{what}: {}", s.message)),
-            401 | 403 => ClusterError::Forbidden {
-                what: what.to_string(),
-                message: s.message.clone(),
-            },
-            code => ClusterError::Other(format!("{what}: {} ({code} {})", s.message, s.reason)),
-        },
-        other => ClusterError::Other(format!("{what}: {other}")),
-    }
 }
 
 fn view(n: &Node) -> NodeView {
@@ -206,63 +166,11 @@ pub fn gpu_pod(p: &Pod) -> Option<GpuPod> {
     })
 }
 
-/// A kube-rs client and the current-thread runtime it runs on, from `kubeconfig` (or the usual
-/// search: `$KUBECONFIG`, `~/.kube/config`, then the in-cluster config) and `context`, its
-/// connect timeout bounded by `timeout` (at most 10 s). Shared with `scale_down::kube`.
-pub fn connect_client(
-    kubeconfig: Option<&Path>,
-    context: Option<&str>,
-    timeout: Duration,
-) -> Result<(tokio::runtime::Runtime, Client), ClusterError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ClusterError::Other(format!("cannot start the runtime: {e}")))?;
-    let opts = KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let mut config = rt.block_on(async {
-        match kubeconfig {
-            Some(p) => {
-                let kc = Kubeconfig::read_from(p)
-                    .map_err(|e| ClusterError::Other(format!("kubeconfig {}: {e}", p.display())))?;
-                Config::from_custom_kubeconfig(kc, &opts)
-                    .await
-                    .map_err(|e| ClusterError::Other(format!("kubeconfig {}: {e}", p.display())))
-            }
-            None if context.is_some() => Config::from_kubeconfig(&opts)
-                .await
-                .map_err(|e| ClusterError::Other(format!("kubeconfig: {e}"))),
-            None => Config::infer().await.map_err(|e| {
-                ClusterError::Other(format!(
-                    "no Kubernetes configuration: {e} (give --kubeconfig FILE, set KUBECONFIG, or run in a pod with a service account)"
-                ))
-            }),
-        }
-    })?;
-    config.connect_timeout = Some(timeout.min(Duration::from_secs(10)));
-    let client = {
-        let _guard = rt.enter();
-        Client::try_from(config)
-            .map_err(|e| ClusterError::Other(format!("Kubernetes client: {e}")))?
-    };
-    Ok((rt, client))
-}
-
 impl KubeCluster {
-    /// Connect with `kubeconfig` (or the usual search: `$KUBECONFIG`, `~/.kube/config`, then the
-    /// in-cluster config) and `context` (default: the current one).
-    pub fn connect(
-        kubeconfig: Option<&Path>,
-        context: Option<&str>,
-        timeout: Duration,
-    ) -> Result<KubeCluster, ClusterError> {
-        let (rt, client) = connect_client(kubeconfig, context, timeout)?;
+    /// Connect as [`Connection`] says; permission errors name deploy/mig-manager/rbac.yaml.
+    pub fn connect(conn: &Connection) -> Result<KubeCluster, KubeError> {
         Ok(KubeCluster {
-            rt,
-            client,
-            timeout,
+            k: Kube::connect(conn, "deploy/mig-manager/rbac.yaml")?,
             read: BTreeMap::new(),
             streams: SelectAll::new(),
             watched: BTreeMap::new(),
@@ -270,26 +178,8 @@ impl KubeCluster {
         })
     }
 
-    /// Run one call within the request timeout.
-    fn call<T>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ClusterError> {
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(self.timeout, f).await })
-        {
-            Ok(r) => r.map_err(|e| api_error(what, e)),
-            Err(_) => Err(ClusterError::Other(format!(
-                "{what}: no answer from the API server in {} s",
-                self.timeout.as_secs_f64()
-            ))),
-        }
-    }
-
     fn nodes_api(&self) -> Api<Node> {
-        Api::all(self.client.clone())
+        Api::all(self.k.client())
     }
 
     /// Open a watch stream of `node` from `rv` and make it the node's current one.
@@ -300,20 +190,23 @@ impl KubeCluster {
             .timeout(WATCH_SECONDS);
         let what = format!("watch node {node}");
         let opened = self
-            .rt
-            .block_on(async { tokio::time::timeout(self.timeout, api.watch(&wp, rv)).await });
+            .k
+            .runtime()
+            .block_on(async { tokio::time::timeout(self.k.timeout(), api.watch(&wp, rv)).await });
         let s = match opened {
             Ok(Ok(s)) => s,
             Ok(Err(kube::Error::Api(st))) if st.code == 410 => return Err(OpenError::Gone),
             Ok(Err(kube::Error::Api(st))) if st.code >= 500 || st.code == 429 => {
                 return Err(OpenError::Retry(format!("{} ({})", st.message, st.code)));
             }
-            Ok(Err(e @ kube::Error::Api(_))) => return Err(OpenError::Fatal(api_error(&what, e))),
+            Ok(Err(e @ kube::Error::Api(_))) => {
+                return Err(OpenError::Fatal(self.k.error(&what, e)));
+            }
             Ok(Err(e)) => return Err(OpenError::Retry(e.to_string())),
             Err(_) => {
                 return Err(OpenError::Retry(format!(
                     "no answer in {} s",
-                    self.timeout.as_secs_f64()
+                    self.k.timeout().as_secs_f64()
                 )));
             }
         };
@@ -335,9 +228,9 @@ impl KubeCluster {
 
     /// After a 410 in a stream: re-read the node (handed on as an update) and watch from its
     /// version, through [`KubeCluster::rewatch`]'s loop (a 410 that repeats backs off).
-    fn rewatch_gone(&mut self, node: &str) -> Result<(), ClusterError> {
+    fn rewatch_gone(&mut self, node: &str) -> Result<(), KubeError> {
         let api = self.nodes_api();
-        match self.call(&format!("read node {node}"), api.get(node)) {
+        match self.k.call(&format!("read node {node}"), api.get(node)) {
             Ok(n) => {
                 if let Some(w) = self.watched.get_mut(node) {
                     w.rv = n.metadata.resource_version.clone().unwrap_or_default();
@@ -348,7 +241,7 @@ impl KubeCluster {
                 );
                 self.rewatch(node, Some("410 Gone: resourceVersion too old".into()), true)
             }
-            Err(ClusterError::Other(m)) => self.rewatch(node, Some(m), true),
+            Err(KubeError::Other(m)) => self.rewatch(node, Some(m), true),
             Err(e) => Err(e),
         }
     }
@@ -360,7 +253,7 @@ impl KubeCluster {
         node: &str,
         mut why: Option<String>,
         failed: bool,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<(), KubeError> {
         if failed && let Some(w) = self.watched.get_mut(node) {
             w.failures += 1;
         }
@@ -391,7 +284,7 @@ impl KubeCluster {
                 Err(OpenError::Gone) => {
                     // Re-read the node, hand it on, and watch from its current version.
                     let api = self.nodes_api();
-                    match self.call(&format!("read node {node}"), api.get(node)) {
+                    match self.k.call(&format!("read node {node}"), api.get(node)) {
                         Ok(n) => {
                             let generation = self.generation;
                             if let Some(w) = self.watched.get_mut(node) {
@@ -406,7 +299,7 @@ impl KubeCluster {
                             );
                             why = Some("410 Gone: resourceVersion too old".into());
                         }
-                        Err(ClusterError::Other(m)) => why = Some(m),
+                        Err(KubeError::Other(m)) => why = Some(m),
                         Err(e) => return Err(e),
                     }
                 }
@@ -425,9 +318,9 @@ impl Cluster for KubeCluster {
         &mut self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<StoredConfig>, ClusterError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        let got = self.call(
+    ) -> Result<Option<StoredConfig>, KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
+        let got = self.k.call(
             &format!("read ConfigMap {namespace}/{name}"),
             api.get_opt(name),
         )?;
@@ -442,13 +335,8 @@ impl Cluster for KubeCluster {
         }))
     }
 
-    fn create_config(
-        &mut self,
-        namespace: &str,
-        name: &str,
-        text: &str,
-    ) -> Result<(), ClusterError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+    fn create_config(&mut self, namespace: &str, name: &str, text: &str) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
         let cm = ConfigMap {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.to_string()),
@@ -462,7 +350,7 @@ impl Cluster for KubeCluster {
             data: Some(BTreeMap::from([(CONFIG_KEY.to_string(), text.to_string())])),
             ..Default::default()
         };
-        self.call(
+        self.k.call(
             &format!("create ConfigMap {namespace}/{name}"),
             api.create(&PostParams::default(), &cm),
         )?;
@@ -475,14 +363,14 @@ impl Cluster for KubeCluster {
         name: &str,
         text: &str,
         resource_version: &str,
-    ) -> Result<(), ClusterError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
         let mut cm = self
             .read
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
             .ok_or_else(|| {
-                ClusterError::Other(format!(
+                KubeError::Other(format!(
                     "ConfigMap {namespace}/{name} was not read before it was replaced"
                 ))
             })?;
@@ -490,14 +378,14 @@ impl Cluster for KubeCluster {
         cm.data
             .get_or_insert_with(BTreeMap::new)
             .insert(CONFIG_KEY.to_string(), text.to_string());
-        self.call(
+        self.k.call(
             &format!("replace ConfigMap {namespace}/{name}"),
             api.replace(name, &PostParams::default(), &cm),
         )?;
         Ok(())
     }
 
-    fn nodes(&mut self, select: &NodeSelect) -> Result<Vec<NodeView>, ClusterError> {
+    fn nodes(&mut self, select: &NodeSelect) -> Result<Vec<NodeView>, KubeError> {
         let api = self.nodes_api();
         let lp = match select {
             NodeSelect::Selector(s) => ListParams::default().labels(s),
@@ -506,7 +394,7 @@ impl Cluster for KubeCluster {
             }
             _ => ListParams::default(),
         };
-        let list = self.call("list nodes", api.list(&lp))?;
+        let list = self.k.call("list nodes", api.list(&lp))?;
         let mut out: Vec<NodeView> = list.items.iter().map(view).collect();
         if let NodeSelect::Names(names) = select {
             let want: BTreeSet<&String> = names.iter().collect();
@@ -515,12 +403,14 @@ impl Cluster for KubeCluster {
         Ok(out)
     }
 
-    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, ClusterError> {
-        let api: Api<Pod> = Api::all(self.client.clone());
+    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError> {
+        let api: Api<Pod> = Api::all(self.k.client());
         let lp = ListParams::default().fields(&format!(
             "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
         ));
-        let list = self.call(&format!("list the pods of node {node}"), api.list(&lp))?;
+        let list = self
+            .k
+            .call(&format!("list the pods of node {node}"), api.list(&lp))?;
         Ok(list.items.iter().filter_map(gpu_pod).collect())
     }
 
@@ -528,22 +418,23 @@ impl Cluster for KubeCluster {
         &mut self,
         node: &str,
         labels: &[(&str, Option<&str>)],
-    ) -> Result<NodeView, ClusterError> {
+        resource_version: &str,
+    ) -> Result<NodeView, KubeError> {
         let api = self.nodes_api();
-        let patch = labels_patch(labels);
-        let n = self.call(
+        let patch = labels::merge_patch(labels, Some(resource_version));
+        let n = self.k.call(
             &format!("label node {node}"),
             api.patch(node, &PatchParams::default(), &patch),
         )?;
         Ok(view(&n))
     }
 
-    fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), ClusterError> {
+    fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), KubeError> {
         let api = self.nodes_api();
         let patch: Patch<serde_json::Value> =
             Patch::Strategic(json!({ "spec": { "unschedulable": unschedulable } }));
         let what = if unschedulable { "cordon" } else { "uncordon" };
-        self.call(
+        self.k.call(
             &format!("{what} node {node}"),
             api.patch(node, &PatchParams::default(), &patch),
         )?;
@@ -555,7 +446,7 @@ impl Cluster for KubeCluster {
         node: &str,
         resource_version: &str,
         deadline: Instant,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<(), KubeError> {
         self.watched.insert(
             node.to_string(),
             Watched {
@@ -574,13 +465,14 @@ impl Cluster for KubeCluster {
         self.watched.remove(node);
     }
 
-    fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, ClusterError> {
+    fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, KubeError> {
         loop {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return Ok(None);
             };
             let next = self
-                .rt
+                .k
+                .runtime()
                 .block_on(async { tokio::time::timeout(left, self.streams.next()).await });
             let (node, generation, item) = match next {
                 Err(_) => return Ok(None),
@@ -613,7 +505,7 @@ impl Cluster for KubeCluster {
                         w.rv = b.metadata.resource_version.clone();
                     }
                     Ok(WatchEvent::Deleted(_)) => {
-                        return Err(ClusterError::Other(format!(
+                        return Err(KubeError::Other(format!(
                             "node {node} was deleted while it changed"
                         )));
                     }
@@ -647,28 +539,11 @@ impl Cluster for KubeCluster {
         }
     }
 
-    fn policy(&mut self) -> Result<Option<PolicyView>, ClusterError> {
-        let ar = ApiResource {
-            group: "nvidia.com".into(),
-            version: "v1".into(),
-            api_version: "nvidia.com/v1".into(),
-            kind: "ClusterPolicy".into(),
-            plural: "clusterpolicies".into(),
-        };
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        match self.call("list ClusterPolicies", api.list(&ListParams::default())) {
-            Ok(list) => Ok(list.items.first().map(|p| PolicyView {
-                name: p.metadata.name.clone().unwrap_or_default(),
-                config_name: p
-                    .data
-                    .pointer("/spec/migManager/config/name")
-                    .and_then(|v| v.as_str())
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string),
-            })),
-            Err(ClusterError::NotFound(_) | ClusterError::Forbidden { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+    fn policy(&mut self) -> Result<Option<PolicyView>, KubeError> {
+        Ok(policy::read(&self.k)?.map(|p| PolicyView {
+            config_name: p.text("/spec/migManager/config/name"),
+            name: p.name,
+        }))
     }
 }
 

@@ -103,24 +103,7 @@ pub struct PolicyView {
     pub config_name: Option<String>,
 }
 
-/// Errors of the Kubernetes side, as the rollout distinguishes them.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// 409: the object changed since it was read (or already exists).
-    #[error("{0}")]
-    Conflict(String),
-    /// 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// 401/403: the credentials or the RBAC do not allow the call.
-    #[error(
-        "{what}: {message} (check the credentials, and the permissions in deploy/mig-manager/rbac.yaml)"
-    )]
-    Forbidden { what: String, message: String },
-    /// Anything else: transport errors, 5xx, bad responses.
-    #[error("{0}")]
-    Other(String),
-}
+pub use crate::kubernetes::KubeError;
 
 /// The Kubernetes API calls the rollout makes. [`kube::KubeCluster`] is the real one; tests
 /// also drive it against a wire-faithful fake API server.
@@ -130,37 +113,34 @@ pub trait Cluster {
         &mut self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<StoredConfig>, ClusterError>;
-    /// Create ConfigMap `namespace/name` with `config.yaml` = `text` ([`ClusterError::Conflict`]
+    ) -> Result<Option<StoredConfig>, KubeError>;
+    /// Create ConfigMap `namespace/name` with `config.yaml` = `text` ([`KubeError::Conflict`]
     /// when it exists).
-    fn create_config(
-        &mut self,
-        namespace: &str,
-        name: &str,
-        text: &str,
-    ) -> Result<(), ClusterError>;
+    fn create_config(&mut self, namespace: &str, name: &str, text: &str) -> Result<(), KubeError>;
     /// Replace `config.yaml` of ConfigMap `namespace/name`, keeping its other keys, if it is
-    /// still at `resource_version` ([`ClusterError::Conflict`] otherwise).
+    /// still at `resource_version` ([`KubeError::Conflict`] otherwise).
     fn replace_config(
         &mut self,
         namespace: &str,
         name: &str,
         text: &str,
         resource_version: &str,
-    ) -> Result<(), ClusterError>;
+    ) -> Result<(), KubeError>;
     /// Nodes by name (`names`), or matching a label selector, or all.
-    fn nodes(&mut self, select: &NodeSelect) -> Result<Vec<NodeView>, ClusterError>;
+    fn nodes(&mut self, select: &NodeSelect) -> Result<Vec<NodeView>, KubeError>;
     /// Pods on `node`, not finished, that hold GPU resources.
-    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, ClusterError>;
-    /// Set (`Some`) or remove (`None`) labels of `node` (a JSON merge patch); returns the node
+    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError>;
+    /// Set (`Some`) or remove (`None`) labels of `node` (a JSON merge patch) if it is still at
+    /// `resource_version` (409 otherwise: `crate::kubernetes::labels::write` re-reads it); returns the node
     /// as written.
     fn patch_labels(
         &mut self,
         node: &str,
         labels: &[(&str, Option<&str>)],
-    ) -> Result<NodeView, ClusterError>;
+        resource_version: &str,
+    ) -> Result<NodeView, KubeError>;
     /// Cordon (`true`) or uncordon `node` (a strategic merge patch of `spec.unschedulable`).
-    fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), ClusterError>;
+    fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), KubeError>;
     /// Start watching `node` from `resource_version` on (replacing an earlier watch of it).
     /// Until `deadline`, a watch that cannot be opened or that ends is opened again with
     /// backoff (re-reading the node on 410 Gone); past it, [`Cluster::next_update`] fails.
@@ -169,15 +149,15 @@ pub trait Cluster {
         node: &str,
         resource_version: &str,
         deadline: Instant,
-    ) -> Result<(), ClusterError>;
+    ) -> Result<(), KubeError>;
     /// Stop watching `node`.
     fn unwatch(&mut self, node: &str);
     /// The next version of a watched node, or `None` at `deadline`. Streams that end are
     /// resumed from the last version seen; a 410 Gone (a version too old) re-reads the node;
     /// errors re-opening a watch are retried with backoff until the node's watch deadline.
-    fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, ClusterError>;
+    fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, KubeError>;
     /// The ClusterPolicy, when one can be read (`None`: none, or not allowed to read it).
-    fn policy(&mut self) -> Result<Option<PolicyView>, ClusterError>;
+    fn policy(&mut self) -> Result<Option<PolicyView>, KubeError>;
 }
 
 /// Which nodes to read.

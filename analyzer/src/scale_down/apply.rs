@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use super::idle::IdleSet;
 use super::journal::{Entry, Journal};
 use super::plan::{Action, Plan, autoscaler, gitops_sign, opt_out, running_pods};
-use super::{AT_ANNOTATION, ApiError, FROM_ANNOTATION, Kind, Object, UNSET, Workloads};
+use super::{AT_ANNOTATION, FROM_ANNOTATION, Kind, KubeError, Object, UNSET, Workloads};
 
 /// What happened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,11 +108,11 @@ fn scale_cmd(w: &Object, to: &str) -> String {
     )
 }
 
-/// Reads `w` again; [`ApiError::NotFound`] when it is gone.
-pub(super) fn reread(cluster: &mut dyn Workloads, w: &Object) -> Result<Object, ApiError> {
+/// Reads `w` again; [`KubeError::NotFound`] when it is gone.
+pub(super) fn reread(cluster: &mut dyn Workloads, w: &Object) -> Result<Object, KubeError> {
     cluster
         .get(w.kind, &w.namespace, &w.name)?
-        .ok_or_else(|| ApiError::NotFound(format!("{} is gone", w.label())))
+        .ok_or_else(|| KubeError::NotFound(format!("{} is gone", w.label())))
 }
 
 /// A merge patch with the resourceVersion of `fresh` as precondition: `make` builds it from
@@ -121,21 +121,21 @@ pub(super) fn patch_once_more(
     cluster: &mut dyn Workloads,
     mut fresh: Object,
     make: &dyn Fn(&Object) -> Option<Value>,
-) -> Result<Option<Object>, ApiError> {
+) -> Result<Option<Object>, KubeError> {
     for attempt in 0..2 {
         let Some(mut patch) = make(&fresh) else {
             return Ok(None);
         };
         patch["metadata"]["resourceVersion"] = json!(fresh.resource_version);
         match cluster.patch(fresh.kind, &fresh.namespace, &fresh.name, &patch) {
-            Err(ApiError::Conflict(m)) if attempt == 0 => {
+            Err(KubeError::Conflict(m)) if attempt == 0 => {
                 eprintln!("tessera: {}: {m}; reading it again", fresh.label());
                 fresh = reread(cluster, &fresh)?;
             }
             r => return r.map(Some),
         }
     }
-    Err(ApiError::Other(
+    Err(KubeError::Other(
         "the patch was neither written nor refused".into(),
     ))
 }
@@ -150,7 +150,7 @@ fn changed_since_plan(
     a: &Action,
     fresh: &Object,
     idle: &IdleSet,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<String>, KubeError> {
     if !a.workload.uid.is_empty() && fresh.uid != a.workload.uid {
         return Ok(Some(
             "deleted and made again since the plan (another uid): not scaled; run tessera scale-down again"
@@ -204,8 +204,8 @@ fn down_one(
     a: &Action,
     ctx: &mut Context<'_>,
     out: &mut Outcome,
-) -> Result<(), ApiError> {
-    (ctx.fresh)().map_err(ApiError::Other)?;
+) -> Result<(), KubeError> {
+    (ctx.fresh)().map_err(KubeError::Other)?;
     let planned = &a.workload;
     let fresh = reread(cluster, planned)?;
     if let Some(why) = changed_since_plan(cluster, a, &fresh, ctx.idle)? {
@@ -231,7 +231,7 @@ fn down_one(
             from: from.clone(),
             at: ctx.at.into(),
         })
-        .map_err(|e| ApiError::Other(format!("{}: nothing written: {e}", fresh.label())))?;
+        .map_err(|e| KubeError::Other(format!("{}: nothing written: {e}", fresh.label())))?;
     // On a 409 the object is read again: written only if it still has the count decided on.
     let decided = planned.replicas;
     let unchanged =
@@ -339,7 +339,7 @@ fn take_record_back(
                 "tessera: {}: the annotation could not be removed after the failed scale: {e2}",
                 w.label()
             );
-            if !matches!(e2, ApiError::Conflict(_)) {
+            if !matches!(e2, KubeError::Conflict(_)) {
                 out.left.push(remove_cmd(w));
             }
             false
@@ -353,14 +353,14 @@ fn unanswered_record(
     cluster: &mut dyn Workloads,
     w: &Object,
     at: &str,
-    e: ApiError,
+    e: KubeError,
     journal: &mut Journal,
     out: &mut Outcome,
-) -> ApiError {
+) -> KubeError {
     match reread(cluster, w) {
         Ok(back) if back.annotations.get(AT_ANNOTATION).map(String::as_str) == Some(at) => {
             if take_record_back(cluster, &back, Some(&back.resource_version), journal, out) {
-                ApiError::Other(format!(
+                KubeError::Other(format!(
                     "{e} (read back: the record had landed; taken back)"
                 ))
             } else {
@@ -370,7 +370,7 @@ fn unanswered_record(
                 e
             }
         }
-        Ok(_) => ApiError::Other(format!(
+        Ok(_) => KubeError::Other(format!(
             "{e} (read back: not applied; should it land later, it is a record on a workload at its count, which --undo removes)"
         )),
         Err(_) => {
@@ -385,10 +385,10 @@ fn unanswered_scale(
     cluster: &mut dyn Workloads,
     w: &Object,
     from: &str,
-    e: ApiError,
+    e: KubeError,
     journal: &mut Journal,
     out: &mut Outcome,
-) -> Result<(), ApiError> {
+) -> Result<(), KubeError> {
     let label = w.label();
     let applied = |out: &mut Outcome| {
         out.done.push(format!(
@@ -427,12 +427,12 @@ fn unanswered_scale(
         match cluster.patch(w.kind, &w.namespace, &w.name, &undo) {
             Ok(_) => {
                 forget(journal, w);
-                return Err(ApiError::Other(format!(
+                return Err(KubeError::Other(format!(
                     "{e} (read back: not applied, and it can no longer land)"
                 )));
             }
             // Changed between the read and the removal: perhaps the scale landing; read again.
-            Err(ApiError::Conflict(_)) => continue,
+            Err(KubeError::Conflict(_)) => continue,
             Err(e2) => {
                 eprintln!(
                     "tessera: {label}: the annotation could not be removed after the failed scale: {e2}"
@@ -459,9 +459,9 @@ fn isvc_unanswered(
     cluster: &mut dyn Workloads,
     w: &Object,
     at: &str,
-    e: ApiError,
+    e: KubeError,
     out: &mut Outcome,
-) -> Result<(), ApiError> {
+) -> Result<(), KubeError> {
     match reread(cluster, w) {
         Ok(back)
             if back.replicas == Some(0)
@@ -479,7 +479,7 @@ fn isvc_unanswered(
             ));
             Ok(())
         }
-        _ => Err(ApiError::Other(format!(
+        _ => Err(KubeError::Other(format!(
             "{e} (not read back as applied; should it land later, it carries its record and `tessera scale-down --undo --yes --namespace {}` restores it)",
             w.namespace
         ))),
@@ -541,19 +541,19 @@ mod tests {
     }
 
     impl Workloads for Cluster {
-        fn get(&mut self, kind: Kind, _: &str, _: &str) -> Result<Option<Object>, ApiError> {
+        fn get(&mut self, kind: Kind, _: &str, _: &str) -> Result<Option<Object>, KubeError> {
             Ok(Some(match kind {
                 Kind::ReplicaSet => object(kind, "web-rs", Some(("Deployment", "web"))),
                 _ => self.deployment.clone(),
             }))
         }
-        fn list(&mut self, kind: Kind, _: Option<&str>) -> Result<Vec<Object>, ApiError> {
+        fn list(&mut self, kind: Kind, _: Option<&str>) -> Result<Vec<Object>, KubeError> {
             Ok(match kind {
                 Kind::Pod => vec![object(kind, "web-1", Some(("ReplicaSet", "web-rs")))],
                 _ => vec![self.deployment.clone()],
             })
         }
-        fn scale_targets(&mut self, _: &str) -> Result<Vec<ScaleTarget>, ApiError> {
+        fn scale_targets(&mut self, _: &str) -> Result<Vec<ScaleTarget>, KubeError> {
             Ok(self
                 .hpa
                 .then(|| ScaleTarget {
@@ -564,7 +564,7 @@ mod tests {
                 .into_iter()
                 .collect())
         }
-        fn patch(&mut self, _: Kind, _: &str, _: &str, _: &Value) -> Result<Object, ApiError> {
+        fn patch(&mut self, _: Kind, _: &str, _: &str, _: &Value) -> Result<Object, KubeError> {
             self.writes += 1;
             Ok(self.deployment.clone())
         }
@@ -575,7 +575,7 @@ mod tests {
             _: &str,
             replicas: i64,
             _: &str,
-        ) -> Result<Scaled, ApiError> {
+        ) -> Result<Scaled, KubeError> {
             self.writes += 1;
             Ok(Scaled {
                 replicas,

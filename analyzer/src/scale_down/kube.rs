@@ -15,25 +15,17 @@
 //!
 //! What it does not do: watch, or write anything but merge patches and `scale`.
 
-use std::future::Future;
-use std::path::Path;
-use std::time::Duration;
-
-use kube::Client;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 use serde_json::{Value, json};
 
-use super::{ApiError, Kind, Object, OwnerRef, ScaleTarget, Scaled, Workloads, is_dns_subdomain};
-use crate::mig_manager::ClusterError;
-use crate::mig_manager::kube::connect_client;
+use super::{Kind, KubeError, Object, OwnerRef, ScaleTarget, Scaled, Workloads, is_dns_subdomain};
+use crate::kubernetes::{Connection, Kube};
 
 /// kube-rs behind [`Workloads`].
 pub struct KubeWorkloads {
-    rt: tokio::runtime::Runtime,
-    client: Client,
-    timeout: Duration,
+    k: Kube,
 }
 
 fn resource(kind: Kind) -> ApiResource {
@@ -42,21 +34,6 @@ fn resource(kind: Kind) -> ApiResource {
         .rsplit_once('/')
         .unwrap_or(("", kind.api_version()));
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind.kind()))
-}
-
-fn api_error(what: &str, e: kube::Error) -> ApiError {
-    match e {
-        kube::Error::Api(s) => match s.code {
-            409 => ApiError::Conflict(format!("{what}: {}", s.message)),
-            404 => ApiError::NotFound(format!("{what}: {}", s.message)),
-            401 | 403 => ApiError::Forbidden {
-                what: what.to_string(),
-                message: s.message.clone(),
-            },
-            code => ApiError::Other(format!("{what}: {} ({code} {})", s.message, s.reason)),
-        },
-        other => ApiError::Other(format!("{what}: {other}")),
-    }
 }
 
 fn object(kind: Kind, o: &DynamicObject) -> Object {
@@ -103,11 +80,11 @@ fn object(kind: Kind, o: &DynamicObject) -> Object {
     }
 }
 
-fn checked(what: &str, name: &str) -> Result<(), ApiError> {
+fn checked(what: &str, name: &str) -> Result<(), KubeError> {
     if is_dns_subdomain(name) {
         Ok(())
     } else {
-        Err(ApiError::Other(format!(
+        Err(KubeError::Other(format!(
             "{what}: {:?} is not a Kubernetes name",
             crate::text::printable(name)
         )))
@@ -115,47 +92,18 @@ fn checked(what: &str, name: &str) -> Result<(), ApiError> {
 }
 
 impl KubeWorkloads {
-    /// Connect as `mig_manager::kube::connect_client` does; each call may take `timeout`.
-    pub fn connect(
-        kubeconfig: Option<&Path>,
-        context: Option<&str>,
-        timeout: Duration,
-    ) -> Result<KubeWorkloads, ApiError> {
-        let (rt, client) = connect_client(kubeconfig, context, timeout).map_err(|e| match e {
-            ClusterError::Other(m) | ClusterError::Conflict(m) | ClusterError::NotFound(m) => {
-                ApiError::Other(m)
-            }
-            ClusterError::Forbidden { what, message } => ApiError::Forbidden { what, message },
-        })?;
+    /// Connect as [`Connection`] says; permission errors name deploy/scale-down/rbac.yaml.
+    pub fn connect(conn: &Connection) -> Result<KubeWorkloads, KubeError> {
         Ok(KubeWorkloads {
-            rt,
-            client,
-            timeout,
+            k: Kube::connect(conn, "deploy/scale-down/rbac.yaml")?,
         })
-    }
-
-    fn call<T>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ApiError> {
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(self.timeout, f).await })
-        {
-            Ok(r) => r.map_err(|e| api_error(what, e)),
-            Err(_) => Err(ApiError::Other(format!(
-                "{what}: no answer from the API server in {} s",
-                self.timeout.as_secs_f64()
-            ))),
-        }
     }
 
     fn api(&self, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
         let ar = resource(kind);
         match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
+            Some(ns) => Api::namespaced_with(self.k.client(), ns, &ar),
+            None => Api::all_with(self.k.client(), &ar),
         }
     }
 
@@ -164,9 +112,9 @@ impl KubeWorkloads {
         ar: &ApiResource,
         ns: &str,
         default_kind: Option<&str>,
-    ) -> Result<Vec<ScaleTarget>, ApiError> {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, ar);
-        let list = self.call(
+    ) -> Result<Vec<ScaleTarget>, KubeError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.k.client(), ns, ar);
+        let list = self.k.call(
             &format!("list {} in {ns}", ar.plural),
             api.list(&ListParams::default()),
         )?;
@@ -194,15 +142,22 @@ impl KubeWorkloads {
 }
 
 impl Workloads for KubeWorkloads {
-    fn get(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Object>, ApiError> {
+    fn get(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Object>, KubeError> {
         let what = format!("read {} {namespace}/{name}", kind.resource());
         checked(&what, namespace)?;
         checked(&what, name)?;
-        let got = self.call(&what, self.api(kind, Some(namespace)).get_opt(name))?;
+        let got = self
+            .k
+            .call(&what, self.api(kind, Some(namespace)).get_opt(name))?;
         Ok(got.map(|o| object(kind, &o)))
     }
 
-    fn list(&mut self, kind: Kind, namespace: Option<&str>) -> Result<Vec<Object>, ApiError> {
+    fn list(&mut self, kind: Kind, namespace: Option<&str>) -> Result<Vec<Object>, KubeError> {
         let what = format!(
             "list {}s in {}",
             kind.resource(),
@@ -211,14 +166,14 @@ impl Workloads for KubeWorkloads {
         if let Some(ns) = namespace {
             checked(&what, ns)?;
         }
-        let list = self.call(
+        let list = self.k.call(
             &what,
             self.api(kind, namespace).list(&ListParams::default()),
         )?;
         Ok(list.items.iter().map(|o| object(kind, o)).collect())
     }
 
-    fn scale_targets(&mut self, namespace: &str) -> Result<Vec<ScaleTarget>, ApiError> {
+    fn scale_targets(&mut self, namespace: &str) -> Result<Vec<ScaleTarget>, KubeError> {
         checked("list autoscalers", namespace)?;
         let hpa = ApiResource::from_gvk(&GroupVersionKind::gvk(
             "autoscaling",
@@ -233,7 +188,7 @@ impl Workloads for KubeWorkloads {
         ));
         match self.targets(&keda, namespace, Some("Deployment")) {
             Ok(t) => out.extend(t),
-            Err(ApiError::NotFound(_)) => {} // no KEDA
+            Err(KubeError::NotFound(_)) => {} // no KEDA
             Err(e) => return Err(e),
         }
         Ok(out)
@@ -245,12 +200,12 @@ impl Workloads for KubeWorkloads {
         namespace: &str,
         name: &str,
         patch: &Value,
-    ) -> Result<Object, ApiError> {
+    ) -> Result<Object, KubeError> {
         let what = format!("patch {} {namespace}/{name}", kind.resource());
         checked(&what, namespace)?;
         checked(&what, name)?;
         let api = self.api(kind, Some(namespace));
-        let o = self.call(
+        let o = self.k.call(
             &what,
             api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
         )?;
@@ -264,7 +219,7 @@ impl Workloads for KubeWorkloads {
         name: &str,
         replicas: i64,
         resource_version: &str,
-    ) -> Result<Scaled, ApiError> {
+    ) -> Result<Scaled, KubeError> {
         let what = format!("scale {} {namespace}/{name} to {replicas}", kind.resource());
         checked(&what, namespace)?;
         checked(&what, name)?;
@@ -275,7 +230,7 @@ impl Workloads for KubeWorkloads {
             "metadata": { "resourceVersion": resource_version },
             "spec": { "replicas": replicas },
         });
-        let scale = self.call(
+        let scale = self.k.call(
             &what,
             api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch)),
         )?;

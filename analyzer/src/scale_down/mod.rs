@@ -158,34 +158,7 @@ pub struct ScaleTarget {
     pub name: String,
 }
 
-/// Errors of the Kubernetes side, as [`apply`] distinguishes them.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum ApiError {
-    /// 409: the object changed since it was read.
-    #[error("{0}")]
-    Conflict(String),
-    /// 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// 401/403.
-    #[error(
-        "{what}: {message} (check the credentials, and the permissions in deploy/scale-down/rbac.yaml)"
-    )]
-    Forbidden { what: String, message: String },
-    /// Anything else: transport errors, timeouts, 5xx, bad responses. A write that fails so
-    /// may have been applied (the answer was lost, or it lands later): the caller reads the
-    /// object again.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl ApiError {
-    /// Whether a write that failed with this error was certainly not applied (409, 404, 401,
-    /// 403); otherwise it may have been, and only reading the object again tells.
-    pub fn certainly_not_applied(&self) -> bool {
-        !matches!(self, ApiError::Other(_))
-    }
-}
+pub use crate::kubernetes::KubeError;
 
 /// A `scale` subresource as written: the replicas and the object's new resourceVersion.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,23 +170,24 @@ pub struct Scaled {
 /// The Kubernetes API calls `scale-down` makes. [`kube::KubeWorkloads`] is the real one.
 pub trait Workloads {
     /// One object, `None` when absent.
-    fn get(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Object>, ApiError>;
+    fn get(&mut self, kind: Kind, namespace: &str, name: &str)
+    -> Result<Option<Object>, KubeError>;
     /// The objects of `kind` in `namespace` (all namespaces: `None`).
-    fn list(&mut self, kind: Kind, namespace: Option<&str>) -> Result<Vec<Object>, ApiError>;
+    fn list(&mut self, kind: Kind, namespace: Option<&str>) -> Result<Vec<Object>, KubeError>;
     /// The scale targets of the HorizontalPodAutoscalers and KEDA ScaledObjects in `namespace`
     /// (a cluster without KEDA has no ScaledObjects).
-    fn scale_targets(&mut self, namespace: &str) -> Result<Vec<ScaleTarget>, ApiError>;
+    fn scale_targets(&mut self, namespace: &str) -> Result<Vec<ScaleTarget>, KubeError>;
     /// A JSON merge patch of the object (a `metadata.resourceVersion` in it is a precondition:
-    /// [`ApiError::Conflict`] when stale); returns the object as written.
+    /// [`KubeError::Conflict`] when stale); returns the object as written.
     fn patch(
         &mut self,
         kind: Kind,
         namespace: &str,
         name: &str,
         patch: &serde_json::Value,
-    ) -> Result<Object, ApiError>;
+    ) -> Result<Object, KubeError>;
     /// Set `spec.replicas` through the `scale` subresource (Deployments, StatefulSets), only if
-    /// the object is still at `resource_version` (compare-and-swap: [`ApiError::Conflict`]
+    /// the object is still at `resource_version` (compare-and-swap: [`KubeError::Conflict`]
     /// when it changed since); returns the scale as written.
     fn scale(
         &mut self,
@@ -222,7 +196,7 @@ pub trait Workloads {
         name: &str,
         replicas: i64,
         resource_version: &str,
-    ) -> Result<Scaled, ApiError>;
+    ) -> Result<Scaled, KubeError>;
 }
 
 /// Whether `s` is a DNS-1123 label (a namespace: at most 63 of `a-z0-9-`, alphanumeric at both

@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 
 use super::idle::{IdleSet, rfc3339};
 use super::{
-    AT_ANNOTATION, ApiError, FROM_ANNOTATION, KSERVE_LABEL, Kind, OPT_OUT, OPT_OUT_VALUES, Object,
+    AT_ANNOTATION, FROM_ANNOTATION, KSERVE_LABEL, Kind, KubeError, OPT_OUT, OPT_OUT_VALUES, Object,
     ScaleTarget, Workloads, is_dns_label, is_dns_subdomain, opts_in,
 };
 use crate::text::printable as escape_control;
@@ -108,7 +108,7 @@ struct Namespace<'a> {
 }
 
 impl Namespace<'_> {
-    fn get(&mut self, kind: Kind, name: &str) -> Result<Option<Object>, ApiError> {
+    fn get(&mut self, kind: Kind, name: &str) -> Result<Option<Object>, KubeError> {
         if !is_dns_subdomain(name) {
             return Ok(None);
         }
@@ -122,7 +122,7 @@ impl Namespace<'_> {
     }
 
     /// The workload `pod` belongs to.
-    fn owner(&mut self, pod: &Object) -> Result<Owner, ApiError> {
+    fn owner(&mut self, pod: &Object) -> Result<Owner, KubeError> {
         let pod_label = format!("pod {}/{}", pod.namespace, pod.name);
         if let Some(isvc) = pod.labels.get(KSERVE_LABEL) {
             return self.existing(Kind::InferenceService, isvc, &pod_label);
@@ -182,7 +182,7 @@ impl Namespace<'_> {
     }
 
     /// A Deployment or StatefulSet, or the InferenceService that owns it.
-    fn top(&mut self, w: Object) -> Result<Owner, ApiError> {
+    fn top(&mut self, w: Object) -> Result<Owner, KubeError> {
         match w.controller().cloned() {
             None => Ok(Owner::Workload(w.kind, w.name)),
             Some(o) if o.kind == "InferenceService" && w.kind == Kind::Deployment => {
@@ -198,7 +198,7 @@ impl Namespace<'_> {
         }
     }
 
-    fn existing(&mut self, kind: Kind, name: &str, from: &str) -> Result<Owner, ApiError> {
+    fn existing(&mut self, kind: Kind, name: &str, from: &str) -> Result<Owner, KubeError> {
         Ok(match self.get(kind, name)? {
             Some(_) => Owner::Workload(kind, name.to_string()),
             None => Owner::Refused(
@@ -286,7 +286,7 @@ pub fn plan(
     cluster: &mut dyn Workloads,
     idle: &IdleSet,
     only: Option<&str>,
-) -> Result<Plan, ApiError> {
+) -> Result<Plan, KubeError> {
     let mut out = Plan::default();
     let namespaces: BTreeSet<&String> = idle
         .idle
@@ -316,7 +316,7 @@ pub fn running_pods(
     namespace: &str,
     kind: Kind,
     name: &str,
-) -> Result<Vec<String>, ApiError> {
+) -> Result<Vec<String>, KubeError> {
     let pods = cluster.list(Kind::Pod, Some(namespace))?;
     let mut space = Namespace {
         cluster,
@@ -343,7 +343,7 @@ fn plan_namespace(
     idle: &IdleSet,
     ns: &str,
     out: &mut Plan,
-) -> Result<(), ApiError> {
+) -> Result<(), KubeError> {
     let pods: BTreeMap<String, Object> = cluster
         .list(Kind::Pod, Some(ns))?
         .into_iter()

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::apply::{Outcome, annotations, patch_once_more, remove_cmd, reread};
 use super::journal::Journal;
-use super::{ApiError, FROM_ANNOTATION, Kind, Object, UNSET, Workloads};
+use super::{FROM_ANNOTATION, Kind, KubeError, Object, UNSET, Workloads};
 use crate::text::printable;
 
 /// The largest count the API takes (`spec.replicas` is an int32).
@@ -121,7 +121,7 @@ fn undo_one(
     journal: &mut Journal,
     max_replicas: Option<i64>,
     out: &mut Outcome,
-) -> Result<(), ApiError> {
+) -> Result<(), KubeError> {
     let at_zero = w.replicas == Some(0);
     // A record is only checked when it would be restored; one on a workload someone scaled
     // since only goes away.
@@ -174,7 +174,7 @@ fn undo_one(
         match cluster.scale(w.kind, &w.namespace, &w.name, to, &w.resource_version) {
             Ok(s) if s.replicas == to => {}
             Ok(s) => {
-                return Err(ApiError::Other(format!(
+                return Err(KubeError::Other(format!(
                     "scaled to {to}, but the API server answered {}: the record stays",
                     s.replicas
                 )));
@@ -186,7 +186,7 @@ fn undo_one(
                     eprintln!("tessera: {}: {e}; read back at {to}: restored", w.label());
                 }
                 Ok(_) | Err(_) => {
-                    return Err(ApiError::Other(format!(
+                    return Err(KubeError::Other(format!(
                         "{e} (not read back as restored: the record stays, and the next --undo finishes it)"
                     )));
                 }
@@ -217,12 +217,12 @@ fn undo_one(
 pub fn scaled(
     cluster: &mut dyn Workloads,
     namespace: Option<&str>,
-) -> Result<Vec<Object>, ApiError> {
+) -> Result<Vec<Object>, KubeError> {
     let mut out = Vec::new();
     for kind in [Kind::Deployment, Kind::StatefulSet, Kind::InferenceService] {
         let list = match cluster.list(kind, namespace) {
             // No KServe in the cluster: no InferenceService to restore.
-            Err(ApiError::NotFound(_)) if kind == Kind::InferenceService => Vec::new(),
+            Err(KubeError::NotFound(_)) if kind == Kind::InferenceService => Vec::new(),
             r => r?,
         };
         out.extend(

@@ -12,40 +12,19 @@
 //! ConfigMap's data and node labels.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::path::Path;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PatchParams, PostParams};
 
-use super::{ApiError, DevicePluginCluster, GpuPod, NodeView, PolicyView, StoredMap};
-use crate::mig_manager::ClusterError;
-use crate::mig_manager::kube::{connect_client, gpu_pod, labels_patch};
+use super::{DevicePluginCluster, GpuPod, KubeError, NodeView, PolicyView, StoredMap};
+use crate::kubernetes::{Connection, Kube, labels, policy};
+use crate::mig_manager::kube::gpu_pod;
 
 /// kube-rs behind [`DevicePluginCluster`].
 pub struct KubeDevicePlugin {
-    rt: tokio::runtime::Runtime,
-    client: Client,
-    timeout: Duration,
+    k: Kube,
     /// The ConfigMaps as last read, replaced with their metadata kept.
     read: BTreeMap<(String, String), ConfigMap>,
-}
-
-fn api_error(what: &str, e: kube::Error) -> ApiError {
-    match e {
-        kube::Error::Api(s) => match s.code {
-            409 => ApiError::Conflict(format!("{what}: {}", s.message)),
-            404 => ApiError::NotFound(format!("{what}: {}", s.message)),
-            401 | 403 => ApiError::Forbidden {
-                what: what.to_string(),
-                message: s.message.clone(),
-            },
-            code => ApiError::Other(format!("{what}: {} ({code} {})", s.message, s.reason)),
-        },
-        other => ApiError::Other(format!("{what}: {other}")),
-    }
 }
 
 fn gpus(
@@ -61,82 +40,36 @@ fn view(n: &Node) -> NodeView {
         labels: n.metadata.labels.clone().unwrap_or_default(),
         allocatable: gpus(status.and_then(|s| s.allocatable.as_ref())),
         capacity: gpus(status.and_then(|s| s.capacity.as_ref())),
+        resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
     }
 }
 
 impl KubeDevicePlugin {
-    /// Connect as `mig_manager::kube::connect_client` does; each call may take `timeout`.
-    pub fn connect(
-        kubeconfig: Option<&Path>,
-        context: Option<&str>,
-        timeout: Duration,
-    ) -> Result<KubeDevicePlugin, ApiError> {
-        let (rt, client) = connect_client(kubeconfig, context, timeout).map_err(|e| match e {
-            ClusterError::Forbidden { what, message } => ApiError::Forbidden { what, message },
-            other => ApiError::Other(other.to_string()),
-        })?;
+    /// Connect as [`Connection`] says; permission errors name deploy/sharing/rbac.yaml.
+    pub fn connect(conn: &Connection) -> Result<KubeDevicePlugin, KubeError> {
         Ok(KubeDevicePlugin {
-            rt,
-            client,
-            timeout,
+            k: Kube::connect(conn, "deploy/sharing/rbac.yaml")?,
             read: BTreeMap::new(),
         })
-    }
-
-    /// Run one call within the request timeout.
-    fn call<T>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ApiError> {
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(self.timeout, f).await })
-        {
-            Ok(r) => r.map_err(|e| api_error(what, e)),
-            Err(_) => Err(ApiError::Other(format!(
-                "{what}: no answer from the API server in {} s",
-                self.timeout.as_secs_f64()
-            ))),
-        }
     }
 }
 
 impl DevicePluginCluster for KubeDevicePlugin {
-    fn policy(&mut self) -> Result<Option<PolicyView>, ApiError> {
-        let ar = ApiResource {
-            group: "nvidia.com".into(),
-            version: "v1".into(),
-            api_version: "nvidia.com/v1".into(),
-            kind: "ClusterPolicy".into(),
-            plural: "clusterpolicies".into(),
-        };
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        let text = |p: &DynamicObject, ptr: &str| {
-            p.data
-                .pointer(ptr)
-                .and_then(|v| v.as_str())
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-        };
-        match self.call("list ClusterPolicies", api.list(&ListParams::default())) {
-            Ok(list) => Ok(list.items.first().map(|p| PolicyView {
-                name: p.metadata.name.clone().unwrap_or_default(),
-                config_name: text(p, "/spec/devicePlugin/config/name"),
-                default: text(p, "/spec/devicePlugin/config/default"),
-            })),
-            Err(ApiError::NotFound(_) | ApiError::Forbidden { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+    fn policy(&mut self) -> Result<Option<PolicyView>, KubeError> {
+        Ok(policy::read(&self.k)?.map(|p| PolicyView {
+            config_name: p.text("/spec/devicePlugin/config/name"),
+            default: p.text("/spec/devicePlugin/config/default"),
+            name: p.name,
+        }))
     }
 
     fn read_configmap(
         &mut self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<StoredMap>, ApiError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        let got = self.call(
+    ) -> Result<Option<StoredMap>, KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
+        let got = self.k.call(
             &format!("read ConfigMap {namespace}/{name}"),
             api.get_opt(name),
         )?;
@@ -156,8 +89,8 @@ impl DevicePluginCluster for KubeDevicePlugin {
         namespace: &str,
         name: &str,
         data: &BTreeMap<String, String>,
-    ) -> Result<(), ApiError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
         let cm = ConfigMap {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.to_string()),
@@ -171,7 +104,7 @@ impl DevicePluginCluster for KubeDevicePlugin {
             data: Some(data.clone()),
             ..Default::default()
         };
-        self.call(
+        self.k.call(
             &format!("create ConfigMap {namespace}/{name}"),
             api.create(&PostParams::default(), &cm),
         )?;
@@ -184,36 +117,38 @@ impl DevicePluginCluster for KubeDevicePlugin {
         name: &str,
         data: &BTreeMap<String, String>,
         resource_version: &str,
-    ) -> Result<(), ApiError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
         let mut cm = self
             .read
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
             .ok_or_else(|| {
-                ApiError::Other(format!(
+                KubeError::Other(format!(
                     "ConfigMap {namespace}/{name} was not read before it was replaced"
                 ))
             })?;
         cm.metadata.resource_version = Some(resource_version.to_string());
         cm.data = Some(data.clone());
-        self.call(
+        self.k.call(
             &format!("replace ConfigMap {namespace}/{name}"),
             api.replace(name, &PostParams::default(), &cm),
         )?;
         Ok(())
     }
 
-    fn node(&mut self, name: &str) -> Result<Option<NodeView>, ApiError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let n = self.call(&format!("read node {name}"), api.get_opt(name))?;
+    fn node(&mut self, name: &str) -> Result<Option<NodeView>, KubeError> {
+        let api: Api<Node> = Api::all(self.k.client());
+        let n = self
+            .k
+            .call(&format!("read node {name}"), api.get_opt(name))?;
         Ok(n.as_ref().map(view))
     }
 
-    fn configs_in_use(&mut self) -> Result<BTreeSet<String>, ApiError> {
-        let api: Api<Node> = Api::all(self.client.clone());
+    fn configs_in_use(&mut self) -> Result<BTreeSet<String>, KubeError> {
+        let api: Api<Node> = Api::all(self.k.client());
         let lp = ListParams::default().labels(super::CONFIG_LABEL);
-        let list = self.call("list nodes", api.list(&lp))?;
+        let list = self.k.call("list nodes", api.list(&lp))?;
         Ok(list
             .items
             .iter()
@@ -227,12 +162,14 @@ impl DevicePluginCluster for KubeDevicePlugin {
             .collect())
     }
 
-    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, ApiError> {
-        let api: Api<Pod> = Api::all(self.client.clone());
+    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError> {
+        let api: Api<Pod> = Api::all(self.k.client());
         let lp = ListParams::default().fields(&format!(
             "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
         ));
-        let list = self.call(&format!("list the pods of node {node}"), api.list(&lp))?;
+        let list = self
+            .k
+            .call(&format!("list the pods of node {node}"), api.list(&lp))?;
         Ok(list.items.iter().filter_map(gpu_pod).collect())
     }
 
@@ -240,10 +177,11 @@ impl DevicePluginCluster for KubeDevicePlugin {
         &mut self,
         node: &str,
         labels: &[(&str, Option<&str>)],
-    ) -> Result<NodeView, ApiError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let patch = labels_patch(labels);
-        let n = self.call(
+        resource_version: &str,
+    ) -> Result<NodeView, KubeError> {
+        let api: Api<Node> = Api::all(self.k.client());
+        let patch = labels::merge_patch(labels, Some(resource_version));
+        let n = self.k.call(
             &format!("label node {node}"),
             api.patch(node, &PatchParams::default(), &patch),
         )?;

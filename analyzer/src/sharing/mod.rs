@@ -64,6 +64,8 @@ pub struct NodeView {
     pub allocatable: Option<u64>,
     /// `status.capacity["nvidia.com/gpu"]`.
     pub capacity: Option<u64>,
+    /// The node object's resourceVersion when it was read.
+    pub resource_version: String,
 }
 
 impl NodeView {
@@ -131,63 +133,48 @@ pub struct StoredMap {
     pub resource_version: String,
 }
 
-/// Errors of the Kubernetes side, as the rollout distinguishes them.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// 409: the object changed since it was read (or already exists).
-    #[error("{0}")]
-    Conflict(String),
-    /// 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// 401/403.
-    #[error(
-        "{what}: {message} (check the credentials, and the permissions in deploy/sharing/rbac.yaml)"
-    )]
-    Forbidden { what: String, message: String },
-    /// Anything else: transport errors, 5xx, no answer in time.
-    #[error("{0}")]
-    Other(String),
-}
+pub use crate::kubernetes::KubeError;
 
 /// The Kubernetes API calls the rollout makes. [`kube::KubeDevicePlugin`] is the real one.
 pub trait DevicePluginCluster {
     /// The ClusterPolicy, when one can be read (`None`: none, or not allowed to read it).
-    fn policy(&mut self) -> Result<Option<PolicyView>, ApiError>;
+    fn policy(&mut self) -> Result<Option<PolicyView>, KubeError>;
     /// ConfigMap `namespace/name`; `None` when absent.
     fn read_configmap(
         &mut self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<StoredMap>, ApiError>;
-    /// Create ConfigMap `namespace/name` with `data` ([`ApiError::Conflict`] when it exists).
+    ) -> Result<Option<StoredMap>, KubeError>;
+    /// Create ConfigMap `namespace/name` with `data` ([`KubeError::Conflict`] when it exists).
     fn create_configmap(
         &mut self,
         namespace: &str,
         name: &str,
         data: &BTreeMap<String, String>,
-    ) -> Result<(), ApiError>;
+    ) -> Result<(), KubeError>;
     /// Replace the data of ConfigMap `namespace/name` if it is still at `resource_version`
-    /// ([`ApiError::Conflict`] otherwise); its metadata is kept.
+    /// ([`KubeError::Conflict`] otherwise); its metadata is kept.
     fn replace_configmap(
         &mut self,
         namespace: &str,
         name: &str,
         data: &BTreeMap<String, String>,
         resource_version: &str,
-    ) -> Result<(), ApiError>;
+    ) -> Result<(), KubeError>;
     /// Node `name`; `None` when absent.
-    fn node(&mut self, name: &str) -> Result<Option<NodeView>, ApiError>;
+    fn node(&mut self, name: &str) -> Result<Option<NodeView>, KubeError>;
     /// The values of `nvidia.com/device-plugin.config` over every node.
-    fn configs_in_use(&mut self) -> Result<std::collections::BTreeSet<String>, ApiError>;
+    fn configs_in_use(&mut self) -> Result<std::collections::BTreeSet<String>, KubeError>;
     /// Pods on `node`, not finished, that hold GPU resources.
-    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, ApiError>;
-    /// Set (`Some`) or remove (`None`) labels of `node` (a JSON merge patch).
+    fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError>;
+    /// Set (`Some`) or remove (`None`) labels of `node` (a JSON merge patch) if it is still at
+    /// `resource_version` (409 otherwise: `crate::kubernetes::labels::write` re-reads it).
     fn patch_labels(
         &mut self,
         node: &str,
         labels: &[(&str, Option<&str>)],
-    ) -> Result<NodeView, ApiError>;
+        resource_version: &str,
+    ) -> Result<NodeView, KubeError>;
 }
 
 #[cfg(test)]
@@ -203,6 +190,7 @@ mod tests {
                 .collect(),
             allocatable: capacity,
             capacity,
+            resource_version: String::new(),
         }
     }
 

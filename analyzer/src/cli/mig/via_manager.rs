@@ -2,8 +2,9 @@
 //! command's plan (or schedule) to `tessera::mig_manager`'s rollout over kube-rs. A module of the
 //! binary: no logic beyond checking flags, connecting and printing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+use tessera::kubernetes::Connection;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
@@ -26,12 +27,8 @@ pub struct KubeArgs {
     /// Who applies the layout: this node directly, or the GPU Operator's mig-manager.
     #[arg(long, value_enum, default_value = "node")]
     pub via: Via,
-    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// kubeconfig context (default: the current one).
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub kube: Connection,
     /// The ConfigMap mig-manager reads (ClusterPolicy spec.migManager.config.name).
     #[arg(long, value_name = "NAME", default_value = "custom-mig-config")]
     pub configmap: String,
@@ -47,9 +44,6 @@ pub struct KubeArgs {
     /// How long one node may take to reach success before it is rolled back (e.g. 10m).
     #[arg(long = "node-timeout", value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
     pub node_timeout: Duration,
-    /// The longest one Kubernetes API call may take (kubectl's --request-timeout).
-    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
-    pub request_timeout: Duration,
     /// How many nodes change at once.
     #[arg(long = "max-unavailable", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_unavailable: u32,
@@ -99,11 +93,7 @@ pub fn apply(
         yes,
         stop: Some(crate::cli::source::stop_flag()?),
     };
-    let mut cluster = KubeCluster::connect(
-        k.kubeconfig.as_deref(),
-        k.context.as_deref(),
-        k.request_timeout,
-    )?;
+    let mut cluster = KubeCluster::connect(&k.kube)?;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     Ok(rollout::run(

@@ -38,7 +38,7 @@ use tessera_core::mig::parted::PartedFile;
 mod waves;
 
 use super::render::{self, Change, NodeLayout, RenderError};
-use super::{CONFIG_KEY, Cluster, ClusterError, DEPLOY_LABEL, GpuPod, NodeSelect, NodeView};
+use super::{CONFIG_KEY, Cluster, DEPLOY_LABEL, GpuPod, KubeError, NodeSelect, NodeView};
 
 /// The operator's generated ConfigMap, the seed of a new one (its configs are kept).
 pub const DEFAULT_CONFIGMAP: &str = "default-mig-parted-config";
@@ -70,7 +70,7 @@ pub enum RolloutError {
     #[error(transparent)]
     Render(#[from] RenderError),
     #[error(transparent)]
-    Cluster(#[from] ClusterError),
+    Cluster(#[from] KubeError),
     #[error("{0}")]
     Input(String),
     #[error("stopped by a signal (SIGTERM or SIGINT)")]
@@ -162,7 +162,7 @@ pub(super) fn write_config(
         };
         match result {
             Ok(()) => return Ok(merged),
-            Err(ClusterError::Conflict(m)) if attempt < 5 => {
+            Err(KubeError::Conflict(m)) if attempt < 5 => {
                 writeln!(
                     err,
                     "tessera: ConfigMap {}/{} changed meanwhile ({m}); reading it again",

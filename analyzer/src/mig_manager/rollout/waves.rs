@@ -15,9 +15,10 @@ use tessera_core::mig::parted::PartedFile;
 
 use super::super::render::{self, Change, NodeLayout};
 use super::super::{
-    CONFIG_LABEL, CONFIG_PREFIX, Cluster, ClusterError, NodeSelect, NodeView, STATE_LABEL,
+    CONFIG_LABEL, CONFIG_PREFIX, Cluster, KubeError, NodeSelect, NodeView, STATE_LABEL,
 };
 use super::{Request, RolloutError, io};
+use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// How one node ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +157,41 @@ struct Touched {
     settled: bool,
     /// How it ended when it failed or timed out itself (else the rollout's reason is used).
     ending: Option<String>,
+    /// Its label write got no answer however often it was tried: it may still land, so the
+    /// config it names is kept from pruning and the command that puts the label back printed.
+    uncertain: bool,
+}
+
+/// The node-label calls of [`Cluster`], for [`labels::write`].
+struct Labels<'a>(&'a mut dyn Cluster);
+
+fn node_labels(n: NodeView) -> NodeLabels {
+    NodeLabels {
+        labels: n.labels,
+        resource_version: n.resource_version,
+    }
+}
+
+impl LabelApi for Labels<'_> {
+    fn read_labels(&mut self, node: &str) -> Result<Option<NodeLabels>, KubeError> {
+        Ok(self
+            .0
+            .nodes(&NodeSelect::Names(vec![node.to_string()]))?
+            .into_iter()
+            .find(|n| n.name == node)
+            .map(node_labels))
+    }
+
+    fn patch_labels_at(
+        &mut self,
+        node: &str,
+        labels: &[(&str, Option<&str>)],
+        resource_version: &str,
+    ) -> Result<NodeLabels, KubeError> {
+        self.0
+            .patch_labels(node, labels, resource_version)
+            .map(node_labels)
+    }
 }
 
 /// Set the label on each node of each wave and watch it; on any way out that leaves nodes
@@ -223,7 +259,17 @@ pub(super) fn rollout(
         )
         .map_err(io)?;
     }
-    prune_unused(c, r, prunable, out, err)?;
+    // A label that may still land keeps the config it names.
+    let prunable: BTreeSet<String> = prunable
+        .iter()
+        .filter(|k| {
+            !touched
+                .iter()
+                .any(|t| t.uncertain && t.layout.config == **k)
+        })
+        .cloned()
+        .collect();
+    prune_unused(c, r, &prunable, out, err)?;
     Ok(code)
 }
 
@@ -252,6 +298,7 @@ fn waves(
                 labelled: false,
                 settled: false,
                 ending: None,
+                uncertain: false,
             });
             if r.cordon && !node.unschedulable {
                 touched[i].cordoned = true;
@@ -269,10 +316,42 @@ fn waves(
             }
             ensure_config(c, r, layout, err)?;
             touched[i].labelled = true;
-            let written = c.patch_labels(
+            // Compare-and-swap on the label the change was decided on.
+            let written = match labels::write(
+                &mut Labels(c),
                 &node.name,
+                &[(CONFIG_LABEL, node.config())],
                 &[(CONFIG_LABEL, Some(&layout.config)), (STATE_LABEL, None)],
-            )?;
+                err,
+            ) {
+                Ok(Written::Done(n) | Written::Already(n)) => n,
+                Ok(Written::Changed(why)) => {
+                    touched[i].labelled = false;
+                    writeln!(
+                        err,
+                        "tessera: node {}: refused, label not changed: {why}",
+                        node.name
+                    )
+                    .map_err(io)?;
+                    stopped = Some(format!("node {}: {why}", node.name));
+                    break;
+                }
+                Ok(Written::Gone) => {
+                    touched[i].labelled = false;
+                    return Err(RolloutError::Input(format!(
+                        "node {} is not in the cluster any more",
+                        node.name
+                    )));
+                }
+                Err(LabelError::Failed(e)) => {
+                    touched[i].labelled = false;
+                    return Err(e.into());
+                }
+                Err(e @ LabelError::Unknown(_)) => {
+                    touched[i].uncertain = true;
+                    return Err(RolloutError::Input(format!("node {}: {e}", node.name)));
+                }
+            };
             let now = Instant::now();
             c.watch(&node.name, &written.resource_version, now + r.timeout)?;
             writeln!(
@@ -430,6 +509,12 @@ fn restore_label(
     // Read it first: the label patch may not have applied, or another actor may own it now.
     let now = c.nodes(&NodeSelect::Names(vec![name.to_string()]))?;
     let current = now.first().and_then(|n| n.config()).map(str::to_string);
+    if current.as_deref() == previous && t.uncertain {
+        return Err(RolloutError::Input(format!(
+            "its label write got no answer and may still land ({CONFIG_LABEL}={} is kept in the ConfigMap)",
+            t.layout.config
+        )));
+    }
     if current.as_deref() == previous {
         return Ok(true);
     }
@@ -442,7 +527,25 @@ fn restore_label(
         .map_err(io)?;
         return Ok(true);
     }
-    let written = c.patch_labels(name, &[(CONFIG_LABEL, previous), (STATE_LABEL, None)])?;
+    let written = match labels::write(
+        &mut Labels(c),
+        name,
+        &[(CONFIG_LABEL, Some(t.layout.config.as_str()))],
+        &[(CONFIG_LABEL, previous), (STATE_LABEL, None)],
+        err,
+    ) {
+        Ok(Written::Done(n) | Written::Already(n)) => n,
+        Ok(Written::Changed(why)) => {
+            writeln!(
+                err,
+                "tessera: node {name}: {why}, set by another client: left as it is"
+            )
+            .map_err(io)?;
+            return Ok(true);
+        }
+        Ok(Written::Gone) => return Ok(true),
+        Err(e) => return Err(RolloutError::Input(e.to_string())),
+    };
     let what = format!(
         "node {name}: rolled back {CONFIG_LABEL} {} -> {} after {why}",
         t.layout.config,
@@ -511,7 +614,7 @@ fn prune_unused(
 ) -> Result<(), RolloutError> {
     let mut last = String::new();
     for _ in 0..5 {
-        let attempt = (|| -> Result<Option<Vec<String>>, ClusterError> {
+        let attempt = (|| -> Result<Option<Vec<String>>, KubeError> {
             let mut keep = configs_in_use(c)?;
             let Some(stored) = c.read_config(&r.namespace, &r.configmap)? else {
                 return Ok(Some(Vec::new()));
@@ -541,7 +644,7 @@ fn prune_unused(
                 &stored.resource_version,
             ) {
                 Ok(()) => Ok(Some(merged.pruned)),
-                Err(ClusterError::Conflict(_)) => Ok(None),
+                Err(KubeError::Conflict(_)) => Ok(None),
                 Err(e) => Err(e),
             }
         })();
@@ -576,7 +679,7 @@ fn prune_unused(
 }
 
 /// The `tessera-…` configs some node's `nvidia.com/mig.config` names.
-pub(super) fn configs_in_use(c: &mut dyn Cluster) -> Result<BTreeSet<String>, ClusterError> {
+pub(super) fn configs_in_use(c: &mut dyn Cluster) -> Result<BTreeSet<String>, KubeError> {
     Ok(c.nodes(&NodeSelect::All)?
         .iter()
         .filter_map(|n| {

@@ -28,7 +28,7 @@ mod nodes;
 use super::choose::{self, ChooseParams, NodeSharing};
 use super::configmap::{self, Merged};
 use super::demand::HostDemand;
-use super::{ApiError, CONFIG_LABEL, DEPLOY_LABEL, DevicePluginCluster, GPU_RESOURCE, NodeView};
+use super::{CONFIG_LABEL, DEPLOY_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, NodeView};
 
 /// The ConfigMap named when the ClusterPolicy names none (and `--configmap` is not given).
 pub const DEFAULT_CONFIGMAP: &str = "tessera-device-plugin-config";
@@ -76,7 +76,7 @@ pub struct Request {
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] KubeError),
     #[error("{0}")]
     Input(String),
     #[error("stopped by a signal (SIGTERM or SIGINT)")]
@@ -283,7 +283,7 @@ pub(super) fn write_configmap(
         };
         match result {
             Ok(()) => return Ok(merged),
-            Err(ApiError::Conflict(m)) if attempt < 5 => {
+            Err(KubeError::Conflict(m)) if attempt < 5 => {
                 writeln!(
                     err,
                     "tessera: ConfigMap {}/{} changed meanwhile ({m}); reading it again",

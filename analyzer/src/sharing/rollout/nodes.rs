@@ -17,9 +17,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::{
-    ApiError, CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, NodeView, configmap,
+    CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, NodeView, configmap,
 };
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
+use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// What tessera changed on one node.
 struct Touched {
@@ -30,6 +31,33 @@ struct Touched {
     /// carry the label when read back: it may still land. Its config key is kept from pruning
     /// and the command that puts the label back is printed.
     uncertain: bool,
+}
+
+/// The node-label calls of [`DevicePluginCluster`], for [`labels::write`].
+struct Labels<'a>(&'a mut dyn DevicePluginCluster);
+
+fn node_labels(n: NodeView) -> NodeLabels {
+    NodeLabels {
+        labels: n.labels,
+        resource_version: n.resource_version,
+    }
+}
+
+impl LabelApi for Labels<'_> {
+    fn read_labels(&mut self, node: &str) -> Result<Option<NodeLabels>, KubeError> {
+        Ok(self.0.node(node)?.map(node_labels))
+    }
+
+    fn patch_labels_at(
+        &mut self,
+        node: &str,
+        labels: &[(&str, Option<&str>)],
+        resource_version: &str,
+    ) -> Result<NodeLabels, KubeError> {
+        self.0
+            .patch_labels(node, labels, resource_version)
+            .map(node_labels)
+    }
 }
 
 /// How waiting for a node ended.
@@ -220,21 +248,37 @@ fn nodes(
             settled: false,
             uncertain: false,
         });
-        if let Err(e) = c.patch_labels(&name, &[(CONFIG_LABEL, Some(t.sharing.name.as_str()))]) {
-            // A lost answer is not a write that did not happen: read the node back.
-            let landed = matches!(e, ApiError::Other(_))
-                && matches!(c.node(&name), Ok(Some(n)) if n.config() == Some(t.sharing.name.as_str()));
-            if !landed {
-                touched.last_mut().expect("pushed above").uncertain =
-                    matches!(e, ApiError::Other(_));
+        let previous = target.before.config().map(str::to_string);
+        let written = labels::write(
+            &mut Labels(c),
+            &name,
+            &[(CONFIG_LABEL, previous.as_deref())],
+            &[(CONFIG_LABEL, Some(t.sharing.name.as_str()))],
+            err,
+        );
+        match written {
+            Ok(Written::Done(_) | Written::Already(_)) => {}
+            Ok(Written::Changed(why)) => {
+                touched.last_mut().expect("pushed above").settled = true;
+                return Ok(Some(format!(
+                    "node {name}: {why}; stopping, the node's label is left as it is"
+                )));
+            }
+            Ok(Written::Gone) => {
+                touched.last_mut().expect("pushed above").settled = true;
+                return Err(RolloutError::Input(format!(
+                    "node {name} was deleted while it changed"
+                )));
+            }
+            Err(LabelError::Failed(e)) => {
+                // Refused: the node is as it was.
+                touched.last_mut().expect("pushed above").settled = true;
                 return Err(e.into());
             }
-            writeln!(
-                err,
-                "tessera: node {name}: the label write got no answer ({e}), but the node carries {CONFIG_LABEL}={}: it landed",
-                t.sharing.name
-            )
-            .map_err(io)?;
+            Err(e @ LabelError::Unknown(_)) => {
+                touched.last_mut().expect("pushed above").uncertain = true;
+                return Err(RolloutError::Input(format!("node {name}: {e}")));
+            }
         }
         let want = t.want();
         let replicas = u64::from(t.sharing.replicas);
@@ -303,47 +347,57 @@ fn restore(
         let b = &t.target.before;
         let name = b.name.as_str();
         let previous = b.config();
-        let now = match c.node(name) {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
+        if t.uncertain {
+            // Its label write got no answer every time it was tried: it may still land, so the
+            // config it names stays, and the command that puts the label back is printed.
+            match c.node(name) {
+                Ok(Some(n)) if n.config() == previous => {
+                    writeln!(
+                        err,
+                        "tessera: node {name}: its label write got no answer and may still land: {} is kept in the ConfigMap",
+                        t.target.sharing.name
+                    )
+                    .map_err(io)?;
+                    commands.push(format!(
+                        "{}   # if the node shows {CONFIG_LABEL}={}",
+                        relabel_command(name, previous),
+                        t.target.sharing.name
+                    ));
+                    continue;
+                }
+                Ok(None) => continue,
+                _ => {} // it landed (or cannot be read): put it back below
+            }
+        }
+        let mine = Some(t.target.sharing.name.as_str());
+        match labels::write(
+            &mut Labels(c),
+            name,
+            &[(CONFIG_LABEL, mine)],
+            &[(CONFIG_LABEL, previous)],
+            err,
+        ) {
+            Ok(Written::Already(_)) => continue, // tessera's label never applied
+
+            Ok(Written::Done(_)) => {}
+            Ok(Written::Changed(why)) => {
+                writeln!(
+                    err,
+                    "tessera: node {name}: {why}, set by another client; left as it is"
+                )
+                .map_err(io)?;
+                continue;
+            }
+            Ok(Written::Gone) => continue,
             Err(e) => {
                 writeln!(
                     err,
-                    "tessera: node {name}: cannot read it to put it back: {e}"
+                    "tessera: node {name}: cannot put {CONFIG_LABEL} back: {e}"
                 )
                 .map_err(io)?;
                 commands.push(relabel_command(name, previous));
                 continue;
             }
-        };
-        if now.config() != Some(t.target.sharing.name.as_str()) {
-            if t.uncertain && now.config() == previous {
-                writeln!(
-                    err,
-                    "tessera: node {name}: its label write got no answer and may still land: {} is kept in the ConfigMap",
-                    t.target.sharing.name
-                )
-                .map_err(io)?;
-                commands.push(format!(
-                    "{}   # if the node shows {CONFIG_LABEL}={}",
-                    relabel_command(name, previous),
-                    t.target.sharing.name
-                ));
-                continue;
-            }
-            if now.config() != previous {
-                writeln!(err, "tessera: node {name}: {CONFIG_LABEL} is {} now, set by another client; left as it is", now.config().unwrap_or("(removed)")).map_err(io)?;
-            }
-            continue; // the label patch never applied, or another client owns it now
-        }
-        if let Err(e) = c.patch_labels(name, &[(CONFIG_LABEL, previous)]) {
-            writeln!(
-                err,
-                "tessera: node {name}: cannot put {CONFIG_LABEL} back: {e}"
-            )
-            .map_err(io)?;
-            commands.push(relabel_command(name, previous));
-            continue;
         }
         let (alloc, replicas) = (b.allocatable, b.replicas());
         let done = move |n: &NodeView| n.allocatable == alloc && n.replicas() == replicas;
@@ -379,10 +433,10 @@ fn prune(
     prunable: &BTreeSet<String>,
     err: &mut dyn Write,
 ) -> Result<(), RolloutError> {
-    let mut last: Option<ApiError> = None;
+    let mut last: Option<KubeError> = None;
     let mut gone_keys: Vec<String> = Vec::new();
     for _ in 0..5 {
-        let attempt = (|| -> Result<Option<Vec<String>>, ApiError> {
+        let attempt = (|| -> Result<Option<Vec<String>>, KubeError> {
             let in_use = c.configs_in_use()?;
             let Some(stored) = c.read_configmap(&w.namespace, &w.configmap)? else {
                 return Ok(None);
@@ -408,7 +462,7 @@ fn prune(
                 .map_err(io)?;
                 return Ok(());
             }
-            Err(ApiError::Conflict(_)) => continue,
+            Err(KubeError::Conflict(_)) => continue,
             Err(e) => {
                 gone_keys = prunable.iter().cloned().collect();
                 last = Some(e);
