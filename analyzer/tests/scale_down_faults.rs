@@ -88,7 +88,7 @@ fn a_409_on_the_annotation_is_read_again_and_retried_once() {
         .fail(fault("PATCH", WEB, 409, "the object has been modified", 1));
     let (code, out, err) = c.run(&["--yes"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(err.contains("deployment ml/web: patch deployment ml/web: the object has been modified; reading it again"), "{err}");
+    assert!(err.contains("deployment ml/web changed meanwhile (patch deployment ml/web: the object has been modified); reading it again"), "{err}");
     assert_eq!(c.replicas("deployments", "web"), 0);
     assert_eq!(c.annotation("deployments", "web").as_deref(), Some("2"));
 

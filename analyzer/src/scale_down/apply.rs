@@ -35,6 +35,7 @@ use super::idle::IdleSet;
 use super::journal::{Entry, Journal};
 use super::plan::{Action, Plan, autoscaler, gitops_sign, opt_out, running_pods};
 use super::{AT_ANNOTATION, FROM_ANNOTATION, Kind, KubeError, Object, UNSET, Workloads};
+use crate::kubernetes::configmap::retry_on_conflict;
 
 /// What happened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -122,22 +123,19 @@ pub(super) fn patch_once_more(
     mut fresh: Object,
     make: &dyn Fn(&Object) -> Option<Value>,
 ) -> Result<Option<Object>, KubeError> {
-    for attempt in 0..2 {
+    let what = fresh.label();
+    retry_on_conflict(&what, 2, &mut std::io::stderr(), |again| {
+        if again {
+            fresh = reread(cluster, &fresh)?;
+        }
         let Some(mut patch) = make(&fresh) else {
             return Ok(None);
         };
         patch["metadata"]["resourceVersion"] = json!(fresh.resource_version);
-        match cluster.patch(fresh.kind, &fresh.namespace, &fresh.name, &patch) {
-            Err(KubeError::Conflict(m)) if attempt == 0 => {
-                eprintln!("tessera: {}: {m}; reading it again", fresh.label());
-                fresh = reread(cluster, &fresh)?;
-            }
-            r => return r.map(Some),
-        }
-    }
-    Err(KubeError::Other(
-        "the patch was neither written nor refused".into(),
-    ))
+        cluster
+            .patch(fresh.kind, &fresh.namespace, &fresh.name, &patch)
+            .map(Some)
+    })
 }
 
 fn count(n: Option<i64>) -> String {

@@ -39,6 +39,7 @@ mod waves;
 
 use super::render::{self, Change, NodeLayout, RenderError};
 use super::{CONFIG_KEY, Cluster, DEPLOY_LABEL, GpuPod, KubeError, NodeSelect, NodeView};
+use crate::kubernetes::configmap::{self, MaybeConflict, retry_on_conflict};
 
 /// The operator's generated ConfigMap, the seed of a new one (its configs are kept).
 pub const DEFAULT_CONFIGMAP: &str = "default-mig-parted-config";
@@ -146,35 +147,35 @@ pub(super) fn write_config(
     seed: Option<&str>,
     err: &mut dyn Write,
 ) -> Result<render::Merged, RolloutError> {
-    for attempt in 1..=5 {
+    let what = format!("ConfigMap {}/{}", r.namespace, r.configmap);
+    retry_on_conflict(&what, configmap::ATTEMPTS, err, |again| {
+        if again {
+            stored = c.read_config(&r.namespace, &r.configmap)?;
+        }
         let text = stored.as_ref().and_then(|s| s.text.as_deref());
         // Nothing is pruned before the labels are set (`prune_unused` does it after).
         let merged = render::merge(text, seed, layouts, None)?;
-        let result = match &stored {
-            None => c.create_config(&r.namespace, &r.configmap, &merged.after),
-            Some(_) if !merged.changed() => return Ok(merged),
+        match &stored {
+            None => c.create_config(&r.namespace, &r.configmap, &merged.after)?,
+            Some(_) if !merged.changed() => {}
             Some(s) => c.replace_config(
                 &r.namespace,
                 &r.configmap,
                 &merged.after,
                 &s.resource_version,
-            ),
-        };
-        match result {
-            Ok(()) => return Ok(merged),
-            Err(KubeError::Conflict(m)) if attempt < 5 => {
-                writeln!(
-                    err,
-                    "tessera: ConfigMap {}/{} changed meanwhile ({m}); reading it again",
-                    r.namespace, r.configmap
-                )
-                .map_err(io)?;
-                stored = c.read_config(&r.namespace, &r.configmap)?;
-            }
-            Err(e) => return Err(e.into()),
+            )?,
+        }
+        Ok(merged)
+    })
+}
+
+impl MaybeConflict for RolloutError {
+    fn conflict(&self) -> Option<&str> {
+        match self {
+            RolloutError::Cluster(e) => e.conflict(),
+            _ => None,
         }
     }
-    unreachable!("the loop returns on its last attempt")
 }
 
 /// Run the request; see the module docs.

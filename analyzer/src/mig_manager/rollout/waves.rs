@@ -18,6 +18,7 @@ use super::super::{
     CONFIG_LABEL, CONFIG_PREFIX, Cluster, KubeError, NodeSelect, NodeView, STATE_LABEL,
 };
 use super::{Request, RolloutError, io};
+use crate::kubernetes::configmap::{self, retry_on_conflict};
 use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// How one node ended.
@@ -612,18 +613,21 @@ fn prune_unused(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), RolloutError> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        let attempt = (|| -> Result<Option<Vec<String>>, KubeError> {
+    let what = format!("ConfigMap {}/{}", r.namespace, r.configmap);
+    let attempt = retry_on_conflict(
+        &what,
+        configmap::ATTEMPTS,
+        err,
+        |_| -> Result<Vec<String>, KubeError> {
             let mut keep = configs_in_use(c)?;
             let Some(stored) = c.read_config(&r.namespace, &r.configmap)? else {
-                return Ok(Some(Vec::new()));
+                return Ok(Vec::new());
             };
             let Some(text) = stored.text.as_deref() else {
-                return Ok(Some(Vec::new()));
+                return Ok(Vec::new());
             };
             let Ok(file) = PartedFile::parse(text, "the stored config.yaml") else {
-                return Ok(Some(Vec::new()));
+                return Ok(Vec::new());
             };
             keep.extend(
                 file.configs
@@ -632,49 +636,40 @@ fn prune_unused(
                     .cloned(),
             );
             let Ok(merged) = render::merge(Some(text), None, &[], Some(&keep)) else {
-                return Ok(Some(Vec::new()));
+                return Ok(Vec::new());
             };
             if merged.pruned.is_empty() {
-                return Ok(Some(Vec::new()));
+                return Ok(Vec::new());
             }
-            match c.replace_config(
+            c.replace_config(
                 &r.namespace,
                 &r.configmap,
                 &merged.after,
                 &stored.resource_version,
-            ) {
-                Ok(()) => Ok(Some(merged.pruned)),
-                Err(KubeError::Conflict(_)) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })();
-        match attempt {
-            Ok(Some(pruned)) => {
-                if !pruned.is_empty() {
-                    writeln!(
-                        out,
-                        "ConfigMap {}/{}: pruned unused {}",
-                        r.namespace,
-                        r.configmap,
-                        pruned.join(", ")
-                    )
-                    .map_err(io)?;
-                }
-                return Ok(());
-            }
-            Ok(None) => last = "it changed meanwhile, five times".into(),
-            Err(e) => {
-                last = e.to_string();
-                break;
+            )?;
+            Ok(merged.pruned)
+        },
+    );
+    match attempt {
+        Ok(pruned) => {
+            if !pruned.is_empty() {
+                writeln!(
+                    out,
+                    "ConfigMap {}/{}: pruned unused {}",
+                    r.namespace,
+                    r.configmap,
+                    pruned.join(", ")
+                )
+                .map_err(io)?;
             }
         }
+        Err(e) => writeln!(
+            err,
+            "tessera: warning: unused tessera configs were not pruned from ConfigMap {}/{}: {e}",
+            r.namespace, r.configmap
+        )
+        .map_err(io)?,
     }
-    writeln!(
-        err,
-        "tessera: warning: unused tessera configs were not pruned from ConfigMap {}/{}: {last}",
-        r.namespace, r.configmap
-    )
-    .map_err(io)?;
     Ok(())
 }
 

@@ -29,6 +29,7 @@ use super::choose::{self, ChooseParams, NodeSharing};
 use super::configmap::{self, Merged};
 use super::demand::HostDemand;
 use super::{CONFIG_LABEL, DEPLOY_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, NodeView};
+use crate::kubernetes::configmap::{self as kconfigmap, MaybeConflict, retry_on_conflict};
 
 /// The ConfigMap named when the ClusterPolicy names none (and `--configmap` is not given).
 pub const DEFAULT_CONFIGMAP: &str = "tessera-device-plugin-config";
@@ -269,33 +270,33 @@ pub(super) fn write_configmap(
     err: &mut dyn Write,
 ) -> Result<Merged, RolloutError> {
     let default = w.default_key.as_deref().or(Some(DEFAULT_KEY));
-    for attempt in 1..=5 {
+    let what = format!("ConfigMap {}/{}", w.namespace, w.configmap);
+    retry_on_conflict(&what, kconfigmap::ATTEMPTS, err, |again| {
+        if again {
+            stored = c.read_configmap(&w.namespace, &w.configmap)?;
+        }
         let merged = configmap::merge(stored.as_ref().map(|s| &s.data), default, configs);
-        let result = match &stored {
-            None => c.create_configmap(&w.namespace, &w.configmap, &merged.after),
-            Some(_) if !merged.changed() => return Ok(merged),
+        match &stored {
+            None => c.create_configmap(&w.namespace, &w.configmap, &merged.after)?,
+            Some(_) if !merged.changed() => {}
             Some(s) => c.replace_configmap(
                 &w.namespace,
                 &w.configmap,
                 &merged.after,
                 &s.resource_version,
-            ),
-        };
-        match result {
-            Ok(()) => return Ok(merged),
-            Err(KubeError::Conflict(m)) if attempt < 5 => {
-                writeln!(
-                    err,
-                    "tessera: ConfigMap {}/{} changed meanwhile ({m}); reading it again",
-                    w.namespace, w.configmap
-                )
-                .map_err(io)?;
-                stored = c.read_configmap(&w.namespace, &w.configmap)?;
-            }
-            Err(e) => return Err(e.into()),
+            )?,
+        }
+        Ok(merged)
+    })
+}
+
+impl MaybeConflict for RolloutError {
+    fn conflict(&self) -> Option<&str> {
+        match self {
+            RolloutError::Api(e) => e.conflict(),
+            _ => None,
         }
     }
-    unreachable!("the loop returns on its last attempt")
 }
 
 /// Run the request; see the module docs.

@@ -20,6 +20,7 @@ use super::super::{
     CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, NodeView, configmap,
 };
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
+use crate::kubernetes::configmap::{self as kconfigmap, retry_on_conflict};
 use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// What tessera changed on one node.
@@ -433,54 +434,40 @@ fn prune(
     prunable: &BTreeSet<String>,
     err: &mut dyn Write,
 ) -> Result<(), RolloutError> {
-    let mut last: Option<KubeError> = None;
-    let mut gone_keys: Vec<String> = Vec::new();
-    for _ in 0..5 {
-        let attempt = (|| -> Result<Option<Vec<String>>, KubeError> {
-            let in_use = c.configs_in_use()?;
-            let Some(stored) = c.read_configmap(&w.namespace, &w.configmap)? else {
-                return Ok(None);
-            };
-            let Some((data, gone)) =
-                configmap::prune(&stored.data, prunable, &in_use, w.default_key.as_deref())
-            else {
-                return Ok(None);
-            };
-            c.replace_configmap(&w.namespace, &w.configmap, &data, &stored.resource_version)?;
-            Ok(Some(gone))
-        })();
-        match attempt {
-            Ok(None) => return Ok(()),
-            Ok(Some(gone)) => {
-                writeln!(
-                    err,
-                    "tessera: ConfigMap {}/{}: removed {} (no node names them)",
-                    w.namespace,
-                    w.configmap,
-                    gone.join(", ")
-                )
-                .map_err(io)?;
-                return Ok(());
-            }
-            Err(KubeError::Conflict(_)) => continue,
-            Err(e) => {
-                gone_keys = prunable.iter().cloned().collect();
-                last = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(e) = last {
-        writeln!(
+    let what = format!("ConfigMap {}/{}", w.namespace, w.configmap);
+    let attempt = retry_on_conflict(&what, kconfigmap::ATTEMPTS, err, |_| {
+        let in_use = c.configs_in_use()?;
+        let Some(stored) = c.read_configmap(&w.namespace, &w.configmap)? else {
+            return Ok(None);
+        };
+        let Some((data, gone)) =
+            configmap::prune(&stored.data, prunable, &in_use, w.default_key.as_deref())
+        else {
+            return Ok(None);
+        };
+        c.replace_configmap(&w.namespace, &w.configmap, &data, &stored.resource_version)?;
+        Ok::<_, KubeError>(Some(gone))
+    });
+    match attempt {
+        Ok(None) => {}
+        Ok(Some(gone)) => writeln!(
+            err,
+            "tessera: ConfigMap {}/{}: removed {} (no node names them)",
+            w.namespace,
+            w.configmap,
+            gone.join(", ")
+        )
+        .map_err(io)?,
+        Err(e) => writeln!(
             err,
             "tessera: warning: unused configs could not be pruned from ConfigMap {}/{} ({e}); the ones no node names can be removed with kubectl -n {} edit configmap {} (tessera's: {})",
             w.namespace,
             w.configmap,
             w.namespace,
             w.configmap,
-            gone_keys.join(", ")
+            prunable.iter().cloned().collect::<Vec<_>>().join(", ")
         )
-        .map_err(io)?;
+        .map_err(io)?,
     }
     Ok(())
 }
