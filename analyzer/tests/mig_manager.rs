@@ -371,6 +371,16 @@ fn cordon_keeps_pods_off_while_it_changes_and_uncordons_after_success() {
         .filter(|r| r.content_type.as_deref() == Some("application/strategic-merge-patch+json"))
         .collect();
     assert_eq!(strategic.len(), 4, "cordon and uncordon of two nodes");
+    // The audit trail: an Event per node labelled.
+    let events = c.kube.events();
+    for node in ["gpu-1", "gpu-2"] {
+        assert!(
+            events.iter().any(|e| e["reason"] == "MigConfigLabelled"
+                && e["regarding"]["name"] == node
+                && e["note"].as_str().unwrap().contains("tessera-night-")),
+            "{node}: {events:?}"
+        );
+    }
     // Both nodes changed at once: both labels were set before either was uncordoned.
     let idx = |pred: &dyn Fn(&fake_kube::Request) -> bool| reqs.iter().position(pred).unwrap();
     let second_label = idx(&|r| r.path.ends_with("gpu-2") && r.body.contains(CONFIG));

@@ -376,6 +376,27 @@ fn yes_scales_the_idle_workloads_and_undo_restores_them() {
         "{writes:?}"
     );
     assert!(out.contains("deployment ml/web: replicas 2 -> 0"), "{out}");
+    // The audit trail: one Event per workload scaled, in its namespace, regarding it.
+    let events = c.kube.events();
+    let web = events
+        .iter()
+        .find(|e| e["regarding"]["name"] == "web" && e["regarding"]["kind"] == "Deployment")
+        .unwrap_or_else(|| panic!("no Event about deployment web: {events:?}"));
+    assert_eq!(web["metadata"]["namespace"], "ml", "{web}");
+    assert_eq!(web["reason"], "ScaledDown", "{web}");
+    assert_eq!(web["reportingController"], "tessera.dev/tessera", "{web}");
+    assert!(
+        web["note"].as_str().unwrap().contains("replicas 2 -> 0"),
+        "{web}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["reason"] == "ScaledDown")
+            .count(),
+        4,
+        "web, db, llm, chat: {events:?}"
+    );
 
     // Again: nothing to do.
     let (code, out, _) = c.run(&["--yes"]);
@@ -396,6 +417,13 @@ fn yes_scales_the_idle_workloads_and_undo_restores_them() {
     let (code, out, err) = c.run(&["--undo", "--yes"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(c.replicas("deployments", "web"), 2);
+    assert!(
+        c.kube.events().iter().any(|e| e["reason"] == "ScaledBack"
+            && e["regarding"]["name"] == "web"
+            && e["note"].as_str().unwrap().contains("replicas 0 -> 2")),
+        "{:?}",
+        c.kube.events()
+    );
     assert_eq!(c.annotation("deployments", "web"), None);
     assert_eq!(c.replicas("statefulsets", "db"), 3);
     assert_eq!(

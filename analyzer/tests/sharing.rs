@@ -317,6 +317,18 @@ fn apply_rolls_out_node_by_node_keeping_other_configs_and_is_idempotent() {
     assert!(cm[&n3].contains("mps:") && cm.contains_key(&n2), "{cm:?}");
     fake_kube::check_sharing_config(&cm[&n3]).unwrap();
     assert!(out.contains(&format!("node gpu-1: {LABEL}={n3}: nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps), nvidia.com/gpu.replicas=3 after")), "{out}");
+    // The audit trail: an Event per node labelled, regarding the node (namespace default).
+    let events = c.kube.events();
+    for (node, config) in [("gpu-1", &n3), ("gpu-2", &n2)] {
+        assert!(
+            events.iter().any(|e| e["regarding"]["kind"] == "Node"
+                && e["regarding"]["name"] == node
+                && e["metadata"]["namespace"] == "default"
+                && e["reason"] == "SharingConfigLabelled"
+                && e["note"].as_str().unwrap().contains(config.as_str())),
+            "{node}: {events:?}"
+        );
+    }
     // Node by node: gpu-2 was labelled only after gpu-1 was read at its config.
     let reqs = c.kube.requests();
     let patch = |node: &str| {
@@ -404,6 +416,16 @@ fn rolls_back(b: PluginBehaviour, expect: &str) {
         ]
     );
     assert_eq!(c.gpus("gpu-1").as_deref(), Some("4"));
+    assert!(
+        c.kube
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "SharingConfigRolledBack"
+                && e["type"] == "Warning"
+                && e["regarding"]["name"] == "gpu-1"),
+        "{:?}",
+        c.kube.events()
+    );
     assert_eq!(c.kube.device_plugin_config("gpu-2"), None);
     let cm = c.kube.configmap(NS, CM).unwrap();
     assert!(

@@ -118,9 +118,9 @@ pub fn record(k: &Kube, change: &Change<'_>) -> Result<(), KubeError> {
     Ok(())
 }
 
-/// [`record`], a failure said on `err` as a warning.
-pub fn record_or_warn(k: &Kube, change: &Change<'_>, err: &mut dyn Write) {
-    if let Err(e) = record(k, change) {
+/// A failure to write an Event, said on `err` as a warning (the change is made already).
+pub fn warn(result: Result<(), KubeError>, err: &mut dyn Write) {
+    if let Err(e) = result {
         let _ = writeln!(
             err,
             "tessera: warning: the change was made, but its Kubernetes Event could not be written: {e}"

@@ -30,7 +30,7 @@ use serde_json::json;
 use super::{
     CONFIG_KEY, Cluster, GpuPod, KubeError, NodeSelect, NodeView, PolicyView, StoredConfig,
 };
-use crate::kubernetes::{Connection, Kube, labels, policy};
+use crate::kubernetes::{Connection, Kube, events, labels, policy};
 
 /// How long the server keeps one watch open (`timeoutSeconds`) before it is resumed.
 const WATCH_SECONDS: u32 = 60;
@@ -544,6 +544,10 @@ impl Cluster for KubeCluster {
             config_name: p.text("/spec/migManager/config/name"),
             name: p.name,
         }))
+    }
+
+    fn event(&mut self, change: &events::Change<'_>) -> Result<(), KubeError> {
+        events::record(&self.k, change)
     }
 }
 

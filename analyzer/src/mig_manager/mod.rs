@@ -158,6 +158,9 @@ pub trait Cluster {
     fn next_update(&mut self, deadline: Instant) -> Result<Option<NodeView>, KubeError>;
     /// The ClusterPolicy, when one can be read (`None`: none, or not allowed to read it).
     fn policy(&mut self) -> Result<Option<PolicyView>, KubeError>;
+    /// Write the Kubernetes Event of a change tessera made (the audit trail,
+    /// [`crate::kubernetes::events`]).
+    fn event(&mut self, change: &crate::kubernetes::events::Change<'_>) -> Result<(), KubeError>;
 }
 
 /// Which nodes to read.

@@ -36,6 +36,7 @@ use super::journal::{Entry, Journal};
 use super::plan::{Action, Plan, autoscaler, gitops_sign, opt_out, running_pods};
 use super::{AT_ANNOTATION, FROM_ANNOTATION, Kind, KubeError, Object, UNSET, Workloads};
 use crate::kubernetes::configmap::retry_on_conflict;
+use crate::kubernetes::events;
 
 /// What happened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -484,12 +485,53 @@ fn isvc_unanswered(
     }
 }
 
+/// The Kubernetes Event of each change made to `w` (`done`: what the outcome says was done);
+/// an Event that cannot be written is a note, not a failure.
+pub(super) fn audit(
+    cluster: &mut dyn Workloads,
+    w: &Object,
+    reason: &str,
+    done: &[String],
+    notes: &mut Vec<String>,
+) {
+    for d in done {
+        let change = events::Change {
+            regarding: events::Regarding {
+                api_version: w.kind.api_version().to_string(),
+                kind: w.kind.kind().to_string(),
+                namespace: Some(w.namespace.clone()),
+                name: w.name.clone(),
+                uid: (!w.uid.is_empty()).then(|| w.uid.clone()),
+            },
+            reason,
+            action: "Scale",
+            note: format!("tessera scale-down: {d}"),
+            warning: false,
+        };
+        if let Err(e) = cluster.event(&change) {
+            notes.push(format!(
+                "warning: {}: the change was made, but its Kubernetes Event could not be written: {e}",
+                w.label()
+            ));
+        }
+    }
+}
+
 /// `--yes`: the plan's actions, in order, until the first failure.
 pub fn scale_down(cluster: &mut dyn Workloads, plan: &Plan, mut ctx: Context<'_>) -> Outcome {
     let mut out = Outcome::default();
     let mut actions = plan.actions.iter();
     for a in actions.by_ref() {
-        if let Err(e) = down_one(cluster, a, &mut ctx, &mut out) {
+        let done = out.done.len();
+        let result = down_one(cluster, a, &mut ctx, &mut out);
+        audit(
+            cluster,
+            &a.workload,
+            "ScaledDown",
+            &out.done[done..],
+            &mut out.notes,
+        );
+        if let Err(e) = result {
             out.failed = Some((a.workload.label(), e.to_string()));
             break;
         }
@@ -579,6 +621,9 @@ mod tests {
                 replicas,
                 resource_version: "8".into(),
             })
+        }
+        fn event(&mut self, _: &crate::kubernetes::events::Change<'_>) -> Result<(), KubeError> {
+            Ok(())
         }
     }
 

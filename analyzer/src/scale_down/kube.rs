@@ -21,7 +21,7 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use super::{Kind, KubeError, Object, OwnerRef, ScaleTarget, Scaled, Workloads, is_dns_subdomain};
-use crate::kubernetes::{Connection, Kube};
+use crate::kubernetes::{Connection, Kube, events};
 
 /// kube-rs behind [`Workloads`].
 pub struct KubeWorkloads {
@@ -238,5 +238,9 @@ impl Workloads for KubeWorkloads {
             replicas: scale.spec.and_then(|s| s.replicas).map_or(0, i64::from),
             resource_version: scale.metadata.resource_version.unwrap_or_default(),
         })
+    }
+
+    fn event(&mut self, change: &events::Change<'_>) -> Result<(), KubeError> {
+        events::record(&self.k, change)
     }
 }

@@ -197,6 +197,9 @@ pub trait Workloads {
         replicas: i64,
         resource_version: &str,
     ) -> Result<Scaled, KubeError>;
+    /// Write the Kubernetes Event of a change tessera made (the audit trail,
+    /// [`crate::kubernetes::events`]).
+    fn event(&mut self, change: &crate::kubernetes::events::Change<'_>) -> Result<(), KubeError>;
 }
 
 /// Whether `s` is a DNS-1123 label (a namespace: at most 63 of `a-z0-9-`, alphanumeric at both

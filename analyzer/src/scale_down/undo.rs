@@ -244,7 +244,10 @@ pub fn undo(
     let mut out = Outcome::default();
     let mut rest = workloads.iter();
     for w in rest.by_ref() {
-        if let Err(e) = undo_one(cluster, w, journal, max_replicas, &mut out) {
+        let done = out.done.len();
+        let result = undo_one(cluster, w, journal, max_replicas, &mut out);
+        super::apply::audit(cluster, w, "ScaledBack", &out.done[done..], &mut out.notes);
+        if let Err(e) = result {
             out.failed = Some((w.label(), e.to_string()));
             break;
         }

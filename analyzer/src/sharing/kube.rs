@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, PatchParams, PostParams};
 
 use super::{DevicePluginCluster, GpuPod, KubeError, NodeView, PolicyView, StoredMap};
-use crate::kubernetes::{Connection, Kube, labels, policy};
+use crate::kubernetes::{Connection, Kube, events, labels, policy};
 use crate::mig_manager::kube::gpu_pod;
 
 /// kube-rs behind [`DevicePluginCluster`].
@@ -186,5 +186,9 @@ impl DevicePluginCluster for KubeDevicePlugin {
             api.patch(node, &PatchParams::default(), &patch),
         )?;
         Ok(view(&n))
+    }
+
+    fn event(&mut self, change: &events::Change<'_>) -> Result<(), KubeError> {
+        events::record(&self.k, change)
     }
 }

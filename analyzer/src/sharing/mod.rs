@@ -175,6 +175,9 @@ pub trait DevicePluginCluster {
         labels: &[(&str, Option<&str>)],
         resource_version: &str,
     ) -> Result<NodeView, KubeError>;
+    /// Write the Kubernetes Event of a change tessera made (the audit trail,
+    /// [`crate::kubernetes::events`]).
+    fn event(&mut self, change: &crate::kubernetes::events::Change<'_>) -> Result<(), KubeError>;
 }
 
 #[cfg(test)]

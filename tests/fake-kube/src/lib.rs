@@ -305,7 +305,12 @@ impl FakeKube {
         self.shared().lock().get(kind, ns, name).cloned()
     }
 
-    /// A node's labels (empty when the node is absent).
+    /// Every Event (`events.k8s.io/v1`) written, in any namespace.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.shared().lock().list(Kind::Event, None)
+    }
+
+    /// The labels of a node (empty when it is absent).
     pub fn node_labels(&self, name: &str) -> BTreeMap<String, String> {
         self.shared()
             .lock()

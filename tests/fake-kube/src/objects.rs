@@ -26,10 +26,11 @@ pub(crate) enum Kind {
     HorizontalPodAutoscaler,
     InferenceService,
     ScaledObject,
+    Event,
 }
 
 /// Every kind, for lookups by name.
-const ALL: [Kind; 10] = [
+const ALL: [Kind; 11] = [
     Kind::Node,
     Kind::Pod,
     Kind::ConfigMap,
@@ -40,6 +41,7 @@ const ALL: [Kind; 10] = [
     Kind::HorizontalPodAutoscaler,
     Kind::InferenceService,
     Kind::ScaledObject,
+    Kind::Event,
 ];
 
 impl Kind {
@@ -56,6 +58,7 @@ impl Kind {
             Kind::HorizontalPodAutoscaler => "HorizontalPodAutoscaler",
             Kind::InferenceService => "InferenceService",
             Kind::ScaledObject => "ScaledObject",
+            Kind::Event => "Event",
         }
     }
 
@@ -67,6 +70,7 @@ impl Kind {
             Kind::HorizontalPodAutoscaler => "autoscaling/v2",
             Kind::InferenceService => "serving.kserve.io/v1beta1",
             Kind::ScaledObject => "keda.sh/v1alpha1",
+            Kind::Event => "events.k8s.io/v1",
             Kind::Node | Kind::Pod | Kind::ConfigMap => "v1",
         }
     }
@@ -108,6 +112,7 @@ impl Kind {
             Kind::HorizontalPodAutoscaler => "horizontalpodautoscalers",
             Kind::InferenceService => "inferenceservices",
             Kind::ScaledObject => "scaledobjects",
+            Kind::Event => "events",
         }
     }
 

@@ -8,7 +8,7 @@
 //! scripted mig-manager and device plugin; node status writes (the scripted controllers' only).
 //!
 //! What it does not do: no admission, no validation of object schemas beyond what the fake needs,
-//! no finalizers or graceful deletion, no generateName, no server-side apply, no status
+//! no finalizers or graceful deletion, generateName with a counter for a suffix, no server-side apply, no status
 //! subresources beyond `scale` (the status of Nodes, Pods and the `apps` workloads is kept across
 //! replace and patch, as their main endpoints do).
 
@@ -166,6 +166,17 @@ impl Store {
     /// Creates an object (409 AlreadyExists when present). `obj` carries metadata.name (and
     /// metadata.namespace for namespaced kinds).
     pub(crate) fn create(&mut self, kind: Kind, mut obj: Value) -> Result<Value, ApiError> {
+        // generateName: the prefix and a suffix unique in this store (the apiserver's is 5
+        // random characters).
+        if obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty()
+            && let Some(prefix) = obj["metadata"]["generateName"].as_str()
+        {
+            let name = format!("{prefix}{:05x}", self.rv + 1);
+            metadata_mut(&mut obj).insert("name".into(), json!(name));
+        }
         let (ns, name) = key_of(kind, &obj)?;
         let key = (kind, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {

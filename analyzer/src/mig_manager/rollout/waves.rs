@@ -19,6 +19,7 @@ use super::super::{
 };
 use super::{Request, RolloutError, io};
 use crate::kubernetes::configmap::{self, retry_on_conflict};
+use crate::kubernetes::events;
 use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// How one node ended.
@@ -353,6 +354,19 @@ fn waves(
                     return Err(RolloutError::Input(format!("node {}: {e}", node.name)));
                 }
             };
+            let change = events::Change {
+                regarding: events::Regarding::node(&node.name),
+                reason: "MigConfigLabelled",
+                action: "Label",
+                note: format!(
+                    "tessera mig apply --via mig-manager: {CONFIG_LABEL} {} -> {} ({})",
+                    node.config().unwrap_or("(unset)"),
+                    layout.config,
+                    r.source
+                ),
+                warning: false,
+            };
+            events::warn(c.event(&change), err);
             let now = Instant::now();
             c.watch(&node.name, &written.resource_version, now + r.timeout)?;
             writeln!(
@@ -547,6 +561,18 @@ fn restore_label(
         Ok(Written::Gone) => return Ok(true),
         Err(e) => return Err(RolloutError::Input(e.to_string())),
     };
+    let change = events::Change {
+        regarding: events::Regarding::node(name),
+        reason: "MigConfigRolledBack",
+        action: "Label",
+        note: format!(
+            "tessera mig apply --via mig-manager: {CONFIG_LABEL} {} -> {} after {why}",
+            t.layout.config,
+            previous.unwrap_or("(removed)")
+        ),
+        warning: true,
+    };
+    events::warn(c.event(&change), err);
     let what = format!(
         "node {name}: rolled back {CONFIG_LABEL} {} -> {} after {why}",
         t.layout.config,

@@ -21,6 +21,7 @@ use super::super::{
 };
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
 use crate::kubernetes::configmap::{self as kconfigmap, retry_on_conflict};
+use crate::kubernetes::events;
 use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
 
 /// What tessera changed on one node.
@@ -281,6 +282,21 @@ fn nodes(
                 return Err(RolloutError::Input(format!("node {name}: {e}")));
             }
         }
+        let change = events::Change {
+            regarding: events::Regarding::node(&name),
+            reason: "SharingConfigLabelled",
+            action: "Label",
+            note: format!(
+                "tessera share apply: {CONFIG_LABEL} {} -> {} ({} × {}, {})",
+                previous.as_deref().unwrap_or("(unset)"),
+                t.sharing.name,
+                t.gpus,
+                t.sharing.replicas,
+                r.source
+            ),
+            warning: false,
+        };
+        events::warn(c.event(&change), err);
         let want = t.want();
         let replicas = u64::from(t.sharing.replicas);
         let done =
@@ -380,7 +396,20 @@ fn restore(
         ) {
             Ok(Written::Already(_)) => continue, // tessera's label never applied
 
-            Ok(Written::Done(_)) => {}
+            Ok(Written::Done(_)) => {
+                let change = events::Change {
+                    regarding: events::Regarding::node(name),
+                    reason: "SharingConfigRolledBack",
+                    action: "Label",
+                    note: format!(
+                        "tessera share apply: {CONFIG_LABEL} {} -> {} (rolled back)",
+                        t.target.sharing.name,
+                        previous.unwrap_or("(removed)")
+                    ),
+                    warning: true,
+                };
+                events::warn(c.event(&change), err);
+            }
             Ok(Written::Changed(why)) => {
                 writeln!(
                     err,
