@@ -180,6 +180,36 @@ pub trait DevicePluginCluster {
     fn event(&mut self, change: &crate::kubernetes::events::Change<'_>) -> Result<(), KubeError>;
 }
 
+/// The node-label calls of [`DevicePluginCluster`], for [`crate::kubernetes::labels::write`].
+pub struct Labels<'a>(pub &'a mut dyn DevicePluginCluster);
+
+fn node_labels(n: NodeView) -> crate::kubernetes::labels::NodeLabels {
+    crate::kubernetes::labels::NodeLabels {
+        labels: n.labels,
+        resource_version: n.resource_version,
+    }
+}
+
+impl crate::kubernetes::labels::LabelApi for Labels<'_> {
+    fn read_labels(
+        &mut self,
+        node: &str,
+    ) -> Result<Option<crate::kubernetes::labels::NodeLabels>, KubeError> {
+        Ok(self.0.node(node)?.map(node_labels))
+    }
+
+    fn patch_labels_at(
+        &mut self,
+        node: &str,
+        labels: &[(&str, Option<&str>)],
+        resource_version: &str,
+    ) -> Result<crate::kubernetes::labels::NodeLabels, KubeError> {
+        self.0
+            .patch_labels(node, labels, resource_version)
+            .map(node_labels)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

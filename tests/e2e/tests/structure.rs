@@ -682,3 +682,84 @@ fn the_code_map_check_finds_a_missing_and_a_stale_entry() {
         ]
     );
 }
+
+/// What constructs a kube-rs client or declares the cluster connection flags: only the one
+/// Kubernetes module of the analyzer may (`analyzer/src/kubernetes/`).
+const KUBE_CONSTRUCTION: [&str; 9] = [
+    "Client::try_from",
+    "Client::try_default",
+    "Config::infer",
+    "Config::from_kubeconfig",
+    "Config::from_custom_kubeconfig",
+    "Config::incluster",
+    "kube::config::",
+    "Kubeconfig::read",
+    "long = \"request-timeout\"",
+];
+
+/// Files of the product crates outside `analyzer/src/kubernetes/` whose code constructs a
+/// kube-rs client, reads a kubeconfig or declares `--request-timeout`.
+fn kube_clients_outside_kubernetes(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["core/src", "exporter/src", "analyzer/src"] {
+        let src = root.join(dir);
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(&src).unwrap();
+            if dir == "analyzer/src" && rel.starts_with("kubernetes") {
+                continue;
+            }
+            let code = product_code(&std::fs::read_to_string(&file).unwrap());
+            let kubeconfig_flag = code.contains("kubeconfig: Option<");
+            if kubeconfig_flag || KUBE_CONSTRUCTION.iter().any(|p| code.contains(p)) {
+                out.push(format!("{dir}/{}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_the_kubernetes_module_constructs_kube_clients() {
+    let found = kube_clients_outside_kubernetes(&repo_root());
+    assert!(
+        found.is_empty(),
+        "kube-rs clients or cluster connection flags outside analyzer/src/kubernetes/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_kube_client_check_finds_a_planted_construction() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        (
+            "analyzer/src/kubernetes/client.rs",
+            "fn c() { let _ = kube::Client::try_from(cfg); }\n",
+        ),
+        (
+            "analyzer/src/sharing/kube.rs",
+            "fn c() { let _ = kube::Config::infer(); }\n",
+        ),
+        (
+            "analyzer/src/cli/share.rs",
+            "struct A { kubeconfig: Option<PathBuf> }\n",
+        ),
+        (
+            "analyzer/src/scale_down/kube.rs",
+            "//! uses crate::kubernetes::Kube\n#[cfg(test)]\nmod tests { fn t() { kube::Client::try_default(); } }\n",
+        ),
+        ("core/src/lib.rs", "pub mod x;\n"),
+        ("exporter/src/lib.rs", "pub mod x;\n"),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        kube_clients_outside_kubernetes(tmp.path()),
+        vec![
+            "analyzer/src/cli/share.rs".to_string(),
+            "analyzer/src/sharing/kube.rs".to_string(),
+        ]
+    );
+}

@@ -15,12 +15,12 @@ use tessera_core::mig::parted::PartedFile;
 
 use super::super::render::{self, Change, NodeLayout};
 use super::super::{
-    CONFIG_LABEL, CONFIG_PREFIX, Cluster, KubeError, NodeSelect, NodeView, STATE_LABEL,
+    CONFIG_LABEL, CONFIG_PREFIX, Cluster, KubeError, Labels, NodeSelect, NodeView, STATE_LABEL,
 };
 use super::{Request, RolloutError, io};
 use crate::kubernetes::configmap::{self, retry_on_conflict};
 use crate::kubernetes::events;
-use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
+use crate::kubernetes::labels::{self, LabelError, Written};
 
 /// How one node ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,38 +162,6 @@ struct Touched {
     /// Its label write got no answer however often it was tried: it may still land, so the
     /// config it names is kept from pruning and the command that puts the label back printed.
     uncertain: bool,
-}
-
-/// The node-label calls of [`Cluster`], for [`labels::write`].
-struct Labels<'a>(&'a mut dyn Cluster);
-
-fn node_labels(n: NodeView) -> NodeLabels {
-    NodeLabels {
-        labels: n.labels,
-        resource_version: n.resource_version,
-    }
-}
-
-impl LabelApi for Labels<'_> {
-    fn read_labels(&mut self, node: &str) -> Result<Option<NodeLabels>, KubeError> {
-        Ok(self
-            .0
-            .nodes(&NodeSelect::Names(vec![node.to_string()]))?
-            .into_iter()
-            .find(|n| n.name == node)
-            .map(node_labels))
-    }
-
-    fn patch_labels_at(
-        &mut self,
-        node: &str,
-        labels: &[(&str, Option<&str>)],
-        resource_version: &str,
-    ) -> Result<NodeLabels, KubeError> {
-        self.0
-            .patch_labels(node, labels, resource_version)
-            .map(node_labels)
-    }
 }
 
 /// Set the label on each node of each wave and watch it; on any way out that leaves nodes

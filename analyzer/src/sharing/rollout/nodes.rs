@@ -17,12 +17,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::{
-    CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, NodeView, configmap,
+    CONFIG_LABEL, DevicePluginCluster, GPU_RESOURCE, KubeError, Labels, NodeView, configmap,
 };
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
 use crate::kubernetes::configmap::{self as kconfigmap, retry_on_conflict};
 use crate::kubernetes::events;
-use crate::kubernetes::labels::{self, LabelApi, LabelError, NodeLabels, Written};
+use crate::kubernetes::labels::{self, LabelError, Written};
 
 /// What tessera changed on one node.
 struct Touched {
@@ -33,33 +33,6 @@ struct Touched {
     /// carry the label when read back: it may still land. Its config key is kept from pruning
     /// and the command that puts the label back is printed.
     uncertain: bool,
-}
-
-/// The node-label calls of [`DevicePluginCluster`], for [`labels::write`].
-struct Labels<'a>(&'a mut dyn DevicePluginCluster);
-
-fn node_labels(n: NodeView) -> NodeLabels {
-    NodeLabels {
-        labels: n.labels,
-        resource_version: n.resource_version,
-    }
-}
-
-impl LabelApi for Labels<'_> {
-    fn read_labels(&mut self, node: &str) -> Result<Option<NodeLabels>, KubeError> {
-        Ok(self.0.node(node)?.map(node_labels))
-    }
-
-    fn patch_labels_at(
-        &mut self,
-        node: &str,
-        labels: &[(&str, Option<&str>)],
-        resource_version: &str,
-    ) -> Result<NodeLabels, KubeError> {
-        self.0
-            .patch_labels(node, labels, resource_version)
-            .map(node_labels)
-    }
 }
 
 /// How waiting for a node ended.
