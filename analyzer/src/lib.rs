@@ -5,7 +5,7 @@
 //! every plan (`gpu_count`) and the weekly report built from all of them
 //! (`report`), each GPU's energy split among its workloads (`energy`), the findings sent to
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
-//! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
+//! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one freshness rule of the commands that act on evidence (`evidence`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
 //! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), and data
 //! made printable
@@ -18,6 +18,7 @@ pub mod advisor;
 pub mod changes;
 pub mod commands;
 pub mod energy;
+pub mod evidence;
 pub mod frames;
 pub mod gpu_count;
 pub mod ingest;

@@ -424,12 +424,12 @@ fn stale_or_future_evidence_is_refused_before_anything_is_sent_or_resolved() {
         (
             &future,
             &["--detector", "idle_loaded"][..],
-            "the evidence is from the future",
+            "after the clock",
         ),
         (
             &future,
             &["--detector", "idle_loaded", "--evidence.max-age", "1000w"][..],
-            "a clock is wrong",
+            "this machine's clock or the data is wrong",
         ),
     ] {
         let (code, out, err) = stale(src, extra);

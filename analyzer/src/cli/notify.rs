@@ -85,14 +85,11 @@ pub struct NotifyArgs {
     /// TLS of an https:// Alertmanager (boxed: the flags are many and rarely given).
     #[command(flatten)]
     tls: Box<TlsArgs>,
-    /// The oldest end of the analysed data a run acts on: older (or more than 5m in the future),
-    /// nothing is fired or resolved (exit 2).
-    #[arg(long = "evidence.max-age", default_value = "1h", value_parser = parse_interval)]
-    evidence_max_age: i64,
-    /// Fire and resolve on evidence of any age (no --evidence.max-age check): for a replay of
-    /// old data on purpose.
-    #[arg(long = "allow-stale-evidence")]
-    allow_stale_evidence: bool,
+    /// `--evidence.max-age` (default 1h: the oldest end of the analysed data a run fires and
+    /// resolves on; older, or more than 5m in the future, nothing is sent: exit 2) and
+    /// `--allow-stale-evidence`.
+    #[command(flatten)]
+    evidence: tessera::evidence::EvidenceArgs,
     /// How long a sent alert stays firing without being sent again (`endsAt` = now + TTL). Must
     /// be longer than the interval between runs (twice it, or more), or alerts resolve between
     /// runs and fire again.
@@ -171,7 +168,7 @@ impl NotifyArgs {
                 },
             },
             dry_run: self.dry_run,
-            max_evidence_age_ms: (!self.allow_stale_evidence).then_some(self.evidence_max_age),
+            max_evidence_age_ms: self.evidence.max_age(notify::DEFAULT_MAX_EVIDENCE_AGE_MS),
         };
         // A bad URL or an unreadable token file is bad input, found before any data is read.
         if self.alertmanager_url.is_some() {

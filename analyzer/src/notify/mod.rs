@@ -61,24 +61,11 @@ pub enum NotifyError {
         "--alertmanager.tls.* is given but --alertmanager.url {0:?} is not https://: refused rather than sent in clear text"
     )]
     TlsOverHttp(String),
-    /// The evidence (the analysed data) ends too long before now, or after it.
+    /// The evidence (the analysed data) ends too long before now, after it, or has no end.
     #[error(
-        "the evidence is {}: the analysed data ends at {until}, {} now{}; notify fires and resolves alerts only on fresh evidence (a finding missing from old data is not a finding that is gone), so nothing was sent and tessera's alerts expire at their endsAt. Check that the sources are current (the exporter, Prometheus, --until), or pass --allow-stale-evidence to send anyway",
-        if *future { "from the future" } else { "stale" },
-        if *future { format!("{} after", age_label(*age_ms)) } else { format!("{} before", age_label(*age_ms)) },
-        if *future { format!(" (more than {} ahead: a clock is wrong)", age_label(FUTURE_SLACK_MS)) } else { format!(", more than --evidence.max-age {}", age_label(*max_ms)) },
+        "{0}; notify fires and resolves alerts only on fresh evidence (a finding missing from old data is not a finding that is gone), so nothing was sent and tessera's alerts expire at their endsAt"
     )]
-    Stale {
-        until: String,
-        age_ms: i64,
-        max_ms: i64,
-        future: bool,
-    },
-    /// The analysis has no range (no rows): nothing to judge freshness by.
-    #[error(
-        "the analysis has no data range, so the evidence's age is unknown; nothing was sent (pass --allow-stale-evidence to send anyway)"
-    )]
-    NoEvidence,
+    Stale(crate::evidence::StaleError),
     #[error("cannot read the {what} {}: {reason}", path.display())]
     Auth {
         what: &'static str,
@@ -127,10 +114,6 @@ impl NotifyError {
 /// The default of `--evidence.max-age`: the oldest end of the analysed data a run acts on.
 pub const DEFAULT_MAX_EVIDENCE_AGE_MS: i64 = 3_600_000;
 
-/// How far after now the analysed data may end (clocks of the hosts a little apart) before it is
-/// refused as from the future: the one freshness rule's ([`crate::range::freshness`]).
-pub const FUTURE_SLACK_MS: i64 = crate::range::FUTURE_SKEW_MS;
-
 /// What [`run`] is asked to do.
 #[derive(Debug, Clone)]
 pub struct NotifyRequest {
@@ -143,38 +126,12 @@ pub struct NotifyRequest {
     pub max_evidence_age_ms: Option<i64>,
 }
 
-/// A duration for messages: `30d 4h`, `2h 5m`, `45m`, `12s`.
-pub fn age_label(ms: i64) -> String {
-    let s = ms.unsigned_abs() / 1000;
-    let (d, h, m) = (s / 86_400, s / 3600 % 24, s / 60 % 60);
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, m) => format!("{m}m"),
-        (0, h, 0) => format!("{h}h"),
-        (0, h, m) => format!("{h}h {m}m"),
-        (d, 0, _) => format!("{d}d"),
-        (d, h, _) => format!("{d}d {h}h"),
-    }
-}
-
-/// Checks the age of the evidence: the end of the analysed data (`until`, RFC 3339) is at most
-/// `max_ms` before `now_ms` and at most [`FUTURE_SLACK_MS`] after it.
+/// Checks the age of the evidence (the one rule, [`crate::evidence`]): the end of the
+/// analysed data (`until`, RFC 3339) is at most `max_ms` before `now_ms` and at most
+/// [`crate::evidence::FUTURE_SKEW_MS`] after it.
 pub fn check_fresh(until: Option<&str>, max_ms: i64, now_ms: i64) -> Result<(), NotifyError> {
-    let until = until.ok_or(NotifyError::NoEvidence)?;
-    let end = chrono::DateTime::parse_from_rfc3339(until)
-        .map_err(|_| NotifyError::NoEvidence)?
-        .timestamp_millis();
-    let stale = |age_ms, future| NotifyError::Stale {
-        until: until.to_string(),
-        age_ms,
-        max_ms,
-        future,
-    };
-    match crate::range::freshness(end, now_ms, max_ms) {
-        crate::range::Freshness::Fresh => Ok(()),
-        crate::range::Freshness::Old { age_ms } => Err(stale(age_ms, false)),
-        crate::range::Freshness::Future { ahead_ms } => Err(stale(ahead_ms, true)),
-    }
+    let end = crate::evidence::end_ms(until, "the analysis").map_err(NotifyError::Stale)?;
+    crate::evidence::check(end, now_ms, max_ms).map_err(NotifyError::Stale)
 }
 
 /// What a run did (or, dry, would do).
@@ -423,27 +380,31 @@ mod tests {
         let now = 1_800_000_000_000;
         let at = |ms: i64| fmt_ms(ms);
         let h = 3_600_000;
+        let skew = crate::evidence::FUTURE_SKEW_MS;
         assert!(check_fresh(Some(&at(now - h)), h, now).is_ok());
-        assert!(check_fresh(Some(&at(now + FUTURE_SLACK_MS)), h, now).is_ok());
+        assert!(check_fresh(Some(&at(now + skew)), h, now).is_ok());
         let e = check_fresh(Some(&at(now - h - 1000)), h, now).unwrap_err();
-        assert!(matches!(e, NotifyError::Stale { future: false, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                NotifyError::Stale(crate::evidence::StaleError::Old { .. })
+            ),
+            "{e}"
+        );
         let msg = e.to_string();
         assert!(
-            msg.contains("stale")
-                && msg.contains("1h before now")
+            msg.contains("1h old")
                 && msg.contains("--evidence.max-age 1h")
-                && msg.contains("--allow-stale-evidence"),
+                && msg.contains("--allow-stale-evidence")
+                && msg.contains("nothing was sent"),
             "{msg}"
         );
         let e = check_fresh(Some(&at(now + 30 * 86_400_000)), h, now).unwrap_err();
-        assert!(e.to_string().contains("30d after now"), "{e}");
+        assert!(e.to_string().contains("dated 30d after the clock"), "{e}");
         assert!(matches!(
             check_fresh(None, h, now),
-            Err(NotifyError::NoEvidence)
+            Err(NotifyError::Stale(crate::evidence::StaleError::Unknown(_)))
         ));
-        assert_eq!(age_label(30 * 86_400_000 + 4 * h + 5), "30d 4h");
-        assert_eq!(age_label(2 * h + 5 * 60_000), "2h 5m");
-        assert_eq!(age_label(12_000), "12s");
     }
 
     #[test]
