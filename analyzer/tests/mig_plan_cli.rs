@@ -336,7 +336,29 @@ fn a_workload_that_needs_the_whole_gpu_is_left_out_of_mig_mode_end_to_end() {
         text.contains("GPU 2 ("),
         "GPU 2's idle instances go: {text}"
     );
+    // The plan's data (the scenario, November 2026) is older than --evidence.max-age 7d by
+    // the clock: --yes refuses, and changes nothing; at a time within a week of it, it applies.
     let (code, text) = mig(&["apply", "plan.yaml", "--yes"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("old: the data ends 2026-11-03T00:00:00Z")
+            && text.contains("--evidence.max-age 7d")
+            && text.contains("nothing was changed"),
+        "{text}"
+    );
+    let (code, text) = mig(&["assert", "plan.yaml"]);
+    assert_ne!(
+        code,
+        Some(0),
+        "refused, so the node is not at the plan: {text}"
+    );
+    let (code, text) = mig(&[
+        "apply",
+        "plan.yaml",
+        "--yes",
+        "--now",
+        "2026-11-04T00:00:00Z",
+    ]);
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = mig(&["assert", "plan.yaml"]);
     assert_eq!(code, Some(0), "{text}");

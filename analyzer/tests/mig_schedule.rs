@@ -62,6 +62,9 @@ impl Planned {
             scenario().to_str().unwrap(),
             "--sim.state",
             &p("state.json"),
+            // The scenario's data is from early November 2026: older than the scheduled
+            // apply's default --evidence.max-age, so its lines carry this.
+            "--allow-stale-evidence",
         ]);
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(out.contains("night layout: 1 GPU(s)"), "{out}");
@@ -138,17 +141,21 @@ impl Planned {
     }
 
     /// `tessera mig VERB ARGS` with the device flags of the generated apply (its words after
-    /// `--yes`, but `--allow-plan-outside`, which only `--schedule` takes).
+    /// `--yes`, but `--allow-plan-outside`, which only `--schedule` takes, and the evidence flag
+    /// for other verbs than `apply`).
     fn mig_with_apply_flags(&self, verb_and_args: &[&str]) -> (i32, String, String) {
         let words = self.exec_start();
         let yes = words.iter().position(|w| w == "--yes").unwrap();
         let mut args: Vec<&str> = vec!["mig"];
         args.extend_from_slice(verb_and_args);
+        // The evidence flag is apply's only.
+        let apply = verb_and_args.first() == Some(&"apply");
         args.extend(
             words[yes + 1..]
                 .iter()
                 .map(String::as_str)
-                .filter(|w| *w != "--allow-plan-outside"),
+                .filter(|w| *w != "--allow-plan-outside")
+                .filter(|w| apply || *w != "--allow-stale-evidence"),
         );
         cli::run(&args)
     }
@@ -267,9 +274,51 @@ fn the_generated_cron_line_and_unit_carry_yes_and_the_device_flags() {
             "--sim.scenario",
             scenario.to_str().unwrap(),
             "--sim.state",
-            state.to_str().unwrap()
+            state.to_str().unwrap(),
+            "--allow-stale-evidence",
         ]
     );
+}
+
+/// Issue 49: a scheduled apply acts only on fresh evidence. Without an evidence flag given to
+/// `mig plan`, the lines carry none, and the scheduled apply of a plan whose data is older than
+/// `--evidence.max-age` (7d) refuses: exit 2, journaled as refused, the node unchanged.
+#[test]
+fn a_scheduled_apply_of_a_plan_from_old_data_refuses_and_is_journaled() {
+    let node = Planned::new();
+    node.stop_processes();
+    let units = node.path("units");
+    let (code, out, err) = cli::run(&[
+        "mig",
+        "plan",
+        "--source",
+        &format!("history:{}", node.path("h").display()),
+        "-o",
+        node.path("plan.yaml").to_str().unwrap(),
+        "--schedule",
+        node.path("schedule.yaml").to_str().unwrap(),
+        "--schedule-units",
+        units.to_str().unwrap(),
+        "--backend",
+        "sim",
+        "--sim.scenario",
+        scenario().to_str().unwrap(),
+        "--sim.state",
+        node.path("state.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let unit = node.exec_start();
+    assert!(!unit.iter().any(|w| w.contains("evidence")), "{unit:?}");
+    let before = node.exported();
+    let (code, _, err) = run_as_systemd(&unit);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("more than --evidence.max-age 7d") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let j = node.journal();
+    assert_eq!(j.last().map(|r| r.event.as_str()), Some("refused"), "{j:?}");
+    assert_eq!(node.exported(), before);
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use clap::Args;
+use tessera::evidence::{self, EvidenceArgs, StaleError};
 use tessera_core::mig::apply::{self, Applier, Journal};
 use tessera_core::mig::plan::MigSchedule;
 
@@ -41,9 +42,15 @@ pub struct ApplyArgs {
     /// ..); by default it must be beside the schedule.
     #[arg(long, requires = "schedule")]
     allow_plan_outside: bool,
-    /// The instant for --schedule, RFC 3339 (default: now).
-    #[arg(long, value_name = "TIME", requires = "schedule")]
+    /// The instant for --schedule and for the age of the plan's evidence, RFC 3339 (default:
+    /// the clock).
+    #[arg(long, value_name = "TIME")]
     now: Option<DateTime<Utc>>,
+    /// `--evidence.max-age` (default 7d: a tessera plan whose data window ended longer ago is
+    /// refused with --yes; plan again, the weekly flow) and `--allow-stale-evidence`. Hand-written
+    /// layouts and mig-parted files carry no evidence and are not checked.
+    #[command(flatten)]
+    evidence: EvidenceArgs,
     /// Change the node. Without it, only print the steps.
     #[arg(long)]
     yes: bool,
@@ -105,6 +112,48 @@ fn resolve(
     }
 }
 
+/// The default of `--evidence.max-age` for `mig apply`: a week, the span of the weekly plan.
+pub const MAX_EVIDENCE_AGE_MS: i64 = 7 * 86_400_000;
+
+/// The age of the evidence a tessera plan was made from (its window's end) against `--now` or
+/// the clock; a file without a window (hand-written, mig-parted) is not evidence.
+fn check_evidence(
+    args: &ApplyArgs,
+    plan: &apply::LayoutFile,
+    path: &Path,
+) -> Result<(), StaleError> {
+    let apply::LayoutFile::Tessera(p) = plan else {
+        return Ok(());
+    };
+    let (Some(w), Some(max)) = (&p.window, args.evidence.max_age(MAX_EVIDENCE_AGE_MS)) else {
+        return Ok(());
+    };
+    let what = format!("the window of {}", path.display());
+    let end = evidence::end_ms(Some(&w.until), &what)?;
+    let now = args
+        .now
+        .map_or_else(evidence::now_ms, |t| t.timestamp_millis());
+    evidence::check(end, now, max)
+}
+
+/// Refuse a `--yes` on stale evidence; a dry run says it would.
+fn fresh_or_refuse(args: &ApplyArgs, plan: &apply::LayoutFile, path: &Path) -> Result<()> {
+    match check_evidence(args, plan, path) {
+        Ok(()) => Ok(()),
+        Err(e) if args.yes => bail!(
+            "{}: {e}; nothing was changed (plan again from current data: tessera mig plan)",
+            path.display()
+        ),
+        Err(e) => {
+            eprintln!(
+                "tessera: warning: {}: apply --yes would refuse: {e}",
+                path.display()
+            );
+            Ok(())
+        }
+    }
+}
+
 /// What the command was asked to apply, before anything is read.
 fn asked(args: &ApplyArgs) -> String {
     match (&args.schedule, &args.plan, &args.config) {
@@ -118,6 +167,7 @@ fn asked(args: &ApplyArgs) -> String {
 pub fn apply(args: ApplyArgs) -> Result<u8> {
     if args.kube.via == super::via_manager::Via::MigManager {
         let (plan_path, label, plan) = resolve(&args, &mut String::new())?;
+        fresh_or_refuse(&args, &plan, &plan_path)?;
         let b = &args.backend;
         super::via_manager::check_flags(&[
             ("--backend sim", b.is_sim()),
@@ -191,6 +241,7 @@ fn journal_refusal(
 
 fn dry_run(args: &ApplyArgs, journal: &Path) -> Result<u8> {
     let (plan_path, label, plan) = resolve(args, &mut String::new())?;
+    fresh_or_refuse(args, &plan, &plan_path)?;
     let mut ctrl = open(&args.backend)?;
     if let Ok(Some(i)) = Journal::new(journal).interrupted() {
         eprintln!(
@@ -228,6 +279,7 @@ fn apply_yes(
     run: &mut Option<String>,
 ) -> Result<u8> {
     let (plan_path, label, plan) = resolve(args, what)?;
+    fresh_or_refuse(args, &plan, &plan_path)?;
     if args.schedule.is_none() {
         *what = match &label {
             Some(l) => format!("{} config {l}", plan_path.display()),

@@ -59,6 +59,11 @@ pub struct PlanArgs {
     /// plan itself reads only --source).
     #[command(flatten, next_help_heading = "Device of the scheduled apply")]
     apply: BackendArgs,
+    /// The evidence rule of the scheduled apply (`--evidence.max-age`, default 7d, or
+    /// `--allow-stale-evidence`): these flags go into its cron lines and units; past the age,
+    /// a switch refuses until the plan is made again.
+    #[command(flatten, next_help_heading = "Evidence of the scheduled apply")]
+    evidence: tessera::evidence::EvidenceArgs,
     #[command(flatten)]
     offpeak: OffpeakArgs,
 }
@@ -176,6 +181,12 @@ fn apply_command(args: &PlanArgs, schedule: &Path, plan_ref: &str) -> Result<App
         })
     };
     let mut extra = args.apply.apply_args()?;
+    if let Some(ms) = args.evidence.max_age_ms {
+        extra.extend(["--evidence.max-age".into(), format!("{ms}ms")]);
+    }
+    if args.evidence.allow_stale {
+        extra.push("--allow-stale-evidence".into());
+    }
     if Path::new(plan_ref).is_absolute() {
         extra.push("--allow-plan-outside".into());
     }
