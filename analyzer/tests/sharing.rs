@@ -164,6 +164,13 @@ impl Cluster {
             if !args.contains(&"--node-timeout") {
                 all.extend(["--node-timeout", "3s"]);
             }
+            // The CSV's data is of 2026-11-02: judged an hour after it ends.
+            if !args
+                .iter()
+                .any(|a| a.starts_with("--now") || a.contains("evidence"))
+            {
+                all.extend(["--now", "2026-11-02T02:00:00Z"]);
+            }
         }
         all.extend_from_slice(args);
         let out = tessera_with(&all, |c| {
@@ -602,6 +609,33 @@ fn a_label_write_that_never_answers_keeps_its_config() {
     );
 }
 
+/// Issue 49 item 1: share apply acts only on fresh evidence. The CSV's data ends 2026-11-02;
+/// judged by the clock it is weeks old: `--yes` refuses before anything is written (exit 2), a
+/// dry run warns; `--evidence.max-age` or `--allow-stale-evidence` allows it.
+#[test]
+fn share_apply_on_old_data_refuses_before_any_write() {
+    let c = Cluster::new(SMALL);
+    let (code, out, err) = c.share("apply", &["--yes", "--evidence.max-age", "1d"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("old: the data ends 2026-11-02T")
+            && err.contains("more than --evidence.max-age 1d")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(c.writes().is_empty(), "{:?}", c.writes());
+    assert_eq!(c.kube.device_plugin_config("gpu-1"), None);
+    let (code, _, err) = c.share("apply", &["--evidence.max-age", "1d"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("apply --yes would refuse"), "{err}");
+    let (code, out, err) = c.share("apply", &["--yes", "--allow-stale-evidence"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        c.kube.device_plugin_config("gpu-1"),
+        Some(name(Method::Mps, 3))
+    );
+}
+
 #[test]
 fn a_cluster_policy_without_a_device_plugin_config_refuses_with_the_commands() {
     let c = Cluster::new(SMALL);
@@ -668,6 +702,7 @@ impl Cluster {
             .arg("--kubeconfig")
             .arg(self.path("kubeconfig"))
             .args(["--poll-interval", "50ms"])
+            .args(["--now", "2026-11-02T02:00:00Z"])
             .args(args)
             .env_remove("KUBECONFIG")
             .current_dir(self.dir.path())

@@ -11,8 +11,10 @@
 //! did not reach its config, an API error or a signal, with every node put back; 3 something
 //! could not be put back or confirmed (the `kubectl` commands are printed).
 
+use chrono::{DateTime, Utc};
 use std::path::PathBuf;
 use std::time::Duration;
+use tessera::evidence::{self, EvidenceArgs};
 use tessera::kubernetes::Connection;
 
 use anyhow::{Context, Result, bail};
@@ -119,14 +121,24 @@ pub struct ApplyArgs {
     /// and the pods that would be disrupted).
     #[arg(long)]
     yes: bool,
+    /// `--evidence.max-age` (default 1d: the measured data must end at most this long before
+    /// now, or --yes refuses) and `--allow-stale-evidence`.
+    #[command(flatten)]
+    evidence: EvidenceArgs,
+    /// The time to judge the evidence's age against, RFC 3339 (default: the clock).
+    #[arg(long, value_name = "TIME")]
+    now: Option<DateTime<Utc>>,
 }
+
+/// The default of `share apply --evidence.max-age`: a day.
+pub const MAX_EVIDENCE_AGE_MS: i64 = 86_400_000;
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     tessera_core::units::parse_duration(s)
 }
 
 /// The plan's moves measured on the sources, by host node and whose sharing applies.
-fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams)> {
+fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams, i64)> {
     if !(0.0..=1.0).contains(&c.quantile) {
         bail!("bad --quantile {}: expected a ratio in 0–1", c.quantile);
     }
@@ -152,9 +164,9 @@ fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams)> {
         c.src.until = Some(w.until.clone());
     }
     let (parts, range, _) = load_parts(&c.src)?;
-    if range.is_none() {
+    let Some(range) = range else {
         bail!("no rows in the sources for the plan's window: nothing to measure the moves by");
-    }
+    };
     let files = part_files(&parts);
     let mut stats: Vec<GpuStats> = Vec::new();
     for p in &parts {
@@ -177,11 +189,12 @@ fn node_plans(c: &mut Common) -> Result<(String, Routed, ChooseParams)> {
         ChooseParams {
             headroom: c.headroom,
         },
+        range.until,
     ))
 }
 
 fn plan(mut args: PlanArgs) -> Result<u8> {
-    let (_, routed, params) = node_plans(&mut args.common)?;
+    let (_, routed, params, _) = node_plans(&mut args.common)?;
     let assume = args.common.scheduler.map(Scheduler::from);
     // The apply of these configs, runnable as printed (a dry run without --yes).
     let sources: Vec<String> = args
@@ -268,7 +281,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
 }
 
 fn apply(mut args: ApplyArgs) -> Result<u8> {
-    let (source, routed, params) = node_plans(&mut args.common)?;
+    let (source, routed, params, data_end) = node_plans(&mut args.common)?;
     // Only nodes whose moves pods hold get device-plugin config; the rest is said, not applied.
     for s in &routed.slurm {
         eprintln!(
@@ -285,6 +298,17 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
         bail!(
             "{source}: no node gets a device-plugin config (why: above): nothing to apply (tessera share plan says what applies instead)"
         );
+    }
+    // The moves are measured on data that must be fresh to act on (a dry run warns).
+    if let Some(max) = args.evidence.max_age(MAX_EVIDENCE_AGE_MS) {
+        let now = args
+            .now
+            .map_or_else(evidence::now_ms, |t| t.timestamp_millis());
+        match evidence::check(data_end, now, max) {
+            Ok(()) => {}
+            Err(e) if args.yes => bail!("{source}: {e}; nothing was changed"),
+            Err(e) => eprintln!("tessera: warning: {source}: apply --yes would refuse: {e}"),
+        }
     }
     let request = Request {
         source,
