@@ -1,7 +1,9 @@
 //! `tessera mig apply --via mig-manager` against an API server that fails the way real ones do
 //! (`tessera-fake-kube`'s scripted faults): 410 on every watch, a 500 when a watch is re-opened
-//! ("etcdserver: leader changed"), a 500 on a label patch, a label another client replaces
-//! while tessera waits, two runs on different node groups at once, a ConfigMap of deeply
+//! ("etcdserver: leader changed"), a 500 on a label patch (read back, written again) or on every
+//! one (config kept, command printed), a label another client sets between decision and write
+//! (refused by the resourceVersion), a label write that lands late (refused by the server), a
+//! label another client replaces while tessera waits, two runs on different node groups at once, a ConfigMap of deeply
 //! nested YAML, watches the server ends at once, and SIGTERM in the middle. Each test asserts
 //! the final label and cordon of every node and what tessera printed; the exit codes are those
 //! of docs/mig-apply.md ("Exit paths").
@@ -349,4 +351,72 @@ fn sigterm_puts_the_node_back_and_uncordons_it() {
     );
     assert_eq!(c.label("gpu-1").as_deref(), Some("all-disabled"));
     assert!(!c.kube.node_unschedulable("gpu-1"));
+}
+
+/// Issue 49 item 6: another client relabels the node between tessera's decision and its write.
+/// The label PATCH carries the resourceVersion read, so the API server refuses it; read again,
+/// the label is no longer the one the change was decided on: nothing is written, the run stops
+/// (exit 2) and the other client's label stays.
+#[test]
+fn a_label_changed_between_plan_and_write_is_not_overwritten() {
+    let c = Cluster::new();
+    c.kube.change_before(
+        Fault {
+            body_contains: Some("tessera-day-".into()),
+            ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+        },
+        0,
+        vec![serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": { "name": "gpu-1", "labels": { CONFIG: "someone-elses" } },
+        })],
+    );
+    let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert_eq!(c.label("gpu-1").as_deref(), Some("someone-elses"));
+    assert!(
+        err.contains("refused, label not changed")
+            && err.contains("is someone-elses now, not all-disabled as when tessera decided"),
+        "{err}"
+    );
+    assert!(!c.kube.node_unschedulable("gpu-1"), "uncordoned");
+    assert!(
+        !c.kube
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "MigConfigLabelled"),
+        "no Event for a change not made"
+    );
+}
+
+/// Issue 49 findings 3/4 for mig-manager: the label PATCH is held by the API server past its
+/// answer and lands only after tessera gave up on it. tessera reads the node back, writes again
+/// at the current resourceVersion and goes on to success; the held write, landing late with the
+/// old version, is refused (409) and the node keeps tessera's finished state.
+#[test]
+fn a_label_write_that_lands_late_is_refused_by_the_server() {
+    let c = Cluster::new();
+    c.kube.hold(
+        Fault {
+            body_contains: Some("tessera-day-".into()),
+            ..Fault::leader_changed("PATCH", "/api/v1/nodes/gpu-1", 1)
+        },
+        fake_kube::Hold::ApplyLate,
+    );
+    let (code, out, err) = c.apply(&[
+        "--config",
+        "day",
+        "--yes",
+        "--node",
+        "gpu-1",
+        "--request-timeout",
+        "1s",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("reading the node back"), "{err}");
+    assert!(out.contains("node gpu-1: success"), "{out}");
+    assert_eq!(c.kube.release(), [409]);
+    assert!(c.label("gpu-1").unwrap().starts_with("tessera-day-"));
+    assert_eq!(c.kube.node_labels("gpu-1")[STATE], "success");
 }
