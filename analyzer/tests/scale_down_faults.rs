@@ -4,7 +4,8 @@
 //! 403, a slow server (the request timeout), a server that is down; evidence too old or dated
 //! after the clock; a workload that grew between the plan and the write (before the read, the
 //! annotation or the scale); a scale whose answer is lost after it was applied, and one that
-//! would land after tessera gave up. Each is asserted on the API server's state.
+//! would land after tessera gave up; a findings file that is not the analyze JSON. Each is
+//! asserted on the API server's state.
 
 use std::time::Duration;
 
@@ -191,6 +192,85 @@ fn forbidden_slow_and_down_servers_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("tessera: list pods in ml:"), "{err}");
     drop(dir);
+}
+
+/// A findings file that is not the analyze JSON is refused before any call to the API server,
+/// and the message names the file and the place: the line and column, or the finding by its
+/// index in the document and the span.
+#[test]
+fn a_findings_file_that_is_not_the_analyze_json_names_the_file_and_the_place() {
+    let c = Case::new();
+    let path = c.path("findings.json");
+    let name = path.to_str().unwrap().to_string();
+    let good = std::fs::read_to_string(&path).unwrap();
+    let mut doc: Value = serde_json::from_str(&good).unwrap();
+    // findings[2] is db-0's; a busy finding before it keeps the indices honest.
+    doc["findings"][2]["evidence"]["spans"][0]["start"] = json!("yesterday");
+    doc["findings"].as_array_mut().unwrap().insert(
+        0,
+        json!({ "id": "busy_not_working-x", "detector": "busy_not_working",
+                "entity": { "namespace": NS, "pod": "web-rs-a" }, "evidence": { "spans": [] } }),
+    );
+    let pretty = serde_json::to_string_pretty(&doc).unwrap();
+    for (text, want) in [
+        (
+            pretty.clone(),
+            "findings: findings[3].evidence.spans[0].start: \"yesterday\" is not an RFC 3339 time"
+                .to_string(),
+        ),
+        (
+            pretty[..pretty.len() / 2].to_string(),
+            format!("--findings {name}: not JSON: EOF while parsing"),
+        ),
+        (
+            "{\n  \"until\": \"2026-11-30T00:00:00Z\",\n  \"findings\": {}\n}".to_string(),
+            format!(
+                "--findings {name}: invalid type: map, expected the `findings` array at line 3 column 15"
+            ),
+        ),
+    ] {
+        std::fs::write(&path, &text).unwrap();
+        let (code, out, err) = c.run(&["--yes"]);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(err.contains(&want), "want {want:?} in {err}");
+        assert!(c.kube.requests().is_empty(), "{:?}", c.kube.requests());
+    }
+    // Over the limit: refused from its size, unread (a sparse file).
+    let big = std::fs::File::create(&path).unwrap();
+    big.set_len(257 << 20).unwrap();
+    let (code, _, err) = c.run(&["--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--findings {name}: larger than the limit of 268435456 bytes (269484032 bytes)"
+        )),
+        "{err}"
+    );
+    // Stdin.
+    std::fs::write(&path, "[]").unwrap();
+    let kubeconfig = c.path("kubeconfig");
+    let out = super::support::cli::tessera_with(
+        &[
+            "scale-down",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--findings",
+            "-",
+        ],
+        |cmd| {
+            cmd.stdin(std::fs::File::open(&path).unwrap());
+        },
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--findings -: invalid type: sequence, expected the JSON object `tessera analyze --format json` prints"),
+        "{err}"
+    );
+    // The good file still gives the plan.
+    std::fs::write(&path, good).unwrap();
+    let (code, out, err) = c.run(&[]);
+    assert_eq!(code, 0, "{out}\n{err}");
 }
 
 /// The findings file with every date moved to another year.

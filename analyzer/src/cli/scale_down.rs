@@ -1,27 +1,31 @@
 //! `tessera scale-down` (`docs/scale-down.md`): the flags, the findings (from the sources through
-//! the advisor, as `tessera analyze` computes them, or from `--findings FILE`), the connection,
-//! and printing: the plan or the undo list on stdout, progress and errors on stderr. A module of
-//! the binary: the logic is `tessera::scale_down`.
+//! the advisor, as `tessera analyze` computes them, or from `--findings FILE`, read streaming
+//! and bounded: only the findings that count are kept, `tessera::scale_down::findings`), the
+//! connection, and printing: the plan or the undo list on stdout, progress and errors on
+//! stderr. A module of the binary: the logic is `tessera::scale_down`.
 //!
 //! Exit codes: 0 done or dry run; 2 bad input (evidence older than `--evidence.max-age` or dated
 //! after the clock included), an API error, a refusal to write or a record `--undo` refused,
 //! with the workload that failed as it was; 3 something tessera changed could not be put back,
 //! or whether a write landed is unknown (the `kubectl` commands are printed).
 
-use std::path::PathBuf;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
 use tessera::kubernetes::Connection;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use tessera::advisor::{self, Params};
 use tessera::scale_down::apply::{self, Outcome};
+use tessera::scale_down::findings::FindingsDoc;
 use tessera::scale_down::idle::{self, rfc3339};
 use tessera::scale_down::journal::Journal;
 use tessera::scale_down::kube::KubeWorkloads;
 use tessera::scale_down::plan::{self, render};
 use tessera::scale_down::undo;
 use tessera::scale_down::{AT_ANNOTATION, FROM_ANNOTATION, is_dns_label};
+use tessera_core::input_limits::{LimitError, clip};
 
 use super::source::{SourceArgs, load_parts, name_file, parse_interval};
 
@@ -101,25 +105,81 @@ fn journal_path(args: &ScaleDownArgs) -> Result<PathBuf> {
     }
 }
 
-/// The findings document, as `tessera analyze --format json` prints it.
-fn findings(args: &ScaleDownArgs) -> Result<serde_json::Value> {
-    if let Some(path) = &args.findings {
-        let text = if path.as_os_str() == "-" {
-            let mut s = String::new();
-            std::io::Read::read_to_string(
-                &mut std::io::Read::take(std::io::stdin(), MAX_FINDINGS_BYTES + 1),
-                &mut s,
-            )?;
-            if s.len() as u64 > MAX_FINDINGS_BYTES {
-                bail!("--findings -: more than {MAX_FINDINGS_BYTES} bytes");
+/// A reader that fails once more than `max` bytes came through: `take` lets one byte more
+/// through, to tell a file of exactly `max` bytes from a longer one.
+struct Bounded<R> {
+    inner: std::io::Take<R>,
+    read: u64,
+    max: u64,
+}
+
+impl<R: Read> Bounded<R> {
+    fn new(inner: R, max: u64) -> Self {
+        Bounded {
+            inner: inner.take(max + 1),
+            read: 0,
+            max,
+        }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.max {
+            return Err(std::io::Error::other(LimitError::TooLarge {
+                size: None,
+                limit: self.max,
+            }));
+        }
+        Ok(n)
+    }
+}
+
+/// `--findings FILE` (or `-`, stdin): at most [`MAX_FINDINGS_BYTES`], read by
+/// [`parse_findings`].
+fn read_findings(path: &Path) -> Result<FindingsDoc> {
+    let name = path.display().to_string();
+    if path.as_os_str() == "-" {
+        return parse_findings(std::io::stdin().lock(), &name, MAX_FINDINGS_BYTES);
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("--findings {name}"))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("--findings {name}"))?;
+    if meta.is_file() && meta.len() > MAX_FINDINGS_BYTES {
+        bail!(
+            "--findings {name}: {}",
+            LimitError::TooLarge {
+                size: Some(meta.len()),
+                limit: MAX_FINDINGS_BYTES
             }
-            s
-        } else {
-            tessera_core::input_limits::read_to_string(path, MAX_FINDINGS_BYTES)
-                .with_context(|| format!("--findings {}", path.display()))?
+        );
+    }
+    parse_findings(file, &name, MAX_FINDINGS_BYTES)
+}
+
+/// The findings document of `input` (named `name` in errors), deserialized as it is read,
+/// through a buffer, keeping only the findings that count ([`FindingsDoc`]); more than `max`
+/// bytes is an error.
+fn parse_findings(input: impl Read, name: &str, max: u64) -> Result<FindingsDoc> {
+    let reader = BufReader::with_capacity(1 << 16, Bounded::new(input, max));
+    serde_json::from_reader(reader).map_err(|e| {
+        // serde_json's message has the line and column; a syntax error is no JSON at all.
+        let what = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "not JSON: ",
+            _ => "",
         };
-        return serde_json::from_str(&text)
-            .with_context(|| format!("--findings {}: not JSON", path.display()));
+        anyhow!("--findings {name}: {what}{}", clip(&e.to_string()))
+    })
+}
+
+/// The findings document, as `tessera analyze --format json` prints it, as far as scale-down
+/// reads it.
+fn findings(args: &ScaleDownArgs) -> Result<FindingsDoc> {
+    if let Some(path) = &args.findings {
+        return read_findings(path);
     }
     if args.src.sources.is_empty() {
         bail!("give --source (telemetry, as for tessera analyze) or --findings FILE");
@@ -148,7 +208,8 @@ fn findings(args: &ScaleDownArgs) -> Result<serde_json::Value> {
         &|_| {},
     )
     .map_err(|e| name_file(e.into(), &files))?;
-    Ok(serde_json::to_value(&analysis)?)
+    // The document `tessera analyze --format json` would print, read as a findings file is.
+    Ok(serde_json::from_value(serde_json::to_value(&analysis)?)?)
 }
 
 fn report(out: &Outcome) -> u8 {
@@ -267,4 +328,34 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
         journal: &mut journal,
     };
     Ok(report(&apply::scale_down(&mut cluster, &plan, ctx)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn findings_past_the_limit_or_not_json_are_errors_naming_the_input() {
+        let doc = r#"{"until": "2026-11-30T00:00:00Z", "findings": [{"detector": "x"}]}"#;
+        let max = doc.len() as u64;
+        let read = parse_findings(doc.as_bytes(), "f.json", max).unwrap();
+        assert_eq!(read.findings.unwrap().total, 1);
+        // One byte over (white space, which JSON allows after the value): refused.
+        let over = format!("{doc} ");
+        let e = parse_findings(over.as_bytes(), "-", max).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            format!("--findings -: larger than the limit of {max} bytes")
+        );
+        let e = parse_findings(&b"{\n  \"until\": nope"[..], "f.json", 100).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "--findings f.json: not JSON: expected ident at line 2 column 13"
+        );
+        let e = parse_findings(&b"{\"findings\": 3}"[..], "f.json", 100).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "--findings f.json: invalid type: integer `3`, expected the `findings` array at line 1 column 15"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! Which pods are idle now, from the advisor's findings (the `tessera analyze` JSON,
-//! `docs/findings.md`): pure.
+//! `docs/findings.md`, as [`super::findings::FindingsDoc`] reads it: the data's end and the
+//! findings that count): pure.
 //!
 //! A finding counts when it is an `idle_loaded` finding, or an `allocated_unused` finding of
 //! kind `unused`, and its entity names a namespace and a pod. A pod is **idle now** when every
@@ -17,7 +18,8 @@
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
-use serde_json::Value;
+
+use super::findings::{FindingsDoc, Text};
 
 /// Why a findings document cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +46,7 @@ pub struct IdleSet {
     pub not_now: BTreeMap<(String, String), String>,
 }
 
-fn ms(v: &Value, what: &str) -> Result<i64, IdleError> {
+fn ms(v: &Text, what: &str) -> Result<i64, IdleError> {
     let s = v
         .as_str()
         .ok_or_else(|| IdleError(format!("{what}: expected an RFC 3339 time")))?;
@@ -119,27 +121,23 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// The pods of `analysis` (the analyze JSON) that are idle now: a last idle span of at least
-/// `min_span_ms` ending no earlier than `tolerance_ms` before the data's end.
+/// The pods of `analysis` (the analyze JSON, its findings that count) that are idle now: a
+/// last idle span of at least `min_span_ms` ending no earlier than `tolerance_ms` before the
+/// data's end. Messages name a finding by its index in the document (`findings[i]`).
 pub fn idle_pods(
-    analysis: &Value,
+    analysis: &FindingsDoc,
     min_span_ms: i64,
     tolerance_ms: i64,
 ) -> Result<IdleSet, IdleError> {
-    if !analysis.is_object() {
-        return Err(IdleError(
-            "expected the JSON object `tessera analyze --format json` prints".into(),
-        ));
-    }
-    let until = &analysis["until"];
-    if until.is_null() {
+    if analysis.until == Text::Absent {
         return Err(IdleError(
             "no `until`: the analysis had no data, so nothing can be idle now".into(),
         ));
     }
-    let data_end = ms(until, "until")?;
-    let findings = analysis["findings"]
-        .as_array()
+    let data_end = ms(&analysis.until, "until")?;
+    let findings = analysis
+        .findings
+        .as_ref()
         .ok_or_else(|| IdleError("no `findings` array".into()))?;
     let mut set = IdleSet {
         data_end_ms: data_end,
@@ -147,30 +145,20 @@ pub fn idle_pods(
     };
     // Per pod: Ok(idle since) of each finding, or the first reason it is not idle now.
     let mut per_pod: BTreeMap<(String, String), Result<IdlePod, String>> = BTreeMap::new();
-    for (i, f) in findings.iter().enumerate() {
-        let detector = f["detector"].as_str().unwrap_or_default();
-        let counts = detector == "idle_loaded"
-            || (detector == "allocated_unused" && f["evidence"]["kind"] == "unused");
-        let (Some(ns), Some(pod)) = (
-            f["entity"]["namespace"].as_str(),
-            f["entity"]["pod"].as_str(),
-        ) else {
-            continue;
-        };
-        if !counts {
-            continue;
-        }
-        let id = f["id"].as_str().unwrap_or_default().to_string();
-        let spans = f["evidence"]["spans"]
-            .as_array()
+    // Only the findings that count are there (`FindingsDoc` filtered them as it was read).
+    for f in &findings.kept {
+        let (i, id, ns, pod) = (f.index, f.id.clone(), &f.namespace, &f.pod);
+        let spans = f
+            .spans
+            .as_ref()
             .ok_or_else(|| IdleError(format!("findings[{i}] ({id}): no evidence.spans")))?;
         let mut last: Option<(i64, i64)> = None;
         for (j, s) in spans.iter().enumerate() {
             let start = ms(
-                &s["start"],
+                &s.start,
                 &format!("findings[{i}].evidence.spans[{j}].start"),
             )?;
-            let end = ms(&s["end"], &format!("findings[{i}].evidence.spans[{j}].end"))?;
+            let end = ms(&s.end, &format!("findings[{i}].evidence.spans[{j}].end"))?;
             if last.is_none_or(|(_, e)| end > e) {
                 last = Some((start, end));
             }
@@ -222,7 +210,14 @@ pub fn idle_pods(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// `idle_pods` on a document built with `json!` (read as a findings file is); its error, or
+    /// the document's, as text.
+    fn judge(doc: Value, min_span_ms: i64, tolerance_ms: i64) -> Result<IdleSet, String> {
+        let doc: FindingsDoc = serde_json::from_value(doc).map_err(|e| e.to_string())?;
+        idle_pods(&doc, min_span_ms, tolerance_ms).map_err(|e| e.to_string())
+    }
 
     fn finding(id: &str, detector: &str, pod: &str, spans: &[(&str, &str)]) -> Value {
         json!({
@@ -258,7 +253,7 @@ mod tests {
                 { "id": "g", "detector": "idle_loaded", "entity": { "kind": "gpu" }, "evidence": {} },
             ],
         });
-        let set = idle_pods(&a, 3_600_000, 300_000).unwrap();
+        let set = judge(a, 3_600_000, 300_000).unwrap();
         let idle: Vec<&str> = set.idle.keys().map(|(_, p)| p.as_str()).collect();
         assert_eq!(idle, ["held", "now"]);
         assert_eq!(set.idle[&("ml".into(), "held".into())].findings, ["c"]);
@@ -274,8 +269,8 @@ mod tests {
             &[("2026-11-29T00:00:00Z", "2026-11-30T00:00:00Z")],
         );
         low["evidence"]["kind"] = json!("low_use");
-        let set = idle_pods(
-            &json!({ "until": "2026-11-30T00:00:00Z", "findings": [low] }),
+        let set = judge(
+            json!({ "until": "2026-11-30T00:00:00Z", "findings": [low] }),
             1,
             1,
         )
@@ -316,14 +311,50 @@ mod tests {
             ),
             (json!({ "until": "2026-11-30T00:00:00Z" }), "no `findings`"),
             (
+                json!({ "until": 5, "findings": [] }),
+                "until: expected an RFC 3339 time",
+            ),
+            (
+                json!({ "until": "2026-11-30T00:00:00Z", "findings": { "a": 1 } }),
+                "expected the `findings` array",
+            ),
+            (
                 json!({ "until": "2026-11-30T00:00:00Z", "findings": [
                     { "id": "x", "detector": "idle_loaded", "entity": { "namespace": "a", "pod": "b" }, "evidence": {} }
                 ] }),
-                "no evidence.spans",
+                "findings[0] (x): no evidence.spans",
             ),
         ] {
-            let e = idle_pods(&doc, 1, 1).unwrap_err().to_string();
+            let e = judge(doc, 1, 1).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    /// A malformed span time is named by the finding's index in the document (not among the
+    /// findings that count) and the span's.
+    #[test]
+    fn a_bad_span_time_names_the_finding_and_the_span() {
+        let ok = ("2026-11-29T00:00:00Z", "2026-11-30T00:00:00Z");
+        let mut bad = finding("bad", "idle_loaded", "p", &[ok, ok]);
+        bad["evidence"]["spans"][1]["start"] = json!("yesterday");
+        let doc = json!({ "until": "2026-11-30T00:00:00Z", "findings": [
+            finding("x", "busy_not_working", "q", &[ok]),
+            json!(7),
+            finding("y", "idle_loaded", "r", &[ok]),
+            bad,
+        ] });
+        let e = judge(doc.clone(), 1, 1).unwrap_err();
+        assert_eq!(
+            e,
+            "findings: findings[3].evidence.spans[1].start: \"yesterday\" is not an RFC 3339 \
+             time: premature end of input"
+        );
+        let mut doc = doc;
+        doc["findings"][3]["evidence"]["spans"][0]["end"] = json!(17);
+        let e = judge(doc, 1, 1).unwrap_err();
+        assert_eq!(
+            e,
+            "findings: findings[3].evidence.spans[0].end: expected an RFC 3339 time"
+        );
     }
 }

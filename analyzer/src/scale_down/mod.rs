@@ -1,6 +1,9 @@
 //! `tessera scale-down` (`docs/scale-down.md`): idle workloads scaled to zero on request, and
 //! put back with `--undo`.
 //!
+//! - [`findings`]: the findings document as scale-down reads it, filtered while it is
+//!   deserialized (the data's end and the findings that count, each with its index), so a
+//!   findings file is read in memory bounded by those findings;
 //! - [`idle`] (pure): which pods are **idle now** — from the advisor's findings (`idle_loaded`,
 //!   and `allocated_unused` of kind `unused`) attributed to a pod: every finding of the pod has
 //!   a last idle span at least the required length that ends at the data's end — and the
@@ -22,6 +25,7 @@
 //! advisor does).
 
 pub mod apply;
+pub mod findings;
 pub mod idle;
 pub mod journal;
 pub mod kube;
