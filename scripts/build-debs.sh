@@ -8,7 +8,8 @@
 #   bash scripts/build-debs.sh [--profile release|debug] [--no-build] [--fast] [--out DIR]
 #
 # --no-build packages the binaries already built for the profile; --fast compresses less (the
-# tests use it). Output: OUT/tessera-exporter_VERSION-1_ARCH.deb and OUT/tessera_VERSION-1_ARCH.deb
+# tests use it). A release build strips the symbols (the workspace's [profile.release]) and
+# remaps the build paths (scripts/release-env.sh, appended to RUSTFLAGS). Output: OUT/tessera-exporter_VERSION-1_ARCH.deb and OUT/tessera_VERSION-1_ARCH.deb
 # (default OUT: target/debian). Needs cargo-deb (`cargo install cargo-deb --locked`; the test
 # script installs it) and dpkg.
 set -euo pipefail
@@ -37,6 +38,11 @@ cd "$root"
 target=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 if [ "$build" = 1 ]; then
+  if [ "$profile" = release ]; then
+    # No build paths in the binaries (the symbols go by the workspace's strip = "symbols").
+    . "$root/scripts/release-env.sh"
+    tessera_release_env "$root"
+  fi
   cargo build --locked --profile "$cargo_profile" -p tessera-exporter -p tessera
 fi
 bin="$target/$profile"

@@ -13,7 +13,8 @@
 # Output: OUT/tessera-exporter-VERSION.oci.tar and OUT/tessera-VERSION.oci.tar (OCI archives:
 # `podman load -i`, `docker load -i`, `skopeo copy oci-archive:FILE docker://REGISTRY/NAME:TAG`),
 # and OUT/images.txt (name, file, size). --bin-dir uses binaries already built there instead of
-# running cargo. Needs root (buildah's storage) or rootless buildah.
+# running cargo. A release build strips the symbols (the workspace's [profile.release]) and
+# remaps the build paths (scripts/release-env.sh, appended to RUSTFLAGS). Needs root (buildah's storage) or rootless buildah.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 profile=release
@@ -32,7 +33,13 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
 revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
 source=$(sed -n 's/^repository = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
 if [ -z "$bin_dir" ]; then
-  flag=""; [ "$profile" = release ] && flag="--release"
+  flag=""
+  if [ "$profile" = release ]; then
+    flag="--release"
+    # No build paths in the binaries (the symbols go by the workspace's strip = "symbols").
+    . "$root/scripts/release-env.sh"
+    tessera_release_env "$root"
+  fi
   cargo build -q $flag -p tessera-exporter -p tessera --manifest-path "$root/Cargo.toml"
   bin_dir="$root/target/$profile"
 fi

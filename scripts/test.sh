@@ -28,6 +28,8 @@ need curl || missing+=(curl)
 need chromium || missing+=(chromium)
 # buildah builds the container images from scratch (tests/e2e/tests/images.rs).
 need buildah || missing+=(buildah)
+# readelf and nm check that release builds carry no symbol table (tests/e2e/tests/release_binaries.rs).
+{ need readelf && need nm; } || missing+=(binutils)
 # groff renders the man pages `tessera generate man` writes (tests/e2e/tests/packaging.rs).
 need groff || missing+=(groff-base)
 # The Debian package test (tests/e2e/tests/debian.rs): dpkg-shlibdeps computes the packages'

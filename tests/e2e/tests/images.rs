@@ -10,7 +10,8 @@
 //! (no registry), so its final targets are read by a small, strict parser and their entrypoint,
 //! user, working directory, environment, `org.opencontainers.image.*` labels and exposed ports
 //! compared with the config of the images the script built; its build stage must build both
-//! packages `--locked` from the rust image of the workspace's `rust-version`.
+//! packages `--locked` from the rust image of the workspace's `rust-version`, with the release
+//! environment of `scripts/release-env.sh`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -529,9 +530,17 @@ fn the_containerfile_builds_both_binaries_locked_with_the_workspace_rust() {
         .iter()
         .flat_map(|r| r.split_whitespace())
         .collect();
+    // Stripped by the workspace's release profile, the build paths remapped by the snippet the
+    // scripts use (tests/e2e/tests/release_binaries.rs checks both on a throwaway crate).
     assert_eq!(
         run,
         [
+            ".",
+            "./scripts/release-env.sh",
+            "&&",
+            "tessera_release_env",
+            "/src",
+            "&&",
             "cargo",
             "build",
             "--release",

@@ -1,6 +1,6 @@
 //! End-to-end tests of both binaries, one binary: the CLI, serving, the NVML path through the
 //! fake library, MIG apply and profiles, hostile inputs, the monitoring assets against real
-//! Prometheus and Alertmanager, and the soak test.
+//! Prometheus and Alertmanager, stripped release builds, and the soak test.
 
 mod build_commit;
 mod cli;
@@ -15,6 +15,7 @@ mod nvml_path;
 mod packaging;
 mod prometheus_e2e;
 mod real_gpu;
+mod release_binaries;
 mod rules;
 mod serve;
 mod soak;
