@@ -11,6 +11,7 @@
 
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
+use tessera::evidence::{self, EvidenceArgs};
 use tessera::kubernetes::Connection;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -67,10 +68,11 @@ pub struct ScaleDownArgs {
     yes: bool,
     #[command(flatten)]
     kube: Connection,
-    /// The oldest evidence tessera acts on: the data must end at most this long before now
-    /// (checked at the start and again right before each workload's writes).
-    #[arg(long = "evidence.max-age", value_name = "DURATION", default_value = "15m", value_parser = parse_interval)]
-    evidence_max_age: i64,
+    /// `--evidence.max-age` (default 15m: the data must end at most this long before now,
+    /// checked at the start and again right before each workload's writes) and
+    /// `--allow-stale-evidence`.
+    #[command(flatten)]
+    evidence: EvidenceArgs,
     /// The time to judge the evidence's age against and to record, RFC 3339 (default: the
     /// clock).
     #[arg(long, value_name = "TIME")]
@@ -159,6 +161,9 @@ fn read_findings(path: &Path) -> Result<FindingsDoc> {
     }
     parse_findings(file, &name, MAX_FINDINGS_BYTES)
 }
+
+/// The default of `scale-down --evidence.max-age`: 15 minutes ("idle now" must be now).
+pub const MAX_EVIDENCE_AGE_MS: i64 = 15 * 60_000;
 
 /// The findings document of `input` (named `name` in errors), deserialized as it is read,
 /// through a buffer, keeping only the findings that count ([`FindingsDoc`]); more than `max`
@@ -301,8 +306,10 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
     // The freshness rule, against the clock (or --now): now, and again before each write.
     let fixed_now = args.now.map(|t| t.timestamp_millis());
     let now = || fixed_now.unwrap_or_else(|| Utc::now().timestamp_millis());
-    let fresh = || {
-        idle::check_fresh(idle.data_end_ms, now(), args.evidence_max_age).map_err(|e| e.to_string())
+    let max_age = args.evidence.max_age(MAX_EVIDENCE_AGE_MS);
+    let fresh = || match max_age {
+        Some(max) => evidence::check(idle.data_end_ms, now(), max).map_err(|e| e.to_string()),
+        None => Ok(()),
     };
     if let Err(e) = fresh() {
         bail!("refusing to act on this evidence: {e}");

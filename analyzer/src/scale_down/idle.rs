@@ -55,71 +55,7 @@ fn ms(v: &Text, what: &str) -> Result<i64, IdleError> {
         .map_err(|e| IdleError(format!("{what}: {s:?} is not an RFC 3339 time: {e}")))
 }
 
-pub use crate::range::FUTURE_SKEW_MS;
-
-/// Evidence too old (or dated after the clock) to act on.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StaleError {
-    #[error(
-        "the evidence is {age} old: the data ends {end}, and it is {now} now; the most tessera acts on is {max} old (--evidence.max-age to allow older data, after checking that the workloads are still idle)"
-    )]
-    Old {
-        age: String,
-        end: String,
-        now: String,
-        max: String,
-    },
-    #[error(
-        "the evidence is dated {ahead} after the clock: the data ends {end}, and it is {now} now; either this machine's clock or the findings are wrong, so nothing is idle now that tessera can tell (at most {skew} ahead is taken as clock skew)"
-    )]
-    Future {
-        ahead: String,
-        end: String,
-        now: String,
-        skew: String,
-    },
-}
-
-/// A duration for people: `45 s`, `12 min`, `5.0 h`, `30.0 days`.
-pub fn human(ms: i64) -> String {
-    let s = ms as f64 / 1000.0;
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 2.0 * 86_400.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.1} days", s / 86_400.0)
-    }
-}
-
-/// The freshness rule ([`crate::range::freshness`]): the data (ending at `data_end_ms`) must end
-/// at most `max_age_ms` before `now_ms`, and not more than [`FUTURE_SKEW_MS`] after it.
-pub fn check_fresh(data_end_ms: i64, now_ms: i64, max_age_ms: i64) -> Result<(), StaleError> {
-    match crate::range::freshness(data_end_ms, now_ms, max_age_ms) {
-        crate::range::Freshness::Fresh => Ok(()),
-        crate::range::Freshness::Old { age_ms } => Err(StaleError::Old {
-            age: human(age_ms),
-            end: rfc3339(data_end_ms),
-            now: rfc3339(now_ms),
-            max: human(max_age_ms),
-        }),
-        crate::range::Freshness::Future { ahead_ms } => Err(StaleError::Future {
-            ahead: human(ahead_ms),
-            end: rfc3339(data_end_ms),
-            now: rfc3339(now_ms),
-            skew: human(FUTURE_SKEW_MS),
-        }),
-    }
-}
-
-/// RFC 3339 UTC, seconds.
-pub fn rfc3339(ms: i64) -> String {
-    DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| ms.to_string())
-}
+pub use crate::evidence::rfc3339;
 
 /// The pods of `analysis` (the analyze JSON, its findings that count) that are idle now: a
 /// last idle span of at least `min_span_ms` ending no earlier than `tolerance_ms` before the
@@ -276,28 +212,6 @@ mod tests {
         )
         .unwrap();
         assert!(set.idle.is_empty() && set.not_now.is_empty());
-    }
-
-    #[test]
-    fn evidence_older_than_the_maximum_or_dated_ahead_is_stale() {
-        let end = 1_795_000_000_000; // 2026-11-18
-        let min = 60_000;
-        assert_eq!(check_fresh(end, end, 15 * min), Ok(()));
-        assert_eq!(check_fresh(end, end + 15 * min, 15 * min), Ok(()));
-        assert_eq!(check_fresh(end, end - 5 * min, 15 * min), Ok(()));
-        let old = check_fresh(end, end + 30 * 86_400_000, 15 * min)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            old.contains("30.0 days old") && old.contains("15 min old (--evidence.max-age"),
-            "{old}"
-        );
-        let ahead = check_fresh(end, end - 6 * min, 15 * min)
-            .unwrap_err()
-            .to_string();
-        assert!(ahead.contains("dated 6 min after the clock"), "{ahead}");
-        assert_eq!(human(45_000), "45 s");
-        assert_eq!(human(5 * 3_600_000), "5.0 h");
     }
 
     #[test]
