@@ -117,7 +117,9 @@ impl Cluster {
         all.extend(file);
         all.extend_from_slice(args);
         let out = tessera_with(&all, |c| {
-            c.env_remove("KUBECONFIG").current_dir(self.dir.path());
+            c.env_remove("KUBECONFIG")
+                .env("XDG_STATE_HOME", self.path("state"))
+                .current_dir(self.dir.path());
         });
         (
             out.status.code().unwrap_or(-1),
@@ -135,6 +137,7 @@ impl Cluster {
             .arg("plan.yaml")
             .args(args)
             .env_remove("KUBECONFIG")
+            .env("XDG_STATE_HOME", self.path("state"))
             .current_dir(self.dir.path());
         cmd
     }
@@ -371,7 +374,17 @@ fn cordon_keeps_pods_off_while_it_changes_and_uncordons_after_success() {
         .filter(|r| r.content_type.as_deref() == Some("application/strategic-merge-patch+json"))
         .collect();
     assert_eq!(strategic.len(), 4, "cordon and uncordon of two nodes");
-    // The audit trail: an Event per node labelled.
+    // The audit trail: an Event per node labelled, and a line of the local audit log.
+    let log = std::fs::read_to_string(c.path("state/tessera/cluster-audit.jsonl")).unwrap();
+    for node in ["gpu-1", "gpu-2"] {
+        assert!(
+            log.lines().any(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["name"] == node && v["reason"] == "MigConfigLabelled" && v["kind"] == "Node"
+            }),
+            "{node}: {log}"
+        );
+    }
     let events = c.kube.events();
     for node in ["gpu-1", "gpu-2"] {
         assert!(

@@ -247,7 +247,8 @@ impl Case {
         }
         all.extend_from_slice(args);
         let out = tessera_with(&all, |c| {
-            c.env_remove("KUBECONFIG");
+            c.env_remove("KUBECONFIG")
+                .env("XDG_STATE_HOME", self.path("xdg"));
         });
         (
             out.status.code().unwrap_or(-1),
@@ -396,6 +397,12 @@ fn yes_scales_the_idle_workloads_and_undo_restores_them() {
             .count(),
         4,
         "web, db, llm, chat: {events:?}"
+    );
+    let log = std::fs::read_to_string(c.path("xdg/tessera/cluster-audit.jsonl")).unwrap();
+    assert_eq!(
+        log.lines().filter(|l| l.contains("\"ScaledDown\"")).count(),
+        4,
+        "{log}"
     );
 
     // Again: nothing to do.

@@ -174,7 +174,9 @@ impl Cluster {
         }
         all.extend_from_slice(args);
         let out = tessera_with(&all, |c| {
-            c.env_remove("KUBECONFIG").current_dir(self.dir.path());
+            c.env_remove("KUBECONFIG")
+                .env("XDG_STATE_HOME", self.path("state"))
+                .current_dir(self.dir.path());
         });
         (
             out.status.code().unwrap_or(-1),
@@ -324,7 +326,16 @@ fn apply_rolls_out_node_by_node_keeping_other_configs_and_is_idempotent() {
     assert!(cm[&n3].contains("mps:") && cm.contains_key(&n2), "{cm:?}");
     fake_kube::check_sharing_config(&cm[&n3]).unwrap();
     assert!(out.contains(&format!("node gpu-1: {LABEL}={n3}: nvidia.com/gpu 4 -> 12 (4 GPUs × 3, mps), nvidia.com/gpu.replicas=3 after")), "{out}");
-    // The audit trail: an Event per node labelled, regarding the node (namespace default).
+    // The audit trail: an Event per node labelled, regarding the node (namespace default), and
+    // a line each in the local audit log.
+    let log = std::fs::read_to_string(c.path("state/tessera/cluster-audit.jsonl")).unwrap();
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("\"SharingConfigLabelled\""))
+            .count(),
+        2,
+        "{log}"
+    );
     let events = c.kube.events();
     for (node, config) in [("gpu-1", &n3), ("gpu-2", &n2)] {
         assert!(
@@ -705,6 +716,7 @@ impl Cluster {
             .args(["--now", "2026-11-02T02:00:00Z"])
             .args(args)
             .env_remove("KUBECONFIG")
+            .env("XDG_STATE_HOME", self.path("state"))
             .current_dir(self.dir.path())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

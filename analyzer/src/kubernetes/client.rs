@@ -9,6 +9,7 @@
 //! `mig_manager::kube`).
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -23,6 +24,8 @@ pub struct Kube {
     timeout: Duration,
     /// The command's RBAC file, named in 401/403 errors.
     rbac: &'static str,
+    /// The local audit log (`None`: no state folder to put it in).
+    audit_log: Option<PathBuf>,
 }
 
 /// The [`KubeError`] of a kube-rs error of call `what`; `rbac` is named in 401/403 errors.
@@ -87,6 +90,7 @@ impl Kube {
             client,
             timeout: conn.request_timeout,
             rbac,
+            audit_log: conn.audit_log.clone().or_else(super::audit::default_path),
         })
     }
 
@@ -103,6 +107,11 @@ impl Kube {
     /// The command's RBAC file.
     pub fn rbac(&self) -> &'static str {
         self.rbac
+    }
+
+    /// The local audit log.
+    pub fn audit_log(&self) -> Option<&std::path::Path> {
+        self.audit_log.as_deref()
     }
 
     /// The runtime, for what is not one call (mig-manager's watches).

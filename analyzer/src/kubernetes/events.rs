@@ -2,7 +2,7 @@
 //! per change it makes or puts back — a node labelled or relabelled, a workload scaled down or
 //! back — regarding the changed object, so `kubectl describe node N` / `kubectl get events`
 //! show who changed what and why (reporting controller `tessera.dev/tessera`, the instance is
-//! the host tessera ran on). The commands' local journals are the other half of the trail.
+//! the host tessera ran on); the same change as a line of the local audit log ([`super::audit`]).
 //!
 //! An Event that cannot be written is a warning on stderr, never a failed change: the change
 //! is made and journaled already. What it does not do: aggregate (`series`) or read Events.
@@ -103,19 +103,34 @@ pub fn instance() -> String {
         .unwrap_or_else(|| "tessera".into())
 }
 
-/// Write the Event of `change`.
+/// Write the line of `change` to the local audit log, then its Event; an error names what
+/// could not be written (the log line is written even when the Event cannot be).
 pub fn record(k: &Kube, change: &Change<'_>) -> Result<(), KubeError> {
-    let ev = event(change, &instance());
+    let host = instance();
+    let logged = match k.audit_log() {
+        Some(path) => super::audit::append(path, change, crate::evidence::now_ms(), &host)
+            .map_err(|e| format!("the audit log {}: {e}", path.display())),
+        None => Err(
+            "no audit log: neither $XDG_STATE_HOME nor $HOME is set (give --audit-log FILE)"
+                .to_string(),
+        ),
+    };
+    let ev = event(change, &host);
     let ns = ev.metadata.namespace.clone().unwrap_or_default();
     let api: Api<Event> = Api::namespaced(k.client(), &ns);
-    k.call(
+    let sent = k.call(
         &format!(
             "create Event about {} {}",
             change.regarding.kind, change.regarding.name
         ),
         api.create(&PostParams::default(), &ev),
-    )?;
-    Ok(())
+    );
+    match (logged, sent) {
+        (Ok(()), Ok(_)) => Ok(()),
+        (Err(l), Ok(_)) => Err(KubeError::Other(l)),
+        (Ok(()), Err(e)) => Err(e),
+        (Err(l), Err(e)) => Err(KubeError::Other(format!("{l}; {e}"))),
+    }
 }
 
 /// A failure to write an Event, said on `err` as a warning (the change is made already).
@@ -123,7 +138,7 @@ pub fn warn(result: Result<(), KubeError>, err: &mut dyn Write) {
     if let Err(e) = result {
         let _ = writeln!(
             err,
-            "tessera: warning: the change was made, but its Kubernetes Event could not be written: {e}"
+            "tessera: warning: the change was made, but its audit trail could not be written: {e}"
         );
     }
 }

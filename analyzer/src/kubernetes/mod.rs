@@ -4,7 +4,8 @@
 //! config, a current-thread runtime, every call bounded by `--request-timeout`), one error type
 //! ([`KubeError`]), the ConfigMap write with its 409 retry ([`configmap`]), the compare-and-swap
 //! node-label write that reads a lost answer back ([`labels`]), the ClusterPolicy read
-//! ([`policy`]), and the audit trail of Kubernetes Events ([`events`]).
+//! ([`policy`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
+//! ([`audit`]) per change.
 //!
 //! Architecture invariant: kube-rs clients are constructed here only (a structure test checks);
 //! the commands' modules keep their decisions and success conditions and reach the API server
@@ -13,6 +14,7 @@
 //! What it does not do: decide anything (which nodes, which configs, which workloads), watch
 //! (mig-manager's node watches stay in `mig_manager::kube`), or impersonate.
 
+pub mod audit;
 pub mod client;
 pub mod configmap;
 pub mod events;
@@ -72,6 +74,10 @@ pub struct Connection {
     /// The longest one Kubernetes API call may take (kubectl's --request-timeout).
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+    /// The local audit log: one JSON line per change made to the cluster (default:
+    /// $XDG_STATE_HOME/tessera/cluster-audit.jsonl, else ~/.local/state/tessera/…).
+    #[arg(long = "audit-log", value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

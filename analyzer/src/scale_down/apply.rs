@@ -510,7 +510,7 @@ pub(super) fn audit(
         };
         if let Err(e) = cluster.event(&change) {
             notes.push(format!(
-                "warning: {}: the change was made, but its Kubernetes Event could not be written: {e}",
+                "warning: {}: the change was made, but its audit trail could not be written: {e}",
                 w.label()
             ));
         }
