@@ -159,7 +159,7 @@ fn what_cannot_be_put_back_is_printed_as_kubectl_commands_with_exit_3() {
     let (code, out, err) = c.apply(&["--config", "day", "--yes", "--node", "gpu-1", "--cordon"]);
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(
-        err.contains("not everything tessera changed could be put back; run:"),
+        err.contains("not everything tessera changed could be put back or confirmed; run:"),
         "{err}"
     );
     assert!(

@@ -4,7 +4,7 @@
 //! config, a current-thread runtime, every call bounded by `--request-timeout`), one error type
 //! ([`KubeError`]), the ConfigMap write with its 409 retry ([`configmap`]), the compare-and-swap
 //! node-label write that reads a lost answer back ([`labels`]), the ClusterPolicy read
-//! ([`policy`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
+//! ([`policy`]), the one frame of the node-label rollouts ([`rollout`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
 //! ([`audit`]) per change.
 //!
 //! Architecture invariant: kube-rs clients are constructed here only (a structure test checks);
@@ -20,6 +20,7 @@ pub mod configmap;
 pub mod events;
 pub mod labels;
 pub mod policy;
+pub mod rollout;
 
 use std::path::PathBuf;
 use std::time::Duration;

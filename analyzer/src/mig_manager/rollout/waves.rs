@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tessera_core::mig::parted::PartedFile;
@@ -19,8 +18,8 @@ use super::super::{
 };
 use super::{Request, RolloutError, io};
 use crate::kubernetes::configmap::{self, retry_on_conflict};
-use crate::kubernetes::events;
 use crate::kubernetes::labels::{self, LabelError, Written};
+use crate::kubernetes::{events, rollout};
 
 /// How one node ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,10 +52,10 @@ fn secs(d: Duration) -> String {
 const STOP_POLL: Duration = Duration::from_millis(250);
 
 fn check_stop(r: &Request) -> Result<(), RolloutError> {
-    match &r.stop {
-        Some(f) if f.load(Ordering::SeqCst) => Err(RolloutError::Interrupted),
-        _ => Ok(()),
+    if rollout::stopped(&r.stop) {
+        return Err(RolloutError::Interrupted);
     }
+    Ok(())
 }
 
 /// Wait until every active node reports `success` or `failed` for the label it waits for, or
@@ -147,7 +146,7 @@ fn describe(e: &Ending, timeout: Duration) -> String {
 }
 
 /// What tessera changed on one node: what [`restore`] puts back on any exit path.
-struct Touched {
+struct TouchedNode {
     /// The node as read before the rollout (its previous label and cordon).
     node: NodeView,
     layout: NodeLayout,
@@ -162,6 +161,56 @@ struct Touched {
     /// Its label write got no answer however often it was tried: it may still land, so the
     /// config it names is kept from pruning and the command that puts the label back printed.
     uncertain: bool,
+}
+
+/// mig-manager's rollout in the one frame ([`rollout::run`]): waves of label changes watched
+/// to `success`, the restore of every way out, the pruning of unused configs.
+struct Waves<'a> {
+    c: &'a mut dyn Cluster,
+    r: &'a Request,
+    todo: Vec<(NodeView, NodeLayout, Change)>,
+}
+
+impl rollout::Touched for TouchedNode {
+    fn node(&self) -> &str {
+        &self.node.name
+    }
+    fn uncertain_config(&self) -> Option<&str> {
+        self.uncertain.then_some(self.layout.config.as_str())
+    }
+}
+
+impl rollout::Rollout for Waves<'_> {
+    type Touched = TouchedNode;
+    type Error = RolloutError;
+    fn forward(
+        &mut self,
+        touched: &mut Vec<TouchedNode>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<Option<String>, RolloutError> {
+        waves(self.c, self.r, &self.todo, touched, out, err)
+    }
+    fn restore(
+        &mut self,
+        touched: &mut [TouchedNode],
+        why: &str,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<Vec<String>, RolloutError> {
+        restore(self.c, self.r, touched, why, out, err)
+    }
+    fn prune(
+        &mut self,
+        prunable: &BTreeSet<String>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<(), RolloutError> {
+        prune_unused(self.c, self.r, prunable, out, err)
+    }
+    fn io(e: std::io::Error) -> RolloutError {
+        io(e)
+    }
 }
 
 /// Set the label on each node of each wave and watch it; on any way out that leaves nodes
@@ -187,60 +236,8 @@ pub(super) fn rollout(
         .map_err(io)?;
         return Ok(0);
     }
-    let mut touched: Vec<Touched> = Vec::new();
-    let outcome = waves(c, r, &todo, &mut touched, out, err);
-    let mut code = match &outcome {
-        Ok(None) => 0,
-        Ok(Some(_)) => 2,
-        Err(e) => {
-            writeln!(err, "tessera: {e}").map_err(io)?;
-            2
-        }
-    };
-    let left: Vec<&str> = todo
-        .iter()
-        .map(|(n, _, _)| n.name.as_str())
-        .filter(|n| !touched.iter().any(|t| t.node.name == *n))
-        .collect();
-    if code != 0 && !left.is_empty() {
-        writeln!(
-            err,
-            "tessera: stopped after a failure; not started: {}",
-            left.join(", ")
-        )
-        .map_err(io)?;
-    }
-    let why = match &outcome {
-        Ok(Some(why)) => why.clone(),
-        Err(e) => e.to_string(),
-        Ok(None) => String::new(),
-    };
-    let commands = restore(c, r, &mut touched, &why, out, err)?;
-    if !commands.is_empty() {
-        code = 3;
-        writeln!(
-            err,
-            "tessera: not everything tessera changed could be put back; run:\n{}",
-            commands
-                .iter()
-                .map(|c| format!("  {c}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-        .map_err(io)?;
-    }
-    // A label that may still land keeps the config it names.
-    let prunable: BTreeSet<String> = prunable
-        .iter()
-        .filter(|k| {
-            !touched
-                .iter()
-                .any(|t| t.uncertain && t.layout.config == **k)
-        })
-        .cloned()
-        .collect();
-    prune_unused(c, r, &prunable, out, err)?;
-    Ok(code)
+    let names: Vec<String> = todo.iter().map(|(n, _, _)| n.name.clone()).collect();
+    rollout::run(&mut Waves { c, r, todo }, &names, prunable, out, err)
 }
 
 /// The waves of the rollout: `Ok(None)` when every node reached `success`, `Ok(Some(why))` when
@@ -250,7 +247,7 @@ fn waves(
     c: &mut dyn Cluster,
     r: &Request,
     todo: &[(NodeView, NodeLayout, Change)],
-    touched: &mut Vec<Touched>,
+    touched: &mut Vec<TouchedNode>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Option<String>, RolloutError> {
@@ -261,7 +258,7 @@ fn waves(
         for (node, layout, change) in chunk {
             check_stop(r)?;
             let i = touched.len();
-            touched.push(Touched {
+            touched.push(TouchedNode {
                 node: node.clone(),
                 layout: layout.clone(),
                 cordoned: false,
@@ -420,7 +417,7 @@ fn waves(
 fn restore(
     c: &mut dyn Cluster,
     r: &Request,
-    touched: &mut [Touched],
+    touched: &mut [TouchedNode],
     why: &str,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -482,7 +479,7 @@ fn restore(
 fn restore_label(
     c: &mut dyn Cluster,
     r: &Request,
-    t: &Touched,
+    t: &TouchedNode,
     previous: Option<&str>,
     why: &str,
     out: &mut dyn Write,

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::{
@@ -21,11 +20,11 @@ use super::super::{
 };
 use super::{Request, RolloutError, Target, Where, io, write_configmap};
 use crate::kubernetes::configmap::{self as kconfigmap, retry_on_conflict};
-use crate::kubernetes::events;
 use crate::kubernetes::labels::{self, LabelError, Written};
+use crate::kubernetes::{events, rollout};
 
 /// What tessera changed on one node.
-struct Touched {
+struct TouchedNode {
     target: Target,
     /// At its config, or left to another client: nothing to restore.
     settled: bool,
@@ -56,10 +55,10 @@ fn state(n: &NodeView) -> String {
 }
 
 fn check_stop(r: &Request) -> Result<(), RolloutError> {
-    match &r.stop {
-        Some(f) if f.load(Ordering::SeqCst) => Err(RolloutError::Interrupted),
-        _ => Ok(()),
+    if rollout::stopped(&r.stop) {
+        return Err(RolloutError::Interrupted);
     }
+    Ok(())
 }
 
 /// Read `node` every `r.poll` until `done` holds (while its label is `label`), its label
@@ -121,6 +120,67 @@ fn wait(
     }
 }
 
+/// The device plugin's rollout in the one frame ([`rollout::run`]): node by node, polled to
+/// its config, the restore of every way out, the pruning of unused configs.
+struct NodeByNode<'a> {
+    c: &'a mut dyn DevicePluginCluster,
+    r: &'a Request,
+    w: &'a Where,
+    configs: &'a [(String, String)],
+    todo: Vec<Target>,
+}
+
+impl rollout::Touched for TouchedNode {
+    fn node(&self) -> &str {
+        &self.target.before.name
+    }
+    fn uncertain_config(&self) -> Option<&str> {
+        self.uncertain.then_some(self.target.sharing.name.as_str())
+    }
+}
+
+impl rollout::Rollout for NodeByNode<'_> {
+    type Touched = TouchedNode;
+    type Error = RolloutError;
+    fn forward(
+        &mut self,
+        touched: &mut Vec<TouchedNode>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<Option<String>, RolloutError> {
+        nodes(
+            self.c,
+            self.r,
+            self.w,
+            self.configs,
+            &self.todo,
+            touched,
+            out,
+            err,
+        )
+    }
+    fn restore(
+        &mut self,
+        touched: &mut [TouchedNode],
+        _why: &str,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<Vec<String>, RolloutError> {
+        restore(self.c, self.r, touched, out, err)
+    }
+    fn prune(
+        &mut self,
+        prunable: &BTreeSet<String>,
+        _out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<(), RolloutError> {
+        prune(self.c, self.w, prunable, err)
+    }
+    fn io(e: std::io::Error) -> RolloutError {
+        io(e)
+    }
+}
+
 /// Label the nodes one by one and wait for each; on any way out that leaves nodes changed, put
 /// them back ([`restore`]); then prune. Returns the exit code.
 #[allow(clippy::too_many_arguments)]
@@ -134,53 +194,15 @@ pub(super) fn rollout(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, RolloutError> {
-    let mut touched: Vec<Touched> = Vec::new();
-    let outcome = nodes(c, r, w, configs, &todo, &mut touched, out, err);
-    let mut code = match &outcome {
-        Ok(None) => 0,
-        Ok(Some(why)) => {
-            writeln!(err, "tessera: {why}").map_err(io)?;
-            2
-        }
-        Err(e) => {
-            writeln!(err, "tessera: {e}").map_err(io)?;
-            2
-        }
+    let names: Vec<String> = todo.iter().map(|t| t.before.name.clone()).collect();
+    let mut r = NodeByNode {
+        c,
+        r,
+        w,
+        configs,
+        todo,
     };
-    let left: Vec<&str> = todo
-        .iter()
-        .map(|t| t.before.name.as_str())
-        .filter(|n| !touched.iter().any(|t| t.target.before.name == *n))
-        .collect();
-    if code != 0 && !left.is_empty() {
-        writeln!(err, "tessera: not started: {}", left.join(", ")).map_err(io)?;
-    }
-    let commands = restore(c, r, &touched, out, err)?;
-    // A label that may still land keeps the config it names.
-    let prunable: BTreeSet<String> = prunable
-        .iter()
-        .filter(|k| {
-            !touched
-                .iter()
-                .any(|t| t.uncertain && t.target.sharing.name == **k)
-        })
-        .cloned()
-        .collect();
-    prune(c, w, &prunable, err)?;
-    if !commands.is_empty() {
-        writeln!(
-            err,
-            "tessera: not everything tessera changed could be put back or confirmed; run:\n{}",
-            commands
-                .iter()
-                .map(|c| format!("  {c}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-        .map_err(io)?;
-        code = 3;
-    }
-    Ok(code)
+    rollout::run(&mut r, &names, prunable, out, err)
 }
 
 /// Node by node; `Ok(Some(why))` when a node did not reach its config (the rollout stops).
@@ -191,7 +213,7 @@ fn nodes(
     w: &Where,
     configs: &[(String, String)],
     todo: &[Target],
-    touched: &mut Vec<Touched>,
+    touched: &mut Vec<TouchedNode>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Option<String>, RolloutError> {
@@ -218,7 +240,7 @@ fn nodes(
         }
         let mut target = t.clone();
         target.before = now;
-        touched.push(Touched {
+        touched.push(TouchedNode {
             target: target.clone(),
             settled: false,
             uncertain: false,
@@ -323,7 +345,7 @@ fn relabel_command(node: &str, value: Option<&str>) -> String {
 fn restore(
     c: &mut dyn DevicePluginCluster,
     r: &Request,
-    touched: &[Touched],
+    touched: &[TouchedNode],
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Vec<String>, RolloutError> {
