@@ -12,7 +12,46 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::events::{CONTROLLER, Change};
+/// The reporting controller of tessera's Events.
+pub const CONTROLLER: &str = "tessera.dev/tessera";
+
+/// The object an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Regarding {
+    pub api_version: String,
+    pub kind: String,
+    /// `None` for cluster-scoped objects (nodes): their Events go to `default`.
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+impl Regarding {
+    /// A node.
+    pub fn node(name: &str) -> Regarding {
+        Regarding {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            namespace: None,
+            name: name.to_string(),
+            uid: None,
+        }
+    }
+}
+
+/// One change, as an Event says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change<'a> {
+    pub regarding: Regarding,
+    /// CamelCase, e.g. `MigConfigLabelled`, `ScaledDown`.
+    pub reason: &'a str,
+    /// What tessera did, e.g. `Label`, `Scale`.
+    pub action: &'a str,
+    /// For people: what changed from what to what, and on which evidence.
+    pub note: String,
+    /// A rollback or a change that did not reach its goal.
+    pub warning: bool,
+}
 
 /// The default audit log, under the user's state folder; `None` when neither `$XDG_STATE_HOME`
 /// nor `$HOME` is set.
@@ -65,7 +104,6 @@ pub fn append(path: &Path, change: &Change<'_>, at_ms: i64, instance: &str) -> s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::events::Regarding;
 
     #[test]
     fn each_change_is_one_json_line_appended_after_the_others() {

@@ -16,46 +16,7 @@ use kube::api::{Api, PostParams};
 
 use super::{Kube, KubeError};
 
-/// The reporting controller of tessera's Events.
-pub const CONTROLLER: &str = "tessera.dev/tessera";
-
-/// The object an Event is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Regarding {
-    pub api_version: String,
-    pub kind: String,
-    /// `None` for cluster-scoped objects (nodes): their Events go to `default`.
-    pub namespace: Option<String>,
-    pub name: String,
-    pub uid: Option<String>,
-}
-
-impl Regarding {
-    /// A node.
-    pub fn node(name: &str) -> Regarding {
-        Regarding {
-            api_version: "v1".into(),
-            kind: "Node".into(),
-            namespace: None,
-            name: name.to_string(),
-            uid: None,
-        }
-    }
-}
-
-/// One change, as an Event says it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change<'a> {
-    pub regarding: Regarding,
-    /// CamelCase, e.g. `MigConfigLabelled`, `ScaledDown`.
-    pub reason: &'a str,
-    /// What tessera did, e.g. `Label`, `Scale`.
-    pub action: &'a str,
-    /// For people: what changed from what to what, and on which evidence.
-    pub note: String,
-    /// A rollback or a change that did not reach its goal.
-    pub warning: bool,
-}
+pub use super::audit::{CONTROLLER, Change, Regarding};
 
 /// The Event of `change` (truncated to the API server's 1 kB note limit).
 pub fn event(change: &Change<'_>, instance: &str) -> Event {
