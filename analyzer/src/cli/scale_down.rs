@@ -93,15 +93,7 @@ fn journal_path(args: &ScaleDownArgs) -> Result<PathBuf> {
     if let Some(p) = &args.journal {
         return Ok(p.clone());
     }
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/state"))
-        });
-    match state {
+    match tessera::kubernetes::audit::state_dir() {
         Some(dir) => Ok(dir.join("tessera/scale-down-journal.json")),
         None => bail!("neither $XDG_STATE_HOME nor $HOME is set: give --journal FILE"),
     }

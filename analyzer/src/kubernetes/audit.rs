@@ -53,9 +53,9 @@ pub struct Change<'a> {
     pub warning: bool,
 }
 
-/// The default audit log, under the user's state folder; `None` when neither `$XDG_STATE_HOME`
-/// nor `$HOME` is set.
-pub fn default_path() -> Option<PathBuf> {
+/// The user's state folder: `$XDG_STATE_HOME`, else `~/.local/state`; `None` when neither
+/// `$XDG_STATE_HOME` nor `$HOME` is set (also where scale-down keeps its journal).
+pub fn state_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -64,7 +64,11 @@ pub fn default_path() -> Option<PathBuf> {
                 .filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(".local/state"))
         })
-        .map(|d| d.join("tessera/cluster-audit.jsonl"))
+}
+
+/// The default audit log, under the user's state folder ([`state_dir`]).
+pub fn default_path() -> Option<PathBuf> {
+    state_dir().map(|d| d.join("tessera/cluster-audit.jsonl"))
 }
 
 /// The line of `change`, made at `at_ms` from host `instance`.
