@@ -35,6 +35,10 @@ pub struct Inventory {
 pub struct GpuInfo {
     /// NVML index (stable for the life of the driver, not across reboots).
     pub index: u32,
+    /// The device node's minor number (`/dev/nvidiaN`): what the NVIDIA DRA driver names a GPU by
+    /// (`gpu-N`). `None` when NVML does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_number: Option<u32>,
     pub uuid: String,
     /// Product name as NVML reports it, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,

@@ -622,6 +622,7 @@ fn inventory() -> tessera_core::model::Inventory {
             .enumerate()
             .map(|(i, m)| GpuInfo {
                 index: i as u32,
+                minor_number: None,
                 uuid: format!("GPU-{i}"),
                 name: m.nvml_name.into(),
                 pci_bus_id: String::new(),

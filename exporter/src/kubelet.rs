@@ -21,9 +21,15 @@
 //!   the cgroup pod UID) and is counted in [`KubeletStats`]; the first failure after a success
 //!   (or at start) is logged once, and so is the first success after failures.
 //!
-//! What it does not do: talk to the API server or need RBAC, read `Get` or
-//! `GetAllocatableResources`, match device ids that are not UUIDs (the device plugin's
-//! `--device-id-strategy=index`), or use DRA's `dynamic_resources`.
+//! DRA: each container's `dynamic_resources` (the kubelet fills them only when its feature gate
+//! `KubeletPodResourcesDynamicResources` is on: KEP-3695)
+//! name the devices of its ResourceClaims by driver, pool and device name; those of NVIDIA's DRA
+//! driver (`gpu.nvidia.com`) are kept as `dra/<driver>/<pool>/<device>` and mapped to UUIDs by
+//! [`crate::device_ids`] on the sampler thread, as are device ids that are not UUIDs.
+//!
+//! What it does not do: talk to the API server or need RBAC (so ResourceClaims are seen only
+//! through the kubelet), read `Get` or `GetAllocatableResources`, or read other DRA drivers'
+//! devices.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,6 +92,32 @@ impl DeviceHolders {
         let mut devices: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
         for pod in &response.pod_resources {
             for container in &pod.containers {
+                // DRA: the NVIDIA DRA driver's devices, named as it names them (mapped to
+                // UUIDs with the inventory: `crate::device_ids`). A claim shared by several pods
+                // lists its devices under each of them: each pod is a holder.
+                for dr in &container.dynamic_resources {
+                    for cr in &dr.claim_resources {
+                        if cr.driver_name != crate::device_ids::NVIDIA_DRA_DRIVER
+                            || cr.device_name.trim().is_empty()
+                        {
+                            continue;
+                        }
+                        let key = crate::device_ids::dra_key(
+                            &cr.driver_name,
+                            &cr.pool_name,
+                            cr.device_name.trim(),
+                        );
+                        devices.entry(key).or_default().push(Holder {
+                            pod: pod.name.clone(),
+                            namespace: pod.namespace.clone(),
+                            container: container.name.clone(),
+                            resource: format!(
+                                "{} claim {}/{}",
+                                cr.driver_name, dr.claim_namespace, dr.claim_name
+                            ),
+                        });
+                    }
+                }
                 for d in &container.devices {
                     if !is_gpu_resource(&d.resource_name) {
                         continue;
@@ -115,6 +147,44 @@ impl DeviceHolders {
             devices,
             answered: true,
         }
+    }
+
+    /// Whether some device is named otherwise than by its UUID (a DRA device, an index): then
+    /// [`DeviceHolders::mapped`] must run before the map is used.
+    pub fn needs_mapping(&self) -> bool {
+        self.devices
+            .keys()
+            .any(|k| crate::device_ids::needs_mapping(k))
+    }
+
+    /// This map keyed by UUID ([`crate::device_ids`]): holders of names that map to one device
+    /// merged; the names that match no device of `inv` are returned beside it (their holders are
+    /// left out: they name no GPU of this node).
+    pub fn mapped(&self, inv: &tessera_core::model::Inventory) -> (DeviceHolders, Vec<String>) {
+        let (ids, unmatched) =
+            crate::device_ids::map_ids(inv, self.devices.keys().map(String::as_str));
+        let mut devices: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
+        for (id, holders) in &self.devices {
+            if let Some(uuid) = ids.get(id) {
+                devices
+                    .entry(uuid.clone())
+                    .or_default()
+                    .extend(holders.iter().cloned());
+            }
+        }
+        for holders in devices.values_mut() {
+            holders.sort();
+            holders.dedup_by(|a, b| {
+                (&a.pod, &a.namespace, &a.container) == (&b.pod, &b.namespace, &b.container)
+            });
+        }
+        (
+            DeviceHolders {
+                devices,
+                answered: self.answered,
+            },
+            unmatched,
+        )
     }
 
     /// Whether this map is a kubelet's answer (a device not in it is then known to be free).
@@ -366,6 +436,78 @@ async fn refresh_loop(
     }
 }
 
+/// The kubelet's map as the sampler uses it: keyed by UUID ([`DeviceHolders::mapped`], done
+/// again only when the kubelet's answer or the inventory changed), each name that matches no
+/// device said once, and the first GPU a pod's process runs on that the kubelet names no holder
+/// of said once (the sign of DRA allocations a kubelet without `dynamic_resources` does not
+/// report).
+#[derive(Default)]
+pub struct Mapper {
+    last: Option<(usize, usize, Arc<DeviceHolders>)>,
+    said: std::collections::BTreeSet<String>,
+    said_unnamed: bool,
+}
+
+impl Mapper {
+    /// `raw` keyed by UUID with `inv`; `raw` itself when it needs no mapping or there is no
+    /// inventory yet.
+    pub fn map(
+        &mut self,
+        raw: Arc<DeviceHolders>,
+        inv: Option<&Arc<tessera_core::model::Inventory>>,
+    ) -> Arc<DeviceHolders> {
+        let Some(inv) = inv.filter(|_| raw.needs_mapping()) else {
+            return raw;
+        };
+        let key = (Arc::as_ptr(&raw) as usize, Arc::as_ptr(inv) as usize);
+        if let Some((r, i, mapped)) = &self.last
+            && (*r, *i) == key
+        {
+            return mapped.clone();
+        }
+        let (mapped, unmatched) = raw.mapped(inv);
+        for id in unmatched {
+            if self.said.insert(id.clone()) {
+                let who: Vec<String> = raw
+                    .holders(&id)
+                    .iter()
+                    .map(|h| format!("{}/{}", h.namespace, h.pod))
+                    .collect();
+                log::warn!(
+                    "kubelet: device {id} (held by {}) matches no GPU or MIG device of this node: not attributed",
+                    who.join(", ")
+                );
+            }
+        }
+        let mapped = Arc::new(mapped);
+        self.last = Some((key.0, key.1, mapped.clone()));
+        mapped
+    }
+
+    /// Says once (returns the message) when a process of pod `pod_uid` runs on `device` (a GPU
+    /// UUID, with its MIG devices' UUIDs in `parts`) while the kubelet answered and names no
+    /// holder of it or of any of its parts.
+    pub fn check_held(
+        &mut self,
+        holders: &DeviceHolders,
+        device: &str,
+        parts: &[&str],
+        pod_uid: &str,
+    ) -> Option<String> {
+        if self.said_unnamed
+            || !holders.answered()
+            || !holders.holders(device).is_empty()
+            || parts.iter().any(|p| !holders.holders(p).is_empty())
+        {
+            return None;
+        }
+        self.said_unnamed = true;
+        Some(format!(
+            "kubelet: a process of pod {pod_uid} runs on {device}, but the kubelet's pod-resources name no holder of it: if GPUs here are allocated through DRA, the kubelet reports them only with its feature gate KubeletPodResourcesDynamicResources on (else by a device plugin tessera does not read); such pods are named by their cgroup UID only (said once)"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::proto::{ContainerDevices, ContainerResources, PodResources};
@@ -474,6 +616,83 @@ mod tests {
         assert!(map(vec![]).is_empty());
         assert!(is_gpu_resource("nvidia.com/mig-3g.40gb"));
         assert!(!is_gpu_resource("nvidia.com/mig"));
+    }
+
+    #[test]
+    fn dra_devices_of_nvidias_driver_are_held_per_pod_and_map_to_uuids() {
+        use super::proto::{ClaimResource, DynamicResource};
+        let claim = |name: &str, driver: &str, devices: &[&str]| DynamicResource {
+            claim_name: name.into(),
+            claim_namespace: "ml".into(),
+            claim_resources: devices
+                .iter()
+                .map(|d| ClaimResource {
+                    driver_name: driver.into(),
+                    pool_name: "node-1".into(),
+                    device_name: d.to_string(),
+                    ..ClaimResource::default()
+                })
+                .collect(),
+        };
+        let dra_pod = |name: &str, claims: Vec<DynamicResource>| PodResources {
+            name: name.into(),
+            namespace: "ml".into(),
+            containers: vec![ContainerResources {
+                name: "main".into(),
+                dynamic_resources: claims,
+                ..ContainerResources::default()
+            }],
+            ..PodResources::default()
+        };
+        let m = map(vec![
+            dra_pod("a", vec![claim("shared", "gpu.nvidia.com", &["gpu-0"])]),
+            dra_pod("b", vec![claim("shared", "gpu.nvidia.com", &["gpu-0"])]),
+            dra_pod(
+                "c",
+                vec![claim("cd", "compute-domain.nvidia.com", &["channel-0"])],
+            ),
+            dra_pod("d", vec![claim("bad", "gpu.nvidia.com", &["", "gpu-9"])]),
+        ]);
+        let key = crate::device_ids::dra_key("gpu.nvidia.com", "node-1", "gpu-0");
+        let who: Vec<&str> = m.holders(&key).iter().map(|h| h.pod.as_str()).collect();
+        assert_eq!(who, ["a", "b"], "a shared claim: one holder per pod");
+        assert_eq!(
+            m.holders(&key)[0].resource,
+            "gpu.nvidia.com claim ml/shared"
+        );
+        assert_eq!(
+            m.len(),
+            2,
+            "other drivers and empty names are not GPUs: {m:?}"
+        );
+        assert!(m.needs_mapping());
+        let inv = tessera_core::model::Inventory {
+            node: "node-1".into(),
+            driver_version: None,
+            cuda_version: None,
+            gpus: vec![tessera_core::model::GpuInfo {
+                index: 1,
+                minor_number: Some(0),
+                uuid: "GPU-x".into(),
+                name: String::new(),
+                pci_bus_id: String::new(),
+                memory_total_bytes: None,
+                power_limit_watts: None,
+                mig_mode: None,
+                mig_instances: Vec::new(),
+            }],
+        };
+        let (mapped, unmatched) = m.mapped(&inv);
+        assert_eq!(mapped.holders("GPU-x").len(), 2);
+        assert!(mapped.answered() && !mapped.needs_mapping());
+        assert_eq!(
+            unmatched,
+            [crate::device_ids::dra_key(
+                "gpu.nvidia.com",
+                "node-1",
+                "gpu-9"
+            )]
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! (`tessera`); the device layer, MIG and the history format are `tessera_core`'s.
 
 pub mod attribution;
+pub mod device_ids;
 pub mod history_thread;
 pub mod idle;
 pub mod kubelet;

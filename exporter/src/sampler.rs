@@ -393,6 +393,7 @@ fn run(
 ) {
     let mut backend: Option<Box<dyn GpuBackend>> = None;
     let mut inventory: Option<Arc<Inventory>> = None;
+    let mut ids = crate::kubelet::Mapper::default();
     let mut state = BackendState {
         backend: "none",
         healthy: false,
@@ -491,6 +492,14 @@ fn run(
             .as_ref()
             .map(PodResourcesHandle::latest)
             .unwrap_or_default();
+        // Devices the kubelet names otherwise than by UUID (DRA, indices) keyed by UUID.
+        let holders = ids.map(holders, inventory.as_ref());
+        if let (Some(s), Some(inv)) = (&sample, &inventory)
+            && hooks.pod_resources.is_some()
+            && let Some(m) = unnamed_pod_gpu(&mut ids, &holders, s, inv, &attribution)
+        {
+            log::warn!("{m}");
+        }
         let mut sources = Vec::new();
         if hooks.pod_resources.is_some() {
             sources.push(holders.allocation());
@@ -542,6 +551,36 @@ fn run(
             _ => return,
         }
     }
+}
+
+/// The first GPU a pod's process runs on that the kubelet names no holder of, said once
+/// ([`crate::kubelet::Mapper::check_held`]).
+fn unnamed_pod_gpu(
+    ids: &mut crate::kubelet::Mapper,
+    holders: &DeviceHolders,
+    sample: &tessera_core::model::NodeSample,
+    inv: &Inventory,
+    attribution: &HashMap<u32, Arc<tessera_core::model::Attribution>>,
+) -> Option<String> {
+    for g in &sample.gpus {
+        let Some(pod) = g
+            .processes
+            .iter()
+            .find_map(|p| attribution.get(&p.pid)?.pod_uid.clone())
+        else {
+            continue;
+        };
+        let parts: Vec<&str> = inv
+            .gpus
+            .iter()
+            .filter(|i| i.uuid == g.uuid)
+            .flat_map(|i| i.mig_instances.iter().map(|m| m.uuid.as_str()))
+            .collect();
+        if let Some(m) = ids.check_held(holders, &g.uuid, &parts, &pod) {
+            return Some(m);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -626,6 +665,7 @@ mod tests {
                 cuda_version: None,
                 gpus: vec![tessera_core::model::GpuInfo {
                     index: 0,
+                    minor_number: None,
                     uuid: "GPU-0".into(),
                     name: "NVIDIA H100 80GB HBM3".into(),
                     pci_bus_id: String::new(),

@@ -16,9 +16,9 @@
 //!   another process. [`parse_gpu_list`] reads the value (`0,1,2,3`; ranges `0-3` are accepted).
 //!   `CUDA_VISIBLE_DEVICES` is not used: with `ConstrainDevices=yes` it is renumbered from 0
 //!   inside each job.
-//! - [`allocation`] maps Slurm's GPU indices onto the inventory by NVML index (Slurm numbers a
-//!   GPU by its `/dev/nvidia<N>` minor number; the two agree when the driver enumerates GPUs in
-//!   PCI bus order, the usual case; the inventory has no minor number). A GPU in MIG mode makes
+//! - [`allocation`] maps Slurm's GPU numbers onto the inventory by the GPU's device minor number
+//!   (Slurm numbers a GPU by its `/dev/nvidia<N>`), by NVML index for a GPU whose minor number
+//!   NVML does not report. A GPU in MIG mode makes
 //!   the whole answer unknown (Slurm's MIG devices are not mapped), and so does an index the
 //!   inventory does not have (the numbering does not hold).
 //! - [`SlurmScanner`] puts them together on the sampler thread, once per sample: one listing of
@@ -84,7 +84,7 @@ pub enum SlurmError {
     #[error("the GPUs of Slurm job {job} cannot be read: {reason}")]
     JobUnreadable { job: String, reason: String },
     #[error(
-        "GPU {index} of Slurm job {job} is not among this node's {gpus} GPU(s) (Slurm's GPU numbers are taken as NVML indices)"
+        "GPU {index} of Slurm job {job} is not among this node's {gpus} GPU(s) (Slurm's GPU numbers are device minor numbers, /dev/nvidia<N>)"
     )]
     UnknownIndex {
         job: String,
@@ -351,7 +351,8 @@ fn read_bounded(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
     Ok((bytes, more))
 }
 
-/// Slurm's GPU indices by job mapped onto the inventory's GPUs (by NVML index): every GPU a job
+/// Slurm's GPU numbers by job mapped onto the inventory's GPUs (by minor number, else NVML
+/// index): every GPU a job
 /// holds has a [`Holder`] with its `slurm_job_id`; `known` (a GPU not listed is free). Fails on
 /// a GPU in MIG mode and on an index the inventory lacks.
 pub fn allocation(
@@ -365,10 +366,12 @@ pub fn allocation(
     {
         return Err(SlurmError::MigMode { index: g.index });
     }
+    // Slurm's number is the device file's minor number; NVML's index stands in for a GPU whose
+    // minor number the inventory lacks.
     let uuids: HashMap<u32, &str> = inventory
         .gpus
         .iter()
-        .map(|g| (g.index, g.uuid.as_str()))
+        .map(|g| (g.minor_number.unwrap_or(g.index), g.uuid.as_str()))
         .collect();
     let mut devices: HashMap<String, Vec<Holder>> = HashMap::new();
     for (job, indices) in jobs {
@@ -862,6 +865,7 @@ mod tests {
             gpus: (0..gpus)
                 .map(|i| GpuInfo {
                     index: i,
+                    minor_number: None,
                     uuid: format!("GPU-{i}"),
                     name: "NVIDIA H100 80GB HBM3".into(),
                     pci_bus_id: String::new(),
@@ -900,6 +904,13 @@ mod tests {
 
         let e = allocation(&jobs(&[("9", &[3])]), &inventory(3)).unwrap_err();
         assert!(e.to_string().contains("GPU 3 of Slurm job 9"), "{e}");
+        // Minor numbers, where NVML reports them, are what Slurm's numbers mean.
+        let mut shuffled = inventory(2);
+        shuffled.gpus[0].minor_number = Some(1);
+        shuffled.gpus[1].minor_number = Some(0);
+        let a = allocation(&jobs(&[("7", &[0])]), &shuffled).unwrap();
+        assert_eq!(a.holders("GPU-1"), Some(&[job("7")][..]));
+        assert_eq!(a.holders("GPU-0"), Some(&[][..]));
         let mut mig = inventory(2);
         mig.gpus[1].mig_mode = Some(MigMode {
             current: true,

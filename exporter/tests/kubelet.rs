@@ -23,12 +23,15 @@ use std::time::{Duration, Instant};
 
 use tessera_core::device::GpuBackend;
 use tessera_core::sim::{self, SimBackend, SimClock};
-use tessera_fake_kubelet::{FakeKubelet, pod, response};
+use tessera_fake_kubelet::{FakeKubelet, dra_pod, pod, response};
 
 /// The demo node's GPU UUIDs (by index) and MIG UUIDs (by GPU index and GPU instance id).
 struct Demo {
     gpus: Vec<String>,
     migs: BTreeMap<(u32, u32), String>,
+    /// The NVIDIA DRA driver's device names of the MIG devices (driver 25.12 form), by GPU index
+    /// and GPU instance id, and of the 25.8 form.
+    dra_migs: BTreeMap<(u32, u32), (String, String)>,
 }
 
 fn demo() -> Demo {
@@ -42,14 +45,28 @@ fn demo() -> Demo {
         .inventory()
         .unwrap();
     let mut migs = BTreeMap::new();
+    let mut dra_migs = BTreeMap::new();
     for g in &inv.gpus {
+        let minor = g.minor_number.unwrap();
         for m in &g.mig_instances {
             migs.insert((g.index, m.gpu_instance_id), m.uuid.clone());
+            let (pid, start, size) = (m.profile_id, m.placement.start, m.placement.size);
+            dra_migs.insert(
+                (g.index, m.gpu_instance_id),
+                (
+                    format!(
+                        "gpu-{minor}-mig-{}-{pid}-{start}",
+                        m.profile_name.replace('.', "")
+                    ),
+                    format!("gpu-{minor}-mig-{pid}-{start}-{size}"),
+                ),
+            );
         }
     }
     Demo {
         gpus: inv.gpus.iter().map(|g| g.uuid.clone()).collect(),
         migs,
+        dra_migs,
     }
 }
 
@@ -162,11 +179,21 @@ impl Exporter {
         self.log.lock().unwrap().clone()
     }
 
-    /// Log lines that mention the kubelet's pod-resources API or pod names from it.
+    /// Log lines that mention the kubelet's pod-resources API or pod names from it (but the
+    /// one hint about DRA, [`dra_hint_lines`](Self::dra_hint_lines)).
     fn kubelet_lines(&self) -> Vec<String> {
         self.log()
             .into_iter()
             .filter(|l| l.contains("pod-resources") || l.contains("kubelet"))
+            .filter(|l| !l.contains("KubeletPodResourcesDynamicResources"))
+            .collect()
+    }
+
+    /// The hint that pods run on GPUs the kubelet names no holder of (DRA not reported).
+    fn dra_hint_lines(&self) -> Vec<String> {
+        self.log()
+            .into_iter()
+            .filter(|l| l.contains("KubeletPodResourcesDynamicResources"))
             .collect()
     }
 }
@@ -780,5 +807,222 @@ fn held_devices_that_nothing_uses_count_unused_seconds_per_holder() {
         unused(&body, "spare").1 < grown,
         "restarted from 0: {} < {grown}",
         unused(&body, "spare").1
+    );
+}
+
+/// Issue 50: GPUs and MIG devices allocated through DRA (NVIDIA's DRA driver, both of its MIG
+/// device name forms) and a device plugin's index id are attributed like UUIDs: in /metrics, in
+/// history holders and in the unused time of held devices; a claim shared by two pods is two
+/// holders; a DRA device that matches no device of the node is said once and attributed to
+/// nobody; another DRA driver's devices are not GPUs.
+#[test]
+fn dra_claims_and_index_ids_name_their_pods_everywhere() {
+    let d = demo();
+    let dir = tempfile::tempdir().unwrap();
+    let history = tempfile::tempdir().unwrap();
+    let (busy_mig, empty_mig) = (d.migs[&(3, 1)].clone(), d.migs[&(3, 5)].clone());
+    let (busy_new, _) = d.dra_migs[&(3, 1)].clone();
+    let (_, empty_old) = d.dra_migs[&(3, 5)].clone();
+    let gpu = "gpu.nvidia.com";
+    let shared: &[&str] = &["gpu-0"];
+    let fake = FakeKubelet::start(
+        socket_in(&dir),
+        response(vec![
+            dra_pod(
+                "p1",
+                "ml",
+                "gpu-node-1",
+                &[("main", "ml", "shared-gpu", gpu, shared)],
+            ),
+            dra_pod(
+                "p2",
+                "ml",
+                "gpu-node-1",
+                &[("main", "ml", "shared-gpu", gpu, shared)],
+            ),
+            dra_pod(
+                "infer-1",
+                "web",
+                "gpu-node-1",
+                &[("server", "web", "mig-claim", gpu, &[busy_new.as_str()])],
+            ),
+            dra_pod(
+                "spare",
+                "web",
+                "gpu-node-1",
+                &[("server", "web", "spare-claim", gpu, &[empty_old.as_str()])],
+            ),
+            dra_pod(
+                "ghost",
+                "ml",
+                "gpu-node-1",
+                &[("main", "ml", "ghost", gpu, &["gpu-99"])],
+            ),
+            dra_pod(
+                "imex",
+                "ml",
+                "gpu-node-1",
+                &[(
+                    "main",
+                    "ml",
+                    "cd",
+                    "compute-domain.nvidia.com",
+                    &["channel-0"],
+                )],
+            ),
+            pod("idx", "ml", &[("main", "nvidia.com/gpu", &["2"])]),
+        ]),
+    )
+    .unwrap();
+    let e = exporter_with(Some(fake.path()), Some(history.path()));
+    let body = e.scrape_until("DRA holders and unused time", |b| {
+        b.contains("pod=\"p2\"")
+            && series(b, "tessera_gpu_pod_unused_seconds")
+                .iter()
+                .any(|(l, v)| l["pod"] == "spare" && *v > 0.0)
+    });
+    let info: Vec<(String, String, String, String)> = series(&body, "tessera_gpu_pod_info")
+        .into_iter()
+        .map(|(l, _)| {
+            (
+                l["device"].clone(),
+                format!("{}/{}", l["namespace"], l["pod"]),
+                l["resource"].clone(),
+                l["gpu_instance"].clone(),
+            )
+        })
+        .collect();
+    let claim = |ns: &str, c: &str| format!("gpu.nvidia.com claim {ns}/{c}");
+    let want: std::collections::BTreeSet<(String, String, String, String)> = [
+        (
+            d.gpus[0].clone(),
+            "ml/p1".into(),
+            claim("ml", "shared-gpu"),
+            String::new(),
+        ),
+        (
+            d.gpus[0].clone(),
+            "ml/p2".into(),
+            claim("ml", "shared-gpu"),
+            String::new(),
+        ),
+        (
+            d.gpus[2].clone(),
+            "ml/idx".into(),
+            "nvidia.com/gpu".into(),
+            String::new(),
+        ),
+        (
+            busy_mig.clone(),
+            "web/infer-1".into(),
+            claim("web", "mig-claim"),
+            "1".into(),
+        ),
+        (
+            empty_mig.clone(),
+            "web/spare".into(),
+            claim("web", "spare-claim"),
+            "5".into(),
+        ),
+    ]
+    .into();
+    assert_eq!(info.len(), want.len(), "{info:?}");
+    assert_eq!(
+        info.into_iter().collect::<std::collections::BTreeSet<_>>(),
+        want
+    );
+    assert!(!body.contains("pod=\"ghost\"") && !body.contains("pod=\"imex\""));
+    // A whole GPU held by two pods has no sole holder; the MIG device and GPU 2 have one.
+    assert_eq!(
+        holder(&one(
+            &body,
+            "tessera_gpu_memory_used_bytes",
+            &[("gpu", "0")]
+        )),
+        (None, None, None)
+    );
+    assert_eq!(
+        holder(&one(
+            &body,
+            "tessera_mig_memory_used_bytes",
+            &[("gpu", "3"), ("gpu_instance", "1")]
+        )),
+        (Some("infer-1"), Some("web"), Some("server"))
+    );
+    assert_eq!(
+        holder(&one(
+            &body,
+            "tessera_gpu_memory_used_bytes",
+            &[("gpu", "2")]
+        )),
+        (Some("idx"), Some("ml"), Some("main"))
+    );
+    let ghost: Vec<String> = e
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("matches no GPU"))
+        .collect();
+    assert_eq!(ghost.len(), 1, "{ghost:?}");
+    assert!(
+        ghost[0].contains("gpu-99") && ghost[0].contains("ml/ghost"),
+        "{ghost:?}"
+    );
+    // History: the shared GPU has two holders, the MIG device and its GPU one.
+    let h = history_until(history.path(), &e, "rows with DRA holders", |h| {
+        h.gpu
+            .iter()
+            .any(|r| r.uuid == d.gpus[0] && r.holders == Some(2))
+            && h.mig
+                .iter()
+                .any(|r| r.mig_uuid == busy_mig && r.holders == Some(1))
+    });
+    let r = h
+        .gpu
+        .iter()
+        .rev()
+        .find(|r| r.uuid == d.gpus[0] && r.holders.is_some())
+        .unwrap();
+    assert_eq!(
+        held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id
+        ),
+        pod_held(2, "ml", "p1")
+    );
+    let r = h.mig.iter().rev().find(|r| r.mig_uuid == busy_mig).unwrap();
+    assert_eq!(
+        held(
+            r.holders,
+            &r.holder_namespace,
+            &r.holder_pod,
+            &r.holder_slurm_job_id
+        ),
+        pod_held(1, "web", "infer-1")
+    );
+}
+
+/// Issue 50: a kubelet that reports no DRA devices (its `dynamic_resources` off) while pods'
+/// processes run on GPUs it names no holder of is said once — not once per sample — and sampling
+/// goes on with the cgroup pod UIDs.
+#[test]
+fn pods_on_gpus_the_kubelet_names_no_holder_of_are_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // The kubelet answers, but lists no device: the demo's pods run on GPUs all the same.
+    let fake = FakeKubelet::start(socket_in(&dir), response(vec![])).unwrap();
+    let e = exporter(Some(fake.path()));
+    let first = e.scrape_until("the kubelet answered", |b| {
+        value(b, "tessera_exporter_kubelet_up") == Some(1.0)
+    });
+    assert!(first.contains("pod_uid=\""), "cgroup pod UIDs stay");
+    // Many samples later (100 ms each), still one line.
+    let calls = fake.calls();
+    e.scrape_until("more kubelet answers", |_| fake.calls() >= calls + 10);
+    let hint = e.dra_hint_lines();
+    assert_eq!(hint.len(), 1, "{hint:?}");
+    assert!(
+        hint[0].contains("name no holder of it") && hint[0].contains("a process of pod "),
+        "{hint:?}"
     );
 }

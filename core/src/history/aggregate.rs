@@ -569,6 +569,7 @@ mod tests {
             cuda_version: None,
             gpus: vec![GpuInfo {
                 index: 0,
+                minor_number: None,
                 uuid: "GPU-0".into(),
                 name: "NVIDIA H100 80GB HBM3".into(),
                 pci_bus_id: "0".into(),

@@ -202,8 +202,15 @@ pub(super) fn gpu_info(
         trace::set_gpu(Some(index), None);
         mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
     }
+    let minor_number = inv(
+        "minor number",
+        index,
+        trace::call("nvmlDeviceGetMinorNumber", None, || dev.minor_number()),
+        missing,
+    );
     GpuInfo {
         index,
+        minor_number,
         uuid: state.uuid.clone().unwrap_or_default(),
         name,
         pci_bus_id,

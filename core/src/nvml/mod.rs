@@ -377,6 +377,7 @@ impl GpuBackend for NvmlBackend {
                     log::warn!("GPU {i}: no handle ({e}); reported with its last known UUID only");
                     gpus.push(GpuInfo {
                         index: i,
+                        minor_number: None,
                         uuid: state.uuid.clone().unwrap_or_default(),
                         name: String::new(),
                         pci_bus_id: String::new(),

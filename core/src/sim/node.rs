@@ -347,6 +347,8 @@ impl SimNode {
                 .iter()
                 .map(|g| GpuInfo {
                     index: g.index,
+                    // The simulated driver numbers its device nodes as NVML does.
+                    minor_number: Some(g.index),
                     uuid: g.uuid.clone(),
                     name: g.model.nvml_name.to_string(),
                     pci_bus_id: g.pci_bus_id.clone(),

@@ -11,7 +11,9 @@
 //! count the calls. `GetAllocatableResources` and `Get` answer `UNIMPLEMENTED`. Dropping the
 //! fake stops the server, releases hung calls and removes the socket file.
 //!
-//! [`pod`] builds one pod's resources from `(container, resource name, device ids)` triples.
+//! [`pod`] builds one pod's resources from `(container, resource name, device ids)` triples;
+//! [`dra_pod`] one whose containers hold devices through DRA ResourceClaims
+//! (`dynamic_resources`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -216,6 +218,50 @@ pub fn pod(name: &str, namespace: &str, containers: &[(&str, &str, &[&str])]) ->
             None => out.push(ContainerResources {
                 name: container.to_string(),
                 devices: vec![devices],
+                ..ContainerResources::default()
+            }),
+        }
+    }
+    PodResources {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+        containers: out,
+        ..PodResources::default()
+    }
+}
+
+/// One pod whose containers hold devices through DRA ResourceClaims: `(container, claim
+/// namespace, claim name, driver, device names)` entries, the devices in pool `pool` (the NVIDIA
+/// DRA driver's pool is the node's name).
+pub fn dra_pod(
+    name: &str,
+    namespace: &str,
+    pool: &str,
+    claims: &[(&str, &str, &str, &str, &[&str])],
+) -> PodResources {
+    let mut out: Vec<ContainerResources> = Vec::new();
+    for (container, claim_ns, claim, driver, devices) in claims {
+        let dr = proto::DynamicResource {
+            claim_name: claim.to_string(),
+            claim_namespace: claim_ns.to_string(),
+            claim_resources: devices
+                .iter()
+                .map(|d| proto::ClaimResource {
+                    cdi_devices: vec![proto::CdiDevice {
+                        name: format!("k8s.{driver}/claim={claim}-{d}"),
+                    }],
+                    driver_name: driver.to_string(),
+                    pool_name: pool.to_string(),
+                    device_name: d.to_string(),
+                    share_id: None,
+                })
+                .collect(),
+        };
+        match out.iter_mut().find(|c| c.name == *container) {
+            Some(c) => c.dynamic_resources.push(dr),
+            None => out.push(ContainerResources {
+                name: container.to_string(),
+                dynamic_resources: vec![dr],
                 ..ContainerResources::default()
             }),
         }

@@ -107,6 +107,7 @@ pub fn read_plan_named(path: &Path, by: &Path) -> Result<LayoutFile, ApplyError>
 fn gpu_info(g: &GpuMigState) -> GpuInfo {
     GpuInfo {
         index: g.index,
+        minor_number: None,
         uuid: g.uuid.clone(),
         name: g.name.clone(),
         pci_bus_id: String::new(),

@@ -49,6 +49,7 @@ fn gpu(index: u32, model: &str, layout: &[(&str, u32)]) -> GpuInfo {
     let m = mig::model(model).unwrap();
     GpuInfo {
         index,
+        minor_number: None,
         uuid: format!("GPU-{index}"),
         name: m.nvml_name.into(),
         pci_bus_id: String::new(),

@@ -65,6 +65,24 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(
     })
 }
 
+/// # Safety
+/// `minor` is null or a valid out pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: nvmlDevice_t,
+    minor: *mut c_uint,
+) -> nvmlReturn_t {
+    device_call("nvmlDeviceGetMinorNumber", device, |_, d| {
+        // A MIG device has no /dev/nvidiaN of its own.
+        if d.mig.is_some() {
+            return Err(NOT_SUPPORTED);
+        }
+        // The simulated driver numbers its device nodes as NVML does: /dev/nvidia<index>.
+        // SAFETY: `minor` is null or a valid out pointer.
+        unsafe { put(minor, d.gpu) }
+    })
+}
+
 /// The MIG instance behind a MIG device handle.
 pub(super) fn mig_instance(
     f: &Fake,
