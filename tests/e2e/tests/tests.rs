@@ -6,6 +6,7 @@ mod build_commit;
 mod cli;
 mod dashboards;
 mod debian;
+mod dra;
 mod gpu_check;
 mod hostile_inputs;
 mod images;
