@@ -130,8 +130,7 @@ fn dra_held_devices_reach_history_and_the_allocated_unused_finding() {
     let shared = h
         .gpu
         .iter()
-        .filter(|r| r.uuid == gpu0 && r.holders.is_some())
-        .last()
+        .rfind(|r| r.uuid == gpu0 && r.holders.is_some())
         .unwrap();
     assert_eq!(
         (
