@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     let result = cli::run(cli::parse());
     cli::source::remove_spills();
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("tessera: {e:#}");
             ExitCode::from(2)

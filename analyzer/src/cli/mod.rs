@@ -135,38 +135,23 @@ pub fn parse() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
-/// Runs one command line.
-pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Scenario { command } => scenario::run(command)?,
-        Command::Ingest(args) => ingest::run(args)?,
-        Command::Analyze(args) => analyze::run(args)?,
+/// Runs one command line; returns the exit code (0 done; the commands that act also 2 and 3,
+/// docs of each). `main` exits with it after its cleanup, so no command exits the process itself.
+pub fn run(cli: Cli) -> Result<u8> {
+    Ok(match cli.command {
+        Command::Scenario { command } => scenario::run(command).map(|()| 0)?,
+        Command::Ingest(args) => ingest::run(args).map(|()| 0)?,
+        Command::Analyze(args) => analyze::run(args).map(|()| 0)?,
         Command::Notify(args) => notify::run(args)?,
-        Command::Report(args) => report::run(args)?,
-        Command::Replay(args) => replay::run(args)?,
-        Command::Job(args) => job::run(args)?,
-        Command::Simulate(args) => simulate::run(args)?,
-        Command::Generate(args) => generate::run(args, command())?,
-        Command::ScaleDown(args) => {
-            let code = scale_down::run(args)?;
-            if code != 0 {
-                std::process::exit(code.into());
-            }
-        }
-        Command::Share { command } => {
-            let code = share::run(command)?;
-            if code != 0 {
-                std::process::exit(code.into());
-            }
-        }
-        Command::Mig { command } => {
-            let code = mig::run(command)?;
-            if code != 0 {
-                std::process::exit(code.into());
-            }
-        }
-    }
-    Ok(())
+        Command::Report(args) => report::run(args).map(|()| 0)?,
+        Command::Replay(args) => replay::run(args).map(|()| 0)?,
+        Command::Job(args) => job::run(args).map(|()| 0)?,
+        Command::Simulate(args) => simulate::run(args).map(|()| 0)?,
+        Command::Generate(args) => generate::run(args, command()).map(|()| 0)?,
+        Command::ScaleDown(args) => scale_down::run(args)?,
+        Command::Share { command } => share::run(command)?,
+        Command::Mig { command } => mig::run(command)?,
+    })
 }
 
 #[cfg(test)]

@@ -190,7 +190,8 @@ fn line(verb: &str, a: &notify::Alert) -> String {
     )
 }
 
-pub fn run(args: NotifyArgs) -> Result<()> {
+/// Runs `tessera notify`; the exit code: 0, or 3 when the POST may have been applied.
+pub fn run(args: NotifyArgs) -> Result<u8> {
     let req = args.request()?;
     let params = args.thresholds.params(args.tz)?;
     let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
@@ -200,7 +201,7 @@ pub fn run(args: NotifyArgs) -> Result<()> {
         Ok(o) => o,
         Err(e) if e.maybe_applied() => {
             eprintln!("tessera: {e}");
-            std::process::exit(3);
+            return Ok(3);
         }
         Err(e) => return Err(e.into()),
     };
@@ -214,7 +215,7 @@ pub fn run(args: NotifyArgs) -> Result<()> {
             "dry run: {} alert(s) would be sent{to}; nothing was sent (resolutions need Alertmanager's alerts and are not computed)",
             outcome.firing.len(),
         );
-        return Ok(());
+        return Ok(0);
     }
     for a in &outcome.firing {
         println!("{}", line("firing", a));
@@ -236,5 +237,5 @@ pub fn run(args: NotifyArgs) -> Result<()> {
             "no finding at or above --min-severity and no tessera alert to resolve: nothing sent"
         );
     }
-    Ok(())
+    Ok(0)
 }

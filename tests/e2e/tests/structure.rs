@@ -763,3 +763,58 @@ fn the_kube_client_check_finds_a_planted_construction() {
         ]
     );
 }
+
+/// Files of the product crates, but their `main.rs`, whose code calls `process::exit`: the exit
+/// code belongs to `main`, which runs the cleanup (the `prometheus:` spill folders) first.
+fn exits_outside_main(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["core/src", "exporter/src", "analyzer/src"] {
+        let src = root.join(dir);
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(&src).unwrap();
+            if rel == Path::new("main.rs") {
+                continue;
+            }
+            let code = product_code(&std::fs::read_to_string(&file).unwrap());
+            if code.contains("process::exit") {
+                out.push(format!("{dir}/{}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_main_exits_the_process() {
+    let found = exits_outside_main(&repo_root());
+    assert!(
+        found.is_empty(),
+        "process::exit outside main.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_exit_check_finds_a_planted_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("analyzer/src/main.rs", "fn main() { std::process::exit(2) }\n"),
+        (
+            "analyzer/src/cli/notify.rs",
+            "pub fn run() { std::process::exit(3); }\n",
+        ),
+        (
+            "exporter/src/web.rs",
+            "#[cfg(test)]\nmod tests { fn t() { std::process::exit(1) } }\n",
+        ),
+        ("core/src/lib.rs", "pub mod x;\n"),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        exits_outside_main(tmp.path()),
+        vec!["analyzer/src/cli/notify.rs".to_string()]
+    );
+}
