@@ -214,3 +214,84 @@ fn control_characters_in_names_are_escaped_in_every_human_output() {
         }
     }
 }
+
+/// Issue 53: `tessera mig plan` and the `share` dry run printed workload ids built from pod and
+/// process names raw. Two light workloads on two H100s (one named with terminal escapes): the MIG
+/// plan's table and the sharing plan of the consolidation move show it escaped.
+#[test]
+fn control_characters_in_workload_names_are_escaped_by_mig_plan_and_share_plan() {
+    use super::support::cli::run;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evil.csv");
+    let evil = "py\u{1b}[2J\u{1b}]0;owned\u{7}";
+    let mut s = String::from(
+        "timestamp,entity,metric,value,kind,node,model,gpu,uuid,process,namespace,pod,slurm_job_id\n",
+    );
+    for i in 1..=180i64 {
+        let t = T0 + 60 * i;
+        for g in 0..2 {
+            for (m, v) in [
+                ("gpu_busy_ratio", 0.05),
+                ("memory_used_bytes", 4e9),
+                ("memory_total_bytes", 80e9),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "{t},GPU-{g},{m},{v},gpu,n1,NVIDIA H100 80GB HBM3,{g},GPU-{g},,,,"
+                );
+            }
+            let (ns, pod) = if g == 0 {
+                ("ns\u{1b}[31m", "pod\u{9b}1")
+            } else {
+                ("ns", "plain")
+            };
+            let _ = writeln!(
+                s,
+                "{t},{},memory_used_bytes,4e9,process,n1,,{g},GPU-{g},{evil},{ns},{pod},",
+                4242 + g
+            );
+        }
+    }
+    std::fs::write(&path, s).unwrap();
+    let src = format!("csv:{}", path.display());
+    let plan = dir.path().join("mig.yaml");
+    let moves = dir.path().join("moves.yaml");
+    let (code, out, err) = run(&[
+        "mig",
+        "plan",
+        "--source",
+        &src,
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&[
+        "analyze",
+        "--source",
+        &src,
+        "--plan-out",
+        moves.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, share, err) = run(&[
+        "share",
+        "plan",
+        "--plan",
+        moves.to_str().unwrap(),
+        "--source",
+        &src,
+        "--scheduler",
+        "kubernetes",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for (what, text) in [("mig plan", &out), ("share plan", &share)] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{9b}'),
+            "{what} holds a raw control character:\n{text}"
+        );
+        assert!(
+            text.contains("\\u{1b}"),
+            "{what} shows the name escaped:\n{text}"
+        );
+    }
+}

@@ -207,7 +207,8 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
     let apply_cmd =
         tessera::commands::share("apply", &args.common.plan.display().to_string(), &sources);
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Names from the data (pods, processes) reach this output: escaped at its boundary.
+    let mut out = tessera::text::Escaping::new(stdout.lock());
     use std::io::Write;
     let chosen: Vec<_> = routed
         .kubernetes
@@ -291,7 +292,11 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     }
     for n in &routed.not_shared {
         for why in &n.reasons {
-            eprintln!("tessera: node {}: {why}", n.node);
+            eprintln!(
+                "tessera: node {}: {}",
+                n.node,
+                tessera::text::printable(why)
+            );
         }
     }
     if routed.kubernetes.is_empty() {
@@ -328,8 +333,8 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     Ok(rollout::run(
         &mut cluster,
         &request,
-        &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut tessera::text::Escaping::new(stdout.lock()),
+        &mut tessera::text::Escaping::new(stderr.lock()),
     )?)
 }
 

@@ -61,7 +61,9 @@ impl PlanOutcome {
         self.table_rest(&mut out);
         self.table_night(&mut out, units, print_units);
         let _ = writeln!(out, "wrote {plan_file}");
-        out
+        // Workload ids come from pod and process names (anyone can name a process): escaped
+        // once, here, at the table's boundary.
+        crate::text::printable_lines(&out).into_owned()
     }
 
     fn table_head(&self, out: &mut String) {

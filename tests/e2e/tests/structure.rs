@@ -798,7 +798,10 @@ fn only_main_exits_the_process() {
 fn the_exit_check_finds_a_planted_exit() {
     let tmp = tempfile::tempdir().unwrap();
     for (path, text) in [
-        ("analyzer/src/main.rs", "fn main() { std::process::exit(2) }\n"),
+        (
+            "analyzer/src/main.rs",
+            "fn main() { std::process::exit(2) }\n",
+        ),
         (
             "analyzer/src/cli/notify.rs",
             "pub fn run() { std::process::exit(3); }\n",
