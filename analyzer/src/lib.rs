@@ -9,7 +9,7 @@
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
 //! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), and data
 //! made printable
-//! for people (`text`).
+//! for people (`text`), and the time vocabulary every module may use (`times`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
@@ -35,4 +35,5 @@ pub mod scenario;
 pub mod sharing;
 pub mod stats;
 pub mod text;
+pub mod times;
 pub mod timing;

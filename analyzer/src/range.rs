@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use crate::ingest::{IngestError, fmt_ms, parse_time};
+use crate::times::{TimeError, fmt_ms, parse_time};
 
 /// The default length of a range: 7 days.
 pub const DEFAULT_SPAN_MS: i64 = 7 * 86_400_000;
@@ -31,7 +31,7 @@ const PAST_DATA_SLACK_MS: i64 = 5 * 60_000;
 #[derive(Debug, thiserror::Error)]
 pub enum RangeError {
     #[error(transparent)]
-    Time(#[from] IngestError),
+    Time(#[from] TimeError),
     #[error("--since {since} is not before --until {until}: the range (since, until] is empty")]
     Empty { since: String, until: String },
 }

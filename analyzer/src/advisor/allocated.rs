@@ -35,7 +35,7 @@ use super::{
 };
 use crate::frames::Frames;
 use crate::frames::columns::{self, ts_ms};
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 /// Mean activity over the held rows below which a held, used device is `low_use` (10%).
 pub const LOW_USE: f64 = 0.10;

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::frames::Frames;
 use crate::frames::columns::{self, groups, ts_ms};
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 /// Thresholds (flags `--busy.*`).
 #[derive(Debug, Clone)]

@@ -37,7 +37,7 @@ use serde_json::Value;
 pub use evidence::Evidence;
 
 use crate::frames::{Frames, Table};
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 /// Version of the findings JSON document (`docs/findings.md`).
 pub const FINDINGS_VERSION: u32 = 1;

@@ -95,9 +95,9 @@ impl ChangeRequest {
         match self.at {
             Some(at) if at <= self.range.since || at >= self.range.until => {
                 Err(ChangesError::OutsideRange {
-                    at: crate::ingest::fmt_ms(at),
-                    since: crate::ingest::fmt_ms(self.range.since),
-                    until: crate::ingest::fmt_ms(self.range.until),
+                    at: crate::times::fmt_ms(at),
+                    since: crate::times::fmt_ms(self.range.since),
+                    until: crate::times::fmt_ms(self.range.until),
                 })
             }
             _ => Ok(()),

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::detect::{Event, EventKind};
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 /// The report's `changes` section.
 #[derive(Debug, Clone, PartialEq, Serialize)]

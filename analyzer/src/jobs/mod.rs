@@ -37,8 +37,8 @@ pub enum JobError {
     Energy(#[from] crate::energy::EnergyError),
 }
 use crate::frames::Frames;
-use crate::ingest::fmt_ms;
 use crate::stats::quantile;
+use crate::times::fmt_ms;
 
 mod energy;
 mod render;

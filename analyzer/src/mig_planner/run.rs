@@ -106,8 +106,8 @@ pub fn run(
     }
     file.configs.insert("day".into(), day.clone());
     file.window = req.range.map(|r| PlanWindow {
-        from: crate::ingest::fmt_ms(r.since),
-        until: crate::ingest::fmt_ms(r.until),
+        from: crate::times::fmt_ms(r.since),
+        until: crate::times::fmt_ms(r.until),
         sources: req.sources.clone(),
     });
     // Where each workload's rows are: what `tessera replay` moves.

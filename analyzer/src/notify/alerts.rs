@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::NotifyError;
 use crate::advisor::{Analysis, Evidence, Finding, Severity};
-use crate::ingest::fmt_ms;
 use crate::text::{printable, printable_lines};
+use crate::times::fmt_ms;
 
 /// The constant label every alert of tessera carries (`source="tessera"`): what `notify` filters
 /// on to find its own alerts, and what routes match.

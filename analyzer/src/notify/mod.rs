@@ -31,7 +31,7 @@ pub use alerts::{Alert, AlertOptions};
 pub use client::{Client, ClientOptions, TlsFiles, redact_url};
 
 use crate::advisor::Analysis;
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 /// Errors of `tessera notify`.
 #[derive(Debug, thiserror::Error)]

@@ -39,8 +39,8 @@ use super::{
     FleetResult, PlacementResult, Replay, ReplayRequest, Span, TIGHT_CONTENTION_SHARE,
     TIGHT_MEMORY_SHARE, Thresholds, Trained, WorkloadResult,
 };
-use crate::ingest::fmt_ms;
 use crate::stats::quantile;
+use crate::times::fmt_ms;
 
 const HOUR_MS: f64 = 3_600_000.0;
 /// The data's GPUs by (node, index).

@@ -112,7 +112,7 @@ pub fn out_of_sample(
     let train_frames = within(train);
     let test_frames = within(test);
     let test_refs: Vec<&Frames> = test_frames.iter().collect();
-    let fmt = crate::ingest::fmt_ms;
+    let fmt = crate::times::fmt_ms;
     kinds
         .iter()
         .map(|&kind| {

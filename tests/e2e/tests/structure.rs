@@ -821,3 +821,62 @@ fn the_exit_check_finds_a_planted_exit() {
         vec!["analyzer/src/cli/notify.rs".to_string()]
     );
 }
+
+/// Files of the analyzer outside the sources (`ingest/`), the commands (`cli/`, `main.rs`) and
+/// the report (whose model carries the sources' ingest report) whose code names `ingest`: the
+/// time vocabulary is `crate::times`, so nothing else needs the 11k-line source layer.
+fn ingest_outside_sources(root: &Path) -> Vec<String> {
+    let src = root.join("analyzer/src");
+    let mut out = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("ingest")
+            || rel.starts_with("cli")
+            || rel.starts_with("report")
+            || rel == Path::new("main.rs")
+            || rel == Path::new("lib.rs")
+        {
+            continue;
+        }
+        let code = product_code(&std::fs::read_to_string(&file).unwrap());
+        if code.contains("crate::ingest") || code.contains("ingest::") {
+            out.push(format!("analyzer/src/{}", rel.display()));
+        }
+    }
+    out
+}
+
+#[test]
+fn only_sources_commands_and_the_report_use_ingest() {
+    let found = ingest_outside_sources(&repo_root());
+    assert!(
+        found.is_empty(),
+        "ingest used outside the sources and the commands (the time vocabulary is crate::times):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_ingest_check_finds_a_planted_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("analyzer/src/ingest/mod.rs", "pub fn fmt_ms() {}\n"),
+        (
+            "analyzer/src/cli/report.rs",
+            "use tessera::ingest::Source;\n",
+        ),
+        ("analyzer/src/jobs/mod.rs", "use crate::ingest::fmt_ms;\n"),
+        (
+            "analyzer/src/advisor/mod.rs",
+            "/// Like `ingest::ingest_parts`\npub fn f() {}\n",
+        ),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        ingest_outside_sources(tmp.path()),
+        vec!["analyzer/src/jobs/mod.rs".to_string()]
+    );
+}

@@ -29,7 +29,7 @@ use super::{
     hours, r3, unbox,
 };
 use crate::frames::Frames;
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 use rows::entities;
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -20,7 +20,7 @@ use super::ChangeRequest;
 use super::model::{
     Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
 };
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const HOUR_MS: f64 = 3_600_000.0;

@@ -25,7 +25,7 @@ use chrono_tz::Tz;
 use super::*;
 use crate::frames::Frames;
 use crate::frames::shared::PartIds;
-use crate::ingest::fmt_ms;
+use crate::times::fmt_ms;
 
 mod energy;
 mod gpus;
