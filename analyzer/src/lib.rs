@@ -7,7 +7,7 @@
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
 //! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one freshness rule of the commands that act on evidence (`evidence`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
-//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), and data
+//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), the prices every costed output uses (`prices`), and data
 //! made printable
 //! for people (`text`), and the time vocabulary every module may use (`times`).
 //!
@@ -27,6 +27,7 @@ pub mod kubernetes;
 pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
+pub mod prices;
 pub mod range;
 pub mod replay;
 pub mod report;

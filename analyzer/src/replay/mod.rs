@@ -35,8 +35,8 @@ use serde::Serialize;
 use tessera_core::mig::plan::TesseraPlan;
 
 use crate::frames::{Frames, FramesError};
+use crate::prices::Prices;
 use crate::range::TimeRange;
-use crate::report::Prices;
 
 /// The `version` of the replay JSON (docs/replay.md).
 pub const REPLAY_JSON_VERSION: u32 = 1;

@@ -16,8 +16,8 @@ use super::ReplayRequest;
 use crate::advisor::{self, plan_out::PlanOutError};
 use crate::frames::Frames;
 use crate::mig_planner::{self, PlanRequest, PlanRunError};
+use crate::prices::Prices;
 use crate::range::TimeRange;
-use crate::report::Prices;
 use crate::report::out_of_sample::OutOfSample;
 
 /// Which planner makes the plan of the training range.

@@ -8,11 +8,11 @@ use super::model::{
     AllocatedDevice, AllocationSummary, BaselineModel, ConsolidationStep, IdleModel, IdlePower,
     MovedBy, OffpeakBaseline, OffpeakWindow,
 };
-use super::prices::Prices;
 use super::{MONTH_HOURS, r2, r3};
 use crate::advisor::evidence::{AllocatedEvidence, OffpeakEvidence, PlanGpu};
 use crate::advisor::scheduler::{self, Scheduler};
 use crate::advisor::{Analysis, Evidence};
+use crate::prices::Prices;
 
 /// A process's team: its namespace, else its Slurm job.
 pub(super) fn team_of(namespace: Option<&str>, slurm: Option<&str>) -> Option<String> {

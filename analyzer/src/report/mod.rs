@@ -11,7 +11,7 @@
 //! workflow over frames already read) runs the MIG planner and sets [`Report::mig`] from
 //! [`mig_section`].
 //!
-//! Files: `model` (the document's types), `prices`, the usage and chart tallies over the rows
+//! Files: `model` (the document's types; prices come from `crate::prices`), the usage and chart tallies over the rows
 //! (`tally`), `findings` (the advisor's findings priced), `charts` (hour-of-week slots) and
 //! `quality` (data-quality notes), `change_chart` (the before/after chart of a layout change),
 //! [`out_of_sample`] (the opt-in out-of-sample check's figures and section; the command makes
@@ -25,18 +25,17 @@ pub mod html;
 mod model;
 pub mod out_of_sample;
 pub mod pass;
-mod prices;
 mod quality;
 pub mod render;
 mod run;
 mod tally;
 
+pub use crate::prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use model::{
     AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, EnergySplit,
     FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, NextStep, OffpeakBaseline,
     OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
 };
-pub use prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use quality::source_matches;
 pub use run::{ReportRequest, run};
 pub use tally::{AbortGuard, PartTally, build_parts, build_parts_with};
@@ -86,12 +85,10 @@ pub enum ReportError {
     Polars(#[from] PolarsError),
     #[error("{0}")]
     Ingest(#[from] crate::ingest::IngestError),
-    #[error("reading config {path}: {reason}")]
-    Config { path: String, reason: String },
+    #[error(transparent)]
+    Price(#[from] crate::prices::PriceError),
     #[error(transparent)]
     Changes(#[from] crate::changes::ChangesError),
-    #[error("bad price {name} {value}: expected a number from 0 to 1e9")]
-    Price { name: &'static str, value: f64 },
 }
 
 fn r3(x: f64) -> f64 {

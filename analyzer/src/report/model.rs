@@ -8,9 +8,9 @@
 use chrono_tz::Tz;
 use serde::Serialize;
 
-use super::prices::Prices;
 use crate::advisor::Analysis;
 use crate::ingest::IngestReport;
+use crate::prices::Prices;
 
 /// Usage of a set of GPUs over the report's range.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -1,14 +1,21 @@
 //! Prices: what one GPU-hour and one kWh cost, from the defaults, the `--config` file
 //! ([`ReportConfig`], TOML, strict) and the flags, later winning ([`prices`]).
 //!
-//! This module only reads and checks prices (and the config file); it does not apply them (the
-//! report's sections do).
+//! A leaf: the report, replay, notify and jobs price with it. This module only reads and checks
+//! prices (and the config file); it does not apply them (the report's sections do).
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::ReportError;
+/// A config file that cannot be read, or a price out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    #[error("reading config {path}: {reason}")]
+    Config { path: String, reason: String },
+    #[error("bad price {name} {value}: expected a number from 0 to 1e9")]
+    Price { name: &'static str, value: f64 },
+}
 
 /// Prices the report uses to turn hours and energy into money.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,8 +60,8 @@ pub struct PriceConfig {
 
 impl ReportConfig {
     /// Reads and strictly parses a config file.
-    pub fn load(path: &Path) -> Result<Self, ReportError> {
-        let err = |reason: String| ReportError::Config {
+    pub fn load(path: &Path) -> Result<Self, PriceError> {
+        let err = |reason: String| PriceError::Config {
             path: path.display().to_string(),
             reason,
         };
@@ -68,7 +75,7 @@ pub fn prices(
     config: Option<(&Path, &ReportConfig)>,
     gpu_hour: Option<f64>,
     kwh: Option<f64>,
-) -> Result<Prices, ReportError> {
+) -> Result<Prices, PriceError> {
     let mut p = Prices::default();
     let mut from = Vec::new();
     if let Some((path, c)) = config {
@@ -89,7 +96,7 @@ pub fn prices(
     for (name, v) in [("gpu_hour", p.gpu_hour), ("kwh", p.kwh)] {
         // Bounded so that no product of a price and a period's hours reaches infinity.
         if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
-            return Err(ReportError::Price { name, value: v });
+            return Err(PriceError::Price { name, value: v });
         }
     }
     if !from.is_empty() {
@@ -118,7 +125,7 @@ mod tests {
         assert!(prices(None, Some(1e300), None).is_err());
         assert!(matches!(
             prices(None, Some(-1.0), None),
-            Err(ReportError::Price {
+            Err(PriceError::Price {
                 name: "gpu_hour",
                 ..
             })
