@@ -420,14 +420,22 @@ fn read_gpu_values(
         }),
     )?;
     let since = state.process_last_seen_us;
-    let utilisation = match trace::call(
-        "nvmlDeviceGetProcessUtilization",
-        Some(&format!("since_us={since}")),
-        || dev.process_utilization_stats(since),
-    ) {
-        // No sample newer than the last one seen.
-        Err(NvmlError::NotFound) => Some(Vec::new()),
-        other => r.take(Field::ProcessUtilization.as_str(), other)?,
+    // Per-process utilisation is one of the two slow calls (2 ms a GPU on H100/H200:
+    // docs/performance.md); a GPU known to run no compute process has none to give. The "since"
+    // timestamp stays, so the next call, once a process runs, returns what NVML kept since then.
+    let no_process = matches!(&processes, Some(p) if p.is_empty());
+    let utilisation = if no_process {
+        Some(Vec::new())
+    } else {
+        match trace::call(
+            "nvmlDeviceGetProcessUtilization",
+            Some(&format!("since_us={since}")),
+            || dev.process_utilization_stats(since),
+        ) {
+            // No sample newer than the last one seen.
+            Err(NvmlError::NotFound) => Some(Vec::new()),
+            other => r.take(Field::ProcessUtilization.as_str(), other)?,
+        }
     };
     let mut sm_by_pid: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
     for u in utilisation.iter().flatten() {

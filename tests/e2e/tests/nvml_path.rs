@@ -135,3 +135,66 @@ fn a_fake_driver_that_fails_init_gets_a_clear_error() {
     assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("nvmlInit_v2"), "{stderr}");
 }
+
+/// Issue 51 (in part): per-process utilisation, one of the two slow NVML calls (2–3 ms a GPU on
+/// H100/H200, fixtures/real), is not called on a GPU whose compute process list is empty; on a GPU
+/// with processes it is, once a sample. Counted in the NVML call recording
+/// (`TESSERA_NVML_TRACE`) of `--once` on the fake library.
+#[test]
+fn process_utilisation_is_read_only_where_processes_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut cmd = exporter![
+        "--backend",
+        "nvml",
+        "--nvml.lib-path",
+        fake_nvml(),
+        "--once",
+        "--format",
+        "json"
+    ];
+    cmd.env("TESSERA_FAKE_NVML_SCENARIO", "fixtures/scenarios/demo.toml")
+        .env("TESSERA_FAKE_NVML_NODE", "gpu-node-1")
+        .env("TESSERA_FAKE_NVML_TIME", "2026-11-02T10:00:00Z")
+        .env("TESSERA_FAKE_NVML_STEP_MS", "1000")
+        .env("TESSERA_NVML_TRACE", &trace);
+    once(cmd);
+    let lines: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Per GPU: the last process list read, and whether utilisation was read after it.
+    let (mut with, mut without) = (0, 0);
+    let mut last: std::collections::BTreeMap<i64, bool> = Default::default();
+    for l in &lines {
+        let gpu = l["gpu"].as_i64().unwrap_or(-1);
+        match l["function"].as_str().unwrap_or_default() {
+            "nvmlDeviceGetComputeRunningProcesses_v3" => {
+                let busy = l["value"].as_array().is_some_and(|v| !v.is_empty());
+                if busy {
+                    with += 1;
+                } else {
+                    without += 1;
+                }
+                last.insert(gpu, busy);
+            }
+            "nvmlDeviceGetProcessUtilization" => {
+                assert_eq!(
+                    last.remove(&gpu),
+                    Some(true),
+                    "GPU {gpu}: utilisation read without a process running"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        with > 0 && without > 0,
+        "both kinds of GPU seen: {with} {without}"
+    );
+    assert!(
+        last.values().all(|busy| !busy),
+        "a GPU with processes had its utilisation read: {last:?}"
+    );
+}

@@ -157,6 +157,15 @@ fn two_libraries_in_one_process_keep_their_own_state() {
     );
     assert_eq!(sb.gpus[0].status, GpuStatus::Degraded);
     assert_ne!(old.time_ms(), full.time_ms());
-    assert!(a.missing_functions().len() >= 3);
+    // What the old library lacks and this sample called (per-process utilisation is not called
+    // on a GPU that runs no compute process).
+    let missing = a.missing_functions();
+    assert!(
+        missing.len() >= 2
+            && missing
+                .iter()
+                .any(|f| f == "nvmlDeviceGetTotalEnergyConsumption"),
+        "{missing:?}"
+    );
     assert!(b.missing_functions().is_empty());
 }
