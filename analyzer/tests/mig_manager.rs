@@ -731,7 +731,18 @@ fn the_cronjob_of_deploy_runs_and_needs_only_its_rbac() {
             kube.node_labels(n)[CONFIG].starts_with("tessera-day-"),
             "{n}"
         );
+        // --audit-log=-: each change's audit line is in the pod's log (stderr).
+        assert!(
+            stderr.lines().any(|l| l.starts_with('{')
+                && l.contains("\"reason\":\"MigConfigLabelled\"")
+                && l.contains(&format!("\"name\":\"{n}\""))),
+            "{stderr}"
+        );
     }
+    assert!(
+        !stderr.contains("audit trail could not be written"),
+        "{stderr}"
+    );
     // Every call it made is allowed by rbac.yaml, and every verb there was used.
     let rules = rbac_rules(&std::fs::read_to_string(deploy.join("rbac.yaml")).unwrap());
     let mut used = vec![false; rules.len()];

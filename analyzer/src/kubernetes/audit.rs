@@ -1,7 +1,8 @@
 //! The local half of the audit trail: one JSON line per change tessera makes to a cluster (the
 //! same changes its Kubernetes Events name, [`super::events`]), appended to the audit log
 //! (`--audit-log FILE`, default `$XDG_STATE_HOME/tessera/cluster-audit.jsonl`, else
-//! `~/.local/state/tessera/cluster-audit.jsonl`) and flushed to disk before the command goes on.
+//! `~/.local/state/tessera/cluster-audit.jsonl`; `-`: stderr, a pod's log) and flushed to disk
+//! before the command goes on.
 //! A line: `at` (RFC 3339), `controller` and `instance` (the host), `reason`, `action`, the
 //! object (`api_version`, `kind`, `namespace`, `name`), `note`, `type` (`Normal`, `Warning`).
 //!
@@ -92,8 +93,13 @@ pub fn line(change: &Change<'_>, at_ms: i64, instance: &str) -> String {
     s
 }
 
-/// Append `change` to the log at `path` (its folder created when missing), flushed to disk.
+/// Append `change` to the log at `path` (its folder created when missing), flushed to disk;
+/// `-` writes the line to stderr instead (a CronJob's pod log, whose root filesystem is
+/// read-only).
 pub fn append(path: &Path, change: &Change<'_>, at_ms: i64, instance: &str) -> std::io::Result<()> {
+    if path.as_os_str() == "-" {
+        return std::io::stderr().write_all(line(change, at_ms, instance).as_bytes());
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
