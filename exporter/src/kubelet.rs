@@ -72,6 +72,17 @@ pub struct DeviceHolders {
     answered: bool,
 }
 
+/// Each device's holders sorted, a container named once (one container given several replicas of
+/// a GPU, or a device named twice, is one holder).
+fn tidy(devices: &mut BTreeMap<String, Vec<Holder>>) {
+    for holders in devices.values_mut() {
+        holders.sort();
+        holders.dedup_by(|a, b| {
+            (&a.pod, &a.namespace, &a.container) == (&b.pod, &b.namespace, &b.container)
+        });
+    }
+}
+
 /// Whether the kubelet's resource name is an NVIDIA GPU or MIG device.
 pub fn is_gpu_resource(name: &str) -> bool {
     name == "nvidia.com/gpu"
@@ -137,12 +148,7 @@ impl DeviceHolders {
                 }
             }
         }
-        for holders in devices.values_mut() {
-            holders.sort();
-            holders.dedup_by(|a, b| {
-                (&a.pod, &a.namespace, &a.container) == (&b.pod, &b.namespace, &b.container)
-            });
-        }
+        tidy(&mut devices);
         DeviceHolders {
             devices,
             answered: true,
@@ -172,12 +178,7 @@ impl DeviceHolders {
                     .extend(holders.iter().cloned());
             }
         }
-        for holders in devices.values_mut() {
-            holders.sort();
-            holders.dedup_by(|a, b| {
-                (&a.pod, &a.namespace, &a.container) == (&b.pod, &b.namespace, &b.container)
-            });
-        }
+        tidy(&mut devices);
         (
             DeviceHolders {
                 devices,
