@@ -435,3 +435,110 @@ fn alertmanager_inhibits_a_nodes_gpu_alerts_while_its_exporter_is_down() {
         "active"
     );
 }
+
+/// The documents of a multi-document YAML text (split at `---` lines; empty ones left out).
+fn yaml_documents(text: &str) -> Vec<Value> {
+    let mut docs = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines().chain(std::iter::once("---")) {
+        if line.trim_end() == "---" {
+            let v: Value = serde_yaml_ng::from_str(&cur).unwrap_or(Value::Null);
+            if !v.is_null() {
+                docs.push(v);
+            }
+            cur.clear();
+        } else {
+            cur.push_str(line);
+            cur.push('\n');
+        }
+    }
+    docs
+}
+
+/// Where the PrometheusRule objects of `rules/` are (Prometheus Operator users).
+fn prometheus_rules_path() -> std::path::PathBuf {
+    repo_root().join("deploy/prometheus-operator/prometheusrules.yaml")
+}
+
+/// `deploy/prometheus-operator/prometheusrules.yaml` as generated from `rules/*.yml`: one
+/// PrometheusRule per rule file (named after it), its groups exactly the file's.
+fn prometheus_rules() -> String {
+    let mut out = String::from(
+        "# Generated from rules/*.yml by tests/e2e/tests/rules.rs (TESSERA_REGENERATE=1 cargo test -p\n\
+         # tessera-e2e --test tests rules::prometheus_rules): do not edit; edit rules/ and regenerate.\n",
+    );
+    for file in rule_files() {
+        let stem = file.file_name().unwrap().to_string_lossy().into_owned();
+        let name = stem
+            .trim_end_matches(".yml")
+            .trim_end_matches(".yaml")
+            .trim_end_matches(".rules")
+            .to_string();
+        let groups = yaml(&file)["groups"].clone();
+        let doc = json!({
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "app.kubernetes.io/name": "tessera",
+                    "app.kubernetes.io/part-of": "tessera",
+                },
+            },
+            "spec": { "groups": groups },
+        });
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(&doc).unwrap());
+    }
+    out
+}
+
+/// Issue 52 item 2: the PrometheusRule objects are generated from `rules/` (the files promtool
+/// checks and unit-tests above), not copied by hand: the committed file is what the generator
+/// writes, each object holds exactly its file's groups, and kustomize renders them into the
+/// `tessera` namespace with the label kube-prometheus-stack selects rules by.
+#[test]
+fn prometheus_rules_are_the_rule_files_groups() {
+    let want = prometheus_rules();
+    let path = prometheus_rules_path();
+    if std::env::var_os("TESSERA_REGENERATE").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is not what rules/ generates: regenerate it (TESSERA_REGENERATE=1 cargo test -p tessera-e2e --test tests rules::prometheus_rules)",
+        path.display()
+    );
+    // Its objects, parsed back, hold each file's groups.
+    let docs = yaml_documents(&have);
+    assert_eq!(docs.len(), rule_files().len());
+    for (doc, file) in docs.iter().zip(rule_files()) {
+        assert_eq!(doc["kind"], "PrometheusRule");
+        assert_eq!(doc["spec"]["groups"], yaml(&file)["groups"], "{}", file.display());
+    }
+    // kustomize renders them, namespaced and labelled.
+    let kubectl = std::env::var("TESSERA_KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(repo_root().join("deploy/prometheus-operator"))
+        .output()
+        .unwrap_or_else(|e| panic!("{kubectl}: {e} (scripts/test.sh installs kubectl)"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = yaml_documents(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(rendered.len(), docs.len());
+    for r in &rendered {
+        assert_eq!(r["metadata"]["namespace"], "tessera");
+        assert_eq!(r["metadata"]["labels"]["release"], "kube-prometheus-stack");
+        let name = r["metadata"]["name"].as_str().unwrap();
+        let src = docs
+            .iter()
+            .find(|d| d["metadata"]["name"] == name)
+            .unwrap();
+        assert_eq!(r["spec"], src["spec"], "{name}");
+    }
+}
