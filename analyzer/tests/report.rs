@@ -651,3 +651,83 @@ fn html_on_a_terminal_is_refused_naming_out() {
     let page = ok(&["report", "--source", DEMO, "--format", "html"]);
     assert!(page.starts_with("<!DOCTYPE html>"));
 }
+
+/// Issue 52 item 4: the weekly report kept on a schedule: `--archive DIR --keep N` writes the
+/// HTML page and the JSON of one run, named by the data's end, and keeps the newest N; the JSON
+/// is the report `--format json` prints; nothing goes to stdout.
+#[test]
+fn archive_keeps_the_newest_reports_as_html_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("reports");
+    let a = archive.to_str().unwrap();
+    for until in [
+        "2026-11-04T00:00:00Z",
+        "2026-11-05T00:00:00Z",
+        "2026-11-06T00:00:00Z",
+    ] {
+        let out = ok(&[
+            "report",
+            "--source",
+            DEMO,
+            "--since",
+            "2026-11-02T00:00:00Z",
+            "--until",
+            until,
+            "--archive",
+            a,
+            "--keep",
+            "2",
+        ]);
+        assert!(out.is_empty(), "nothing on stdout: {out}");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&archive)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "tessera-report-2026-11-05T0000Z.html",
+            "tessera-report-2026-11-05T0000Z.json",
+            "tessera-report-2026-11-06T0000Z.html",
+            "tessera-report-2026-11-06T0000Z.json",
+        ]
+    );
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(archive.join("tessera-report-2026-11-06T0000Z.json")).unwrap(),
+    )
+    .unwrap();
+    let printed: Value = serde_json::from_str(&ok(&[
+        "report",
+        "--source",
+        DEMO,
+        "--since",
+        "2026-11-02T00:00:00Z",
+        "--until",
+        "2026-11-06T00:00:00Z",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json, printed);
+    let html =
+        std::fs::read_to_string(archive.join("tessera-report-2026-11-06T0000Z.html")).unwrap();
+    assert!(
+        html.starts_with("<!DOCTYPE html>") || html.starts_with("<!doctype html>"),
+        "{}",
+        &html[..60.min(html.len())]
+    );
+    let e = fails(&[
+        "report",
+        "--source",
+        DEMO,
+        "--archive",
+        a,
+        "--out",
+        "x.html",
+    ]);
+    assert!(e.contains("--out") && e.contains("--archive"), "{e}");
+    let e = fails(&["report", "--source", DEMO, "--archive", a, "--keep", "0"]);
+    assert!(e.contains("--keep 0"), "{e}");
+}

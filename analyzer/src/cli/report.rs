@@ -45,8 +45,16 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     format: ReportFormat,
     /// Write to this file instead of standard output.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "archive")]
     out: Option<PathBuf>,
+    /// Keep the report on a schedule: write its HTML page and its JSON into this folder as
+    /// tessera-report-<end>.html and .json (instead of --format/--out), removing the oldest
+    /// beyond --keep.
+    #[arg(long, value_name = "DIR")]
+    archive: Option<PathBuf>,
+    /// With --archive: how many reports to keep.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "archive")]
+    keep: usize,
     /// Report config (TOML): `[price] gpu_hour = 2.5, kwh = 0.3, currency = "EUR"`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -97,7 +105,11 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if args.top == 0 {
         bail!("bad --top 0: expected at least 1");
     }
-    if args.format == ReportFormat::Html && args.out.is_none() && std::io::stdout().is_terminal() {
+    if args.format == ReportFormat::Html
+        && args.out.is_none()
+        && args.archive.is_none()
+        && std::io::stdout().is_terminal()
+    {
         bail!(
             "--format html writes a page, not terminal text: give --out report.html (or redirect: > report.html)"
         );
@@ -191,6 +203,21 @@ pub fn run(args: ReportArgs) -> Result<()> {
         ));
     }
     bar.finish();
+    if let Some(dir) = &args.archive {
+        let json = serde_json::to_string_pretty(&r)? + "\n";
+        let a = report::archive::write(dir, &r.until, &html::render_html(&r), &json, args.keep)?;
+        eprintln!(
+            "tessera: wrote {} and {}{}",
+            a.html.display(),
+            a.json.display(),
+            if a.removed.is_empty() {
+                String::new()
+            } else {
+                format!("; removed {} older file(s)", a.removed.len())
+            }
+        );
+        return Ok(());
+    }
     let color = args.format == ReportFormat::Table
         && args.out.is_none()
         && std::io::stdout().is_terminal()
@@ -206,6 +233,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
 
 /// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed.
 fn by_job(args: &ReportArgs) -> Result<()> {
+    if args.archive.is_some() {
+        bail!("--by job prints the worst jobs; --archive keeps the weekly report: not together");
+    }
     if args.format == ReportFormat::Html {
         bail!("--by job writes a table, Markdown or JSON (--format table|markdown|json), not HTML");
     }

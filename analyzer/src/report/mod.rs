@@ -18,6 +18,7 @@
 //! them through `crate::replay`); [`render`] and [`html`] print it, [`pass`] reads each
 //! partition once for the advisor, the tallies and the MIG demand.
 
+pub mod archive;
 mod change_chart;
 mod charts;
 mod findings;

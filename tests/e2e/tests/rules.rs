@@ -515,7 +515,12 @@ fn prometheus_rules_are_the_rule_files_groups() {
     assert_eq!(docs.len(), rule_files().len());
     for (doc, file) in docs.iter().zip(rule_files()) {
         assert_eq!(doc["kind"], "PrometheusRule");
-        assert_eq!(doc["spec"]["groups"], yaml(&file)["groups"], "{}", file.display());
+        assert_eq!(
+            doc["spec"]["groups"],
+            yaml(&file)["groups"],
+            "{}",
+            file.display()
+        );
     }
     // kustomize renders them, namespaced and labelled.
     let kubectl = std::env::var("TESSERA_KUBECTL").unwrap_or_else(|_| "kubectl".into());
@@ -535,10 +540,7 @@ fn prometheus_rules_are_the_rule_files_groups() {
         assert_eq!(r["metadata"]["namespace"], "tessera");
         assert_eq!(r["metadata"]["labels"]["release"], "kube-prometheus-stack");
         let name = r["metadata"]["name"].as_str().unwrap();
-        let src = docs
-            .iter()
-            .find(|d| d["metadata"]["name"] == name)
-            .unwrap();
+        let src = docs.iter().find(|d| d["metadata"]["name"] == name).unwrap();
         assert_eq!(r["spec"], src["spec"], "{name}");
     }
 }

@@ -17,6 +17,7 @@ mod packaging;
 mod prometheus_e2e;
 mod real_gpu;
 mod release_binaries;
+mod report_schedule;
 mod rules;
 mod serve;
 mod soak;
