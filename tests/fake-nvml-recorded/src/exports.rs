@@ -382,6 +382,15 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: nvmlDevice_t,
+    minor: *mut c_uint,
+) -> nvmlReturn_t {
+    // Recordings made before the inventory read it lack it: NOT_SUPPORTED, as before.
+    scalar_u32("nvmlDeviceGetMinorNumber", device, None, minor)
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
     device: nvmlDevice_t,
     clock_type: nvmlClockType_t,
