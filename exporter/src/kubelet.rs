@@ -444,7 +444,13 @@ async fn refresh_loop(
 /// report).
 #[derive(Default)]
 pub struct Mapper {
-    last: Option<(usize, usize, Arc<DeviceHolders>)>,
+    /// The last answer and inventory mapped, and the result (the `Arc`s kept, so that a pointer
+    /// compared is never one freed and reused).
+    last: Option<(
+        Arc<DeviceHolders>,
+        Arc<tessera_core::model::Inventory>,
+        Arc<DeviceHolders>,
+    )>,
     said: std::collections::BTreeSet<String>,
     said_unnamed: bool,
 }
@@ -460,9 +466,9 @@ impl Mapper {
         let Some(inv) = inv.filter(|_| raw.needs_mapping()) else {
             return raw;
         };
-        let key = (Arc::as_ptr(&raw) as usize, Arc::as_ptr(inv) as usize);
         if let Some((r, i, mapped)) = &self.last
-            && (*r, *i) == key
+            && Arc::ptr_eq(r, &raw)
+            && Arc::ptr_eq(i, inv)
         {
             return mapped.clone();
         }
@@ -481,8 +487,13 @@ impl Mapper {
             }
         }
         let mapped = Arc::new(mapped);
-        self.last = Some((key.0, key.1, mapped.clone()));
+        self.last = Some((raw, inv.clone(), mapped.clone()));
         mapped
+    }
+
+    /// Whether the hint of [`Mapper::check_held`] was said already (nothing more to look for).
+    pub fn said_unnamed(&self) -> bool {
+        self.said_unnamed
     }
 
     /// Says once (returns the message) when a process of pod `pod_uid` runs on `device` (a GPU

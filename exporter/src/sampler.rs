@@ -496,6 +496,7 @@ fn run(
         let holders = ids.map(holders, inventory.as_ref());
         if let (Some(s), Some(inv)) = (&sample, &inventory)
             && hooks.pod_resources.is_some()
+            && !ids.said_unnamed()
             && let Some(m) = unnamed_pod_gpu(&mut ids, &holders, s, inv, &attribution)
         {
             log::warn!("{m}");

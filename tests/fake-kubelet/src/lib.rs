@@ -213,14 +213,7 @@ pub fn pod(name: &str, namespace: &str, containers: &[(&str, &str, &[&str])]) ->
             device_ids: ids.iter().map(|s| s.to_string()).collect(),
             topology: None,
         };
-        match out.iter_mut().find(|c| c.name == *container) {
-            Some(c) => c.devices.push(devices),
-            None => out.push(ContainerResources {
-                name: container.to_string(),
-                devices: vec![devices],
-                ..ContainerResources::default()
-            }),
-        }
+        container_named(&mut out, container).devices.push(devices);
     }
     PodResources {
         name: name.to_string(),
@@ -257,14 +250,9 @@ pub fn dra_pod(
                 })
                 .collect(),
         };
-        match out.iter_mut().find(|c| c.name == *container) {
-            Some(c) => c.dynamic_resources.push(dr),
-            None => out.push(ContainerResources {
-                name: container.to_string(),
-                dynamic_resources: vec![dr],
-                ..ContainerResources::default()
-            }),
-        }
+        container_named(&mut out, container)
+            .dynamic_resources
+            .push(dr);
     }
     PodResources {
         name: name.to_string(),
@@ -272,6 +260,21 @@ pub fn dra_pod(
         containers: out,
         ..PodResources::default()
     }
+}
+
+/// The container called `name` of `out`, added when absent.
+fn container_named<'a>(
+    out: &'a mut Vec<ContainerResources>,
+    name: &str,
+) -> &'a mut ContainerResources {
+    if let Some(i) = out.iter().position(|c| c.name == name) {
+        return &mut out[i];
+    }
+    out.push(ContainerResources {
+        name: name.to_string(),
+        ..ContainerResources::default()
+    });
+    out.last_mut().expect("just pushed")
 }
 
 /// A `List` response of these pods.
