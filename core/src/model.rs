@@ -340,10 +340,17 @@ pub struct ProcessSample {
     pub pid: u32,
     pub name: Option<String>,
     pub used_memory_bytes: Option<u64>,
-    /// SM utilisation of this process (NVML `process_utilization_stats`), 0–1.
+    /// SM utilisation of this process (NVML `process_utilization_stats`), 0–1: the newest
+    /// reading, carried between reads ([`crate::device::SlowReads`]).
     pub sm_ratio: Option<f64>,
     pub gpu_instance_id: Option<u32>,
     pub compute_instance_id: Option<u32>,
+    /// The SM utilisation readings (0–1) this sample took of the process, oldest first: every
+    /// reading since the previous read (one a sample when every sample reads; none on a sample
+    /// that carried `sm_ratio`). The history's per-process mean and maximum are over these, so
+    /// each reading counts once. Not serialised: the scrape and `--once` show `sm_ratio`.
+    #[serde(skip)]
+    pub sm_readings: Vec<f64>,
 }
 
 #[cfg(test)]

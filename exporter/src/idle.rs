@@ -252,6 +252,7 @@ mod tests {
             name: None,
             used_memory_bytes: Some(2 << 30),
             sm_ratio: sm,
+            sm_readings: sm.into_iter().collect(),
             gpu_instance_id: gi,
             compute_instance_id: gi.map(|_| 0),
         }

@@ -100,9 +100,15 @@ struct Args {
     /// /var/lib/tessera/history when writable, otherwise history is off. "" disables it.
     #[arg(long = "history.dir", value_name = "DIR", value_parser = clap::builder::OsStringValueParser::new())]
     history_dir: Option<std::ffi::OsString>,
-    /// Length of one history row (aggregation interval).
+    /// Length of one history row (aggregation interval). With history on, the energy counter
+    /// and per-process utilisation are read once per history interval.
     #[arg(long = "history.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     history_interval: Duration,
+    /// With history off: read the energy counter and per-process utilisation (the two slow NVML
+    /// calls, docs/performance.md) once per this interval, on its last sample; the exported
+    /// energy counter may be up to this old. "0s" reads them every sample.
+    #[arg(long = "energy.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    energy_interval: Duration,
     /// Delete closed history files older than this.
     #[arg(long = "history.retention", value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
     history_retention: Duration,
@@ -325,6 +331,11 @@ fn run(args: Args) -> Result<()> {
         factory(&args, true)?,
         SamplerConfig {
             interval: args.sample_interval,
+            slow_interval: if history_enabled {
+                Some(args.history_interval)
+            } else {
+                Some(args.energy_interval).filter(|i| !i.is_zero())
+            },
             ..SamplerConfig::default()
         },
         SamplerHooks {

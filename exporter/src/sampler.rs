@@ -8,6 +8,9 @@
 //! - One GPU's error never drops the others (that is the backend's contract); a node-level
 //!   (driver) error drops the backend, and a new one is created with exponential backoff. Until
 //!   then snapshots are still published, carrying the error and no sample.
+//! - The two slow counters (energy, per-process utilisation: 5 of a real GPU's 6 ms sample) are
+//!   read once per [`SamplerConfig::slow_interval`], on the last sample of each interval by the
+//!   backend's own clock ([`SlowSchedule`]); other samples carry their last reading.
 //! - Ticks are fixed-rate (`start + n × interval`); a tick that comes too late is skipped and
 //!   counted in [`Snapshot::missed_ticks`], never run twice.
 //! - The inventory (identity, MIG mode and MIG instances) is read when the backend is created,
@@ -30,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crate::idle::{IdleTimes, IdleTracker, UnusedTracker};
 use crate::kubelet::{DeviceHolders, PodResourcesHandle};
-use tessera_core::device::{DeviceError, GpuBackend};
+use tessera_core::device::{DeviceError, GpuBackend, SlowReads, SlowSchedule};
 use tessera_core::model::{Allocation, Attribution};
 use tessera_core::model::{GpuStatus, Inventory, NodeSample};
 
@@ -61,6 +64,9 @@ pub struct SamplerConfig {
     pub backoff_max: Duration,
     /// Time between two reads of the inventory while the backend is up.
     pub inventory_refresh: Duration,
+    /// Read the slow counters (energy, per-process utilisation) once per this interval, on the
+    /// last sample of each ([`SlowSchedule`]); `None`: every sample.
+    pub slow_interval: Option<Duration>,
 }
 
 /// Optional steps the sampler runs after each sample.
@@ -88,6 +94,7 @@ impl Default for SamplerConfig {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             inventory_refresh: Duration::from_secs(60),
+            slow_interval: None,
         }
     }
 }
@@ -412,6 +419,10 @@ fn run(
     let mut idle = IdleTracker::default();
     let mut unused = UnusedTracker::default();
     let mut inventory_at = Instant::now();
+    let mut slow: Option<SlowSchedule> = None;
+    // On stop, one last sample reads the slow counters, so the history's interval in progress
+    // (written at shutdown) has its energy and per-process readings, not the carried ones.
+    let mut closing = false;
     loop {
         let began = Instant::now();
         let mut sample = None;
@@ -424,6 +435,9 @@ fn run(
                     inventory = Some(Arc::new(inv));
                     inventory_at = Instant::now();
                     backend = Some(b);
+                    slow = config
+                        .slow_interval
+                        .map(|i| SlowSchedule::new(i.as_millis().max(1) as i64));
                     backoff = config.backoff_initial;
                 }
                 Err(e) => {
@@ -437,7 +451,11 @@ fn run(
             }
         }
         if let Some(b) = backend.as_mut() {
-            match b.sample() {
+            let reads = match slow.as_mut() {
+                Some(schedule) if !closing => schedule.due(b.stamp()),
+                _ => SlowReads::Read,
+            };
+            match b.sample_with(reads) {
                 Ok(s) => {
                     state.healthy = true;
                     state.last_error = None;
@@ -537,6 +555,9 @@ fn run(
             hook(&snapshot);
         }
         publish.publish(snapshot);
+        if closing {
+            return;
+        }
         // Next fixed-rate tick; skip (and count) ticks already past.
         tick += 1;
         let elapsed = start.elapsed();
@@ -549,6 +570,7 @@ fn run(
         let wait = tick_time(interval, tick).saturating_sub(start.elapsed());
         match stop.recv_timeout(wait) {
             Err(RecvTimeoutError::Timeout) => {}
+            _ if backend.is_some() && slow.is_some() => closing = true,
             _ => return,
         }
     }
@@ -608,7 +630,7 @@ mod tests {
                 gpus: vec![],
             })
         }
-        fn sample(&mut self) -> Result<NodeSample, DeviceError> {
+        fn sample_with(&mut self, _: SlowReads) -> Result<NodeSample, DeviceError> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst);
             if self.fail_on.contains(&n) {
                 Err(DeviceError::Nvml {
@@ -680,7 +702,7 @@ mod tests {
                 }],
             })
         }
-        fn sample(&mut self) -> Result<NodeSample, DeviceError> {
+        fn sample_with(&mut self, _: SlowReads) -> Result<NodeSample, DeviceError> {
             let mut g = tessera_core::model::GpuSample::empty(0, "GPU-0", GpuStatus::Ok);
             g.mig = self
                 .instances()
@@ -819,6 +841,7 @@ mod tests {
             backoff_initial: Duration::from_millis(5),
             backoff_max: Duration::from_millis(20),
             inventory_refresh: Duration::from_secs(60),
+            slow_interval: None,
         }
     }
 

@@ -11,7 +11,11 @@
 //! Rules: mean and max only over samples that had the value, null when none had it (absent is
 //! never 0); the energy delta sums counter increases, including the step from the previous
 //! interval's last sample (so no energy falls between intervals), and ignores a counter that went
-//! backwards (driver reload); `status` is the worst seen; `xid_count` counts XID events.
+//! backwards (driver reload); `status` is the worst seen; `xid_count` counts XID events; a
+//! process's SM mean and maximum are over the readings its samples took
+//! ([`crate::model::ProcessSample::sm_readings`]), so a backend that reads per-process utilisation
+//! once per interval ([`crate::device::SlowReads`]) gives the rows of one that reads it every
+//! sample.
 //!
 //! This module does no I/O.
 
@@ -418,7 +422,9 @@ impl Aggregator {
                     acc.name = p.name.clone();
                 }
                 max_u64(&mut acc.memory_used_max, p.used_memory_bytes);
-                acc.sm.add(p.sm_ratio);
+                for v in &p.sm_readings {
+                    acc.sm.add(Some(*v));
+                }
                 if let Some(a) = attribution.get(&p.pid) {
                     acc.attribution = Some(a.clone());
                 }
@@ -611,6 +617,7 @@ mod tests {
             name: Some("python".into()),
             used_memory_bytes: Some(5),
             sm_ratio: busy,
+            sm_readings: busy.into_iter().collect(),
             gpu_instance_id: Some(1),
             compute_instance_id: Some(0),
         }];

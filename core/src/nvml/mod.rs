@@ -32,8 +32,12 @@
 //! - GPM needs two samples: the first sample of a GPU (and the first after it was lost) has no
 //!   SM activity/occupancy. Samples are kept across calls, so there is no sleep inside `sample`.
 //! - NVML events carry no time: an XID is stamped with the time of the sample that drained it.
-//! - Per-process utilisation is what NVML reports since the previous sample; a process with no
-//!   sample in that window has `sm_ratio: None`.
+//! - Per-process utilisation is what NVML reports since the previous read; a process with no
+//!   reading in that window has `sm_ratio: None`. The energy counter and per-process utilisation
+//!   (the two slow calls) are read when asked ([`GpuBackend::sample_with`] with
+//!   [`SlowReads::Read`]); other samples carry their last reading. A process that exits between
+//!   two reads loses its readings since the last read (they can no longer be given to a listed
+//!   process), so its last interval's SM figures are unknown.
 //! - Device handles are not kept across calls (they borrow the `Nvml`); they are looked up by
 //!   index at every sample, which NVML makes cheap.
 //!
@@ -60,7 +64,7 @@ pub use errors::error_kind;
 pub use raw::GpuInstanceProfile;
 pub use trace::ENV as TRACE_ENV;
 
-use crate::device::{DeviceError, GpuBackend};
+use crate::device::{DeviceError, GpuBackend, SlowReads};
 use crate::mig;
 use crate::model::{GpuInfo, GpuSample, GpuStatus, Inventory, NodeSample, Placement};
 use errors::{Lost, call_error, init_error, note_missing};
@@ -108,6 +112,10 @@ struct GpuState {
     xid: XidRegistration,
     /// Timestamp (µs) of the newest per-process utilisation sample seen.
     process_last_seen_us: u64,
+    /// The energy counter (J) and the newest SM utilisation per pid at the last read of the slow
+    /// counters, reported by samples that carry them ([`crate::device::SlowReads`]); `None`
+    /// before the first read and after the GPU was lost.
+    carried: Option<(Option<f64>, BTreeMap<u32, f64>)>,
     /// Previous GPM sample of the whole GPU.
     gpm: Option<raw::Gpm>,
     /// Previous GPM sample of each GPU instance, by GPU instance id.
@@ -118,6 +126,7 @@ impl GpuState {
     /// Forget what depends on the GPU staying up (after it was lost).
     fn reset(&mut self, nvml: &Nvml) {
         self.process_last_seen_us = 0;
+        self.carried = None;
         if let Some(s) = self.gpm.take() {
             raw::gpm_free(nvml, s);
         }
@@ -165,6 +174,8 @@ pub struct NvmlBackend {
     gpus: Vec<GpuState>,
     /// Functions found missing from the loaded library.
     missing: BTreeSet<String>,
+    /// The next sample's time, fixed by [`GpuBackend::stamp`].
+    stamped: Option<i64>,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -215,6 +226,7 @@ impl NvmlBackend {
             events,
             gpus: Vec::new(),
             missing,
+            stamped: None,
         };
         // Remember UUIDs and register for XIDs now, so a GPU lost later still has its UUID.
         let nvml = &backend.nvml;
@@ -397,14 +409,20 @@ impl GpuBackend for NvmlBackend {
         })
     }
 
-    fn sample(&mut self) -> Result<NodeSample, DeviceError> {
+    fn stamp(&mut self) -> i64 {
+        let t = self.stamped.unwrap_or_else(now_ms);
+        self.stamped = Some(t);
+        t
+    }
+
+    fn sample_with(&mut self, slow: SlowReads) -> Result<NodeSample, DeviceError> {
         let started = std::time::Instant::now();
         trace::set_gpu(None, None);
         let nvml = &self.nvml;
         let count = trace::call("nvmlDeviceGetCount_v2", None, || nvml.device_count())
             .map_err(|e| call_error("nvmlDeviceGetCount_v2", e))?;
         self.grow(count);
-        let timestamp_ms = now_ms();
+        let timestamp_ms = self.stamped.take().unwrap_or_else(now_ms);
         let nvml = &self.nvml;
         let devices: Vec<Result<Device<'_>, NvmlError>> = (0..count)
             .map(|i| {
@@ -449,6 +467,7 @@ impl GpuBackend for NvmlBackend {
                         state,
                         xids.remove(&i).unwrap_or_default(),
                         &mut self.missing,
+                        slow,
                     );
                     if down {
                         driver_down += 1;

@@ -19,6 +19,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 
 use super::errors::{Lost, Reads, note_missing};
+use crate::device::SlowReads;
 use super::{GpuState, PROCESS_NAME_LEN, raw, trace};
 use crate::model::Field;
 use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, Profiling, XidEvent};
@@ -260,6 +261,7 @@ pub(super) fn read_gpu(
     state: &mut GpuState,
     xids: Vec<XidEvent>,
     missing: &mut BTreeSet<String>,
+    slow: SlowReads,
 ) -> (Result<GpuSample, Lost>, bool) {
     trace::set_gpu(Some(index), None);
     let mut reads = Reads {
@@ -267,7 +269,7 @@ pub(super) fn read_gpu(
         missing,
         driver_down: false,
     };
-    let sample = read_gpu_values(nvml, index, dev, state, xids, &mut reads);
+    let sample = read_gpu_values(nvml, index, dev, state, xids, &mut reads, slow);
     let driver_down = reads.driver_down;
     let sample = sample.map(|mut s| {
         s.errors = reads.into_errors();
@@ -286,7 +288,14 @@ fn read_gpu_values(
     state: &mut GpuState,
     xids: Vec<XidEvent>,
     r: &mut Reads<'_>,
+    slow: SlowReads,
 ) -> Result<GpuSample, Lost> {
+    // The two slow calls (energy, per-process utilisation) are made when asked, or when nothing
+    // was read yet to carry.
+    let carried = match slow {
+        SlowReads::Carry => state.carried.take(),
+        SlowReads::Read => None,
+    };
     let uuid = match r.take(
         "uuid",
         trace::call("nvmlDeviceGetUUID", None, || dev.uuid()),
@@ -321,14 +330,17 @@ fn read_gpu_values(
             trace::call("nvmlDeviceGetPowerUsage", None, || dev.power_usage()),
         )?
         .map(|mw| mw as f64 / 1000.0);
-    s.energy_joules = r
-        .take(
-            Field::Energy.as_str(),
-            trace::call("nvmlDeviceGetTotalEnergyConsumption", None, || {
-                dev.total_energy_consumption()
-            }),
-        )?
-        .map(|mj| mj as f64 / 1000.0);
+    s.energy_joules = match &carried {
+        Some((energy, _)) => *energy,
+        None => r
+            .take(
+                Field::Energy.as_str(),
+                trace::call("nvmlDeviceGetTotalEnergyConsumption", None, || {
+                    dev.total_energy_consumption()
+                }),
+            )?
+            .map(|mj| mj as f64 / 1000.0),
+    };
     s.temperature_celsius = r
         .take(
             Field::Temperature.as_str(),
@@ -424,7 +436,7 @@ fn read_gpu_values(
     // docs/performance.md); a GPU known to run no compute process has none to give. The "since"
     // timestamp stays, so the next call, once a process runs, returns what NVML kept since then.
     let no_process = matches!(&processes, Some(p) if p.is_empty());
-    let utilisation = if no_process {
+    let utilisation = if no_process || carried.is_some() {
         Some(Vec::new())
     } else {
         match trace::call(
@@ -437,14 +449,23 @@ fn read_gpu_values(
             other => r.take(Field::ProcessUtilization.as_str(), other)?,
         }
     };
-    let mut sm_by_pid: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+    // Every reading since the last one seen, oldest first, per pid; on the first read (nothing
+    // seen yet: NVML's whole buffer) the newest only, as the previous sample's window is unknown.
+    let mut readings: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
     for u in utilisation.iter().flatten() {
         state.process_last_seen_us = state.process_last_seen_us.max(u.timestamp);
-        let entry = sm_by_pid.entry(u.pid).or_insert((u.timestamp, u.sm_util));
-        if u.timestamp >= entry.0 {
-            *entry = (u.timestamp, u.sm_util);
+        readings
+            .entry(u.pid)
+            .or_default()
+            .push((u.timestamp, u.sm_util));
+    }
+    for v in readings.values_mut() {
+        v.sort_unstable();
+        if since == 0 {
+            v.drain(..v.len().saturating_sub(1));
         }
     }
+    let mut newest: BTreeMap<u32, f64> = BTreeMap::new();
     for p in processes.into_iter().flatten() {
         let name = match trace::call("nvmlSystemGetProcessName", Some(&p.pid.to_string()), || {
             nvml.sys_process_name(p.pid, PROCESS_NAME_LEN)
@@ -463,11 +484,28 @@ fn read_gpu_values(
                 UsedGpuMemory::Used(b) => Some(b),
                 UsedGpuMemory::Unavailable => None,
             },
-            sm_ratio: sm_by_pid.get(&p.pid).map(|(_, sm)| *sm as f64 / 100.0),
+            sm_ratio: match &carried {
+                Some((_, sm)) => sm.get(&p.pid).copied(),
+                None => readings
+                    .get(&p.pid)
+                    .and_then(|v| v.last())
+                    .map(|(_, sm)| *sm as f64 / 100.0),
+            },
             gpu_instance_id: p.gpu_instance_id,
             compute_instance_id: p.compute_instance_id,
+            sm_readings: readings
+                .get(&p.pid)
+                .map(|v| v.iter().map(|(_, sm)| *sm as f64 / 100.0).collect())
+                .unwrap_or_default(),
         });
+        if let Some(sm) = s.processes.last().and_then(|p| p.sm_ratio) {
+            newest.insert(p.pid, sm);
+        }
     }
+    state.carried = Some(match carried {
+        Some(c) => c,
+        None => (s.energy_joules, newest),
+    });
 
     // MIG instances.
     let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);

@@ -8,6 +8,8 @@
 //! - [`schedule`]: MIG layouts with `from`/`until` windows put in force as time passes.
 //! - [`held`]: which pod or Slurm job holds each device at an instant (the allocation a kubelet
 //!   or Slurm would report).
+//! - [`slow`]: what [`SimBackend`] carries between reads of the slow counters, as the NVML
+//!   backend does ([`crate::device::SlowReads`]).
 //!
 //! The same readings also back the fake `libnvidia-ml.so` in `tests/fake-nvml`, so the NVML
 //! backend and the simulated backend can be compared value for value.
@@ -20,6 +22,7 @@ pub mod held;
 pub mod node;
 pub mod scenario;
 pub mod schedule;
+pub mod slow;
 pub mod truth;
 
 use std::time::Instant;
@@ -27,7 +30,7 @@ use std::time::Instant;
 pub use node::{GpuReading, NodeReading, SimNode};
 pub use scenario::{Scenario, ScenarioError};
 
-use crate::device::{DeviceError, GpuBackend};
+use crate::device::{DeviceError, GpuBackend, SlowReads};
 use crate::model::{FieldError, GpuSample, GpuStatus, Inventory, NodeSample};
 
 impl From<ScenarioError> for DeviceError {
@@ -98,6 +101,10 @@ impl SimClock {
 pub struct SimBackend {
     node: SimNode,
     clock: SimClock,
+    /// Per GPU: what is carried between reads of the slow counters.
+    slow: Vec<slow::SlowCarry>,
+    /// The next sample's time, fixed by [`GpuBackend::stamp`].
+    stamped: Option<i64>,
 }
 
 impl SimBackend {
@@ -121,7 +128,12 @@ impl SimBackend {
                     .join(", ")
             ),
         })?;
-        Ok(SimBackend { node, clock })
+        Ok(SimBackend {
+            node,
+            clock,
+            slow: Vec::new(),
+            stamped: None,
+        })
     }
 
     /// The simulated node.
@@ -139,8 +151,14 @@ impl GpuBackend for SimBackend {
         Ok(self.node.inventory())
     }
 
-    fn sample(&mut self) -> Result<NodeSample, DeviceError> {
-        let t = self.clock.tick();
+    fn stamp(&mut self) -> i64 {
+        let t = self.stamped.unwrap_or_else(|| self.clock.tick());
+        self.stamped = Some(t);
+        t
+    }
+
+    fn sample_with(&mut self, slow: SlowReads) -> Result<NodeSample, DeviceError> {
+        let t = self.stamped.take().unwrap_or_else(|| self.clock.tick());
         let reading = self.node.read(t);
         if reading.driver_error {
             return Err(DeviceError::Nvml {
@@ -148,13 +166,18 @@ impl GpuBackend for SimBackend {
                 kind: "unknown".into(),
             });
         }
+        let mut gpus: Vec<GpuSample> = reading
+            .gpus
+            .into_iter()
+            .map(GpuReading::into_sample)
+            .collect();
+        self.slow.resize_with(gpus.len(), Default::default);
+        for (g, carry) in gpus.iter_mut().zip(self.slow.iter_mut()) {
+            carry.apply(slow, g);
+        }
         Ok(NodeSample {
             timestamp_ms: reading.timestamp_ms,
-            gpus: reading
-                .gpus
-                .into_iter()
-                .map(GpuReading::into_sample)
-                .collect(),
+            gpus,
         })
     }
 }

@@ -526,6 +526,7 @@ impl SimNode {
                 used_memory_bytes: Some(a.memory_bytes),
                 // NVML reports no per-process utilisation in MIG mode.
                 sm_ratio: (!mig_on).then_some((a.busy * 100.0).round() / 100.0),
+                sm_readings: Vec::new(),
                 gpu_instance_id: inst.map(|i| i.gpu_instance_id),
                 compute_instance_id: inst.map(|i| i.compute_instance_id),
             });

@@ -62,20 +62,23 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         }
         let mig_on = f.sim_gpu(d.gpu)?.mig.is_some();
         let unsupported = f.unsupported(d.gpu, Field::ProcessUtilization);
-        let now_us = (f.now_ms().max(0) as u64) * 1000;
         let g = f.field(d.gpu, Field::ProcessUtilization)?;
         let procs = &g.sample.processes;
         // NVML has no per-process utilisation in MIG mode.
         if mig_on || unsupported || procs.iter().any(|p| p.sm_ratio.is_none()) {
             return Err(NOT_SUPPORTED);
         }
-        let samples: Vec<nvmlProcessUtilizationSample_t> = procs
-            .iter()
-            .filter(|_| now_us > last_seen_timestamp)
-            .map(|p| nvmlProcessUtilizationSample_t {
-                pid: p.pid,
-                timeStamp: now_us,
-                smUtil: (p.sm_ratio.unwrap_or(0.0) * 100.0).round() as c_uint,
+        // Every reading the driver kept that is newer than the caller's timestamp.
+        let samples: Vec<nvmlProcessUtilizationSample_t> = f
+            .process_readings
+            .get(&d.gpu)
+            .into_iter()
+            .flatten()
+            .filter(|(us, _, _)| *us > last_seen_timestamp)
+            .map(|&(us, pid, sm)| nvmlProcessUtilizationSample_t {
+                pid,
+                timeStamp: us,
+                smUtil: sm,
                 memUtil: 0,
                 encUtil: 0,
                 decUtil: 0,

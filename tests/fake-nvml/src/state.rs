@@ -142,7 +142,16 @@ pub struct Fake {
     /// The MIG write side (created on the first MIG write or list call): the simulated backend's
     /// rules, whose state is pushed into `node` after every change.
     pub mig: Option<SimMigControl>,
+    /// Per GPU: the per-process utilisation readings the driver keeps, (µs, pid, SM %), oldest
+    /// first, one per process each time the virtual clock reaches a new instant that is read, at
+    /// most [`PROCESS_BUFFER`] per GPU (`nvmlDeviceGetProcessUtilization` returns those newer
+    /// than the caller's timestamp).
+    pub process_readings: BTreeMap<u32, VecDeque<(u64, u32, u32)>>,
 }
+
+/// How many per-process utilisation readings the fake driver keeps per GPU (the real driver's
+/// depth is not documented; the GPU check kit measures it, docs/testing.md).
+pub const PROCESS_BUFFER: usize = 120;
 
 static FAKE: Mutex<Fake> = Mutex::new(Fake {
     node: None,
@@ -156,6 +165,7 @@ static FAKE: Mutex<Fake> = Mutex::new(Fake {
     gpm: BTreeMap::new(),
     next_id: 1,
     mig: None,
+    process_readings: BTreeMap::new(),
 });
 
 fn lock() -> MutexGuard<'static, Fake> {
@@ -294,6 +304,7 @@ impl Fake {
         self.node = Some(sim);
         self.mig = None;
         self.cache = None;
+        self.process_readings.clear();
         self.count_calls = 0;
         self.injections.clear();
         for set in self.event_sets.values_mut() {
@@ -409,6 +420,18 @@ impl Fake {
                             });
                         }
                     }
+                }
+            }
+            for g in &reading.gpus {
+                let buffer = self.process_readings.entry(g.sample.index).or_default();
+                for p in &g.sample.processes {
+                    if let Some(sm) = p.sm_ratio {
+                        let us = (now.max(0) as u64) * 1000;
+                        buffer.push_back((us, p.pid, (sm * 100.0).round() as u32));
+                    }
+                }
+                while buffer.len() > PROCESS_BUFFER {
+                    buffer.pop_front();
                 }
             }
             self.cache = Some(reading);

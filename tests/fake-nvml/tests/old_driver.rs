@@ -67,7 +67,10 @@ fn an_old_driver_samples_without_the_missing_functions() {
                 m.sm_active_ratio = None;
                 m.profiling = Default::default();
             });
-            g.processes.iter_mut().for_each(|p| p.sm_ratio = None);
+            g.processes.iter_mut().for_each(|p| {
+                p.sm_ratio = None;
+                p.sm_readings.clear();
+            });
         }
         let mut s = s.clone();
         s.timestamp_ms = expected.timestamp_ms;
