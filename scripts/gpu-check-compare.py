@@ -13,7 +13,10 @@ samples=K"; "samples=unknown" when none matches).
 
 --timings summarises a recording of the exporter's NVML calls (TESSERA_NVML_TRACE, one JSON line
 per call): per function and GPU the number of calls, their return codes and the median, 95th
-percentile and largest duration in µs; and the same for whole samples (the "(sample)" lines).
+percentile and largest duration in µs; and the same for whole samples (the "(sample)" lines);
+and per GPU, the whole sample's duration divided by its GPUs ("sample_per_gpu": median and 95th
+percentile over all samples, over the samples that read the slow counters — the energy counter —
+and over those that carried them; issue 51's target is a median of at most 2 ms per GPU).
 
 nvidia-smi's CSV has the columns of SMI_FIELDS (csv,noheader,nounits). Values that move between
 two reads (power, temperature, clocks, utilisation, memory in use) are compared with a tolerance;
@@ -117,6 +120,9 @@ def percentile(xs, q):
 def timings(path):
     groups = {}
     bad = 0
+    # Per whole sample: µs per GPU, and whether it read the energy counter.
+    per_gpu = {"all": [], "reading": [], "carrying": []}
+    read_energy = False
     with open(path) as f:
         for line in f:
             try:
@@ -124,6 +130,15 @@ def timings(path):
             except ValueError:
                 bad += 1
                 continue
+            if c.get("function") == "nvmlDeviceGetTotalEnergyConsumption":
+                read_energy = True
+            if c.get("function") == "(sample)":
+                gpus = (c.get("value") or {}).get("gpus") or 0
+                if gpus > 0:
+                    us = float(c.get("micros", 0.0)) / gpus
+                    per_gpu["all"].append(us)
+                    per_gpu["reading" if read_energy else "carrying"].append(us)
+                read_energy = False
             key = (c.get("function", "?"), c.get("gpu"))
             g = groups.setdefault(key, {"micros": [], "rc": {}})
             g["micros"].append(float(c.get("micros", 0.0)))
@@ -135,7 +150,10 @@ def timings(path):
                      "p50_us": percentile(g["micros"], 0.5),
                      "p95_us": percentile(g["micros"], 0.95),
                      "max_us": round(max(g["micros"]), 1)})
-    return {"trace": path, "unreadable_lines": bad, "functions": rows}
+    sample_per_gpu = {k: {"samples": len(v), "p50_us": percentile(v, 0.5),
+                          "p95_us": percentile(v, 0.95)} for k, v in per_gpu.items()}
+    return {"trace": path, "unreadable_lines": bad, "functions": rows,
+            "sample_per_gpu": sample_per_gpu}
 
 
 def scrapes(trace, proms):

@@ -6,7 +6,12 @@ binding, nvidia-ml-py (`pynvml`), where it is installed. It reads, per GPU:
   NVLink, ...) from two GPM samples --interval seconds apart, each with its return code; per GPU
   instance too when MIG is on;
 - the compute processes (`nvmlDeviceGetComputeRunningProcesses`) and the utilisation and memory,
-  so the exporter's process list can be compared with NVIDIA's binding.
+  so the exporter's process list can be compared with NVIDIA's binding;
+- how far back the driver keeps per-process utilisation (`process_utilization_history`): one
+  `nvmlDeviceGetProcessUtilization` call with a timestamp 60 s back, per pid the number of
+  readings, the oldest and newest age and the median gap between them. The exporter reads them
+  once per history interval (10 s) with the last timestamp it saw (issue 51); this says whether
+  the driver keeps that long.
 
 Read-only: nvmlInit, nvmlShutdown, nvmlDeviceGet*, nvmlGpm* (sample alloc/get/free, metrics get,
 support query). Every failure is recorded, never fatal. Without pynvml it prints
@@ -117,6 +122,10 @@ def main():
             except Exception as e:
                 g[key] = {"error": err(e)}
         try:
+            g["process_utilization_history"] = process_history(N, h)
+        except Exception as e:
+            g["process_utilization_history"] = {"error": err(e)}
+        try:
             sup = N.nvmlGpmQueryDeviceSupport(h)
             g["gpm_supported"] = bool(sup.isSupportedDevice)
         except Exception as e:
@@ -149,6 +158,26 @@ def main():
         pass
     json.dump(doc, sys.stdout, indent=1, sort_keys=True, default=str)
     print()
+
+
+def process_history(N, h, back_s=60):
+    """Per pid: the readings NVML returns since `back_s` seconds ago (count, ages, median gap)."""
+    now_us = int(time.time() * 1e6)
+    samples = N.nvmlDeviceGetProcessUtilization(h, now_us - back_s * 1_000_000)
+    by_pid = {}
+    for u in samples:
+        by_pid.setdefault(u.pid, []).append(u.timeStamp)
+    out = {"since_s": back_s, "pids": {}}
+    for pid, stamps in by_pid.items():
+        stamps.sort()
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+        out["pids"][str(pid)] = {
+            "readings": len(stamps),
+            "oldest_age_s": round((now_us - stamps[0]) / 1e6, 3),
+            "newest_age_s": round((now_us - stamps[-1]) / 1e6, 3),
+            "median_gap_s": round(gaps[len(gaps) // 2] / 1e6, 3) if gaps else None,
+        }
+    return out
 
 
 def try_handle(N, h, k):

@@ -148,8 +148,7 @@ impl SlowSchedule {
         self.last_call_ms = Some(now_ms);
         let read = match (period, self.last_read_ms) {
             (Some(period), Some(last)) if period > 0 && now_ms >= last => {
-                let end =
-                    now_ms.div_euclid(i) * i + if now_ms.rem_euclid(i) == 0 { 0 } else { i };
+                let end = now_ms.div_euclid(i) * i + if now_ms.rem_euclid(i) == 0 { 0 } else { i };
                 period >= i || end - now_ms < period || now_ms - last >= i + period
             }
             _ => true,
@@ -193,11 +192,19 @@ mod tests {
         // sample whose time is in it.
         let mut s = SlowSchedule::new(10_000);
         let jitter = [0, 40, 5, 31, 12, 0, 39, 20, 7, 33];
-        let times: Vec<i64> = (0..60).map(|k| 500 + k * 1000 + jitter[k as usize % 10]).collect();
+        let times: Vec<i64> = (0..60)
+            .map(|k| 500 + k * 1000 + jitter[k as usize % 10])
+            .collect();
         let got = reads(&mut s, times.iter().copied());
         let mut expected = vec![times[0]];
         let next = times[times.len() - 1] + 1000;
-        for w in times.iter().copied().chain([next]).collect::<Vec<_>>().windows(2) {
+        for w in times
+            .iter()
+            .copied()
+            .chain([next])
+            .collect::<Vec<_>>()
+            .windows(2)
+        {
             if w[0].div_euclid(10_000) != w[1].div_euclid(10_000) {
                 expected.push(w[0]);
             }
@@ -212,7 +219,9 @@ mod tests {
         // Missed ticks: 2.5 s to 25.5 s without a sample, then a read at once, and the next on
         // the last sample of that interval.
         let mut s = SlowSchedule::new(10_000);
-        let times = (0..3).map(|k| 500 + k * 1000).chain((25..30).map(|k| 500 + k * 1000));
+        let times = (0..3)
+            .map(|k| 500 + k * 1000)
+            .chain((25..30).map(|k| 500 + k * 1000));
         assert_eq!(reads(&mut s, times), vec![500, 25_500, 29_500]);
         // A clock that went back reads.
         let mut s = SlowSchedule::new(10_000);

@@ -107,7 +107,7 @@ struct Args {
     /// With history off: read the energy counter and per-process utilisation (the two slow NVML
     /// calls, docs/performance.md) once per this interval, on its last sample; the exported
     /// energy counter may be up to this old. "0s" reads them every sample.
-    #[arg(long = "energy.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long = "energy.interval", value_name = "DURATION", default_value = "10s", value_parser = parse_duration_or_zero)]
     energy_interval: Duration,
     /// Delete closed history files older than this.
     #[arg(long = "history.retention", value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
@@ -166,6 +166,14 @@ fn main() -> ExitCode {
             eprintln!("tessera-exporter: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A duration, or `0`/`0s` for none.
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    match s.trim() {
+        "0" | "0s" => Ok(Duration::ZERO),
+        other => parse_duration(other),
     }
 }
 

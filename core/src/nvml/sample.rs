@@ -19,8 +19,8 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 
 use super::errors::{Lost, Reads, note_missing};
-use crate::device::SlowReads;
 use super::{GpuState, PROCESS_NAME_LEN, raw, trace};
+use crate::device::SlowReads;
 use crate::model::Field;
 use crate::model::{GpuSample, GpuStatus, MigMode, MigSample, ProcessSample, Profiling, XidEvent};
 

@@ -243,7 +243,7 @@ declare! {
         GPU_ENERGY = counter(
             "tessera_gpu_energy",
             Some(Joules),
-            "Energy consumed since the driver was loaded.",
+            "Energy consumed since the driver was loaded; read once per history interval (or --energy.interval), so up to one interval old.",
         )
         .dcgm(&["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]);
         GPU_TEMPERATURE = gauge("tessera_gpu_temperature", Some(Celsius), "GPU core temperature.")
@@ -413,7 +413,7 @@ declare! {
         PROCESS_SM_UTILIZATION = gauge(
             "tessera_process_sm_utilization",
             Some(Ratio),
-            "Share of the sample period the process had a kernel running on the SMs (NVML process utilization; none in MIG mode).",
+            "Share of the sample period the process had a kernel running on the SMs (NVML process utilization; none in MIG mode): the newest reading, read once per history interval (or --energy.interval).",
         );
         PROCESS_IDLE = gauge(
             "tessera_process_idle",

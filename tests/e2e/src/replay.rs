@@ -172,14 +172,22 @@ pub fn scrapes(dir: &Path) -> Vec<(String, usize)> {
 
 /// Where `/metrics` served on the recording cut at `samples` differs from the scrape `file` of
 /// `dir`; empty when they agree. The exporter is scraped until the recording's last sample is
-/// what it serves (the replay stays there), at most `attempts` scrapes 100 ms apart.
+/// what it serves (the replay stays there), at most `attempts` scrapes 100 ms apart. It reads
+/// the energy counter and process utilisation every 500 ms (5 samples), so the served counter
+/// reaches the last recorded one within a few scrapes.
 pub fn metrics_differences(dir: &Path, file: &str, samples: usize, attempts: u32) -> Vec<String> {
     let golden = nvml_series(
         &std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}")),
     );
     assert!(!golden.is_empty(), "{file} holds no GPU series");
     let procfs = tempfile::tempdir().expect("temp dir");
-    let mut cmd: Command = crate::exporter!["--sample.interval", "100ms", "--nvml.lib-path"];
+    let mut cmd: Command = crate::exporter![
+        "--sample.interval",
+        "100ms",
+        "--energy.interval",
+        "500ms",
+        "--nvml.lib-path"
+    ];
     cmd.arg(fake_nvml_recorded())
         .arg("--path.procfs")
         .arg(procfs.path())

@@ -198,3 +198,113 @@ fn process_utilisation_is_read_only_where_processes_run() {
         "a GPU with processes had its utilisation read: {last:?}"
     );
 }
+
+#[test]
+fn energy_and_process_utilisation_are_read_once_per_energy_interval() {
+    // Serving (history off) with 200 ms samples and --energy.interval 2s: the two slow calls are
+    // made on the last sample of each 2 s interval of the samples' own timestamps (and the
+    // first), the process utilisation only where the energy counter is read (issue 51).
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut cmd = exporter![
+        "--backend",
+        "nvml",
+        "--nvml.lib-path",
+        fake_nvml(),
+        "--sample.interval",
+        "200ms",
+        "--energy.interval",
+        "2s"
+    ];
+    cmd.env("TESSERA_FAKE_NVML_SCENARIO", "fixtures/scenarios/demo.toml")
+        .env("TESSERA_FAKE_NVML_NODE", "gpu-node-1")
+        .env("TESSERA_FAKE_NVML_TIME", "2026-11-02T10:00:00Z")
+        .env("TESSERA_NVML_TRACE", &trace);
+    let exporter = tessera_e2e::monitoring::Exporter::start(cmd);
+    let samples = |text: &str| text.matches("\"function\":\"(sample)\"").count();
+    let mut text = String::new();
+    for _ in 0..600 {
+        text = std::fs::read_to_string(&trace).unwrap_or_default();
+        if samples(&text) >= 45 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(exporter);
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // Per sample: its timestamp and the GPUs whose energy / process utilisation it read.
+    type Reads = std::collections::BTreeSet<i64>;
+    let mut taken: Vec<(i64, Reads, Reads)> = Vec::new();
+    let (mut energy, mut util) = (Reads::new(), Reads::new());
+    for l in &lines {
+        let gpu = l["gpu"].as_i64().unwrap_or(-1);
+        match l["function"].as_str().unwrap_or_default() {
+            "nvmlDeviceGetTotalEnergyConsumption" => {
+                energy.insert(gpu);
+            }
+            "nvmlDeviceGetProcessUtilization" => {
+                util.insert(gpu);
+            }
+            "(sample)" => taken.push((
+                l["value"]["timestamp_ms"].as_i64().unwrap(),
+                std::mem::take(&mut energy),
+                std::mem::take(&mut util),
+            )),
+            _ => {}
+        }
+    }
+    assert!(taken.len() >= 45, "{} samples traced", taken.len());
+    // 2 s intervals (end − 2 s, end]: the interval a timestamp belongs to.
+    let interval = |t: i64| (t + 1999).div_euclid(2000);
+    let intervals: std::collections::BTreeSet<i64> =
+        taken.iter().map(|(t, _, _)| interval(*t)).collect();
+    let reads: Vec<usize> = (0..taken.len())
+        .filter(|&k| taken[k].1.contains(&0))
+        .collect();
+    assert!(
+        reads.len() + 2 >= intervals.len() && reads.len() <= intervals.len() + 2,
+        "{} reads of GPU 0's energy over {} intervals",
+        reads.len(),
+        intervals.len()
+    );
+    assert!(
+        reads.len() * 4 < taken.len(),
+        "{} reads in {} samples",
+        reads.len(),
+        taken.len()
+    );
+    // Each read after the first is the last sample of its interval (one may be a sample early
+    // where a tick came later than the gap before it foretold).
+    let last_of_interval = reads[1..]
+        .iter()
+        .filter(|&&k| k + 1 == taken.len() || interval(taken[k].0) != interval(taken[k + 1].0))
+        .count();
+    assert!(
+        last_of_interval + 1 >= reads.len() - 1,
+        "{last_of_interval} of {} reads close their interval",
+        reads.len() - 1
+    );
+    // Every GPU reads its energy on the same samples; process utilisation never elsewhere.
+    let gpus = taken[0].1.len();
+    assert!(
+        gpus >= 2,
+        "the first sample reads every GPU's energy: {gpus}"
+    );
+    for (t, energy, util) in &taken {
+        assert!(
+            energy.is_empty() || energy.len() == gpus,
+            "at {t}: energy of GPUs {energy:?}"
+        );
+        assert!(
+            util.is_subset(energy),
+            "at {t}: utilisation {util:?}, energy {energy:?}"
+        );
+    }
+    assert!(
+        taken.iter().any(|(_, _, u)| !u.is_empty()),
+        "process utilisation read at all"
+    );
+}

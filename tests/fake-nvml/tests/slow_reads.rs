@@ -96,13 +96,19 @@ fn reading_once_per_interval_writes_the_rows_of_reading_every_sample() {
     assert_eq!(reads, 11, "one read per interval");
     let (ea, sa) = figures(&rows(&inventory, &a));
     let (eb, sb) = figures(&rows(&inventory, &b));
-    assert!(ea.len() >= 40 && sa.len() >= 10, "{} {}", ea.len(), sa.len());
+    assert!(
+        ea.len() >= 40 && sa.len() >= 10,
+        "{} {}",
+        ea.len(),
+        sa.len()
+    );
     assert!(
         ea.iter().filter(|e| e.2.is_some_and(|j| j > 0.0)).count() >= 30,
         "energy was spent: {ea:?}"
     );
     assert!(
-        sa.iter().any(|s| s.3.is_some_and(|m| m > 0.0) && s.3 != s.4),
+        sa.iter()
+            .any(|s| s.3.is_some_and(|m| m > 0.0) && s.3 != s.4),
         "SM varies within an interval: {sa:?}"
     );
     assert_eq!(ea, eb, "energy deltas");
@@ -165,5 +171,8 @@ fn the_simulated_backend_follows_the_same_pattern() {
         b.push(once.sample_with(slow).unwrap());
     }
     assert_ne!(a, b, "some samples carried");
-    assert_eq!(figures(&rows(&inventory, &a)), figures(&rows(&inventory, &b)));
+    assert_eq!(
+        figures(&rows(&inventory, &a)),
+        figures(&rows(&inventory, &b))
+    );
 }
