@@ -39,6 +39,10 @@ need dpkg-shlibdeps || missing+=(dpkg-dev)
 need man || missing+=(man-db)
 need systemd-analyze || missing+=(systemd)
 need deb-systemd-helper || missing+=(init-system-helpers)
+# faketime (libfaketime): the printed-commands test runs the commands that act only on fresh
+# evidence (scale-down, share apply) on a clock just after the recorded data's end
+# (analyzer/tests/printed_commands.rs).
+need faketime || missing+=(faketime)
 # munge, slurmctld, slurmd and slurm-client: a real single-node Slurm runs the epilog
 # (analyzer/tests/slurm_real.rs); the test starts its own daemons, as root, in a temporary folder.
 slurm=()

@@ -92,6 +92,17 @@ pub fn share(verb: &str, plan: &str, sources: &[String]) -> String {
     ])
 }
 
+/// `tessera scale-down --source … --namespace NS`: the dry run of scaling the namespace's idle
+/// workloads to zero (`--yes` scales them).
+pub fn scale_down(sources: &[String], namespace: &str) -> String {
+    words(&[
+        "tessera scale-down",
+        &source_flags(sources),
+        "--namespace",
+        &quote(namespace),
+    ])
+}
+
 /// `tessera notify --source … --dry-run`: the alerts the findings make, sent nowhere.
 pub fn notify_dry_run(sources: &[String]) -> String {
     words(&["tessera notify", &source_flags(sources), "--dry-run"])

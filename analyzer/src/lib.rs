@@ -14,6 +14,7 @@
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
 
+pub mod actions;
 pub mod advisor;
 pub mod changes;
 pub mod commands;

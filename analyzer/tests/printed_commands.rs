@@ -203,8 +203,10 @@ impl Env {
         }
     }
 
-    /// Runs one found command as printed; its failure as a line, or `None`.
-    fn run(&self, f: &Found, state: usize) -> Option<String> {
+    /// Runs one found command as printed; its failure as a line, or `None`. A command that acts
+    /// on a cluster only on fresh evidence (`scale-down`, `share apply`) runs on a clock a
+    /// minute after `data_end` (libfaketime), as on the machine of a user whose data is current.
+    fn run(&self, f: &Found, state: usize, data_end: &str) -> Option<String> {
         let bin = Path::new(env!("CARGO_BIN_EXE_tessera"));
         let mut line = f.line.clone();
         if f.scheduled {
@@ -238,8 +240,21 @@ impl Env {
             bin.parent().unwrap().display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let out = Command::new("sh")
-            .args(["-c", &line])
+        let fresh_only =
+            line.starts_with("tessera scale-down ") || line.starts_with("tessera share apply ");
+        let clock = chrono::DateTime::parse_from_rfc3339(data_end)
+            .map(|t| t.with_timezone(&chrono::Utc) + chrono::Duration::seconds(60))
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+            .expect("the analysis' end, RFC 3339");
+        let mut cmd = Command::new(if fresh_only { "faketime" } else { "sh" });
+        if fresh_only {
+            // libfaketime (scripts/test.sh installs it): the wall clock only.
+            cmd.arg(&clock)
+                .env("TZ", "UTC")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let out = cmd
+            .args(["sh", "-c", &line][usize::from(!fresh_only)..].iter())
             .current_dir(self.dir.path())
             .env("PATH", path)
             .env("KUBECONFIG", &self.kubeconfig)
@@ -294,7 +309,24 @@ fn run_printed_commands(env: &Env, source: &str, job: Option<&str>, mig_only: bo
         run(with(&["report", "--format", "markdown"]), false);
         run(with(&["report", "--format", "json"]), true);
         run(with(&["report", "--out-of-sample"]), false);
-        run(with(&["analyze", "--plan-out", "moves.yaml"]), false);
+        // The consolidation moves left after the actions that come first (none on a fleet whose
+        // consolidation groups are all scaled to zero: then no step reads the file).
+        let moves = env.path("moves.yaml");
+        let out = tessera_with(
+            &with(&["analyze", "--plan-out", moves.to_str().unwrap()])
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            |c| {
+                c.current_dir(env.dir.path());
+            },
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || stderr.contains("no consolidation move left"),
+            "analyze --plan-out: {stderr}"
+        );
+        run(with(&["analyze"]), false);
         run(with(&["analyze", "--format", "json"]), true);
     }
     let mp = [
@@ -313,8 +345,10 @@ fn run_printed_commands(env: &Env, source: &str, job: Option<&str>, mig_only: bo
         true,
     );
     if !mig_only {
-        run(with(&["replay", "--plan", "moves.yaml"]), false);
-        run(with(&["share", "plan", "--plan", "moves.yaml"]), false);
+        if env.path("moves.yaml").exists() {
+            run(with(&["replay", "--plan", "moves.yaml"]), false);
+            run(with(&["share", "plan", "--plan", "moves.yaml"]), false);
+        }
         run(with(&["notify", "--dry-run"]), true);
         if let Some(id) = job {
             run(with(&["job", id]), false);
@@ -369,13 +403,20 @@ fn run_printed_commands(env: &Env, source: &str, job: Option<&str>, mig_only: bo
         }
     }
     assert!(!found.is_empty(), "no output printed a command");
+    // Where the data ends (the clock of the commands that need fresh evidence).
+    let (analysis, _) = env.tessera(&["analyze", "--source", source, "--format", "json"]);
+    let analysis: Value = serde_json::from_str(&analysis).expect("analyze's JSON");
+    let data_end = analysis["until"]
+        .as_str()
+        .expect("an analysed range")
+        .to_string();
     // Each distinct command once, where it was first printed (a plan before what reads it).
     let mut seen = BTreeSet::new();
     let failures: Vec<String> = found
         .iter()
         .filter(|f| seen.insert((f.scheduled, f.line.clone())))
         .enumerate()
-        .filter_map(|(i, f)| env.run(f, i))
+        .filter_map(|(i, f)| env.run(f, i, &data_end))
         .collect();
     assert!(
         failures.is_empty(),
@@ -566,25 +607,41 @@ fn the_runner_fails_what_fails_as_printed() {
         line: line.into(),
         scheduled,
     };
+    const END: &str = "2026-11-06T00:00:00Z";
+    // A scale-down on evidence older than 15 minutes is refused; a minute after the data's end
+    // it runs (the fake cluster has no such workload: nothing to do).
+    let demo_src = format!("history:{}", root.join("fixtures/demo-history").display());
+    let scale = format!("tessera scale-down --source {demo_src} --namespace research");
+    assert_eq!(env.run(&found(&scale, false), 0, END), None);
+    assert!(
+        env.run(&found(&scale, false), 0, "2026-11-07T00:00:00Z")
+            .is_some(),
+        "a day after the data's end, the evidence is stale"
+    );
     // What the report printed before issue 48: no --source, no plan file.
     for line in [
         "tessera mig plan -o plan.yaml",
         "tessera mig apply",
         "tessera notify --source history:/nowhere --dry-run",
     ] {
-        let failure = env.run(&found(line, false), 0);
+        let failure = env.run(&found(line, false), 0, END);
         assert!(failure.is_some(), "{line} passed");
     }
     // A runnable one passes, and a scheduled one runs the binary under test.
     let demo = format!("history:{}", root.join("fixtures/demo-history").display());
     assert_eq!(
-        env.run(&found(&format!("tessera ingest --source {demo}"), false), 0),
+        env.run(
+            &found(&format!("tessera ingest --source {demo}"), false),
+            0,
+            END
+        ),
         None
     );
     assert_eq!(
         env.run(
             &found(&format!("/usr/bin/tessera ingest --source {demo}"), true),
-            0
+            0,
+            END
         ),
         None
     );

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod actions;
 mod advisor_accuracy;
 mod advisor_busy;
 mod advisor_edges;

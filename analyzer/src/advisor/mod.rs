@@ -322,6 +322,9 @@ pub struct Analysis {
     pub until: Option<String>,
     pub sources: Vec<String>,
     pub tz: String,
+    /// One recommendation per workload, ranked (`crate::actions`; docs/findings.md "Actions"):
+    /// without MIG layouts (the report plans them) and unpriced.
+    pub actions: Vec<crate::actions::Action>,
     pub detectors: Vec<DetectorReport>,
     pub findings: Vec<Finding>,
 }
@@ -576,12 +579,22 @@ where
         });
         findings.extend(out.findings);
     }
+    let actions = crate::actions::recommend(
+        &findings,
+        None,
+        &crate::actions::ActionContext {
+            sources: &sources,
+            period_hours: range.map_or(0.0, |r| (r.1 - r.0).max(0) as f64 / 3.6e6),
+            prices: None,
+        },
+    );
     Ok(Analysis {
         version: FINDINGS_VERSION,
         from: range.map(|r| fmt_ms(r.0)),
         until: range.map(|r| fmt_ms(r.1)),
         sources,
         tz: params.tz.name().to_string(),
+        actions,
         detectors,
         findings,
     })
@@ -597,6 +610,11 @@ pub fn render_table(a: &Analysis) -> String {
         a.until.as_deref().unwrap_or("-"),
         a.tz
     );
+    // Actions first: one per workload (MIG layouts are compared in `tessera report`).
+    let _ = writeln!(s, "\n== Actions — one per workload, most saved first");
+    for l in crate::actions::lines(&a.actions) {
+        let _ = writeln!(s, "  {l}");
+    }
     for d in &a.detectors {
         let _ = writeln!(s, "\n== {} — {}", d.title, d.summary);
         for n in &d.notes {

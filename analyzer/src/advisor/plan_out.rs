@@ -19,6 +19,10 @@ pub enum PlanOutError {
         "no consolidation finding in the analysed range: no move to write (was the consolidation detector run?)"
     )]
     NoMoves,
+    #[error(
+        "no consolidation move left: the workloads of every group are answered first by scaling to zero or releasing the device (see the Actions)"
+    )]
+    Answered,
     #[error("a consolidation group names a GPU without node or index ({0}): it cannot be moved")]
     Unnamed(String),
     #[error("internal error: the moves make an invalid plan")]
@@ -37,20 +41,36 @@ fn gpu_ref(g: &PlanGpu, label: Option<&str>) -> Result<GpuRef, PlanOutError> {
     }
 }
 
-/// The moves of every consolidation finding of `analysis`, in the findings' order.
+/// The moves of every consolidation finding of `analysis`, in the findings' order, without the
+/// workloads that come before any plan in `analysis.actions` (`crate::actions`: a workload
+/// scaled to zero or released is not moved; a group whose host is taken goes). Moves the MIG
+/// layouts won over stay: this is the consolidation plan, asked for by name.
 pub fn consolidation_moves(analysis: &Analysis) -> Result<Vec<ConsolidationMove>, PlanOutError> {
+    let taken: std::collections::BTreeSet<&str> = analysis
+        .actions
+        .iter()
+        .filter(|a| matches!(a.kind, "scale_to_zero" | "release"))
+        .flat_map(|a| a.workloads.iter().map(|w| w.key.as_str()))
+        .collect();
+    let key = |uuid: &Option<String>, node: &Option<String>, gpu: Option<u32>| {
+        crate::actions::device_key(uuid.as_deref(), node.as_deref(), gpu, None)
+    };
     let mut moves = Vec::new();
     for f in &analysis.findings {
         let Evidence::Consolidation(ConsolidationEvidence { model, plan, .. }) = &f.evidence else {
             continue;
         };
         for group in plan {
+            if taken.contains(key(&group.host.uuid, &group.host.node, group.host.gpu).as_str()) {
+                continue;
+            }
             let own = group.workloads.iter().find(|w| w.uuid == group.host.uuid);
             let host = gpu_ref(&group.host, own.map(|w| w.label.as_str()))?;
             let guests = group
                 .workloads
                 .iter()
                 .filter(|w| w.uuid != group.host.uuid)
+                .filter(|w| !taken.contains(key(&w.uuid, &w.node, w.gpu).as_str()))
                 .map(|w| {
                     gpu_ref(
                         &PlanGpu {
@@ -78,7 +98,15 @@ pub fn consolidation_moves(analysis: &Analysis) -> Result<Vec<ConsolidationMove>
 pub fn consolidation_plan(analysis: &Analysis) -> Result<TesseraPlan, PlanOutError> {
     let moves = consolidation_moves(analysis)?;
     if moves.is_empty() {
-        return Err(PlanOutError::NoMoves);
+        let any = analysis
+            .findings
+            .iter()
+            .any(|f| matches!(f.evidence, Evidence::Consolidation(_)));
+        return Err(if any {
+            PlanOutError::Answered
+        } else {
+            PlanOutError::NoMoves
+        });
     }
     let mut plan = TesseraPlan::new();
     plan.comment = Some(format!(

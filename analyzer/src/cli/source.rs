@@ -412,9 +412,11 @@ pub fn analyze_sources(
     }
     let sources = src.sources.iter().map(|s| s.to_string()).collect();
     let files = part_files(&parts);
+    // The partitions again for the MIG layouts the actions weigh (lazy frames: no copy).
+    let frames: Vec<_> = parts.iter().map(|p| p.frames.clone()).collect();
     let bar = PartProgress::new(parts.len(), gpu_rows);
     bar.set("analysing", 0);
-    let analysis = advisor::analyze_parts_with(
+    let mut analysis = advisor::analyze_parts_with(
         parts
             .into_iter()
             .map(|p| Ok::<_, advisor::AdvisorError>(p.frames)),
@@ -426,6 +428,15 @@ pub fn analyze_sources(
     )
     .map_err(|e| name_file(e.into(), &files))?;
     bar.finish();
+    // One recommendation per workload, MIG layouts weighed as the report weighs them (only when
+    // every detector ran: a chosen few answer a narrower question).
+    if detectors.is_empty()
+        && let Some(r) = range
+    {
+        let refs: Vec<_> = frames.iter().collect();
+        tessera::actions::add_mig(&mut analysis, &refs, (r.since, r.until))
+            .map_err(|e| name_file(anyhow::Error::new(e), &files))?;
+    }
     Ok(analysis)
 }
 

@@ -257,7 +257,11 @@ pub fn alerts(a: &Analysis, opts: &AlertOptions, now_ms: i64) -> Vec<Alert> {
         .map(|f| {
             let mut ann = BTreeMap::new();
             ann.insert("summary".to_string(), one_line(&f.summary));
-            ann.insert("action".to_string(), one_line(&f.action));
+            // The one recommendation for the finding's workload (crate::actions), else the
+            // finding's own suggestion.
+            let action =
+                crate::actions::alert_action(&a.actions, &f.id).unwrap_or_else(|| f.action.clone());
+            ann.insert("action".to_string(), one_line(&action));
             if let Some(h) = gpu_hours(f) {
                 ann.insert("gpu_hours".to_string(), format!("{h:.1}"));
                 ann.insert(
@@ -275,7 +279,7 @@ pub fn alerts(a: &Analysis, opts: &AlertOptions, now_ms: i64) -> Vec<Alert> {
                 f.detector,
                 f.entity.label(),
                 f.summary,
-                f.action,
+                action,
                 f.id,
                 alertname(f.detector),
                 a.sources.join(", "),

@@ -279,6 +279,7 @@ mod tests {
             until: None,
             sources: Vec::new(),
             tz: "UTC".into(),
+            actions: Vec::new(),
             detectors: Vec::new(),
             findings: out.findings,
         };

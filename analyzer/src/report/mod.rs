@@ -64,9 +64,9 @@ const FREE_ACTIVITY: f64 = 0.05;
 const MONTH_HOURS: f64 = 730.5;
 
 /// The file the report's suggested commands write the MIG plan to (`Report::next_steps`).
-pub const MIG_PLAN_FILE: &str = "plan.yaml";
+pub const MIG_PLAN_FILE: &str = crate::actions::MIG_PLAN_FILE;
 /// The file the report's suggested commands write the consolidation moves to.
-pub const CONSOLIDATION_PLAN_FILE: &str = "consolidation.yaml";
+pub const CONSOLIDATION_PLAN_FILE: &str = crate::actions::CONSOLIDATION_PLAN_FILE;
 
 /// Errors of the report.
 #[derive(Debug, thiserror::Error)]

@@ -339,6 +339,9 @@ pub struct Report {
     pub tz: String,
     pub sources: Vec<String>,
     pub prices: Prices,
+    /// One recommendation per workload, ranked by saving per month (`crate::actions`;
+    /// docs/report.md "Actions"): the block every format opens with.
+    pub actions: Vec<crate::actions::Action>,
     /// Which activity the numbers use: `sm_active`, `busy`, `sm_active, else busy`, `none`.
     pub activity_signal: String,
     pub fleet: Usage,

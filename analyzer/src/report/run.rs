@@ -89,23 +89,52 @@ pub fn run(
     )?;
     watch.lap("finish");
     let d = &pass.demand;
-    report.mig = Some(
-        match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
-            Ok(plan) if !plan.gpus.is_empty() => mig_section(
-                d,
-                &plan,
-                req.top,
-                report.consolidation.iter().map(|c| c.gpus_freed).sum(),
-                &report.sources,
-            ),
-            Ok(_) => MigSection::note(
-                "MIG recommendation: no workload to place on a MIG-capable GPU in this range."
-                    .into(),
-            ),
-            Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
+    let planned = mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default());
+    // One recommendation per workload: the findings and the MIG layouts, priced.
+    let mig = match &planned {
+        Ok(plan) if !plan.gpus.is_empty() => Some(crate::actions::mig_candidate(d, plan)),
+        _ => None,
+    };
+    report.actions = crate::actions::recommend(
+        &pass.analysis.findings,
+        mig.as_ref(),
+        &crate::actions::ActionContext {
+            sources: &report.sources,
+            period_hours: report.hours,
+            prices: Some(&report.prices),
         },
     );
+    // The MIG section weighs the MIG layouts against the consolidation the actions would keep
+    // without them (the analysis' actions: the same precedence, no MIG candidate).
+    let consolidation_freed = pass
+        .analysis
+        .actions
+        .iter()
+        .find(|a| a.kind == "consolidate")
+        .and_then(|a| a.gpus_freed)
+        .map_or(0, |n| n.max(0) as u64);
+    report.mig = Some(match planned {
+        Ok(plan) if !plan.gpus.is_empty() => {
+            mig_section(d, &plan, req.top, consolidation_freed, &report.sources)
+        }
+        Ok(_) => MigSection::note(
+            "MIG recommendation: no workload to place on a MIG-capable GPU in this range.".into(),
+        ),
+        Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
+    });
     report.next_steps = super::next_steps(&report);
+    // No consolidation step where every move's workload is answered first (the plan file would
+    // hold no move).
+    if !pass
+        .analysis
+        .actions
+        .iter()
+        .any(|a| a.kind == "consolidate")
+    {
+        report
+            .next_steps
+            .retain(|s| !s.command.contains(super::CONSOLIDATION_PLAN_FILE));
+    }
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");

@@ -1,4 +1,4 @@
-//! [`sections`]: the text report's sections, one function per section (fleet summary, usage by
+//! [`sections`]: the text report's sections, one function per section (the actions, fleet summary, usage by
 //! node and model, teams, idle-loaded models, consolidation, MIG, the layout changes
 //! (`super::changes`), off-peak windows, data quality). The cell and line formats are the parent module's helpers (`super`).
 //!
@@ -21,6 +21,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     // Memory used absent from the whole range: what needs it is unknown, not zero.
     let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
     let mut v = vec![
+        actions(r),
         summary(r, no_memory),
         usage("By node", r, &r.by_node),
         usage("By GPU model", r, &r.by_model),
@@ -36,6 +37,16 @@ pub fn sections(r: &Report) -> Vec<Section> {
     v.extend(next_steps(r));
     v.push(data_quality(r));
     v
+}
+
+/// Actions: one per workload, most saved first (`crate::actions`), the block every format opens
+/// with.
+fn actions(r: &Report) -> Section {
+    Section {
+        title: "Actions — one per workload, most saved per month first".into(),
+        lines: crate::actions::lines(&r.actions),
+        ..Section::default()
+    }
 }
 
 /// A key-value row of the summary.
@@ -140,8 +151,6 @@ fn money_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
     let f = &r.fleet;
     let idle_gpu_h: f64 = r.idle_models.iter().map(|m| m.reclaimable_gpu_hours).sum();
     let idle_cost: f64 = r.idle_models.iter().map(|m| m.wasted_cost).sum();
-    let freed: u64 = r.consolidation.iter().map(|c| c.gpus_freed).sum();
-    let per_month: f64 = r.consolidation.iter().map(|c| c.savings_per_month).sum();
     vec![
         kv(
             "Cost",
@@ -162,11 +171,21 @@ fn money_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
                 format!("idle-loaded models and consolidation {NO_MEMORY}")
             } else {
                 format!(
-                    "idle-loaded models: {} GPU-h ({}); consolidation frees {} GPU(s) ({}/month)",
+                    "idle-loaded models: {} GPU-h ({}); the actions free {} GPU(s) and save {}/month in all (Actions)",
                     thousands(idle_gpu_h, 1),
                     money(r, idle_cost),
-                    freed,
-                    money(r, per_month)
+                    r.actions
+                        .iter()
+                        .filter_map(|a| a.gpus_freed)
+                        .sum::<i64>()
+                        .max(0),
+                    money(
+                        r,
+                        r.actions
+                            .iter()
+                            .filter_map(|a| a.saving_per_month)
+                            .sum::<f64>()
+                    )
                 )
             },
         ),

@@ -614,6 +614,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         mig: None,
         changes: None,
         next_steps: Vec::new(),
+        actions: Vec::new(),
         data_quality,
         charts,
         out_of_sample: None,
