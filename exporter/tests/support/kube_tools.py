@@ -6,7 +6,7 @@ test to judge and decides nothing itself; it never skips: a missing package exit
 to install it (scripts/test.sh does).
 
   kube_tools.py versions                      the pinned packages' versions
-  kube_tools.py lint CHART                    helm lint --strict's report
+  kube_tools.py lint CHART                    values (JSON or null) on stdin -> helm lint --strict's report
   kube_tools.py render CHART NAME NAMESPACE   values (JSON) on stdin -> {template: manifest}
   kube_tools.py validate                      objects (JSON list) on stdin -> a list of errors
 """
@@ -108,7 +108,8 @@ def main():
             else __import__("importlib.metadata").metadata.version("kubernetes-validate"),
         }
     elif cmd == "lint":
-        out = helm_python.chart.lint(sys.argv[2], strict=True)
+        values = json.load(sys.stdin)
+        out = helm_python.chart.lint(sys.argv[2], values or None, strict=True)
     elif cmd == "render":
         values = json.load(sys.stdin)
         chart = helm_python.Chart.load(sys.argv[2])
