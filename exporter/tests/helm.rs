@@ -526,14 +526,29 @@ fn the_exporter_objects_agree_with_the_kustomize_folders() {
             &ds["spec"]["template"]["metadata"]["labels"],
             &what,
         );
+        // deploy/kubernetes's `release` label is the chart's prometheusOperator.labels (the
+        // kube-prometheus-stack example sets the same).
         let extra = &values["prometheusOperator"]["labels"];
+        let mut want_labels = want["metadata"]["labels"].clone();
+        let release = want_labels.as_mapping_mut().unwrap().remove("release");
+        assert_eq!(
+            release.as_ref().and_then(Value::as_str),
+            Some("kube-prometheus-stack")
+        );
         assert_same_labels(
             &sm["metadata"]["labels"],
-            &want["metadata"]["labels"],
+            &want_labels,
             &merge(extra, &values["commonLabels"]),
             &what,
         );
         assert_labels_within(&to_yaml(extra), &sm["metadata"]["labels"], &what);
+        if name == "kube-prometheus-stack.yaml" {
+            assert_labels_within(
+                &want["metadata"]["labels"],
+                &sm["metadata"]["labels"],
+                &what,
+            );
+        }
     }
 }
 
