@@ -61,11 +61,3 @@ app.kubernetes.io/component: {{ index . 2 }}
 true
 {{- end -}}
 {{- end -}}
-
-{{/* imagePullSecrets of a pod spec, when there are any. */}}
-{{- define "tessera.imagePullSecrets" -}}
-{{- with .Values.imagePullSecrets }}
-imagePullSecrets:
-{{ toYaml . }}
-{{- end }}
-{{- end -}}
