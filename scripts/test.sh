@@ -106,6 +106,21 @@ fi
 }
 export TESSERA_KUBECTL="$kubectl_bin"
 
+# The Helm chart's tests (exporter/tests/helm.rs) render and lint deploy/helm/tessera with the real
+# Helm engine, PyPI helm-python-sdk (the Helm Go library; no helm binary), and validate every
+# rendered object of the chart and of every kustomize folder strictly against the Kubernetes
+# schemas with PyPI kubernetes-validate; both pinned (the tests check the versions).
+HELM_PYTHON_SDK_VERSION=0.2.2
+KUBERNETES_VALIDATE_VERSION=1.37.0
+py_version() { python3 -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || true; }
+if [[ "$(py_version helm-python-sdk)" != "$HELM_PYTHON_SDK_VERSION" ||
+  "$(py_version kubernetes-validate)" != "$KUBERNETES_VALIDATE_VERSION" ]]; then
+  echo "== installing helm-python-sdk $HELM_PYTHON_SDK_VERSION, kubernetes-validate $KUBERNETES_VALIDATE_VERSION"
+  pins=("helm-python-sdk==$HELM_PYTHON_SDK_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION")
+  python3 -m pip install --quiet "${pins[@]}" ||
+    python3 -m pip install --quiet --break-system-packages "${pins[@]}"
+fi
+
 # cargo-deb builds the Debian packages in tests/e2e/tests/debian.rs (scripts/build-debs.sh);
 # pinned, built from crates.io (about a minute).
 CARGO_DEB_VERSION=3.6.3

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-fn deploy() -> PathBuf {
+pub(crate) fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
 }
 
@@ -366,7 +366,7 @@ fn render_overlay(overlay: &Value, base_ds: &Value) -> Value {
 
 /// `kubectl kustomize deploy/<dir>`'s documents, with the kubectl `scripts/test.sh` installs
 /// (`TESSERA_KUBECTL`, a pinned release), else the one on PATH; a missing kubectl fails the test.
-fn kubectl_kustomize(dir: &str) -> Vec<Value> {
+pub(crate) fn kubectl_kustomize(dir: &str) -> Vec<Value> {
     let kubectl = std::env::var("TESSERA_KUBECTL").unwrap_or_else(|_| "kubectl".into());
     let out = std::process::Command::new(&kubectl)
         .arg("kustomize")

@@ -3,8 +3,10 @@
 //! walks a Slurm or bare-metal admin's path on this machine: `dpkg -i` both, run the installed
 //! binaries with `--backend sim` and on the demo history, find the man pages and completions,
 //! check the one systemd unit with `systemd-analyze verify` (systemd is not PID 1 here, so the
-//! unit is not started), then `dpkg -r` (the conffile in /etc/default stays) and `dpkg -P`
-//! (everything goes, the enable symlink too).
+//! unit is not started), verify the report's and notify's timers and run the report service's
+//! command with the installed binary (deploy/README.md's bare-metal path, step 5), then `dpkg
+//! -r` (the conffile in /etc/default stays) and `dpkg -P` (everything goes, the enable symlink
+//! too).
 //!
 //! It installs into the real /usr and /etc of this machine, so it needs root (as the image test
 //! does) and leaves nothing behind; it purges both packages first in case an earlier run stopped
@@ -182,6 +184,67 @@ fn both_packages_install_run_and_purge_cleanly() {
     .unwrap();
     let (ok, _, stderr) = sh("systemd-analyze", &["verify", bad.to_str().unwrap()]);
     assert!(!ok, "a unit whose binary is missing passed: {stderr}");
+
+    // deploy/README.md, "Bare metal", step 5: the report's and notify's services and timers,
+    // installed as the step says, verify without a word now that /usr/bin/tessera is there, and
+    // the report service's own command, run by the installed binary (the demo history for the
+    // exporter's, a temporary folder for the archive), writes the week's report as HTML and JSON.
+    let units = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for unit in [
+        "deploy/systemd/tessera-report.service",
+        "deploy/systemd/tessera-report.timer",
+        "deploy/notify/tessera-notify.service",
+        "deploy/notify/tessera-notify.timer",
+    ] {
+        let dest = units.path().join(Path::new(unit).file_name().unwrap());
+        std::fs::copy(root.join(unit), &dest).unwrap();
+        paths.push(dest.to_str().unwrap().to_string());
+    }
+    let mut verify = vec!["verify"];
+    verify.extend(paths.iter().map(String::as_str));
+    let (ok, stdout, stderr) = sh("systemd-analyze", &verify);
+    assert!(
+        ok && stderr.trim().is_empty(),
+        "systemd-analyze verify the timers:\n{stdout}\n{stderr}"
+    );
+    let service = std::fs::read_to_string(&paths[0]).unwrap();
+    let exec = service
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let archive = tempfile::tempdir().unwrap();
+    let mut command = exec.to_string();
+    for (from, to) in [
+        ("history:/var/lib/tessera/history", demo.clone()),
+        (
+            "/var/lib/tessera/reports",
+            archive.path().to_str().unwrap().to_string(),
+        ),
+        (
+            "--since 7d",
+            "--since 2026-11-02T00:00:00Z --until 2026-11-06T00:00:00Z".to_string(),
+        ),
+    ] {
+        assert!(command.contains(from), "{from} in {exec}");
+        command = command.replace(from, &to);
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[0], "/usr/bin/tessera", "{exec}");
+    let (ok, stdout, e) = installed(words[0], &words[1..]);
+    assert!(ok && stdout.is_empty(), "{command}: {stdout}{e}");
+    let mut written: Vec<String> = std::fs::read_dir(archive.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "tessera-report-2026-11-06T0000Z.html",
+            "tessera-report-2026-11-06T0000Z.json"
+        ]
+    );
 
     // The flags file is a conffile: a local edit survives `dpkg -r`, `dpkg -P` removes it.
     let conffiles = must("dpkg-query", &["-W", "-f=${Conffiles}", "tessera-exporter"]);

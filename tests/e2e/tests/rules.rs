@@ -460,6 +460,13 @@ fn prometheus_rules_path() -> std::path::PathBuf {
     repo_root().join("deploy/prometheus-operator/prometheusrules.yaml")
 }
 
+/// The Helm chart's copy of the same file (its PrometheusRule template reads it; a chart can
+/// read only files inside its folder). Regenerated with it; `exporter/tests/helm.rs` checks the
+/// two are identical and that the chart renders each spec unchanged.
+fn chart_prometheus_rules_path() -> std::path::PathBuf {
+    repo_root().join("deploy/helm/tessera/files/prometheusrules.yaml")
+}
+
 /// `deploy/prometheus-operator/prometheusrules.yaml` as generated from `rules/*.yml`: one
 /// PrometheusRule per rule file (named after it), its groups exactly the file's.
 fn prometheus_rules() -> String {
@@ -500,16 +507,18 @@ fn prometheus_rules() -> String {
 #[test]
 fn prometheus_rules_are_the_rule_files_groups() {
     let want = prometheus_rules();
-    let path = prometheus_rules_path();
-    if std::env::var_os("TESSERA_REGENERATE").is_some() {
-        std::fs::write(&path, &want).unwrap();
+    for path in [prometheus_rules_path(), chart_prometheus_rules_path()] {
+        if std::env::var_os("TESSERA_REGENERATE").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is not what rules/ generates: regenerate it (TESSERA_REGENERATE=1 cargo test -p tessera-e2e --test tests rules::prometheus_rules)",
+            path.display()
+        );
     }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} is not what rules/ generates: regenerate it (TESSERA_REGENERATE=1 cargo test -p tessera-e2e --test tests rules::prometheus_rules)",
-        path.display()
-    );
+    let have = std::fs::read_to_string(prometheus_rules_path()).unwrap();
     // Its objects, parsed back, hold each file's groups.
     let docs = yaml_documents(&have);
     assert_eq!(docs.len(), rule_files().len());

@@ -1,0 +1,31 @@
+{{/*
+The pod spec fields the advisor's CronJobs share: scheduling from advisor.*, pull secrets, no
+service-account token, non-root. Call with the root context.
+*/}}
+{{- define "tessera.advisorPod" -}}
+automountServiceAccountToken: false
+restartPolicy: Never
+{{- with .Values.advisor.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.advisor.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.advisor.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The advisor container's image lines. */}}
+{{- define "tessera.advisorImage" -}}
+image: {{ include "tessera.image" (list . "tessera") }}
+{{- with .Values.image.pullPolicy }}
+imagePullPolicy: {{ . }}
+{{- end }}
+{{- end -}}
