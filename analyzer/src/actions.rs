@@ -665,19 +665,18 @@ pub fn lines(actions: &[Action]) -> Vec<String> {
             out.push(format!("   advice: {adv}"));
         }
         out.push(format!("   done by: {}", a.done_by));
-        if !a.overruled.is_empty() {
-            let n = a.overruled.len();
-            let first = &a.overruled[0];
+        // What it won over, per losing kind: how many workloads, and the first reason.
+        let mut kinds: Vec<(&str, usize, &str)> = Vec::new();
+        for o in &a.overruled {
+            match kinds.iter_mut().find(|k| k.0 == o.candidate) {
+                Some(k) => k.1 += 1,
+                None => kinds.push((o.candidate, 1, &o.reason)),
+            }
+        }
+        for (kind, n, reason) in kinds {
             out.push(format!(
-                "   instead of: {} for {}{} ({})",
-                first.candidate.replace('_', " "),
-                first.workload,
-                if n > 1 {
-                    format!(" and {} more", n - 1)
-                } else {
-                    String::new()
-                },
-                first.reason
+                "   instead of: {} for {n} workload(s) ({reason})",
+                kind.replace('_', " ")
             ));
         }
     }

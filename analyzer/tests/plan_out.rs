@@ -1,7 +1,8 @@
 //! `tessera analyze --plan-out FILE` on the demo history (`fixtures/demo-history`): the plan
 //! file's consolidation moves are the findings' groups as the JSON shows them (host = the group's
-//! host, guests = its other workloads), the window is the analysed range, the file parses as a
-//! `tessera-plan`; and a run without a consolidation finding writes nothing and says why.
+//! host, guests = its other workloads) without the workloads an action answers first (scaled to
+//! zero, released: docs/findings.md "Actions"), the window is the analysed range, the file parses
+//! as a `tessera-plan`; and a run without a consolidation finding writes nothing and says why.
 
 use std::path::Path;
 
@@ -52,6 +53,17 @@ fn the_moves_are_the_consolidation_findings_groups() {
         }
     }
     assert!(!groups.is_empty(), "the demo has a consolidation finding");
+    // The devices scaled to zero or released first: not moved.
+    let first: Vec<&str> = analysis["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "scale_to_zero" || a["kind"] == "release")
+        .flat_map(|a| a["workloads"].as_array().unwrap().iter())
+        .map(|w| w["key"].as_str().unwrap())
+        .collect();
+    assert!(!first.is_empty(), "the demo scales embed-test to zero");
+    let left = |w: &Value| !first.contains(&w["uuid"].as_str().unwrap());
     assert_eq!(plan.consolidation.len(), groups.len());
     for (m, (model, g)) in plan.consolidation.iter().zip(&groups) {
         assert_eq!(m.model, model.as_str().unwrap());
@@ -62,7 +74,7 @@ fn the_moves_are_the_consolidation_findings_groups() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|w| w["uuid"] != g["host"]["uuid"])
+            .filter(|w| w["uuid"] != g["host"]["uuid"] && left(w))
             .map(|w| (w["node"].as_str().unwrap(), w["gpu"].as_u64().unwrap()))
             .collect();
         let ours: Vec<(&str, u64)> = m
@@ -74,8 +86,19 @@ fn the_moves_are_the_consolidation_findings_groups() {
     }
     let freed: u64 = groups
         .iter()
-        .map(|(_, g)| g["workloads"].as_array().unwrap().len() as u64 - 1)
+        .map(|(_, g)| {
+            g["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["uuid"] != g["host"]["uuid"] && left(w))
+                .count() as u64
+        })
         .sum();
+    assert_eq!(
+        freed, 1,
+        "lab-a/GPU1 moves; GPU2 (embed-test) is scaled to zero instead"
+    );
     assert!(stderr.contains(&format!(
         "({} consolidation move(s))",
         plan.consolidation.len()

@@ -67,6 +67,8 @@ fn readme_try_it_command_reports_every_section() {
     assert_eq!(args, ["report", "--source", DEMO]);
     let out = ok(&args);
     for needle in [
+        "== Actions — one per workload",
+        "scale lab-a/GPU2 pid 4034 (python3, research/embed-test-5c8d7-qq9zl) to zero",
         "== Fleet summary",
         "GPU-hours available │ 768",
         "== By node",
@@ -80,14 +82,15 @@ fn readme_try_it_command_reports_every_section() {
         "== Top idle-loaded models",
         "research/embed-test-5c8d7-qq9zl",
         "== Consolidation plan",
-        "consolidation frees 2 GPU(s)",
+        "the actions free 1 GPU(s)",
+        "Actions: the detector's plan frees 2 GPU(s); the MIG layouts free at least as many",
         "→ lab-a/GPU0",
         "== MIG recommendation",
         "MIG layouts would run 7 workload(s) on 6 GPU(s)",
         "- lab-a/GPU0 (H100-80GB): 3g.40gb@0 [serving/chat-api-7d9f8c-x2k4p]",
         "- lab-a/GPU3 (H100-80GB): kept whole, MIG off [slurm-81234]",
         "8 → 7 GPU(s), 1 freed",
-        "The consolidation plan frees more (2 GPU(s)): follow it first.",
+        "MIG frees at least as many GPUs as the consolidation plan (1): follow the MIG plan.",
         "== Off-peak windows (UTC)",
         "17:00",
         "== Next steps",

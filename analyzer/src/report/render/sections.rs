@@ -491,6 +491,24 @@ fn consolidation(r: &Report, no_memory: bool) -> Section {
             c.after.push(format!("move {} — {}", m.what, m.by));
         }
     }
+    // What the Actions make of it: one action per workload.
+    let detector: u64 = r.consolidation.iter().map(|s| s.gpus_freed).sum();
+    c.after.push(match r.actions.iter().find(|a| a.kind == "consolidate") {
+        Some(a) => format!(
+            "Actions: the detector's plan frees {detector} GPU(s); after the workloads answered first (scaled to zero, released), the plan left frees {} GPU(s): action {}.",
+            a.gpus_freed.unwrap_or(0),
+            a.rank
+        ),
+        None => match r.actions.iter().find(|a| a.kind == "mig_layout") {
+            Some(a) => format!(
+                "Actions: the detector's plan frees {detector} GPU(s); the MIG layouts free at least as many once the workloads answered first are left out: action {} follows them instead.",
+                a.rank
+            ),
+            None => format!(
+                "Actions: the detector's plan frees {detector} GPU(s), but every group's workloads are answered first (scaled to zero, released): no consolidation action."
+            ),
+        },
+    });
     c
 }
 
