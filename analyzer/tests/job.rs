@@ -201,3 +201,124 @@ fn report_by_job_lists_the_worst_jobs_first() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not HTML"));
 }
+
+#[test]
+fn a_job_without_an_activity_signal_is_unknown_and_never_ranked_worst() {
+    // One node: job 600 trains on GPU 0 (busy), job 601 runs on GPU 1 whose driver gives no
+    // utilisation, GPM or per-process utilisation (no activity signal at all).
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "no-signal"
+seed = 3
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+
+[[nodes]]
+name = "hpc-2"
+gpus = [{ model = "H100-80GB", count = 2 }]
+
+[[workloads]]
+name = "train"
+kind = "training"
+node = "hpc-2"
+gpu = 0
+memory_gib = 40.0
+peak = 0.9
+start_hour = 0.0
+duration_hours = 6.0
+process = "torchrun"
+slurm_job = "600"
+
+[[workloads]]
+name = "blind"
+kind = "training"
+node = "hpc-2"
+gpu = 1
+memory_gib = 40.0
+peak = 0.2
+start_hour = 0.0
+duration_hours = 6.0
+process = "torchrun"
+slurm_job = "601"
+
+[[faults]]
+kind = "not_supported"
+node = "hpc-2"
+gpu = 1
+field = "utilization"
+
+[[faults]]
+kind = "not_supported"
+node = "hpc-2"
+gpu = 1
+field = "gpm"
+
+[[faults]]
+kind = "not_supported"
+node = "hpc-2"
+gpu = 1
+field = "process_utilization"
+"#,
+    )
+    .unwrap();
+    let h = tmp.path().join("h");
+    let out = tessera(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "1",
+        "--sample-interval",
+        "30s",
+        "--history.interval",
+        "5m",
+        "--out",
+        h.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let blind = job(&h, "601");
+    assert_eq!(blind["rating"], "unknown", "{blind:#}");
+    assert!(blind["activity_mean"].is_null(), "{blind:#}");
+    assert!(
+        blind["unused_gpu_hours"].is_null(),
+        "unknown, not all unused: {blind:#}"
+    );
+    let verdict = blind["verdict"].to_string();
+    assert!(
+        verdict.contains("Unknown: no activity was measured"),
+        "{verdict}"
+    );
+    assert_eq!(job(&h, "600")["rating"], "good");
+    // report --by job: the judged job first, the unknown one after it.
+    let src = format!("history:{}", h.display());
+    let out = tessera(&[
+        "report", "--by", "job", "--source", &src, "--format", "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let order: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["600", "601"], "{v:#}");
+    let out = tessera(&["report", "--by", "job", "--source", &src]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("601 "))
+        .expect("a row of 601");
+    assert!(row.contains("unknown"), "{row}");
+}

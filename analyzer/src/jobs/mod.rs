@@ -443,15 +443,19 @@ pub enum Rating {
     Underused,
     /// Mean activity below [`IDLE`], or held memory idle most of the time.
     Idle,
+    /// No activity signal for the job's GPUs: neither good nor bad, and never ranked among
+    /// the worst.
+    Unknown,
 }
 
 impl Rating {
-    /// The rating's JSON word (`good`, `underused`, `idle`).
+    /// The rating's JSON word (`good`, `underused`, `idle`, `unknown`).
     pub fn as_str(self) -> &'static str {
         match self {
             Rating::Good => "good",
             Rating::Underused => "underused",
             Rating::Idle => "idle",
+            Rating::Unknown => "unknown",
         }
     }
 }
@@ -482,7 +486,9 @@ pub struct JobSummary {
     pub idle_spans: Vec<IdleSpan>,
     /// GPU-hours × (1 − mean activity): what the job held and did not use (all of its
     /// GPU-hours without an activity metric).
-    pub unused_gpu_hours: f64,
+    /// `gpu_hours` × (1 − mean activity); `null` when the job has no activity signal (unknown,
+    /// not all unused).
+    pub unused_gpu_hours: Option<f64>,
     pub rating: Rating,
     /// The advice, one sentence a line.
     pub verdict: Vec<String>,
@@ -495,16 +501,21 @@ pub fn merge_jobs(into: &mut BTreeMap<String, JobRows>, part: BTreeMap<String, J
     }
 }
 
-/// Every job's summary, worst first (most unused GPU-hours, then most idle hours, then id), at
-/// most `top` of them.
+/// Every job's summary, worst first (most unused GPU-hours, then most idle hours, then id; a
+/// job rated `unknown` — no activity signal — after every judged one), at most `top` of them.
 pub fn worst(jobs: &BTreeMap<String, JobRows>, top: usize) -> Vec<JobSummary> {
     let mut all: Vec<JobSummary> = jobs
         .iter()
         .filter_map(|(id, rows)| summarise(id, rows))
         .collect();
     all.sort_by(|a, b| {
-        b.unused_gpu_hours
-            .total_cmp(&a.unused_gpu_hours)
+        (a.rating == Rating::Unknown)
+            .cmp(&(b.rating == Rating::Unknown))
+            .then(
+                b.unused_gpu_hours
+                    .unwrap_or(0.0)
+                    .total_cmp(&a.unused_gpu_hours.unwrap_or(0.0)),
+            )
             .then(b.idle_hours.total_cmp(&a.idle_hours))
             .then(a.job.cmp(&b.job))
     });
@@ -590,8 +601,9 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
     let rating = match mean {
         Some(m) if m >= GOOD && idle_share < 0.5 => Rating::Good,
         Some(m) if m < IDLE || idle_share >= 0.5 => Rating::Idle,
-        None if idle_share >= 0.5 => Rating::Idle,
-        _ => Rating::Underused,
+        Some(_) => Rating::Underused,
+        // Without activity the job's use cannot be judged (idle spans need activity too).
+        None => Rating::Unknown,
     };
     let mut summary = JobSummary {
         version: JOB_JSON_VERSION,
@@ -609,7 +621,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
             .then(|| r3(rows.energy.values().sum::<f64>() / 3.6e6)),
         idle_hours,
         idle_spans,
-        unused_gpu_hours: r3(gpu_hours * (1.0 - mean.unwrap_or(0.0).clamp(0.0, 1.0)) + 0.0),
+        unused_gpu_hours: mean.map(|m| r3(gpu_hours * (1.0 - m.clamp(0.0, 1.0)) + 0.0)),
         rating,
         verdict: Vec::new(),
     };
@@ -644,9 +656,16 @@ fn verdict(s: &JobSummary) -> Vec<String> {
                 pct(m),
                 pct(p)
             ),
+            Rating::Unknown => format!(
+                "The job's use of its {n} GPU(s) is unknown: mean activity {}, p95 {}.",
+                pct(m),
+                pct(p)
+            ),
         }),
         _ => out.push(
-            "No activity was measured for the job's GPUs (no SM or busy metric in the data)."
+            "Unknown: no activity was measured for the job's GPUs (neither SM activity nor the \
+             busy ratio is in the data: NVML utilization or GPM, DCGM's GPU_UTIL or \
+             PROF_SM_ACTIVE), so its use is not judged."
                 .to_string(),
         ),
     }

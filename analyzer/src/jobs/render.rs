@@ -116,7 +116,8 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
                 pct_or(s.activity_mean),
                 pct_or(s.activity_p95),
                 format!("{:.1}", s.idle_hours),
-                format!("{:.1}", s.unused_gpu_hours),
+                s.unused_gpu_hours
+                    .map_or("unknown".to_string(), |u| format!("{u:.1}")),
                 s.energy_kwh.map_or("-".to_string(), |e| format!("{e:.3}")),
                 s.rating.as_str().to_string(),
                 s.start.clone(),
