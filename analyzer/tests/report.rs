@@ -432,7 +432,7 @@ fn week_over_week_on_two_simulated_weeks() {
     // The table says it.
     let table = ok(&["report", "--source", &src]);
     assert!(
-        table.contains("Week over week      │ GPU-h available +0%"),
+        table.contains("Week over week      │ GPU-h available 0%"),
         "{table}"
     );
 }
@@ -571,7 +571,7 @@ fn week_over_week_says_when_the_previous_period_is_partly_covered() {
         "2026-11-06T00:00:00Z",
     ]);
     assert!(
-        full.contains("Week over week      │ GPU-h available +0%"),
+        full.contains("Week over week      │ GPU-h available 0%"),
         "{full}"
     );
     assert!(!full.contains("covered by data"), "{full}");

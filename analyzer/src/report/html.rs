@@ -326,7 +326,10 @@ th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.sub{color:#495057}.char
 /// The whole HTML document.
 pub fn render_html(r: &Report) -> String {
     let mut o = String::new();
-    let title = format!("tessera report {} .. {}", r.from, r.until);
+    let title = match crate::times::period_title(&r.from, &r.until, &r.tz) {
+        Some(t) => format!("tessera report: {t}"),
+        None => format!("tessera report {} .. {}", r.from, r.until),
+    };
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{CSS}</style></head><body>\n",

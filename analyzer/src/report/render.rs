@@ -68,8 +68,12 @@ fn share(part: f64, whole: f64) -> String {
 }
 
 fn signed_pct(x: Option<f64>) -> String {
+    // A change that rounds to nothing is "0%", never "-0%" or "+0%".
     x.filter(|v| v.is_finite())
-        .map_or("n/a".into(), |v| format!("{:+.0}%", v * 100.0))
+        .map_or("n/a".into(), |v| match (v * 100.0).round() {
+            p if p == 0.0 => "0%".to_string(),
+            p => format!("{p:+.0}%"),
+        })
 }
 
 fn signal_name(s: &str) -> &str {
@@ -128,10 +132,16 @@ fn usage_header() -> Vec<String> {
 }
 
 fn title_line(r: &Report) -> String {
-    format!(
-        "tessera report: {} .. {} ({:.0} h, {})",
-        r.from, r.until, r.hours, r.tz
-    )
+    match crate::times::period_title(&r.from, &r.until, &r.tz) {
+        Some(t) => format!(
+            "tessera report: {t} ({:.0} h: {} .. {})",
+            r.hours, r.from, r.until
+        ),
+        None => format!(
+            "tessera report: {} .. {} ({:.0} h, {})",
+            r.from, r.until, r.hours, r.tz
+        ),
+    }
 }
 
 fn sub_line(r: &Report) -> String {
