@@ -734,3 +734,75 @@ fn archive_keeps_the_newest_reports_as_html_and_json() {
     let e = fails(&["report", "--source", DEMO, "--archive", a, "--keep", "0"]);
     assert!(e.contains("--keep 0"), "{e}");
 }
+
+/// The team rows and `(no team)` add up to the fleet's GPU-hours available, their cost, and the
+/// GPUs' kWh and energy cost (issue 55: the team table reconciles).
+fn check_teams_add_up(src: &str) {
+    let v: Value = serde_json::from_str(&ok(&["report", "--source", src, "--format", "json"]))
+        .expect("report JSON");
+    let teams = &v["teams"];
+    let rows: Vec<&Value> = teams["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(std::iter::once(&teams["nobody"]))
+        .collect();
+    assert_eq!(teams["nobody"]["team"], "(no team)", "{teams:#}");
+    let sum = |k: &str| {
+        rows.iter()
+            .map(|r| r[k].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    let fleet = &v["fleet"];
+    let near = |a: f64, b: f64, what: &str| {
+        assert!(
+            (a - b).abs() <= 0.01 * rows.len() as f64,
+            "{src} {what}: {a} vs {b}"
+        )
+    };
+    near(
+        sum("gpu_hours"),
+        fleet["gpu_hours_available"].as_f64().unwrap(),
+        "GPU-hours",
+    );
+    near(
+        sum("cost"),
+        fleet["cost_gpu_hours"].as_f64().unwrap(),
+        "cost",
+    );
+    near(
+        sum("energy_kwh"),
+        fleet["energy_kwh"].as_f64().unwrap(),
+        "kWh",
+    );
+    near(
+        sum("cost_energy"),
+        fleet["cost_energy"].as_f64().unwrap(),
+        "energy cost",
+    );
+    assert!(teams["nobody"]["gpu_hours"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_team_rows_add_up_to_the_fleet() {
+    check_teams_add_up(DEMO);
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let history = dir.path().join("fleet");
+    ok(&[
+        "simulate",
+        "--scenario",
+        root.join("fixtures/scenarios/fleet-64.toml")
+            .to_str()
+            .unwrap(),
+        "--days",
+        "2",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "10m",
+        "--out",
+        history.to_str().unwrap(),
+    ]);
+    check_teams_add_up(&format!("history:{}", history.display()));
+}

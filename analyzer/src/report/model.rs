@@ -89,6 +89,10 @@ pub struct Teams {
     /// `none` (no process rows with attribution).
     pub dimension: String,
     pub rows: Vec<TeamUsage>,
+    /// What no team used, so that `rows` and it add up to the fleet: the GPU-hours available
+    /// that no team's process ran on (`team`: `(no team)`), their cost, and the energy charged
+    /// to no team (`EnergySplit::idle_kwh`) and its cost; null with no rows.
+    pub nobody: Option<TeamUsage>,
     /// How the GPUs' energy was split between the teams and idle; null when the data has no
     /// energy (unknown, not 0).
     pub energy: Option<EnergySplit>,

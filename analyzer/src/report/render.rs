@@ -69,15 +69,14 @@ fn share(part: f64, whole: f64) -> String {
 
 fn signed_pct(x: Option<f64>) -> String {
     // A change that rounds to nothing is "0%", never "-0%" or "+0%".
-    x.filter(|v| v.is_finite())
-        .map_or("n/a".into(), |v| {
-            let p = (v * 100.0).round();
-            if p == 0.0 {
-                "0%".to_string()
-            } else {
-                format!("{p:+.0}%")
-            }
-        })
+    x.filter(|v| v.is_finite()).map_or("n/a".into(), |v| {
+        let p = (v * 100.0).round();
+        if p == 0.0 {
+            "0%".to_string()
+        } else {
+            format!("{p:+.0}%")
+        }
+    })
 }
 
 fn signal_name(s: &str) -> &str {

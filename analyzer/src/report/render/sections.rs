@@ -272,7 +272,9 @@ fn teams(r: &Report) -> Section {
         .teams
         .rows
         .iter()
+        .chain(r.teams.nobody.as_ref())
         .map(|u| {
+            let nobody = r.teams.nobody.as_ref().is_some_and(|n| std::ptr::eq(n, u));
             let mut row = vec![
                 u.team.clone(),
                 u.processes.to_string(),
@@ -291,11 +293,19 @@ fn teams(r: &Report) -> Section {
                 row.push(thousands(u.allocated_unused_gpu_hours.unwrap_or(0.0), 1));
                 row.push(money(r, u.allocated_unused_cost.unwrap_or(0.0)));
             }
+            if nobody {
+                // Only what no team used is known of this row.
+                for (i, cell) in row.iter_mut().enumerate() {
+                    if matches!(i, 1 | 3..=6) || (held && i + 2 >= t.header.len()) {
+                        *cell = "-".into();
+                    }
+                }
+            }
             row
         })
         .collect();
     t.after.push(
-        "GPU-h: a GPU's time split evenly between the processes on it in each interval.".into(),
+        "GPU-h: a GPU's time split evenly between the processes on it in each interval; (no team): the GPU-hours available that no team's process ran on, and the energy charged to no team, so that the rows add up to the fleet's GPU-hours, cost and kWh.".into(),
     );
     if let Some(e) = &r.teams.energy {
         t.after.push(format!(

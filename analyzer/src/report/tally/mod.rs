@@ -553,6 +553,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         .teams
         .finish(&idle, &allocated_unused, allocation.is_some(), prices);
     t.energy.apply(&mut teams, prices);
+    teams.nobody = no_team(&teams, &fleet, prices);
     let offpeak_windows = offpeak(input.analysis);
     let offpeak_baseline = offpeak_baseline(input.analysis);
     // Charts.
@@ -618,5 +619,24 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         data_quality,
         charts,
         out_of_sample: None,
+    })
+}
+
+/// The row of what no team used (`Teams::nobody`): the fleet's GPU-hours available less the
+/// teams', priced, and the energy charged to no team; `None` without team rows.
+fn no_team(teams: &Teams, fleet: &Usage, prices: &Prices) -> Option<TeamUsage> {
+    if teams.rows.is_empty() {
+        return None;
+    }
+    let used: f64 = teams.rows.iter().map(|t| t.gpu_hours).sum();
+    let gpu_hours = r3((fleet.gpu_hours_available - used).max(0.0));
+    let energy_kwh = teams.energy.as_ref().map(|e| e.idle_kwh);
+    Some(TeamUsage {
+        team: "(no team)".into(),
+        gpu_hours,
+        cost: r2(gpu_hours * prices.gpu_hour),
+        energy_kwh,
+        cost_energy: energy_kwh.map(|k| r2(k * prices.kwh)),
+        ..TeamUsage::default()
     })
 }

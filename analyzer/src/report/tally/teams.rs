@@ -285,6 +285,7 @@ impl TeamsAcc {
         Teams {
             dimension: dimension.into(),
             rows: out,
+            nobody: None,
             energy: None,
         }
     }
