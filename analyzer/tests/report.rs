@@ -82,7 +82,7 @@ fn readme_try_it_command_reports_every_section() {
         "== Top idle-loaded models",
         "research/embed-test-5c8d7-qq9zl",
         "== Consolidation plan",
-        "the actions free 1 GPU(s)",
+        "the actions free 1 GPU(s) and save",
         "Actions: the detector's plan frees 2 GPU(s); the MIG layouts free at least as many",
         "→ lab-a/GPU0",
         "== MIG recommendation",

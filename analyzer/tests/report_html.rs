@@ -139,6 +139,33 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(count(&dom, "chart-idle-teams", "bar"), 3);
     assert_eq!(count(&dom, "chart-free-timeline", "hour"), 96);
     assert!(count(&dom, "chart-free-timeline", "offpeak") > 0);
+    // Every chart has its two axis titles and a legend; in Berlin time nothing says UTC, and the
+    // free-capacity caption names only the marks drawn (issue 55).
+    for id in [
+        "chart-heatmap",
+        "chart-gpu-activity",
+        "chart-idle-teams",
+        "chart-free-timeline",
+    ] {
+        assert_eq!(count(&dom, id, "axis-title"), 2, "{id}");
+    }
+    assert_eq!(
+        dom.matches("<p class=\"legend\">").count(),
+        4,
+        "a legend per chart"
+    );
+    assert!(!dom.contains("UTC"), "UTC in a Berlin report");
+    assert!(dom.contains("<h2>Free capacity (Europe/Berlin)</h2>"));
+    let free = section(&dom, "Free capacity (Europe/Berlin)");
+    assert_eq!(
+        free.contains("dashed"),
+        count(&dom, "chart-free-timeline", "baseline") > 0,
+        "{free}"
+    );
+    assert!(free.contains("green bands"), "{free}");
+    assert!(dom.contains(
+        "<h1>tessera report: Mon 2 Nov 01:00 – Fri 6 Nov 01:00 2026, Europe/Berlin</h1>"
+    ));
     assert!(dom.contains("MIG layouts would run"));
     assert!(dom.contains("<code>tessera mig plan --source history:"));
     assert!(dom.contains(" -o plan.yaml</code>"));

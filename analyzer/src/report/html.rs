@@ -228,6 +228,13 @@ fn idle_by_team(r: &Report) -> String {
     s
 }
 
+/// An hour of the free timeline (RFC 3339 UTC) in the report's zone, formatted.
+fn local_hour(hour: &str, tz: &str, fmt: &str) -> Option<String> {
+    let zone: chrono_tz::Tz = tz.parse().ok()?;
+    let t = chrono::DateTime::parse_from_rfc3339(hour).ok()?;
+    Some(t.with_timezone(&zone).format(fmt).to_string())
+}
+
 fn free_timeline(r: &Report) -> String {
     let tl = &r.charts.free_timeline;
     let (pw, ph, left, top) = (900.0, 160.0, 40.0, 10.0);
@@ -274,7 +281,7 @@ fn free_timeline(r: &Report) -> String {
             top + ph - bh,
             bw.max(0.5),
             bh,
-            esc(&p.hour),
+            esc(&local_hour(&p.hour, &r.tz, "%a %-d %b %H:00").unwrap_or_else(|| p.hour.clone())),
             p.free_gpus,
             p.gpus
         );
@@ -299,9 +306,9 @@ fn free_timeline(r: &Report) -> String {
             b.gpus
         );
     }
-    // Day ticks.
+    // Day ticks at local midnight.
     for (i, p) in tl.iter().enumerate() {
-        if p.hour.get(11..13) == Some("00") {
+        if local_hour(&p.hour, &r.tz, "%H").as_deref() == Some("00") {
             let x = left + i as f64 * bw;
             let _ = write!(
                 s,
@@ -309,7 +316,7 @@ fn free_timeline(r: &Report) -> String {
                 top + ph + 4.0,
                 x + 2.0,
                 top + ph + 18.0,
-                esc(p.hour.get(5..10).unwrap_or(""))
+                esc(&local_hour(&p.hour, &r.tz, "%a %-d").unwrap_or_default())
             );
         }
     }
@@ -317,11 +324,45 @@ fn free_timeline(r: &Report) -> String {
     s
 }
 
+/// `svg` with an axis title above it (the y axis: what the rows or the bars' height are) and
+/// one below it (the x axis), its content moved down to make room.
+fn with_axis_titles(svg: &str, x: &str, y: &str) -> String {
+    let Some(open_end) = svg.find('>').map(|i| i + 1) else {
+        return svg.to_string();
+    };
+    let open = &svg[..open_end];
+    let body = svg[open_end..]
+        .strip_suffix("</svg>")
+        .unwrap_or(&svg[open_end..]);
+    let num = |key: &str| -> Option<f64> {
+        let rest = &open[open.find(&format!(" {key}=\""))? + key.len() + 3..];
+        rest[..rest.find('"')?].parse().ok()
+    };
+    let (Some(w), Some(h)) = (num("width"), num("height")) else {
+        return svg.to_string();
+    };
+    let nh = h + 34.0;
+    let open = open
+        .replacen(
+            &format!("viewBox=\"0 0 {w} {h}\""),
+            &format!("viewBox=\"0 0 {w} {nh}\""),
+            1,
+        )
+        .replacen(&format!("height=\"{h}\""), &format!("height=\"{nh}\""), 1);
+    format!(
+        r#"{open}<text class="axis-title" x="4" y="12">{}</text><g transform="translate(0,16)">{body}</g><text class="axis-title" x="{}" y="{}" text-anchor="middle">{}</text></svg>"#,
+        esc(y),
+        w / 2.0,
+        nh - 4.0,
+        esc(x)
+    )
+}
+
 const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#212529;padding:0 16px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.sub{color:#495057}.chart{margin:8px 0 16px}
-.legend{font-size:12px;color:#495057}code{background:#f1f3f5;padding:0 3px}";
+.legend{font-size:12px;color:#495057}.axis-title{font-size:11px;font-weight:600;fill:#343a40}code{background:#f1f3f5;padding:0 3px}";
 
 /// The whole HTML document.
 pub fn render_html(r: &Report) -> String {
@@ -380,11 +421,12 @@ pub fn render_html(r: &Report) -> String {
         }
     };
     text(&mut o, 0);
-    let chart = |o: &mut String, title: &str, legend: &str, svg: String| {
+    let chart = |o: &mut String, title: &str, legend: &str, svg: String, axes: (&str, &str)| {
         let _ = writeln!(
             o,
-            "<h2>{}</h2><div class=\"chart\">{svg}</div><p class=\"legend\">{}</p>",
+            "<h2>{}</h2><div class=\"chart\">{}</div><p class=\"legend\">{}</p>",
             esc(title),
+            with_axis_titles(&svg, axes.0, axes.1),
             esc(legend)
         );
     };
@@ -399,6 +441,7 @@ pub fn render_html(r: &Report) -> String {
         &format!("Activity by hour of week ({})", r.tz),
         &format!("Mean {sig} of all GPUs per local hour; darker is busier, grey is no data."),
         heatmap(r),
+        (&format!("hour of the day ({})", r.tz), "day of the week"),
     );
     chart(
         &mut o,
@@ -407,18 +450,35 @@ pub fn render_html(r: &Report) -> String {
             "Share of each GPU's time in each tenth of {sig} (darker = more time); the orange line is the mean."
         ),
         gpu_distribution(r),
+        (&format!("{sig}, in tenths"), "GPU"),
     );
     chart(
         &mut o,
         "Idle GiB-hours by team",
         "Memory held by idle-loaded models × time, per team.",
         idle_by_team(r),
+        ("idle GiB-hours", "team"),
     );
+    // The caption names only the marks drawn.
+    let mut caption = format!(
+        "Blue bars: GPUs free per hour ({}; under 1 GiB held, at most 5% activity, for at least half the hour)",
+        r.tz
+    );
+    if r.charts.free_timeline.iter().any(|h| h.offpeak) {
+        caption
+            .push_str("; green bands: the off-peak windows (darker: a tier with more GPUs free)");
+    }
+    if r.offpeak_baseline.as_ref().is_some_and(|b| b.gpus > 0) {
+        caption
+            .push_str("; dashed orange line: the GPUs free around the clock (over-provisioning)");
+    }
+    caption.push('.');
     chart(
         &mut o,
-        "Free capacity",
-        "GPUs free per UTC hour (under 1 GiB held, at most 5% activity, for at least half the hour); green bands are the off-peak windows (darker: a tier with more GPUs free), the dashed line the GPUs free around the clock (over-provisioning).",
+        &format!("Free capacity ({})", r.tz),
+        &caption,
         free_timeline(r),
+        (&format!("day ({})", r.tz), "GPUs free"),
     );
     if let (Some(svg), Some(ch)) = (
         super::change_chart::before_after(r),
@@ -429,6 +489,7 @@ pub fn render_html(r: &Report) -> String {
             &format!("Before and after the change at {}", ch.at),
             "Equal periods before and after the layout change (the settling margin around it left out): GPUs in use, GPU-hours in use, idle GPU-hours (in use, not working), energy and cost of the fleet; each pair of bars is scaled to its larger value.",
             svg,
+            ("before and after, scaled to the larger", "measure"),
         );
     }
     for i in 1..secs.len() {

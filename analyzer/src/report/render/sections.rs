@@ -171,7 +171,7 @@ fn money_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
                 format!("idle-loaded models and consolidation {NO_MEMORY}")
             } else {
                 format!(
-                    "idle-loaded models: {} GPU-h ({}); the actions free {} GPU(s) and save {}/month in all (Actions)",
+                    "idle-loaded models: {} GPU-h, {} in the period; the actions free {} GPU(s) and save {} a month in all (Actions)",
                     thousands(idle_gpu_h, 1),
                     money(r, idle_cost),
                     r.actions
