@@ -806,3 +806,54 @@ fn the_team_rows_add_up_to_the_fleet() {
     ]);
     check_teams_add_up(&format!("history:{}", history.display()));
 }
+
+/// Progress on a pipe (issue 55): with `TESSERA_PROGRESS_EVERY=0` every update is a plain line
+/// on stderr — `simulate` by share of node-time up to 100%, `report` by node partitions — and
+/// with the default (10 s) a short run prints none.
+#[test]
+fn long_runs_say_where_they_are_on_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let scenario = root.join("fixtures/scenarios/fleet-64.toml");
+    let sim = |out: &std::path::Path, every: Option<&str>| {
+        let o = crate::support::cli::tessera_with(
+            &[
+                "simulate",
+                "--scenario",
+                scenario.to_str().unwrap(),
+                "--days",
+                "1",
+                "--sample-interval",
+                "60s",
+                "--history.interval",
+                "10m",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            |c| {
+                c.env_remove("TESSERA_PROGRESS_EVERY");
+                if let Some(e) = every {
+                    c.env("TESSERA_PROGRESS_EVERY", e);
+                }
+            },
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = sim(&dir.path().join("a"), Some("0"));
+    let shares: Vec<f64> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("tessera: simulating: "))
+        .map(|l| l.split('%').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(shares.len() >= 8 * 24 / 2, "{err}");
+    assert_eq!(shares.iter().copied().fold(0.0, f64::max), 100.0, "{err}");
+    assert!(!sim(&dir.path().join("b"), None).contains("tessera: simulating"));
+    let src = format!("history:{}", dir.path().join("a").display());
+    let o = crate::support::cli::tessera_with(&["report", "--source", &src], |c| {
+        c.env("TESSERA_PROGRESS_EVERY", "0");
+    });
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("node partition(s)"), "{err}");
+}

@@ -43,6 +43,26 @@ pub fn simulate(
     )
 }
 
+/// [`simulate`], calling `progress(share)` (0–1 of the node-time simulated, from a worker thread)
+/// as the simulation goes (each node's simulated hour).
+pub fn simulate_with(
+    scenario: &Scenario,
+    days: u32,
+    out: &Path,
+    sample_ms: i64,
+    interval_ms: i64,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<SimulateSummary, HistoryError> {
+    simulate_for_with(
+        scenario,
+        i64::from(days) * 86_400_000,
+        out,
+        sample_ms,
+        interval_ms,
+        progress,
+    )
+}
+
 /// Like [`simulate`], for `duration_ms` from the scenario's start.
 pub fn simulate_for(
     scenario: &Scenario,
@@ -51,6 +71,18 @@ pub fn simulate_for(
     sample_ms: i64,
     interval_ms: i64,
 ) -> Result<SimulateSummary, HistoryError> {
+    simulate_for_with(scenario, duration_ms, out, sample_ms, interval_ms, &|_| {})
+}
+
+/// [`simulate_for`] with [`simulate_with`]'s progress.
+pub fn simulate_for_with(
+    scenario: &Scenario,
+    duration_ms: i64,
+    out: &Path,
+    sample_ms: i64,
+    interval_ms: i64,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<SimulateSummary, HistoryError> {
     let start = scenario.start.timestamp_millis();
     let end = start + duration_ms.max(0);
     let sample_ms = sample_ms.max(1);
@@ -58,13 +90,27 @@ pub fn simulate_for(
     let names: Vec<String> = scenario.nodes.iter().map(|n| n.name.clone()).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results = std::sync::Mutex::new(Vec::new());
+    // Node-hours simulated, of `total` (each node's simulated hour reports).
+    let hours_done = std::sync::atomic::AtomicU64::new(0);
+    let total = (names.len() as f64 * (end - start) as f64 / 3_600_000.0).max(1.0);
+    let hour_done = || {
+        let n = hours_done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress((n as f64 / total).min(1.0));
+    };
     std::thread::scope(|scope| {
         for _ in 0..threads.min(names.len()).max(1) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(name) = names.get(i) else { break };
-                    let r = simulate_node(scenario, name, out, start, end, sample_ms, interval_ms);
+                    let r = simulate_node(
+                        scenario,
+                        name,
+                        out,
+                        (start, end),
+                        (sample_ms, interval_ms),
+                        &hour_done,
+                    );
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                 }
             });
@@ -87,10 +133,9 @@ fn simulate_node(
     scenario: &Scenario,
     name: &str,
     out: &Path,
-    start: i64,
-    end: i64,
-    sample_ms: i64,
-    interval_ms: i64,
+    (start, end): (i64, i64),
+    (sample_ms, interval_ms): (i64, i64),
+    hour_done: &(dyn Fn() + Sync),
 ) -> Result<SimulateSummary, HistoryError> {
     let invalid = |message: String| HistoryError::Invalid {
         path: out.to_path_buf(),
@@ -136,8 +181,13 @@ fn simulate_node(
         ..SimulateSummary::default()
     };
     let mut t = start;
+    let mut next_hour = start + 3_600_000;
     while t < end {
         t += sample_ms;
+        while t >= next_hour && next_hour <= end {
+            hour_done();
+            next_hour += 3_600_000;
+        }
         // A simulated driver-level fault fails the whole sample, as on a real node.
         let Ok(sample) = backend.sample() else {
             continue;

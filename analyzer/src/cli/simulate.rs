@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tessera::scenario;
 use tessera_core::sim;
-use tessera_core::simulate::simulate;
+use tessera_core::simulate::simulate_with;
 use tessera_core::units::parse_duration;
 
 /// Arguments of `tessera simulate`.
@@ -44,13 +44,24 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let began = Instant::now();
-    let summary = simulate(
+    // Where it is: a spinner on a terminal, else a line every 10 s on stderr.
+    let bar = super::source::PartProgress::new(s.nodes.len(), 0);
+    let summary = simulate_with(
         &s,
         args.days,
         &args.out,
         args.sample_interval.as_millis() as i64,
         args.interval.as_millis() as i64,
+        &|share| {
+            bar.say(format!(
+                "simulating: {:.0}% of {} node(s) × {} day(s) ·",
+                share * 100.0,
+                s.nodes.len(),
+                args.days
+            ))
+        },
     )?;
+    bar.finish();
     scenario::write_truth(&truth, &args.out.join("ground-truth.json"))?;
     println!(
         "simulated {} day(s) of {} node(s), {} GPU(s): {} samples -> {} gpu, {} mig, {} process rows in {} ({:.1} s)",

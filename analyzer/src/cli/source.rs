@@ -233,13 +233,36 @@ impl SourceArgs {
 
 /// Per-partition progress of a long command on a terminal (stderr): the phase, node partitions
 /// done of total, the rows read and the time elapsed, e.g. `analysing: 12/128 nodes · 61.9 M GPU
-/// rows · 8s`. Drawn only when stderr is a terminal (from the first update; the line is cleared
-/// at the end), never on a pipe or file. Safe to update from worker threads.
+/// rows · 8s`. Drawn on a terminal (from the first update; the line is cleared at the end); on a
+/// pipe or file, one plain line every [`LINE_EVERY`] once a run has taken that long (so a cron
+/// job's log shows a long run moving). Safe to update from worker threads.
 pub struct PartProgress {
     bar: ProgressBar,
     tty: bool,
     total: usize,
     rows: String,
+    /// When not a terminal: a line every [`LINE_EVERY`], the first one that long after the
+    /// start (a short run prints none).
+    started: std::time::Instant,
+    said: std::sync::Mutex<std::time::Instant>,
+    every: Duration,
+}
+
+/// How often a long run says where it is on stderr when stderr is not a terminal (logs, CI);
+/// `TESSERA_PROGRESS_EVERY` (a duration, or `0` for every update) sets another.
+pub const LINE_EVERY: Duration = Duration::from_secs(10);
+
+/// [`LINE_EVERY`], or `TESSERA_PROGRESS_EVERY` when set and valid.
+fn line_every() -> Duration {
+    match std::env::var("TESSERA_PROGRESS_EVERY")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("0" | "0s") => Duration::ZERO,
+        Some(v) => tessera_core::units::parse_duration(v).unwrap_or(LINE_EVERY),
+        None => LINE_EVERY,
+    }
 }
 
 impl PartProgress {
@@ -255,24 +278,42 @@ impl PartProgress {
             r if r >= 10_000 => format!("{:.0} k GPU rows", r as f64 / 1e3),
             r => format!("{r} GPU rows"),
         };
+        let now = std::time::Instant::now();
         PartProgress {
             bar,
             tty: std::io::stderr().is_terminal(),
             total,
             rows,
+            started: now,
+            said: std::sync::Mutex::new(now),
+            every: line_every(),
         }
     }
 
     /// `phase` (e.g. `analysing`) has `done` partitions done.
     pub fn set(&self, phase: &str, done: usize) {
-        if self.tty && self.bar.is_hidden() {
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            self.bar.enable_steady_tick(Duration::from_millis(120));
-        }
-        self.bar.set_message(format!(
+        self.say(format!(
             "{phase}: {done}/{} node partition(s) · {} ·",
             self.total, self.rows
         ));
+    }
+
+    /// Shows `msg`: the spinner's message on a terminal; elsewhere a line on stderr at most
+    /// every [`LINE_EVERY`] (`tessera: MSG 42s`).
+    pub fn say(&self, msg: String) {
+        if self.tty {
+            if self.bar.is_hidden() {
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+                self.bar.enable_steady_tick(Duration::from_millis(120));
+            }
+            self.bar.set_message(msg);
+            return;
+        }
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.elapsed() >= self.every {
+            *said = std::time::Instant::now();
+            eprintln!("tessera: {msg} {}s", self.started.elapsed().as_secs());
+        }
     }
 
     /// Clears the line.
