@@ -79,9 +79,12 @@ impl TimeRange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub range: TimeRange,
-    /// What the command says about the range: the default of the last 7 days, a range reaching
-    /// past the data. One line each.
+    /// What the command says about the range: the default of the last 7 days. One line each.
     pub messages: Vec<String>,
+    /// A range asked for that reaches past the data, said: what is counted instead. A command
+    /// whose range is a search window (`tessera job`: find the job in the last 30 days) need not
+    /// say it.
+    pub past_data: Option<String>,
 }
 
 impl RangeRequest {
@@ -147,8 +150,9 @@ impl RangeRequest {
         }
         let before = self.since.is_some() && since - want_since > PAST_DATA_SLACK_MS;
         let after = self.until.is_some() && want_until - until > PAST_DATA_SLACK_MS;
+        let mut past_data = None;
         if before || after {
-            messages.push(format!(
+            past_data = Some(format!(
                 "the range {} reaches past the data: only {} is counted (hours with no data are neither available nor priced)",
                 TimeRange {
                     since: want_since,
@@ -161,6 +165,7 @@ impl RangeRequest {
         Ok(Resolved {
             range: TimeRange { since, until },
             messages,
+            past_data,
         })
     }
 }
@@ -272,8 +277,14 @@ mod tests {
                 until: T0 + 21 * D
             }
         );
-        assert_eq!(r.messages.len(), 1);
-        assert!(r.messages[0].contains("reaches past the data"), "{r:?}");
+        assert!(r.messages.is_empty(), "{r:?}");
+        assert!(
+            r.past_data
+                .as_deref()
+                .unwrap()
+                .contains("reaches past the data"),
+            "{r:?}"
+        );
         // A minute short of the data's end is not news.
         let req = RangeRequest {
             since: Some(T0 + D),
@@ -282,7 +293,7 @@ mod tests {
         let r = req
             .resolve(T0 + 900_000, T0 + 21 * D, ok(T0), "analysing")
             .unwrap();
-        assert!(r.messages.is_empty(), "{r:?}");
+        assert!(r.messages.is_empty() && r.past_data.is_none(), "{r:?}");
     }
 
     #[test]

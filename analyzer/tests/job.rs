@@ -322,3 +322,36 @@ field = "process_utilization"
         .expect("a row of 601");
     assert!(row.contains("unknown"), "{row}");
 }
+
+#[test]
+fn the_epilogs_look_back_reaching_past_the_data_is_not_warned() {
+    // The Slurm epilog asks `tessera job ID --since 30d`: a search window, not a period to count.
+    let tmp = tempfile::tempdir().unwrap();
+    let h = history(tmp.path());
+    let src = format!("history:{}", h.display());
+    let out = tessera(&[
+        "job",
+        "500",
+        "--source",
+        &src,
+        "--since",
+        "2026-10-01T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("reaches past the data"), "{err}");
+    // A report over the same window does say it.
+    let out = tessera(&[
+        "report",
+        "--source",
+        &src,
+        "--since",
+        "2026-10-01T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reaches past the data"));
+}

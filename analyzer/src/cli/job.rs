@@ -7,7 +7,7 @@ use clap::Args;
 use tessera::advisor::Params;
 use tessera::jobs;
 
-use super::source::{OutputFormat, SourceArgs, load_parts, name_file, part_files};
+use super::source::{OutputFormat, SourceArgs, load_search, name_file, part_files};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
@@ -27,7 +27,8 @@ pub fn run(args: JobArgs) -> Result<()> {
             args.job
         );
     }
-    let (parts, _range, _rows) = load_parts(&args.src)?;
+    // The range is where to look for the job: a window reaching past the data is not news.
+    let (parts, _range, _rows) = load_search(&args.src)?;
     let files = part_files(&parts);
     let params = Params::default();
     let mut rows = jobs::JobRows::default();

@@ -142,7 +142,7 @@ fn resolve(req: &RangeRequest, data: (i64, i64), parts: &[ingest::Part]) -> Resu
         },
         "replaying",
     )?;
-    for m in &resolved.messages {
+    for m in resolved.messages.iter().chain(&resolved.past_data) {
         eprintln!("tessera: {m}");
     }
     Ok(resolved.range)

@@ -363,6 +363,18 @@ impl Loaded {
 /// range further back (the report's week over week) and the frames are left whole; otherwise
 /// they are narrowed to the range.
 pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
+    load_with(src, previous, verb, false)
+}
+
+/// [`load`] for a command whose range is a search window (`tessera job`: the job somewhere in
+/// the last 30 days): a window reaching past the data is not said.
+pub fn load_search(src: &SourceArgs) -> Result<(Vec<ingest::Part>, Option<TimeRange>, u64)> {
+    let l = load_with(src, false, "searching", true)?;
+    let rows = l.gpu_rows();
+    Ok((l.parts, l.range, rows))
+}
+
+fn load_with(src: &SourceArgs, previous: bool, verb: &str, search: bool) -> Result<Loaded> {
     let now = chrono::Utc::now().timestamp_millis();
     let req = src.range_request()?;
     let (parts, report) = src.ingest_bounds(req.read_bounds(previous, now), true)?;
@@ -392,7 +404,8 @@ pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
         },
         verb,
     )?;
-    for m in &resolved.messages {
+    let past = resolved.past_data.iter().filter(|_| !search);
+    for m in resolved.messages.iter().chain(past) {
         eprintln!("tessera: {m}");
     }
     let range = resolved.range;
