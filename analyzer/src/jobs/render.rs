@@ -44,7 +44,9 @@ pub fn render_table(s: &JobSummary) -> String {
         o,
         "  Energy    {}",
         s.energy_kwh
-            .map_or("unknown (no energy in the data)".to_string(), |e| format!(
+            .map_or(
+                "unknown (the GPUs' energy, or the activity that splits it between their processes, is not in the data)".to_string(),
+                |e| format!(
                 "{e:.3} kWh (its share of the GPUs' energy by activity)"
             ))
     );
