@@ -531,7 +531,7 @@ fn consolidation_action(
             groups.len(),
             p99 * 100.0
         ),
-        verdict: "not replayed in this output: step 2 replays the moves on the period (memory, contention, a verdict: safe, tight or unsafe)".into(),
+        verdict: "not replayed in this output: step 2 replays the moves on the period (memory, contention, a verdict: safe, tight or unsafe); `report --out-of-sample` replays a plan made from the period before".into(),
         steps: vec![
             ActionStep {
                 what: "write the moves as a plan".into(),
@@ -595,7 +595,7 @@ fn mig_action(
         saving_per_month: saving,
         currency,
         evidence: m.evidence.clone(),
-        verdict: "not replayed in this output: step 2 replays the layouts on the period (a verdict: safe, tight or unsafe)".into(),
+        verdict: "not replayed in this output: step 2 replays the layouts on the period (a verdict: safe, tight or unsafe); `report --out-of-sample` replays a plan made from the period before".into(),
         steps: vec![
             ActionStep {
                 what: "write the MIG plan".into(),

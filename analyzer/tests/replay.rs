@@ -545,7 +545,7 @@ fn the_report_replays_its_own_plans_out_of_sample_when_asked() {
     };
     let (code, out, err) = report(&["--format", "json"]);
     assert_eq!(code, 0, "{err}");
-    let plain: Value = serde_json::from_str(&out).unwrap();
+    let mut plain: Value = serde_json::from_str(&out).unwrap();
     assert!(plain.get("out_of_sample").is_none(), "not asked for");
 
     let (code, out, err) = report(&["--format", "json", "--out-of-sample"]);
@@ -591,9 +591,37 @@ fn the_report_replays_its_own_plans_out_of_sample_when_asked() {
     assert_eq!(direct["verdict"], mig["verdict"]);
     assert_eq!(direct["failed_intervals"], mig["failed_intervals"]);
     assert_eq!(direct["fleet"]["gpus_after"], mig["gpus_after"]);
-    // Every other section is the default report's.
+    // A plan's action carries its kind's replay verdict (docs/findings.md "Actions").
+    let kind_of = |k: &str| match k {
+        "mig_layout" => Some("mig"),
+        "consolidate" => Some("consolidation"),
+        _ => None,
+    };
+    let mut carried = 0;
+    for a in r["actions"].as_array().unwrap() {
+        if let Some(kind) = kind_of(a["kind"].as_str().unwrap()) {
+            let c = checks.iter().find(|c| c["kind"] == kind).unwrap();
+            if let Some(v) = c["verdict"].as_str() {
+                assert!(
+                    a["verdict"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("{v} on the reported period")),
+                    "{a:#}"
+                );
+                carried += 1;
+            }
+        }
+    }
+    assert!(carried > 0, "a plan action: {:#}", r["actions"]);
+    // Every other section is the default report's (the actions but for their verdicts).
     let mut without = r.clone();
     without.as_object_mut().unwrap().remove("out_of_sample");
+    for v in [&mut without, &mut plain] {
+        for a in v["actions"].as_array_mut().unwrap() {
+            a["verdict"] = Value::Null;
+        }
+    }
     assert_eq!(without, plain);
 
     let (code, out, err) = report(&["--out-of-sample"]);

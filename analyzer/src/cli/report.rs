@@ -201,6 +201,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
             &sources,
             &prices_for_replay,
         ));
+        // The plans' actions carry the verdicts of their replays on the reported period.
+        if let Some(checks) = &r.out_of_sample {
+            tessera::report::verdicts_from_replays(&mut r.actions, checks);
+        }
     }
     bar.finish();
     if let Some(dir) = &args.archive {

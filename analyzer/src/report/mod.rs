@@ -25,6 +25,7 @@ mod findings;
 pub mod html;
 mod model;
 pub mod out_of_sample;
+pub use out_of_sample::verdicts_from_replays;
 pub mod pass;
 mod quality;
 pub mod render;
