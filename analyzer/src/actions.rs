@@ -32,6 +32,13 @@ use crate::advisor::{Entity, Evidence, Finding};
 use crate::commands;
 use crate::prices::Prices;
 
+/// The detectors whose findings are a workload's candidate action (see the module docs), and
+/// those whose findings are advice for the fleet (their alerts keep their own suggestion). Every
+/// detector of the registry is in exactly one (a test): a new detector must be placed.
+pub const CANDIDATE_DETECTORS: [&str; 3] = ["idle_loaded", "allocated_unused", "consolidation"];
+/// See [`CANDIDATE_DETECTORS`].
+pub const ADVICE_DETECTORS: [&str; 2] = ["offpeak_window", "busy_not_working"];
+
 /// Hours in a month (365 × 24 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
 

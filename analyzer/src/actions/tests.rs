@@ -247,3 +247,18 @@ fn without_a_period_or_hours_nothing_is_an_impossible_number() {
     assert_eq!(a[0].gpu_hours_per_month, 0.0);
     assert!(a[0].saving_per_month.is_none());
 }
+
+#[test]
+fn every_detector_of_the_registry_is_placed() {
+    // A new detector reaches the actions (a candidate) or is said to be fleet advice.
+    for d in crate::advisor::registry() {
+        let id = d.id();
+        let n = usize::from(CANDIDATE_DETECTORS.contains(&id))
+            + usize::from(ADVICE_DETECTORS.contains(&id));
+        assert_eq!(n, 1, "detector {id} is in {n} of the actions' lists");
+    }
+    assert_eq!(
+        CANDIDATE_DETECTORS.len() + ADVICE_DETECTORS.len(),
+        crate::advisor::registry().len()
+    );
+}
