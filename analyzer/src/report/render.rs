@@ -122,7 +122,7 @@ fn usage_header() -> Vec<String> {
         "",
         "GPUs",
         "GPU-h",
-        "allocated",
+        "in use",
         "work",
         "act. mean",
         "act. p95",

@@ -89,9 +89,9 @@ fn fleet_rows(r: &Report, no_memory: bool) -> Vec<Vec<String>> {
             ),
         ),
         kv(
-            "GPU-hours allocated",
+            "GPU-hours in use",
             format!(
-                "{} ({} of available; memory held or active)",
+                "{} ({} of available; memory held or active — not \"allocated\", which is held by a pod or job)",
                 thousands(f.gpu_hours_allocated, 0),
                 share(f.gpu_hours_allocated, f.gpu_hours_available)
             ),
@@ -398,7 +398,7 @@ fn allocated(r: &Report) -> Section {
         return s;
     };
     s.lines.push(format!(
-        "{} GPU-hours allocated and unused ({}) of {} GPU-hours held; {} device(s) unused, {} held with low use ({} GPU-hours).",
+        "{} GPU-hours allocated (held by a pod or job) and unused ({}) of {} GPU-hours held; {} device(s) unused, {} held with low use ({} GPU-hours).",
         thousands(a.unused_gpu_hours, 1),
         money(r, a.unused_cost),
         thousands(a.held_gpu_hours, 1),
