@@ -629,3 +629,44 @@ fn the_report_replays_its_own_plans_out_of_sample_when_asked() {
     assert!(out.contains("Out-of-sample check"), "{out}");
     assert!(out.contains("unsafe"), "{out}");
 }
+
+/// One GPU lost for two hours (the demo's lab-b/GPU3) no longer blanks the replay's energy: it
+/// is summed over the rows that have power, and the share of them is said (issue 55).
+#[test]
+fn a_lost_gpu_leaves_the_energy_known_with_its_coverage() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = format!(
+        "history:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/demo-history")
+            .display()
+    );
+    let plan = dir.path().join("plan.yaml");
+    json(&[
+        "mig",
+        "plan",
+        "--source",
+        &src,
+        "-o",
+        plan.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let r = json(&[
+        "replay",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+        "--format",
+        "json",
+    ]);
+    let f = &r["fleet"];
+    let coverage = f["energy_coverage"].as_f64().expect("a coverage");
+    assert!(coverage > 0.99 && coverage < 1.0, "{f:#}");
+    let (before, after) = (
+        f["energy_kwh_before"].as_f64().expect("energy known"),
+        f["energy_kwh_after"].as_f64().expect("energy known"),
+    );
+    assert!(before > 100.0 && after <= before, "{f:#}");
+}

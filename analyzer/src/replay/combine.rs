@@ -529,13 +529,16 @@ fn fleet(
         .filter_map(|k| ex.gpus.get(k))
         .map(|g| g.loaded_ms as f64 / HOUR_MS)
         .sum();
-    // Energy: known only where every GPU before has power or energy on every row.
-    let known = !before.is_empty()
-        && before.iter().all(|k| {
-            ex.gpus
-                .get(k)
-                .is_some_and(|g| g.rows > 0 && g.rows_without_power == 0)
+    // Energy: summed over the rows that have power or energy, with the share of rows that do
+    // (one GPU lost for two hours no longer blanks the line).
+    let (rows, with_power) = before
+        .iter()
+        .filter_map(|k| ex.gpus.get(k))
+        .fold((0u64, 0u64), |(r, p), g| {
+            (r + g.rows, p + g.rows.saturating_sub(g.rows_without_power))
         });
+    let coverage = (rows > 0 && with_power > 0).then(|| with_power as f64 / rows as f64);
+    let known = !before.is_empty() && coverage.is_some();
     let (energy_before, energy_after) = if known {
         let joules: f64 = before
             .iter()
@@ -578,6 +581,7 @@ fn fleet(
         utilization_after: ratio(work, gpu_hours_after),
         energy_kwh_before: energy_before,
         energy_kwh_after: energy_after,
+        energy_coverage: coverage.map(|c| (c * 1000.0).round() / 1000.0),
         energy_model: if known {
             "measured energy of the GPUs before (energy counter, else mean power × time); after, minus each freed GPU's idle power (5th percentile of its mean power) over the hours it is freed; the work's own energy moves with it".into()
         } else {

@@ -172,9 +172,13 @@ pub struct FleetResult {
     /// of the fleet, as the report's "GPU-hours of work" is.
     pub utilization_before: Option<f64>,
     pub utilization_after: Option<f64>,
-    /// Null where some GPU of the plan has no power or energy in the range.
+    /// Over the plan's GPUs' rows that have power or energy (`energy_coverage` says what share
+    /// of them); null where none has.
     pub energy_kwh_before: Option<f64>,
     pub energy_kwh_after: Option<f64>,
+    /// The share of the plan's GPUs' rows (before) with power or energy: 1 when every row has;
+    /// below 1 the energy figures count only those rows. Null with them.
+    pub energy_coverage: Option<f64>,
     /// The energy model, in words.
     pub energy_model: String,
 }

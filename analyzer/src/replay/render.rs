@@ -73,10 +73,17 @@ fn summary(r: &Replay) -> Vec<String> {
         pct(f.utilization_after)
     ));
     l.push(format!(
-        "Energy: {} → {} kWh ({})",
+        "Energy: {} → {} kWh ({}){}",
         num(f.energy_kwh_before, 1),
         num(f.energy_kwh_after, 1),
-        f.energy_model
+        f.energy_model,
+        match f.energy_coverage {
+            Some(c) if c < 1.0 => format!(
+                "; over the {:.1}% of the GPUs' rows that have power or energy",
+                c * 100.0
+            ),
+            _ => String::new(),
+        }
     ));
     l
 }
