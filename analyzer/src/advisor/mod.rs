@@ -14,10 +14,12 @@
 //! - [`busy`] — GPUs busy by `utilization.gpu` while their SMs are mostly idle;
 //! - [`allocated`] — GPUs and MIG instances held by a pod or Slurm job with nothing running.
 //!
-//! [`plan_out`] turns the consolidation findings into a plan file's moves (docs/plan.md).
+//! [`plan_out`] turns the consolidation findings into a plan file's moves (docs/plan.md);
+//! [`actions`] resolves the findings into one recommendation per workload.
 //!
 //! This module does not read sources (that is `ingest`), plan MIG layouts, or render reports.
 
+pub mod actions;
 pub mod allocated;
 pub mod busy;
 pub mod consolidation;
@@ -322,9 +324,9 @@ pub struct Analysis {
     pub until: Option<String>,
     pub sources: Vec<String>,
     pub tz: String,
-    /// One recommendation per workload, ranked (`crate::actions`; docs/findings.md "Actions"):
+    /// One recommendation per workload, ranked ([`actions`]; docs/findings.md "Actions"):
     /// without MIG layouts (the report plans them) and unpriced.
-    pub actions: Vec<crate::actions::Action>,
+    pub actions: Vec<actions::Action>,
     pub detectors: Vec<DetectorReport>,
     pub findings: Vec<Finding>,
 }
@@ -579,10 +581,10 @@ where
         });
         findings.extend(out.findings);
     }
-    let actions = crate::actions::recommend(
+    let actions = actions::recommend(
         &findings,
         None,
-        &crate::actions::ActionContext {
+        &actions::ActionContext {
             sources: &sources,
             period_hours: range.map_or(0.0, |r| (r.1 - r.0).max(0) as f64 / 3.6e6),
             prices: None,
@@ -610,11 +612,6 @@ pub fn render_table(a: &Analysis) -> String {
         a.until.as_deref().unwrap_or("-"),
         a.tz
     );
-    // Actions first: one per workload (MIG layouts are compared in `tessera report`).
-    let _ = writeln!(s, "\n== Actions — one per workload, most saved first");
-    for l in crate::actions::lines(&a.actions) {
-        let _ = writeln!(s, "  {l}");
-    }
     for d in &a.detectors {
         let _ = writeln!(s, "\n== {} — {}", d.title, d.summary);
         for n in &d.notes {

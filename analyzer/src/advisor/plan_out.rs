@@ -42,7 +42,7 @@ fn gpu_ref(g: &PlanGpu, label: Option<&str>) -> Result<GpuRef, PlanOutError> {
 }
 
 /// The moves of every consolidation finding of `analysis`, in the findings' order, without the
-/// workloads that come before any plan in `analysis.actions` (`crate::actions`: a workload
+/// workloads that come before any plan in `analysis.actions` (`super::actions`: a workload
 /// scaled to zero or released is not moved; a group whose host is taken goes). Moves the MIG
 /// layouts won over stay: this is the consolidation plan, asked for by name.
 pub fn consolidation_moves(analysis: &Analysis) -> Result<Vec<ConsolidationMove>, PlanOutError> {
@@ -53,7 +53,7 @@ pub fn consolidation_moves(analysis: &Analysis) -> Result<Vec<ConsolidationMove>
         .flat_map(|a| a.workloads.iter().map(|w| w.key.as_str()))
         .collect();
     let key = |uuid: &Option<String>, node: &Option<String>, gpu: Option<u32>| {
-        crate::actions::device_key(uuid.as_deref(), node.as_deref(), gpu, None)
+        super::actions::device_key(uuid.as_deref(), node.as_deref(), gpu, None)
     };
     let mut moves = Vec::new();
     for f in &analysis.findings {

@@ -46,7 +46,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         );
     }
     match args.format {
-        OutputFormat::Table => print!("{}", advisor::render_table(&analysis)),
+        OutputFormat::Table => print!(
+            "{}",
+            tessera::actions::render_table(&analysis, &analysis.actions)
+        ),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),
     }
     Ok(())

@@ -484,10 +484,8 @@ pub struct JobSummary {
     pub energy_kwh: Option<f64>,
     pub idle_hours: f64,
     pub idle_spans: Vec<IdleSpan>,
-    /// GPU-hours × (1 − mean activity): what the job held and did not use (all of its
-    /// GPU-hours without an activity metric).
-    /// `gpu_hours` × (1 − mean activity); `null` when the job has no activity signal (unknown,
-    /// not all unused).
+    /// `gpu_hours` × (1 − mean activity): what the job held and did not use; `null` when the job
+    /// has no activity signal (unknown, not all unused).
     pub unused_gpu_hours: Option<f64>,
     pub rating: Rating,
     /// The advice, one sentence a line.
@@ -625,82 +623,10 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         rating,
         verdict: Vec::new(),
     };
-    summary.verdict = verdict(&summary);
+    summary.verdict = render::verdict(&summary);
     Some(summary)
 }
 
 pub(crate) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
-}
-
-/// The advice for a summary, one sentence per observation.
-fn verdict(s: &JobSummary) -> Vec<String> {
-    let mut out = Vec::new();
-    let n = s.devices.len();
-    match (s.activity_mean, s.activity_p95) {
-        (Some(m), Some(p)) => out.push(match s.rating {
-            Rating::Good => format!(
-                "The job kept its {n} GPU(s) busy: mean activity {}, p95 {}.",
-                pct(m),
-                pct(p)
-            ),
-            Rating::Underused => format!(
-                "The job used its {n} GPU(s) at mean activity {} (p95 {}): it could share a GPU \
-                 or run on fewer.",
-                pct(m),
-                pct(p)
-            ),
-            Rating::Idle => format!(
-                "The job's {n} GPU(s) were mostly idle: mean activity {} (p95 {}). Check for \
-                 stalls (data loading, waiting on other jobs) or request fewer GPUs.",
-                pct(m),
-                pct(p)
-            ),
-            Rating::Unknown => format!(
-                "The job's use of its {n} GPU(s) is unknown: mean activity {}, p95 {}.",
-                pct(m),
-                pct(p)
-            ),
-        }),
-        _ => out.push(
-            "Unknown: no activity was measured for the job's GPUs (neither SM activity nor the \
-             busy ratio is in the data: NVML utilization or GPM, DCGM's GPU_UTIL or \
-             PROF_SM_ACTIVE), so its use is not judged."
-                .to_string(),
-        ),
-    }
-    let held: Vec<&DeviceUse> = s.devices.iter().filter(|d| d.held_only).collect();
-    if !held.is_empty() {
-        out.push(format!(
-            "It held {} of its {n} GPU(s) without ever running anything on them ({:.1} \
-             GPU-hours): request only the GPUs the job uses.",
-            held.len(),
-            held.iter().map(|d| d.hours).sum::<f64>()
-        ));
-    }
-    if s.idle_hours > 0.0 {
-        out.push(format!(
-            "It held GPU memory while doing nothing for {:.1} h of {:.1} GPU-hours ({} span(s) \
-             of an hour or more): free the GPU when idle, or end the job sooner.",
-            s.idle_hours,
-            s.gpu_hours,
-            s.idle_spans.len()
-        ));
-    }
-    let cap = s
-        .devices
-        .iter()
-        .filter_map(|d| d.memory_total_gib)
-        .reduce(f64::min);
-    if let (Some(peak), Some(cap)) = (s.memory_peak_gib, cap)
-        && cap > 0.0
-        && peak < 0.25 * cap
-        && s.devices.iter().all(|d| d.device.gpu_instance.is_none())
-    {
-        out.push(format!(
-            "Its peak memory, {peak:.1} GiB of {cap:.0} GiB, would fit a MIG instance: a smaller \
-             slice would leave the rest of the GPU to others."
-        ));
-    }
-    out
 }

@@ -1,8 +1,8 @@
 //! `tessera job`'s table (one screen per job) and `tessera report --by job`'s table of the worst
-//! jobs (aligned text or Markdown). Formatting only; no colour; control characters from data
-//! escaped.
+//! jobs (aligned text or Markdown), and a summary's verdict sentences. Formatting only; no
+//! colour; control characters from data escaped.
 
-use super::{ActivitySource, JobSummary, pct};
+use super::{ActivitySource, DeviceUse, JobSummary, Rating, pct};
 
 /// The summary as one screen of text (no colour).
 pub fn render_table(s: &JobSummary) -> String {
@@ -157,4 +157,76 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
     }
     // Names from data may hold control characters: shown escaped (crate::text).
     crate::text::printable_lines(&o).into_owned()
+}
+
+/// The advice for a summary, one sentence per observation.
+pub(super) fn verdict(s: &JobSummary) -> Vec<String> {
+    let mut out = Vec::new();
+    let n = s.devices.len();
+    match (s.activity_mean, s.activity_p95) {
+        (Some(m), Some(p)) => out.push(match s.rating {
+            Rating::Good => format!(
+                "The job kept its {n} GPU(s) busy: mean activity {}, p95 {}.",
+                pct(m),
+                pct(p)
+            ),
+            Rating::Underused => format!(
+                "The job used its {n} GPU(s) at mean activity {} (p95 {}): it could share a GPU \
+                 or run on fewer.",
+                pct(m),
+                pct(p)
+            ),
+            Rating::Idle => format!(
+                "The job's {n} GPU(s) were mostly idle: mean activity {} (p95 {}). Check for \
+                 stalls (data loading, waiting on other jobs) or request fewer GPUs.",
+                pct(m),
+                pct(p)
+            ),
+            Rating::Unknown => format!(
+                "The job's use of its {n} GPU(s) is unknown: mean activity {}, p95 {}.",
+                pct(m),
+                pct(p)
+            ),
+        }),
+        _ => out.push(
+            "Unknown: no activity was measured for the job's GPUs (neither SM activity nor the \
+             busy ratio is in the data: NVML utilization or GPM, DCGM's GPU_UTIL or \
+             PROF_SM_ACTIVE), so its use is not judged."
+                .to_string(),
+        ),
+    }
+    let held: Vec<&DeviceUse> = s.devices.iter().filter(|d| d.held_only).collect();
+    if !held.is_empty() {
+        out.push(format!(
+            "It held {} of its {n} GPU(s) without ever running anything on them ({:.1} \
+             GPU-hours): request only the GPUs the job uses.",
+            held.len(),
+            held.iter().map(|d| d.hours).sum::<f64>()
+        ));
+    }
+    if s.idle_hours > 0.0 {
+        out.push(format!(
+            "It held GPU memory while doing nothing for {:.1} h of {:.1} GPU-hours ({} span(s) \
+             of an hour or more): free the GPU when idle, or end the job sooner.",
+            s.idle_hours,
+            s.gpu_hours,
+            s.idle_spans.len()
+        ));
+    }
+    let cap = s
+        .devices
+        .iter()
+        .filter_map(|d| d.memory_total_gib)
+        .reduce(f64::min);
+    if let (Some(peak), Some(cap)) = (s.memory_peak_gib, cap)
+        && cap > 0.0
+        && peak < 0.25 * cap
+        && s.devices.iter().all(|d| d.device.gpu_instance.is_none())
+    {
+        out.push(format!(
+            "Its peak memory, {peak:.1} GiB of {cap:.0} GiB, would fit a MIG instance: a smaller \
+             slice would leave the rest of the GPU to others."
+        ));
+    }
+    out
 }

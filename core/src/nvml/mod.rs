@@ -508,15 +508,22 @@ impl GpuBackend for NvmlBackend {
             };
             gpus.push(sample);
         }
-        if count > 0 && driver_down == count as usize {
-            return Err(DeviceError::Nvml {
-                call: "nvmlDeviceGetHandleByIndex_v2".into(),
-                kind: last_driver_error.into(),
-            });
-        }
+        every_handle_failed(count, driver_down, last_driver_error)?;
         trace::sample_done(started, gpus.len(), timestamp_ms);
         Ok(NodeSample { timestamp_ms, gpus })
     }
+}
+
+/// A node-level error when every one of `count` GPUs' handles failed because the driver is not
+/// there (`driver_down` of them; `last` the error's kind).
+fn every_handle_failed(count: u32, driver_down: usize, last: &str) -> Result<(), DeviceError> {
+    if count > 0 && driver_down == count as usize {
+        return Err(DeviceError::Nvml {
+            call: "nvmlDeviceGetHandleByIndex_v2".into(),
+            kind: last.into(),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for NvmlBackend {

@@ -13,5 +13,7 @@
 
 #[path = "../../fake-nvml/src/core_exports/mod.rs"]
 mod core_exports;
+#[path = "../../fake-nvml/src/process_buffer.rs"]
+mod process_buffer;
 #[path = "../../fake-nvml/src/state.rs"]
 mod state;

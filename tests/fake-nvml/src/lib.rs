@@ -35,4 +35,5 @@
 mod core_exports;
 mod extra_exports;
 mod mig_write_exports;
+mod process_buffer;
 mod state;

@@ -142,16 +142,9 @@ pub struct Fake {
     /// The MIG write side (created on the first MIG write or list call): the simulated backend's
     /// rules, whose state is pushed into `node` after every change.
     pub mig: Option<SimMigControl>,
-    /// Per GPU: the per-process utilisation readings the driver keeps, (µs, pid, SM %), oldest
-    /// first, one per process each time the virtual clock reaches a new instant that is read, at
-    /// most [`PROCESS_BUFFER`] per GPU (`nvmlDeviceGetProcessUtilization` returns those newer
-    /// than the caller's timestamp).
+    /// Per GPU: the driver's per-process utilisation readings (`process_buffer`).
     pub process_readings: BTreeMap<u32, VecDeque<(u64, u32, u32)>>,
 }
-
-/// How many per-process utilisation readings the fake driver keeps per GPU (the real driver's
-/// depth is not documented; the GPU check kit measures it, docs/testing.md).
-pub const PROCESS_BUFFER: usize = 120;
 
 static FAKE: Mutex<Fake> = Mutex::new(Fake {
     node: None,
@@ -422,18 +415,7 @@ impl Fake {
                     }
                 }
             }
-            for g in &reading.gpus {
-                let buffer = self.process_readings.entry(g.sample.index).or_default();
-                for p in &g.sample.processes {
-                    if let Some(sm) = p.sm_ratio {
-                        let us = (now.max(0) as u64) * 1000;
-                        buffer.push_back((us, p.pid, (sm * 100.0).round() as u32));
-                    }
-                }
-                while buffer.len() > PROCESS_BUFFER {
-                    buffer.pop_front();
-                }
-            }
+            crate::process_buffer::buffer(&mut self.process_readings, &reading, now);
             self.cache = Some(reading);
         }
         match &self.cache {

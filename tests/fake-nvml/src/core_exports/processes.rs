@@ -1,7 +1,8 @@
 //! Processes: the running compute processes of a GPU and a process's name.
 //!
 //! Per-process utilisation (`nvmlDeviceGetProcessUtilization`) is a newer function, in
-//! `extra_exports`.
+//! `extra_exports`; the driver's buffer of those readings, which both libraries keep, is
+//! `process_buffer`.
 
 use std::ffi::{c_char, c_uint};
 
