@@ -166,25 +166,8 @@ fn the_demo_gets_one_action_per_workload_in_every_output() {
 #[test]
 fn a_simulated_fleet_gets_one_action_per_workload_in_every_output() {
     let dir = tempfile::tempdir().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let history = dir.path().join("fleet");
-    out(&[
-        "simulate",
-        "--scenario",
-        root.join("fixtures/scenarios/fleet-64.toml")
-            .to_str()
-            .unwrap(),
-        "--days",
-        "2",
-        "--sample-interval",
-        "60s",
-        "--history.interval",
-        "10m",
-        "--out",
-        history.to_str().unwrap(),
-    ]);
     check(
-        &format!("history:{}", history.display()),
+        &crate::support::cli::fleet_64(dir.path()),
         &["scale_to_zero"],
     );
 }

@@ -787,24 +787,7 @@ fn check_teams_add_up(src: &str) {
 fn the_team_rows_add_up_to_the_fleet() {
     check_teams_add_up(DEMO);
     let dir = tempfile::tempdir().unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let history = dir.path().join("fleet");
-    ok(&[
-        "simulate",
-        "--scenario",
-        root.join("fixtures/scenarios/fleet-64.toml")
-            .to_str()
-            .unwrap(),
-        "--days",
-        "2",
-        "--sample-interval",
-        "60s",
-        "--history.interval",
-        "10m",
-        "--out",
-        history.to_str().unwrap(),
-    ]);
-    check_teams_add_up(&format!("history:{}", history.display()));
+    check_teams_add_up(&cli::fleet_64(dir.path()));
 }
 
 /// Progress on a pipe (issue 55): with `TESSERA_PROGRESS_EVERY=0` every update is a plain line

@@ -1,6 +1,7 @@
 //! The one way these tests run the `tessera` binary (built by cargo for this test binary, found
 //! through `CARGO_BIN_EXE_tessera`): [`tessera`] with the arguments and the environment as is,
-//! [`tessera_with`] when a test sets the working folder or the environment.
+//! [`tessera_with`] when a test sets the working folder or the environment; and the simulated
+//! 64-GPU fleet several tests read ([`fleet_64`]).
 
 use std::process::{Command, Output};
 
@@ -25,4 +26,27 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `tessera simulate` of `fixtures/scenarios/fleet-64.toml` for 2 days (60 s samples, 10-minute
+/// rows) into `dir/fleet`; its `history:` source.
+pub fn fleet_64(dir: &std::path::Path) -> String {
+    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/scenarios/fleet-64.toml");
+    let history = dir.join("fleet");
+    let (code, _, err) = run(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--days",
+        "2",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "10m",
+        "--out",
+        history.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "simulate: {err}");
+    format!("history:{}", history.display())
 }
