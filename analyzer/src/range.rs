@@ -119,6 +119,14 @@ impl RangeRequest {
         (since, self.until)
     }
 
+    /// [`Self::read_bounds`] with `previous`, reaching back at least `back_ms` before the end
+    /// (the report's trend: its weeks before the range); `since` stays open when it is.
+    pub fn read_bounds_back(&self, back_ms: i64, now_ms: i64) -> (Option<i64>, Option<i64>) {
+        let (since, until) = self.read_bounds(true, now_ms);
+        let end = self.until.unwrap_or(now_ms);
+        (since.map(|s| s.min(end - back_ms.max(0))), until)
+    }
+
     /// The range over data whose last row ends at `last_end` and whose rows in the read bounds
     /// end from `first_end` on; `first_start` gives the start of the earliest row's interval
     /// (asked only when the range might begin before the data). See the module docs for the

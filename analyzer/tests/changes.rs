@@ -299,6 +299,12 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
     assert_eq!(c["gpus_changed"], t.gpus_changed);
     assert_eq!(c["workloads_moved"], t.moved);
     check_comparison(c, &t);
+    // The work fell (whole GPUs' activity: a 1g instance counts a seventh of the SMs), but every
+    // service runs after the change: moved, not lost (issue 55).
+    let work = &c["comparison"]["work"];
+    assert_eq!(work["verdict"], "moved", "{work}");
+    assert_eq!(work["workloads_before"], 10, "{work}");
+    assert_eq!(work["gone"], serde_json::json!([]), "{work}");
 
     // --change-at the planted time: the same comparison.
     let at = chrono::DateTime::from_timestamp_millis(t.change_ms)

@@ -44,3 +44,4 @@ mod scale_down;
 mod scale_down_faults;
 mod sharing;
 mod slurm_real;
+mod trend;

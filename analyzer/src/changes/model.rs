@@ -64,6 +64,9 @@ pub struct Comparison {
     /// The plan's prediction beside what was realized (`--plan FILE` with a `prediction`
     /// block, for the first change after the plan was made); `null` otherwise.
     pub predicted: Option<PredictedVsRealized>,
+    /// The fleet's work fell by more than 5%: lost, or only moved ([`WorkVerdict`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkVerdict>,
 }
 
 /// The prediction beside what the change realized.
@@ -149,6 +152,22 @@ pub struct PeriodDelta {
     pub gpu_hours_free: Option<f64>,
     pub energy_kwh: Option<f64>,
     pub cost_total: Option<f64>,
+}
+
+/// Whether the work that fell across a change was lost or only moved: the workloads (pods,
+/// else Slurm job and process, else node and pid) that ran in the period before and in the one
+/// after. Set only when the fleet's GPU-hours of work fell by more than 5%.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkVerdict {
+    /// `moved`: every workload that ran before runs after; `lost`: some did not.
+    pub verdict: String,
+    pub workloads_before: usize,
+    pub workloads_after: usize,
+    /// Workloads that ran before and not after, in name order (at most 20).
+    pub gone: Vec<String>,
+    pub gone_total: usize,
+    /// One sentence a reader acts on.
+    pub explanation: String,
 }
 
 /// One team before and after.

@@ -255,6 +255,7 @@ mod tests {
             by_node: nodes,
             by_team: Vec::new(),
             predicted: None,
+            work: None,
         }
     }
 

@@ -16,7 +16,9 @@ use tessera::advisor::Params;
 use tessera::ingest::{fmt_ms, parse_time};
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
-use super::source::{PartProgress, SourceArgs, load, load_parts, name_file, parse_tz, part_files};
+use super::source::{
+    PartProgress, SourceArgs, load_parts, load_reaching, name_file, parse_tz, part_files,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
@@ -85,6 +87,11 @@ pub struct ReportArgs {
     /// the change realized and explains a large difference (docs/report.md, "Changes").
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
+    /// The weeks the trend shows, ending at the report's end (idle-loaded and unused GPU-hours,
+    /// work utilization and cost per week, and what layout changes saved); 0 leaves it out.
+    /// Ingest reads that far back.
+    #[arg(long = "trend.weeks", value_name = "N", default_value_t = report::trend::DEFAULT_WEEKS)]
+    trend_weeks: usize,
 }
 
 fn no_color() -> bool {
@@ -150,7 +157,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
 
     // One range rule for every command (tessera::range); ingest reaches one period further
     // back so the previous period can be compared, and the frames stay whole for it.
-    let loaded = load(&args.src, true, "reporting")?;
+    if args.trend_weeks > report::trend::MAX_WEEKS {
+        bail!(
+            "bad --trend.weeks {}: expected 0 to {}",
+            args.trend_weeks,
+            report::trend::MAX_WEEKS
+        );
+    }
+    let loaded = load_reaching(
+        &args.src,
+        args.trend_weeks as i64 * report::trend::WEEK_MS,
+        "reporting",
+    )?;
     let Some(range) = loaded.range else {
         bail!("no rows in the sources for the chosen range: nothing to report");
     };
@@ -182,6 +200,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         change_at,
         journal,
         plan,
+        trend_weeks: args.trend_weeks,
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

@@ -363,21 +363,34 @@ impl Loaded {
 /// range further back (the report's week over week) and the frames are left whole; otherwise
 /// they are narrowed to the range.
 pub fn load(src: &SourceArgs, previous: bool, verb: &str) -> Result<Loaded> {
-    load_with(src, previous, verb, false)
+    load_with(src, previous.then_some(0), verb, false)
+}
+
+/// [`load`] with `previous`, ingest reaching at least `back_ms` before the end (the report's
+/// trend weeks).
+pub fn load_reaching(src: &SourceArgs, back_ms: i64, verb: &str) -> Result<Loaded> {
+    load_with(src, Some(back_ms), verb, false)
 }
 
 /// [`load`] for a command whose range is a search window (`tessera job`: the job somewhere in
 /// the last 30 days): a window reaching past the data is not said.
 pub fn load_search(src: &SourceArgs) -> Result<(Vec<ingest::Part>, Option<TimeRange>, u64)> {
-    let l = load_with(src, false, "searching", true)?;
+    let l = load_with(src, None, "searching", true)?;
     let rows = l.gpu_rows();
     Ok((l.parts, l.range, rows))
 }
 
-fn load_with(src: &SourceArgs, previous: bool, verb: &str, search: bool) -> Result<Loaded> {
+/// `back`: `None` reads the range only; `Some(ms)` reaches one range further back and at least
+/// `ms` before the end, leaving the frames whole.
+fn load_with(src: &SourceArgs, back: Option<i64>, verb: &str, search: bool) -> Result<Loaded> {
     let now = chrono::Utc::now().timestamp_millis();
     let req = src.range_request()?;
-    let (parts, report) = src.ingest_bounds(req.read_bounds(previous, now), true)?;
+    let previous = back.is_some();
+    let bounds = match back {
+        Some(ms) => req.read_bounds_back(ms, now),
+        None => req.read_bounds(false, now),
+    };
+    let (parts, report) = src.ingest_bounds(bounds, true)?;
     let Some((first, last)) = report.time_range() else {
         return Ok(Loaded {
             parts,

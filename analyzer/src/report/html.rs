@@ -492,6 +492,15 @@ pub fn render_html(r: &Report) -> String {
             ("before and after, scaled to the larger", "measure"),
         );
     }
+    if let Some(svg) = super::trend_chart::chart(r) {
+        chart(
+            &mut o,
+            "Waste per week",
+            "Orange bars: the idle-loaded models' reclaimable GPU-hours; purple bars: GPU-hours held by a pod or job and unused; each week as its own report gives it, with its work utilization above (Trend, below).",
+            svg,
+            ("week (7 days back from the report's end)", "GPU-hours"),
+        );
+    }
     for i in 1..secs.len() {
         text(&mut o, i);
     }

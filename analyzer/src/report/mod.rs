@@ -31,6 +31,8 @@ mod quality;
 pub mod render;
 mod run;
 mod tally;
+pub mod trend;
+mod trend_chart;
 
 pub use crate::prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use model::{

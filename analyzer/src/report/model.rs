@@ -372,6 +372,9 @@ pub struct Report {
     /// The commands that act on the report's findings and plans, each runnable as printed
     /// ([`super::next_steps`]); `[]` when there is nothing to act on.
     pub next_steps: Vec<NextStep>,
+    /// The last weeks' waste and cost, and the savings changes realized (`--trend.weeks`;
+    /// [`super::trend`]); `null` with `--trend.weeks 0`.
+    pub trend: Option<super::trend::Trend>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
     /// `--out-of-sample`: each of the report's plans made from the previous period and replayed

@@ -104,6 +104,16 @@ fn materialize(frames: &Frames, from: i64) -> Result<Frames, PolarsError> {
     })
 }
 
+/// The rows of every table ending in `(since, until]`, with the columns any consumer of the pass
+/// reads, in memory (as [`materialize`] reads a partition; the report's trend reads each week so).
+pub(super) fn materialize_within(
+    frames: &Frames,
+    since: i64,
+    until: i64,
+) -> Result<Frames, PolarsError> {
+    materialize(&frames.within(since, until), since + 1)
+}
+
 /// Casts the unsigned columns of `df` to the types every consumer reads them as
 /// (`columns::i64s`, `columns::f64s`): `uint32` → `int64`, `uint64` → `float64`. Done once when a
 /// partition is read into memory, not once per consumer (a copy of the column each time).

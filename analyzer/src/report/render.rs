@@ -12,8 +12,10 @@ use super::{OffpeakBaseline, Report, Usage};
 mod changes;
 mod out_of_sample;
 mod sections;
+mod trend;
 
 pub use sections::sections;
+pub use trend::week_label;
 
 /// One section of the text report: a title, lines of prose, an optional table, trailing lines.
 #[derive(Debug, Clone, Default)]

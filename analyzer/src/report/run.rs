@@ -8,7 +8,7 @@
 
 use chrono_tz::Tz;
 
-use super::{MigSection, Prices, Report, ReportError, ReportInput, mig_section, pass};
+use super::{MigSection, Prices, Report, ReportError, ReportInput, mig_section, pass, trend};
 use crate::advisor::Params;
 use crate::changes::{self, ChangeRequest};
 use crate::frames::Frames;
@@ -37,6 +37,8 @@ pub struct ReportRequest<'a> {
     /// `--plan FILE`: the plan that made a change, whose prediction the report sets beside the
     /// change's measured saving.
     pub plan: Option<changes::predicted::PlanPrediction>,
+    /// `--trend.weeks`: the weeks the trend shows (0: no trend; [`super::trend`]).
+    pub trend_weeks: usize,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -75,6 +77,7 @@ pub fn run(
     watch.lap("pass");
     progress("building report", parts.len());
     let watch = Stopwatch::start("report");
+    let (trend_prices, trend_sources) = (req.prices.clone(), req.sources.clone());
     let mut report = pass.tally.finish(
         parts,
         &ReportInput {
@@ -138,5 +141,20 @@ pub fn run(
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
+    let watch = Stopwatch::start("report");
+    progress("trend", parts.len());
+    report.trend = trend::run(
+        parts,
+        &report,
+        req.range,
+        &trend::TrendRequest {
+            weeks: req.trend_weeks,
+            params: &params,
+            prices: &trend_prices,
+            sources: &trend_sources,
+            journal: &req.journal,
+        },
+    )?;
+    watch.lap("trend");
     Ok(report)
 }

@@ -18,7 +18,7 @@ pub(super) use part::tally_all;
 
 use super::ChangeRequest;
 use super::model::{
-    Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage,
+    Comparison, KeyedPeriods, PeriodDelta, PeriodUsage, Side, TeamPeriods, TeamUsage, WorkVerdict,
 };
 use crate::times::fmt_ms;
 
@@ -256,7 +256,7 @@ impl Acc {
     /// The comparison: both periods per fleet, node and team, rounded and priced.
     pub(super) fn finish(self, w: &Window, req: &ChangeRequest) -> Comparison {
         let hours = w.len_ms() as f64 / HOUR_MS;
-        Comparison {
+        let mut c = Comparison {
             hours: r3(hours),
             before: Side {
                 from: fmt_ms(w.before.0),
@@ -282,6 +282,58 @@ impl Acc {
                 })
                 .collect(),
             predicted: None,
-        }
+            work: None,
+        };
+        c.work = work_verdict(&c.fleet, &self.teams);
+        c
     }
+}
+
+/// At most this many gone workloads are named.
+const GONE_NAMED: usize = 20;
+
+/// [`WorkVerdict`] of a comparison whose fleet work fell by more than 5%.
+fn work_verdict(
+    fleet: &KeyedPeriods,
+    teams: &BTreeMap<String, [TeamSum<String>; 2]>,
+) -> Option<WorkVerdict> {
+    let (b, a) = (fleet.before.gpu_hours_busy?, fleet.after.gpu_hours_busy?);
+    if b <= 0.0 || a >= b * 0.95 {
+        return None;
+    }
+    let side = |k: usize| -> BTreeSet<&String> {
+        teams.values().flat_map(|s| s[k].processes.iter()).collect()
+    };
+    let (before, after) = (side(0), side(1));
+    let gone: Vec<String> = before.difference(&after).map(|s| s.to_string()).collect();
+    let fell = format!(
+        "GPU-hours of work fell {:.0}% ({b:.1} → {a:.1})",
+        (b - a) / b * 100.0
+    );
+    let explanation = if gone.is_empty() {
+        format!(
+            "{fell}, but all {} workload(s) that ran before run after: the work moved, it was not lost. GPU-hours of work are whole GPUs' activity × time: a workload in a MIG instance counts only its instance's share of the GPU's SMs, so the same work reads as fewer.",
+            before.len()
+        )
+    } else {
+        format!(
+            "{fell}, and {} of the {} workload(s) that ran before did not run after ({}{}): that work stopped or was lost, it did not only move.",
+            gone.len(),
+            before.len(),
+            gone.iter()
+                .take(GONE_NAMED)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if gone.len() > GONE_NAMED { ", …" } else { "" }
+        )
+    };
+    Some(WorkVerdict {
+        verdict: if gone.is_empty() { "moved" } else { "lost" }.into(),
+        workloads_before: before.len(),
+        workloads_after: after.len(),
+        gone_total: gone.len(),
+        gone: gone.into_iter().take(GONE_NAMED).collect(),
+        explanation,
+    })
 }

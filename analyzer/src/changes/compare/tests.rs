@@ -370,3 +370,50 @@ fn periods_are_equal_whole_rows_outside_the_margin() {
     assert_eq!(w.len_ms() % 300_000, 0);
     assert!(w.after.1 <= 96 * H);
 }
+
+/// A fleet whose work went from `before` to `after` GPU-hours, and teams running `b` then `a`.
+fn fell(before: f64, after: f64, b: &[&str], a: &[&str]) -> Option<WorkVerdict> {
+    let side = |busy: f64| PeriodUsage {
+        gpu_hours_busy: Some(busy),
+        ..PeriodUsage::default()
+    };
+    let fleet = KeyedPeriods {
+        key: "fleet".into(),
+        before: side(before),
+        after: side(after),
+        delta: PeriodDelta::default(),
+    };
+    let set = |v: &[&str]| TeamSum {
+        processes: v.iter().map(|s| s.to_string()).collect(),
+        gpu_hours: 0.0,
+        busy: None,
+        energy: None,
+    };
+    let mut teams = BTreeMap::new();
+    teams.insert("t".to_string(), [set(b), set(a)]);
+    work_verdict(&fleet, &teams)
+}
+
+#[test]
+fn work_that_fell_is_moved_when_every_workload_runs_after_and_lost_when_one_stops() {
+    let moved = fell(34.0, 4.8, &["s/a", "s/b"], &["s/a", "s/b", "s/c"]).unwrap();
+    assert_eq!(moved.verdict, "moved");
+    assert_eq!((moved.workloads_before, moved.workloads_after), (2, 3));
+    assert!(moved.gone.is_empty());
+    assert!(
+        moved.explanation.contains("not lost"),
+        "{}",
+        moved.explanation
+    );
+    let lost = fell(34.0, 20.0, &["s/a", "s/b"], &["s/a"]).unwrap();
+    assert_eq!(lost.verdict, "lost");
+    assert_eq!(
+        (lost.gone.clone(), lost.gone_total),
+        (vec!["s/b".to_string()], 1)
+    );
+    assert!(lost.explanation.contains("s/b"), "{}", lost.explanation);
+    // Work that held (within 5%) or rose, or is unknown, gets no verdict.
+    assert_eq!(fell(34.0, 33.0, &["s/a"], &[]), None);
+    assert_eq!(fell(34.0, 40.0, &["s/a"], &[]), None);
+    assert_eq!(fell(0.0, 0.0, &["s/a"], &[]), None);
+}

@@ -80,6 +80,9 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
         .map(String::from)
         .to_vec();
     s.rows = fleet_rows(r, &cmp.fleet);
+    if let Some(w) = &cmp.work {
+        s.lines.push(w.explanation.clone());
+    }
     if let Some(p) = &cmp.predicted {
         s.after.push(format!(
             "Predicted by {} (replayed {} .. {}, {}): {} GPU(s) freed ({} → {}); realized: {}{}.",

@@ -20,9 +20,9 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let f = &r.fleet;
     // Memory used absent from the whole range: what needs it is unknown, not zero.
     let no_memory = f.gpus > 0 && f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
-    let mut v = vec![
-        actions(r),
-        summary(r, no_memory),
+    let mut v = vec![actions(r), summary(r, no_memory)];
+    v.extend(super::trend::section(r));
+    v.extend([
         usage("By node", r, &r.by_node),
         usage("By GPU model", r, &r.by_model),
         teams(r),
@@ -30,7 +30,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
         allocated(r),
         consolidation(r, no_memory),
         mig(r),
-    ];
+    ]);
     v.extend(super::changes::changes(r));
     v.push(offpeak(r));
     v.extend(super::out_of_sample::section(r.out_of_sample.as_deref()));

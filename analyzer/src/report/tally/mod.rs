@@ -35,6 +35,7 @@ mod teams;
 #[cfg(test)]
 mod tests;
 mod usage;
+mod week;
 
 use energy::{EnergyAcc, GpuIdle, TeamEnergy, gpu_idle, team_energy};
 use gpus::{free_counts, gpu_activity, gpu_notes};
@@ -43,6 +44,7 @@ pub(crate) use rows::{GPU_COLUMNS, PROCESS_COLUMNS};
 use rows::{Gpu, Row, gpu_rows};
 use teams::{TeamRows, TeamsAcc, team_rows};
 use usage::UsageAcc;
+pub(crate) use week::{WeekPart, week_part};
 
 /// Everything summed over the partitions so far.
 struct Tally {
@@ -619,6 +621,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         data_quality,
         charts,
         out_of_sample: None,
+        trend: None,
     })
 }
 
