@@ -201,6 +201,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         journal,
         plan,
         trend_weeks: args.trend_weeks,
+        first_ts: ingest_report.time_range().map(|(first, _)| first),
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

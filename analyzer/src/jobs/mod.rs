@@ -42,7 +42,9 @@ use crate::times::fmt_ms;
 
 mod energy;
 mod render;
+mod runs;
 pub use render::{render_table, render_worst};
+pub use runs::{JobRun, RUN_GAP_MS};
 
 const GIB: f64 = 1_073_741_824.0;
 const HOUR_MS: f64 = 3_600_000.0;
@@ -472,7 +474,10 @@ pub struct JobSummary {
     pub job: String,
     pub start: String,
     pub end: String,
+    /// Hours the job ran: the sum of its runs' (not `end − start`: an id can be reused).
     pub duration_hours: f64,
+    /// The id's runs in time order (one unless the id was reused: [`runs`]).
+    pub runs: Vec<JobRun>,
     pub gpu_hours: f64,
     pub devices: Vec<DeviceUse>,
     pub activity_mean: Option<f64>,
@@ -590,7 +595,8 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         .collect();
     idle_spans.sort_by(|a, b| a.start.cmp(&b.start));
     let idle_hours = r3(rows.idle.iter().map(|e| e.idle_hours).sum::<f64>() + 0.0);
-    let duration_hours = r3((end - start) as f64 / HOUR_MS);
+    let spans = runs::runs(all.iter().copied());
+    let duration_hours = r3(spans.iter().map(|(s, e)| (e - s) as f64).sum::<f64>() / HOUR_MS);
     let idle_share = if gpu_hours > 0.0 {
         idle_hours / gpu_hours
     } else {
@@ -609,6 +615,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         start: fmt_ms(start),
         end: fmt_ms(end),
         duration_hours,
+        runs: runs::describe(&spans),
         gpu_hours,
         devices,
         activity_mean: mean,

@@ -10,11 +10,29 @@ pub fn render_table(s: &JobSummary) -> String {
     let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
     let mut o = String::new();
     let _ = writeln!(o, "Slurm job {}", s.job);
-    let _ = writeln!(
-        o,
-        "  Time      {} .. {} ({:.1} h)",
-        s.start, s.end, s.duration_hours
-    );
+    if s.runs.len() > 1 {
+        let _ = writeln!(
+            o,
+            "  Time      {} .. {}: {} runs of this id, {:.1} h running in all",
+            s.start,
+            s.end,
+            s.runs.len(),
+            s.duration_hours
+        );
+        for r in &s.runs {
+            let _ = writeln!(
+                o,
+                "            run {} .. {} ({:.1} h)",
+                r.start, r.end, r.hours
+            );
+        }
+    } else {
+        let _ = writeln!(
+            o,
+            "  Time      {} .. {} ({:.1} h)",
+            s.start, s.end, s.duration_hours
+        );
+    }
     let _ = writeln!(
         o,
         "  GPUs      {} ({:.1} GPU-hours)",
@@ -162,6 +180,15 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
 /// The advice for a summary, one sentence per observation.
 pub(super) fn verdict(s: &JobSummary) -> Vec<String> {
     let mut out = Vec::new();
+    if s.runs.len() > 1 {
+        out.push(format!(
+            "This job id ran {} times (an id reused, e.g. resubmitted daily): {:.1} h running in all between {} and {}; the figures below are over every run.",
+            s.runs.len(),
+            s.duration_hours,
+            s.start,
+            s.end
+        ));
+    }
     let n = s.devices.len();
     match (s.activity_mean, s.activity_p95) {
         (Some(m), Some(p)) => out.push(match s.rating {

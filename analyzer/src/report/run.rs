@@ -39,6 +39,8 @@ pub struct ReportRequest<'a> {
     pub plan: Option<changes::predicted::PlanPrediction>,
     /// `--trend.weeks`: the weeks the trend shows (0: no trend; [`super::trend`]).
     pub trend_weeks: usize,
+    /// The end of the data's first row read, unix ms (the trend skips weeks before it).
+    pub first_ts: Option<i64>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -153,6 +155,7 @@ pub fn run(
             prices: &trend_prices,
             sources: &trend_sources,
             journal: &req.journal,
+            first_ts: req.first_ts,
         },
     )?;
     watch.lap("trend");

@@ -94,6 +94,9 @@ pub struct TrendRequest<'a> {
     pub sources: &'a [String],
     /// The apply journals' runs (evidence of changes, as for the report's change section).
     pub journal: &'a [changes::journal::JournalRun],
+    /// The end of the data's first row, unix ms, when known: weeks ending before it have no
+    /// rows and are not read.
+    pub first_ts: Option<i64>,
 }
 
 /// The `n` weeks ending at `until`, oldest first: `(since, until]` each.
@@ -130,6 +133,9 @@ pub fn run(
         if (since, until) == (range.since, range.until) {
             out.push(from_report(report));
             realized.extend(report.changes.as_ref().map(realized_of).unwrap_or_default());
+            continue;
+        }
+        if req.first_ts.is_some_and(|f| until < f) {
             continue;
         }
         if let Some((week, changes)) = one_week(parts, (since, until), req)? {
