@@ -24,6 +24,7 @@ use tessera_exporter::metrics::{MetricsExposition, RenderOptions};
 use tessera_exporter::once;
 use tessera_exporter::sampler::{
     AllocationSource, Attributor, BackendFactory, Sampler, SamplerConfig, SamplerHooks,
+    SnapshotHandle,
 };
 use tessera_exporter::slurm::{self, SlurmScanner};
 use tessera_exporter::web::{self, LandingInfo, Server, ServerOptions, WebConfig};
@@ -262,28 +263,7 @@ fn mig_plan(args: &Args) -> Result<Option<Arc<PartedConfig>>> {
 fn run(args: Args) -> Result<()> {
     let mig_plan = mig_plan(&args)?;
     if args.once {
-        // One backend, two samples: the first primes counters (GPM, process utilisation, XID),
-        // the second is printed.
-        let mut make = factory(&args, false)?;
-        let mut backend = make()?;
-        let inventory = backend.inventory().context("reading the GPU inventory")?;
-        backend.sample().context("taking the priming sample")?;
-        if args.device.backend == BackendKind::Nvml {
-            std::thread::sleep(Duration::from_millis(200).min(args.sample_interval));
-        }
-        let sample = backend.sample().context("sampling")?;
-        let snap = tessera_exporter::sampler::Snapshot::of_sample(
-            backend.name(),
-            1,
-            inventory.into(),
-            sample,
-        );
-        if let Err(e) = print_sample(args.format, true, backend.name(), &snap)
-            && e.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            return Err(e.into());
-        }
-        return Ok(());
+        return run_once(&args);
     }
     if args.device.backend == BackendKind::Nvml {
         // Fail fast with the clear message when there is no driver at all.
@@ -299,30 +279,7 @@ fn run(args: Args) -> Result<()> {
         .map(WebConfig::from_file)
         .transpose()?;
     let history_stats = Arc::new(HistoryStats::default());
-    let (history_sender, history_thread) = match history_root(&args) {
-        Some(root) => {
-            log::info!(
-                "writing history to {} (every {:?}, keeping {:?} and at most {} bytes per node)",
-                root.display(),
-                args.history_interval,
-                args.history_retention,
-                args.history_max_bytes
-            );
-            let (sender, thread) = history_thread::spawn(
-                root,
-                WriterOptions {
-                    interval_ms: args.history_interval.as_millis().max(1) as i64,
-                    retention_ms: args.history_retention.as_millis() as i64,
-                    max_bytes: args.history_max_bytes,
-                    mode: WriterMode::Jsonl,
-                },
-                history_stats.clone(),
-                64,
-            )?;
-            (Some(sender), Some(thread))
-        }
-        None => (None, None),
-    };
+    let (history_sender, history_thread) = start_history(&args, &history_stats)?;
     let history_enabled = history_sender.is_some();
     // The kubelet is asked on a thread of its own; the sampler copies its latest answer.
     let kubelet = match kubelet_socket(&args) {
@@ -335,32 +292,7 @@ fn run(args: Args) -> Result<()> {
         })?),
         None => None,
     };
-    let sampler = Sampler::spawn_with(
-        factory(&args, true)?,
-        SamplerConfig {
-            interval: args.sample_interval,
-            slow_interval: if history_enabled {
-                Some(args.history_interval)
-            } else {
-                Some(args.energy_interval).filter(|i| !i.is_zero())
-            },
-            ..SamplerConfig::default()
-        },
-        SamplerHooks {
-            attributor: Some(attributor(&args)?),
-            on_sample: history_sender.map(|h| {
-                Box::new(move |snap: &Arc<tessera_exporter::sampler::Snapshot>| h.offer(snap))
-                    as tessera_exporter::sampler::OnSample
-            }),
-            pod_resources: kubelet.as_ref().map(Refresher::handle),
-            slurm: args.collector_slurm.then(|| {
-                let mut scanner = SlurmScanner::new(&args.slurm_cgroup_root, &args.path_procfs);
-                Box::new(move |inventory: &tessera_core::model::Inventory| {
-                    scanner.allocation(inventory)
-                }) as AllocationSource
-            }),
-        },
-    )?;
+    let sampler = start_sampler(&args, history_enabled, history_sender, kubelet.as_ref())?;
     // Another exporter writing this node's history folder is a configuration error: fail now.
     if let Some(history_thread::FirstOpen::Failed(e @ history::HistoryError::Locked { .. })) =
         history_thread
@@ -406,21 +338,7 @@ fn run(args: Args) -> Result<()> {
     );
     let running = server.spawn()?;
     if args.watch {
-        let format = args.format;
-        std::thread::Builder::new()
-            .name("tessera-watch".into())
-            .spawn(move || {
-                let mut seq = 0;
-                loop {
-                    if let Some(snap) = handle.wait_newer(seq, Duration::from_secs(3600)) {
-                        seq = snap.sequence;
-                        if let Err(e) = print_sample(format, false, snap.state.backend, &snap) {
-                            log::warn!("--watch stopped: cannot write to stdout: {e}");
-                            return;
-                        }
-                    }
-                }
-            })?;
+        spawn_watch(args.format, handle)?;
     }
     running.wait_for_signal()?;
     log::info!("shutting down");
@@ -431,6 +349,118 @@ fn run(args: Args) -> Result<()> {
     {
         log::warn!("history: the interval in progress was not written within 10 s");
     }
+    Ok(())
+}
+
+/// `--once`: one backend, a priming sample and the sample printed.
+fn run_once(args: &Args) -> Result<()> {
+    // One backend, two samples: the first primes counters (GPM, process utilisation, XID),
+    // the second is printed.
+    let mut make = factory(args, false)?;
+    let mut backend = make()?;
+    let inventory = backend.inventory().context("reading the GPU inventory")?;
+    backend.sample().context("taking the priming sample")?;
+    if args.device.backend == BackendKind::Nvml {
+        std::thread::sleep(Duration::from_millis(200).min(args.sample_interval));
+    }
+    let sample = backend.sample().context("sampling")?;
+    let snap =
+        tessera_exporter::sampler::Snapshot::of_sample(backend.name(), 1, inventory.into(), sample);
+    if let Err(e) = print_sample(args.format, true, backend.name(), &snap)
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// The history writer's thread when history is on ([`history_root`]), with the sender the
+/// sampler offers it each snapshot through.
+fn start_history(
+    args: &Args,
+    history_stats: &Arc<HistoryStats>,
+) -> Result<(
+    Option<history_thread::HistorySender>,
+    Option<history_thread::HistoryThread>,
+)> {
+    Ok(match history_root(args) {
+        Some(root) => {
+            log::info!(
+                "writing history to {} (every {:?}, keeping {:?} and at most {} bytes per node)",
+                root.display(),
+                args.history_interval,
+                args.history_retention,
+                args.history_max_bytes
+            );
+            let (sender, thread) = history_thread::spawn(
+                root,
+                WriterOptions {
+                    interval_ms: args.history_interval.as_millis().max(1) as i64,
+                    retention_ms: args.history_retention.as_millis() as i64,
+                    max_bytes: args.history_max_bytes,
+                    mode: WriterMode::Jsonl,
+                },
+                history_stats.clone(),
+                64,
+            )?;
+            (Some(sender), Some(thread))
+        }
+        None => (None, None),
+    })
+}
+
+/// The sampler thread with its hooks: attribution, the history writer, the kubelet's device map
+/// and Slurm's allocation.
+fn start_sampler(
+    args: &Args,
+    history_enabled: bool,
+    history_sender: Option<history_thread::HistorySender>,
+    kubelet: Option<&Refresher>,
+) -> Result<Sampler> {
+    Ok(Sampler::spawn_with(
+        factory(args, true)?,
+        SamplerConfig {
+            interval: args.sample_interval,
+            slow_interval: if history_enabled {
+                Some(args.history_interval)
+            } else {
+                Some(args.energy_interval).filter(|i| !i.is_zero())
+            },
+            ..SamplerConfig::default()
+        },
+        SamplerHooks {
+            attributor: Some(attributor(args)?),
+            on_sample: history_sender.map(|h| {
+                Box::new(move |snap: &Arc<tessera_exporter::sampler::Snapshot>| h.offer(snap))
+                    as tessera_exporter::sampler::OnSample
+            }),
+            pod_resources: kubelet.map(Refresher::handle),
+            slurm: args.collector_slurm.then(|| {
+                let mut scanner = SlurmScanner::new(&args.slurm_cgroup_root, &args.path_procfs);
+                Box::new(move |inventory: &tessera_core::model::Inventory| {
+                    scanner.allocation(inventory)
+                }) as AllocationSource
+            }),
+        },
+    )?)
+}
+
+/// `--watch`: a thread that prints each new snapshot until stdout closes.
+fn spawn_watch(format: Format, handle: SnapshotHandle) -> Result<()> {
+    std::thread::Builder::new()
+        .name("tessera-watch".into())
+        .spawn(move || {
+            let mut seq = 0;
+            loop {
+                if let Some(snap) = handle.wait_newer(seq, Duration::from_secs(3600)) {
+                    seq = snap.sequence;
+                    if let Err(e) = print_sample(format, false, snap.state.backend, &snap) {
+                        log::warn!("--watch stopped: cannot write to stdout: {e}");
+                        return;
+                    }
+                }
+            }
+        })?;
     Ok(())
 }
 

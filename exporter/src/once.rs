@@ -105,6 +105,33 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
         time
     );
     out.push('\n');
+    out.push_str(&table(&gpu_rows(inventory, sample)));
+
+    let mig_rows = mig_rows(inventory, sample);
+    if mig_rows.len() > 1 {
+        out.push_str("\nMIG instances\n");
+        out.push_str(&table(&mig_rows));
+    }
+
+    let proc_rows = process_rows(sample);
+    if proc_rows.len() > 1 {
+        out.push_str("\nProcesses\n");
+        out.push_str(&table(&proc_rows));
+    }
+
+    let problems = problems(sample);
+    if !problems.is_empty() {
+        out.push_str("\nProblems\n");
+        for p in problems {
+            let _ = writeln!(out, "  {p}");
+        }
+    }
+    out
+}
+
+/// The GPU table's header and rows: identity, status, load, memory, power, temperature, clock,
+/// MIG mode and clock-event reasons.
+fn gpu_rows(inventory: &Inventory, sample: &NodeSample) -> Vec<Vec<String>> {
     let mut rows = vec![
         [
             "GPU", "NAME", "STATUS", "BUSY", "SM", "MEM GiB", "POWER W", "TEMP C", "SM MHz", "MIG",
@@ -142,8 +169,11 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             }),
         ]);
     }
-    out.push_str(&table(&rows));
+    rows
+}
 
+/// The MIG instance table's header and rows (none but the header without MIG instances).
+fn mig_rows(inventory: &Inventory, sample: &NodeSample) -> Vec<Vec<String>> {
     let mut mig_rows = vec![
         [
             "GPU",
@@ -181,11 +211,11 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             ]);
         }
     }
-    if mig_rows.len() > 1 {
-        out.push_str("\nMIG instances\n");
-        out.push_str(&table(&mig_rows));
-    }
+    mig_rows
+}
 
+/// The process table's header and rows.
+fn process_rows(sample: &NodeSample) -> Vec<Vec<String>> {
     let mut proc_rows = vec![
         ["GPU", "PID", "PROCESS", "GI/CI", "SM", "MEM GiB"]
             .map(String::from)
@@ -206,11 +236,12 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             ]);
         }
     }
-    if proc_rows.len() > 1 {
-        out.push_str("\nProcesses\n");
-        out.push_str(&table(&proc_rows));
-    }
+    proc_rows
+}
 
+/// The problems of the sample, one line each: GPU errors, lost GPUs, failed reads, XID events,
+/// failed or pending row remapping.
+fn problems(sample: &NodeSample) -> Vec<String> {
     let mut problems = Vec::new();
     for g in &sample.gpus {
         if let GpuStatus::Error { message } = &g.status {
@@ -239,13 +270,7 @@ pub fn table_text(backend: &str, inventory: &Inventory, sample: &NodeSample) -> 
             }
         }
     }
-    if !problems.is_empty() {
-        out.push_str("\nProblems\n");
-        for p in problems {
-            let _ = writeln!(out, "  {p}");
-        }
-    }
-    out
+    problems
 }
 
 #[cfg(test)]

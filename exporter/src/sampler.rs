@@ -391,116 +391,144 @@ fn tick_time(interval: Duration, n: u64) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
-fn run(
-    mut factory: BackendFactory,
+/// The backend side of the sampler thread: the backend (created, and re-created after a
+/// node-level error with exponential backoff), its inventory, state, slow-read schedule and
+/// error totals.
+struct BackendSlot {
+    factory: BackendFactory,
     config: SamplerConfig,
-    mut hooks: SamplerHooks,
-    publish: SnapshotHandle,
-    stop: mpsc::Receiver<()>,
-) {
-    let mut backend: Option<Box<dyn GpuBackend>> = None;
-    let mut inventory: Option<Arc<Inventory>> = None;
-    let mut ids = crate::kubelet::Mapper::default();
-    let mut state = BackendState {
-        backend: "none",
-        healthy: false,
-        last_error: None,
-        initialisations: 0,
-        errors_total: 0,
-    };
-    let mut backoff = config.backoff_initial;
-    let mut retry_at = Instant::now();
-    let mut sequence = 0u64;
-    let mut missed = 0u64;
-    let start = Instant::now();
-    let interval = config.interval.max(Duration::from_millis(1));
-    let mut tick = 0u64;
-    let mut totals = Arc::new(Totals::default());
-    let mut idle = IdleTracker::default();
-    let mut unused = UnusedTracker::default();
-    let mut inventory_at = Instant::now();
-    let mut slow: Option<SlowSchedule> = None;
-    // On stop, one last sample reads the slow counters, so the history's interval in progress
-    // (written at shutdown) has its energy and per-process readings, not the carried ones.
-    let mut closing = false;
-    loop {
-        let began = Instant::now();
-        let mut sample = None;
-        if backend.is_none() && began >= retry_at {
-            match factory().and_then(|mut b| b.inventory().map(|inv| (b, inv))) {
-                Ok((b, inv)) => {
-                    log::info!("{} backend ready: {} GPU(s)", b.name(), inv.gpus.len());
-                    state.backend = b.name();
-                    state.initialisations += 1;
-                    inventory = Some(Arc::new(inv));
-                    inventory_at = Instant::now();
-                    backend = Some(b);
-                    slow = config
-                        .slow_interval
-                        .map(|i| SlowSchedule::new(i.as_millis().max(1) as i64));
-                    backoff = config.backoff_initial;
-                }
-                Err(e) => {
-                    log::warn!("backend unavailable: {e}; retrying in {backoff:?}");
-                    state.healthy = false;
-                    state.last_error = Some(e.to_string());
-                    state.errors_total += 1;
-                    retry_at = Instant::now() + backoff;
-                    backoff = (backoff * 2).min(config.backoff_max);
-                }
+    backend: Option<Box<dyn GpuBackend>>,
+    inventory: Option<Arc<Inventory>>,
+    /// When the inventory was last read.
+    inventory_at: Instant,
+    state: BackendState,
+    backoff: Duration,
+    /// When the next creation may be tried.
+    retry_at: Instant,
+    slow: Option<SlowSchedule>,
+    totals: Arc<Totals>,
+}
+
+impl BackendSlot {
+    /// Create the backend (and read its inventory); on failure, note the error and put the next
+    /// try off by the backoff, doubled up to its maximum.
+    fn connect(&mut self) {
+        let config = &self.config;
+        match (self.factory)().and_then(|mut b| b.inventory().map(|inv| (b, inv))) {
+            Ok((b, inv)) => {
+                log::info!("{} backend ready: {} GPU(s)", b.name(), inv.gpus.len());
+                self.state.backend = b.name();
+                self.state.initialisations += 1;
+                self.inventory = Some(Arc::new(inv));
+                self.inventory_at = Instant::now();
+                self.backend = Some(b);
+                self.slow = config
+                    .slow_interval
+                    .map(|i| SlowSchedule::new(i.as_millis().max(1) as i64));
+                self.backoff = config.backoff_initial;
+            }
+            Err(e) => {
+                log::warn!("backend unavailable: {e}; retrying in {:?}", self.backoff);
+                self.state.healthy = false;
+                self.state.last_error = Some(e.to_string());
+                self.state.errors_total += 1;
+                self.retry_at = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(config.backoff_max);
             }
         }
-        if let Some(b) = backend.as_mut() {
-            let reads = match slow.as_mut() {
-                Some(schedule) if !closing => schedule.due(b.stamp()),
-                _ => SlowReads::Read,
+    }
+
+    /// One sample of the backend, if there is one (the slow counters read when due, or when
+    /// `closing`): counts its XID events and field errors, re-reads the inventory when due; a
+    /// node-level error drops the backend.
+    fn sample(&mut self, closing: bool) -> Option<NodeSample> {
+        let b = self.backend.as_mut()?;
+        let reads = match self.slow.as_mut() {
+            Some(schedule) if !closing => schedule.due(b.stamp()),
+            _ => SlowReads::Read,
+        };
+        match b.sample_with(reads) {
+            Ok(s) => {
+                self.state.healthy = true;
+                self.state.last_error = None;
+                if s.gpus
+                    .iter()
+                    .any(|g| !g.xid_events.is_empty() || !g.errors.is_empty())
+                {
+                    Arc::make_mut(&mut self.totals).add(&s);
+                }
+                self.refresh_inventory(&s);
+                Some(s)
+            }
+            Err(e) => {
+                self.state.healthy = false;
+                self.state.last_error = Some(e.to_string());
+                self.state.errors_total += 1;
+                if e.is_driver_level() {
+                    log::warn!(
+                        "node-level error: {e}; re-initialising in {:?}",
+                        self.backoff
+                    );
+                    self.backend = None;
+                    self.retry_at = Instant::now() + self.backoff;
+                    self.backoff = (self.backoff * 2).min(self.config.backoff_max);
+                } else {
+                    log::warn!("sample failed: {e}");
+                }
+                None
+            }
+        }
+    }
+
+    /// Re-read the inventory every [`SamplerConfig::inventory_refresh`], or after
+    /// [`INVENTORY_RECHECK`] when the sample's MIG devices differ from it; keep it if changed.
+    fn refresh_inventory(&mut self, s: &NodeSample) {
+        let since = self.inventory_at.elapsed();
+        if since >= self.config.inventory_refresh
+            || (since >= INVENTORY_RECHECK
+                && self
+                    .inventory
+                    .as_deref()
+                    .is_some_and(|inv| mig_devices_changed(inv, s)))
+        {
+            self.inventory_at = Instant::now();
+            let Some(b) = self.backend.as_mut() else {
+                return;
             };
-            match b.sample_with(reads) {
-                Ok(s) => {
-                    state.healthy = true;
-                    state.last_error = None;
-                    if s.gpus
-                        .iter()
-                        .any(|g| !g.xid_events.is_empty() || !g.errors.is_empty())
-                    {
-                        Arc::make_mut(&mut totals).add(&s);
-                    }
-                    let since = inventory_at.elapsed();
-                    if since >= config.inventory_refresh
-                        || (since >= INVENTORY_RECHECK
-                            && inventory
-                                .as_deref()
-                                .is_some_and(|inv| mig_devices_changed(inv, &s)))
-                    {
-                        inventory_at = Instant::now();
-                        match b.inventory() {
-                            Ok(inv) if inventory.as_deref() != Some(&inv) => {
-                                log::info!(
-                                    "GPU inventory changed (MIG mode or instances); using the new one"
-                                );
-                                inventory = Some(Arc::new(inv));
-                            }
-                            Ok(_) => {}
-                            Err(e) => log::warn!("re-reading the GPU inventory failed: {e}"),
-                        }
-                    }
-                    sample = Some(s);
+            match b.inventory() {
+                Ok(inv) if self.inventory.as_deref() != Some(&inv) => {
+                    log::info!("GPU inventory changed (MIG mode or instances); using the new one");
+                    self.inventory = Some(Arc::new(inv));
                 }
-                Err(e) => {
-                    state.healthy = false;
-                    state.last_error = Some(e.to_string());
-                    state.errors_total += 1;
-                    if e.is_driver_level() {
-                        log::warn!("node-level error: {e}; re-initialising in {backoff:?}");
-                        backend = None;
-                        retry_at = Instant::now() + backoff;
-                        backoff = (backoff * 2).min(config.backoff_max);
-                    } else {
-                        log::warn!("sample failed: {e}");
-                    }
-                }
+                Ok(_) => {}
+                Err(e) => log::warn!("re-reading the GPU inventory failed: {e}"),
             }
         }
+    }
+}
+
+/// Who holds and uses the devices, added to each sample's snapshot: the hooks, the kubelet's
+/// device names, the idle and held-unused spans.
+struct Usage {
+    hooks: SamplerHooks,
+    ids: crate::kubelet::Mapper,
+    idle: IdleTracker,
+    unused: UnusedTracker,
+}
+
+impl Usage {
+    /// The snapshot of one tick: the sample (if any) with its processes' attribution, the
+    /// kubelet's holders keyed by UUID, the combined allocation and the idle spans.
+    fn snapshot(
+        &mut self,
+        sequence: u64,
+        sample: Option<NodeSample>,
+        slot: &BackendSlot,
+        began: Instant,
+        missed: u64,
+    ) -> Arc<Snapshot> {
+        let hooks = &mut self.hooks;
+        let inventory = &slot.inventory;
         let attribution = match (&sample, hooks.attributor.as_mut()) {
             (Some(s), Some(attribute)) => Arc::new(attribute(s)),
             _ => Arc::default(),
@@ -511,11 +539,11 @@ fn run(
             .map(PodResourcesHandle::latest)
             .unwrap_or_default();
         // Devices the kubelet names otherwise than by UUID (DRA, indices) keyed by UUID.
-        let holders = ids.map(holders, inventory.as_ref());
-        if let (Some(s), Some(inv)) = (&sample, &inventory)
+        let holders = self.ids.map(holders, inventory.as_ref());
+        if let (Some(s), Some(inv)) = (&sample, inventory)
             && hooks.pod_resources.is_some()
-            && !ids.said_unnamed()
-            && let Some(m) = unnamed_pod_gpu(&mut ids, &holders, s, inv, &attribution)
+            && !self.ids.said_unnamed()
+            && let Some(m) = unnamed_pod_gpu(&mut self.ids, &holders, s, inv, &attribution)
         {
             log::warn!("{m}");
         }
@@ -524,7 +552,7 @@ fn run(
             sources.push(holders.allocation());
         }
         if let Some(scan) = hooks.slurm.as_mut() {
-            sources.push(match (&sample, &inventory) {
+            sources.push(match (&sample, inventory) {
                 (Some(_), Some(inv)) => scan(inv),
                 _ => Allocation::unknown(),
             });
@@ -532,26 +560,75 @@ fn run(
         let allocation = Arc::new(combine(&sources));
         let idle_times = match &sample {
             Some(s) => Arc::new(IdleTimes {
-                held_unused: unused.update(s, &holders),
-                ..idle.update(s)
+                held_unused: self.unused.update(s, &holders),
+                ..self.idle.update(s)
             }),
             None => Arc::default(),
         };
-        sequence += 1;
-        let snapshot = Arc::new(Snapshot {
+        Arc::new(Snapshot {
             sequence,
             inventory: inventory.clone(),
             sample,
-            state: state.clone(),
+            state: slot.state.clone(),
             duration: began.elapsed(),
             missed_ticks: missed,
-            totals: totals.clone(),
+            totals: slot.totals.clone(),
             attribution,
             idle: idle_times,
             holders,
             allocation,
-        });
-        if let Some(hook) = hooks.on_sample.as_mut() {
+        })
+    }
+}
+
+fn run(
+    factory: BackendFactory,
+    config: SamplerConfig,
+    hooks: SamplerHooks,
+    publish: SnapshotHandle,
+    stop: mpsc::Receiver<()>,
+) {
+    let mut usage = Usage {
+        hooks,
+        ids: crate::kubelet::Mapper::default(),
+        idle: IdleTracker::default(),
+        unused: UnusedTracker::default(),
+    };
+    let mut slot = BackendSlot {
+        factory,
+        backoff: config.backoff_initial,
+        retry_at: Instant::now(),
+        config: config.clone(),
+        backend: None,
+        inventory: None,
+        inventory_at: Instant::now(),
+        state: BackendState {
+            backend: "none",
+            healthy: false,
+            last_error: None,
+            initialisations: 0,
+            errors_total: 0,
+        },
+        slow: None,
+        totals: Arc::new(Totals::default()),
+    };
+    let mut sequence = 0u64;
+    let mut missed = 0u64;
+    let start = Instant::now();
+    let interval = config.interval.max(Duration::from_millis(1));
+    let mut tick = 0u64;
+    // On stop, one last sample reads the slow counters, so the history's interval in progress
+    // (written at shutdown) has its energy and per-process readings, not the carried ones.
+    let mut closing = false;
+    loop {
+        let began = Instant::now();
+        if slot.backend.is_none() && began >= slot.retry_at {
+            slot.connect();
+        }
+        let sample = slot.sample(closing);
+        sequence += 1;
+        let snapshot = usage.snapshot(sequence, sample, &slot, began, missed);
+        if let Some(hook) = usage.hooks.on_sample.as_mut() {
             hook(&snapshot);
         }
         publish.publish(snapshot);
@@ -570,7 +647,7 @@ fn run(
         let wait = tick_time(interval, tick).saturating_sub(start.elapsed());
         match stop.recv_timeout(wait) {
             Err(RecvTimeoutError::Timeout) => {}
-            _ if backend.is_some() && slow.is_some() => closing = true,
+            _ if slot.backend.is_some() && slot.slow.is_some() => closing = true,
             _ => return,
         }
     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::schema::{Table, history_row};
 use crate::model::{Allocation, Attribution, Holder};
-use crate::model::{GpuStatus, Inventory, NodeSample};
+use crate::model::{GpuInfo, GpuSample, GpuStatus, Inventory, NodeSample};
 
 history_row!(
     /// One row of the `gpu` table.
@@ -269,6 +269,143 @@ struct ProcAcc {
     attribution: Option<Arc<Attribution>>,
 }
 
+impl GpuAcc {
+    /// Add one sample of the GPU: its status (the worst seen is kept), utilisation, memory,
+    /// power, temperature, XID events, profiling pipes, and the holders of the GPU and of its
+    /// MIG devices together. Not its energy (the aggregator carries the counter across
+    /// intervals).
+    fn add(&mut self, g: &GpuSample, allocation: &Allocation) {
+        self.samples += 1;
+        let (rank, name) = status_rank(&g.status);
+        if rank >= self.status {
+            self.status = rank;
+            self.status_name = name;
+        }
+        self.busy.add(g.busy_ratio);
+        self.sm_active.add(g.sm_active_ratio);
+        self.sm_occupancy.add(g.sm_occupancy_ratio);
+        self.memory_controller.add(g.memory_controller_ratio);
+        max_u64(&mut self.memory_used_max, g.memory_used_bytes);
+        max_u64(&mut self.memory_total, g.memory_total_bytes);
+        self.power.add(g.power_watts);
+        self.temperature.add(g.temperature_celsius);
+        self.xid += g.xid_events.len() as u32;
+        let p = &g.profiling;
+        self.tensor.add(p.tensor_active_ratio);
+        self.dram.add(p.dram_active_ratio);
+        self.fp64.add(p.fp64_ratio);
+        self.fp32.add(p.fp32_ratio);
+        self.fp16.add(p.fp16_ratio);
+        self.integer.add(p.integer_ratio);
+        self.nvlink_tx.add(p.nvlink_tx_bytes_per_second);
+        self.nvlink_rx.add(p.nvlink_rx_bytes_per_second);
+        self.held.add(allocation.holders(&g.uuid).map(|own| {
+            own.iter().chain(
+                g.mig
+                    .iter()
+                    .filter_map(|m| allocation.holders(&m.uuid))
+                    .flatten(),
+            )
+        }));
+    }
+
+    /// The GPU's row of the interval ending at `ts` (`gi`: its inventory entry, if known).
+    fn row(
+        self,
+        index: u32,
+        gi: Option<&GpuInfo>,
+        ts: i64,
+        interval_ms: i64,
+        node: &str,
+    ) -> GpuRow {
+        let (holders, holder_namespace, holder_pod, holder_slurm_job_id) = self.held.columns();
+        GpuRow {
+            ts,
+            interval_ms,
+            node: node.to_string(),
+            gpu: index,
+            uuid: self.uuid,
+            samples: self.samples,
+            model: gi.map(|g| g.name.clone()).unwrap_or_default(),
+            status: self.status_name.to_string(),
+            busy_mean: self.busy.mean(),
+            busy_max: self.busy.max(),
+            sm_active_mean: self.sm_active.mean(),
+            sm_active_max: self.sm_active.max(),
+            sm_occupancy_mean: self.sm_occupancy.mean(),
+            memory_controller_mean: self.memory_controller.mean(),
+            memory_used_max_bytes: self.memory_used_max,
+            memory_total_bytes: self.memory_total.or(gi.and_then(|g| g.memory_total_bytes)),
+            power_mean_watts: self.power.mean(),
+            energy_delta_joules: self.energy,
+            temperature_max_celsius: self.temperature.max(),
+            xid_count: self.xid,
+            mig_enabled: gi.and_then(|g| g.mig_mode).map(|m| m.current),
+            tensor_active_mean: self.tensor.mean(),
+            tensor_active_max: self.tensor.max(),
+            dram_active_mean: self.dram.mean(),
+            fp64_active_mean: self.fp64.mean(),
+            fp32_active_mean: self.fp32.mean(),
+            fp16_active_mean: self.fp16.mean(),
+            integer_active_mean: self.integer.mean(),
+            nvlink_tx_mean_bytes_per_second: self.nvlink_tx.mean(),
+            nvlink_rx_mean_bytes_per_second: self.nvlink_rx.mean(),
+            holders,
+            holder_namespace,
+            holder_pod,
+            holder_slurm_job_id,
+        }
+    }
+}
+
+impl Bucket {
+    /// Add one sample of each MIG instance of GPU `g`, with its own holders.
+    fn add_migs(&mut self, g: &GpuSample, allocation: &Allocation) {
+        for m in &g.mig {
+            let acc = self
+                .migs
+                .entry((g.index, m.gpu_instance_id, m.compute_instance_id))
+                .or_insert_with(|| MigAcc {
+                    uuid: g.uuid.clone(),
+                    mig_uuid: m.uuid.clone(),
+                    ..MigAcc::default()
+                });
+            acc.samples += 1;
+            max_u64(&mut acc.memory_used_max, m.memory_used_bytes);
+            max_u64(&mut acc.memory_total, m.memory_total_bytes);
+            acc.sm_active.add(m.sm_active_ratio);
+            acc.tensor.add(m.profiling.tensor_active_ratio);
+            acc.dram.add(m.profiling.dram_active_ratio);
+            acc.held.add(allocation.holders(&m.uuid).map(|h| h.iter()));
+        }
+    }
+
+    /// Add one sample of each process on GPU `g`: its name (the last known kept), memory, SM
+    /// readings and attribution.
+    fn add_processes(&mut self, g: &GpuSample, attribution: &HashMap<u32, Arc<Attribution>>) {
+        for p in &g.processes {
+            let acc = self
+                .procs
+                .entry((g.index, p.pid, p.gpu_instance_id, p.compute_instance_id))
+                .or_insert_with(|| ProcAcc {
+                    uuid: g.uuid.clone(),
+                    ..ProcAcc::default()
+                });
+            acc.samples += 1;
+            if p.name.is_some() && acc.name != p.name {
+                acc.name = p.name.clone();
+            }
+            max_u64(&mut acc.memory_used_max, p.used_memory_bytes);
+            for v in &p.sm_readings {
+                acc.sm.add(Some(*v));
+            }
+            if let Some(a) = attribution.get(&p.pid) {
+                acc.attribution = Some(a.clone());
+            }
+        }
+    }
+}
+
 /// The interval in progress.
 #[derive(Debug, Default)]
 struct Bucket {
@@ -349,38 +486,7 @@ impl Aggregator {
                 status_name: "ok",
                 ..GpuAcc::default()
             });
-            acc.samples += 1;
-            let (rank, name) = status_rank(&g.status);
-            if rank >= acc.status {
-                acc.status = rank;
-                acc.status_name = name;
-            }
-            acc.busy.add(g.busy_ratio);
-            acc.sm_active.add(g.sm_active_ratio);
-            acc.sm_occupancy.add(g.sm_occupancy_ratio);
-            acc.memory_controller.add(g.memory_controller_ratio);
-            max_u64(&mut acc.memory_used_max, g.memory_used_bytes);
-            max_u64(&mut acc.memory_total, g.memory_total_bytes);
-            acc.power.add(g.power_watts);
-            acc.temperature.add(g.temperature_celsius);
-            acc.xid += g.xid_events.len() as u32;
-            let p = &g.profiling;
-            acc.tensor.add(p.tensor_active_ratio);
-            acc.dram.add(p.dram_active_ratio);
-            acc.fp64.add(p.fp64_ratio);
-            acc.fp32.add(p.fp32_ratio);
-            acc.fp16.add(p.fp16_ratio);
-            acc.integer.add(p.integer_ratio);
-            acc.nvlink_tx.add(p.nvlink_tx_bytes_per_second);
-            acc.nvlink_rx.add(p.nvlink_rx_bytes_per_second);
-            acc.held.add(allocation.holders(&g.uuid).map(|own| {
-                own.iter().chain(
-                    g.mig
-                        .iter()
-                        .filter_map(|m| allocation.holders(&m.uuid))
-                        .flatten(),
-                )
-            }));
+            acc.add(g, allocation);
             if let Some(e) = g.energy_joules {
                 let mut delta = 0.0;
                 if let Some(&(t, prev)) = self.last_energy.get(&g.index)
@@ -392,43 +498,8 @@ impl Aggregator {
                 *acc.energy.get_or_insert(0.0) += delta;
                 self.last_energy.insert(g.index, (sample.timestamp_ms, e));
             }
-            for m in &g.mig {
-                let acc = bucket
-                    .migs
-                    .entry((g.index, m.gpu_instance_id, m.compute_instance_id))
-                    .or_insert_with(|| MigAcc {
-                        uuid: g.uuid.clone(),
-                        mig_uuid: m.uuid.clone(),
-                        ..MigAcc::default()
-                    });
-                acc.samples += 1;
-                max_u64(&mut acc.memory_used_max, m.memory_used_bytes);
-                max_u64(&mut acc.memory_total, m.memory_total_bytes);
-                acc.sm_active.add(m.sm_active_ratio);
-                acc.tensor.add(m.profiling.tensor_active_ratio);
-                acc.dram.add(m.profiling.dram_active_ratio);
-                acc.held.add(allocation.holders(&m.uuid).map(|h| h.iter()));
-            }
-            for p in &g.processes {
-                let acc = bucket
-                    .procs
-                    .entry((g.index, p.pid, p.gpu_instance_id, p.compute_instance_id))
-                    .or_insert_with(|| ProcAcc {
-                        uuid: g.uuid.clone(),
-                        ..ProcAcc::default()
-                    });
-                acc.samples += 1;
-                if p.name.is_some() && acc.name != p.name {
-                    acc.name = p.name.clone();
-                }
-                max_u64(&mut acc.memory_used_max, p.used_memory_bytes);
-                for v in &p.sm_readings {
-                    acc.sm.add(Some(*v));
-                }
-                if let Some(a) = attribution.get(&p.pid) {
-                    acc.attribution = Some(a.clone());
-                }
-            }
+            bucket.add_migs(g, allocation);
+            bucket.add_processes(g, attribution);
         }
         closed
     }
@@ -442,43 +513,7 @@ impl Aggregator {
         let (ts, interval_ms, node) = (b.end_ms, self.interval_ms, &self.node);
         for (index, a) in b.gpus {
             let gi = info(index);
-            let (holders, holder_namespace, holder_pod, holder_slurm_job_id) = a.held.columns();
-            rows.gpu.push(GpuRow {
-                ts,
-                interval_ms,
-                node: node.clone(),
-                gpu: index,
-                uuid: a.uuid,
-                samples: a.samples,
-                model: gi.map(|g| g.name.clone()).unwrap_or_default(),
-                status: a.status_name.to_string(),
-                busy_mean: a.busy.mean(),
-                busy_max: a.busy.max(),
-                sm_active_mean: a.sm_active.mean(),
-                sm_active_max: a.sm_active.max(),
-                sm_occupancy_mean: a.sm_occupancy.mean(),
-                memory_controller_mean: a.memory_controller.mean(),
-                memory_used_max_bytes: a.memory_used_max,
-                memory_total_bytes: a.memory_total.or(gi.and_then(|g| g.memory_total_bytes)),
-                power_mean_watts: a.power.mean(),
-                energy_delta_joules: a.energy,
-                temperature_max_celsius: a.temperature.max(),
-                xid_count: a.xid,
-                mig_enabled: gi.and_then(|g| g.mig_mode).map(|m| m.current),
-                tensor_active_mean: a.tensor.mean(),
-                tensor_active_max: a.tensor.max(),
-                dram_active_mean: a.dram.mean(),
-                fp64_active_mean: a.fp64.mean(),
-                fp32_active_mean: a.fp32.mean(),
-                fp16_active_mean: a.fp16.mean(),
-                integer_active_mean: a.integer.mean(),
-                nvlink_tx_mean_bytes_per_second: a.nvlink_tx.mean(),
-                nvlink_rx_mean_bytes_per_second: a.nvlink_rx.mean(),
-                holders,
-                holder_namespace,
-                holder_pod,
-                holder_slurm_job_id,
-            });
+            rows.gpu.push(a.row(index, gi, ts, interval_ms, node));
         }
         for ((index, gi_id, ci_id), a) in b.migs {
             // A MIG instance the inventory does not know (reconfigured since) has no profile: skip.

@@ -21,7 +21,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::aggregate::{GpuRow, MigRow, ProcessRow};
 use super::files::{HistoryError, Manifest, PANIC_NOTE, catch_panic, io, superseded};
@@ -431,58 +431,70 @@ pub fn parse_jsonl<R: HistoryRow>(
             return Err(line_err(number, "not a JSON object".into()));
         };
         if i == 0 {
-            match map.get("tessera_history").and_then(Value::as_u64) {
-                Some(v)
-                    if (u64::from(OLDEST_VERSION)..=u64::from(HISTORY_VERSION)).contains(&v) => {}
-                Some(found) => {
-                    return Err(line_err(
-                        1,
-                        format!(
-                            "history format version {found}; this build reads versions {OLDEST_VERSION} to {HISTORY_VERSION}"
-                        ),
-                    ));
-                }
-                None => return Err(line_err(1, "no \"tessera_history\" header".into())),
-            }
-            if map.get("table").and_then(Value::as_str) != Some(table.name()) {
-                return Err(line_err(
-                    1,
-                    format!("header does not name table {:?}", table.name()),
-                ));
-            }
+            check_header(table, &map).map_err(|message| line_err(1, message))?;
             continue;
         }
-        let col_err = |column: &str, message: String| HistoryError::Column {
-            path: path.to_path_buf(),
-            column: column.to_string(),
-            place: format!("line {number}"),
-            message,
-        };
-        if let Some(k) = map.keys().find(|k| table.column(k).is_none()) {
-            return Err(col_err(
-                k,
-                format!("unknown column in table {}", table.name()),
-            ));
-        }
-        for c in table.columns() {
-            match map.get(c.name) {
-                None if c.may_be_missing() => {}
-                None => return Err(col_err(c.name, "missing column".into())),
-                Some(Value::Null) if c.nullable => {}
-                Some(Value::Null) => {
-                    return Err(col_err(c.name, "null in a non-nullable column".into()));
-                }
-                Some(v) if !type_ok(c.ty, v) => {
-                    return Err(col_err(c.name, format!("{v} is not of type {:?}", c.ty)));
-                }
-                Some(_) => {}
-            }
-        }
+        check_columns(path, table, number, &map)?;
         let row: R = serde_json::from_value(Value::Object(map))
             .map_err(|e| line_err(number, e.to_string()))?;
         rows.push(row);
     }
     Ok((rows, skipped))
+}
+
+/// The first line's header: a history format version this build reads, naming `table`. Returns
+/// the message of the first problem (it is line 1's).
+fn check_header(table: Table, map: &Map<String, Value>) -> Result<(), String> {
+    match map.get("tessera_history").and_then(Value::as_u64) {
+        Some(v) if (u64::from(OLDEST_VERSION)..=u64::from(HISTORY_VERSION)).contains(&v) => {}
+        Some(found) => {
+            return Err(format!(
+                "history format version {found}; this build reads versions {OLDEST_VERSION} to {HISTORY_VERSION}"
+            ));
+        }
+        None => return Err("no \"tessera_history\" header".into()),
+    }
+    if map.get("table").and_then(Value::as_str) != Some(table.name()) {
+        return Err(format!("header does not name table {:?}", table.name()));
+    }
+    Ok(())
+}
+
+/// A data line's (`number`) columns: every one of `table`, present unless it may be missing,
+/// null only where nullable, of its type; no other column.
+fn check_columns(
+    path: &Path,
+    table: Table,
+    number: usize,
+    map: &Map<String, Value>,
+) -> Result<(), HistoryError> {
+    let col_err = |column: &str, message: String| HistoryError::Column {
+        path: path.to_path_buf(),
+        column: column.to_string(),
+        place: format!("line {number}"),
+        message,
+    };
+    if let Some(k) = map.keys().find(|k| table.column(k).is_none()) {
+        return Err(col_err(
+            k,
+            format!("unknown column in table {}", table.name()),
+        ));
+    }
+    for c in table.columns() {
+        match map.get(c.name) {
+            None if c.may_be_missing() => {}
+            None => return Err(col_err(c.name, "missing column".into())),
+            Some(Value::Null) if c.nullable => {}
+            Some(Value::Null) => {
+                return Err(col_err(c.name, "null in a non-nullable column".into()));
+            }
+            Some(v) if !type_ok(c.ty, v) => {
+                return Err(col_err(c.name, format!("{v} is not of type {:?}", c.ty)));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// What a closed file's footer says without reading any data: its row count and, when every row

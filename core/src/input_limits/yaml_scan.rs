@@ -258,54 +258,15 @@ impl<'a> Scan<'a> {
             }
             let flow = !self.flows.is_empty();
             match c {
-                b'[' | b'{' => {
-                    self.save_key();
-                    self.flows.push(Flow {
-                        seq: c == b'[',
-                        pair: false,
-                        peak: 0,
-                    });
-                    let d = self.depth();
-                    self.raise(d)?;
-                    self.ska = true;
-                    self.advance();
-                }
+                b'[' | b'{' => self.flow_start(c == b'[')?,
                 b']' | b'}' => {
                     self.remove_key();
                     self.flows.pop();
                     self.ska = false;
                     self.advance();
                 }
-                b',' => {
-                    self.remove_key();
-                    if let Some(f) = self.flows.last_mut() {
-                        f.pair = false;
-                    }
-                    let d = self.depth();
-                    if let Some(f) = self.flows.last_mut() {
-                        f.peak = d;
-                    }
-                    self.ska = true;
-                    self.advance();
-                }
-                b'-' if block_entry => {
-                    if !flow {
-                        let col = self.col;
-                        if !self.roll(col, false, 0)?
-                            && let Some(top) = self.blocks.last_mut()
-                            && top.map
-                            && top.col == col
-                            && !top.indentless
-                        {
-                            top.indentless = true;
-                            let d = self.depth();
-                            self.raise(d)?;
-                        }
-                    }
-                    self.remove_key();
-                    self.ska = true;
-                    self.advance();
-                }
+                b',' => self.flow_entry(),
+                b'-' if block_entry => self.block_entry(flow)?,
                 b'?' if flow || self.is_blankz(1) => {
                     if flow {
                         self.flow_pair()?;
@@ -316,44 +277,9 @@ impl<'a> Scan<'a> {
                     self.ska = !flow;
                     self.advance();
                 }
-                b':' if flow || self.is_blankz(1) => {
-                    if flow {
-                        self.flow_pair()?;
-                        self.ska = false;
-                    } else if self.key.possible {
-                        let (col, enclosed) = (self.key.col, self.key.peak + 1);
-                        self.roll(col, true, enclosed)?;
-                        self.key.possible = false;
-                        self.ska = false;
-                    } else {
-                        self.roll(self.col, true, 0)?;
-                        self.ska = true;
-                    }
-                    self.advance();
-                }
-                b'*' | b'&' => {
-                    self.save_key();
-                    self.ska = false;
-                    self.advance();
-                    while self.at(0).is_ascii_alphanumeric() || matches!(self.at(0), b'_' | b'-') {
-                        self.advance();
-                    }
-                }
-                b'!' => {
-                    self.save_key();
-                    self.ska = false;
-                    let verbatim = self.at(1) == b'<';
-                    self.advance();
-                    if verbatim {
-                        self.advance();
-                    }
-                    while is_uri_char(self.at(0), verbatim) {
-                        self.advance();
-                    }
-                    if verbatim && self.at(0) == b'>' {
-                        self.advance();
-                    }
-                }
+                b':' if flow || self.is_blankz(1) => self.value(flow)?,
+                b'*' | b'&' => self.anchor_or_alias(),
+                b'!' => self.tag(),
                 b'|' | b'>' if !flow => {
                     self.remove_key();
                     self.ska = true;
@@ -372,6 +298,104 @@ impl<'a> Scan<'a> {
                 // A character that cannot start a token: libyaml stops; carrying on is stricter.
                 _ => self.advance(),
             }
+        }
+    }
+
+    /// `[` or `{` (`seq`: `[`): a flow collection opens, one level deeper.
+    fn flow_start(&mut self, seq: bool) -> Result<(), Deep> {
+        self.save_key();
+        self.flows.push(Flow {
+            seq,
+            pair: false,
+            peak: 0,
+        });
+        let d = self.depth();
+        self.raise(d)?;
+        self.ska = true;
+        self.advance();
+        Ok(())
+    }
+
+    /// `,` in a flow collection: the entry's single-pair mapping (if any) ends; the next entry
+    /// starts at the current depth.
+    fn flow_entry(&mut self) {
+        self.remove_key();
+        if let Some(f) = self.flows.last_mut() {
+            f.pair = false;
+        }
+        let d = self.depth();
+        if let Some(f) = self.flows.last_mut() {
+            f.peak = d;
+        }
+        self.ska = true;
+        self.advance();
+    }
+
+    /// `- ` (outside a flow collection, `flow` false): a block sequence opens at this column, or
+    /// an indentless one under a mapping key at the same column.
+    fn block_entry(&mut self, flow: bool) -> Result<(), Deep> {
+        if !flow {
+            let col = self.col;
+            if !self.roll(col, false, 0)?
+                && let Some(top) = self.blocks.last_mut()
+                && top.map
+                && top.col == col
+                && !top.indentless
+            {
+                top.indentless = true;
+                let d = self.depth();
+                self.raise(d)?;
+            }
+        }
+        self.remove_key();
+        self.ska = true;
+        self.advance();
+        Ok(())
+    }
+
+    /// `:` (a value indicator): in a flow sequence a single-pair mapping; in a block, the simple
+    /// key before it (or this column) opens a mapping.
+    fn value(&mut self, flow: bool) -> Result<(), Deep> {
+        if flow {
+            self.flow_pair()?;
+            self.ska = false;
+        } else if self.key.possible {
+            let (col, enclosed) = (self.key.col, self.key.peak + 1);
+            self.roll(col, true, enclosed)?;
+            self.key.possible = false;
+            self.ska = false;
+        } else {
+            self.roll(self.col, true, 0)?;
+            self.ska = true;
+        }
+        self.advance();
+        Ok(())
+    }
+
+    /// `*` or `&`: an alias or anchor, up to the end of its name.
+    fn anchor_or_alias(&mut self) {
+        self.save_key();
+        self.ska = false;
+        self.advance();
+        while self.at(0).is_ascii_alphanumeric() || matches!(self.at(0), b'_' | b'-') {
+            self.advance();
+        }
+    }
+
+    /// `!`: a tag, verbatim (`!<…>`) or shorthand, up to its last URI character.
+    fn tag(&mut self) {
+        self.save_key();
+        self.ska = false;
+        let verbatim = self.at(1) == b'<';
+        self.advance();
+        if verbatim {
+            self.advance();
+        }
+        while is_uri_char(self.at(0), verbatim) {
+            self.advance();
+        }
+        if verbatim && self.at(0) == b'>' {
+            self.advance();
         }
     }
 

@@ -353,67 +353,7 @@ impl TesseraPlan {
                         ),
                     ));
                 }
-                let Some(model) = mig::model(&g.model) else {
-                    let known: Vec<_> = mig::models().iter().map(|m| m.key).collect();
-                    return Err(invalid(
-                        format!("{item}.model"),
-                        format!(
-                            "unknown GPU model {:?}; known: {}",
-                            g.model,
-                            known.join(", ")
-                        ),
-                    ));
-                };
-                // Each instance takes at least one compute slice: more cannot fit, and are not
-                // looked at one by one.
-                if g.instances.len() > model.compute_slices as usize {
-                    return Err(invalid(
-                        format!("{item}.instances"),
-                        format!(
-                            "{} instances; expected at most {} on {}",
-                            g.instances.len(),
-                            model.compute_slices,
-                            model.key
-                        ),
-                    ));
-                }
-                if g.mig_enabled && !g.workloads.is_empty() {
-                    return Err(invalid(
-                        format!("{item}.workloads"),
-                        "a GPU's own workloads given while mig-enabled is true (name them on its instances)".into(),
-                    ));
-                }
-                if !g.mig_enabled {
-                    if !g.instances.is_empty() {
-                        return Err(invalid(
-                            format!("{item}.instances"),
-                            "instances given while mig-enabled is false".into(),
-                        ));
-                    }
-                    continue;
-                }
-                for (j, inst) in g.instances.iter().enumerate() {
-                    let Some(p) = model.profile(inst.profile_id) else {
-                        return Err(invalid(
-                            format!("{item}.instances[{j}].profile-id"),
-                            format!(
-                                "profile id {} does not exist on {}",
-                                inst.profile_id, model.key
-                            ),
-                        ));
-                    };
-                    if p.name != inst.profile {
-                        return Err(invalid(
-                            format!("{item}.instances[{j}].profile"),
-                            format!(
-                                "profile id {} is {:?} on {}, not {:?}",
-                                inst.profile_id, p.name, model.key, inst.profile
-                            ),
-                        ));
-                    }
-                }
-                mig::validate_layout(model, &g.layout())
-                    .map_err(|e| invalid(format!("{item}.instances"), e.to_string()))?;
+                check_config_gpu(&item, g).map_err(|(item, message)| invalid(item, message))?;
             }
         }
         Ok(())
@@ -625,6 +565,75 @@ impl MigSchedule {
         let body = serde_yaml_ng::to_string(self).expect("schedule serialises");
         format!("# tessera MIG schedule (tessera-mig-schedule v1); see docs/mig.md\n{body}")
     }
+}
+
+/// One GPU of a config (`item` names it): a known model, no more instances than compute slices,
+/// its workloads on its instances when MIG is enabled and no instances when it is not, each
+/// instance's profile id and name those of the model, and a layout the model can hold. Returns
+/// `(item, message)` of the first problem.
+fn check_config_gpu(item: &str, g: &GpuLayout) -> Result<(), (String, String)> {
+    let Some(model) = mig::model(&g.model) else {
+        let known: Vec<_> = mig::models().iter().map(|m| m.key).collect();
+        return Err((
+            format!("{item}.model"),
+            format!(
+                "unknown GPU model {:?}; known: {}",
+                g.model,
+                known.join(", ")
+            ),
+        ));
+    };
+    // Each instance takes at least one compute slice: more cannot fit, and are not
+    // looked at one by one.
+    if g.instances.len() > model.compute_slices as usize {
+        return Err((
+            format!("{item}.instances"),
+            format!(
+                "{} instances; expected at most {} on {}",
+                g.instances.len(),
+                model.compute_slices,
+                model.key
+            ),
+        ));
+    }
+    if g.mig_enabled && !g.workloads.is_empty() {
+        return Err((
+            format!("{item}.workloads"),
+            "a GPU's own workloads given while mig-enabled is true (name them on its instances)"
+                .into(),
+        ));
+    }
+    if !g.mig_enabled {
+        if !g.instances.is_empty() {
+            return Err((
+                format!("{item}.instances"),
+                "instances given while mig-enabled is false".into(),
+            ));
+        }
+        return Ok(());
+    }
+    for (j, inst) in g.instances.iter().enumerate() {
+        let Some(p) = model.profile(inst.profile_id) else {
+            return Err((
+                format!("{item}.instances[{j}].profile-id"),
+                format!(
+                    "profile id {} does not exist on {}",
+                    inst.profile_id, model.key
+                ),
+            ));
+        };
+        if p.name != inst.profile {
+            return Err((
+                format!("{item}.instances[{j}].profile"),
+                format!(
+                    "profile id {} is {:?} on {}, not {:?}",
+                    inst.profile_id, p.name, model.key, inst.profile
+                ),
+            ));
+        }
+    }
+    mig::validate_layout(model, &g.layout())
+        .map_err(|e| (format!("{item}.instances"), e.to_string()))
 }
 
 #[cfg(test)]

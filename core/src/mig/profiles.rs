@@ -282,109 +282,127 @@ fn a30() -> GpuModel {
 pub fn models() -> &'static [GpuModel] {
     static MODELS: OnceLock<Vec<GpuModel>> = OnceLock::new();
     MODELS.get_or_init(|| {
-        vec![
-            eight_slot(EightSlot {
-                key: "A100-40GB",
-                nvml_name: "NVIDIA A100-SXM4-40GB",
-                pci_device_id: 0x20B0_10DE,
-                total_mib: 40960,
-                slice_mib: 4864,
-                measured_mib: None,
-                labels: ["5gb", "10gb", "10gb", "20gb", "20gb", "40gb"],
-                power: 400.0,
-                idle_power: 55.0,
-                sm_clock: 1410,
-                mem_clock: 1215,
-                gpm: false,
-            }),
-            eight_slot(EightSlot {
-                key: "A100-80GB",
-                nvml_name: "NVIDIA A100-SXM4-80GB",
-                pci_device_id: 0x20B2_10DE,
-                total_mib: 81920,
-                slice_mib: 9856,
-                measured_mib: None,
-                labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
-                power: 400.0,
-                idle_power: 60.0,
-                sm_clock: 1410,
-                mem_clock: 1593,
-                gpm: false,
-            }),
-            a30(),
-            eight_slot(EightSlot {
-                key: "H100-80GB",
-                nvml_name: "NVIDIA H100 80GB HBM3",
-                pci_device_id: 0x2330_10DE,
-                total_mib: 81559,
-                slice_mib: 9856,
-                measured_mib: None,
-                labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
-                power: 700.0,
-                idle_power: 70.0,
-                sm_clock: 1980,
-                mem_clock: 2619,
-                gpm: true,
-            }),
-            eight_slot(EightSlot {
-                key: "H100-94GB-NVL",
-                nvml_name: "NVIDIA H100 NVL",
-                pci_device_id: 0x2321_10DE,
-                total_mib: 95830,
-                slice_mib: 11520,
-                measured_mib: None,
-                labels: ["12gb", "24gb", "24gb", "47gb", "47gb", "94gb"],
-                power: 400.0,
-                idle_power: 60.0,
-                sm_clock: 1785,
-                mem_clock: 2619,
-                gpm: true,
-            }),
-            eight_slot(EightSlot {
-                key: "GH200-96GB",
-                nvml_name: "NVIDIA GH200 480GB",
-                pci_device_id: 0x2342_10DE,
-                total_mib: 97871,
-                slice_mib: 11776,
-                measured_mib: None,
-                labels: ["12gb", "24gb", "24gb", "48gb", "48gb", "96gb"],
-                power: 900.0,
-                idle_power: 90.0,
-                sm_clock: 1980,
-                mem_clock: 2619,
-                gpm: true,
-            }),
-            eight_slot(EightSlot {
-                key: "H200-141GB",
-                nvml_name: "NVIDIA H200",
-                pci_device_id: 0x2335_10DE,
-                total_mib: 143771,
-                slice_mib: 17792,
-                // fixtures/real/nvidia-h200/mig-profiles.json (driver 580.159.04)
-                measured_mib: Some([16384, 33280, 71424, 143360]),
-                labels: ["18gb", "35gb", "35gb", "71gb", "71gb", "141gb"],
-                power: 700.0,
-                idle_power: 75.0,
-                sm_clock: 1980,
-                mem_clock: 3201,
-                gpm: true,
-            }),
-            eight_slot(EightSlot {
-                key: "B200-180GB",
-                nvml_name: "NVIDIA B200",
-                pci_device_id: 0x2901_10DE,
-                total_mib: 183359,
-                slice_mib: 22784,
-                measured_mib: None,
-                labels: ["23gb", "45gb", "45gb", "90gb", "90gb", "180gb"],
-                power: 1000.0,
-                idle_power: 120.0,
-                sm_clock: 1965,
-                mem_clock: 3996,
-                gpm: true,
-            }),
-        ]
+        [ampere(), hopper(), blackwell()]
+            .into_iter()
+            .flatten()
+            .collect()
     })
+}
+
+/// The Ampere models: A100 (40 and 80 GB) and A30.
+fn ampere() -> Vec<GpuModel> {
+    vec![
+        eight_slot(EightSlot {
+            key: "A100-40GB",
+            nvml_name: "NVIDIA A100-SXM4-40GB",
+            pci_device_id: 0x20B0_10DE,
+            total_mib: 40960,
+            slice_mib: 4864,
+            measured_mib: None,
+            labels: ["5gb", "10gb", "10gb", "20gb", "20gb", "40gb"],
+            power: 400.0,
+            idle_power: 55.0,
+            sm_clock: 1410,
+            mem_clock: 1215,
+            gpm: false,
+        }),
+        eight_slot(EightSlot {
+            key: "A100-80GB",
+            nvml_name: "NVIDIA A100-SXM4-80GB",
+            pci_device_id: 0x20B2_10DE,
+            total_mib: 81920,
+            slice_mib: 9856,
+            measured_mib: None,
+            labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
+            power: 400.0,
+            idle_power: 60.0,
+            sm_clock: 1410,
+            mem_clock: 1593,
+            gpm: false,
+        }),
+        a30(),
+    ]
+}
+
+/// The Hopper models: H100 (80 GB and NVL), GH200 and H200.
+fn hopper() -> Vec<GpuModel> {
+    vec![
+        eight_slot(EightSlot {
+            key: "H100-80GB",
+            nvml_name: "NVIDIA H100 80GB HBM3",
+            pci_device_id: 0x2330_10DE,
+            total_mib: 81559,
+            slice_mib: 9856,
+            measured_mib: None,
+            labels: ["10gb", "20gb", "20gb", "40gb", "40gb", "80gb"],
+            power: 700.0,
+            idle_power: 70.0,
+            sm_clock: 1980,
+            mem_clock: 2619,
+            gpm: true,
+        }),
+        eight_slot(EightSlot {
+            key: "H100-94GB-NVL",
+            nvml_name: "NVIDIA H100 NVL",
+            pci_device_id: 0x2321_10DE,
+            total_mib: 95830,
+            slice_mib: 11520,
+            measured_mib: None,
+            labels: ["12gb", "24gb", "24gb", "47gb", "47gb", "94gb"],
+            power: 400.0,
+            idle_power: 60.0,
+            sm_clock: 1785,
+            mem_clock: 2619,
+            gpm: true,
+        }),
+        eight_slot(EightSlot {
+            key: "GH200-96GB",
+            nvml_name: "NVIDIA GH200 480GB",
+            pci_device_id: 0x2342_10DE,
+            total_mib: 97871,
+            slice_mib: 11776,
+            measured_mib: None,
+            labels: ["12gb", "24gb", "24gb", "48gb", "48gb", "96gb"],
+            power: 900.0,
+            idle_power: 90.0,
+            sm_clock: 1980,
+            mem_clock: 2619,
+            gpm: true,
+        }),
+        eight_slot(EightSlot {
+            key: "H200-141GB",
+            nvml_name: "NVIDIA H200",
+            pci_device_id: 0x2335_10DE,
+            total_mib: 143771,
+            slice_mib: 17792,
+            // fixtures/real/nvidia-h200/mig-profiles.json (driver 580.159.04)
+            measured_mib: Some([16384, 33280, 71424, 143360]),
+            labels: ["18gb", "35gb", "35gb", "71gb", "71gb", "141gb"],
+            power: 700.0,
+            idle_power: 75.0,
+            sm_clock: 1980,
+            mem_clock: 3201,
+            gpm: true,
+        }),
+    ]
+}
+
+/// The Blackwell models: B200.
+fn blackwell() -> Vec<GpuModel> {
+    vec![eight_slot(EightSlot {
+        key: "B200-180GB",
+        nvml_name: "NVIDIA B200",
+        pci_device_id: 0x2901_10DE,
+        total_mib: 183359,
+        slice_mib: 22784,
+        measured_mib: None,
+        labels: ["23gb", "45gb", "45gb", "90gb", "90gb", "180gb"],
+        power: 1000.0,
+        idle_power: 120.0,
+        sm_clock: 1965,
+        mem_clock: 3996,
+        gpm: true,
+    })]
 }
 
 /// The model with this key (`H100-80GB`), case-insensitively.

@@ -116,92 +116,11 @@ pub(super) fn gpu_info(
         current: m.current == NVML_DEVICE_MIG_ENABLE,
         pending: m.pending == NVML_DEVICE_MIG_ENABLE,
     });
-    let mut mig_instances = Vec::new();
-    if mig_mode.is_some_and(|m| m.current) {
-        let max = inv(
-            "MIG device count",
-            index,
-            trace::call("nvmlDeviceGetMaxMigDeviceCount", None, || {
-                dev.mig_device_count()
-            }),
-            missing,
-        )
-        .unwrap_or(0);
-        for idx in 0..max {
-            trace::set_gpu(Some(index), Some(idx));
-            let mig_dev = match trace::call_opaque(
-                "nvmlDeviceGetMigDeviceHandleByIndex",
-                Some(&idx.to_string()),
-                || dev.mig_device_by_index(idx),
-            ) {
-                Err(NvmlError::NotFound) => continue,
-                r => match inv("MIG device handle", index, r, missing) {
-                    Some(d) => d,
-                    None => continue,
-                },
-            };
-            let Some(gi) = inv(
-                "GPU instance id",
-                index,
-                trace::call("nvmlDeviceGetGpuInstanceId", None, || {
-                    raw::gpu_instance_id(&mig_dev)
-                }),
-                missing,
-            ) else {
-                continue;
-            };
-            let Some(ci) = inv(
-                "compute instance id",
-                index,
-                trace::call("nvmlDeviceGetComputeInstanceId", None, || {
-                    raw::compute_instance_id(&mig_dev)
-                }),
-                missing,
-            ) else {
-                continue;
-            };
-            let Some((profile_id, profile_name, placement)) = inv(
-                "GPU instance info",
-                index,
-                {
-                    // Read on the physical GPU, not on the MIG device.
-                    trace::set_gpu(Some(index), None);
-                    let r = mig_profile(dev, &name, gi);
-                    trace::set_gpu(Some(index), Some(idx));
-                    r
-                },
-                missing,
-            ) else {
-                log::warn!(
-                    "GPU {index}: MIG GPU instance {gi} left out of the inventory (no profile/placement)"
-                );
-                continue;
-            };
-            mig_instances.push(MigInstanceInfo {
-                gpu_instance_id: gi,
-                compute_instance_id: ci,
-                profile_id,
-                profile_name,
-                placement,
-                uuid: inv(
-                    "MIG uuid",
-                    index,
-                    trace::call("nvmlDeviceGetUUID", None, || mig_dev.uuid()),
-                    missing,
-                )
-                .unwrap_or_default(),
-                memory_total_bytes: inv(
-                    "MIG memory",
-                    index,
-                    trace::call("nvmlDeviceGetMemoryInfo_v2", None, || mig_dev.memory_info()),
-                    missing,
-                )
-                .map(|m| m.total),
-            });
-        }
-        trace::set_gpu(Some(index), None);
-        mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
-    }
+    let mig_instances = if mig_mode.is_some_and(|m| m.current) {
+        read_mig_instances(index, dev, &name, missing)
+    } else {
+        Vec::new()
+    };
     let minor_number = inv(
         "minor number",
         index,
@@ -219,4 +138,104 @@ pub(super) fn gpu_info(
         mig_mode,
         mig_instances,
     }
+}
+
+/// The MIG instances of a GPU with MIG enabled: every index below the *maximum* MIG device
+/// count, empty slots and instances whose reads fail left out, by GPU and compute instance id.
+fn read_mig_instances(
+    index: u32,
+    dev: &Device<'_>,
+    name: &str,
+    missing: &mut BTreeSet<String>,
+) -> Vec<MigInstanceInfo> {
+    let mut mig_instances = Vec::new();
+    let max = inv(
+        "MIG device count",
+        index,
+        trace::call("nvmlDeviceGetMaxMigDeviceCount", None, || {
+            dev.mig_device_count()
+        }),
+        missing,
+    )
+    .unwrap_or(0);
+    for idx in 0..max {
+        mig_instances.extend(read_mig_instance(index, dev, name, idx, missing));
+    }
+    trace::set_gpu(Some(index), None);
+    mig_instances.sort_by_key(|m| (m.gpu_instance_id, m.compute_instance_id));
+    mig_instances
+}
+
+/// The MIG device at `idx` of GPU `index` (named `name`): its instance ids, profile and
+/// placement, UUID and memory; `None` for an empty slot or a failed read of its ids or profile.
+fn read_mig_instance(
+    index: u32,
+    dev: &Device<'_>,
+    name: &str,
+    idx: u32,
+    missing: &mut BTreeSet<String>,
+) -> Option<MigInstanceInfo> {
+    trace::set_gpu(Some(index), Some(idx));
+    let mig_dev = match trace::call_opaque(
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        Some(&idx.to_string()),
+        || dev.mig_device_by_index(idx),
+    ) {
+        Err(NvmlError::NotFound) => return None,
+        r => inv("MIG device handle", index, r, missing)?,
+    };
+    let gi = inv(
+        "GPU instance id",
+        index,
+        trace::call("nvmlDeviceGetGpuInstanceId", None, || {
+            raw::gpu_instance_id(&mig_dev)
+        }),
+        missing,
+    )?;
+    let ci = inv(
+        "compute instance id",
+        index,
+        trace::call("nvmlDeviceGetComputeInstanceId", None, || {
+            raw::compute_instance_id(&mig_dev)
+        }),
+        missing,
+    )?;
+    let Some((profile_id, profile_name, placement)) = inv(
+        "GPU instance info",
+        index,
+        {
+            // Read on the physical GPU, not on the MIG device.
+            trace::set_gpu(Some(index), None);
+            let r = mig_profile(dev, name, gi);
+            trace::set_gpu(Some(index), Some(idx));
+            r
+        },
+        missing,
+    ) else {
+        log::warn!(
+            "GPU {index}: MIG GPU instance {gi} left out of the inventory (no profile/placement)"
+        );
+        return None;
+    };
+    Some(MigInstanceInfo {
+        gpu_instance_id: gi,
+        compute_instance_id: ci,
+        profile_id,
+        profile_name,
+        placement,
+        uuid: inv(
+            "MIG uuid",
+            index,
+            trace::call("nvmlDeviceGetUUID", None, || mig_dev.uuid()),
+            missing,
+        )
+        .unwrap_or_default(),
+        memory_total_bytes: inv(
+            "MIG memory",
+            index,
+            trace::call("nvmlDeviceGetMemoryInfo_v2", None, || mig_dev.memory_info()),
+            missing,
+        )
+        .map(|m| m.total),
+    })
 }

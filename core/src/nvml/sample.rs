@@ -281,6 +281,10 @@ pub(super) fn read_gpu(
     (sample, driver_down)
 }
 
+/// What the two slow calls gave at their last read: the energy counter and each process's newest
+/// SM ratio by pid.
+type Carried = (Option<f64>, BTreeMap<u32, f64>);
+
 fn read_gpu_values(
     nvml: &Nvml,
     index: u32,
@@ -296,18 +300,56 @@ fn read_gpu_values(
         SlowReads::Carry => state.carried.take(),
         SlowReads::Read => None,
     };
-    let uuid = match r.take(
-        "uuid",
-        trace::call("nvmlDeviceGetUUID", None, || dev.uuid()),
-    )? {
-        Some(u) => {
-            state.uuid = Some(u.clone());
-            u
-        }
-        None => state.uuid.clone().unwrap_or_default(),
-    };
+    let uuid = read_uuid(r, dev, state)?;
     let mut s = GpuSample::empty(index, uuid, GpuStatus::Ok);
+    read_load_and_memory(r, dev, &mut s)?;
+    read_power_and_energy(r, dev, &mut s, carried.as_ref())?;
+    read_temperature_and_clocks(r, dev, &mut s)?;
+    read_health(r, dev, &mut s)?;
+    let gpm_supported = read_pcie(r, dev, &mut s)?;
+    read_processes(nvml, r, dev, state, &mut s, carried)?;
 
+    // MIG instances.
+    let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);
+    let migs = if mig_on {
+        read_mig_devices(r, index, dev)?
+    } else {
+        Vec::new()
+    };
+
+    let mig_gpm = if gpm_supported {
+        read_gpm(nvml, r, dev, state, &mut s, &migs)?
+    } else {
+        free_gpm(nvml, state);
+        BTreeMap::new()
+    };
+    s.mig = mig_samples(migs, &mig_gpm);
+    s.xid_events = xids;
+    Ok(s)
+}
+
+/// The GPU's UUID, remembered in its state so a failed read later still names it.
+fn read_uuid(r: &mut Reads<'_>, dev: &Device<'_>, state: &mut GpuState) -> Result<String, Lost> {
+    Ok(
+        match r.take(
+            "uuid",
+            trace::call("nvmlDeviceGetUUID", None, || dev.uuid()),
+        )? {
+            Some(u) => {
+                state.uuid = Some(u.clone());
+                u
+            }
+            None => state.uuid.clone().unwrap_or_default(),
+        },
+    )
+}
+
+/// Utilisation (busy and memory controller) and memory used and total.
+fn read_load_and_memory(
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    s: &mut GpuSample,
+) -> Result<(), Lost> {
     if let Some(u) = r.take(
         Field::Utilization.as_str(),
         trace::call("nvmlDeviceGetUtilizationRates", None, || {
@@ -324,13 +366,24 @@ fn read_gpu_values(
         s.memory_used_bytes = Some(m.used);
         s.memory_total_bytes = Some(m.total);
     }
+    Ok(())
+}
+
+/// Power draw, and the energy counter (one of the two slow calls: carried when `carried` holds
+/// it).
+fn read_power_and_energy(
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    s: &mut GpuSample,
+    carried: Option<&Carried>,
+) -> Result<(), Lost> {
     s.power_watts = r
         .take(
             Field::Power.as_str(),
             trace::call("nvmlDeviceGetPowerUsage", None, || dev.power_usage()),
         )?
         .map(|mw| mw as f64 / 1000.0);
-    s.energy_joules = match &carried {
+    s.energy_joules = match carried {
         Some((energy, _)) => *energy,
         None => r
             .take(
@@ -341,6 +394,15 @@ fn read_gpu_values(
             )?
             .map(|mj| mj as f64 / 1000.0),
     };
+    Ok(())
+}
+
+/// GPU temperature and the SM and memory clocks.
+fn read_temperature_and_clocks(
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    s: &mut GpuSample,
+) -> Result<(), Lost> {
     s.temperature_celsius = r
         .take(
             Field::Temperature.as_str(),
@@ -366,6 +428,11 @@ fn read_gpu_values(
             }),
         )?
         .map(|mhz| mhz as f64 * 1e6);
+    Ok(())
+}
+
+/// Clock-event (throttle) reasons, volatile ECC error totals and row remapping.
+fn read_health(r: &mut Reads<'_>, dev: &Device<'_>, s: &mut GpuSample) -> Result<(), Lost> {
     s.throttle_reasons = r.take(
         Field::Throttle.as_str(),
         trace::call("nvmlDeviceGetCurrentClocksEventReasons", None, || {
@@ -395,6 +462,11 @@ fn read_gpu_values(
             raw::remapped_rows(dev)
         }),
     )?;
+    Ok(())
+}
+
+/// Whether the GPU supports GPM, and PCIe throughput from NVML's counters when it does not.
+fn read_pcie(r: &mut Reads<'_>, dev: &Device<'_>, s: &mut GpuSample) -> Result<bool, Lost> {
     // GPM (Hopper+) gives PCIe over the whole interval with the sample it already takes; the
     // 20 ms reads of nvmlDeviceGetPcieThroughput (41.6 of a 48 ms sample on a real H100,
     // fixtures/real/nvidia-h100-80gb-hbm3) are made only without it.
@@ -423,59 +495,37 @@ fn read_gpu_values(
             )?
             .map(|kb| kb as f64 * 1024.0);
     }
+    Ok(gpm_supported)
+}
 
-    // Processes and their SM utilisation since the previous sample.
+/// Processes and their SM utilisation since the previous sample; what the two slow calls gave
+/// (or the carried values) is kept in the state for the next sample to carry.
+fn read_processes(
+    nvml: &Nvml,
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    s: &mut GpuSample,
+    carried: Option<Carried>,
+) -> Result<(), Lost> {
     let processes = r.take(
         Field::Processes.as_str(),
         trace::call("nvmlDeviceGetComputeRunningProcesses_v3", None, || {
             dev.running_compute_processes()
         }),
     )?;
-    let since = state.process_last_seen_us;
-    // Per-process utilisation is one of the two slow calls (2 ms a GPU on H100/H200:
-    // docs/performance.md); a GPU known to run no compute process has none to give. The "since"
-    // timestamp stays, so the next call, once a process runs, returns what NVML kept since then.
+    // A GPU known to run no compute process has no per-process utilisation to give.
     let no_process = matches!(&processes, Some(p) if p.is_empty());
-    let utilisation = if no_process || carried.is_some() {
-        Some(Vec::new())
-    } else {
-        match trace::call(
-            "nvmlDeviceGetProcessUtilization",
-            Some(&format!("since_us={since}")),
-            || dev.process_utilization_stats(since),
-        ) {
-            // No sample newer than the last one seen.
-            Err(NvmlError::NotFound) => Some(Vec::new()),
-            other => r.take(Field::ProcessUtilization.as_str(), other)?,
-        }
-    };
-    // Every reading since the last one seen, oldest first, per pid; on the first read (nothing
-    // seen yet: NVML's whole buffer) the newest only, as the previous sample's window is unknown.
-    let mut readings: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-    for u in utilisation.iter().flatten() {
-        state.process_last_seen_us = state.process_last_seen_us.max(u.timestamp);
-        readings
-            .entry(u.pid)
-            .or_default()
-            .push((u.timestamp, u.sm_util));
-    }
-    for v in readings.values_mut() {
-        v.sort_unstable();
-        if since == 0 {
-            v.drain(..v.len().saturating_sub(1));
-        }
-    }
+    let readings = read_sm_readings(r, dev, state, no_process || carried.is_some())?;
     let mut newest: BTreeMap<u32, f64> = BTreeMap::new();
     for p in processes.into_iter().flatten() {
-        let name = match trace::call("nvmlSystemGetProcessName", Some(&p.pid.to_string()), || {
-            nvml.sys_process_name(p.pid, PROCESS_NAME_LEN)
-        }) {
-            Ok(n) => Some(n),
-            Err(NvmlError::FailedToLoadSymbol(detail)) => {
-                note_missing(r.missing, &detail);
-                None
-            }
-            Err(_) => None,
+        let name = process_name(nvml, r, p.pid);
+        let sm_ratio = match &carried {
+            Some((_, sm)) => sm.get(&p.pid).copied(),
+            None => readings
+                .get(&p.pid)
+                .and_then(|v| v.last())
+                .map(|(_, sm)| *sm as f64 / 100.0),
         };
         s.processes.push(ProcessSample {
             pid: p.pid,
@@ -484,13 +534,7 @@ fn read_gpu_values(
                 UsedGpuMemory::Used(b) => Some(b),
                 UsedGpuMemory::Unavailable => None,
             },
-            sm_ratio: match &carried {
-                Some((_, sm)) => sm.get(&p.pid).copied(),
-                None => readings
-                    .get(&p.pid)
-                    .and_then(|v| v.last())
-                    .map(|(_, sm)| *sm as f64 / 100.0),
-            },
+            sm_ratio,
             gpu_instance_id: p.gpu_instance_id,
             compute_instance_id: p.compute_instance_id,
             sm_readings: readings
@@ -506,69 +550,132 @@ fn read_gpu_values(
         Some(c) => c,
         None => (s.energy_joules, newest),
     });
+    Ok(())
+}
 
-    // MIG instances.
-    let mig_on = mig_mode(r, dev)?.is_some_and(|m| m.current);
-    let migs = if mig_on {
-        read_mig_devices(r, index, dev)?
+/// Every SM utilisation reading since the last one seen, oldest first, per pid (`(timestamp,
+/// percent)`); none without the call when `skip`. On the first read (nothing seen yet: NVML's
+/// whole buffer) the newest only, as the previous sample's window is unknown.
+fn read_sm_readings(
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    skip: bool,
+) -> Result<BTreeMap<u32, Vec<(u64, u32)>>, Lost> {
+    let since = state.process_last_seen_us;
+    // Per-process utilisation is one of the two slow calls (2 ms a GPU on H100/H200:
+    // docs/performance.md). The "since" timestamp stays, so the next call, once a process runs,
+    // returns what NVML kept since then.
+    let utilisation = if skip {
+        Some(Vec::new())
     } else {
-        Vec::new()
+        match trace::call(
+            "nvmlDeviceGetProcessUtilization",
+            Some(&format!("since_us={since}")),
+            || dev.process_utilization_stats(since),
+        ) {
+            // No sample newer than the last one seen.
+            Err(NvmlError::NotFound) => Some(Vec::new()),
+            other => r.take(Field::ProcessUtilization.as_str(), other)?,
+        }
     };
-
-    // GPM: SM activity and occupancy, the profiling pipes, PCIe and NVLink of the GPU; SM
-    // activity and the pipes of each GPU instance.
-    let mut mig_gpm: BTreeMap<u32, Vec<Option<f64>>> = BTreeMap::new();
-    if gpm_supported {
-        let v = gpm_step(nvml, r, dev, None, &mut state.gpm, &GPU_METRICS, 2)?;
-        s.sm_active_ratio = ratio(v[0]);
-        s.sm_occupancy_ratio = ratio(v[1]);
-        s.profiling = profiling(&v[2..11], Some((v[13], v[14])));
-        s.pcie_tx_bytes_per_second = v[11].map(|m| m * MIB);
-        s.pcie_rx_bytes_per_second = v[12].map(|m| m * MIB);
-        let mut kept = BTreeMap::new();
-        let mut lost = false;
-        for m in &migs {
-            let mut prev = state.mig_gpm.remove(&m.gpu_instance_id);
-            let v = gpm_step(
-                nvml,
-                r,
-                dev,
-                Some(m.gpu_instance_id),
-                &mut prev,
-                &MIG_METRICS,
-                1,
-            );
-            if let Some(p) = prev {
-                kept.insert(m.gpu_instance_id, p);
-            }
-            match v {
-                Ok(v) => {
-                    mig_gpm.insert(m.gpu_instance_id, v);
-                }
-                Err(Lost) => {
-                    lost = true;
-                    break;
-                }
-            }
-        }
-        // Free samples of GPU instances that no longer exist (the caller frees the rest if lost).
-        for (_, old) in std::mem::replace(&mut state.mig_gpm, kept) {
-            raw::gpm_free(nvml, old);
-        }
-        if lost {
-            return Err(Lost);
-        }
-    } else {
-        if let Some(old) = state.gpm.take() {
-            raw::gpm_free(nvml, old);
-        }
-        for (_, old) in std::mem::take(&mut state.mig_gpm) {
-            raw::gpm_free(nvml, old);
+    let mut readings: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
+    for u in utilisation.iter().flatten() {
+        state.process_last_seen_us = state.process_last_seen_us.max(u.timestamp);
+        readings
+            .entry(u.pid)
+            .or_default()
+            .push((u.timestamp, u.sm_util));
+    }
+    for v in readings.values_mut() {
+        v.sort_unstable();
+        if since == 0 {
+            v.drain(..v.len().saturating_sub(1));
         }
     }
+    Ok(readings)
+}
 
-    s.mig = migs
-        .into_iter()
+/// A process's name, `None` when NVML cannot give it (a missing symbol is noted).
+fn process_name(nvml: &Nvml, r: &mut Reads<'_>, pid: u32) -> Option<String> {
+    match trace::call("nvmlSystemGetProcessName", Some(&pid.to_string()), || {
+        nvml.sys_process_name(pid, PROCESS_NAME_LEN)
+    }) {
+        Ok(n) => Some(n),
+        Err(NvmlError::FailedToLoadSymbol(detail)) => {
+            note_missing(r.missing, &detail);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// GPM: SM activity and occupancy, the profiling pipes, PCIe and NVLink of the GPU into `s`; SM
+/// activity and the pipes of each GPU instance returned by GPU instance id.
+fn read_gpm(
+    nvml: &Nvml,
+    r: &mut Reads<'_>,
+    dev: &Device<'_>,
+    state: &mut GpuState,
+    s: &mut GpuSample,
+    migs: &[MigRead],
+) -> Result<BTreeMap<u32, Vec<Option<f64>>>, Lost> {
+    let v = gpm_step(nvml, r, dev, None, &mut state.gpm, &GPU_METRICS, 2)?;
+    s.sm_active_ratio = ratio(v[0]);
+    s.sm_occupancy_ratio = ratio(v[1]);
+    s.profiling = profiling(&v[2..11], Some((v[13], v[14])));
+    s.pcie_tx_bytes_per_second = v[11].map(|m| m * MIB);
+    s.pcie_rx_bytes_per_second = v[12].map(|m| m * MIB);
+    let mut mig_gpm = BTreeMap::new();
+    let mut kept = BTreeMap::new();
+    let mut lost = false;
+    for m in migs {
+        let mut prev = state.mig_gpm.remove(&m.gpu_instance_id);
+        let v = gpm_step(
+            nvml,
+            r,
+            dev,
+            Some(m.gpu_instance_id),
+            &mut prev,
+            &MIG_METRICS,
+            1,
+        );
+        if let Some(p) = prev {
+            kept.insert(m.gpu_instance_id, p);
+        }
+        match v {
+            Ok(v) => {
+                mig_gpm.insert(m.gpu_instance_id, v);
+            }
+            Err(Lost) => {
+                lost = true;
+                break;
+            }
+        }
+    }
+    // Free samples of GPU instances that no longer exist (the caller frees the rest if lost).
+    for (_, old) in std::mem::replace(&mut state.mig_gpm, kept) {
+        raw::gpm_free(nvml, old);
+    }
+    if lost {
+        return Err(Lost);
+    }
+    Ok(mig_gpm)
+}
+
+/// Without GPM: free the GPM samples kept for the GPU and its GPU instances.
+fn free_gpm(nvml: &Nvml, state: &mut GpuState) {
+    if let Some(old) = state.gpm.take() {
+        raw::gpm_free(nvml, old);
+    }
+    for (_, old) in std::mem::take(&mut state.mig_gpm) {
+        raw::gpm_free(nvml, old);
+    }
+}
+
+/// The MIG instances' samples: what was read of each, with its GPU instance's GPM values.
+fn mig_samples(migs: Vec<MigRead>, mig_gpm: &BTreeMap<u32, Vec<Option<f64>>>) -> Vec<MigSample> {
+    migs.into_iter()
         .map(|m| MigSample {
             gpu_instance_id: m.gpu_instance_id,
             compute_instance_id: m.compute_instance_id,
@@ -581,7 +688,5 @@ fn read_gpu_values(
                 .map(|v| profiling(&v[1..], None))
                 .unwrap_or_default(),
         })
-        .collect();
-    s.xid_events = xids;
-    Ok(s)
+        .collect()
 }

@@ -286,31 +286,7 @@ impl Applier {
                         "pending-reset".to_string()
                     }
                     Ok(_) => "ok".to_string(),
-                    Err(e) => {
-                        self.log_step("step", n, step, checkpoint, &format!("error: {e}"))?;
-                        let context = format!(
-                            "step {n} ({}: {step}) failed: {e}",
-                            target_of(step, checkpoint)
-                        );
-                        let mut r = Journal::record(&self.run, "rollback");
-                        r.result = Some(context.clone());
-                        self.journal.append(&r)?;
-                        return match self.restore(ctrl, checkpoint, "rollback-step") {
-                            Ok(_) => {
-                                self.end(&self.run, "rolled-back")?;
-                                Err(ApplyError::RolledBack {
-                                    step: format!("{n} ({}: {step})", target_of(step, checkpoint)),
-                                    error: e.to_string(),
-                                    journal: self.journal.path().to_path_buf(),
-                                })
-                            }
-                            Err(errors) => Err(ApplyError::RestoreIncomplete {
-                                context,
-                                errors,
-                                journal: self.journal.path().to_path_buf(),
-                            }),
-                        };
-                    }
+                    Err(e) => return self.roll_back(ctrl, checkpoint, n, step, &e),
                 }
             };
             self.log_step("step", n, step, checkpoint, &result)?;
@@ -322,7 +298,59 @@ impl Applier {
                 std::process::abort();
             }
         }
-        // Assert: everything but the pending mode changes must match now.
+        self.check_applied(ctrl, targets, &skip)?;
+        pending.sort();
+        pending.dedup();
+        Ok(Applied {
+            steps: outcomes,
+            pending,
+        })
+    }
+
+    /// Step `n` failed with `e`: journal it, restore the checkpoint and end the run as rolled
+    /// back. Always an error: [`ApplyError::RolledBack`], or
+    /// [`ApplyError::RestoreIncomplete`] when the node does not match the checkpoint afterwards.
+    fn roll_back(
+        &self,
+        ctrl: &mut dyn MigControl,
+        checkpoint: &MigNodeState,
+        n: u64,
+        step: &Step,
+        e: &ControlError,
+    ) -> Result<Applied, ApplyError> {
+        self.log_step("step", n, step, checkpoint, &format!("error: {e}"))?;
+        let context = format!(
+            "step {n} ({}: {step}) failed: {e}",
+            target_of(step, checkpoint)
+        );
+        let mut r = Journal::record(&self.run, "rollback");
+        r.result = Some(context.clone());
+        self.journal.append(&r)?;
+        match self.restore(ctrl, checkpoint, "rollback-step") {
+            Ok(_) => {
+                self.end(&self.run, "rolled-back")?;
+                Err(ApplyError::RolledBack {
+                    step: format!("{n} ({}: {step})", target_of(step, checkpoint)),
+                    error: e.to_string(),
+                    journal: self.journal.path().to_path_buf(),
+                })
+            }
+            Err(errors) => Err(ApplyError::RestoreIncomplete {
+                context,
+                errors,
+                journal: self.journal.path().to_path_buf(),
+            }),
+        }
+    }
+
+    /// After the steps: everything but the GPUs whose mode change awaits a reset (`skip`) must
+    /// match the targets now; ends the run as applied, or as failed with what still differs.
+    fn check_applied(
+        &self,
+        ctrl: &mut dyn MigControl,
+        targets: &[GpuTarget],
+        skip: &BTreeSet<u32>,
+    ) -> Result<(), ApplyError> {
         let after = ctrl.read_state()?;
         let check = steps::diff(&after, targets)?;
         let left: Vec<&GpuDiff> = check
@@ -334,12 +362,6 @@ impl Applier {
             self.end(&self.run, "failed")?;
             return Err(ApplyError::StillDiffers(check.render()));
         }
-        self.end(&self.run, "applied")?;
-        pending.sort();
-        pending.dedup();
-        Ok(Applied {
-            steps: outcomes,
-            pending,
-        })
+        self.end(&self.run, "applied")
     }
 }

@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::{ApplyError, GpuTarget, TargetInstance, model_of, profile_name};
+use crate::mig::GpuModel;
 use crate::mig::control::{GpuInstanceState, GpuMigState, MigNodeState};
-use crate::model::Placement;
+use crate::model::{MigMode, Placement};
 
 /// One device call of an apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,7 +216,6 @@ pub fn diff(state: &MigNodeState, targets: &[GpuTarget]) -> Result<Diff, ApplyEr
             gpu: t.gpu,
             message: format!("no such GPU on node {}", state.node),
         })?;
-        let model = model_of(g);
         let mut d = GpuDiff {
             gpu: g.index,
             uuid: g.uuid.clone(),
@@ -235,170 +235,8 @@ pub fn diff(state: &MigNodeState, targets: &[GpuTarget]) -> Result<Diff, ApplyEr
             gpus.push(d);
             continue;
         };
-        let gpu_procs = || {
-            g.processes
-                .iter()
-                .chain(g.instances.iter().flat_map(|i| &i.processes))
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let word = |b: bool| if b { "enabled" } else { "disabled" };
-        let mut current: &[GpuInstanceState] = &[];
-        let mut instances_changeable = false;
-        if t.mig_enabled {
-            if !mode.pending {
-                d.differences
-                    .push(format!("MIG mode: {}, plan: enabled", word(mode.current)));
-                d.steps.push(Step::SetMigMode {
-                    gpu: g.index,
-                    enabled: true,
-                });
-                d.busy
-                    .extend(procs(g.index, "(MIG mode change)", &gpu_procs()));
-                if mode.current {
-                    current = &g.instances;
-                }
-                instances_changeable = true;
-            } else if !mode.current {
-                d.differences
-                    .push("MIG mode: disabled, enable pending a GPU reset; plan: enabled".into());
-                d.pending.push(reset_hint(g, "enabling MIG"));
-            } else {
-                current = &g.instances;
-                instances_changeable = true;
-            }
-        } else if mode.current && mode.pending {
-            d.differences
-                .push("MIG mode: enabled, plan: disabled".into());
-            current = &g.instances;
-            instances_changeable = true;
-        } else if mode.current {
-            d.differences
-                .push("MIG mode: enabled, disable pending a GPU reset; plan: disabled".into());
-            d.pending.push(reset_hint(g, "disabling MIG"));
-        } else if mode.pending {
-            d.differences
-                .push("MIG mode: disabled, enable pending a GPU reset; plan: disabled".into());
-            d.steps.push(Step::SetMigMode {
-                gpu: g.index,
-                enabled: false,
-            });
-        }
-        if instances_changeable {
-            let want: &[TargetInstance] = if t.mig_enabled { &t.instances } else { &[] };
-            let key = |p: u32, pl: Placement| (p, pl);
-            let want_keys: BTreeSet<(u32, Placement)> = want
-                .iter()
-                .map(|i| key(i.profile_id, i.placement))
-                .collect();
-            let have_keys: BTreeSet<(u32, Placement)> = current
-                .iter()
-                .map(|i| key(i.profile_id, i.placement))
-                .collect();
-            for i in current {
-                let name = profile_name(model, i.profile_id);
-                if want_keys.contains(&key(i.profile_id, i.placement)) {
-                    let w = want
-                        .iter()
-                        .find(|w| w.profile_id == i.profile_id && w.placement == i.placement)
-                        .expect("in want_keys");
-                    if w.compute && i.compute_instances.is_empty() {
-                        d.differences.push(format!(
-                            "{name} at {}: no compute instance",
-                            at(&i.placement)
-                        ));
-                        d.steps.push(Step::CreateComputeInstance {
-                            gpu: g.index,
-                            profile_id: i.profile_id,
-                            profile: name,
-                            placement: i.placement,
-                        });
-                    } else if !w.compute && !i.compute_instances.is_empty() {
-                        d.differences.push(format!(
-                            "{name} at {}: compute instances {:?}, expected none",
-                            at(&i.placement),
-                            i.compute_instances
-                        ));
-                        for ci in &i.compute_instances {
-                            d.steps.push(Step::DestroyComputeInstance {
-                                gpu: g.index,
-                                gpu_instance: i.gpu_instance_id,
-                                compute_instance: *ci,
-                                profile: name.clone(),
-                                placement: i.placement,
-                            });
-                        }
-                        d.busy.extend(procs(
-                            g.index,
-                            &format!("instance {name} at {}", at(&i.placement)),
-                            &i.processes,
-                        ));
-                    }
-                    continue;
-                }
-                d.differences.push(format!(
-                    "extra: {name} (profile id {}) at {} (GPU instance {})",
-                    i.profile_id,
-                    at(&i.placement),
-                    i.gpu_instance_id
-                ));
-                d.busy.extend(procs(
-                    g.index,
-                    &format!("instance {name} at {} (to destroy)", at(&i.placement)),
-                    &i.processes,
-                ));
-                for ci in &i.compute_instances {
-                    d.steps.push(Step::DestroyComputeInstance {
-                        gpu: g.index,
-                        gpu_instance: i.gpu_instance_id,
-                        compute_instance: *ci,
-                        profile: name.clone(),
-                        placement: i.placement,
-                    });
-                }
-                d.steps.push(Step::DestroyGpuInstance {
-                    gpu: g.index,
-                    gpu_instance: i.gpu_instance_id,
-                    profile: name,
-                    placement: i.placement,
-                });
-            }
-            // Creates after destroys, largest first (a 3g created last can find no room).
-            let mut create: Vec<&TargetInstance> = want
-                .iter()
-                .filter(|i| !have_keys.contains(&key(i.profile_id, i.placement)))
-                .collect();
-            create.sort_by_key(|i| (std::cmp::Reverse(i.placement.size), i.placement.start));
-            for i in create {
-                let name = profile_name(model, i.profile_id);
-                d.differences.push(format!(
-                    "missing: {name} (profile id {}) at {}",
-                    i.profile_id,
-                    at(&i.placement)
-                ));
-                d.steps.push(Step::CreateGpuInstance {
-                    gpu: g.index,
-                    profile_id: i.profile_id,
-                    profile: name.clone(),
-                    placement: i.placement,
-                });
-                if i.compute {
-                    d.steps.push(Step::CreateComputeInstance {
-                        gpu: g.index,
-                        profile_id: i.profile_id,
-                        profile: name,
-                        placement: i.placement,
-                    });
-                }
-            }
-            if !t.mig_enabled {
-                d.steps.push(Step::SetMigMode {
-                    gpu: g.index,
-                    enabled: false,
-                });
-                d.busy
-                    .extend(procs(g.index, "(MIG mode change)", &g.processes));
-            }
+        if let Some(current) = diff_mode(g, t, mode, &mut d) {
+            diff_instances(g, t, current, &mut d);
         }
         gpus.push(d);
     }
@@ -406,4 +244,201 @@ pub fn diff(state: &MigNodeState, targets: &[GpuTarget]) -> Result<Diff, ApplyEr
         node: state.node.clone(),
         gpus,
     })
+}
+
+/// The MIG mode of `g` against the target's: its differences, the mode step or the note that a
+/// GPU reset is pending, the processes a mode change would stop. Returns the instances to
+/// compare with the target's (none while MIG is off) when they can be changed now, `None` when
+/// they cannot (a mode change awaits a reset, or MIG stays off).
+fn diff_mode<'g>(
+    g: &'g GpuMigState,
+    t: &GpuTarget,
+    mode: MigMode,
+    d: &mut GpuDiff,
+) -> Option<&'g [GpuInstanceState]> {
+    let gpu_procs = || {
+        g.processes
+            .iter()
+            .chain(g.instances.iter().flat_map(|i| &i.processes))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let word = |b: bool| if b { "enabled" } else { "disabled" };
+    let mut current: &[GpuInstanceState] = &[];
+    let mut instances_changeable = false;
+    if t.mig_enabled {
+        if !mode.pending {
+            d.differences
+                .push(format!("MIG mode: {}, plan: enabled", word(mode.current)));
+            d.steps.push(Step::SetMigMode {
+                gpu: g.index,
+                enabled: true,
+            });
+            d.busy
+                .extend(procs(g.index, "(MIG mode change)", &gpu_procs()));
+            if mode.current {
+                current = &g.instances;
+            }
+            instances_changeable = true;
+        } else if !mode.current {
+            d.differences
+                .push("MIG mode: disabled, enable pending a GPU reset; plan: enabled".into());
+            d.pending.push(reset_hint(g, "enabling MIG"));
+        } else {
+            current = &g.instances;
+            instances_changeable = true;
+        }
+    } else if mode.current && mode.pending {
+        d.differences
+            .push("MIG mode: enabled, plan: disabled".into());
+        current = &g.instances;
+        instances_changeable = true;
+    } else if mode.current {
+        d.differences
+            .push("MIG mode: enabled, disable pending a GPU reset; plan: disabled".into());
+        d.pending.push(reset_hint(g, "disabling MIG"));
+    } else if mode.pending {
+        d.differences
+            .push("MIG mode: disabled, enable pending a GPU reset; plan: disabled".into());
+        d.steps.push(Step::SetMigMode {
+            gpu: g.index,
+            enabled: false,
+        });
+    }
+    instances_changeable.then_some(current)
+}
+
+/// The instances `current` of `g` against the target's (none when the target disables MIG):
+/// each current one kept, fixed or destroyed ([`diff_current_instance`]), the missing ones
+/// created, largest first, then MIG disabled when the target wants it off.
+fn diff_instances(g: &GpuMigState, t: &GpuTarget, current: &[GpuInstanceState], d: &mut GpuDiff) {
+    let model = model_of(g);
+    let want: &[TargetInstance] = if t.mig_enabled { &t.instances } else { &[] };
+    let key = |p: u32, pl: Placement| (p, pl);
+    let want_keys: BTreeSet<(u32, Placement)> = want
+        .iter()
+        .map(|i| key(i.profile_id, i.placement))
+        .collect();
+    let have_keys: BTreeSet<(u32, Placement)> = current
+        .iter()
+        .map(|i| key(i.profile_id, i.placement))
+        .collect();
+    for i in current {
+        diff_current_instance(g, model, i, want, &want_keys, d);
+    }
+    // Creates after destroys, largest first (a 3g created last can find no room).
+    let mut create: Vec<&TargetInstance> = want
+        .iter()
+        .filter(|i| !have_keys.contains(&key(i.profile_id, i.placement)))
+        .collect();
+    create.sort_by_key(|i| (std::cmp::Reverse(i.placement.size), i.placement.start));
+    for i in create {
+        let name = profile_name(model, i.profile_id);
+        d.differences.push(format!(
+            "missing: {name} (profile id {}) at {}",
+            i.profile_id,
+            at(&i.placement)
+        ));
+        d.steps.push(Step::CreateGpuInstance {
+            gpu: g.index,
+            profile_id: i.profile_id,
+            profile: name.clone(),
+            placement: i.placement,
+        });
+        if i.compute {
+            d.steps.push(Step::CreateComputeInstance {
+                gpu: g.index,
+                profile_id: i.profile_id,
+                profile: name,
+                placement: i.placement,
+            });
+        }
+    }
+    if !t.mig_enabled {
+        d.steps.push(Step::SetMigMode {
+            gpu: g.index,
+            enabled: false,
+        });
+        d.busy
+            .extend(procs(g.index, "(MIG mode change)", &g.processes));
+    }
+}
+
+/// One current instance `i` of `g`: one the target wants (`want_keys`) keeps its GPU instance,
+/// its compute instance created or destroyed to match; any other is destroyed (its compute
+/// instances first), its processes listed as busy.
+fn diff_current_instance(
+    g: &GpuMigState,
+    model: Option<&'static GpuModel>,
+    i: &GpuInstanceState,
+    want: &[TargetInstance],
+    want_keys: &BTreeSet<(u32, Placement)>,
+    d: &mut GpuDiff,
+) {
+    let name = profile_name(model, i.profile_id);
+    if want_keys.contains(&(i.profile_id, i.placement)) {
+        let w = want
+            .iter()
+            .find(|w| w.profile_id == i.profile_id && w.placement == i.placement)
+            .expect("in want_keys");
+        if w.compute && i.compute_instances.is_empty() {
+            d.differences.push(format!(
+                "{name} at {}: no compute instance",
+                at(&i.placement)
+            ));
+            d.steps.push(Step::CreateComputeInstance {
+                gpu: g.index,
+                profile_id: i.profile_id,
+                profile: name,
+                placement: i.placement,
+            });
+        } else if !w.compute && !i.compute_instances.is_empty() {
+            d.differences.push(format!(
+                "{name} at {}: compute instances {:?}, expected none",
+                at(&i.placement),
+                i.compute_instances
+            ));
+            for ci in &i.compute_instances {
+                d.steps.push(Step::DestroyComputeInstance {
+                    gpu: g.index,
+                    gpu_instance: i.gpu_instance_id,
+                    compute_instance: *ci,
+                    profile: name.clone(),
+                    placement: i.placement,
+                });
+            }
+            d.busy.extend(procs(
+                g.index,
+                &format!("instance {name} at {}", at(&i.placement)),
+                &i.processes,
+            ));
+        }
+        return;
+    }
+    d.differences.push(format!(
+        "extra: {name} (profile id {}) at {} (GPU instance {})",
+        i.profile_id,
+        at(&i.placement),
+        i.gpu_instance_id
+    ));
+    d.busy.extend(procs(
+        g.index,
+        &format!("instance {name} at {} (to destroy)", at(&i.placement)),
+        &i.processes,
+    ));
+    for ci in &i.compute_instances {
+        d.steps.push(Step::DestroyComputeInstance {
+            gpu: g.index,
+            gpu_instance: i.gpu_instance_id,
+            compute_instance: *ci,
+            profile: name.clone(),
+            placement: i.placement,
+        });
+    }
+    d.steps.push(Step::DestroyGpuInstance {
+        gpu: g.index,
+        gpu_instance: i.gpu_instance_id,
+        profile: name,
+        placement: i.placement,
+    });
 }

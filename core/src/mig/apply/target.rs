@@ -196,115 +196,137 @@ fn targets_of(
     source_name: &str,
     state: &MigNodeState,
 ) -> Result<(String, Vec<GpuTarget>), ApplyError> {
+    match plan {
+        LayoutFile::Tessera(p) => tessera_targets(p, label, source_name, state),
+        LayoutFile::MigParted(f) => parted_targets(f, label, source_name, state),
+    }
+}
+
+/// The targets of a tessera plan's config: each GPU of the config that applies to this node, on
+/// a GPU that exists with the UUID (if given) and model the plan names.
+fn tessera_targets(
+    p: &TesseraPlan,
+    label: Option<&str>,
+    source_name: &str,
+    state: &MigNodeState,
+) -> Result<(String, Vec<GpuTarget>), ApplyError> {
     let target_err = |gpu: u32, message: String| ApplyError::Target {
         source_name: source_name.to_string(),
         gpu,
         message,
     };
-    match plan {
-        LayoutFile::Tessera(p) => {
-            let (label, layouts) = p.config(label, source_name)?;
-            let mut out = Vec::new();
-            for l in layouts.iter().filter(|l| l.applies_to(&state.node)) {
-                let Some(g) = state.gpu(l.gpu) else {
-                    return Err(target_err(
-                        l.gpu,
-                        format!(
-                            "no such GPU on node {} (it has {} GPUs)",
-                            state.node,
-                            state.gpus.len()
-                        ),
-                    ));
-                };
-                if let Some(u) = &l.uuid
-                    && u != &g.uuid
-                {
-                    return Err(target_err(
-                        l.gpu,
-                        format!(
-                            "the plan is for {u}, but GPU {} is {} (GPUs renumbered?)",
-                            l.gpu, g.uuid
-                        ),
-                    ));
-                }
-                let model = model_of(g);
-                if model.is_none_or(|m| !m.key.eq_ignore_ascii_case(&l.model)) {
-                    return Err(target_err(
-                        l.gpu,
-                        format!(
-                            "the plan is for model {}, but this GPU is {} ({})",
-                            l.model,
-                            model.map_or("a model tessera does not know", |m| m.key),
-                            g.name
-                        ),
-                    ));
-                }
-                out.push(GpuTarget {
-                    gpu: l.gpu,
-                    mig_enabled: l.mig_enabled,
-                    instances: l.layout().iter().map(full).collect(),
-                });
-            }
-            Ok((label.to_string(), out))
+    let (label, layouts) = p.config(label, source_name)?;
+    let mut out = Vec::new();
+    for l in layouts.iter().filter(|l| l.applies_to(&state.node)) {
+        let Some(g) = state.gpu(l.gpu) else {
+            return Err(target_err(
+                l.gpu,
+                format!(
+                    "no such GPU on node {} (it has {} GPUs)",
+                    state.node,
+                    state.gpus.len()
+                ),
+            ));
+        };
+        if let Some(u) = &l.uuid
+            && u != &g.uuid
+        {
+            return Err(target_err(
+                l.gpu,
+                format!(
+                    "the plan is for {u}, but GPU {} is {} (GPUs renumbered?)",
+                    l.gpu, g.uuid
+                ),
+            ));
         }
-        LayoutFile::MigParted(f) => {
-            let plan = select_parted(f, label, source_name)?;
-            let label = plan.label.clone();
-            let inventory = Inventory {
-                node: state.node.clone(),
-                driver_version: None,
-                cuda_version: None,
-                gpus: state.gpus.iter().map(gpu_info).collect(),
-            };
-            plan.validate(&inventory)?;
-            let mut out = Vec::new();
-            for g in &state.gpus {
-                let entry = plan
-                    .entry_for(&gpu_info(g))
-                    .map_err(|m| target_err(g.index, m))?;
-                let Some(entry) = entry else { continue };
-                if !entry.mig_enabled {
-                    out.push(GpuTarget {
-                        gpu: g.index,
-                        mig_enabled: false,
-                        instances: Vec::new(),
-                    });
-                    continue;
-                }
-                let model = model_of(g).ok_or_else(|| {
-                    target_err(g.index, "tessera has no MIG table for this model".into())
-                })?;
-                let mut ids = Vec::new();
-                for (name, count) in &entry.mig_devices {
-                    let p = model.profile_by_name(name).ok_or_else(|| {
-                        target_err(g.index, format!("no profile {name:?} on {}", model.key))
-                    })?;
-                    ids.extend(std::iter::repeat_n(p.id, *count as usize));
-                }
-                ids.sort_unstable();
-                let mut current: Vec<u32> = g.instances.iter().map(|i| i.profile_id).collect();
-                current.sort_unstable();
-                // Same profile mix as now: keep the current placements (nothing to change).
-                let layout = if g.mig_current() && current == ids {
-                    g.instances
-                        .iter()
-                        .map(|i| LayoutInstance {
-                            profile_id: i.profile_id,
-                            placement: i.placement,
-                        })
-                        .collect()
-                } else {
-                    parted::place(model, &ids).map_err(|m| target_err(g.index, m))?
-                };
-                out.push(GpuTarget {
-                    gpu: g.index,
-                    mig_enabled: true,
-                    instances: layout.iter().map(full).collect(),
-                });
-            }
-            Ok((label, out))
+        let model = model_of(g);
+        if model.is_none_or(|m| !m.key.eq_ignore_ascii_case(&l.model)) {
+            return Err(target_err(
+                l.gpu,
+                format!(
+                    "the plan is for model {}, but this GPU is {} ({})",
+                    l.model,
+                    model.map_or("a model tessera does not know", |m| m.key),
+                    g.name
+                ),
+            ));
         }
+        out.push(GpuTarget {
+            gpu: l.gpu,
+            mig_enabled: l.mig_enabled,
+            instances: l.layout().iter().map(full).collect(),
+        });
     }
+    Ok((label.to_string(), out))
+}
+
+/// The targets of a mig-parted config: the entry that selects each GPU of the node, its profile
+/// counts placed on the GPU (the current placements kept when the profile mix is the same).
+fn parted_targets(
+    f: &PartedFile,
+    label: Option<&str>,
+    source_name: &str,
+    state: &MigNodeState,
+) -> Result<(String, Vec<GpuTarget>), ApplyError> {
+    let target_err = |gpu: u32, message: String| ApplyError::Target {
+        source_name: source_name.to_string(),
+        gpu,
+        message,
+    };
+    let plan = select_parted(f, label, source_name)?;
+    let label = plan.label.clone();
+    let inventory = Inventory {
+        node: state.node.clone(),
+        driver_version: None,
+        cuda_version: None,
+        gpus: state.gpus.iter().map(gpu_info).collect(),
+    };
+    plan.validate(&inventory)?;
+    let mut out = Vec::new();
+    for g in &state.gpus {
+        let entry = plan
+            .entry_for(&gpu_info(g))
+            .map_err(|m| target_err(g.index, m))?;
+        let Some(entry) = entry else { continue };
+        if !entry.mig_enabled {
+            out.push(GpuTarget {
+                gpu: g.index,
+                mig_enabled: false,
+                instances: Vec::new(),
+            });
+            continue;
+        }
+        let model = model_of(g)
+            .ok_or_else(|| target_err(g.index, "tessera has no MIG table for this model".into()))?;
+        let mut ids = Vec::new();
+        for (name, count) in &entry.mig_devices {
+            let p = model.profile_by_name(name).ok_or_else(|| {
+                target_err(g.index, format!("no profile {name:?} on {}", model.key))
+            })?;
+            ids.extend(std::iter::repeat_n(p.id, *count as usize));
+        }
+        ids.sort_unstable();
+        let mut current: Vec<u32> = g.instances.iter().map(|i| i.profile_id).collect();
+        current.sort_unstable();
+        // Same profile mix as now: keep the current placements (nothing to change).
+        let layout = if g.mig_current() && current == ids {
+            g.instances
+                .iter()
+                .map(|i| LayoutInstance {
+                    profile_id: i.profile_id,
+                    placement: i.placement,
+                })
+                .collect()
+        } else {
+            parted::place(model, &ids).map_err(|m| target_err(g.index, m))?
+        };
+        out.push(GpuTarget {
+            gpu: g.index,
+            mig_enabled: true,
+            instances: layout.iter().map(full).collect(),
+        });
+    }
+    Ok((label, out))
 }
 
 /// The checkpoint as targets: every MIG-capable GPU as it was (mode as pending, instances with

@@ -287,75 +287,7 @@ impl PartedFile {
             let mut out = Vec::with_capacity(entries.len());
             for (i, e) in entries.into_iter().enumerate() {
                 let item = format!("mig-configs.{label}[{i}]");
-                let mut device_filter = Vec::new();
-                for s in e.device_filter.map(|f| f.0).unwrap_or_default() {
-                    device_filter.push(parse_device_id(&s).ok_or_else(|| {
-                        invalid(
-                            format!("{item}.device-filter"),
-                            format!(
-                                "bad PCI device id {s:?}: expected 0x and up to 8 hex digits, e.g. \"0x233010DE\""
-                            ),
-                        )
-                    })?);
-                }
-                let mig_devices = match (e.mig_enabled, e.mig_devices.map(|m| m.0)) {
-                    (true, None) => {
-                        return Err(invalid(
-                            item,
-                            "mig-devices is required when mig-enabled is true (use {} for no instances)"
-                                .into(),
-                        ));
-                    }
-                    (false, Some(d)) if !d.is_empty() => {
-                        return Err(invalid(
-                            format!("{item}.mig-devices"),
-                            "MIG devices given while mig-enabled is false".into(),
-                        ));
-                    }
-                    (_, d) => d.unwrap_or_default(),
-                };
-                for name in mig_devices.keys() {
-                    check_profile_name(name)
-                        .map_err(|m| invalid(format!("{item}.mig-devices"), m))?;
-                }
-                // Counts are expanded into lists of instances later: bound them here.
-                let mut total = 0u64;
-                for (name, count) in &mig_devices {
-                    if *count > MAX_GPU_INSTANCES {
-                        return Err(invalid(
-                            format!("{item}.mig-devices"),
-                            format!(
-                                "{count} × {name:?}; expected at most {MAX_GPU_INSTANCES} GPU instances on a GPU"
-                            ),
-                        ));
-                    }
-                    total += *count as u64;
-                }
-                if total > MAX_GPU_INSTANCES as u64 {
-                    return Err(invalid(
-                        format!("{item}.mig-devices"),
-                        format!(
-                            "{total} GPU instances; expected at most {MAX_GPU_INSTANCES} on a GPU"
-                        ),
-                    ));
-                }
-                if let Devices::Indices(v) = &e.devices
-                    && v.len() > MAX_DEVICE_INDICES
-                {
-                    return Err(invalid(
-                        format!("{item}.devices"),
-                        format!(
-                            "{} GPU indices; expected at most {MAX_DEVICE_INDICES}",
-                            v.len()
-                        ),
-                    ));
-                }
-                out.push(PartedEntry {
-                    device_filter,
-                    devices: e.devices,
-                    mig_enabled: e.mig_enabled,
-                    mig_devices: mig_devices.into_iter().filter(|(_, n)| *n > 0).collect(),
-                });
+                out.push(entry(&item, e).map_err(|(item, message)| invalid(item, message))?);
             }
             configs.insert(label, out);
         }
@@ -381,4 +313,75 @@ impl PartedFile {
             entries: entries.clone(),
         })
     }
+}
+
+/// One entry of a config (`item` names it): its device filter parsed, MIG devices given exactly
+/// when MIG is enabled, known profile names, instance counts and device indices within bounds.
+/// Returns `(item, message)` of the first problem.
+fn entry(item: &str, e: RawEntry) -> Result<PartedEntry, (String, String)> {
+    let mut device_filter = Vec::new();
+    for s in e.device_filter.map(|f| f.0).unwrap_or_default() {
+        device_filter.push(parse_device_id(&s).ok_or_else(|| {
+            (
+                format!("{item}.device-filter"),
+                format!(
+                    "bad PCI device id {s:?}: expected 0x and up to 8 hex digits, e.g. \"0x233010DE\""
+                ),
+            )
+        })?);
+    }
+    let mig_devices = match (e.mig_enabled, e.mig_devices.map(|m| m.0)) {
+        (true, None) => {
+            return Err((
+                item.to_string(),
+                "mig-devices is required when mig-enabled is true (use {} for no instances)".into(),
+            ));
+        }
+        (false, Some(d)) if !d.is_empty() => {
+            return Err((
+                format!("{item}.mig-devices"),
+                "MIG devices given while mig-enabled is false".into(),
+            ));
+        }
+        (_, d) => d.unwrap_or_default(),
+    };
+    for name in mig_devices.keys() {
+        check_profile_name(name).map_err(|m| (format!("{item}.mig-devices"), m))?;
+    }
+    // Counts are expanded into lists of instances later: bound them here.
+    let mut total = 0u64;
+    for (name, count) in &mig_devices {
+        if *count > MAX_GPU_INSTANCES {
+            return Err((
+                format!("{item}.mig-devices"),
+                format!(
+                    "{count} × {name:?}; expected at most {MAX_GPU_INSTANCES} GPU instances on a GPU"
+                ),
+            ));
+        }
+        total += *count as u64;
+    }
+    if total > MAX_GPU_INSTANCES as u64 {
+        return Err((
+            format!("{item}.mig-devices"),
+            format!("{total} GPU instances; expected at most {MAX_GPU_INSTANCES} on a GPU"),
+        ));
+    }
+    if let Devices::Indices(v) = &e.devices
+        && v.len() > MAX_DEVICE_INDICES
+    {
+        return Err((
+            format!("{item}.devices"),
+            format!(
+                "{} GPU indices; expected at most {MAX_DEVICE_INDICES}",
+                v.len()
+            ),
+        ));
+    }
+    Ok(PartedEntry {
+        device_filter,
+        devices: e.devices,
+        mig_enabled: e.mig_enabled,
+        mig_devices: mig_devices.into_iter().filter(|(_, n)| *n > 0).collect(),
+    })
 }

@@ -4,14 +4,16 @@
 //!
 //! It does not read or parse files ([`super::parse`]).
 
-use std::collections::{HashMap, HashSet};
+mod workload;
 
-use super::{
-    FaultKind, MigSpec, NodeSpec, SEE_LIMITS, Scenario, ScenarioError, WorkloadKind, WorkloadSpec,
-    limits,
-};
+use std::collections::HashMap;
+
+use super::{FaultKind, FaultSpec, MigSpec, NodeSpec, SEE_LIMITS, Scenario, ScenarioError, limits};
 use crate::input_limits;
 use crate::mig::{self, GpuModel};
+
+/// Each node's spec and GPU models, by name (built once: look-ups are not linear).
+type NodeIndex<'a> = HashMap<&'a str, (&'a NodeSpec, Vec<&'static GpuModel>)>;
 
 impl Scenario {
     fn invalid(&self, item: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -112,9 +114,19 @@ impl Scenario {
         if self.nodes.is_empty() {
             return Err(self.invalid("nodes", "a scenario needs at least one node"));
         }
+        let nodes = self.check_nodes()?;
+        self.check_workloads(&nodes)?;
+        self.check_allocations(&nodes)?;
+        self.check_faults(&nodes)?;
+        Ok(())
+    }
+
+    /// Every node: a name no other node has, known GPU models, at least one GPU, and MIG
+    /// layouts that fit their GPU ([`Self::check_mig_layout`]). Returns the nodes by name.
+    fn check_nodes(&self) -> Result<NodeIndex<'_>, ScenarioError> {
         let known: Vec<_> = mig::models().iter().map(|m| m.key).collect();
         // Each node's index and GPU models, by name (built once: look-ups are not linear).
-        let mut nodes: HashMap<&str, (&NodeSpec, Vec<&'static GpuModel>)> = HashMap::new();
+        let mut nodes: NodeIndex<'_> = HashMap::new();
         for (ni, node) in self.nodes.iter().enumerate() {
             let item = format!("nodes[{ni}] ({})", node.name);
             if node.name.is_empty() {
@@ -140,100 +152,73 @@ impl Scenario {
                 return Err(self.invalid(item, "a node needs at least one GPU"));
             }
             for (mi, spec) in node.mig.iter().enumerate() {
-                let item = format!("{item}.mig[{mi}]");
-                let model = models.get(spec.gpu as usize).ok_or_else(|| {
-                    self.invalid(
-                        &item,
-                        format!(
-                            "GPU {} does not exist (node has {})",
-                            spec.gpu,
-                            models.len()
-                        ),
-                    )
-                })?;
-                if let (Some(from), Some(until)) = (spec.from, spec.until)
-                    && until <= from
-                {
-                    return Err(self.invalid(
-                        &item,
-                        format!(
-                            "until ({}) must be after from ({})",
-                            until.to_rfc3339(),
-                            from.to_rfc3339()
-                        ),
-                    ));
-                }
-                if let Some((oi, other)) = node.mig[..mi]
-                    .iter()
-                    .enumerate()
-                    .find(|(_, o)| o.gpu == spec.gpu && windows_overlap(o, spec))
-                {
-                    return Err(self.invalid(
-                        &item,
-                        format!(
-                            "GPU {} has two MIG layouts in force at once (this one {} and mig[{oi}] {}); \
-                             give them from/until windows that do not overlap",
-                            spec.gpu,
-                            window_text(spec),
-                            window_text(other)
-                        ),
-                    ));
-                }
-                let layout = self
-                    .mig_layout(model, spec)
-                    .map_err(|m| self.invalid(&item, m))?;
-                mig::validate_layout(model, &layout)
-                    .map_err(|e| self.invalid(&item, e.to_string()))?;
+                self.check_mig_layout(node, mi, spec, &models, &item)?;
             }
             nodes.insert(&node.name, (node, models));
         }
-        let mut names = HashSet::new();
-        for (wi, w) in self.workloads.iter().enumerate() {
-            let item = format!("workloads[{wi}] ({})", w.name);
-            if w.name.is_empty() {
-                return Err(self.invalid(item, "a workload needs a name"));
-            }
-            if !names.insert(w.name.as_str()) {
-                return Err(self.invalid(item, "duplicate workload name"));
-            }
-            let (_, models) = nodes
-                .get(w.node.as_str())
-                .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", w.node)))?;
-            let model = models.get(w.gpu as usize).ok_or_else(|| {
-                self.invalid(
-                    &item,
-                    format!(
-                        "GPU {} does not exist on {} (it has {})",
-                        w.gpu,
-                        w.node,
-                        models.len()
-                    ),
-                )
-            })?;
-            self.check_workload_values(w, model, &item)?;
-            self.check_moves(w, &nodes, &item)?;
-            let (from, until) = (
-                w.from.map(|f| f.timestamp()),
-                w.until.map(|u| u.timestamp()),
-            );
-            for (pi, place) in w.places().enumerate() {
-                let item = if pi == 0 {
-                    item.clone()
-                } else {
-                    format!("{item}.moves[{}]", pi - 1)
-                };
-                let Some((node, _)) = nodes.get(place.node) else {
-                    continue; // check_moves named it
-                };
-                // The span it runs there, within its own window.
-                let a = max_opt(place.from, from);
-                let b = min_opt(place.until, until);
-                if a.zip(b).is_some_and(|(a, b)| b <= a) {
-                    continue;
-                }
-                self.check_mig_start(node, place.gpu, place.mig_start, (a, b), &item)?;
-            }
+        Ok(nodes)
+    }
+
+    /// One MIG layout of a node (`node.mig[mi]`, `item` naming the node): on a GPU that exists,
+    /// its window in order and in force at no time another layout of the GPU is, and its
+    /// instances placed as the GPU model allows.
+    fn check_mig_layout(
+        &self,
+        node: &NodeSpec,
+        mi: usize,
+        spec: &MigSpec,
+        models: &[&'static GpuModel],
+        item: &str,
+    ) -> Result<(), ScenarioError> {
+        let item = format!("{item}.mig[{mi}]");
+        let model = models.get(spec.gpu as usize).ok_or_else(|| {
+            self.invalid(
+                &item,
+                format!(
+                    "GPU {} does not exist (node has {})",
+                    spec.gpu,
+                    models.len()
+                ),
+            )
+        })?;
+        if let (Some(from), Some(until)) = (spec.from, spec.until)
+            && until <= from
+        {
+            return Err(self.invalid(
+                &item,
+                format!(
+                    "until ({}) must be after from ({})",
+                    until.to_rfc3339(),
+                    from.to_rfc3339()
+                ),
+            ));
         }
+        if let Some((oi, other)) = node.mig[..mi]
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.gpu == spec.gpu && windows_overlap(o, spec))
+        {
+            return Err(self.invalid(
+                &item,
+                format!(
+                    "GPU {} has two MIG layouts in force at once (this one {} and mig[{oi}] {}); \
+                     give them from/until windows that do not overlap",
+                    spec.gpu,
+                    window_text(spec),
+                    window_text(other)
+                ),
+            ));
+        }
+        let layout = self
+            .mig_layout(model, spec)
+            .map_err(|m| self.invalid(&item, m))?;
+        mig::validate_layout(model, &layout).map_err(|e| self.invalid(&item, e.to_string()))?;
+        Ok(())
+    }
+
+    /// Every allocation: on a node and GPU that exist, naming the MIG instance where the GPU has
+    /// MIG, with a holder and its window in order.
+    fn check_allocations(&self, nodes: &NodeIndex<'_>) -> Result<(), ScenarioError> {
         for (ai, a) in self.allocations.iter().enumerate() {
             let item = format!("allocations[{ai}]");
             let (node, models) = nodes
@@ -274,6 +259,12 @@ impl Scenario {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Every fault: on a node and (but for driver errors) a GPU that exist, its window in order,
+    /// its count in range, and what its kind needs ([`Self::check_fault_kind`]).
+    fn check_faults(&self, nodes: &NodeIndex<'_>) -> Result<(), ScenarioError> {
         for (fi, f) in self.faults.iter().enumerate() {
             let item = format!("faults[{fi}] ({:?})", f.kind);
             let (_, models) = nodes
@@ -312,45 +303,52 @@ impl Scenario {
                     format!("count = {c}; expected 1–{}", limits::FAULT_COUNT),
                 ));
             }
-            match f.kind {
-                FaultKind::Xid if f.xid.is_none() || f.at.is_none() => {
-                    return Err(self.invalid(&item, "xid faults need xid and at"));
+            self.check_fault_kind(f, &item)?;
+        }
+        Ok(())
+    }
+
+    /// What a fault's kind needs: xid and at for xid faults, at for ECC and row remapping,
+    /// failure on row remapping only, a known field (and error kind) for NVML errors.
+    fn check_fault_kind(&self, f: &FaultSpec, item: &str) -> Result<(), ScenarioError> {
+        match f.kind {
+            FaultKind::Xid if f.xid.is_none() || f.at.is_none() => {
+                return Err(self.invalid(item, "xid faults need xid and at"));
+            }
+            FaultKind::Ecc if f.at.is_none() => {
+                return Err(self.invalid(item, "ecc faults need at"));
+            }
+            FaultKind::RowRemap if f.at.is_none() => {
+                return Err(self.invalid(item, "row_remap faults need at"));
+            }
+            _ if f.failure && f.kind != FaultKind::RowRemap => {
+                return Err(self.invalid(item, "failure applies to row_remap faults only"));
+            }
+            FaultKind::NvmlError | FaultKind::NotSupported => {
+                let field = f.field.as_deref().unwrap_or("");
+                if crate::model::Field::parse(field).is_none() {
+                    return Err(self.invalid(
+                        item,
+                        format!(
+                            "field {field:?}; expected one of {}",
+                            crate::model::Field::names().join(", ")
+                        ),
+                    ));
                 }
-                FaultKind::Ecc if f.at.is_none() => {
-                    return Err(self.invalid(&item, "ecc faults need at"));
-                }
-                FaultKind::RowRemap if f.at.is_none() => {
-                    return Err(self.invalid(&item, "row_remap faults need at"));
-                }
-                _ if f.failure && f.kind != FaultKind::RowRemap => {
-                    return Err(self.invalid(&item, "failure applies to row_remap faults only"));
-                }
-                FaultKind::NvmlError | FaultKind::NotSupported => {
-                    let field = f.field.as_deref().unwrap_or("");
-                    if crate::model::Field::parse(field).is_none() {
+                if f.kind == FaultKind::NvmlError {
+                    let e = f.error.as_deref().unwrap_or("unknown");
+                    if !crate::model::ERROR_KINDS.contains(&e) {
                         return Err(self.invalid(
-                            &item,
+                            item,
                             format!(
-                                "field {field:?}; expected one of {}",
-                                crate::model::Field::names().join(", ")
+                                "error {e:?}; expected one of {}",
+                                crate::model::ERROR_KINDS.join(", ")
                             ),
                         ));
                     }
-                    if f.kind == FaultKind::NvmlError {
-                        let e = f.error.as_deref().unwrap_or("unknown");
-                        if !crate::model::ERROR_KINDS.contains(&e) {
-                            return Err(self.invalid(
-                                &item,
-                                format!(
-                                    "error {e:?}; expected one of {}",
-                                    crate::model::ERROR_KINDS.join(", ")
-                                ),
-                            ));
-                        }
-                    }
                 }
-                _ => {}
             }
+            _ => {}
         }
         Ok(())
     }
@@ -423,192 +421,6 @@ impl Scenario {
                 return Err(self.invalid(item, "mig_start given but the GPU has no MIG layout"));
             }
             (true, None) => {}
-        }
-        Ok(())
-    }
-
-    /// The moves of one workload: in order of `at`, inside its window, to a node and GPU that
-    /// exist.
-    fn check_moves(
-        &self,
-        w: &WorkloadSpec,
-        nodes: &HashMap<&str, (&NodeSpec, Vec<&'static GpuModel>)>,
-        item: &str,
-    ) -> Result<(), ScenarioError> {
-        let mut last = w.from;
-        for (mi, (m, place)) in w.moves.iter().zip(w.places().skip(1)).enumerate() {
-            let item = format!("{item}.moves[{mi}]");
-            if let Some(prev) = last
-                && m.at <= prev
-            {
-                return Err(self.invalid(
-                    &item,
-                    format!(
-                        "at ({}) must be after {} ({}): moves are in time order, inside the \
-                         workload's window",
-                        m.at.to_rfc3339(),
-                        if mi == 0 {
-                            "the workload's from"
-                        } else {
-                            "the previous move"
-                        },
-                        prev.to_rfc3339()
-                    ),
-                ));
-            }
-            if let Some(until) = w.until
-                && m.at >= until
-            {
-                return Err(self.invalid(
-                    &item,
-                    format!(
-                        "at ({}) must be before the workload's until ({})",
-                        m.at.to_rfc3339(),
-                        until.to_rfc3339()
-                    ),
-                ));
-            }
-            last = Some(m.at);
-            let (_, models) = nodes
-                .get(place.node)
-                .ok_or_else(|| self.invalid(&item, format!("unknown node {:?}", place.node)))?;
-            let model = models.get(m.gpu as usize).ok_or_else(|| {
-                self.invalid(
-                    &item,
-                    format!(
-                        "GPU {} does not exist on {} (it has {})",
-                        m.gpu,
-                        place.node,
-                        models.len()
-                    ),
-                )
-            })?;
-            let mem_total = model.memory_total_bytes as f64 / (1u64 << 30) as f64;
-            if w.memory_gib > mem_total {
-                return Err(self.invalid(
-                    &item,
-                    format!(
-                        "memory_gib = {} does not fit a {} ({mem_total:.1} GiB)",
-                        w.memory_gib, model.key
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_workload_values(
-        &self,
-        w: &WorkloadSpec,
-        model: &GpuModel,
-        item: &str,
-    ) -> Result<(), ScenarioError> {
-        for (name, v) in [("peak", w.peak), ("base", w.base), ("noise", w.noise)] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(self.invalid(item, format!("{name} = {v}; expected a ratio in 0–1")));
-            }
-        }
-        if !(w.efficiency > 0.0 && w.efficiency <= 1.0) {
-            return Err(self.invalid(
-                item,
-                format!("efficiency = {}; expected 0 < efficiency ≤ 1", w.efficiency),
-            ));
-        }
-        let mem_total = model.memory_total_bytes as f64 / (1u64 << 30) as f64;
-        if !(w.memory_gib >= 0.0 && w.memory_gib <= mem_total) {
-            return Err(self.invalid(
-                item,
-                format!(
-                    "memory_gib = {}; expected 0–{mem_total:.1} for {}",
-                    w.memory_gib, model.key
-                ),
-            ));
-        }
-        if let (Some(from), Some(until)) = (w.from, w.until)
-            && until <= from
-        {
-            return Err(self.invalid(
-                item,
-                format!(
-                    "until ({}) must be after from ({})",
-                    until.to_rfc3339(),
-                    from.to_rfc3339()
-                ),
-            ));
-        }
-        if let Some(d) = w.duration_hours
-            && !(d > 0.0 && d <= limits::DURATION_HOURS)
-        {
-            return Err(self.invalid(
-                item,
-                format!(
-                    "duration_hours = {d}; expected more than 0 and at most {} (a week)",
-                    limits::DURATION_HOURS
-                ),
-            ));
-        }
-        for (name, v) in [
-            ("every_hours", w.every_hours),
-            ("duration_minutes", w.duration_minutes),
-        ] {
-            if let Some(v) = v
-                && !(v.is_finite() && v > 0.0)
-            {
-                return Err(self.invalid(
-                    item,
-                    format!("{name} = {v}; expected a finite number more than 0"),
-                ));
-            }
-        }
-        let training_half_scheduled = w.start_hour.is_none() != w.duration_hours.is_none();
-        if w.kind == WorkloadKind::Training && training_half_scheduled {
-            return Err(self.invalid(
-                item,
-                "training needs both start_hour and duration_hours (or neither, with from/until)",
-            ));
-        }
-        match (w.kind, w.every_hours, w.duration_minutes) {
-            (WorkloadKind::Batch, Some(every), Some(minutes)) if minutes > every * 60.0 => {
-                return Err(self.invalid(
-                    item,
-                    format!(
-                        "duration_minutes = {minutes} is longer than every_hours = {every} ({} minutes): a run must end before the next starts",
-                        every * 60.0
-                    ),
-                ));
-            }
-            (WorkloadKind::Batch, None, _) | (WorkloadKind::Batch, _, None) => {
-                return Err(
-                    self.invalid(item, "batch needs every_hours > 0 and duration_minutes > 0")
-                );
-            }
-            _ => {}
-        }
-        if let Some(h) = w.start_hour
-            && !(0.0..24.0).contains(&h)
-        {
-            return Err(self.invalid(item, format!("start_hour = {h}; expected 0 ≤ hour < 24")));
-        }
-        if let Some(days) = &w.days {
-            let mut seen = [false; 7];
-            for d in days {
-                let Some(i) = super::weekday_index(d) else {
-                    return Err(self.invalid(
-                        item,
-                        format!(
-                            "unknown weekday {d:?}; expected mon, tue, wed, thu, fri, sat or sun"
-                        ),
-                    ));
-                };
-                if std::mem::replace(&mut seen[i as usize], true) {
-                    return Err(self.invalid(item, format!("days lists {d:?} twice")));
-                }
-            }
-        }
-        if let Some(p) = w.burst_probability
-            && !(0.0..=1.0).contains(&p)
-        {
-            return Err(self.invalid(item, format!("burst_probability = {p}; expected 0–1")));
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::crypto::{SupportedKxGroup, WebPkiSupportedAlgorithms};
+use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -146,36 +146,8 @@ impl Loader<'_> {
         t: RawTls,
         http2: bool,
     ) -> Result<Option<(ServerConfig, ClientAuth)>, WebError> {
-        let cert_src = self.pick(
-            "cert_file",
-            t.cert_file.as_deref(),
-            "cert",
-            t.cert.as_deref(),
-        )?;
-        let key_src = self.pick("key_file", t.key_file.as_deref(), "key", t.key.as_deref())?;
-        let (cert_src, key_src) = match (cert_src, key_src) {
-            (None, None) => {
-                let other_settings = t.client_ca_file.is_some()
-                    || t.client_auth_type.is_some()
-                    || t.min_version.is_some()
-                    || t.max_version.is_some()
-                    || t.cipher_suites.is_some()
-                    || t.curve_preferences.is_some();
-                if other_settings {
-                    return Err(self.cfg_err(
-                        "tls_server_config: TLS settings without cert_file and key_file (or cert \
-                         and key)",
-                    ));
-                }
-                return Ok(None);
-            }
-            (Some(_), None) => {
-                return Err(self.cfg_err("tls_server_config: key_file (or key) is missing"));
-            }
-            (None, Some(_)) => {
-                return Err(self.cfg_err("tls_server_config: cert_file (or cert) is missing"));
-            }
-            (Some(c), Some(k)) => (c, k),
+        let Some((cert_src, key_src)) = self.cert_and_key_sources(&t)? else {
+            return Ok(None);
         };
         if t.client_allowed_sans.is_some() {
             return Err(self.cfg_err(
@@ -200,7 +172,75 @@ impl Loader<'_> {
         if min > max {
             return Err(self.cfg_err("tls_server_config: min_version is above max_version"));
         }
+        let provider = Arc::new(self.provider(&t, min)?);
+        let (certs, key) = self.certificate_and_key(&t, &cert_src, &key_src, &provider)?;
+        let verifier = self.client_verifier(&t, client_auth, &provider)?;
 
+        let versions: Vec<&'static SupportedProtocolVersion> = [
+            (TlsVersion::Tls13, &rustls::version::TLS13),
+            (TlsVersion::Tls12, &rustls::version::TLS12),
+        ]
+        .into_iter()
+        .filter(|(v, _)| (min..=max).contains(v))
+        .map(|(_, p)| p)
+        .collect();
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&versions)
+            .map_err(|e| self.cfg_err(format!("tls_server_config: {e}")))?;
+        let builder = match verifier {
+            Some(v) => builder.with_client_cert_verifier(v),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
+            .with_single_cert(certs, key)
+            .map_err(|e| self.source_err(&cert_src, format!("unusable certificate: {e}")))?;
+        // exporter-toolkit's default for prefer_server_cipher_suites is true.
+        config.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
+        config.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        Ok(Some((config, client_auth)))
+    }
+
+    /// Where the certificate and the key come from, `None` when neither is given; the other
+    /// settings need both.
+    fn cert_and_key_sources(&self, t: &RawTls) -> Result<Option<(Source, Source)>, WebError> {
+        let cert_src = self.pick(
+            "cert_file",
+            t.cert_file.as_deref(),
+            "cert",
+            t.cert.as_deref(),
+        )?;
+        let key_src = self.pick("key_file", t.key_file.as_deref(), "key", t.key.as_deref())?;
+        match (cert_src, key_src) {
+            (None, None) => {
+                let other_settings = t.client_ca_file.is_some()
+                    || t.client_auth_type.is_some()
+                    || t.min_version.is_some()
+                    || t.max_version.is_some()
+                    || t.cipher_suites.is_some()
+                    || t.curve_preferences.is_some();
+                if other_settings {
+                    return Err(self.cfg_err(
+                        "tls_server_config: TLS settings without cert_file and key_file (or cert \
+                         and key)",
+                    ));
+                }
+                Ok(None)
+            }
+            (Some(_), None) => Err(self.cfg_err("tls_server_config: key_file (or key) is missing")),
+            (None, Some(_)) => {
+                Err(self.cfg_err("tls_server_config: cert_file (or cert) is missing"))
+            }
+            (Some(c), Some(k)) => Ok(Some((c, k))),
+        }
+    }
+
+    /// The ring provider with the configured cipher suites and curves; with TLS 1.2 allowed
+    /// (`min`), a TLS 1.2 cipher suite must be left.
+    fn provider(&self, t: &RawTls, min: TlsVersion) -> Result<CryptoProvider, WebError> {
         let mut provider = rustls::crypto::ring::default_provider();
         if let Some(names) = &t.cipher_suites {
             provider.cipher_suites = self.cipher_suites(names)?;
@@ -220,36 +260,54 @@ impl Loader<'_> {
                  AES_256_GCM_SHA384,CHACHA20_POLY1305_SHA256} or set min_version: TLS13",
             ));
         }
-        let provider = Arc::new(provider);
+        Ok(provider)
+    }
 
-        // Certificate and key.
-        let cert_pem = self.read(&cert_src, t.cert.as_deref())?;
-        let certs = self.certs(&cert_src, &cert_pem)?;
-        let key_pem = self.read(&key_src, t.key.as_deref())?;
-        let key = self.key(&key_src, &key_pem)?;
+    /// The certificate chain and private key, read and checked: a key the provider can use that
+    /// matches the certificate.
+    fn certificate_and_key(
+        &self,
+        t: &RawTls,
+        cert_src: &Source,
+        key_src: &Source,
+        provider: &CryptoProvider,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), WebError> {
+        let cert_pem = self.read(cert_src, t.cert.as_deref())?;
+        let certs = self.certs(cert_src, &cert_pem)?;
+        let key_pem = self.read(key_src, t.key.as_deref())?;
+        let key = self.key(key_src, &key_pem)?;
         let signing_key = provider
             .key_provider
             .load_private_key(key.clone_key())
-            .map_err(|e| self.source_err(&key_src, format!("unusable private key: {e}")))?;
+            .map_err(|e| self.source_err(key_src, format!("unusable private key: {e}")))?;
         let certified = rustls::sign::CertifiedKey::new(certs.clone(), signing_key);
         match certified.keys_match() {
             Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
             Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
-                let cert_name = match &cert_src {
+                let cert_name = match cert_src {
                     Source::File { path, .. } => path.display().to_string(),
                     Source::Inline { .. } => "cert".to_string(),
                 };
                 return Err(self.source_err(
-                    &key_src,
+                    key_src,
                     format!("private key does not match the certificate in {cert_name}"),
                 ));
             }
             Err(e) => {
-                return Err(self.source_err(&cert_src, format!("unusable certificate: {e}")));
+                return Err(self.source_err(cert_src, format!("unusable certificate: {e}")));
             }
         }
+        Ok((certs, key))
+    }
 
-        // Client certificates.
+    /// The client certificate verifier of the client auth type (`None`: no client
+    /// certificate), verifying against `client_ca_file` where the type verifies.
+    fn client_verifier(
+        &self,
+        t: &RawTls,
+        client_auth: ClientAuth,
+        provider: &Arc<CryptoProvider>,
+    ) -> Result<Option<Arc<dyn ClientCertVerifier>>, WebError> {
         let ca_src = t
             .client_ca_file
             .as_deref()
@@ -258,7 +316,7 @@ impl Loader<'_> {
                 key: "client_ca_file",
                 path: self.resolve(f),
             });
-        let verifier: Option<Arc<dyn ClientCertVerifier>> = match (client_auth, &ca_src) {
+        Ok(match (client_auth, &ca_src) {
             (ClientAuth::NoClientCert, Some(_)) => {
                 return Err(self.cfg_err(
                     "tls_server_config: client_ca_file is set but client_auth_type is \
@@ -302,34 +360,7 @@ impl Loader<'_> {
                     self.source_err(src, format!("cannot build a client verifier: {e}"))
                 })?)
             }
-        };
-
-        let versions: Vec<&'static SupportedProtocolVersion> = [
-            (TlsVersion::Tls13, &rustls::version::TLS13),
-            (TlsVersion::Tls12, &rustls::version::TLS12),
-        ]
-        .into_iter()
-        .filter(|(v, _)| (min..=max).contains(v))
-        .map(|(_, p)| p)
-        .collect();
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&versions)
-            .map_err(|e| self.cfg_err(format!("tls_server_config: {e}")))?;
-        let builder = match verifier {
-            Some(v) => builder.with_client_cert_verifier(v),
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = builder
-            .with_single_cert(certs, key)
-            .map_err(|e| self.source_err(&cert_src, format!("unusable certificate: {e}")))?;
-        // exporter-toolkit's default for prefer_server_cipher_suites is true.
-        config.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
-        config.alpn_protocols = if http2 {
-            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-        } else {
-            vec![b"http/1.1".to_vec()]
-        };
-        Ok(Some((config, client_auth)))
+        })
     }
 
     fn version(&self, key: &str, value: Option<&str>) -> Result<Option<TlsVersion>, WebError> {
