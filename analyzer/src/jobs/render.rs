@@ -4,12 +4,9 @@
 
 use super::{ActivitySource, DeviceUse, JobSummary, Rating, pct};
 
-/// The summary as one screen of text (no colour).
-pub fn render_table(s: &JobSummary) -> String {
+/// The Time line, and a line per run when the id ran more than once.
+fn time_lines(o: &mut String, s: &JobSummary) {
     use std::fmt::Write as _;
-    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
-    let mut o = String::new();
-    let _ = writeln!(o, "Slurm job {}", s.job);
     if s.runs.len() > 1 {
         let _ = writeln!(
             o,
@@ -33,6 +30,15 @@ pub fn render_table(s: &JobSummary) -> String {
             s.start, s.end, s.duration_hours
         );
     }
+}
+
+/// The summary as one screen of text (no colour).
+pub fn render_table(s: &JobSummary) -> String {
+    use std::fmt::Write as _;
+    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let mut o = String::new();
+    let _ = writeln!(o, "Slurm job {}", s.job);
+    time_lines(&mut o, s);
     let _ = writeln!(
         o,
         "  GPUs      {} ({:.1} GPU-hours)",

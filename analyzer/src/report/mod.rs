@@ -38,7 +38,8 @@ pub use crate::prices::{PriceConfig, Prices, ReportConfig, prices};
 pub use model::{
     AllocatedDevice, AllocationSummary, BaselineModel, Charts, ConsolidationStep, EnergySplit,
     FreeHour, GpuActivity, IdleModel, IdlePower, MigSection, NextStep, OffpeakBaseline,
-    OffpeakWindow, QualityNote, Report, ReportInput, TeamUsage, Teams, Usage,
+    OffpeakWindow, QualityNote, RealizedChange, Report, ReportInput, TeamUsage, Teams, Trend,
+    TrendWeek, Usage,
 };
 pub use quality::source_matches;
 pub use run::{ReportRequest, run};

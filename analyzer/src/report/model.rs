@@ -374,7 +374,7 @@ pub struct Report {
     pub next_steps: Vec<NextStep>,
     /// The last weeks' waste and cost, and the savings changes realized (`--trend.weeks`;
     /// [`super::trend`]); `null` with `--trend.weeks 0`.
-    pub trend: Option<super::trend::Trend>,
+    pub trend: Option<Trend>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
     /// `--out-of-sample`: each of the report's plans made from the previous period and replayed
@@ -458,4 +458,56 @@ pub struct ReportInput<'a> {
     pub tz: Tz,
     /// How many top idle-loaded models to list.
     pub top: usize,
+}
+
+/// The last weeks' waste and cost, oldest first (`Report::trend`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trend {
+    /// Weeks asked for (`--trend.weeks`).
+    pub weeks_asked: usize,
+    /// The weeks with data, oldest first (a trend needs two).
+    pub weeks: Vec<TrendWeek>,
+    /// The layout changes found in those weeks whose periods could be compared, with what each
+    /// saves per month as measured.
+    pub realized: Vec<RealizedChange>,
+    /// Σ of `realized`'s savings per month; `null` when no change was compared.
+    pub realized_saving_per_month: Option<f64>,
+}
+
+/// One week of the trend: what its own report says of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrendWeek {
+    /// The week's bounds, RFC 3339 UTC (`from` is the data's first row start when the data
+    /// begins inside the week).
+    pub from: String,
+    pub until: String,
+    /// Hours of the week covered (168 unless the data begins inside it).
+    pub hours: f64,
+    pub gpus: usize,
+    pub gpu_hours_available: f64,
+    /// GPU-hours of work ÷ GPU-hours available; `null` when the data has no activity.
+    pub work_utilization: Option<f64>,
+    /// The idle-loaded models' reclaimable GPU-hours; `null` when memory used is not in the
+    /// data (nothing can be called idle-loaded).
+    pub idle_loaded_gpu_hours: Option<f64>,
+    pub idle_loaded_cost: Option<f64>,
+    /// GPU-hours held by a pod or job and unused; `null` when the data says nothing of who holds
+    /// the GPUs.
+    pub allocated_unused_gpu_hours: Option<f64>,
+    pub allocated_unused_cost: Option<f64>,
+    pub energy_kwh: Option<f64>,
+    /// GPU-hours available × price + energy × price.
+    pub cost: f64,
+}
+
+/// A layout change and what it saved, measured over equal periods around it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RealizedChange {
+    /// When the change happened, RFC 3339 UTC.
+    pub at: String,
+    /// Mean GPUs in use before − after; `null` when in use is unknown.
+    pub gpus_freed: Option<f64>,
+    /// (Cost before − cost after) ÷ the compared hours × hours in a month (GPU-hours in use and
+    /// energy, as the change section prices them); `null` when a side's cost is unknown.
+    pub saving_per_month: Option<f64>,
 }

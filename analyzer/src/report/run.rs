@@ -79,15 +79,14 @@ pub fn run(
     watch.lap("pass");
     progress("building report", parts.len());
     let watch = Stopwatch::start("report");
-    let (trend_prices, trend_sources) = (req.prices.clone(), req.sources.clone());
     let mut report = pass.tally.finish(
         parts,
         &ReportInput {
             analysis: &pass.analysis,
             range: (start, end),
             ingest: req.ingest,
-            sources: req.sources,
-            prices: req.prices,
+            sources: req.sources.clone(),
+            prices: req.prices.clone(),
             tz: req.tz,
             top: req.top,
         },
@@ -127,37 +126,45 @@ pub fn run(
         ),
         Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
     });
-    report.next_steps = super::next_steps(&report);
-    // No consolidation step where every move's workload is answered first (the plan file would
-    // hold no move).
-    if !pass
-        .analysis
-        .actions
-        .iter()
-        .any(|a| a.kind == "consolidate")
-    {
-        report
-            .next_steps
-            .retain(|s| !s.command.contains(super::CONSOLIDATION_PLAN_FILE));
-    }
+    report.next_steps = next_steps_of(&report, &pass.analysis);
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
     let watch = Stopwatch::start("report");
     progress("trend", parts.len());
-    report.trend = trend::run(
+    report.trend = trend_of(parts, &report, &req, &params)?;
+    watch.lap("trend");
+    Ok(report)
+}
+
+/// The report's trend ([`trend::run`]) with the request's weeks and journal.
+fn trend_of(
+    parts: &[&Frames],
+    report: &Report,
+    req: &ReportRequest,
+    params: &Params,
+) -> Result<Option<super::Trend>, ReportError> {
+    trend::run(
         parts,
-        &report,
+        report,
         req.range,
         &trend::TrendRequest {
             weeks: req.trend_weeks,
-            params: &params,
-            prices: &trend_prices,
-            sources: &trend_sources,
+            params,
+            prices: &req.prices,
+            sources: &req.sources,
             journal: &req.journal,
             first_ts: req.first_ts,
         },
-    )?;
-    watch.lap("trend");
-    Ok(report)
+    )
+}
+
+/// The report's next steps; no consolidation step where every move's workload is answered first
+/// by another action (the plan file would hold no move).
+fn next_steps_of(report: &Report, analysis: &crate::advisor::Analysis) -> Vec<super::NextStep> {
+    let mut steps = super::next_steps(report);
+    if !analysis.actions.iter().any(|a| a.kind == "consolidate") {
+        steps.retain(|s| !s.command.contains(super::CONSOLIDATION_PLAN_FILE));
+    }
+    steps
 }

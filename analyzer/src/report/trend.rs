@@ -15,10 +15,10 @@
 //! What it does not do: read sources (the command reads far enough back: `trend_reach_ms`), the
 //! other detectors, per-team or per-node trends, or forecasts.
 
-use serde::Serialize;
-
 use super::tally::{WeekPart, week_part};
-use super::{HOUR_MS, MONTH_HOURS, Prices, Report, ReportError, r2, r3};
+use super::{
+    HOUR_MS, MONTH_HOURS, Prices, RealizedChange, Report, ReportError, Trend, TrendWeek, r2, r3,
+};
 use crate::advisor::{self, AdvisorError, Params};
 use crate::changes::{self, ChangeRequest, ChangeSection};
 use crate::frames::Frames;
@@ -33,58 +33,6 @@ pub const MAX_WEEKS: usize = 52;
 pub const WEEK_MS: i64 = 7 * 24 * 3_600_000;
 /// The detectors the trend runs for each week.
 const DETECTORS: [&str; 2] = ["idle_loaded", "allocated_unused"];
-
-/// The last weeks' waste and cost, oldest first (`Report::trend`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Trend {
-    /// Weeks asked for (`--trend.weeks`).
-    pub weeks_asked: usize,
-    /// The weeks with data, oldest first (a trend needs two).
-    pub weeks: Vec<TrendWeek>,
-    /// The layout changes found in those weeks whose periods could be compared, with what each
-    /// saves per month as measured.
-    pub realized: Vec<RealizedChange>,
-    /// Σ of `realized`'s savings per month; `null` when no change was compared.
-    pub realized_saving_per_month: Option<f64>,
-}
-
-/// One week of the trend: what its own report says of the fleet.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TrendWeek {
-    /// The week's bounds, RFC 3339 UTC (`from` is the data's first row start when the data
-    /// begins inside the week).
-    pub from: String,
-    pub until: String,
-    /// Hours of the week covered (168 unless the data begins inside it).
-    pub hours: f64,
-    pub gpus: usize,
-    pub gpu_hours_available: f64,
-    /// GPU-hours of work ÷ GPU-hours available; `null` when the data has no activity.
-    pub work_utilization: Option<f64>,
-    /// The idle-loaded models' reclaimable GPU-hours; `null` when memory used is not in the
-    /// data (nothing can be called idle-loaded).
-    pub idle_loaded_gpu_hours: Option<f64>,
-    pub idle_loaded_cost: Option<f64>,
-    /// GPU-hours held by a pod or job and unused; `null` when the data says nothing of who holds
-    /// the GPUs.
-    pub allocated_unused_gpu_hours: Option<f64>,
-    pub allocated_unused_cost: Option<f64>,
-    pub energy_kwh: Option<f64>,
-    /// GPU-hours available × price + energy × price.
-    pub cost: f64,
-}
-
-/// A layout change and what it saved, measured over equal periods around it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RealizedChange {
-    /// When the change happened, RFC 3339 UTC.
-    pub at: String,
-    /// Mean GPUs in use before − after; `null` when in use is unknown.
-    pub gpus_freed: Option<f64>,
-    /// (Cost before − cost after) ÷ the compared hours × hours in a month (GPU-hours in use and
-    /// energy, as the change section prices them); `null` when a side's cost is unknown.
-    pub saving_per_month: Option<f64>,
-}
 
 /// What the trend needs besides the frames and the report.
 pub struct TrendRequest<'a> {

@@ -6,9 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::Report;
 use super::render::thousands;
-use super::trend::TrendWeek;
+use super::{Report, TrendWeek};
 use crate::text::html_escape as esc;
 
 /// The figures drawn: name, colour, CSS class, value.

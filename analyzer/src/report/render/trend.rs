@@ -4,8 +4,7 @@
 //! weeks save per month. Builds a [`Section`]; laying it out is the callers'.
 
 use super::{Section, money, pct, thousands};
-use crate::report::Report;
-use crate::report::trend::{Trend, TrendWeek};
+use crate::report::{Report, Trend, TrendWeek};
 
 /// The section, when a trend was asked for.
 pub fn section(r: &Report) -> Option<Section> {
