@@ -171,3 +171,51 @@ fn a_simulated_fleet_gets_one_action_per_workload_in_every_output() {
         &["scale_to_zero"],
     );
 }
+
+#[test]
+fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period() {
+    let demo = format!("history:{}", demo().display());
+    let report = json(&["report", "--source", &demo, "--format", "json"]);
+    let mig: Vec<&Value> = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "mig_layout")
+        .collect();
+    assert_eq!(mig.len(), 1, "{:#}", report["actions"]);
+    let verdict = mig[0]["verdict"].as_str().unwrap();
+    // The same plan written and replayed by the commands the action prints (its day layout, on
+    // the report's period): the same verdict and failed intervals.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    let (from, until) = (
+        report["from"].as_str().unwrap(),
+        report["until"].as_str().unwrap(),
+    );
+    out(&[
+        "mig", "plan", "--source", &demo, "--since", from, "--until", until, "-o",
+        plan.to_str().unwrap(),
+    ]);
+    let replay = json(&[
+        "replay", "--plan", plan.to_str().unwrap(), "--config", "day", "--source", &demo,
+        "--since", from, "--until", until, "--format", "json",
+    ]);
+    let want = format!(
+        "{} on the reported period ({from} .. {until}), planned from it: {} failed interval(s)",
+        replay["verdict"].as_str().unwrap(),
+        replay["failed_intervals"]
+    );
+    assert!(verdict.starts_with(&want), "{verdict}\nvs {want}");
+    // --no-replay leaves it to the printed replay step.
+    let quick = json(&["report", "--source", &demo, "--format", "json", "--no-replay"]);
+    let v = quick["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "mig_layout")
+        .unwrap()["verdict"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(v.starts_with("not replayed in this output"), "{v}");
+}

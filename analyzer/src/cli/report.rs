@@ -87,6 +87,11 @@ pub struct ReportArgs {
     /// the change realized and explains a large difference (docs/report.md, "Changes").
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
+    /// Leave the plan actions unreplayed: by default the consolidation moves and the MIG layout
+    /// the Actions propose are replayed on the reported period (`tessera replay`'s model) and
+    /// each action carries the verdict (safe, tight, unsafe); this saves that time.
+    #[arg(long = "no-replay")]
+    no_replay: bool,
     /// The weeks the trend shows, ending at the report's end (idle-loaded and unused GPU-hours,
     /// work utilization and cost per week, and what layout changes saved); 0 leaves it out.
     /// Ingest reads that far back.
@@ -207,6 +212,18 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let prices_for_replay = request.prices.clone();
     let mut r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;
+    if !args.no_replay && !args.out_of_sample && !r.plans.is_empty() {
+        // The plan actions' verdicts: their plans replayed on the reported period.
+        bar.set("replaying the plans", 0);
+        let checks = tessera::replay::train::in_sample(
+            &frames,
+            range,
+            &r.plans,
+            &sources,
+            &prices_for_replay,
+        );
+        tessera::report::verdicts_from_replays(&mut r.actions, &checks);
+    }
     if args.out_of_sample {
         bar.set("replaying the plans", 0);
         r.out_of_sample = Some(tessera::replay::train::out_of_sample(

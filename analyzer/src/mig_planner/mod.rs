@@ -37,7 +37,7 @@ pub mod schedule;
 mod summary;
 
 mod packing;
-pub use run::{PlanOutcome, PlanRequest, PlanRunError, Progress, Units, run};
+pub use run::{PlanOutcome, PlanRequest, PlanRunError, Progress, Units, day_file, run};
 
 pub use crate::gpu_count::{GpuCount, does_not_help_sentence};
 pub use packing::plan;

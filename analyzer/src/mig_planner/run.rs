@@ -19,6 +19,7 @@ use super::{PlannerError, PlannerOptions, Proposal, export};
 use crate::advisor::offpeak::OffpeakParams;
 use crate::advisor::{self, AdvisorError};
 use crate::frames::Frames;
+use crate::range::TimeRange;
 
 /// What `tessera mig plan` is asked for, besides the frames.
 pub struct PlanRequest {
@@ -89,38 +90,8 @@ pub fn run(
     let plan = super::plan(&d.workloads, &d.fleet, &PlannerOptions::default())?;
     let count = plan.gpu_count(&d.workloads);
 
-    let mut file = TesseraPlan::new();
-    file.comment = Some(format!(
-        "tessera mig plan {}: {} workload(s), {} GPU(s) used (lower bound {}), sources {}",
-        env!("CARGO_PKG_VERSION"),
-        d.workloads.len(),
-        plan.gpus_used,
-        plan.lower_bound,
-        req.sources.join(", ")
-    ));
-    let day = export::config(&plan, &d.workloads);
-    if day.is_empty() {
-        return Err(PlanRunError::NoMigGpu {
-            gpus: d.fleet.len(),
-        });
-    }
-    file.configs.insert("day".into(), day.clone());
-    file.window = req.range.map(|r| PlanWindow {
-        from: crate::times::fmt_ms(r.since),
-        until: crate::times::fmt_ms(r.until),
-        sources: req.sources.clone(),
-    });
-    // Where each workload's rows are: what `tessera replay` moves.
-    file.workloads = d
-        .workloads
-        .iter()
-        .zip(&d.measured)
-        .filter_map(|(w, m)| {
-            let mut s = m.source.clone()?;
-            s.activity = s.activity.map(|a| (a * 1e4).round() / 1e4);
-            Some((w.id.clone(), s))
-        })
-        .collect();
+    let mut file = day_file(&d, &plan, req.range, &req.sources)?;
+    let day = file.configs["day"].clone();
 
     // The night layout, where the off-peak profile has windows.
     let params = advisor::Params {
@@ -184,4 +155,48 @@ impl PlanOutcome {
             timer,
         })
     }
+}
+
+/// The plan file of `plan` over demand `d`: its `day` config, the window it was measured over
+/// and where each workload's rows are (what `tessera replay` moves); `NoMigGpu` when no GPU of
+/// the plan is MIG-capable. The night layout is [`run`]'s.
+pub fn day_file(
+    d: &Demand,
+    plan: &Proposal,
+    range: Option<TimeRange>,
+    sources: &[String],
+) -> Result<TesseraPlan, PlanRunError> {
+    let mut file = TesseraPlan::new();
+    file.comment = Some(format!(
+        "tessera mig plan {}: {} workload(s), {} GPU(s) used (lower bound {}), sources {}",
+        env!("CARGO_PKG_VERSION"),
+        d.workloads.len(),
+        plan.gpus_used,
+        plan.lower_bound,
+        sources.join(", ")
+    ));
+    let day = export::config(&plan, &d.workloads);
+    if day.is_empty() {
+        return Err(PlanRunError::NoMigGpu {
+            gpus: d.fleet.len(),
+        });
+    }
+    file.configs.insert("day".into(), day);
+    file.window = range.map(|r| PlanWindow {
+        from: crate::times::fmt_ms(r.since),
+        until: crate::times::fmt_ms(r.until),
+        sources: sources.to_vec(),
+    });
+    // Where each workload's rows are: what `tessera replay` moves.
+    file.workloads = d
+        .workloads
+        .iter()
+        .zip(&d.measured)
+        .filter_map(|(w, m)| {
+            let mut s = m.source.clone()?;
+            s.activity = s.activity.map(|a| (a * 1e4).round() / 1e4);
+            Some((w.id.clone(), s))
+        })
+        .collect();
+    Ok(file)
 }

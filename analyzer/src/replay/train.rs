@@ -138,30 +138,93 @@ pub fn out_of_sample(
                     return out;
                 }
             };
-            let req = ReplayRequest {
-                range: test,
-                plan_file: None,
-                config: None,
-                prices: prices.clone(),
-                sources: sources.to_vec(),
-                trained: Some((train, kind.as_str().to_string())),
+            replay_into(
+                &mut out,
+                &test_refs,
+                &plan,
+                test,
+                Some((train, kind.as_str())),
+                sources,
+                prices,
+            );
+            out
+        })
+        .collect()
+}
+
+/// Replays `plan` on `frames` (already within `test`) into `out`: the verdict, failed intervals,
+/// GPUs before and after, GPU-hours freed, the largest p99 memory share and what decided it; or
+/// `skipped` with why the replay failed.
+fn replay_into(
+    out: &mut OutOfSample,
+    frames: &[&Frames],
+    plan: &TesseraPlan,
+    test: TimeRange,
+    trained: Option<(TimeRange, &str)>,
+    sources: &[String],
+    prices: &Prices,
+) {
+    let req = ReplayRequest {
+        range: test,
+        plan_file: None,
+        config: None,
+        prices: prices.clone(),
+        sources: sources.to_vec(),
+        trained: trained.map(|(r, k)| (r, k.to_string())),
+    };
+    match super::run(frames, plan, &req) {
+        Ok(r) => {
+            out.verdict = Some(r.verdict);
+            out.failed_intervals = Some(r.failed_intervals);
+            out.gpus_before = Some(r.fleet.gpus_before);
+            out.gpus_after = Some(r.fleet.gpus_after);
+            out.gpu_hours_freed = Some(r.fleet.gpu_hours_freed);
+            out.p99_memory_share_max = r
+                .placements
+                .iter()
+                .filter_map(|p| p.p99_memory_share)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            out.deciding = r.deciding;
+        }
+        Err(e) => out.skipped = Some(format!("not replayed: {e}")),
+    }
+}
+
+/// In sample: each of `plans` (kind — `consolidation` or `mig` — and the plan the report's
+/// actions propose, made from `range`) replayed on `range` itself, the report's default check
+/// of its plan actions. Its `trained_*` equal its `replayed_*`.
+pub fn in_sample(
+    frames: &[&Frames],
+    range: TimeRange,
+    plans: &[(&'static str, TesseraPlan)],
+    sources: &[String],
+    prices: &Prices,
+) -> Vec<OutOfSample> {
+    let within: Vec<Frames> = frames
+        .iter()
+        .map(|f| f.within(range.since, range.until))
+        .collect();
+    let refs: Vec<&Frames> = within.iter().collect();
+    let fmt = crate::times::fmt_ms;
+    plans
+        .iter()
+        .map(|(kind, plan)| {
+            let mut out = OutOfSample {
+                kind,
+                trained_from: fmt(range.since),
+                trained_until: fmt(range.until),
+                replayed_from: fmt(range.since),
+                replayed_until: fmt(range.until),
+                skipped: None,
+                verdict: None,
+                failed_intervals: None,
+                gpus_before: None,
+                gpus_after: None,
+                gpu_hours_freed: None,
+                p99_memory_share_max: None,
+                deciding: Vec::new(),
             };
-            match super::run(&test_refs, &plan, &req) {
-                Ok(r) => {
-                    out.verdict = Some(r.verdict);
-                    out.failed_intervals = Some(r.failed_intervals);
-                    out.gpus_before = Some(r.fleet.gpus_before);
-                    out.gpus_after = Some(r.fleet.gpus_after);
-                    out.gpu_hours_freed = Some(r.fleet.gpu_hours_freed);
-                    out.p99_memory_share_max = r
-                        .placements
-                        .iter()
-                        .filter_map(|p| p.p99_memory_share)
-                        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-                    out.deciding = r.deciding;
-                }
-                Err(e) => out.skipped = Some(format!("not replayed: {e}")),
-            }
+            replay_into(&mut out, &refs, plan, range, None, sources, prices);
             out
         })
         .collect()

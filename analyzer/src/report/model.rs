@@ -381,6 +381,11 @@ pub struct Report {
     /// on this one; absent from the JSON unless asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out_of_sample: Option<Vec<super::out_of_sample::OutOfSample>>,
+    /// The plans the plan actions propose, as files (`consolidation`: the moves left after the
+    /// actions that come first; `mig`: the day layout), for the command to replay on the period
+    /// (the actions' verdicts). Not in the JSON.
+    #[serde(skip)]
+    pub plans: Vec<(&'static str, tessera_core::mig::plan::TesseraPlan)>,
 }
 
 /// The report's MIG recommendation: a summary, and the plan's figures when there is a plan

@@ -34,8 +34,9 @@ pub struct OutOfSample {
     pub deciding: Vec<String>,
 }
 
-/// Sets the verdict of each plan action (`consolidate`, `mig_layout`) from the out-of-sample
-/// check of its kind: planned from the previous period, replayed on the reported one
+/// Sets the verdict of each plan action (`consolidate`, `mig_layout`) from the replay of its
+/// kind on the reported period: of the plan the report made from it (the default:
+/// `crate::replay::train::in_sample`), or of one made from the previous period
 /// (`--out-of-sample`). An action whose kind was not replayed keeps its verdict.
 pub fn verdicts_from_replays(actions: &mut [crate::actions::Action], checks: &[OutOfSample]) {
     for a in actions.iter_mut() {
@@ -47,9 +48,15 @@ pub fn verdicts_from_replays(actions: &mut [crate::actions::Action], checks: &[O
         let Some(c) = checks.iter().find(|c| c.kind == kind) else {
             continue;
         };
+        let planned =
+            if (&c.trained_from, &c.trained_until) == (&c.replayed_from, &c.replayed_until) {
+                "planned from it"
+            } else {
+                "planned from the one before it"
+            };
         a.verdict = match (c.verdict, &c.skipped) {
             (Some(v), _) => format!(
-                "{v} on the reported period ({} .. {}), planned from the one before it: {} failed interval(s){}",
+                "{v} on the reported period ({} .. {}), {planned}: {} failed interval(s){}",
                 c.replayed_from,
                 c.replayed_until,
                 c.failed_intervals.unwrap_or(0),

@@ -117,9 +117,9 @@ pub fn run(
         .find(|a| a.kind == "consolidate")
         .and_then(|a| a.gpus_freed)
         .map_or(0, |n| n.max(0) as u64);
-    report.mig = Some(match planned {
+    report.mig = Some(match &planned {
         Ok(plan) if !plan.gpus.is_empty() => {
-            mig_section(d, &plan, req.top, consolidation_freed, &report.sources)
+            mig_section(d, plan, req.top, consolidation_freed, &report.sources)
         }
         Ok(_) => MigSection::note(
             "MIG recommendation: no workload to place on a MIG-capable GPU in this range.".into(),
@@ -127,6 +127,7 @@ pub fn run(
         Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
     });
     report.next_steps = next_steps_of(&report, &pass.analysis);
+    report.plans = action_plans(&pass.analysis, d, planned.as_ref().ok(), &report, req.range);
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
@@ -167,4 +168,31 @@ fn next_steps_of(report: &Report, analysis: &crate::advisor::Analysis) -> Vec<su
         steps.retain(|s| !s.command.contains(super::CONSOLIDATION_PLAN_FILE));
     }
     steps
+}
+
+/// The plans of the report's plan actions, as files to replay: the consolidation moves the
+/// actions keep (`advisor::plan_out`, as `analyze --plan-out` writes them) and the MIG day
+/// layout (as `mig plan` writes it), each only when an action proposes it.
+fn action_plans(
+    analysis: &crate::advisor::Analysis,
+    demand: &crate::mig_planner::demand::Demand,
+    mig: Option<&crate::mig_planner::Proposal>,
+    report: &Report,
+    range: crate::range::TimeRange,
+) -> Vec<(&'static str, tessera_core::mig::plan::TesseraPlan)> {
+    let proposes = |kind: &str| report.actions.iter().any(|a| a.kind == kind);
+    let mut out = Vec::new();
+    if proposes("consolidate")
+        && let Ok(p) = crate::advisor::plan_out::consolidation_plan(analysis)
+    {
+        out.push(("consolidation", p));
+    }
+    if proposes("mig_layout")
+        && let Some(plan) = mig
+    {
+        if let Ok(p) = mig_planner::day_file(demand, plan, Some(range), &report.sources) {
+            out.push(("mig", p));
+        }
+    }
+    out
 }

@@ -19,7 +19,7 @@ use super::tally::{WeekPart, week_part};
 use super::{
     HOUR_MS, MONTH_HOURS, Prices, RealizedChange, Report, ReportError, Trend, TrendWeek, r2, r3,
 };
-use crate::advisor::{self, AdvisorError, Params};
+use crate::advisor::{self, Detector, Params};
 use crate::changes::{self, ChangeRequest, ChangeSection};
 use crate::frames::Frames;
 use crate::range::TimeRange;
@@ -77,16 +77,22 @@ pub fn run(
     }
     let mut out = Vec::new();
     let mut realized = Vec::new();
-    for (since, until) in weeks(range.until, req.weeks) {
-        if (since, until) == (range.since, range.until) {
+    let all = weeks(range.until, req.weeks);
+    let own = |w: &(i64, i64)| *w == (range.since, range.until);
+    // The weeks to read: not the report's own, not ending before the data's first row.
+    let earlier: Vec<(i64, i64)> = all
+        .iter()
+        .copied()
+        .filter(|w| !own(w) && !req.first_ts.is_some_and(|f| w.1 < f))
+        .collect();
+    let mut read = earlier_weeks(parts, &earlier, req)?.into_iter().peekable();
+    for w in &all {
+        if own(w) {
             out.push(from_report(report));
             realized.extend(report.changes.as_ref().map(realized_of).unwrap_or_default());
             continue;
         }
-        if req.first_ts.is_some_and(|f| until < f) {
-            continue;
-        }
-        if let Some((week, changes)) = one_week(parts, (since, until), req)? {
+        if let Some((week, changes)) = read.next_if(|(tw, _)| tw.until == fmt_ms(w.1)) {
             out.push(week);
             realized.extend(realized_of(&changes));
         }
@@ -125,99 +131,187 @@ fn utilization(busy: Option<f64>, available: f64) -> Option<f64> {
     busy.filter(|_| available > 0.0).map(|b| r3(b / available))
 }
 
-/// What one week's rows gave: the two detectors' analysis, the fleet sums, each partition's
-/// change scan (in partition order) and whether some row has memory used.
-struct WeekRead {
-    analysis: crate::advisor::Analysis,
+/// One partition's share of one earlier week: its fleet sums, its change scan and each
+/// detector's partial.
+struct PartWeek {
     sums: WeekPart,
-    scans: Vec<changes::scan::PartScan>,
-    memory: bool,
+    scan: changes::scan::PartScan,
+    partials: Vec<advisor::Partial>,
 }
 
-/// Reads each partition's rows of `(since, until]` once, on the advisor's workers: the two
-/// detectors, the fleet sums and the change scan.
-fn read_week(
-    parts: &[&Frames],
-    (since, until): (i64, i64),
-    req: &TrendRequest,
-) -> Result<WeekRead, ReportError> {
-    let sums = std::sync::Mutex::new(Vec::new());
-    let failed: std::sync::Mutex<Option<ReportError>> = std::sync::Mutex::new(None);
-    let step = |i: usize, f: Frames| -> Result<Frames, AdvisorError> {
-        let run = || -> Result<Frames, ReportError> {
-            let mem = super::pass::materialize_within(&f, since, until)?;
-            let part = week_part(&mem, since, until)?;
-            let scan = changes::scan::part(&mem, since, until)?;
-            sums.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((i, part, scan));
-            Ok(mem)
-        };
-        run().map_err(|e| {
-            let reason = e.to_string();
-            failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(e);
-            AdvisorError::Param {
-                name: "partition",
-                reason,
-            }
-        })
-    };
-    let only: Vec<String> = DETECTORS.iter().map(|s| s.to_string()).collect();
-    let analysis = advisor::analyze_parts_each(
-        parts.iter().map(|f| Ok::<_, AdvisorError>((*f).clone())),
-        req.params,
-        Some((since, until)),
-        req.sources.to_vec(),
-        &only,
-        &|_| {},
-        &step,
-    )
-    .map_err(|e| {
-        failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .unwrap_or(ReportError::Advisor(e))
-    })?;
-    let mut sums = sums.into_inner().unwrap_or_else(|e| e.into_inner());
-    sums.sort_by_key(|(i, _, _)| *i);
-    let mut out = WeekRead {
-        analysis,
-        sums: WeekPart::default(),
-        scans: Vec::with_capacity(sums.len()),
-        memory: false,
-    };
-    for (_, part, scan) in sums {
-        out.memory |= part.has_memory();
-        out.sums = out.sums.merge(part);
-        out.scans.push(scan);
+/// Reads partition `f`'s rows of every week in `weeks` (contiguous, oldest first) once, and
+/// gives each week's share: the slice of the week in memory, the fleet sums, the change scan and
+/// the detectors' partials.
+fn read_part(
+    f: &Frames,
+    weeks: &[(i64, i64)],
+    dets: &[Box<dyn Detector>],
+    params: &Params,
+) -> Result<Vec<PartWeek>, ReportError> {
+    let (lo, hi) = (weeks[0].0, weeks[weeks.len() - 1].1);
+    let mem = super::pass::materialize_within(f, lo, hi)?;
+    let mut out = Vec::with_capacity(weeks.len());
+    for &(since, until) in weeks {
+        let week = super::pass::materialize_within(&mem, since, until)?;
+        let frames = advisor::prepare(&week)?;
+        let mut partials = Vec::with_capacity(dets.len());
+        for d in dets {
+            partials.push(d.partial(&frames, params)?);
+        }
+        out.push(PartWeek {
+            sums: week_part(&week, since, until)?,
+            scan: changes::scan::part(&week, since, until)?,
+            partials,
+        });
     }
     Ok(out)
 }
 
-/// One week other than the report's: the two detectors over its rows, its fleet sums from the
-/// same rows, and the changes found in it. `None` when no GPU has a row in it.
-fn one_week(
+/// Every partition's [`read_part`], on a few worker threads (each its own partition, as the
+/// advisor's), in partition order.
+fn read_parts(
     parts: &[&Frames],
+    weeks: &[(i64, i64)],
+    dets: &[Box<dyn Detector>],
+    params: &Params,
+) -> Result<Vec<Vec<PartWeek>>, ReportError> {
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+        .min(parts.len().max(1));
+    let queue = std::sync::Mutex::new(parts.iter().enumerate());
+    type Done = Vec<(usize, Vec<PartWeek>)>;
+    let results: Vec<Result<Done, ReportError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<Done, ReportError> {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                        let Some((i, f)) = next else { return Ok(done) };
+                        done.push((i, read_part(f, weeks, dets, params)?));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(ReportError::Worker)))
+            .collect()
+    });
+    let mut all = Vec::with_capacity(parts.len());
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, w)| w).collect())
+}
+
+/// The weeks other than the report's (`weeks`: contiguous, oldest first), each partition read
+/// once for all of them: per week the two detectors over its rows, its fleet sums and the
+/// changes found in it; a week without rows is left out.
+fn earlier_weeks(
+    parts: &[&Frames],
+    weeks: &[(i64, i64)],
+    req: &TrendRequest,
+) -> Result<Vec<(TrendWeek, ChangeSection)>, ReportError> {
+    if weeks.is_empty() || parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dets: Vec<Box<dyn Detector>> = advisor::registry()
+        .into_iter()
+        .filter(|d| DETECTORS.contains(&d.id()))
+        .collect();
+    for d in &dets {
+        d.validate(req.params)?;
+    }
+    let mut by_part = read_parts(parts, weeks, &dets, req.params)?;
+    let mut out = Vec::new();
+    for (k, &week) in weeks.iter().enumerate() {
+        let mut sums = WeekPart::default();
+        let mut scans = Vec::with_capacity(by_part.len());
+        let mut partials: Vec<Vec<advisor::Partial>> = dets.iter().map(|_| Vec::new()).collect();
+        for part in by_part.iter_mut() {
+            let pw = std::mem::replace(
+                &mut part[k],
+                PartWeek {
+                    sums: WeekPart::default(),
+                    scan: changes::scan::PartScan::default(),
+                    partials: Vec::new(),
+                },
+            );
+            sums = sums.merge(pw.sums);
+            scans.push(pw.scan);
+            for (acc, p) in partials.iter_mut().zip(pw.partials) {
+                acc.push(p);
+            }
+        }
+        let analysis = finish_detectors(&dets, partials, week, req)?;
+        if let Some(w) = week_figures(parts, week, sums, scans, &analysis, req)? {
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
+
+/// The detectors' findings over one week, as an analysis (the findings and the detectors'
+/// figures the report's sections read).
+fn finish_detectors(
+    dets: &[Box<dyn Detector>],
+    partials: Vec<Vec<advisor::Partial>>,
     (since, until): (i64, i64),
     req: &TrendRequest,
+) -> Result<advisor::Analysis, ReportError> {
+    let mut detectors = Vec::new();
+    let mut findings = Vec::new();
+    for (d, parts) in dets.iter().zip(partials) {
+        let out = d.finish(parts, req.params)?;
+        detectors.push(advisor::DetectorReport {
+            id: d.id(),
+            title: d.title(),
+            findings: out.findings.len(),
+            summary: out.summary,
+            notes: out.notes,
+            data: out.data,
+        });
+        findings.extend(out.findings);
+    }
+    Ok(advisor::Analysis {
+        version: advisor::FINDINGS_VERSION,
+        from: Some(fmt_ms(since)),
+        until: Some(fmt_ms(until)),
+        sources: req.sources.to_vec(),
+        tz: req.params.tz.name().to_string(),
+        actions: Vec::new(),
+        detectors,
+        findings,
+    })
+}
+
+/// One week's row from its sums and findings, and the changes found in it; `None` when no GPU
+/// has a row in it.
+fn week_figures(
+    parts: &[&Frames],
+    (since, until): (i64, i64),
+    sums: WeekPart,
+    scans: Vec<changes::scan::PartScan>,
+    analysis: &advisor::Analysis,
+    req: &TrendRequest,
 ) -> Result<Option<(TrendWeek, ChangeSection)>, ReportError> {
-    let read = read_week(parts, (since, until), req)?;
-    let Some(u) = read.sums.finish(since, until, req.prices) else {
+    let memory = sums.has_memory();
+    let Some(u) = sums.finish(since, until, req.prices) else {
         return Ok(None);
     };
     let power = super::IdlePower::default();
-    let idle: f64 = super::idle_models(&read.analysis, req.prices, &power)
+    let idle: f64 = super::idle_models(analysis, req.prices, &power)
         .iter()
         .map(|m| m.reclaimable_gpu_hours)
         .sum();
-    let (allocation, _) = super::allocated(&read.analysis, req.prices, &power);
+    let (allocation, _) = super::allocated(analysis, req.prices, &power);
     let changes = changes::run(
         parts,
-        read.scans,
+        scans,
         &ChangeRequest {
             range: TimeRange { since, until },
             at: None,
@@ -229,7 +323,6 @@ fn one_week(
         },
     )?;
     let from = until - (u.hours * HOUR_MS).round() as i64;
-    let memory = read.memory;
     Ok(Some((
         TrendWeek {
             from: fmt_ms(from),
