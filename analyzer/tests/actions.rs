@@ -193,12 +193,31 @@ fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period
         report["until"].as_str().unwrap(),
     );
     out(&[
-        "mig", "plan", "--source", &demo, "--since", from, "--until", until, "-o",
+        "mig",
+        "plan",
+        "--source",
+        &demo,
+        "--since",
+        from,
+        "--until",
+        until,
+        "-o",
         plan.to_str().unwrap(),
     ]);
     let replay = json(&[
-        "replay", "--plan", plan.to_str().unwrap(), "--config", "day", "--source", &demo,
-        "--since", from, "--until", until, "--format", "json",
+        "replay",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--config",
+        "day",
+        "--source",
+        &demo,
+        "--since",
+        from,
+        "--until",
+        until,
+        "--format",
+        "json",
     ]);
     let want = format!(
         "{} on the reported period ({from} .. {until}), planned from it: {} failed interval(s)",
@@ -207,7 +226,14 @@ fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period
     );
     assert!(verdict.starts_with(&want), "{verdict}\nvs {want}");
     // --no-replay leaves it to the printed replay step.
-    let quick = json(&["report", "--source", &demo, "--format", "json", "--no-replay"]);
+    let quick = json(&[
+        "report",
+        "--source",
+        &demo,
+        "--format",
+        "json",
+        "--no-replay",
+    ]);
     let v = quick["actions"]
         .as_array()
         .unwrap()

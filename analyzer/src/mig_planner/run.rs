@@ -175,7 +175,7 @@ pub fn day_file(
         plan.lower_bound,
         sources.join(", ")
     ));
-    let day = export::config(&plan, &d.workloads);
+    let day = export::config(plan, &d.workloads);
     if day.is_empty() {
         return Err(PlanRunError::NoMigGpu {
             gpus: d.fleet.len(),

@@ -189,10 +189,9 @@ fn action_plans(
     }
     if proposes("mig_layout")
         && let Some(plan) = mig
+        && let Ok(p) = mig_planner::day_file(demand, plan, Some(range), &report.sources)
     {
-        if let Ok(p) = mig_planner::day_file(demand, plan, Some(range), &report.sources) {
-            out.push(("mig", p));
-        }
+        out.push(("mig", p));
     }
     out
 }
