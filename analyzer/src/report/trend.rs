@@ -83,7 +83,7 @@ pub fn run(
     let earlier: Vec<(i64, i64)> = all
         .iter()
         .copied()
-        .filter(|w| !own(w) && !req.first_ts.is_some_and(|f| w.1 < f))
+        .filter(|w| !own(w) && req.first_ts.is_none_or(|f| w.1 >= f))
         .collect();
     let mut read = earlier_weeks(parts, &earlier, req)?.into_iter().peekable();
     for w in &all {
