@@ -62,14 +62,16 @@ pub fn plan_mig(
 }
 
 /// Recompute `analysis.actions` with the MIG layouts of `parts` as a candidate (unpriced, as
-/// `analyze` and `notify` print them).
+/// `analyze` and `notify` print them), and the user's range flags in their plan and replay
+/// commands.
 pub fn add_mig(
     analysis: &mut Analysis,
     parts: &[&Frames],
     range: (i64, i64),
+    range_flags: &[String],
 ) -> Result<(), demand::DemandError> {
     let mig = plan_mig(parts, range)?;
-    if mig.is_none() {
+    if mig.is_none() && range_flags.is_empty() {
         return Ok(());
     }
     analysis.actions = recommend(
@@ -79,6 +81,7 @@ pub fn add_mig(
             sources: &analysis.sources,
             period_hours: (range.1 - range.0).max(0) as f64 / 3.6e6,
             prices: None,
+            range: range_flags,
         },
     );
     Ok(())

@@ -31,6 +31,16 @@ pub fn source_flags(sources: &[String]) -> String {
         .join(" ")
 }
 
+/// The user's range flags (`--since 7d`, `--until …`), each word quoted, for the commands that
+/// read the same data as the output that prints them (plans and replays); empty when none.
+pub fn range_words(range: &[String]) -> String {
+    range
+        .iter()
+        .map(|w| quote(w).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The words joined by one space, empty ones (no sources) left out.
 fn words(w: &[&str]) -> String {
     w.iter()
@@ -40,11 +50,13 @@ fn words(w: &[&str]) -> String {
         .join(" ")
 }
 
-/// `tessera mig plan --source … -o OUT`: the MIG plan of the sources' last 7 days.
-pub fn mig_plan(sources: &[String], out: &str) -> String {
+/// `tessera mig plan --source … [--since …] -o OUT`: the MIG plan of the range the output read
+/// (the sources' last 7 days when `range` is empty).
+pub fn mig_plan(sources: &[String], range: &[String], out: &str) -> String {
     words(&[
         "tessera mig plan",
         &source_flags(sources),
+        &range_words(range),
         "-o",
         &quote(out),
     ])
@@ -62,21 +74,23 @@ pub fn mig_apply(plan: &str, config: &str) -> String {
 }
 
 /// `tessera analyze --source … --plan-out OUT`: the consolidation moves as a plan file.
-pub fn consolidation_plan(sources: &[String], out: &str) -> String {
+pub fn consolidation_plan(sources: &[String], range: &[String], out: &str) -> String {
     words(&[
         "tessera analyze",
         &source_flags(sources),
+        &range_words(range),
         "--plan-out",
         &quote(out),
     ])
 }
 
 /// `tessera replay --plan PLAN --source …`: the plan replayed on the sources' last 7 days.
-pub fn replay(plan: &str, sources: &[String]) -> String {
+pub fn replay(plan: &str, sources: &[String], range: &[String]) -> String {
     words(&[
         "tessera replay --plan",
         &quote(plan),
         &source_flags(sources),
+        &range_words(range),
     ])
 }
 
@@ -132,11 +146,11 @@ mod tests {
     fn every_source_is_given() {
         let s = vec!["history:/a".to_string(), "csv:/b c.csv".to_string()];
         assert_eq!(
-            mig_plan(&s, "plan.yaml"),
+            mig_plan(&s, &[], "plan.yaml"),
             "tessera mig plan --source history:/a --source 'csv:/b c.csv' -o plan.yaml"
         );
         assert_eq!(
-            replay("plan.yaml", &s),
+            replay("plan.yaml", &s, &[]),
             "tessera replay --plan plan.yaml --source history:/a --source 'csv:/b c.csv'"
         );
         assert_eq!(
@@ -144,6 +158,12 @@ mod tests {
             "tessera mig apply plan.yaml --config day"
         );
         // No source (a report built without one): no empty word.
-        assert_eq!(mig_plan(&[], "p.yaml"), "tessera mig plan -o p.yaml");
+        assert_eq!(mig_plan(&[], &[], "p.yaml"), "tessera mig plan -o p.yaml");
+        // The user's range, quoted where it needs it, after the sources.
+        let range = ["--since".to_string(), "2026-11-02 00:00".to_string()];
+        assert_eq!(
+            consolidation_plan(&s[..1], &range, "c.yaml"),
+            "tessera analyze --source history:/a --since '2026-11-02 00:00' --plan-out c.yaml"
+        );
     }
 }

@@ -175,7 +175,12 @@ fn a_simulated_fleet_gets_one_action_per_workload_in_every_output() {
 #[test]
 fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period() {
     let demo = format!("history:{}", demo().display());
-    let report = json(&["report", "--source", &demo, "--format", "json"]);
+    // A range of the user's own: the plan actions' commands read it too.
+    let (from, until) = ("2026-11-03T00:00:00Z", "2026-11-05T00:00:00Z");
+    let range = ["--since", from, "--until", until];
+    let mut args = vec!["report", "--source", &demo, "--format", "json"];
+    args.extend(range);
+    let report = json(&args);
     let mig: Vec<&Value> = report["actions"]
         .as_array()
         .unwrap()
@@ -184,47 +189,65 @@ fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period
         .collect();
     assert_eq!(mig.len(), 1, "{:#}", report["actions"]);
     let verdict = mig[0]["verdict"].as_str().unwrap();
-    // The same plan written and replayed by the commands the action prints (its day layout, on
-    // the report's period): the same verdict and failed intervals.
+    // The action's own commands, run as printed in a folder of their own: the plan (with the
+    // report's range), then its replay; the replay's verdict of the day layout is the action's.
     let dir = tempfile::tempdir().unwrap();
-    let plan = dir.path().join("plan.yaml");
-    let (from, until) = (
+    let steps: Vec<String> = mig[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["command"].as_str().unwrap().to_string())
+        .collect();
+    let plan_cmd = steps
+        .iter()
+        .find(|c| c.starts_with("tessera mig plan"))
+        .unwrap();
+    let replay_cmd = steps
+        .iter()
+        .find(|c| c.starts_with("tessera replay"))
+        .unwrap();
+    for c in [plan_cmd, replay_cmd] {
+        assert!(
+            c.contains(&format!("--since {from} --until {until}")),
+            "{c}"
+        );
+    }
+    let run_in = |cmd: &str, extra: &[&str]| -> String {
+        let mut words: Vec<&str> = cmd.split(' ').skip(1).collect();
+        words.extend(extra);
+        let out = crate::support::cli::tessera_with(&words, |c| {
+            c.current_dir(dir.path());
+        });
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run_in(plan_cmd, &[]);
+    let replay: Value = serde_json::from_str(&run_in(
+        replay_cmd,
+        &["--config", "day", "--format", "json"],
+    ))
+    .unwrap();
+    let want = format!(
+        "{} on the reported period ({} .. {}), planned from it: {} failed interval(s)",
+        replay["verdict"].as_str().unwrap(),
         report["from"].as_str().unwrap(),
         report["until"].as_str().unwrap(),
-    );
-    out(&[
-        "mig",
-        "plan",
-        "--source",
-        &demo,
-        "--since",
-        from,
-        "--until",
-        until,
-        "-o",
-        plan.to_str().unwrap(),
-    ]);
-    let replay = json(&[
-        "replay",
-        "--plan",
-        plan.to_str().unwrap(),
-        "--config",
-        "day",
-        "--source",
-        &demo,
-        "--since",
-        from,
-        "--until",
-        until,
-        "--format",
-        "json",
-    ]);
-    let want = format!(
-        "{} on the reported period ({from} .. {until}), planned from it: {} failed interval(s)",
-        replay["verdict"].as_str().unwrap(),
         replay["failed_intervals"]
     );
     assert!(verdict.starts_with(&want), "{verdict}\nvs {want}");
+    // Commands that act read fresh data: no range of the past in them.
+    for a in report["actions"].as_array().unwrap() {
+        for s in a["steps"].as_array().unwrap() {
+            let c = s["command"].as_str().unwrap();
+            if c.starts_with("tessera scale-down") || c.starts_with("tessera share apply") {
+                assert!(!c.contains("--until"), "{c}");
+            }
+        }
+    }
     // --no-replay leaves it to the printed replay step.
     let quick = json(&[
         "report",

@@ -448,15 +448,22 @@ fn watches_survive_410_gone_and_servers_that_end_them() {
         .iter()
         .map(|r| format!("{} {} {}", r.method, r.path, r.query))
         .collect();
-    // Re-read after each 410, and re-watched after each end (the rollout takes ~1 s).
+    // Re-read after each 410, and re-watched after each end: some watch resumes the one the
+    // server ended (a watch right after a watch, no re-read between). How many ends the rollout
+    // sees depends on how long it takes, so that is not counted.
     let rereads = reqs
         .iter()
         .filter(|r| r.method == "GET" && r.path == "/api/v1/nodes/gpu-1")
         .count();
     assert_eq!(rereads, 2, "{log:#?}");
+    let watches: Vec<bool> = reqs
+        .iter()
+        .filter(|r| r.is_watch() || (r.method == "GET" && r.path == "/api/v1/nodes/gpu-1"))
+        .map(|r| r.is_watch())
+        .collect();
     assert!(
-        reqs.iter().filter(|r| r.is_watch()).count() >= 5,
-        "{log:#?}"
+        watches.windows(2).any(|w| w[0] && w[1]),
+        "no watch resumed after the server ended one: {log:#?}"
     );
 }
 

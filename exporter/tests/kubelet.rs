@@ -1012,9 +1012,12 @@ fn pods_on_gpus_the_kubelet_names_no_holder_of_are_said_once() {
     // The kubelet answers, but lists no device: the demo's pods run on GPUs all the same.
     let fake = FakeKubelet::start(socket_in(&dir), response(vec![])).unwrap();
     let e = exporter(Some(fake.path()));
-    let first = e.scrape_until("the kubelet answered", |b| {
-        value(b, "tessera_exporter_kubelet_up") == Some(1.0)
-    });
+    // The kubelet's answer and the first sample with processes come in either order: wait for
+    // both (the cgroup pod UIDs stay).
+    let first = e.scrape_until(
+        "the kubelet answered and the pods' processes were sampled",
+        |b| value(b, "tessera_exporter_kubelet_up") == Some(1.0) && b.contains("pod_uid=\""),
+    );
     assert!(first.contains("pod_uid=\""), "cgroup pod UIDs stay");
     // Many samples later (100 ms each), still one line.
     let calls = fake.calls();

@@ -129,6 +129,9 @@ pub struct ActionContext<'a> {
     pub period_hours: f64,
     /// Prices, when the caller has them.
     pub prices: Option<&'a Prices>,
+    /// The user's range flags (`--since …`, `--until …`), filled into the commands that plan and
+    /// replay (never into those that act: they read fresh data).
+    pub range: &'a [String],
 }
 
 /// The device key of an entity (see [`ActionWorkload::key`]).
@@ -573,11 +576,11 @@ fn consolidation_action(
         steps: vec![
             ActionStep {
                 what: "write the moves as a plan".into(),
-                command: commands::consolidation_plan(ctx.sources, CONSOLIDATION_PLAN_FILE),
+                command: commands::consolidation_plan(ctx.sources, ctx.range, CONSOLIDATION_PLAN_FILE),
             },
             ActionStep {
                 what: "replay it on the data".into(),
-                command: commands::replay(CONSOLIDATION_PLAN_FILE, ctx.sources),
+                command: commands::replay(CONSOLIDATION_PLAN_FILE, ctx.sources, ctx.range),
             },
         ],
         advice: None,
@@ -637,11 +640,11 @@ fn mig_action(
         steps: vec![
             ActionStep {
                 what: "write the MIG plan".into(),
-                command: commands::mig_plan(ctx.sources, MIG_PLAN_FILE),
+                command: commands::mig_plan(ctx.sources, ctx.range, MIG_PLAN_FILE),
             },
             ActionStep {
                 what: "replay it on the data".into(),
-                command: commands::replay(MIG_PLAN_FILE, ctx.sources),
+                command: commands::replay(MIG_PLAN_FILE, ctx.sources, ctx.range),
             },
             ActionStep {
                 what: "on each node, the steps of its day layout (a dry run; --yes makes them)".into(),

@@ -588,6 +588,7 @@ where
             sources: &sources,
             period_hours: range.map_or(0.0, |r| (r.1 - r.0).max(0) as f64 / 3.6e6),
             prices: None,
+            range: &[],
         },
     );
     Ok(Analysis {

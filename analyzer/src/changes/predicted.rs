@@ -54,7 +54,7 @@ impl PlanPrediction {
         let Some(prediction) = plan.prediction.clone() else {
             return Err(format!(
                 "{file} has no prediction block: run `{} --write-prediction` on the period it was planned from first (docs/plan.md)",
-                crate::commands::replay(file, sources)
+                crate::commands::replay(file, sources, &[])
             ));
         };
         let mut nodes = BTreeSet::new();

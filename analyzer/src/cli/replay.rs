@@ -109,7 +109,7 @@ fn read_plan(path: &Path, sources: &[String]) -> Result<TesseraPlan> {
                 bail!(
                     "{} is an nvidia-mig-parted config: it names no workloads, so there is nothing to replay (tessera does not guess where each workload would go); make a tessera plan with `{}` and replay that",
                     path.display(),
-                    tessera::commands::mig_plan(sources, "plan.yaml")
+                    tessera::commands::mig_plan(sources, &[], "plan.yaml")
                 );
             }
             Err(anyhow::Error::new(e).context(format!(

@@ -207,6 +207,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         plan,
         trend_weeks: args.trend_weeks,
         first_ts: ingest_report.time_range().map(|(first, _)| first),
+        range_flags: args.src.range_flags(),
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

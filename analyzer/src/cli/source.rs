@@ -142,6 +142,18 @@ pub fn parse_interval(s: &str) -> Result<i64, String> {
 }
 
 impl SourceArgs {
+    /// `--since`/`--until` as the user gave them (for the commands an output prints that read
+    /// the same range: `tessera::commands`).
+    pub fn range_flags(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (flag, v) in [("--since", &self.since), ("--until", &self.until)] {
+            if let Some(v) = v {
+                out.extend([flag.to_string(), v.clone()]);
+            }
+        }
+        out
+    }
+
     /// The range `--since`/`--until` ask for ([`RangeRequest`]: parsed against now, `since`
     /// before `until`).
     pub fn range_request(&self) -> Result<RangeRequest> {
@@ -501,7 +513,7 @@ pub fn analyze_sources(
         && let Some(r) = range
     {
         let refs: Vec<_> = frames.iter().collect();
-        tessera::actions::add_mig(&mut analysis, &refs, (r.since, r.until))
+        tessera::actions::add_mig(&mut analysis, &refs, (r.since, r.until), &src.range_flags())
             .map_err(|e| name_file(anyhow::Error::new(e), &files))?;
     }
     Ok(analysis)

@@ -122,7 +122,7 @@ pub fn change(now: f64, before: f64) -> Option<f64> {
 /// order, from one folder (the plan commands write the files the later ones read).
 pub fn next_steps(r: &Report) -> Vec<NextStep> {
     use crate::commands;
-    let src = &r.sources;
+    let (src, range) = (&r.sources, &r.range_flags);
     let step = |what: &str, command: String| NextStep {
         what: what.to_string(),
         command,
@@ -131,11 +131,11 @@ pub fn next_steps(r: &Report) -> Vec<NextStep> {
     if !r.consolidation.is_empty() {
         v.push(step(
             "write the consolidation moves as a plan",
-            commands::consolidation_plan(src, CONSOLIDATION_PLAN_FILE),
+            commands::consolidation_plan(src, range, CONSOLIDATION_PLAN_FILE),
         ));
         v.push(step(
             "replay the moves on the data (memory, contention, a verdict)",
-            commands::replay(CONSOLIDATION_PLAN_FILE, src),
+            commands::replay(CONSOLIDATION_PLAN_FILE, src, range),
         ));
         v.push(step(
             "the sharing config of each host GPU, with the reasons",
@@ -145,11 +145,11 @@ pub fn next_steps(r: &Report) -> Vec<NextStep> {
     if r.mig.as_ref().is_some_and(|m| m.gpus_after.is_some()) {
         v.push(step(
             "write the MIG plan",
-            commands::mig_plan(src, MIG_PLAN_FILE),
+            commands::mig_plan(src, range, MIG_PLAN_FILE),
         ));
         v.push(step(
             "replay the MIG plan on the data",
-            commands::replay(MIG_PLAN_FILE, src),
+            commands::replay(MIG_PLAN_FILE, src, range),
         ));
         v.push(step(
             "on each node, the steps of its day layout (a dry run; --yes makes them)",
@@ -175,7 +175,7 @@ pub fn mig_section(
     plan: &crate::mig_planner::Proposal,
     top: usize,
     consolidation_freed: u64,
-    sources: &[String],
+    (sources, range): (&[String], &[String]),
 ) -> MigSection {
     let count = plan.gpu_count(&d.workloads);
     let kept_gpus: std::collections::BTreeSet<(&str, u32)> = plan
@@ -230,7 +230,7 @@ pub fn mig_section(
         plan.gap() * 100.0,
         crate::mig_planner::whole_gpu_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
         crate::mig_planner::kept_sentence(plan).map_or(String::new(), |s| format!(" {s}")),
-        crate::commands::mig_plan(sources, MIG_PLAN_FILE),
+        crate::commands::mig_plan(sources, range, MIG_PLAN_FILE),
         crate::commands::mig_apply(MIG_PLAN_FILE, "day"),
     );
     let mut lines = Vec::new();

@@ -386,6 +386,10 @@ pub struct Report {
     /// (the actions' verdicts). Not in the JSON.
     #[serde(skip)]
     pub plans: Vec<(&'static str, tessera_core::mig::plan::TesseraPlan)>,
+    /// The user's `--since`/`--until` flags as given, filled into the printed commands that plan
+    /// and replay. Not in the JSON.
+    #[serde(skip)]
+    pub range_flags: Vec<String>,
 }
 
 /// The report's MIG recommendation: a summary, and the plan's figures when there is a plan

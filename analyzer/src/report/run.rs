@@ -41,6 +41,9 @@ pub struct ReportRequest<'a> {
     pub trend_weeks: usize,
     /// The end of the data's first row read, unix ms (the trend skips weeks before it).
     pub first_ts: Option<i64>,
+    /// The user's `--since`/`--until` flags as given, for the commands the report prints that
+    /// plan and replay (`crate::commands`).
+    pub range_flags: Vec<String>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -99,6 +102,7 @@ pub fn run(
         Ok(plan) if !plan.gpus.is_empty() => Some(crate::actions::mig_candidate(d, plan)),
         _ => None,
     };
+    report.range_flags = req.range_flags.clone();
     report.actions = crate::actions::recommend(
         &pass.analysis.findings,
         mig.as_ref(),
@@ -106,6 +110,7 @@ pub fn run(
             sources: &report.sources,
             period_hours: report.hours,
             prices: Some(&report.prices),
+            range: &req.range_flags,
         },
     );
     // The MIG section weighs the MIG layouts against the consolidation the actions would keep
@@ -118,9 +123,13 @@ pub fn run(
         .and_then(|a| a.gpus_freed)
         .map_or(0, |n| n.max(0) as u64);
     report.mig = Some(match &planned {
-        Ok(plan) if !plan.gpus.is_empty() => {
-            mig_section(d, plan, req.top, consolidation_freed, &report.sources)
-        }
+        Ok(plan) if !plan.gpus.is_empty() => mig_section(
+            d,
+            plan,
+            req.top,
+            consolidation_freed,
+            (&report.sources, &report.range_flags),
+        ),
         Ok(_) => MigSection::note(
             "MIG recommendation: no workload to place on a MIG-capable GPU in this range.".into(),
         ),

@@ -122,6 +122,7 @@ fn ctx(sources: &[String]) -> ActionContext<'_> {
         sources,
         period_hours: 100.0,
         prices: None,
+        range: &[],
     }
 }
 
@@ -242,6 +243,7 @@ fn without_a_period_or_hours_nothing_is_an_impossible_number() {
             sources: &src,
             period_hours: 0.0,
             prices: None,
+            range: &[],
         },
     );
     assert_eq!(a[0].gpu_hours_per_month, 0.0);

@@ -536,7 +536,7 @@ fn mig(r: &Report) -> Section {
         }
         None => m.lines.push(format!(
             "MIG recommendation: not computed; run `{}`",
-            crate::commands::mig_plan(&r.sources, crate::report::MIG_PLAN_FILE)
+            crate::commands::mig_plan(&r.sources, &r.range_flags, crate::report::MIG_PLAN_FILE)
         )),
     }
     m

@@ -623,6 +623,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         out_of_sample: None,
         trend: None,
         plans: Vec::new(),
+        range_flags: Vec::new(),
     })
 }
 
