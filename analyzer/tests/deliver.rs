@@ -611,7 +611,7 @@ fn a_server_down_a_refusal_or_5xx_exits_3_with_the_reason_and_records_nothing() 
         let (code, _, err) = attempt(&hook.url_file(dir.path(), "refused"), "2");
         assert_eq!(code, 3, "{err}");
         assert!(
-            err.contains(&format!("after 1 attempt(s)"))
+            err.contains("after 1 attempt(s)")
                 && err.contains(&format!("HTTP {status} invalid_token: the webhook refused")),
             "{err}"
         );

@@ -108,7 +108,7 @@ pub fn run(
             });
             return Ok(());
         }
-        let outcome = match retry::run(req.retry, || send()) {
+        let outcome = match retry::run(req.retry, &mut *send) {
             Ok(((), attempts)) => {
                 let entry = sent::SentEntry {
                     from: r.from.clone(),
