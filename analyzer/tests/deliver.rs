@@ -368,6 +368,8 @@ fn mail_reaches_a_real_smtp_server_with_html_text_and_json_and_is_not_sent_twice
     targets.sort();
     assert_eq!(targets, ["mail:lead@example.com", "mail:ops@example.com"]);
     assert_eq!(record["sent"][0]["until"], report["until"]);
+    // The demo's four days, Monday 2 to Thursday 5 November.
+    assert_eq!(record["sent"][0]["period"], "4d ending 2026-11-05 UTC");
 
     // The same report again: nothing is sent.
     let (code, _, err) = run(&args);
@@ -639,6 +641,43 @@ fn a_server_down_a_refusal_or_5xx_exits_3_with_the_reason_and_records_nothing() 
     assert_eq!(code, 0, "{err}");
     assert_eq!(hook.requests().len(), 2);
     assert!(err.contains("already delivered"), "{err}");
+}
+
+#[test]
+fn a_run_retried_later_the_same_day_is_the_same_period_and_the_next_day_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = Hook::start(&[(200, "ok")]);
+    let (src, file) = (demo(), hook.url_file(dir.path(), "url"));
+    let record = dir.path().join("sent.json").display().to_string();
+    let report = |until: &str| {
+        run(&[
+            "report",
+            "--source",
+            &src,
+            "--trend.weeks",
+            "0",
+            "--format",
+            "json",
+            "--until",
+            until,
+            "--webhook.url-file",
+            &file,
+            "--sent-record",
+            &record,
+        ])
+    };
+    // The data (and so the report) ends 40 minutes later on the retry: the same day's report.
+    let (code, _, err) = report("2026-11-05T22:00:00Z");
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = report("2026-11-05T22:40:00Z");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("already delivered"), "{err}");
+    assert_eq!(hook.requests().len(), 1);
+    // A report ending on another day is another period.
+    let (code, _, err) = report("2026-11-04T22:00:00Z");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("delivered: slack webhook"), "{err}");
+    assert_eq!(hook.requests().len(), 2);
 }
 
 #[test]

@@ -16,6 +16,26 @@ pub fn period(r: &Report) -> String {
         .unwrap_or_else(|| format!("{} .. {}", r.from, r.until))
 }
 
+/// The sent record's name of the report's period: its length in whole days and the day (in its
+/// time zone) its last instant falls on, "7d ending 2026-11-09 UTC". Runs of the same schedule
+/// on the same day (a retried CronJob, a timer caught up at boot) name the same period though
+/// their data ends minutes apart; the next week's report names another.
+pub fn period_key(r: &Report) -> String {
+    let last = chrono::DateTime::parse_from_rfc3339(&r.until)
+        .ok()
+        .zip(r.tz.parse::<chrono_tz::Tz>().ok())
+        .map(|(t, tz)| (t - chrono::Duration::milliseconds(1)).with_timezone(&tz));
+    match last {
+        Some(t) => format!(
+            "{}d ending {} {}",
+            (r.hours / 24.0).round().max(1.0),
+            t.format("%Y-%m-%d"),
+            r.tz
+        ),
+        None => format!("{} .. {}", r.from, r.until),
+    }
+}
+
 /// The actions' saving a month, summed (`None` when no action has a price).
 pub fn saving_per_month(r: &Report) -> Option<f64> {
     let savings: Vec<f64> = r

@@ -3,7 +3,8 @@
 //! to every target — each mail recipient its own message (`mail`), each webhook its chat payload
 //! (`webhook`, Slack or Teams) — tries each again on failures that may pass (`retry`), and keeps
 //! the sent record (`sent`) so that a re-run of the same period sends only what was not
-//! delivered: a target already recorded for the report's `from`/`until` is skipped, a delivery
+//! delivered: a target already recorded for the report's period (`content::period_key`) is
+//! skipped, a delivery
 //! is recorded as soon as it succeeded, a failed one never.
 //!
 //! What it does not do: make or render the report (the caller gives the HTML and the JSON), read
@@ -96,12 +97,13 @@ pub fn run(
 ) -> Result<Vec<Delivered>, DeliverError> {
     let mut record = sent::SentRecord::load(req.record)?;
     let link = req.link.map(|l| content::link(l, r));
+    let period = content::period_key(r);
     let mut out = Vec::new();
     let mut deliver = |key: String,
                        target: String,
                        send: &mut dyn FnMut() -> Result<(), retry::Failure>|
      -> Result<(), DeliverError> {
-        if let Some(e) = record.find(&r.from, &r.until, &key) {
+        if let Some(e) = record.find(&period, &key) {
             out.push(Delivered {
                 target,
                 outcome: Outcome::AlreadySent { at: e.at.clone() },
@@ -111,6 +113,7 @@ pub fn run(
         let outcome = match retry::run(req.retry, &mut *send) {
             Ok(((), attempts)) => {
                 let entry = sent::SentEntry {
+                    period: period.clone(),
                     from: r.from.clone(),
                     until: r.until.clone(),
                     target: key,

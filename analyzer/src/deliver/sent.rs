@@ -1,5 +1,6 @@
 //! The sent record of `tessera report`'s delivery (`--sent-record FILE`): a small versioned JSON
-//! file that lists, per report period (`from`, `until`) and target, when the report was delivered,
+//! file that lists, per report period (`period`: `super::content::period_key`, "7d ending
+//! 2026-11-09 UTC") and target, when the report was delivered,
 //! so that a re-run of the same report (a retried CronJob, a timer caught up at boot) mails and
 //! posts only what was not delivered yet. Each delivery is recorded right after it succeeded and
 //! the file is replaced atomically (`tessera_core::files::replace`), so a run stopped half-way keeps
@@ -35,7 +36,9 @@ pub struct SentRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SentEntry {
-    /// The report's period, as its JSON's `from` and `until`.
+    /// The key of the report's period (`super::content::period_key`).
+    pub period: String,
+    /// The delivered report's range, as its JSON's `from` and `until` (for people).
     pub from: String,
     pub until: String,
     /// `mail:<address>`, `slack:<fnv>`, `teams:<fnv>`.
@@ -108,11 +111,11 @@ impl SentRecord {
         Ok(record)
     }
 
-    /// The delivery of the report `(from, until]` to `target`, if one is recorded.
-    pub fn find(&self, from: &str, until: &str, target: &str) -> Option<&SentEntry> {
+    /// The delivery of the report of `period` to `target`, if one is recorded.
+    pub fn find(&self, period: &str, target: &str) -> Option<&SentEntry> {
         self.sent
             .iter()
-            .find(|e| e.from == from && e.until == until && e.target == target)
+            .find(|e| e.period == period && e.target == target)
     }
 
     /// Records `entry` (the newest [`MAX_ENTRIES`] kept) and replaces the file atomically.
@@ -135,10 +138,11 @@ impl SentRecord {
 mod tests {
     use super::*;
 
-    fn entry(until: &str, target: &str) -> SentEntry {
+    fn entry(period: &str, target: &str) -> SentEntry {
         SentEntry {
+            period: period.into(),
             from: "2026-11-02T00:00:00Z".into(),
-            until: until.into(),
+            until: "2026-11-09T00:00:00Z".into(),
             target: target.into(),
             at: "2026-11-09T06:00:00Z".into(),
         }
@@ -150,33 +154,16 @@ mod tests {
         let path = dir.path().join("sent.json");
         let mut r = SentRecord::load(&path).unwrap();
         assert!(r.sent.is_empty());
-        r.add_and_save(entry("2026-11-09T00:00:00Z", "mail:a@example.com"), &path)
+        let week = "7d ending 2026-11-08 UTC";
+        r.add_and_save(entry(week, "mail:a@example.com"), &path)
             .unwrap();
         let back = SentRecord::load(&path).unwrap();
+        assert!(back.find(week, "mail:a@example.com").is_some());
         assert!(
-            back.find(
-                "2026-11-02T00:00:00Z",
-                "2026-11-09T00:00:00Z",
-                "mail:a@example.com"
-            )
-            .is_some()
+            back.find("7d ending 2026-11-15 UTC", "mail:a@example.com")
+                .is_none()
         );
-        assert!(
-            back.find(
-                "2026-11-02T00:00:00Z",
-                "2026-11-10T00:00:00Z",
-                "mail:a@example.com"
-            )
-            .is_none()
-        );
-        assert!(
-            back.find(
-                "2026-11-02T00:00:00Z",
-                "2026-11-09T00:00:00Z",
-                "mail:b@example.com"
-            )
-            .is_none()
-        );
+        assert!(back.find(week, "mail:b@example.com").is_none());
     }
 
     #[test]
@@ -191,8 +178,8 @@ mod tests {
             .unwrap();
         let back = SentRecord::load(&path).unwrap();
         assert_eq!(back.sent.len(), MAX_ENTRIES);
-        assert_eq!(back.sent.last().unwrap().until, "last");
-        assert_eq!(back.sent[0].until, "u6");
+        assert_eq!(back.sent.last().unwrap().period, "last");
+        assert_eq!(back.sent[0].period, "u6");
     }
 
     #[test]
