@@ -477,6 +477,7 @@ fn slack_and_teams_payloads_are_posted_once_field_by_field() {
     let text = b["text"].as_str().unwrap();
     assert!(text.starts_with(&title_start), "{text}");
     assert!(text.contains("\nTop actions:\n"), "{text}");
+    assert!(!text.contains("\\n"), "line breaks are line breaks: {text}");
     assert!(
         text.ends_with(&format!("<{link}|Open the report>")),
         "{text}"
@@ -493,6 +494,12 @@ fn slack_and_teams_payloads_are_posted_once_field_by_field() {
     );
     assert_eq!(blocks[1]["type"], "section");
     assert_eq!(blocks[1]["text"]["type"], "mrkdwn");
+    assert_eq!(
+        blocks[1]["text"]["text"].as_str().unwrap().lines().count(),
+        2,
+        "the summary and the saving: {}",
+        blocks[1]
+    );
     assert!(
         blocks[1]["text"]["text"]
             .as_str()

@@ -223,9 +223,9 @@ fn transport_failure(e: &ureq::Error) -> Failure {
     }
 }
 
-/// Slack's mrkdwn escapes (`&`, `<`, `>`); control characters escaped too.
+/// Slack's mrkdwn escapes (`&`, `<`, `>`); control characters but line breaks escaped too.
 fn mrkdwn(s: &str) -> String {
-    printable(s)
+    crate::text::printable_lines(s)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -366,7 +366,7 @@ mod tests {
 
     #[test]
     fn mrkdwn_escapes_its_three_characters_and_cut_marks_the_cut() {
-        assert_eq!(mrkdwn("a<b>&c"), "a&lt;b&gt;&amp;c");
+        assert_eq!(mrkdwn("a<b>&c\nd\u{7}"), "a&lt;b&gt;&amp;c\nd\\u{7}");
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 4), "abc");
     }
