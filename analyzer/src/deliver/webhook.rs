@@ -213,6 +213,7 @@ fn transport_failure(e: &ureq::Error) -> Failure {
         ureq::Error::HostNotFound => Failure::Transient("host not found".into()),
         ureq::Error::Io(io) => Failure::Transient(io.to_string()),
         ureq::Error::Tls(m) => Failure::Permanent(format!("TLS: {m}")),
+        ureq::Error::Rustls(e) => Failure::Permanent(format!("TLS: {e}")),
         ureq::Error::BadUri(_) => Failure::Permanent("not a valid URL".into()),
         other => Failure::Transient(
             printable(&other.to_string())
