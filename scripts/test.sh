@@ -80,6 +80,13 @@ if ! python3 -c 'import pandas' >/dev/null 2>&1; then
   fi
 fi
 
+# aiosmtpd: the real SMTP server `tessera report --mail-to` delivers to in
+# analyzer/tests/deliver.rs (it keeps what it receives in a mailbox the test parses).
+if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
+  echo "== installing aiosmtpd"
+  python3 -m pip install --quiet aiosmtpd || python3 -m pip install --quiet --break-system-packages aiosmtpd
+fi
+
 # nvidia-ml-py (NVIDIA's NVML binding): the GPU check kit's third reader (scripts/gpu-check-gpm.py),
 # run against the fake library by tests/e2e/tests/gpu_check.rs. Debian has no package of it.
 if ! python3 -c 'import pynvml' >/dev/null 2>&1; then

@@ -3,7 +3,7 @@
 //! frames (`ingest`), the advisor's detectors over those frames (`advisor`), the MIG layout
 //! planner with day/night schedules (`mig_planner`), the one count of GPUs before/after/freed of
 //! every plan (`gpu_count`) and the weekly report built from all of them
-//! (`report`), each GPU's energy split among its workloads (`energy`), the findings sent to
+//! (`report`) and its delivery by mail and chat (`deliver`), each GPU's energy split among its workloads (`energy`), the findings sent to
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
 //! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one freshness rule of the commands that act on evidence (`evidence`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
@@ -18,6 +18,7 @@ pub mod actions;
 pub mod advisor;
 pub mod changes;
 pub mod commands;
+pub mod deliver;
 pub mod energy;
 pub mod evidence;
 pub mod frames;

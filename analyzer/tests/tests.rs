@@ -1,5 +1,5 @@
 //! tessera's (the analyzer's) integration tests, one binary (they link polars once): ingest of
-//! every source, the advisor's accuracy and edges, the report, the MIG commands, `tessera replay`, `tessera notify` against a
+//! every source, the advisor's accuracy and edges, the report and its delivery (a real SMTP server, webhooks), the MIG commands, `tessera replay`, `tessera notify` against a
 //! real Alertmanager, and the Prometheus source against a test server and a real Prometheus. `support` holds the shared CLI
 //! runner and the Prometheus helpers. `parsers_prop.rs` is a binary of its own: it owns the global
 //! allocator.
@@ -14,6 +14,7 @@ mod agreement;
 mod allocated;
 mod atomic_writes;
 mod changes;
+mod deliver;
 mod energy;
 mod extremes;
 mod ingest;

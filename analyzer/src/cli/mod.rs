@@ -143,7 +143,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Ingest(args) => ingest::run(args).map(|()| 0)?,
         Command::Analyze(args) => analyze::run(args).map(|()| 0)?,
         Command::Notify(args) => notify::run(args)?,
-        Command::Report(args) => report::run(args).map(|()| 0)?,
+        Command::Report(args) => report::run(args)?,
         Command::Replay(args) => replay::run(args).map(|()| 0)?,
         Command::Job(args) => job::run(args).map(|()| 0)?,
         Command::Simulate(args) => simulate::run(args).map(|()| 0)?,

@@ -13,11 +13,13 @@ use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use tessera::advisor::Params;
+use tessera::deliver;
 use tessera::ingest::{fmt_ms, parse_time};
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
-    PartProgress, SourceArgs, load_parts, load_reaching, name_file, parse_tz, part_files,
+    PartProgress, SourceArgs, load_parts, load_reaching, name_file, parse_interval, parse_tz,
+    part_files,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,13 +99,165 @@ pub struct ReportArgs {
     /// Ingest reads that far back.
     #[arg(long = "trend.weeks", value_name = "N", default_value_t = report::trend::DEFAULT_WEEKS)]
     trend_weeks: usize,
+    /// Delivery by mail and chat (docs/report.md, "Delivering the report").
+    #[command(flatten)]
+    deliver: DeliverArgs,
+}
+
+/// `--smtp.tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SmtpTls {
+    /// STARTTLS, required (default port 587).
+    Starttls,
+    /// TLS from the first byte, SMTPS (default port 465).
+    Tls,
+    /// No TLS (port 25): a relay on this host or network; no password is sent this way.
+    None,
+}
+
+/// `--webhook.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WebhookFormat {
+    /// Teams for Power Automate hosts (*.logic.azure.com, *.powerplatform.com), else Slack.
+    Auto,
+    /// Slack's incoming webhooks, and Mattermost's (the same payload).
+    Slack,
+    /// Microsoft Teams through a Workflows webhook (an Adaptive Card).
+    Teams,
+}
+
+/// The delivery flags: mail, chat, the sent record, timeouts and retries. Secrets only in files.
+#[derive(Debug, Args)]
+pub struct DeliverArgs {
+    /// Mail the report to this address (repeatable): HTML with a plain-text alternative and the
+    /// JSON attached, one message per recipient.
+    #[arg(long = "mail-to", value_name = "ADDR", requires_all = ["mail_from", "smtp_host"])]
+    mail_to: Vec<String>,
+    /// The sender of the mail (name@domain or "Name <name@domain>").
+    #[arg(long = "mail-from", value_name = "ADDR", requires = "mail_to")]
+    mail_from: Option<String>,
+    /// SMTP server (submission) to send the mail through.
+    #[arg(long = "smtp.host", value_name = "HOST", requires = "mail_to")]
+    smtp_host: Option<String>,
+    /// SMTP port (default 587 with starttls, 465 with tls, 25 with none).
+    #[arg(long = "smtp.port", value_name = "PORT")]
+    smtp_port: Option<u16>,
+    /// How the SMTP connection is secured.
+    #[arg(long = "smtp.tls", value_enum, default_value_t = SmtpTls::Starttls)]
+    smtp_tls: SmtpTls,
+    /// PEM CA certificates that sign the SMTP server's certificate (they replace the built-in
+    /// roots).
+    #[arg(long = "smtp.tls.ca-file", value_name = "FILE")]
+    smtp_ca_file: Option<PathBuf>,
+    /// SMTP user (with --smtp.password-file).
+    #[arg(long = "smtp.user", value_name = "USER")]
+    smtp_user: Option<String>,
+    /// File holding the SMTP password (its last line break ignored); never the password itself.
+    #[arg(long = "smtp.password-file", value_name = "FILE")]
+    smtp_password_file: Option<PathBuf>,
+    /// File holding an incoming webhook's URL (repeatable): the URL is a secret and is never
+    /// taken on the command line, printed or recorded.
+    #[arg(long = "webhook.url-file", value_name = "FILE")]
+    webhook_url_files: Vec<PathBuf>,
+    /// The payload of the webhooks.
+    #[arg(long = "webhook.format", value_enum, default_value_t = WebhookFormat::Auto)]
+    webhook_format: WebhookFormat,
+    /// The report's address in the chat message and the mail, `{file}` replaced by the archive's
+    /// HTML name (https://reports.example/gpu/{file}).
+    #[arg(long, value_name = "URL")]
+    link: Option<String>,
+    /// The record of what was delivered (JSON), so that a re-run of the same period sends
+    /// nothing twice. Default with --archive: DIR/tessera-sent.json.
+    #[arg(long = "sent-record", value_name = "FILE")]
+    sent_record: Option<PathBuf>,
+    /// Timeout of each SMTP command and of each webhook POST.
+    #[arg(long = "delivery.timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_interval)]
+    timeout: i64,
+    /// How many times a delivery that failed in a way that may pass (no connection, a timeout,
+    /// HTTP 429 or 5xx, SMTP 4xx) is tried again, after 1 s, 2 s, 4 s …
+    #[arg(long = "delivery.retries", value_name = "N", default_value_t = 2)]
+    retries: u32,
+}
+
+/// The targets, checked and their secret files read before any data is.
+struct Delivery {
+    mailer: Option<deliver::mail::Mailer>,
+    webhooks: Vec<deliver::webhook::Webhook>,
+    record: PathBuf,
+    timeout: std::time::Duration,
+    retries: u32,
+    link: Option<String>,
+}
+
+impl DeliverArgs {
+    /// `None` when nothing is to be delivered.
+    fn delivery(&self, archive: Option<&std::path::Path>) -> Result<Option<Delivery>> {
+        if self.mail_to.is_empty() && self.webhook_url_files.is_empty() {
+            if self.link.is_some() || self.sent_record.is_some() {
+                bail!("--link and --sent-record go with --mail-to or --webhook.url-file");
+            }
+            return Ok(None);
+        }
+        let timeout = std::time::Duration::from_millis(self.timeout.unsigned_abs());
+        let mailer = match (&self.smtp_host, &self.mail_from) {
+            (Some(host), Some(from)) if !self.mail_to.is_empty() => {
+                Some(deliver::mail::Mailer::new(&deliver::mail::MailOptions {
+                    host: host.clone(),
+                    port: self.smtp_port,
+                    tls: match self.smtp_tls {
+                        SmtpTls::Starttls => deliver::mail::TlsMode::StartTls,
+                        SmtpTls::Tls => deliver::mail::TlsMode::Tls,
+                        SmtpTls::None => deliver::mail::TlsMode::None,
+                    },
+                    ca_file: self.smtp_ca_file.clone(),
+                    user: self.smtp_user.clone(),
+                    password_file: self.smtp_password_file.clone(),
+                    from: from.clone(),
+                    to: self.mail_to.clone(),
+                    timeout,
+                })?)
+            }
+            _ => None,
+        };
+        let format = match self.webhook_format {
+            WebhookFormat::Auto => None,
+            WebhookFormat::Slack => Some(deliver::webhook::Format::Slack),
+            WebhookFormat::Teams => Some(deliver::webhook::Format::Teams),
+        };
+        let webhooks = self
+            .webhook_url_files
+            .iter()
+            .map(|p| deliver::webhook::Webhook::from_file(p, format))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(l) = &self.link {
+            deliver::webhook::check_link(l)?;
+        }
+        let record = match (&self.sent_record, archive) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => dir.join("tessera-sent.json"),
+            (None, None) => bail!(
+                "delivering needs --sent-record FILE (or --archive DIR, which keeps it as DIR/tessera-sent.json): the record keeps a re-run from sending twice"
+            ),
+        };
+        Ok(Some(Delivery {
+            mailer,
+            webhooks,
+            record,
+            timeout,
+            retries: self.retries,
+            link: self.link.clone(),
+        }))
+    }
 }
 
 fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
-pub fn run(args: ReportArgs) -> Result<()> {
+/// Runs `tessera report`; the exit code: 0, or 3 when the report was made but a delivery failed.
+pub fn run(args: ReportArgs) -> Result<u8> {
+    // Bad delivery flags and unreadable secret files are found before any data is read.
+    let delivery = args.deliver.delivery(args.archive.as_deref())?;
     let tz: Tz = args.tz;
     let config = match &args.config {
         Some(p) => Some((p.as_path(), ReportConfig::load(p)?)),
@@ -130,7 +284,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
         if args.change_at.is_some() {
             bail!("--change-at compares the fleet around a change; it does not apply to --by job");
         }
-        return by_job(&args);
+        if delivery.is_some() {
+            bail!("--by job prints the worst jobs; delivery sends the weekly report: not together");
+        }
+        return by_job(&args).map(|()| 0);
     }
     let plan = match &args.plan {
         Some(p) => {
@@ -246,33 +403,102 @@ pub fn run(args: ReportArgs) -> Result<()> {
     }
     bar.finish();
     if let Some(dir) = &args.archive {
-        let json = serde_json::to_string_pretty(&r)? + "\n";
-        let a = report::archive::write(dir, &r.until, &html::render_html(&r), &json, args.keep)?;
-        eprintln!(
-            "tessera: wrote {} and {}{}",
-            a.html.display(),
-            a.json.display(),
-            if a.removed.is_empty() {
-                String::new()
-            } else {
-                format!("; removed {} older file(s)", a.removed.len())
-            }
-        );
-        return Ok(());
+        archive(&r, dir, args.keep)?;
+    } else {
+        let color = args.format == ReportFormat::Table
+            && args.out.is_none()
+            && std::io::stdout().is_terminal()
+            && !no_color();
+        let text = match args.format {
+            ReportFormat::Table => render::render_table(&r, color),
+            ReportFormat::Markdown => render::render_markdown(&r),
+            ReportFormat::Html => html::render_html(&r),
+            ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+        };
+        write_out(args.out.as_deref(), &text)?;
     }
-    let color = args.format == ReportFormat::Table
-        && args.out.is_none()
-        && std::io::stdout().is_terminal()
-        && !no_color();
-    let text = match args.format {
-        ReportFormat::Table => render::render_table(&r, color),
-        ReportFormat::Markdown => render::render_markdown(&r),
-        ReportFormat::Html => html::render_html(&r),
-        ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
-    };
-    write_out(args.out.as_deref(), &text)
+    match delivery {
+        Some(d) => deliver_report(&r, &d),
+        None => Ok(0),
+    }
 }
 
+/// `--archive DIR --keep N`: the HTML page and the JSON written, the oldest removed.
+fn archive(r: &report::Report, dir: &std::path::Path, keep: usize) -> Result<()> {
+    let json = serde_json::to_string_pretty(r)? + "\n";
+    let a = report::archive::write(dir, &r.until, &html::render_html(r), &json, keep)?;
+    eprintln!(
+        "tessera: wrote {} and {}{}",
+        a.html.display(),
+        a.json.display(),
+        if a.removed.is_empty() {
+            String::new()
+        } else {
+            format!("; removed {} older file(s)", a.removed.len())
+        }
+    );
+    Ok(())
+}
+
+/// Delivers the report to every target (`tessera::deliver::run`) and says how each fared on
+/// stderr; 3 when one failed (or was delivered and could not be recorded).
+fn deliver_report(r: &report::Report, d: &Delivery) -> Result<u8> {
+    let json = serde_json::to_string_pretty(r)? + "\n";
+    let req = deliver::DeliveryRequest {
+        mailer: d.mailer.as_ref(),
+        webhooks: &d.webhooks,
+        record: &d.record,
+        retry: deliver::retry::Retry {
+            retries: d.retries,
+            ..Default::default()
+        },
+        timeout: d.timeout,
+        link: d.link.as_deref(),
+    };
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let outcomes = match deliver::run(r, &html::render_html(r), &json, &req, &now) {
+        Ok(o) => o,
+        Err(e) if e.partly_done() => {
+            eprintln!("tessera: {e}");
+            return Ok(3);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut failed = 0;
+    for o in &outcomes {
+        match &o.outcome {
+            deliver::Outcome::Sent { attempts } => eprintln!(
+                "tessera: delivered: {}{}",
+                o.target,
+                if *attempts > 1 {
+                    format!(" (attempt {attempts})")
+                } else {
+                    String::new()
+                }
+            ),
+            deliver::Outcome::AlreadySent { at } => eprintln!(
+                "tessera: already delivered at {at} (recorded in {}): {}; not sent again",
+                d.record.display(),
+                o.target
+            ),
+            deliver::Outcome::Failed { reason, attempts } => {
+                failed += 1;
+                eprintln!(
+                    "tessera: error: not delivered after {attempts} attempt(s): {}: {reason}",
+                    o.target
+                );
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!(
+            "tessera: {failed} of {} deliveries failed (not recorded: a re-run sends only those)",
+            outcomes.len()
+        );
+        return Ok(3);
+    }
+    Ok(0)
+}
 /// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed.
 fn by_job(args: &ReportArgs) -> Result<()> {
     if args.archive.is_some() {

@@ -3,7 +3,7 @@
 //! the end of the report's data, UTC, `YYYY-MM-DDTHHMMZ`, so names sort by time), each replaced
 //! atomically, then removes the oldest reports beyond the newest `keep`. The CronJob
 //! (`deploy/report/`) and the systemd timer (`deploy/systemd/`) run it; delivery (mail, chat) is
-//! another step.
+//! `crate::deliver`'s.
 //!
 //! What it does not do: touch any file of `DIR` that is not one of its own reports, or render
 //! (the caller gives the texts).
