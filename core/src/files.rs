@@ -6,7 +6,8 @@
 //! The new content is written to a temporary file in the same folder (so the rename stays on one
 //! file system), flushed to disk, given the permissions of the file it replaces (or `0644` for a
 //! new one), and renamed over the target; the folder is then synced so the rename survives a
-//! crash. A symbolic link is followed: its target is replaced, the link stays.
+//! crash. A symbolic link is followed: its target is replaced, the link stays. A target that is
+//! not a regular file (a device such as `/dev/null`, a pipe) is written to, not replaced.
 //!
 //! What it does not do: lock against another writer (the last rename wins), or keep a backup.
 //! The history writer has its own atomic steps (`history::files`).
@@ -39,6 +40,27 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), ReplaceError> {
         }
         _ => path.to_path_buf(),
     };
+    // Not a regular file (a device such as /dev/null or /dev/stdout's target, a pipe, a
+    // socket): nothing to replace, and renaming over it would remove the device. Write to it.
+    if let Ok(m) = std::fs::metadata(&target)
+        && !m.is_file()
+    {
+        if m.is_dir() {
+            return Err(err("writing to it")(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "it is a folder",
+            )));
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .map_err(err(
+                "opening it (not a regular file: written to, not replaced)",
+            ))?;
+        f.write_all(bytes)
+            .map_err(err("writing to it (not a regular file)"))?;
+        return Ok(());
+    }
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -88,6 +110,31 @@ fn new_file_permissions() -> Option<std::fs::Permissions> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_is_written_to_never_replaced() {
+        // A FIFO (as /dev/stdout on a pipe, or a device such as /dev/null: not regular files)
+        // gets the bytes and stays what it is; a rename over it would have made it a file.
+        use std::os::unix::fs::FileTypeExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        super::replace(&fifo, b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        // A folder is an error, and stays.
+        let e = super::replace(dir.path(), b"x").unwrap_err().to_string();
+        assert!(e.contains("it is a folder"), "{e}");
+    }
+
     use super::*;
 
     #[test]
