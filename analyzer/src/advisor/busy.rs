@@ -132,12 +132,10 @@ pub struct BusyGpu {
     pub has_profiling: bool,
 }
 
-/// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
-pub fn busy_gpus(
-    frames: &Frames,
-    p: &BusyParams,
-) -> Result<(Vec<BusyGpu>, Unjudged), AdvisorError> {
-    let df = frames
+/// The GPU frame's columns the busy rule reads: the GPU's names, time and interval, busy and
+/// SM activity, and the profiling signals (tensor, DRAM, each floating-point pipe).
+fn busy_columns(frames: &Frames) -> Result<DataFrame, AdvisorError> {
+    Ok(frames
         .gpu
         .clone()
         .select([
@@ -155,7 +153,34 @@ pub fn busy_gpus(
             col("fp32_active_mean"),
             col("fp16_active_mean"),
         ])
-        .collect()?;
+        .collect()?)
+}
+
+/// The GPU of row `first` as a finding's entity.
+fn gpu_entity(
+    node: &columns::Strs,
+    gpu: &columns::I64s,
+    uuid: &columns::Strs,
+    model: &columns::Strs,
+    first: usize,
+) -> Entity {
+    let o = |v: Option<&str>| v.map(str::to_string);
+    Entity {
+        kind: "gpu".into(),
+        node: o(node.get(first)),
+        gpu: gpu.get(first).map(|g| g as u32),
+        uuid: o(uuid.get(first)),
+        model: o(model.get(first)),
+        ..Entity::default()
+    }
+}
+
+/// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
+pub fn busy_gpus(
+    frames: &Frames,
+    p: &BusyParams,
+) -> Result<(Vec<BusyGpu>, Unjudged), AdvisorError> {
+    let df = busy_columns(frames)?;
     let node = columns::strs(&df, "node")?;
     let uuid = columns::strs(&df, "uuid")?;
     let model = columns::strs(&df, "model")?;
@@ -229,23 +254,11 @@ pub fn busy_gpus(
         }
         spans.extend(cur.take());
         if !both {
-            match (any_busy, any_sm) {
-                (_, false) => unjudged.no_sm += 1,
-                (false, true) => unjudged.no_busy += 1,
-                (true, true) => unjudged.apart += 1,
-            }
+            unjudged.count(any_busy, any_sm);
             continue;
         }
-        let o = |v: Option<&str>| v.map(str::to_string);
         out.push(BusyGpu {
-            entity: Entity {
-                kind: "gpu".into(),
-                node: o(node.get(first)),
-                gpu: gpu.get(first).map(|g| g as u32),
-                uuid: o(uuid.get(first)),
-                model: o(model.get(first)),
-                ..Entity::default()
-            },
+            entity: gpu_entity(&node, &gpu, &uuid, &model, first),
             spans,
             busy_mean: if k > 0 { bsum / k as f64 } else { 0.0 },
             sm_mean: if k > 0 { ssum / k as f64 } else { 0.0 },
@@ -269,6 +282,17 @@ pub struct Unjudged {
     pub no_busy: u64,
     /// Both signals, but never in the same row.
     pub apart: u64,
+}
+
+impl Unjudged {
+    /// Counts a GPU never judged: no SM activity, else no busy ratio, else the two apart.
+    fn count(&mut self, any_busy: bool, any_sm: bool) {
+        match (any_busy, any_sm) {
+            (_, false) => self.no_sm += 1,
+            (false, true) => self.no_busy += 1,
+            (true, true) => self.apart += 1,
+        }
+    }
 }
 
 impl Detector for BusyNotWorking {
