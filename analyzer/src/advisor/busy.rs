@@ -293,6 +293,28 @@ impl Unjudged {
             (true, true) => self.apart += 1,
         }
     }
+
+    /// The notes on the GPUs not judged, of the `seen` ones, by why.
+    fn notes(&self, seen: u64, notes: &mut Vec<String>) {
+        if self.no_sm > 0 {
+            notes.push(format!(
+            "SM activity is missing for {} of {seen} GPU(s) (MIG mode, pre-Hopper without DCGM profiling): not judged, busy ratio alone cannot tell busy from working",
+            self.no_sm
+        ));
+        }
+        if self.no_busy > 0 {
+            notes.push(format!(
+                "busy ratio is missing for {} of {seen} GPU(s): not judged",
+                self.no_busy
+            ));
+        }
+        if self.apart > 0 {
+            notes.push(format!(
+            "{} of {seen} GPU(s) have busy ratio and SM activity but never in the same row: not judged",
+            self.apart
+        ));
+        }
+    }
 }
 
 impl Detector for BusyNotWorking {
@@ -321,24 +343,7 @@ impl Detector for BusyNotWorking {
         let mut out = DetectorOutput::default();
         let judged = gpus.len() as u64;
         let seen = judged + un.no_sm + un.no_busy + un.apart;
-        if un.no_sm > 0 {
-            out.notes.push(format!(
-                "SM activity is missing for {} of {seen} GPU(s) (MIG mode, pre-Hopper without DCGM profiling): not judged, busy ratio alone cannot tell busy from working",
-                un.no_sm
-            ));
-        }
-        if un.no_busy > 0 {
-            out.notes.push(format!(
-                "busy ratio is missing for {} of {seen} GPU(s): not judged",
-                un.no_busy
-            ));
-        }
-        if un.apart > 0 {
-            out.notes.push(format!(
-                "{} of {seen} GPU(s) have busy ratio and SM activity but never in the same row: not judged",
-                un.apart
-            ));
-        }
+        un.notes(seen, &mut out.notes);
         let with_profiling = gpus.iter().filter(|g| g.has_profiling).count();
         if with_profiling > 0 && with_profiling < gpus.len() {
             out.notes.push(format!(
@@ -369,45 +374,7 @@ impl Detector for BusyNotWorking {
                 && g.span_fp
                     .iter()
                     .all(|a| a.mean().is_none_or(|m| m <= p.max_pipe));
-            let (summary, action) = match (tensor, dram) {
-                (Some(t), Some(d)) if spinning => (
-                    format!(
-                        "{} looked busy but did no tensor or DRAM work for {:.1} h ({:.0}% of the time observed; busy {:.0}% and SM activity {:.0}% on average, tensor {:.0}% and DRAM {:.0}% in those spans): its kernels spun or waited",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0,
-                        t * 100.0,
-                        d * 100.0
-                    ),
-                    SPIN_ACTION,
-                ),
-                (Some(t), Some(d)) => (
-                    format!(
-                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average; tensor {:.0}% and DRAM {:.0}% in those spans)",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0,
-                        t * 100.0,
-                        d * 100.0
-                    ),
-                    SM_ACTION,
-                ),
-                _ => (
-                    format!(
-                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0
-                    ),
-                    SM_ACTION,
-                ),
-            };
+            let (summary, action) = busy_summary(&g, total, share, (tensor, dram), spinning);
             out.findings.push(Finding::new(
                 finding_id(self.id(), &ident),
                 if share >= 0.25 {
@@ -460,5 +427,56 @@ impl Detector for BusyNotWorking {
             p.min_duration_ms / 60_000
         );
         Ok(out)
+    }
+}
+
+/// A busy GPU's finding text and action: spinning or waiting when its spans' tensor and DRAM
+/// activity (and every pipe's) stayed under the no-work thresholds, else its SMs idle (with the
+/// spans' tensor and DRAM activity when known).
+fn busy_summary(
+    g: &BusyGpu,
+    total: i64,
+    share: f64,
+    (tensor, dram): (Option<f64>, Option<f64>),
+    spinning: bool,
+) -> (String, &'static str) {
+    match (tensor, dram) {
+        (Some(t), Some(d)) if spinning => (
+            format!(
+                "{} looked busy but did no tensor or DRAM work for {:.1} h ({:.0}% of the time observed; busy {:.0}% and SM activity {:.0}% on average, tensor {:.0}% and DRAM {:.0}% in those spans): its kernels spun or waited",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0,
+                t * 100.0,
+                d * 100.0
+            ),
+            SPIN_ACTION,
+        ),
+        (Some(t), Some(d)) => (
+            format!(
+                "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average; tensor {:.0}% and DRAM {:.0}% in those spans)",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0,
+                t * 100.0,
+                d * 100.0
+            ),
+            SM_ACTION,
+        ),
+        _ => (
+            format!(
+                "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0
+            ),
+            SM_ACTION,
+        ),
     }
 }
