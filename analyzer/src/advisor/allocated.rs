@@ -432,15 +432,7 @@ impl Detector for AllocatedUnused {
             }
             let e = &d.entity;
             let (severity, summary, action) = finding_text(d, kind, (unused_ms, act_mean), params);
-            let ident = [
-                e.kind.as_str(),
-                e.node.as_deref().unwrap_or(""),
-                e.uuid.as_deref().unwrap_or(""),
-                e.mig_uuid.as_deref().unwrap_or(""),
-                e.namespace.as_deref().unwrap_or(""),
-                e.pod.as_deref().unwrap_or(""),
-                e.slurm_job.as_deref().unwrap_or(""),
-            ];
+            let ident = device_ident(e);
             let evidence = AllocatedEvidence {
                 activity_mean: act_mean.map(r3),
                 held_hours: r3(hours(d.held_ms)),
@@ -549,6 +541,19 @@ fn finding_text(
             "share the GPU (time-slicing or MPS) with other light work, or move the workload to a MIG slice".to_string(),
         )
     }
+}
+
+/// What identifies a held device's finding: its kind, node, uuids and holder.
+fn device_ident(e: &Entity) -> [&str; 7] {
+    [
+        e.kind.as_str(),
+        e.node.as_deref().unwrap_or(""),
+        e.uuid.as_deref().unwrap_or(""),
+        e.mig_uuid.as_deref().unwrap_or(""),
+        e.namespace.as_deref().unwrap_or(""),
+        e.pod.as_deref().unwrap_or(""),
+        e.slurm_job.as_deref().unwrap_or(""),
+    ]
 }
 
 /// Each unused span as evidence: start, end and minutes.
