@@ -24,6 +24,8 @@
 //! This module does not act on a finding (releasing a pod or cancelling a job is the owner's
 //! call) and does not price it (the report does).
 
+mod device;
+
 use std::collections::BTreeMap;
 
 use polars::prelude::*;
@@ -36,6 +38,7 @@ use super::{
 use crate::frames::Frames;
 use crate::frames::columns::{self, ts_ms};
 use crate::times::fmt_ms;
+use device::{OwnerRef, device_columns, new_device};
 
 /// Mean activity over the held rows below which a held, used device is `low_use` (10%).
 pub const LOW_USE: f64 = 0.10;
@@ -246,38 +249,14 @@ fn judge(
     p: &Params,
     out: &mut Part,
 ) -> Result<(), AdvisorError> {
-    let df = d.df;
-    let (node, uuid) = (str_col(df, "node")?, str_col(df, "uuid")?);
-    let (ns, pod, job) = (
-        str_col(df, "holder_namespace")?,
-        str_col(df, "holder_pod")?,
-        str_col(df, "holder_slurm_job_id")?,
-    );
-    let (gpu, t, iv, holders) = (
-        columns::i64s(df, "gpu")?,
-        columns::i64s(df, "t")?,
-        columns::i64s(df, "interval_ms")?,
-        columns::i64s(df, "holders")?,
-    );
-    let (mem, act) = (columns::f64s(df, "mem")?, columns::f64s(df, "act")?);
-    let mig = d.kind == "mig";
-    let (gi, mig_uuid, profile, model) = if mig {
-        (
-            Some(columns::i64s(df, "gpu_instance")?),
-            Some(str_col(df, "mig_uuid")?),
-            Some(str_col(df, "profile")?),
-            None,
-        )
-    } else {
-        (None, None, None, Some(str_col(df, "model")?))
-    };
+    let c = device_columns(d)?;
     let first = d.rows[0];
     let (n0, u0) = (
-        node.get(first).unwrap_or("").to_string(),
-        uuid.get(first).unwrap_or("").to_string(),
+        c.node.get(first).unwrap_or("").to_string(),
+        c.uuid.get(first).unwrap_or("").to_string(),
     );
-    let gi0 = gi.as_ref().and_then(|g| g.get(first));
-    let share = profile_share(profile.as_ref().and_then(|p| p.get(first)));
+    let gi0 = c.gi.as_ref().and_then(|g| g.get(first));
+    let share = profile_share(c.profile.as_ref().and_then(|p| p.get(first)));
     let ends = procs.get(&(n0.clone(), u0.clone(), gi0.unwrap_or(-1)));
     let busy_at = |start: i64, end: i64| {
         ends.is_some_and(|v| {
@@ -288,7 +267,6 @@ fn judge(
     let ip = &p.idle;
     // The device's owners in order of appearance (a device has one or a few), the current
     // one's index, and the unused run in progress (owner index, start, end).
-    type OwnerRef<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
     let mut owners: Vec<(OwnerRef, HeldDevice)> = Vec::new();
     let mut run: Option<(usize, i64, i64)> = None;
     let mut prev: Option<(i64, usize)> = None;
@@ -299,59 +277,23 @@ fn judge(
             owners[o].1.spans.push((s, e));
         }
     };
-    let new_device = |o: OwnerRef| {
-        let mut entity = Entity {
-            kind: d.kind.into(),
-            node: Some(n0.clone()),
-            gpu: gpu.get(first).map(|g| g as u32),
-            uuid: Some(u0.clone()),
-            namespace: o.0.map(str::to_string),
-            pod: o.1.map(str::to_string),
-            slurm_job: o.2.map(str::to_string),
-            ..Entity::default()
-        };
-        if mig {
-            entity.mig_uuid = mig_uuid
-                .as_ref()
-                .and_then(|m| m.get(first))
-                .map(str::to_string);
-            entity.gpu_instance = gi0.map(|g| g as u32);
-            entity.model = profile
-                .as_ref()
-                .and_then(|p| p.get(first))
-                .map(str::to_string);
-        } else {
-            entity.model = model
-                .as_ref()
-                .and_then(|m| m.get(first))
-                .map(str::to_string);
-        }
-        HeldDevice {
-            entity,
-            share,
-            held_ms: 0,
-            act_ms: 0.0,
-            act_known_ms: 0,
-            spans: Vec::new(),
-        }
-    };
     for &i in &d.rows {
-        let (Some(ts), Some(n)) = (t.get(i), holders.get(i)) else {
+        let (Some(ts), Some(n)) = (c.t.get(i), c.holders.get(i)) else {
             continue;
         };
-        let iv = iv.get(i).unwrap_or(0).max(1);
+        let iv = c.iv.get(i).unwrap_or(0).max(1);
         if n < 1 {
             close(&mut run, &mut owners);
             prev = None;
             continue;
         }
-        let owner: OwnerRef = (ns.get(i), pod.get(i), job.get(i));
+        let owner: OwnerRef = (c.ns.get(i), c.pod.get(i), c.job.get(i));
         let o = match prev {
             Some((_, o)) if owners[o].0 == owner => o,
             _ => match owners.iter().position(|(k, _)| *k == owner) {
                 Some(o) => o,
                 None => {
-                    owners.push((owner, new_device(owner)));
+                    owners.push((owner, new_device(d, &c, (gi0, share), owner)));
                     owners.len() - 1
                 }
             },
@@ -365,12 +307,12 @@ fn judge(
         let h = &mut owners[o].1;
         h.held_ms += iv;
         out.2 += hours(iv) * share;
-        let a = act.get(i);
+        let a = c.act.get(i);
         if let Some(a) = a {
             h.act_ms += a * iv as f64;
             h.act_known_ms += iv;
         }
-        let Some(m) = mem.get(i) else {
+        let Some(m) = c.mem.get(i) else {
             out.1 += 1;
             close(&mut run, &mut owners);
             continue;
@@ -489,72 +431,13 @@ impl Detector for AllocatedUnused {
                 low_gpu_h += wasted;
             }
             let e = &d.entity;
-            let owner = match (&e.namespace, &e.pod, &e.slurm_job) {
-                (Some(ns), Some(p), _) => format!("pod {ns}/{p}"),
-                (None, Some(p), _) => format!("pod {p}"),
-                (_, _, Some(j)) => format!("Slurm job {j}"),
-                _ => "an unnamed holder".into(),
-            };
-            let place = match e.gpu_instance {
-                Some(gi) => format!(
-                    "{}/GPU{}/GI{gi}",
-                    e.node.as_deref().unwrap_or(""),
-                    e.gpu.unwrap_or(0)
-                ),
-                None => format!(
-                    "{}/GPU{}",
-                    e.node.as_deref().unwrap_or(""),
-                    e.gpu.unwrap_or(0)
-                ),
-            };
-            let (severity, summary, action) = if kind == "unused" {
-                (
-                    Severity::Warning,
-                    format!(
-                        "{place} was allocated to {owner} for {:.1} h and unused for {:.1} h in {} span(s): no process, under {:.1} GiB held, activity ≤ {:.0}%",
-                        hours(d.held_ms),
-                        hours(unused_ms),
-                        d.spans.len(),
-                        ip.min_memory_bytes / (1u64 << 30) as f64,
-                        ip.max_activity * 100.0
-                    ),
-                    format!(
-                        "release it: {owner} held the device with nothing running; end the pod or job (or scale its workload to zero) so the scheduler can place other work there"
-                    ),
-                )
-            } else {
-                (
-                    Severity::Info,
-                    format!(
-                        "{place} was allocated to {owner} for {:.1} h at {:.1}% mean activity",
-                        hours(d.held_ms),
-                        act_mean.unwrap_or(0.0) * 100.0
-                    ),
-                    "share the GPU (time-slicing or MPS) with other light work, or move the workload to a MIG slice".to_string(),
-                )
-            };
-            let ident = [
-                e.kind.as_str(),
-                e.node.as_deref().unwrap_or(""),
-                e.uuid.as_deref().unwrap_or(""),
-                e.mig_uuid.as_deref().unwrap_or(""),
-                e.namespace.as_deref().unwrap_or(""),
-                e.pod.as_deref().unwrap_or(""),
-                e.slurm_job.as_deref().unwrap_or(""),
-            ];
+            let (severity, summary, action) = finding_text(d, kind, (unused_ms, act_mean), params);
+            let ident = device_ident(e);
             let evidence = AllocatedEvidence {
                 activity_mean: act_mean.map(r3),
                 held_hours: r3(hours(d.held_ms)),
                 kind: kind.into(),
-                spans: d
-                    .spans
-                    .iter()
-                    .map(|&(s, e)| AllocatedSpanEvidence {
-                        start: fmt_ms(s),
-                        end: fmt_ms(e),
-                        minutes: r3((e - s) as f64 / 60_000.0),
-                    })
-                    .collect(),
+                spans: span_evidence(&d.spans),
                 unused_hours: r3(hours(unused_ms)),
                 wasted_gpu_hours: r3(wasted),
             };
@@ -602,6 +485,87 @@ impl Detector for AllocatedUnused {
         out.findings = found.into_iter().map(|(_, f)| f).collect();
         Ok(out)
     }
+}
+
+/// A finding's severity, text and action for device `d` of `kind` (`unused`, `low_use`), with
+/// its unused time and mean activity: where it is and who holds it, and what to do.
+fn finding_text(
+    d: &HeldDevice,
+    kind: &str,
+    (unused_ms, act_mean): (i64, Option<f64>),
+    params: &Params,
+) -> (Severity, String, String) {
+    let ip = &params.idle;
+    let e = &d.entity;
+    let owner = match (&e.namespace, &e.pod, &e.slurm_job) {
+        (Some(ns), Some(p), _) => format!("pod {ns}/{p}"),
+        (None, Some(p), _) => format!("pod {p}"),
+        (_, _, Some(j)) => format!("Slurm job {j}"),
+        _ => "an unnamed holder".into(),
+    };
+    let place = match e.gpu_instance {
+        Some(gi) => format!(
+            "{}/GPU{}/GI{gi}",
+            e.node.as_deref().unwrap_or(""),
+            e.gpu.unwrap_or(0)
+        ),
+        None => format!(
+            "{}/GPU{}",
+            e.node.as_deref().unwrap_or(""),
+            e.gpu.unwrap_or(0)
+        ),
+    };
+    if kind == "unused" {
+        (
+            Severity::Warning,
+            format!(
+                "{place} was allocated to {owner} for {:.1} h and unused for {:.1} h in {} span(s): no process, under {:.1} GiB held, activity ≤ {:.0}%",
+                hours(d.held_ms),
+                hours(unused_ms),
+                d.spans.len(),
+                ip.min_memory_bytes / (1u64 << 30) as f64,
+                ip.max_activity * 100.0
+            ),
+            format!(
+                "release it: {owner} held the device with nothing running; end the pod or job (or scale its workload to zero) so the scheduler can place other work there"
+            ),
+        )
+    } else {
+        (
+            Severity::Info,
+            format!(
+                "{place} was allocated to {owner} for {:.1} h at {:.1}% mean activity",
+                hours(d.held_ms),
+                act_mean.unwrap_or(0.0) * 100.0
+            ),
+            "share the GPU (time-slicing or MPS) with other light work, or move the workload to a MIG slice".to_string(),
+        )
+    }
+}
+
+/// What identifies a held device's finding: its kind, node, uuids and holder.
+fn device_ident(e: &Entity) -> [&str; 7] {
+    [
+        e.kind.as_str(),
+        e.node.as_deref().unwrap_or(""),
+        e.uuid.as_deref().unwrap_or(""),
+        e.mig_uuid.as_deref().unwrap_or(""),
+        e.namespace.as_deref().unwrap_or(""),
+        e.pod.as_deref().unwrap_or(""),
+        e.slurm_job.as_deref().unwrap_or(""),
+    ]
+}
+
+/// Each unused span as evidence: start, end and minutes.
+fn span_evidence(spans: &[(i64, i64)]) -> Vec<AllocatedSpanEvidence> {
+    spans
+        .iter()
+        .map(|&(s, e)| AllocatedSpanEvidence {
+            start: fmt_ms(s),
+            end: fmt_ms(e),
+            minutes: r3((e - s) as f64 / 60_000.0),
+        })
+        .collect()
 }
 
 #[cfg(test)]

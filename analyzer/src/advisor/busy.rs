@@ -132,12 +132,10 @@ pub struct BusyGpu {
     pub has_profiling: bool,
 }
 
-/// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
-pub fn busy_gpus(
-    frames: &Frames,
-    p: &BusyParams,
-) -> Result<(Vec<BusyGpu>, Unjudged), AdvisorError> {
-    let df = frames
+/// The GPU frame's columns the busy rule reads: the GPU's names, time and interval, busy and
+/// SM activity, and the profiling signals (tensor, DRAM, each floating-point pipe).
+fn busy_columns(frames: &Frames) -> Result<DataFrame, AdvisorError> {
+    Ok(frames
         .gpu
         .clone()
         .select([
@@ -155,7 +153,34 @@ pub fn busy_gpus(
             col("fp32_active_mean"),
             col("fp16_active_mean"),
         ])
-        .collect()?;
+        .collect()?)
+}
+
+/// The GPU of row `first` as a finding's entity.
+fn gpu_entity(
+    node: &columns::Strs,
+    gpu: &columns::I64s,
+    uuid: &columns::Strs,
+    model: &columns::Strs,
+    first: usize,
+) -> Entity {
+    let o = |v: Option<&str>| v.map(str::to_string);
+    Entity {
+        kind: "gpu".into(),
+        node: o(node.get(first)),
+        gpu: gpu.get(first).map(|g| g as u32),
+        uuid: o(uuid.get(first)),
+        model: o(model.get(first)),
+        ..Entity::default()
+    }
+}
+
+/// Finds every GPU's spans (all of them, before the `min_duration` filter on the total).
+pub fn busy_gpus(
+    frames: &Frames,
+    p: &BusyParams,
+) -> Result<(Vec<BusyGpu>, Unjudged), AdvisorError> {
+    let df = busy_columns(frames)?;
     let node = columns::strs(&df, "node")?;
     let uuid = columns::strs(&df, "uuid")?;
     let model = columns::strs(&df, "model")?;
@@ -229,23 +254,11 @@ pub fn busy_gpus(
         }
         spans.extend(cur.take());
         if !both {
-            match (any_busy, any_sm) {
-                (_, false) => unjudged.no_sm += 1,
-                (false, true) => unjudged.no_busy += 1,
-                (true, true) => unjudged.apart += 1,
-            }
+            unjudged.count(any_busy, any_sm);
             continue;
         }
-        let o = |v: Option<&str>| v.map(str::to_string);
         out.push(BusyGpu {
-            entity: Entity {
-                kind: "gpu".into(),
-                node: o(node.get(first)),
-                gpu: gpu.get(first).map(|g| g as u32),
-                uuid: o(uuid.get(first)),
-                model: o(model.get(first)),
-                ..Entity::default()
-            },
+            entity: gpu_entity(&node, &gpu, &uuid, &model, first),
             spans,
             busy_mean: if k > 0 { bsum / k as f64 } else { 0.0 },
             sm_mean: if k > 0 { ssum / k as f64 } else { 0.0 },
@@ -269,6 +282,39 @@ pub struct Unjudged {
     pub no_busy: u64,
     /// Both signals, but never in the same row.
     pub apart: u64,
+}
+
+impl Unjudged {
+    /// Counts a GPU never judged: no SM activity, else no busy ratio, else the two apart.
+    fn count(&mut self, any_busy: bool, any_sm: bool) {
+        match (any_busy, any_sm) {
+            (_, false) => self.no_sm += 1,
+            (false, true) => self.no_busy += 1,
+            (true, true) => self.apart += 1,
+        }
+    }
+
+    /// The notes on the GPUs not judged, of the `seen` ones, by why.
+    fn notes(&self, seen: u64, notes: &mut Vec<String>) {
+        if self.no_sm > 0 {
+            notes.push(format!(
+            "SM activity is missing for {} of {seen} GPU(s) (MIG mode, pre-Hopper without DCGM profiling): not judged, busy ratio alone cannot tell busy from working",
+            self.no_sm
+        ));
+        }
+        if self.no_busy > 0 {
+            notes.push(format!(
+                "busy ratio is missing for {} of {seen} GPU(s): not judged",
+                self.no_busy
+            ));
+        }
+        if self.apart > 0 {
+            notes.push(format!(
+            "{} of {seen} GPU(s) have busy ratio and SM activity but never in the same row: not judged",
+            self.apart
+        ));
+        }
+    }
 }
 
 impl Detector for BusyNotWorking {
@@ -297,24 +343,7 @@ impl Detector for BusyNotWorking {
         let mut out = DetectorOutput::default();
         let judged = gpus.len() as u64;
         let seen = judged + un.no_sm + un.no_busy + un.apart;
-        if un.no_sm > 0 {
-            out.notes.push(format!(
-                "SM activity is missing for {} of {seen} GPU(s) (MIG mode, pre-Hopper without DCGM profiling): not judged, busy ratio alone cannot tell busy from working",
-                un.no_sm
-            ));
-        }
-        if un.no_busy > 0 {
-            out.notes.push(format!(
-                "busy ratio is missing for {} of {seen} GPU(s): not judged",
-                un.no_busy
-            ));
-        }
-        if un.apart > 0 {
-            out.notes.push(format!(
-                "{} of {seen} GPU(s) have busy ratio and SM activity but never in the same row: not judged",
-                un.apart
-            ));
-        }
+        un.notes(seen, &mut out.notes);
         let with_profiling = gpus.iter().filter(|g| g.has_profiling).count();
         if with_profiling > 0 && with_profiling < gpus.len() {
             out.notes.push(format!(
@@ -345,45 +374,7 @@ impl Detector for BusyNotWorking {
                 && g.span_fp
                     .iter()
                     .all(|a| a.mean().is_none_or(|m| m <= p.max_pipe));
-            let (summary, action) = match (tensor, dram) {
-                (Some(t), Some(d)) if spinning => (
-                    format!(
-                        "{} looked busy but did no tensor or DRAM work for {:.1} h ({:.0}% of the time observed; busy {:.0}% and SM activity {:.0}% on average, tensor {:.0}% and DRAM {:.0}% in those spans): its kernels spun or waited",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0,
-                        t * 100.0,
-                        d * 100.0
-                    ),
-                    SPIN_ACTION,
-                ),
-                (Some(t), Some(d)) => (
-                    format!(
-                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average; tensor {:.0}% and DRAM {:.0}% in those spans)",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0,
-                        t * 100.0,
-                        d * 100.0
-                    ),
-                    SM_ACTION,
-                ),
-                _ => (
-                    format!(
-                        "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
-                        g.entity.label(),
-                        hours(total),
-                        share * 100.0,
-                        g.busy_mean * 100.0,
-                        g.sm_mean * 100.0
-                    ),
-                    SM_ACTION,
-                ),
-            };
+            let (summary, action) = busy_summary(&g, total, share, (tensor, dram), spinning);
             out.findings.push(Finding::new(
                 finding_id(self.id(), &ident),
                 if share >= 0.25 {
@@ -436,5 +427,56 @@ impl Detector for BusyNotWorking {
             p.min_duration_ms / 60_000
         );
         Ok(out)
+    }
+}
+
+/// A busy GPU's finding text and action: spinning or waiting when its spans' tensor and DRAM
+/// activity (and every pipe's) stayed under the no-work thresholds, else its SMs idle (with the
+/// spans' tensor and DRAM activity when known).
+fn busy_summary(
+    g: &BusyGpu,
+    total: i64,
+    share: f64,
+    (tensor, dram): (Option<f64>, Option<f64>),
+    spinning: bool,
+) -> (String, &'static str) {
+    match (tensor, dram) {
+        (Some(t), Some(d)) if spinning => (
+            format!(
+                "{} looked busy but did no tensor or DRAM work for {:.1} h ({:.0}% of the time observed; busy {:.0}% and SM activity {:.0}% on average, tensor {:.0}% and DRAM {:.0}% in those spans): its kernels spun or waited",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0,
+                t * 100.0,
+                d * 100.0
+            ),
+            SPIN_ACTION,
+        ),
+        (Some(t), Some(d)) => (
+            format!(
+                "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average; tensor {:.0}% and DRAM {:.0}% in those spans)",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0,
+                t * 100.0,
+                d * 100.0
+            ),
+            SM_ACTION,
+        ),
+        _ => (
+            format!(
+                "{} looked busy but its SMs mostly idled for {:.1} h ({:.0}% of the time observed; busy {:.0}% vs SM activity {:.0}% on average)",
+                g.entity.label(),
+                hours(total),
+                share * 100.0,
+                g.busy_mean * 100.0,
+                g.sm_mean * 100.0
+            ),
+            SM_ACTION,
+        ),
     }
 }

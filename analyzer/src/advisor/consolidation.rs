@@ -15,9 +15,9 @@
 //! each move names who would carry it out ([`super::scheduler::moved_by`]: the Kubernetes
 //! scheduler for a pod, Slurm for a job's next submission, no one across the two).
 
-use std::collections::BTreeMap;
+mod raw;
 
-use polars::prelude::*;
+use std::collections::BTreeMap;
 
 use super::evidence::{ConsolidationEvidence, PlanGpu, PlanGroup, PlanWorkload};
 use super::scheduler::{self, Scheduler};
@@ -26,7 +26,7 @@ use super::{
     hours, r3, unbox,
 };
 use crate::frames::Frames;
-use crate::frames::columns::{self, FastMap, FastSet, ts_ms};
+pub use raw::{RawWorkload, RawWorkloads, raw_workloads};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -90,222 +90,6 @@ pub struct Bin {
 /// The nearest-rank quantile of `v` ([`crate::stats::quantile`] on a copy); 0 when empty.
 fn quantile(v: &[f32], q: f64) -> f32 {
     crate::stats::quantile(&mut v.to_vec(), q).unwrap_or(0.0)
-}
-
-/// Loaded GPUs outside MIG mode, bucketed over their own range (pure over one partition).
-///
-/// Rows are grouped by GPU and bucket in Rust (GPUs keyed by their strings' arrow views), not
-/// by a polars group-by on string keys, which cost more than the rest of the detector.
-pub fn raw_workloads(
-    frames: &Frames,
-    p: &ConsolidationParams,
-) -> Result<RawWorkloads, AdvisorError> {
-    let step = p.step_ms.max(1);
-    let df = frames
-        .gpu
-        .clone()
-        .filter(col("mig_enabled").fill_null(lit(false)).not())
-        .select([
-            col("node"),
-            col("uuid"),
-            col("gpu").cast(DataType::Int64),
-            col("model"),
-            ts_ms().alias("ts"),
-            col("interval_ms").cast(DataType::Int64),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .alias("mem"),
-            col("memory_total_bytes")
-                .cast(DataType::Float64)
-                .alias("total"),
-            col("sm_active_max"),
-            col("busy_max"),
-            col("holder_namespace"),
-            col("holder_pod"),
-            col("holder_slurm_job_id"),
-        ])
-        .collect()?;
-    let node = columns::strs(&df, "node")?;
-    let uuid = columns::strs(&df, "uuid")?;
-    let model = columns::strs(&df, "model")?;
-    let gpu = columns::i64s(&df, "gpu")?;
-    let ts = columns::i64s(&df, "ts")?;
-    let iv = columns::i64s(&df, "interval_ms")?;
-    let mem = columns::f64s(&df, "mem")?;
-    let total = columns::f64s(&df, "total")?;
-    let sm = columns::f64s(&df, "sm_active_max")?;
-    let busy = columns::f64s(&df, "busy_max")?;
-    let holder: [columns::Strs; 3] = [
-        columns::strs(&df, "holder_namespace")?,
-        columns::strs(&df, "holder_pod")?,
-        columns::strs(&df, "holder_slurm_job_id")?,
-    ];
-    let holder = holder.each_ref().map(columns::Strs::ids);
-    // ts > 0: the bucket of the interval ending at ts.
-    let bucket = |t: i64| (t - 1).div_euclid(step);
-
-    /// One GPU's rows: (bucket, row) in row order, and its first row of its first bucket.
-    struct Gpu<'a> {
-        key: (Option<&'a str>, Option<&'a str>),
-        rows: Vec<(i64, usize)>,
-        first: (i64, usize),
-    }
-    let mut gpus: Vec<Gpu> = Vec::new();
-    {
-        // Rows keyed by string ids (each string read once per distinct view).
-        let (vn, vu) = (node.ids(), uuid.ids());
-        let mut by_id: FastMap<(Option<u32>, Option<u32>), usize> = FastMap::default();
-        for i in 0..df.height() {
-            let Some(t) = ts.get(i) else { continue };
-            let b = bucket(t);
-            let g = *by_id.entry((vn.at(i), vu.at(i))).or_insert_with(|| {
-                gpus.push(Gpu {
-                    key: (vn.get(i), vu.get(i)),
-                    rows: Vec::new(),
-                    first: (b, i),
-                });
-                gpus.len() - 1
-            });
-            // A row longer than the step fills every bucket its interval covers (5-minute
-            // data on a 1-minute step), so a coarse series is not read as gaps.
-            let from = bucket(t - iv.get(i).unwrap_or(0).max(1) + 1).min(b);
-            let e = &mut gpus[g];
-            for k in from..=b {
-                e.rows.push((k, i));
-            }
-            if from < e.first.0 {
-                e.first = (from, i);
-            }
-        }
-    }
-    gpus.sort_by(|a, b| a.key.cmp(&b.key));
-    let range = gpus
-        .iter()
-        .flat_map(|g| g.rows.iter().map(|r| r.0))
-        .fold((i64::MAX, i64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let mut raw = RawWorkloads {
-        workloads: Vec::new(),
-        no_total: 0,
-        no_memory: 0,
-        gpus: gpus.len(),
-        buckets: (range.0 <= range.1).then_some(range),
-        notes: Vec::new(),
-    };
-    if range.0 > range.1 {
-        return Ok(raw);
-    }
-    let (tenants, mut held) = tenants(frames)?;
-    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
-    };
-    for g in &gpus {
-        let (gmin, gmax) = g.rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
-            (lo.min(r.0), hi.max(r.0))
-        });
-        let len = (gmax - gmin + 1) as usize;
-        // Per bucket: max memory, max SM activity, max busy.
-        let mut bm: Vec<Option<f64>> = vec![None; len];
-        let mut bs: Vec<Option<f64>> = vec![None; len];
-        let mut bb: Vec<Option<f64>> = vec![None; len];
-        let mut cap: f64 = 0.0;
-        for &(b, i) in &g.rows {
-            let k = (b - gmin) as usize;
-            bm[k] = max(bm[k], mem.get(i));
-            bs[k] = max(bs[k], sm.get(i));
-            bb[k] = max(bb[k], busy.get(i));
-            cap = cap.max(total.get(i).unwrap_or(0.0));
-        }
-        let uses_sm = bs.iter().any(Option::is_some);
-        let m: Vec<f32> = bm
-            .iter()
-            .map(|v| v.map_or(f32::NAN, |v| v as f32))
-            .collect();
-        let a: Vec<f32> = (if uses_sm { &bs } else { &bb })
-            .iter()
-            .map(|v| v.map_or(f32::NAN, |v| v as f32))
-            .collect();
-        if m.iter().all(|v| v.is_nan()) {
-            raw.no_memory += 1;
-            continue;
-        }
-        let peak_mem = m
-            .iter()
-            .copied()
-            .filter(|v| !v.is_nan())
-            .fold(0.0, f32::max);
-        if f64::from(peak_mem) < p.min_memory_bytes {
-            continue;
-        }
-        if cap <= 0.0 {
-            raw.no_total += 1;
-            continue;
-        }
-        let first = g.first.1;
-        let n = g.key.0.unwrap_or("").to_string();
-        let u = g.key.1.unwrap_or("").to_string();
-        // The GPU's holders, read where they change (a row at a time, in its rows' order).
-        let mut last = None;
-        for &(_, i) in &g.rows {
-            let k = holder.each_ref().map(|h| h.at(i));
-            if k != [None; 3] && last != Some(k) {
-                last = Some(k);
-                let [ns, pod, job] = holder.each_ref().map(|h| h.get(i));
-                held.add_row(&n, None, Some(&u), ns, pod, None, job);
-            }
-        }
-        raw.workloads.push(RawWorkload {
-            tenants: tenants
-                .get(&(n.clone(), u.clone()))
-                .cloned()
-                .unwrap_or_default(),
-            scheduler: held.scheduler(&n, gpu.get(first).map(|g| g as u32), Some(&u)),
-            entity: Entity {
-                kind: "gpu".into(),
-                node: Some(n),
-                gpu: gpu.get(first).map(|g| g as u32),
-                uuid: Some(u),
-                model: model.get(first).map(str::to_string),
-                ..Entity::default()
-            },
-            capacity_bytes: cap,
-            first_bucket: gmin,
-            mem: m,
-            act: a,
-            uses_sm,
-        });
-    }
-    Ok(raw)
-}
-
-/// One loaded GPU's bucketed series over its own bucket range (`NaN` = no data), before
-/// alignment on the fleet's range.
-#[derive(Debug, Clone)]
-pub struct RawWorkload {
-    pub entity: Entity,
-    pub tenants: Vec<String>,
-    pub scheduler: Scheduler,
-    pub capacity_bytes: f64,
-    pub first_bucket: i64,
-    pub mem: Vec<f32>,
-    pub act: Vec<f32>,
-    pub uses_sm: bool,
-}
-
-/// One partition's loaded GPUs (the detector's partial).
-#[derive(Debug, Clone, Default)]
-pub struct RawWorkloads {
-    pub workloads: Vec<RawWorkload>,
-    /// Loaded GPUs left out for lack of a memory total.
-    pub no_total: usize,
-    /// GPUs outside MIG mode without a memory-used value in any row: not judged (whether
-    /// workloads fit together is a question of memory; activity alone cannot tell).
-    pub no_memory: usize,
-    /// GPUs outside MIG mode with rows.
-    pub gpus: usize,
-    /// First and last bucket of any non-MIG GPU row in the partition (loaded or not).
-    pub buckets: Option<(i64, i64)>,
-    pub notes: Vec<String>,
 }
 
 /// Aligns every partition's workloads on the common bucket range and fills the gaps: a bucket
@@ -385,78 +169,6 @@ pub fn workloads(
     p: &ConsolidationParams,
 ) -> Result<(Vec<Workload>, Vec<String>), AdvisorError> {
     Ok(align(vec![raw_workloads(frames, p)?]))
-}
-
-/// Tenants per GPU.
-type Tenants = BTreeMap<(String, String), Vec<String>>;
-
-/// Processes/pods per GPU, for labels: the distinct (process, namespace, pod, Slurm job) of each
-/// GPU, in string order (nulls last), deduplicated in Rust by the strings' arrow views; and the
-/// pods and jobs they belong to ([`scheduler::Holders`], by node and UUID).
-fn tenants(frames: &Frames) -> Result<(Tenants, scheduler::Holders), AdvisorError> {
-    const COLS: [&str; 7] = [
-        "node",
-        "uuid",
-        "process",
-        "namespace",
-        "pod",
-        "slurm_job_id",
-        "pod_uid",
-    ];
-    let df = frames.process.clone().select(COLS.map(col)).collect()?;
-    let cols: Vec<columns::Strs> = COLS
-        .iter()
-        .map(|n| columns::strs(&df, n))
-        .collect::<Result<_, _>>()?;
-    // Rows keyed by string ids (each string read once per distinct view).
-    let ids: Vec<columns::Ids> = cols.iter().map(columns::Strs::ids).collect();
-    let mut seen: FastSet<[Option<u32>; 7]> = FastSet::default();
-    // Sorted as polars sorts with nulls last: (is null, value) per column.
-    type Key<'a> = [(bool, &'a str); 7];
-    let mut rows: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
-    for i in 0..df.height() {
-        if seen.insert(std::array::from_fn(|c| ids[c].at(i))) {
-            rows.insert(std::array::from_fn(|c| match ids[c].get(i) {
-                Some(s) => (false, s),
-                None => (true, ""),
-            }));
-        }
-    }
-    fn get<'a>(k: &(bool, &'a str)) -> Option<&'a str> {
-        (!k.0).then_some(k.1)
-    }
-    let mut out: Tenants = BTreeMap::new();
-    let mut held = scheduler::Holders::default();
-    for r in &rows {
-        held.add_row(
-            get(&r[0]).unwrap_or(""),
-            None,
-            Some(get(&r[1]).unwrap_or("")),
-            get(&r[3]),
-            get(&r[4]),
-            get(&r[6]),
-            get(&r[5]),
-        );
-        let mut label = get(&r[2]).unwrap_or("?").to_string();
-        match (get(&r[3]), get(&r[4])) {
-            (Some(n), Some(p)) => label.push_str(&format!(" ({n}/{p})")),
-            (None, Some(p)) => label.push_str(&format!(" ({p})")),
-            _ => {}
-        }
-        if let Some(j) = get(&r[5]) {
-            label.push_str(&format!(" (slurm job {j})"));
-        }
-        let e = out
-            .entry((
-                get(&r[0]).unwrap_or("").into(),
-                get(&r[1]).unwrap_or("").into(),
-            ))
-            .or_default();
-        if !e.contains(&label) {
-            e.push(label);
-        }
-    }
-    Ok((out, held))
 }
 
 /// Would `w` fit into `bin` on a GPU of `cap` bytes?
@@ -575,62 +287,11 @@ impl Detector for Consolidation {
                 .map(|&i| ws[i].capacity_bytes)
                 .fold(f64::INFINITY, f64::min);
             let buckets = ws[idx[0]].mem.len();
-            // Who moves workload `i` onto host `h`: its scheduler, not tessera.
-            let by = |i: usize, h: usize| {
-                let node = |k: usize| ws[k].entity.node.as_deref().unwrap_or("?");
-                scheduler::moved_by(ws[i].scheduler, ws[h].scheduler, node(i), node(h))
-            };
             let mut schedulers = std::collections::BTreeSet::new();
-            let label = |i: usize| {
-                let w = &ws[i];
-                let mut s = w.entity.label();
-                if !w.tenants.is_empty() {
-                    s.push_str(&format!(" [{}]", w.tenants.join("; ")));
-                }
-                s
-            };
             let plan: Vec<PlanGroup> = bins
                 .iter()
                 .filter(|b| b.members.len() > 1)
-                .map(|b| {
-                    let host = &ws[b.members[0]];
-                    let over_target = b
-                        .act
-                        .iter()
-                        .filter(|&&v| f64::from(v) > p.compute_target)
-                        .count();
-                    let over_cap = b.act.iter().filter(|&&v| v > 1.0).count()
-                        + b.mem.iter().filter(|&&v| f64::from(v) > cap).count();
-                    PlanGroup {
-                        host: PlanGpu {
-                            node: host.entity.node.clone(),
-                            gpu: host.entity.gpu,
-                            uuid: host.entity.uuid.clone(),
-                        },
-                        workloads: b
-                            .members
-                            .iter()
-                            .map(|&i| PlanWorkload {
-                                moved_by: (i != b.members[0]).then(|| by(i, b.members[0]).1),
-                                scheduler: ws[i].scheduler,
-                                node: ws[i].entity.node.clone(),
-                                gpu: ws[i].entity.gpu,
-                                uuid: ws[i].entity.uuid.clone(),
-                                label: label(i),
-                                memory_peak_gib: r3(f64::from(ws[i].peak_mem) / GIB),
-                                activity_peak: r3(f64::from(ws[i].peak_act)),
-                                activity_source: ws[i].activity_source.to_string(),
-                            })
-                            .collect(),
-                        combined_memory_peak_gib: r3(f64::from(b.peak_mem) / GIB),
-                        memory_headroom: r3(1.0 - f64::from(b.peak_mem) / cap),
-                        combined_activity_p95: r3(f64::from(quantile(&b.act, 0.95))),
-                        combined_activity_p99: r3(f64::from(quantile(&b.act, 0.99))),
-                        combined_activity_max: r3(f64::from(b.peak_act)),
-                        risk_over_target_share: r3(over_target as f64 / buckets.max(1) as f64),
-                        over_capacity_share: r3(over_cap as f64 / buckets.max(1) as f64),
-                    }
-                })
+                .map(|b| plan_group(&ws, b, cap, buckets, p))
                 .collect();
             let moves: Vec<String> = bins
                 .iter()
@@ -640,9 +301,14 @@ impl Detector for Consolidation {
                     b.members[1..].iter().map(move |&i| (i, host))
                 })
                 .map(|(i, host)| {
-                    let s = by(i, host).0;
+                    let s = moved_by(&ws, i, host).0;
                     schedulers.insert(s);
-                    format!("{} → {} ({})", label(i), ws[host].entity.label(), s.by())
+                    format!(
+                        "{} → {} ({})",
+                        label(&ws[i]),
+                        ws[host].entity.label(),
+                        s.by()
+                    )
                 })
                 .collect();
             let gpu_hours = freed as f64 * buckets as f64 * step_h;
@@ -691,5 +357,69 @@ impl Detector for Consolidation {
             p.compute_target * 100.0
         );
         Ok(out)
+    }
+}
+
+/// Who moves workload `i` onto host `h`: its scheduler, not tessera.
+fn moved_by(ws: &[Workload], i: usize, h: usize) -> (Scheduler, String) {
+    let node = |k: usize| ws[k].entity.node.as_deref().unwrap_or("?");
+    scheduler::moved_by(ws[i].scheduler, ws[h].scheduler, node(i), node(h))
+}
+
+/// A workload's label: its GPU and, when known, its tenants.
+fn label(w: &Workload) -> String {
+    let mut s = w.entity.label();
+    if !w.tenants.is_empty() {
+        s.push_str(&format!(" [{}]", w.tenants.join("; ")));
+    }
+    s
+}
+
+/// One bin of several workloads as a plan group: its host, each workload (and who moves it),
+/// and the combined series' peaks, headroom on a GPU of `cap` bytes and shares of the `buckets`
+/// over the compute target and over capacity.
+fn plan_group(
+    ws: &[Workload],
+    b: &Bin,
+    cap: f64,
+    buckets: usize,
+    p: &ConsolidationParams,
+) -> PlanGroup {
+    let host = &ws[b.members[0]];
+    let over_target = b
+        .act
+        .iter()
+        .filter(|&&v| f64::from(v) > p.compute_target)
+        .count();
+    let over_cap = b.act.iter().filter(|&&v| v > 1.0).count()
+        + b.mem.iter().filter(|&&v| f64::from(v) > cap).count();
+    PlanGroup {
+        host: PlanGpu {
+            node: host.entity.node.clone(),
+            gpu: host.entity.gpu,
+            uuid: host.entity.uuid.clone(),
+        },
+        workloads: b
+            .members
+            .iter()
+            .map(|&i| PlanWorkload {
+                moved_by: (i != b.members[0]).then(|| moved_by(ws, i, b.members[0]).1),
+                scheduler: ws[i].scheduler,
+                node: ws[i].entity.node.clone(),
+                gpu: ws[i].entity.gpu,
+                uuid: ws[i].entity.uuid.clone(),
+                label: label(&ws[i]),
+                memory_peak_gib: r3(f64::from(ws[i].peak_mem) / GIB),
+                activity_peak: r3(f64::from(ws[i].peak_act)),
+                activity_source: ws[i].activity_source.to_string(),
+            })
+            .collect(),
+        combined_memory_peak_gib: r3(f64::from(b.peak_mem) / GIB),
+        memory_headroom: r3(1.0 - f64::from(b.peak_mem) / cap),
+        combined_activity_p95: r3(f64::from(quantile(&b.act, 0.95))),
+        combined_activity_p99: r3(f64::from(quantile(&b.act, 0.99))),
+        combined_activity_max: r3(f64::from(b.peak_act)),
+        risk_over_target_share: r3(over_target as f64 / buckets.max(1) as f64),
+        over_capacity_share: r3(over_cap as f64 / buckets.max(1) as f64),
     }
 }

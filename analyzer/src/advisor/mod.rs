@@ -484,6 +484,63 @@ where
 /// (so that a caller can read a partition once for more than the advisor).
 pub type PartStep<'a> = dyn Fn(usize, Frames) -> Result<Frames, AdvisorError> + Sync + 'a;
 
+/// One partition's results: its index, each detector's partial and the time each step took
+/// (preparing the frames, then each detector).
+type Done = (usize, Vec<Partial>, Vec<std::time::Duration>);
+
+/// The workers' results put back in partition order: per detector its partials; the time spent
+/// preparing and in each detector, summed, is reported.
+fn in_partition_order(
+    results: Vec<Result<Vec<Done>, AdvisorError>>,
+    dets: &[Box<dyn Detector>],
+    workers: usize,
+) -> Result<Vec<Vec<Partial>>, AdvisorError> {
+    let mut all: Vec<Done> = Vec::new();
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|d| d.0);
+    let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
+    let mut spent = vec![std::time::Duration::ZERO; dets.len() + 1];
+    for (_, outs, times) in all {
+        for (acc, p) in partials.iter_mut().zip(outs) {
+            acc.push(p);
+        }
+        for (s, t) in spent.iter_mut().zip(times) {
+            *s += t;
+        }
+    }
+    let what = format!("advisor ({workers} workers, summed)");
+    crate::timing::report(&what, "prepare", spent[0]);
+    for (d, t) in dets.iter().zip(&spent[1..]) {
+        crate::timing::report(&what, d.id(), *t);
+    }
+    Ok(partials)
+}
+
+/// Each detector's findings from its partials, with its report.
+fn finish_detectors(
+    dets: &[Box<dyn Detector>],
+    partials: Vec<Vec<Partial>>,
+    params: &Params,
+) -> Result<(Vec<DetectorReport>, Vec<Finding>), AdvisorError> {
+    let mut detectors = Vec::new();
+    let mut findings = Vec::new();
+    for (d, parts) in dets.iter().zip(partials) {
+        let out = d.finish(parts, params)?;
+        detectors.push(DetectorReport {
+            id: d.id(),
+            title: d.title(),
+            findings: out.findings.len(),
+            summary: out.summary,
+            notes: out.notes,
+            data: out.data,
+        });
+        findings.extend(out.findings);
+    }
+    Ok((detectors, findings))
+}
+
 /// [`analyze_parts_with`], running `step` on each partition before the detectors.
 pub fn analyze_parts_each<I, E>(
     parts: I,
@@ -515,7 +572,6 @@ where
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 4);
-    type Done = (usize, Vec<Partial>, Vec<std::time::Duration>);
     let queue = std::sync::Mutex::new(parts.into_iter().enumerate());
     let results: Vec<Result<Vec<Done>, AdvisorError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
@@ -547,40 +603,8 @@ where
             .map(|h| h.join().unwrap_or(Err(AdvisorError::Worker)))
             .collect()
     });
-    let mut all: Vec<Done> = Vec::new();
-    for r in results {
-        all.extend(r?);
-    }
-    all.sort_by_key(|d| d.0);
-    let mut partials: Vec<Vec<Partial>> = dets.iter().map(|_| Vec::new()).collect();
-    let mut spent = vec![std::time::Duration::ZERO; dets.len() + 1];
-    for (_, outs, times) in all {
-        for (acc, p) in partials.iter_mut().zip(outs) {
-            acc.push(p);
-        }
-        for (s, t) in spent.iter_mut().zip(times) {
-            *s += t;
-        }
-    }
-    let what = format!("advisor ({workers} workers, summed)");
-    crate::timing::report(&what, "prepare", spent[0]);
-    for (d, t) in dets.iter().zip(&spent[1..]) {
-        crate::timing::report(&what, d.id(), *t);
-    }
-    let mut detectors = Vec::new();
-    let mut findings = Vec::new();
-    for (d, parts) in dets.iter().zip(partials) {
-        let out = d.finish(parts, params)?;
-        detectors.push(DetectorReport {
-            id: d.id(),
-            title: d.title(),
-            findings: out.findings.len(),
-            summary: out.summary,
-            notes: out.notes,
-            data: out.data,
-        });
-        findings.extend(out.findings);
-    }
+    let partials = in_partition_order(results, &dets, workers)?;
+    let (detectors, findings) = finish_detectors(&dets, partials, params)?;
     let actions = actions::recommend(
         &findings,
         None,

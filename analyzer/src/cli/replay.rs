@@ -166,7 +166,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-pub fn run(args: ReplayArgs) -> Result<()> {
+/// Refuses outputs that cannot be written: `--out` naming the plan replayed or written, and
+/// HTML to a terminal.
+fn refuse_outputs(args: &ReplayArgs) -> Result<()> {
     // The report must never overwrite the plan it replays (or the plan it writes).
     if let Some(out) = &args.out {
         for (flag, plan) in [("--plan", &args.plan), ("--plan-out", &args.plan_out)] {
@@ -189,6 +191,65 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             "--format html writes a page, not terminal text: give --out replay.html (or redirect: > replay.html)"
         );
     }
+    Ok(())
+}
+
+/// Out of sample: makes the plan on the `--train` range and returns it with the `--test`
+/// range's frames, that range, and the trained range with the planner's kind.
+#[allow(clippy::type_complexity)]
+fn train_and_test(
+    args: &ReplayArgs,
+    train: &str,
+    test: &str,
+    sources: &[String],
+) -> Result<(
+    TesseraPlan,
+    Vec<Frames>,
+    TimeRange,
+    Option<(TimeRange, String)>,
+)> {
+    let train = parse_range("--train", train)?;
+    let test = parse_range("--test", test)?;
+    let lo = train.since.min(test.since);
+    let hi = train.until.max(test.until);
+    let (parts, report) = args.src.ingest_bounds((lo, hi), true)?;
+    let Some(data) = report.time_range() else {
+        bail!("no rows in the sources for --train and --test: nothing to replay");
+    };
+    let train_range = resolve(&train, data, &parts)?;
+    let test_range = resolve(&test, data, &parts)?;
+    let within = |r: TimeRange| -> Vec<Frames> {
+        parts
+            .iter()
+            .map(|p| p.frames.within(r.since, r.until))
+            .collect()
+    };
+    let kind = match args.kind {
+        PlanKind::Mig => train::PlanKind::Mig,
+        PlanKind::Consolidation => train::PlanKind::Consolidation,
+    };
+    let plan = train::make_plan(
+        &within(train_range),
+        train_range,
+        kind,
+        args.tz,
+        sources,
+        &|n| eprintln!("tessera: note: {n}"),
+    )
+    .map_err(|e| name_file(e.into(), &part_files(&parts)))
+    .context("making the --train plan")?;
+    let kind = kind.as_str();
+    let test_parts = within(test_range);
+    Ok((
+        plan,
+        test_parts,
+        test_range,
+        Some((train_range, kind.to_string())),
+    ))
+}
+
+pub fn run(args: ReplayArgs) -> Result<()> {
+    refuse_outputs(&args)?;
     let config = match &args.prices {
         Some(p) => Some((p.as_path(), report::ReportConfig::load(p)?)),
         None => None,
@@ -200,46 +261,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     )?;
     let sources: Vec<String> = args.src.sources.iter().map(|s| s.to_string()).collect();
     let (plan, parts, range, trained) = match (&args.train, &args.test, &args.plan) {
-        (Some(train), Some(test), _) => {
-            let train = parse_range("--train", train)?;
-            let test = parse_range("--test", test)?;
-            let lo = train.since.min(test.since);
-            let hi = train.until.max(test.until);
-            let (parts, report) = args.src.ingest_bounds((lo, hi), true)?;
-            let Some(data) = report.time_range() else {
-                bail!("no rows in the sources for --train and --test: nothing to replay");
-            };
-            let train_range = resolve(&train, data, &parts)?;
-            let test_range = resolve(&test, data, &parts)?;
-            let within = |r: TimeRange| -> Vec<Frames> {
-                parts
-                    .iter()
-                    .map(|p| p.frames.within(r.since, r.until))
-                    .collect()
-            };
-            let kind = match args.kind {
-                PlanKind::Mig => train::PlanKind::Mig,
-                PlanKind::Consolidation => train::PlanKind::Consolidation,
-            };
-            let plan = train::make_plan(
-                &within(train_range),
-                train_range,
-                kind,
-                args.tz,
-                &sources,
-                &|n| eprintln!("tessera: note: {n}"),
-            )
-            .map_err(|e| name_file(e.into(), &part_files(&parts)))
-            .context("making the --train plan")?;
-            let kind = kind.as_str();
-            let test_parts = within(test_range);
-            (
-                plan,
-                test_parts,
-                test_range,
-                Some((train_range, kind.to_string())),
-            )
-        }
+        (Some(train), Some(test), _) => train_and_test(&args, train, test, &sources)?,
         (None, None, Some(path)) => {
             let plan = read_plan(path, &sources)?;
             let loaded = load(&args.src, false, "replaying")?;

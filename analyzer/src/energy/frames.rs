@@ -28,7 +28,8 @@ use tessera_core::mig::profiles::model_by_nvml_name;
 
 use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into};
 use crate::frames::columns::{
-    DirectCache, FastMap, Ids, cache_slot, cache_word as word, f64s, find_from, i64s, strs, ts_ms,
+    DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, cache_word as word, f64s, find_from,
+    i64s, strs, ts_ms,
 };
 use crate::frames::{Frames, FramesError};
 
@@ -190,71 +191,185 @@ pub fn contributions<K: Eq + Hash + Clone>(
     range: (i64, i64),
     mut key: impl FnMut(&ProcessRef) -> Option<K>,
 ) -> Result<Contributions<K>, EnergyError> {
-    let within = |lf: polars::prelude::LazyFrame, cols: &[&str]| {
-        let select = cols
-            .iter()
-            .map(|c| col(*c).cast(cast_of(c)))
-            .collect::<Vec<_>>();
-        // Frames already in memory and inside the range (the report pass's) are read as they
-        // are: no filtered copy, and their strings' ids are the ones interned for the pass.
-        let bounds = lf
-            .clone()
-            .select([ts_ms().min().alias("lo"), ts_ms().max().alias("hi")])
-            .collect()?;
-        let (lo, hi) = (i64s(&bounds, "lo")?.get(0), i64s(&bounds, "hi")?.get(0));
-        let inside = match (lo, hi) {
-            (Some(lo), Some(hi)) => lo > range.0 && hi <= range.1,
-            _ => false,
-        };
-        let lf = lf.with_column(ts_ms());
-        let lf = if inside {
-            lf
-        } else {
-            lf.filter(
-                col("ts")
-                    .gt(lit(range.0))
-                    .and(col("ts").lt_eq(lit(range.1))),
-            )
-        };
-        Ok::<_, EnergyError>(lf.select(select).collect()?)
-    };
-    let g = within(frames.gpu.clone(), GPU)?;
-    let m = within(frames.mig.clone(), MIG)?;
-    let p = within(frames.process.clone(), PROCESS)?;
-    let (g_node, g_uuid, g_model) = (strs(&g, "node")?, strs(&g, "uuid")?, strs(&g, "model")?);
-    let (g_node, g_uuid) = (g_node.ids(), g_uuid.ids());
+    let g = within(frames.gpu.clone(), GPU, range)?;
+    let m = within(frames.mig.clone(), MIG, range)?;
+    let p = within(frames.process.clone(), PROCESS, range)?;
+    let gc = GpuColumns::read(&g)?;
+    let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
     // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
     // that read it), by the row's own model name.
     let mut models: FastMap<&str, Option<&'static GpuModel>> = FastMap::default();
     let mut model_of = |row: u32| -> Option<&'static GpuModel> {
-        let name = g_model.get(row as usize)?;
+        let name = gc.model.get(row as usize)?;
         *models
             .entry(name)
             .or_insert_with(|| model_by_nvml_name(name))
     };
-    let (g_gpu, g_ts, g_iv) = (i64s(&g, "gpu")?, i64s(&g, "ts")?, i64s(&g, "interval_ms")?);
-    let (g_sm, g_busy, g_power, g_energy) = (
-        f64s(&g, "sm_active_mean")?,
-        f64s(&g, "busy_mean")?,
-        f64s(&g, "power_mean_watts")?,
-        f64s(&g, "energy_delta_joules")?,
-    );
-    let energy_of = |i: usize| {
-        let interval = g_iv.get(i).unwrap_or(0).max(0);
-        g_energy
-            .get(i)
-            .or_else(|| g_power.get(i).map(|w| w * interval as f64 / 1000.0))
-            .filter(|e| e.is_finite() && *e >= 0.0)
+    let (mut gpus, ivs) = gpu_intervals(&gc, (&g_node, &g_uuid), g.height());
+    let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
+    let ids = (&node_id, &uuid_id);
+    let instances = mig_instances(&m, &mut gpus, &ivs, &mut model_of, ids)?;
+    let pc = ProcessColumns::read(&p)?;
+    let mut out = Contributions {
+        keys: Vec::new(),
+        shares: Vec::new(),
+        intervals: Vec::with_capacity(ivs.len()),
+        no_activity_j: 0.0,
+        unmatched: 0,
     };
+    let procs = match_processes(&pc, p.height(), &mut gpus, ids, &mut key, &mut out);
+    split_intervals(ivs, &instances, &procs, &gc, &mut model_of, &pc, &mut out);
+    Ok(out)
+}
+
+/// `lf`'s columns `cols` (each cast to its type) with `ts` in `(range.0, range.1]`, `ts` as
+/// int64 ms.
+fn within(
+    lf: polars::prelude::LazyFrame,
+    cols: &[&str],
+    range: (i64, i64),
+) -> Result<polars::prelude::DataFrame, EnergyError> {
+    let select = cols
+        .iter()
+        .map(|c| col(*c).cast(cast_of(c)))
+        .collect::<Vec<_>>();
+    // Frames already in memory and inside the range (the report pass's) are read as they
+    // are: no filtered copy, and their strings' ids are the ones interned for the pass.
+    let bounds = lf
+        .clone()
+        .select([ts_ms().min().alias("lo"), ts_ms().max().alias("hi")])
+        .collect()?;
+    let (lo, hi) = (i64s(&bounds, "lo")?.get(0), i64s(&bounds, "hi")?.get(0));
+    let inside = match (lo, hi) {
+        (Some(lo), Some(hi)) => lo > range.0 && hi <= range.1,
+        _ => false,
+    };
+    let lf = lf.with_column(ts_ms());
+    let lf = if inside {
+        lf
+    } else {
+        lf.filter(
+            col("ts")
+                .gt(lit(range.0))
+                .and(col("ts").lt_eq(lit(range.1))),
+        )
+    };
+    Ok(lf.select(select).collect()?)
+}
+
+/// The GPU rows' columns [`contributions`] reads.
+struct GpuColumns {
+    node: Strs,
+    uuid: Strs,
+    model: Strs,
+    gpu: I64s,
+    ts: I64s,
+    iv: I64s,
+    sm: F64s,
+    busy: F64s,
+    power: F64s,
+    energy: F64s,
+}
+
+impl GpuColumns {
+    /// Reads them from the GPU rows `g`.
+    fn read(g: &polars::prelude::DataFrame) -> Result<GpuColumns, EnergyError> {
+        let (node, uuid, model) = (strs(g, "node")?, strs(g, "uuid")?, strs(g, "model")?);
+        let (gpu, ts, iv) = (i64s(g, "gpu")?, i64s(g, "ts")?, i64s(g, "interval_ms")?);
+        let (sm, busy, power, energy) = (
+            f64s(g, "sm_active_mean")?,
+            f64s(g, "busy_mean")?,
+            f64s(g, "power_mean_watts")?,
+            f64s(g, "energy_delta_joules")?,
+        );
+        Ok(GpuColumns {
+            node,
+            uuid,
+            model,
+            gpu,
+            ts,
+            iv,
+            sm,
+            busy,
+            power,
+            energy,
+        })
+    }
+
+    /// Row `i`'s energy: its `energy_delta_joules`, else `power_mean_watts` × `interval_ms`;
+    /// `None` when neither (or not a finite, non-negative number).
+    fn energy_of(&self, i: usize) -> Option<f64> {
+        let interval = self.iv.get(i).unwrap_or(0).max(0);
+        self.energy
+            .get(i)
+            .or_else(|| self.power.get(i).map(|w| w * interval as f64 / 1000.0))
+            .filter(|e| e.is_finite() && *e >= 0.0)
+    }
+}
+
+/// The process rows' columns [`contributions`] reads.
+struct ProcessColumns {
+    node: Strs,
+    uuid: Strs,
+    ns: Strs,
+    job: Strs,
+    gpu: I64s,
+    gi: I64s,
+    ts: I64s,
+    pid: I64s,
+    mem: F64s,
+    sm: F64s,
+}
+
+impl ProcessColumns {
+    /// Reads them from the process rows `p`.
+    fn read(p: &polars::prelude::DataFrame) -> Result<ProcessColumns, EnergyError> {
+        let (node, uuid, ns, job) = (
+            strs(p, "node")?,
+            strs(p, "uuid")?,
+            strs(p, "namespace")?,
+            strs(p, "slurm_job_id")?,
+        );
+        let (gpu, gi, ts, pid, mem, sm) = (
+            i64s(p, "gpu")?,
+            i64s(p, "gpu_instance")?,
+            i64s(p, "ts")?,
+            i64s(p, "pid")?,
+            f64s(p, "memory_used_max_bytes")?,
+            f64s(p, "sm_mean")?,
+        );
+        Ok(ProcessColumns {
+            node,
+            uuid,
+            ns,
+            job,
+            gpu,
+            gi,
+            ts,
+            pid,
+            mem,
+            sm,
+        })
+    }
+}
+
+/// The GPUs of the partition's `height` GPU rows and its intervals in order, as GPU rows: each
+/// GPU's rows with known energy, one per `ts` (the first), the GPUs in (node, index, uuid)
+/// order.
+fn gpu_intervals(
+    gc: &GpuColumns,
+    (g_node, g_uuid): (&Ids, &Ids),
+    height: usize,
+) -> (Gpus, Vec<u32>) {
     // Each GPU's rows with known energy: (ts, row), in row order.
     let mut gpus = Gpus::default();
     // Each row's GPU first (counted, so that each GPU's list is allocated once).
-    let mut gpu_of: Vec<u32> = Vec::with_capacity(g.height());
+    let mut gpu_of: Vec<u32> = Vec::with_capacity(height);
     let mut counts: Vec<usize> = Vec::new();
-    for i in 0..g.height() {
-        let k = match g_ts.get(i) {
-            Some(_) if energy_of(i).is_some() => {
-                gpus.of((g_node.at(i), g_uuid.at(i), g_gpu.get(i)), true)
+    for i in 0..height {
+        let k = match gc.ts.get(i) {
+            Some(_) if gc.energy_of(i).is_some() => {
+                gpus.of((g_node.at(i), g_uuid.at(i), gc.gpu.get(i)), true)
             }
             _ => None,
         };
@@ -268,7 +383,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     }
     let mut rows: Vec<Vec<(i64, usize)>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
     for (i, &k) in gpu_of.iter().enumerate() {
-        if let (Some(r), Some(ts)) = (rows.get_mut(k as usize), g_ts.get(i)) {
+        if let (Some(r), Some(ts)) = (rows.get_mut(k as usize), gc.ts.get(i)) {
             r.push((ts, i));
         }
     }
@@ -284,10 +399,10 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         let (ka, kb) = (gpus.keys[a], gpus.keys[b]);
-        (name(&g_node, ka.0), ka.2, name(&g_uuid, ka.1)).cmp(&(
-            name(&g_node, kb.0),
+        (name(g_node, ka.0), ka.2, name(g_uuid, ka.1)).cmp(&(
+            name(g_node, kb.0),
             kb.2,
-            name(&g_uuid, kb.1),
+            name(g_uuid, kb.1),
         ))
     });
     gpus.ts = rows
@@ -304,15 +419,27 @@ pub fn contributions<K: Eq + Hash + Clone>(
         ivs.extend(rows[k].iter().map(|&(_, i)| i as u32));
     }
     drop(rows);
-    let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
-    let (m_node, m_uuid, m_profile) = (strs(&m, "node")?, strs(&m, "uuid")?, strs(&m, "profile")?);
+    (gpus, ivs)
+}
+
+/// The MIG rows `m` matched to their GPU's interval (ids of the GPU table's strings: `ids`),
+/// each instance with its compute slices from its GPU model's profile table (`model_of` by the
+/// interval's GPU row), else from the profile's name.
+fn mig_instances(
+    m: &polars::prelude::DataFrame,
+    gpus: &mut Gpus,
+    ivs: &[u32],
+    model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
+    (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
+) -> Result<Vec<(usize, Instance)>, EnergyError> {
+    let (m_node, m_uuid, m_profile) = (strs(m, "node")?, strs(m, "uuid")?, strs(m, "profile")?);
     let (m_node, m_uuid, m_profile) = (m_node.ids(), m_uuid.ids(), m_profile.ids());
-    let (m_node_tr, m_uuid_tr) = (translate(&m_node, &node_id), translate(&m_uuid, &uuid_id));
+    let (m_node_tr, m_uuid_tr) = (translate(&m_node, node_id), translate(&m_uuid, uuid_id));
     let (m_gpu, m_gi, m_ts, m_sm) = (
-        i64s(&m, "gpu")?,
-        i64s(&m, "gpu_instance")?,
-        i64s(&m, "ts")?,
-        f64s(&m, "sm_active_mean")?,
+        i64s(m, "gpu")?,
+        i64s(m, "gpu_instance")?,
+        i64s(m, "ts")?,
+        f64s(m, "sm_active_mean")?,
     );
     // A profile's slices on a model (the model's table by address).
     let mut slices_of: FastMap<(u32, usize), Option<u32>> = FastMap::default();
@@ -354,39 +481,32 @@ pub fn contributions<K: Eq + Hash + Clone>(
             },
         ));
     }
-    let (p_node, p_uuid, p_ns, p_job) = (
-        strs(&p, "node")?,
-        strs(&p, "uuid")?,
-        strs(&p, "namespace")?,
-        strs(&p, "slurm_job_id")?,
-    );
-    let (p_node, p_uuid, p_ns, p_job) = (p_node.ids(), p_uuid.ids(), p_ns.ids(), p_job.ids());
-    let (p_node_tr, p_uuid_tr) = (translate(&p_node, &node_id), translate(&p_uuid, &uuid_id));
-    let (p_gpu, p_gi, p_ts, p_pid, p_mem, p_sm) = (
-        i64s(&p, "gpu")?,
-        i64s(&p, "gpu_instance")?,
-        i64s(&p, "ts")?,
-        i64s(&p, "pid")?,
-        f64s(&p, "memory_used_max_bytes")?,
-        f64s(&p, "sm_mean")?,
-    );
-    let mut out = Contributions {
-        keys: Vec::new(),
-        shares: Vec::new(),
-        intervals: Vec::with_capacity(ivs.len()),
-        no_activity_j: 0.0,
-        unmatched: 0,
-    };
+    Ok(instances)
+}
+
+/// The process rows matched to their GPU's interval, each with its owner (the caller's `key`,
+/// asked once per distinct identity; its keys into `out`); rows without an interval are
+/// counted as unmatched.
+fn match_processes<K: Eq + Hash + Clone>(
+    pc: &ProcessColumns,
+    height: usize,
+    gpus: &mut Gpus,
+    (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
+    key: &mut impl FnMut(&ProcessRef) -> Option<K>,
+    out: &mut Contributions<K>,
+) -> Vec<(usize, (u32, u32))> {
+    let (p_node, p_uuid, p_ns, p_job) = (pc.node.ids(), pc.uuid.ids(), pc.ns.ids(), pc.job.ids());
+    let (p_node_tr, p_uuid_tr) = (translate(&p_node, node_id), translate(&p_uuid, uuid_id));
     let mut key_index: FastMap<K, usize> = FastMap::default();
     // The owners of the process identities met (the caller's key, asked once per identity).
     let mut owner_of: FastMap<ProcKey, u32> = FastMap::default();
     let mut owner_cache: DirectCache<ProcKey, u32> = DirectCache::default();
     // Per process row of an interval: its interval, the process and its key.
     // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
-    let mut procs: Vec<(usize, (u32, u32))> = Vec::with_capacity(p.height());
-    for i in 0..p.height() {
-        let Some(ts) = p_ts.get(i) else { continue };
-        let gpu = p_gpu.get(i);
+    let mut procs: Vec<(usize, (u32, u32))> = Vec::with_capacity(height);
+    for i in 0..height {
+        let Some(ts) = pc.ts.get(i) else { continue };
+        let gpu = pc.gpu.get(i);
         let v = match (
             as_gpu_id(&p_node, &p_node_tr, i),
             as_gpu_id(&p_uuid, &p_uuid_tr, i),
@@ -400,7 +520,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
             out.unmatched += 1;
             continue;
         };
-        let (gi, pid) = (p_gi.get(i), p_pid.get(i));
+        let (gi, pid) = (pc.gi.get(i), pc.pid.get(i));
         let pk: ProcKey = (k, gi, pid, p_ns.at(i), p_job.at(i));
         let slot = cache_slot([k as u64, word(gi), word(pid), word(pk.3), word(pk.4)]);
         let owner = match owner_cache.get(slot, &pk) {
@@ -431,15 +551,30 @@ pub fn contributions<K: Eq + Hash + Clone>(
         };
         procs.push((v, (i as u32, owner)));
     }
-    let (inst_at, instances) = by_interval(ivs.len(), &instances);
-    let (proc_at, procs) = by_interval(ivs.len(), &procs);
+    procs
+}
+
+/// Splits each interval (its GPU row in `ivs`) among its MIG instances and processes into
+/// `out`: its energy and idle part, each owned process's joules; an interval without an
+/// activity value leaves its processes nothing.
+fn split_intervals<K>(
+    ivs: Vec<u32>,
+    instances: &[(usize, Instance)],
+    procs: &[(usize, (u32, u32))],
+    gc: &GpuColumns,
+    model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
+    pc: &ProcessColumns,
+    out: &mut Contributions<K>,
+) {
+    let (inst_at, instances) = by_interval(ivs.len(), instances);
+    let (proc_at, procs) = by_interval(ivs.len(), procs);
     // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
     let mut joules: Vec<f64> = Vec::new();
     for (v, row) in ivs.into_iter().enumerate() {
         let row = row as usize;
         let here = &procs[proc_at[v]..proc_at[v + 1]];
-        let energy_j = energy_of(row).unwrap_or(0.0);
+        let energy_j = gc.energy_of(row).unwrap_or(0.0);
         if here.is_empty() {
             // No process: nothing to split, all of it is idle.
             out.intervals.push((energy_j, idle_alone(energy_j)));
@@ -452,14 +587,14 @@ pub fn contributions<K: Eq + Hash + Clone>(
         iv.processes.extend(here.iter().map(|&(i, _)| {
             let i = i as usize;
             Process {
-                sm: p_sm.get(i),
-                memory: p_mem.get(i),
-                instance: p_gi.get(i).and_then(|x| u32::try_from(x).ok()),
+                sm: pc.sm.get(i),
+                memory: pc.mem.get(i),
+                instance: pc.gi.get(i).and_then(|x| u32::try_from(x).ok()),
             }
         }));
         (iv.energy_j, iv.activity, iv.slices) = (
             energy_j,
-            g_sm.get(row).or(g_busy.get(row)),
+            gc.sm.get(row).or(gc.busy.get(row)),
             if iv.instances.is_empty() {
                 // Read only in MIG mode.
                 None
@@ -481,7 +616,6 @@ pub fn contributions<K: Eq + Hash + Clone>(
         }
         out.intervals.push((iv.energy_j, idle));
     }
-    Ok(out)
 }
 
 /// The columns read, by table.

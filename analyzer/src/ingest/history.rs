@@ -30,8 +30,9 @@ use super::{IngestError, IngestOptions, IngestReport, WorkItem};
 
 const MANIFEST: &str = "tessera-history.json";
 
-/// Resolves `history:SPEC` into files to read, checking each node's manifest.
-pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkItem>, IngestError> {
+/// The folders `spec` names: each folder its glob matches, else the one folder (which must be
+/// one).
+fn history_roots(spec: &str) -> Result<Vec<PathBuf>, IngestError> {
     let mut roots = Vec::new();
     if spec.contains(['*', '?', '[']) {
         let paths = glob::glob(spec).map_err(|e| IngestError::SourceSpec {
@@ -57,6 +58,11 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
         }
         roots.push(p);
     }
+    Ok(roots)
+}
+
+/// The node folders (those with a manifest) among `roots` and their subfolders, in order.
+fn node_folders(roots: Vec<PathBuf>) -> Result<Vec<PathBuf>, IngestError> {
     let mut nodes = Vec::new();
     for root in roots {
         if root.join(MANIFEST).is_file() {
@@ -69,6 +75,13 @@ pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkI
             }
         }
     }
+    Ok(nodes)
+}
+
+/// Resolves `history:SPEC` into files to read, checking each node's manifest.
+pub(super) fn resolve(spec: &str, report: &mut IngestReport) -> Result<Vec<WorkItem>, IngestError> {
+    let roots = history_roots(spec)?;
+    let mut nodes = node_folders(roots)?;
     nodes.sort();
     nodes.dedup();
     if nodes.is_empty() {

@@ -107,46 +107,12 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Splits one entity's samples (`ts` sorted and distinct, `counts` raw samples per point) into
-/// segments of one sampling period, each with its row length ([`bucket_for`] with `grid_ms` and
-/// `min_ms`). `fallback_ms` is the period assumed for an entity with a single sample.
-pub fn segments(
-    ts: &[i64],
-    counts: &[u32],
-    grid_ms: i64,
-    min_ms: i64,
-    fallback_ms: f64,
-) -> Vec<Segment> {
-    let n = ts.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let whole = |start: usize, end: usize| -> Segment {
-        let p = period_of(&ts[start..end], &counts[start..end]);
-        Segment {
-            start,
-            end,
-            period_ms: p,
-            bucket_ms: bucket_for(p.unwrap_or(fallback_ms), grid_ms, min_ms),
-        }
-    };
-    if n < 2 * WINDOW + 2 {
-        return vec![whole(0, n)];
-    }
-    let steps = n - 1;
-    let per: Vec<f64> = (1..n)
-        .map(|i| (ts[i] - ts[i - 1]) as f64 / f64::from(counts[i].max(1)))
-        .collect();
+/// The rolling period estimate at each step (`per`: each step's length over its sample count):
+/// within a window either side, the steps up to 3× the window's median, their time over their
+/// samples; `fallback_ms` where none is left.
+fn rolling_periods(ts: &[i64], counts: &[u32], per: &[f64], fallback_ms: f64) -> Vec<f64> {
+    let steps = per.len();
     let mut buf: Vec<f64> = Vec::with_capacity(2 * WINDOW + 1);
-    // A regular series (every step within 1.5× of the median, no gap) is one segment: skip the
-    // rolling estimate.
-    let m = median(&per);
-    if per.iter().all(|&p| p <= 1.5 * m && p >= m / 1.5) {
-        return vec![whole(0, n)];
-    }
-    // Rolling period estimate per step, and runs that change only when the estimate moves
-    // away from the run's own by more than a factor of 1.5 either way (hysteresis: a few
-    // missed scrapes in a window move it by ~10–20%, a real change of period by 2× or more).
     let mut local: Vec<f64> = Vec::with_capacity(steps);
     for k in 0..steps {
         let lo = k.saturating_sub(WINDOW);
@@ -163,19 +129,12 @@ pub fn segments(
         }
         local.push(if c > 0.0 { dt / c } else { fallback_ms });
     }
-    let mut runs: Vec<(usize, usize, i64)> = Vec::new(); // (first step, one past last, id)
-    let mut reference = local[0];
-    for (k, &p) in local.iter().enumerate() {
-        let r = p / reference;
-        match runs.last_mut() {
-            Some(run) if (1.0 / 1.5..=1.5).contains(&r) => run.1 = k + 1,
-            _ => {
-                let id = runs.len() as i64;
-                runs.push((k, k + 1, id));
-                reference = p;
-            }
-        }
-    }
+    local
+}
+
+/// Merges each run shorter than two windows and a step into its longer neighbour (the left one
+/// on a tie), shortest first, until every run is long enough or one is left.
+fn merge_short_runs(runs: &mut Vec<(usize, usize, i64)>) {
     let min_run = 2 * WINDOW + 1;
     while runs.len() > 1 {
         let Some((i, _)) = runs
@@ -204,8 +163,11 @@ pub fn segments(
         let lo = i.min(into);
         runs.splice(lo..lo + 2, [(a, b, id)]);
     }
-    // Each boundary moves to the step that best separates the two periods: the rolling
-    // estimate lags a change by up to a window.
+}
+
+/// Moves each boundary between two runs to the step that best separates their periods, within
+/// two windows of where it is.
+fn refine_boundaries(ts: &[i64], counts: &[u32], per: &[f64], runs: &mut [(usize, usize, i64)]) {
     for b in 1..runs.len() {
         let (a0, a1) = (runs[b - 1].0, runs[b - 1].1);
         let (b0, b1) = (runs[b].0, runs[b].1);
@@ -229,6 +191,64 @@ pub fn segments(
         runs[b - 1].1 = best.1;
         runs[b].0 = best.1;
     }
+}
+
+/// Splits one entity's samples (`ts` sorted and distinct, `counts` raw samples per point) into
+/// segments of one sampling period, each with its row length ([`bucket_for`] with `grid_ms` and
+/// `min_ms`). `fallback_ms` is the period assumed for an entity with a single sample.
+pub fn segments(
+    ts: &[i64],
+    counts: &[u32],
+    grid_ms: i64,
+    min_ms: i64,
+    fallback_ms: f64,
+) -> Vec<Segment> {
+    let n = ts.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let whole = |start: usize, end: usize| -> Segment {
+        let p = period_of(&ts[start..end], &counts[start..end]);
+        Segment {
+            start,
+            end,
+            period_ms: p,
+            bucket_ms: bucket_for(p.unwrap_or(fallback_ms), grid_ms, min_ms),
+        }
+    };
+    if n < 2 * WINDOW + 2 {
+        return vec![whole(0, n)];
+    }
+    let per: Vec<f64> = (1..n)
+        .map(|i| (ts[i] - ts[i - 1]) as f64 / f64::from(counts[i].max(1)))
+        .collect();
+    // A regular series (every step within 1.5× of the median, no gap) is one segment: skip the
+    // rolling estimate.
+    let m = median(&per);
+    if per.iter().all(|&p| p <= 1.5 * m && p >= m / 1.5) {
+        return vec![whole(0, n)];
+    }
+    // Runs change only when the rolling estimate moves away from the run's own by more than a
+    // factor of 1.5 either way (hysteresis: a few missed scrapes in a window move it by
+    // ~10–20%, a real change of period by 2× or more).
+    let local = rolling_periods(ts, counts, &per, fallback_ms);
+    let mut runs: Vec<(usize, usize, i64)> = Vec::new(); // (first step, one past last, id)
+    let mut reference = local[0];
+    for (k, &p) in local.iter().enumerate() {
+        let r = p / reference;
+        match runs.last_mut() {
+            Some(run) if (1.0 / 1.5..=1.5).contains(&r) => run.1 = k + 1,
+            _ => {
+                let id = runs.len() as i64;
+                runs.push((k, k + 1, id));
+                reference = p;
+            }
+        }
+    }
+    merge_short_runs(&mut runs);
+    // Each boundary moves to the step that best separates the two periods: the rolling
+    // estimate lags a change by up to a window.
+    refine_boundaries(ts, counts, &per, &mut runs);
     // Step runs → sample ranges: step k joins samples k and k+1; sample 0 goes with the first
     // run, sample k+1 with the run of step k.
     let mut out: Vec<Segment> = Vec::with_capacity(runs.len());

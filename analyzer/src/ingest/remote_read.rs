@@ -241,6 +241,69 @@ pub struct ReadStats {
     pub skipped_chunks: u64,
 }
 
+/// Decodes a series' XOR chunks of one frame into it, within `start`..`end`: chunks of
+/// another encoding are skipped (counted), and the samples held are bounded by `max_frame` at
+/// 16 bytes a sample, before each chunk is decoded and once all are.
+fn decode_chunks(
+    series: &mut Series,
+    chunks: &[Chunk],
+    (start, end): (i64, i64),
+    max_frame: u64,
+    stats: &mut ReadStats,
+) -> Result<(), RemoteReadError> {
+    for c in chunks {
+        if c.r#type != 1 {
+            stats.skipped_chunks += 1;
+            continue;
+        }
+        // The chunk's own count bounds what it decodes to: checked before decoding.
+        let would = 16 * (series.ts.len() as u64 + chunk_samples(&c.data));
+        if would > max_frame {
+            return Err(RemoteReadError::Chunk {
+                series: fmt_labels(&series.labels),
+                what: format!(
+                    "{} samples and a chunk of {} more ({would} bytes), more than the \
+                     {max_frame} bytes allowed (--prometheus.max-response-size)",
+                    series.ts.len(),
+                    chunk_samples(&c.data)
+                ),
+            });
+        }
+        decode_xor(&c.data, start, end, &mut series.ts, &mut series.vals).map_err(|what| {
+            RemoteReadError::Chunk {
+                series: fmt_labels(&series.labels),
+                what,
+            }
+        })?;
+    }
+    // One series is held whole (its frames joined): bounded like one frame, at 16 bytes
+    // a sample.
+    let held = 16 * series.ts.len() as u64;
+    if held > max_frame {
+        return Err(RemoteReadError::Chunk {
+            series: fmt_labels(&series.labels),
+            what: format!(
+                "{} samples ({held} bytes), more than the {max_frame} bytes allowed \
+                 (--prometheus.max-response-size)",
+                series.ts.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Hands a whole series to `each`, its samples in time order, and counts it.
+fn hand_over(
+    mut p: Series,
+    stats: &mut ReadStats,
+    each: &mut impl FnMut(Series) -> Result<(), RemoteReadError>,
+) -> Result<(), RemoteReadError> {
+    in_order(&mut p);
+    stats.series += 1;
+    stats.samples += p.ts.len() as u64;
+    each(p)
+}
+
 /// Reads a `STREAMED_XOR_CHUNKS` answer from `body` and hands each series to `each`, once its
 /// last frame is read (a series split over consecutive frames is joined). `ranges` are the
 /// queries' (start, end) in ms. An answer over `limits` — more bytes than `max_bytes` in all,
@@ -314,11 +377,8 @@ pub fn read_streamed(
             let mut series = match pending.take() {
                 Some(p) if p.query == query && p.labels == labels => p,
                 done => {
-                    if let Some(mut p) = done {
-                        in_order(&mut p);
-                        stats.series += 1;
-                        stats.samples += p.ts.len() as u64;
-                        each(p)?;
+                    if let Some(p) = done {
+                        hand_over(p, &mut stats, &mut each)?;
                     }
                     started += 1;
                     limits.series(started)?;
@@ -330,52 +390,12 @@ pub fn read_streamed(
                     }
                 }
             };
-            for c in &cs.chunks {
-                if c.r#type != 1 {
-                    stats.skipped_chunks += 1;
-                    continue;
-                }
-                // The chunk's own count bounds what it decodes to: checked before decoding.
-                let would = 16 * (series.ts.len() as u64 + chunk_samples(&c.data));
-                if would > max_frame {
-                    return Err(RemoteReadError::Chunk {
-                        series: fmt_labels(&series.labels),
-                        what: format!(
-                            "{} samples and a chunk of {} more ({would} bytes), more than the \
-                             {max_frame} bytes allowed (--prometheus.max-response-size)",
-                            series.ts.len(),
-                            chunk_samples(&c.data)
-                        ),
-                    });
-                }
-                decode_xor(&c.data, start, end, &mut series.ts, &mut series.vals).map_err(
-                    |what| RemoteReadError::Chunk {
-                        series: fmt_labels(&series.labels),
-                        what,
-                    },
-                )?;
-            }
-            // One series is held whole (its frames joined): bounded like one frame, at 16 bytes
-            // a sample.
-            let held = 16 * series.ts.len() as u64;
-            if held > max_frame {
-                return Err(RemoteReadError::Chunk {
-                    series: fmt_labels(&series.labels),
-                    what: format!(
-                        "{} samples ({held} bytes), more than the {max_frame} bytes allowed \
-                         (--prometheus.max-response-size)",
-                        series.ts.len()
-                    ),
-                });
-            }
+            decode_chunks(&mut series, &cs.chunks, (start, end), max_frame, &mut stats)?;
             pending = Some(series);
         }
     }
-    if let Some(mut p) = pending {
-        in_order(&mut p);
-        stats.series += 1;
-        stats.samples += p.ts.len() as u64;
-        each(p)?;
+    if let Some(p) = pending {
+        hand_over(p, &mut stats, &mut each)?;
     }
     Ok(stats)
 }

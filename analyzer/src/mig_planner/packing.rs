@@ -114,6 +114,160 @@ pub(crate) fn prepare<'a>(
     ))
 }
 
+/// Leaves the kept GPUs and their workloads out of `p`: of all the GPUs available and all the
+/// workloads placeable, those not kept.
+fn leave_out_kept(
+    p: &mut Prepared,
+    (all_avail, all_placeable): (&[Vec<usize>], &[usize]),
+    kept: &BTreeMap<usize, Vec<(usize, String)>>,
+) {
+    let kept_ws: BTreeSet<usize> = kept.values().flatten().map(|(w, _)| *w).collect();
+    p.avail = all_avail
+        .iter()
+        .map(|gs| {
+            gs.iter()
+                .copied()
+                .filter(|g| !kept.contains_key(g))
+                .collect()
+        })
+        .collect();
+    p.placeable = all_placeable
+        .iter()
+        .copied()
+        .filter(|w| !kept_ws.contains(w))
+        .collect();
+}
+
+/// Tries the exact search when the heuristic placed every workload and they are few enough
+/// (not with `heuristic_only`): its bins replace the heuristic's when it finds fewer; the method
+/// that made the plan.
+fn search_exactly(
+    p: &Prepared,
+    bins: &mut Vec<Bin>,
+    left: &[usize],
+    opts: &PlannerOptions,
+) -> Method {
+    let mut method = Method::Heuristic;
+    let placed: Vec<usize> = p
+        .placeable
+        .iter()
+        .copied()
+        .filter(|w| !left.contains(w))
+        .collect();
+    if !opts.heuristic_only && left.is_empty() && placed.len() <= opts.exact_max_workloads {
+        let lb = lower_bound(p, &placed);
+        if bins.len() as u32 <= lb {
+            method = Method::Exact;
+        } else {
+            let (found, complete) = exact::search(p, &placed, bins.len(), opts.exact_node_limit);
+            if let Some(b) = found {
+                *bins = b;
+            }
+            method = if complete {
+                Method::Exact
+            } else {
+                Method::ExactIncomplete
+            };
+        }
+    }
+    method
+}
+
+/// Each kept GPU whole, MIG off, its workloads on it, into `gpus`; the kept workloads with
+/// why.
+fn kept_gpus(
+    workloads: &[Workload],
+    fleet: &[FleetGpu],
+    kept: &BTreeMap<usize, Vec<(usize, String)>>,
+    gpus: &mut Vec<PlannedGpu>,
+) -> Vec<Kept> {
+    let mut kept_list = Vec::new();
+    for (&g, ws) in kept {
+        let gpu = &fleet[g];
+        let Some(model) = gpu.mig_model() else {
+            continue; // not expected: kept GPUs come from the MIG-capable ones
+        };
+        let full = model
+            .profiles
+            .iter()
+            .filter(|pr| !pr.media_extensions)
+            .find(|pr| {
+                pr.compute_slices == model.compute_slices && pr.memory_slices == model.memory_slots
+            })
+            .or_else(|| model.profiles.iter().max_by_key(|pr| pr.memory_bytes));
+        let instances = full
+            .map(|pr| PlannedInstance {
+                profile_id: pr.id,
+                profile: pr.name.clone(),
+                placement: Placement {
+                    start: 0,
+                    size: pr.memory_slices,
+                },
+                workloads: ws.iter().map(|(w, _)| *w).collect(),
+            })
+            .into_iter()
+            .collect();
+        gpus.push(PlannedGpu {
+            gpu: gpu.clone(),
+            model: model.key,
+            instances,
+            mig_enabled: false,
+            kept: true,
+        });
+        for (w, reason) in ws {
+            kept_list.push(Kept {
+                workload: *w,
+                id: workloads[*w].id.clone(),
+                node: gpu.node.clone(),
+                index: gpu.index,
+                reason: reason.clone(),
+            });
+        }
+    }
+    kept_list
+}
+
+/// The fleet's MIG-capable GPUs the plan leaves free.
+fn free_gpus(all_avail: &[Vec<usize>], fleet: &[FleetGpu], gpus: &[PlannedGpu]) -> Vec<FleetGpu> {
+    let used_fleet: BTreeSet<(String, u32)> = gpus
+        .iter()
+        .map(|g| (g.gpu.node.clone(), g.gpu.index))
+        .collect();
+    all_avail
+        .iter()
+        .flatten()
+        .map(|&i| fleet[i].clone())
+        .filter(|g| !used_fleet.contains(&(g.node.clone(), g.index)))
+        .collect()
+}
+
+/// Per model with bins: its workloads, memory and compute slices, the lower bound they imply and
+/// the GPUs used.
+fn model_bounds(p: &Prepared, bins: &[Bin]) -> Vec<ModelBound> {
+    p.models
+        .iter()
+        .enumerate()
+        .filter_map(|(m, model)| {
+            let mine: Vec<&Bin> = bins.iter().filter(|b| b.model == m).collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let slots: u32 = mine.iter().map(|b| b.slots).sum();
+            let compute: u32 = mine.iter().map(|b| b.compute).sum();
+            Some(ModelBound {
+                model: model.key,
+                workloads: mine.iter().map(|b| b.workloads.len()).sum(),
+                memory_slices: slots,
+                compute_slices: compute,
+                lower_bound: slots
+                    .div_ceil(model.memory_slots)
+                    .max(compute.div_ceil(model.compute_slices)),
+                gpus_used: mine.len() as u32,
+            })
+        })
+        .collect()
+}
+
 /// Plan `workloads` onto `fleet`: the proposed layouts.
 ///
 /// Work keeps the GPU it has when the plan gives it no other place: a workload that no MIG
@@ -158,21 +312,7 @@ pub fn plan(
         }
     }
     let (mut bins, mut left) = loop {
-        let kept_ws: BTreeSet<usize> = kept.values().flatten().map(|(w, _)| *w).collect();
-        p.avail = all_avail
-            .iter()
-            .map(|gs| {
-                gs.iter()
-                    .copied()
-                    .filter(|g| !kept.contains_key(g))
-                    .collect()
-            })
-            .collect();
-        p.placeable = all_placeable
-            .iter()
-            .copied()
-            .filter(|w| !kept_ws.contains(w))
-            .collect();
+        leave_out_kept(&mut p, (&all_avail, &all_placeable), &kept);
         let (bins, left) = heuristic::pack(&p);
         let mut more = false;
         for &w in &left {
@@ -188,29 +328,7 @@ pub fn plan(
             break (bins, left);
         }
     };
-    let mut method = Method::Heuristic;
-    let placed: Vec<usize> = p
-        .placeable
-        .iter()
-        .copied()
-        .filter(|w| !left.contains(w))
-        .collect();
-    if !opts.heuristic_only && left.is_empty() && placed.len() <= opts.exact_max_workloads {
-        let lb = lower_bound(&p, &placed);
-        if bins.len() as u32 <= lb {
-            method = Method::Exact;
-        } else {
-            let (found, complete) = exact::search(&p, &placed, bins.len(), opts.exact_node_limit);
-            if let Some(b) = found {
-                bins = b;
-            }
-            method = if complete {
-                Method::Exact
-            } else {
-                Method::ExactIncomplete
-            };
-        }
-    }
+    let method = search_exactly(&p, &mut bins, &left, opts);
     left.sort_unstable();
     for w in left {
         unplaceable.push(Unplaceable {
@@ -240,84 +358,11 @@ pub fn plan(
     let placed: Vec<usize> = placed.into_iter().filter(|w| in_gpus.contains(w)).collect();
     let lower_bound = lower_bound(&p, &placed) + kept.len() as u32;
     // The kept GPUs: whole, MIG off, their workloads on them.
-    let mut kept_list = Vec::new();
-    for (&g, ws) in &kept {
-        let gpu = &fleet[g];
-        let Some(model) = gpu.mig_model() else {
-            continue; // not expected: kept GPUs come from the MIG-capable ones
-        };
-        let full = model
-            .profiles
-            .iter()
-            .filter(|pr| !pr.media_extensions)
-            .find(|pr| {
-                pr.compute_slices == model.compute_slices && pr.memory_slices == model.memory_slots
-            })
-            .or_else(|| model.profiles.iter().max_by_key(|pr| pr.memory_bytes));
-        let instances = full
-            .map(|pr| PlannedInstance {
-                profile_id: pr.id,
-                profile: pr.name.clone(),
-                placement: Placement {
-                    start: 0,
-                    size: pr.memory_slices,
-                },
-                workloads: ws.iter().map(|(w, _)| *w).collect(),
-            })
-            .into_iter()
-            .collect();
-        gpus.push(PlannedGpu {
-            gpu: gpu.clone(),
-            model: model.key,
-            instances,
-            mig_enabled: false,
-            kept: true,
-        });
-        for (w, reason) in ws {
-            kept_list.push(Kept {
-                workload: *w,
-                id: workloads[*w].id.clone(),
-                node: gpu.node.clone(),
-                index: gpu.index,
-                reason: reason.clone(),
-            });
-        }
-    }
+    let mut kept_list = kept_gpus(workloads, fleet, &kept, &mut gpus);
     kept_list.sort_by_key(|k| k.workload);
     gpus.sort_by(|a, b| (&a.gpu.node, a.gpu.index).cmp(&(&b.gpu.node, b.gpu.index)));
-    let used_fleet: BTreeSet<(String, u32)> = gpus
-        .iter()
-        .map(|g| (g.gpu.node.clone(), g.gpu.index))
-        .collect();
-    let free_gpus = all_avail
-        .iter()
-        .flatten()
-        .map(|&i| fleet[i].clone())
-        .filter(|g| !used_fleet.contains(&(g.node.clone(), g.index)))
-        .collect();
-    let per_model = p
-        .models
-        .iter()
-        .enumerate()
-        .filter_map(|(m, model)| {
-            let mine: Vec<&Bin> = bins.iter().filter(|b| b.model == m).collect();
-            if mine.is_empty() {
-                return None;
-            }
-            let slots: u32 = mine.iter().map(|b| b.slots).sum();
-            let compute: u32 = mine.iter().map(|b| b.compute).sum();
-            Some(ModelBound {
-                model: model.key,
-                workloads: mine.iter().map(|b| b.workloads.len()).sum(),
-                memory_slices: slots,
-                compute_slices: compute,
-                lower_bound: slots
-                    .div_ceil(model.memory_slots)
-                    .max(compute.div_ceil(model.compute_slices)),
-                gpus_used: mine.len() as u32,
-            })
-        })
-        .collect();
+    let free_gpus = free_gpus(&all_avail, fleet, &gpus);
+    let per_model = model_bounds(&p, &bins);
     Ok(Proposal {
         gpus_used: gpus.len() as u32,
         gpus,

@@ -101,49 +101,10 @@ pub enum NoNightLayout {
     AlreadyWhole(usize),
 }
 
-/// Propose a night config and schedule, or say why not. `day` is the plan's day config; `fleet`
-/// and `workloads`/`measured` as given to the planner; `observed_hours` the UTC hours with data.
-#[allow(clippy::too_many_arguments)]
-pub fn propose(
-    day: &[GpuLayout],
-    workloads: &[Workload],
-    measured: &[Measured],
-    fleet: &[FleetGpu],
-    observed_hours: &BTreeSet<i64>,
-    profile: &Profile,
-    tz: Tz,
-    min_share: f64,
-    plan_file: &str,
-) -> Result<NightProposal, NoNightLayout> {
-    if profile.windows.is_empty() {
-        return Err(if profile.baseline.gpus > 0 {
-            NoNightLayout::OnlyBaseline {
-                k: profile.k,
-                baseline: profile.baseline.gpus,
-            }
-        } else {
-            NoNightLayout::NoWindow
-        });
-    }
-    let window_hours: Vec<i64> = observed_hours
-        .iter()
-        .copied()
-        .filter(|&h| in_window(profile, tz, h))
-        .collect();
-    if window_hours.is_empty() {
-        return Err(NoNightLayout::NoObservedHour);
-    }
-    let active: Vec<usize> = (0..workloads.len())
-        .filter(|&w| {
-            let loaded = window_hours
-                .iter()
-                .filter(|h| measured[w].loaded_hours.contains(h))
-                .count();
-            loaded as f64 > (1.0 - min_share) * window_hours.len() as f64
-        })
-        .collect();
-    // Night-active workloads prefer the GPU the day plan gives them (no move at the switch).
-    let night_ws: Vec<Workload> = active
+/// The night-active workloads, each on the GPU the day plan gives it when it has one (no move at
+/// the switch).
+fn night_workloads(day: &[GpuLayout], workloads: &[Workload], active: &[usize]) -> Vec<Workload> {
+    active
         .iter()
         .map(|&w| {
             let mut wl = workloads[w].clone();
@@ -156,14 +117,12 @@ pub fn propose(
             }
             wl
         })
-        .collect();
-    // Re-plan the night-active workloads on the GPUs the day plan uses (MIG instances, or whole
-    // with MIG off for one workload).
-    let day_gpus: Vec<&GpuLayout> = day
-        .iter()
-        .filter(|g| g.mig_enabled || !g.workloads.is_empty())
-        .collect();
-    let day_fleet: Vec<FleetGpu> = fleet
+        .collect()
+}
+
+/// The fleet GPUs the day plan uses (`day_gpus`).
+fn day_fleet(day_gpus: &[&GpuLayout], fleet: &[FleetGpu]) -> Vec<FleetGpu> {
+    fleet
         .iter()
         .filter(|f| {
             day_gpus
@@ -171,35 +130,12 @@ pub fn propose(
                 .any(|g| g.node.as_deref() == Some(f.node.as_str()) && g.gpu == f.index)
         })
         .cloned()
-        .collect();
-    let night_plan = super::plan(&night_ws, &day_fleet, &PlannerOptions::default())
-        .map_err(|e| NoNightLayout::Replan(e.to_string()))?;
-    if !night_plan.unplaceable.is_empty() {
-        return Err(NoNightLayout::DoesNotFit(night_plan.unplaceable.len()));
-    }
-    let freed = day_gpus.len().saturating_sub(night_plan.gpus.len());
-    // GPUs free in the windows beyond those free around the clock: what the night frees.
-    let expected = profile
-        .windows
-        .iter()
-        .map(|w| w.above_baseline as usize)
-        .min()
-        .unwrap_or(0);
-    let n = freed.min(expected);
-    if freed == 0 {
-        return Err(NoNightLayout::NothingToFree {
-            active: active.len(),
-            day_gpus: day_gpus.len(),
-        });
-    }
-    if expected == 0 {
-        return Err(NoNightLayout::NoReliableCapacity);
-    }
-    // Night config: night plan's GPUs, n freed GPUs as 1×7g, the rest MIG off.
-    let nw: Vec<Workload> = night_ws;
-    let mut night = super::export::config(&night_plan, &nw);
-    // A GPU keeping only workloads it holds by day keeps their day placements (the switch then
-    // only destroys the instances of workloads idle at night).
+        .collect()
+}
+
+/// A GPU of the night config keeping only workloads it holds by day keeps their day placements
+/// (the switch then only destroys the instances of workloads idle at night).
+fn keep_day_placements(night: &mut [GpuLayout], day: &[GpuLayout]) {
     for g in night.iter_mut().filter(|g| g.mig_enabled) {
         let Some(d) = day.iter().find(|d| d.node == g.node && d.gpu == g.gpu) else {
             continue;
@@ -220,6 +156,11 @@ pub fn propose(
             g.instances = kept;
         }
     }
+}
+
+/// Gives training up to `n` GPUs of the night config that hold no night workload and are not
+/// whole by day already: each one whole-GPU MIG instance. Returns them (node, index).
+fn give_training(night: &mut [GpuLayout], day: &[GpuLayout], n: usize) -> Vec<(String, u32)> {
     let used: BTreeSet<(Option<String>, u32)> = night
         .iter()
         .filter(|g| g.mig_enabled || !g.workloads.is_empty())
@@ -262,15 +203,12 @@ pub fn propose(
         }];
         training.push((g.node.clone().unwrap_or_default(), g.gpu));
     }
-    // Keep the GPUs the day plan left free as they are (MIG off) in the night config too.
-    for g in day.iter().filter(|g| !g.mig_enabled) {
-        if !night.iter().any(|x| x.node == g.node && x.gpu == g.gpu) {
-            night.push(g.clone());
-        }
-    }
-    night.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
-    // A switch must change something: GPUs whose day layout already is one whole-GPU instance
-    // give training the same capacity without a MIG change.
+    training
+}
+
+/// A switch must change something: training leaves the GPUs whose day layout already is its
+/// night one (one whole-GPU instance gives training the same capacity without a MIG change).
+fn drop_unchanged(training: &mut Vec<(String, u32)>, night: &[GpuLayout], day: &[GpuLayout]) {
     let same = |g: &GpuLayout| {
         day.iter().any(|d| {
             d.node == g.node
@@ -285,6 +223,94 @@ pub fn propose(
             .find(|g| g.node.as_deref() == Some(n.as_str()) && g.gpu == *i)
             .is_some_and(|g| !same(g))
     });
+}
+
+/// Propose a night config and schedule, or say why not. `day` is the plan's day config; `fleet`
+/// and `workloads`/`measured` as given to the planner; `observed_hours` the UTC hours with data.
+#[allow(clippy::too_many_arguments)]
+pub fn propose(
+    day: &[GpuLayout],
+    workloads: &[Workload],
+    measured: &[Measured],
+    fleet: &[FleetGpu],
+    observed_hours: &BTreeSet<i64>,
+    profile: &Profile,
+    tz: Tz,
+    min_share: f64,
+    plan_file: &str,
+) -> Result<NightProposal, NoNightLayout> {
+    if profile.windows.is_empty() {
+        return Err(if profile.baseline.gpus > 0 {
+            NoNightLayout::OnlyBaseline {
+                k: profile.k,
+                baseline: profile.baseline.gpus,
+            }
+        } else {
+            NoNightLayout::NoWindow
+        });
+    }
+    let window_hours: Vec<i64> = observed_hours
+        .iter()
+        .copied()
+        .filter(|&h| in_window(profile, tz, h))
+        .collect();
+    if window_hours.is_empty() {
+        return Err(NoNightLayout::NoObservedHour);
+    }
+    let active: Vec<usize> = (0..workloads.len())
+        .filter(|&w| {
+            let loaded = window_hours
+                .iter()
+                .filter(|h| measured[w].loaded_hours.contains(h))
+                .count();
+            loaded as f64 > (1.0 - min_share) * window_hours.len() as f64
+        })
+        .collect();
+    // Night-active workloads prefer the GPU the day plan gives them (no move at the switch).
+    let night_ws = night_workloads(day, workloads, &active);
+    // Re-plan the night-active workloads on the GPUs the day plan uses (MIG instances, or whole
+    // with MIG off for one workload).
+    let day_gpus: Vec<&GpuLayout> = day
+        .iter()
+        .filter(|g| g.mig_enabled || !g.workloads.is_empty())
+        .collect();
+    let day_fleet = day_fleet(&day_gpus, fleet);
+    let night_plan = super::plan(&night_ws, &day_fleet, &PlannerOptions::default())
+        .map_err(|e| NoNightLayout::Replan(e.to_string()))?;
+    if !night_plan.unplaceable.is_empty() {
+        return Err(NoNightLayout::DoesNotFit(night_plan.unplaceable.len()));
+    }
+    let freed = day_gpus.len().saturating_sub(night_plan.gpus.len());
+    // GPUs free in the windows beyond those free around the clock: what the night frees.
+    let expected = profile
+        .windows
+        .iter()
+        .map(|w| w.above_baseline as usize)
+        .min()
+        .unwrap_or(0);
+    let n = freed.min(expected);
+    if freed == 0 {
+        return Err(NoNightLayout::NothingToFree {
+            active: active.len(),
+            day_gpus: day_gpus.len(),
+        });
+    }
+    if expected == 0 {
+        return Err(NoNightLayout::NoReliableCapacity);
+    }
+    // Night config: night plan's GPUs, n freed GPUs as 1×7g, the rest MIG off.
+    let nw: Vec<Workload> = night_ws;
+    let mut night = super::export::config(&night_plan, &nw);
+    keep_day_placements(&mut night, day);
+    let mut training = give_training(&mut night, day, n);
+    // Keep the GPUs the day plan left free as they are (MIG off) in the night config too.
+    for g in day.iter().filter(|g| !g.mig_enabled) {
+        if !night.iter().any(|x| x.node == g.node && x.gpu == g.gpu) {
+            night.push(g.clone());
+        }
+    }
+    night.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
+    drop_unchanged(&mut training, &night, day);
     if training.is_empty() {
         return Err(NoNightLayout::AlreadyWhole(freed));
     }

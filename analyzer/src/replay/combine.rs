@@ -39,6 +39,7 @@ use super::{
     FleetResult, PlacementResult, Replay, ReplayRequest, Span, TIGHT_CONTENTION_SHARE,
     TIGHT_MEMORY_SHARE, Thresholds, Trained, WorkloadResult,
 };
+use crate::range::TimeRange;
 use crate::stats::quantile;
 use crate::times::fmt_ms;
 
@@ -161,6 +162,48 @@ fn cells(t: &Target, ts: &Targets, members: &[&[Point]]) -> (i64, Vec<(i64, Cell
     (step, out)
 }
 
+/// The verdict on a target with `n` intervals replayed: unknown with none, unsafe when memory
+/// went past `capacity` in `exceeded` intervals, tight when its p99 memory share or its share of
+/// intervals with compute contention is above its bound, else safe; with the reasons.
+fn verdict(
+    n: u64,
+    capacity: f64,
+    exceeded: usize,
+    p99_share: Option<f64>,
+    contention_share: f64,
+) -> (Option<&'static str>, Vec<String>) {
+    let mut reasons = Vec::new();
+    let verdict = if n == 0 {
+        reasons.push("none of its workloads was seen in the replayed range: unknown".into());
+        None
+    } else if exceeded > 0 {
+        reasons.push(format!(
+            "memory above the {:.2} GiB of the target in {} interval(s)",
+            capacity / GIB,
+            exceeded
+        ));
+        Some("unsafe")
+    } else {
+        let p = p99_share.unwrap_or(0.0);
+        if p > TIGHT_MEMORY_SHARE {
+            reasons.push(format!(
+                "p99 memory {:.0}% of the target's, above {:.0}%",
+                p * 100.0,
+                TIGHT_MEMORY_SHARE * 100.0
+            ));
+        }
+        if contention_share > TIGHT_CONTENTION_SHARE {
+            reasons.push(format!(
+                "compute contention in {:.1}% of the intervals, above {:.0}%",
+                contention_share * 100.0,
+                TIGHT_CONTENTION_SHARE * 100.0
+            ));
+        }
+        Some(if reasons.is_empty() { "safe" } else { "tight" })
+    };
+    (verdict, reasons)
+}
+
 /// One placement judged from its workloads' rows (`members`, each in time order, in the order
 /// of `t.members`); also its allocated GPU-hours (its share of its GPU while loaded).
 pub fn judge(
@@ -213,35 +256,7 @@ pub fn judge(
     } else {
         0.0
     };
-    let mut reasons = Vec::new();
-    let verdict = if n == 0 {
-        reasons.push("none of its workloads was seen in the replayed range: unknown".into());
-        None
-    } else if !exceeded.is_empty() {
-        reasons.push(format!(
-            "memory above the {:.2} GiB of the target in {} interval(s)",
-            capacity / GIB,
-            exceeded.len()
-        ));
-        Some("unsafe")
-    } else {
-        let p = share(p99).unwrap_or(0.0);
-        if p > TIGHT_MEMORY_SHARE {
-            reasons.push(format!(
-                "p99 memory {:.0}% of the target's, above {:.0}%",
-                p * 100.0,
-                TIGHT_MEMORY_SHARE * 100.0
-            ));
-        }
-        if contention_share > TIGHT_CONTENTION_SHARE {
-            reasons.push(format!(
-                "compute contention in {:.1}% of the intervals, above {:.0}%",
-                contention_share * 100.0,
-                TIGHT_CONTENTION_SHARE * 100.0
-            ));
-        }
-        Some(if reasons.is_empty() { "safe" } else { "tight" })
-    };
+    let (verdict, reasons) = verdict(n, capacity, exceeded.len(), share(p99), contention_share);
     let r = PlacementResult {
         id: t.id.clone(),
         config: t.config.clone(),
@@ -275,20 +290,9 @@ pub fn judge(
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// The whole replay from its parts (`super::stream` judges them as the rows arrive):
-/// `placements` (each with its allocated GPU-hours) in the order of `t.targets`, `workloads` in
-/// the order of `t.sources`, and `work`, the placed workloads' activity in GPU-hours.
-pub fn replay(
-    t: &Targets,
-    ex: &Extracted,
-    judged: Vec<(PlacementResult, f64)>,
-    workloads: Vec<WorkloadResult>,
-    work: f64,
-    req: &ReplayRequest,
-) -> Replay {
-    let range = req.range;
-    let hours = range.len_ms() as f64 / HOUR_MS;
-    // The share of the range each config is in force (sampled each minute, at its middle).
+/// The share of `range` each config of `t` is in force, sampled each minute at its middle (empty
+/// without configs).
+fn config_shares(t: &Targets, range: TimeRange) -> BTreeMap<String, f64> {
     let mut shares: BTreeMap<String, f64> = BTreeMap::new();
     if !t.configs.is_empty() {
         let mut n = 0u64;
@@ -304,6 +308,70 @@ pub fn replay(
             *v /= n.max(1) as f64;
         }
     }
+    shares
+}
+
+/// The replay's verdict: unsafe when a placement is or a workload had no place while loaded,
+/// tight when a placement is, else safe; with the placements and workloads that decide it.
+fn overall_verdict(
+    placements: &[PlacementResult],
+    workloads: &[WorkloadResult],
+) -> (&'static str, Vec<String>) {
+    let mut deciding = Vec::new();
+    let mut verdict = "safe";
+    for p in placements {
+        match p.verdict {
+            Some("unsafe") => {
+                verdict = "unsafe";
+                deciding.push(format!(
+                    "{}: memory exceeded in {} interval(s) ({:.2} h): {}",
+                    p.id,
+                    p.exceeded_intervals,
+                    p.exceeded_hours,
+                    span_text(&p.exceeded)
+                ));
+            }
+            Some("tight") => {
+                if verdict == "safe" {
+                    verdict = "tight";
+                }
+                let mut s = format!("{}: {}", p.id, p.reasons.join("; "));
+                if p.contention_intervals > 0 {
+                    s.push_str(&format!(": contention {}", span_text(&p.contention)));
+                }
+                deciding.push(s);
+            }
+            _ => {}
+        }
+    }
+    for w in workloads {
+        if w.unplaced_intervals > 0 {
+            verdict = "unsafe";
+            deciding.push(format!(
+                "{}: loaded in {} interval(s) when the config in force gives it no place: {}",
+                w.id,
+                w.unplaced_intervals,
+                span_text(&w.unplaced)
+            ));
+        }
+    }
+    (verdict, deciding)
+}
+
+/// The whole replay from its parts (`super::stream` judges them as the rows arrive):
+/// `placements` (each with its allocated GPU-hours) in the order of `t.targets`, `workloads` in
+/// the order of `t.sources`, and `work`, the placed workloads' activity in GPU-hours.
+pub fn replay(
+    t: &Targets,
+    ex: &Extracted,
+    judged: Vec<(PlacementResult, f64)>,
+    workloads: Vec<WorkloadResult>,
+    work: f64,
+    req: &ReplayRequest,
+) -> Replay {
+    let range = req.range;
+    let hours = range.len_ms() as f64 / HOUR_MS;
+    let shares = config_shares(t, range);
     let mut placements = Vec::with_capacity(judged.len());
     let mut allocated_after = 0.0;
     for (r, a) in judged {
@@ -329,44 +397,7 @@ pub fn replay(
         &holding,
     );
 
-    let mut deciding = Vec::new();
-    let mut verdict = "safe";
-    for p in &placements {
-        match p.verdict {
-            Some("unsafe") => {
-                verdict = "unsafe";
-                deciding.push(format!(
-                    "{}: memory exceeded in {} interval(s) ({:.2} h): {}",
-                    p.id,
-                    p.exceeded_intervals,
-                    p.exceeded_hours,
-                    span_text(&p.exceeded)
-                ));
-            }
-            Some("tight") => {
-                if verdict == "safe" {
-                    verdict = "tight";
-                }
-                let mut s = format!("{}: {}", p.id, p.reasons.join("; "));
-                if p.contention_intervals > 0 {
-                    s.push_str(&format!(": contention {}", span_text(&p.contention)));
-                }
-                deciding.push(s);
-            }
-            _ => {}
-        }
-    }
-    for w in &workloads {
-        if w.unplaced_intervals > 0 {
-            verdict = "unsafe";
-            deciding.push(format!(
-                "{}: loaded in {} interval(s) when the config in force gives it no place: {}",
-                w.id,
-                w.unplaced_intervals,
-                span_text(&w.unplaced)
-            ));
-        }
-    }
+    let (verdict, deciding) = overall_verdict(&placements, &workloads);
     let failed_intervals = placements.iter().map(|p| p.exceeded_intervals).sum::<u64>()
         + workloads.iter().map(|w| w.unplaced_intervals).sum::<u64>();
     let mut notes = t.notes.clone();
@@ -470,21 +501,14 @@ pub fn work(pts: &[Point], gpu_slices: Option<f64>) -> f64 {
         .sum::<f64>()
 }
 
-fn fleet(
+/// The GPUs in use after the plan, each set with the share of the range it holds: per config
+/// in force its targets holding work, with the hosts (which are always in use); just the hosts,
+/// all the time, without configs.
+fn gpus_in_use(
     t: &Targets,
-    ex: &Extracted,
-    req: &ReplayRequest,
-    (hours, work): (f64, f64),
     shares: &BTreeMap<String, f64>,
-    allocated_after: f64,
     holding: &[bool],
-) -> FleetResult {
-    let before: BTreeSet<(String, u32)> = t
-        .sources
-        .values()
-        .map(|s| (s.node.clone(), s.gpu))
-        .filter(|k| ex.gpus.contains_key(k))
-        .collect();
+) -> Vec<(f64, BTreeSet<(String, u32)>)> {
     let hosts: BTreeSet<(String, u32)> = t
         .targets
         .iter()
@@ -504,7 +528,7 @@ fn fleet(
                 .insert((n.clone(), tg.gpu));
         }
     }
-    let weighted: Vec<(f64, BTreeSet<(String, u32)>)> = if shares.is_empty() {
+    if shares.is_empty() {
         vec![(1.0, hosts.clone())]
     } else {
         shares
@@ -515,7 +539,25 @@ fn fleet(
                 (*s, g)
             })
             .collect()
-    };
+    }
+}
+
+fn fleet(
+    t: &Targets,
+    ex: &Extracted,
+    req: &ReplayRequest,
+    (hours, work): (f64, f64),
+    shares: &BTreeMap<String, f64>,
+    allocated_after: f64,
+    holding: &[bool],
+) -> FleetResult {
+    let before: BTreeSet<(String, u32)> = t
+        .sources
+        .values()
+        .map(|s| (s.node.clone(), s.gpu))
+        .filter(|k| ex.gpus.contains_key(k))
+        .collect();
+    let weighted = gpus_in_use(t, shares, holding);
     let gpus_after = weighted.iter().map(|(_, g)| g.len()).max().unwrap_or(0);
     let gpu_hours_before = before.len() as f64 * hours;
     let gpu_hours_after: f64 = weighted

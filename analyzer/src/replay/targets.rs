@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tessera_core::mig::plan::{MIG_PLAN_KIND, MigSchedule, SCHEDULE_KIND, TesseraPlan};
+use tessera_core::mig::plan::{GpuLayout, MIG_PLAN_KIND, MigSchedule, SCHEDULE_KIND, TesseraPlan};
 use tessera_core::mig::plan_sections::{WorkloadKind, WorkloadSource};
 use tessera_core::mig::{self, GpuModel};
 
@@ -94,157 +94,157 @@ fn no_workloads(kind: &str) -> ReplayError {
 }
 
 /// The placements of `plan`; `config` is `--config`.
-pub fn targets(plan: &TesseraPlan, config: Option<&str>) -> Result<Targets, ReplayError> {
-    if plan.kind == MIG_PLAN_KIND {
-        return Err(no_workloads(MIG_PLAN_KIND));
+/// Which configs of `plan` are in force when, into `t`: `config` alone, else those the
+/// schedule switches to, else the only one; several configs and no schedule are refused.
+fn configs_in_force(
+    plan: &TesseraPlan,
+    config: Option<&str>,
+    t: &mut Targets,
+) -> Result<(), ReplayError> {
+    if plan.configs.is_empty() {
+        return Ok(());
     }
-    if !plan.configs.is_empty() && plan.workloads.is_empty() {
-        return Err(no_workloads(&plan.kind));
-    }
-    let mut t = Targets::default();
-    for (id, w) in &plan.workloads {
-        t.sources.insert(id.clone(), w.clone());
-        t.source_items.insert(id.clone(), format!("workloads.{id}"));
-    }
-    if !plan.configs.is_empty() {
-        let labels = || plan.configs.keys().cloned().collect::<Vec<_>>().join(", ");
-        match (config, &plan.schedule) {
-            (Some(c), _) => {
-                if !plan.configs.contains_key(c) {
-                    return Err(ReplayError::Plan(format!(
-                        "no config labelled {c:?} in the plan (configs: {})",
-                        labels()
-                    )));
-                }
-                t.fixed = Some(c.to_string());
-                t.configs = vec![c.to_string()];
-            }
-            (None, Some(s)) => {
-                t.schedule = Some(MigSchedule {
-                    version: "v1".into(),
-                    kind: SCHEDULE_KIND.into(),
-                    timezone: s.timezone.clone(),
-                    plan: String::new(),
-                    comment: None,
-                    switches: s.switches.clone(),
-                });
-                let named: BTreeSet<&str> = s.switches.iter().map(|w| w.config.as_str()).collect();
-                t.configs = named.into_iter().map(str::to_string).collect();
-            }
-            (None, None) if plan.configs.len() == 1 => {
-                let only = plan.configs.keys().next().cloned().unwrap_or_default();
-                t.fixed = Some(only.clone());
-                t.configs = vec![only];
-            }
-            (None, None) => {
+    let labels = || plan.configs.keys().cloned().collect::<Vec<_>>().join(", ");
+    match (config, &plan.schedule) {
+        (Some(c), _) => {
+            if !plan.configs.contains_key(c) {
                 return Err(ReplayError::Plan(format!(
-                    "the plan has several configs ({}) and no schedule: choose one with --config LABEL",
+                    "no config labelled {c:?} in the plan (configs: {})",
                     labels()
                 )));
             }
+            t.fixed = Some(c.to_string());
+            t.configs = vec![c.to_string()];
+        }
+        (None, Some(s)) => {
+            t.schedule = Some(MigSchedule {
+                version: "v1".into(),
+                kind: SCHEDULE_KIND.into(),
+                timezone: s.timezone.clone(),
+                plan: String::new(),
+                comment: None,
+                switches: s.switches.clone(),
+            });
+            let named: BTreeSet<&str> = s.switches.iter().map(|w| w.config.as_str()).collect();
+            t.configs = named.into_iter().map(str::to_string).collect();
+        }
+        (None, None) if plan.configs.len() == 1 => {
+            let only = plan.configs.keys().next().cloned().unwrap_or_default();
+            t.fixed = Some(only.clone());
+            t.configs = vec![only];
+        }
+        (None, None) => {
+            return Err(ReplayError::Plan(format!(
+                "the plan has several configs ({}) and no schedule: choose one with --config LABEL",
+                labels()
+            )));
         }
     }
-    let mut used = BTreeSet::new();
-    for label in t.configs.clone() {
-        let Some(gpus) = plan.configs.get(&label) else {
-            continue;
+    Ok(())
+}
+
+/// The targets of config `label` (its GPUs `gpus`) into `t`: each MIG instance and each whole
+/// GPU that holds workloads, with notes on names without a workloads entry and workloads placed
+/// twice; the workloads it places are added to `used`. Returns each workload's target index.
+fn place_config(
+    t: &mut Targets,
+    label: &str,
+    gpus: &[GpuLayout],
+    used: &mut BTreeSet<String>,
+) -> Result<BTreeMap<String, usize>, ReplayError> {
+    let mut placed = BTreeMap::new();
+    for (i, g) in gpus.iter().enumerate() {
+        let item = format!("configs.{label}[{i}]");
+        let Some(model) = model_of(&g.model) else {
+            return Err(ReplayError::Plan(format!(
+                "{item}: unknown GPU model {:?}",
+                g.model
+            )));
         };
-        let mut placed = BTreeMap::new();
-        for (i, g) in gpus.iter().enumerate() {
-            let item = format!("configs.{label}[{i}]");
-            let Some(model) = model_of(&g.model) else {
-                return Err(ReplayError::Plan(format!(
-                    "{item}: unknown GPU model {:?}",
-                    g.model
-                )));
-            };
-            let mut add = |t: &mut Targets,
-                           kind: &'static str,
-                           profile: Option<(String, u32)>,
-                           memory: u64,
-                           slices: u32,
-                           names: &[String]| {
-                let (members, placeholders): (Vec<String>, Vec<String>) = names
+        let mut add = |t: &mut Targets,
+                       kind: &'static str,
+                       profile: Option<(String, u32)>,
+                       memory: u64,
+                       slices: u32,
+                       names: &[String]| {
+            let (members, placeholders): (Vec<String>, Vec<String>) = names
+                .iter()
+                .cloned()
+                .partition(|n| t.sources.contains_key(n));
+            for p in &placeholders {
+                t.notes.push(format!(
+                    "{p} (config {label}) has no workloads entry: the plan names no rows for it, so it is not replayed (unknown)"
+                ));
+            }
+            let node = g.node.clone().or_else(|| {
+                members
                     .iter()
-                    .cloned()
-                    .partition(|n| t.sources.contains_key(n));
-                for p in &placeholders {
+                    .find_map(|m| t.sources.get(m).map(|s| s.node.clone()))
+            });
+            let where_ = format!("{}/GPU{}", node.as_deref().unwrap_or("any node"), g.gpu);
+            let id = match &profile {
+                Some((name, start)) => format!("{label} {where_} {name}@{start}"),
+                None => format!("{label} {where_} whole GPU"),
+            };
+            let idx = t.targets.len();
+            for m in &members {
+                used.insert(m.clone());
+                if placed.insert(m.clone(), idx).is_some() {
                     t.notes.push(format!(
-                        "{p} (config {label}) has no workloads entry: the plan names no rows for it, so it is not replayed (unknown)"
+                        "{m} is placed twice in config {label}: its rows are replayed in each place"
                     ));
                 }
-                let node = g.node.clone().or_else(|| {
-                    members
-                        .iter()
-                        .find_map(|m| t.sources.get(m).map(|s| s.node.clone()))
-                });
-                let where_ = format!("{}/GPU{}", node.as_deref().unwrap_or("any node"), g.gpu);
-                let id = match &profile {
-                    Some((name, start)) => format!("{label} {where_} {name}@{start}"),
-                    None => format!("{label} {where_} whole GPU"),
+            }
+            t.targets.push(Target {
+                id,
+                config: Some(label.to_string()),
+                kind,
+                node,
+                gpu: g.gpu,
+                model: model.key.to_string(),
+                profile: profile.map(|(n, _)| n),
+                memory_bytes: Some(memory),
+                slices,
+                gpu_slices: model.compute_slices,
+                members,
+                placeholders,
+                item: item.clone(),
+            });
+        };
+        if g.mig_enabled {
+            for inst in &g.instances {
+                if inst.workloads.is_empty() {
+                    continue;
+                }
+                let Some(p) = model.profile(inst.profile_id) else {
+                    continue;
                 };
-                let idx = t.targets.len();
-                for m in &members {
-                    used.insert(m.clone());
-                    if placed.insert(m.clone(), idx).is_some() {
-                        t.notes.push(format!(
-                            "{m} is placed twice in config {label}: its rows are replayed in each place"
-                        ));
-                    }
-                }
-                t.targets.push(Target {
-                    id,
-                    config: Some(label.clone()),
-                    kind,
-                    node,
-                    gpu: g.gpu,
-                    model: model.key.to_string(),
-                    profile: profile.map(|(n, _)| n),
-                    memory_bytes: Some(memory),
-                    slices,
-                    gpu_slices: model.compute_slices,
-                    members,
-                    placeholders,
-                    item: item.clone(),
-                });
-            };
-            if g.mig_enabled {
-                for inst in &g.instances {
-                    if inst.workloads.is_empty() {
-                        continue;
-                    }
-                    let Some(p) = model.profile(inst.profile_id) else {
-                        continue;
-                    };
-                    add(
-                        &mut t,
-                        "mig",
-                        Some((p.name.clone(), inst.placement.start)),
-                        p.memory_bytes,
-                        p.compute_slices,
-                        &inst.workloads,
-                    );
-                }
-            } else if !g.workloads.is_empty() {
                 add(
-                    &mut t,
-                    "gpu",
-                    None,
-                    model.memory_total_bytes,
-                    model.compute_slices,
-                    &g.workloads,
+                    t,
+                    "mig",
+                    Some((p.name.clone(), inst.placement.start)),
+                    p.memory_bytes,
+                    p.compute_slices,
+                    &inst.workloads,
                 );
             }
+        } else if !g.workloads.is_empty() {
+            add(
+                t,
+                "gpu",
+                None,
+                model.memory_total_bytes,
+                model.compute_slices,
+                &g.workloads,
+            );
         }
-        t.placed.insert(label, placed);
     }
-    for id in plan.workloads.keys() {
-        if !used.contains(id) {
-            t.notes.push(format!(
-                "{id} is in the workloads section but no replayed config places it: every interval in which it holds memory counts as failed"
-            ));
-        }
-    }
+    Ok(placed)
+}
+
+/// Each consolidation move of `plan` as a target of `t` on its host: the host's GPU and its
+/// guests' as `gpu` workloads (named `node/GPUi`), the host's full memory and one GPU of compute.
+fn consolidation_targets(plan: &TesseraPlan, t: &mut Targets) {
     for (i, m) in plan.consolidation.iter().enumerate() {
         let model = model_of(&m.model);
         let mut members = Vec::new();
@@ -289,6 +289,37 @@ pub fn targets(plan: &TesseraPlan, config: Option<&str>) -> Result<Targets, Repl
             item: format!("consolidation[{i}]"),
         });
     }
+}
+
+pub fn targets(plan: &TesseraPlan, config: Option<&str>) -> Result<Targets, ReplayError> {
+    if plan.kind == MIG_PLAN_KIND {
+        return Err(no_workloads(MIG_PLAN_KIND));
+    }
+    if !plan.configs.is_empty() && plan.workloads.is_empty() {
+        return Err(no_workloads(&plan.kind));
+    }
+    let mut t = Targets::default();
+    for (id, w) in &plan.workloads {
+        t.sources.insert(id.clone(), w.clone());
+        t.source_items.insert(id.clone(), format!("workloads.{id}"));
+    }
+    configs_in_force(plan, config, &mut t)?;
+    let mut used = BTreeSet::new();
+    for label in t.configs.clone() {
+        let Some(gpus) = plan.configs.get(&label) else {
+            continue;
+        };
+        let placed = place_config(&mut t, &label, gpus, &mut used)?;
+        t.placed.insert(label, placed);
+    }
+    for id in plan.workloads.keys() {
+        if !used.contains(id) {
+            t.notes.push(format!(
+                "{id} is in the workloads section but no replayed config places it: every interval in which it holds memory counts as failed"
+            ));
+        }
+    }
+    consolidation_targets(plan, &mut t);
     Ok(t)
 }
 

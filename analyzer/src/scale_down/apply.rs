@@ -197,6 +197,53 @@ fn changed_since_plan(
     Ok(None)
 }
 
+/// Whether `o` still has the replica count decided on, with no opt-out and no GitOps sign: only
+/// then is it written.
+fn still_as_planned(o: &Object, decided: Option<i64>) -> bool {
+    o.replicas == decided && opt_out(o).is_none() && gitops_sign(o).is_none()
+}
+
+/// Scales a KServe InferenceService to zero through its `minReplicas` (with tessera's
+/// annotations, in one patch); its journal entry is taken back when the patch surely did not
+/// apply.
+fn scale_down_isvc(
+    cluster: &mut dyn Workloads,
+    fresh: &Object,
+    from: &str,
+    decided: Option<i64>,
+    ctx: &mut Context<'_>,
+    out: &mut Outcome,
+) -> Result<(), KubeError> {
+    let unchanged = |o: &Object| still_as_planned(o, decided);
+    let at = ctx.at;
+    let label = fresh.label();
+    let written = patch_once_more(cluster, fresh.clone(), &|o| {
+        unchanged(o).then(|| {
+            json!({
+                "metadata": { "annotations": annotations(Some(from), Some(at)) },
+                "spec": { "predictor": { "minReplicas": 0 } },
+            })
+        })
+    });
+    match written {
+        Ok(Some(_)) => {
+            out.done.push(format!("{label}: minReplicas {from} -> 0"));
+            Ok(())
+        }
+        Ok(None) => {
+            forget(ctx.journal, fresh);
+            out.skipped
+                .push(format!("{label}: changed since the plan: not scaled"));
+            Ok(())
+        }
+        Err(e) if e.certainly_not_applied() => {
+            forget(ctx.journal, fresh);
+            Err(e)
+        }
+        Err(e) => isvc_unanswered(cluster, fresh, at, e, out),
+    }
+}
+
 /// Scale one workload down.
 fn down_one(
     cluster: &mut dyn Workloads,
@@ -233,36 +280,10 @@ fn down_one(
         .map_err(|e| KubeError::Other(format!("{}: nothing written: {e}", fresh.label())))?;
     // On a 409 the object is read again: written only if it still has the count decided on.
     let decided = planned.replicas;
-    let unchanged =
-        |o: &Object| o.replicas == decided && opt_out(o).is_none() && gitops_sign(o).is_none();
+    let unchanged = |o: &Object| still_as_planned(o, decided);
     let at = ctx.at;
     if fresh.kind == Kind::InferenceService {
-        let label = fresh.label();
-        let written = patch_once_more(cluster, fresh.clone(), &|o| {
-            unchanged(o).then(|| {
-                json!({
-                    "metadata": { "annotations": annotations(Some(&from), Some(at)) },
-                    "spec": { "predictor": { "minReplicas": 0 } },
-                })
-            })
-        });
-        return match written {
-            Ok(Some(_)) => {
-                out.done.push(format!("{label}: minReplicas {from} -> 0"));
-                Ok(())
-            }
-            Ok(None) => {
-                forget(ctx.journal, &fresh);
-                out.skipped
-                    .push(format!("{label}: changed since the plan: not scaled"));
-                Ok(())
-            }
-            Err(e) if e.certainly_not_applied() => {
-                forget(ctx.journal, &fresh);
-                Err(e)
-            }
-            Err(e) => isvc_unanswered(cluster, &fresh, at, e, out),
-        };
+        return scale_down_isvc(cluster, &fresh, &from, decided, ctx, out);
     }
     let annotated = match patch_once_more(cluster, fresh.clone(), &|o| {
         unchanged(o)

@@ -338,6 +338,57 @@ pub fn running_pods(
     Ok(out)
 }
 
+/// The finding pods of namespace `ns` that no running pod has any more (gone since the data
+/// was taken, or not a pod name at all): each idle one is refused.
+fn refuse_gone_pods(
+    idle: &IdleSet,
+    ns: &str,
+    pods: &BTreeMap<String, Object>,
+    refused: &mut BTreeMap<String, String>,
+) {
+    let key = |p: &str| (ns.to_string(), p.to_string());
+    for (n, p) in idle.idle.keys().chain(idle.not_now.keys()) {
+        if n == ns && !pods.contains_key(p) {
+            let why = if is_dns_subdomain(p) {
+                "not found (no running pod of that name: gone since the data was taken)"
+            } else {
+                "not a Kubernetes pod name"
+            };
+            if idle.idle.contains_key(&key(p)) {
+                refused.insert(format!("pod {ns}/{}", escape_control(p)), why.into());
+            }
+        }
+    }
+}
+
+/// Why workload `w` (pods `pods_of`, some idle) is not scaled down, if it is not: a pod of it
+/// not idle now, then an opt-out on it or a pod of it, an autoscaler owning it, a GitOps sign.
+fn refusal(
+    idle: &IdleSet,
+    ns: &str,
+    w: &Object,
+    pods_of: &[&Object],
+    targets: &[ScaleTarget],
+) -> Option<String> {
+    let key = |p: &str| (ns.to_string(), p.to_string());
+    let busy: Vec<String> = pods_of
+        .iter()
+        .filter(|p| !idle.idle.contains_key(&key(&p.name)))
+        .map(|p| match idle.not_now.get(&key(&p.name)) {
+            Some(why) => format!("pod {}: {why}", p.name),
+            None => format!("pod {} has no idle finding", p.name),
+        })
+        .collect();
+    if !busy.is_empty() {
+        Some(format!("not every pod is idle now: {}", busy.join("; ")))
+    } else {
+        opt_out(w)
+            .or_else(|| pods_of.iter().find_map(|p| opt_out(p)))
+            .or_else(|| autoscaler(targets, w))
+            .or_else(|| gitops_sign(w))
+    }
+}
+
 fn plan_namespace(
     cluster: &mut dyn Workloads,
     idle: &IdleSet,
@@ -369,18 +420,7 @@ fn plan_namespace(
             }
         }
     }
-    for (n, p) in idle.idle.keys().chain(idle.not_now.keys()) {
-        if n == ns && !pods.contains_key(p) {
-            let why = if is_dns_subdomain(p) {
-                "not found (no running pod of that name: gone since the data was taken)"
-            } else {
-                "not a Kubernetes pod name"
-            };
-            if idle.idle.contains_key(&key(p)) {
-                refused.insert(format!("pod {ns}/{}", escape_control(p)), why.into());
-            }
-        }
-    }
+    refuse_gone_pods(idle, ns, &pods, &mut refused);
     let targets = if members.is_empty() {
         Vec::new()
     } else {
@@ -406,22 +446,7 @@ fn plan_namespace(
         let Some(w) = space.get(kind, &name)? else {
             continue;
         };
-        let busy: Vec<String> = pods_of
-            .iter()
-            .filter(|p| !idle.idle.contains_key(&key(&p.name)))
-            .map(|p| match idle.not_now.get(&key(&p.name)) {
-                Some(why) => format!("pod {}: {why}", p.name),
-                None => format!("pod {} has no idle finding", p.name),
-            })
-            .collect();
-        let why = if !busy.is_empty() {
-            Some(format!("not every pod is idle now: {}", busy.join("; ")))
-        } else {
-            opt_out(&w)
-                .or_else(|| pods_of.iter().find_map(|p| opt_out(p)))
-                .or_else(|| autoscaler(&targets, &w))
-                .or_else(|| gitops_sign(&w))
-        };
+        let why = refusal(idle, ns, &w, &pods_of, &targets);
         if let Some(why) = why {
             out.refusals.push(Refusal {
                 what: w.label(),

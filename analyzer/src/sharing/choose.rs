@@ -143,7 +143,6 @@ pub fn choose(
         busiest.host.gpu,
         busiest.workloads.len() - 1
     )];
-    let share = 1.0 / f64::from(replicas);
     let mut against: Vec<String> = Vec::new();
     if let Some(why) = mig {
         against.push(format!(
@@ -151,56 +150,7 @@ pub fn choose(
         ));
     }
     for h in &hosts {
-        let total = h.memory_total_bytes();
-        let mut sum = 0.0;
-        for w in &h.workloads {
-            let Some(s) = &w.stats else {
-                against.push(format!(
-                    "{} has no rows in the window: its memory and activity are unknown",
-                    w.name()
-                ));
-                continue;
-            };
-            match (s.peak_memory_bytes, total) {
-                (Some(peak), Some(total)) => {
-                    sum += peak;
-                    let need = peak * (1.0 + p.headroom);
-                    let slot = total * share;
-                    if need > slot {
-                        against.push(format!(
-                            "{} peaks at {} (+{:.0}%: {}), more than {} / {replicas} = {} that MPS gives each client",
-                            w.name(),
-                            gib(peak),
-                            p.headroom * 100.0,
-                            gib(need),
-                            gib(total),
-                            gib(slot)
-                        ));
-                    }
-                }
-                _ => against.push(format!("{}: no memory measured", w.name())),
-            }
-            match s.activity {
-                Some(a) if a > share + 1e-9 => against.push(format!(
-                    "{} is active {:.0}% of the time ({} quantile), more than the 1/{replicas} of the SMs MPS caps each client at",
-                    w.name(),
-                    a * 100.0,
-                    s.activity_source.unwrap_or("activity")
-                )),
-                Some(_) => {}
-                None => against.push(format!("{}: no activity measured", w.name())),
-            }
-        }
-        if let Some(total) = total
-            && sum > total
-        {
-            reasons.push(format!(
-                "warning: on GPU {} the workloads' peaks add up to {} of {} (their peaks may not coincide; tessera replay checks them interval by interval)",
-                h.host.gpu,
-                gib(sum),
-                gib(total)
-            ));
-        }
+        weigh_host(h, replicas, p, &mut against, &mut reasons);
     }
     let roles = |r: Role| {
         hosts
@@ -232,6 +182,69 @@ pub fn choose(
         name: config_name(method, replicas, &text),
         text,
         hosts,
+    }
+}
+
+/// Checks one host GPU's workloads against MPS with `replicas` clients: a workload unmeasured,
+/// too large for its memory slot (with headroom) or too active for its share of the SMs is
+/// pushed to `against`; peaks adding up past the GPU's memory add a warning to `reasons`.
+fn weigh_host(
+    h: &HostDemand,
+    replicas: u32,
+    p: ChooseParams,
+    against: &mut Vec<String>,
+    reasons: &mut Vec<String>,
+) {
+    let share = 1.0 / f64::from(replicas);
+    let total = h.memory_total_bytes();
+    let mut sum = 0.0;
+    for w in &h.workloads {
+        let Some(s) = &w.stats else {
+            against.push(format!(
+                "{} has no rows in the window: its memory and activity are unknown",
+                w.name()
+            ));
+            continue;
+        };
+        match (s.peak_memory_bytes, total) {
+            (Some(peak), Some(total)) => {
+                sum += peak;
+                let need = peak * (1.0 + p.headroom);
+                let slot = total * share;
+                if need > slot {
+                    against.push(format!(
+                        "{} peaks at {} (+{:.0}%: {}), more than {} / {replicas} = {} that MPS gives each client",
+                        w.name(),
+                        gib(peak),
+                        p.headroom * 100.0,
+                        gib(need),
+                        gib(total),
+                        gib(slot)
+                    ));
+                }
+            }
+            _ => against.push(format!("{}: no memory measured", w.name())),
+        }
+        match s.activity {
+            Some(a) if a > share + 1e-9 => against.push(format!(
+                "{} is active {:.0}% of the time ({} quantile), more than the 1/{replicas} of the SMs MPS caps each client at",
+                w.name(),
+                a * 100.0,
+                s.activity_source.unwrap_or("activity")
+            )),
+            Some(_) => {}
+            None => against.push(format!("{}: no activity measured", w.name())),
+        }
+    }
+    if let Some(total) = total
+        && sum > total
+    {
+        reasons.push(format!(
+            "warning: on GPU {} the workloads' peaks add up to {} of {} (their peaks may not coincide; tessera replay checks them interval by interval)",
+            h.host.gpu,
+            gib(sum),
+            gib(total)
+        ));
     }
 }
 

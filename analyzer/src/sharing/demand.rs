@@ -57,25 +57,7 @@ pub struct GpuStats {
 
 /// Per GPU of `frames` (node, index), its [`GpuStats`] with the `quantile` of activity.
 pub fn gpu_stats(frames: &Frames, quantile: f64) -> Result<Vec<GpuStats>, DemandError> {
-    let df = frames
-        .gpu
-        .clone()
-        .select([
-            col("node"),
-            col("gpu").cast(DataType::Int64),
-            col("uuid"),
-            col("model"),
-            col("memory_used_max_bytes")
-                .cast(DataType::Float64)
-                .alias("mem"),
-            col("memory_total_bytes")
-                .cast(DataType::Float64)
-                .alias("total"),
-            col("sm_active_max").cast(DataType::Float64),
-            col("busy_max").cast(DataType::Float64),
-            col("mig_enabled"),
-        ])
-        .collect()?;
+    let df = gpu_columns(frames)?;
     let node = columns::strs(&df, "node")?;
     let gpu = columns::i64s(&df, "gpu")?;
     let uuid = columns::strs(&df, "uuid")?;
@@ -97,20 +79,7 @@ pub fn gpu_stats(frames: &Frames, quantile: f64) -> Result<Vec<GpuStats>, Demand
             continue;
         };
         let a = by.entry((n.to_string(), g)).or_insert_with(|| Acc {
-            stats: GpuStats {
-                node: n.to_string(),
-                gpu: g,
-                uuid: None,
-                model: None,
-                peak_memory_bytes: None,
-                memory_total_bytes: None,
-                activity: None,
-                activity_source: None,
-                rows: 0,
-                mig: false,
-                scheduler: Scheduler::Unknown,
-                holders: String::new(),
-            },
+            stats: GpuStats::unmeasured(n, g),
             sm: Vec::new(),
             busy: Vec::new(),
         });
@@ -156,6 +125,50 @@ pub fn gpu_stats(frames: &Frames, quantile: f64) -> Result<Vec<GpuStats>, Demand
             a.stats
         })
         .collect())
+}
+
+/// The GPU frame's columns the stats read: node, index, uuid, model, peak and total memory (as
+/// `mem`, `total`), both activity maxima and the MIG flag.
+fn gpu_columns(frames: &Frames) -> Result<DataFrame, DemandError> {
+    Ok(frames
+        .gpu
+        .clone()
+        .select([
+            col("node"),
+            col("gpu").cast(DataType::Int64),
+            col("uuid"),
+            col("model"),
+            col("memory_used_max_bytes")
+                .cast(DataType::Float64)
+                .alias("mem"),
+            col("memory_total_bytes")
+                .cast(DataType::Float64)
+                .alias("total"),
+            col("sm_active_max").cast(DataType::Float64),
+            col("busy_max").cast(DataType::Float64),
+            col("mig_enabled"),
+        ])
+        .collect()?)
+}
+
+impl GpuStats {
+    /// A GPU seen, nothing of it measured yet (no rows, scheduler unknown).
+    fn unmeasured(node: &str, gpu: u32) -> GpuStats {
+        GpuStats {
+            node: node.to_string(),
+            gpu,
+            uuid: None,
+            model: None,
+            peak_memory_bytes: None,
+            memory_total_bytes: None,
+            activity: None,
+            activity_source: None,
+            rows: 0,
+            mig: false,
+            scheduler: Scheduler::Unknown,
+            holders: String::new(),
+        }
+    }
 }
 
 /// Whether a workload is the host's own or moves there.

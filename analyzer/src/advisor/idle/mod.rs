@@ -232,94 +232,10 @@ impl Detector for IdleLoaded {
         let (mut gib_h, mut gpu_h) = (0.0, 0.0);
         let mut found: Vec<(Option<f64>, Finding)> = Vec::new();
         for e in entities.iter().filter(|e| !e.spans.is_empty()) {
-            let idle_ms: i64 = e.spans.iter().map(|s| s.end_ms - s.start_ms).sum();
-            let gib_hours: f64 = e.spans.iter().map(|s| s.gib_hours).sum();
-            let reclaim: f64 = e.spans.iter().map(|s| s.reclaimable_gpu_hours).sum();
-            let mem_max = e
-                .spans
-                .iter()
-                .map(|s| s.memory_max_bytes)
-                .fold(0.0, f64::max);
-            let longest = e
-                .spans
-                .iter()
-                .map(|s| s.end_ms - s.start_ms)
-                .max()
-                .unwrap_or(0);
+            let ((gib_hours, reclaim), keyed) = entity_finding(self.id(), e);
             gib_h += gib_hours;
             gpu_h += reclaim;
-            let idle_share = if e.observed_ms > 0 {
-                (idle_ms as f64 / e.observed_ms as f64).min(1.0)
-            } else {
-                0.0
-            };
-            let action = if idle_share >= 0.9 {
-                "scale to zero: it held memory without doing any work for the whole observed period"
-                    .to_string()
-            } else if mem_max <= 10.0 * GIB && e.entity.kind != "mig" {
-                format!(
-                    "move to a 1g MIG slice (it holds at most {:.1} GiB) or scale to zero during its idle spans",
-                    mem_max / GIB
-                )
-            } else {
-                "share the GPU (MPS or time-slicing) with another workload, or scale to zero during its idle spans"
-                    .to_string()
-            };
-            let severity = if idle_share >= 0.5 || longest >= 24 * 3_600_000 {
-                Severity::Warning
-            } else {
-                Severity::Info
-            };
-            let ident = [
-                e.entity.kind.as_str(),
-                e.entity.node.as_deref().unwrap_or(""),
-                e.entity.uuid.as_deref().unwrap_or(""),
-                e.entity.mig_uuid.as_deref().unwrap_or(""),
-                e.entity.process.as_deref().unwrap_or(""),
-                e.entity.pod.as_deref().unwrap_or(""),
-                e.entity.slurm_job.as_deref().unwrap_or(""),
-                &e.entity.pid.map(|p| p.to_string()).unwrap_or_default(),
-            ];
-            let evidence = IdleEvidence {
-                activity_source: e.activity_source.clone(),
-                idle_hours: r3(hours(idle_ms)),
-                idle_share: r3(idle_share),
-                observed_hours: r3(hours(e.observed_ms)),
-                memory_max_gib: r3(mem_max / GIB),
-                idle_gib_hours: r3(gib_hours),
-                reclaimable_gpu_hours: r3(reclaim),
-                spans: e
-                    .spans
-                    .iter()
-                    .map(|s| IdleSpanEvidence {
-                        start: fmt_ms(s.start_ms),
-                        end: fmt_ms(s.end_ms),
-                        minutes: r3((s.end_ms - s.start_ms) as f64 / 60_000.0),
-                        memory_max_gib: r3(s.memory_max_bytes / GIB),
-                    })
-                    .collect(),
-            };
-            // Most GiB-hours first; a non-finite value (null in JSON) last.
-            let key = Some(evidence.idle_gib_hours).filter(|x| x.is_finite());
-            found.push((
-                key,
-                Finding::new(
-                    finding_id(self.id(), &ident),
-                    severity,
-                    e.entity.clone(),
-                    format!(
-                        "{} held up to {:.1} GiB idle for {:.1} h in {} span(s) ({:.0}% of the time observed; activity from {})",
-                        e.entity.label(),
-                        mem_max / GIB,
-                        hours(idle_ms),
-                        e.spans.len(),
-                        idle_share * 100.0,
-                        e.activity_source
-                    ),
-                    action,
-                    evidence,
-                ),
-            ));
+            found.push(keyed);
         }
         found.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
         out.findings = found.into_iter().map(|(_, f)| f).collect();
@@ -334,4 +250,105 @@ impl Detector for IdleLoaded {
         );
         Ok(out)
     }
+}
+
+/// What to do about an entity idle `idle_share` of the time holding at most `mem_max` bytes:
+/// scale to zero, move to a small MIG slice, or share its GPU.
+fn idle_action(idle_share: f64, mem_max: f64, e: &IdleEntity) -> String {
+    if idle_share >= 0.9 {
+        "scale to zero: it held memory without doing any work for the whole observed period"
+            .to_string()
+    } else if mem_max <= 10.0 * GIB && e.entity.kind != "mig" {
+        format!(
+            "move to a 1g MIG slice (it holds at most {:.1} GiB) or scale to zero during its idle spans",
+            mem_max / GIB
+        )
+    } else {
+        "share the GPU (MPS or time-slicing) with another workload, or scale to zero during its idle spans"
+            .to_string()
+    }
+}
+
+/// One entity's finding (detector `id`) from its idle spans, keyed by its GiB-hours held idle
+/// (for the order), with its GiB-hours and reclaimable GPU-hours as summed.
+#[allow(clippy::type_complexity)]
+fn entity_finding(id: &'static str, e: &IdleEntity) -> ((f64, f64), (Option<f64>, Finding)) {
+    let idle_ms: i64 = e.spans.iter().map(|s| s.end_ms - s.start_ms).sum();
+    let gib_hours: f64 = e.spans.iter().map(|s| s.gib_hours).sum();
+    let reclaim: f64 = e.spans.iter().map(|s| s.reclaimable_gpu_hours).sum();
+    let mem_max = e
+        .spans
+        .iter()
+        .map(|s| s.memory_max_bytes)
+        .fold(0.0, f64::max);
+    let longest = e
+        .spans
+        .iter()
+        .map(|s| s.end_ms - s.start_ms)
+        .max()
+        .unwrap_or(0);
+    let idle_share = if e.observed_ms > 0 {
+        (idle_ms as f64 / e.observed_ms as f64).min(1.0)
+    } else {
+        0.0
+    };
+    let action = idle_action(idle_share, mem_max, e);
+    let severity = if idle_share >= 0.5 || longest >= 24 * 3_600_000 {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let ident = [
+        e.entity.kind.as_str(),
+        e.entity.node.as_deref().unwrap_or(""),
+        e.entity.uuid.as_deref().unwrap_or(""),
+        e.entity.mig_uuid.as_deref().unwrap_or(""),
+        e.entity.process.as_deref().unwrap_or(""),
+        e.entity.pod.as_deref().unwrap_or(""),
+        e.entity.slurm_job.as_deref().unwrap_or(""),
+        &e.entity.pid.map(|p| p.to_string()).unwrap_or_default(),
+    ];
+    let evidence = IdleEvidence {
+        activity_source: e.activity_source.clone(),
+        idle_hours: r3(hours(idle_ms)),
+        idle_share: r3(idle_share),
+        observed_hours: r3(hours(e.observed_ms)),
+        memory_max_gib: r3(mem_max / GIB),
+        idle_gib_hours: r3(gib_hours),
+        reclaimable_gpu_hours: r3(reclaim),
+        spans: e
+            .spans
+            .iter()
+            .map(|s| IdleSpanEvidence {
+                start: fmt_ms(s.start_ms),
+                end: fmt_ms(s.end_ms),
+                minutes: r3((s.end_ms - s.start_ms) as f64 / 60_000.0),
+                memory_max_gib: r3(s.memory_max_bytes / GIB),
+            })
+            .collect(),
+    };
+    // Most GiB-hours first; a non-finite value (null in JSON) last.
+    let key = Some(evidence.idle_gib_hours).filter(|x| x.is_finite());
+    (
+        (gib_hours, reclaim),
+        (
+            key,
+            Finding::new(
+                finding_id(id, &ident),
+                severity,
+                e.entity.clone(),
+                format!(
+                    "{} held up to {:.1} GiB idle for {:.1} h in {} span(s) ({:.0}% of the time observed; activity from {})",
+                    e.entity.label(),
+                    mem_max / GIB,
+                    hours(idle_ms),
+                    e.spans.len(),
+                    idle_share * 100.0,
+                    e.activity_source
+                ),
+                action,
+                evidence,
+            ),
+        ),
+    )
 }

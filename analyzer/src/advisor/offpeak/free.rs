@@ -120,22 +120,10 @@ impl FreeGpus {
     }
 }
 
-/// Free GPUs per UTC hour and model, the coverage of each hour, and the GPUs seen per model.
-///
-/// A row is free when no pod or job holds the GPU (`holders` 0 or unknown: held is never free,
-/// whatever its use, since a scheduler cannot place work there), it holds less than
-/// `free_memory_bytes` and shows activity ≤ `max_activity` (SM activity, else busy ratio, on the
-/// interval max); a signal the row lacks is not held against it, but a row with neither
-/// memory, activity nor holders is not free (nothing says it is). A GPU is free in an hour when all its rows there are and they cover at least half of
-/// it. A row covers the part of its interval `(ts − interval_ms, ts]` inside the hour it ends in.
-pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus, AdvisorError> {
-    let act = when(col("sm_active_max").is_not_null())
-        .then(col("sm_active_max"))
-        .otherwise(col("busy_max"));
-    let mem = col("memory_used_max_bytes").cast(DataType::Float64);
-    let held = col("holders").cast(DataType::Int64);
-    let free = (mem
-        .clone()
+/// Whether a row's GPU is free: memory (when known) under the free bound, activity (when known)
+/// at most the bound, no holder (when known), and at least one of the three known.
+fn free_rule(mem: &Expr, act: &Expr, held: &Expr, p: &OffpeakParams) -> Expr {
+    (mem.clone()
         .is_null()
         .or(mem.clone().lt(lit(p.free_memory_bytes))))
     .and(
@@ -150,7 +138,103 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
             .or(act.clone().is_not_null())
             .or(held.clone().is_not_null()),
     )
-    .fill_null(lit(false));
+    .fill_null(lit(false))
+}
+
+/// Per model, from the per GPU and hour rows: its GPUs, and those without memory, without any
+/// signal, and known free by allocation only.
+fn gpus_per_model(per_gpu: &DataFrame) -> Result<DataFrame, AdvisorError> {
+    Ok(per_gpu
+        .clone()
+        .lazy()
+        .group_by([col("node"), col("uuid")])
+        .agg([
+            col("model").first(),
+            col("has_mem").max().alias("has_mem"),
+            col("has_act").max().alias("has_act"),
+            col("has_held").max().alias("has_held"),
+        ])
+        .group_by([col("model")])
+        .agg([
+            len().cast(DataType::Int64).alias("gpus"),
+            col("has_mem")
+                .eq(lit(0))
+                .cast(DataType::Int64)
+                .sum()
+                .alias("no_mem"),
+            col("has_mem")
+                .eq(lit(0))
+                .and(col("has_act").eq(lit(0)))
+                .and(col("has_held").eq(lit(0)))
+                .cast(DataType::Int64)
+                .sum()
+                .alias("no_signal"),
+            col("has_mem")
+                .eq(lit(0))
+                .and(col("has_act").eq(lit(0)))
+                .and(col("has_held").eq(lit(1)))
+                .cast(DataType::Int64)
+                .sum()
+                .alias("alloc_only"),
+        ])
+        .collect()?)
+}
+
+/// Reads [`gpus_per_model`]'s counts into `out`.
+fn count_gpus(gpus_df: &DataFrame, out: &mut FreeGpus) -> Result<(), AdvisorError> {
+    let model = columns::strs(gpus_df, "model")?;
+    let count = columns::i64s(gpus_df, "gpus")?;
+    let no_mem = columns::i64s(gpus_df, "no_mem")?;
+    let no_signal = columns::i64s(gpus_df, "no_signal")?;
+    let alloc_only = columns::i64s(gpus_df, "alloc_only")?;
+    for i in 0..gpus_df.height() {
+        if let (Some(m), Some(g)) = (model.get(i), count.get(i)) {
+            out.gpus.insert(m.to_string(), g.max(0) as usize);
+        }
+        out.gpus_without_memory += no_mem.get(i).unwrap_or(0).max(0) as usize;
+        out.gpus_without_signal += no_signal.get(i).unwrap_or(0).max(0) as usize;
+        out.gpus_by_allocation_only += alloc_only.get(i).unwrap_or(0).max(0) as usize;
+    }
+    Ok(())
+}
+
+/// Reads the free GPUs per hour and model, and each hour's GPUs and time covered, into `out`.
+fn free_per_hour(df: &DataFrame, out: &mut FreeGpus) -> Result<(), AdvisorError> {
+    let hour = columns::i64s(df, "hour")?;
+    let model = columns::strs(df, "model")?;
+    let freec = columns::i64s(df, "free")?;
+    let gpus = columns::i64s(df, "gpus")?;
+    let covered = columns::i64s(df, "covered")?;
+    for i in 0..df.height() {
+        let Some(h) = hour.get(i) else { continue };
+        let c = out.cover.entry(h).or_default();
+        c.gpus += gpus.get(i).unwrap_or(0).max(0) as u32;
+        c.covered_ms += covered.get(i).unwrap_or(0).max(0);
+        let e = out.per_hour.entry(h).or_default();
+        if let (Some(m), Some(f)) = (model.get(i), freec.get(i))
+            && f > 0
+        {
+            e.insert(m.to_string(), f as u32);
+        }
+    }
+    Ok(())
+}
+
+/// Free GPUs per UTC hour and model, the coverage of each hour, and the GPUs seen per model.
+///
+/// A row is free when no pod or job holds the GPU (`holders` 0 or unknown: held is never free,
+/// whatever its use, since a scheduler cannot place work there), it holds less than
+/// `free_memory_bytes` and shows activity ≤ `max_activity` (SM activity, else busy ratio, on the
+/// interval max); a signal the row lacks is not held against it, but a row with neither
+/// memory, activity nor holders is not free (nothing says it is). A GPU is free in an hour when all its rows there are and they cover at least half of
+/// it. A row covers the part of its interval `(ts − interval_ms, ts]` inside the hour it ends in.
+pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus, AdvisorError> {
+    let act = when(col("sm_active_max").is_not_null())
+        .then(col("sm_active_max"))
+        .otherwise(col("busy_max"));
+    let mem = col("memory_used_max_bytes").cast(DataType::Float64);
+    let held = col("holders").cast(DataType::Int64);
+    let free = free_rule(&mem, &act, &held, p);
     // ts > 0, so truncation is floor.
     let hour =
         ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(HOUR_MS as f64)).cast(DataType::Int64);
@@ -207,40 +291,7 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
                 .alias("model"),
         )
         .collect()?;
-    let gpus_df = per_gpu
-        .clone()
-        .lazy()
-        .group_by([col("node"), col("uuid")])
-        .agg([
-            col("model").first(),
-            col("has_mem").max().alias("has_mem"),
-            col("has_act").max().alias("has_act"),
-            col("has_held").max().alias("has_held"),
-        ])
-        .group_by([col("model")])
-        .agg([
-            len().cast(DataType::Int64).alias("gpus"),
-            col("has_mem")
-                .eq(lit(0))
-                .cast(DataType::Int64)
-                .sum()
-                .alias("no_mem"),
-            col("has_mem")
-                .eq(lit(0))
-                .and(col("has_act").eq(lit(0)))
-                .and(col("has_held").eq(lit(0)))
-                .cast(DataType::Int64)
-                .sum()
-                .alias("no_signal"),
-            col("has_mem")
-                .eq(lit(0))
-                .and(col("has_act").eq(lit(0)))
-                .and(col("has_held").eq(lit(1)))
-                .cast(DataType::Int64)
-                .sum()
-                .alias("alloc_only"),
-        ])
-        .collect()?;
+    let gpus_df = gpus_per_model(&per_gpu)?;
     let df = per_gpu
         .lazy()
         .with_column(
@@ -258,35 +309,7 @@ pub fn free_gpus_per_hour(frames: &Frames, p: &OffpeakParams) -> Result<FreeGpus
         ])
         .collect()?;
     let mut out = FreeGpus::default();
-    let model = columns::strs(&gpus_df, "model")?;
-    let count = columns::i64s(&gpus_df, "gpus")?;
-    let no_mem = columns::i64s(&gpus_df, "no_mem")?;
-    let no_signal = columns::i64s(&gpus_df, "no_signal")?;
-    let alloc_only = columns::i64s(&gpus_df, "alloc_only")?;
-    for i in 0..gpus_df.height() {
-        if let (Some(m), Some(g)) = (model.get(i), count.get(i)) {
-            out.gpus.insert(m.to_string(), g.max(0) as usize);
-        }
-        out.gpus_without_memory += no_mem.get(i).unwrap_or(0).max(0) as usize;
-        out.gpus_without_signal += no_signal.get(i).unwrap_or(0).max(0) as usize;
-        out.gpus_by_allocation_only += alloc_only.get(i).unwrap_or(0).max(0) as usize;
-    }
-    let hour = columns::i64s(&df, "hour")?;
-    let model = columns::strs(&df, "model")?;
-    let freec = columns::i64s(&df, "free")?;
-    let gpus = columns::i64s(&df, "gpus")?;
-    let covered = columns::i64s(&df, "covered")?;
-    for i in 0..df.height() {
-        let Some(h) = hour.get(i) else { continue };
-        let c = out.cover.entry(h).or_default();
-        c.gpus += gpus.get(i).unwrap_or(0).max(0) as u32;
-        c.covered_ms += covered.get(i).unwrap_or(0).max(0);
-        let e = out.per_hour.entry(h).or_default();
-        if let (Some(m), Some(f)) = (model.get(i), freec.get(i))
-            && f > 0
-        {
-            e.insert(m.to_string(), f as u32);
-        }
-    }
+    count_gpus(&gpus_df, &mut out)?;
+    free_per_hour(&df, &mut out)?;
     Ok(out)
 }

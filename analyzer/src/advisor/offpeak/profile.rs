@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
+use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::free::FreeGpus;
@@ -164,34 +165,19 @@ fn runs(ok: &[bool], min_len: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Builds the profile, the baseline, the windows and the tiers (pure; `free` from
-/// [`free_gpus_per_hour`](super::free::free_gpus_per_hour)).
-pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
-    let p = &params.offpeak;
-    let tz = params.tz;
-    let gpus = free.gpus_observed();
-    let k = match p.min_gpus {
-        MinGpus::Count(n) => n,
-        MinGpus::Share(s) => ((gpus as f64 * s).ceil() as u32).max(1),
-    };
-    // Only hours whose rows cover at least half of them are observations.
-    let hours: Vec<(i64, &BTreeMap<String, u32>)> = free
-        .per_hour
-        .iter()
-        .filter(|(h, _)| free.observed(**h))
-        .map(|(&h, m)| (h, m))
-        .collect();
-    let hours_unobserved = free.cover.keys().filter(|h| !free.observed(**h)).count();
-    let span_h = match (hours.first(), hours.last()) {
-        (Some(a), Some(b)) => b.0 - a.0 + 1,
-        _ => 0,
-    };
-    let weekly = span_h >= 14 * 24;
+/// Per slot, per period (day or week): the free GPUs in total and per model.
+type Obs<'a> = BTreeMap<i64, (u32, &'a BTreeMap<String, u32>)>;
+
+/// The observed hours by slot of the local hour of the week (`weekly`) or of the day, and by
+/// period; a DST fall-back's repeated hour keeps its lower count (conservative).
+fn observations_by_slot<'a>(
+    hours: &[(i64, &'a BTreeMap<String, u32>)],
+    tz: Tz,
+    weekly: bool,
+) -> Vec<Obs<'a>> {
     let nslots = if weekly { 168 } else { 24 };
-    // slot -> period -> (free, per model)
-    type Obs<'a> = BTreeMap<i64, (u32, &'a BTreeMap<String, u32>)>;
     let mut obs: Vec<Obs> = vec![BTreeMap::new(); nslots];
-    for &(h, models) in &hours {
+    for &(h, models) in hours {
         let Some(t) = DateTime::<Utc>::from_timestamp(h * 3600, 0) else {
             continue;
         };
@@ -212,23 +198,20 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
             *e = (total, models);
         }
     }
-    let models: BTreeSet<&String> = free
-        .gpus
-        .keys()
-        .chain(free.per_hour.values().flat_map(|m| m.keys()))
-        .collect();
-    // Sorted free counts per slot.
-    let sorted: Vec<Vec<u32>> = obs
-        .iter()
-        .map(|m| {
-            let mut v: Vec<u32> = m.values().map(|(f, _)| *f).collect();
-            v.sort_unstable();
-            v
-        })
-        .collect();
-    let mut slots: Vec<Slot> = obs
-        .iter()
-        .zip(&sorted)
+    obs
+}
+
+/// Each slot's figures from its observations (`sorted`: its free counts in order): the free
+/// GPUs at the `min_share` quantile, in total and per model of `models`, and the median.
+fn slot_stats(
+    obs: &[Obs],
+    sorted: &[Vec<u32>],
+    models: &BTreeSet<&String>,
+    min_share: f64,
+    weekly: bool,
+) -> Vec<Slot> {
+    obs.iter()
+        .zip(sorted)
         .enumerate()
         .map(|(i, (m, v))| {
             let n = v.len();
@@ -247,7 +230,7 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
                         .map(|(_, per)| per.get(model).copied().unwrap_or(0))
                         .collect();
                     mv.sort_unstable();
-                    let f = at_share(&mv, p.min_share);
+                    let f = at_share(&mv, min_share);
                     (f > 0).then(|| (model.clone(), f))
                 })
                 .collect();
@@ -255,18 +238,22 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
                 label: slot_label(i, weekly),
                 observations: n,
                 share: 0.0,
-                free_at_p: at_share(v, p.min_share),
+                free_at_p: at_share(v, min_share),
                 free_median,
                 free_at_p_by_model,
             }
         })
-        .collect();
-    let observed: Vec<usize> = (0..nslots).filter(|&i| slots[i].observations > 0).collect();
-    let base = observed
-        .iter()
-        .map(|&i| slots[i].free_at_p)
-        .min()
-        .unwrap_or(0);
+        .collect()
+}
+
+/// The baseline per model: the GPUs of each model free in every observed slot (models with
+/// none left out), most first.
+fn baseline_by_model(
+    models: &BTreeSet<&String>,
+    observed: &[usize],
+    slots: &[Slot],
+    free: &FreeGpus,
+) -> Vec<ModelGpus> {
     let mut by_model: Vec<ModelGpus> = models
         .iter()
         .map(|&m| ModelGpus {
@@ -281,14 +268,103 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
         .filter(|m| m.gpus > 0)
         .collect();
     by_model.sort_by(|a, b| b.gpus.cmp(&a.gpus).then_with(|| a.model.cmp(&b.model)));
-    let share_at = |i: usize, level: u32| -> f64 {
-        let v = &sorted[i];
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().filter(|&&x| x >= level).count() as f64 / v.len() as f64
+    by_model
+}
+
+/// Among the runs of `f` (no wrap) with ≥ `k` more GPUs free than `level` for ≥ `min_len`
+/// slots, the one adding the most GPU-hours beyond `level` (ties: more GPUs, then the earlier
+/// one): (score, its level, start, length).
+fn best_run(f: &[u32], level: u32, k: u32, min_len: usize) -> Option<(u64, u32, usize, usize)> {
+    let mut best: Option<(u64, u32, usize, usize)> = None;
+    let candidates: BTreeSet<u32> = f.iter().copied().filter(|&x| x >= level + k).collect();
+    for &l in &candidates {
+        let mut i = 0;
+        while i < f.len() {
+            if f[i] < l {
+                i += 1;
+                continue;
+            }
+            let j = (i..f.len()).find(|&j| f[j] < l).unwrap_or(f.len());
+            if j - i >= min_len {
+                let lv = f[i..j].iter().copied().min().unwrap_or(l);
+                let score = (j - i) as u64 * u64::from(lv - level);
+                let better = match best {
+                    None => true,
+                    Some((bs, bl, ..)) => score > bs || (score == bs && lv > bl),
+                };
+                if better {
+                    best = Some((score, lv, i, j - i));
+                }
+            }
+            i = j;
         }
+    }
+    best
+}
+
+/// The hours observed, with their free GPUs per model: only hours whose rows cover at least half
+/// of them are observations.
+fn observed_hours(free: &FreeGpus) -> Vec<(i64, &BTreeMap<String, u32>)> {
+    free.per_hour
+        .iter()
+        .filter(|(h, _)| free.observed(**h))
+        .map(|(&h, m)| (h, m))
+        .collect()
+}
+
+/// Each slot's free counts, in order.
+fn sorted_free(obs: &[Obs]) -> Vec<Vec<u32>> {
+    obs.iter()
+        .map(|m| {
+            let mut v: Vec<u32> = m.values().map(|(f, _)| *f).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect()
+}
+
+/// The share of a slot's observations (`sorted`) with at least `level` GPUs free; 0 without any.
+fn share_at_level(sorted: &[u32], level: u32) -> f64 {
+    if sorted.is_empty() {
+        0.0
+    } else {
+        sorted.iter().filter(|&&x| x >= level).count() as f64 / sorted.len() as f64
+    }
+}
+
+/// Builds the profile, the baseline, the windows and the tiers (pure; `free` from
+/// [`free_gpus_per_hour`](super::free::free_gpus_per_hour)).
+pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
+    let p = &params.offpeak;
+    let gpus = free.gpus_observed();
+    let k = match p.min_gpus {
+        MinGpus::Count(n) => n,
+        MinGpus::Share(s) => ((gpus as f64 * s).ceil() as u32).max(1),
     };
+    let hours = observed_hours(free);
+    let hours_unobserved = free.cover.keys().filter(|h| !free.observed(**h)).count();
+    let span_h = match (hours.first(), hours.last()) {
+        (Some(a), Some(b)) => b.0 - a.0 + 1,
+        _ => 0,
+    };
+    let weekly = span_h >= 14 * 24;
+    let nslots = if weekly { 168 } else { 24 };
+    let obs = observations_by_slot(&hours, params.tz, weekly);
+    let models: BTreeSet<&String> = free
+        .gpus
+        .keys()
+        .chain(free.per_hour.values().flat_map(|m| m.keys()))
+        .collect();
+    let sorted = sorted_free(&obs);
+    let mut slots = slot_stats(&obs, &sorted, &models, p.min_share, weekly);
+    let observed: Vec<usize> = (0..nslots).filter(|&i| slots[i].observations > 0).collect();
+    let base = observed
+        .iter()
+        .map(|&i| slots[i].free_at_p)
+        .min()
+        .unwrap_or(0);
+    let by_model = baseline_by_model(&models, &observed, &slots, free);
+    let share_at = |i: usize, level: u32| share_at_level(&sorted[i], level);
     for (i, s) in slots.iter_mut().enumerate() {
         s.share = share_at(i, base + k);
     }
@@ -311,30 +387,7 @@ pub fn profile(free: &FreeGpus, params: &Params) -> Profile {
         let f: Vec<u32> = (start..start + len)
             .map(|i| slots[i % nslots].free_at_p)
             .collect();
-        let mut best: Option<(u64, u32, usize, usize)> = None;
-        let candidates: BTreeSet<u32> = f.iter().copied().filter(|&x| x >= level + k).collect();
-        for &l in &candidates {
-            let mut i = 0;
-            while i < f.len() {
-                if f[i] < l {
-                    i += 1;
-                    continue;
-                }
-                let j = (i..f.len()).find(|&j| f[j] < l).unwrap_or(f.len());
-                if j - i >= min_len {
-                    let lv = f[i..j].iter().copied().min().unwrap_or(l);
-                    let score = (j - i) as u64 * u64::from(lv - level);
-                    let better = match best {
-                        None => true,
-                        Some((bs, bl, ..)) => score > bs || (score == bs && lv > bl),
-                    };
-                    if better {
-                        best = Some((score, lv, i, j - i));
-                    }
-                }
-                i = j;
-            }
-        }
+        let best = best_run(&f, level, k, min_len);
         best.map(|(_, lv, i, n)| Peak {
             start_slot: (start + i) % nslots,
             hours: n as u32,

@@ -107,6 +107,47 @@ pub fn span_label(start_slot: usize, hours: usize, weekly: bool) -> String {
     }
 }
 
+/// A window group's label: `every day 22:00–06:00`, else its start days and, when it ends on
+/// other days (over a day, or one start day crossing midnight), its end days.
+fn window_label(
+    h0: usize,
+    len: u32,
+    start: &str,
+    end: &str,
+    (start_days, end_days): (&BTreeSet<usize>, &BTreeSet<usize>),
+    weekly: bool,
+) -> String {
+    let day_shift = (h0 + len as usize) / 24;
+    if !weekly {
+        format!("every day {start}–{end}")
+    } else if day_shift >= 2 || len >= 24 || (day_shift == 1 && start_days.len() == 1) {
+        format!(
+            "{} {start}–{} {end}",
+            days_label(start_days),
+            days_label(end_days)
+        )
+    } else {
+        format!("{} {start}–{end}", days_label(start_days))
+    }
+}
+
+/// The evidence of each window of a group that has a peak: when it is, its expected free GPUs
+/// and its confidence.
+fn peak_evidence(ws: &[&Window], weekly: bool) -> Vec<PeakEvidence> {
+    ws.iter()
+        .filter_map(|w| w.peak.as_ref())
+        .map(|p| PeakEvidence {
+            label: span_label(p.start_slot, p.hours as usize, weekly),
+            day: weekly.then(|| DAYS[p.start_slot / 24 % 7]),
+            start: format!("{:02}:00", p.start_slot % 24),
+            end: format!("{:02}:00", (p.start_slot + p.hours as usize) % 24),
+            hours: p.hours,
+            expected_free_gpus: p.expected_free_gpus,
+            confidence: crate::advisor::r3(p.confidence),
+        })
+        .collect()
+}
+
 /// Groups the profile's windows into schedule entries and keeps the [`MAX_WINDOW_FINDINGS`]
 /// adding the most GPU-hours above the baseline (ties: the earlier), each set by start.
 pub fn schedule(profile: &Profile, tz: &str) -> Schedule {
@@ -146,32 +187,9 @@ pub fn schedule(profile: &Profile, tz: &str) -> Schedule {
             format!("OnCalendar={d}*-*-* {h:02}:00:00 {tz}")
         };
         let (start, end) = (format!("{h0:02}:00"), format!("{end_h:02}:00"));
-        let day_shift = (h0 + len as usize) / 24;
-        let label = if !weekly {
-            format!("every day {start}–{end}")
-        } else if day_shift >= 2 || len >= 24 || (day_shift == 1 && start_days.len() == 1) {
-            format!(
-                "{} {start}–{} {end}",
-                days_label(&start_days),
-                days_label(&end_days)
-            )
-        } else {
-            format!("{} {start}–{end}", days_label(&start_days))
-        };
+        let label = window_label(h0, len, &start, &end, (&start_days, &end_days), weekly);
         let first = ws.iter().map(|w| w.start_slot).min().unwrap_or(0);
-        let peaks = ws
-            .iter()
-            .filter_map(|w| w.peak.as_ref())
-            .map(|p| PeakEvidence {
-                label: span_label(p.start_slot, p.hours as usize, weekly),
-                day: weekly.then(|| DAYS[p.start_slot / 24 % 7]),
-                start: format!("{:02}:00", p.start_slot % 24),
-                end: format!("{:02}:00", (p.start_slot + p.hours as usize) % 24),
-                hours: p.hours,
-                expected_free_gpus: p.expected_free_gpus,
-                confidence: crate::advisor::r3(p.confidence),
-            })
-            .collect();
+        let peaks = peak_evidence(&ws, weekly);
         entries.push((
             first,
             ScheduleEntry {

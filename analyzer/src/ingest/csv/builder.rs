@@ -489,6 +489,52 @@ impl Builder {
                 }
             }
         }
+        self.warn_left_out(report, path);
+        let p = path.display();
+        let mut out = Vec::new();
+        for table in Table::ALL {
+            let t = std::mem::take(&mut self.tables[table as usize]);
+            if t.eid.is_empty() {
+                continue;
+            }
+            let h = t.eid.len();
+            let df = DataFrame::new(
+                h,
+                vec![
+                    Column::new("__eid".into(), t.eid),
+                    Column::new("ts".into(), t.ts),
+                    Column::new("__n".into(), vec![1u32; h]),
+                    Column::new("__m".into(), t.metric),
+                    Column::new("__v".into(), t.value),
+                ],
+            )
+            .map_err(|e| (0, Bad("internal", e.to_string())))?;
+            let values = column_feeds(table);
+            out.push(Observations {
+                table,
+                df,
+                values: Values::Long(values),
+                labels: std::mem::take(&mut by_col[table as usize])
+                    .into_iter()
+                    .map(|l| l.into_iter().collect())
+                    .collect(),
+                names: t
+                    .names
+                    .into_iter()
+                    .map(|n| format!("{p}: {} {n}", table.name()))
+                    .collect(),
+            });
+        }
+        Ok(Parsed {
+            obs: out,
+            nodes: self.nodes,
+        })
+    }
+
+    /// Warns about what the file gave that was left out: values of unknown metrics and of
+    /// metrics of another kind (both also counted as skipped), and labels not in the canonical
+    /// frames.
+    fn warn_left_out(&self, report: &mut IngestReport, path: &Path) {
         let p = path.display();
         if !self.unknown_metrics.is_empty() {
             let n: u64 = self.unknown_metrics.values().sum();
@@ -527,54 +573,6 @@ impl Builder {
                 ignored.join(", ")
             ));
         }
-        let mut out = Vec::new();
-        for table in Table::ALL {
-            let t = std::mem::take(&mut self.tables[table as usize]);
-            if t.eid.is_empty() {
-                continue;
-            }
-            let h = t.eid.len();
-            let df = DataFrame::new(
-                h,
-                vec![
-                    Column::new("__eid".into(), t.eid),
-                    Column::new("ts".into(), t.ts),
-                    Column::new("__n".into(), vec![1u32; h]),
-                    Column::new("__m".into(), t.metric),
-                    Column::new("__v".into(), t.value),
-                ],
-            )
-            .map_err(|e| (0, Bad("internal", e.to_string())))?;
-            // Per canonical column, the metrics that feed it (`sm_ratio` and `sm_active_ratio`
-            // both feed a process's sm columns).
-            let mut values: Vec<(&'static str, Agg, Vec<u32>)> = Vec::new();
-            for (mi, m) in METRICS.iter().enumerate() {
-                for (c, agg) in targets(table, m).map(|t| t.1).unwrap_or(&[]) {
-                    match values.iter_mut().find(|(v, _, _)| v == c) {
-                        Some((_, _, ids)) => ids.push(mi as u32),
-                        None => values.push((*c, *agg, vec![mi as u32])),
-                    }
-                }
-            }
-            out.push(Observations {
-                table,
-                df,
-                values: Values::Long(values),
-                labels: std::mem::take(&mut by_col[table as usize])
-                    .into_iter()
-                    .map(|l| l.into_iter().collect())
-                    .collect(),
-                names: t
-                    .names
-                    .into_iter()
-                    .map(|n| format!("{p}: {} {n}", table.name()))
-                    .collect(),
-            });
-        }
-        Ok(Parsed {
-            obs: out,
-            nodes: self.nodes,
-        })
     }
 }
 
@@ -603,4 +601,20 @@ fn check_label(ty: ColType, v: &str) -> Result<(), String> {
     } else {
         Err(format!("{:?} is not {}", short(v), ty.doc_name()))
     }
+}
+
+/// Per canonical column of `table`, how it aggregates and the metrics (by index in
+/// [`METRICS`]) that feed it (`sm_ratio` and `sm_active_ratio` both feed a process's sm
+/// columns).
+fn column_feeds(table: Table) -> Vec<(&'static str, Agg, Vec<u32>)> {
+    let mut values: Vec<(&'static str, Agg, Vec<u32>)> = Vec::new();
+    for (mi, m) in METRICS.iter().enumerate() {
+        for (c, agg) in targets(table, m).map(|t| t.1).unwrap_or(&[]) {
+            match values.iter_mut().find(|(v, _, _)| v == c) {
+                Some((_, _, ids)) => ids.push(mi as u32),
+                None => values.push((*c, *agg, vec![mi as u32])),
+            }
+        }
+    }
+    values
 }

@@ -42,6 +42,7 @@ use generic::read_fast;
 use lines::read_lines;
 use smi::{SmiCol, smi_col};
 
+use super::occupancy::NodeCounts;
 use super::resample::{self, RowSpec, Sampling};
 use super::{IngestError, IngestOptions, IngestReport};
 use crate::frames::schema::Table;
@@ -56,85 +57,14 @@ pub(super) fn read(
     opts: &IngestOptions,
     report: &mut IngestReport,
 ) -> Result<(Vec<(Table, DataFrame)>, Sampling), IngestError> {
-    let io = |e: std::io::Error| IngestError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    };
     if opts.interval_ms.is_some_and(|i| i <= 0) {
         return Err(IngestError::File {
             path: path.to_path_buf(),
             reason: "the bucket interval must be positive".into(),
         });
     }
-    let header = {
-        // The header is read from the first MiB only: a file whose first line is longer is
-        // not a CSV with a header (and is not copied whole into memory and an error message).
-        use std::io::Read as _;
-        let mut first = Vec::new();
-        std::fs::File::open(path)
-            .map_err(io)?
-            .take(MAX_HEADER_BYTES as u64 + 1)
-            .read_to_end(&mut first)
-            .map_err(io)?;
-        if first.len() > MAX_HEADER_BYTES && !first.contains(&b'\n') {
-            return Err(IngestError::Line {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: format!(
-                    "the first line is longer than {} KiB: expected a CSV header (timestamp, \
-                     entity, metric, value, labels… or nvidia-smi's)",
-                    MAX_HEADER_BYTES / 1024
-                ),
-            });
-        }
-        let mut rdr = ::csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .trim(::csv::Trim::All)
-            .from_reader(first.as_slice());
-        match rdr.byte_records().next() {
-            Some(Ok(h)) => h
-                .iter()
-                .map(|f| {
-                    String::from_utf8_lossy(f)
-                        .trim_start_matches('\u{feff}')
-                        .to_string()
-                })
-                .collect::<Vec<String>>(),
-            Some(Err(e)) => {
-                return Err(IngestError::Line {
-                    path: path.to_path_buf(),
-                    line: 1,
-                    reason: e.to_string(),
-                });
-            }
-            None => {
-                return Err(IngestError::File {
-                    path: path.to_path_buf(),
-                    reason: "empty file; expected a CSV header".into(),
-                });
-            }
-        }
-    };
-    // One rule for a column named twice: refused, naming it and both positions (a second
-    // `node` would otherwise silently win over the first, a second `value` silently lose).
-    for (j, h) in header.iter().enumerate() {
-        if h.is_empty() {
-            continue;
-        }
-        if let Some(i) = header[..j].iter().position(|x| x == h) {
-            return Err(IngestError::Line {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: format!(
-                    "column {:?} appears twice (columns {} and {}); each column may appear once",
-                    short(h),
-                    i + 1,
-                    j + 1
-                ),
-            });
-        }
-    }
+    let header = read_header(path)?;
+    refuse_repeated_columns(path, &header)?;
     let format = detect(&header).ok_or_else(|| IngestError::Line {
         path: path.to_path_buf(),
         line: 1,
@@ -175,25 +105,7 @@ pub(super) fn read(
     let mut sampling = Sampling::default();
     let mut nodes = parsed.nodes;
     if !nodes.is_empty() {
-        // A node whose GPUs the file also gives one by one keeps those rows only.
-        let per_gpu: std::collections::BTreeSet<&str> = parsed
-            .obs
-            .iter()
-            .filter(|o| o.table == Table::Gpu)
-            .flat_map(|o| o.labels.iter().flatten())
-            .filter(|(k, _)| *k == "node")
-            .map(|(_, v)| v.as_str())
-            .collect();
-        let dropped = nodes.drop_nodes(&per_gpu);
-        if !dropped.is_empty() {
-            report.warnings.push(format!(
-                "{}: kind=node counts of {} node(s) ignored ({}): the file gives their GPUs one \
-                 by one (kind gpu), which are read instead",
-                path.display(),
-                dropped.len(),
-                dropped.join(", ")
-            ));
-        }
+        drop_counted_nodes(path, &parsed.obs, &mut nodes, report);
     }
     if !nodes.is_empty() {
         let (df, s) = nodes
@@ -218,6 +130,109 @@ pub(super) fn read(
         }
     }
     Ok((out, sampling))
+}
+
+/// The file's header fields (a byte-order mark dropped), read from its first MiB only: a file
+/// whose first line is longer is not a CSV with a header (and is not copied whole into memory
+/// and an error message).
+fn read_header(path: &Path) -> Result<Vec<String>, IngestError> {
+    let io = |e: std::io::Error| IngestError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    use std::io::Read as _;
+    let mut first = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_HEADER_BYTES as u64 + 1)
+        .read_to_end(&mut first)
+        .map_err(io)?;
+    if first.len() > MAX_HEADER_BYTES && !first.contains(&b'\n') {
+        return Err(IngestError::Line {
+            path: path.to_path_buf(),
+            line: 1,
+            reason: format!(
+                "the first line is longer than {} KiB: expected a CSV header (timestamp, \
+                 entity, metric, value, labels… or nvidia-smi's)",
+                MAX_HEADER_BYTES / 1024
+            ),
+        });
+    }
+    let mut rdr = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(::csv::Trim::All)
+        .from_reader(first.as_slice());
+    match rdr.byte_records().next() {
+        Some(Ok(h)) => Ok(h
+            .iter()
+            .map(|f| {
+                String::from_utf8_lossy(f)
+                    .trim_start_matches('\u{feff}')
+                    .to_string()
+            })
+            .collect::<Vec<String>>()),
+        Some(Err(e)) => Err(IngestError::Line {
+            path: path.to_path_buf(),
+            line: 1,
+            reason: e.to_string(),
+        }),
+        None => Err(IngestError::File {
+            path: path.to_path_buf(),
+            reason: "empty file; expected a CSV header".into(),
+        }),
+    }
+}
+
+/// One rule for a column named twice: refused, naming it and both positions (a second `node`
+/// would otherwise silently win over the first, a second `value` silently lose).
+fn refuse_repeated_columns(path: &Path, header: &[String]) -> Result<(), IngestError> {
+    for (j, h) in header.iter().enumerate() {
+        if h.is_empty() {
+            continue;
+        }
+        if let Some(i) = header[..j].iter().position(|x| x == h) {
+            return Err(IngestError::Line {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: format!(
+                    "column {:?} appears twice (columns {} and {}); each column may appear once",
+                    short(h),
+                    i + 1,
+                    j + 1
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Drops the `kind=node` counts of the nodes whose GPUs the file also gives one by one (kind
+/// gpu, in `obs`), with a warning: those rows are read instead.
+fn drop_counted_nodes(
+    path: &Path,
+    obs: &[resample::Observations],
+    nodes: &mut NodeCounts,
+    report: &mut IngestReport,
+) {
+    // A node whose GPUs the file also gives one by one keeps those rows only.
+    let per_gpu: std::collections::BTreeSet<&str> = obs
+        .iter()
+        .filter(|o| o.table == Table::Gpu)
+        .flat_map(|o| o.labels.iter().flatten())
+        .filter(|(k, _)| *k == "node")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let dropped = nodes.drop_nodes(&per_gpu);
+    if !dropped.is_empty() {
+        report.warnings.push(format!(
+            "{}: kind=node counts of {} node(s) ignored ({}): the file gives their GPUs one \
+             by one (kind gpu), which are read instead",
+            path.display(),
+            dropped.len(),
+            dropped.join(", ")
+        ));
+    }
 }
 
 enum Format {

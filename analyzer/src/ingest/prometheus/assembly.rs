@@ -232,20 +232,15 @@ fn status_rank(s: &str) -> u8 {
     }
 }
 
-/// Adds one series' points into its entity (or label-derived attributes for info/status).
-/// The points of one answer's series (its labels `m`; time in ms and value, or the text that
-/// is not a number) into the entity `key`'s cells for `query`'s column.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn collect<'v>(
+/// The attributes a series carries as labels, into `attrs`: the model named on data series
+/// (dcgm-exporter's `modelName`; older nvidia_gpu_exporter versions' `name`), and the labels of
+/// the info series (`model`, `mig_info`). True for an info series: its labels are all it gives.
+fn label_attrs(
     query: &Query,
-    promql: &str,
     m: &BTreeMap<String, String>,
-    values: impl Iterator<Item = (i64, Result<f64, &'v str>)>,
     key: &Key,
-    entities: &mut BTreeMap<Key, Entity>,
     attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
-    refused: &mut Refused,
-) {
+) -> bool {
     // Attributes carried as labels on data series (dcgm-exporter's `modelName`; older
     // nvidia_gpu_exporter versions put `name` on every series).
     if let Some(model) = ["modelName", "name"]
@@ -268,7 +263,7 @@ pub(super) fn collect<'v>(
             if let Some(index) = m.get("index").filter(|v| !v.is_empty()) {
                 a.insert("gpu", index.clone());
             }
-            return;
+            return true;
         }
         "mig_info" => {
             let a = attrs.entry(key.clone()).or_default();
@@ -292,9 +287,29 @@ pub(super) fn collect<'v>(
                     a.entry(col).or_insert_with(|| v.clone());
                 }
             }
-            return;
+            return true;
         }
         _ => {}
+    }
+    false
+}
+
+/// Adds one series' points into its entity (or label-derived attributes for info/status).
+/// The points of one answer's series (its labels `m`; time in ms and value, or the text that
+/// is not a number) into the entity `key`'s cells for `query`'s column.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn collect<'v>(
+    query: &Query,
+    promql: &str,
+    m: &BTreeMap<String, String>,
+    values: impl Iterator<Item = (i64, Result<f64, &'v str>)>,
+    key: &Key,
+    entities: &mut BTreeMap<Key, Entity>,
+    attrs: &mut BTreeMap<Key, BTreeMap<&'static str, String>>,
+    refused: &mut Refused,
+) {
+    if label_attrs(query, m, key, attrs) {
+        return;
     }
     let ent = entities
         .entry(key.clone())
@@ -383,6 +398,35 @@ pub(super) fn bad_label(key: &Key) -> Option<String> {
     })
 }
 
+/// An entity's labels: its identity's, then each attribute its identity does not have.
+fn entity_labels(
+    key: &Key,
+    attrs: Option<&BTreeMap<&'static str, String>>,
+) -> Vec<(&'static str, String)> {
+    let mut l: Vec<(&'static str, String)> = key.1.clone();
+    if let Some(a) = attrs {
+        for (k, v) in a {
+            if !l.iter().any(|(n, _)| n == k) {
+                l.push((k, v.clone()));
+            }
+        }
+    }
+    l
+}
+
+/// An entity's name in messages: `SPEC: table label=value,…`.
+fn entity_name(spec: &str, table: Table, key: &Key) -> String {
+    format!(
+        "{spec}: {} {}",
+        table.name(),
+        key.1
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
 /// The observations of every table: one per entity and evaluation time that has a gauge's
 /// value (not only a status, a count or a counter's increase — counters have points between the
 /// gauges' samples), weighted by the raw samples the point holds (`count_over_time` of the
@@ -430,23 +474,8 @@ pub(super) fn observations(
                 continue;
             }
             let e = labels.len() as u32;
-            let mut l: Vec<(&'static str, String)> = key.1.clone();
-            if let Some(a) = attrs.get(key) {
-                for (k, v) in a {
-                    if !l.iter().any(|(n, _)| n == k) {
-                        l.push((k, v.clone()));
-                    }
-                }
-            }
-            names.push(format!(
-                "{spec}: {} {}",
-                table.name(),
-                key.1
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ));
+            let l = entity_labels(key, attrs.get(key));
+            names.push(entity_name(spec, table, key));
             labels.push(l);
             for (r, t) in ent.ts.iter().enumerate() {
                 let row = ent.row(r);

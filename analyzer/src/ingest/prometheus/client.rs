@@ -300,50 +300,23 @@ impl Client {
                 }
             };
             let status = resp.status().as_u16();
-            let ctype = resp
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_ascii_lowercase();
+            let ctype = content_type(&resp);
             if status != 200 {
-                let text = resp
-                    .body_mut()
-                    .with_config()
-                    .limit(64 << 10)
-                    .read_to_vec()
-                    .unwrap_or_default();
-                self.bytes += text.len() as u64;
-                let message = snippet(&text);
-                let said = format!("HTTP {status} from {url}: {message}");
-                if matches!(status, 404 | 405 | 406 | 415 | 501) {
-                    return Ok(RemoteAnswer::Unsupported(said));
+                match self.refused_read(&mut resp, status, &url, what)? {
+                    Ok(answer) => return Ok(answer),
+                    Err(said) => {
+                        last = said;
+                        continue;
+                    }
                 }
-                if server_limit(status, &message).is_some() {
-                    return Ok(RemoteAnswer::Limit(said));
-                }
-                if (500..600).contains(&status) {
-                    last = said;
-                    continue;
-                }
-                return Err(err(&self.spec, format!("{what}: {said}")));
             }
             let fail = |e: RemoteReadError| err(&self.spec, format!("{what}: {url}: {e}"));
             if ctype.starts_with("application/x-streamed-protobuf") {
-                // Buffered: frames are read a few bytes at a time (size, checksum).
-                let mut reader = std::io::BufReader::with_capacity(
-                    256 << 10,
-                    Counting {
-                        inner: resp.body_mut().with_config().reader(),
-                        n: 0,
-                    },
-                );
                 let limits = remote_read::Limits {
                     max_bytes: max,
                     max_series: self.opts.max_series,
                 };
-                let r = remote_read::read_streamed(&mut reader, &ranges, limits, &mut each);
-                self.bytes += reader.get_ref().n;
+                let r = read_streamed(&mut resp, &ranges, limits, &mut self.bytes, &mut each);
                 return r.map(RemoteAnswer::Done).map_err(fail);
             }
             if ctype.starts_with("application/x-protobuf") {
@@ -373,26 +346,42 @@ impl Client {
                     .map(RemoteAnswer::Done)
                     .map_err(fail);
             }
-            let text = resp
-                .body_mut()
-                .with_config()
-                .limit(64 << 10)
-                .read_to_vec()
-                .unwrap_or_default();
-            return Ok(RemoteAnswer::Unsupported(format!(
-                "{url} answered {:?}, not remote-read protobuf: {}",
-                if ctype.is_empty() {
-                    "no content type"
-                } else {
-                    ctype.as_str()
-                },
-                snippet(&text)
-            )));
+            return Ok(not_remote_read(&mut resp, &url, &ctype));
         }
         Err(err(
             &self.spec,
             format!("{what}: {url} failed after {attempts} attempt(s); last: {last}"),
         ))
+    }
+
+    /// A remote read answered with `status`, not 200: the API unsupported or a server limit
+    /// (`Ok(Ok(answer))`), a server error to retry (`Ok(Err(what it said))`), else fatal.
+    fn refused_read(
+        &mut self,
+        resp: &mut ureq::http::Response<ureq::Body>,
+        status: u16,
+        url: &str,
+        what: &str,
+    ) -> Result<Result<RemoteAnswer, String>, IngestError> {
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 10)
+            .read_to_vec()
+            .unwrap_or_default();
+        self.bytes += text.len() as u64;
+        let message = snippet(&text);
+        let said = format!("HTTP {status} from {url}: {message}");
+        if matches!(status, 404 | 405 | 406 | 415 | 501) {
+            return Ok(Ok(RemoteAnswer::Unsupported(said)));
+        }
+        if server_limit(status, &message).is_some() {
+            return Ok(Ok(RemoteAnswer::Limit(said)));
+        }
+        if (500..600).contains(&status) {
+            return Ok(Err(said));
+        }
+        Err(err(&self.spec, format!("{what}: {said}")))
     }
 }
 
@@ -485,6 +474,61 @@ pub(super) fn fmt_size(b: u64) -> String {
     } else {
         format!("{b} bytes")
     }
+}
+
+/// Reads a streamed remote-read answer (chunks of series, frame by frame) through a buffer,
+/// handing each series to `each`; adds the bytes read to `bytes`.
+fn read_streamed(
+    resp: &mut ureq::http::Response<ureq::Body>,
+    ranges: &[(i64, i64)],
+    limits: remote_read::Limits,
+    bytes: &mut u64,
+    each: &mut dyn FnMut(remote_read::Series) -> Result<(), RemoteReadError>,
+) -> Result<remote_read::ReadStats, RemoteReadError> {
+    // Buffered: frames are read a few bytes at a time (size, checksum).
+    let mut reader = std::io::BufReader::with_capacity(
+        256 << 10,
+        Counting {
+            inner: resp.body_mut().with_config().reader(),
+            n: 0,
+        },
+    );
+    let r = remote_read::read_streamed(&mut reader, ranges, limits, each);
+    *bytes += reader.get_ref().n;
+    r
+}
+
+/// The answer of a server that sent another content type than remote-read protobuf: the API
+/// unsupported, with the type and the start of the body.
+fn not_remote_read(
+    resp: &mut ureq::http::Response<ureq::Body>,
+    url: &str,
+    ctype: &str,
+) -> RemoteAnswer {
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(64 << 10)
+        .read_to_vec()
+        .unwrap_or_default();
+    RemoteAnswer::Unsupported(format!(
+        "{url} answered {:?}, not remote-read protobuf: {}",
+        if ctype.is_empty() {
+            "no content type"
+        } else {
+            ctype
+        },
+        snippet(&text)
+    ))
+}
+
+/// An answer's content type, in lower case (empty when it has none).
+fn content_type(resp: &ureq::http::Response<ureq::Body>) -> String {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
 }
 
 /// The start of a body, for error messages.

@@ -8,15 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use super::assembly::{Entity, Key, PartTables, observations};
+use super::assembly::{Entity, Key, PartTables};
 use super::catalogue::Family;
 use super::client::{Client, RemoteAnswer, err};
 use super::discovery::Group;
 use super::holders::Holders;
-use super::plan::{FetchErr, Plan, Tallies, absorb};
+use super::plan::{FetchErr, Plan, Tallies, absorb, group_tables};
 use crate::ingest::promeval::{Buckets, Grid, Labels, Points, TextEval};
 use crate::ingest::remote_read::{self, LabelMatcher};
-use crate::ingest::resample;
 
 /// The rows of one group of nodes read through the remote-read API: one request with a query
 /// per metric name the texts select (the group's label matcher added), each series evaluated
@@ -47,39 +46,8 @@ pub(super) fn fetch_group_remote(
         .iter()
         .map(|x| TextEval::new(x.eval.clone().expect("checked by read"), x.shift))
         .collect();
-    let mut names: Vec<String> = Vec::new();
-    for e in &evals {
-        for m in e.eval.metrics() {
-            if !names.iter().any(|n| n == m) {
-                names.push(m.to_string());
-            }
-        }
-    }
-    // Readers of each name: (text index).
-    let readers: Vec<Vec<usize>> = names
-        .iter()
-        .map(|n| {
-            (0..evals.len())
-                .filter(|&i| evals[i].eval.metrics().contains(&n.as_str()))
-                .collect()
-        })
-        .collect();
-    let shifts = plan.texts.iter().map(|x| x.shift);
-    let start = first - step - plan.lookback + shifts.clone().min().unwrap_or(0).min(0);
-    let end = last + shifts.max().unwrap_or(0).max(0);
-    let matchers = group.label_matchers();
-    let queries: Vec<remote_read::Query> = names
-        .iter()
-        .map(|n| {
-            let mut m = vec![LabelMatcher::eq("__name__", n)];
-            m.extend(matchers.iter().cloned());
-            remote_read::Query {
-                start_timestamp_ms: start,
-                end_timestamp_ms: end,
-                matchers: m,
-            }
-        })
-        .collect();
+    let (names, readers) = metric_names(&evals);
+    let queries = remote_queries(plan, group, &names, (first, last));
     let what = format!(
         "remote read of {} metric(s) for {}",
         names.len(),
@@ -126,43 +94,97 @@ pub(super) fn fetch_group_remote(
         }
         Ok(())
     })?;
+    settle_answer(answer, group, spec, &what, &mut t.prom_warnings)?;
+    for (i, e) in evals.iter_mut().enumerate() {
+        e.finish(&mut out);
+        absorb_out(i, &mut out);
+    }
+    let tables = group_tables(plan, entities, attrs, &holders)?;
+    tallies.merge(t);
+    Ok(tables)
+}
+
+/// The metric names the texts read, each once in order of first use, and per name the texts
+/// (by index) that read it.
+fn metric_names(evals: &[TextEval]) -> (Vec<String>, Vec<Vec<usize>>) {
+    let mut names: Vec<String> = Vec::new();
+    for e in evals {
+        for m in e.eval.metrics() {
+            if !names.iter().any(|n| n == m) {
+                names.push(m.to_string());
+            }
+        }
+    }
+    // Readers of each name: (text index).
+    let readers: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            (0..evals.len())
+                .filter(|&i| evals[i].eval.metrics().contains(&n.as_str()))
+                .collect()
+        })
+        .collect();
+    (names, readers)
+}
+
+/// One remote-read query per metric name, the group's label matchers added, over the range the
+/// evaluation times `first`..`last` need (the lookback and the texts' shifts included).
+fn remote_queries(
+    plan: &Plan,
+    group: &Group,
+    names: &[String],
+    (first, last): (i64, i64),
+) -> Vec<remote_read::Query> {
+    let shifts = plan.texts.iter().map(|x| x.shift);
+    let start = first - plan.step - plan.lookback + shifts.clone().min().unwrap_or(0).min(0);
+    let end = last + shifts.max().unwrap_or(0).max(0);
+    let matchers = group.label_matchers();
+    names
+        .iter()
+        .map(|n| {
+            let mut m = vec![LabelMatcher::eq("__name__", n)];
+            m.extend(matchers.iter().cloned());
+            remote_read::Query {
+                start_timestamp_ms: start,
+                end_timestamp_ms: end,
+                matchers: m,
+            }
+        })
+        .collect()
+}
+
+/// What the server's remote-read answer means for the group: skipped histogram chunks counted
+/// in `prom_warnings`; a limit splits a group of several nodes, else it is fatal, as is no support.
+fn settle_answer(
+    answer: RemoteAnswer,
+    group: &Group,
+    spec: &str,
+    what: &str,
+    prom_warnings: &mut BTreeMap<String, u64>,
+) -> Result<(), FetchErr> {
     match answer {
         RemoteAnswer::Done(stats) => {
             if stats.skipped_chunks > 0 {
-                *t.prom_warnings
+                *prom_warnings
                     .entry("remote read: chunks of a histogram encoding skipped".into())
                     .or_default() += stats.skipped_chunks;
             }
+            Ok(())
         }
         RemoteAnswer::Limit(message) => {
             if group.label.is_some() && group.nodes.len() > 1 {
                 return Err(FetchErr::Nodes(message));
             }
-            return Err(FetchErr::Fatal(err(
+            Err(FetchErr::Fatal(err(
                 spec,
                 format!(
                     "{what}: the server refuses it for a limit: {message} \
                      (--prometheus.api query-range reads the range in chunks)"
                 ),
-            )));
+            )))
         }
-        RemoteAnswer::Unsupported(why) => {
-            return Err(FetchErr::Fatal(err(spec, format!("{what}: {why}"))));
-        }
+        RemoteAnswer::Unsupported(why) => Err(FetchErr::Fatal(err(spec, format!("{what}: {why}")))),
     }
-    for (i, e) in evals.iter_mut().enumerate() {
-        e.finish(&mut out);
-        absorb_out(i, &mut out);
-    }
-    let mut tables = Vec::new();
-    for o in observations(entities, attrs, spec)? {
-        let table = o.table;
-        let (df, s) = resample::resample(o, plan.row_spec)?;
-        let df = holders.fill(table, df)?;
-        tables.push((table, (df.height() > 0).then_some(df), s));
-    }
-    tallies.merge(t);
-    Ok(tables)
 }
 
 /// Whether the server answers the remote-read API: one small read (the family's first marker

@@ -10,12 +10,14 @@ use std::collections::BTreeMap;
 
 use polars::prelude::PolarsError;
 
-use super::assembly::{Entity, Key, Refused, bad_label, collect, identity};
+use super::assembly::{
+    Entity, Key, PartTables, Refused, bad_label, collect, identity, observations,
+};
 use super::catalogue::{Family, Query};
 use super::holders::Holders;
 use crate::ingest::IngestError;
 use crate::ingest::promeval::Eval;
-use crate::ingest::resample::RowSpec;
+use crate::ingest::resample::{self, RowSpec};
 
 /// What every partition's queries share.
 pub(super) struct Plan<'a> {
@@ -144,4 +146,22 @@ pub(super) fn absorb<'v, I: Iterator<Item = (i64, Result<f64, &'v str>)>>(
             refused,
         );
     }
+}
+
+/// A group's rows per table from its cells: the observations resampled to the rows asked for,
+/// the holder columns filled in (a table without rows: `None`).
+pub(super) fn group_tables(
+    plan: &Plan,
+    entities: BTreeMap<Key, Entity>,
+    attrs: BTreeMap<Key, BTreeMap<&'static str, String>>,
+    holders: &Holders,
+) -> Result<PartTables, FetchErr> {
+    let mut out = Vec::new();
+    for o in observations(entities, attrs, plan.spec)? {
+        let table = o.table;
+        let (df, s) = resample::resample(o, plan.row_spec)?;
+        let df = holders.fill(table, df)?;
+        out.push((table, (df.height() > 0).then_some(df), s));
+    }
+    Ok(out)
 }

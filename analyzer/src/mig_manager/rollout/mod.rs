@@ -178,6 +178,108 @@ impl MaybeConflict for RolloutError {
     }
 }
 
+/// YAML from the cluster (`stored`: the ConfigMap's config, `seed`: the default ConfigMap's)
+/// is held to the limits of YAML files, once, before any parse.
+fn check_cluster_yaml(
+    r: &Request,
+    stored: Option<&str>,
+    seed: Option<&str>,
+) -> Result<(), RolloutError> {
+    for (name, text) in [(r.configmap.as_str(), stored), (DEFAULT_CONFIGMAP, seed)] {
+        if let Some(t) = text {
+            tessera_core::input_limits::check_yaml(t).map_err(|e| {
+                RolloutError::Input(format!(
+                    "ConfigMap {}/{name}, {CONFIG_KEY}: {e}; fix or remove it, tessera does not read or overwrite it",
+                    r.namespace
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The stored configs, parsed to compare per GPU; a warning (and `None`) when they cannot be.
+fn parse_stored(
+    stored_text: Option<&str>,
+    err: &mut dyn Write,
+) -> Result<Option<PartedFile>, RolloutError> {
+    let file = match stored_text.map(|t| PartedFile::parse(t, "the stored config.yaml")) {
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            writeln!(
+                err,
+                "tessera: warning: the stored configs cannot be compared per GPU: {e}"
+            )
+            .map_err(io)?;
+            None
+        }
+        None => None,
+    };
+    Ok(file)
+}
+
+/// Each layout with its node and the change it makes there (against the stored configs, when
+/// they parse).
+fn node_changes(
+    nodes: &[NodeView],
+    layouts: &[NodeLayout],
+    stored_file: Option<&PartedFile>,
+) -> Vec<(NodeView, NodeLayout, Change)> {
+    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    layouts
+        .iter()
+        .map(|l| {
+            let n = by_name[l.node.as_str()];
+            (n.clone(), l.clone(), render::change(n, l, stored_file))
+        })
+        .collect()
+}
+
+/// Prints what will change: the ConfigMap `cm` (created when `created`, else updated, or
+/// already holding the configs) and each node's label change for config `label`.
+fn describe_changes(
+    merged: &render::Merged,
+    created: bool,
+    (cm, label): (&str, &str),
+    r: &Request,
+    changes: &[(NodeView, NodeLayout, Change)],
+    out: &mut dyn Write,
+) -> Result<(), RolloutError> {
+    if merged.changed() {
+        let verb = if created { "created" } else { "updated" };
+        writeln!(out, "ConfigMap {cm} ({CONFIG_KEY}) will be {verb}:").map_err(io)?;
+        write!(out, "{}", merged.diff(CONFIG_KEY)).map_err(io)?;
+    } else {
+        writeln!(
+            out,
+            "ConfigMap {cm} ({CONFIG_KEY}) already holds these configs"
+        )
+        .map_err(io)?;
+    }
+    writeln!(out, "label changes ({label} of {}):", r.source).map_err(io)?;
+    for (n, l, ch) in changes {
+        writeln!(out, "  {}", render::describe_label(n, l, ch)).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The nodes whose layout change disturbs GPU pods, with those pods.
+fn busy_nodes(
+    c: &mut dyn Cluster,
+    changes: &[(NodeView, NodeLayout, Change)],
+) -> Result<Vec<(String, Vec<GpuPod>)>, RolloutError> {
+    let mut busy: Vec<(String, Vec<GpuPod>)> = Vec::new();
+    for (n, _, ch) in changes {
+        if ch.disturbs() {
+            let pods = c.gpu_pods(&n.name)?;
+            if !pods.is_empty() {
+                busy.push((n.name.clone(), pods));
+            }
+        }
+    }
+    Ok(busy)
+}
+
 /// Run the request; see the module docs.
 pub fn run(
     c: &mut dyn Cluster,
@@ -200,39 +302,16 @@ pub fn run(
             .read_config(&r.namespace, DEFAULT_CONFIGMAP)?
             .and_then(|s| s.text),
     };
-    // YAML from the cluster is held to the limits of YAML files, once, before any parse.
-    for (name, text) in [
-        (
-            r.configmap.as_str(),
-            stored.as_ref().and_then(|s| s.text.as_deref()),
-        ),
-        (DEFAULT_CONFIGMAP, seed.as_deref()),
-    ] {
-        if let Some(t) = text {
-            tessera_core::input_limits::check_yaml(t).map_err(|e| {
-                RolloutError::Input(format!(
-                    "ConfigMap {}/{name}, {CONFIG_KEY}: {e}; fix or remove it, tessera does not read or overwrite it",
-                    r.namespace
-                ))
-            })?;
-        }
-    }
+    check_cluster_yaml(
+        r,
+        stored.as_ref().and_then(|s| s.text.as_deref()),
+        seed.as_deref(),
+    )?;
     let stored_text = stored
         .as_ref()
         .and_then(|s| s.text.as_deref())
         .or(seed.as_deref());
-    let stored_file = match stored_text.map(|t| PartedFile::parse(t, "the stored config.yaml")) {
-        Some(Ok(f)) => Some(f),
-        Some(Err(e)) => {
-            writeln!(
-                err,
-                "tessera: warning: the stored configs cannot be compared per GPU: {e}"
-            )
-            .map_err(io)?;
-            None
-        }
-        None => None,
-    };
+    let stored_file = parse_stored(stored_text, err)?;
     let in_use = waves::configs_in_use(c)?;
     // What the ConfigMap will hold once the rollout is done (unused configs pruned).
     let merged = render::merge(
@@ -241,50 +320,13 @@ pub fn run(
         &layouts,
         Some(&in_use),
     )?;
-    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let changes: Vec<(NodeView, NodeLayout, Change)> = layouts
-        .iter()
-        .map(|l| {
-            let n = by_name[l.node.as_str()];
-            (
-                n.clone(),
-                l.clone(),
-                render::change(n, l, stored_file.as_ref()),
-            )
-        })
-        .collect();
+    let changes = node_changes(&nodes, &layouts, stored_file.as_ref());
 
     // What will change.
     let cm = format!("{}/{}", r.namespace, r.configmap);
-    if merged.changed() {
-        let verb = if stored.is_none() {
-            "created"
-        } else {
-            "updated"
-        };
-        writeln!(out, "ConfigMap {cm} ({CONFIG_KEY}) will be {verb}:").map_err(io)?;
-        write!(out, "{}", merged.diff(CONFIG_KEY)).map_err(io)?;
-    } else {
-        writeln!(
-            out,
-            "ConfigMap {cm} ({CONFIG_KEY}) already holds these configs"
-        )
-        .map_err(io)?;
-    }
-    writeln!(out, "label changes ({label} of {}):", r.source).map_err(io)?;
-    for (n, l, ch) in &changes {
-        writeln!(out, "  {}", render::describe_label(n, l, ch)).map_err(io)?;
-    }
+    describe_changes(&merged, stored.is_none(), (&cm, &label), r, &changes, out)?;
     let policy_ok = check_policy(c, r, err)?;
-    let mut busy: Vec<(String, Vec<GpuPod>)> = Vec::new();
-    for (n, _, ch) in &changes {
-        if ch.disturbs() {
-            let pods = c.gpu_pods(&n.name)?;
-            if !pods.is_empty() {
-                busy.push((n.name.clone(), pods));
-            }
-        }
-    }
+    let busy = busy_nodes(c, &changes)?;
     let busy_text = || {
         busy.iter()
             .flat_map(|(n, pods)| pods.iter().map(move |p| format!("  node {n}: {p}")))

@@ -6,6 +6,8 @@
 //!
 //! Pure over the [`Cluster`] trait; it does not render configs or decide which nodes change.
 
+mod settle;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -20,6 +22,7 @@ use super::{Request, RolloutError, io};
 use crate::kubernetes::configmap::{self, retry_on_conflict};
 use crate::kubernetes::labels::{self, LabelError, Written};
 use crate::kubernetes::{events, rollout};
+use settle::{announce_label, settle_endings};
 
 /// How one node ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +45,18 @@ struct Active {
     started: Instant,
     deadline: Instant,
     state: Option<String>,
+}
+
+impl Active {
+    /// Waiting from `now` for `expect`'s state, for at most `timeout`.
+    fn since(expect: &str, now: Instant, timeout: Duration) -> Active {
+        Active {
+            expect: Some(expect.to_string()),
+            started: now,
+            deadline: now + timeout,
+            state: None,
+        }
+    }
 }
 
 fn secs(d: Duration) -> String {
@@ -171,6 +186,21 @@ struct Waves<'a> {
     todo: Vec<(NodeView, NodeLayout, Change)>,
 }
 
+impl TouchedNode {
+    /// `node` about to change to `layout`: nothing done to it yet.
+    fn untouched(node: &NodeView, layout: &NodeLayout) -> TouchedNode {
+        TouchedNode {
+            node: node.clone(),
+            layout: layout.clone(),
+            cordoned: false,
+            labelled: false,
+            settled: false,
+            ending: None,
+            uncertain: false,
+        }
+    }
+}
+
 impl rollout::Touched for TouchedNode {
     fn node(&self) -> &str {
         &self.node.name
@@ -258,15 +288,7 @@ fn waves(
         for (node, layout, change) in chunk {
             check_stop(r)?;
             let i = touched.len();
-            touched.push(TouchedNode {
-                node: node.clone(),
-                layout: layout.clone(),
-                cordoned: false,
-                labelled: false,
-                settled: false,
-                ending: None,
-                uncertain: false,
-            });
+            touched.push(TouchedNode::untouched(node, layout));
             if r.cordon && !node.unschedulable {
                 touched[i].cordoned = true;
                 c.set_unschedulable(&node.name, true)?;
@@ -319,19 +341,7 @@ fn waves(
                     return Err(RolloutError::Input(format!("node {}: {e}", node.name)));
                 }
             };
-            let change = events::Change {
-                regarding: events::Regarding::node(&node.name),
-                reason: "MigConfigLabelled",
-                action: "Label",
-                note: format!(
-                    "tessera mig apply --via mig-manager: {CONFIG_LABEL} {} -> {} ({})",
-                    node.config().unwrap_or("(unset)"),
-                    layout.config,
-                    r.source
-                ),
-                warning: false,
-            };
-            events::warn(c.event(&change), err);
+            announce_label(c, r, node, layout, err);
             let now = Instant::now();
             c.watch(&node.name, &written.resource_version, now + r.timeout)?;
             writeln!(
@@ -344,12 +354,7 @@ fn waves(
             .map_err(io)?;
             active.insert(
                 node.name.clone(),
-                Active {
-                    expect: Some(layout.config.clone()),
-                    started: now,
-                    deadline: now + r.timeout,
-                    state: None,
-                },
+                Active::since(&layout.config, now, r.timeout),
             );
         }
         let endings = if active.is_empty() {
@@ -357,52 +362,7 @@ fn waves(
         } else {
             wait(c, r, &mut active)?
         };
-        for (name, ending) in endings {
-            let t = touched
-                .iter_mut()
-                .find(|t| t.node.name == name)
-                .expect("an active node was touched");
-            match &ending {
-                Ending::Success => {
-                    writeln!(
-                        out,
-                        "node {name}: success: {} applied in {}",
-                        t.layout.config,
-                        secs(active[&name].started.elapsed())
-                    )
-                    .map_err(io)?;
-                    t.settled = true;
-                    if t.cordoned {
-                        c.set_unschedulable(&name, false)?;
-                        t.cordoned = false;
-                        writeln!(out, "node {name}: uncordoned").map_err(io)?;
-                    }
-                }
-                Ending::Replaced { .. } => {
-                    // Another actor owns the label now: leave it as they left it.
-                    writeln!(
-                        err,
-                        "tessera: node {name}: {} while tessera waited for {}; stopping, the node's label is left as it is",
-                        describe(&ending, r.timeout),
-                        t.layout.config
-                    )
-                    .map_err(io)?;
-                    t.labelled = false;
-                    stopped.get_or_insert(format!("node {name}: {}", describe(&ending, r.timeout)));
-                }
-                Ending::Failed | Ending::TimedOut(_) => {
-                    t.ending = Some(describe(&ending, r.timeout));
-                    writeln!(
-                        err,
-                        "tessera: node {name}: {} with {CONFIG_LABEL}={}; rolling back",
-                        describe(&ending, r.timeout),
-                        t.layout.config
-                    )
-                    .map_err(io)?;
-                    stopped.get_or_insert(format!("node {name}: {}", describe(&ending, r.timeout)));
-                }
-            }
-        }
+        settle_endings(c, r, (endings, &active), touched, &mut stopped, (out, err))?;
         if stopped.is_some() {
             return Ok(stopped);
         }

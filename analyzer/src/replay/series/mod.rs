@@ -248,13 +248,10 @@ struct Local {
     acts: Option<Vec<(i64, f64)>>,
 }
 
-fn gpus(
-    frames: &Frames,
-    w: &Wanted,
-    ex: &mut Extracted,
-    nodes: &mut BTreeSet<String>,
-) -> Result<GpuAct, FramesError> {
-    let df = frames
+/// The GPU frame's columns the replay reads: time, interval, node, index, model, uuid, memory
+/// used and total, activity, power and energy.
+fn gpu_rows(frames: &Frames) -> Result<DataFrame, FramesError> {
+    Ok(frames
         .gpu
         .clone()
         .select([
@@ -271,7 +268,94 @@ fn gpus(
             col("power_mean_watts").cast(DataType::Float64),
             col("energy_delta_joules").cast(DataType::Float64),
         ])
-        .collect()?;
+        .collect()?)
+}
+
+/// A GPU first seen (node `name`, index `g`, model `model`): its workloads of `w` with the
+/// slices their activity is measured on (each noted in `ex`), nothing measured yet.
+fn new_local(w: &Wanted, ex: &mut Extracted, name: &str, g: u32, model: &str) -> Local {
+    let slices = f64::from(slices_of(model));
+    let ids: Vec<(usize, f64)> = w
+        .gpu
+        .get(&(name, g))
+        .map(|v| {
+            v.iter()
+                .map(|&(idx, b)| (idx, b.map_or(slices, f64::from)))
+                .collect()
+        })
+        .unwrap_or_default();
+    for &(idx, _) in &ids {
+        ex.gpu_slices[idx] = Some(slices);
+    }
+    Local {
+        key: (name.to_string(), g),
+        stat: GpuStat::default(),
+        power: Vec::new(),
+        uuids: Vec::new(),
+        in_scope: w.scope.contains(&(name, g)),
+        slices,
+        ids,
+        acts: w.proc.contains_key(&(name, g)).then(Vec::new),
+    }
+}
+
+/// Adds a second partition's figures `s` of a GPU to those it already has, `st`.
+fn merge_stat(st: &mut GpuStat, s: GpuStat) {
+    if st.model.is_empty() {
+        st.model = s.model;
+    }
+    st.memory_total = match (st.memory_total, s.memory_total) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    st.rows += s.rows;
+    st.joules += s.joules;
+    st.rows_without_power += s.rows_without_power;
+    st.idle_watts = st.idle_watts.min(s.idle_watts);
+    st.loaded_ms += s.loaded_ms;
+    st.uuids.extend(s.uuids);
+}
+
+/// Settles the partition's GPUs into `ex`: their uuids named, idle power (5th percentile of
+/// their power), nodes noted, figures merged with any already there; returns the activity series
+/// of the GPUs with process workloads, one point per end (the last row's).
+fn settle_locals(locals: Vec<Local>, uuids: &[&str], ex: &mut Extracted) -> GpuAct {
+    let mut out: GpuAct = FastMap::default();
+    for mut lo in locals {
+        lo.stat.uuids = lo
+            .uuids
+            .iter()
+            .map(|&u| uuids[u as usize].to_string())
+            .collect();
+        lo.stat.idle_watts = quantile(&mut lo.power, 0.05).unwrap_or(0.0).max(0.0);
+        ex.nodes.insert(lo.key.0.clone());
+        if let Some(mut a) = lo.acts {
+            // The last row of each end wins (as inserting into a map would).
+            a.reverse();
+            a.sort_by_key(|x| x.0);
+            a.dedup_by_key(|x| x.0);
+            out.insert(lo.key.clone(), a);
+        }
+        match ex.gpus.entry(lo.key) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(lo.stat);
+            }
+            // Not with `ingest_parts`' partitions (a node's rows are in one); kept whole.
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                merge_stat(o.get_mut(), lo.stat);
+            }
+        }
+    }
+    out
+}
+
+fn gpus(
+    frames: &Frames,
+    w: &Wanted,
+    ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
+) -> Result<GpuAct, FramesError> {
+    let df = gpu_rows(frames)?;
     let ts = columns::i64s(&df, "ts")?;
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
@@ -302,29 +386,7 @@ fn gpus(
             None => {
                 let li = *slot.entry((n, g)).or_insert_with(|| {
                     let name = node.get(i).unwrap_or("");
-                    let slices = f64::from(slices_of(model.get(i).unwrap_or("")));
-                    let ids: Vec<(usize, f64)> = w
-                        .gpu
-                        .get(&(name, g))
-                        .map(|v| {
-                            v.iter()
-                                .map(|&(idx, b)| (idx, b.map_or(slices, f64::from)))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    for &(idx, _) in &ids {
-                        ex.gpu_slices[idx] = Some(slices);
-                    }
-                    locals.push(Local {
-                        key: (name.to_string(), g),
-                        stat: GpuStat::default(),
-                        power: Vec::new(),
-                        uuids: Vec::new(),
-                        in_scope: w.scope.contains(&(name, g)),
-                        slices,
-                        ids,
-                        acts: w.proc.contains_key(&(name, g)).then(Vec::new),
-                    });
+                    locals.push(new_local(w, ex, name, g, model.get(i).unwrap_or("")));
                     locals.len() - 1
                 });
                 recent.put(at, (n, g), li);
@@ -372,47 +434,7 @@ fn gpus(
             acts.push((t, a * lo.slices));
         }
     }
-    let mut out: GpuAct = FastMap::default();
-    for mut lo in locals {
-        lo.stat.uuids = lo
-            .uuids
-            .iter()
-            .map(|&u| uuid.strings[u as usize].to_string())
-            .collect();
-        lo.stat.idle_watts = quantile(&mut lo.power, 0.05).unwrap_or(0.0).max(0.0);
-        ex.nodes.insert(lo.key.0.clone());
-        if let Some(mut a) = lo.acts {
-            // The last row of each end wins (as inserting into a map would).
-            a.reverse();
-            a.sort_by_key(|x| x.0);
-            a.dedup_by_key(|x| x.0);
-            out.insert(lo.key.clone(), a);
-        }
-        match ex.gpus.entry(lo.key) {
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(lo.stat);
-            }
-            // Not with `ingest_parts`' partitions (a node's rows are in one); kept whole.
-            std::collections::btree_map::Entry::Occupied(mut o) => {
-                let st = o.get_mut();
-                let s = lo.stat;
-                if st.model.is_empty() {
-                    st.model = s.model;
-                }
-                st.memory_total = match (st.memory_total, s.memory_total) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                st.rows += s.rows;
-                st.joules += s.joules;
-                st.rows_without_power += s.rows_without_power;
-                st.idle_watts = st.idle_watts.min(s.idle_watts);
-                st.loaded_ms += s.loaded_ms;
-                st.uuids.extend(s.uuids);
-            }
-        }
-    }
-    Ok(out)
+    Ok(settle_locals(locals, &uuid.strings, ex))
 }
 
 /// A MIG instance of the plan within a partition.

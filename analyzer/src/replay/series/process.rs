@@ -57,17 +57,10 @@ struct ProcSlot<'w> {
     labels: Vec<Label>,
 }
 
-pub(super) fn processes(
-    frames: &Frames,
-    w: &Wanted,
-    gpu_act: &GpuAct,
-    ex: &mut Extracted,
-    nodes: &mut BTreeSet<String>,
-) -> Result<(), FramesError> {
-    if w.proc.is_empty() {
-        return Ok(());
-    }
-    let df = frames
+/// The process frame's columns the replay reads: time, interval, node, index, pid, name, GPU
+/// instance, namespace, pod, Slurm job, memory and own activity.
+fn process_rows(frames: &Frames) -> Result<DataFrame, FramesError> {
+    Ok(frames
         .process
         .clone()
         .select([
@@ -84,7 +77,146 @@ pub(super) fn processes(
             col("memory_used_max_bytes").cast(DataType::Float64),
             col("sm_mean").cast(DataType::Float64),
         ])
-        .collect()?;
+        .collect()?)
+}
+
+impl ProcSlot<'_> {
+    /// Adds one process row with label `lid` (text `text`) and memory `m`: to the label's peak
+    /// always, the row itself only when the plan has workloads with that label.
+    fn record(&mut self, lid: u32, text: &str, m: Option<f64>, row: Row) {
+        let ProcSlot {
+            wanted,
+            by_label,
+            labels,
+            ..
+        } = self;
+        let e = *by_label.entry(lid).or_insert_with(|| {
+            let ids = wanted.get(text).cloned().unwrap_or_default();
+            labels.push(Label {
+                peak: 0.0,
+                ids,
+                rows: Vec::new(),
+            });
+            labels.len() - 1
+        });
+        let e = &mut labels[e];
+        e.peak = e.peak.max(m.unwrap_or(0.0));
+        if !e.ids.is_empty() {
+            e.rows.push(row);
+        }
+    }
+}
+
+/// Pushes a GPU's kept labels' rows into their workloads' series in `ex`: rows of one interval
+/// merged (memory and own activity summed), activity the GPU's when the label is alone on it,
+/// else its own (else the GPU's).
+fn emit_slot(s: ProcSlot, gpu_act: &GpuAct, ex: &mut Extracted) {
+    let slices = ex
+        .gpus
+        .get(&s.key)
+        .map_or(7.0, |st| f64::from(slices_of(&st.model)));
+    // The planner's rule: a process alone on its GPU takes the GPU's activity.
+    let alone = s
+        .labels
+        .iter()
+        .filter(|l| l.peak >= MIN_MEMORY_BYTES)
+        .count()
+        <= 1;
+    let acts = gpu_act.get(&s.key);
+    for Label { ids, mut rows, .. } in s.labels {
+        if ids.is_empty() {
+            continue;
+        }
+        // Several processes of one label in one interval: memory and own activity summed.
+        rows.sort_by_key(|r| r.ts);
+        rows.dedup_by(|b, a| {
+            let same = a.ts == b.ts;
+            if same {
+                a.mem = add_raw(a.mem, b.mem);
+                a.own = add_raw(a.own, b.own);
+            }
+            same
+        });
+        for (idx, basis) in ids {
+            let basis = basis.map_or(slices, f64::from);
+            ex.gpu_slices[idx] = Some(slices);
+            for r in &rows {
+                let gpu = acts.and_then(|a| act_at(a, r.ts)).map(|a| a / slices);
+                let own = known(r.own);
+                let act = if alone { gpu.or(own) } else { own.or(gpu) };
+                ex.push(
+                    idx,
+                    Point::new(r.ts, r.len, known(r.mem), act.map(|a| a * basis)),
+                );
+            }
+        }
+    }
+}
+
+/// A process row's label key: the string ids of its namespace, pod, job and process name, and
+/// its pid.
+type LabelKey = (
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<i64>,
+);
+
+/// Labels made once per distinct (namespace, pod, job, process, pid), by string id; each label
+/// text has one id.
+#[derive(Default)]
+struct LabelIds {
+    of: FastMap<LabelKey, u32>,
+    id: FastMap<String, u32>,
+    /// The label texts by id.
+    text: Vec<String>,
+    recent: DirectCache<LabelKey, u32>,
+}
+
+impl LabelIds {
+    /// The id of the label of `key`, made by `make` the first time the key is seen.
+    fn id(&mut self, key: LabelKey, make: impl FnOnce() -> String) -> u32 {
+        let p = key.4;
+        let at = cache_slot(
+            [key.0, key.1, key.2, key.3]
+                .map(|v| v.map_or(u64::MAX, u64::from))
+                .into_iter()
+                .chain([p.map_or(u64::MAX, |p| p as u64)]),
+        );
+        let LabelIds {
+            of,
+            id,
+            text,
+            recent,
+        } = self;
+        match recent.get(at, &key) {
+            Some(lid) => lid,
+            None => {
+                let lid = *of.entry(key).or_insert_with(|| {
+                    *id.entry(make()).or_insert_with_key(|l| {
+                        text.push(l.clone());
+                        (text.len() - 1) as u32
+                    })
+                });
+                recent.put(at, key, lid);
+                lid
+            }
+        }
+    }
+}
+
+pub(super) fn processes(
+    frames: &Frames,
+    w: &Wanted,
+    gpu_act: &GpuAct,
+    ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
+) -> Result<(), FramesError> {
+    if w.proc.is_empty() {
+        return Ok(());
+    }
+    let df = process_rows(frames)?;
     let ts = columns::i64s(&df, "ts")?;
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
@@ -102,20 +234,9 @@ pub(super) fn processes(
     let gi = columns::i64s(&df, "gpu_instance")?;
     let mem = columns::f64s(&df, "memory_used_max_bytes")?;
     let sm = columns::f64s(&df, "sm_mean")?;
-    // Labels made once per distinct (namespace, pod, job, process, pid), by string id.
-    type LabelKey = (
-        Option<u32>,
-        Option<u32>,
-        Option<u32>,
-        Option<u32>,
-        Option<i64>,
-    );
-    let mut label_of: FastMap<LabelKey, u32> = FastMap::default();
-    let mut label_id: FastMap<String, u32> = FastMap::default();
-    let mut label_text: Vec<String> = Vec::new();
+    let mut label_ids = LabelIds::default();
     let mut slot: FastMap<(u32, u32), Option<usize>> = FastMap::default();
     let mut recent: DirectCache<(u32, u32), Option<usize>> = DirectCache::default();
-    let mut recent_label: DirectCache<LabelKey, u32> = DirectCache::default();
     let mut slots: Vec<ProcSlot> = Vec::new();
     for i in 0..df.height() {
         if gi.get(i).is_some() {
@@ -147,97 +268,20 @@ pub(super) fn processes(
         let Some(s) = s else { continue };
         let p = pid.get(i);
         let key = (ns.at(i), pod.at(i), job.at(i), name.at(i), p);
-        let at = cache_slot(
-            [key.0, key.1, key.2, key.3]
-                .map(|v| v.map_or(u64::MAX, u64::from))
-                .into_iter()
-                .chain([p.map_or(u64::MAX, |p| p as u64)]),
-        );
-        let lid = match recent_label.get(at, &key) {
-            Some(lid) => lid,
-            None => {
-                let lid = *label_of.entry(key).or_insert_with(|| {
-                    let l = label(ns.get(i), pod.get(i), job.get(i), name.get(i), p);
-                    *label_id.entry(l).or_insert_with_key(|l| {
-                        label_text.push(l.clone());
-                        (label_text.len() - 1) as u32
-                    })
-                });
-                recent_label.put(at, key, lid);
-                lid
-            }
-        };
-        let ProcSlot {
-            wanted,
-            by_label,
-            labels,
-            ..
-        } = &mut slots[s];
-        let e = *by_label.entry(lid).or_insert_with(|| {
-            let ids = wanted
-                .get(label_text[lid as usize].as_str())
-                .cloned()
-                .unwrap_or_default();
-            labels.push(Label {
-                peak: 0.0,
-                ids,
-                rows: Vec::new(),
-            });
-            labels.len() - 1
+        let lid = label_ids.id(key, || {
+            label(ns.get(i), pod.get(i), job.get(i), name.get(i), p)
         });
-        let e = &mut labels[e];
         let m = mem.get(i);
-        e.peak = e.peak.max(m.unwrap_or(0.0));
-        if !e.ids.is_empty() {
-            e.rows.push(Row {
-                ts: t,
-                len: len.get(i).unwrap_or(0).max(0),
-                mem: m.unwrap_or(f64::NAN),
-                own: sm.get(i).unwrap_or(f64::NAN),
-            });
-        }
+        let row = Row {
+            ts: t,
+            len: len.get(i).unwrap_or(0).max(0),
+            mem: m.unwrap_or(f64::NAN),
+            own: sm.get(i).unwrap_or(f64::NAN),
+        };
+        slots[s].record(lid, &label_ids.text[lid as usize], m, row);
     }
     for s in slots {
-        let slices = ex
-            .gpus
-            .get(&s.key)
-            .map_or(7.0, |st| f64::from(slices_of(&st.model)));
-        // The planner's rule: a process alone on its GPU takes the GPU's activity.
-        let alone = s
-            .labels
-            .iter()
-            .filter(|l| l.peak >= MIN_MEMORY_BYTES)
-            .count()
-            <= 1;
-        let acts = gpu_act.get(&s.key);
-        for Label { ids, mut rows, .. } in s.labels {
-            if ids.is_empty() {
-                continue;
-            }
-            // Several processes of one label in one interval: memory and own activity summed.
-            rows.sort_by_key(|r| r.ts);
-            rows.dedup_by(|b, a| {
-                let same = a.ts == b.ts;
-                if same {
-                    a.mem = add_raw(a.mem, b.mem);
-                    a.own = add_raw(a.own, b.own);
-                }
-                same
-            });
-            for (idx, basis) in ids {
-                let basis = basis.map_or(slices, f64::from);
-                ex.gpu_slices[idx] = Some(slices);
-                for r in &rows {
-                    let gpu = acts.and_then(|a| act_at(a, r.ts)).map(|a| a / slices);
-                    let own = known(r.own);
-                    let act = if alone { gpu.or(own) } else { own.or(gpu) };
-                    ex.push(
-                        idx,
-                        Point::new(r.ts, r.len, known(r.mem), act.map(|a| a * basis)),
-                    );
-                }
-            }
-        }
+        emit_slot(s, gpu_act, ex);
     }
     Ok(())
 }

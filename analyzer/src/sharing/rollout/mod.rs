@@ -299,6 +299,45 @@ impl MaybeConflict for RolloutError {
     }
 }
 
+/// Prints each target node's label change (or why it has none) and returns the nodes whose
+/// label must change, in the targets' order.
+fn label_changes(
+    targets: &[Target],
+    w: &Where,
+    out: &mut dyn Write,
+) -> Result<Vec<Target>, RolloutError> {
+    let mut todo = Vec::new();
+    for t in targets {
+        let n = &t.before;
+        let now = n.config().unwrap_or("(none)");
+        let alloc = n.allocatable.map_or("?".into(), |a| a.to_string());
+        if t.applied(n) {
+            writeln!(
+                out,
+                "  node {}: {CONFIG_LABEL}={now} already, {GPU_RESOURCE} {alloc}: nothing to do",
+                n.name
+            )
+            .map_err(io)?;
+        } else if n.config() == Some(t.sharing.name.as_str()) {
+            writeln!(out, "  node {}: {CONFIG_LABEL}={now} already, but {GPU_RESOURCE} is {alloc} and nvidia.com/gpu.replicas {}, not {} and {}: the device plugin did not apply it (kubectl -n {} get pods -o wide | grep device-plugin)", n.name, n.replicas().map_or("unset".into(), |r| r.to_string()), t.want(), t.sharing.replicas, w.namespace).map_err(io)?;
+        } else {
+            writeln!(
+                out,
+                "  node {}: {CONFIG_LABEL} {now} -> {}; {GPU_RESOURCE} {alloc} -> {} ({} GPUs × {}, {})",
+                n.name,
+                t.sharing.name,
+                t.want(),
+                t.gpus,
+                t.sharing.replicas,
+                t.sharing.method.as_str()
+            )
+            .map_err(io)?;
+            todo.push(t.clone());
+        }
+    }
+    Ok(todo)
+}
+
 /// Run the request; see the module docs.
 pub fn run(
     c: &mut dyn DevicePluginCluster,
@@ -338,35 +377,7 @@ pub fn run(
         writeln!(out, "ConfigMap {cm} already holds these configs").map_err(io)?;
     }
     writeln!(out, "label changes (node by node, each until allocatable {GPU_RESOURCE} and nvidia.com/gpu.replicas agree):").map_err(io)?;
-    let mut todo = Vec::new();
-    for t in &targets {
-        let n = &t.before;
-        let now = n.config().unwrap_or("(none)");
-        let alloc = n.allocatable.map_or("?".into(), |a| a.to_string());
-        if t.applied(n) {
-            writeln!(
-                out,
-                "  node {}: {CONFIG_LABEL}={now} already, {GPU_RESOURCE} {alloc}: nothing to do",
-                n.name
-            )
-            .map_err(io)?;
-        } else if n.config() == Some(t.sharing.name.as_str()) {
-            writeln!(out, "  node {}: {CONFIG_LABEL}={now} already, but {GPU_RESOURCE} is {alloc} and nvidia.com/gpu.replicas {}, not {} and {}: the device plugin did not apply it (kubectl -n {} get pods -o wide | grep device-plugin)", n.name, n.replicas().map_or("unset".into(), |r| r.to_string()), t.want(), t.sharing.replicas, w.namespace).map_err(io)?;
-        } else {
-            writeln!(
-                out,
-                "  node {}: {CONFIG_LABEL} {now} -> {}; {GPU_RESOURCE} {alloc} -> {} ({} GPUs × {}, {})",
-                n.name,
-                t.sharing.name,
-                t.want(),
-                t.gpus,
-                t.sharing.replicas,
-                t.sharing.method.as_str()
-            )
-            .map_err(io)?;
-            todo.push(t.clone());
-        }
-    }
+    let todo = label_changes(&targets, &w, out)?;
     let mut busy = Vec::new();
     for t in &todo {
         for p in c.gpu_pods(&t.before.name)? {

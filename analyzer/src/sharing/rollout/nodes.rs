@@ -220,24 +220,7 @@ fn nodes(
     for t in todo {
         check_stop(r)?;
         let name = t.before.name.clone();
-        // Read again right before the change: its previous label is what it is now.
-        let Some(now) = c.node(&name)? else {
-            return Err(RolloutError::Input(format!(
-                "node {name} is not in the cluster any more"
-            )));
-        };
-        for p in c.gpu_pods(&name)? {
-            writeln!(
-                err,
-                "tessera: node {name}: the device plugin restarts under {p}"
-            )
-            .map_err(io)?;
-        }
-        // Another run may have pruned the config meanwhile: it is added back.
-        let stored = c.read_configmap(&w.namespace, &w.configmap)?;
-        if stored.as_ref().and_then(|s| s.data.get(&t.sharing.name)) != Some(&t.sharing.text) {
-            write_configmap(c, w, configs, stored, err)?;
-        }
+        let now = reread_node(c, w, configs, t, &name, err)?;
         let mut target = t.clone();
         target.before = now;
         touched.push(TouchedNode {
@@ -277,21 +260,7 @@ fn nodes(
                 return Err(RolloutError::Input(format!("node {name}: {e}")));
             }
         }
-        let change = events::Change {
-            regarding: events::Regarding::node(&name),
-            reason: "SharingConfigLabelled",
-            action: "Label",
-            note: format!(
-                "tessera share apply: {CONFIG_LABEL} {} -> {} ({} × {}, {})",
-                previous.as_deref().unwrap_or("(unset)"),
-                t.sharing.name,
-                t.gpus,
-                t.sharing.replicas,
-                r.source
-            ),
-            warning: false,
-        };
-        events::warn(c.event(&change), err);
+        announce_label(c, r, t, &name, previous.as_deref(), err);
         let want = t.want();
         let replicas = u64::from(t.sharing.replicas);
         let done =
@@ -331,6 +300,102 @@ fn nodes(
         }
     }
     Ok(None)
+}
+
+/// Reads `name` again right before its change and says which pods the device plugin restarts
+/// under; the config is written back first when another run pruned it meanwhile.
+fn reread_node(
+    c: &mut dyn DevicePluginCluster,
+    w: &Where,
+    configs: &[(String, String)],
+    t: &Target,
+    name: &str,
+    err: &mut dyn Write,
+) -> Result<NodeView, RolloutError> {
+    // Read again right before the change: its previous label is what it is now.
+    let Some(now) = c.node(name)? else {
+        return Err(RolloutError::Input(format!(
+            "node {name} is not in the cluster any more"
+        )));
+    };
+    for p in c.gpu_pods(name)? {
+        writeln!(
+            err,
+            "tessera: node {name}: the device plugin restarts under {p}"
+        )
+        .map_err(io)?;
+    }
+    // Another run may have pruned the config meanwhile: it is added back.
+    let stored = c.read_configmap(&w.namespace, &w.configmap)?;
+    if stored.as_ref().and_then(|s| s.data.get(&t.sharing.name)) != Some(&t.sharing.text) {
+        write_configmap(c, w, configs, stored, err)?;
+    }
+    Ok(now)
+}
+
+/// Records the label change of `name` (from `previous`) as a Kubernetes event; a failure to
+/// record is only warned about.
+fn announce_label(
+    c: &mut dyn DevicePluginCluster,
+    r: &Request,
+    t: &Target,
+    name: &str,
+    previous: Option<&str>,
+    err: &mut dyn Write,
+) {
+    let change = events::Change {
+        regarding: events::Regarding::node(name),
+        reason: "SharingConfigLabelled",
+        action: "Label",
+        note: format!(
+            "tessera share apply: {CONFIG_LABEL} {} -> {} ({} × {}, {})",
+            previous.unwrap_or("(unset)"),
+            t.sharing.name,
+            t.gpus,
+            t.sharing.replicas,
+            r.source
+        ),
+        warning: false,
+    };
+    events::warn(c.event(&change), err);
+}
+
+/// Waits until the device plugin advertises `t`'s node as before its label was put back and
+/// says so; when it does not, the command to look at the node is added to `commands`.
+fn await_restored(
+    c: &mut dyn DevicePluginCluster,
+    r: &Request,
+    t: &TouchedNode,
+    commands: &mut Vec<String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), RolloutError> {
+    let b = &t.target.before;
+    let name = b.name.as_str();
+    let previous = b.config();
+    let (alloc, replicas) = (b.allocatable, b.replicas());
+    let done = move |n: &NodeView| n.allocatable == alloc && n.replicas() == replicas;
+    let back = previous.unwrap_or("(none)");
+    match wait(c, r, name, previous, &done, err) {
+        Ok(Waited::Reached(d)) => writeln!(
+            out,
+            "node {name}: rolled back {CONFIG_LABEL} {} -> {back}; {} again after {}",
+            t.target.sharing.name,
+            state(b),
+            secs(d)
+        )
+        .map_err(io)?,
+        Ok(Waited::Replaced(v)) => writeln!(err, "tessera: node {name}: {CONFIG_LABEL} changed to {} by another client during the rollback; left as it is", v.as_deref().unwrap_or("(removed)")).map_err(io)?,
+        Ok(Waited::TimedOut(why)) => {
+            writeln!(err, "tessera: node {name}: {CONFIG_LABEL} is back to {back}, but the device plugin did not advertise its previous {} within the timeout: {why}", state(b)).map_err(io)?;
+            commands.push(format!("kubectl describe node {name}   # expect {}, then check the device plugin's pod", state(b)));
+        }
+        Err(e) => {
+            writeln!(err, "tessera: node {name}: {e}").map_err(io)?;
+            commands.push(format!("kubectl describe node {name}   # expect {}", state(b)));
+        }
+    }
+    Ok(())
 }
 
 /// The `kubectl` command that sets `node`'s label back to `value` (removes it when `None`).
@@ -424,28 +489,7 @@ fn restore(
                 continue;
             }
         }
-        let (alloc, replicas) = (b.allocatable, b.replicas());
-        let done = move |n: &NodeView| n.allocatable == alloc && n.replicas() == replicas;
-        let back = previous.unwrap_or("(none)");
-        match wait(c, &r, name, previous, &done, err) {
-            Ok(Waited::Reached(d)) => writeln!(
-                out,
-                "node {name}: rolled back {CONFIG_LABEL} {} -> {back}; {} again after {}",
-                t.target.sharing.name,
-                state(b),
-                secs(d)
-            )
-            .map_err(io)?,
-            Ok(Waited::Replaced(v)) => writeln!(err, "tessera: node {name}: {CONFIG_LABEL} changed to {} by another client during the rollback; left as it is", v.as_deref().unwrap_or("(removed)")).map_err(io)?,
-            Ok(Waited::TimedOut(why)) => {
-                writeln!(err, "tessera: node {name}: {CONFIG_LABEL} is back to {back}, but the device plugin did not advertise its previous {} within the timeout: {why}", state(b)).map_err(io)?;
-                commands.push(format!("kubectl describe node {name}   # expect {}, then check the device plugin's pod", state(b)));
-            }
-            Err(e) => {
-                writeln!(err, "tessera: node {name}: {e}").map_err(io)?;
-                commands.push(format!("kubectl describe node {name}   # expect {}", state(b)));
-            }
-        }
+        await_restored(c, &r, t, &mut commands, out, err)?;
     }
     Ok(commands)
 }
