@@ -17,6 +17,7 @@ use crate::advisor::Analysis;
 use crate::frames::Frames;
 use crate::mig_planner::{self, PlannerOptions, demand};
 use crate::owners::Owners;
+use tessera_core::mig::plan::TesseraPlan;
 
 pub use crate::advisor::actions::*;
 
@@ -48,18 +49,27 @@ pub fn mig_candidate(d: &demand::Demand, plan: &mig_planner::Proposal) -> MigCan
     }
 }
 
-/// The MIG candidate of `parts` over `(since, until]`, when the planner places anything; a
-/// fleet without MIG-capable GPUs (or a planner error) has none.
+/// The MIG candidate of `parts` over `(since, until]`, when the planner places anything, with
+/// the plan's day layout as a file (what `tessera mig plan` writes as `day`; `sources` name it);
+/// a fleet without MIG-capable GPUs (or a planner error) has none.
 pub fn plan_mig(
     parts: &[&Frames],
     range: (i64, i64),
-) -> Result<Option<MigCandidate>, demand::DemandError> {
+    sources: &[String],
+) -> Result<Option<(MigCandidate, Option<TesseraPlan>)>, demand::DemandError> {
     let cur: Vec<Frames> = parts.iter().map(|f| f.within(range.0, range.1)).collect();
     let refs: Vec<&Frames> = cur.iter().collect();
     let d = demand::extract_parts_with(&refs, &demand::DemandParams::default(), &|_| {})?;
     Ok(
         match mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default()) {
-            Ok(plan) if !plan.gpus.is_empty() => Some(mig_candidate(&d, &plan)),
+            Ok(plan) if !plan.gpus.is_empty() => {
+                let window = crate::range::TimeRange {
+                    since: range.0,
+                    until: range.1,
+                };
+                let file = mig_planner::day_file(&d, &plan, Some(window), sources).ok();
+                Some((mig_candidate(&d, &plan), file))
+            }
             _ => None,
         },
     )
@@ -67,28 +77,40 @@ pub fn plan_mig(
 
 /// Recompute `analysis.actions` with the MIG layouts of `parts` as a candidate (unpriced, as
 /// `analyze` and `notify` print them), and the user's range flags in their plan and replay
-/// commands.
+/// commands. Returns the plans the plan actions propose, as files (`consolidation`, `mig`), for
+/// a replay of their verdicts.
 pub fn add_mig(
     analysis: &mut Analysis,
     parts: &[&Frames],
     range: (i64, i64),
     range_flags: &[String],
-) -> Result<(), demand::DemandError> {
-    let mig = plan_mig(parts, range)?;
-    if mig.is_none() && range_flags.is_empty() {
-        return Ok(());
+) -> Result<Vec<(&'static str, TesseraPlan)>, demand::DemandError> {
+    let mig = plan_mig(parts, range, &analysis.sources)?;
+    if mig.is_some() || !range_flags.is_empty() {
+        analysis.actions = recommend(
+            &analysis.findings,
+            mig.as_ref().map(|(c, _)| c),
+            &ActionContext {
+                sources: &analysis.sources,
+                period_hours: (range.1 - range.0).max(0) as f64 / 3.6e6,
+                prices: None,
+                range: range_flags,
+            },
+        );
     }
-    analysis.actions = recommend(
-        &analysis.findings,
-        mig.as_ref(),
-        &ActionContext {
-            sources: &analysis.sources,
-            period_hours: (range.1 - range.0).max(0) as f64 / 3.6e6,
-            prices: None,
-            range: range_flags,
-        },
-    );
-    Ok(())
+    let proposes = |kind: &str| analysis.actions.iter().any(|a| a.kind == kind);
+    let mut plans = Vec::new();
+    if proposes("consolidate")
+        && let Ok(p) = crate::advisor::plan_out::consolidation_plan(analysis)
+    {
+        plans.push(("consolidation", p));
+    }
+    if proposes("mig_layout")
+        && let Some((_, Some(p))) = mig
+    {
+        plans.push(("mig", p));
+    }
+    Ok(plans)
 }
 
 /// Sets each action's owner (docs/report.md, "Owners"): the contacts of the teams of the

@@ -232,13 +232,25 @@ fn the_reports_plan_actions_carry_the_replay_verdict_of_their_plan_on_the_period
     ))
     .unwrap();
     let want = format!(
-        "{} on the reported period ({} .. {}), planned from it: {} failed interval(s)",
+        "{} on the period ({} .. {}), it was planned from: {} failed interval(s)",
         replay["verdict"].as_str().unwrap(),
         report["from"].as_str().unwrap(),
         report["until"].as_str().unwrap(),
         replay["failed_intervals"]
     );
     assert!(verdict.starts_with(&want), "{verdict}\nvs {want}");
+    // analyze over the same range replays the same plan: the same verdict.
+    let mut a = vec!["analyze", "--source", &demo, "--format", "json"];
+    a.extend(range);
+    let analysis = json(&a);
+    let av = analysis["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "mig_layout")
+        .unwrap()["verdict"]
+        .clone();
+    assert_eq!(av, mig[0]["verdict"]);
     // Commands that act read fresh data: no range of the past in them.
     for a in report["actions"].as_array().unwrap() {
         for s in a["steps"].as_array().unwrap() {

@@ -31,11 +31,15 @@ pub struct AnalyzeArgs {
     /// docs/plan.md), for `tessera replay`.
     #[arg(long = "plan-out", value_name = "FILE")]
     plan_out: Option<std::path::PathBuf>,
+    /// Leave the plan actions unreplayed: by default the consolidation moves and the MIG layout
+    /// the actions propose are replayed on the analysed range and each carries the verdict.
+    #[arg(long = "no-replay")]
+    no_replay: bool,
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let params = args.thresholds.params(args.tz)?;
-    let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
+    let analysis = analyze_sources(&args.src, &params, &args.detectors, !args.no_replay)?;
     if let Some(path) = &args.plan_out {
         let plan = advisor::plan_out::consolidation_plan(&analysis)?;
         tessera_core::files::replace(path, plan.to_yaml().as_bytes())?;

@@ -199,7 +199,7 @@ fn line(verb: &str, a: &notify::Alert) -> String {
 pub fn run(args: NotifyArgs) -> Result<u8> {
     let mut req = args.request()?;
     let params = args.thresholds.params(args.tz)?;
-    let analysis = analyze_sources(&args.src, &params, &args.detectors)?;
+    let analysis = analyze_sources(&args.src, &params, &args.detectors, false)?;
 
     let now = chrono::Utc::now().timestamp_millis();
     // The namespaces' labels as they are now: the owners alerts go to.

@@ -478,11 +478,14 @@ pub fn parse_tz(s: &str) -> Result<Tz, String> {
 
 /// The advisor over the sources of `src` with `params`, only `detectors` (every detector when
 /// empty; ids checked against the registry before anything is read), with a progress bar on
-/// stderr: the workflow `analyze` and `notify` share.
+/// stderr: the workflow `analyze` and `notify` share. With `replay`, the plans the plan actions
+/// propose are replayed on the analysed range and the actions carry the verdicts (`analyze`;
+/// `notify` does not replay).
 pub fn analyze_sources(
     src: &SourceArgs,
     params: &tessera::advisor::Params,
     detectors: &[String],
+    replay: bool,
 ) -> Result<tessera::advisor::Analysis> {
     use tessera::advisor;
     let known: Vec<&str> = advisor::registry().iter().map(|d| d.id()).collect();
@@ -522,8 +525,19 @@ pub fn analyze_sources(
         && let Some(r) = range
     {
         let refs: Vec<_> = frames.iter().collect();
-        tessera::actions::add_mig(&mut analysis, &refs, (r.since, r.until), &src.range_flags())
-            .map_err(|e| name_file(anyhow::Error::new(e), &files))?;
+        let plans =
+            tessera::actions::add_mig(&mut analysis, &refs, (r.since, r.until), &src.range_flags())
+                .map_err(|e| name_file(anyhow::Error::new(e), &files))?;
+        if replay && !plans.is_empty() {
+            let checks = tessera::replay::train::in_sample(
+                &refs,
+                r,
+                &plans,
+                &analysis.sources,
+                &tessera::prices::Prices::default(),
+            );
+            tessera::report::verdicts_from_replays(&mut analysis.actions, &checks);
+        }
     }
     Ok(analysis)
 }

@@ -48,15 +48,15 @@ pub fn verdicts_from_replays(actions: &mut [crate::actions::Action], checks: &[O
         let Some(c) = checks.iter().find(|c| c.kind == kind) else {
             continue;
         };
-        let planned =
+        let (on, planned) =
             if (&c.trained_from, &c.trained_until) == (&c.replayed_from, &c.replayed_until) {
-                "planned from it"
+                ("on the period", "it was planned from")
             } else {
-                "planned from the one before it"
+                ("on the reported period", "planned from the one before it")
             };
         a.verdict = match (c.verdict, &c.skipped) {
             (Some(v), _) => format!(
-                "{v} on the reported period ({} .. {}), {planned}: {} failed interval(s){}",
+                "{v} {on} ({} .. {}), {planned}: {} failed interval(s){}",
                 c.replayed_from,
                 c.replayed_until,
                 c.failed_intervals.unwrap_or(0),
