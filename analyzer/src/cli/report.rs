@@ -136,6 +136,11 @@ pub struct DeliverArgs {
     /// JSON attached, one message per recipient.
     #[arg(long = "mail-to", value_name = "ADDR", requires_all = ["mail_from", "smtp_host"])]
     mail_to: Vec<String>,
+    /// Also mail the report to the owner of each team in its team table (docs/report.md,
+    /// "Owners": `--owners`, the namespaces' labels) whose contact is a mail address, one
+    /// message each; the others are named on stderr.
+    #[arg(long = "mail-owners", requires = "mail_to")]
+    mail_owners: bool,
     /// The sender of the mail (name@domain or "Name <name@domain>").
     #[arg(long = "mail-from", value_name = "ADDR", requires = "mail_to")]
     mail_from: Option<String>,
@@ -428,8 +433,30 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         write_out(args.out.as_deref(), &text)?;
     }
     match delivery {
-        Some(d) => deliver_report(&r, &d),
+        Some(mut d) => {
+            if args.deliver.mail_owners {
+                mail_owners(&r, &mut d);
+            }
+            deliver_report(&r, &d)
+        }
         None => Ok(0),
+    }
+}
+
+/// `--mail-owners`: the owners of the report's teams added to the mail's recipients; a contact
+/// that is not a mail address is named on stderr and skipped.
+fn mail_owners(r: &report::Report, d: &mut Delivery) {
+    let Some(mailer) = d.mailer.as_mut() else {
+        return;
+    };
+    for t in &r.teams.rows {
+        let Some(owner) = &t.owner else { continue };
+        if let Err(e) = mailer.add_recipient(owner) {
+            eprintln!(
+                "tessera: warning: team {}'s owner is not mailed: {e}",
+                tessera::text::printable(&t.team)
+            );
+        }
     }
 }
 
