@@ -5,14 +5,18 @@
 //! ([`add_mig`]: measures the demand over the same partitions, plans, and recomputes the
 //! analysis' actions with it), so that all three give a workload the same action.
 //!
-//! It also words the actions for people: [`headline`], the block's [`lines`] (every text
+//! [`set_owners`] gives each action its owner (`crate::owners`). It also words the actions for
+//! people: [`headline`], the block's [`lines`] (every text
 //! format), an alert's [`alert_action`], `analyze`'s [`render_table`].
 //!
 //! It reads frames (the demand) and runs the MIG planner; it prints nothing and writes no file.
 
+use std::collections::BTreeMap;
+
 use crate::advisor::Analysis;
 use crate::frames::Frames;
 use crate::mig_planner::{self, PlannerOptions, demand};
+use crate::owners::Owners;
 use tessera_core::mig::plan::TesseraPlan;
 
 pub use crate::advisor::actions::*;
@@ -109,6 +113,40 @@ pub fn add_mig(
     Ok(plans)
 }
 
+/// Sets each action's owner (docs/report.md, "Owners"): the contacts of the teams of the
+/// findings it answers, else (the plans) of the findings on its workloads' devices; `None`
+/// (unknown) when no such team has one. Nothing is guessed from labels or names.
+pub fn set_owners(actions: &mut [Action], findings: &[crate::advisor::Finding], owners: &Owners) {
+    let team = |f: &crate::advisor::Finding| {
+        crate::owners::team_of(f.entity.namespace.as_deref(), f.entity.slurm_job.as_deref())
+    };
+    let mut by_device: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in findings {
+        if let Some(t) = team(f) {
+            let e = &f.entity;
+            let key = device_key(e.uuid.as_deref(), e.node.as_deref(), e.gpu, None);
+            by_device.entry(key).or_default().push(t);
+        }
+    }
+    for a in actions {
+        let mut teams: Vec<String> = findings
+            .iter()
+            .filter(|f| a.findings.contains(&f.id))
+            .filter_map(team)
+            .collect();
+        if teams.is_empty() {
+            teams = a
+                .workloads
+                .iter()
+                .filter_map(|w| by_device.get(w.key.split("/GI").next().unwrap_or(&w.key)))
+                .flatten()
+                .cloned()
+                .collect();
+        }
+        a.owner = owners.of_teams(teams.iter().map(|t| Some(t.as_str())));
+    }
+}
+
 /// The action that answers finding `id`, and whether the finding's own suggestion lost.
 pub fn for_finding<'a>(actions: &'a [Action], id: &str) -> Option<&'a Action> {
     actions.iter().find(|a| a.findings.iter().any(|f| f == id))
@@ -157,6 +195,10 @@ pub fn lines(actions: &[Action]) -> Vec<String> {
             out.push(format!("   advice: {adv}"));
         }
         out.push(format!("   done by: {}", a.done_by));
+        out.push(format!(
+            "   owner: {}",
+            a.owner.as_deref().unwrap_or("unknown")
+        ));
         // What it won over, per losing kind: how many workloads, and the first reason.
         let mut kinds: Vec<(&str, usize, &str)> = Vec::new();
         for o in &a.overruled {

@@ -29,6 +29,7 @@ pub mod kubernetes;
 pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
+pub mod owners;
 pub mod prices;
 pub mod range;
 pub mod replay;

@@ -739,3 +739,65 @@ fn bad_delivery_flags_exit_2_before_reading_data() {
     assert_eq!(code, 2);
     assert!(err.contains("bad --mail-from \"me\""), "{err}");
 }
+
+/// `--mail-owners` (docs/report.md, "Owners"): the report also goes to the owner of each team the
+/// owners file names, one message each; a contact that is not a mail address is named on stderr
+/// and not mailed; a re-run sends nothing twice.
+#[test]
+fn mail_owners_sends_the_report_to_each_owner_in_the_team_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let smtp = Smtp::start(dir.path(), &[]);
+    let owners = dir.path().join("owners.toml");
+    std::fs::write(
+        &owners,
+        "[owners]\nserving = \"ml-serving@example.com\"\nresearch = \"Research <leads@example.com>\"\n\
+         docs = \"#docs-oncall\"\n\"slurm job 81234\" = \"ops@example.com\"\n",
+    )
+    .unwrap();
+    let (src, archive) = (demo(), dir.path().join("reports"));
+    let (port, archive_s, owners_s) = (
+        smtp.port.to_string(),
+        archive.display().to_string(),
+        owners.display().to_string(),
+    );
+    let args = report_args(
+        &src,
+        &archive_s,
+        &[
+            "--owners",
+            &owners_s,
+            "--mail-owners",
+            "--mail-to",
+            "ops@example.com",
+            "--mail-from",
+            "tessera@example.com",
+            "--smtp.host",
+            "127.0.0.1",
+            "--smtp.port",
+            &port,
+            "--smtp.tls",
+            "none",
+        ],
+    );
+    let (code, _, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("team docs's owner is not mailed"), "{err}");
+    let mut to: Vec<String> = smtp
+        .messages()
+        .iter()
+        .map(|m| m["to"].as_str().unwrap().to_string())
+        .collect();
+    to.sort();
+    assert_eq!(
+        to,
+        [
+            "Research <leads@example.com>",
+            "ml-serving@example.com",
+            "ops@example.com"
+        ],
+        "ops@example.com once, though it is also a team's owner"
+    );
+    let (code, _, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(smtp.messages().len(), 3, "nothing twice: {err}");
+}

@@ -428,6 +428,11 @@ fn week_over_week_on_two_simulated_weeks() {
         "--until",
         "2026-11-16T00:00:00Z",
     ]);
+    // The same report, but for the range the printed plan and replay commands name as given.
+    let explicit = explicit.replace(
+        " --since 2026-11-09T00:00:00Z --until 2026-11-16T00:00:00Z",
+        "",
+    );
     assert_eq!(explicit, text);
     // The table says it.
     let table = ok(&["report", "--source", &src]);

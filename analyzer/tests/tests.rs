@@ -28,6 +28,7 @@ mod notify;
 mod notify_faults;
 mod occupancy;
 mod offpeak_trace;
+mod owners;
 mod plan_out;
 mod printed_commands;
 mod prometheus_holders;

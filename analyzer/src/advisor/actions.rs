@@ -103,6 +103,9 @@ pub struct Action {
     pub advice: Option<String>,
     /// Who carries it out.
     pub done_by: String,
+    /// The contacts of its workloads' teams (`crate::owners`; set by the caller that has
+    /// owners: `actions::set_owners`); `null`: unknown.
+    pub owner: Option<String>,
     /// The findings it answers.
     pub findings: Vec<String>,
     /// The candidates it won over.
@@ -434,6 +437,7 @@ fn workload_action(c: &Candidate<'_>, per_month: f64, ctx: &ActionContext<'_>) -
         steps: Vec::new(),
         advice: None,
         done_by: String::new(),
+        owner: None,
         findings: vec![c.finding.id.clone()],
         overruled: Vec::new(),
     };
@@ -585,6 +589,7 @@ fn consolidation_action(
         ],
         advice: None,
         done_by: String::new(),
+        owner: None,
         findings: ids.into_iter().collect(),
         overruled: Vec::new(),
     };
@@ -653,6 +658,7 @@ fn mig_action(
         ],
         advice: None,
         done_by: "tessera mig apply on each node (on Kubernetes through the GPU Operator's mig-manager: mig apply --via mig-manager); the scheduler places pods and jobs on the new instances".into(),
+        owner: None,
         findings: Vec::new(),
         overruled: Vec::new(),
     }

@@ -7,7 +7,7 @@ use clap::Args;
 use tessera::advisor::Params;
 use tessera::jobs;
 
-use super::source::{OutputFormat, SourceArgs, load_search, name_file, part_files};
+use super::source::{OutputFormat, OwnersArgs, SourceArgs, load_search, name_file, part_files};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
@@ -18,6 +18,9 @@ pub struct JobArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     format: OutputFormat,
+    /// The job's owner: `"slurm job N" = "contact"` in this file (docs/jobs.md).
+    #[command(flatten)]
+    owners: OwnersArgs,
 }
 
 pub fn run(args: JobArgs) -> Result<()> {
@@ -27,6 +30,7 @@ pub fn run(args: JobArgs) -> Result<()> {
             args.job
         );
     }
+    let owners = args.owners.file()?;
     // The range is where to look for the job: a window reaching past the data is not news.
     let (parts, _range, _rows) = load_search(&args.src)?;
     let files = part_files(&parts);
@@ -37,13 +41,14 @@ pub fn run(args: JobArgs) -> Result<()> {
             .map_err(|e| name_file(e.into(), &files))?;
         rows.merge(r);
     }
-    let Some(summary) = jobs::summarise(&args.job, &rows) else {
+    let Some(mut summary) = jobs::summarise(&args.job, &rows) else {
         bail!(
             "no rows of Slurm job {} in the sources for the chosen range (its processes carry \
              slurm_job_id from the job's cgroup; see --since for older jobs)",
             args.job
         );
     };
+    summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     match args.format {
         OutputFormat::Table => print!("{}", jobs::render_table(&summary)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),

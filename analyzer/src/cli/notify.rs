@@ -18,7 +18,8 @@ use tessera::notify::{self, AlertOptions, ClientOptions, NotifyRequest, alerts};
 use tessera::report;
 
 use super::source::{
-    SourceArgs, ThresholdArgs, analyze_sources, parse_basic_auth, parse_interval, parse_tz,
+    OwnersArgs, SourceArgs, ThresholdArgs, add_namespace_labels, analyze_sources, parse_basic_auth,
+    parse_interval, parse_tz,
 };
 
 /// `--min-severity`.
@@ -115,6 +116,9 @@ pub struct NotifyArgs {
     /// Report config (TOML) with `[price] gpu_hour`, `currency` (as `tessera report --config`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The teams' contacts: each alert of a team with one gets an `owner` label.
+    #[command(flatten)]
+    owners: OwnersArgs,
 }
 
 impl NotifyArgs {
@@ -154,6 +158,7 @@ impl NotifyArgs {
                 extra_labels: extra,
                 gpu_hour_price: prices.gpu_hour,
                 currency: prices.currency,
+                owners: self.owners.file()?,
             },
             client: ClientOptions {
                 // Only a dry run goes without a URL, and it contacts nothing.
@@ -192,11 +197,16 @@ fn line(verb: &str, a: &notify::Alert) -> String {
 
 /// Runs `tessera notify`; the exit code: 0, or 3 when the POST may have been applied.
 pub fn run(args: NotifyArgs) -> Result<u8> {
-    let req = args.request()?;
+    let mut req = args.request()?;
     let params = args.thresholds.params(args.tz)?;
     let analysis = analyze_sources(&args.src, &params, &args.detectors, false)?;
 
     let now = chrono::Utc::now().timestamp_millis();
+    // The namespaces' labels as they are now: the owners alerts go to.
+    add_namespace_labels(&mut req.alerts.owners, &args.src, now);
+    for n in &req.alerts.owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     let outcome = match notify::run(&analysis, &req, now) {
         Ok(o) => o,
         Err(e) if e.maybe_applied() => {

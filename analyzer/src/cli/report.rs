@@ -18,8 +18,8 @@ use tessera::ingest::{fmt_ms, parse_time};
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
-    PartProgress, SourceArgs, load_parts, load_reaching, name_file, parse_interval, parse_tz,
-    part_files,
+    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, load_parts, load_reaching,
+    name_file, parse_interval, parse_tz, part_files,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +102,9 @@ pub struct ReportArgs {
     /// Delivery by mail and chat (docs/report.md, "Delivering the report").
     #[command(flatten)]
     deliver: DeliverArgs,
+    /// The teams' contacts (docs/report.md, "Owners").
+    #[command(flatten)]
+    owners: OwnersArgs,
 }
 
 /// `--smtp.tls`.
@@ -133,6 +136,11 @@ pub struct DeliverArgs {
     /// JSON attached, one message per recipient.
     #[arg(long = "mail-to", value_name = "ADDR", requires_all = ["mail_from", "smtp_host"])]
     mail_to: Vec<String>,
+    /// Also mail the report to the owner of each team in its team table (docs/report.md,
+    /// "Owners": `--owners`, the namespaces' labels) whose contact is a mail address, one
+    /// message each; the others are named on stderr.
+    #[arg(long = "mail-owners", requires = "mail_to")]
+    mail_owners: bool,
     /// The sender of the mail (name@domain or "Name <name@domain>").
     #[arg(long = "mail-from", value_name = "ADDR", requires = "mail_to")]
     mail_from: Option<String>,
@@ -258,6 +266,7 @@ fn no_color() -> bool {
 pub fn run(args: ReportArgs) -> Result<u8> {
     // Bad delivery flags and unreadable secret files are found before any data is read.
     let delivery = args.deliver.delivery(args.archive.as_deref())?;
+    let file_owners = args.owners.file()?;
     let tz: Tz = args.tz;
     let config = match &args.config {
         Some(p) => Some((p.as_path(), ReportConfig::load(p)?)),
@@ -352,6 +361,11 @@ pub fn run(args: ReportArgs) -> Result<u8> {
             }
         }
     }
+    let mut owners = file_owners;
+    add_namespace_labels(&mut owners, &args.src, range.until);
+    for n in &owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     let request = ReportRequest {
         range,
         ingest: &ingest_report,
@@ -365,6 +379,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         trend_weeks: args.trend_weeks,
         first_ts: ingest_report.time_range().map(|(first, _)| first),
         range_flags: args.src.range_flags(),
+        owners,
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();
@@ -418,8 +433,30 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         write_out(args.out.as_deref(), &text)?;
     }
     match delivery {
-        Some(d) => deliver_report(&r, &d),
+        Some(mut d) => {
+            if args.deliver.mail_owners {
+                mail_owners(&r, &mut d);
+            }
+            deliver_report(&r, &d)
+        }
         None => Ok(0),
+    }
+}
+
+/// `--mail-owners`: the owners of the report's teams added to the mail's recipients; a contact
+/// that is not a mail address is named on stderr and skipped.
+fn mail_owners(r: &report::Report, d: &mut Delivery) {
+    let Some(mailer) = d.mailer.as_mut() else {
+        return;
+    };
+    for t in &r.teams.rows {
+        let Some(owner) = &t.owner else { continue };
+        if let Err(e) = mailer.add_recipient(owner) {
+            eprintln!(
+                "tessera: warning: team {}'s owner is not mailed: {e}",
+                tessera::text::printable(&t.team)
+            );
+        }
     }
 }
 
@@ -507,6 +544,7 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     if args.format == ReportFormat::Html {
         bail!("--by job writes a table, Markdown or JSON (--format table|markdown|json), not HTML");
     }
+    let owners = args.owners.file()?;
     let (parts, range, _) = load_parts(&args.src)?;
     let Some(range) = range else {
         bail!("no rows in the sources for the chosen range: no job to report");
@@ -521,7 +559,10 @@ fn by_job(args: &ReportArgs) -> Result<()> {
         tessera::jobs::merge_jobs(&mut jobs, part);
     }
     let total = jobs.len();
-    let worst = tessera::jobs::worst(&jobs, args.top);
+    let mut worst = tessera::jobs::worst(&jobs, args.top);
+    for j in &mut worst {
+        j.owner = owners.of(None, Some(&j.job)).map(str::to_string);
+    }
     let text = match args.format {
         ReportFormat::Json => {
             serde_json::to_string_pretty(&serde_json::json!({

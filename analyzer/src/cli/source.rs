@@ -1,7 +1,8 @@
 //! What every command that reads telemetry shares: the source flags ([`SourceArgs`]), the range
 //! (`--since`, `--until`, resolved by the one rule of `tessera::range`: [`load`]), `--tz` ([`parse_tz`]), the
 //! off-peak flags ([`OffpeakArgs`]), the output format, progress on a terminal, naming the
-//! history file an error comes from, and the stop flag of the Kubernetes rollouts. Commands import this module, never each other.
+//! history file an error comes from, the stop flag of the Kubernetes rollouts, and the teams' owners (`--owners`, the namespaces'
+//! labels through a `prometheus:` source: `owners.rs`). Commands import this module, never each other.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -15,6 +16,9 @@ use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
 use tessera::frames::Table;
 use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Source};
 use tessera::range::{RangeRequest, TimeRange};
+
+mod owners;
+pub use owners::{OwnersArgs, add_namespace_labels};
 
 /// A flag SIGTERM (a CronJob's deadline, `kubectl delete`) and SIGINT set, so a rollout
 /// (`mig apply --via mig-manager`, `share apply`) stops and puts the nodes back; a second signal
@@ -165,6 +169,21 @@ impl SourceArgs {
         )?)
     }
 
+    /// The `--prometheus.*` flags as the `prometheus:` source's options.
+    pub fn prometheus_options(&self) -> PrometheusOptions {
+        PrometheusOptions {
+            timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
+            bearer_token_file: self.prometheus_bearer_token_file.clone(),
+            basic_auth: self.prometheus_basic_auth.clone(),
+            max_response_bytes: self.prometheus_max_response_bytes,
+            max_series: self.prometheus_max_series,
+            concurrency: self.prometheus_concurrency as usize,
+            nodes_per_query: self.prometheus_nodes_per_query as usize,
+            api: self.prometheus_api,
+            ..PrometheusOptions::default()
+        }
+    }
+
     /// Ingests the sources over the flags' range (rows ending in `(since, until]`), partitioned
     /// by node: see [`SourceArgs::ingest_bounds`].
     pub fn ingest_parts(&self, footer_stats: bool) -> Result<(Vec<ingest::Part>, IngestReport)> {
@@ -219,17 +238,7 @@ impl SourceArgs {
             until,
             skip_bad_rows: self.skip_bad_rows,
             interval_ms: self.interval.0,
-            prometheus: PrometheusOptions {
-                timeout: Duration::from_millis(self.prometheus_timeout.max(1) as u64),
-                bearer_token_file: self.prometheus_bearer_token_file.clone(),
-                basic_auth: self.prometheus_basic_auth.clone(),
-                max_response_bytes: self.prometheus_max_response_bytes,
-                max_series: self.prometheus_max_series,
-                concurrency: self.prometheus_concurrency as usize,
-                nodes_per_query: self.prometheus_nodes_per_query as usize,
-                api: self.prometheus_api,
-                ..PrometheusOptions::default()
-            },
+            prometheus: self.prometheus_options(),
             progress: Some(&progress),
             footer_stats,
         };

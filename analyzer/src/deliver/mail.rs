@@ -121,6 +121,20 @@ fn mailbox(flag: &'static str, value: &str) -> Result<Mailbox, MailError> {
 }
 
 impl Mailer {
+    /// Adds a recipient found in the data (a team's owner, `--mail-owners`): `Ok(false)` when it
+    /// is one already, an error when it is not a mail address.
+    pub fn add_recipient(&mut self, addr: &str) -> Result<bool, MailError> {
+        if self.to.iter().any(|(a, _)| a == addr) {
+            return Ok(false);
+        }
+        let mb = mailbox("a team's owner", addr)?;
+        if self.to.iter().any(|(_, m)| m.email == mb.email) {
+            return Ok(false);
+        }
+        self.to.push((addr.to_string(), mb));
+        Ok(true)
+    }
+
     /// Checks every flag and reads the files; nothing is contacted.
     pub fn new(opts: &MailOptions) -> Result<Mailer, MailError> {
         let from = mailbox("--mail-from", &opts.from)?;

@@ -472,6 +472,9 @@ pub const IDLE: f64 = 0.1;
 pub struct JobSummary {
     pub version: u32,
     pub job: String,
+    /// The job's owner: its team's contact (`slurm job N` in `--owners`, `crate::owners`);
+    /// `null`: unknown (the history has no user or account).
+    pub owner: Option<String>,
     pub start: String,
     pub end: String,
     /// Hours the job ran: the sum of its runs' (not `end − start`: an id can be reused).
@@ -612,6 +615,7 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
     let mut summary = JobSummary {
         version: JOB_JSON_VERSION,
         job: job.to_string(),
+        owner: None,
         start: fmt_ms(start),
         end: fmt_ms(end),
         duration_hours,

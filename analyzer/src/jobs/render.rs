@@ -38,6 +38,7 @@ pub fn render_table(s: &JobSummary) -> String {
     let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
     let mut o = String::new();
     let _ = writeln!(o, "Slurm job {}", s.job);
+    let _ = writeln!(o, "  Owner     {}", s.owner.as_deref().unwrap_or("unknown"));
     time_lines(&mut o, s);
     let _ = writeln!(
         o,

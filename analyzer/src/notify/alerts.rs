@@ -39,6 +39,7 @@ pub const TESSERA_LABELS: &[&str] = &[
     "detector",
     "severity",
     "team",
+    "owner",
     "namespace",
     "pod",
     "slurm_job",
@@ -83,6 +84,8 @@ pub struct AlertOptions {
     /// Price of one GPU-hour and its currency, for the `cost` annotation.
     pub gpu_hour_price: f64,
     pub currency: String,
+    /// The teams' contacts: each alert of a team with one gets its `owner` label.
+    pub owners: crate::owners::Owners,
 }
 
 /// `Tessera` and the detector id in CamelCase: `idle_loaded` → `TesseraIdleLoaded`.
@@ -208,8 +211,13 @@ pub fn team(f: &Finding) -> Option<&str> {
 }
 
 /// The label set of one finding's alert (stable across runs: no time, no number but the GPU's
-/// index and its MIG instance).
-pub fn labels(f: &Finding, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// index and its MIG instance); `owner` when `owners` knows the finding's team
+/// (`crate::owners::team_of`: its namespace, else its Slurm job).
+pub fn labels(
+    f: &Finding,
+    extra: &BTreeMap<String, String>,
+    owners: &crate::owners::Owners,
+) -> BTreeMap<String, String> {
     let mut l = extra.clone();
     let mut put = |k: &str, v: Option<String>| {
         if let Some(v) = v.as_deref().and_then(label_value) {
@@ -223,6 +231,12 @@ pub fn labels(f: &Finding, extra: &BTreeMap<String, String>) -> BTreeMap<String,
     put("severity", Some(severity(f.severity).to_string()));
     let e = &f.entity;
     put("team", team(f).map(str::to_string));
+    put(
+        "owner",
+        owners
+            .of(e.namespace.as_deref(), e.slurm_job.as_deref())
+            .map(str::to_string),
+    );
     put("namespace", e.namespace.clone());
     put("pod", e.pod.clone());
     put("slurm_job", e.slurm_job.clone());
@@ -298,7 +312,7 @@ pub fn alerts(a: &Analysis, opts: &AlertOptions, now_ms: i64) -> Vec<Alert> {
             let now = fmt_ms(now_ms);
             let starts_at = first_seen(f).filter(|s| *s <= now).unwrap_or(now);
             Alert {
-                labels: labels(f, &opts.extra_labels),
+                labels: labels(f, &opts.extra_labels, &opts.owners),
                 annotations: ann,
                 starts_at,
                 ends_at: fmt_ms(now_ms.saturating_add(opts.ttl_ms)),

@@ -14,14 +14,8 @@ use crate::advisor::scheduler::{self, Scheduler};
 use crate::advisor::{Analysis, Evidence};
 use crate::prices::Prices;
 
-/// A process's team: its namespace, else its Slurm job.
-pub(super) fn team_of(namespace: Option<&str>, slurm: Option<&str>) -> Option<String> {
-    match (namespace, slurm) {
-        (Some(ns), _) => Some(ns.to_string()),
-        (None, Some(j)) => Some(format!("slurm job {j}")),
-        _ => None,
-    }
-}
+/// A process's team: its namespace, else its Slurm job (the one rule, `crate::owners`).
+pub(super) use crate::owners::team_of;
 
 /// The energy `gpu_hours` of the finding's GPU draw at its idle power, kWh and its price (both
 /// `None` when the GPU's idle power is unknown).

@@ -57,6 +57,8 @@ pub struct Usage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TeamUsage {
     pub team: String,
+    /// The team's contact (`crate::owners`: `--owners`, namespace labels); `null`: unknown.
+    pub owner: Option<String>,
     pub processes: usize,
     /// GPU time of the team's processes; a GPU's interval is split evenly between the processes
     /// on it.
@@ -222,7 +224,8 @@ pub struct OffpeakBaseline {
 /// One data-quality note.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QualityNote {
-    /// `source_missing`, `stopped`, `status`, `gap`, `signal`, `no_rows`, `ingest`, `advisor`.
+    /// `source_missing`, `stopped`, `status`, `gap`, `signal`, `no_rows`, `ingest`, `advisor`,
+    /// `owners`.
     pub kind: String,
     pub message: String,
 }

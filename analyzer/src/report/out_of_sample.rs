@@ -90,6 +90,7 @@ mod tests {
             steps: Vec::new(),
             advice: None,
             done_by: String::new(),
+            owner: None,
             findings: Vec::new(),
             overruled: Vec::new(),
         }

@@ -44,6 +44,8 @@ pub struct ReportRequest<'a> {
     /// The user's `--since`/`--until` flags as given, for the commands the report prints that
     /// plan and replay (`crate::commands`).
     pub range_flags: Vec<String>,
+    /// The teams' contacts (`--owners`, namespace labels) and what their sources said.
+    pub owners: crate::owners::Owners,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -135,6 +137,7 @@ pub fn run(
         ),
         Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
     });
+    set_owners(&mut report, &pass.analysis, &req.owners);
     report.next_steps = next_steps_of(&report, &pass.analysis);
     report.plans = action_plans(&pass.analysis, d, planned.as_ref().ok(), &report, req.range);
     let watch = Stopwatch::start("report");
@@ -145,6 +148,25 @@ pub fn run(
     report.trend = trend_of(parts, &report, &req, &params)?;
     watch.lap("trend");
     Ok(report)
+}
+
+/// The owners of the team rows and the actions, and the owners' notes among the data-quality
+/// notes.
+fn set_owners(
+    report: &mut Report,
+    analysis: &crate::advisor::Analysis,
+    owners: &crate::owners::Owners,
+) {
+    for row in &mut report.teams.rows {
+        row.owner = owners.get(&row.team).map(str::to_string);
+    }
+    crate::actions::set_owners(&mut report.actions, &analysis.findings, owners);
+    for n in &owners.notes {
+        report.data_quality.push(super::QualityNote {
+            kind: "owners".into(),
+            message: n.clone(),
+        });
+    }
 }
 
 /// The report's trend ([`trend::run`]) with the request's weeks and journal.

@@ -44,7 +44,8 @@
 //! intervals, nodes, groups), `recorded` (recorded maxima or raw), `assembly` (cells into rows,
 //! spill), `holders` (tessera-exporter's kubelet series into the holders' columns), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
 //! group through either API), `fetch` (every group, concurrently), `kube` (kube-state-metrics'
-//! GPU counts per node into synthetic rows), `notes` (the report's lines); `read` here ties
+//! GPU counts per node into synthetic rows), `namespaces` (one instant query's series: the
+//! namespaces' labels the owners come from), `notes` (the report's lines); `read` here ties
 //! them together.
 //!
 //! Occupancy: where the server has kube-state-metrics' pod GPU requests and node allocatable
@@ -61,6 +62,7 @@ mod fetch_range;
 mod fetch_remote;
 mod holders;
 mod kube;
+mod namespaces;
 mod notes;
 mod options;
 mod plan;
@@ -74,6 +76,7 @@ use std::path::PathBuf;
 use polars::prelude::*;
 
 pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
+pub use namespaces::instant_series;
 pub use options::{Api, PrometheusOptions};
 
 use assembly::Settled;

@@ -249,6 +249,7 @@ fn teams(r: &Report) -> Section {
     }
     t.header = [
         "team",
+        "owner",
         "processes",
         "GPU-h",
         "mem GiB-h",
@@ -277,6 +278,7 @@ fn teams(r: &Report) -> Section {
             let nobody = r.teams.nobody.as_ref().is_some_and(|n| std::ptr::eq(n, u));
             let mut row = vec![
                 u.team.clone(),
+                u.owner.clone().unwrap_or_else(|| "unknown".into()),
                 u.processes.to_string(),
                 thousands(u.gpu_hours, 1),
                 thousands(u.memory_gib_hours, 0),
@@ -296,7 +298,7 @@ fn teams(r: &Report) -> Section {
             if nobody {
                 // Only what no team used is known of this row.
                 for (i, cell) in row.iter_mut().enumerate() {
-                    if matches!(i, 1 | 3..=6) || (held && i + 2 >= t.header.len()) {
+                    if matches!(i, 1 | 2 | 4..=7) || (held && i + 2 >= t.header.len()) {
                         *cell = "-".into();
                     }
                 }
