@@ -182,7 +182,7 @@ pub struct DeliverArgs {
     #[arg(long = "delivery.timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_interval)]
     timeout: i64,
     /// How many times a delivery that failed in a way that may pass (no connection, a timeout,
-    /// HTTP 429 or 5xx, SMTP 4xx) is tried again, after 1 s, 2 s, 4 s …
+    /// HTTP 429 or 5xx, SMTP 4xx) is tried again, after 1 s, 2 s, 4 s and so on
     #[arg(long = "delivery.retries", value_name = "N", default_value_t = 2)]
     retries: u32,
 }
