@@ -224,7 +224,10 @@ pub fn render_table(a: &crate::advisor::Analysis, actions: &[Action]) -> String 
     let (head, rest) = table.split_once('\n').unwrap_or((&table, ""));
     let mut s = format!("{head}\n\n== Actions — one per workload, most saved first\n");
     for l in lines(actions) {
-        s.push_str(&format!("  {}\n", crate::text::printable_lines(&l)));
+        s.push_str(&format!(
+            "  {}\n",
+            crate::output::escape::printable_lines(&l)
+        ));
     }
     s.push_str(rest);
     s

@@ -7,9 +7,9 @@
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
 //! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one freshness rule of the commands that act on evidence (`evidence`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
-//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), the prices every costed output uses (`prices`), and data
-//! made printable
-//! for people (`text`), and the time vocabulary every module may use (`times`).
+//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), the prices every costed output uses (`prices`), the one output layer that
+//! every command's text, Markdown, HTML and JSON goes through, escaping data once at its boundary
+//! (`output`), and the time vocabulary every module may use (`times`).
 //!
 //! Architecture invariant: the analyzer never calls NVML itself and never links the exporter's web
 //! stack; the `mig` commands reach GPUs only through `tessera_core`'s device layer.
@@ -29,6 +29,7 @@ pub mod kubernetes;
 pub mod mig_manager;
 pub mod mig_planner;
 pub mod notify;
+pub mod output;
 pub mod owners;
 pub mod prices;
 pub mod range;
@@ -38,6 +39,6 @@ pub mod scale_down;
 pub mod scenario;
 pub mod sharing;
 pub mod stats;
-pub mod text;
+
 pub mod times;
 pub mod timing;

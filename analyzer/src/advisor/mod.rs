@@ -648,7 +648,7 @@ pub fn render_table(a: &Analysis) -> String {
         }
     }
     // Names from data (processes, pods) may hold control characters: shown escaped.
-    crate::text::printable_lines(&s).into_owned()
+    crate::output::escape::printable_lines(&s).into_owned()
 }
 
 /// A gap in an entity's rows shorter than this never breaks a span, whatever the rows' length:

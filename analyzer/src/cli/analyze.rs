@@ -8,7 +8,9 @@ use chrono_tz::Tz;
 use clap::Args;
 use tessera::advisor;
 
-use super::source::{OutputFormat, SourceArgs, ThresholdArgs, analyze_sources, parse_tz};
+use tessera::output::{Format, TABLE_JSON};
+
+use super::source::{SourceArgs, ThresholdArgs, analyze_sources, parse_tz};
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
@@ -18,8 +20,8 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "UTC", value_parser = parse_tz)]
     tz: Tz,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    format: OutputFormat,
+    #[arg(long, value_parser = TABLE_JSON, default_value_t = Format::Table)]
+    format: Format,
     /// Run only these detectors (repeatable): idle_loaded, consolidation, offpeak_window,
     /// busy_not_working, allocated_unused.
     #[arg(long = "detector")]
@@ -50,11 +52,11 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         );
     }
     match args.format {
-        OutputFormat::Table => print!(
+        Format::Json => print!("{}", tessera::output::json::document(&analysis)?),
+        _ => print!(
             "{}",
             tessera::actions::render_table(&analysis, &analysis.actions)
         ),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),
     }
     Ok(())
 }

@@ -6,15 +6,17 @@ use clap::Args;
 use tessera::frames::Frames;
 use tessera::ingest::summary;
 
-use super::source::{OutputFormat, SourceArgs, name_file, part_files};
+use tessera::output::{Format, TABLE_JSON};
+
+use super::source::{SourceArgs, name_file, part_files};
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
     #[command(flatten)]
     pub src: SourceArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    format: OutputFormat,
+    #[arg(long, value_parser = TABLE_JSON, default_value_t = Format::Table)]
+    format: Format,
 }
 
 pub fn run(args: IngestArgs) -> Result<()> {
@@ -25,11 +27,11 @@ pub fn run(args: IngestArgs) -> Result<()> {
     let summaries =
         summary::describe_parts(&frames, &report).map_err(|e| name_file(e.into(), &files))?;
     match args.format {
-        OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
-        OutputFormat::Json => println!(
+        Format::Json => print!(
             "{}",
-            serde_json::to_string_pretty(&summary::to_json(&summaries, &report))?
+            tessera::output::json::document(&summary::to_json(&summaries, &report))?
         ),
+        _ => print!("{}", summary::render_table(&summaries, &report)),
     }
     Ok(())
 }

@@ -7,7 +7,9 @@ use clap::Args;
 use tessera::advisor::Params;
 use tessera::jobs;
 
-use super::source::{OutputFormat, OwnersArgs, SourceArgs, load_search, name_file, part_files};
+use tessera::output::{Format, TABLE_JSON};
+
+use super::source::{OwnersArgs, SourceArgs, load_search, name_file, part_files};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
@@ -16,8 +18,8 @@ pub struct JobArgs {
     #[command(flatten)]
     pub src: SourceArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    format: OutputFormat,
+    #[arg(long, value_parser = TABLE_JSON, default_value_t = Format::Table)]
+    format: Format,
     /// The job's owner: `"slurm job N" = "contact"` in this file (docs/jobs.md).
     #[command(flatten)]
     owners: OwnersArgs,
@@ -50,8 +52,8 @@ pub fn run(args: JobArgs) -> Result<()> {
     };
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     match args.format {
-        OutputFormat::Table => print!("{}", jobs::render_table(&summary)),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Format::Json => print!("{}", tessera::output::json::document(&summary)?),
+        _ => print!("{}", jobs::render_table(&summary)),
     }
     Ok(())
 }

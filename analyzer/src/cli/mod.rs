@@ -108,13 +108,22 @@ pub fn command() -> clap::Command {
     let mut list = String::from("Commands, by task:\n");
     for (group, paths) in GROUPS {
         list.push_str(&format!("  {group}:\n"));
+        let mut t = tessera::output::Table::default();
         for path in *paths {
             let about = find(&cmd, path)
                 .and_then(|c| c.get_about())
                 .map(|a| a.to_string())
                 .unwrap_or_default();
-            list.push_str(&format!("    {path:<14} {about}\n"));
+            t.push(vec![path.to_string(), about]);
         }
+        list.push_str(&t.columns(&tessera::output::Columns {
+            indent: "    ",
+            cols: &[
+                tessera::output::Col::left(14),
+                tessera::output::Col::left(0),
+            ],
+            trim_end: false,
+        }));
     }
     list.push_str("  tessera help COMMAND, or tessera COMMAND --help, for one command's flags.\n");
     cmd.help_template(format!(

@@ -183,16 +183,27 @@ impl NotifyArgs {
     }
 }
 
-/// One alert as a line: what it is, its id, severity and team.
+/// One alert as a line: what it is, its id, severity and team (escaped by the output layer).
 fn line(verb: &str, a: &notify::Alert) -> String {
+    use tessera::output::{Col, Columns, Table};
     let l = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("-");
-    format!(
-        "{verb:<8} {:<24} {:<36} severity={} team={}",
-        l("alertname"),
-        l("finding_id"),
-        l("severity"),
-        l("team")
-    )
+    let row = Table {
+        header: Vec::new(),
+        rows: vec![vec![
+            verb.to_string(),
+            l("alertname").to_string(),
+            l("finding_id").to_string(),
+            format!("severity={}", l("severity")),
+            format!("team={}", l("team")),
+        ]],
+    };
+    let mut s = row.columns(&Columns {
+        indent: "",
+        cols: &[Col::left(8), Col::left(24), Col::left(36), Col::left(0)],
+        trim_end: false,
+    });
+    s.pop();
+    s
 }
 
 /// Runs `tessera notify`; the exit code: 0, or 3 when the POST may have been applied.

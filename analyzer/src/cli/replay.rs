@@ -14,6 +14,7 @@ use chrono_tz::Tz;
 use clap::{Args, ValueEnum};
 use tessera::frames::Frames;
 use tessera::ingest;
+use tessera::output::Format;
 use tessera::range::{RangeRequest, TimeRange};
 use tessera::replay::{self, ReplayRequest, train};
 use tessera::report;
@@ -21,14 +22,6 @@ use tessera_core::mig::parted::PartedFile;
 use tessera_core::mig::plan::{MIG_PLAN_KIND, PLAN_KIND, TesseraPlan};
 
 use super::source::{SourceArgs, load, name_file, parse_tz, part_files};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReplayFormat {
-    Table,
-    Markdown,
-    Html,
-    Json,
-}
 
 /// `--kind`: which planner makes the plan of `--train`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,8 +43,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "LABEL")]
     config: Option<String>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
-    format: ReplayFormat,
+    #[arg(long, value_parser = tessera::output::DOCUMENT, default_value_t = Format::Table)]
+    format: Format,
     /// Write to this file instead of standard output.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -183,7 +176,7 @@ fn refuse_outputs(args: &ReplayArgs) -> Result<()> {
             }
         }
     }
-    if args.format == ReplayFormat::Html
+    if args.format == Format::Html
         && args.out.is_none()
         && std::io::IsTerminal::is_terminal(&std::io::stdout())
     {
@@ -302,10 +295,10 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         }
     }
     let text = match args.format {
-        ReplayFormat::Table => replay::render::render_table(&r),
-        ReplayFormat::Markdown => replay::render::render_markdown(&r),
-        ReplayFormat::Html => replay::html::render_html(&r),
-        ReplayFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+        Format::Table | Format::Text => replay::render::render_table(&r),
+        Format::Markdown => replay::render::render_markdown(&r),
+        Format::Html => replay::html::render_html(&r),
+        Format::Json => tessera::output::json::document(&r)?,
     };
     match &args.out {
         Some(p) => {

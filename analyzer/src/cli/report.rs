@@ -15,20 +15,13 @@ use clap::{Args, ValueEnum};
 use tessera::advisor::Params;
 use tessera::deliver;
 use tessera::ingest::{fmt_ms, parse_time};
+use tessera::output::Format;
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
     OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, load_parts, load_reaching,
     name_file, parse_interval, parse_tz, part_files,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    Table,
-    Markdown,
-    Html,
-    Json,
-}
 
 /// `--by`: what the report is broken down by instead of the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -46,8 +39,8 @@ pub struct ReportArgs {
     #[arg(long, default_value = "UTC", value_parser = parse_tz)]
     tz: Tz,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
-    format: ReportFormat,
+    #[arg(long, value_parser = tessera::output::DOCUMENT, default_value_t = Format::Table)]
+    format: Format,
     /// Write to this file instead of standard output.
     #[arg(long, value_name = "FILE", conflicts_with = "archive")]
     out: Option<PathBuf>,
@@ -280,7 +273,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     if args.top == 0 {
         bail!("bad --top 0: expected at least 1");
     }
-    if args.format == ReportFormat::Html
+    if args.format == Format::Html
         && args.out.is_none()
         && args.archive.is_none()
         && std::io::stdout().is_terminal()
@@ -420,15 +413,15 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     if let Some(dir) = &args.archive {
         archive(&r, dir, args.keep)?;
     } else {
-        let color = args.format == ReportFormat::Table
+        let color = args.format == Format::Table
             && args.out.is_none()
             && std::io::stdout().is_terminal()
             && !no_color();
         let text = match args.format {
-            ReportFormat::Table => render::render_table(&r, color),
-            ReportFormat::Markdown => render::render_markdown(&r),
-            ReportFormat::Html => html::render_html(&r),
-            ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+            Format::Table | Format::Text => render::render_table(&r, color),
+            Format::Markdown => render::render_markdown(&r),
+            Format::Html => html::render_html(&r),
+            Format::Json => tessera::output::json::document(&r)?,
         };
         write_out(args.out.as_deref(), &text)?;
     }
@@ -454,7 +447,7 @@ fn mail_owners(r: &report::Report, d: &mut Delivery) {
         if let Err(e) = mailer.add_recipient(owner) {
             eprintln!(
                 "tessera: warning: team {}'s owner is not mailed: {e}",
-                tessera::text::printable(&t.team)
+                tessera::output::escape::printable(&t.team)
             );
         }
     }
@@ -462,7 +455,7 @@ fn mail_owners(r: &report::Report, d: &mut Delivery) {
 
 /// `--archive DIR --keep N`: the HTML page and the JSON written, the oldest removed.
 fn archive(r: &report::Report, dir: &std::path::Path, keep: usize) -> Result<()> {
-    let json = serde_json::to_string_pretty(r)? + "\n";
+    let json = tessera::output::json::document(r)?;
     let a = report::archive::write(dir, &r.until, &html::render_html(r), &json, keep)?;
     eprintln!(
         "tessera: wrote {} and {}{}",
@@ -480,7 +473,7 @@ fn archive(r: &report::Report, dir: &std::path::Path, keep: usize) -> Result<()>
 /// Delivers the report to every target (`tessera::deliver::run`) and says how each fared on
 /// stderr; 3 when one failed (or was delivered and could not be recorded).
 fn deliver_report(r: &report::Report, d: &Delivery) -> Result<u8> {
-    let json = serde_json::to_string_pretty(r)? + "\n";
+    let json = tessera::output::json::document(r)?;
     let req = deliver::DeliveryRequest {
         mailer: d.mailer.as_ref(),
         webhooks: &d.webhooks,
@@ -541,7 +534,7 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     if args.archive.is_some() {
         bail!("--by job prints the worst jobs; --archive keeps the weekly report: not together");
     }
-    if args.format == ReportFormat::Html {
+    if args.format == Format::Html {
         bail!("--by job writes a table, Markdown or JSON (--format table|markdown|json), not HTML");
     }
     let owners = args.owners.file()?;
@@ -564,16 +557,14 @@ fn by_job(args: &ReportArgs) -> Result<()> {
         j.owner = owners.of(None, Some(&j.job)).map(str::to_string);
     }
     let text = match args.format {
-        ReportFormat::Json => {
-            serde_json::to_string_pretty(&serde_json::json!({
-                "version": tessera::jobs::JOB_JSON_VERSION,
-                "by": "job",
-                "range": { "from": from, "to": to },
-                "jobs_seen": total,
-                "jobs": worst,
-            }))? + "\n"
-        }
-        ReportFormat::Markdown => format!(
+        Format::Json => tessera::output::json::document(&serde_json::json!({
+            "version": tessera::jobs::JOB_JSON_VERSION,
+            "by": "job",
+            "range": { "from": from, "to": to },
+            "jobs_seen": total,
+            "jobs": worst,
+        }))?,
+        Format::Markdown => format!(
             "# Worst Slurm jobs, {from} .. {to}\n\n{total} job(s) with GPU processes; the {} \
              with the most unused GPU-hours:\n\n{}",
             worst.len(),

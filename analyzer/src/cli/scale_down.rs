@@ -217,7 +217,7 @@ fn report(out: &Outcome) -> u8 {
         println!("  skipped {s}");
     }
     for r in &out.refused {
-        eprintln!("tessera: refused {}", tessera::text::printable(r));
+        eprintln!("tessera: refused {}", tessera::output::escape::printable(r));
     }
     for n in &out.notes {
         eprintln!("tessera: {n}");
@@ -243,7 +243,7 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
     {
         bail!(
             "--namespace {:?}: not a Kubernetes namespace name",
-            tessera::text::printable(ns)
+            tessera::output::escape::printable(ns)
         );
     }
     let connect = || KubeWorkloads::connect(&args.kube);
@@ -275,12 +275,15 @@ pub fn run(args: ScaleDownArgs) -> Result<u8> {
                 println!(
                     "  {}: {FROM_ANNOTATION}={} ({AT_ANNOTATION}={}){}",
                     w.label(),
-                    tessera::text::printable(&w.annotations[FROM_ANNOTATION]),
-                    tessera::text::printable(
+                    tessera::output::escape::printable(&w.annotations[FROM_ANNOTATION]),
+                    tessera::output::escape::printable(
                         w.annotations.get(AT_ANNOTATION).map_or("?", String::as_str)
                     ),
                     refused
-                        .map(|why| format!(": refused: {}", tessera::text::printable(&why)))
+                        .map(|why| format!(
+                            ": refused: {}",
+                            tessera::output::escape::printable(&why)
+                        ))
                         .unwrap_or_default()
                 );
             }

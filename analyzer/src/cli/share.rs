@@ -20,6 +20,7 @@ use tessera::kubernetes::Connection;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use tessera::advisor::scheduler::Scheduler;
+use tessera::output::Format;
 use tessera::sharing::choose::ChooseParams;
 use tessera::sharing::demand::{self, GpuStats};
 use tessera::sharing::kube::KubeDevicePlugin;
@@ -82,20 +83,13 @@ impl From<AssumedScheduler> for Scheduler {
     }
 }
 
-/// `share plan --format`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum PlanFormat {
-    Text,
-    Json,
-}
-
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
     common: Common,
     /// Output format: text, or JSON naming the scheduler of every node, host and workload.
-    #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
-    format: PlanFormat,
+    #[arg(long, value_parser = tessera::output::TEXT_JSON, default_value_t = Format::Text)]
+    format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -208,7 +202,7 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         tessera::commands::share("apply", &args.common.plan.display().to_string(), &sources);
     let stdout = std::io::stdout();
     // Names from the data (pods, processes) reach this output: escaped at its boundary.
-    let mut out = tessera::text::Escaping::new(stdout.lock());
+    let mut out = tessera::output::escape::Escaping::new(stdout.lock());
     use std::io::Write;
     let chosen: Vec<_> = routed
         .kubernetes
@@ -230,9 +224,9 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
             s
         })
         .collect();
-    if let PlanFormat::Json = args.format {
+    if let Format::Json = args.format {
         let json = route::plan_json(&chosen, &routed, assume);
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        write!(out, "{}", tessera::output::json::document(&json)?)?;
         return Ok(0);
     }
     for s in &chosen {
@@ -295,7 +289,7 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
             eprintln!(
                 "tessera: node {}: {}",
                 n.node,
-                tessera::text::printable(why)
+                tessera::output::escape::printable(why)
             );
         }
     }
@@ -333,8 +327,8 @@ fn apply(mut args: ApplyArgs) -> Result<u8> {
     Ok(rollout::run(
         &mut cluster,
         &request,
-        &mut tessera::text::Escaping::new(stdout.lock()),
-        &mut tessera::text::Escaping::new(stderr.lock()),
+        &mut tessera::output::escape::Escaping::new(stdout.lock()),
+        &mut tessera::output::escape::Escaping::new(stderr.lock()),
     )?)
 }
 

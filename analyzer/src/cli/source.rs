@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use chrono_tz::Tz;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::advisor::offpeak::{MinGpus, OffpeakParams};
 use tessera::frames::Table;
@@ -40,12 +40,6 @@ static SPILLS: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(
 /// Removes the spill folders (the partitions that scan them must no longer be read).
 pub fn remove_spills() {
     SPILLS.lock().unwrap_or_else(|e| e.into_inner()).clear();
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum OutputFormat {
-    Table,
-    Json,
 }
 
 /// Where to read from and which time range: shared by `ingest`, `analyze` and later commands.

@@ -3,9 +3,9 @@
 //! headlines (`crate::actions::headline`) and the link. Pure: the mail and the chat payloads
 //! (`mail`, `webhook`) lay these out; nothing here sends or escapes for a format.
 
+use crate::output::escape::printable;
 use crate::report::Report;
 use crate::report::render::thousands;
-use crate::text::printable;
 
 /// Actions a chat message lists (the mail carries the whole report).
 pub const TOP_ACTIONS: usize = 3;

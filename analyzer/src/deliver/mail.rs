@@ -21,7 +21,7 @@ use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsPar
 use lettre::{Message, SmtpTransport, Transport as _};
 
 use super::retry::Failure;
-use crate::text::printable;
+use crate::output::escape::printable;
 
 /// How the SMTP connection is secured (`--smtp.tls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

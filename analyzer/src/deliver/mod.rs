@@ -137,7 +137,11 @@ pub fn run(
         for (given, to) in &m.to {
             let message = m.message(to, &subject, &text, html, json, &json_name)?;
             let key = format!("mail:{}", to.email.to_string().to_lowercase());
-            let target = format!("mail to {} via {}", crate::text::printable(given), m.server);
+            let target = format!(
+                "mail to {} via {}",
+                crate::output::escape::printable(given),
+                m.server
+            );
             deliver(key, target, &mut || m.send(&message))?;
         }
     }

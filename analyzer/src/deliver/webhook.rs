@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::content;
 use super::retry::Failure;
+use crate::output::escape::printable;
 use crate::report::Report;
-use crate::text::printable;
 
 /// Which payload a webhook gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,7 +226,7 @@ fn transport_failure(e: &ureq::Error) -> Failure {
 
 /// Slack's mrkdwn escapes (`&`, `<`, `>`); control characters but line breaks escaped too.
 fn mrkdwn(s: &str) -> String {
-    crate::text::printable_lines(s)
+    crate::output::escape::printable_lines(s)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

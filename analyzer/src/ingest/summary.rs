@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::{IngestError, IngestReport, fmt_ms};
 use crate::frames::{Frames, Table};
+use crate::output::{Col, Columns};
 
 /// One table's summary.
 #[derive(Debug, Clone, Serialize)]
@@ -140,29 +141,41 @@ pub fn describe_parts(
 
 /// The text table printed on stdout.
 pub fn render_table(summaries: &[TableSummary], report: &IngestReport) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>10} {:>9}  {:<24} {:<24}  null share of key columns",
-        "table", "rows", "entities", "first", "last"
-    );
-    for t in summaries {
-        let nulls: Vec<String> = t
+    let mut t = crate::output::Table::with_header(&[
+        "table",
+        "rows",
+        "entities",
+        "first",
+        "last",
+        "null share of key columns",
+    ]);
+    for x in summaries {
+        let nulls: Vec<String> = x
             .null_share
             .iter()
             .map(|(c, v)| format!("{c} {:.0}%", v * 100.0))
             .collect();
-        let _ = writeln!(
-            s,
-            "{:<8} {:>10} {:>9}  {:<24} {:<24}  {}",
-            t.table.name(),
-            t.rows,
-            t.entities,
-            t.first_ts.map_or_else(|| "-".into(), fmt_ms),
-            t.last_ts.map_or_else(|| "-".into(), fmt_ms),
-            nulls.join(", ")
-        );
+        t.push(vec![
+            x.table.name().to_string(),
+            x.rows.to_string(),
+            x.entities.to_string(),
+            x.first_ts.map_or_else(|| "-".into(), fmt_ms),
+            x.last_ts.map_or_else(|| "-".into(), fmt_ms),
+            nulls.join(", "),
+        ]);
     }
+    let mut s = t.columns(&Columns {
+        indent: "",
+        cols: &[
+            Col::left(8),
+            Col::right(10),
+            Col::right(9),
+            Col::left(24).after("  "),
+            Col::left(24),
+            Col::left(0).after("  "),
+        ],
+        trim_end: false,
+    });
     let _ = writeln!(s, "files read: {}", report.files);
     for (source, smp) in &report.sampling {
         let period = smp
@@ -180,9 +193,15 @@ pub fn render_table(summaries: &[TableSummary], report: &IngestReport) -> String
         let _ = writeln!(s, "skipped rows: 0");
     } else {
         let _ = writeln!(s, "skipped rows: {}", report.skipped_rows());
+        let mut t = crate::output::Table::default();
         for (reason, n) in &report.skipped {
-            let _ = writeln!(s, "  {n:>8}  {reason}");
+            t.push(vec![n.to_string(), reason.clone()]);
         }
+        s.push_str(&t.columns(&Columns {
+            indent: "  ",
+            cols: &[Col::right(8), Col::left(0).after("  ")],
+            trim_end: false,
+        }));
     }
     s
 }

@@ -3,6 +3,7 @@
 //! colour; control characters from data escaped.
 
 use super::{ActivitySource, DeviceUse, JobSummary, Rating, pct};
+use crate::output::{Col, Columns, Table};
 
 /// The Time line, and a line per run when the id ran more than once.
 fn time_lines(o: &mut String, s: &JobSummary) {
@@ -30,6 +31,53 @@ fn time_lines(o: &mut String, s: &JobSummary) {
             s.start, s.end, s.duration_hours
         );
     }
+}
+
+/// The device table's columns.
+const DEVICE_COLUMNS: [Col; 8] = [
+    Col::left(16),
+    Col::right(3),
+    Col::right(3),
+    Col::right(7),
+    Col::right(5),
+    Col::right(5),
+    Col::right(14),
+    Col::right(9),
+];
+
+/// One row per device the job held.
+fn devices(s: &JobSummary) -> Table {
+    let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let mut t = Table::with_header(&[
+        "NODE",
+        "GPU",
+        "MIG",
+        "HOURS",
+        "MEAN",
+        "P95",
+        "MEMORY PEAK",
+        "KWH",
+    ]);
+    for d in &s.devices {
+        let mem = match (d.memory_peak_gib, d.memory_total_gib) {
+            (Some(p), Some(t)) => format!("{p:.1}/{t:.0} GiB"),
+            (Some(p), None) => format!("{p:.1} GiB"),
+            _ => "-".to_string(),
+        };
+        t.push(vec![
+            d.device.node.clone(),
+            d.device.gpu.to_string(),
+            d.device
+                .gpu_instance
+                .map_or("-".to_string(), |g| g.to_string()),
+            format!("{:.1}", d.hours),
+            pct_or(d.activity_mean),
+            pct_or(d.activity_p95),
+            mem,
+            d.energy_kwh.map_or("-".to_string(), |e| format!("{e:.3}")),
+        ]);
+    }
+    t
 }
 
 /// The summary as one screen of text (no colour).
@@ -82,44 +130,22 @@ pub fn render_table(s: &JobSummary) -> String {
         s.idle_spans.len()
     );
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "  {:<16} {:>3} {:>3} {:>7} {:>5} {:>5} {:>14} {:>9}",
-        "NODE", "GPU", "MIG", "HOURS", "MEAN", "P95", "MEMORY PEAK", "KWH"
-    );
-    for d in &s.devices {
-        let mem = match (d.memory_peak_gib, d.memory_total_gib) {
-            (Some(p), Some(t)) => format!("{p:.1}/{t:.0} GiB"),
-            (Some(p), None) => format!("{p:.1} GiB"),
-            _ => "-".to_string(),
-        };
-        let _ = writeln!(
-            o,
-            "  {:<16} {:>3} {:>3} {:>7.1} {:>5} {:>5} {:>14} {:>9}",
-            d.device.node,
-            d.device.gpu,
-            d.device
-                .gpu_instance
-                .map_or("-".to_string(), |g| g.to_string()),
-            d.hours,
-            pct_or(d.activity_mean),
-            pct_or(d.activity_p95),
-            mem,
-            d.energy_kwh.map_or("-".to_string(), |e| format!("{e:.3}"))
-        );
-    }
+    o.push_str(&devices(s).columns(&Columns {
+        indent: "  ",
+        cols: &DEVICE_COLUMNS,
+        trim_end: false,
+    }));
     let _ = writeln!(o);
     let _ = writeln!(o, "Verdict: {}", s.rating.as_str());
     for line in &s.verdict {
         let _ = writeln!(o, "  - {line}");
     }
-    // Names from data may hold control characters: shown escaped (crate::text).
-    crate::text::printable_lines(&o).into_owned()
+    // Names from data may hold control characters: shown escaped (crate::output::escape).
+    crate::output::escape::printable_lines(&o).into_owned()
 }
 
 /// The worst jobs as one table (`tessera report --by job`).
 pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
-    use std::fmt::Write as _;
     let pct_or = |x: Option<f64>| x.map_or("-".to_string(), pct);
     let head = [
         "JOB",
@@ -133,10 +159,10 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
         "RATING",
         "START",
     ];
-    let rows: Vec<[String; 10]> = list
+    let rows: Vec<Vec<String>> = list
         .iter()
         .map(|s| {
-            [
+            vec![
                 s.job.clone(),
                 s.devices.len().to_string(),
                 format!("{:.1}", s.gpu_hours),
@@ -151,37 +177,18 @@ pub fn render_worst(list: &[JobSummary], markdown: bool) -> String {
             ]
         })
         .collect();
-    let mut o = String::new();
-    if markdown {
-        let _ = writeln!(o, "| {} |", head.join(" | "));
-        let _ = writeln!(o, "|{}", "---|".repeat(head.len()));
-        for r in &rows {
-            let _ = writeln!(o, "| {} |", r.join(" | "));
-        }
-        return o;
-    }
-    let width: Vec<usize> = (0..head.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .fold(head[i].len(), usize::max)
-        })
-        .collect();
-    let line = |cells: &[&str]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        padded.join("  ").trim_end().to_string()
+    let t = Table {
+        header: head.map(String::from).to_vec(),
+        rows,
     };
-    let _ = writeln!(o, "{}", line(&head));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(o, "{}", line(&cells));
+    if markdown {
+        return t.pipes();
     }
-    // Names from data may hold control characters: shown escaped (crate::text).
-    crate::text::printable_lines(&o).into_owned()
+    t.columns(&Columns {
+        indent: "",
+        cols: &[Col::fit().after("  "); 10],
+        trim_end: true,
+    })
 }
 
 /// The advice for a summary, one sentence per observation.

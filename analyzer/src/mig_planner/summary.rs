@@ -63,7 +63,7 @@ impl PlanOutcome {
         let _ = writeln!(out, "wrote {plan_file}");
         // Workload ids come from pod and process names (anyone can name a process): escaped
         // once, here, at the table's boundary.
-        crate::text::printable_lines(&out).into_owned()
+        crate::output::escape::printable_lines(&out).into_owned()
     }
 
     fn table_head(&self, out: &mut String) {
@@ -84,13 +84,30 @@ impl PlanOutcome {
         if !self.count.helps() {
             let _ = writeln!(out, "  {}", super::does_not_help_sentence(&self.count));
         }
+        let mut models = crate::output::Table::default();
         for m in &plan.per_model {
-            let _ = writeln!(
-                out,
-                "  {:<14} {:>4} workload(s) {:>4} GPU(s), bound {} ({} memory slices, {} compute slices)",
-                m.model, m.workloads, m.gpus_used, m.lower_bound, m.memory_slices, m.compute_slices
-            );
+            models.push(vec![
+                m.model.to_string(),
+                m.workloads.to_string(),
+                "workload(s)".to_string(),
+                m.gpus_used.to_string(),
+                format!(
+                    "GPU(s), bound {} ({} memory slices, {} compute slices)",
+                    m.lower_bound, m.memory_slices, m.compute_slices
+                ),
+            ]);
         }
+        out.push_str(&models.columns(&crate::output::Columns {
+            indent: "  ",
+            cols: &[
+                crate::output::Col::left(14),
+                crate::output::Col::right(4),
+                crate::output::Col::left(0),
+                crate::output::Col::right(4),
+                crate::output::Col::left(0),
+            ],
+            trim_end: false,
+        }));
         let sources: BTreeSet<&str> = d.measured.iter().map(|m| m.activity_source).collect();
         let _ = writeln!(
             out,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NotifyError;
 use crate::advisor::{Analysis, Evidence, Finding, Severity};
-use crate::text::{printable, printable_lines};
+use crate::output::escape::{printable, printable_lines};
 use crate::times::fmt_ms;
 
 /// The constant label every alert of tessera carries (`source="tessera"`): what `notify` filters

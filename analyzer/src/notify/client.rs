@@ -21,7 +21,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::NotifyError;
 use super::alerts::Alert;
-use crate::text::printable;
+use crate::output::escape::printable;
 
 /// Largest answer read from `GET /api/v2/alerts`.
 const MAX_ANSWER_BYTES: u64 = 64 << 20;

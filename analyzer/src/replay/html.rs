@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::Replay;
-use crate::report::html::esc;
+use crate::output::html::esc;
 
 const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#212529;padding:0 16px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
@@ -161,12 +161,7 @@ fn memory_bars(r: &Replay) -> String {
 pub fn render_html(r: &Replay) -> String {
     let mut o = String::new();
     let title = format!("tessera replay {} .. {}", r.from, r.until);
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{CSS}</style></head><body>\n",
-        esc(&title)
-    );
-    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    crate::output::html::open(&mut o, &title, CSS);
     let _ = writeln!(
         o,
         "<p>Verdict: <strong class=\"{v}\">{v}</strong> ({} failed interval(s)){}</p>",
@@ -245,6 +240,6 @@ pub fn render_html(r: &Replay) -> String {
         }
         o.push_str("</ul>\n");
     }
-    o.push_str("</body></html>\n");
+    crate::output::html::close(&mut o);
     o
 }

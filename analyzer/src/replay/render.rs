@@ -1,13 +1,14 @@
 //! A [`Replay`] as a terminal table or Markdown: the verdict and what decided it, the fleet
 //! before → after, one line per placement, the workloads not seen, the notes. Unknown figures
-//! print as `unknown`, never 0. Values from the data are made printable (`crate::text`).
+//! print as `unknown`, never 0. Values from the data are made printable (`crate::output::escape`).
 //!
 //! This module computes nothing; `combine` does.
 
 use std::fmt::Write as _;
 
 use super::Replay;
-use crate::text::printable;
+use crate::output::escape::printable;
+use crate::output::{Col, Columns, Table};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -100,13 +101,15 @@ const HEADER: [&str; 9] = [
     "verdict",
 ];
 
-fn rows(r: &Replay) -> Vec<[String; 9]> {
-    r.placements
+/// The placements' table (cells escaped by the output layer).
+fn placements(r: &Replay) -> Table {
+    let rows = r
+        .placements
         .iter()
         .map(|p| {
-            [
-                printable(&p.id).into_owned(),
-                printable(&p.workloads.join(", ")).into_owned(),
+            vec![
+                p.id.clone(),
+                p.workloads.join(", "),
                 format!("{:.2}", p.capacity_memory_bytes as f64 / GIB),
                 gib(p.peak_memory_bytes),
                 pct(p.p99_memory_share),
@@ -116,7 +119,11 @@ fn rows(r: &Replay) -> Vec<[String; 9]> {
                 p.verdict.unwrap_or("unknown").to_string(),
             ]
         })
-        .collect()
+        .collect();
+    Table {
+        header: HEADER.map(String::from).to_vec(),
+        rows,
+    }
 }
 
 /// The notes (workloads not seen, what the plan names without rows).
@@ -136,26 +143,12 @@ pub fn render_table(r: &Replay) -> String {
             let _ = writeln!(o, "  - {}", printable(d));
         }
     }
-    let body = rows(r);
-    let mut width: Vec<usize> = HEADER.iter().map(|h| h.chars().count()).collect();
-    for row in &body {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |o: &mut String, cells: &[String]| {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        let _ = writeln!(o, "{}", parts.join("  ").trim_end());
-    };
     let _ = writeln!(o);
-    line(&mut o, &HEADER.map(String::from));
-    for row in &body {
-        line(&mut o, row);
-    }
+    o.push_str(&placements(r).columns(&Columns {
+        indent: "",
+        cols: &[Col::fit().after("  "); HEADER.len()],
+        trim_end: true,
+    }));
     let t = tail(r);
     if !t.is_empty() {
         let _ = writeln!(o, "\nNotes:");
@@ -180,12 +173,7 @@ pub fn render_markdown(r: &Replay) -> String {
         }
     }
     o.push_str("\n## Placements\n\n");
-    let _ = writeln!(o, "| {} |", HEADER.join(" | "));
-    let _ = writeln!(o, "|{}", "---|".repeat(HEADER.len()));
-    for row in rows(r) {
-        let cells: Vec<String> = row.iter().map(|c| md(c)).collect();
-        let _ = writeln!(o, "| {} |", cells.join(" | "));
-    }
+    o.push_str(&placements(r).pipes());
     let t = tail(r);
     if !t.is_empty() {
         o.push_str("\n## Notes\n\n");

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::Report;
 use crate::changes::{Change, PeriodUsage};
-use crate::text::html_escape as esc;
+use crate::output::escape::html_escape as esc;
 
 /// The change the chart shows: the compared one whose GPUs in use moved most.
 pub fn main_change(r: &Report) -> Option<&Change> {

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use super::Report;
 use super::render::sections;
 
-pub use crate::text::html_escape as esc;
+pub use crate::output::html::esc;
 
 /// `a` → `<code>a</code>` (for command names in prose; input already escaped).
 fn code(s: &str) -> String {
@@ -371,12 +371,7 @@ pub fn render_html(r: &Report) -> String {
         Some(t) => format!("tessera report: {t}"),
         None => format!("tessera report {} .. {}", r.from, r.until),
     };
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{CSS}</style></head><body>\n",
-        esc(&title)
-    );
-    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    crate::output::html::open(&mut o, &title, CSS);
     let _ = writeln!(
         o,
         "<p class=\"sub\">{:.0} h, time zone {}; sources: {}; prices: {} {}/GPU-h, {} {}/kWh ({})</p>",
@@ -504,7 +499,7 @@ pub fn render_html(r: &Report) -> String {
     for i in 1..secs.len() {
         text(&mut o, i);
     }
-    o.push_str("</body></html>\n");
+    crate::output::html::close(&mut o);
     o
 }
 

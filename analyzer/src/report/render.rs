@@ -1,11 +1,7 @@
-//! Text renderings of a [`Report`]: terminal tables (`tabled`, optional ANSI colour) and
-//! Markdown (for a wiki or chat). Both come from the same [`sections`], so they say the same
-//! thing. Pure string building: no I/O, no decision about colour (the caller passes it).
-
-use std::fmt::Write as _;
-
-use tabled::builder::Builder;
-use tabled::settings::Style;
+//! Text renderings of a [`Report`]: terminal tables (optional ANSI colour) and Markdown (for a
+//! wiki or chat), both the output layer's section model ([`crate::output::section`]) over the
+//! same [`sections`], so they say the same thing. Pure string building: no I/O, no decision
+//! about colour (the caller passes it).
 
 use super::{OffpeakBaseline, Report, Usage};
 
@@ -17,15 +13,7 @@ mod trend;
 pub use sections::sections;
 pub use trend::week_label;
 
-/// One section of the text report: a title, lines of prose, an optional table, trailing lines.
-#[derive(Debug, Clone, Default)]
-pub struct Section {
-    pub title: String,
-    pub lines: Vec<String>,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-    pub after: Vec<String>,
-}
+pub use crate::output::Section;
 
 /// `1234.5` → `1,234.50`.
 pub fn thousands(x: f64, decimals: usize) -> String {
@@ -159,93 +147,18 @@ fn sub_line(r: &Report) -> String {
     )
 }
 
-fn table(header: &[String], rows: &[Vec<String>], markdown: bool) -> String {
-    let mut b = Builder::default();
-    let key_value = header.iter().all(|h| h.is_empty());
-    if !key_value || markdown {
-        b.push_record(header.iter().cloned());
-    }
-    for row in rows {
-        b.push_record(row.iter().map(|c| {
-            let c = crate::text::printable(c);
-            if markdown {
-                c.replace('|', "\\|")
-            } else {
-                c.into_owned()
-            }
-        }));
-    }
-    let mut t = b.build();
-    if markdown {
-        t.with(Style::markdown());
-    } else {
-        t.with(Style::sharp());
-    }
-    t.to_string()
-}
-
-/// Terminal tables; ANSI bold titles and yellow money lines when `color`.
+/// Terminal tables; ANSI bold titles when `color`.
 pub fn render_table(r: &Report, color: bool) -> String {
-    let bold = |s: &str| {
-        if color {
-            format!("\x1b[1m{s}\x1b[0m")
-        } else {
-            s.to_string()
-        }
-    };
-    // Data is made printable before the (ANSI) colours are added.
-    let p = |s: &str| crate::text::printable(s).into_owned();
-    let mut out = String::new();
-    let _ = writeln!(out, "{}", bold(&p(&title_line(r))));
-    let _ = writeln!(out, "{}", p(&sub_line(r)));
-    for s in sections(r) {
-        let _ = writeln!(out, "\n{}", bold(&format!("== {}", s.title)));
-        for l in &s.lines {
-            let _ = writeln!(out, "{}", p(l));
-        }
-        if !s.rows.is_empty() {
-            let _ = writeln!(out, "{}", table(&s.header, &s.rows, false));
-        }
-        for l in &s.after {
-            let _ = writeln!(out, "  {}", p(l));
-        }
-    }
-    out
+    crate::output::section::to_text(&[title_line(r), sub_line(r)], &sections(r), color)
 }
 
 /// Markdown (GitHub-flavoured tables) for a wiki or chat.
 pub fn render_markdown(r: &Report) -> String {
-    crate::text::printable_lines(&markdown(r)).into_owned()
-}
-
-fn markdown(r: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# {}\n", title_line(r));
-    let _ = writeln!(out, "{}", sub_line(r).replace('`', ""));
-    for s in sections(r) {
-        let _ = writeln!(out, "\n## {}\n", s.title);
-        for l in &s.lines {
-            let _ = writeln!(out, "{l}");
-        }
-        if !s.lines.is_empty() && !s.rows.is_empty() {
-            out.push('\n');
-        }
-        if !s.rows.is_empty() {
-            let header: Vec<String> = if s.header.iter().all(|h| h.is_empty()) {
-                vec!["".into(), "".into()]
-            } else {
-                s.header.clone()
-            };
-            let _ = writeln!(out, "{}", table(&header, &s.rows, true));
-        }
-        if !s.after.is_empty() {
-            out.push('\n');
-            for l in &s.after {
-                let _ = writeln!(out, "- {l}");
-            }
-        }
-    }
-    out
+    crate::output::section::to_markdown(
+        &title_line(r),
+        &[sub_line(r).replace('`', "")],
+        &sections(r),
+    )
 }
 
 /// The off-peak section's line about the GPUs free around the clock.

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::render::thousands;
 use super::{Report, TrendWeek};
-use crate::text::html_escape as esc;
+use crate::output::escape::html_escape as esc;
 
 /// The figures drawn: name, colour, CSS class, value.
 type Figure = (

@@ -78,7 +78,7 @@ impl Journal {
                 if doc.kind != JOURNAL_KIND || doc.version != 1 {
                     return Err(err(format!(
                         "kind {:?} version {}: expected {JOURNAL_KIND} version 1",
-                        crate::text::printable(&doc.kind),
+                        crate::output::escape::printable(&doc.kind),
                         doc.version
                     )));
                 }

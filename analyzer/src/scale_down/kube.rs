@@ -86,7 +86,7 @@ fn checked(what: &str, name: &str) -> Result<(), KubeError> {
     } else {
         Err(KubeError::Other(format!(
             "{what}: {:?} is not a Kubernetes name",
-            crate::text::printable(name)
+            crate::output::escape::printable(name)
         )))
     }
 }

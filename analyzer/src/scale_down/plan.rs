@@ -29,7 +29,7 @@ use super::{
     AT_ANNOTATION, FROM_ANNOTATION, KSERVE_LABEL, Kind, KubeError, OPT_OUT, OPT_OUT_VALUES, Object,
     ScaleTarget, Workloads, is_dns_label, is_dns_subdomain, opts_in,
 };
-use crate::text::printable as escape_control;
+use crate::output::escape::printable as escape_control;
 
 /// One workload to scale to zero.
 #[derive(Clone, Debug, PartialEq, Eq)]

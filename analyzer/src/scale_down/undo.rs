@@ -21,7 +21,7 @@ use serde_json::json;
 use super::apply::{Outcome, annotations, patch_once_more, remove_cmd, reread};
 use super::journal::Journal;
 use super::{FROM_ANNOTATION, Kind, KubeError, Object, UNSET, Workloads};
-use crate::text::printable;
+use crate::output::escape::printable;
 
 /// The largest count the API takes (`spec.replicas` is an int32).
 const MAX_REPLICAS: i64 = i32::MAX as i64;

@@ -990,3 +990,109 @@ fn the_long_function_count_finds_a_planted_one() {
         vec!["analyzer/src/lib.rs:1 long (122)".to_string()]
     );
 }
+
+/// Whether `code` pads a formatted value to a width (`{:<8}`, `{name:>w$}`, `{:^3}`): a table
+/// laid out by hand.
+fn pads_to_a_width(code: &str) -> bool {
+    let b = code.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        if c != b'{' {
+            return false;
+        }
+        let mut j = i + 1;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'.') {
+            j += 1;
+        }
+        if b.get(j) != Some(&b':') {
+            return false;
+        }
+        // An optional fill character, then the alignment, then a width or a `name$`.
+        let at = |k: usize| b.get(k).copied().unwrap_or(0);
+        let align = |k: usize| matches!(at(k), b'<' | b'>' | b'^');
+        let k = if align(j + 1) {
+            j + 2
+        } else if align(j + 2) {
+            j + 3
+        } else {
+            return false;
+        };
+        at(k).is_ascii_digit() || at(k).is_ascii_alphabetic()
+    })
+}
+
+/// Files of the analyzer outside the output layer (`output/`) whose code builds a table
+/// (`tabled`, a width-padded column) or an HTML page shell (`<!DOCTYPE`): only the output layer
+/// lays out, so it escapes every cell and a page has one shell.
+fn output_outside_layer(root: &Path) -> Vec<String> {
+    let src = root.join("analyzer/src");
+    let mut out = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("output") || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let code = product_code(&std::fs::read_to_string(&file).unwrap());
+        let why = if code.contains("tabled") {
+            "tabled"
+        } else if code.contains("<!DOCTYPE") {
+            "an HTML page shell"
+        } else if pads_to_a_width(&code) {
+            "a width-padded column"
+        } else {
+            continue;
+        };
+        out.push(format!("analyzer/src/{}: {why}", rel.display()));
+    }
+    out
+}
+
+#[test]
+fn only_the_output_layer_builds_tables_and_pages() {
+    let found = output_outside_layer(&repo_root());
+    assert!(
+        found.is_empty(),
+        "tables or HTML page shells outside analyzer/src/output/ (use output::Table, output::html):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_output_check_finds_planted_tables_and_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        (
+            "analyzer/src/output/table.rs",
+            "use tabled::builder::Builder;\nfn f(c: &str, w: usize) -> String { format!(\"{c:<w$}\") }\n",
+        ),
+        (
+            "analyzer/src/jobs/render.rs",
+            "fn f() -> String { format!(\"  {:<16} {:>3}\", \"a\", 1) }\n",
+        ),
+        (
+            "analyzer/src/replay/render.rs",
+            "fn f(c: &str, w: usize) -> String { format!(\"{c:<w$}\") }\n",
+        ),
+        (
+            "analyzer/src/report/html.rs",
+            "const P: &str = \"<!DOCTYPE html>\";\n",
+        ),
+        ("analyzer/src/report/render.rs", "use tabled::Table;\n"),
+        (
+            "analyzer/src/cli/job.rs",
+            "// {:<8} in a comment, {:.1} a precision, {x:?} and {{:<}} are fine\nfn f(x: f64) -> String { format!(\"{x:.1} {x:?} {:02}\", 3) }\n#[cfg(test)]\nmod tests { fn t() -> String { format!(\"{:>9}\", 1) } }\n",
+        ),
+    ] {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert_eq!(
+        output_outside_layer(tmp.path()),
+        vec![
+            "analyzer/src/jobs/render.rs: a width-padded column".to_string(),
+            "analyzer/src/replay/render.rs: a width-padded column".to_string(),
+            "analyzer/src/report/html.rs: an HTML page shell".to_string(),
+            "analyzer/src/report/render.rs: tabled".to_string(),
+        ]
+    );
+}

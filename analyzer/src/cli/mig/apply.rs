@@ -320,15 +320,22 @@ fn apply_yes(
         &d,
         &format!("{} config {label}", plan_path.display()),
     )?;
+    let mut steps = tessera::output::Table::default();
     for (i, s) in done.steps.iter().enumerate() {
-        println!(
-            "{:>3}. GPU {}: {}: {}",
-            i + 1,
-            s.step.gpu(),
-            s.step,
-            s.result
-        );
+        let step = format!("GPU {}: {}: {}", s.step.gpu(), s.step, s.result);
+        steps.push(vec![format!("{}.", i + 1), step]);
     }
+    print!(
+        "{}",
+        steps.columns(&tessera::output::Columns {
+            indent: "",
+            cols: &[
+                tessera::output::Col::right(4),
+                tessera::output::Col::left(0)
+            ],
+            trim_end: false,
+        })
+    );
     for p in &done.pending {
         eprintln!("tessera: pending: {p}");
     }

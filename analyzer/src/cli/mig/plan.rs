@@ -16,11 +16,11 @@ use chrono_tz::Tz;
 use clap::Args;
 use tessera::mig_planner::schedule::ApplyCommand;
 use tessera::mig_planner::{self, PlanRequest, PlanRunError, Progress, demand, export};
+use tessera::output::{Format, TABLE_JSON};
 
 use super::backend::BackendArgs;
 use crate::cli::source::{
-    OffpeakArgs, OutputFormat, PartProgress, SourceArgs, load_parts, name_file, parse_tz,
-    part_files,
+    OffpeakArgs, PartProgress, SourceArgs, load_parts, name_file, parse_tz, part_files,
 };
 
 #[derive(Debug, Args)]
@@ -40,8 +40,8 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0.95)]
     quantile: f64,
     /// Output format of the summary.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    format: OutputFormat,
+    #[arg(long, value_parser = TABLE_JSON, default_value_t = Format::Table)]
+    format: Format,
     /// Write a day/night schedule (tessera-mig-schedule v1) here when a switch is proposed.
     #[arg(long, value_name = "FILE")]
     schedule: Option<PathBuf>,
@@ -147,11 +147,11 @@ pub fn run(args: PlanArgs) -> Result<()> {
     }
     let plan_file = args.out.display().to_string();
     match args.format {
-        OutputFormat::Json => println!(
+        Format::Json => print!(
             "{}",
-            serde_json::to_string_pretty(&outcome.json(&plan_file))?
+            tessera::output::json::document(&outcome.json(&plan_file))?
         ),
-        OutputFormat::Table => print!(
+        _ => print!(
             "{}",
             outcome.table(units.as_ref(), args.schedule_units.is_none(), &plan_file)
         ),

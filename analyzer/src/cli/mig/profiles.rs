@@ -17,17 +17,12 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::Serialize;
+use tessera::output::{Col, Columns, Format, TABLE_JSON};
 use tessera_core::backend::{BackendKind, BackendSpec};
 use tessera_core::mig;
 use tessera_core::mig::profile_compare::{self, Comparison, ReportedProfile, fmt_placements};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
 
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
@@ -36,7 +31,7 @@ pub struct ProfilesArgs {
     #[command(flatten)]
     spec: BackendSpec,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, value_parser = TABLE_JSON, default_value = "table")]
     format: Format,
 }
 
@@ -93,18 +88,14 @@ pub fn run(args: ProfilesArgs) -> Result<u8> {
         .filter(|t| !t.comparison.matches() && !is_non_mig(t))
         .count();
     let text = match args.format {
-        Format::Json => {
-            let mut j = serde_json::to_string_pretty(&Output {
-                format: "tessera-mig-profiles",
-                version: 1,
-                source,
-                tables,
-            })?;
-            j.push('\n');
-            j
-        }
-        Format::Table if tables.is_empty() => "no GPUs\n".to_string(),
-        Format::Table => tables.iter().map(|t| render(t, source)).collect(),
+        Format::Json => tessera::output::json::document(&Output {
+            format: "tessera-mig-profiles",
+            version: 1,
+            source,
+            tables,
+        })?,
+        _ if tables.is_empty() => "no GPUs\n".to_string(),
+        _ => tables.iter().map(|t| render(t, source)).collect(),
     };
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -141,6 +132,22 @@ fn builtin_tables() -> Vec<Table> {
         .collect()
 }
 
+/// The profiles' columns.
+const PROFILE_COLUMNS: Columns = Columns {
+    indent: "  ",
+    cols: &[
+        Col::right(3),
+        Col::right(5),
+        Col::left(15).after("  "),
+        Col::right(7),
+        Col::right(6),
+        Col::right(9),
+        Col::right(5),
+        Col::left(0).after("  "),
+    ],
+    trim_end: false,
+};
+
 fn render(t: &Table, source: &str) -> String {
     let mut s = String::new();
     let head = match t.gpu {
@@ -152,10 +159,16 @@ fn render(t: &Table, source: &str) -> String {
     }
     s.push_str(&format!("{head}: {}\n", t.comparison));
     let model = mig::model_by_nvml_name(&t.name);
-    s.push_str(&format!(
-        "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  placements\n",
-        "id", "index", "name", "compute", "memory", "MiB", "max"
-    ));
+    let mut table = tessera::output::Table::with_header(&[
+        "id",
+        "index",
+        "name",
+        "compute",
+        "memory",
+        "MiB",
+        "max",
+        "placements",
+    ]);
     for p in &t.profiles {
         // Without a name from NVML (old driver): show the built-in name of the id, marked.
         let name = match (&p.name, model.and_then(|m| m.profile(p.id))) {
@@ -163,19 +176,19 @@ fn render(t: &Table, source: &str) -> String {
             (None, Some(b)) => format!("({})", b.name),
             (None, None) => "-".into(),
         };
-        s.push_str(&format!(
-            "  {:>3} {:>5}  {:<15} {:>7} {:>6} {:>9} {:>5}  {}\n",
-            p.id,
-            p.index,
+        table.push(vec![
+            p.id.to_string(),
+            p.index.to_string(),
             name,
-            p.compute_slices,
+            p.compute_slices.to_string(),
             p.memory_slices
                 .map_or_else(|| "?".to_string(), |m| m.to_string()),
-            p.memory_mib,
-            p.max_count,
-            fmt_placements(&p.placements)
-        ));
+            p.memory_mib.to_string(),
+            p.max_count.to_string(),
+            fmt_placements(&p.placements),
+        ]);
     }
+    s.push_str(&table.columns(&PROFILE_COLUMNS));
     if source == "nvml" && t.profiles.iter().any(|p| p.name.is_none()) {
         s.push_str("  (names in parentheses are the built-in table's: this driver reports none)\n");
     }

@@ -1,4 +1,4 @@
-//! Text for people from data: control characters that data may carry (a process renamed with
+//! Escaping, the output layer's boundary: text for people from data: control characters that data may carry (a process renamed with
 //! `PR_SET_NAME` to hold terminal escape sequences, a pod or namespace name, a label) are shown
 //! escaped (`\u{1b}`), never passed to a terminal, a wiki or a browser raw; and text made safe
 //! for HTML ([`html_escape`], the report's and the replay's pages).
