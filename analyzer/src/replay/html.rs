@@ -10,10 +10,8 @@ use std::fmt::Write as _;
 use super::Replay;
 use crate::output::html::esc;
 
-const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#212529;padding:0 16px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.legend{font-size:12px;color:#495057}
+/// The page's CSS after the shell's.
+const CSS: &str = ".legend{font-size:12px;color:#495057}
 .safe{color:#2b8a3e}.tight{color:#e67700}.unsafe{color:#c92a2a}";
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -358,10 +358,8 @@ fn with_axis_titles(svg: &str, x: &str, y: &str) -> String {
     )
 }
 
-const CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#212529;padding:0 16px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #dee2e6}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f1f3f5}.axis{font-size:11px;fill:#495057}.sub{color:#495057}.chart{margin:8px 0 16px}
+/// The page's CSS after the shell's.
+const CSS: &str = ".sub{color:#495057}.chart{margin:8px 0 16px}
 .legend{font-size:12px;color:#495057}.axis-title{font-size:11px;font-weight:600;fill:#343a40}code{background:#f1f3f5;padding:0 3px}";
 
 /// The whole HTML document.
