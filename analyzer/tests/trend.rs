@@ -126,6 +126,19 @@ fn each_week_is_its_own_report_and_follows_the_planted_waste() {
             (f(&w["idle_loaded_gpu_hours"]) - own_idle).abs() <= 0.0005,
             "{w}"
         );
+        // The cost is the week's own models' costs added, as its summary adds them: equal to
+        // the cent, not a product of the rounded hours.
+        let own_cost: f64 = own["idle_models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| f(&m["wasted_cost"]))
+            .sum();
+        assert_eq!(
+            format!("{:.2}", f(&w["idle_loaded_cost"])),
+            format!("{own_cost:.2}"),
+            "{w}"
+        );
         assert_eq!(
             w["allocated_unused_gpu_hours"], own["allocation"]["unused_gpu_hours"],
             "{w}"

@@ -111,6 +111,8 @@ fn from_report(r: &Report) -> TrendWeek {
     let f = &r.fleet;
     let no_memory = f.memory_peak_gib.is_none() && f.memory_used_share.is_none();
     let idle: f64 = r.idle_models.iter().map(|m| m.reclaimable_gpu_hours).sum();
+    // The sum of the models' own costs, as the summary's Waste line adds them.
+    let idle_cost: f64 = r.idle_models.iter().map(|m| m.wasted_cost).sum();
     TrendWeek {
         from: r.from.clone(),
         until: r.until.clone(),
@@ -119,7 +121,7 @@ fn from_report(r: &Report) -> TrendWeek {
         gpu_hours_available: f.gpu_hours_available,
         work_utilization: utilization(f.gpu_hours_busy, f.gpu_hours_available),
         idle_loaded_gpu_hours: (!no_memory).then(|| r3(idle)),
-        idle_loaded_cost: (!no_memory).then(|| r2(idle * r.prices.gpu_hour)),
+        idle_loaded_cost: (!no_memory).then(|| r2(idle_cost)),
         allocated_unused_gpu_hours: r.allocation.as_ref().map(|a| a.unused_gpu_hours),
         allocated_unused_cost: r.allocation.as_ref().map(|a| a.unused_cost),
         energy_kwh: f.energy_kwh,
@@ -304,10 +306,10 @@ fn week_figures(
         return Ok(None);
     };
     let power = super::IdlePower::default();
-    let idle: f64 = super::idle_models(analysis, req.prices, &power)
-        .iter()
-        .map(|m| m.reclaimable_gpu_hours)
-        .sum();
+    let models = super::idle_models(analysis, req.prices, &power);
+    let idle: f64 = models.iter().map(|m| m.reclaimable_gpu_hours).sum();
+    // The sum of the models' own costs, as a report of that week adds them.
+    let idle_cost: f64 = models.iter().map(|m| m.wasted_cost).sum();
     let (allocation, _) = super::allocated(analysis, req.prices, &power);
     let changes = changes::run(
         parts,
@@ -332,7 +334,7 @@ fn week_figures(
             gpu_hours_available: u.gpu_hours_available,
             work_utilization: utilization(u.gpu_hours_busy, u.gpu_hours_available),
             idle_loaded_gpu_hours: memory.then(|| r3(idle)),
-            idle_loaded_cost: memory.then(|| r2(idle * req.prices.gpu_hour)),
+            idle_loaded_cost: memory.then(|| r2(idle_cost)),
             allocated_unused_gpu_hours: allocation.as_ref().map(|a| a.unused_gpu_hours),
             allocated_unused_cost: allocation.as_ref().map(|a| a.unused_cost),
             energy_kwh: u.energy_kwh,
