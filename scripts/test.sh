@@ -87,6 +87,13 @@ if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
   python3 -m pip install --quiet aiosmtpd || python3 -m pip install --quiet --break-system-packages aiosmtpd
 fi
 
+# DuckDB: reads tessera's Parquet history on its own for the independent answers of
+# scripts/queue_reference.py (analyzer/tests/queues.rs).
+if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
+  echo "== installing duckdb"
+  python3 -m pip install --quiet duckdb || python3 -m pip install --quiet --break-system-packages duckdb
+fi
+
 # nvidia-ml-py (NVIDIA's NVML binding): the GPU check kit's third reader (scripts/gpu-check-gpm.py),
 # run against the fake library by tests/e2e/tests/gpu_check.rs. Debian has no package of it.
 if ! python3 -c 'import pynvml' >/dev/null 2>&1; then

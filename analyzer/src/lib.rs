@@ -7,7 +7,8 @@
 //! Alertmanager (`notify`), one Slurm job's use and verdict (`jobs`), a plan replayed against
 //! history (`replay`), the `tessera` commands the outputs suggest (`commands`), the one time-range rule of every command (`range`), the one freshness rule of the commands that act on evidence (`evidence`), the one Kubernetes layer of the commands that act on a cluster (`kubernetes`), idle workloads scaled
 //! to zero on Kubernetes and back (`scale_down`), GPU sharing configs from the consolidation
-//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), the prices every costed output uses (`prices`), the one output layer that
+//! moves rolled out through the device plugin (`sharing`), the one quantile (`stats`), the prices every costed output uses (`prices`), the queue plan of team quotas and off-peak windows for batch schedulers' queues
+//! (`queues`), the one output layer that
 //! every command's text, Markdown, HTML and JSON goes through, escaping data once at its boundary
 //! (`output`), and the time vocabulary every module may use (`times`).
 //!
@@ -32,6 +33,7 @@ pub mod notify;
 pub mod output;
 pub mod owners;
 pub mod prices;
+pub mod queues;
 pub mod range;
 pub mod replay;
 pub mod report;

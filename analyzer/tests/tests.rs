@@ -37,6 +37,7 @@ mod prometheus_occupancy;
 mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
+mod queues;
 mod replay;
 mod report;
 mod report_html;

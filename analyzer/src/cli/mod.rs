@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod job;
 pub mod mig;
 pub mod notify;
+pub mod queue;
 pub mod replay;
 pub mod report;
 pub mod scale_down;
@@ -35,7 +36,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Observe", &["ingest", "job", "mig profiles"]),
     ("Advise", &["analyze", "notify"]),
     ("Report", &["report"]),
-    ("Plan", &["mig plan", "replay"]),
+    ("Plan", &["mig plan", "queue plan", "queue check", "replay"]),
     (
         "Apply",
         &[
@@ -84,6 +85,12 @@ pub enum Command {
     Mig {
         #[command(subcommand)]
         command: mig::MigCommand,
+    },
+    /// Queue plans for batch schedulers: team quotas from measured demand and off-peak windows
+    /// for deferred training; check an edited plan.
+    Queue {
+        #[command(subcommand)]
+        command: queue::QueueCommand,
     },
     /// Replay a plan against history: what it would have freed, where memory would have run
     /// out, how much slower the shared work would have run; a verdict (safe, tight, unsafe).
@@ -160,6 +167,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::ScaleDown(args) => scale_down::run(args)?,
         Command::Share { command } => share::run(command)?,
         Command::Mig { command } => mig::run(command)?,
+        Command::Queue { command } => queue::run(command).map(|()| 0)?,
     })
 }
 
@@ -217,7 +225,7 @@ mod tests {
             ("Observe", &["ingest", "job", "mig profiles", "nope"]),
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
-            ("Plan", &["mig plan", "replay"]),
+            ("Plan", &["mig plan", "queue plan", "queue check", "replay"]),
             ("Apply", &["mig export", "mig apply", "share", "scale-down"]),
             ("Try", &["simulate", "scenario", "generate"]),
         ];

@@ -32,6 +32,7 @@ pub mod apply;
 pub mod control;
 pub mod parted;
 pub mod plan;
+pub mod plan_queues;
 pub mod plan_sections;
 pub mod profile_compare;
 pub mod profile_reader;

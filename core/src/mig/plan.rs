@@ -67,6 +67,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc, Weekday};
 use serde::{Deserialize, Serialize};
 
+use super::plan_queues::QueuePlan;
 pub use super::plan_sections::Switch;
 use super::plan_sections::{
     ConsolidationMove, PlanSchedule, PlanWindow, Prediction, WorkloadSource, check_sections,
@@ -204,6 +205,10 @@ pub struct TesseraPlan {
     /// What a replay predicted when the plan was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<Prediction>,
+    /// Team quotas and off-peak windows for a batch scheduler's queues
+    /// ([`super::plan_queues`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<QueuePlan>,
 }
 
 /// The planned layout of one GPU.
@@ -273,6 +278,7 @@ impl TesseraPlan {
             consolidation: Vec::new(),
             schedule: None,
             prediction: None,
+            queues: None,
         }
     }
 
@@ -302,23 +308,28 @@ impl TesseraPlan {
                 || !self.consolidation.is_empty()
                 || self.schedule.is_some()
                 || self.prediction.is_some()
+                || self.queues.is_some()
             {
                 return Err(invalid(
                     "kind".into(),
                     format!(
-                        "a {MIG_PLAN_KIND} holds only configs; a plan with window, workloads, consolidation, schedule or prediction is kind {PLAN_KIND:?}"
+                        "a {MIG_PLAN_KIND} holds only configs; a plan with window, workloads, consolidation, schedule, prediction or queues is kind {PLAN_KIND:?}"
                     ),
                 ));
             }
         } else {
             check_header(&self.version, &self.kind, PLAN_KIND, source)?;
         }
-        if self.configs.is_empty() && self.consolidation.is_empty() {
+        if self.configs.is_empty() && self.consolidation.is_empty() && self.queues.is_none() {
             return Err(invalid(
                 "configs".into(),
-                "at least one config (or, in a tessera-plan, a consolidation move) is required"
+                "at least one config (or, in a tessera-plan, a consolidation move or queues) is required"
                     .into(),
             ));
+        }
+        if let Some(q) = &self.queues {
+            q.check()
+                .map_err(|(item, message)| invalid(item, message))?;
         }
         let labels: BTreeSet<&str> = self.configs.keys().map(String::as_str).collect();
         check_sections(

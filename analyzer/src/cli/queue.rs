@@ -1,0 +1,175 @@
+//! `tessera queue`: the queue plan (team quotas and off-peak windows, docs/queues.md) made from
+//! history (`plan`), and a plan a platform team edited checked again (`check`). Glue only: the
+//! plan is `tessera::queues`; the file is `tessera_core`'s plan format.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use chrono_tz::Tz;
+use clap::{Args, Subcommand};
+use tessera::output::{Format, TABLE_JSON};
+use tessera::queues::{self, QueueParams};
+use tessera_core::mig::plan::TesseraPlan;
+use tessera_core::mig::plan_queues::{DemandClass, EndOfWindow};
+use tessera_core::mig::plan_sections::PlanWindow;
+
+use super::source::{OffpeakArgs, SourceArgs, load_parts, name_file, parse_tz, part_files};
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Team quotas (a guarantee and a limit per GPU model) from measured demand, and the
+    /// off-peak windows of deferred training, as a plan file's queues section.
+    Plan(Box<PlanArgs>),
+    /// Check a plan file's queues section (after editing it): every rule, or the first broken.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    src: SourceArgs,
+    /// Where to write the plan (a tessera-plan with a queues section).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: PathBuf,
+    /// A serving team's guarantee: this quantile of its hourly demand (0-1).
+    #[arg(long = "guarantee-quantile", default_value_t = 0.05)]
+    guarantee_quantile: f64,
+    /// Every team's limit: this quantile of its hourly demand (0-1).
+    #[arg(long = "limit-quantile", default_value_t = 0.95)]
+    limit_quantile: f64,
+    /// A team is serving when it holds GPUs in at least this share of the hours (0-1).
+    #[arg(long = "serving-share", default_value_t = 0.9)]
+    serving_share: f64,
+    /// A team's class set by hand, repeatable: TEAM=serving or TEAM=job-like.
+    #[arg(long = "class", value_name = "TEAM=CLASS", value_parser = parse_class)]
+    classes: Vec<(String, DemandClass)>,
+    /// The cohort of the teams' queues.
+    #[arg(long, default_value = "tessera")]
+    cohort: String,
+    /// The deferred-training queue's name.
+    #[arg(long = "offpeak-queue", default_value = "tessera-offpeak")]
+    offpeak_queue: String,
+    /// Training still running when a window closes: finish (runs to its end, no work lost),
+    /// max-runtime:HOURS (stopped that long after the close) or drain:MINUTES (evicted after a
+    /// notice).
+    #[arg(long = "end-of-window", default_value = "finish", value_parser = parse_end)]
+    end: EndOfWindow,
+    /// Time zone of the windows' days and hours (IANA name).
+    #[arg(long, default_value = "UTC", value_parser = parse_tz)]
+    tz: Tz,
+    #[command(flatten)]
+    offpeak: OffpeakArgs,
+    /// Output format.
+    #[arg(long, value_parser = TABLE_JSON, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The plan file.
+    plan: PathBuf,
+}
+
+fn parse_class(s: &str) -> Result<(String, DemandClass), String> {
+    let (team, class) = s
+        .split_once('=')
+        .ok_or_else(|| format!("bad --class {s:?}: expected TEAM=serving or TEAM=job-like"))?;
+    let class = match class {
+        "serving" => DemandClass::Serving,
+        "job-like" => DemandClass::JobLike,
+        _ => {
+            return Err(format!(
+                "bad --class {s:?}: the class is serving or job-like"
+            ));
+        }
+    };
+    Ok((team.to_string(), class))
+}
+
+fn parse_end(s: &str) -> Result<EndOfWindow, String> {
+    let bad = || {
+        format!("bad --end-of-window {s:?}: expected finish, max-runtime:HOURS or drain:MINUTES")
+    };
+    let number = |v: &str| v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad);
+    match s.split_once(':') {
+        None if s == "finish" => Ok(EndOfWindow::Finish),
+        Some(("max-runtime", h)) => Ok(EndOfWindow::MaxRuntime { hours: number(h)? }),
+        Some(("drain", m)) => Ok(EndOfWindow::Drain {
+            notice_minutes: number(m)?,
+        }),
+        _ => Err(bad()),
+    }
+}
+
+pub fn run(cmd: QueueCommand) -> Result<()> {
+    match cmd {
+        QueueCommand::Plan(args) => plan(*args),
+        QueueCommand::Check(args) => check(args),
+    }
+}
+
+fn plan(args: PlanArgs) -> Result<()> {
+    let mut params = QueueParams {
+        classes: args.classes.iter().cloned().collect(),
+        cohort: args.cohort.clone(),
+        offpeak_queue: args.offpeak_queue.clone(),
+        end: args.end,
+        offpeak: args.offpeak.params()?,
+        tz: args.tz,
+        ..QueueParams::default()
+    };
+    params.rules.guarantee_quantile = args.guarantee_quantile;
+    params.rules.limit_quantile = args.limit_quantile;
+    params.rules.serving_share = args.serving_share;
+    let (parts, range, _) = load_parts(&args.src)?;
+    let Some(range) = range else {
+        bail!("no rows in the sources for the chosen range: nothing to plan");
+    };
+    let files = part_files(&parts);
+    let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
+    let outcome = queues::run(&frames, &params).map_err(|e| match e {
+        queues::QueueError::Polars(e) => name_file(e.into(), &files),
+        e => e.into(),
+    })?;
+    let mut file = TesseraPlan::new();
+    file.window = Some(PlanWindow {
+        from: tessera::times::fmt_ms(range.since),
+        until: tessera::times::fmt_ms(range.until),
+        sources: args.src.sources.iter().map(|s| s.to_string()).collect(),
+    });
+    file.queues = Some(outcome.plan.clone());
+    // The rules were the user's: a plan that breaks one (a quantile out of range) is refused.
+    file.validate("the queue plan")
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    tessera_core::files::replace(&args.out, file.to_yaml().as_bytes())
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let plan_file = args.out.display().to_string();
+    match args.format {
+        Format::Json => print!(
+            "{}",
+            tessera::output::json::document(&queues::json(&outcome, &plan_file))?
+        ),
+        _ => print!("{}", queues::table(&outcome, &plan_file)),
+    }
+    Ok(())
+}
+
+fn check(args: CheckArgs) -> Result<()> {
+    let plan = TesseraPlan::from_file(&args.plan)?;
+    let Some(q) = &plan.queues else {
+        bail!("{}: no queues section", args.plan.display());
+    };
+    println!(
+        "{}: queues ok: {} team(s), {}",
+        args.plan.display(),
+        q.teams.len(),
+        q.offpeak
+            .as_ref()
+            .map_or("no off-peak queue".to_string(), |o| format!(
+                "off-peak queue {} with {} window line(s)",
+                o.queue,
+                o.windows.len()
+            ))
+    );
+    Ok(())
+}

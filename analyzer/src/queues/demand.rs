@@ -1,0 +1,122 @@
+//! Each team's GPU demand per UTC hour and GPU model in one partition ([`TeamDemand`]): the
+//! whole GPUs a namespace held by allocation (`holders` > 0, `holder_namespace`) at some point of
+//! the hour — what a queue's quota admits — added up across partitions with
+//! [`TeamDemand::merge`] (partitions hold disjoint GPUs).
+//!
+//! A GPU in MIG mode is left out (a queue's quota of MIG slices is per MIG profile, which this
+//! plan does not make); the teams that held one are named so that the plan can say so. Rows
+//! without holders are unknown allocation, never "held by nobody".
+//!
+//! This module does not judge demand (that is `plan`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use polars::prelude::*;
+
+use super::QueueError;
+use crate::advisor::offpeak::UNKNOWN_MODEL;
+use crate::frames::Frames;
+use crate::frames::columns::ts_ms;
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// GPUs held per team, model and UTC hour.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TeamDemand {
+    /// (team, model) → hour index since the epoch → GPUs held at some point of the hour.
+    pub held: BTreeMap<(String, String), BTreeMap<i64, u32>>,
+    /// Whether any row said who holds its GPU (else allocation is unknown everywhere).
+    pub holders_known: bool,
+    /// Teams that held GPUs in MIG mode (left out).
+    pub mig_teams: BTreeSet<String>,
+}
+
+impl TeamDemand {
+    pub fn merge(&mut self, other: TeamDemand) {
+        for (k, hours) in other.held {
+            let e = self.held.entry(k).or_default();
+            for (h, n) in hours {
+                *e.entry(h).or_default() += n;
+            }
+        }
+        self.holders_known |= other.holders_known;
+        self.mig_teams.extend(other.mig_teams);
+    }
+}
+
+/// One partition's demand.
+pub fn team_demand(frames: &Frames) -> Result<TeamDemand, QueueError> {
+    let mut gpu = frames.gpu.clone();
+    let schema = gpu.collect_schema()?;
+    if schema.get("holders").is_none() || schema.get("holder_namespace").is_none() {
+        return Ok(TeamDemand::default());
+    }
+    let mig = if schema.get("mig_enabled").is_some() {
+        col("mig_enabled")
+            .cast(DataType::Boolean)
+            .fill_null(lit(false))
+    } else {
+        lit(false)
+    };
+    // ts > 0, so truncation is floor: a row ending at ts is in the hour of ts − 1 ms.
+    let hour =
+        ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(HOUR_MS as f64)).cast(DataType::Int64);
+    let rows = gpu
+        .select([
+            col("node"),
+            col("uuid"),
+            col("model").cast(DataType::String),
+            hour.alias("hour"),
+            col("holders").cast(DataType::Int64).alias("holders"),
+            col("holder_namespace").cast(DataType::String).alias("team"),
+            mig.alias("mig"),
+        ])
+        // A GPU's model: its first known one, in every row (as the off-peak profile counts it).
+        .with_column(
+            col("model")
+                .drop_nulls()
+                .first()
+                .over([col("node"), col("uuid")])?
+                .fill_null(lit(UNKNOWN_MODEL))
+                .alias("model"),
+        );
+    let known = rows
+        .clone()
+        .select([col("holders").is_not_null().any(true).alias("known")])
+        .collect()?;
+    let held = rows
+        .filter(col("holders").gt(lit(0i64)).and(col("team").is_not_null()))
+        .group_by([col("team"), col("model"), col("hour"), col("mig")])
+        .agg([(col("node") + lit("/") + col("uuid"))
+            .n_unique()
+            .cast(DataType::UInt32)
+            .alias("gpus")])
+        .collect()?;
+    let mut out = TeamDemand {
+        holders_known: known.column("known")?.bool()?.get(0).unwrap_or(false),
+        ..TeamDemand::default()
+    };
+    let (team, model) = (held.column("team")?.str()?, held.column("model")?.str()?);
+    let (hour, mig, gpus) = (
+        held.column("hour")?.i64()?,
+        held.column("mig")?.bool()?,
+        held.column("gpus")?.u32()?,
+    );
+    for i in 0..held.height() {
+        let (Some(t), Some(m), Some(h), Some(n)) =
+            (team.get(i), model.get(i), hour.get(i), gpus.get(i))
+        else {
+            continue;
+        };
+        if mig.get(i).unwrap_or(false) {
+            out.mig_teams.insert(t.to_string());
+            continue;
+        }
+        *out.held
+            .entry((t.to_string(), m.to_string()))
+            .or_default()
+            .entry(h)
+            .or_default() += n;
+    }
+    Ok(out)
+}

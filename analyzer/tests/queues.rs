@@ -1,0 +1,296 @@
+//! The queue plan (issue 57 item 1; docs/queues.md) on `fixtures/scenarios/queues.toml`: planted
+//! team demand (serving always on, research's notebooks by weekday, a nightly training pod) and
+//! planted nightly free capacity. The teams' numbers must equal `scripts/queue_reference.py`
+//! (DuckDB reads the Parquet history, pandas applies the documented rule) under the default
+//! rules and under other ones; the windows are the planted nights and weekend; an edited plan
+//! is checked again by `tessera queue check`.
+//!
+//! Needs `python3` with pandas and duckdb (installed by `scripts/test.sh`); fails, never skips,
+//! without.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::support::cli::run;
+
+const SINCE: &str = "2026-11-02T00:00:00Z";
+const UNTIL: &str = "2026-11-16T00:00:00Z";
+const H100: &str = "NVIDIA H100 80GB HBM3";
+const A100: &str = "NVIDIA A100-SXM4-80GB";
+
+/// Two weeks of the scenario, simulated once for this file's tests.
+fn history() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/queues.toml");
+        let (code, _, err) = run(&[
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--days",
+            "14",
+            "--sample-interval",
+            "60s",
+            "--history.interval",
+            "5m",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        dir
+    });
+    dir.path()
+}
+
+fn ms(t: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .unwrap()
+        .timestamp_millis()
+}
+
+/// `tessera queue plan` as JSON, written to `out`.
+fn plan(out: &Path, extra: &[&str]) -> Value {
+    let src = format!("history:{}", history().display());
+    let mut args = vec![
+        "queue",
+        "plan",
+        "--source",
+        &src,
+        "--since",
+        SINCE,
+        "--until",
+        UNTIL,
+        "--tz",
+        "Europe/Berlin",
+        "--format",
+        "json",
+        "-o",
+    ];
+    let o = out.to_str().unwrap();
+    args.push(o);
+    args.extend(extra);
+    let (code, stdout, err) = run(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&stdout).expect("queue plan JSON")
+}
+
+fn reference(rules: [&str; 3]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/queue_reference.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(history())
+        .arg(ms(SINCE).to_string())
+        .arg(ms(UNTIL).to_string())
+        .args(rules)
+        .output()
+        .expect("python3 runs (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "queue_reference.py (needs pandas and duckdb: scripts/test.sh installs them): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every team and model of the plan against the reference, figure by figure.
+fn assert_teams_match(doc: &Value, want: &Value) {
+    let teams = doc["queues"]["teams"].as_array().unwrap();
+    let want = want.as_object().unwrap();
+    assert_eq!(teams.len(), want.len(), "{teams:#?} vs {want:#?}");
+    for t in teams {
+        let name = t["team"].as_str().unwrap();
+        let w = &want[name];
+        for q in t["quotas"].as_array().unwrap() {
+            let model = q["model"].as_str().unwrap();
+            let w = &w[model];
+            let m = &q["measured"];
+            assert_eq!(t["class"], w["class"], "{name}");
+            for (got, key) in [
+                (&q["guarantee"], "guarantee"),
+                (&q["limit"], "limit"),
+                (&m["hours"], "hours"),
+                (&m["held-share"], "held_share"),
+                (&m["q-guarantee"], "q_guarantee"),
+                (&m["median"], "median"),
+                (&m["q-limit"], "q_limit"),
+                (&m["max"], "max"),
+            ] {
+                assert_eq!(got.as_f64(), w[key].as_f64(), "{name} {model} {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn team_quotas_follow_the_documented_rule_and_windows_the_planted_nights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let doc = plan(&tmp.path().join("plan.yaml"), &[]);
+    assert_teams_match(&doc, &reference(["0.05", "0.95", "0.9"]));
+    let teams = doc["queues"]["teams"].as_array().unwrap();
+    let team = |n: &str| teams.iter().find(|t| t["team"] == n).unwrap();
+    // The planted truth.
+    assert_eq!(team("serving")["class"], "serving");
+    assert_eq!(team("serving")["quotas"][0]["guarantee"], 2);
+    assert_eq!(team("research")["class"], "job-like");
+    assert_eq!(team("research")["quotas"][0]["limit"], 4);
+    assert_eq!(team("train")["quotas"][0]["model"], A100);
+    assert_eq!(team("train")["quotas"][0]["limit"], 1);
+
+    // Off-peak: the weeknights and the weekend, with research's four H100s free beside the two
+    // never held; outside them the never-held GPUs.
+    let o = &doc["queues"]["offpeak"];
+    assert_eq!(o["timezone"], "Europe/Berlin");
+    assert_eq!(o["end"]["policy"], "finish");
+    let floor: Vec<(String, u64)> = o["floor"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_string(),
+                m["gpus"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(floor, vec![(A100.to_string(), 1), (H100.to_string(), 2)]);
+    let windows = o["windows"].as_array().unwrap();
+    let line = |start_day: &str| {
+        windows
+            .iter()
+            .find(|w| w["days"].as_array().unwrap().iter().any(|d| d == start_day))
+            .unwrap_or_else(|| panic!("a window starting {start_day}: {windows:#?}"))
+    };
+    let nights = line("Mon");
+    assert_eq!(
+        nights["days"],
+        serde_json::json!(["Mon", "Tue", "Wed", "Thu"])
+    );
+    assert_eq!(
+        (nights["start"].as_str(), nights["hours"].as_u64()),
+        (Some("18:00"), Some(15))
+    );
+    let weekend = line("Fri");
+    assert_eq!(
+        (weekend["start"].as_str(), weekend["hours"].as_u64()),
+        (Some("18:00"), Some(63))
+    );
+    for w in [nights, weekend] {
+        let h100 = w["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == H100)
+            .unwrap();
+        assert_eq!(h100["gpus"], 6, "{w}");
+    }
+}
+
+#[test]
+fn other_rules_and_classes_set_by_hand_still_match_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("plan.yaml");
+    // A low serving share makes research and train serving; their guarantee is then the
+    // 0.5 quantile (0), their limits the 0.75 quantile.
+    let doc = plan(
+        &file,
+        &[
+            "--guarantee-quantile",
+            "0.5",
+            "--limit-quantile",
+            "0.75",
+            "--serving-share",
+            "0.2",
+            "--end-of-window",
+            "drain:30",
+        ],
+    );
+    assert_teams_match(&doc, &reference(["0.5", "0.75", "0.2"]));
+    assert_eq!(doc["queues"]["offpeak"]["end"]["notice-minutes"], 30);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("kind: tessera-plan") && text.contains("policy: drain"),
+        "{text}"
+    );
+
+    // The plan file checks; edited to break a rule, the check names the item.
+    let f = file.to_str().unwrap();
+    let (code, out, err) = run(&["queue", "check", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("queues ok: 3 team(s)"), "{out}");
+    let broken = text.replacen("guarantee: 2", "guarantee: 9", 1);
+    assert_ne!(broken, text);
+    std::fs::write(&file, broken).unwrap();
+    let (code, _, err) = run(&["queue", "check", f]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("queues.teams[") && err.contains("above limit"),
+        "{err}"
+    );
+
+    // A class set by hand wins over the measured one.
+    let doc = plan(
+        &file,
+        &["--class", "research=serving", "--guarantee-quantile", "0.5"],
+    );
+    let research = doc["queues"]["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "research")
+        .unwrap();
+    assert_eq!(research["class"], "serving");
+
+    // Bad input: a clear error, no file.
+    for (flag, value, says) in [
+        (
+            "--end-of-window",
+            "drain:0",
+            "expected finish, max-runtime:HOURS or drain:MINUTES",
+        ),
+        (
+            "--class",
+            "research",
+            "expected TEAM=serving or TEAM=job-like",
+        ),
+        ("--limit-quantile", "1.5", "queues.rules"),
+    ] {
+        let out = tmp.path().join("bad.yaml");
+        let src = format!("history:{}", history().display());
+        let (code, _, err) = run(&[
+            "queue",
+            "plan",
+            "--source",
+            &src,
+            "-o",
+            out.to_str().unwrap(),
+            flag,
+            value,
+        ]);
+        assert_ne!(code, 0, "{flag} {value}");
+        assert!(err.contains(says), "{flag} {value}: {err}");
+        assert!(!out.exists(), "{flag} {value}");
+    }
+}
+
+#[test]
+fn data_without_allocation_is_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history");
+    let out = tmp.path().join("plan.yaml");
+    let (code, _, err) = run(&[
+        "queue",
+        "plan",
+        "--source",
+        &format!("history:{}", demo.display()),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no allocation in the data"), "{err}");
+    assert!(!out.exists());
+}
