@@ -26,6 +26,7 @@
 
 pub mod demand;
 mod render;
+pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 
