@@ -7,7 +7,9 @@ use clap::Args;
 use tessera::advisor::Params;
 use tessera::jobs;
 
-use super::source::{OutputFormat, OwnersArgs, SourceArgs, load_search, name_file, part_files};
+use super::source::{
+    OutputFormat, OwnersArgs, SourceArgs, add_slurm_accounts, load_search, name_file, part_files,
+};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
@@ -48,6 +50,11 @@ pub fn run(args: JobArgs) -> Result<()> {
             args.job
         );
     };
+    let mut owners = owners;
+    add_slurm_accounts(&mut owners, [args.job.clone()]);
+    for n in &owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     match args.format {
         OutputFormat::Table => print!("{}", jobs::render_table(&summary)),

@@ -18,8 +18,8 @@ use tessera::ingest::{fmt_ms, parse_time};
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
-    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, load_parts, load_reaching,
-    name_file, parse_interval, parse_tz, part_files,
+    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, add_slurm_accounts, load_parts,
+    load_reaching, name_file, parse_interval, parse_tz, part_files, slurm_jobs,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -363,6 +363,8 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     }
     let mut owners = file_owners;
     add_namespace_labels(&mut owners, &args.src, range.until);
+    let jobs = slurm_jobs(&mut owners, &frames);
+    add_slurm_accounts(&mut owners, jobs);
     for n in &owners.notes {
         eprintln!("tessera: warning: {n}");
     }
@@ -560,6 +562,11 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     }
     let total = jobs.len();
     let mut worst = tessera::jobs::worst(&jobs, args.top);
+    let mut owners = owners;
+    add_slurm_accounts(&mut owners, worst.iter().map(|j| j.job.clone()));
+    for n in &owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     for j in &mut worst {
         j.owner = owners.of(None, Some(&j.job)).map(str::to_string);
     }
