@@ -136,9 +136,9 @@ pub struct DeliverArgs {
     /// JSON attached, one message per recipient.
     #[arg(long = "mail-to", value_name = "ADDR", requires_all = ["mail_from", "smtp_host"])]
     mail_to: Vec<String>,
-    /// Also mail the report to the owner of each team in its team table (docs/report.md,
-    /// "Owners": `--owners`, the namespaces' labels) whose contact is a mail address, one
-    /// message each; the others are named on stderr.
+    /// Also mail the owner of each team in the team table (docs/report.md, "Owners") whose
+    /// contact is a mail address their team's part of the report: its row, its actions, its
+    /// findings (one message per owner); the others are named on stderr.
     #[arg(long = "mail-owners", requires = "mail_to")]
     mail_owners: bool,
     /// The sender of the mail (name@domain or "Name <name@domain>").
@@ -445,15 +445,16 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     }
 }
 
-/// `--mail-owners`: the owners of the report's teams added to the mail's recipients; a contact
-/// that is not a mail address is named on stderr and skipped.
+/// `--mail-owners`: the owners of the report's teams added as recipients of their teams' part
+/// of the report (`deliver::team`); a contact that is not a mail address is named on stderr and
+/// skipped.
 fn mail_owners(r: &report::Report, d: &mut Delivery) {
     let Some(mailer) = d.mailer.as_mut() else {
         return;
     };
     for t in &r.teams.rows {
         let Some(owner) = &t.owner else { continue };
-        if let Err(e) = mailer.add_recipient(owner) {
+        if let Err(e) = mailer.add_owner(owner, &t.team) {
             eprintln!(
                 "tessera: warning: team {}'s owner is not mailed: {e}",
                 tessera::text::printable(&t.team)
