@@ -503,3 +503,45 @@ fn absent_or_failing_sacct_is_unknown_and_one_note() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("accounting storage is disabled"), "{err}");
 }
+
+#[test]
+fn analyze_actions_carry_the_owners_as_the_reports_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = owners_file(tmp.path()).to_str().unwrap().to_string();
+    let src = demo();
+    let scale_owner = |a: &Value| -> Value {
+        let actions = a["actions"].as_array().expect("actions");
+        let scale = actions.iter().find(|x| x["kind"] == "scale_to_zero");
+        scale.expect("the demo's scale-to-zero action")["owner"].clone()
+    };
+    let a = json(&[
+        "analyze", "--source", &src, "--format", "json", "--owners", &f,
+    ]);
+    assert_eq!(scale_owner(&a), "research-leads@example.com");
+    let actions = a["actions"].as_array().unwrap();
+    let scale = actions
+        .iter()
+        .find(|x| x["kind"] == "scale_to_zero")
+        .unwrap();
+    assert_eq!(scale["teams"], serde_json::json!(["research"]), "{scale}");
+    let table = ok(&["analyze", "--source", &src, "--owners", &f]);
+    assert!(
+        table.contains("owner: research-leads@example.com"),
+        "{table}"
+    );
+    // Without owners: unknown.
+    let bare = json(&["analyze", "--source", &src, "--format", "json"]);
+    assert!(scale_owner(&bare).is_null());
+    // From the Kubernetes API.
+    let (_kube, kc) = kube_with_owners(tmp.path());
+    let a = json(&[
+        "analyze",
+        "--source",
+        &src,
+        "--format",
+        "json",
+        "--kubeconfig",
+        &kc,
+    ]);
+    assert_eq!(scale_owner(&a), "research-label@example.com");
+}
