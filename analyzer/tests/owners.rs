@@ -361,7 +361,7 @@ fn a_refused_namespace_list_is_a_note_not_a_failure() {
     );
     let notes = r["data_quality"].to_string();
     assert!(
-        notes.contains("cannot list the namespaces") && notes.contains("get, list namespaces"),
+        notes.contains("cannot list the namespaces") && notes.contains("list namespaces"),
         "{notes}"
     );
     assert!(stderr.contains("forbidden"), "{stderr}");

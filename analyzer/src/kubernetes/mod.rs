@@ -79,7 +79,7 @@ pub struct Connection {
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
     /// The local audit log: one JSON line per change made to the cluster (default:
-    /// $XDG_STATE_HOME/tessera/cluster-audit.jsonl, else ~/.local/state/tessera/…; `-`: stderr,
+    /// $XDG_STATE_HOME/tessera/cluster-audit.jsonl, else ~/.local/state/tessera/...; `-`: stderr,
     /// for a pod's log).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,

@@ -30,7 +30,7 @@ pub struct OwnersArgs {
     pub owners: Option<PathBuf>,
     /// Read the teams' owners from the Kubernetes API: the namespaces' labels and annotations
     /// (`tessera.io/owner`, `owner`, `team`), after --owners. Also on with --kubeconfig or
-    /// --context; in a pod, the service account's (it may get and list namespaces).
+    /// --context; in a pod, the service account's (it may list namespaces).
     #[arg(long = "owners.kubernetes")]
     pub kubernetes: bool,
     #[command(flatten)]
@@ -38,7 +38,7 @@ pub struct OwnersArgs {
 }
 
 /// Where a permission error sends the user: the chart's RBAC of the owners' read.
-const RBAC: &str = "deploy/helm/tessera/templates/rbac.yaml (get, list namespaces)";
+const RBAC: &str = "deploy/helm/tessera/templates/rbac.yaml (list namespaces)";
 
 impl OwnersArgs {
     /// The owners file's teams (none without `--owners`): read before any data, so that a bad
