@@ -144,6 +144,9 @@ pub fn set_owners(actions: &mut [Action], findings: &[crate::advisor::Finding], 
                 .collect();
         }
         a.owner = owners.of_teams(teams.iter().map(|t| Some(t.as_str())));
+        teams.sort();
+        teams.dedup();
+        a.teams = teams;
     }
 }
 

@@ -740,11 +740,13 @@ fn bad_delivery_flags_exit_2_before_reading_data() {
     assert!(err.contains("bad --mail-from \"me\""), "{err}");
 }
 
-/// `--mail-owners` (docs/report.md, "Owners"): the report also goes to the owner of each team the
-/// owners file names, one message each; a contact that is not a mail address is named on stderr
-/// and not mailed; a re-run sends nothing twice.
+/// `--mail-owners` (docs/report.md, "Owners"): each owner of a team the owners file names gets
+/// their team's part of the report (its team-table row, its actions, its findings; not another
+/// team's), one message each; the `--mail-to` recipients get the whole report (an owner who is
+/// one gets that, once); a contact that is not a mail address is named on stderr and not
+/// mailed; a re-run sends nothing twice.
 #[test]
-fn mail_owners_sends_the_report_to_each_owner_in_the_team_table() {
+fn mail_owners_sends_each_owner_their_teams_rows() {
     let dir = tempfile::tempdir().unwrap();
     let smtp = Smtp::start(dir.path(), &[]);
     let owners = dir.path().join("owners.toml");
@@ -782,8 +784,8 @@ fn mail_owners_sends_the_report_to_each_owner_in_the_team_table() {
     let (code, _, err) = run(&args);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("team docs's owner is not mailed"), "{err}");
-    let mut to: Vec<String> = smtp
-        .messages()
+    let messages = smtp.messages();
+    let mut to: Vec<String> = messages
         .iter()
         .map(|m| m["to"].as_str().unwrap().to_string())
         .collect();
@@ -797,6 +799,85 @@ fn mail_owners_sends_the_report_to_each_owner_in_the_team_table() {
         ],
         "ops@example.com once, though it is also a team's owner"
     );
+    let by_to = |addr: &str| -> &Value {
+        messages
+            .iter()
+            .find(|m| m["to"].as_str().unwrap().contains(addr))
+            .unwrap()
+    };
+    let part = |m: &Value, ty: &str| -> String {
+        m["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty} part: {m}"))["body"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let teams_of = |m: &Value| -> (Value, Vec<String>) {
+        let doc: Value = serde_json::from_str(&part(m, "application/json")).unwrap();
+        let teams = doc["teams"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["team"].as_str().unwrap().to_string())
+            .collect();
+        (doc, teams)
+    };
+    // The whole report to --mail-to.
+    let (_, all) = teams_of(by_to("ops@example.com"));
+    assert!(
+        all.len() >= 3 && all.contains(&"serving".to_string()),
+        "{all:?}"
+    );
+    // research's owner: research's row, its actions and findings, nothing of serving.
+    let research = by_to("leads@example.com");
+    assert!(
+        research["subject"]
+            .as_str()
+            .unwrap()
+            .contains("for research"),
+        "{}",
+        research["subject"]
+    );
+    let (doc, teams) = teams_of(research);
+    assert_eq!(teams, ["research"]);
+    let actions = doc["actions"].as_array().unwrap();
+    assert!(
+        actions.iter().any(|a| a["kind"] == "scale_to_zero"),
+        "research's scale-to-zero action: {actions:?}"
+    );
+    for a in actions {
+        assert!(a["teams"].to_string().contains("research"), "{a}");
+    }
+    for m in doc["idle_models"].as_array().unwrap() {
+        assert_eq!(m["team"], "research", "{m}");
+    }
+    for ty in ["text/plain", "text/html"] {
+        let body = part(research, ty);
+        assert!(
+            body.contains("leads@example.com"),
+            "{ty}: research's own row"
+        );
+        assert!(
+            !body.contains("ml-serving@example.com"),
+            "{ty}: serving's row in research's mail"
+        );
+    }
+    // serving's owner: serving's row, not research's.
+    let serving = by_to("ml-serving@example.com");
+    let (_, teams) = teams_of(serving);
+    assert_eq!(teams, ["serving"]);
+    for ty in ["text/plain", "text/html"] {
+        let body = part(serving, ty);
+        assert!(body.contains("ml-serving@example.com"), "{ty}");
+        assert!(
+            !body.contains("leads@example.com"),
+            "{ty}: research's row in serving's mail"
+        );
+    }
     let (code, _, err) = run(&args);
     assert_eq!(code, 0, "{err}");
     assert_eq!(smtp.messages().len(), 3, "nothing twice: {err}");

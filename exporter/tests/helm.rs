@@ -1208,3 +1208,185 @@ fn the_notes_print_the_next_checks() {
         assert!(notes.contains(line), "NOTES lack {line}:\n{notes}");
     }
 }
+
+/// The report CronJob's delivery and owners values (docs/report.md, "Delivering the report",
+/// "Owners"): the args name the mounted Secret's files and the owners file, the sent record is in
+/// the reports volume, the Secret and the chart's owners ConfigMap are mounted read-only, the
+/// owners' API reading gets a token and a ServiceAccount allowed to list namespaces only, each
+/// flag is one `tessera report` declares, and every object validates; by default none of it.
+#[test]
+fn report_delivery_and_owners_values_render_args_mounts_and_rbac() {
+    let owners = "[owners]\nserving = \"ml-serving@example.com\"\n";
+    let values = json!({"report": {
+        "delivery": {
+            "secretName": "tessera-report-delivery",
+            "mail": {
+                "to": ["gpu-owners@example.com", "Platform <platform@example.com>"],
+                "from": "tessera@example.com",
+                "owners": true,
+                "smtp": {"host": "smtp.example.com", "port": 587, "user": "tessera",
+                         "passwordKey": "smtp-password"},
+            },
+            "webhooks": [{"urlKey": "slack-webhook"}],
+            "webhookFormat": "slack",
+            "link": "https://reports.example/gpu/{file}",
+        },
+        "owners": {"file": owners, "kubernetes": true},
+    }});
+    let objects = render(&values).objects;
+    let cron = named(&objects, "CronJob", "tessera-report");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for want in [
+        "--archive=/var/lib/tessera/reports",
+        "--mail-to=gpu-owners@example.com",
+        "--mail-to=Platform <platform@example.com>",
+        "--mail-from=tessera@example.com",
+        "--mail-owners",
+        "--smtp.host=smtp.example.com",
+        "--smtp.port=587",
+        "--smtp.tls=starttls",
+        "--smtp.user=tessera",
+        "--smtp.password-file=/etc/tessera/delivery/smtp-password",
+        "--webhook.url-file=/etc/tessera/delivery/slack-webhook",
+        "--webhook.format=slack",
+        "--link=https://reports.example/gpu/{file}",
+        "--sent-record=/var/lib/tessera/reports/tessera-sent.json",
+        "--delivery.timeout=30s",
+        "--delivery.retries=2",
+        "--owners=/etc/tessera/owners/owners.toml",
+        "--owners.kubernetes",
+    ] {
+        assert!(args.contains(&want), "{want:?} not in {args:?}");
+    }
+    // Every flag is one the CLI declares (report's, the sources', the delivery's, the owners'):
+    // `long = "flag"`, or a field of that name under `#[arg(long`.
+    let cli = ["report.rs", "source.rs", "source/owners.rs"]
+        .map(|f| read(&chart().join("../../../analyzer/src/cli").join(f)))
+        .join("\n");
+    for a in &args[1..] {
+        let flag = a.trim_start_matches("--").split('=').next().unwrap();
+        let field = flag.replace(['-', '.'], "_");
+        let declared = cli.contains(&format!("long = \"{flag}\""))
+            || cli.contains(&format!("\n    {field}: "))
+            || cli.contains(&format!("\n    pub {field}: "));
+        assert!(declared, "--{flag} is not a flag of tessera report");
+    }
+    let mounts = container["volumeMounts"].as_sequence().unwrap();
+    let mount = |name: &str| {
+        mounts
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no mount {name}: {mounts:?}"))
+    };
+    assert_eq!(mount("delivery")["mountPath"], "/etc/tessera/delivery");
+    assert_eq!(mount("delivery")["readOnly"], true);
+    assert_eq!(mount("owners")["mountPath"], "/etc/tessera/owners");
+    assert_eq!(mount("owners")["readOnly"], true);
+    assert_eq!(mount("reports")["mountPath"], "/var/lib/tessera/reports");
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).unwrap();
+    assert_eq!(
+        volume("delivery")["secret"]["secretName"],
+        "tessera-report-delivery"
+    );
+    assert_eq!(volume("delivery")["secret"]["defaultMode"], 0o400);
+    assert_eq!(
+        volume("owners")["configMap"]["name"],
+        "tessera-report-owners"
+    );
+    let cm = of_kind(&objects, "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "tessera-report-owners")
+        .expect("the owners ConfigMap");
+    assert_eq!(cm["data"]["owners.toml"], owners);
+    // The token and the ServiceAccount that may list namespaces, nothing more.
+    assert_eq!(pod["serviceAccountName"], "tessera-report");
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    let role = named(&objects, "ClusterRole", "tessera-report");
+    assert_eq!(
+        to_json(&role["rules"]),
+        json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}])
+    );
+    let binding = named(&objects, "ClusterRoleBinding", "tessera-report");
+    assert_eq!(
+        to_json(&binding["subjects"]),
+        json!([{"kind": "ServiceAccount", "name": "tessera-report", "namespace": NAMESPACE}])
+    );
+    assert_eq!(
+        named(&objects, "ServiceAccount", "tessera-report")["metadata"]["namespace"],
+        NAMESPACE
+    );
+    let errors = validation_errors(&objects);
+    assert!(errors.is_empty(), "{errors:#?}");
+
+    // An existing ConfigMap instead of the file: mounted, none made.
+    let existing = render(&json!({"report": {"owners": {"configMap": "team-owners"}}})).objects;
+    let cron = named(&existing, "CronJob", "tessera-report");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|v| v["configMap"]["name"] == "team-owners")
+    );
+    assert!(
+        of_kind(&existing, "ConfigMap")
+            .iter()
+            .all(|c| c["metadata"]["name"] != "tessera-report-owners")
+    );
+    assert_eq!(
+        pod["automountServiceAccountToken"], false,
+        "no API access without kubernetes"
+    );
+
+    // By default: no delivery, no owners, no token, no RBAC.
+    let plain = render(&json!({})).objects;
+    let cron = named(&plain, "CronJob", "tessera-report");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let text = serde_yaml_ng::to_string(pod).unwrap();
+    for absent in [
+        "--mail",
+        "--webhook",
+        "--sent-record",
+        "--owners",
+        "/etc/tessera",
+        "serviceAccountName",
+    ] {
+        assert!(!text.contains(absent), "{absent} by default:\n{text}");
+    }
+    assert!(of_kind(&plain, "ClusterRole").is_empty());
+
+    // Half-set mail and a secret key without the Secret are refused, naming the values.
+    let e = try_render(
+        &json!({"report": {"delivery": {"mail": {"to": ["a@example.com"]}}}}),
+        RELEASE,
+        NAMESPACE,
+    )
+    .err()
+    .expect("mail.to without from and host refused");
+    assert!(e.contains("mail.from") && e.contains("smtp.host"), "{e}");
+    let e = try_render(
+        &json!({"report": {"delivery": {"webhooks": [{"urlKey": "hook"}]}}}),
+        RELEASE,
+        NAMESPACE,
+    )
+    .err()
+    .expect("a webhook key without the Secret refused");
+    assert!(e.contains("secretName"), "{e}");
+    let e = try_render(
+        &json!({"report": {"delivery": {"mail": {"smtp": {"tls": "ssl"}}}}}),
+        RELEASE,
+        NAMESPACE,
+    )
+    .err()
+    .expect("the schema refuses an unknown TLS mode");
+    assert!(e.contains("tls"), "{e}");
+}

@@ -106,6 +106,9 @@ pub struct Action {
     /// The contacts of its workloads' teams (`crate::owners`; set by the caller that has
     /// owners: `actions::set_owners`); `null`: unknown.
     pub owner: Option<String>,
+    /// The teams of its workloads (namespaces, `slurm job N`; `crate::owners::team_of`), set
+    /// with `owner`: whose mail carries it (`deliver::team`). Empty: none known.
+    pub teams: Vec<String>,
     /// The findings it answers.
     pub findings: Vec<String>,
     /// The candidates it won over.
@@ -438,6 +441,7 @@ fn workload_action(c: &Candidate<'_>, per_month: f64, ctx: &ActionContext<'_>) -
         advice: None,
         done_by: String::new(),
         owner: None,
+        teams: Vec::new(),
         findings: vec![c.finding.id.clone()],
         overruled: Vec::new(),
     };
@@ -590,6 +594,7 @@ fn consolidation_action(
         advice: None,
         done_by: String::new(),
         owner: None,
+        teams: Vec::new(),
         findings: ids.into_iter().collect(),
         overruled: Vec::new(),
     };
@@ -659,6 +664,7 @@ fn mig_action(
         advice: None,
         done_by: "tessera mig apply on each node (on Kubernetes through the GPU Operator's mig-manager: mig apply --via mig-manager); the scheduler places pods and jobs on the new instances".into(),
         owner: None,
+        teams: Vec::new(),
         findings: Vec::new(),
         overruled: Vec::new(),
     }

@@ -9,7 +9,9 @@ use tessera::jobs;
 
 use tessera::output::{Format, TABLE_JSON};
 
-use super::source::{OwnersArgs, SourceArgs, load_search, name_file, part_files};
+use super::source::{
+    OwnersArgs, SourceArgs, add_slurm_accounts, load_search, name_file, part_files,
+};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
@@ -50,6 +52,11 @@ pub fn run(args: JobArgs) -> Result<()> {
             args.job
         );
     };
+    let mut owners = owners;
+    add_slurm_accounts(&mut owners, [args.job.clone()]);
+    for n in &owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     match args.format {
         Format::Json => print!("{}", tessera::output::json::document(&summary)?),

@@ -18,8 +18,8 @@ use tessera::notify::{self, AlertOptions, ClientOptions, NotifyRequest, alerts};
 use tessera::report;
 
 use super::source::{
-    OwnersArgs, SourceArgs, ThresholdArgs, add_namespace_labels, analyze_sources, parse_basic_auth,
-    parse_interval, parse_tz,
+    OwnersArgs, SourceArgs, ThresholdArgs, add_namespace_labels, add_slurm_accounts,
+    analyze_sources, parse_basic_auth, parse_interval, parse_tz,
 };
 
 /// `--min-severity`.
@@ -215,6 +215,11 @@ pub fn run(args: NotifyArgs) -> Result<u8> {
     let now = chrono::Utc::now().timestamp_millis();
     // The namespaces' labels as they are now: the owners alerts go to.
     add_namespace_labels(&mut req.alerts.owners, &args.src, now);
+    let jobs = analysis
+        .findings
+        .iter()
+        .filter_map(|f| f.entity.slurm_job.clone());
+    add_slurm_accounts(&mut req.alerts.owners, jobs);
     for n in &req.alerts.owners.notes {
         eprintln!("tessera: warning: {n}");
     }

@@ -19,8 +19,8 @@ use tessera::output::Format;
 use tessera::report::{self, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
-    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, load_parts, load_reaching,
-    name_file, parse_interval, parse_tz, part_files,
+    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, add_slurm_accounts, load_parts,
+    load_reaching, name_file, parse_interval, parse_tz, part_files, slurm_jobs,
 };
 
 /// `--by`: what the report is broken down by instead of the fleet.
@@ -129,9 +129,9 @@ pub struct DeliverArgs {
     /// JSON attached, one message per recipient.
     #[arg(long = "mail-to", value_name = "ADDR", requires_all = ["mail_from", "smtp_host"])]
     mail_to: Vec<String>,
-    /// Also mail the report to the owner of each team in its team table (docs/report.md,
-    /// "Owners": `--owners`, the namespaces' labels) whose contact is a mail address, one
-    /// message each; the others are named on stderr.
+    /// Also mail the owner of each team in the team table (docs/report.md, "Owners") whose
+    /// contact is a mail address their team's part of the report: its row, its actions, its
+    /// findings (one message per owner); the others are named on stderr.
     #[arg(long = "mail-owners", requires = "mail_to")]
     mail_owners: bool,
     /// The sender of the mail (name@domain or "Name <name@domain>").
@@ -356,6 +356,8 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     }
     let mut owners = file_owners;
     add_namespace_labels(&mut owners, &args.src, range.until);
+    let jobs = slurm_jobs(&mut owners, &frames);
+    add_slurm_accounts(&mut owners, jobs);
     for n in &owners.notes {
         eprintln!("tessera: warning: {n}");
     }
@@ -436,15 +438,16 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     }
 }
 
-/// `--mail-owners`: the owners of the report's teams added to the mail's recipients; a contact
-/// that is not a mail address is named on stderr and skipped.
+/// `--mail-owners`: the owners of the report's teams added as recipients of their teams' part
+/// of the report (`deliver::team`); a contact that is not a mail address is named on stderr and
+/// skipped.
 fn mail_owners(r: &report::Report, d: &mut Delivery) {
     let Some(mailer) = d.mailer.as_mut() else {
         return;
     };
     for t in &r.teams.rows {
         let Some(owner) = &t.owner else { continue };
-        if let Err(e) = mailer.add_recipient(owner) {
+        if let Err(e) = mailer.add_owner(owner, &t.team) {
             eprintln!(
                 "tessera: warning: team {}'s owner is not mailed: {e}",
                 tessera::output::escape::printable(&t.team)
@@ -553,6 +556,11 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     }
     let total = jobs.len();
     let mut worst = tessera::jobs::worst(&jobs, args.top);
+    let mut owners = owners;
+    add_slurm_accounts(&mut owners, worst.iter().map(|j| j.job.clone()));
+    for n in &owners.notes {
+        eprintln!("tessera: warning: {n}");
+    }
     for j in &mut worst {
         j.owner = owners.of(None, Some(&j.job)).map(str::to_string);
     }

@@ -96,8 +96,11 @@ const MAX_SECRET_FILE: u64 = 1 << 20;
 pub struct Mailer {
     transport: SmtpTransport,
     from: Mailbox,
-    /// Each recipient as given and parsed.
+    /// Each recipient of the whole report as given and parsed.
     pub to: Vec<(String, Mailbox)>,
+    /// The teams' owners (`--mail-owners`), each with the teams whose part of the report they
+    /// get ([`super::team`]); none of them is in `to`.
+    pub owners: Vec<OwnerMail>,
     /// `host:port (tls)`, for messages.
     pub server: String,
 }
@@ -120,10 +123,19 @@ fn mailbox(flag: &'static str, value: &str) -> Result<Mailbox, MailError> {
         })
 }
 
+/// An owner's mail: the address as given and parsed, and the teams it owns.
+#[derive(Debug, Clone)]
+pub struct OwnerMail {
+    pub given: String,
+    pub mailbox: Mailbox,
+    pub teams: Vec<String>,
+}
+
 impl Mailer {
-    /// Adds a recipient found in the data (a team's owner, `--mail-owners`): `Ok(false)` when it
-    /// is one already, an error when it is not a mail address.
-    pub fn add_recipient(&mut self, addr: &str) -> Result<bool, MailError> {
+    /// Adds `team`'s owner (`--mail-owners`) as the recipient of that team's part of the report:
+    /// `Ok(false)` when the address already gets the whole report (`--mail-to`), an error when it
+    /// is not a mail address; an owner of several teams gets one mail with all of them.
+    pub fn add_owner(&mut self, addr: &str, team: &str) -> Result<bool, MailError> {
         if self.to.iter().any(|(a, _)| a == addr) {
             return Ok(false);
         }
@@ -131,7 +143,15 @@ impl Mailer {
         if self.to.iter().any(|(_, m)| m.email == mb.email) {
             return Ok(false);
         }
-        self.to.push((addr.to_string(), mb));
+        match self.owners.iter_mut().find(|o| o.mailbox.email == mb.email) {
+            Some(o) if o.teams.iter().any(|t| t == team) => {}
+            Some(o) => o.teams.push(team.to_string()),
+            None => self.owners.push(OwnerMail {
+                given: addr.to_string(),
+                mailbox: mb,
+                teams: vec![team.to_string()],
+            }),
+        }
         Ok(true)
     }
 
@@ -187,6 +207,7 @@ impl Mailer {
             transport: b.build(),
             from,
             to,
+            owners: Vec::new(),
             server: printable(&format!("{host}:{port} ({mode})")).into_owned(),
         })
     }

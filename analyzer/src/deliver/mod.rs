@@ -1,6 +1,7 @@
 //! Delivery of the weekly report (`tessera report --mail-to … --webhook.url-file …`,
 //! docs/report.md "Delivering the report"): [`run`] sends a [`Report`] already made and rendered
-//! to every target — each mail recipient its own message (`mail`), each webhook its chat payload
+//! to every target — each mail recipient its own message (`mail`), each team's owner
+//! (`--mail-owners`) a message with their teams' part of the report (`team`), each webhook its chat payload
 //! (`webhook`, Slack or Teams) — tries each again on failures that may pass (`retry`), and keeps
 //! the sent record (`sent`) so that a re-run of the same period sends only what was not
 //! delivered: a target already recorded for the report's period (`content::period_key`) is
@@ -16,6 +17,7 @@ pub mod content;
 pub mod mail;
 pub mod retry;
 pub mod sent;
+pub mod team;
 pub mod webhook;
 
 use std::path::Path;
@@ -30,6 +32,8 @@ pub enum DeliverError {
     Sent(#[from] sent::SentError),
     #[error(transparent)]
     Mail(#[from] mail::MailError),
+    #[error("a team's part of the report: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 impl DeliverError {
@@ -87,7 +91,7 @@ pub fn plain_text(r: &Report, link: Option<&str>) -> String {
 
 /// Delivers `r` (its page `html`, its document `json`) to every target of `req` not yet recorded
 /// for its period; `now` (RFC 3339) is what the record says. The outcomes in order: mail
-/// recipients, then webhooks.
+/// recipients, the teams' owners (their part: [`team::report`], rendered here), then webhooks.
 pub fn run(
     r: &Report,
     html: &str,
@@ -140,6 +144,22 @@ pub fn run(
             let target = format!(
                 "mail to {} via {}",
                 crate::output::escape::printable(given),
+                m.server
+            );
+            deliver(key, target, &mut || m.send(&message))?;
+        }
+        for o in &m.owners {
+            let tr = team::report(r, &o.teams);
+            let text = team::plain_text(&tr, &o.teams, link.as_deref());
+            let tjson = serde_json::to_string_pretty(&tr)? + "\n";
+            let page = crate::report::html::render_html(&tr);
+            let subject = team::subject(&tr, &o.teams);
+            let message = m.message(&o.mailbox, &subject, &text, &page, &tjson, &json_name)?;
+            let key = format!("mail:{}", o.mailbox.email.to_string().to_lowercase());
+            let target = format!(
+                "mail to {} (team {}) via {}",
+                crate::output::escape::printable(&o.given),
+                team::names(&o.teams),
                 m.server
             );
             deliver(key, target, &mut || m.send(&message))?;

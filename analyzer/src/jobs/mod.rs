@@ -130,6 +130,27 @@ pub fn job_rows(frames: &Frames, job: &str, params: &Params) -> Result<JobRows, 
         .unwrap_or_default())
 }
 
+/// The Slurm jobs of one partition: their processes' `slurm_job_id` and the jobs holding its
+/// devices (`holder_slurm_job_id`), each once (the owners' `sacct` asks about these).
+pub fn ids(frames: &Frames) -> Result<std::collections::BTreeSet<String>, JobError> {
+    let p = frames
+        .process
+        .clone()
+        .filter(col("slurm_job_id").is_not_null())
+        .select([col("slurm_job_id")])
+        .unique(None, UniqueKeepStrategy::Any)
+        .collect()?;
+    let mut out = std::collections::BTreeSet::new();
+    let jobs = strs(&p, "slurm_job_id")?;
+    out.extend((0..p.height()).filter_map(|i| jobs.get(i).map(str::to_string)));
+    let held = held_rows(frames, None)?;
+    if held.height() > 0 {
+        let jobs = strs(&held, "job")?;
+        out.extend((0..held.height()).filter_map(|i| jobs.get(i).map(str::to_string)));
+    }
+    Ok(out)
+}
+
 /// Every job's rows in one partition (`only`: one job's), by job id.
 pub fn rows_by_job(
     frames: &Frames,

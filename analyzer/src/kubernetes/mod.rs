@@ -1,10 +1,12 @@
 //! The one Kubernetes layer of every command that talks to a cluster (`mig apply --via
-//! mig-manager`, `share apply`, `scale-down`): the connection flags ([`Connection`], one clap
+//! mig-manager`, `share apply`, `scale-down`, and the owners of `report`, `notify`, `job` and
+//! `analyze`): the connection flags ([`Connection`], one clap
 //! `Args` flattened by each command), the client ([`client::Kube`]: kubeconfig or in-cluster
 //! config, a current-thread runtime, every call bounded by `--request-timeout`), one error type
 //! ([`KubeError`]), the ConfigMap write with its 409 retry ([`configmap`]), the compare-and-swap
 //! node-label write that reads a lost answer back ([`labels`]), the ClusterPolicy read
-//! ([`policy`]), the one frame of the node-label rollouts ([`rollout`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
+//! ([`policy`]), the namespaces' labels and annotations (the teams' owners: [`namespaces`]),
+//! the one frame of the node-label rollouts ([`rollout`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
 //! ([`audit`]) per change.
 //!
 //! Architecture invariant: kube-rs clients are constructed here only (a structure test checks);
@@ -19,6 +21,7 @@ pub mod client;
 pub mod configmap;
 pub mod events;
 pub mod labels;
+pub mod namespaces;
 pub mod policy;
 pub mod rollout;
 
@@ -76,7 +79,7 @@ pub struct Connection {
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
     /// The local audit log: one JSON line per change made to the cluster (default:
-    /// $XDG_STATE_HOME/tessera/cluster-audit.jsonl, else ~/.local/state/tessera/…; `-`: stderr,
+    /// $XDG_STATE_HOME/tessera/cluster-audit.jsonl, else ~/.local/state/tessera/...; `-`: stderr,
     /// for a pod's log).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,

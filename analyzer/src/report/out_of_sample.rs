@@ -91,6 +91,7 @@ mod tests {
             advice: None,
             done_by: String::new(),
             owner: None,
+            teams: Vec::new(),
             findings: Vec::new(),
             overruled: Vec::new(),
         }

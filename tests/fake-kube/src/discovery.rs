@@ -1,7 +1,7 @@
 //! `/version` and the legacy (unaggregated) discovery documents, so that kube-rs's
 //! `apiserver_version`, `list_api_groups`, `list_core_api_versions`,
 //! `list_api_group_resources` and `Discovery` see the resources this server serves: core/v1
-//! nodes, pods, configmaps, and nvidia.com/v1 clusterpolicies.
+//! nodes, pods, configmaps, namespaces, and nvidia.com/v1 clusterpolicies.
 //!
 //! What it does not do: no aggregated discovery (`apidiscovery.k8s.io/v2`: the `Accept`
 //! header is ignored and the legacy documents are served), no OpenAPI documents.
@@ -58,6 +58,7 @@ pub(crate) fn document(segs: &[&str]) -> Option<Value> {
             "groupVersion": "v1",
             "resources": [
                 resource(Kind::ConfigMap, "configmap"),
+                resource(Kind::Namespace, "namespace"),
                 resource(Kind::Node, "node"),
                 resource(Kind::Pod, "pod"),
             ],

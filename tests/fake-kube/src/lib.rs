@@ -5,8 +5,8 @@
 //!
 //! [`FakeKube::start`] serves plain HTTP on `127.0.0.1:<a free port>` from a thread of its own;
 //! [`FakeKube::write_kubeconfig`] writes a kubeconfig for it. The server keeps Nodes, Pods,
-//! ConfigMaps, the ClusterPolicy `cluster-policy`, and the workloads `tessera scale-down` acts on
-//! (Deployments, ReplicaSets and StatefulSets with their `scale` subresource,
+//! ConfigMaps, Namespaces, the ClusterPolicy `cluster-policy`, and the workloads `tessera
+//! scale-down` acts on (Deployments, ReplicaSets and StatefulSets with their `scale` subresource,
 //! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; added with
 //! [`FakeKube::put`], ownerReferences as given) as JSON with one global resourceVersion
 //! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
@@ -219,6 +219,19 @@ impl FakeKube {
         );
         std::fs::write(path, text)
             .unwrap_or_else(|e| panic!("fake-kube: write {}: {e}", path.display()));
+    }
+
+    /// Adds a Namespace with these labels and annotations (the teams' owners of `tessera
+    /// report --owners.kubernetes`). Panics if it exists.
+    pub fn add_namespace(&self, name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) {
+        let map = |kv: &[(&str, &str)]| -> serde_json::Map<String, serde_json::Value> {
+            kv.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
+        };
+        self.put(json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": { "name": name, "labels": map(labels), "annotations": map(annotations) },
+        }));
     }
 
     /// Adds a Ready node with these labels. mig-manager acts on it when it carries

@@ -2,7 +2,8 @@
 //! `apiVersion`, group and resource names; the workloads `tessera scale-down` reads and scales:
 //! Deployments, ReplicaSets, StatefulSets with their `autoscaling/v1` `Scale`,
 //! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects), the Nodes, Pods,
-//! ConfigMaps and the ClusterPolicy the test helpers create, and the `Status` errors the server
+//! Namespaces (labels and annotations: the teams' owners), ConfigMaps and the ClusterPolicy
+//! the test helpers create, and the `Status` errors the server
 //! answers with (same `reason`, `code`, `message` and `details` shapes as kube-apiserver).
 //!
 //! What it does not do: the objects hold only the fields tessera reads (no images, probes,
@@ -27,10 +28,11 @@ pub(crate) enum Kind {
     InferenceService,
     ScaledObject,
     Event,
+    Namespace,
 }
 
 /// Every kind, for lookups by name.
-const ALL: [Kind; 11] = [
+const ALL: [Kind; 12] = [
     Kind::Node,
     Kind::Pod,
     Kind::ConfigMap,
@@ -42,6 +44,7 @@ const ALL: [Kind; 11] = [
     Kind::InferenceService,
     Kind::ScaledObject,
     Kind::Event,
+    Kind::Namespace,
 ];
 
 impl Kind {
@@ -59,6 +62,7 @@ impl Kind {
             Kind::InferenceService => "InferenceService",
             Kind::ScaledObject => "ScaledObject",
             Kind::Event => "Event",
+            Kind::Namespace => "Namespace",
         }
     }
 
@@ -71,7 +75,7 @@ impl Kind {
             Kind::InferenceService => "serving.kserve.io/v1beta1",
             Kind::ScaledObject => "keda.sh/v1alpha1",
             Kind::Event => "events.k8s.io/v1",
-            Kind::Node | Kind::Pod | Kind::ConfigMap => "v1",
+            Kind::Node | Kind::Pod | Kind::ConfigMap | Kind::Namespace => "v1",
         }
     }
 
@@ -113,12 +117,13 @@ impl Kind {
             Kind::InferenceService => "inferenceservices",
             Kind::ScaledObject => "scaledobjects",
             Kind::Event => "events",
+            Kind::Namespace => "namespaces",
         }
     }
 
     /// Whether objects live in a namespace.
     pub(crate) fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::ClusterPolicy)
+        !matches!(self, Kind::Node | Kind::ClusterPolicy | Kind::Namespace)
     }
 
     /// The kind served at `/apis/{group}/{version}/…/{plural}`.
@@ -149,6 +154,7 @@ impl Kind {
             "nodes" => Some(Kind::Node),
             "pods" => Some(Kind::Pod),
             "configmaps" => Some(Kind::ConfigMap),
+            "namespaces" => Some(Kind::Namespace),
             _ => None,
         }
     }

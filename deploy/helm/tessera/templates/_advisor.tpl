@@ -4,6 +4,14 @@ service-account token, non-root. Call with the root context.
 */}}
 {{- define "tessera.advisorPod" -}}
 automountServiceAccountToken: false
+{{ include "tessera.advisorScheduling" . }}
+{{- end -}}
+
+{{/*
+The advisor pods' scheduling, pull secrets and restart policy, without the service-account lines
+(the report's pod has a token when it reads the namespaces' owners). Call with the root context.
+*/}}
+{{- define "tessera.advisorScheduling" -}}
 restartPolicy: Never
 {{- with .Values.advisor.priorityClassName }}
 priorityClassName: {{ . }}

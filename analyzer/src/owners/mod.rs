@@ -5,22 +5,31 @@
 //! Sources, the first that names a team wins:
 //! 1. `--owners FILE` ([`Owners::load`]): a TOML table `[owners]` of team → contact that the
 //!    platform team maintains (namespaces and `slurm job N` alike);
-//! 2. namespace labels as kube-state-metrics exports them in `kube_namespace_labels`
-//!    ([`Owners::from_namespace_labels`]), read by the command through the `prometheus:` source.
+//! 2. the namespaces' labels and annotations read from the Kubernetes API
+//!    ([`Owners::from_namespaces`], `kubernetes::namespaces`) when the command is given cluster
+//!    access (`--owners.kubernetes`, `--kubeconfig`, `--context`);
+//! 3. namespace labels as kube-state-metrics exports them in `kube_namespace_labels`
+//!    ([`Owners::from_namespace_labels`]), read by the command through the `prometheus:` source;
+//! 4. for Slurm jobs, their user and account from Slurm's accounting (`sacct`,
+//!    [`Owners::from_slurm`]); absent or failing `sacct` is one note, never an error.
 //!
 //! On one namespace the precedence is [`OWNER_KEYS`]: `tessera.io/owner`, then `owner`, then
-//! `team` ([`contact_of`]), whether the keys are the API's (`tessera.io/owner`) or
+//! `team` ([`contact_of`]; from the API a key's label before its annotation), whether the keys are the API's (`tessera.io/owner`) or
 //! kube-state-metrics' sanitised label names (`label_tessera_io_owner`, [`sanitized`]).
 //! kube-state-metrics exports only allow-listed labels; when none of these is there, the notes
 //! ([`Owners::notes`]) say so and give the flag ([`ALLOWLIST_FLAG`]).
 //!
-//! Pure but for reading the owners file: it queries nothing (the command does) and guesses
-//! nothing: a team without a contact has none (shown as `unknown`).
+//! Pure but for reading the owners file and running `sacct`: it queries no server (the command
+//! does) and guesses nothing: a team without a contact has none (shown as `unknown`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
+
+pub mod sacct;
+
+use crate::kubernetes::namespaces::NamespaceMeta;
 
 /// The keys that name a namespace's owner, first wins (labels or annotations).
 pub const OWNER_KEYS: [&str; 3] = ["tessera.io/owner", "owner", "team"];
@@ -167,6 +176,45 @@ impl Owners {
         o
     }
 
+    /// The owners in the namespaces' labels and annotations as the Kubernetes API gives them
+    /// (`source` names the cluster in the note): by [`OWNER_KEYS`], a key's label before the
+    /// same key's annotation; a note when no namespace names an owner.
+    pub fn from_namespaces(source: &str, namespaces: &[NamespaceMeta]) -> Owners {
+        let mut o = Owners::default();
+        for n in namespaces {
+            let mut keys = n.annotations.clone();
+            keys.extend(
+                n.labels
+                    .iter()
+                    .filter(|(_, v)| !v.trim().is_empty())
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            if let Some(c) = contact_of(&keys) {
+                o.map.insert(n.name.clone(), c);
+            }
+        }
+        if o.map.is_empty() {
+            o.notes.push(format!(
+                "owners: none of the {} namespace(s) of {source} has a label or annotation {}:                  namespaces' owners are unknown unless --owners names them",
+                namespaces.len(),
+                OWNER_KEYS.join(", ")
+            ));
+        }
+        o
+    }
+
+    /// The Slurm jobs' owners `sacct` gives (see [`sacct`]), as teams `slurm job N`.
+    pub fn from_slurm(found: sacct::SlurmOwners) -> Owners {
+        Owners {
+            map: found
+                .by_job
+                .into_iter()
+                .filter_map(|(j, c)| team_of(None, Some(&j)).map(|t| (t, c)))
+                .collect(),
+            notes: found.note.into_iter().collect(),
+        }
+    }
+
     /// Adds `other`'s owners of teams this one does not name, and its notes.
     pub fn merge(&mut self, other: Owners) {
         for (k, v) in other.map {
@@ -264,6 +312,37 @@ mod tests {
         assert!(none.notes[0].contains(ALLOWLIST_FLAG), "{:?}", none.notes);
         let absent = Owners::from_namespace_labels("prometheus:u", &[]);
         assert!(absent.notes[0].contains("no kube_namespace_labels"));
+    }
+
+    #[test]
+    fn api_namespaces_labels_before_annotations_by_key() {
+        let ns = |name: &str, l: &[(&str, &str)], a: &[(&str, &str)]| NamespaceMeta {
+            name: name.into(),
+            labels: labels(l),
+            annotations: labels(a),
+        };
+        let list = [
+            ns("a", &[("team", "team@x")], &[("tessera.io/owner", "ann@x")]),
+            ns("b", &[("owner", "label@x")], &[("owner", "ann@x")]),
+            ns("c", &[("owner", " ")], &[("owner", "ann@x")]),
+            ns("d", &[("app", "x")], &[]),
+        ];
+        let o = Owners::from_namespaces("the cluster", &list);
+        assert_eq!(o.get("a"), Some("ann@x"), "tessera.io/owner beats team");
+        assert_eq!(
+            o.get("b"),
+            Some("label@x"),
+            "a key's label before its annotation"
+        );
+        assert_eq!(o.get("c"), Some("ann@x"), "a blank label names no one");
+        assert_eq!(o.get("d"), None);
+        assert!(o.notes.is_empty());
+        let none = Owners::from_namespaces("the cluster", &list[3..]);
+        assert!(
+            none.notes[0].contains("none of the 1 namespace"),
+            "{:?}",
+            none.notes
+        );
     }
 
     #[test]
