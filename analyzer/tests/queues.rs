@@ -294,3 +294,105 @@ fn data_without_allocation_is_refused_with_the_reason() {
     assert!(err.contains("no allocation in the data"), "{err}");
     assert!(!out.exists());
 }
+
+/// `tessera replay` of a queue plan, as JSON.
+fn replay(plan: &Path) -> Value {
+    let src = format!("history:{}", history().display());
+    let (code, out, err) = run(&[
+        "replay",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--source",
+        &src,
+        "--since",
+        SINCE,
+        "--until",
+        UNTIL,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("replay JSON")
+}
+
+#[test]
+fn replay_reports_the_planted_waits_and_a_window_that_promised_too_much() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("plan.yaml");
+    plan(&file, &[]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let team = |r: &Value, n: &str| {
+        r["teams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["team"] == n)
+            .unwrap()
+            .clone()
+    };
+
+    // As planned: nobody waits.
+    let r = replay(&file);
+    assert_eq!(r["verdict"], "safe", "{r:#}");
+    assert_eq!(r["hours"], 336);
+    assert!(
+        r["teams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["waited_gpu_hours"] == 0),
+        "{r:#}"
+    );
+
+    // Research limited to 2 of its 4 notebooks: 2 GPUs wait 09:00-18:00 on each of the ten
+    // weekdays (180 GPU-hours, 9 h at most), and every one goes into the night's window.
+    let limited = text.replacen("limit: 4", "limit: 2", 1);
+    assert_ne!(limited, text);
+    std::fs::write(&file, &limited).unwrap();
+    let r = replay(&file);
+    let research = team(&r, "research");
+    assert_eq!(research["demand_gpu_hours"], 360, "{research}");
+    assert_eq!(research["waited_gpu_hours"], 180, "{research}");
+    assert_eq!(research["longest_wait_hours"], 9, "{research}");
+    assert_eq!(research["admitted_in_windows_gpu_hours"], 180, "{research}");
+    assert_eq!(research["still_waiting_gpu_hours"], 0, "{research}");
+    assert_eq!(team(&r, "serving")["waited_gpu_hours"], 0);
+    assert_eq!(r["verdict"], "safe");
+
+    // A window edited to promise all 8 H100s while serving holds 2: the deferred work it takes
+    // meets serving's guarantee, hour by hour: unsafe, the hours named.
+    let greedy = limited
+        .replacen("limit: 2", "limit: 0", 1)
+        .replace("gpus: 6", "gpus: 8");
+    std::fs::write(&file, &greedy).unwrap();
+    let (code, _, err) = run(&["queue", "check", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let r = replay(&file);
+    assert_eq!(r["verdict"], "unsafe", "{r:#}");
+    let misfits = r["guarantee_misfits"].as_array().unwrap();
+    assert!(!misfits.is_empty());
+    for m in misfits {
+        assert_eq!(m["model"], H100);
+        assert_eq!(m["gpus"], 8);
+        assert!(m["guaranteed"].as_u64().unwrap() > 8, "{m}");
+        // Local evenings: the window opens at 18:00 Berlin (17:00 UTC).
+        let hour = chrono::DateTime::parse_from_rfc3339(m["hour"].as_str().unwrap()).unwrap();
+        assert!(chrono::Timelike::hour(&hour) >= 17, "{m}");
+    }
+    assert_eq!(team(&r, "research")["waited_gpu_hours"], 360);
+
+    // The text says the same; HTML is refused with the reason.
+    let src = format!("history:{}", history().display());
+    let f = file.to_str().unwrap();
+    let (code, out, err) = run(&[
+        "replay", "--plan", f, "--source", &src, "--since", SINCE, "--until", UNTIL,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Verdict: UNSAFE") && out.contains("Guarantees that did not fit"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["replay", "--plan", f, "--source", &src, "--format", "html"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("table, Markdown or JSON"), "{err}");
+}

@@ -113,6 +113,46 @@ fn read_plan(path: &Path, sources: &[String]) -> Result<TesseraPlan> {
     }
 }
 
+/// The replay of a plan that holds only a queue plan (docs/queues.md, "Replay").
+fn queue_replay(
+    args: &ReplayArgs,
+    plan: &TesseraPlan,
+    parts: &[Frames],
+    range: TimeRange,
+) -> Result<()> {
+    let Some(queues) = &plan.queues else {
+        bail!("the plan has no queues section");
+    };
+    if args.write_prediction || args.config.is_some() || args.format == Format::Html {
+        bail!(
+            "the replay of a queue plan is a table, Markdown or JSON, without --config or --write-prediction"
+        );
+    }
+    let refs: Vec<&Frames> = parts.iter().collect();
+    let r = tessera::queues::replay_parts(
+        &refs,
+        queues,
+        (
+            tessera::times::fmt_ms(range.since),
+            tessera::times::fmt_ms(range.until),
+        ),
+    )?;
+    let (head, sections) = tessera::queues::replay_sections(&r);
+    let text = match args.format {
+        Format::Json => tessera::output::json::document(&r)?,
+        Format::Markdown => tessera::output::section::to_markdown(&head[0], &head[1..], &sections),
+        _ => tessera::output::section::to_text(&head, &sections, false),
+    };
+    match &args.out {
+        Some(p) => {
+            tessera_core::files::replace(p, text.as_bytes())?;
+            eprintln!("tessera: wrote {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
 /// `SINCE..UNTIL`.
 fn parse_range(flag: &str, s: &str) -> Result<RangeRequest> {
     let Some((a, b)) = s.split_once("..") else {
@@ -261,6 +301,10 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             let Some(range) = loaded.range else {
                 bail!("no rows in the sources for the chosen range: nothing to replay");
             };
+            if plan.queues.is_some() && plan.configs.is_empty() && plan.consolidation.is_empty() {
+                let parts: Vec<Frames> = loaded.parts.into_iter().map(|p| p.frames).collect();
+                return queue_replay(&args, &plan, &parts, range);
+            }
             (
                 plan,
                 loaded.parts.into_iter().map(|p| p.frames).collect(),

@@ -37,7 +37,7 @@ use tessera_core::mig::plan_queues::{
 };
 
 pub use demand::{TeamDemand, team_demand};
-pub use render::{json, table};
+pub use render::{json, replay_sections, table};
 
 use crate::advisor::offpeak::{FreeGpus, OffpeakParams, Profile};
 use crate::frames::Frames;
@@ -110,6 +110,43 @@ pub fn run(parts: &[&Frames], p: &QueueParams) -> Result<QueueOutcome, QueueErro
     };
     let profile = crate::advisor::offpeak::profile(&free, &params);
     plan(&demand, &free, &profile, p)
+}
+
+/// Replays a queue plan over `parts` (docs/queues.md, "Replay"): the teams' demand in the
+/// range's observed hours against the plan's quotas and windows; the GPUs per model are the
+/// replayed data's.
+pub fn replay_parts(
+    parts: &[&Frames],
+    plan: &QueuePlan,
+    range: (String, String),
+) -> Result<replay::QueueReplay, QueueError> {
+    let mut free = FreeGpus::default();
+    let mut demand = TeamDemand::default();
+    for f in parts {
+        free.merge(crate::advisor::offpeak::free_gpus_per_hour(
+            f,
+            &OffpeakParams::default(),
+        )?);
+        demand.merge(team_demand(f)?);
+    }
+    if !demand.holders_known {
+        return Err(QueueError::NoHolders);
+    }
+    let hours: Vec<i64> = free
+        .cover
+        .keys()
+        .copied()
+        .filter(|h| free.observed(*h))
+        .collect();
+    if hours.is_empty() {
+        return Err(QueueError::NoHours);
+    }
+    let capacity = free
+        .gpus
+        .iter()
+        .map(|(m, n)| (m.clone(), *n as u32))
+        .collect();
+    Ok(replay::replay(plan, &demand, &hours, &capacity, range))
 }
 
 /// The plan from the merged demand, free hours and profile.

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use tessera_core::mig::plan_queues::{EndOfWindow, ModelGpus};
 
 use super::QueueOutcome;
+use super::replay::QueueReplay;
 use crate::output::Section;
 
 fn gpus(list: &[ModelGpus]) -> String {
@@ -120,4 +121,88 @@ pub fn json(o: &QueueOutcome, plan_file: &str) -> Value {
         "notes": o.notes,
         "plan_file": plan_file,
     })
+}
+
+/// The replay of a queue plan as the output layer's sections: the verdict line first, then one
+/// row per team and model, the hours whose guarantees did not fit, the notes.
+pub fn replay_sections(r: &QueueReplay) -> (Vec<String>, Vec<Section>) {
+    let head = vec![
+        format!(
+            "Replayed queue plan {} .. {} ({} h)",
+            r.from, r.until, r.hours
+        ),
+        format!(
+            "Verdict: {} ({} hour(s) whose guarantees did not fit)",
+            r.verdict.to_uppercase(),
+            r.guarantee_misfits.len()
+        ),
+    ];
+    let mut teams = Section {
+        title: "Teams".into(),
+        lines: vec![format!(
+            "Windows offered: {}",
+            if r.window_gpu_hours.is_empty() {
+                "none".to_string()
+            } else {
+                r.window_gpu_hours
+                    .iter()
+                    .map(|(m, h)| format!("{h} GPU-h of {m}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        )],
+        header: [
+            "team",
+            "GPU model",
+            "demand GPU-h",
+            "waited GPU-h",
+            "longest wait h",
+            "into windows GPU-h",
+            "still waiting GPU-h",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Section::default()
+    };
+    for t in &r.teams {
+        teams.rows.push(vec![
+            t.team.clone(),
+            t.model.clone(),
+            t.demand_gpu_hours.to_string(),
+            t.waited_gpu_hours.to_string(),
+            t.longest_wait_hours.to_string(),
+            t.admitted_in_windows_gpu_hours.to_string(),
+            t.still_waiting_gpu_hours.to_string(),
+        ]);
+    }
+    let mut sections = vec![teams];
+    if !r.guarantee_misfits.is_empty() {
+        sections.push(Section {
+            title: "Guarantees that did not fit".into(),
+            header: ["hour", "GPU model", "guaranteed", "GPUs"]
+                .map(String::from)
+                .to_vec(),
+            rows: r
+                .guarantee_misfits
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.hour.clone(),
+                        m.model.clone(),
+                        m.guaranteed.to_string(),
+                        m.gpus.to_string(),
+                    ]
+                })
+                .collect(),
+            ..Section::default()
+        });
+    }
+    if !r.notes.is_empty() {
+        sections.push(Section {
+            title: "Notes".into(),
+            lines: r.notes.iter().map(|n| format!("- {n}")).collect(),
+            ..Section::default()
+        });
+    }
+    (head, sections)
 }

@@ -1,14 +1,15 @@
 //! A queue plan replayed against history (docs/queues.md, "Replay"): each team's measured
 //! demand per hour and model run through its plan's quotas.
 //!
-//! Per observed hour and GPU model: a team's guaranteed part is `min(demand, guarantee)`; when
-//! the teams' guaranteed parts add up to more than the model's GPUs in the replayed data, the
-//! hour is a **guarantee that does not fit**. A team's demand above its limit **waits**
-//! (GPU-hours, and the longest run of consecutive hours with waiting work). Waiting GPU-hours are
-//! then admitted, oldest first, into the off-peak windows' hours that follow, up to each window
+//! Per observed hour and GPU model: a team's demand above its limit **waits** (GPU-hours, and the
+//! longest run of consecutive hours with waiting work). Waiting GPU-hours are admitted, oldest
+//! first (teams in plan order), into the off-peak windows' hours that follow, up to each window
 //! hour's GPUs of that model: **admitted into windows**; the rest is still waiting at the range's
-//! end. Measured demand is what ran, so the model never asks for more GPUs than existed; demand
-//! below the limit is admitted from the cohort's unused guarantees.
+//! end. A team's guaranteed part is `min(demand, guarantee)`; when the teams' guaranteed parts
+//! and the deferred work the windows took in that hour add up to more than the model's GPUs in
+//! the replayed data, the hour is a **guarantee that does not fit** (a window that promised GPUs
+//! serving needed). Measured demand is what ran, so demand below the limit is admitted from the
+//! cohort's unused guarantees.
 //!
 //! Verdict: `unsafe` with any guarantee that does not fit, `tight` with waiting work the windows
 //! did not take, else `safe`. Pure: no I/O, no clock.
@@ -61,9 +62,10 @@ pub struct Misfit {
     pub gpus: u32,
 }
 
-/// The UTC hours (index since the epoch) inside the plan's windows, between `first` and `last`.
-pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeSet<i64> {
-    let mut out = BTreeSet::new();
+/// The UTC hours (index since the epoch) inside the plan's windows, between `first` and `last`,
+/// each with the index of its window line (the first line, where lines overlap).
+pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeMap<i64, usize> {
+    let mut out = BTreeMap::new();
     let Ok(tz) = o.timezone.parse::<Tz>() else {
         return out;
     };
@@ -76,7 +78,7 @@ pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeSet<i64> {
     let end = b.with_timezone(&tz).date_naive();
     while day <= end {
         let name = DAYS[day.weekday().num_days_from_monday() as usize];
-        for w in &o.windows {
+        for (line, w) in o.windows.iter().enumerate() {
             if !(w.days.is_empty() || w.days.iter().any(|d| d == name)) {
                 continue;
             }
@@ -93,7 +95,7 @@ pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeSet<i64> {
             let s = start.timestamp_millis().div_euclid(HOUR_MS);
             for h in s..s + i64::from(w.hours) {
                 if (first..=last).contains(&h) {
-                    out.insert(h);
+                    out.entry(h).or_insert(line);
                 }
             }
         }
@@ -102,16 +104,91 @@ pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeSet<i64> {
     out
 }
 
-/// GPUs per model the window at hour `h` gives (the line that covers it; the most of them when
-/// lines overlap).
-fn window_gpus(o: &OffpeakQueue, model: &str) -> u32 {
-    o.windows
+/// A team's demand of a model per hour of `hours` (0 where it held none).
+fn series(demand: &TeamDemand, hours: &[i64], team: &str, model: &str) -> Vec<u32> {
+    let held = demand.held.get(&(team.to_string(), model.to_string()));
+    hours
         .iter()
-        .flat_map(|w| &w.gpus)
-        .filter(|g| g.model == model)
-        .map(|g| g.gpus)
-        .max()
-        .unwrap_or(0)
+        .map(|h| held.and_then(|m| m.get(h)).copied().unwrap_or(0))
+        .collect()
+}
+
+/// The hours of `model` whose teams' guaranteed parts, with the deferred work the windows took
+/// in that hour (`window_used`), add up to more than its `cap` GPUs.
+fn misfits_of(
+    plan: &QueuePlan,
+    demand: &TeamDemand,
+    hours: &[i64],
+    (model, cap): (&str, u32),
+    window_used: &dyn Fn(i64) -> u32,
+) -> Vec<Misfit> {
+    let mut guaranteed: Vec<u32> = hours.iter().map(|h| window_used(*h)).collect();
+    for t in &plan.teams {
+        for q in t.quotas.iter().filter(|q| q.model == model) {
+            let s = series(demand, hours, &t.team, model);
+            for (g, d) in guaranteed.iter_mut().zip(s) {
+                *g += d.min(q.guarantee);
+            }
+        }
+    }
+    guaranteed
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| **g > cap)
+        .map(|(i, g)| Misfit {
+            hour: crate::times::fmt_ms(hours[i] * HOUR_MS),
+            model: model.to_string(),
+            guaranteed: *g,
+            gpus: cap,
+        })
+        .collect()
+}
+
+/// One team's waits for one model, taking window capacity from `left` (model, hour) oldest
+/// wait first.
+fn team_replay(
+    team: &str,
+    q: &tessera_core::mig::plan_queues::ModelQuota,
+    s: &[u32],
+    hours: &[i64],
+    in_window: &BTreeMap<i64, usize>,
+    left: &mut BTreeMap<(String, i64), u32>,
+) -> TeamReplay {
+    let mut r = TeamReplay {
+        team: team.to_string(),
+        model: q.model.clone(),
+        demand_gpu_hours: s.iter().map(|&d| u64::from(d)).sum(),
+        waited_gpu_hours: 0,
+        longest_wait_hours: 0,
+        admitted_in_windows_gpu_hours: 0,
+        still_waiting_gpu_hours: 0,
+    };
+    let mut run = 0u64;
+    for (i, &d) in s.iter().enumerate() {
+        let wait = d.saturating_sub(q.limit);
+        if wait == 0 {
+            run = 0;
+            continue;
+        }
+        run += 1;
+        r.longest_wait_hours = r.longest_wait_hours.max(run);
+        r.waited_gpu_hours += u64::from(wait);
+        // This hour's wait into the first window hours after it.
+        let mut rest = wait;
+        for (h, _) in in_window.range(hours[i] + 1..) {
+            if rest == 0 {
+                break;
+            }
+            if let Some(g) = left.get_mut(&(q.model.clone(), *h)) {
+                let take = rest.min(*g);
+                *g -= take;
+                rest -= take;
+                r.admitted_in_windows_gpu_hours += u64::from(take);
+            }
+        }
+        r.still_waiting_gpu_hours += u64::from(rest);
+    }
+    r
 }
 
 /// Replays `plan` on the demand of `hours` (observed, ascending) with `capacity` GPUs per model
@@ -123,118 +200,53 @@ pub fn replay(
     capacity: &BTreeMap<String, u32>,
     range: (String, String),
 ) -> QueueReplay {
-    let fmt = |h: i64| crate::times::fmt_ms(h * HOUR_MS);
-    let mut notes = Vec::new();
     let in_window = match (&plan.offpeak, hours.first(), hours.last()) {
         (Some(o), Some(&a), Some(&b)) => window_hours(o, a, b),
-        _ => BTreeSet::new(),
+        _ => BTreeMap::new(),
     };
-    let series = |team: &str, model: &str| -> Vec<u32> {
-        let held = demand.held.get(&(team.to_string(), model.to_string()));
-        hours
-            .iter()
-            .map(|h| held.and_then(|m| m.get(h)).copied().unwrap_or(0))
-            .collect()
-    };
-    let mut misfits = Vec::new();
     let models: BTreeSet<&str> = plan
         .teams
         .iter()
         .flat_map(|t| t.quotas.iter().map(|q| q.model.as_str()))
         .collect();
-    for model in &models {
-        let cap = capacity.get(*model).copied().unwrap_or(0);
-        let guaranteed: Vec<u32> = plan
-            .teams
-            .iter()
-            .flat_map(|t| {
-                t.quotas
-                    .iter()
-                    .filter(|q| q.model == *model)
-                    .map(move |q| (t, q))
-            })
-            .map(|(t, q)| {
-                series(&t.team, model)
-                    .into_iter()
-                    .map(|d| d.min(q.guarantee))
-                    .collect::<Vec<u32>>()
-            })
-            .fold(vec![0; hours.len()], |acc, s| {
-                acc.iter().zip(s).map(|(a, b)| a + b).collect()
-            });
-        for (i, g) in guaranteed.iter().enumerate() {
-            if *g > cap {
-                misfits.push(Misfit {
-                    hour: fmt(hours[i]),
-                    model: model.to_string(),
-                    guaranteed: *g,
-                    gpus: cap,
-                });
-            }
-        }
-    }
-    let mut teams = Vec::new();
-    // Window capacity left per model and hour, taken oldest wait first across teams by name.
-    let mut left: BTreeMap<(&str, i64), u32> = BTreeMap::new();
+    // Window capacity left per model and hour, taken by the teams in plan order.
+    let mut left: BTreeMap<(String, i64), u32> = BTreeMap::new();
+    let mut window_gpu_hours: BTreeMap<String, u64> = BTreeMap::new();
     if let Some(o) = &plan.offpeak {
         for model in &models {
-            for h in &in_window {
-                left.insert((model, *h), window_gpus(o, model));
+            for (h, line) in &in_window {
+                let g = o.windows[*line]
+                    .gpus
+                    .iter()
+                    .find(|g| g.model == *model)
+                    .map_or(0, |g| g.gpus);
+                left.insert((model.to_string(), *h), g);
+                if g > 0 {
+                    *window_gpu_hours.entry(model.to_string()).or_default() += u64::from(g);
+                }
             }
         }
     }
-    let window_gpu_hours: BTreeMap<String, u64> = models
-        .iter()
-        .map(|m| {
-            let n: u64 = left
-                .iter()
-                .filter(|((mm, _), _)| mm == m)
-                .map(|(_, g)| u64::from(*g))
-                .sum();
-            (m.to_string(), n)
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
+    let offered = left.clone();
+    let mut teams = Vec::new();
     for t in &plan.teams {
         for q in &t.quotas {
-            let s = series(&t.team, &q.model);
-            let mut r = TeamReplay {
-                team: t.team.clone(),
-                model: q.model.clone(),
-                demand_gpu_hours: s.iter().map(|&d| u64::from(d)).sum(),
-                waited_gpu_hours: 0,
-                longest_wait_hours: 0,
-                admitted_in_windows_gpu_hours: 0,
-                still_waiting_gpu_hours: 0,
-            };
-            let mut run = 0u64;
-            for (i, &d) in s.iter().enumerate() {
-                let wait = d.saturating_sub(q.limit);
-                if wait == 0 {
-                    run = 0;
-                    continue;
-                }
-                run += 1;
-                r.longest_wait_hours = r.longest_wait_hours.max(run);
-                r.waited_gpu_hours += u64::from(wait);
-                // Oldest first: this hour's wait into the first window hours after it.
-                let mut rest = wait;
-                for h in in_window.range(hours[i] + 1..) {
-                    if rest == 0 {
-                        break;
-                    }
-                    if let Some(g) = left.get_mut(&(q.model.as_str(), *h)) {
-                        let take = rest.min(*g);
-                        *g -= take;
-                        rest -= take;
-                        r.admitted_in_windows_gpu_hours += u64::from(take);
-                    }
-                }
-                r.still_waiting_gpu_hours += u64::from(rest);
-            }
-            teams.push(r);
+            let s = series(demand, hours, &t.team, &q.model);
+            teams.push(team_replay(&t.team, q, &s, hours, &in_window, &mut left));
         }
     }
+    let misfits: Vec<Misfit> = models
+        .iter()
+        .flat_map(|m| {
+            let used = |h: i64| {
+                let k = (m.to_string(), h);
+                offered.get(&k).copied().unwrap_or(0) - left.get(&k).copied().unwrap_or(0)
+            };
+            let cap = capacity.get(*m).copied().unwrap_or(0);
+            misfits_of(plan, demand, hours, (m, cap), &used)
+        })
+        .collect();
+    let mut notes = Vec::new();
     if plan.offpeak.is_none() {
         notes.push("the plan has no off-peak queue: waiting work has no window to go to".into());
     }
@@ -287,7 +299,10 @@ mod tests {
                 .timestamp_millis()
                 / HOUR_MS
         };
-        let got = window_hours(&o, h("2026-10-24T00:00:00Z"), h("2026-10-26T23:00:00Z"));
+        let got: BTreeSet<i64> =
+            window_hours(&o, h("2026-10-24T00:00:00Z"), h("2026-10-26T23:00:00Z"))
+                .into_keys()
+                .collect();
         let want: BTreeSet<i64> = [
             "2026-10-24T16:00:00Z", // 18:00 CEST
             "2026-10-24T17:00:00Z",
