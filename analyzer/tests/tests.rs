@@ -17,6 +17,7 @@ mod changes;
 mod deliver;
 mod energy;
 mod extremes;
+mod hostile_names;
 mod ingest;
 mod job;
 mod mig_cli;

@@ -54,7 +54,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             "{}",
             tessera::actions::render_table(&analysis, &analysis.actions)
         ),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),
+        OutputFormat::Json => println!("{}", tessera::text::json_pretty(&analysis)?),
     }
     Ok(())
 }

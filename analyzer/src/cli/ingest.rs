@@ -28,7 +28,7 @@ pub fn run(args: IngestArgs) -> Result<()> {
         OutputFormat::Table => print!("{}", summary::render_table(&summaries, &report)),
         OutputFormat::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&summary::to_json(&summaries, &report))?
+            tessera::text::json_pretty(&summary::to_json(&summaries, &report))?
         ),
     }
     Ok(())

@@ -51,7 +51,7 @@ pub fn run(args: JobArgs) -> Result<()> {
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     match args.format {
         OutputFormat::Table => print!("{}", jobs::render_table(&summary)),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        OutputFormat::Json => println!("{}", tessera::text::json_pretty(&summary)?),
     }
     Ok(())
 }

@@ -216,7 +216,7 @@ pub fn run(args: NotifyArgs) -> Result<u8> {
         Err(e) => return Err(e.into()),
     };
     if req.dry_run {
-        println!("{}", serde_json::to_string_pretty(&outcome.firing)?);
+        println!("{}", tessera::text::json_pretty(&outcome.firing)?);
         let to = match &args.alertmanager_url {
             Some(u) => format!(" to {}", notify::redact_url(u)),
             None => String::new(),

@@ -305,7 +305,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         ReplayFormat::Table => replay::render::render_table(&r),
         ReplayFormat::Markdown => replay::render::render_markdown(&r),
         ReplayFormat::Html => replay::html::render_html(&r),
-        ReplayFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+        ReplayFormat::Json => tessera::text::json_pretty(&r)? + "\n",
     };
     match &args.out {
         Some(p) => {

@@ -428,7 +428,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
             ReportFormat::Table => render::render_table(&r, color),
             ReportFormat::Markdown => render::render_markdown(&r),
             ReportFormat::Html => html::render_html(&r),
-            ReportFormat::Json => serde_json::to_string_pretty(&r)? + "\n",
+            ReportFormat::Json => tessera::text::json_pretty(&r)? + "\n",
         };
         write_out(args.out.as_deref(), &text)?;
     }
@@ -462,7 +462,7 @@ fn mail_owners(r: &report::Report, d: &mut Delivery) {
 
 /// `--archive DIR --keep N`: the HTML page and the JSON written, the oldest removed.
 fn archive(r: &report::Report, dir: &std::path::Path, keep: usize) -> Result<()> {
-    let json = serde_json::to_string_pretty(r)? + "\n";
+    let json = tessera::text::json_pretty(r)? + "\n";
     let a = report::archive::write(dir, &r.until, &html::render_html(r), &json, keep)?;
     eprintln!(
         "tessera: wrote {} and {}{}",
@@ -480,7 +480,7 @@ fn archive(r: &report::Report, dir: &std::path::Path, keep: usize) -> Result<()>
 /// Delivers the report to every target (`tessera::deliver::run`) and says how each fared on
 /// stderr; 3 when one failed (or was delivered and could not be recorded).
 fn deliver_report(r: &report::Report, d: &Delivery) -> Result<u8> {
-    let json = serde_json::to_string_pretty(r)? + "\n";
+    let json = tessera::text::json_pretty(r)? + "\n";
     let req = deliver::DeliveryRequest {
         mailer: d.mailer.as_ref(),
         webhooks: &d.webhooks,
@@ -565,7 +565,7 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     }
     let text = match args.format {
         ReportFormat::Json => {
-            serde_json::to_string_pretty(&serde_json::json!({
+            tessera::text::json_pretty(&serde_json::json!({
                 "version": tessera::jobs::JOB_JSON_VERSION,
                 "by": "job",
                 "range": { "from": from, "to": to },

@@ -147,10 +147,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
     }
     let plan_file = args.out.display().to_string();
     match args.format {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&outcome.json(&plan_file))?
-        ),
+        OutputFormat::Json => {
+            println!("{}", tessera::text::json_pretty(&outcome.json(&plan_file))?)
+        }
         OutputFormat::Table => print!(
             "{}",
             outcome.table(units.as_ref(), args.schedule_units.is_none(), &plan_file)
