@@ -47,4 +47,5 @@ mod scale_down;
 mod scale_down_faults;
 mod sharing;
 mod slurm_real;
+mod spill;
 mod trend;
