@@ -74,7 +74,7 @@ fn main() {
     };
     std::fs::create_dir_all(out_dir).expect("out dir");
     let (parts, _) = ingest::ingest_parts(
-        &[Source::History(history.clone())],
+        &[Source::history(history.clone())],
         &IngestOptions::default(),
     )
     .expect("ingest history");

@@ -96,7 +96,7 @@ fn run(name: &str, days: u32, step_ms: i64, delete: &[(&str, &str)], params: &Pa
             .insert(t.timestamp() / 3600);
     }
     let (frames, report) = ingest::ingest(
-        &[Source::History(dir.path().display().to_string())],
+        &[Source::history(dir.path().display().to_string())],
         &IngestOptions::default(),
     )
     .expect("ingest");
@@ -104,7 +104,7 @@ fn run(name: &str, days: u32, step_ms: i64, delete: &[(&str, &str)], params: &Pa
         advisor::analyze(&frames, params, report.time_range(), vec![], &[]).expect("analyze");
     // The same analysis one node at a time (what `tessera analyze` runs) gives the same result.
     let (parts, report_parts) = ingest::ingest_parts(
-        &[Source::History(dir.path().display().to_string())],
+        &[Source::history(dir.path().display().to_string())],
         &IngestOptions::default(),
     )
     .expect("ingest parts");

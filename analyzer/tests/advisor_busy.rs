@@ -34,7 +34,7 @@ fn history(dir: &Path) -> Frames {
     let s = tessera_core::sim::load_scenario(Some(&scenario())).expect("scenario");
     simulate(&s, 1, dir, 10_000, 10_000).expect("simulate");
     let (frames, _) = ingest::ingest(
-        &[Source::History(dir.display().to_string())],
+        &[Source::history(dir.display().to_string())],
         &IngestOptions::default(),
     )
     .expect("ingest");
@@ -198,7 +198,7 @@ fn tensor_and_dram_find_spinning_gpus_and_qualify_the_sm_rule() {
 
     // One node at a time (what `tessera analyze` runs) gives the same document.
     let (parts, _) = ingest::ingest_parts(
-        &[Source::History(tmp.path().display().to_string())],
+        &[Source::history(tmp.path().display().to_string())],
         &IngestOptions::default(),
     )
     .expect("parts");

@@ -33,7 +33,7 @@ fn idle_findings() -> Vec<advisor::Finding> {
         interval_ms: Some(300_000),
         ..IngestOptions::default()
     };
-    let (frames, report) = ingest::ingest(&[Source::Csv(edges())], &opts).expect("ingest");
+    let (frames, report) = ingest::ingest(&[Source::csv(edges())], &opts).expect("ingest");
     let a = advisor::analyze(
         &frames,
         &Params::default(),

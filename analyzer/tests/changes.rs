@@ -509,7 +509,7 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
 fn frames(src: &str) -> (DataFrame, DataFrame, DataFrame) {
     let dir = src.strip_prefix("history:").unwrap();
     let (frames, _) = ingest::ingest(
-        &[Source::History(dir.to_string())],
+        &[Source::history(dir.to_string())],
         &IngestOptions::default(),
     )
     .expect("ingest");

@@ -117,7 +117,7 @@ proptest! {
         let path = dir.path().join("x.csv");
         std::fs::write(&path, csv(&t)).unwrap();
         let opts = IngestOptions { skip_bad_rows: true, ..IngestOptions::default() };
-        let Ok((frames, ing)) = ingest::ingest(&[Source::Csv(path)], &opts) else {
+        let Ok((frames, ing)) = ingest::ingest(&[Source::csv(path)], &opts) else {
             // Nothing accepted at all is an error, not an output.
             return Ok(());
         };

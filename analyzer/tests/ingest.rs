@@ -150,11 +150,11 @@ fn run(sources: &[Source], skip: bool) -> Result<(Frames, IngestReport), IngestE
 }
 
 fn history(p: &Path) -> Source {
-    Source::History(p.to_string_lossy().into_owned())
+    Source::history(p.to_string_lossy().into_owned())
 }
 
 fn csv(p: &Path) -> Source {
-    Source::Csv(p.to_path_buf())
+    Source::csv(p)
 }
 
 fn f64s(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
@@ -405,15 +405,15 @@ fn bad_line_inside_open_segment_is_an_error_or_a_counted_skip() {
 fn source_parsing() {
     assert_eq!(
         "history:/h".parse::<Source>().expect("h"),
-        Source::History("/h".into())
+        Source::history("/h")
     );
     assert_eq!(
         "csv:a.csv".parse::<Source>().expect("c"),
-        Source::Csv("a.csv".into())
+        Source::csv("a.csv")
     );
     assert_eq!(
         "prometheus:http://prom:9090".parse::<Source>().expect("p"),
-        Source::Prometheus("http://prom:9090".into())
+        Source::prometheus("http://prom:9090")
     );
     let e = "s3:bucket"
         .parse::<Source>()
@@ -423,7 +423,7 @@ fn source_parsing() {
     assert!("history:".parse::<Source>().is_err());
     assert!("nocolon".parse::<Source>().is_err());
     assert!("prometheus:prom:9090".parse::<Source>().is_err());
-    let e = err_text(run(&[Source::History("/nonexistent/x".into())], false));
+    let e = err_text(run(&[Source::history("/nonexistent/x")], false));
     assert!(e.contains("/nonexistent/x"), "{e}");
 }
 

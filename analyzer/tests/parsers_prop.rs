@@ -129,7 +129,7 @@ proptest! {
         std::fs::File::create(&path).and_then(|mut f| f.write_all(text.as_bytes())).expect("write");
         let opts = IngestOptions { skip_bad_rows: skip, ..IngestOptions::default() };
         let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        let (result, peak) = peak_of(|| ingest::ingest(&[Source::Csv(path.clone())], &opts));
+        let (result, peak) = peak_of(|| ingest::ingest(&[Source::csv(path.clone())], &opts));
         note_peak("csv", peak, text.len());
         prop_assert!(peak <= heap_bound(text.len()), "{peak} bytes of heap for {} bytes of CSV (bound {})", text.len(), heap_bound(text.len()));
         match result {

@@ -73,7 +73,7 @@ fn prometheus_frames(url: &str, since: i64, api: Api) -> (DataFrame, DataFrame) 
     };
     opts.prometheus.api = api;
     let (frames, _) =
-        ingest::ingest(&[Source::Prometheus(url.to_string())], &opts).expect("prometheus");
+        ingest::ingest(&[Source::prometheus(url.to_string())], &opts).expect("prometheus");
     (
         frames.gpu.collect().expect("gpu"),
         frames.mig.collect().expect("mig"),

@@ -15,19 +15,19 @@ use tessera::ingest::{self, IngestOptions, IngestReport, PrometheusOptions, Sour
 
 /// One request the fake server saw.
 #[derive(Debug, Clone)]
-struct Req {
-    path: String,
-    params: BTreeMap<String, String>,
+pub(super) struct Req {
+    pub(super) path: String,
+    pub(super) params: BTreeMap<String, String>,
     headers: BTreeMap<String, String>,
 }
 
-type Handler = dyn Fn(&Req, usize) -> Option<(u16, String)> + Send + Sync;
+pub(super) type Handler = dyn Fn(&Req, usize) -> Option<(u16, String)> + Send + Sync;
 /// Like [`Handler`], with the answer's content type and bytes.
 type RawHandler = dyn Fn(&Req, usize) -> Option<(u16, &'static str, Vec<u8>)> + Send + Sync;
 
 /// Serves `handler(request, index)`; `None` means never answer (hold the connection).
-struct Fake {
-    url: String,
+pub(super) struct Fake {
+    pub(super) url: String,
     seen: Arc<Mutex<Vec<Req>>>,
 }
 
@@ -50,7 +50,7 @@ fn decode(s: &str) -> String {
     String::from_utf8(out).expect("utf8")
 }
 
-fn serve(handler: Box<Handler>) -> Fake {
+pub(super) fn serve(handler: Box<Handler>) -> Fake {
     serve_raw(Box::new(move |req, i| {
         handler(req, i).map(|(status, body)| (status, "application/json", body.into_bytes()))
     }))
@@ -126,15 +126,15 @@ impl Fake {
     }
 }
 
-const BUSY: &str = "tessera_gpu_busy_ratio";
+pub(super) const BUSY: &str = "tessera_gpu_busy_ratio";
 
-fn names_body(names: &[&str]) -> String {
+pub(super) fn names_body(names: &[&str]) -> String {
     serde_json::json!({"status": "success", "data": names}).to_string()
 }
 
 /// A matrix with one GPU series (value 0.5) for busy and memory queries, empty otherwise;
 /// `skip` drops the series from request number `skip` on.
-fn matrix_for(req: &Req, warnings: &[&str]) -> String {
+pub(super) fn matrix_for(req: &Req, warnings: &[&str]) -> String {
     let q = req.params.get("query").cloned().unwrap_or_default();
     let start: f64 = req.params["start"].parse().expect("start");
     let end: f64 = req.params["end"].parse().expect("end");

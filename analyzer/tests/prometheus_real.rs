@@ -63,7 +63,7 @@ fn simulate(dir: &Path) -> (PathBuf, DataFrame, i64, i64) {
     let since = scenario.start.timestamp_millis();
     let until = since + i64::from(DAYS) * 86_400_000 + 1;
     let (frames, _) = ingest::ingest(
-        &[Source::History(hist.to_string_lossy().into_owned())],
+        &[Source::history(hist.to_string_lossy().into_owned())],
         &range(since, until),
     )
     .expect("ingest history");
@@ -529,7 +529,7 @@ fn ingest_prometheus_via(
     let mut o = history_rows(since, until);
     o.prometheus.api = api;
     let (frames, report) =
-        ingest::ingest(&[Source::Prometheus(url.to_string())], &o).expect("ingest prometheus");
+        ingest::ingest(&[Source::prometheus(url.to_string())], &o).expect("ingest prometheus");
     let gpu = frames
         .gpu
         .sort(["uuid", "ts"], SortMultipleOptions::default())
@@ -629,7 +629,7 @@ fn dcgm_metrics_in_prometheus_match_the_history() {
 
     // The pod labels: one process row per GPU row, named by the pod, holding the GPU's memory.
     let (frames, _) = ingest::ingest(
-        &[Source::Prometheus(server.url.clone())],
+        &[Source::prometheus(server.url.clone())],
         &history_rows(since, until),
     )
     .expect("ingest prometheus");

@@ -182,7 +182,7 @@ fn the_advisor_reads_recorded_maxima_and_finds_the_same() {
 
     // The library's report says which series the maxima came from.
     let (_, report) = ingest::ingest(
-        &[Source::Prometheus(server.url.clone())],
+        &[Source::prometheus(server.url.clone())],
         &IngestOptions {
             since: Some(since),
             until: Some(since + DAY_MS),

@@ -60,7 +60,7 @@ fn usage_cost_and_teams_add_up() {
         interval_ms: Some(300_000),
         ..IngestOptions::default()
     };
-    let (frames, ing) = ingest::ingest(&[Source::Csv(path)], &opts).expect("ingest");
+    let (frames, ing) = ingest::ingest(&[Source::csv(path)], &opts).expect("ingest");
     let start = chrono::DateTime::parse_from_rfc3339("2026-11-02T00:00:00Z")
         .unwrap()
         .timestamp_millis();
@@ -184,7 +184,7 @@ fn partitioned_report_and_demand_equal_the_unions() {
         footer_stats: true,
         ..IngestOptions::default()
     };
-    let src = [Source::History(tmp.path().display().to_string())];
+    let src = [Source::history(tmp.path().display().to_string())];
     let (parts, ing) = ingest::ingest_parts(&src, &opts).expect("ingest");
     assert!(parts.len() > 1, "{} partitions", parts.len());
     let union = tessera::frames::Frames::union(parts.iter().map(|p| p.frames.clone())).unwrap();

@@ -950,7 +950,7 @@ fn one_planted_truth_every_rate_every_source() {
         ));
         std::fs::create_dir_all(&cell_dir).expect("cell dir");
         let source = match src {
-            Src::History => Source::History(
+            Src::History => Source::history(
                 history_cell(&cell_dir, start, rate, perturbed)
                     .display()
                     .to_string(),
@@ -958,14 +958,14 @@ fn one_planted_truth_every_rate_every_source() {
             Src::Csv => {
                 let p = cell_dir.join("generic.csv");
                 std::fs::write(&p, generic_csv(&samples[&(rate, perturbed, start)])).expect("csv");
-                Source::Csv(p)
+                Source::csv(p)
             }
             Src::Smi => {
                 let p = cell_dir.join("nvidia-smi.csv");
                 std::fs::write(&p, smi_csv(&samples[&(rate, perturbed, start)])).expect("csv");
-                Source::Csv(p)
+                Source::csv(p)
             }
-            _ => Source::Prometheus(server.url.clone()),
+            _ => Source::prometheus(server.url.clone()),
         };
         let (frames, analysis, report) = analyze(&[source], start, start + RANGE, src.api());
         let truth = GroundTruth::compute(
@@ -1114,7 +1114,7 @@ fn mixed_scrape_intervals_and_a_finer_interval_in_one_prometheus() {
     let om_path = dir.path().join("mixed.om");
     om.write(&om_path);
     let server = prom::serve_file(dir.path(), &om_path, "720h");
-    let source = Source::Prometheus(server.url.clone());
+    let source = Source::prometheus(server.url.clone());
 
     let (frames, analysis, report) = analyze(
         std::slice::from_ref(&source),
@@ -1251,7 +1251,7 @@ fn a_57_second_pod_trace_needs_no_flag() {
     }
     std::fs::write(&path, text).expect("csv");
     let (_, analysis, report) =
-        analyze(&[Source::Csv(path)], START, START + RANGE, Api::QueryRange);
+        analyze(&[Source::csv(path)], START, START + RANGE, Api::QueryRange);
     let found: BTreeSet<String> = analysis
         .findings
         .iter()

@@ -232,7 +232,7 @@ pub fn run(args: NotifyArgs) -> Result<u8> {
         Err(e) => return Err(e.into()),
     };
     if req.dry_run {
-        println!("{}", serde_json::to_string_pretty(&outcome.firing)?);
+        print!("{}", tessera::output::json::document(&outcome.firing)?);
         let to = match &args.alertmanager_url {
             Some(u) => format!(" to {}", notify::redact_url(u)),
             None => String::new(),

@@ -346,7 +346,8 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     // The apply journals beside history sources: evidence of layout changes.
     let mut journal = Vec::new();
     for src in &args.src.sources {
-        if let tessera::ingest::Source::History(dir) = src {
+        if src.scheme() == "history" {
+            let dir = src.location();
             let (runs, warnings) = tessera::changes::journal::beside(std::path::Path::new(dir));
             journal.extend(runs);
             for w in warnings {

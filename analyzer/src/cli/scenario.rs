@@ -40,7 +40,7 @@ pub fn run(command: ScenarioCommand) -> Result<()> {
             let truth = scenario::truth(&s, days)?;
             match out {
                 Some(path) => scenario::write_truth(&truth, &path)?,
-                None => println!("{}", serde_json::to_string_pretty(&truth)?),
+                None => print!("{}", tessera::output::json::document(&truth)?),
             }
         }
     }

@@ -200,10 +200,6 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         .collect();
     let apply_cmd =
         tessera::commands::share("apply", &args.common.plan.display().to_string(), &sources);
-    let stdout = std::io::stdout();
-    // Names from the data (pods, processes) reach this output: escaped at its boundary.
-    let mut out = tessera::output::escape::Escaping::new(stdout.lock());
-    use std::io::Write;
     let chosen: Vec<_> = routed
         .kubernetes
         .iter()
@@ -225,10 +221,15 @@ fn plan(mut args: PlanArgs) -> Result<u8> {
         })
         .collect();
     if let Format::Json = args.format {
+        // JSON escapes the names itself (the text's escapes would make it invalid JSON).
         let json = route::plan_json(&chosen, &routed, assume);
-        write!(out, "{}", tessera::output::json::document(&json)?)?;
+        print!("{}", tessera::output::json::document(&json)?);
         return Ok(0);
     }
+    let stdout = std::io::stdout();
+    // Names from the data (pods, processes) reach this output: escaped at its boundary.
+    let mut out = tessera::output::escape::Escaping::new(stdout.lock());
+    use std::io::Write;
     for s in &chosen {
         rollout::describe(s, &mut out)?;
     }

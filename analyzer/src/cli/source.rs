@@ -209,13 +209,9 @@ impl SourceArgs {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         };
-        // A prometheus: source read by node spills each partition's rows here (removed at exit,
+        // A source read by node (prometheus:) spills each partition's rows here (removed at exit,
         // `remove_spills`).
-        let spill = if self
-            .sources
-            .iter()
-            .any(|s| matches!(s, Source::Prometheus(_)))
-        {
+        let spill = if self.sources.iter().any(Source::spills) {
             let dir = tempfile::Builder::new()
                 .prefix("tessera-spill-")
                 .tempdir()

@@ -33,7 +33,7 @@ pub enum DeliverError {
     #[error(transparent)]
     Mail(#[from] mail::MailError),
     #[error("a team's part of the report: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(#[from] crate::output::json::JsonError),
 }
 
 impl DeliverError {
@@ -151,7 +151,7 @@ pub fn run(
         for o in &m.owners {
             let tr = team::report(r, &o.teams);
             let text = team::plain_text(&tr, &o.teams, link.as_deref());
-            let tjson = serde_json::to_string_pretty(&tr)? + "\n";
+            let tjson = crate::output::json::document(&tr)?;
             let page = crate::report::html::render_html(&tr);
             let subject = team::subject(&tr, &o.teams);
             let message = m.message(&o.mailbox, &subject, &text, &page, &tjson, &json_name)?;

@@ -26,7 +26,7 @@ const HISTORY_VERSION: u64 = contract::HISTORY_VERSION as u64;
 fn readable_version(v: u64) -> bool {
     (u64::from(contract::OLDEST_VERSION)..=HISTORY_VERSION).contains(&v)
 }
-use super::{IngestError, IngestOptions, IngestReport, WorkItem};
+use super::{IngestError, IngestOptions, IngestReport, SourceKind, WorkItem};
 
 const MANIFEST: &str = "tessera-history.json";
 
@@ -76,6 +76,24 @@ fn node_folders(roots: Vec<PathBuf>) -> Result<Vec<PathBuf>, IngestError> {
         }
     }
     Ok(nodes)
+}
+
+/// `history:DIR` ([`SourceKind`]): its work items are its files, which the driver checks and
+/// scans lazily (partitioned by node, duplicates checked); it reads no rows itself.
+pub(super) struct HistoryKind;
+
+impl SourceKind for HistoryKind {
+    fn scheme(&self) -> &'static str {
+        "history"
+    }
+
+    fn items(
+        &self,
+        source: &super::Source,
+        report: &mut IngestReport,
+    ) -> Result<Vec<WorkItem>, IngestError> {
+        resolve(source.location(), report)
+    }
 }
 
 /// Resolves `history:SPEC` into files to read, checking each node's manifest.

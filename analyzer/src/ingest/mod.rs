@@ -10,7 +10,8 @@
 //! module does not detect, plan or report anything and does not deduplicate rows that sources of
 //! different kinds share.
 //!
-//! Layout: `source` (`--source` specs and times), `error` and `report` (what an ingest says),
+//! Layout: `source` (`--source` specs and times, the `SourceKind` seam each reader implements;
+//! [`KINDS`] here registers them), `error` and `report` (what an ingest says),
 //! `parts` (the driver: sources into partitions of frames), the readers `history`, `csv` and
 //! `prometheus` (with `remote_read` and `promeval`), and what they share: `schema`, `period`,
 //! `resample`, `dedupe`, `occupancy` (per-node GPU counts into synthetic GPU rows); `summary`
@@ -41,7 +42,16 @@ pub use parts::{Part, first_row_start, ingest, ingest_parts, name_unreadable};
 pub use prometheus::PrometheusOptions;
 pub use report::{IngestReport, TableStats};
 pub use resample::Sampling;
+use source::{Partitions, Rows, SourceKind};
 pub use source::{Source, fmt_ms, parse_time};
+
+/// Every kind of source, in the order errors name them: the one registration of a source (its
+/// module declared above).
+static KINDS: &[&dyn SourceKind] = &[
+    &history::HistoryKind,
+    &csv::CsvKind,
+    &prometheus::PrometheusKind,
+];
 
 /// Progress callback: (work items done, work items in total). A work item is one file.
 pub type Progress<'a> = &'a dyn Fn(usize, usize);
@@ -94,12 +104,8 @@ enum WorkItem {
         node: String,
         interval_ms: i64,
     },
-    Csv {
-        path: PathBuf,
-    },
-    Prometheus {
-        url: String,
-    },
+    /// A source read whole by its kind ([`source::SourceKind::read`]): CSV, Prometheus.
+    Read(Source),
 }
 
 /// The most power one GPU row may show, W (100 kW: no GPU comes near; a value beyond it is a

@@ -19,7 +19,7 @@ use super::error::IngestError;
 use super::report::{IngestReport, TableStats};
 use super::resample::Sampling;
 use super::source::Source;
-use super::{IngestOptions, WorkItem, csv, dedupe, history, period, prometheus};
+use super::{IngestOptions, WorkItem, dedupe, history, period};
 use crate::frames::schema::{self, Table};
 
 /// Reads every source into the canonical frames. Fails on the first bad file; the report
@@ -108,9 +108,7 @@ pub fn ingest_parts(
 ) -> Result<(Vec<Part>, IngestReport), IngestError> {
     let mut report = IngestReport::default();
     let items = work_items(sources, &mut report)?;
-    let single = items
-        .iter()
-        .any(|i| matches!(i, WorkItem::Csv { .. } | WorkItem::Prometheus { .. }));
+    let single = items.iter().any(|i| matches!(i, WorkItem::Read(_)));
     let total = items.len();
     let mut g = Gathered {
         single,
@@ -147,11 +145,7 @@ pub fn ingest_parts(
 fn work_items(sources: &[Source], report: &mut IngestReport) -> Result<Vec<WorkItem>, IngestError> {
     let mut items = Vec::new();
     for s in sources {
-        match s {
-            Source::History(spec) => items.extend(history::resolve(spec, report)?),
-            Source::Csv(path) => items.push(WorkItem::Csv { path: path.clone() }),
-            Source::Prometheus(url) => items.push(WorkItem::Prometheus { url: url.clone() }),
-        }
+        items.extend(s.kind().items(s, report)?);
     }
     let mut seen = std::collections::HashSet::new();
     let mut twice: Vec<PathBuf> = Vec::new();
@@ -284,45 +278,29 @@ impl Gathered {
                 let lf = canonical(df.lazy(), table, &source, opts);
                 self.push(self.key(&node), table, (lf, None, true));
             }
-            WorkItem::Csv { path } => self.csv(&path, opts, report)?,
-            WorkItem::Prometheus { url } => self.prometheus(&url, opts, report)?,
+            WorkItem::Read(source) => self.read(&source, opts, report)?,
         }
         Ok(())
     }
 
-    /// Reads a CSV file into partition `*`.
-    fn csv(
+    /// Reads a source through its kind, by the partitions it gives: they stand when it is the
+    /// only work item; else its rows join partition `*`.
+    fn read(
         &mut self,
-        path: &std::path::Path,
+        source: &Source,
         opts: &IngestOptions,
         report: &mut IngestReport,
     ) -> Result<(), IngestError> {
-        let source = format!("csv:{}", path.display());
-        let (tables, sampling) = csv::read(path, opts, report)?;
-        note_sampling(report, &source, "samples", sampling, opts.interval_ms);
-        for (table, df) in tables {
-            let lf = canonical(df.lazy(), table, &source, opts);
-            self.push(self.key(""), table, (lf, None, false));
+        let name = source.to_string();
+        let rows = source.kind().read(source.location(), opts, report)?;
+        if let Some((sampling, verb)) = rows.sampling {
+            note_sampling(report, &name, verb, sampling, opts.interval_ms);
         }
-        Ok(())
-    }
-
-    /// Reads a Prometheus server, by its groups of nodes.
-    fn prometheus(
-        &mut self,
-        url: &str,
-        opts: &IngestOptions,
-        report: &mut IngestReport,
-    ) -> Result<(), IngestError> {
-        let source = format!("prometheus:{url}");
-        let (groups, sampling) = prometheus::read(url, opts, report)?;
-        note_sampling(report, &source, "scrapes", sampling, opts.interval_ms);
-        for (group, tables, spilled) in groups {
-            // The server's node partitions stand when it is the only source.
+        for (group, tables, spilled) in rows.parts {
             let part = if self.total == 1 { group } else { self.key("") };
             self.files.entry(part.clone()).or_default().extend(spilled);
             for (table, lf) in tables {
-                let lf = canonical(lf, table, &source, opts);
+                let lf = canonical(lf, table, &name, opts);
                 self.push(part.clone(), table, (lf, None, false));
             }
         }

@@ -20,7 +20,7 @@ pub fn simulate(dir: &Path, toml: &str, name: &str) -> (DataFrame, DataFrame, Da
     tessera_core::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000).expect("simulate");
     let since = scenario.start.timestamp_millis();
     let (frames, _) = ingest::ingest(
-        &[Source::History(hist.to_string_lossy().into_owned())],
+        &[Source::history(hist.to_string_lossy().into_owned())],
         &IngestOptions {
             since: Some(since),
             until: Some(since + DAY_MS + 1),

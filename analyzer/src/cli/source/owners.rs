@@ -13,7 +13,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use tessera::ingest::Source;
 use tessera::kubernetes::{Connection, Kube, KubeError, namespaces};
 use tessera::owners::{NAMESPACE_LABELS_METRIC, Owners, sacct};
 
@@ -73,11 +72,11 @@ fn kube_note(cluster: &str, e: &KubeError) -> String {
 /// cannot answer leaves a note.
 pub fn add_namespace_labels(owners: &mut Owners, src: &SourceArgs, at_ms: i64) {
     for s in &src.sources {
-        let Source::Prometheus(url) = s else {
+        if s.scheme() != "prometheus" {
             continue;
-        };
+        }
+        let (url, spec) = (s.location(), s.to_string());
         let opts = src.prometheus_options();
-        let spec = format!("prometheus:{url}");
         match tessera::ingest::prometheus::instant_series(
             url,
             &opts,

@@ -44,11 +44,34 @@ use smi::{SmiCol, smi_col};
 
 use super::occupancy::NodeCounts;
 use super::resample::{self, RowSpec, Sampling};
-use super::{IngestError, IngestOptions, IngestReport};
+use super::{IngestError, IngestOptions, IngestReport, Rows, SourceKind};
 use crate::frames::schema::Table;
 
 /// The longest header line read (1 MiB).
 const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// `csv:FILE` ([`SourceKind`]): one file read whole into partition `*`.
+pub(super) struct CsvKind;
+
+impl SourceKind for CsvKind {
+    fn scheme(&self) -> &'static str {
+        "csv"
+    }
+
+    fn read(
+        &self,
+        location: &str,
+        opts: &IngestOptions,
+        report: &mut IngestReport,
+    ) -> Result<Rows, IngestError> {
+        let (tables, sampling) = read(Path::new(location), opts, report)?;
+        let tables = tables.into_iter().map(|(t, df)| (t, df.lazy())).collect();
+        Ok(Rows {
+            parts: vec![("*".to_string(), tables, Vec::new())],
+            sampling: Some((sampling, "samples")),
+        })
+    }
+}
 
 /// Reads one CSV file into per-table rows (history file schema, `ts` as int64 ms) and what was
 /// found about its sampling.
@@ -397,7 +420,7 @@ mod tests {
                 .is_none()
         );
         let e = crate::ingest::ingest(
-            &[crate::ingest::Source::Csv(path.clone())],
+            &[crate::ingest::Source::csv(&path)],
             &IngestOptions::default(),
         )
         .err()

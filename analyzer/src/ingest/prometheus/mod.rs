@@ -71,7 +71,6 @@ mod recorded;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use polars::prelude::*;
 
@@ -92,12 +91,44 @@ use recorded::{Recorded, choose_recorded};
 
 use super::promeval::Eval;
 use super::resample::{RowSpec, Sampling};
-use super::{IngestError, IngestOptions, IngestReport, period};
+use super::{IngestError, IngestOptions, IngestReport, Partitions, Rows, SourceKind, period};
 use crate::frames::schema::Table;
 
-/// A source's rows in partitions: each partition's key, its tables' rows and the Parquet files
-/// they are scanned from (when spilled).
-type Partitions = Vec<(String, Vec<(Table, LazyFrame)>, Vec<PathBuf>)>;
+/// `prometheus:URL` ([`SourceKind`]): a server with the Prometheus HTTP API, read by groups of
+/// nodes (each its own partition when it is the only source), spilled where the command gives a
+/// folder.
+pub(super) struct PrometheusKind;
+
+impl SourceKind for PrometheusKind {
+    fn scheme(&self) -> &'static str {
+        "prometheus"
+    }
+
+    fn check(&self, location: &str) -> Result<(), &'static str> {
+        if location.starts_with("http://") || location.starts_with("https://") {
+            Ok(())
+        } else {
+            Err("expected prometheus:http(s)://HOST[:PORT]")
+        }
+    }
+
+    fn spills(&self) -> bool {
+        true
+    }
+
+    fn read(
+        &self,
+        location: &str,
+        opts: &IngestOptions,
+        report: &mut IngestReport,
+    ) -> Result<Rows, IngestError> {
+        let (parts, sampling) = read(location, opts, report)?;
+        Ok(Rows {
+            parts,
+            sampling: Some((sampling, "scrapes")),
+        })
+    }
+}
 
 /// Reads `prometheus:URL` for the options' time range into rows per table (each entity at its
 /// own scrape interval, or an explicit coarser `--interval`) and what was found about the
