@@ -169,6 +169,59 @@ fn pod_info_and_kubelet_up_give_history_holders_and_findings() {
         "{from_history:#?}"
     );
     assert_eq!(from_prom, from_history);
+
+    // The queue plan's team quotas (docs/queues.md) are the same through both sources: the
+    // namespaces' GPUs held per hour come from the pods' allocation either way.
+    let from_history = queue_teams(&hist, since, &[], &tmp.path().join("qh.yaml"));
+    let from_prom = queue_teams(
+        &prom_src,
+        since,
+        &["--interval", "10s"],
+        &tmp.path().join("qp.yaml"),
+    );
+    let names: Vec<&str> = from_history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["team"].as_str().unwrap())
+        .collect();
+    // serving's api and notebooks' nb-alice hold a whole GPU all day; research holds only MIG
+    // instances (left out of whole-GPU quotas).
+    assert_eq!(names, ["notebooks", "serving"], "{from_history:#}");
+    // This day's series carry no GPU model (no `tessera_gpu_info` name): the figures must agree,
+    // under the model "unknown model" through Prometheus.
+    let unnamed = |v: &Value| {
+        let mut v = v.clone();
+        for t in v.as_array_mut().unwrap() {
+            for q in t["quotas"].as_array_mut().unwrap() {
+                q.as_object_mut().unwrap().remove("model");
+            }
+        }
+        v
+    };
+    assert_eq!(from_prom[0]["quotas"][0]["model"], "unknown model");
+    assert_eq!(unnamed(&from_prom), unnamed(&from_history));
+}
+
+/// `tessera queue plan`'s teams over the day from `since`.
+fn queue_teams(source: &str, since: i64, extra: &[&str], out: &std::path::Path) -> Value {
+    let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
+    let mut args = vec![
+        "queue", "plan", "--source", source, "--since", &from, "--until", &to, "--format", "json",
+        "-o",
+    ];
+    let o = out.to_str().unwrap();
+    args.push(o);
+    args.extend(extra);
+    let (code, stdout, err) = crate::support::cli::run(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        doc["notes"].to_string().contains("MIG mode"),
+        "{source}: {:#}",
+        doc["notes"]
+    );
+    doc["queues"]["teams"].clone()
 }
 
 /// The frames as dcgm-exporter's `DCGM_FI_DEV_FB_USED` (MiB) with its Kubernetes mapping: a

@@ -3,7 +3,7 @@
 //! the hour — what a queue's quota admits — added up across partitions with
 //! [`TeamDemand::merge`] (partitions hold disjoint GPUs).
 //!
-//! A GPU in MIG mode is left out (a queue's quota of MIG slices is per MIG profile, which this
+//! A GPU in MIG mode (`mig_enabled`, or MIG instance rows) is left out (a queue's quota of MIG slices is per MIG profile, which this
 //! plan does not make); the teams that held one are named so that the plan can say so. Rows
 //! without holders are unknown allocation, never "held by nobody".
 //!
@@ -61,7 +61,29 @@ pub fn team_demand(frames: &Frames) -> Result<TeamDemand, QueueError> {
     // ts > 0, so truncation is floor: a row ending at ts is in the hour of ts − 1 ms.
     let hour =
         ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(HOUR_MS as f64)).cast(DataType::Int64);
+    // A GPU with MIG instance rows is in MIG mode even where its own rows lack `mig_enabled`
+    // (sources that do not export it).
+    let mut mig_rows = frames.mig.clone();
+    let with_instances = if mig_rows.collect_schema()?.get("uuid").is_some() {
+        mig_rows
+            .select([col("node"), col("uuid")])
+            .unique(None, UniqueKeepStrategy::Any)
+            .with_column(lit(true).alias("has_instances"))
+    } else {
+        DataFrame::empty_with_schema(&Schema::from_iter([
+            Field::new("node".into(), DataType::String),
+            Field::new("uuid".into(), DataType::String),
+            Field::new("has_instances".into(), DataType::Boolean),
+        ]))
+        .lazy()
+    };
     let rows = gpu
+        .join(
+            with_instances,
+            [col("node"), col("uuid")],
+            [col("node"), col("uuid")],
+            JoinArgs::new(JoinType::Left),
+        )
         .select([
             col("node"),
             col("uuid"),
@@ -69,7 +91,8 @@ pub fn team_demand(frames: &Frames) -> Result<TeamDemand, QueueError> {
             hour.alias("hour"),
             col("holders").cast(DataType::Int64).alias("holders"),
             col("holder_namespace").cast(DataType::String).alias("team"),
-            mig.alias("mig"),
+            mig.or(col("has_instances").fill_null(lit(false)))
+                .alias("mig"),
         ])
         // A GPU's model: its first known one, in every row (as the off-peak profile counts it).
         .with_column(
