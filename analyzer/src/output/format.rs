@@ -22,14 +22,6 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
-        Format::Table,
-        Format::Text,
-        Format::Markdown,
-        Format::Html,
-        Format::Json,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             Format::Table => "table",
@@ -112,6 +104,5 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("possible values: table, json"), "{err}");
-        assert_eq!(Format::ALL.len(), 5);
     }
 }

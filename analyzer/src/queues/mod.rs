@@ -97,12 +97,7 @@ pub struct QueueOutcome {
 
 /// Plans over `parts` (one node partition at a time).
 pub fn run(parts: &[&Frames], p: &QueueParams) -> Result<QueueOutcome, QueueError> {
-    let mut free = FreeGpus::default();
-    let mut demand = TeamDemand::default();
-    for f in parts {
-        free.merge(crate::advisor::offpeak::free_gpus_per_hour(f, &p.offpeak)?);
-        demand.merge(team_demand(f)?);
-    }
+    let (free, demand) = measure(parts, &p.offpeak)?;
     let params = crate::advisor::Params {
         tz: p.tz,
         offpeak: p.offpeak.clone(),
@@ -120,15 +115,31 @@ pub fn replay_parts(
     plan: &QueuePlan,
     range: (String, String),
 ) -> Result<replay::QueueReplay, QueueError> {
+    let (free, demand) = measure(parts, &OffpeakParams::default())?;
+    let (hours, capacity) = hours_and_capacity(&demand, &free)?;
+    Ok(replay::replay(plan, &demand, &hours, &capacity, range))
+}
+
+/// The fleet's free GPUs per hour and the teams' demand over `parts`, one partition at a time.
+fn measure(
+    parts: &[&Frames],
+    offpeak: &OffpeakParams,
+) -> Result<(FreeGpus, TeamDemand), QueueError> {
     let mut free = FreeGpus::default();
     let mut demand = TeamDemand::default();
     for f in parts {
-        free.merge(crate::advisor::offpeak::free_gpus_per_hour(
-            f,
-            &OffpeakParams::default(),
-        )?);
+        free.merge(crate::advisor::offpeak::free_gpus_per_hour(f, offpeak)?);
         demand.merge(team_demand(f)?);
     }
+    Ok((free, demand))
+}
+
+/// The observed hours (ascending) and the GPUs per model; an error when the data says nothing
+/// about allocation or has no observed hour.
+fn hours_and_capacity(
+    demand: &TeamDemand,
+    free: &FreeGpus,
+) -> Result<(Vec<i64>, BTreeMap<String, u32>), QueueError> {
     if !demand.holders_known {
         return Err(QueueError::NoHolders);
     }
@@ -146,7 +157,7 @@ pub fn replay_parts(
         .iter()
         .map(|(m, n)| (m.clone(), *n as u32))
         .collect();
-    Ok(replay::replay(plan, &demand, &hours, &capacity, range))
+    Ok((hours, capacity))
 }
 
 /// The plan from the merged demand, free hours and profile.
@@ -156,23 +167,7 @@ pub fn plan(
     profile: &Profile,
     p: &QueueParams,
 ) -> Result<QueueOutcome, QueueError> {
-    if !demand.holders_known {
-        return Err(QueueError::NoHolders);
-    }
-    let hours: Vec<i64> = free
-        .cover
-        .keys()
-        .copied()
-        .filter(|h| free.observed(*h))
-        .collect();
-    if hours.is_empty() {
-        return Err(QueueError::NoHours);
-    }
-    let capacity: BTreeMap<String, u32> = free
-        .gpus
-        .iter()
-        .map(|(m, n)| (m.clone(), *n as u32))
-        .collect();
+    let (hours, capacity) = hours_and_capacity(demand, free)?;
     let mut notes = Vec::new();
     let mut teams = team_queues(demand, &hours, &capacity, p);
     fit_guarantees(&mut teams, &capacity, &mut notes);
