@@ -38,6 +38,7 @@ mod prometheus_occupancy;
 mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
+mod queue_kueue;
 mod queues;
 mod replay;
 mod report;

@@ -1,13 +1,19 @@
 //! `tessera queue`: the queue plan (team quotas and off-peak windows, docs/queues.md) made from
-//! history (`plan`), and a plan a platform team edited checked again (`check`). Glue only: the
-//! plan is `tessera::queues`; the file is `tessera_core`'s plan format.
+//! history (`plan`), a plan a platform team edited checked again (`check`), applied to Kueue
+//! (`apply`, dry run unless `--yes`), re-applied at a window edge (`edge`, what the CronJobs of
+//! `schedule` run) and removed (`undo`). Glue only: the plan is `tessera::queues`, the Kueue
+//! workflow `tessera::queues::apply`; the file is `tessera_core`'s plan format.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use chrono_tz::Tz;
 use clap::{Args, Subcommand};
+use chrono::{DateTime, Utc};
+use tessera::evidence::{self, EvidenceArgs};
+use tessera::kubernetes::{Connection, Kube};
 use tessera::output::{Format, TABLE_JSON};
+use tessera::queues::apply::Mode;
 use tessera::queues::{self, QueueParams};
 use tessera_core::mig::plan::TesseraPlan;
 use tessera_core::mig::plan_queues::{DemandClass, EndOfWindow};
@@ -22,7 +28,68 @@ pub enum QueueCommand {
     Plan(Box<PlanArgs>),
     /// Check a plan file's queues section (after editing it): every rule, or the first broken.
     Check(CheckArgs),
+    /// Apply the queue plan to Kueue: ResourceFlavors, ClusterQueues in the cohort and
+    /// LocalQueues (a dry run unless --yes; only tessera's objects change).
+    Apply(Box<KueueArgs>),
+    /// Set the shared and off-peak ClusterQueues to the window state of now (what the
+    /// window-edge CronJobs run).
+    Edge(Box<KueueArgs>),
+    /// Remove every tessera-owned Kueue object of a cohort (a dry run unless --yes).
+    Undo(Box<UndoArgs>),
+    /// Print the manifests of the CronJobs that run `queue edge` at each window edge, in the
+    /// plan's time zone.
+    Schedule(ScheduleArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct KueueArgs {
+    /// The plan file (a tessera-plan with a queues section).
+    plan: PathBuf,
+    #[command(flatten)]
+    conn: Connection,
+    /// The instant whose window state is applied, RFC 3339, and the clock for the age of the
+    /// plan's evidence (default: the clock).
+    #[arg(long, value_name = "TIME")]
+    now: Option<DateTime<Utc>>,
+    /// `--evidence.max-age` (default 30d for `apply`: quotas from a month-old week are refused
+    /// with --yes; plan again) and `--allow-stale-evidence`. `edge` does not check it: it
+    /// re-applies the window state of a plan already applied.
+    #[command(flatten)]
+    evidence: EvidenceArgs,
+    /// Change the cluster. Without it, only print the changes.
+    #[arg(long)]
+    yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The cohort whose objects are removed.
+    #[arg(long, default_value = "tessera")]
+    cohort: String,
+    #[command(flatten)]
+    conn: Connection,
+    /// Change the cluster. Without it, only print the changes.
+    #[arg(long)]
+    yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The plan file.
+    plan: PathBuf,
+    /// The namespace of the CronJobs.
+    #[arg(long, default_value = "tessera")]
+    namespace: String,
+    /// The image that runs `tessera queue edge`.
+    #[arg(long, value_name = "IMAGE")]
+    image: String,
+}
+
+/// The default of `--evidence.max-age` for `queue apply`: quotas move slowly; a month.
+pub const MAX_EVIDENCE_AGE_MS: i64 = 30 * 86_400_000;
+
+/// The RBAC a cluster command of `queue` needs, named in permission errors.
+const RBAC: &str = "docs/queues.md (\"Kueue\": RBAC)";
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -105,6 +172,10 @@ pub fn run(cmd: QueueCommand) -> Result<()> {
     match cmd {
         QueueCommand::Plan(args) => plan(*args),
         QueueCommand::Check(args) => check(args),
+        QueueCommand::Apply(args) => kueue_apply(*args, Mode::All),
+        QueueCommand::Edge(args) => kueue_apply(*args, Mode::Edge),
+        QueueCommand::Undo(args) => undo(*args),
+        QueueCommand::Schedule(args) => schedule(args),
     }
 }
 
@@ -171,5 +242,63 @@ fn check(args: CheckArgs) -> Result<()> {
                 o.windows.len()
             ))
     );
+    Ok(())
+}
+
+fn queues_of(path: &std::path::Path) -> Result<tessera_core::mig::plan_queues::QueuePlan> {
+    let plan = TesseraPlan::from_file(path)?;
+    match plan.queues {
+        Some(q) => Ok(q),
+        None => bail!("{}: no queues section (make one with tessera queue plan)", path.display()),
+    }
+}
+
+fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
+    let file = TesseraPlan::from_file(&args.plan)?;
+    let Some(plan) = &file.queues else {
+        bail!("{}: no queues section (make one with tessera queue plan)", args.plan.display());
+    };
+    let now = args.now.unwrap_or_else(Utc::now);
+    if mode == Mode::All {
+        let max = args.evidence.max_age(MAX_EVIDENCE_AGE_MS);
+        if let (Some(w), Some(max), true) = (&file.window, max, args.yes) {
+            let what = format!("the window of {}", args.plan.display());
+            evidence::end_ms(Some(&w.until), &what)
+                .and_then(|end| evidence::check(end, now.timestamp_millis(), max))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: {e}; nothing was changed (plan again from current data: tessera queue plan)",
+                        args.plan.display()
+                    )
+                })?;
+        }
+    }
+    let k = Kube::connect(&args.conn, RBAC)?;
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    tessera::queues::apply::apply(&k, plan, now, mode, args.yes, &mut out, &mut err)?;
+    Ok(())
+}
+
+fn undo(args: UndoArgs) -> Result<()> {
+    let k = Kube::connect(&args.conn, RBAC)?;
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    tessera::queues::apply::undo(&k, &args.cohort, args.yes, &mut out, &mut err)?;
+    Ok(())
+}
+
+fn schedule(args: ScheduleArgs) -> Result<()> {
+    let plan = queues_of(&args.plan)?;
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("reading {}", args.plan.display()))?;
+    let params = tessera::queues::kueue::ScheduleParams {
+        namespace: args.namespace,
+        image: args.image,
+        plan_text: text,
+    };
+    let yaml = tessera::queues::kueue::schedule(&plan, &params)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.plan.display()))?;
+    print!("{yaml}");
     Ok(())
 }

@@ -24,7 +24,10 @@
 //! Pure over frames and values: no I/O, no clock. Writing the file and printing are the
 //! command's; applying it to a scheduler is not done here.
 
+pub mod apply;
+pub mod clock;
 pub mod demand;
+pub mod kueue;
 mod render;
 pub mod replay;
 

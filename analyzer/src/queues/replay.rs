@@ -16,10 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tessera_core::mig::plan_queues::{DAYS, OffpeakQueue, QueuePlan};
+use tessera_core::mig::plan_queues::{OffpeakQueue, QueuePlan};
 
 use super::TeamDemand;
 
@@ -66,40 +65,20 @@ pub struct Misfit {
 /// each with the index of its window line (the first line, where lines overlap).
 pub fn window_hours(o: &OffpeakQueue, first: i64, last: i64) -> BTreeMap<i64, usize> {
     let mut out = BTreeMap::new();
-    let Ok(tz) = o.timezone.parse::<Tz>() else {
+    let Ok(tz) = super::clock::zone(o) else {
         return out;
     };
     let to_utc = |h: i64| DateTime::<Utc>::from_timestamp_millis(h * HOUR_MS);
-    let (Some(a), Some(b)) = (to_utc(first), to_utc(last)) else {
+    let (Some(a), Some(b)) = (to_utc(first), to_utc(last + 1)) else {
         return out;
     };
-    // Windows that start up to a week before the range can reach into it.
-    let mut day = a.with_timezone(&tz).date_naive() - Duration::days(7);
-    let end = b.with_timezone(&tz).date_naive();
-    while day <= end {
-        let name = DAYS[day.weekday().num_days_from_monday() as usize];
-        for (line, w) in o.windows.iter().enumerate() {
-            if !(w.days.is_empty() || w.days.iter().any(|d| d == name)) {
-                continue;
-            }
-            let Ok(t) = NaiveTime::parse_from_str(&w.start, "%H:%M") else {
-                continue;
-            };
-            // A start in a skipped local hour (spring forward) is at the hour after it.
-            let local = day.and_time(t);
-            let start = tz.from_local_datetime(&local).earliest().or_else(|| {
-                tz.from_local_datetime(&(local + Duration::hours(1)))
-                    .earliest()
-            });
-            let Some(start) = start else { continue };
-            let s = start.timestamp_millis().div_euclid(HOUR_MS);
-            for h in s..s + i64::from(w.hours) {
-                if (first..=last).contains(&h) {
-                    out.entry(h).or_insert(line);
-                }
+    for w in super::clock::openings(o, tz, a, b) {
+        let s = w.start.timestamp_millis().div_euclid(HOUR_MS);
+        for h in s..s + (w.end - w.start).num_hours() {
+            if (first..=last).contains(&h) {
+                out.entry(h).or_insert(w.line);
             }
         }
-        day += Duration::days(1);
     }
     out
 }

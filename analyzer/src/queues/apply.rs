@@ -1,0 +1,445 @@
+//! A queue plan applied to Kueue (docs/queues.md, "Kueue"): `tessera queue apply` (every
+//! object), `tessera queue edge` (the shared and off-peak ClusterQueues at a window edge, what
+//! the generated CronJobs run) and `tessera queue undo` (every object of the cohort removed).
+//!
+//! The steps: Kueue must be served (else [`ApplyError::NotInstalled`], nothing planned for a
+//! scheduler that is not there); the LocalQueues of others are counted (Kueue in use or not);
+//! each object the plan wants is read and compared — absent: create; tessera's and different:
+//! update (the spec's changed leaves are printed); not tessera's (no
+//! `app.kubernetes.io/managed-by=tessera` label, or another cohort's): the whole apply is refused
+//! before any write. tessera's objects of the cohort that the plan no longer has are deleted.
+//! Without `yes` this is the dry run. With it, every update is a compare-and-swap (the
+//! resourceVersion it was decided on; a 409 reads again and decides again,
+//! [`crate::kubernetes::configmap::retry_on_conflict`]), a write whose answer was lost is read
+//! back, deletes carry a resourceVersion precondition, and each change is an Event and an audit
+//! line.
+//!
+//! What it does not do: decide quotas (the plan), check the evidence's age (the command does),
+//! touch objects without tessera's label, or create namespaces.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use kube::api::{DynamicObject, ObjectMeta};
+use tessera_core::mig::plan_queues::QueuePlan;
+
+use super::kueue::{self as objects, COHORT_LABEL, Desired, GROUP, KueueKind, MANAGED_BY, VERSION};
+use crate::kubernetes::audit::{Change, Regarding};
+use crate::kubernetes::configmap::{ATTEMPTS, retry_on_conflict};
+use crate::kubernetes::{Kube, KubeError, events, kueue};
+
+/// Why an apply, edge or undo stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(
+        "Kueue is not installed: the API server does not serve {GROUP}/{VERSION} (install Kueue, or use the queue plan with another scheduler; nothing was changed)"
+    )]
+    NotInstalled,
+    #[error(
+        "{0} exist(s) and are not tessera's (no label app.kubernetes.io/managed-by=tessera with {COHORT_LABEL}={1}): tessera changes only its own objects; rename the cohort (--cohort of queue plan) or remove them (nothing was changed)"
+    )]
+    Foreign(String, String),
+    #[error("{0} is missing: run `tessera queue apply` with this plan first (nothing was changed)")]
+    NotApplied(String),
+    #[error("the plan: {0}")]
+    Plan(String),
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+}
+
+/// What the command does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every object of the plan, and prune.
+    All,
+    /// The shared and off-peak queues only (a window edge).
+    Edge,
+}
+
+/// One planned change.
+#[derive(Debug, Clone)]
+enum Step {
+    Create(Desired),
+    Update(Desired, Vec<String>),
+    Delete(KueueKind, Option<String>, String),
+}
+
+/// What was (or, in a dry run, would be) changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub created: usize,
+    pub updated: usize,
+    pub deleted: usize,
+    pub unchanged: usize,
+}
+
+fn selector(cohort: &str) -> String {
+    format!("{}={},{COHORT_LABEL}={cohort}", MANAGED_BY.0, MANAGED_BY.1)
+}
+
+fn ours(obj: &DynamicObject, cohort: &str) -> bool {
+    let l = obj.metadata.labels.as_ref();
+    let has = |k: &str, v: &str| l.and_then(|l| l.get(k)).is_some_and(|x| x == v);
+    has(MANAGED_BY.0, MANAGED_BY.1) && has(COHORT_LABEL, cohort)
+}
+
+fn spec(obj: &DynamicObject) -> serde_json::Value {
+    obj.data
+        .get("spec")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn id(kind: KueueKind, ns: Option<&str>, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{} {ns}/{name}", kind.kind()),
+        None => format!("{} {name}", kind.kind()),
+    }
+}
+
+/// The new dynamic object of `d`.
+fn object(d: &Desired, cohort: &str) -> DynamicObject {
+    let mut data = serde_json::Map::new();
+    data.insert("spec".into(), d.spec.clone());
+    DynamicObject {
+        types: Some(kube::api::TypeMeta {
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: d.kind.kind().into(),
+        }),
+        metadata: ObjectMeta {
+            name: Some(d.name.clone()),
+            namespace: d.namespace.clone(),
+            labels: Some(objects::labels(cohort)),
+            ..ObjectMeta::default()
+        },
+        data: serde_json::Value::Object(data),
+    }
+}
+
+/// Kueue must be served.
+fn require_kueue(k: &Kube) -> Result<(), ApplyError> {
+    if kueue::served(k)? {
+        Ok(())
+    } else {
+        Err(ApplyError::NotInstalled)
+    }
+}
+
+/// Say whether anything submits to Kueue besides tessera's LocalQueues.
+fn say_in_use(k: &Kube, cohort: &str, out: &mut dyn Write) -> Result<(), ApplyError> {
+    let all = kueue::list(k, KueueKind::LocalQueue, "")?;
+    let others: BTreeSet<String> = all
+        .iter()
+        .filter(|q| !ours(q, cohort))
+        .filter_map(|q| q.metadata.namespace.clone())
+        .collect();
+    let n = all.iter().filter(|q| !ours(q, cohort)).count();
+    let _ = if n == 0 {
+        writeln!(
+            out,
+            "Kueue is installed; no LocalQueue besides tessera's: no workload is queued through Kueue yet (jobs name a LocalQueue with the label kueue.x-k8s.io/queue-name)"
+        )
+    } else {
+        writeln!(
+            out,
+            "Kueue is installed and in use: {n} LocalQueue(s) of others, in {} (left alone)",
+            others.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    Ok(())
+}
+
+fn plan_steps(
+    k: &Kube,
+    plan: &QueuePlan,
+    want: &[Desired],
+    mode: Mode,
+) -> Result<(Vec<Step>, usize), ApplyError> {
+    let mut steps = Vec::new();
+    let mut foreign = Vec::new();
+    let mut unchanged = 0;
+    for d in want {
+        match kueue::get(k, d.kind, d.namespace.as_deref(), &d.name)? {
+            None if mode == Mode::Edge => return Err(ApplyError::NotApplied(d.id())),
+            None => steps.push(Step::Create(d.clone())),
+            Some(cur) if !ours(&cur, &plan.cohort) => foreign.push(d.id()),
+            Some(cur) => {
+                let lines = objects::diff(&spec(&cur), &d.spec);
+                if lines.is_empty() {
+                    unchanged += 1;
+                } else {
+                    steps.push(Step::Update(d.clone(), lines));
+                }
+            }
+        }
+    }
+    if !foreign.is_empty() {
+        return Err(ApplyError::Foreign(foreign.join(", "), plan.cohort.clone()));
+    }
+    if mode == Mode::All {
+        let wanted: BTreeSet<String> = want.iter().map(Desired::id).collect();
+        for kind in KueueKind::ALL.iter().rev() {
+            for obj in kueue::list(k, *kind, &selector(&plan.cohort))? {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let ns = obj.metadata.namespace.clone();
+                if !wanted.contains(&id(*kind, ns.as_deref(), &name)) {
+                    steps.push(Step::Delete(*kind, ns, name));
+                }
+            }
+        }
+    }
+    Ok((steps, unchanged))
+}
+
+fn print_steps(steps: &[Step], out: &mut dyn Write) {
+    for s in steps {
+        let _ = match s {
+            Step::Create(d) => writeln!(
+                out,
+                "+ create {}  {}",
+                d.id(),
+                crate::output::escape::printable(&d.spec.to_string())
+            ),
+            Step::Update(d, lines) => {
+                let _ = writeln!(out, "~ update {}", d.id());
+                lines
+                    .iter()
+                    .try_for_each(|l| writeln!(out, "    {}", crate::output::escape::printable(l)))
+            }
+            Step::Delete(kind, ns, name) => {
+                writeln!(out, "- delete {}", id(*kind, ns.as_deref(), name))
+            }
+        };
+    }
+}
+
+fn record(k: &Kube, kind: KueueKind, ns: Option<&str>, name: &str, reason: &str, note: String, err: &mut dyn Write) {
+    let change = Change {
+        regarding: Regarding {
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: kind.kind().into(),
+            namespace: ns.map(str::to_string),
+            name: name.to_string(),
+            uid: None,
+        },
+        reason,
+        action: "Apply",
+        note,
+        warning: false,
+    };
+    events::warn(events::record(k, &change), err);
+}
+
+/// Update `d` by compare-and-swap: read, check it is still tessera's, decide, write at the read
+/// version; a 409 starts over; a lost answer is read back.
+fn update(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Result<bool, ApplyError> {
+    let ns = d.namespace.as_deref();
+    let mut notes = Vec::new();
+    let r = retry_on_conflict(&d.id(), ATTEMPTS, err, |_| -> Result<bool, ApplyError> {
+        let Some(cur) = kueue::get(k, d.kind, ns, &d.name)? else {
+            return Err(ApplyError::NotApplied(d.id()));
+        };
+        if !ours(&cur, &plan.cohort) {
+            return Err(ApplyError::Foreign(d.id(), plan.cohort.clone()));
+        }
+        let lines = objects::diff(&spec(&cur), &d.spec);
+        if lines.is_empty() {
+            return Ok(false);
+        }
+        // The read object with the plan's spec fields: its finalizers, other labels and the
+        // fields Kueue defaulted stay as they are.
+        let mut obj = cur.clone();
+        if let (Some(have), Some(want)) = (
+            obj.data.get_mut("spec").and_then(|s| s.as_object_mut()),
+            d.spec.as_object(),
+        ) {
+            for (key, v) in want {
+                have.insert(key.clone(), v.clone());
+            }
+        } else {
+            obj.data["spec"] = d.spec.clone();
+        }
+        match kueue::replace(k, d.kind, &obj) {
+            Ok(_) => {}
+            Err(e) if !e.certainly_not_applied() => {
+                let back = kueue::get(k, d.kind, ns, &d.name)?;
+                if !back.is_some_and(|b| objects::diff(&spec(&b), &d.spec).is_empty()) {
+                    return Err(e.into());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        record(k, d.kind, ns, &d.name, "QueueUpdated", lines.join("; "), &mut notes);
+        Ok(true)
+    });
+    let _ = err.write_all(&notes);
+    r
+}
+
+impl crate::kubernetes::configmap::MaybeConflict for ApplyError {
+    fn conflict(&self) -> Option<&str> {
+        match self {
+            ApplyError::Kube(KubeError::Conflict(m)) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Result<(), ApplyError> {
+    let ns = d.namespace.as_deref();
+    match kueue::create(k, d.kind, &object(d, &plan.cohort)) {
+        Ok(_) => {}
+        // Created meanwhile (by a lost answer of ours, or another apply): decide again.
+        Err(KubeError::Conflict(_)) => {
+            update(k, plan, d, err)?;
+            return Ok(());
+        }
+        Err(e) if !e.certainly_not_applied() => {
+            if kueue::get(k, d.kind, ns, &d.name)?.is_none() {
+                return Err(e.into());
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    record(k, d.kind, ns, &d.name, "QueueCreated", format!("spec {}", d.spec), err);
+    Ok(())
+}
+
+fn delete(k: &Kube, cohort: &str, kind: KueueKind, ns: Option<&str>, name: &str, err: &mut dyn Write) -> Result<(), ApplyError> {
+    let mut notes = Vec::new();
+    let r = retry_on_conflict(&id(kind, ns, name), ATTEMPTS, err, |_| -> Result<(), ApplyError> {
+        let Some(cur) = kueue::get(k, kind, ns, name)? else {
+            return Ok(());
+        };
+        if !ours(&cur, cohort) {
+            return Err(ApplyError::Foreign(id(kind, ns, name), cohort.to_string()));
+        }
+        match kueue::delete(k, kind, ns, name, cur.metadata.resource_version.clone()) {
+            Ok(()) | Err(KubeError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        record(k, kind, ns, name, "QueueDeleted", "removed by tessera".into(), &mut notes);
+        Ok(())
+    });
+    let _ = err.write_all(&notes);
+    r
+}
+
+fn run_steps(k: &Kube, plan: &QueuePlan, steps: &[Step], err: &mut dyn Write) -> Result<(), ApplyError> {
+    for s in steps {
+        match s {
+            Step::Create(d) => create(k, plan, d, err)?,
+            Step::Update(d, _) => {
+                update(k, plan, d, err)?;
+            }
+            Step::Delete(kind, ns, name) => delete(k, &plan.cohort, *kind, ns.as_deref(), name, err)?,
+        }
+    }
+    Ok(())
+}
+
+fn tally(steps: &[Step], unchanged: usize) -> Outcome {
+    let mut o = Outcome {
+        unchanged,
+        ..Outcome::default()
+    };
+    for s in steps {
+        match s {
+            Step::Create(_) => o.created += 1,
+            Step::Update(..) => o.updated += 1,
+            Step::Delete(..) => o.deleted += 1,
+        }
+    }
+    o
+}
+
+fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) -> Outcome {
+    let o = tally(steps, unchanged);
+    let n = steps.len();
+    let _ = if n == 0 {
+        writeln!(out, "nothing to change ({unchanged} object(s) as planned)")
+    } else if yes {
+        writeln!(
+            out,
+            "applied: {} created, {} updated, {} deleted, {unchanged} unchanged",
+            o.created, o.updated, o.deleted
+        )
+    } else {
+        writeln!(
+            out,
+            "dry run: nothing changed; --yes makes these {n} change(s)"
+        )
+    };
+    o
+}
+
+/// Apply `plan` as of `at` (every object, or the window's two queues).
+pub fn apply(
+    k: &Kube,
+    plan: &QueuePlan,
+    at: DateTime<Utc>,
+    mode: Mode,
+    yes: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ApplyError> {
+    require_kueue(k)?;
+    let (mut want, state) = objects::desired(plan, at).map_err(ApplyError::Plan)?;
+    if mode == Mode::Edge {
+        if plan.offpeak.is_none() {
+            return Err(ApplyError::Plan("no off-peak queue: no window edges".into()));
+        }
+        want = objects::window_objects(plan, want);
+    } else {
+        say_in_use(k, &plan.cohort, out)?;
+    }
+    if let (Some(o), Some(s)) = (&plan.offpeak, &state) {
+        let _ = writeln!(
+            out,
+            "off-peak queue {}: {} ({}), stopPolicy {}",
+            o.queue,
+            s.why,
+            s.gpus
+                .iter()
+                .map(|m| format!("{} {}", m.gpus, m.model))
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.stop.as_str()
+        );
+    }
+    let (steps, unchanged) = plan_steps(k, plan, &want, mode)?;
+    print_steps(&steps, out);
+    if yes {
+        run_steps(k, plan, &steps, err)?;
+    }
+    Ok(conclude(&steps, unchanged, yes, out))
+}
+
+/// Remove every object of `cohort` that is tessera's (LocalQueues, then ClusterQueues, then
+/// ResourceFlavors).
+pub fn undo(
+    k: &Kube,
+    cohort: &str,
+    yes: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ApplyError> {
+    require_kueue(k)?;
+    let mut steps = Vec::new();
+    for kind in KueueKind::ALL.iter().rev() {
+        for obj in kueue::list(k, *kind, &selector(cohort))? {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            steps.push(Step::Delete(*kind, obj.metadata.namespace.clone(), name));
+        }
+    }
+    print_steps(&steps, out);
+    if yes {
+        for s in &steps {
+            if let Step::Delete(kind, ns, name) = s {
+                delete(k, cohort, *kind, ns.as_deref(), name, err)?;
+            }
+        }
+    }
+    Ok(conclude(&steps, 0, yes, out))
+}
