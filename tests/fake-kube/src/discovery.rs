@@ -71,8 +71,9 @@ pub(crate) fn document(segs: &[&str], kueue: bool) -> Option<Value> {
             "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1" }],
         }),
         ["apis"] => {
-            let mut groups =
-                vec![json!({ "name": "nvidia.com", "versions": [nvidia], "preferredVersion": nvidia })];
+            let mut groups = vec![
+                json!({ "name": "nvidia.com", "versions": [nvidia], "preferredVersion": nvidia }),
+            ];
             if kueue {
                 groups.push(kueue_group);
             }

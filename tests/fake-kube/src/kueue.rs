@@ -211,7 +211,6 @@ struct Walk {
     types: Errors,
 }
 
-
 /// The JSON type name of a value, as the apiserver's schema errors name it.
 fn type_name(v: &Value) -> &'static str {
     match v {

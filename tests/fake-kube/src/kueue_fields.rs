@@ -59,7 +59,10 @@ pub(crate) fn one_of(e: &mut Errors, obj: &Value, parent: &str, key: &str, allow
         let list: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
         e.push((
             child(parent, key),
-            format!("Unsupported value: \"{v}\": supported values: {}", list.join(", ")),
+            format!(
+                "Unsupported value: \"{v}\": supported values: {}",
+                list.join(", ")
+            ),
         ));
     }
 }
@@ -194,7 +197,6 @@ fn parse_quantity(s: &str) -> Option<f64> {
     };
     Some(sign * n * factor)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -334,12 +334,15 @@ pub(crate) fn resource_flavor(spec: &Value, old: Option<&Value>, e: &mut Errors)
     }
 }
 
+/// One rule on one toleration.
+type Holds = fn(&Value) -> bool;
+
 /// A ResourceFlavor's tolerations: Kueue's CEL rules.
 fn tolerations(list: &[Value], e: &mut Errors) {
     if list.len() > MAX_FLAVOR_ITEMS {
         too_many(e, "spec.tolerations", list.len(), MAX_FLAVOR_ITEMS);
     }
-    let rules: [(&str, fn(&Value) -> bool); 5] = [
+    let rules: [(&str, Holds); 5] = [
         (
             "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
             |t| !t["key"].is_null() || t["operator"] == "Exists",
@@ -348,9 +351,10 @@ fn tolerations(list: &[Value], e: &mut Errors) {
             "effect must be 'NoExecute' when 'tolerationSeconds' is set",
             |t| t["tolerationSeconds"].is_null() || t["effect"] == "NoExecute",
         ),
-        ("supported toleration values: 'Equal'(default), 'Exists'", |t| {
-            t["operator"].is_null() || t["operator"] == "Equal" || t["operator"] == "Exists"
-        }),
+        (
+            "supported toleration values: 'Equal'(default), 'Exists'",
+            |t| t["operator"].is_null() || t["operator"] == "Equal" || t["operator"] == "Exists",
+        ),
         ("a value must be empty when 'operator' is 'Exists'", |t| {
             t["operator"] != "Exists" || t["value"].is_null()
         }),

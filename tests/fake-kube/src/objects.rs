@@ -310,7 +310,11 @@ impl ApiError {
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: format!("{}.{} \"{name}\" is invalid: {joined}", kind.kind(), kind.group()),
+            message: format!(
+                "{}.{} \"{name}\" is invalid: {joined}",
+                kind.kind(),
+                kind.group()
+            ),
             details: Some(details),
         }
     }
