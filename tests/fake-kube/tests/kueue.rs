@@ -520,3 +520,55 @@ async fn a_scripted_writer_makes_the_next_write_conflict_once() {
     );
     assert_eq!(e.code, 409);
 }
+
+#[tokio::test]
+async fn resource_flavor_taints_tolerations_and_topology_are_checked() {
+    let kube = FakeKube::start();
+    let flavors: Api<DynamicObject> = Api::all_with(
+        client(&kube).await,
+        &resource("ResourceFlavor", "resourceflavors"),
+    );
+    let bad = json!({
+        "nodeTaints": [{ "key": "spot", "value": "true", "effect": "Sometimes" }],
+        "tolerations": [{ "operator": "Equal", "value": "x" }],
+        "topologyName": "default",
+    });
+    let e = refused(&flavors, rf("spot", bad)).await;
+    assert_eq!(e.code, 422);
+    for part in [
+        "spec.nodeTaints[0].effect: Unsupported value: \"Sometimes\"",
+        "operator must be Exists when 'key' is empty",
+        "at least one nodeLabel is required when topology is set",
+    ] {
+        assert!(e.message.contains(part), "{part}: {}", e.message);
+    }
+    // A ResourceFlavor has no status.
+    let mut with_status = rf("default", json!({}));
+    with_status["status"] = json!({});
+    let e = refused(&flavors, with_status).await;
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message.ends_with("unknown field \"status\""),
+        "{}",
+        e.message
+    );
+    // With a topology, the spec is immutable.
+    let tas = json!({ "nodeLabels": { "pool": "tas" }, "topologyName": "default" });
+    flavors
+        .create(&PostParams::default(), &object(rf("tas", tas)))
+        .await
+        .unwrap();
+    let patch = json!({ "spec": { "nodeLabels": { "pool": "other" } } });
+    let e = status(
+        flavors
+            .patch("tas", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("immutable when topologyName is set"),
+        "{}",
+        e.message
+    );
+}
