@@ -4,10 +4,12 @@
 //! Served: `/version`, discovery (`/api`, `/api/v1`, `/apis`, `/apis/nvidia.com/v1`), Nodes
 //! (`/api/v1/nodes[/{name}]`), Pods and ConfigMaps (`/api/v1/{pods,configmaps}` across
 //! namespaces, `/api/v1/namespaces/{ns}/{pods,configmaps}[/{name}]`), the GPU Operator's
-//! ClusterPolicies (`/apis/nvidia.com/v1/clusterpolicies[/{name}]`), and the namespaced kinds of
+//! ClusterPolicies (`/apis/nvidia.com/v1/clusterpolicies[/{name}]`), and the kinds of
 //! other groups at `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]` (Deployments,
-//! ReplicaSets, StatefulSets, HorizontalPodAutoscalers, InferenceServices, ScaledObjects: see
-//! [`Kind`]), with the `scale` subresource of the `apps` kinds
+//! ReplicaSets, StatefulSets, HorizontalPodAutoscalers, InferenceServices, ScaledObjects,
+//! Kueue's cluster-scoped ResourceFlavors and ClusterQueues and namespaced LocalQueues at
+//! `kueue.x-k8s.io/v1beta2`: see [`Kind`]; every path under `/apis/kueue.x-k8s.io` is a 404
+//! while Kueue is not installed), with the `scale` subresource of the `apps` kinds
 //! (`…/{name}/scale`: GET, PUT and PATCH of an `autoscaling/v1` `Scale`, whose `spec.replicas`
 //! is the object's; a `metadata.resourceVersion` in a PUT or PATCH is a precondition, 409 when
 //! stale). Verbs: get, list (label
@@ -15,6 +17,9 @@
 //! replace (PUT, 409 Conflict on a stale or missing `metadata.resourceVersion`: stricter than
 //! the apiserver, which takes a ConfigMap PUT without one as an unconditional update, so that
 //! a client that skips optimistic concurrency fails here), patch, delete.
+//! A PUT or PATCH of a kind scripted by [`crate::FakeKube::conflict_next_write`] finds the
+//! object rewritten by another writer first (a new resourceVersion). Kueue's kinds are decoded
+//! strictly and validated ([`crate::kueue`]).
 //! PATCH takes `application/merge-patch+json` (RFC 7386) and
 //! `application/strategic-merge-patch+json`; other patch types (JSON patch, apply) get 415.
 //! Every request is logged; one without `Authorization: Bearer <token>` gets a 401 `Status`.
@@ -37,7 +42,7 @@ use hyper::{Method, Response};
 use serde_json::{Value, json};
 
 use crate::Request;
-use crate::objects::{ApiError, Kind};
+use crate::objects::{ApiError, KUEUE_GROUP, Kind};
 use crate::query::Query;
 use crate::selectors::Selector;
 use crate::shared::{Body, Shared};
@@ -375,7 +380,12 @@ fn route(
     body: &[u8],
 ) -> Result<Response<Body>, ApiError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    if let Some(doc) = crate::discovery::document(&segs) {
+    let kueue = shared.lock().kueue_installed;
+    if !kueue && matches!(segs.as_slice(), ["apis", KUEUE_GROUP, ..]) {
+        // An API group that is not installed: the apiserver's 404 for an unknown path.
+        return Err(ApiError::no_route());
+    }
+    if let Some(doc) = crate::discovery::document(&segs, kueue) {
         return if method == Method::GET {
             Ok(json_response(200, &doc))
         } else {
@@ -451,6 +461,7 @@ fn route(
                 .unwrap_or_default()
                 .to_string();
             let replaced = shared.write(|s| {
+                s.other_writer_first(kind, &ns_key, &name)?;
                 if kind == Kind::ConfigMap && std::mem::take(&mut s.conflict_next_put) {
                     // Another writer got there first: same content, a new resourceVersion.
                     if let Some(current) = s.get(kind, &ns_key, &name).cloned() {
@@ -464,7 +475,10 @@ fn route(
         (&Method::PATCH, Some(name)) => {
             require_patch(content_type)?;
             let patch = parse_body(body)?;
-            let patched = shared.write(|s| s.merge_patch(kind, &ns_key, &name, &patch))?;
+            let patched = shared.write(|s| {
+                s.other_writer_first(kind, &ns_key, &name)?;
+                s.merge_patch(kind, &ns_key, &name, &patch)
+            })?;
             Ok(json_response(200, &patched))
         }
         (&Method::DELETE, Some(name)) => {

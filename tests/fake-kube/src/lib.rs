@@ -8,24 +8,31 @@
 //! ConfigMaps, Namespaces, the ClusterPolicy `cluster-policy`, and the workloads `tessera
 //! scale-down` acts on (Deployments, ReplicaSets and StatefulSets with their `scale` subresource,
 //! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; added with
-//! [`FakeKube::put`], ownerReferences as given) as JSON with one global resourceVersion
+//! [`FakeKube::put`], ownerReferences as given), Kueue's ResourceFlavors, ClusterQueues and
+//! LocalQueues (`kueue.x-k8s.io/v1beta2`, served while [`FakeKube::set_kueue_installed`], by
+//! default; decoded strictly and validated as Kueue's CRDs and webhooks do: module `kueue`)
+//! as JSON with one global resourceVersion
 //! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
 //! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` and `device_plugin`
 //! (the scripts), `late` (another client's write between two requests, writes that land late)
-//! with its scripted state in `hold`.
+//! with its scripted state in `hold`, `kueue` (Kueue's schemas; its rules in `kueue_rules`,
+//! its field checks in `kueue_fields`).
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
 //! admission, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
 //! not report, cordon evicts nothing, a Deployment scaled to 0 keeps its pods, KServe does not
-//! reconcile), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
+//! reconcile, no Kueue controller: queues get no status or finalizers), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
 //! apply, no JSON patch, no pagination, no protobuf.
 
 mod device_plugin;
 mod discovery;
 mod hold;
 mod http;
+mod kueue;
+mod kueue_fields;
+mod kueue_rules;
 mod late;
 mod mig_manager;
 mod objects;
@@ -294,7 +301,8 @@ impl FakeKube {
     /// Creates any object of a kind this server knows (by its `apiVersion` and `kind`:
     /// `apps/v1` Deployment, ReplicaSet, StatefulSet; `autoscaling/v2`
     /// HorizontalPodAutoscaler; `serving.kserve.io/v1beta1` InferenceService; `keda.sh/v1alpha1`
-    /// ScaledObject; the core kinds), as a client's POST would: it gets a uid, a
+    /// ScaledObject; `kueue.x-k8s.io/v1beta2` ResourceFlavor, ClusterQueue, LocalQueue, validated
+    /// and defaulted as a POST's; the core kinds), as a client's POST would: it gets a uid, a
     /// resourceVersion and a creation time (and `spec.replicas: 1` when an `apps` workload has
     /// none); returns it as stored. Panics on an unknown kind or if it exists.
     pub fn put(&self, obj: serde_json::Value) -> serde_json::Value {
@@ -309,13 +317,40 @@ impl FakeKube {
             .expect("fake-kube: put")
     }
 
-    /// The stored object as JSON, None when absent. `kind` is the resource name: `nodes`,
-    /// `pods`, `configmaps`, `deployments`, `inferenceservices`, …; `namespace` is ignored for
-    /// cluster-scoped kinds.
+    /// The stored object as JSON, None when absent. `kind` is the resource name (`nodes`,
+    /// `pods`, `configmaps`, `deployments`, `inferenceservices`, `clusterqueues`, …) or the
+    /// `kind` (`ClusterQueue`, `LocalQueue`, …); `namespace` is ignored for cluster-scoped kinds.
     pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
-        let kind = Kind::from_plural(kind)?;
+        let kind = Kind::from_name(kind)?;
         let ns = if kind.namespaced() { namespace } else { "" };
         self.shared().lock().get(kind, ns, name).cloned()
+    }
+
+    /// Every stored object of a kind (named as in [`FakeKube::object`]), in any namespace,
+    /// ordered by namespace and name. Panics on an unknown kind.
+    pub fn objects(&self, kind: &str) -> Vec<serde_json::Value> {
+        let kind = Kind::from_name(kind)
+            .unwrap_or_else(|| panic!("fake-kube: objects: unknown kind {kind}"));
+        self.shared().lock().list(kind, None)
+    }
+
+    /// Installs or uninstalls Kueue (default: installed). Uninstalled, `/apis` does not list
+    /// `kueue.x-k8s.io` and every path under `/apis/kueue.x-k8s.io` answers 404 NotFound "the
+    /// server could not find the requested resource", as for a group whose CRDs are absent. The
+    /// stored Kueue objects are kept (served again once reinstalled).
+    pub fn set_kueue_installed(&self, installed: bool) {
+        self.shared().lock().kueue_installed = installed;
+    }
+
+    /// Another writer: right before the next PUT or PATCH of an object of `kind` (named as in
+    /// [`FakeKube::object`]: `clusterqueues`, `LocalQueue`, …) is handled, the stored object gets
+    /// a new resourceVersion (nothing else changes), so that a write carrying the version it
+    /// read gets 409 Conflict (a PATCH only when it carries `metadata.resourceVersion`). Once per
+    /// call. Panics on an unknown kind.
+    pub fn conflict_next_write(&self, kind: &str) {
+        let kind = Kind::from_name(kind)
+            .unwrap_or_else(|| panic!("fake-kube: conflict_next_write: unknown kind {kind}"));
+        self.shared().lock().conflict_next_write.insert(kind);
     }
 
     /// Every Event (`events.k8s.io/v1`) written, in any namespace.

@@ -1,10 +1,12 @@
 //! Object and `Status` shapes: the kinds this server knows ([`Kind`]: their `kind`,
 //! `apiVersion`, group and resource names; the workloads `tessera scale-down` reads and scales:
 //! Deployments, ReplicaSets, StatefulSets with their `autoscaling/v1` `Scale`,
-//! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects), the Nodes, Pods,
+//! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; Kueue's
+//! ResourceFlavors, ClusterQueues and LocalQueues), the Nodes, Pods,
 //! Namespaces (labels and annotations: the teams' owners), ConfigMaps and the ClusterPolicy
 //! the test helpers create, and the `Status` errors the server
-//! answers with (same `reason`, `code`, `message` and `details` shapes as kube-apiserver).
+//! answers with (same `reason`, `code`, `message` and `details` shapes as kube-apiserver; a
+//! custom resource's 422 names its group, `ClusterQueue.kueue.x-k8s.io "x" is invalid: …`).
 //!
 //! What it does not do: the objects hold only the fields tessera reads (no images, probes,
 //! volumes, node addresses or capacity); the messages copy the apiserver's wording for the
@@ -29,10 +31,16 @@ pub(crate) enum Kind {
     ScaledObject,
     Event,
     Namespace,
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
 }
 
+/// Kueue's API group (`kueue.x-k8s.io`), served only while Kueue is installed.
+pub(crate) const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+
 /// Every kind, for lookups by name.
-const ALL: [Kind; 12] = [
+const ALL: [Kind; 15] = [
     Kind::Node,
     Kind::Pod,
     Kind::ConfigMap,
@@ -45,6 +53,9 @@ const ALL: [Kind; 12] = [
     Kind::ScaledObject,
     Kind::Event,
     Kind::Namespace,
+    Kind::ResourceFlavor,
+    Kind::ClusterQueue,
+    Kind::LocalQueue,
 ];
 
 impl Kind {
@@ -63,6 +74,9 @@ impl Kind {
             Kind::ScaledObject => "ScaledObject",
             Kind::Event => "Event",
             Kind::Namespace => "Namespace",
+            Kind::ResourceFlavor => "ResourceFlavor",
+            Kind::ClusterQueue => "ClusterQueue",
+            Kind::LocalQueue => "LocalQueue",
         }
     }
 
@@ -76,7 +90,16 @@ impl Kind {
             Kind::ScaledObject => "keda.sh/v1alpha1",
             Kind::Event => "events.k8s.io/v1",
             Kind::Node | Kind::Pod | Kind::ConfigMap | Kind::Namespace => "v1",
+            Kind::ResourceFlavor | Kind::ClusterQueue | Kind::LocalQueue => {
+                "kueue.x-k8s.io/v1beta2"
+            }
         }
+    }
+
+    /// Whether the kind is one of Kueue's (validated by [`crate::kueue`], served only while
+    /// Kueue is installed).
+    pub(crate) fn is_kueue(self) -> bool {
+        self.group() == KUEUE_GROUP
     }
 
     /// The API group ("" for core).
@@ -118,12 +141,22 @@ impl Kind {
             Kind::ScaledObject => "scaledobjects",
             Kind::Event => "events",
             Kind::Namespace => "namespaces",
+            Kind::ResourceFlavor => "resourceflavors",
+            Kind::ClusterQueue => "clusterqueues",
+            Kind::LocalQueue => "localqueues",
         }
     }
 
     /// Whether objects live in a namespace.
     pub(crate) fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::ClusterPolicy | Kind::Namespace)
+        !matches!(
+            self,
+            Kind::Node
+                | Kind::ClusterPolicy
+                | Kind::Namespace
+                | Kind::ResourceFlavor
+                | Kind::ClusterQueue
+        )
     }
 
     /// The kind served at `/apis/{group}/{version}/…/{plural}`.
@@ -143,9 +176,11 @@ impl Kind {
         })
     }
 
-    /// The kind by its resource name, in any group (`deployments`, `nodes`).
-    pub(crate) fn from_plural(plural: &str) -> Option<Kind> {
-        ALL.into_iter().find(|k| k.plural() == plural)
+    /// The kind by its resource name, in any group, or its `kind` (`deployments`, `nodes`,
+    /// `clusterqueues` or `ClusterQueue`).
+    pub(crate) fn from_name(name: &str) -> Option<Kind> {
+        ALL.into_iter()
+            .find(|k| k.plural() == name || k.kind() == name)
     }
 
     /// The kind from a core/v1 resource name.
@@ -255,6 +290,32 @@ impl ApiError {
             reason: "Invalid",
             message: format!("{} \"{name}\" is invalid: {why}", kind.kind()),
             details: Some(Self::details(kind, name)),
+        }
+    }
+
+    /// 422 Invalid with one cause per field error (`field: message`), worded as the apiserver
+    /// words it for a custom resource: `ClusterQueue.kueue.x-k8s.io "name" is invalid: …`, the
+    /// errors in brackets when there are several.
+    pub(crate) fn invalid_fields(kind: Kind, name: &str, errors: &[(String, String)]) -> ApiError {
+        let all: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let joined = match all.as_slice() {
+            [one] => one.clone(),
+            _ => format!("[{}]", all.join(", ")),
+        };
+        let mut details = Self::details(kind, name);
+        details["causes"] = errors
+            .iter()
+            .map(|(f, m)| json!({ "reason": "FieldValueInvalid", "message": m, "field": f }))
+            .collect();
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!(
+                "{}.{} \"{name}\" is invalid: {joined}",
+                kind.kind(),
+                kind.group()
+            ),
+            details: Some(details),
         }
     }
 

@@ -7,12 +7,17 @@
 //! mig-manager labels and of the device plugin's config label; the triggers that start the
 //! scripted mig-manager and device plugin; node status writes (the scripted controllers' only).
 //!
-//! What it does not do: no admission, no validation of object schemas beyond what the fake needs,
+//! Kueue's kinds are decoded strictly and admitted by [`crate::kueue`] on every create,
+//! replace and patch (400 unknown fields before the resourceVersion check, 422 invalid after it,
+//! as on the apiserver).
+//!
+//! What it does not do: no admission, no validation of object schemas beyond what the fake
+//! needs and Kueue's kinds,
 //! no finalizers or graceful deletion, generateName with a counter for a suffix, no server-side apply, no status
 //! subresources beyond `scale` (the status of Nodes, Pods and the `apps` workloads is kept across
 //! replace and patch, as their main endpoints do).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -110,6 +115,10 @@ pub(crate) struct Store {
     pub(crate) down_after: Option<crate::Fault>,
     pub(crate) down: bool,
     pub(crate) conflict_next_put: bool,
+    /// Kinds whose next PUT or PATCH finds the object written by another writer first.
+    pub(crate) conflict_next_write: BTreeSet<Kind>,
+    /// Whether Kueue's API group is served (discovery and paths).
+    pub(crate) kueue_installed: bool,
     pub(crate) close_watches_after: Option<Duration>,
     pub(crate) requests: Vec<Request>,
     /// Scripted failures, first match wins ([`crate::Fault`]).
@@ -142,6 +151,8 @@ impl Store {
             down_after: None,
             down: false,
             conflict_next_put: false,
+            conflict_next_write: BTreeSet::new(),
+            kueue_installed: true,
             close_watches_after: None,
             requests: Vec::new(),
             faults: Vec::new(),
@@ -178,6 +189,10 @@ impl Store {
             metadata_mut(&mut obj).insert("name".into(), json!(name));
         }
         let (ns, name) = key_of(kind, &obj)?;
+        if kind.is_kueue() {
+            crate::kueue::decode(kind, &obj)?;
+            crate::kueue::admit(kind, &mut obj, None)?;
+        }
         let key = (kind, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(kind, &name));
@@ -268,6 +283,9 @@ impl Store {
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(ApiError::not_found(kind, name));
         };
+        if kind.is_kueue() {
+            crate::kueue::decode(kind, &new)?;
+        }
         if let Some(expected) = expected_rv
             && Some(expected) != old["metadata"]["resourceVersion"].as_str()
         {
@@ -299,6 +317,9 @@ impl Store {
                     }
                 }
             }
+        }
+        if kind.is_kueue() {
+            crate::kueue::admit(kind, &mut new, Some(&old))?;
         }
         if new == old && !force {
             return Ok(old);
@@ -341,6 +362,23 @@ impl Store {
         let mut new = old;
         merge_patch(&mut new, patch);
         self.replace(kind, ns, name, new, expected.as_deref(), false)
+    }
+
+    /// Another writer first ([`crate::FakeKube::conflict_next_write`]): when the next write of
+    /// `kind` was scripted to conflict, the stored object gets a new resourceVersion (nothing
+    /// else changes), so a write that carries the version it read gets 409 Conflict.
+    pub(crate) fn other_writer_first(
+        &mut self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        if self.conflict_next_write.remove(&kind)
+            && let Some(current) = self.get(kind, ns, name).cloned()
+        {
+            self.replace(kind, ns, name, current, None, true)?;
+        }
+        Ok(())
     }
 
     /// Deletes an object; returns it at the delete's version.

@@ -6,6 +6,7 @@
 
 mod api;
 mod device_plugin;
+mod kueue;
 mod mig_manager;
 mod support;
 mod watch;
