@@ -60,8 +60,8 @@ fn cluster(plan: &str) -> Cluster {
     }
 }
 
-/// Monday 2026-10-19 12:00 UTC: outside the window, with the plan's data 4 days old.
-const WEEKDAY: &str = "2026-10-19T12:00:00Z";
+/// Monday 2026-10-26 12:00 UTC: outside the window, with the plan's data 2.5 days old.
+const WEEKDAY: &str = "2026-10-26T12:00:00Z";
 
 impl Cluster {
     fn queue(&self, verb: &str, extra: &[&str]) -> (i32, String, String) {
@@ -93,11 +93,17 @@ impl Cluster {
 
     /// The GPU figures of a ClusterQueue's only flavor: (nominal, borrowing, lending).
     fn quota(&self, name: &str) -> (String, Option<String>, Option<String>) {
-        let cq = self.cq(name).unwrap_or_else(|| panic!("ClusterQueue {name}"));
+        let cq = self
+            .cq(name)
+            .unwrap_or_else(|| panic!("ClusterQueue {name}"));
         let r = &cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0];
         assert_eq!(r["name"], "nvidia.com/gpu");
         let s = |v: &Value| v.as_str().map(str::to_string);
-        (s(&r["nominalQuota"]).unwrap(), s(&r["borrowingLimit"]), s(&r["lendingLimit"]))
+        (
+            s(&r["nominalQuota"]).unwrap(),
+            s(&r["borrowingLimit"]),
+            s(&r["lendingLimit"]),
+        )
     }
 
     fn stop(&self, name: &str) -> String {
@@ -113,7 +119,10 @@ impl Cluster {
             for o in self.kube.objects(kind) {
                 if o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tessera" {
                     let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
-                    out.push(format!("{kind} {ns}/{}", o["metadata"]["name"].as_str().unwrap()));
+                    out.push(format!(
+                        "{kind} {ns}/{}",
+                        o["metadata"]["name"].as_str().unwrap()
+                    ));
                 }
             }
         }
@@ -140,7 +149,10 @@ fn the_dry_run_writes_nothing_and_yes_creates_the_plans_queues() {
     let c = cluster(&plan_text(5, true, "{ policy: finish }"));
     let (code, out, err) = c.queue("apply", &["--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("+ create ClusterQueue tessera-research"), "{out}");
+    assert!(
+        out.contains("+ create ClusterQueue tessera-research"),
+        "{out}"
+    );
     assert!(out.contains("+ create LocalQueue serving/tessera"), "{out}");
     assert!(out.contains("dry run: nothing changed"), "{out}");
     assert!(out.contains("no LocalQueue besides tessera's"), "{out}");
@@ -148,19 +160,25 @@ fn the_dry_run_writes_nothing_and_yes_creates_the_plans_queues() {
 
     let (code, out, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("applied: 10 created"), "{out}");
+    assert!(out.contains("applied: 9 created"), "{out}");
     let rf = c
         .kube
         .object("ResourceFlavor", "", "tessera-nvidia-h100-80gb-hbm3")
         .expect("the H100 flavor");
-    assert_eq!(rf["spec"]["nodeLabels"]["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3");
+    assert_eq!(
+        rf["spec"]["nodeLabels"]["nvidia.com/gpu.product"],
+        "NVIDIA-H100-80GB-HBM3"
+    );
     // Serving: its guarantee, nothing to borrow, nothing lent.
     assert_eq!(
         c.quota("tessera-serving"),
         ("2".into(), Some("0".into()), Some("0".into()))
     );
     // Research: nothing guaranteed, borrows up to its limit.
-    assert_eq!(c.quota("tessera-research"), ("0".into(), Some("5".into()), None));
+    assert_eq!(
+        c.quota("tessera-research"),
+        ("0".into(), Some("5".into()), None)
+    );
     // Outside the window: 8 - 2 guaranteed - 1 floor lent by the shared queue; the floor
     // off-peak.
     assert_eq!(c.quota("tessera-shared").0, "5");
@@ -171,22 +189,35 @@ fn the_dry_run_writes_nothing_and_yes_creates_the_plans_queues() {
         assert_eq!(cq["spec"]["cohortName"], "tessera");
         let lq = c.kube.object("LocalQueue", team, "tessera").unwrap();
         assert_eq!(lq["spec"]["clusterQueue"], format!("tessera-{team}"));
-        let lq = c.kube.object("LocalQueue", team, "tessera-offpeak").unwrap();
+        let lq = c
+            .kube
+            .object("LocalQueue", team, "tessera-offpeak")
+            .unwrap();
         assert_eq!(lq["spec"]["clusterQueue"], "tessera-offpeak");
     }
-    assert!(c.cq("tessera-offpeak").unwrap()["spec"].get("cohortName").is_none());
+    assert!(
+        c.cq("tessera-offpeak").unwrap()["spec"]
+            .get("cohortName")
+            .is_none()
+    );
     let events = c.kube.events();
     assert_eq!(
-        events.iter().filter(|e| e["reason"] == "QueueCreated").count(),
-        10,
+        events
+            .iter()
+            .filter(|e| e["reason"] == "QueueCreated")
+            .count(),
+        9,
         "{events:?}"
     );
     let audit = std::fs::read_to_string(&c.audit).unwrap();
-    assert_eq!(audit.lines().count(), 10, "{audit}");
+    assert_eq!(audit.lines().count(), 9, "{audit}");
 
     let (code, out, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("nothing to change (10 object(s) as planned)"), "{out}");
+    assert!(
+        out.contains("nothing to change (9 object(s) as planned)"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -197,12 +228,19 @@ fn an_edited_plan_updates_through_a_conflict_and_a_dropped_team_is_pruned() {
     std::fs::write(&c.plan, plan_text(6, true, "{ policy: finish }")).unwrap();
     let (code, out, err) = c.queue("apply", &["--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("~ update ClusterQueue tessera-research"), "{out}");
+    assert!(
+        out.contains("~ update ClusterQueue tessera-research"),
+        "{out}"
+    );
     assert!(
         out.contains("spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: 5 -> 6"),
         "{out}"
     );
-    assert_eq!(c.quota("tessera-research").1.as_deref(), Some("5"), "dry run");
+    assert_eq!(
+        c.quota("tessera-research").1.as_deref(),
+        Some("5"),
+        "dry run"
+    );
 
     c.kube.conflict_next_write("clusterqueues");
     let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
@@ -213,7 +251,10 @@ fn an_edited_plan_updates_through_a_conflict_and_a_dropped_team_is_pruned() {
     std::fs::write(&c.plan, plan_text(6, false, "{ policy: finish }")).unwrap();
     let (code, out, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("- delete ClusterQueue tessera-research"), "{out}");
+    assert!(
+        out.contains("- delete ClusterQueue tessera-research"),
+        "{out}"
+    );
     assert!(c.cq("tessera-research").is_none());
     assert!(c.kube.object("LocalQueue", "research", "tessera").is_none());
     // Research's guarantee was 0: the shared queue is unchanged.
@@ -234,6 +275,15 @@ fn foreign_cq(name: &str) -> Value {
 fn objects_that_are_not_tesseras_refuse_the_apply_and_survive_undo() {
     let c = cluster(&plan_text(5, true, "{ policy: finish }"));
     c.kube.put(foreign_cq("tessera-research"));
+    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ClusterQueue tessera-research") && err.contains("not tessera's"),
+        "{err}"
+    );
+    assert!(c.ours().is_empty(), "nothing written: {:?}", c.ours());
+
+    let c = cluster(&plan_text(5, true, "{ policy: finish }"));
     c.kube.put(foreign_cq("team-x"));
     c.kube.add_namespace("team-x", &[], &[]);
     c.kube.put(serde_json::json!({
@@ -241,21 +291,21 @@ fn objects_that_are_not_tesseras_refuse_the_apply_and_survive_undo() {
         "metadata": { "name": "main", "namespace": "team-x" },
         "spec": { "clusterQueue": "team-x" },
     }));
-    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("ClusterQueue tessera-research") && err.contains("not tessera's"), "{err}");
-    assert!(c.ours().is_empty(), "nothing written: {:?}", c.ours());
-
-    c.kube.delete_object("ClusterQueue", "", "tessera-research");
     let (code, out, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("1 LocalQueue(s) of others, in team-x"), "{out}");
+    assert!(
+        out.contains("1 LocalQueue(s) of others, in team-x"),
+        "{out}"
+    );
     let before = c.cq("team-x").unwrap();
 
     let (code, out, err) = c.undo(&[]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("- delete ClusterQueue tessera-serving"), "{out}");
-    assert_eq!(c.ours().len(), 10, "the dry run deletes nothing");
+    assert!(
+        out.contains("- delete ClusterQueue tessera-serving"),
+        "{out}"
+    );
+    assert_eq!(c.ours().len(), 9, "the dry run deletes nothing");
     let (code, _, err) = c.undo(&["--yes"]);
     assert_eq!(code, 0, "{err}");
     assert!(c.ours().is_empty(), "{:?}", c.ours());
@@ -338,9 +388,15 @@ fn window_edges_fire_at_local_times_across_daylight_saving_changes() {
     for fires in [autumn, spring] {
         let (open, close) = (fires[0], fires[1]);
         let minute = Duration::minutes(1);
-        assert_eq!(edge_at(&c, open - minute), ("1".into(), "5".into(), "None".into()));
+        assert_eq!(
+            edge_at(&c, open - minute),
+            ("1".into(), "5".into(), "None".into())
+        );
         assert_eq!(edge_at(&c, open), ("6".into(), "0".into(), "None".into()));
-        assert_eq!(edge_at(&c, close - minute), ("6".into(), "0".into(), "None".into()));
+        assert_eq!(
+            edge_at(&c, close - minute),
+            ("6".into(), "0".into(), "None".into())
+        );
         assert_eq!(edge_at(&c, close), ("1".into(), "5".into(), "None".into()));
     }
 }
@@ -350,7 +406,11 @@ fn drain_holds_at_the_close_and_drains_after_the_notice() {
     let c = cluster(&plan_text(5, true, "{ policy: drain, notice-minutes: 30 }"));
     let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    let fires = fire_times(&schedule(&c), "2026-10-24T00:00:00Z", "2026-10-26T00:00:00Z");
+    let fires = fire_times(
+        &schedule(&c),
+        "2026-10-24T00:00:00Z",
+        "2026-10-26T00:00:00Z",
+    );
     let want: Vec<DateTime<Utc>> = [
         "2026-10-24T20:00:00Z", // open
         "2026-10-25T07:00:00Z", // close: hold (the notice)

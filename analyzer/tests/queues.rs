@@ -396,3 +396,76 @@ fn replay_reports_the_planted_waits_and_a_window_that_promised_too_much() {
     assert_ne!(code, 0);
     assert!(err.contains("table, Markdown or JSON"), "{err}");
 }
+
+/// The measured plan, equal to the reference, applied to Kueue (the fake API server): each
+/// team's ClusterQueue holds its guarantee as `nominalQuota` and limit − guarantee as
+/// `borrowingLimit` in the model's flavor, and the cohort's quotas add up to the fleet.
+#[test]
+fn the_measured_plan_becomes_kueue_quotas_equal_to_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("plan.yaml");
+    let doc = plan(&file, &[]);
+    let want = reference(["0.05", "0.95", "0.9"]);
+    assert_teams_match(&doc, &want);
+    let kube = fake_kube::FakeKube::start();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    kube.write_kubeconfig(&kubeconfig);
+    let (code, out, err) = run(&[
+        "queue",
+        "apply",
+        file.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--audit-log",
+        tmp.path().join("audit.jsonl").to_str().unwrap(),
+        // A Wednesday noon after the range: outside the windows, the data 2.5 days old.
+        "--now",
+        "2026-11-18T12:00:00Z",
+        "--yes",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("applied:"), "{out}");
+    let quota = |cq: &str, model: &str| -> (u64, u64) {
+        let cq = kube
+            .object("ClusterQueue", "", cq)
+            .unwrap_or_else(|| panic!("ClusterQueue {cq}"));
+        let flavor = tessera::queues::kueue::flavor_name("tessera", model);
+        let f = cq["spec"]["resourceGroups"][0]["flavors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == flavor.as_str())
+            .unwrap_or_else(|| panic!("flavor {flavor} in {cq}"))
+            .clone();
+        // Absent (the off-peak queue borrows nothing outside a cohort): 0.
+        let n = |v: &Value| v.as_str().map_or(0, |s| s.parse::<u64>().unwrap());
+        let r = &f["resources"][0];
+        (n(&r["nominalQuota"]), n(&r["borrowingLimit"]))
+    };
+    let mut guaranteed: std::collections::BTreeMap<String, u64> = Default::default();
+    for (team, models) in want.as_object().unwrap() {
+        for (model, w) in models.as_object().unwrap() {
+            let (g, l) = (
+                w["guarantee"].as_u64().unwrap(),
+                w["limit"].as_u64().unwrap(),
+            );
+            assert_eq!(
+                quota(&format!("tessera-{team}"), model),
+                (g, l - g),
+                "{team} {model}"
+            );
+            *guaranteed.entry(model.clone()).or_default() += g;
+        }
+    }
+    for c in doc["queues"]["capacity"].as_array().unwrap() {
+        let model = c["model"].as_str().unwrap();
+        let gpus = c["gpus"].as_u64().unwrap();
+        let offpeak = quota("tessera-offpeak", model).0;
+        let shared = quota("tessera-shared", model).0;
+        assert_eq!(
+            guaranteed.get(model).copied().unwrap_or(0) + offpeak + shared,
+            gpus,
+            "{model}: the cohort's and the off-peak queue's quotas add up to the fleet"
+        );
+    }
+}

@@ -46,6 +46,10 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "share plan",
             "share apply",
             "scale-down",
+            "queue apply",
+            "queue edge",
+            "queue schedule",
+            "queue undo",
         ],
     ),
     ("Try it without a GPU", &["simulate", "scenario"]),
@@ -226,7 +230,19 @@ mod tests {
             ("Advise", &["analyze", "job", "notify"]),
             ("Report", &["report"]),
             ("Plan", &["mig plan", "queue plan", "queue check", "replay"]),
-            ("Apply", &["mig export", "mig apply", "share", "scale-down"]),
+            (
+                "Apply",
+                &[
+                    "mig export",
+                    "mig apply",
+                    "share",
+                    "scale-down",
+                    "queue apply",
+                    "queue edge",
+                    "queue schedule",
+                    "queue undo",
+                ],
+            ),
             ("Try", &["simulate", "scenario", "generate"]),
         ];
         assert_eq!(

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::{Args, Subcommand};
-use chrono::{DateTime, Utc};
 use tessera::evidence::{self, EvidenceArgs};
 use tessera::kubernetes::{Connection, Kube};
 use tessera::output::{Format, TABLE_JSON};
@@ -249,14 +249,20 @@ fn queues_of(path: &std::path::Path) -> Result<tessera_core::mig::plan_queues::Q
     let plan = TesseraPlan::from_file(path)?;
     match plan.queues {
         Some(q) => Ok(q),
-        None => bail!("{}: no queues section (make one with tessera queue plan)", path.display()),
+        None => bail!(
+            "{}: no queues section (make one with tessera queue plan)",
+            path.display()
+        ),
     }
 }
 
 fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
     let file = TesseraPlan::from_file(&args.plan)?;
     let Some(plan) = &file.queues else {
-        bail!("{}: no queues section (make one with tessera queue plan)", args.plan.display());
+        bail!(
+            "{}: no queues section (make one with tessera queue plan)",
+            args.plan.display()
+        );
     };
     let now = args.now.unwrap_or_else(Utc::now);
     if mode == Mode::All {

@@ -214,7 +214,15 @@ fn print_steps(steps: &[Step], out: &mut dyn Write) {
     }
 }
 
-fn record(k: &Kube, kind: KueueKind, ns: Option<&str>, name: &str, reason: &str, note: String, err: &mut dyn Write) {
+fn record(
+    k: &Kube,
+    kind: KueueKind,
+    ns: Option<&str>,
+    name: &str,
+    reason: &str,
+    note: String,
+    err: &mut dyn Write,
+) {
     let change = Change {
         regarding: Regarding {
             api_version: format!("{GROUP}/{VERSION}"),
@@ -233,7 +241,12 @@ fn record(k: &Kube, kind: KueueKind, ns: Option<&str>, name: &str, reason: &str,
 
 /// Update `d` by compare-and-swap: read, check it is still tessera's, decide, write at the read
 /// version; a 409 starts over; a lost answer is read back.
-fn update(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Result<bool, ApplyError> {
+fn update(
+    k: &Kube,
+    plan: &QueuePlan,
+    d: &Desired,
+    err: &mut dyn Write,
+) -> Result<bool, ApplyError> {
     let ns = d.namespace.as_deref();
     let mut notes = Vec::new();
     let r = retry_on_conflict(&d.id(), ATTEMPTS, err, |_| -> Result<bool, ApplyError> {
@@ -270,7 +283,15 @@ fn update(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Resul
             }
             Err(e) => return Err(e.into()),
         }
-        record(k, d.kind, ns, &d.name, "QueueUpdated", lines.join("; "), &mut notes);
+        record(
+            k,
+            d.kind,
+            ns,
+            &d.name,
+            "QueueUpdated",
+            lines.join("; "),
+            &mut notes,
+        );
         Ok(true)
     });
     let _ = err.write_all(&notes);
@@ -302,38 +323,73 @@ fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Resul
         }
         Err(e) => return Err(e.into()),
     }
-    record(k, d.kind, ns, &d.name, "QueueCreated", format!("spec {}", d.spec), err);
+    record(
+        k,
+        d.kind,
+        ns,
+        &d.name,
+        "QueueCreated",
+        format!("spec {}", d.spec),
+        err,
+    );
     Ok(())
 }
 
-fn delete(k: &Kube, cohort: &str, kind: KueueKind, ns: Option<&str>, name: &str, err: &mut dyn Write) -> Result<(), ApplyError> {
+fn delete(
+    k: &Kube,
+    cohort: &str,
+    kind: KueueKind,
+    ns: Option<&str>,
+    name: &str,
+    err: &mut dyn Write,
+) -> Result<(), ApplyError> {
     let mut notes = Vec::new();
-    let r = retry_on_conflict(&id(kind, ns, name), ATTEMPTS, err, |_| -> Result<(), ApplyError> {
-        let Some(cur) = kueue::get(k, kind, ns, name)? else {
-            return Ok(());
-        };
-        if !ours(&cur, cohort) {
-            return Err(ApplyError::Foreign(id(kind, ns, name), cohort.to_string()));
-        }
-        match kueue::delete(k, kind, ns, name, cur.metadata.resource_version.clone()) {
-            Ok(()) | Err(KubeError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        record(k, kind, ns, name, "QueueDeleted", "removed by tessera".into(), &mut notes);
-        Ok(())
-    });
+    let r = retry_on_conflict(
+        &id(kind, ns, name),
+        ATTEMPTS,
+        err,
+        |_| -> Result<(), ApplyError> {
+            let Some(cur) = kueue::get(k, kind, ns, name)? else {
+                return Ok(());
+            };
+            if !ours(&cur, cohort) {
+                return Err(ApplyError::Foreign(id(kind, ns, name), cohort.to_string()));
+            }
+            match kueue::delete(k, kind, ns, name, cur.metadata.resource_version.clone()) {
+                Ok(()) | Err(KubeError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            record(
+                k,
+                kind,
+                ns,
+                name,
+                "QueueDeleted",
+                "removed by tessera".into(),
+                &mut notes,
+            );
+            Ok(())
+        },
+    );
     let _ = err.write_all(&notes);
     r
 }
 
-fn run_steps(k: &Kube, plan: &QueuePlan, steps: &[Step], err: &mut dyn Write) -> Result<(), ApplyError> {
+fn run_steps(
+    k: &Kube,
+    plan: &QueuePlan,
+    steps: &[Step],
+    err: &mut dyn Write,
+) -> Result<(), ApplyError> {
     for s in steps {
         match s {
             Step::Create(d) => create(k, plan, d, err)?,
             Step::Update(d, _) => {
                 update(k, plan, d, err)?;
             }
-            Step::Delete(kind, ns, name) => delete(k, &plan.cohort, *kind, ns.as_deref(), name, err)?,
+            Step::Delete(kind, ns, name) => {
+                delete(k, &plan.cohort, *kind, ns.as_deref(), name, err)?
+            }
         }
     }
     Ok(())
@@ -388,7 +444,9 @@ pub fn apply(
     let (mut want, state) = objects::desired(plan, at).map_err(ApplyError::Plan)?;
     if mode == Mode::Edge {
         if plan.offpeak.is_none() {
-            return Err(ApplyError::Plan("no off-peak queue: no window edges".into()));
+            return Err(ApplyError::Plan(
+                "no off-peak queue: no window edges".into(),
+            ));
         }
         want = objects::window_objects(plan, want);
     } else {

@@ -66,7 +66,10 @@ pub struct OffpeakState {
 pub fn instant(tz: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
     tz.from_local_datetime(&local)
         .earliest()
-        .or_else(|| tz.from_local_datetime(&(local + Duration::hours(1))).earliest())
+        .or_else(|| {
+            tz.from_local_datetime(&(local + Duration::hours(1)))
+                .earliest()
+        })
         .map(|t| t.with_timezone(&Utc))
 }
 
@@ -78,7 +81,12 @@ pub fn zone(o: &OffpeakQueue) -> Result<Tz, String> {
 }
 
 /// Every opening that overlaps `[from, until)`, by start.
-pub fn openings(o: &OffpeakQueue, tz: Tz, from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<Opening> {
+pub fn openings(
+    o: &OffpeakQueue,
+    tz: Tz,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Vec<Opening> {
     let mut out = Vec::new();
     // Windows that start up to a week (plus a day of zone offset) before can reach into it.
     let mut day = from.with_timezone(&tz).date_naive() - Duration::days(8);
@@ -113,7 +121,9 @@ pub fn openings(o: &OffpeakQueue, tz: Tz, from: DateTime<Utc>, until: DateTime<U
 }
 
 fn fmt_local(tz: Tz, t: DateTime<Utc>) -> String {
-    t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z").to_string()
+    t.with_timezone(&tz)
+        .format("%a %Y-%m-%d %H:%M %Z")
+        .to_string()
 }
 
 /// What the queue holds at `t`: an open window's GPUs (the first line by start, where lines
@@ -152,7 +162,10 @@ pub fn state_at(o: &OffpeakQueue, tz: Tz, t: DateTime<Utc>) -> OffpeakState {
             instant(tz, close.end_local + Duration::hours(i64::from(hours))),
         ),
         EndOfWindow::Drain { notice_minutes } => {
-            let at = instant(tz, close.end_local + Duration::minutes(i64::from(notice_minutes)));
+            let at = instant(
+                tz,
+                close.end_local + Duration::minutes(i64::from(notice_minutes)),
+            );
             (at, at)
         }
     };

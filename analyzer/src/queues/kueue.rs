@@ -132,9 +132,7 @@ fn flavors(plan: &QueuePlan, quota: impl Fn(&str) -> Value) -> Value {
 }
 
 fn gpus_of(list: &[ModelGpus], model: &str) -> u32 {
-    list.iter()
-        .find(|m| m.model == model)
-        .map_or(0, |m| m.gpus)
+    list.iter().find(|m| m.model == model).map_or(0, |m| m.gpus)
 }
 
 fn matching(names: &[&str]) -> Value {
@@ -275,18 +273,24 @@ fn leaves(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// The spec's leaves that differ (`spec.a.b: old -> new`, `(none)` where absent); empty when
-/// `current` already says what `want` says. Quantities are compared as written (`"4"` and `4`
-/// are the same).
+/// The leaves of the spec fields the plan sets that differ (`spec.a.b: old -> new`, `(none)`
+/// where absent); empty when `current` already says what `want` says. Fields the plan does not
+/// set (what Kueue defaults, what others added) are not compared: an update keeps them.
+/// Quantities are compared as written (`"4"` and `4` are the same).
 pub fn diff(current: &Value, want: &Value) -> Vec<String> {
     let (mut a, mut b) = (BTreeMap::new(), BTreeMap::new());
-    leaves("spec", current, &mut a);
-    leaves("spec", want, &mut b);
+    if let Some(want) = want.as_object() {
+        for (key, w) in want {
+            let path = format!("spec.{key}");
+            leaves(&path, w, &mut b);
+            if let Some(c) = current.get(key) {
+                leaves(&path, c, &mut a);
+            }
+        }
+    }
     let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     keys.into_iter()
         .filter(|k| a.get(*k) != b.get(*k))
-        // Fields the API server or Kueue defaults (absent in the plan) are not tessera's.
-        .filter(|k| b.contains_key(*k) || !defaulted(k))
         .map(|k| {
             let v = |m: &BTreeMap<String, String>| {
                 m.get(k).cloned().unwrap_or_else(|| "(none)".to_string())
@@ -294,18 +298,6 @@ pub fn diff(current: &Value, want: &Value) -> Vec<String> {
             format!("{k}: {} -> {}", v(&a), v(&b))
         })
         .collect()
-}
-
-/// Spec fields Kueue's webhook fills in when they are not given.
-fn defaulted(path: &str) -> bool {
-    [
-        "spec.queueingStrategy",
-        "spec.flavorFungibility",
-        "spec.preemption",
-        "spec.stopPolicy",
-    ]
-    .iter()
-    .any(|f| path.starts_with(f))
 }
 
 /// Where the window-edge CronJobs run and what they run.
@@ -383,4 +375,108 @@ pub fn schedule(plan: &QueuePlan, p: &ScheduleParams) -> Result<String, String> 
         out.push_str(&serde_yaml_ng::to_string(&d).map_err(|e| e.to_string())?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::mig::plan_queues::{
+        EndOfWindow, ModelQuota, OffpeakQueue, QueueRules, QueueWindow, TeamQueue,
+    };
+
+    const M: &str = "NVIDIA H100 80GB HBM3";
+
+    fn gpus(n: u32) -> Vec<ModelGpus> {
+        vec![ModelGpus {
+            model: M.into(),
+            gpus: n,
+        }]
+    }
+
+    fn plan() -> QueuePlan {
+        let team = |team: &str, class, guarantee, limit| TeamQueue {
+            team: team.into(),
+            class,
+            quotas: vec![ModelQuota {
+                model: M.into(),
+                guarantee,
+                limit,
+                measured: None,
+            }],
+        };
+        QueuePlan {
+            cohort: "tessera".into(),
+            rules: QueueRules {
+                guarantee_quantile: 0.05,
+                limit_quantile: 0.95,
+                serving_share: 0.9,
+            },
+            capacity: gpus(8),
+            teams: vec![
+                team("serving", DemandClass::Serving, 3, 3),
+                team("research", DemandClass::JobLike, 0, 5),
+            ],
+            offpeak: Some(OffpeakQueue {
+                queue: "tessera-offpeak".into(),
+                timezone: "UTC".into(),
+                floor: gpus(1),
+                windows: vec![QueueWindow {
+                    days: vec![],
+                    start: "20:00".into(),
+                    hours: 8,
+                    gpus: gpus(7),
+                }],
+                end: EndOfWindow::Finish,
+            }),
+        }
+    }
+
+    fn nominal(objs: &[Desired], name: &str) -> String {
+        let o = objs.iter().find(|d| d.name == name).unwrap();
+        o.spec["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_cohorts_quotas_add_up_to_the_fleet_and_a_window_never_goes_below_zero() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let (day, _) = desired(&plan(), at("2026-11-02T12:00:00Z")).unwrap();
+        assert_eq!(nominal(&day, "tessera-serving"), "3");
+        assert_eq!(nominal(&day, "tessera-shared"), "4"); // 8 - 3 - 1
+        assert_eq!(nominal(&day, "tessera-offpeak"), "1");
+        // In the window the plan promises 7, more than 8 - 3: the shared queue is 0, not -2.
+        let (night, state) = desired(&plan(), at("2026-11-02T21:00:00Z")).unwrap();
+        assert_eq!(state.unwrap().window, Some(0));
+        assert_eq!(nominal(&night, "tessera-shared"), "0");
+        assert_eq!(nominal(&night, "tessera-offpeak"), "7");
+        assert_eq!(
+            flavor_name("tessera", "NVIDIA A100-SXM4-80GB"),
+            "tessera-nvidia-a100-sxm4-80gb"
+        );
+        let kinds: Vec<KueueKind> = day.iter().map(|d| d.kind).collect();
+        let mut sorted = kinds.clone();
+        sorted.sort();
+        assert_eq!(
+            kinds, sorted,
+            "flavors, then ClusterQueues, then LocalQueues"
+        );
+    }
+
+    #[test]
+    fn the_diff_names_changed_leaves_and_ignores_what_kueue_defaults() {
+        let want = json!({ "a": { "b": "1" }, "l": ["x"] });
+        let have = json!({ "a": { "b": 1 }, "l": ["x"], "queueingStrategy": "BestEffortFIFO" });
+        assert!(diff(&have, &want).is_empty(), "{:?}", diff(&have, &want));
+        let have = json!({ "a": { "b": "2", "c": "3" }, "extra": true });
+        assert_eq!(
+            diff(&have, &want),
+            [
+                "spec.a.b: 2 -> 1",
+                "spec.a.c: 3 -> (none)",
+                "spec.l[0]: (none) -> x"
+            ]
+        );
+    }
 }
