@@ -13,7 +13,42 @@ use kube::api::{
 };
 
 use super::{Kube, KubeError};
-use crate::queues::kueue::{GROUP, KueueKind, VERSION};
+
+/// Kueue's API group and the version tessera writes.
+pub const GROUP: &str = "kueue.x-k8s.io";
+pub const VERSION: &str = "v1beta2";
+/// The Kueue kinds tessera writes, in the order they are created (deleted in reverse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KueueKind {
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+}
+
+impl KueueKind {
+    pub const ALL: [KueueKind; 3] = [
+        KueueKind::ResourceFlavor,
+        KueueKind::ClusterQueue,
+        KueueKind::LocalQueue,
+    ];
+    pub fn kind(self) -> &'static str {
+        match self {
+            KueueKind::ResourceFlavor => "ResourceFlavor",
+            KueueKind::ClusterQueue => "ClusterQueue",
+            KueueKind::LocalQueue => "LocalQueue",
+        }
+    }
+    pub fn plural(self) -> &'static str {
+        match self {
+            KueueKind::ResourceFlavor => "resourceflavors",
+            KueueKind::ClusterQueue => "clusterqueues",
+            KueueKind::LocalQueue => "localqueues",
+        }
+    }
+    pub fn namespaced(self) -> bool {
+        self == KueueKind::LocalQueue
+    }
+}
 
 fn resource(kind: KueueKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(

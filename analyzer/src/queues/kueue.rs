@@ -18,10 +18,8 @@ use serde_json::{Value, json};
 use tessera_core::mig::plan_queues::{DemandClass, ModelGpus, QueuePlan};
 
 use super::clock::{self, OffpeakState};
+pub use crate::kubernetes::kueue::{GROUP, KueueKind, VERSION};
 
-/// Kueue's API group and the version tessera writes.
-pub const GROUP: &str = "kueue.x-k8s.io";
-pub const VERSION: &str = "v1beta2";
 /// The resource the quotas are of.
 pub const GPU: &str = "nvidia.com/gpu";
 /// The label every tessera-owned object carries (and the only objects tessera changes).
@@ -30,39 +28,6 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "tessera")
 pub const COHORT_LABEL: &str = "tessera.io/queue-cohort";
 /// The GPU Operator's (GPU feature discovery's) label of a node's GPU model.
 pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
-
-/// The Kueue kinds tessera writes, in the order they are created (deleted in reverse).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum KueueKind {
-    ResourceFlavor,
-    ClusterQueue,
-    LocalQueue,
-}
-
-impl KueueKind {
-    pub const ALL: [KueueKind; 3] = [
-        KueueKind::ResourceFlavor,
-        KueueKind::ClusterQueue,
-        KueueKind::LocalQueue,
-    ];
-    pub fn kind(self) -> &'static str {
-        match self {
-            KueueKind::ResourceFlavor => "ResourceFlavor",
-            KueueKind::ClusterQueue => "ClusterQueue",
-            KueueKind::LocalQueue => "LocalQueue",
-        }
-    }
-    pub fn plural(self) -> &'static str {
-        match self {
-            KueueKind::ResourceFlavor => "resourceflavors",
-            KueueKind::ClusterQueue => "clusterqueues",
-            KueueKind::LocalQueue => "localqueues",
-        }
-    }
-    pub fn namespaced(self) -> bool {
-        self == KueueKind::LocalQueue
-    }
-}
 
 /// One object the plan wants.
 #[derive(Debug, Clone, PartialEq)]
