@@ -44,7 +44,7 @@ pub struct ScaleDownArgs {
     /// Idle: least memory held, GiB (with --source).
     #[arg(long = "idle.min-memory-gib", default_value_t = 1.0)]
     idle_min_memory_gib: f64,
-    /// Idle: highest activity that counts as idle (0–1, on the interval max; with --source).
+    /// Idle: highest activity that counts as idle (0-1, on the interval max; with --source).
     #[arg(long = "idle.max-activity", default_value_t = 0.01)]
     idle_max_activity: f64,
     /// The required idle span: a pod's last idle span must be at least this long.

@@ -52,7 +52,7 @@ pub struct Common {
     #[command(flatten)]
     src: SourceArgs,
     /// Quantile of each workload's activity (SM activity, else busy ratio) checked against the
-    /// 1/replicas of the SMs MPS gives a client (0–1).
+    /// 1/replicas of the SMs MPS gives a client (0-1).
     #[arg(long, default_value_t = 0.95)]
     quantile: f64,
     /// Memory headroom on each workload's peak for the MPS check (0.1 = 10%).

@@ -539,7 +539,7 @@ pub struct ThresholdArgs {
     /// Idle: least memory held, GiB.
     #[arg(long = "idle.min-memory-gib", default_value_t = 1.0)]
     pub idle_min_memory_gib: f64,
-    /// Idle: highest activity that counts as idle (0–1, on the interval max).
+    /// Idle: highest activity that counts as idle (0-1, on the interval max).
     #[arg(long = "idle.max-activity", default_value_t = 0.01)]
     pub idle_max_activity: f64,
     /// Idle: shortest span.
@@ -556,7 +556,7 @@ pub struct ThresholdArgs {
     /// Consolidation: quantile of the combined activity that must stay under the target.
     #[arg(long = "consolidation.quantile", default_value_t = 0.95)]
     pub quantile: f64,
-    /// Consolidation: activity target for that quantile (0–1).
+    /// Consolidation: activity target for that quantile (0-1).
     #[arg(long = "consolidation.compute-target", default_value_t = 0.8)]
     pub compute_target: f64,
     /// Consolidation: bucket of the aligned series.
@@ -566,7 +566,7 @@ pub struct ThresholdArgs {
     #[command(flatten)]
     pub offpeak: OffpeakArgs,
 
-    /// Busy-not-working: lowest busy ratio (0–1).
+    /// Busy-not-working: lowest busy ratio (0-1).
     #[arg(long = "busy.min-busy", default_value_t = 0.5)]
     pub min_busy: f64,
     /// Busy-not-working: SM activity at most this share of busy.
@@ -576,20 +576,20 @@ pub struct ThresholdArgs {
     #[arg(long = "busy.min-duration", default_value = "60m", value_parser = parse_interval)]
     pub busy_min_duration: i64,
     /// Busy-not-working, where GPM's tensor and DRAM activity are in the data: highest tensor
-    /// activity of a busy row that did no work, whatever its SM activity (0–1).
+    /// activity of a busy row that did no work, whatever its SM activity (0-1).
     #[arg(long = "busy.max-tensor", default_value_t = 0.05)]
     pub max_tensor: f64,
-    /// Busy-not-working: highest DRAM activity (share of peak bandwidth) of such a row (0–1).
+    /// Busy-not-working: highest DRAM activity (share of peak bandwidth) of such a row (0-1).
     #[arg(long = "busy.max-dram", default_value_t = 0.10)]
     pub max_dram: f64,
     /// Busy-not-working: highest FP64, FP32 and FP16 pipe activity of such a row, where known
-    /// (0–1).
+    /// (0-1).
     #[arg(long = "busy.max-pipe", default_value_t = 0.10)]
     pub max_pipe: f64,
 }
 
 impl ThresholdArgs {
-    /// The advisor's parameters of the flags, in time zone `tz`; refuses a ratio outside 0–1 or
+    /// The advisor's parameters of the flags, in time zone `tz`; refuses a ratio outside 0-1 or
     /// a negative headroom or memory.
     pub fn params(&self, tz: chrono_tz::Tz) -> Result<tessera::advisor::Params> {
         for (name, v) in [
@@ -642,7 +642,7 @@ pub struct OffpeakArgs {
     /// share of the fleet (10%).
     #[arg(long = "offpeak.min-gpus", default_value = "10%")]
     pub min_gpus: MinGpus,
-    /// Off-peak: share of observed weeks (days) in which they must be free (0–1).
+    /// Off-peak: share of observed weeks (days) in which they must be free (0-1).
     #[arg(long = "offpeak.min-share", default_value_t = 0.9)]
     pub min_share: f64,
     /// Off-peak: shortest window in hours.
@@ -651,7 +651,7 @@ pub struct OffpeakArgs {
 }
 
 impl OffpeakArgs {
-    /// The off-peak parameters of the flags (the rest default); refuses a share outside 0–1.
+    /// The off-peak parameters of the flags (the rest default); refuses a share outside 0-1.
     pub fn params(&self) -> Result<OffpeakParams> {
         if !(0.0..=1.0).contains(&self.min_share) {
             anyhow::bail!(

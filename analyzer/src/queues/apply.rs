@@ -453,18 +453,20 @@ pub fn apply(
         say_in_use(k, &plan.cohort, out)?;
     }
     if let (Some(o), Some(s)) = (&plan.offpeak, &state) {
-        let _ = writeln!(
-            out,
+        let gpus: Vec<String> = s
+            .gpus
+            .iter()
+            .map(|m| format!("{} {}", m.gpus, m.model))
+            .collect();
+        let line = format!(
             "off-peak queue {}: {} ({}), stopPolicy {}",
             o.queue,
             s.why,
-            s.gpus
-                .iter()
-                .map(|m| format!("{} {}", m.gpus, m.model))
-                .collect::<Vec<_>>()
-                .join(", "),
+            gpus.join(", "),
             s.stop.as_str()
         );
+        // Model names come from the data: escaped like every other output.
+        let _ = writeln!(out, "{}", crate::output::escape::printable(&line));
     }
     let (steps, unchanged) = plan_steps(k, plan, &want, mode)?;
     print_steps(&steps, out);

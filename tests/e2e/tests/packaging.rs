@@ -49,6 +49,8 @@ fn man_pages_for_every_command_render_with_groff() {
         "tessera-share-plan.1",
         "tessera-share-apply.1",
         "tessera-generate.1",
+        "tessera-queue-apply.1",
+        "tessera-queue-schedule.1",
     ] {
         assert!(pages.iter().any(|p| p == expected), "{expected}: {pages:?}");
     }
@@ -56,7 +58,22 @@ fn man_pages_for_every_command_render_with_groff() {
         err.contains(&format!("wrote {} man page(s)", pages.len())),
         "{err}"
     );
-    // groff renders each without a warning, and the page says what the command does.
+    // groff renders every page without a warning (a non-ASCII character in a help text is
+    // one)...
+    for name in &pages {
+        let out = std::process::Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww"])
+            .arg(dir.path().join(name))
+            .output()
+            .expect("groff (scripts/test.sh installs it)");
+        assert!(out.status.success(), "{name}");
+        assert!(
+            out.stderr.is_empty(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // ... and the page says what the command does.
     let page = dir.path().join("tessera-report.1");
     let out = std::process::Command::new("groff")
         .args(["-man", "-Tutf8", "-ww"])

@@ -36,7 +36,7 @@ pub struct PlanArgs {
     /// Memory headroom on each workload's peak (0.2 = 20%).
     #[arg(long, default_value_t = 0.2)]
     headroom: f64,
-    /// Quantile of SM activity (or busy ratio) that sets the compute need (0–1).
+    /// Quantile of SM activity (or busy ratio) that sets the compute need (0-1).
     #[arg(long, default_value_t = 0.95)]
     quantile: f64,
     /// Output format of the summary.
