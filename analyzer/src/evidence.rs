@@ -114,6 +114,18 @@ pub fn check(data_end_ms: i64, now_ms: i64, max_age_ms: i64) -> Result<(), Stale
     }
 }
 
+/// The rule applied to a plan file's evidence: the end (`until`) of the data window it was made
+/// from, named "the window of PATH" in the error.
+pub fn check_plan_window(
+    until: &str,
+    path: &std::path::Path,
+    now_ms: i64,
+    max_age_ms: i64,
+) -> Result<(), StaleError> {
+    let what = format!("the window of {}", path.display());
+    check(end_ms(Some(until), &what)?, now_ms, max_age_ms)
+}
+
 /// The clock, in unix ms.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()

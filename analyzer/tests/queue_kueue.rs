@@ -4,7 +4,8 @@
 //! `--yes` creates the ResourceFlavors, ClusterQueues and LocalQueues with the plan's numbers;
 //! a re-apply changes nothing; an edited plan updates by compare-and-swap through a 409; objects
 //! that are not tessera's refuse the apply and are never touched; a team dropped from the plan is
-//! pruned; undo removes tessera's objects only. The window-edge CronJobs of `queue schedule`
+//! pruned; a step that fails puts back what the earlier ones changed; undo removes tessera's
+//! objects only. The window-edge CronJobs of `queue schedule`
 //! are evaluated by an independent cron implementation (croner) across the autumn and spring
 //! daylight-saving changes of Europe/Berlin, and `queue edge` at each fire time sets the quotas
 //! and the end-of-window `stopPolicy` the plan documents.
@@ -12,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Duration, Utc};
-use fake_kube::FakeKube;
+use fake_kube::{FakeKube, Fault};
 use serde_json::Value;
 
 use crate::support::cli::run;
@@ -444,4 +445,56 @@ fn edge_refuses_a_plan_that_was_not_applied_and_apply_refuses_stale_evidence() {
     assert!(err.contains("--evidence.max-age"), "{err}");
     assert!(c.ours().is_empty());
     let _: &Path = &c.plan;
+}
+
+fn refuse(kube: &FakeKube, method: &str, path: &str) {
+    kube.fail(Fault {
+        code: 403,
+        message: "forbidden by the test".into(),
+        ..Fault::leader_changed(method, path, 1)
+    });
+}
+
+#[test]
+fn a_failed_step_puts_back_what_the_earlier_steps_changed() {
+    // A first apply whose last LocalQueue is refused: the 8 objects created before are deleted.
+    let c = cluster(&plan_text(5, true, "{ policy: finish }"));
+    refuse(
+        &c.kube,
+        "POST",
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/localqueues",
+    );
+    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("forbidden by the test"), "{err}");
+    assert!(err.contains("were put back"), "{err}");
+    assert!(c.ours().is_empty(), "{:?}", c.ours());
+
+    // An edited plan (research's limit 6, serving dropped) whose first delete is refused: the
+    // updates made before it are restored.
+    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 0, "{err}");
+    let mut text = plan_text(6, true, "{ policy: finish }");
+    let serving = "  - team: serving\n    class: serving\n    quotas:\n    - { model: NVIDIA H100 80GB HBM3, guarantee: 2, limit: 2 }\n";
+    assert!(text.contains(serving));
+    text = text.replace(serving, "");
+    std::fs::write(&c.plan, text).unwrap();
+    refuse(
+        &c.kube,
+        "DELETE",
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/serving/localqueues/tessera",
+    );
+    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("were put back"), "{err}");
+    assert_eq!(c.quota("tessera-research").1.as_deref(), Some("5"));
+    assert_eq!(c.quota("tessera-shared").0, "5");
+    assert!(c.cq("tessera-serving").is_some());
+    assert_eq!(c.ours().len(), 9, "{:?}", c.ours());
+    // Without the fault the same apply goes through.
+    let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(c.quota("tessera-research").1.as_deref(), Some("6"));
+    assert_eq!(c.quota("tessera-shared").0, "7");
+    assert!(c.cq("tessera-serving").is_none());
 }

@@ -226,10 +226,7 @@ fn plan(args: PlanArgs) -> Result<()> {
 }
 
 fn check(args: CheckArgs) -> Result<()> {
-    let plan = TesseraPlan::from_file(&args.plan)?;
-    let Some(q) = &plan.queues else {
-        bail!("{}: no queues section", args.plan.display());
-    };
+    let (_, q) = queues_of(&args.plan)?;
     println!(
         "{}: queues ok: {} team(s), {}",
         args.plan.display(),
@@ -245,10 +242,13 @@ fn check(args: CheckArgs) -> Result<()> {
     Ok(())
 }
 
-fn queues_of(path: &std::path::Path) -> Result<tessera_core::mig::plan_queues::QueuePlan> {
-    let plan = TesseraPlan::from_file(path)?;
-    match plan.queues {
-        Some(q) => Ok(q),
+/// The plan file and its queues section (taken out of it), or why there is none.
+fn queues_of(
+    path: &std::path::Path,
+) -> Result<(TesseraPlan, tessera_core::mig::plan_queues::QueuePlan)> {
+    let mut file = TesseraPlan::from_file(path)?;
+    match file.queues.take() {
+        Some(q) => Ok((file, q)),
         None => bail!(
             "{}: no queues section (make one with tessera queue plan)",
             path.display()
@@ -257,20 +257,13 @@ fn queues_of(path: &std::path::Path) -> Result<tessera_core::mig::plan_queues::Q
 }
 
 fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
-    let file = TesseraPlan::from_file(&args.plan)?;
-    let Some(plan) = &file.queues else {
-        bail!(
-            "{}: no queues section (make one with tessera queue plan)",
-            args.plan.display()
-        );
-    };
+    let (file, plan) = queues_of(&args.plan)?;
+    let plan = &plan;
     let now = args.now.unwrap_or_else(Utc::now);
     if mode == Mode::All {
         let max = args.evidence.max_age(MAX_EVIDENCE_AGE_MS);
         if let (Some(w), Some(max), true) = (&file.window, max, args.yes) {
-            let what = format!("the window of {}", args.plan.display());
-            evidence::end_ms(Some(&w.until), &what)
-                .and_then(|end| evidence::check(end, now.timestamp_millis(), max))
+            evidence::check_plan_window(&w.until, &args.plan, now.timestamp_millis(), max)
                 .map_err(|e| {
                     anyhow::anyhow!(
                         "{}: {e}; nothing was changed (plan again from current data: tessera queue plan)",
@@ -295,7 +288,7 @@ fn undo(args: UndoArgs) -> Result<()> {
 }
 
 fn schedule(args: ScheduleArgs) -> Result<()> {
-    let plan = queues_of(&args.plan)?;
+    let (_, plan) = queues_of(&args.plan)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let params = tessera::queues::kueue::ScheduleParams {

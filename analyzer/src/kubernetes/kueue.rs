@@ -64,11 +64,16 @@ fn api(k: &Kube, kind: KueueKind, ns: Option<&str>) -> Api<DynamicObject> {
     }
 }
 
-fn what(verb: &str, kind: KueueKind, ns: Option<&str>, name: &str) -> String {
+/// `Kind name` or `Kind namespace/name`, as messages name an object.
+pub fn id(kind: KueueKind, ns: Option<&str>, name: &str) -> String {
     match ns {
-        Some(ns) => format!("{verb} {} {ns}/{name}", kind.kind()),
-        None => format!("{verb} {} {name}", kind.kind()),
+        Some(ns) => format!("{} {ns}/{name}", kind.kind()),
+        None => format!("{} {name}", kind.kind()),
     }
+}
+
+fn what(verb: &str, kind: KueueKind, ns: Option<&str>, name: &str) -> String {
+    format!("{verb} {}", id(kind, ns, name))
 }
 
 /// Whether the API server serves Kueue's group at the version tessera writes.

@@ -12,7 +12,7 @@
 //! resourceVersion it was decided on; a 409 reads again and decides again,
 //! [`crate::kubernetes::configmap::retry_on_conflict`]), a write whose answer was lost is read
 //! back, deletes carry a resourceVersion precondition, and each change is an Event and an audit
-//! line.
+//! line. When a step fails, the earlier steps' changes are put back, newest first.
 //!
 //! What it does not do: decide quotas (the plan), check the evidence's age (the command does),
 //! touch objects without tessera's label, or create namespaces.
@@ -22,11 +22,13 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use kube::api::{DynamicObject, ObjectMeta};
+use serde_json::Value;
 use tessera_core::mig::plan_queues::QueuePlan;
 
 use super::kueue::{self as objects, COHORT_LABEL, Desired, GROUP, KueueKind, MANAGED_BY, VERSION};
 use crate::kubernetes::audit::{Change, Regarding};
 use crate::kubernetes::configmap::{ATTEMPTS, retry_on_conflict};
+use crate::kubernetes::kueue::id;
 use crate::kubernetes::{Kube, KubeError, events, kueue};
 
 /// Why an apply, edge or undo stopped.
@@ -44,6 +46,12 @@ pub enum ApplyError {
     NotApplied(String),
     #[error("the plan: {0}")]
     Plan(String),
+    /// A step failed after others had changed the cluster.
+    #[error("{cause}; {rollback}")]
+    Failed {
+        cause: Box<ApplyError>,
+        rollback: String,
+    },
     #[error(transparent)]
     Kube(#[from] KubeError),
 }
@@ -84,18 +92,8 @@ fn ours(obj: &DynamicObject, cohort: &str) -> bool {
     has(MANAGED_BY.0, MANAGED_BY.1) && has(COHORT_LABEL, cohort)
 }
 
-fn spec(obj: &DynamicObject) -> serde_json::Value {
-    obj.data
-        .get("spec")
-        .cloned()
-        .unwrap_or(serde_json::Value::Null)
-}
-
-fn id(kind: KueueKind, ns: Option<&str>, name: &str) -> String {
-    match ns {
-        Some(ns) => format!("{} {ns}/{name}", kind.kind()),
-        None => format!("{} {name}", kind.kind()),
-    }
+fn spec(obj: &DynamicObject) -> Value {
+    obj.data.get("spec").cloned().unwrap_or(Value::Null)
 }
 
 /// The new dynamic object of `d`.
@@ -240,60 +238,65 @@ fn record(
 }
 
 /// Update `d` by compare-and-swap: read, check it is still tessera's, decide, write at the read
-/// version; a 409 starts over; a lost answer is read back.
+/// version; a 409 starts over; a lost answer is read back. The spec it replaced, when it wrote.
 fn update(
     k: &Kube,
     plan: &QueuePlan,
     d: &Desired,
     err: &mut dyn Write,
-) -> Result<bool, ApplyError> {
+) -> Result<Option<Value>, ApplyError> {
     let ns = d.namespace.as_deref();
     let mut notes = Vec::new();
-    let r = retry_on_conflict(&d.id(), ATTEMPTS, err, |_| -> Result<bool, ApplyError> {
-        let Some(cur) = kueue::get(k, d.kind, ns, &d.name)? else {
-            return Err(ApplyError::NotApplied(d.id()));
-        };
-        if !ours(&cur, &plan.cohort) {
-            return Err(ApplyError::Foreign(d.id(), plan.cohort.clone()));
-        }
-        let lines = objects::diff(&spec(&cur), &d.spec);
-        if lines.is_empty() {
-            return Ok(false);
-        }
-        // The read object with the plan's spec fields: its finalizers, other labels and the
-        // fields Kueue defaulted stay as they are.
-        let mut obj = cur.clone();
-        if let (Some(have), Some(want)) = (
-            obj.data.get_mut("spec").and_then(|s| s.as_object_mut()),
-            d.spec.as_object(),
-        ) {
-            for (key, v) in want {
-                have.insert(key.clone(), v.clone());
+    let r = retry_on_conflict(
+        &d.id(),
+        ATTEMPTS,
+        err,
+        |_| -> Result<Option<Value>, ApplyError> {
+            let Some(cur) = kueue::get(k, d.kind, ns, &d.name)? else {
+                return Err(ApplyError::NotApplied(d.id()));
+            };
+            if !ours(&cur, &plan.cohort) {
+                return Err(ApplyError::Foreign(d.id(), plan.cohort.clone()));
             }
-        } else {
-            obj.data["spec"] = d.spec.clone();
-        }
-        match kueue::replace(k, d.kind, &obj) {
-            Ok(_) => {}
-            Err(e) if !e.certainly_not_applied() => {
-                let back = kueue::get(k, d.kind, ns, &d.name)?;
-                if !back.is_some_and(|b| objects::diff(&spec(&b), &d.spec).is_empty()) {
-                    return Err(e.into());
+            let lines = objects::diff(&spec(&cur), &d.spec);
+            if lines.is_empty() {
+                return Ok(None);
+            }
+            // The read object with the plan's spec fields: its finalizers, other labels and the
+            // fields Kueue defaulted stay as they are.
+            let mut obj = cur.clone();
+            if let (Some(have), Some(want)) = (
+                obj.data.get_mut("spec").and_then(|s| s.as_object_mut()),
+                d.spec.as_object(),
+            ) {
+                for (key, v) in want {
+                    have.insert(key.clone(), v.clone());
                 }
+            } else {
+                obj.data["spec"] = d.spec.clone();
             }
-            Err(e) => return Err(e.into()),
-        }
-        record(
-            k,
-            d.kind,
-            ns,
-            &d.name,
-            "QueueUpdated",
-            lines.join("; "),
-            &mut notes,
-        );
-        Ok(true)
-    });
+            match kueue::replace(k, d.kind, &obj) {
+                Ok(_) => {}
+                Err(e) if !e.certainly_not_applied() => {
+                    let back = kueue::get(k, d.kind, ns, &d.name)?;
+                    if !back.is_some_and(|b| objects::diff(&spec(&b), &d.spec).is_empty()) {
+                        return Err(e.into());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            record(
+                k,
+                d.kind,
+                ns,
+                &d.name,
+                "QueueUpdated",
+                lines.join("; "),
+                &mut notes,
+            );
+            Ok(Some(spec(&cur)))
+        },
+    );
     let _ = err.write_all(&notes);
     r
 }
@@ -311,7 +314,8 @@ fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Resul
     let ns = d.namespace.as_deref();
     match kueue::create(k, d.kind, &object(d, &plan.cohort)) {
         Ok(_) => {}
-        // Created meanwhile (by a lost answer of ours, or another apply): decide again.
+        // Created meanwhile (by another apply): decide again, as an update of tessera's
+        // object (or refused, if it is not tessera's).
         Err(KubeError::Conflict(_)) => {
             update(k, plan, d, err)?;
             return Ok(());
@@ -375,24 +379,102 @@ fn delete(
     r
 }
 
+/// What a step changed, to be put back when a later step fails.
+enum Done {
+    Created(Desired),
+    Updated(Desired),
+    Deleted(Desired),
+}
+
+/// Run the steps in order; when one fails, put back what the earlier ones changed (newest
+/// first: created objects deleted, updated specs restored, deleted objects created again) and
+/// say so in the error.
 fn run_steps(
     k: &Kube,
     plan: &QueuePlan,
     steps: &[Step],
     err: &mut dyn Write,
 ) -> Result<(), ApplyError> {
+    let mut done = Vec::new();
     for s in steps {
-        match s {
-            Step::Create(d) => create(k, plan, d, err)?,
-            Step::Update(d, _) => {
-                update(k, plan, d, err)?;
-            }
+        let r = match s {
+            Step::Create(d) => create(k, plan, d, err).map(|()| Some(Done::Created(d.clone()))),
+            Step::Update(d, _) => update(k, plan, d, err).map(|prior| {
+                prior.map(|spec| {
+                    Done::Updated(Desired {
+                        spec: only_keys(&spec, &d.spec),
+                        ..d.clone()
+                    })
+                })
+            }),
             Step::Delete(kind, ns, name) => {
-                delete(k, &plan.cohort, *kind, ns.as_deref(), name, err)?
+                let prior = kueue::get(k, *kind, ns.as_deref(), name)?;
+                delete(k, &plan.cohort, *kind, ns.as_deref(), name, err).map(|()| {
+                    prior.map(|p| {
+                        Done::Deleted(Desired {
+                            kind: *kind,
+                            namespace: ns.clone(),
+                            name: name.clone(),
+                            spec: spec(&p),
+                        })
+                    })
+                })
+            }
+        };
+        match r {
+            Ok(d) => done.extend(d),
+            Err(cause) => {
+                let rollback = roll_back(k, plan, done, err);
+                return Err(ApplyError::Failed {
+                    cause: Box::new(cause),
+                    rollback,
+                });
             }
         }
     }
     Ok(())
+}
+
+/// `spec`'s values of the keys `planned` sets (what an update changed).
+fn only_keys(spec: &Value, planned: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for key in planned.as_object().into_iter().flat_map(|m| m.keys()) {
+        if let Some(v) = spec.get(key) {
+            out.insert(key.clone(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+fn roll_back(k: &Kube, plan: &QueuePlan, done: Vec<Done>, err: &mut dyn Write) -> String {
+    let n = done.len();
+    let mut failed = Vec::new();
+    for d in done.into_iter().rev() {
+        let r = match &d {
+            Done::Created(d) => delete(
+                k,
+                &plan.cohort,
+                d.kind,
+                d.namespace.as_deref(),
+                &d.name,
+                err,
+            ),
+            Done::Updated(d) => update(k, plan, d, err).map(|_| ()),
+            Done::Deleted(d) => create(k, plan, d, err),
+        };
+        if let Err(e) = r {
+            let (Done::Created(d) | Done::Updated(d) | Done::Deleted(d)) = &d;
+            failed.push(format!("{}: {e}", d.id()));
+        }
+    }
+    if failed.is_empty() {
+        format!("the {n} change(s) made before it were put back")
+    } else {
+        format!(
+            "of the {n} change(s) made before it, these could not be put back: {} (run `tessera queue apply` again, or `tessera queue undo`)",
+            failed.join("; ")
+        )
+    }
 }
 
 fn tally(steps: &[Step], unchanged: usize) -> Outcome {

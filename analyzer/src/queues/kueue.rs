@@ -41,10 +41,7 @@ pub struct Desired {
 impl Desired {
     /// `Kind name` or `Kind namespace/name`.
     pub fn id(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.kind.kind(), self.name),
-            None => format!("{} {}", self.kind.kind(), self.name),
-        }
+        crate::kubernetes::kueue::id(self.kind, self.namespace.as_deref(), &self.name)
     }
 }
 

@@ -128,12 +128,10 @@ fn check_evidence(
     let (Some(w), Some(max)) = (&p.window, args.evidence.max_age(MAX_EVIDENCE_AGE_MS)) else {
         return Ok(());
     };
-    let what = format!("the window of {}", path.display());
-    let end = evidence::end_ms(Some(&w.until), &what)?;
     let now = args
         .now
         .map_or_else(evidence::now_ms, |t| t.timestamp_millis());
-    evidence::check(end, now, max)
+    evidence::check_plan_window(&w.until, path, now, max)
 }
 
 /// Refuse a `--yes` on stale evidence; a dry run says it would.
