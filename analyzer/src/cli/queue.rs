@@ -1,8 +1,8 @@
 //! `tessera queue`: the queue plan (team quotas and off-peak windows, docs/queues.md) made from
-//! history (`plan`), a plan a platform team edited checked again (`check`), applied to Kueue
-//! (`apply`, dry run unless `--yes`), re-applied at a window edge (`edge`, what the CronJobs of
-//! `schedule` run) and removed (`undo`). Glue only: the plan is `tessera::queues`, the Kueue
-//! workflow `tessera::queues::apply`; the file is `tessera_core`'s plan format.
+//! history (`plan`), a plan a platform team edited checked again (`check`), applied to Kueue or
+//! Volcano (`apply`, dry run unless `--yes`), re-applied at a window edge (`edge`, what the
+//! CronJobs of `schedule` run) and removed (`undo`). Glue only: the plan is `tessera::queues`,
+//! the workflow `tessera::queues::apply`; the file is `tessera_core`'s plan format.
 
 use std::path::PathBuf;
 
@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::{Args, Subcommand};
 use tessera::evidence::{self, EvidenceArgs};
+use tessera::kubernetes::batch::Scheduler;
 use tessera::kubernetes::{Connection, Kube};
 use tessera::output::{Format, TABLE_JSON};
 use tessera::queues::apply::Mode;
@@ -28,13 +29,13 @@ pub enum QueueCommand {
     Plan(Box<PlanArgs>),
     /// Check a plan file's queues section (after editing it): every rule, or the first broken.
     Check(CheckArgs),
-    /// Apply the queue plan to Kueue: ResourceFlavors, ClusterQueues in the cohort and
-    /// LocalQueues (a dry run unless --yes; only tessera's objects change).
+    /// Apply the queue plan to Kueue (ResourceFlavors, ClusterQueues in the cohort and
+    /// LocalQueues) or Volcano (Queues) (a dry run unless --yes; only tessera's objects change).
     Apply(Box<KueueArgs>),
-    /// Set the shared and off-peak ClusterQueues to the window state of now (what the
-    /// window-edge CronJobs run).
+    /// Set the queues a window edge changes to the window state of now (what the window-edge
+    /// CronJobs run).
     Edge(Box<KueueArgs>),
-    /// Remove every tessera-owned Kueue object of a cohort (a dry run unless --yes).
+    /// Remove every tessera-owned queue object of a cohort (a dry run unless --yes).
     Undo(Box<UndoArgs>),
     /// Print the manifests of the CronJobs that run `queue edge` at each window edge, in the
     /// plan's time zone.
@@ -45,6 +46,9 @@ pub enum QueueCommand {
 pub struct KueueArgs {
     /// The plan file (a tessera-plan with a queues section).
     plan: PathBuf,
+    /// The batch scheduler whose queues enforce the plan.
+    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
+    scheduler: Scheduler,
     #[command(flatten)]
     conn: Connection,
     /// The instant whose window state is applied, RFC 3339, and the clock for the age of the
@@ -66,6 +70,9 @@ pub struct UndoArgs {
     /// The cohort whose objects are removed.
     #[arg(long, default_value = "tessera")]
     cohort: String,
+    /// The batch scheduler whose queues are removed.
+    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
+    scheduler: Scheduler,
     #[command(flatten)]
     conn: Connection,
     /// Change the cluster. Without it, only print the changes.
@@ -83,13 +90,16 @@ pub struct ScheduleArgs {
     /// The image that runs `tessera queue edge`.
     #[arg(long, value_name = "IMAGE")]
     image: String,
+    /// The batch scheduler whose queues the CronJobs update.
+    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
+    scheduler: Scheduler,
 }
 
 /// The default of `--evidence.max-age` for `queue apply`: quotas move slowly; a month.
 pub const MAX_EVIDENCE_AGE_MS: i64 = 30 * 86_400_000;
 
 /// The RBAC a cluster command of `queue` needs, named in permission errors.
-const RBAC: &str = "docs/queues.md (\"Kueue\": RBAC)";
+const RBAC: &str = "docs/queues.md (\"Kueue\" and \"Volcano\": RBAC)";
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -275,7 +285,8 @@ fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
     let k = Kube::connect(&args.conn, RBAC)?;
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
-    tessera::queues::apply::apply(&k, plan, now, mode, args.yes, &mut out, &mut err)?;
+    let s = args.scheduler;
+    tessera::queues::apply::apply(&k, s, plan, now, mode, args.yes, &mut out, &mut err)?;
     Ok(())
 }
 
@@ -283,7 +294,8 @@ fn undo(args: UndoArgs) -> Result<()> {
     let k = Kube::connect(&args.conn, RBAC)?;
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
-    tessera::queues::apply::undo(&k, &args.cohort, args.yes, &mut out, &mut err)?;
+    let s = args.scheduler;
+    tessera::queues::apply::undo(&k, s, &args.cohort, args.yes, &mut out, &mut err)?;
     Ok(())
 }
 
@@ -291,12 +303,12 @@ fn schedule(args: ScheduleArgs) -> Result<()> {
     let (_, plan) = queues_of(&args.plan)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
-    let params = tessera::queues::kueue::ScheduleParams {
+    let params = tessera::queues::objects::ScheduleParams {
         namespace: args.namespace,
         image: args.image,
         plan_text: text,
     };
-    let yaml = tessera::queues::kueue::schedule(&plan, &params)
+    let yaml = tessera::queues::objects::schedule(args.scheduler, &plan, &params)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.plan.display()))?;
     print!("{yaml}");
     Ok(())

@@ -6,7 +6,7 @@
 //! ([`KubeError`]), the ConfigMap write with its 409 retry ([`configmap`]), the compare-and-swap
 //! node-label write that reads a lost answer back ([`labels`]), the ClusterPolicy read
 //! ([`policy`]), the namespaces' labels and annotations (the teams' owners: [`namespaces`]),
-//! the one frame of the node-label rollouts ([`rollout`]), Kueue's objects ([`kueue`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
+//! the one frame of the node-label rollouts ([`rollout`]), the batch schedulers' queue objects ([`batch`]), and the audit trail: a Kubernetes Event ([`events`]) and a line in the local audit log
 //! ([`audit`]) per change.
 //!
 //! Architecture invariant: kube-rs clients are constructed here only (a structure test checks);
@@ -17,10 +17,10 @@
 //! (mig-manager's node watches stay in `mig_manager::kube`), or impersonate.
 
 pub mod audit;
+pub mod batch;
 pub mod client;
 pub mod configmap;
 pub mod events;
-pub mod kueue;
 pub mod labels;
 pub mod namespaces;
 pub mod policy;

@@ -1,9 +1,10 @@
-//! A queue plan applied to Kueue (docs/queues.md, "Kueue"): `tessera queue apply` (every
-//! object), `tessera queue edge` (the shared and off-peak ClusterQueues at a window edge, what
-//! the generated CronJobs run) and `tessera queue undo` (every object of the cohort removed).
+//! A queue plan applied to Kueue or Volcano (docs/queues.md, "Kueue", "Volcano"): `tessera
+//! queue apply` (every object), `tessera queue edge` (the queues a window edge changes, what the
+//! generated CronJobs run) and `tessera queue undo` (every object of the cohort removed).
 //!
-//! The steps: Kueue must be served (else [`ApplyError::NotInstalled`], nothing planned for a
-//! scheduler that is not there); the LocalQueues of others are counted (Kueue in use or not);
+//! The steps: the scheduler's API must be served (else [`ApplyError::NotInstalled`], nothing
+//! planned for a scheduler that is not there); the queues of others are counted (Kueue's
+//! LocalQueues, Volcano's Queues: the scheduler in use or not);
 //! each object the plan wants is read and compared — absent: create; tessera's and different:
 //! update (the spec's changed leaves are printed); not tessera's (no
 //! `app.kubernetes.io/managed-by=tessera` label, or another cohort's): the whole apply is refused
@@ -25,19 +26,20 @@ use kube::api::{DynamicObject, ObjectMeta};
 use serde_json::Value;
 use tessera_core::mig::plan_queues::QueuePlan;
 
-use super::kueue::{self as objects, COHORT_LABEL, Desired, GROUP, KueueKind, MANAGED_BY, VERSION};
+use super::objects::{self, COHORT_LABEL, Desired, MANAGED_BY, QueueKind, Scheduler};
 use crate::kubernetes::audit::{Change, Regarding};
+use crate::kubernetes::batch::{self, id};
 use crate::kubernetes::configmap::{ATTEMPTS, retry_on_conflict};
-use crate::kubernetes::kueue::id;
-use crate::kubernetes::{Kube, KubeError, events, kueue};
+use crate::kubernetes::{Kube, KubeError, events};
 
 /// Why an apply, edge or undo stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error(
-        "Kueue is not installed: the API server does not serve {GROUP}/{VERSION} (install Kueue, or use the queue plan with another scheduler; nothing was changed)"
+        "{} is not installed: the API server does not serve {}/{} (install it, or apply the queue plan to another scheduler with --scheduler; nothing was changed)",
+        .0.name(), .0.group(), .0.version()
     )]
-    NotInstalled,
+    NotInstalled(Scheduler),
     #[error(
         "{0} exist(s) and are not tessera's (no label app.kubernetes.io/managed-by=tessera with {COHORT_LABEL}={1}): tessera changes only its own objects; rename the cohort (--cohort of queue plan) or remove them (nothing was changed)"
     )]
@@ -61,7 +63,7 @@ pub enum ApplyError {
 pub enum Mode {
     /// Every object of the plan, and prune.
     All,
-    /// The shared and off-peak queues only (a window edge).
+    /// The queues a window edge changes only.
     Edge,
 }
 
@@ -70,7 +72,7 @@ pub enum Mode {
 enum Step {
     Create(Desired),
     Update(Desired, Vec<String>),
-    Delete(KueueKind, Option<String>, String),
+    Delete(QueueKind, Option<String>, String),
 }
 
 /// What was (or, in a dry run, would be) changed.
@@ -102,7 +104,7 @@ fn object(d: &Desired, cohort: &str) -> DynamicObject {
     data.insert("spec".into(), d.spec.clone());
     DynamicObject {
         types: Some(kube::api::TypeMeta {
-            api_version: format!("{GROUP}/{VERSION}"),
+            api_version: d.kind.api_version(),
             kind: d.kind.kind().into(),
         }),
         metadata: ObjectMeta {
@@ -115,25 +117,36 @@ fn object(d: &Desired, cohort: &str) -> DynamicObject {
     }
 }
 
-/// Kueue must be served.
-fn require_kueue(k: &Kube) -> Result<(), ApplyError> {
-    if kueue::served(k)? {
+/// The scheduler must be served.
+fn require(k: &Kube, s: Scheduler) -> Result<(), ApplyError> {
+    if batch::served(k, s)? {
         Ok(())
     } else {
-        Err(ApplyError::NotInstalled)
+        Err(ApplyError::NotInstalled(s))
     }
 }
 
-/// Say whether anything submits to Kueue besides tessera's LocalQueues.
-fn say_in_use(k: &Kube, cohort: &str, out: &mut dyn Write) -> Result<(), ApplyError> {
-    let all = kueue::list(k, KueueKind::LocalQueue, "")?;
+/// Say whether anything submits to the scheduler besides tessera's queues.
+fn say_in_use(k: &Kube, s: Scheduler, cohort: &str, out: &mut dyn Write) -> Result<(), ApplyError> {
+    let kind = *s.kinds().last().unwrap_or(&QueueKind::LocalQueue);
+    let all = batch::list(k, kind, "")?;
     let others: BTreeSet<String> = all
         .iter()
         .filter(|q| !ours(q, cohort))
-        .filter_map(|q| q.metadata.namespace.clone())
+        .filter_map(|q| match s {
+            Scheduler::Kueue => q.metadata.namespace.clone(),
+            Scheduler::Volcano => q.metadata.name.clone(),
+        })
         .collect();
     let n = all.iter().filter(|q| !ours(q, cohort)).count();
-    let _ = if n == 0 {
+    let others = others.into_iter().collect::<Vec<_>>().join(", ");
+    let _ = if s == Scheduler::Volcano {
+        writeln!(
+            out,
+            "Volcano is installed; {n} Queue(s) of others ({}) left alone (jobs name a queue in spec.queue of a Volcano Job or PodGroup, or with the pod annotation scheduling.volcano.sh/queue-name)",
+            if n == 0 { "none" } else { &others }
+        )
+    } else if n == 0 {
         writeln!(
             out,
             "Kueue is installed; no LocalQueue besides tessera's: no workload is queued through Kueue yet (jobs name a LocalQueue with the label kueue.x-k8s.io/queue-name)"
@@ -141,8 +154,7 @@ fn say_in_use(k: &Kube, cohort: &str, out: &mut dyn Write) -> Result<(), ApplyEr
     } else {
         writeln!(
             out,
-            "Kueue is installed and in use: {n} LocalQueue(s) of others, in {} (left alone)",
-            others.into_iter().collect::<Vec<_>>().join(", ")
+            "Kueue is installed and in use: {n} LocalQueue(s) of others, in {others} (left alone)"
         )
     };
     Ok(())
@@ -150,6 +162,7 @@ fn say_in_use(k: &Kube, cohort: &str, out: &mut dyn Write) -> Result<(), ApplyEr
 
 fn plan_steps(
     k: &Kube,
+    s: Scheduler,
     plan: &QueuePlan,
     want: &[Desired],
     mode: Mode,
@@ -158,7 +171,7 @@ fn plan_steps(
     let mut foreign = Vec::new();
     let mut unchanged = 0;
     for d in want {
-        match kueue::get(k, d.kind, d.namespace.as_deref(), &d.name)? {
+        match batch::get(k, d.kind, d.namespace.as_deref(), &d.name)? {
             None if mode == Mode::Edge => return Err(ApplyError::NotApplied(d.id())),
             None => steps.push(Step::Create(d.clone())),
             Some(cur) if !ours(&cur, &plan.cohort) => foreign.push(d.id()),
@@ -177,8 +190,8 @@ fn plan_steps(
     }
     if mode == Mode::All {
         let wanted: BTreeSet<String> = want.iter().map(Desired::id).collect();
-        for kind in KueueKind::ALL.iter().rev() {
-            for obj in kueue::list(k, *kind, &selector(&plan.cohort))? {
+        for kind in s.kinds().iter().rev() {
+            for obj in batch::list(k, *kind, &selector(&plan.cohort))? {
                 let name = obj.metadata.name.clone().unwrap_or_default();
                 let ns = obj.metadata.namespace.clone();
                 if !wanted.contains(&id(*kind, ns.as_deref(), &name)) {
@@ -214,7 +227,7 @@ fn print_steps(steps: &[Step], out: &mut dyn Write) {
 
 fn record(
     k: &Kube,
-    kind: KueueKind,
+    kind: QueueKind,
     ns: Option<&str>,
     name: &str,
     reason: &str,
@@ -223,7 +236,7 @@ fn record(
 ) {
     let change = Change {
         regarding: Regarding {
-            api_version: format!("{GROUP}/{VERSION}"),
+            api_version: kind.api_version(),
             kind: kind.kind().into(),
             namespace: ns.map(str::to_string),
             name: name.to_string(),
@@ -252,7 +265,7 @@ fn update(
         ATTEMPTS,
         err,
         |_| -> Result<Option<Value>, ApplyError> {
-            let Some(cur) = kueue::get(k, d.kind, ns, &d.name)? else {
+            let Some(cur) = batch::get(k, d.kind, ns, &d.name)? else {
                 return Err(ApplyError::NotApplied(d.id()));
             };
             if !ours(&cur, &plan.cohort) {
@@ -275,10 +288,10 @@ fn update(
             } else {
                 obj.data["spec"] = d.spec.clone();
             }
-            match kueue::replace(k, d.kind, &obj) {
+            match batch::replace(k, d.kind, &obj) {
                 Ok(_) => {}
                 Err(e) if !e.certainly_not_applied() => {
-                    let back = kueue::get(k, d.kind, ns, &d.name)?;
+                    let back = batch::get(k, d.kind, ns, &d.name)?;
                     if !back.is_some_and(|b| objects::diff(&spec(&b), &d.spec).is_empty()) {
                         return Err(e.into());
                     }
@@ -312,7 +325,7 @@ impl crate::kubernetes::configmap::MaybeConflict for ApplyError {
 
 fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Result<(), ApplyError> {
     let ns = d.namespace.as_deref();
-    match kueue::create(k, d.kind, &object(d, &plan.cohort)) {
+    match batch::create(k, d.kind, &object(d, &plan.cohort)) {
         Ok(_) => {}
         // Created meanwhile (by another apply): decide again, as an update of tessera's
         // object (or refused, if it is not tessera's).
@@ -321,7 +334,7 @@ fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Resul
             return Ok(());
         }
         Err(e) if !e.certainly_not_applied() => {
-            if kueue::get(k, d.kind, ns, &d.name)?.is_none() {
+            if batch::get(k, d.kind, ns, &d.name)?.is_none() {
                 return Err(e.into());
             }
         }
@@ -342,7 +355,7 @@ fn create(k: &Kube, plan: &QueuePlan, d: &Desired, err: &mut dyn Write) -> Resul
 fn delete(
     k: &Kube,
     cohort: &str,
-    kind: KueueKind,
+    kind: QueueKind,
     ns: Option<&str>,
     name: &str,
     err: &mut dyn Write,
@@ -353,13 +366,13 @@ fn delete(
         ATTEMPTS,
         err,
         |_| -> Result<(), ApplyError> {
-            let Some(cur) = kueue::get(k, kind, ns, name)? else {
+            let Some(cur) = batch::get(k, kind, ns, name)? else {
                 return Ok(());
             };
             if !ours(&cur, cohort) {
                 return Err(ApplyError::Foreign(id(kind, ns, name), cohort.to_string()));
             }
-            match kueue::delete(k, kind, ns, name, cur.metadata.resource_version.clone()) {
+            match batch::delete(k, kind, ns, name, cur.metadata.resource_version.clone()) {
                 Ok(()) | Err(KubeError::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -408,7 +421,7 @@ fn run_steps(
                 })
             }),
             Step::Delete(kind, ns, name) => {
-                let prior = kueue::get(k, *kind, ns.as_deref(), name)?;
+                let prior = batch::get(k, *kind, ns.as_deref(), name)?;
                 delete(k, &plan.cohort, *kind, ns.as_deref(), name, err).map(|()| {
                     prior.map(|p| {
                         Done::Deleted(Desired {
@@ -512,9 +525,11 @@ fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) ->
     o
 }
 
-/// Apply `plan` as of `at` (every object, or the window's two queues).
+/// Apply `plan` to scheduler `s` as of `at` (every object, or the queues of a window edge).
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     k: &Kube,
+    s: Scheduler,
     plan: &QueuePlan,
     at: DateTime<Utc>,
     mode: Mode,
@@ -522,35 +537,47 @@ pub fn apply(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome, ApplyError> {
-    require_kueue(k)?;
-    let (mut want, state) = objects::desired(plan, at).map_err(ApplyError::Plan)?;
+    require(k, s)?;
+    let (mut want, state) = objects::desired(s, plan, at).map_err(ApplyError::Plan)?;
     if mode == Mode::Edge {
         if plan.offpeak.is_none() {
             return Err(ApplyError::Plan(
                 "no off-peak queue: no window edges".into(),
             ));
         }
-        want = objects::window_objects(plan, want);
+        want = objects::window_objects(s, plan, want);
     } else {
-        say_in_use(k, &plan.cohort, out)?;
+        say_in_use(k, s, &plan.cohort, out)?;
     }
-    if let (Some(o), Some(s)) = (&plan.offpeak, &state) {
-        let gpus: Vec<String> = s
+    if let Some(note) = (s == Scheduler::Volcano)
+        .then(|| super::volcano::models_note(plan))
+        .flatten()
+    {
+        let _ = writeln!(out, "{}", crate::output::escape::printable(&note));
+    }
+    if let (Some(o), Some(st)) = (&plan.offpeak, &state) {
+        let gpus: Vec<String> = st
             .gpus
             .iter()
             .map(|m| format!("{} {}", m.gpus, m.model))
             .collect();
+        let stop = match s {
+            Scheduler::Kueue => format!("stopPolicy {}", st.stop.as_str()),
+            Scheduler::Volcano => format!(
+                "reclaimable {}",
+                st.stop == super::clock::Stop::HoldAndDrain
+            ),
+        };
         let line = format!(
-            "off-peak queue {}: {} ({}), stopPolicy {}",
+            "off-peak queue {}: {} ({}), {stop}",
             o.queue,
-            s.why,
+            st.why,
             gpus.join(", "),
-            s.stop.as_str()
         );
         // Model names come from the data: escaped like every other output.
         let _ = writeln!(out, "{}", crate::output::escape::printable(&line));
     }
-    let (steps, unchanged) = plan_steps(k, plan, &want, mode)?;
+    let (steps, unchanged) = plan_steps(k, s, plan, &want, mode)?;
     print_steps(&steps, out);
     if yes {
         run_steps(k, plan, &steps, err)?;
@@ -558,19 +585,20 @@ pub fn apply(
     Ok(conclude(&steps, unchanged, yes, out))
 }
 
-/// Remove every object of `cohort` that is tessera's (LocalQueues, then ClusterQueues, then
-/// ResourceFlavors).
+/// Remove every object of `cohort` that is tessera's from scheduler `s` (Kueue: LocalQueues,
+/// then ClusterQueues, then ResourceFlavors).
 pub fn undo(
     k: &Kube,
+    s: Scheduler,
     cohort: &str,
     yes: bool,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome, ApplyError> {
-    require_kueue(k)?;
+    require(k, s)?;
     let mut steps = Vec::new();
-    for kind in KueueKind::ALL.iter().rev() {
-        for obj in kueue::list(k, *kind, &selector(cohort))? {
+    for kind in s.kinds().iter().rev() {
+        for obj in batch::list(k, *kind, &selector(cohort))? {
             let name = obj.metadata.name.clone().unwrap_or_default();
             steps.push(Step::Delete(*kind, obj.metadata.namespace.clone(), name));
         }

@@ -28,8 +28,10 @@ pub mod apply;
 pub mod clock;
 pub mod demand;
 pub mod kueue;
+pub mod objects;
 mod render;
 pub mod replay;
+pub mod volcano;
 
 use std::collections::{BTreeMap, BTreeSet};
 
