@@ -22,7 +22,7 @@ const H100: &str = "NVIDIA H100 80GB HBM3";
 
 /// A plan: 8 H100s; serving guaranteed 2 (limit 2), research job-like up to `research_limit`;
 /// the off-peak queue holds 1 outside the window Sat 22:00 + 10 h (Europe/Berlin) and 6 in it.
-fn plan_text(research_limit: u32, with_research: bool, end: &str) -> String {
+pub(crate) fn plan_text(research_limit: u32, with_research: bool, end: &str) -> String {
     let research = if with_research {
         format!(
             "  - team: research\n    class: job-like\n    quotas:\n    - {{ model: {H100}, guarantee: 0, limit: {research_limit} }}\n"
@@ -35,15 +35,15 @@ fn plan_text(research_limit: u32, with_research: bool, end: &str) -> String {
     )
 }
 
-struct Cluster {
-    kube: FakeKube,
+pub(crate) struct Cluster {
+    pub(crate) kube: FakeKube,
     _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-    audit: PathBuf,
-    plan: PathBuf,
+    pub(crate) audit: PathBuf,
+    pub(crate) plan: PathBuf,
 }
 
-fn cluster(plan: &str) -> Cluster {
+pub(crate) fn cluster(plan: &str) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let kube = FakeKube::start();
     kube.add_namespace("serving", &[], &[]);
@@ -62,10 +62,10 @@ fn cluster(plan: &str) -> Cluster {
 }
 
 /// Monday 2026-10-26 12:00 UTC: outside the window, with the plan's data 2.5 days old.
-const WEEKDAY: &str = "2026-10-26T12:00:00Z";
+pub(crate) const WEEKDAY: &str = "2026-10-26T12:00:00Z";
 
 impl Cluster {
-    fn queue(&self, verb: &str, extra: &[&str]) -> (i32, String, String) {
+    pub(crate) fn queue(&self, verb: &str, extra: &[&str]) -> (i32, String, String) {
         let mut args = vec![
             "queue".to_string(),
             verb.to_string(),
@@ -80,7 +80,7 @@ impl Cluster {
         run(&args)
     }
 
-    fn undo(&self, extra: &[&str]) -> (i32, String, String) {
+    pub(crate) fn undo(&self, extra: &[&str]) -> (i32, String, String) {
         let k = self.kubeconfig.display().to_string();
         let a = self.audit.display().to_string();
         let mut args = vec!["queue", "undo", "--kubeconfig", &k, "--audit-log", &a];
@@ -316,7 +316,7 @@ fn objects_that_are_not_tesseras_refuse_the_apply_and_survive_undo() {
 
 /// The UTC instants at which the schedule's CronJobs fire in `[from, until)`, by an
 /// independent cron implementation in the CronJob's `timeZone`.
-fn fire_times(manifests: &str, from: &str, until: &str) -> Vec<DateTime<Utc>> {
+pub(crate) fn fire_times(manifests: &str, from: &str, until: &str) -> Vec<DateTime<Utc>> {
     let from: DateTime<Utc> = from.parse().unwrap();
     let until: DateTime<Utc> = until.parse().unwrap();
     let mut out = Vec::new();
@@ -343,14 +343,16 @@ fn fire_times(manifests: &str, from: &str, until: &str) -> Vec<DateTime<Utc>> {
     out
 }
 
-fn schedule(c: &Cluster) -> String {
-    let (code, out, err) = run(&[
+pub(crate) fn schedule(c: &Cluster, extra: &[&str]) -> String {
+    let mut args = vec![
         "queue",
         "schedule",
         c.plan.to_str().unwrap(),
         "--image",
         "registry.example.invalid/tessera/tessera:test",
-    ]);
+    ];
+    args.extend(extra);
+    let (code, out, err) = run(&args);
     assert_eq!(code, 0, "{err}");
     out
 }
@@ -370,7 +372,7 @@ fn window_edges_fire_at_local_times_across_daylight_saving_changes() {
     let c = cluster(&plan_text(5, true, "{ policy: finish }"));
     let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
-    let manifests = schedule(&c);
+    let manifests = schedule(&c, &[]);
     assert!(manifests.contains("timeZone: Europe/Berlin"), "{manifests}");
     // Autumn: Sat 22:00 CEST = 20:00Z; the close Sun 08:00 CET = 07:00Z (an 11-hour night).
     let autumn = fire_times(&manifests, "2026-10-24T00:00:00Z", "2026-10-26T00:00:00Z");
@@ -408,7 +410,7 @@ fn drain_holds_at_the_close_and_drains_after_the_notice() {
     let (code, _, err) = c.queue("apply", &["--yes", "--now", WEEKDAY]);
     assert_eq!(code, 0, "{err}");
     let fires = fire_times(
-        &schedule(&c),
+        &schedule(&c, &[]),
         "2026-10-24T00:00:00Z",
         "2026-10-26T00:00:00Z",
     );
@@ -447,7 +449,7 @@ fn edge_refuses_a_plan_that_was_not_applied_and_apply_refuses_stale_evidence() {
     let _: &Path = &c.plan;
 }
 
-fn refuse(kube: &FakeKube, method: &str, path: &str) {
+pub(crate) fn refuse(kube: &FakeKube, method: &str, path: &str) {
     kube.fail(Fault {
         code: 403,
         message: "forbidden by the test".into(),

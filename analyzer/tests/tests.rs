@@ -39,6 +39,7 @@ mod prometheus_partitions;
 mod prometheus_real;
 mod prometheus_rules;
 mod queue_kueue;
+mod queue_volcano;
 mod queues;
 mod replay;
 mod report;

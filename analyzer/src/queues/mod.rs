@@ -22,7 +22,7 @@
 //! work lost) by default.
 //!
 //! Pure over frames and values: no I/O, no clock. Writing the file and printing are the
-//! command's; applying it to a scheduler is not done here.
+//! command's; applying it to Kueue or Volcano is [`apply`] over [`objects`].
 
 pub mod apply;
 pub mod clock;
