@@ -148,60 +148,10 @@ pub fn desired(plan: &QueuePlan, state: Option<&OffpeakState>) -> Vec<Desired> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::objects::Scheduler;
+    use super::super::objects::{Scheduler, fixture::plan};
     use super::*;
     use chrono::{DateTime, Utc};
-    use tessera_core::mig::plan_queues::ModelGpus;
-    use tessera_core::mig::plan_queues::{
-        EndOfWindow, ModelQuota, OffpeakQueue, QueueRules, QueueWindow, TeamQueue,
-    };
-
-    const M: &str = "NVIDIA H100 80GB HBM3";
-
-    fn gpus(n: u32) -> Vec<ModelGpus> {
-        vec![ModelGpus {
-            model: M.into(),
-            gpus: n,
-        }]
-    }
-
-    fn plan() -> QueuePlan {
-        let team = |team: &str, class, guarantee, limit| TeamQueue {
-            team: team.into(),
-            class,
-            quotas: vec![ModelQuota {
-                model: M.into(),
-                guarantee,
-                limit,
-                measured: None,
-            }],
-        };
-        QueuePlan {
-            cohort: "tessera".into(),
-            rules: QueueRules {
-                guarantee_quantile: 0.05,
-                limit_quantile: 0.95,
-                serving_share: 0.9,
-            },
-            capacity: gpus(8),
-            teams: vec![
-                team("serving", DemandClass::Serving, 3, 3),
-                team("research", DemandClass::JobLike, 0, 5),
-            ],
-            offpeak: Some(OffpeakQueue {
-                queue: "tessera-offpeak".into(),
-                timezone: "UTC".into(),
-                floor: gpus(1),
-                windows: vec![QueueWindow {
-                    days: vec![],
-                    start: "20:00".into(),
-                    hours: 8,
-                    gpus: gpus(7),
-                }],
-                end: EndOfWindow::Finish,
-            }),
-        }
-    }
+    use tessera_core::mig::plan_queues::EndOfWindow;
 
     fn nominal(objs: &[Desired], name: &str) -> String {
         let o = objs.iter().find(|d| d.name == name).unwrap();
@@ -214,16 +164,22 @@ mod tests {
     #[test]
     fn the_cohorts_quotas_add_up_to_the_fleet_and_a_window_never_goes_below_zero() {
         let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
-        let (day, _) =
-            super::super::objects::desired(Scheduler::Kueue, &plan(), at("2026-11-02T12:00:00Z"))
-                .unwrap();
+        let (day, _) = super::super::objects::desired(
+            Scheduler::Kueue,
+            &plan(EndOfWindow::Finish),
+            at("2026-11-02T12:00:00Z"),
+        )
+        .unwrap();
         assert_eq!(nominal(&day, "tessera-serving"), "3");
         assert_eq!(nominal(&day, "tessera-shared"), "4"); // 8 - 3 - 1
         assert_eq!(nominal(&day, "tessera-offpeak"), "1");
         // In the window the plan promises 7, more than 8 - 3: the shared queue is 0, not -2.
-        let (night, state) =
-            super::super::objects::desired(Scheduler::Kueue, &plan(), at("2026-11-02T21:00:00Z"))
-                .unwrap();
+        let (night, state) = super::super::objects::desired(
+            Scheduler::Kueue,
+            &plan(EndOfWindow::Finish),
+            at("2026-11-02T21:00:00Z"),
+        )
+        .unwrap();
         assert_eq!(state.unwrap().window, Some(0));
         assert_eq!(nominal(&night, "tessera-shared"), "0");
         assert_eq!(nominal(&night, "tessera-offpeak"), "7");

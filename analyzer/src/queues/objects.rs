@@ -244,6 +244,64 @@ pub fn schedule(s: Scheduler, plan: &QueuePlan, p: &ScheduleParams) -> Result<St
     Ok(out)
 }
 
+/// The plan the unit tests of `kueue` and `volcano` share.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use tessera_core::mig::plan_queues::{
+        DemandClass, EndOfWindow, ModelGpus, ModelQuota, OffpeakQueue, QueuePlan, QueueRules,
+        QueueWindow, TeamQueue,
+    };
+
+    const M: &str = "NVIDIA H100 80GB HBM3";
+
+    fn gpus(n: u32) -> Vec<ModelGpus> {
+        vec![ModelGpus {
+            model: M.into(),
+            gpus: n,
+        }]
+    }
+
+    /// 8 H100s; serving guaranteed 3 (limit 3), research job-like up to 5; off-peak: the
+    /// floor 1, 7 GPUs daily 20:00 UTC for 8 hours, ending by `end`.
+    pub(crate) fn plan(end: EndOfWindow) -> QueuePlan {
+        let team = |team: &str, class, guarantee, limit| TeamQueue {
+            team: team.into(),
+            class,
+            quotas: vec![ModelQuota {
+                model: M.into(),
+                guarantee,
+                limit,
+                measured: None,
+            }],
+        };
+        QueuePlan {
+            cohort: "tessera".into(),
+            rules: QueueRules {
+                guarantee_quantile: 0.05,
+                limit_quantile: 0.95,
+                serving_share: 0.9,
+            },
+            capacity: gpus(8),
+            teams: vec![
+                team("serving", DemandClass::Serving, 3, 3),
+                team("research", DemandClass::JobLike, 0, 5),
+            ],
+            offpeak: Some(OffpeakQueue {
+                queue: "tessera-offpeak".into(),
+                timezone: "UTC".into(),
+                floor: gpus(1),
+                windows: vec![QueueWindow {
+                    days: vec![],
+                    start: "20:00".into(),
+                    hours: 8,
+                    gpus: gpus(7),
+                }],
+                end,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,57 +96,9 @@ pub fn models_note(plan: &QueuePlan) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queues::objects::{Scheduler, desired as all};
+    use crate::queues::objects::{Scheduler, desired as all, fixture::plan};
     use chrono::{DateTime, Utc};
-    use tessera_core::mig::plan_queues::{
-        EndOfWindow, ModelQuota, OffpeakQueue, QueueRules, QueueWindow, TeamQueue,
-    };
-
-    const M: &str = "NVIDIA H100 80GB HBM3";
-
-    fn plan(end: EndOfWindow) -> QueuePlan {
-        let g = |n| {
-            vec![ModelGpus {
-                model: M.into(),
-                gpus: n,
-            }]
-        };
-        let team = |team: &str, class, guarantee, limit| TeamQueue {
-            team: team.into(),
-            class,
-            quotas: vec![ModelQuota {
-                model: M.into(),
-                guarantee,
-                limit,
-                measured: None,
-            }],
-        };
-        QueuePlan {
-            cohort: "tessera".into(),
-            rules: QueueRules {
-                guarantee_quantile: 0.05,
-                limit_quantile: 0.95,
-                serving_share: 0.9,
-            },
-            capacity: g(8),
-            teams: vec![
-                team("serving", DemandClass::Serving, 3, 4),
-                team("research", DemandClass::JobLike, 0, 5),
-            ],
-            offpeak: Some(OffpeakQueue {
-                queue: "tessera-offpeak".into(),
-                timezone: "UTC".into(),
-                floor: g(1),
-                windows: vec![QueueWindow {
-                    days: vec![],
-                    start: "20:00".into(),
-                    hours: 8,
-                    gpus: g(7),
-                }],
-                end,
-            }),
-        }
-    }
+    use tessera_core::mig::plan_queues::EndOfWindow;
 
     fn spec<'a>(objs: &'a [Desired], name: &str) -> &'a Value {
         &objs.iter().find(|d| d.name == name).unwrap().spec
@@ -163,7 +115,7 @@ mod tests {
         .unwrap();
         assert_eq!(day.len(), 3);
         let s = spec(&day, "tessera-serving");
-        assert_eq!(s["capability"][GPU], "4");
+        assert_eq!(s["capability"][GPU], "3");
         assert_eq!(s["deserved"][GPU], "3");
         assert_eq!(s["guarantee"]["resource"][GPU], "3");
         let r = spec(&day, "tessera-research");
