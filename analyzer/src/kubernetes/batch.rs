@@ -45,6 +45,13 @@ impl Scheduler {
             Scheduler::Volcano => "v1beta1",
         }
     }
+    /// The kind whose objects a window edge changes (Kueue's ClusterQueues, Volcano's Queues).
+    pub fn edge_kind(self) -> QueueKind {
+        match self {
+            Scheduler::Kueue => QueueKind::ClusterQueue,
+            Scheduler::Volcano => QueueKind::VolcanoQueue,
+        }
+    }
     /// Its kinds tessera writes, in the order they are created (deleted in reverse).
     pub fn kinds(self) -> &'static [QueueKind] {
         match self {

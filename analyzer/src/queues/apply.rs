@@ -26,6 +26,7 @@ use kube::api::{DynamicObject, ObjectMeta};
 use serde_json::Value;
 use tessera_core::mig::plan_queues::QueuePlan;
 
+use super::clock::OffpeakState;
 use super::objects::{self, COHORT_LABEL, Desired, MANAGED_BY, QueueKind, Scheduler};
 use crate::kubernetes::audit::{Change, Regarding};
 use crate::kubernetes::batch::{self, id};
@@ -65,6 +66,35 @@ pub enum Mode {
     All,
     /// The queues a window edge changes only.
     Edge,
+}
+
+/// Every object of `plan` for scheduler `s` as of `at`, in creation order, with the off-peak
+/// queue's state; an error names a plan that cannot be written as the scheduler's objects.
+pub fn desired_objects(
+    s: Scheduler,
+    plan: &QueuePlan,
+    at: DateTime<Utc>,
+) -> Result<(Vec<Desired>, Option<OffpeakState>), String> {
+    let state = objects::offpeak_state(plan, at)?;
+    let objects = match s {
+        Scheduler::Kueue => super::kueue::desired(plan, state.as_ref()),
+        Scheduler::Volcano => super::volcano::desired(plan, state.as_ref()),
+    };
+    Ok((objects, state))
+}
+
+/// The objects a window edge changes: the off-peak queue and, on Kueue, the shared
+/// ClusterQueue that lends it the window's GPUs.
+pub fn window_objects(s: Scheduler, plan: &QueuePlan, all: Vec<Desired>) -> Vec<Desired> {
+    let shared = super::kueue::shared_queue(&plan.cohort);
+    let offpeak = plan.offpeak.as_ref().map(|o| o.queue.clone());
+    all.into_iter()
+        .filter(|d| {
+            d.kind == s.edge_kind()
+                && ((s == Scheduler::Kueue && d.name == shared)
+                    || Some(&d.name) == offpeak.as_ref())
+        })
+        .collect()
 }
 
 /// One planned change.
@@ -538,14 +568,14 @@ pub fn apply(
     err: &mut dyn Write,
 ) -> Result<Outcome, ApplyError> {
     require(k, s)?;
-    let (mut want, state) = objects::desired(s, plan, at).map_err(ApplyError::Plan)?;
+    let (mut want, state) = desired_objects(s, plan, at).map_err(ApplyError::Plan)?;
     if mode == Mode::Edge {
         if plan.offpeak.is_none() {
             return Err(ApplyError::Plan(
                 "no off-peak queue: no window edges".into(),
             ));
         }
-        want = objects::window_objects(s, plan, want);
+        want = window_objects(s, plan, want);
     } else {
         say_in_use(k, s, &plan.cohort, out)?;
     }

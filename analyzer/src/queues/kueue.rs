@@ -148,10 +148,18 @@ pub fn desired(plan: &QueuePlan, state: Option<&OffpeakState>) -> Vec<Desired> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::objects::{Scheduler, fixture::plan};
+    use super::super::objects::{fixture::plan, offpeak_state};
     use super::*;
     use chrono::{DateTime, Utc};
     use tessera_core::mig::plan_queues::EndOfWindow;
+
+    fn at_(
+        plan: &QueuePlan,
+        t: DateTime<Utc>,
+    ) -> Result<(Vec<Desired>, Option<OffpeakState>), String> {
+        let state = offpeak_state(plan, t)?;
+        Ok((desired(plan, state.as_ref()), state))
+    }
 
     fn nominal(objs: &[Desired], name: &str) -> String {
         let o = objs.iter().find(|d| d.name == name).unwrap();
@@ -164,22 +172,12 @@ mod tests {
     #[test]
     fn the_cohorts_quotas_add_up_to_the_fleet_and_a_window_never_goes_below_zero() {
         let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
-        let (day, _) = super::super::objects::desired(
-            Scheduler::Kueue,
-            &plan(EndOfWindow::Finish),
-            at("2026-11-02T12:00:00Z"),
-        )
-        .unwrap();
+        let (day, _) = at_(&plan(EndOfWindow::Finish), at("2026-11-02T12:00:00Z")).unwrap();
         assert_eq!(nominal(&day, "tessera-serving"), "3");
         assert_eq!(nominal(&day, "tessera-shared"), "4"); // 8 - 3 - 1
         assert_eq!(nominal(&day, "tessera-offpeak"), "1");
         // In the window the plan promises 7, more than 8 - 3: the shared queue is 0, not -2.
-        let (night, state) = super::super::objects::desired(
-            Scheduler::Kueue,
-            &plan(EndOfWindow::Finish),
-            at("2026-11-02T21:00:00Z"),
-        )
-        .unwrap();
+        let (night, state) = at_(&plan(EndOfWindow::Finish), at("2026-11-02T21:00:00Z")).unwrap();
         assert_eq!(state.unwrap().window, Some(0));
         assert_eq!(nominal(&night, "tessera-shared"), "0");
         assert_eq!(nominal(&night, "tessera-offpeak"), "7");

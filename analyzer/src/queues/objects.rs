@@ -1,6 +1,6 @@
 //! What every scheduler's queue objects share (docs/queues.md, "Kueue" and "Volcano"): the
-//! object a plan wants ([`Desired`]) and which scheduler's objects ([`desired`] dispatches to
-//! `kueue` or `volcano`), tessera's labels, the off-peak queue's state of an instant, the diff
+//! object a plan wants ([`Desired`]; `kueue` and `volcano` make them, `apply` picks the
+//! scheduler's), tessera's labels, the off-peak queue's state of an instant, the diff
 //! of an object's spec against the plan's, leaf by leaf ([`diff`]), and the manifests of the
 //! CronJobs that re-apply the window state at each window edge ([`schedule`]).
 //!
@@ -63,43 +63,6 @@ pub fn offpeak_state(plan: &QueuePlan, at: DateTime<Utc>) -> Result<Option<Offpe
 /// The GPUs of `model` in `list` (0 when absent).
 pub fn gpus_of(list: &[ModelGpus], model: &str) -> u32 {
     list.iter().find(|m| m.model == model).map_or(0, |m| m.gpus)
-}
-
-/// Every object of `plan` for scheduler `s` as of `at`, in creation order, with the off-peak
-/// queue's state; an error names a plan that cannot be written as the scheduler's objects.
-pub fn desired(
-    s: Scheduler,
-    plan: &QueuePlan,
-    at: DateTime<Utc>,
-) -> Result<(Vec<Desired>, Option<OffpeakState>), String> {
-    let state = offpeak_state(plan, at)?;
-    let objects = match s {
-        Scheduler::Kueue => super::kueue::desired(plan, state.as_ref()),
-        Scheduler::Volcano => super::volcano::desired(plan, state.as_ref()),
-    };
-    Ok((objects, state))
-}
-
-/// The kind a window edge changes.
-fn edge_kind(s: Scheduler) -> QueueKind {
-    match s {
-        Scheduler::Kueue => QueueKind::ClusterQueue,
-        Scheduler::Volcano => QueueKind::VolcanoQueue,
-    }
-}
-
-/// The objects a window edge changes: the off-peak queue and, on Kueue, the shared
-/// ClusterQueue that lends it the window's GPUs.
-pub fn window_objects(s: Scheduler, plan: &QueuePlan, all: Vec<Desired>) -> Vec<Desired> {
-    let shared = super::kueue::shared_queue(&plan.cohort);
-    let offpeak = plan.offpeak.as_ref().map(|o| o.queue.clone());
-    all.into_iter()
-        .filter(|d| {
-            d.kind == edge_kind(s)
-                && ((s == Scheduler::Kueue && d.name == shared)
-                    || Some(&d.name) == offpeak.as_ref())
-        })
-        .collect()
 }
 
 fn leaves(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
@@ -191,7 +154,7 @@ pub fn schedule(s: Scheduler, plan: &QueuePlan, p: &ScheduleParams) -> Result<St
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": meta(&name, false),
                 "rules": [
-                    { "apiGroups": [s.group()], "resources": [edge_kind(s).plural()],
+                    { "apiGroups": [s.group()], "resources": [s.edge_kind().plural()],
                       "verbs": ["get", "list", "update"] },
                     { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"] },
                 ] }),

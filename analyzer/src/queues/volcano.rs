@@ -96,9 +96,13 @@ pub fn models_note(plan: &QueuePlan) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queues::objects::{Scheduler, desired as all, fixture::plan};
+    use crate::queues::objects::{fixture::plan, offpeak_state};
     use chrono::{DateTime, Utc};
     use tessera_core::mig::plan_queues::EndOfWindow;
+
+    fn all(p: &QueuePlan, t: DateTime<Utc>) -> Result<(Vec<Desired>, ()), String> {
+        Ok((desired(p, offpeak_state(p, t)?.as_ref()), ()))
+    }
 
     fn spec<'a>(objs: &'a [Desired], name: &str) -> &'a Value {
         &objs.iter().find(|d| d.name == name).unwrap().spec
@@ -107,12 +111,7 @@ mod tests {
     #[test]
     fn teams_get_caps_and_shares_and_the_window_never_reserves_what_serving_holds() {
         let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
-        let (day, _) = all(
-            Scheduler::Volcano,
-            &plan(EndOfWindow::Finish),
-            at("2026-11-02T12:00:00Z"),
-        )
-        .unwrap();
+        let (day, _) = all(&plan(EndOfWindow::Finish), at("2026-11-02T12:00:00Z")).unwrap();
         assert_eq!(day.len(), 3);
         let s = spec(&day, "tessera-serving");
         assert_eq!(s["capability"][GPU], "3");
@@ -132,21 +131,16 @@ mod tests {
             (Some("1"), Some(false))
         );
         // In the window: 7 GPUs capability, but only 8 - 3 can be held for it.
-        let (night, _) = all(
-            Scheduler::Volcano,
-            &plan(EndOfWindow::Finish),
-            at("2026-11-02T21:00:00Z"),
-        )
-        .unwrap();
+        let (night, _) = all(&plan(EndOfWindow::Finish), at("2026-11-02T21:00:00Z")).unwrap();
         let o = spec(&night, "tessera-offpeak");
         assert_eq!(o["capability"][GPU], "7");
         assert_eq!(o["deserved"][GPU], "7");
         assert_eq!(o["guarantee"]["resource"][GPU], "5");
         // A drain policy makes the queue reclaimable in its drain minutes only.
         let p = plan(EndOfWindow::Drain { notice_minutes: 30 });
-        let (drain, _) = all(Scheduler::Volcano, &p, at("2026-11-03T04:35:00Z")).unwrap();
+        let (drain, _) = all(&p, at("2026-11-03T04:35:00Z")).unwrap();
         assert_eq!(spec(&drain, "tessera-offpeak")["reclaimable"], true);
-        let (after, _) = all(Scheduler::Volcano, &p, at("2026-11-03T05:00:00Z")).unwrap();
+        let (after, _) = all(&p, at("2026-11-03T05:00:00Z")).unwrap();
         assert_eq!(spec(&after, "tessera-offpeak")["reclaimable"], false);
         assert!(models_note(&p).is_none());
     }
