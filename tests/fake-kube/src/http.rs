@@ -8,8 +8,9 @@
 //! other groups at `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]` (Deployments,
 //! ReplicaSets, StatefulSets, HorizontalPodAutoscalers, InferenceServices, ScaledObjects,
 //! Kueue's cluster-scoped ResourceFlavors and ClusterQueues and namespaced LocalQueues at
-//! `kueue.x-k8s.io/v1beta2`: see [`Kind`]; every path under `/apis/kueue.x-k8s.io` is a 404
-//! while Kueue is not installed), with the `scale` subresource of the `apps` kinds
+//! `kueue.x-k8s.io/v1beta2`, Volcano's cluster-scoped Queues at `scheduling.volcano.sh/v1beta1`:
+//! see [`Kind`]; every path under `/apis/kueue.x-k8s.io` or `/apis/scheduling.volcano.sh` is a
+//! 404 while that group is not installed), with the `scale` subresource of the `apps` kinds
 //! (`…/{name}/scale`: GET, PUT and PATCH of an `autoscaling/v1` `Scale`, whose `spec.replicas`
 //! is the object's; a `metadata.resourceVersion` in a PUT or PATCH is a precondition, 409 when
 //! stale). Verbs: get, list (label
@@ -18,8 +19,8 @@
 //! the apiserver, which takes a ConfigMap PUT without one as an unconditional update, so that
 //! a client that skips optimistic concurrency fails here), patch, delete.
 //! A PUT or PATCH of a kind scripted by [`crate::FakeKube::conflict_next_write`] finds the
-//! object rewritten by another writer first (a new resourceVersion). Kueue's kinds are decoded
-//! strictly and validated ([`crate::kueue`]).
+//! object rewritten by another writer first (a new resourceVersion). Kueue's and Volcano's kinds
+//! are decoded strictly and validated ([`crate::kueue`], [`crate::volcano`]).
 //! PATCH takes `application/merge-patch+json` (RFC 7386) and
 //! `application/strategic-merge-patch+json`; other patch types (JSON patch, apply) get 415.
 //! Every request is logged; one without `Authorization: Bearer <token>` gets a 401 `Status`.
@@ -42,7 +43,7 @@ use hyper::{Method, Response};
 use serde_json::{Value, json};
 
 use crate::Request;
-use crate::objects::{ApiError, KUEUE_GROUP, Kind};
+use crate::objects::{ApiError, Kind};
 use crate::query::Query;
 use crate::selectors::Selector;
 use crate::shared::{Body, Shared};
@@ -380,12 +381,14 @@ fn route(
     body: &[u8],
 ) -> Result<Response<Body>, ApiError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let kueue = shared.lock().kueue_installed;
-    if !kueue && matches!(segs.as_slice(), ["apis", KUEUE_GROUP, ..]) {
+    let uninstalled = shared.lock().uninstalled.clone();
+    if let ["apis", group, ..] = segs.as_slice()
+        && uninstalled.contains(group)
+    {
         // An API group that is not installed: the apiserver's 404 for an unknown path.
         return Err(ApiError::no_route());
     }
-    if let Some(doc) = crate::discovery::document(&segs, kueue) {
+    if let Some(doc) = crate::discovery::document(&segs, |g| !uninstalled.contains(g)) {
         return if method == Method::GET {
             Ok(json_response(200, &doc))
         } else {

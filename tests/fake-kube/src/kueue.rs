@@ -3,10 +3,11 @@
 //! misspelled or invalid queue fails here as it would on a cluster.
 //!
 //! What it does, on every create, replace and patch (the object after patching) of these kinds:
-//! - [`decode`]: unknown fields (top level, `metadata`, anywhere in `spec`) are a 400
-//!   `BadRequest`, as kube-apiserver answers under `fieldValidation=Strict`: `ClusterQueue in
-//!   version "v1beta2" cannot be handled as a ClusterQueue: strict decoding error: unknown field
-//!   "spec.resourceGroups[0].foo"` (every unknown field, dotted paths with list indexes).
+//! - [`crate::crd::decode`] with the schemas here ([`schema`]): unknown fields (top level,
+//!   `metadata`, anywhere in `spec`) are a 400 `BadRequest`, as kube-apiserver answers under
+//!   `fieldValidation=Strict`: `ClusterQueue in version "v1beta2" cannot be handled as a
+//!   ClusterQueue: strict decoding error: unknown field "spec.resourceGroups[0].foo"` (every
+//!   unknown field, dotted paths with list indexes).
 //!   Stricter than the apiserver's default (`Warn`: dropped with a warning): every write here is
 //!   strict, whatever `fieldValidation` says. A ResourceFlavor has no `status` (unknown here).
 //! - [`admit`]: type errors (`spec.cohortName in body must be of type string`), the CRD defaults
@@ -36,43 +37,9 @@
 
 use serde_json::{Value, json};
 
-use crate::kueue_fields::{Errors, child, label, subdomain};
+use crate::crd::{METADATA, S, STR_LIST, default};
+use crate::fields::{Errors, label, subdomain};
 use crate::objects::{ApiError, Kind};
-
-/// One node of a kind's schema.
-#[derive(Clone, Copy)]
-enum S {
-    /// Anything (status, managed fields).
-    Any,
-    Str,
-    Int,
-    /// An int-or-string Kubernetes quantity.
-    Quantity,
-    /// A map of strings (labels).
-    StrMap,
-    List(&'static S),
-    Obj(&'static [(&'static str, S)]),
-}
-
-const STR_LIST: S = S::List(&S::Str);
-
-const METADATA: S = S::Obj(&[
-    ("name", S::Str),
-    ("generateName", S::Str),
-    ("namespace", S::Str),
-    ("selfLink", S::Str),
-    ("uid", S::Str),
-    ("resourceVersion", S::Str),
-    ("generation", S::Int),
-    ("creationTimestamp", S::Any),
-    ("deletionTimestamp", S::Any),
-    ("deletionGracePeriodSeconds", S::Int),
-    ("labels", S::StrMap),
-    ("annotations", S::StrMap),
-    ("ownerReferences", S::List(&S::Any)),
-    ("finalizers", STR_LIST),
-    ("managedFields", S::List(&S::Any)),
-]);
 
 const FAIR_SHARING: S = S::Obj(&[("weight", S::Quantity)]);
 
@@ -195,106 +162,14 @@ const LOCAL_QUEUE: S = S::Obj(&[
     ("status", S::Any),
 ]);
 
-fn schema(kind: Kind) -> Option<&'static S> {
+/// The schema of a Kueue kind.
+pub(crate) fn schema(kind: Kind) -> Option<&'static S> {
     match kind {
         Kind::ClusterQueue => Some(&CLUSTER_QUEUE),
         Kind::ResourceFlavor => Some(&RESOURCE_FLAVOR),
         Kind::LocalQueue => Some(&LOCAL_QUEUE),
         _ => None,
     }
-}
-
-/// What a walk of an object against its schema found.
-#[derive(Default)]
-struct Walk {
-    unknown: Vec<String>,
-    types: Errors,
-}
-
-/// The JSON type name of a value, as the apiserver's schema errors name it.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn type_error(path: &str, want: &str, v: &Value) -> (String, String) {
-    let got = type_name(v);
-    (
-        path.to_string(),
-        format!("Invalid value: \"{got}\": {path} in body must be of type {want}: \"{got}\""),
-    )
-}
-
-fn walk(s: &S, v: &Value, path: &str, w: &mut Walk) {
-    if v.is_null() {
-        return;
-    }
-    let want = match (s, v) {
-        (S::Any, _) | (S::Str, Value::String(_)) => return,
-        (S::Quantity, Value::String(_) | Value::Number(_)) => return,
-        (S::Int, Value::Number(n)) if n.is_i64() || n.is_u64() => return,
-        (S::StrMap, Value::Object(m)) => {
-            for (k, x) in m.iter().filter(|(_, x)| !x.is_string() && !x.is_null()) {
-                w.types.push(type_error(&child(path, k), "string", x));
-            }
-            return;
-        }
-        (S::List(item), Value::Array(a)) => {
-            for (i, x) in a.iter().enumerate() {
-                walk(item, x, &format!("{path}[{i}]"), w);
-            }
-            return;
-        }
-        (S::Obj(fields), Value::Object(m)) => {
-            for (k, x) in m {
-                match fields.iter().find(|(name, _)| name == k) {
-                    Some((_, f)) => walk(f, x, &child(path, k), w),
-                    None => w.unknown.push(child(path, k)),
-                }
-            }
-            return;
-        }
-        (S::Str, _) => "string",
-        (S::Int, _) => "integer",
-        (S::Quantity, _) => "integer,string",
-        (S::StrMap | S::Obj(_), _) => "object",
-        (S::List(_), _) => "array",
-    };
-    w.types.push(type_error(path, want, v));
-}
-
-fn walked(kind: Kind, obj: &Value) -> Walk {
-    let mut w = Walk::default();
-    if let Some(s) = schema(kind) {
-        walk(s, obj, "", &mut w);
-    }
-    w
-}
-
-/// Strict decoding: a 400 naming every unknown field, or Ok.
-pub(crate) fn decode(kind: Kind, obj: &Value) -> Result<(), ApiError> {
-    let w = walked(kind, obj);
-    if w.unknown.is_empty() {
-        return Ok(());
-    }
-    let fields: Vec<String> = w
-        .unknown
-        .iter()
-        .map(|f| format!("unknown field \"{f}\""))
-        .collect();
-    let version = kind.api_version().rsplit('/').next().unwrap_or_default();
-    Err(ApiError::bad_request(&format!(
-        "{k} in version \"{version}\" cannot be handled as a {k}: strict decoding error: {}",
-        fields.join(", "),
-        k = kind.kind(),
-    )))
 }
 
 /// Types, defaults, then the semantic rules (`old`: the stored object on an update); a 422
@@ -304,7 +179,7 @@ pub(crate) fn admit(kind: Kind, obj: &mut Value, old: Option<&Value>) -> Result<
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let types = walked(kind, obj).types;
+    let types = crate::crd::type_errors(kind, obj);
     if !types.is_empty() {
         return Err(ApiError::invalid_fields(kind, &name, &types));
     }
@@ -331,13 +206,6 @@ pub(crate) fn admit(kind: Kind, obj: &mut Value, old: Option<&Value>) -> Result<
         Ok(())
     } else {
         Err(ApiError::invalid_fields(kind, &name, &e))
-    }
-}
-
-/// Sets `obj[key]` to `value` when it is absent or null.
-fn default(obj: &mut Value, key: &str, value: Value) {
-    if obj.is_object() && obj[key].is_null() {
-        obj[key] = value;
     }
 }
 
@@ -368,26 +236,5 @@ fn defaults(kind: Kind, obj: &mut Value) {
             default(&mut spec["fairSharing"], "weight", json!(1));
         }
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_fields_are_named_with_their_path() {
-        let cq = json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": { "name": "cq", "labelz": {} },
-            "spec": { "cohort": "c", "resourceGroups": [{ "coveredResources": ["cpu"], "flavors": [
-                { "name": "f", "resources": [{ "name": "cpu", "nominalQuota": 1, "foo": 2 }] }] }] },
-        });
-        let e = decode(Kind::ClusterQueue, &cq).unwrap_err();
-        assert_eq!(e.code, 400);
-        assert_eq!(
-            e.message,
-            "ClusterQueue in version \"v1beta2\" cannot be handled as a ClusterQueue: strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.cohort\", unknown field \"spec.resourceGroups[0].flavors[0].resources[0].foo\""
-        );
     }
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::kueue_fields::{
-    Errors, child, duplicate, invalid, label_value, one_of, qualified_name, quantity, required,
+use crate::fields::{
+    Errors, child, crd_quantity, duplicate, invalid, label_value, one_of, qualified_name, required,
     subdomain, too_many,
 };
 
@@ -44,18 +44,8 @@ fn non_negative(e: &mut Errors, obj: &Value, parent: &str, key: &str) -> Option<
         return None;
     }
     let field = child(parent, key);
-    match quantity(v) {
-        None => {
-            invalid(
-                e,
-                &field,
-                v,
-                &format!(
-                    "{field} in body should match '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'"
-                ),
-            );
-            None
-        }
+    match crd_quantity(e, &field, v) {
+        None => None,
         Some(q) if q < 0.0 => {
             invalid(e, &field, v, "must be greater than or equal to 0");
             None

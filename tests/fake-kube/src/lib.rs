@@ -10,28 +10,34 @@
 //! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; added with
 //! [`FakeKube::put`], ownerReferences as given), Kueue's ResourceFlavors, ClusterQueues and
 //! LocalQueues (`kueue.x-k8s.io/v1beta2`, served while [`FakeKube::set_kueue_installed`], by
-//! default; decoded strictly and validated as Kueue's CRDs and webhooks do: module `kueue`)
+//! default; decoded strictly and validated as Kueue's CRDs and webhooks do: module `kueue`),
+//! Volcano's Queues (`scheduling.volcano.sh/v1beta1` kind `Queue`, served while
+//! [`FakeKube::set_volcano_installed`], by default; decoded strictly, defaulted and validated as
+//! Volcano's CRD and admission webhooks do, deletes included: module `volcano`)
 //! as JSON with one global resourceVersion
 //! (like etcd's revision), and serves get/list/watch/create/replace/patch/delete with
 //! kube-apiserver's paths, content types, `Status` errors (404, 409 AlreadyExists and Conflict,
 //! 410 Expired on stale watches, 415, 401) and chunked watch streams. Module docs:
 //! `http` (routes, verbs, patch types), `watch` (streams), `mig_manager` and `device_plugin`
 //! (the scripts), `late` (another client's write between two requests, writes that land late)
-//! with its scripted state in `hold`, `kueue` (Kueue's schemas; its rules in `kueue_rules`,
-//! its field checks in `kueue_fields`).
+//! with its scripted state in `hold`, `crd` (the custom resources' schema walker: strict
+//! decoding, type errors), `kueue` (Kueue's schemas; its rules in `kueue_rules`), `volcano`
+//! (Volcano's Queue), `fields` (the field checks both share).
 //!
 //! What it does not do: no TLS, no authentication beyond one bearer token, no RBAC, no
-//! admission, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
+//! admission beyond Kueue's and Volcano's, no controllers other than the scripted mig-manager and device plugin (pods do not start, nodes do
 //! not report, cordon evicts nothing, a Deployment scaled to 0 keeps its pods, KServe does not
-//! reconcile, no Kueue controller: queues get no status or finalizers), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
+//! reconcile, no Kueue or Volcano controller: queues get no status or finalizers, no `default`
+//! or `root` Volcano Queue is created), no garbage collection by ownerReferences, strategic merge patch is a merge patch, no server-side
 //! apply, no JSON patch, no pagination, no protobuf.
 
+mod crd;
 mod device_plugin;
 mod discovery;
+mod fields;
 mod hold;
 mod http;
 mod kueue;
-mod kueue_fields;
 mod kueue_rules;
 mod late;
 mod mig_manager;
@@ -41,6 +47,8 @@ mod selectors;
 mod server;
 mod shared;
 mod store;
+mod volcano;
+mod volcano_rules;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -301,10 +309,12 @@ impl FakeKube {
     /// Creates any object of a kind this server knows (by its `apiVersion` and `kind`:
     /// `apps/v1` Deployment, ReplicaSet, StatefulSet; `autoscaling/v2`
     /// HorizontalPodAutoscaler; `serving.kserve.io/v1beta1` InferenceService; `keda.sh/v1alpha1`
-    /// ScaledObject; `kueue.x-k8s.io/v1beta2` ResourceFlavor, ClusterQueue, LocalQueue, validated
-    /// and defaulted as a POST's; the core kinds), as a client's POST would: it gets a uid, a
-    /// resourceVersion and a creation time (and `spec.replicas: 1` when an `apps` workload has
-    /// none); returns it as stored. Panics on an unknown kind or if it exists.
+    /// ScaledObject; `kueue.x-k8s.io/v1beta2` ResourceFlavor, ClusterQueue, LocalQueue and
+    /// `scheduling.volcano.sh/v1beta1` Queue, validated and defaulted as a POST's (a Queue keeps
+    /// the `status` it is given: how a test sets one); the core kinds), as a client's POST
+    /// would: it gets a uid, a resourceVersion and a creation time (and `spec.replicas: 1` when
+    /// an `apps` workload has none); returns it as stored. Panics on an unknown kind, if it
+    /// exists, or if it is refused (a Queue whose parent is not stored, …).
     pub fn put(&self, obj: serde_json::Value) -> serde_json::Value {
         let kind = Kind::from_object(&obj).unwrap_or_else(|| {
             panic!(
@@ -318,8 +328,9 @@ impl FakeKube {
     }
 
     /// The stored object as JSON, None when absent. `kind` is the resource name (`nodes`,
-    /// `pods`, `configmaps`, `deployments`, `inferenceservices`, `clusterqueues`, …) or the
-    /// `kind` (`ClusterQueue`, `LocalQueue`, …); `namespace` is ignored for cluster-scoped kinds.
+    /// `pods`, `configmaps`, `deployments`, `inferenceservices`, `clusterqueues`, `queues`, …) or
+    /// the `kind` (`ClusterQueue`, `LocalQueue`, `Queue` (Volcano's), …); `namespace` is ignored
+    /// for cluster-scoped kinds.
     pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
         let kind = Kind::from_name(kind)?;
         let ns = if kind.namespaced() { namespace } else { "" };
@@ -339,7 +350,24 @@ impl FakeKube {
     /// server could not find the requested resource", as for a group whose CRDs are absent. The
     /// stored Kueue objects are kept (served again once reinstalled).
     pub fn set_kueue_installed(&self, installed: bool) {
-        self.shared().lock().kueue_installed = installed;
+        self.set_installed(objects::KUEUE_GROUP, installed);
+    }
+
+    /// Installs or uninstalls Volcano (default: installed), as
+    /// [`FakeKube::set_kueue_installed`] does Kueue: uninstalled, `/apis` does not list
+    /// `scheduling.volcano.sh` and every path under `/apis/scheduling.volcano.sh` answers 404;
+    /// the stored Queues are kept.
+    pub fn set_volcano_installed(&self, installed: bool) {
+        self.set_installed(objects::VOLCANO_GROUP, installed);
+    }
+
+    fn set_installed(&self, group: &'static str, installed: bool) {
+        let mut store = self.shared().lock();
+        if installed {
+            store.uninstalled.remove(group);
+        } else {
+            store.uninstalled.insert(group);
+        }
     }
 
     /// Another writer: right before the next PUT or PATCH of an object of `kind` (named as in

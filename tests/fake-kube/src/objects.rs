@@ -2,11 +2,13 @@
 //! `apiVersion`, group and resource names; the workloads `tessera scale-down` reads and scales:
 //! Deployments, ReplicaSets, StatefulSets with their `autoscaling/v1` `Scale`,
 //! HorizontalPodAutoscalers, KServe InferenceServices, KEDA ScaledObjects; Kueue's
-//! ResourceFlavors, ClusterQueues and LocalQueues), the Nodes, Pods,
+//! ResourceFlavors, ClusterQueues and LocalQueues; Volcano's Queues), the Nodes, Pods,
 //! Namespaces (labels and annotations: the teams' owners), ConfigMaps and the ClusterPolicy
 //! the test helpers create, and the `Status` errors the server
 //! answers with (same `reason`, `code`, `message` and `details` shapes as kube-apiserver; a
-//! custom resource's 422 names its group, `ClusterQueue.kueue.x-k8s.io "x" is invalid: …`).
+//! custom resource's 422 names its group, `ClusterQueue.kueue.x-k8s.io "x" is invalid: …`; a
+//! denying admission webhook's 400 has no reason, as kube-apiserver answers one whose status
+//! has no code).
 //!
 //! What it does not do: the objects hold only the fields tessera reads (no images, probes,
 //! volumes, node addresses or capacity); the messages copy the apiserver's wording for the
@@ -34,13 +36,19 @@ pub(crate) enum Kind {
     ResourceFlavor,
     ClusterQueue,
     LocalQueue,
+    /// Volcano's `scheduling.volcano.sh/v1beta1` Queue (cluster-scoped; `kind` "Queue").
+    VolcanoQueue,
 }
 
 /// Kueue's API group (`kueue.x-k8s.io`), served only while Kueue is installed.
 pub(crate) const KUEUE_GROUP: &str = "kueue.x-k8s.io";
 
+/// Volcano's scheduling API group (`scheduling.volcano.sh`), served only while Volcano is
+/// installed.
+pub(crate) const VOLCANO_GROUP: &str = "scheduling.volcano.sh";
+
 /// Every kind, for lookups by name.
-const ALL: [Kind; 15] = [
+const ALL: [Kind; 16] = [
     Kind::Node,
     Kind::Pod,
     Kind::ConfigMap,
@@ -56,6 +64,7 @@ const ALL: [Kind; 15] = [
     Kind::ResourceFlavor,
     Kind::ClusterQueue,
     Kind::LocalQueue,
+    Kind::VolcanoQueue,
 ];
 
 impl Kind {
@@ -77,6 +86,7 @@ impl Kind {
             Kind::ResourceFlavor => "ResourceFlavor",
             Kind::ClusterQueue => "ClusterQueue",
             Kind::LocalQueue => "LocalQueue",
+            Kind::VolcanoQueue => "Queue",
         }
     }
 
@@ -93,6 +103,7 @@ impl Kind {
             Kind::ResourceFlavor | Kind::ClusterQueue | Kind::LocalQueue => {
                 "kueue.x-k8s.io/v1beta2"
             }
+            Kind::VolcanoQueue => "scheduling.volcano.sh/v1beta1",
         }
     }
 
@@ -122,7 +133,12 @@ impl Kind {
     pub(crate) fn keeps_status(self) -> bool {
         matches!(
             self,
-            Kind::Node | Kind::Pod | Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet
+            Kind::Node
+                | Kind::Pod
+                | Kind::Deployment
+                | Kind::ReplicaSet
+                | Kind::StatefulSet
+                | Kind::VolcanoQueue
         )
     }
 
@@ -144,6 +160,7 @@ impl Kind {
             Kind::ResourceFlavor => "resourceflavors",
             Kind::ClusterQueue => "clusterqueues",
             Kind::LocalQueue => "localqueues",
+            Kind::VolcanoQueue => "queues",
         }
     }
 
@@ -156,6 +173,7 @@ impl Kind {
                 | Kind::Namespace
                 | Kind::ResourceFlavor
                 | Kind::ClusterQueue
+                | Kind::VolcanoQueue
         )
     }
 
@@ -177,7 +195,8 @@ impl Kind {
     }
 
     /// The kind by its resource name, in any group, or its `kind` (`deployments`, `nodes`,
-    /// `clusterqueues` or `ClusterQueue`).
+    /// `clusterqueues` or `ClusterQueue`, `queues` or `Queue`: Volcano's). Names are unique
+    /// across the kinds (a test checks).
     pub(crate) fn from_name(name: &str) -> Option<Kind> {
         ALL.into_iter()
             .find(|k| k.plural() == name || k.kind() == name)
@@ -319,6 +338,18 @@ impl ApiError {
         }
     }
 
+    /// What kube-apiserver answers when the admission webhook `webhook` denies a request with a
+    /// status that has no code (Volcano's: `Result: {Message: err.Error()}`): 400, no reason,
+    /// no details, `admission webhook "NAME" denied the request: MESSAGE`.
+    pub(crate) fn webhook_denied(webhook: &str, message: &str) -> ApiError {
+        ApiError {
+            code: 400,
+            reason: "",
+            message: format!("admission webhook \"{webhook}\" denied the request: {message}"),
+            details: None,
+        }
+    }
+
     /// 400 BadRequest.
     pub(crate) fn bad_request(message: &str) -> ApiError {
         ApiError {
@@ -382,6 +413,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // `omitempty`, as the apiserver writes a `Status`.
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
@@ -500,6 +537,35 @@ mod tests {
         assert!(
             t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
             "{t}"
+        );
+    }
+
+    #[test]
+    fn names_find_one_kind_each() {
+        for k in ALL {
+            for name in [k.kind(), k.plural()] {
+                let found: Vec<Kind> = ALL
+                    .into_iter()
+                    .filter(|o| o.kind() == name || o.plural() == name)
+                    .collect();
+                assert_eq!(found, [k], "{name}");
+            }
+        }
+        assert_eq!(Kind::from_name("Queue"), Some(Kind::VolcanoQueue));
+        assert_eq!(Kind::from_name("queues"), Some(Kind::VolcanoQueue));
+    }
+
+    #[test]
+    fn a_webhook_denial_has_no_reason() {
+        let s = ApiError::webhook_denied("v.example.com", "no").status();
+        assert_eq!(s["code"], 400);
+        assert_eq!(
+            s["message"],
+            "admission webhook \"v.example.com\" denied the request: no"
+        );
+        assert!(
+            s.get("reason").is_none() && s.get("details").is_none(),
+            "{s}"
         );
     }
 

@@ -7,15 +7,17 @@
 //! mig-manager labels and of the device plugin's config label; the triggers that start the
 //! scripted mig-manager and device plugin; node status writes (the scripted controllers' only).
 //!
-//! Kueue's kinds are decoded strictly and admitted by [`crate::kueue`] on every create,
-//! replace and patch (400 unknown fields before the resourceVersion check, 422 invalid after it,
-//! as on the apiserver).
+//! Kueue's and Volcano's kinds are decoded strictly ([`crate::crd`]) and admitted by
+//! [`crate::kueue`] and [`crate::volcano`] on every create, replace and patch (400 unknown
+//! fields before the resourceVersion check, 422 invalid and webhook denials after it, as on the
+//! apiserver); a delete of a Volcano Queue goes through Volcano's webhook (after the 404).
 //!
-//! What it does not do: no admission, no validation of object schemas beyond what the fake
-//! needs and Kueue's kinds,
+//! What it does not do: no admission for the other kinds, no validation of object schemas
+//! beyond what the fake needs and those kinds,
 //! no finalizers or graceful deletion, generateName with a counter for a suffix, no server-side apply, no status
-//! subresources beyond `scale` (the status of Nodes, Pods and the `apps` workloads is kept across
-//! replace and patch, as their main endpoints do).
+//! subresources beyond `scale` (the status of Nodes, Pods, the `apps` workloads and Volcano
+//! Queues is kept across replace and patch, as their main endpoints do; a create keeps the
+//! status it is given).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -117,8 +119,9 @@ pub(crate) struct Store {
     pub(crate) conflict_next_put: bool,
     /// Kinds whose next PUT or PATCH finds the object written by another writer first.
     pub(crate) conflict_next_write: BTreeSet<Kind>,
-    /// Whether Kueue's API group is served (discovery and paths).
-    pub(crate) kueue_installed: bool,
+    /// The optional API groups (Kueue's, Volcano's) not installed: absent from discovery, their
+    /// paths 404s.
+    pub(crate) uninstalled: BTreeSet<&'static str>,
     pub(crate) close_watches_after: Option<Duration>,
     pub(crate) requests: Vec<Request>,
     /// Scripted failures, first match wins ([`crate::Fault`]).
@@ -152,7 +155,7 @@ impl Store {
             down: false,
             conflict_next_put: false,
             conflict_next_write: BTreeSet::new(),
-            kueue_installed: true,
+            uninstalled: BTreeSet::new(),
             close_watches_after: None,
             requests: Vec::new(),
             faults: Vec::new(),
@@ -189,10 +192,8 @@ impl Store {
             metadata_mut(&mut obj).insert("name".into(), json!(name));
         }
         let (ns, name) = key_of(kind, &obj)?;
-        if kind.is_kueue() {
-            crate::kueue::decode(kind, &obj)?;
-            crate::kueue::admit(kind, &mut obj, None)?;
-        }
+        crate::crd::decode(kind, &obj)?;
+        self.admit(kind, &mut obj, None)?;
         let key = (kind, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(kind, &name));
@@ -283,9 +284,7 @@ impl Store {
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(ApiError::not_found(kind, name));
         };
-        if kind.is_kueue() {
-            crate::kueue::decode(kind, &new)?;
-        }
+        crate::crd::decode(kind, &new)?;
         if let Some(expected) = expected_rv
             && Some(expected) != old["metadata"]["resourceVersion"].as_str()
         {
@@ -318,9 +317,7 @@ impl Store {
                 }
             }
         }
-        if kind.is_kueue() {
-            crate::kueue::admit(kind, &mut new, Some(&old))?;
-        }
+        self.admit(kind, &mut new, Some(&old))?;
         if new == old && !force {
             return Ok(old);
         }
@@ -339,6 +336,18 @@ impl Store {
             prev: Some(old),
         });
         Ok(new)
+    }
+
+    /// The admission of the kinds validated here (`old`: the stored object on an update): Ok
+    /// with `obj` defaulted, or the 422 or webhook denial.
+    fn admit(&self, kind: Kind, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        match kind {
+            Kind::VolcanoQueue => {
+                crate::volcano::admit(obj, old, &self.list(Kind::VolcanoQueue, None))
+            }
+            k if k.is_kueue() => crate::kueue::admit(k, obj, old),
+            _ => Ok(()),
+        }
     }
 
     /// Applies a JSON merge patch (RFC 7386) to the stored object. A `metadata.resourceVersion`
@@ -381,12 +390,17 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes an object; returns it at the delete's version.
+    /// Deletes an object (404 when absent, then Volcano's webhook for a Queue); returns it at
+    /// the delete's version.
     pub(crate) fn delete(&mut self, kind: Kind, ns: &str, name: &str) -> Result<Value, ApiError> {
-        let Some(mut obj) = self
-            .objects
-            .remove(&(kind, ns.to_string(), name.to_string()))
-        else {
+        let key = (kind, ns.to_string(), name.to_string());
+        if !self.objects.contains_key(&key) {
+            return Err(ApiError::not_found(kind, name));
+        }
+        if kind == Kind::VolcanoQueue {
+            crate::volcano::admit_delete(name, &self.list(kind, None))?;
+        }
+        let Some(mut obj) = self.objects.remove(&key) else {
             return Err(ApiError::not_found(kind, name));
         };
         self.rv += 1;

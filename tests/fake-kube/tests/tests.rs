@@ -9,6 +9,7 @@ mod device_plugin;
 mod kueue;
 mod mig_manager;
 mod support;
+mod volcano;
 mod watch;
 mod wire;
 mod workloads;

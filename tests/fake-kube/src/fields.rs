@@ -1,5 +1,5 @@
-//! The field checks Kueue's CRD schemas and webhooks share ([`crate::kueue`] admits the
-//! objects): field errors worded as the apiserver words them (`Invalid value`, `Required value`,
+//! The field checks the custom resources' schemas and webhooks share ([`crate::kueue`] and
+//! [`crate::volcano`] admit the objects): field errors worded as the apiserver words them (`Invalid value`, `Required value`,
 //! `Too many`, `Duplicate value`, `Unsupported value`), DNS-1123 names, label keys and values,
 //! and Kubernetes quantities.
 //!
@@ -81,7 +81,7 @@ fn is_dns_label(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-fn is_subdomain(s: &str) -> bool {
+pub(crate) fn is_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
@@ -136,6 +136,24 @@ pub(crate) fn label_value(s: &str, field: &str, e: &mut Errors) {
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
         );
     }
+}
+
+/// The pattern a CRD gives a quantity (`x-kubernetes-int-or-string`).
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// A quantity field of a CRD: its value, or None with a field error naming the CRD's pattern
+/// (`field in body should match '^(\+|-)?…'`) when it is not a quantity.
+pub(crate) fn crd_quantity(e: &mut Errors, field: &str, v: &Value) -> Option<f64> {
+    let q = quantity(v);
+    if q.is_none() {
+        invalid(
+            e,
+            field,
+            v,
+            &format!("{field} in body should match '{QUANTITY_PATTERN}'"),
+        );
+    }
+    q
 }
 
 /// The value of a Kubernetes quantity (`4`, `"4"`, `"500m"`, `"16Gi"`, `"1e3"`), None when the
