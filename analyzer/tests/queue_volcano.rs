@@ -12,7 +12,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-use crate::queue_kueue::{Cluster, WEEKDAY, cluster, fire_times, plan_text, refuse, schedule};
+use crate::queue_kueue::{Cluster, WEEKDAY, cluster, fire_times, plan_text, schedule};
 
 const V: &[&str] = &["--scheduler", "volcano"];
 
@@ -197,15 +197,29 @@ fn a_queue_that_is_not_tesseras_refuses_the_apply_and_undo_leaves_theirs() {
 #[test]
 fn a_failed_step_puts_back_the_queues_created_before_it() {
     let c = cluster(&plan_text(5, true, "{ policy: finish }"));
-    refuse(
-        &c.kube,
-        "POST",
-        "/apis/scheduling.volcano.sh/v1beta1/queues",
-    );
+    // The third create (the off-peak queue) is refused: the two team queues created before it
+    // are deleted again.
+    c.kube.fail(fake_kube::Fault {
+        code: 403,
+        message: "forbidden by the test".into(),
+        body_contains: Some("tessera-offpeak".into()),
+        ..fake_kube::Fault::leader_changed("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", 1)
+    });
     let (code, _, err) = c.queue("apply", &with(&["--yes", "--now", WEEKDAY]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("forbidden by the test"), "{err}");
+    assert!(
+        err.contains("the 2 change(s) made before it were put back"),
+        "{err}"
+    );
     assert!(ours(&c).is_empty(), "{:?}", ours(&c));
+    let deletes = c
+        .kube
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count();
+    assert_eq!(deletes, 2);
 }
 
 fn edge_at(c: &Cluster, at: DateTime<Utc>) -> (String, String, String, bool) {

@@ -54,15 +54,6 @@ pub(crate) const METADATA: S = S::Obj(&[
     ("managedFields", S::List(&S::Any)),
 ]);
 
-/// The schema of a kind, None for the kinds decoded without one.
-fn schema(kind: Kind) -> Option<&'static S> {
-    match kind {
-        Kind::VolcanoQueue => Some(&crate::volcano::QUEUE),
-        k if k.is_kueue() => crate::kueue::schema(k),
-        _ => None,
-    }
-}
-
 /// What a walk of an object against its schema found.
 #[derive(Default)]
 struct Walk {
@@ -138,17 +129,18 @@ fn walk(s: &S, v: &Value, path: &str, w: &mut Walk) {
     w.types.push(type_error(path, want, v));
 }
 
-fn walked(kind: Kind, obj: &Value) -> Walk {
+fn walked(schema: Option<&S>, obj: &Value) -> Walk {
     let mut w = Walk::default();
-    if let Some(s) = schema(kind) {
+    if let Some(s) = schema {
         walk(s, obj, "", &mut w);
     }
     w
 }
 
-/// Strict decoding: a 400 naming every unknown field, or Ok (also for a kind without a schema).
-pub(crate) fn decode(kind: Kind, obj: &Value) -> Result<(), ApiError> {
-    let w = walked(kind, obj);
+/// Strict decoding of `kind` against its `schema` (the caller's lookup: `kueue::schema`,
+/// `volcano::QUEUE`): a 400 naming every unknown field, or Ok (also without a schema).
+pub(crate) fn decode(kind: Kind, schema: Option<&S>, obj: &Value) -> Result<(), ApiError> {
+    let w = walked(schema, obj);
     if w.unknown.is_empty() {
         return Ok(());
     }
@@ -167,8 +159,8 @@ pub(crate) fn decode(kind: Kind, obj: &Value) -> Result<(), ApiError> {
 
 /// Every value whose JSON type is not its schema's (`spec.weight in body must be of type
 /// integer: "string"`), as field errors.
-pub(crate) fn type_errors(kind: Kind, obj: &Value) -> Errors {
-    walked(kind, obj).types
+pub(crate) fn type_errors(schema: Option<&S>, obj: &Value) -> Errors {
+    walked(schema, obj).types
 }
 
 /// A CRD default (`+kubebuilder:default`): sets `obj[key]` to `value` when it is absent or
@@ -176,51 +168,5 @@ pub(crate) fn type_errors(kind: Kind, obj: &Value) -> Errors {
 pub(crate) fn default(obj: &mut Value, key: &str, value: Value) {
     if obj.is_object() && obj[key].is_null() {
         obj[key] = value;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn unknown_fields_are_named_with_their_path() {
-        let cq = json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": { "name": "cq", "labelz": {} },
-            "spec": { "cohort": "c", "resourceGroups": [{ "coveredResources": ["cpu"], "flavors": [
-                { "name": "f", "resources": [{ "name": "cpu", "nominalQuota": 1, "foo": 2 }] }] }] },
-        });
-        let e = decode(Kind::ClusterQueue, &cq).unwrap_err();
-        assert_eq!(e.code, 400);
-        assert_eq!(
-            e.message,
-            "ClusterQueue in version \"v1beta2\" cannot be handled as a ClusterQueue: strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.cohort\", unknown field \"spec.resourceGroups[0].flavors[0].resources[0].foo\""
-        );
-        assert!(decode(Kind::ConfigMap, &json!({ "anything": 1 })).is_ok());
-    }
-
-    #[test]
-    fn types_are_checked_in_maps_lists_and_booleans() {
-        let q = json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": { "name": "q", "labels": { "a": 1 } },
-            "spec": { "reclaimable": "yes", "capability": { "cpu": 2, "memory": true },
-                      "extendClusters": [{ "name": 3 }] },
-        });
-        let fields: Vec<String> = type_errors(Kind::VolcanoQueue, &q)
-            .into_iter()
-            .map(|(f, m)| format!("{f}: {m}"))
-            .collect();
-        assert_eq!(
-            fields,
-            [
-                "metadata.labels.a: Invalid value: \"integer\": metadata.labels.a in body must be of type string: \"integer\"",
-                "spec.capability.memory: Invalid value: \"boolean\": spec.capability.memory in body must be of type integer,string: \"boolean\"",
-                "spec.extendClusters[0].name: Invalid value: \"integer\": spec.extendClusters[0].name in body must be of type string: \"integer\"",
-                "spec.reclaimable: Invalid value: \"string\": spec.reclaimable in body must be of type boolean: \"string\"",
-            ]
-        );
     }
 }

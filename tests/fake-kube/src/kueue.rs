@@ -179,7 +179,7 @@ pub(crate) fn admit(kind: Kind, obj: &mut Value, old: Option<&Value>) -> Result<
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let types = crate::crd::type_errors(kind, obj);
+    let types = crate::crd::type_errors(schema(kind), obj);
     if !types.is_empty() {
         return Err(ApiError::invalid_fields(kind, &name, &types));
     }
@@ -229,12 +229,39 @@ fn defaults(kind: Kind, obj: &mut Value) {
             default(p, "withinClusterQueue", json!("Never"));
             default(p, "borrowWithinCohort", json!({}));
             default(&mut p["borrowWithinCohort"], "policy", json!("Never"));
-            default(&mut spec["fairSharing"], "weight", json!(1));
+            if let Some(f) = spec.get_mut("fairSharing") {
+                default(f, "weight", json!(1));
+            }
         }
         Kind::LocalQueue => {
             default(spec, "stopPolicy", json!("None"));
-            default(&mut spec["fairSharing"], "weight", json!(1));
+            if let Some(f) = spec.get_mut("fairSharing") {
+                default(f, "weight", json!(1));
+            }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_named_with_their_path() {
+        let cq = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": { "name": "cq", "labelz": {} },
+            "spec": { "cohort": "c", "resourceGroups": [{ "coveredResources": ["cpu"], "flavors": [
+                { "name": "f", "resources": [{ "name": "cpu", "nominalQuota": 1, "foo": 2 }] }] }] },
+        });
+        let e =
+            crate::crd::decode(Kind::ClusterQueue, schema(Kind::ClusterQueue), &cq).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "ClusterQueue in version \"v1beta2\" cannot be handled as a ClusterQueue: strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.cohort\", unknown field \"spec.resourceGroups[0].flavors[0].resources[0].foo\""
+        );
+        assert!(crate::crd::decode(Kind::ConfigMap, None, &json!({ "anything": 1 })).is_ok());
     }
 }

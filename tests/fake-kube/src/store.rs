@@ -192,7 +192,7 @@ impl Store {
             metadata_mut(&mut obj).insert("name".into(), json!(name));
         }
         let (ns, name) = key_of(kind, &obj)?;
-        crate::crd::decode(kind, &obj)?;
+        crate::crd::decode(kind, schema(kind), &obj)?;
         self.admit(kind, &mut obj, None)?;
         let key = (kind, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
@@ -284,7 +284,7 @@ impl Store {
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(ApiError::not_found(kind, name));
         };
-        crate::crd::decode(kind, &new)?;
+        crate::crd::decode(kind, schema(kind), &new)?;
         if let Some(expected) = expected_rv
             && Some(expected) != old["metadata"]["resourceVersion"].as_str()
         {
@@ -545,4 +545,13 @@ fn key_of(kind: Kind, obj: &Value) -> Result<(String, String), ApiError> {
         String::new()
     };
     Ok((ns, name))
+}
+
+/// The schema a custom resource is decoded with (None: decoded without one).
+fn schema(kind: Kind) -> Option<&'static crate::crd::S> {
+    match kind {
+        Kind::VolcanoQueue => Some(&crate::volcano::QUEUE),
+        k if k.is_kueue() => crate::kueue::schema(k),
+        _ => None,
+    }
 }

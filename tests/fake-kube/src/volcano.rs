@@ -41,6 +41,7 @@ use serde_json::{Value, json};
 use crate::crd::{METADATA, S, STR_LIST, default};
 use crate::fields::{Errors, crd_quantity, invalid, is_subdomain, one_of, subdomain};
 use crate::objects::{ApiError, Kind};
+use crate::volcano_rules::name_of;
 
 /// The validating webhook's name, as its denials name it.
 pub(crate) const WEBHOOK: &str = "validatequeue.volcano.sh";
@@ -89,16 +90,6 @@ pub(crate) const QUEUE: S = S::Obj(&[
     ("status", S::Any),
 ]);
 
-/// The name of a queue.
-pub(crate) fn name_of(q: &Value) -> &str {
-    q["metadata"]["name"].as_str().unwrap_or_default()
-}
-
-/// The parent of a queue (`""` when absent).
-pub(crate) fn parent_of(q: &Value) -> &str {
-    q["spec"]["parent"].as_str().unwrap_or_default()
-}
-
 /// Admits a queue being created (`old` None) or updated (`old`: the stored queue), among the
 /// stored `queues`: Ok with `obj` defaulted, or the 422 or the webhook's denial.
 pub(crate) fn admit(
@@ -108,7 +99,7 @@ pub(crate) fn admit(
 ) -> Result<(), ApiError> {
     let name = name_of(obj).to_string();
     let kind = Kind::VolcanoQueue;
-    let types = crate::crd::type_errors(kind, obj);
+    let types = crate::crd::type_errors(Some(&QUEUE), obj);
     if !types.is_empty() {
         return Err(ApiError::invalid_fields(kind, &name, &types));
     }
@@ -221,6 +212,29 @@ fn crd_rules(obj: &Value, name: &str, e: &mut Errors) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn types_are_checked_in_maps_lists_and_booleans() {
+        let q = json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": { "name": "q", "labels": { "a": 1 } },
+            "spec": { "reclaimable": "yes", "capability": { "cpu": 2, "memory": true },
+                      "extendClusters": [{ "name": 3 }] },
+        });
+        let fields: Vec<String> = crate::crd::type_errors(Some(&QUEUE), &q)
+            .into_iter()
+            .map(|(f, m)| format!("{f}: {m}"))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.labels.a: Invalid value: \"integer\": metadata.labels.a in body must be of type string: \"integer\"",
+                "spec.capability.memory: Invalid value: \"boolean\": spec.capability.memory in body must be of type integer,string: \"boolean\"",
+                "spec.extendClusters[0].name: Invalid value: \"integer\": spec.extendClusters[0].name in body must be of type string: \"integer\"",
+                "spec.reclaimable: Invalid value: \"string\": spec.reclaimable in body must be of type boolean: \"string\"",
+            ]
+        );
+    }
 
     fn queue(spec: Value) -> Value {
         json!({

@@ -48,7 +48,16 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use crate::fields::{Errors, invalid, quantity};
-use crate::volcano::{name_of, parent_of};
+
+/// The name of a queue.
+pub(crate) fn name_of(q: &Value) -> &str {
+    q["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The parent of a queue (`""` when absent).
+pub(crate) fn parent_of(q: &Value) -> &str {
+    q["spec"]["parent"].as_str().unwrap_or_default()
+}
 
 /// A value rounded up, forgiving `f64`'s error on exact decimals (`0.1 × 1000`).
 fn ceil(x: f64) -> f64 {

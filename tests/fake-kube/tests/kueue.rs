@@ -229,6 +229,8 @@ async fn defaults_are_set_and_helpers_read_cluster_scoped_kinds() {
         "Never"
     );
     let stored = kube.object("ClusterQueue", "", "team-a").unwrap();
+    // fairSharing is defaulted only when given: none is stored (not even a null).
+    assert!(stored["spec"].get("fairSharing").is_none(), "{stored}");
     assert_eq!(
         stored,
         kube.object("clusterqueues", "ignored", "team-a").unwrap()
