@@ -33,6 +33,7 @@ pub mod notify;
 pub mod output;
 pub mod owners;
 pub mod prices;
+pub mod process;
 pub mod queues;
 pub mod range;
 pub mod replay;

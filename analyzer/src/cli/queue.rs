@@ -46,9 +46,12 @@ pub enum QueueCommand {
 pub struct KueueArgs {
     /// The plan file (a tessera-plan with a queues section).
     plan: PathBuf,
-    /// The batch scheduler whose queues enforce the plan.
-    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
-    scheduler: Scheduler,
+    /// The batch scheduler whose queues enforce the plan (slurm: QOS limits through sacctmgr).
+    #[arg(long, value_enum, default_value_t = Target::Kueue)]
+    scheduler: Target,
+    /// The sacctmgr to run (--scheduler slurm).
+    #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
+    sacctmgr: PathBuf,
     #[command(flatten)]
     conn: Connection,
     /// The instant whose window state is applied, RFC 3339, and the clock for the age of the
@@ -71,8 +74,11 @@ pub struct UndoArgs {
     #[arg(long, default_value = "tessera")]
     cohort: String,
     /// The batch scheduler whose queues are removed.
-    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
-    scheduler: Scheduler,
+    #[arg(long, value_enum, default_value_t = Target::Kueue)]
+    scheduler: Target,
+    /// The sacctmgr to run (--scheduler slurm).
+    #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
+    sacctmgr: PathBuf,
     #[command(flatten)]
     conn: Connection,
     /// Change the cluster. Without it, only print the changes.
@@ -87,12 +93,46 @@ pub struct ScheduleArgs {
     /// The namespace of the CronJobs.
     #[arg(long, default_value = "tessera")]
     namespace: String,
-    /// The image that runs `tessera queue edge`.
+    /// The image that runs `tessera queue edge` (Kueue, Volcano).
     #[arg(long, value_name = "IMAGE")]
-    image: String,
-    /// The batch scheduler whose queues the CronJobs update.
-    #[arg(long, value_enum, default_value_t = Scheduler::Kueue)]
-    scheduler: Scheduler,
+    image: Option<String>,
+    /// The batch scheduler whose queues change at the edges: kueue and volcano get CronJob
+    /// manifests, slurm a systemd service and timer.
+    #[arg(long, value_enum, default_value_t = Target::Kueue)]
+    scheduler: Target,
+}
+
+/// The schedulers `queue` applies plans to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    Kueue,
+    Volcano,
+    Slurm,
+}
+
+impl Target {
+    /// The Kubernetes scheduler, or `None` for Slurm.
+    fn kube(self) -> Option<Scheduler> {
+        match self {
+            Target::Kueue => Some(Scheduler::Kueue),
+            Target::Volcano => Some(Scheduler::Volcano),
+            Target::Slurm => None,
+        }
+    }
+}
+
+fn sacctmgr(
+    program: &std::path::Path,
+    conn: &Connection,
+) -> tessera::queues::slurm_apply::Sacctmgr {
+    tessera::queues::slurm_apply::Sacctmgr {
+        program: program.to_path_buf(),
+        timeout: tessera::queues::slurm_apply::TIMEOUT,
+        audit_log: conn
+            .audit_log
+            .clone()
+            .or_else(tessera::kubernetes::audit::default_path),
+    }
 }
 
 /// The default of `--evidence.max-age` for `queue apply`: quotas move slowly; a month.
@@ -282,34 +322,56 @@ fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
                 })?;
         }
     }
-    let k = Kube::connect(&args.conn, RBAC)?;
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
-    let s = args.scheduler;
+    let Some(s) = args.scheduler.kube() else {
+        let s = sacctmgr(&args.sacctmgr, &args.conn);
+        tessera::queues::slurm_apply::apply(&s, plan, now, mode, args.yes, &mut out, &mut err)?;
+        return Ok(());
+    };
+    let k = Kube::connect(&args.conn, RBAC)?;
     tessera::queues::apply::apply(&k, s, plan, now, mode, args.yes, &mut out, &mut err)?;
     Ok(())
 }
 
 fn undo(args: UndoArgs) -> Result<()> {
-    let k = Kube::connect(&args.conn, RBAC)?;
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
-    let s = args.scheduler;
+    let Some(s) = args.scheduler.kube() else {
+        let s = sacctmgr(&args.sacctmgr, &args.conn);
+        tessera::queues::slurm_apply::undo(&s, &args.cohort, args.yes, &mut out, &mut err)?;
+        return Ok(());
+    };
+    let k = Kube::connect(&args.conn, RBAC)?;
     tessera::queues::apply::undo(&k, s, &args.cohort, args.yes, &mut out, &mut err)?;
     Ok(())
 }
 
 fn schedule(args: ScheduleArgs) -> Result<()> {
     let (_, plan) = queues_of(&args.plan)?;
+    let shown = |e: String| anyhow::anyhow!("{}: {e}", args.plan.display());
+    let Some(s) = args.scheduler.kube() else {
+        let path = std::fs::canonicalize(&args.plan)
+            .with_context(|| format!("reading {}", args.plan.display()))?;
+        let exe = std::env::current_exe().context("the path of this tessera")?;
+        let quote =
+            |p: &std::path::Path| tessera::commands::quote(&p.display().to_string()).into_owned();
+        let units =
+            tessera::queues::slurm::timers(&plan, &quote(&path), &quote(&exe)).map_err(shown)?;
+        print!("{units}");
+        return Ok(());
+    };
+    let Some(image) = args.image else {
+        bail!("--image is needed: the CronJobs run `tessera queue edge` in that image");
+    };
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let params = tessera::queues::objects::ScheduleParams {
         namespace: args.namespace,
-        image: args.image,
+        image,
         plan_text: text,
     };
-    let yaml = tessera::queues::objects::schedule(args.scheduler, &plan, &params)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.plan.display()))?;
+    let yaml = tessera::queues::objects::schedule(s, &plan, &params).map_err(shown)?;
     print!("{yaml}");
     Ok(())
 }

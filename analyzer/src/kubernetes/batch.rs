@@ -17,7 +17,7 @@ use kube::api::{
 use super::{Kube, KubeError};
 
 /// A batch scheduler whose queues tessera writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduler {
     Kueue,
     Volcano,

@@ -13,17 +13,13 @@
 //! `SLURM_JOB_USER` or `SLURM_JOB_ACCOUNT`), or guess a mail address from a user name.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Job ids per `sacct` call (its command line stays short).
 pub const CHUNK: usize = 200;
 /// The most jobs asked about in one run.
 pub const MAX_JOBS: usize = 5_000;
-/// The most output read of one call (1 MiB).
-const MAX_OUTPUT: u64 = 1 << 20;
 /// How long one `sacct` call may take.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -100,78 +96,17 @@ pub fn owners(program: &Path, jobs: &[String], timeout: Duration) -> SlurmOwners
 
 /// One `sacct` call: its standard output, or why there is none.
 fn run(program: &Path, jobs: &str, timeout: Duration) -> Result<String, String> {
-    let name = program.display();
-    let mut child = Command::new(program)
-        .args([
-            "--allusers",
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "JobIDRaw,User,Account",
-        ])
-        .arg("-j")
-        .arg(jobs)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{name} is not on PATH"),
-            _ => format!("cannot run {name}: {e}"),
-        })?;
-    let reader = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(r) = r {
-                let _ = r.take(MAX_OUTPUT).read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let stdout = reader(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let stderr = reader(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{name} did not answer in {} s",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Err(e) => return Err(format!("{name}: {e}")),
-        }
-    };
-    let text = stdout.join().unwrap_or_default();
-    let err = stderr.join().unwrap_or_default();
-    if !status.success() {
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("no message");
-        let last: String = crate::output::escape::printable(last)
-            .chars()
-            .take(300)
-            .collect();
-        return Err(format!("{name} failed ({status}): {last}"));
-    }
-    Ok(text)
+    let args = [
+        "--allusers",
+        "-X",
+        "-n",
+        "-P",
+        "-o",
+        "JobIDRaw,User,Account",
+        "-j",
+        jobs,
+    ];
+    crate::process::run(program, &args, timeout)
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub mod kueue;
 pub mod objects;
 mod render;
 pub mod replay;
+pub mod slurm;
+pub mod slurm_apply;
 pub mod volcano;
 
 use std::collections::{BTreeMap, BTreeSet};
