@@ -50,6 +50,11 @@ slurm=()
 [ -x /usr/sbin/slurmctld ] || slurm+=(slurmctld)
 [ -x /usr/sbin/slurmd ] || slurm+=(slurmd)
 [ -x /usr/bin/sbatch ] || slurm+=(slurm-client)
+# slurmdbd and mariadb-server: the queue plan's QOS limits through sacctmgr need Slurm's
+# accounting (analyzer/tests/slurm_queues.rs starts its own MariaDB and slurmdbd).
+[ -x /usr/sbin/slurmdbd ] || slurm+=(slurmdbd)
+[ -x /usr/sbin/mariadbd ] || slurm+=(mariadb-server)
+[ -x /usr/bin/sacctmgr ] || slurm+=(slurm-client)
 missing+=("${slurm[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
@@ -61,9 +66,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     # The packages may start the system's munge, slurmctld and slurmd services; the test needs
     # none of them: stop and disable them.
     if [ -d /run/systemd/system ]; then
-      $sudo systemctl disable --now slurmd slurmctld munge >/dev/null 2>&1 || true
+      $sudo systemctl disable --now slurmd slurmctld slurmdbd mariadb munge >/dev/null 2>&1 || true
     else
-      for s in slurmd slurmctld munge; do $sudo service "$s" stop >/dev/null 2>&1 || true; done
+      for s in slurmd slurmctld slurmdbd mariadb munge; do $sudo service "$s" stop >/dev/null 2>&1 || true; done
     fi
   fi
 fi

@@ -29,9 +29,9 @@ use serde_json::Value;
 use crate::support::cli::tessera;
 use crate::support::slurm_jobs::history;
 
-const MUNGED: &str = "/usr/sbin/munged";
-const SLURMCTLD: &str = "/usr/sbin/slurmctld";
-const SLURMD: &str = "/usr/sbin/slurmd";
+pub(crate) const MUNGED: &str = "/usr/sbin/munged";
+pub(crate) const SLURMCTLD: &str = "/usr/sbin/slurmctld";
+pub(crate) const SLURMD: &str = "/usr/sbin/slurmd";
 const CLIENTS: [&str; 4] = [
     "/usr/bin/sbatch",
     "/usr/bin/squeue",
@@ -41,7 +41,7 @@ const CLIENTS: [&str; 4] = [
 
 /// How the daemons get root.
 #[derive(Clone, Copy, PartialEq)]
-enum Root {
+pub(crate) enum Root {
     /// The test runs as root.
     Direct,
     /// Through `sudo -n` (passwordless sudo).
@@ -49,7 +49,7 @@ enum Root {
 }
 
 impl Root {
-    fn get() -> Root {
+    pub(crate) fn get() -> Root {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             return Root::Direct;
@@ -68,7 +68,7 @@ impl Root {
     }
 
     /// `program` as root.
-    fn command(self, program: &str) -> Command {
+    pub(crate) fn command(self, program: &str) -> Command {
         match self {
             Root::Direct => Command::new(program),
             Root::Sudo => {
@@ -80,7 +80,7 @@ impl Root {
     }
 
     /// `program ARGS` as root, waited for.
-    fn run(self, program: &str, args: &[&str]) -> Output {
+    pub(crate) fn run(self, program: &str, args: &[&str]) -> Output {
         self.command(program)
             .args(args)
             .stdin(Stdio::null())
@@ -89,7 +89,7 @@ impl Root {
     }
 
     /// A file the daemons wrote (log files may be root's alone); empty when it is missing.
-    fn read(self, path: &Path) -> String {
+    pub(crate) fn read(self, path: &Path) -> String {
         match self {
             Root::Direct => fs::read_to_string(path).unwrap_or_default(),
             Root::Sudo => {
@@ -100,21 +100,27 @@ impl Root {
     }
 }
 
-struct Daemon {
-    name: &'static str,
-    child: Child,
-    pid_file: PathBuf,
+pub(crate) struct Daemon {
+    pub(crate) name: &'static str,
+    pub(crate) child: Child,
+    pub(crate) pid_file: PathBuf,
 }
 
 /// The running daemons, stopped on drop: slurmd and slurmctld first, munged last.
-struct Cluster {
-    root: Root,
-    dir: PathBuf,
-    daemons: Vec<Daemon>,
+pub(crate) struct Cluster {
+    pub(crate) root: Root,
+    pub(crate) dir: PathBuf,
+    pub(crate) daemons: Vec<Daemon>,
 }
 
 impl Cluster {
-    fn start(&mut self, name: &'static str, program: &str, args: &[&str], pid_file: PathBuf) {
+    pub(crate) fn start(
+        &mut self,
+        name: &'static str,
+        program: &str,
+        args: &[&str],
+        pid_file: PathBuf,
+    ) {
         let out = fs::File::create(self.dir.join(format!("{name}.out")))
             .unwrap_or_else(|e| panic!("{name}.out: {e}"));
         let child = self
@@ -134,9 +140,9 @@ impl Cluster {
     }
 
     /// The end of each daemon's log and of its stdout/stderr, for failure messages.
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut text = String::new();
-        for name in ["munged", "slurmctld", "slurmd"] {
+        for name in self.daemons.iter().map(|d| d.name) {
             for file in [format!("{name}.log"), format!("{name}.out")] {
                 let body = self.root.read(&self.dir.join(&file));
                 let tail: String = {
@@ -152,7 +158,7 @@ impl Cluster {
     }
 
     /// Panics, with the logs, when a daemon has exited.
-    fn check_alive(&mut self) {
+    pub(crate) fn check_alive(&mut self) {
         for i in 0..self.daemons.len() {
             if let Ok(Some(status)) = self.daemons[i].child.try_wait() {
                 let name = self.daemons[i].name;
@@ -163,7 +169,7 @@ impl Cluster {
 
     /// Polls `ready` every 100 ms until it gives a value, for at most `limit`; panics with the
     /// logs when a daemon exits or time runs out.
-    fn wait_for<T>(
+    pub(crate) fn wait_for<T>(
         &mut self,
         what: &str,
         limit: Duration,
@@ -246,7 +252,7 @@ impl Drop for Cluster {
 }
 
 /// Two TCP ports nobody listens on now (the daemons bind them a moment later).
-fn free_ports() -> (u16, u16) {
+pub(crate) fn free_ports() -> (u16, u16) {
     let a = TcpListener::bind("0.0.0.0:0").expect("bind");
     let b = TcpListener::bind("0.0.0.0:0").expect("bind");
     (
@@ -256,12 +262,12 @@ fn free_ports() -> (u16, u16) {
 }
 
 /// A shell word holding `s` literally.
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The node as slurmd sees it (`slurmd -C`): its name and CPU count.
-fn this_node(root: Root) -> (String, String) {
+pub(crate) fn this_node(root: Root) -> (String, String) {
     let out = root.run(SLURMD, &["-C"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let field = |key: &str| {

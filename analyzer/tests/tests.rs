@@ -49,6 +49,7 @@ mod sampling_matrix;
 mod scale_down;
 mod scale_down_faults;
 mod sharing;
+mod slurm_queues;
 mod slurm_real;
 mod spill;
 mod trend;

@@ -245,8 +245,11 @@ fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) ->
     o
 }
 
-fn print(out: &mut dyn Write, line: &str) {
-    let _ = writeln!(out, "{}", crate::output::escape::printable(line));
+/// Each line of `text`, escaped (names come from the plan and the accounting).
+fn print(out: &mut dyn Write, text: &str) {
+    for line in text.lines() {
+        let _ = writeln!(out, "{}", crate::output::escape::printable(line));
+    }
 }
 
 /// Apply `plan` as of `at` (every QOS, or the off-peak QOS at a window edge).
