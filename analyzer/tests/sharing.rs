@@ -1261,3 +1261,181 @@ fn the_demo_node_with_a_slurm_job_gets_no_device_plugin_config() {
         "{err}"
     );
 }
+
+/// What `slurmd -G` (Slurm's own gres.conf and slurm.conf parser, for node `node`) makes of
+/// the lines: `(name, index, count)` of each GRES it lists, or its error.
+fn slurmd_gres(
+    dir: &std::path::Path,
+    node: &str,
+    gres_conf: &[String],
+    gres_types: &str,
+    node_gres: &str,
+) -> Result<Vec<(String, u32, u32)>, String> {
+    use crate::slurm_real::{Root, SLURMD};
+    let root = Root::get();
+    let dev = |i: u32| dir.join(format!("nvidia{i}"));
+    for i in 0..8 {
+        if !dev(i).exists() {
+            // Character devices of the NVIDIA major (195): slurmd wants File= to be a device.
+            let out = root.run(
+                "mknod",
+                &[dev(i).to_str().unwrap(), "c", "195", &i.to_string()],
+            );
+            assert!(out.status.success(), "mknod: {out:?}");
+        }
+    }
+    // The administrator's gpu line, then tessera's, their File= pointing at the stand-ins.
+    let mut gres = format!(
+        "NodeName={node} Name=gpu File={}/nvidia[0-{}]\n",
+        dir.display(),
+        node_gres
+            .split(',')
+            .find_map(|g| g.strip_prefix("gpu:"))
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap()
+            - 1
+    );
+    for l in gres_conf {
+        gres.push_str(&l.replace("/dev/nvidia", &format!("{}/nvidia", dir.display())));
+        gres.push('\n');
+    }
+    std::fs::write(dir.join("gres.conf"), gres).unwrap();
+    let conf = dir.join("slurm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "ClusterName=t\nSlurmctldHost={node}(127.0.0.1)\nSelectType=select/cons_tres\n\
+             {gres_types}\n{node_gres_line} NodeAddr=127.0.0.1 CPUs=1\n\
+             PartitionName=p Nodes={node} Default=YES\n",
+            node_gres_line = format!("NodeName={node} Gres={node_gres}")
+        ),
+    )
+    .unwrap();
+    let out = root
+        .command(SLURMD)
+        .args(["-G", "-N", node, "-f", conf.to_str().unwrap()])
+        .env("SLURM_CONF", &conf)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() || text.contains("error:") {
+        return Err(text);
+    }
+    let field = |l: &str, k: &str| -> Option<String> {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(str::to_string)
+    };
+    Ok(text
+        .lines()
+        .filter(|l| l.contains(" Gres Name="))
+        .filter_map(|l| {
+            Some((
+                field(l, "Name=")?,
+                field(l, "Index=")?.parse().ok()?,
+                field(l, "Count=")?.parse().ok()?,
+            ))
+        })
+        .collect())
+}
+
+#[test]
+fn slurms_own_parser_reads_the_gres_lines_as_tessera_meant_them() {
+    // Every node Slurm's, and gpu-1 Slurm's beside a Kubernetes node: shards and the MPS
+    // alternative of each.
+    let all = Cluster::held(SMALL, |_, _| Holder::Job);
+    let mixed = Cluster::held(SMALL, |node, _| {
+        if node == "gpu-1" {
+            Holder::Job
+        } else {
+            Holder::Pod
+        }
+    });
+    let (mut checked, mut mps_checked) = (0, 0);
+    for c in [all, mixed] {
+        let (code, out, err) = c.share("plan", &["--format", "json"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let strings = |x: &serde_json::Value| -> Vec<String> {
+            x.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        for n in v["nodes"].as_array().unwrap() {
+            let Some(s) = n.get("slurm").filter(|s| !s.is_null()) else {
+                continue;
+            };
+            let node = n["node"].as_str().unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let conf = strings(&s["slurm_conf"]);
+            let node_gres = conf[1].split_once(" Gres=").unwrap().1.to_string();
+            let parsed = slurmd_gres(
+                dir.path(),
+                node,
+                &strings(&s["gres_conf"]),
+                &conf[0],
+                &node_gres,
+            )
+            .unwrap_or_else(|e| panic!("slurmd -G refused tessera's lines for {node}: {e}"));
+            // Each GPU's shards as tessera planned them (0 where it shares none).
+            for g in 0..s["node_gpus"].as_u64().unwrap() as u32 {
+                let planned = s["shards"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|x| x["gpu"] == g)
+                    .map_or(0, |x| x["count"].as_u64().unwrap() as u32);
+                assert!(
+                    parsed.contains(&("shard".to_string(), g, planned)),
+                    "{node} GPU {g}: {planned} shards planned, slurmd -G read {parsed:?}"
+                );
+                assert!(parsed.contains(&("gpu".to_string(), g, 1)), "{parsed:?}");
+            }
+            // The MPS alternative, where tessera offers it.
+            if let Some(m) = s.get("mps").filter(|m| !m.is_null()) {
+                let conf = strings(&m["slurm_conf"]);
+                let node_gres = conf[1].split_once(" Gres=").unwrap().1.to_string();
+                let mps = slurmd_gres(
+                    dir.path(),
+                    node,
+                    &strings(&m["gres_conf"]),
+                    &conf[0],
+                    &node_gres,
+                )
+                .unwrap_or_else(|e| panic!("slurmd -G refused tessera's mps lines: {e}"));
+                assert!(
+                    mps.iter().any(|(n, _, c)| n == "mps" && *c == 100),
+                    "{mps:?}"
+                );
+                mps_checked += 1;
+            }
+            // The control: a node total that disagrees with the per-GPU lines is refused.
+            let (head, total) = node_gres.rsplit_once(':').unwrap();
+            let wrong = format!("{head}:{}", total.parse::<u32>().unwrap() + 1);
+            assert!(
+                slurmd_gres(
+                    dir.path(),
+                    node,
+                    &strings(&s["gres_conf"]),
+                    &conf[0],
+                    &wrong
+                )
+                .is_err(),
+                "slurmd -G accepted a wrong total for {node}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "the Slurm nodes of both fleets");
+    assert_eq!(
+        mps_checked, 3,
+        "every Slurm node here has an MPS alternative"
+    );
+}
