@@ -1305,9 +1305,8 @@ fn slurmd_gres(
         &conf,
         format!(
             "ClusterName=t\nSlurmctldHost={node}(127.0.0.1)\nSelectType=select/cons_tres\n\
-             {gres_types}\n{node_gres_line} NodeAddr=127.0.0.1 CPUs=1\n\
-             PartitionName=p Nodes={node} Default=YES\n",
-            node_gres_line = format!("NodeName={node} Gres={node_gres}")
+             {gres_types}\nNodeName={node} Gres={node_gres} NodeAddr=127.0.0.1 CPUs=1\n\
+             PartitionName=p Nodes={node} Default=YES\n"
         ),
     )
     .unwrap();
