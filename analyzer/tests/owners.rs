@@ -369,7 +369,7 @@ fn a_refused_namespace_list_is_a_note_not_a_failure() {
 
 /// A fake `sacct` in a folder of its own (to put first on PATH): it logs its arguments and
 /// prints `out` on stdout and `err` on stderr, exiting `code`.
-fn fake_sacct(dir: &Path, out: &str, err: &str, code: i32) -> PathBuf {
+pub(crate) fn fake_sacct(dir: &Path, out: &str, err: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -384,7 +384,7 @@ fn fake_sacct(dir: &Path, out: &str, err: &str, code: i32) -> PathBuf {
     bin
 }
 
-fn with_path(args: &[&str], path: &Path) -> (i32, String, String) {
+pub(crate) fn with_path(args: &[&str], path: &Path) -> (i32, String, String) {
     let out = crate::support::cli::tessera_with(args, |c| {
         c.env("PATH", path);
     });

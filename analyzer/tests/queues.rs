@@ -469,3 +469,109 @@ fn the_measured_plan_becomes_kueue_quotas_equal_to_the_reference() {
         );
     }
 }
+
+#[test]
+fn slurm_jobs_count_for_their_accounts_in_the_plan_and_its_replay() {
+    // The scenario with the nightly trainer as Slurm job 7001 instead of a pod: its A100 is held
+    // by a job, whose account `sacct` (a fake on PATH) says is physics.
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/scenarios/queues.toml");
+    let text = std::fs::read_to_string(scenario).unwrap();
+    let slurm = text.replace(
+        "namespace = \"train\"\npod = \"trainer-0\"",
+        "slurm_job = \"7001\"",
+    );
+    assert_ne!(slurm, text);
+    let toml = tmp.path().join("slurm.toml");
+    std::fs::write(&toml, slurm).unwrap();
+    let hist = tmp.path().join("history");
+    let (code, _, err) = run(&[
+        "simulate",
+        "--scenario",
+        toml.to_str().unwrap(),
+        "--days",
+        "7",
+        "--sample-interval",
+        "60s",
+        "--history.interval",
+        "5m",
+        "--out",
+        hist.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bin = crate::owners::fake_sacct(
+        tmp.path(),
+        "7001|alice|physics\n7001.batch|alice|physics\n",
+        "",
+        0,
+    );
+    let src = format!("history:{}", hist.display());
+    let file = tmp.path().join("plan.yaml");
+    let f = file.to_str().unwrap();
+    let base = [
+        "--source",
+        &src,
+        "--since",
+        SINCE,
+        "--until",
+        "2026-11-09T00:00:00Z",
+        "--format",
+        "json",
+    ];
+    let teams = |doc: &Value| -> Vec<(String, String, u64)> {
+        doc["queues"]["teams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let q = &t["quotas"][0];
+                (
+                    t["team"].as_str().unwrap().to_string(),
+                    q["model"].as_str().unwrap().to_string(),
+                    q["limit"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let mut args = vec!["queue", "plan", "-o", f];
+    args.extend(base);
+    // Without the accounts the job's GPU counts for no team.
+    let (code, out, err) = crate::owners::with_path(&args, &bin);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        !teams(&doc).iter().any(|t| t.1 == A100),
+        "{:?}",
+        teams(&doc)
+    );
+    assert!(
+        !tmp.path().join("sacct.args").exists(),
+        "sacct asked without --slurm-accounts"
+    );
+    args.push("--slurm-accounts");
+    let (code, out, err) = crate::owners::with_path(&args, &bin);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        teams(&doc).contains(&("physics".to_string(), A100.to_string(), 1)),
+        "{:?}",
+        teams(&doc)
+    );
+    let asked = std::fs::read_to_string(tmp.path().join("sacct.args")).unwrap();
+    assert!(asked.contains("-j 7001"), "{asked}");
+    // The replay counts the job's hours for physics too.
+    let mut args = vec!["replay", "--plan", f, "--slurm-accounts"];
+    args.extend(base);
+    let (code, out, err) = crate::owners::with_path(&args, &bin);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let physics = r["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "physics")
+        .unwrap_or_else(|| panic!("{r:#}"));
+    assert_eq!(physics["waited_gpu_hours"], 0, "{physics:#}");
+    // The planted truth: 8 hours on each of the five weeknights.
+    assert_eq!(physics["demand_gpu_hours"], 40, "{physics:#}");
+}

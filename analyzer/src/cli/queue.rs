@@ -163,6 +163,10 @@ pub struct PlanArgs {
     /// The cohort of the teams' queues.
     #[arg(long, default_value = "tessera")]
     cohort: String,
+    /// The teams of the GPUs Slurm jobs hold: their accounts, from `sacct` (else those GPUs
+    /// count for no team).
+    #[arg(long = "slurm-accounts")]
+    slurm_accounts: bool,
     /// The deferred-training queue's name.
     #[arg(long = "offpeak-queue", default_value = "tessera-offpeak")]
     offpeak_queue: String,
@@ -248,6 +252,9 @@ fn plan(args: PlanArgs) -> Result<()> {
     };
     let files = part_files(&parts);
     let frames: Vec<&tessera::frames::Frames> = parts.iter().map(|p| &p.frames).collect();
+    if args.slurm_accounts {
+        params.accounts = super::source::job_accounts(&frames);
+    }
     let outcome = queues::run(&frames, &params).map_err(|e| match e {
         queues::QueueError::Polars(e) => name_file(e.into(), &files),
         e => e.into(),

@@ -39,6 +39,10 @@ pub struct ReplayArgs {
     /// The plan to replay (tessera-plan v1, docs/plan.md).
     #[arg(long, value_name = "FILE", required_unless_present = "train")]
     plan: Option<PathBuf>,
+    /// A queue plan's teams of the GPUs Slurm jobs hold: their accounts, from `sacct` (else
+    /// those GPUs count for no team).
+    #[arg(long = "slurm-accounts")]
+    slurm_accounts: bool,
     /// Replay this config all the time instead of following the plan's schedule.
     #[arg(long, value_name = "LABEL")]
     config: Option<String>,
@@ -129,6 +133,11 @@ fn queue_replay(
         );
     }
     let refs: Vec<&Frames> = parts.iter().collect();
+    let accounts = if args.slurm_accounts {
+        super::source::job_accounts(&refs)
+    } else {
+        Default::default()
+    };
     let r = tessera::queues::replay_parts(
         &refs,
         queues,
@@ -136,6 +145,7 @@ fn queue_replay(
             tessera::times::fmt_ms(range.since),
             tessera::times::fmt_ms(range.until),
         ),
+        &accounts,
     )?;
     let (head, sections) = tessera::queues::replay_sections(&r);
     let text = match args.format {

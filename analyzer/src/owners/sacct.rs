@@ -40,9 +40,9 @@ pub fn contact(user: &str, account: &str) -> Option<String> {
     }
 }
 
-/// `sacct -P` lines (`JobIDRaw|User|Account`) into job → contact; the first line naming a job
-/// (its allocation, before its steps) wins.
-pub fn parse(out: &str) -> BTreeMap<String, String> {
+/// `sacct -P` lines (`JobIDRaw|User|Account`) as `(job, user, account)`, trimmed; the first
+/// line naming a job (its allocation, before its steps) wins.
+fn rows(out: &str) -> BTreeMap<String, (String, String)> {
     let mut m = BTreeMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.trim().split('|').collect();
@@ -53,21 +53,33 @@ pub fn parse(out: &str) -> BTreeMap<String, String> {
         if job.is_empty() || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        if let Some(c) = contact(f[1], f[2]) {
-            m.entry(job.to_string()).or_insert(c);
-        }
+        m.entry(job.to_string())
+            .or_insert((f[1].trim().to_string(), f[2].trim().to_string()));
     }
     m
 }
 
-/// The owners of `jobs` from `program` (`sacct`, searched on PATH); see the module doc.
-pub fn owners(program: &Path, jobs: &[String], timeout: Duration) -> SlurmOwners {
-    let mut out = SlurmOwners::default();
+/// `sacct -P` lines (`JobIDRaw|User|Account`) into job → contact.
+pub fn parse(out: &str) -> BTreeMap<String, String> {
+    rows(out)
+        .into_iter()
+        .filter_map(|(job, (u, a))| Some((job, contact(&u, &a)?)))
+        .collect()
+}
+
+/// `(user, account)` of each of `jobs` that `program` lists, and why it could not say (then
+/// what it said of the earlier chunks is kept).
+fn query(
+    program: &Path,
+    jobs: &[String],
+    timeout: Duration,
+) -> (BTreeMap<String, (String, String)>, Option<String>) {
     let ids: Vec<&String> = jobs
         .iter()
         .filter(|j| !j.is_empty() && j.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         .take(MAX_JOBS)
         .collect();
+    let mut out = BTreeMap::new();
     for chunk in ids.chunks(CHUNK) {
         let list = chunk
             .iter()
@@ -75,23 +87,51 @@ pub fn owners(program: &Path, jobs: &[String], timeout: Duration) -> SlurmOwners
             .collect::<Vec<_>>()
             .join(",");
         match run(program, &list, timeout) {
-            Ok(text) => {
-                for (job, c) in parse(&text) {
-                    if chunk.iter().any(|j| **j == job) {
-                        out.by_job.insert(job, c);
-                    }
-                }
-            }
-            Err(reason) => {
-                out.note = Some(format!(
-                    "owners: {reason}: the Slurm jobs' users and accounts are unknown (name \
-                     them in --owners as \"slurm job N\")"
-                ));
-                break;
-            }
+            Ok(text) => out.extend(
+                rows(&text)
+                    .into_iter()
+                    .filter(|(job, _)| chunk.contains(&job)),
+            ),
+            Err(reason) => return (out, Some(reason)),
         }
     }
-    out
+    (out, None)
+}
+
+/// The owners of `jobs` from `program` (`sacct`, searched on PATH); see the module doc.
+pub fn owners(program: &Path, jobs: &[String], timeout: Duration) -> SlurmOwners {
+    let (found, why) = query(program, jobs, timeout);
+    SlurmOwners {
+        by_job: found
+            .into_iter()
+            .filter_map(|(job, (u, a))| Some((job, contact(&u, &a)?)))
+            .collect(),
+        note: why.map(|reason| {
+            format!(
+                "owners: {reason}: the Slurm jobs' users and accounts are unknown (name \
+                 them in --owners as \"slurm job N\")"
+            )
+        }),
+    }
+}
+
+/// The Slurm account of each of `jobs` that `program` names one for, and the note when it could
+/// not say (the queue plan's teams of Slurm-held GPUs: docs/queues.md, "Slurm").
+pub fn accounts(
+    program: &Path,
+    jobs: &[String],
+    timeout: Duration,
+) -> (BTreeMap<String, String>, Option<String>) {
+    let (found, why) = query(program, jobs, timeout);
+    let m = found
+        .into_iter()
+        .filter(|(_, (_, a))| !a.is_empty())
+        .map(|(job, (_, a))| (job, a))
+        .collect();
+    let note = why.map(|reason| {
+        format!("accounts: {reason}: the Slurm jobs' accounts are unknown (their GPUs count for no team)")
+    });
+    (m, note)
 }
 
 /// One `sacct` call: its standard output, or why there is none.

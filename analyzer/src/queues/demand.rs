@@ -7,7 +7,11 @@
 //! plan does not make); the teams that held one are named so that the plan can say so. Rows
 //! without holders are unknown allocation, never "held by nobody".
 //!
-//! This module does not judge demand (that is `plan`).
+//! A GPU a Slurm job holds (`holder_slurm_job_id`, no namespace) counts for the job's account
+//! when the caller gives the jobs' accounts (`sacct`, `queue plan --slurm-accounts`), else for
+//! no team.
+//!
+//! This module does not judge demand (that is `plan`) or ask `sacct` (the command does).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,8 +48,12 @@ impl TeamDemand {
     }
 }
 
-/// One partition's demand.
-pub fn team_demand(frames: &Frames) -> Result<TeamDemand, QueueError> {
+/// One partition's demand; `accounts`: Slurm job id → account (the team of the GPUs the job
+/// holds).
+pub fn team_demand(
+    frames: &Frames,
+    accounts: &BTreeMap<String, String>,
+) -> Result<TeamDemand, QueueError> {
     let mut gpu = frames.gpu.clone();
     let schema = gpu.collect_schema()?;
     if schema.get("holders").is_none() || schema.get("holder_namespace").is_none() {
@@ -77,20 +85,41 @@ pub fn team_demand(frames: &Frames) -> Result<TeamDemand, QueueError> {
         ]))
         .lazy()
     };
-    let rows = gpu
-        .join(
-            with_instances,
-            [col("node"), col("uuid")],
-            [col("node"), col("uuid")],
-            JoinArgs::new(JoinType::Left),
-        )
+    let mut rows = gpu.join(
+        with_instances,
+        [col("node"), col("uuid")],
+        [col("node"), col("uuid")],
+        JoinArgs::new(JoinType::Left),
+    );
+    let mut team = col("holder_namespace").cast(DataType::String);
+    if !accounts.is_empty() && schema.get("holder_slurm_job_id").is_some() {
+        let (jobs, names): (Vec<&str>, Vec<&str>) = accounts
+            .iter()
+            .map(|(j, a)| (j.as_str(), a.as_str()))
+            .unzip();
+        let map = df!("_job" => jobs, "_account" => names)?.lazy();
+        rows = rows
+            .with_column(
+                col("holder_slurm_job_id")
+                    .cast(DataType::String)
+                    .alias("_job"),
+            )
+            .join(
+                map,
+                [col("_job")],
+                [col("_job")],
+                JoinArgs::new(JoinType::Left),
+            );
+        team = coalesce(&[team, col("_account")]);
+    }
+    let rows = rows
         .select([
             col("node"),
             col("uuid"),
             col("model").cast(DataType::String),
             hour.alias("hour"),
             col("holders").cast(DataType::Int64).alias("holders"),
-            col("holder_namespace").cast(DataType::String).alias("team"),
+            team.alias("team"),
             mig.or(col("has_instances").fill_null(lit(false)))
                 .alias("mig"),
         ])

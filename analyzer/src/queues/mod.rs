@@ -75,6 +75,9 @@ pub struct QueueParams {
     pub end: EndOfWindow,
     pub offpeak: OffpeakParams,
     pub tz: Tz,
+    /// Slurm job id → account: the team of the GPUs a job holds (none: Slurm-held GPUs count
+    /// for no team).
+    pub accounts: BTreeMap<String, String>,
 }
 
 impl Default for QueueParams {
@@ -91,6 +94,7 @@ impl Default for QueueParams {
             end: EndOfWindow::Finish,
             offpeak: OffpeakParams::default(),
             tz: Tz::UTC,
+            accounts: BTreeMap::new(),
         }
     }
 }
@@ -104,7 +108,7 @@ pub struct QueueOutcome {
 
 /// Plans over `parts` (one node partition at a time).
 pub fn run(parts: &[&Frames], p: &QueueParams) -> Result<QueueOutcome, QueueError> {
-    let (free, demand) = measure(parts, &p.offpeak)?;
+    let (free, demand) = measure(parts, &p.offpeak, &p.accounts)?;
     let params = crate::advisor::Params {
         tz: p.tz,
         offpeak: p.offpeak.clone(),
@@ -116,13 +120,14 @@ pub fn run(parts: &[&Frames], p: &QueueParams) -> Result<QueueOutcome, QueueErro
 
 /// Replays a queue plan over `parts` (docs/queues.md, "Replay"): the teams' demand in the
 /// range's observed hours against the plan's quotas and windows; the GPUs per model are the
-/// replayed data's.
+/// replayed data's; `accounts` as in [`QueueParams::accounts`].
 pub fn replay_parts(
     parts: &[&Frames],
     plan: &QueuePlan,
     range: (String, String),
+    accounts: &BTreeMap<String, String>,
 ) -> Result<replay::QueueReplay, QueueError> {
-    let (free, demand) = measure(parts, &OffpeakParams::default())?;
+    let (free, demand) = measure(parts, &OffpeakParams::default(), accounts)?;
     let (hours, capacity) = hours_and_capacity(&demand, &free)?;
     Ok(replay::replay(plan, &demand, &hours, &capacity, range))
 }
@@ -131,12 +136,13 @@ pub fn replay_parts(
 fn measure(
     parts: &[&Frames],
     offpeak: &OffpeakParams,
+    accounts: &BTreeMap<String, String>,
 ) -> Result<(FreeGpus, TeamDemand), QueueError> {
     let mut free = FreeGpus::default();
     let mut demand = TeamDemand::default();
     for f in parts {
         free.merge(crate::advisor::offpeak::free_gpus_per_hour(f, offpeak)?);
-        demand.merge(team_demand(f)?);
+        demand.merge(team_demand(f, accounts)?);
     }
     Ok((free, demand))
 }

@@ -124,3 +124,17 @@ pub fn slurm_jobs(owners: &mut Owners, frames: &[&tessera::frames::Frames]) -> V
     }
     out
 }
+
+/// The accounts `sacct` gives of the Slurm jobs in the partitions (the queue plan's teams of
+/// Slurm-held GPUs); what it could not say is a note on stderr, never an error.
+pub fn job_accounts(
+    frames: &[&tessera::frames::Frames],
+) -> std::collections::BTreeMap<String, String> {
+    let mut notes = Owners::default();
+    let jobs = slurm_jobs(&mut notes, frames);
+    let (found, note) = sacct::accounts(std::path::Path::new("sacct"), &jobs, sacct::TIMEOUT);
+    for n in notes.notes.iter().chain(&note) {
+        eprintln!("tessera: note: {}", tessera::output::escape::printable(n));
+    }
+    found
+}
