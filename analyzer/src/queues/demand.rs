@@ -48,31 +48,11 @@ impl TeamDemand {
     }
 }
 
-/// One partition's demand; `accounts`: Slurm job id → account (the team of the GPUs the job
-/// holds).
-pub fn team_demand(
-    frames: &Frames,
-    accounts: &BTreeMap<String, String>,
-) -> Result<TeamDemand, QueueError> {
-    let mut gpu = frames.gpu.clone();
-    let schema = gpu.collect_schema()?;
-    if schema.get("holders").is_none() || schema.get("holder_namespace").is_none() {
-        return Ok(TeamDemand::default());
-    }
-    let mig = if schema.get("mig_enabled").is_some() {
-        col("mig_enabled")
-            .cast(DataType::Boolean)
-            .fill_null(lit(false))
-    } else {
-        lit(false)
-    };
-    // ts > 0, so truncation is floor: a row ending at ts is in the hour of ts − 1 ms.
-    let hour =
-        ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(HOUR_MS as f64)).cast(DataType::Int64);
-    // A GPU with MIG instance rows is in MIG mode even where its own rows lack `mig_enabled`
-    // (sources that do not export it).
+/// `(node, uuid, has_instances)` of the GPUs with MIG instance rows: in MIG mode even where
+/// their own rows lack `mig_enabled` (sources that do not export it).
+fn instances(frames: &Frames) -> Result<LazyFrame, QueueError> {
     let mut mig_rows = frames.mig.clone();
-    let with_instances = if mig_rows.collect_schema()?.get("uuid").is_some() {
+    Ok(if mig_rows.collect_schema()?.get("uuid").is_some() {
         mig_rows
             .select([col("node"), col("uuid")])
             .unique(None, UniqueKeepStrategy::Any)
@@ -84,13 +64,16 @@ pub fn team_demand(
             Field::new("has_instances".into(), DataType::Boolean),
         ]))
         .lazy()
-    };
-    let mut rows = gpu.join(
-        with_instances,
-        [col("node"), col("uuid")],
-        [col("node"), col("uuid")],
-        JoinArgs::new(JoinType::Left),
-    );
+    })
+}
+
+/// `rows` with what names a row's team, and that expression: the holder's namespace, else the
+/// account of the Slurm job holding the GPU (`accounts`).
+fn with_teams(
+    mut rows: LazyFrame,
+    schema: &Schema,
+    accounts: &BTreeMap<String, String>,
+) -> Result<(LazyFrame, Expr), QueueError> {
     let mut team = col("holder_namespace").cast(DataType::String);
     if !accounts.is_empty() && schema.get("holder_slurm_job_id").is_some() {
         let (jobs, names): (Vec<&str>, Vec<&str>) = accounts
@@ -112,6 +95,37 @@ pub fn team_demand(
             );
         team = coalesce(&[team, col("_account")]);
     }
+    Ok((rows, team))
+}
+
+/// One partition's demand; `accounts`: Slurm job id → account (the team of the GPUs the job
+/// holds).
+pub fn team_demand(
+    frames: &Frames,
+    accounts: &BTreeMap<String, String>,
+) -> Result<TeamDemand, QueueError> {
+    let mut gpu = frames.gpu.clone();
+    let schema = gpu.collect_schema()?;
+    if schema.get("holders").is_none() || schema.get("holder_namespace").is_none() {
+        return Ok(TeamDemand::default());
+    }
+    let mig = if schema.get("mig_enabled").is_some() {
+        col("mig_enabled")
+            .cast(DataType::Boolean)
+            .fill_null(lit(false))
+    } else {
+        lit(false)
+    };
+    // ts > 0, so truncation is floor: a row ending at ts is in the hour of ts − 1 ms.
+    let hour =
+        ((ts_ms() - lit(1i64)).cast(DataType::Float64) / lit(HOUR_MS as f64)).cast(DataType::Int64);
+    let rows = gpu.join(
+        instances(frames)?,
+        [col("node"), col("uuid")],
+        [col("node"), col("uuid")],
+        JoinArgs::new(JoinType::Left),
+    );
+    let (rows, team) = with_teams(rows, &schema, accounts)?;
     let rows = rows
         .select([
             col("node"),
