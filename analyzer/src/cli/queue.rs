@@ -30,15 +30,16 @@ pub enum QueueCommand {
     /// Check a plan file's queues section (after editing it): every rule, or the first broken.
     Check(CheckArgs),
     /// Apply the queue plan to Kueue (ResourceFlavors, ClusterQueues in the cohort and
-    /// LocalQueues) or Volcano (Queues) (a dry run unless --yes; only tessera's objects change).
+    /// LocalQueues), Volcano (Queues) or Slurm (QOS limits) (a dry run unless --yes; only
+    /// tessera's objects change).
     Apply(Box<KueueArgs>),
     /// Set the queues a window edge changes to the window state of now (what the window-edge
     /// CronJobs run).
     Edge(Box<KueueArgs>),
     /// Remove every tessera-owned queue object of a cohort (a dry run unless --yes).
     Undo(Box<UndoArgs>),
-    /// Print the manifests of the CronJobs that run `queue edge` at each window edge, in the
-    /// plan's time zone.
+    /// Print what runs `queue edge` at each window edge, in the plan's time zone: CronJob
+    /// manifests (Kueue, Volcano) or a systemd service and timer (Slurm).
     Schedule(ScheduleArgs),
 }
 

@@ -280,7 +280,7 @@ pub fn apply(
             }
         }
     } else {
-        for n in slurm::notes(plan, &s.version()) {
+        for n in slurm::notes(plan, &s.version(), at) {
             print(out, &format!("note: {n}"));
         }
     }
