@@ -56,7 +56,65 @@ const MAY_BE_EMPTY: &[(&str, &str)] = &[
         "tessera-waste.json Consolidation candidates",
         "no GPU of this busy node stays below 30%",
     ),
+    (
+        "TesseraWorkPerGpuHourDropped",
+        "no week-old work series to compare with",
+    ),
 ];
+
+/// A test server speaking vLLM's and Triton's Prometheus expositions (`/vllm`, `/triton`) with
+/// counters growing at planted rates: vLLM 100 generated tokens and 2 successful requests a
+/// second, Triton 40 inferences (one request each) a second.
+struct ServingFrameworks {
+    addr: String,
+}
+
+impl ServingFrameworks {
+    fn start() -> ServingFrameworks {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let start = Instant::now();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let mut buf = [0u8; 4096];
+                let n = c.read(&mut buf).unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]);
+                let t = start.elapsed().as_secs_f64();
+                let body = if req.starts_with("GET /vllm") {
+                    format!(
+                        "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n\
+                         # TYPE vllm:generation_tokens_total counter\n\
+                         vllm:generation_tokens_total{{model_name=\"chat\"}} {}\n\
+                         # HELP vllm:request_success_total Count of successfully processed requests.\n\
+                         # TYPE vllm:request_success_total counter\n\
+                         vllm:request_success_total{{finished_reason=\"stop\",model_name=\"chat\"}} {}\n",
+                        100.0 * t,
+                        2.0 * t
+                    )
+                } else {
+                    format!(
+                        "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n\
+                         # TYPE nv_inference_request_success counter\n\
+                         nv_inference_request_success{{model=\"embed\",version=\"1\"}} {}\n\
+                         # HELP nv_inference_count Number of inferences performed (does not include cached requests)\n\
+                         # TYPE nv_inference_count counter\n\
+                         nv_inference_count{{model=\"embed\",version=\"1\"}} {}\n",
+                        40.0 * t,
+                        40.0 * t
+                    )
+                };
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        ServingFrameworks { addr }
+    }
+}
 
 fn may_be_empty(key: &str) -> bool {
     MAY_BE_EMPTY.iter().any(|(k, _)| *k == key)
@@ -141,11 +199,17 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
         .iter()
         .map(|p| format!("  - {}", p.display()))
         .collect();
+    // The serving frameworks of the two pods that will hold GPU 0: vLLM's and Triton's
+    // expositions, with the `namespace` and `pod` target labels kube-prometheus would add.
+    let serving = ServingFrameworks::start();
     let prom = Prometheus::start(&format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n{}\n\
-         scrape_configs:\n  - job_name: tessera-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
-        rule_list.join("\n")
+         scrape_configs:\n  - job_name: tessera-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n\
+         \x20 - job_name: vllm\n    metrics_path: /vllm\n    static_configs:\n      - targets: ['{s}']\n        labels: {{namespace: serving, pod: chat-api-0}}\n\
+         \x20 - job_name: triton\n    metrics_path: /triton\n    static_configs:\n      - targets: ['{s}']\n        labels: {{namespace: research, pod: embed-test-0}}\n",
+        rule_list.join("\n"),
+        s = serving.addr
     ));
     // A kubelet that says two pods share GPU 0 (once the exporter has said its UUID).
     let socket_dir = tempfile::tempdir().unwrap();
@@ -244,6 +308,31 @@ fn prometheus_scrapes_evaluates_rules_and_dashboards_and_the_analyzer_reads_it_b
             (!r.is_empty()).then_some(())
         },
     );
+
+    // Work per GPU-hour (rules/tessera-work.rules.yml): each pod's units joined to the one device
+    // it holds; the planted ratio of vLLM's tokens to its requests (50) and of Triton's
+    // inferences to its requests (1) survives the join (the planted rates themselves are
+    // checked by rules/tests/work.test.yml: an hour's rate needs an hour of scrapes).
+    let per_gpu_hour = wait_for(&prom, Duration::from_secs(60), "work per GPU-hour", || {
+        let r = prom
+            .query("namespace_pod_unit:tessera_work_per_gpu_hour:rate1h")
+            .ok()?;
+        (r.len() == 4).then_some(r)
+    });
+    let of = |pod: &str, unit: &str| -> f64 {
+        per_gpu_hour
+            .iter()
+            .find(|v| v["metric"]["pod"] == pod && v["metric"]["unit"] == unit)
+            .and_then(|v| v["value"][1].as_str()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {unit} of {pod}: {per_gpu_hour:?}"))
+    };
+    let ratio = of("chat-api-0", "tokens") / of("chat-api-0", "requests");
+    assert!((ratio - 50.0).abs() < 0.5, "tokens per request {ratio}");
+    let ratio = of("embed-test-0", "inferences") / of("embed-test-0", "requests");
+    assert!((ratio - 1.0).abs() < 0.01, "inferences per request {ratio}");
+    let held = prom.query("namespace_pod:tessera_gpus_held:count").unwrap();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(held.iter().all(|v| v["value"][1] == "1"), "{held:?}");
 
     // Every expression parses and returns data.
     // (The advisor's rules for dcgm-exporter's series have nothing to read here; they are

@@ -201,8 +201,12 @@ fn recording_rules_are_named_level_metric_operations() {
             parts[1].starts_with("tessera_") || (advisor && parts[1].starts_with("DCGM_FI_")),
             "{name}: the metric part names a tessera metric"
         );
+        // The work rules (rules/tessera-work.rules.yml) keep the pod's labels.
+        let work = r.file.ends_with("tessera-work.rules.yml");
         let levels: &[&str] = if advisor {
             &["gpu", "mig", "process"]
+        } else if work {
+            &["namespace_pod", "namespace_pod_unit", "namespace_unit"]
         } else {
             &["job", "instance", "instance_gpu"]
         };
