@@ -45,3 +45,4 @@ pub mod stats;
 
 pub mod times;
 pub mod timing;
+pub mod work;

@@ -53,3 +53,4 @@ mod slurm_queues;
 mod slurm_real;
 mod spill;
 mod trend;
+mod work_per_gpu_hour;

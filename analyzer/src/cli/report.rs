@@ -376,6 +376,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         first_ts: ingest_report.time_range().map(|(first, _)| first),
         range_flags: args.src.range_flags(),
         owners,
+        work: super::source::work_rows(&args.src, range),
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

@@ -378,6 +378,9 @@ pub struct Report {
     /// The last weeks' waste and cost, and the savings changes realized (`--trend.weeks`;
     /// [`super::trend`]); `null` with `--trend.weeks 0`.
     pub trend: Option<Trend>,
+    /// Work per GPU-hour (`crate::work`, docs/work.md): absent when the sources count no work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<crate::work::WorkSummary>,
     pub data_quality: Vec<QualityNote>,
     pub charts: Charts,
     /// `--out-of-sample`: each of the report's plans made from the previous period and replayed

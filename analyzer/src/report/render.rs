@@ -9,6 +9,7 @@ mod changes;
 mod out_of_sample;
 mod sections;
 mod trend;
+mod work;
 
 pub use sections::sections;
 pub use trend::week_label;

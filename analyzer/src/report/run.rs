@@ -46,6 +46,9 @@ pub struct ReportRequest<'a> {
     pub range_flags: Vec<String>,
     /// The teams' contacts (`--owners`, namespace labels) and what their sources said.
     pub owners: crate::owners::Owners,
+    /// The work the serving frameworks counted in the range (`prometheus:` sources; empty:
+    /// none), for the Work per GPU-hour section.
+    pub work: Vec<crate::work::WorkRow>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -143,11 +146,44 @@ pub fn run(
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");
-    let watch = Stopwatch::start("report");
     progress("trend", parts.len());
-    report.trend = trend_of(parts, &report, &req, &params)?;
-    watch.lap("trend");
+    late_sections(parts, &mut report, &req, &params)?;
     Ok(report)
+}
+
+/// The sections that read the frames again after the pass: the trend and work per GPU-hour.
+fn late_sections(
+    parts: &[&Frames],
+    report: &mut Report,
+    req: &ReportRequest,
+    params: &Params,
+) -> Result<(), ReportError> {
+    let watch = Stopwatch::start("report");
+    report.trend = trend_of(parts, report, req, params)?;
+    watch.lap("trend");
+    let watch = Stopwatch::start("report");
+    report.work = work_of(parts, req)?;
+    watch.lap("work");
+    Ok(())
+}
+
+/// Work per GPU-hour over the range's hours (`crate::work`), when the sources counted work.
+fn work_of(
+    parts: &[&Frames],
+    req: &ReportRequest,
+) -> Result<Option<crate::work::WorkSummary>, ReportError> {
+    if req.work.is_empty() {
+        return Ok(None);
+    }
+    let mut held = crate::work::Held::new();
+    for p in parts {
+        for (k, v) in crate::work::held_hours(p)? {
+            if k.2 > req.range.since && k.2 <= req.range.until {
+                *held.entry(k).or_default() += v;
+            }
+        }
+    }
+    Ok(crate::work::summarise(&held, &req.work))
 }
 
 /// The owners of the team rows and the actions, and the owners' notes among the data-quality

@@ -69,6 +69,7 @@ mod plan;
 mod recorded;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -77,6 +78,7 @@ use polars::prelude::*;
 pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
 pub use namespaces::instant_series;
 pub use options::{Api, PrometheusOptions};
+pub use work::{WORK_METRICS, work_rows};
 
 use assembly::Settled;
 use catalogue::{Query, queries, sample_metrics};

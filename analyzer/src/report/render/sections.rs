@@ -1,5 +1,5 @@
 //! [`sections`]: the text report's sections, one function per section (the actions, fleet summary, usage by
-//! node and model, teams, idle-loaded models, consolidation, MIG, the layout changes
+//! node and model, teams, work per GPU-hour (`super::work`), idle-loaded models, consolidation, MIG, the layout changes
 //! (`super::changes`), off-peak windows, data quality). The cell and line formats are the parent module's helpers (`super`).
 //!
 //! This module builds [`Section`]s only; laying them out as terminal tables, Markdown or HTML is
@@ -26,6 +26,9 @@ pub fn sections(r: &Report) -> Vec<Section> {
         usage("By node", r, &r.by_node),
         usage("By GPU model", r, &r.by_model),
         teams(r),
+    ]);
+    v.extend(super::work::section(r));
+    v.extend([
         idle_models(r, no_memory),
         allocated(r),
         consolidation(r, no_memory),

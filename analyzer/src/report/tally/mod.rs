@@ -622,6 +622,7 @@ fn finish(mut t: Tally, parts: &[&Frames], input: &ReportInput) -> Result<Report
         charts,
         out_of_sample: None,
         trend: None,
+        work: None,
         plans: Vec::new(),
         range_flags: Vec::new(),
     })

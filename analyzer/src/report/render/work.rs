@@ -1,0 +1,45 @@
+//! The report's "Work per GPU-hour" section (`crate::work`, docs/work.md): per team and unit, then
+//! per pod, the work the serving frameworks counted over the GPU-hours the same pods held in the
+//! same hours, and the pods that held GPUs without a work metric. Builds a [`Section`]; laying
+//! it out is the callers'.
+
+use super::{Section, thousands};
+use crate::report::Report;
+use crate::work::WorkFigure;
+
+fn row(f: &WorkFigure) -> Vec<String> {
+    vec![
+        match &f.pod {
+            Some(p) => format!("{}/{p}", f.namespace),
+            None => f.namespace.clone(),
+        },
+        f.unit.clone(),
+        thousands(f.work, 0),
+        format!("{:.1}", f.gpu_hours),
+        f.per_gpu_hour
+            .map_or("unknown".to_string(), |v| thousands(v, 0)),
+    ]
+}
+
+/// The section, when the sources counted any work.
+pub fn section(r: &Report) -> Option<Section> {
+    let w = r.work.as_ref()?;
+    let mut s = Section {
+        title: "Work per GPU-hour".into(),
+        ..Section::default()
+    };
+    s.lines.push(
+        "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton), over the GPU-hours the same pods held in the same hours; units apart; hours where either is unknown are left out (docs/work.md).".into(),
+    );
+    s.header = ["team / pod", "unit", "work", "GPU-hours", "per GPU-hour"]
+        .map(String::from)
+        .to_vec();
+    s.rows = w.teams.iter().chain(&w.pods).map(row).collect();
+    if !w.no_work_metric.is_empty() {
+        s.after.push(format!(
+            "No work metric (GPUs held, work unknown): {}",
+            w.no_work_metric.join(", ")
+        ));
+    }
+    Some(s)
+}

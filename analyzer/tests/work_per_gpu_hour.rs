@@ -1,0 +1,164 @@
+//! Work per GPU-hour in the report (issue 60; docs/work.md) through a real Prometheus (Debian's;
+//! fails, never skips, without it): one simulated day of `fixtures/scenarios/allocated.toml`
+//! written as tessera-exporter's series with `tessera_gpu_pod_info` from the rows' pod holders
+//! (as `prometheus_holders.rs`), beside planted serving-framework counters with the `namespace`
+//! and `pod` labels kube-prometheus adds: vLLM's generated tokens for serving/api-0 (a whole
+//! H100 all day) at 50 a second with a counter reset at noon, and Triton's inferences for
+//! research/embed-0 (a MIG 3g.40gb instance all day) at 8 a second. The planted truth, computed
+//! here from the planted rates: 50 × 3600 = 180,000 tokens per GPU-hour for serving and 8 ×
+//! 3600 = 28,800 inferences per GPU-hour (per instance-hour) for research; the pods that hold
+//! GPUs and count nothing (notebooks/nb-alice, research/nb-carol) are "no work metric", never 0.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::support::openmetrics::{self as om, DAY_MS, openmetrics_with_holders, rfc3339};
+use crate::support::prometheus as prom;
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../fixtures/scenarios/allocated.toml"
+);
+
+/// A counter sampled every minute of the day at `rate` a second, reset to 0 at `reset` (ms
+/// after `since`) when given. `name` is the series name as the server exposes it: an
+/// OpenMetrics counter family for a `_total` name (vLLM's), else an untyped family (Triton's
+/// `nv_inference_count`, a counter without the suffix in its text exposition).
+fn counter(s: &mut String, name: &str, labels: &str, since: i64, rate: f64, reset: Option<i64>) {
+    match name.strip_suffix("_total") {
+        Some(family) => writeln!(s, "# TYPE {family} counter"),
+        None => writeln!(s, "# TYPE {name} unknown"),
+    }
+    .unwrap();
+    let mut base = 0.0;
+    for m in 0..=(DAY_MS / 60_000) {
+        let t = m * 60_000;
+        if reset == Some(t) {
+            base = -(rate * t as f64 / 1000.0);
+        }
+        let v = base + rate * t as f64 / 1000.0;
+        let _ = writeln!(
+            s,
+            "{name}{{{labels}}} {v} {:.3}",
+            (since + t) as f64 / 1000.0
+        );
+    }
+}
+
+fn figure<'a>(w: &'a Value, key: &str, pod: Option<&str>, unit: &str) -> &'a Value {
+    let list = if pod.is_some() {
+        &w["pods"]
+    } else {
+        &w["teams"]
+    };
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["namespace"] == key && f["unit"] == unit && f["pod"].as_str() == pod)
+        .unwrap_or_else(|| panic!("no {key} {pod:?} {unit}: {w:#}"))
+}
+
+#[test]
+fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
+    prom::require_tools();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let toml = std::fs::read_to_string(FIXTURE).unwrap();
+    let (gpu, mig, process, since) = om::simulate(tmp.path(), &toml, "allocated");
+    let mut text = openmetrics_with_holders(&gpu, &mig, &process, &["k8s-1", "mig-1"]);
+    text.truncate(text.len() - "# EOF\n".len());
+    counter(
+        &mut text,
+        "vllm:generation_tokens_total",
+        "namespace=\"serving\",pod=\"api-0\",model_name=\"chat\"",
+        since,
+        50.0,
+        Some(DAY_MS / 2),
+    );
+    counter(
+        &mut text,
+        "nv_inference_count",
+        "namespace=\"research\",pod=\"embed-0\",model=\"embed\",version=\"1\"",
+        since,
+        8.0,
+        None,
+    );
+    text.push_str("# EOF\n");
+    let server = prom::serve(tmp.path(), &text);
+    let src = format!("prometheus:{}", server.url);
+    let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
+    let run = |format: &str| {
+        let out = crate::support::cli::tessera(&[
+            "report",
+            "--source",
+            &src,
+            "--since",
+            &from,
+            "--until",
+            &to,
+            "--interval",
+            "10s",
+            "--format",
+            format,
+            "--no-replay",
+            "--trend.weeks",
+            "0",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let r: Value = serde_json::from_str(&run("json")).unwrap();
+    let w = &r["work"];
+    let close = |f: &Value, want: f64| {
+        let got = f["per_gpu_hour"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{f:#}"));
+        assert!(
+            (got - want).abs() <= want * 0.005,
+            "{got} vs the planted {want}: {f:#}"
+        );
+    };
+    let serving = figure(w, "serving", None, "tokens");
+    close(serving, 50.0 * 3600.0);
+    // The day's whole hours (the first hour's increase needs a sample before it: 23 or 24).
+    assert!(serving["hours"].as_u64().unwrap() >= 23, "{serving:#}");
+    assert!(
+        (serving["gpu_hours"].as_f64().unwrap() - serving["hours"].as_f64().unwrap()).abs() < 0.05,
+        "one GPU: {serving:#}"
+    );
+    close(figure(w, "serving", Some("api-0"), "tokens"), 50.0 * 3600.0);
+    let research = figure(w, "research", None, "inferences");
+    close(research, 8.0 * 3600.0);
+    assert!(
+        (research["gpu_hours"].as_f64().unwrap() - research["hours"].as_f64().unwrap()).abs()
+            < 0.05,
+        "one instance: {research:#}"
+    );
+    // Units apart: no team figure adds tokens to inferences.
+    assert_eq!(w["teams"].as_array().unwrap().len(), 2, "{w:#}");
+    let none: Vec<&str> = w["no_work_metric"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(none, ["notebooks/nb-alice", "research/nb-carol"], "{w:#}");
+
+    let text = run("table");
+    assert!(text.contains("Work per GPU-hour"), "{text}");
+    assert!(
+        text.contains(
+            "No work metric (GPUs held, work unknown): notebooks/nb-alice, research/nb-carol"
+        ),
+        "{text}"
+    );
+    let html = run("html");
+    assert!(
+        html.contains("Work per GPU-hour"),
+        "the HTML report has the section"
+    );
+}
