@@ -203,6 +203,76 @@ pub fn summarise(held: &Held, rows: &[WorkRow]) -> Option<WorkSummary> {
     })
 }
 
+/// A fall of work per GPU-hour beyond this share, after a change, flags the change: it freed
+/// GPUs (or did not) at the cost of throughput, and is not a plain saving.
+pub const DROP_FLAGGED: f64 = 0.3;
+
+/// One team's work per GPU-hour of one unit before and after a change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkChange {
+    pub team: String,
+    pub unit: String,
+    /// `null` where the period has no hour with both work and GPUs known.
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    /// `after / before − 1`; `null` when either is unknown or `before` is 0.
+    pub change: Option<f64>,
+    /// Fell by more than [`DROP_FLAGGED`].
+    pub flagged: bool,
+}
+
+/// Per team and unit, work per GPU-hour over the hours ending in `(before.0, before.1]` and in
+/// `(after.0, after.1]` (unix ms).
+pub fn compare(
+    held: &Held,
+    rows: &[WorkRow],
+    before: (i64, i64),
+    after: (i64, i64),
+) -> Vec<WorkChange> {
+    let within = |(a, b): (i64, i64)| {
+        let held: Held = held
+            .iter()
+            .filter(|(k, _)| k.2 > a && k.2 <= b)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let rows: Vec<WorkRow> = rows
+            .iter()
+            .filter(|r| r.hour_end_ms > a && r.hour_end_ms <= b)
+            .cloned()
+            .collect();
+        summarise(&held, &rows).map(|s| s.teams).unwrap_or_default()
+    };
+    let (b, a) = (within(before), within(after));
+    let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
+    keys.extend(
+        b.iter()
+            .chain(&a)
+            .map(|f| (f.namespace.clone(), f.unit.clone())),
+    );
+    keys.into_iter()
+        .map(|(team, unit)| {
+            let of = |v: &[WorkFigure]| {
+                v.iter()
+                    .find(|f| f.namespace == team && f.unit == unit)
+                    .and_then(|f| f.per_gpu_hour)
+            };
+            let (before, after) = (of(&b), of(&a));
+            let change = match (before, after) {
+                (Some(x), Some(y)) if x > 0.0 => Some(((y / x - 1.0) * 1000.0).round() / 1000.0),
+                _ => None,
+            };
+            WorkChange {
+                team,
+                unit,
+                before,
+                after,
+                change,
+                flagged: change.is_some_and(|c| c < -DROP_FLAGGED),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +320,20 @@ mod tests {
         assert_eq!(pod("chat-1").per_gpu_hour, Some(36_000.0), "two GPUs");
         assert_eq!(s.no_work_metric, ["train/train-0"]);
         assert!(summarise(&held, &[]).is_none());
+        // Before hour 1, after hour 2: chat-0's tokens halve on the same GPU.
+        let rows = [
+            row("chat", "chat-0", "tokens", 1, 36_000.0),
+            row("chat", "chat-0", "tokens", 2, 18_000.0),
+        ];
+        let c = compare(&held, &rows, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS));
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].before, c[0].after), (Some(36_000.0), Some(18_000.0)));
+        assert_eq!(c[0].change, Some(-0.5));
+        assert!(c[0].flagged);
+        let kept = [
+            row("chat", "chat-0", "tokens", 1, 36_000.0),
+            row("chat", "chat-0", "tokens", 2, 35_000.0),
+        ];
+        assert!(!compare(&held, &kept, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS))[0].flagged);
     }
 }

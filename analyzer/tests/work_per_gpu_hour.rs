@@ -4,10 +4,13 @@
 //! (as `prometheus_holders.rs`), beside planted serving-framework counters with the `namespace`
 //! and `pod` labels kube-prometheus adds: vLLM's generated tokens for serving/api-0 (a whole
 //! H100 all day) at 50 a second with a counter reset at noon, and Triton's inferences for
-//! research/embed-0 (a MIG 3g.40gb instance all day) at 8 a second. The planted truth, computed
-//! here from the planted rates: 50 × 3600 = 180,000 tokens per GPU-hour for serving and 8 ×
-//! 3600 = 28,800 inferences per GPU-hour (per instance-hour) for research; the pods that hold
-//! GPUs and count nothing (notebooks/nb-alice, research/nb-carol) are "no work metric", never 0.
+//! research/embed-0 (a MIG 3g.40gb instance all day) at 8 a second until noon and 4 after. The
+//! planted truth, computed here from the planted rates: 50 × 3600 = 180,000 tokens per GPU-hour
+//! for serving and 6 × 3600 = 21,600 inferences per GPU-hour (per instance-hour) for research
+//! over the day; the pods that hold GPUs and count nothing (notebooks/nb-alice,
+//! research/nb-carol) are "no work metric", never 0. Around a change given at noon
+//! (`--change-at`): serving's tokens per GPU-hour held (not flagged), research's halved on the
+//! same instance (flagged: not a plain saving), in JSON, text and HTML.
 
 use std::fmt::Write as _;
 
@@ -21,23 +24,33 @@ const FIXTURE: &str = concat!(
     "/../fixtures/scenarios/allocated.toml"
 );
 
-/// A counter sampled every minute of the day at `rate` a second, reset to 0 at `reset` (ms
-/// after `since`) when given. `name` is the series name as the server exposes it: an
+/// A counter sampled every minute of the day at `rates.0` a second until noon and `rates.1`
+/// after, reset to 0 at `reset` (ms after `since`) when given. `name` is the series name as the server exposes it: an
 /// OpenMetrics counter family for a `_total` name (vLLM's), else an untyped family (Triton's
 /// `nv_inference_count`, a counter without the suffix in its text exposition).
-fn counter(s: &mut String, name: &str, labels: &str, since: i64, rate: f64, reset: Option<i64>) {
+fn counter(
+    s: &mut String,
+    name: &str,
+    labels: &str,
+    since: i64,
+    rates: (f64, f64),
+    reset: Option<i64>,
+) {
     match name.strip_suffix("_total") {
         Some(family) => writeln!(s, "# TYPE {family} counter"),
         None => writeln!(s, "# TYPE {name} unknown"),
     }
     .unwrap();
-    let mut base = 0.0;
+    let (mut v, mut last) = (0.0, 0);
     for m in 0..=(DAY_MS / 60_000) {
         let t = m * 60_000;
+        // The first rate until noon, the second after.
+        let rate = if t <= DAY_MS / 2 { rates.0 } else { rates.1 };
+        v += rate * (t - last) as f64 / 1000.0;
+        last = t;
         if reset == Some(t) {
-            base = -(rate * t as f64 / 1000.0);
+            v = 0.0;
         }
-        let v = base + rate * t as f64 / 1000.0;
         let _ = writeln!(
             s,
             "{name}{{{labels}}} {v} {:.3}",
@@ -72,7 +85,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "vllm:generation_tokens_total",
         "namespace=\"serving\",pod=\"api-0\",model_name=\"chat\"",
         since,
-        50.0,
+        (50.0, 50.0),
         Some(DAY_MS / 2),
     );
     counter(
@@ -80,7 +93,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "nv_inference_count",
         "namespace=\"research\",pod=\"embed-0\",model=\"embed\",version=\"1\"",
         since,
-        8.0,
+        (8.0, 4.0),
         None,
     );
     text.push_str("# EOF\n");
@@ -132,7 +145,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
     );
     close(figure(w, "serving", Some("api-0"), "tokens"), 50.0 * 3600.0);
     let research = figure(w, "research", None, "inferences");
-    close(research, 8.0 * 3600.0);
+    close(research, 6.0 * 3600.0);
     assert!(
         (research["gpu_hours"].as_f64().unwrap() - research["hours"].as_f64().unwrap()).abs()
             < 0.05,
@@ -147,6 +160,84 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(none, ["notebooks/nb-alice", "research/nb-carol"], "{w:#}");
+
+    // Around a change at noon: serving held, research halved.
+    let noon = rfc3339(since + DAY_MS / 2);
+    let out = crate::support::cli::tessera(&[
+        "report",
+        "--source",
+        &src,
+        "--since",
+        &from,
+        "--until",
+        &to,
+        "--interval",
+        "10s",
+        "--format",
+        "json",
+        "--no-replay",
+        "--trend.weeks",
+        "0",
+        "--change-at",
+        &noon,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cmp = &r["changes"]["changes"][0]["comparison"]["work_per_gpu_hour"];
+    let of = |team: &str| {
+        cmp.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["team"] == team)
+            .unwrap_or_else(|| panic!("{team}: {cmp:#}"))
+            .clone()
+    };
+    let (s, re) = (of("serving"), of("research"));
+    assert!(s["change"].as_f64().unwrap().abs() < 0.01, "{s:#}");
+    assert_eq!(s["flagged"], false, "{s:#}");
+    assert!(
+        (re["before"].as_f64().unwrap() - 28_800.0).abs() < 150.0,
+        "{re:#}"
+    );
+    assert!(
+        (re["after"].as_f64().unwrap() - 14_400.0).abs() < 75.0,
+        "{re:#}"
+    );
+    assert_eq!(re["flagged"], true, "{re:#}");
+    for format in ["table", "html"] {
+        let out = crate::support::cli::tessera(&[
+            "report",
+            "--source",
+            &src,
+            "--since",
+            &from,
+            "--until",
+            &to,
+            "--interval",
+            "10s",
+            "--format",
+            format,
+            "--no-replay",
+            "--trend.weeks",
+            "0",
+            "--change-at",
+            &noon,
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Work per GPU-hour, research (inferences)")
+                && text.contains("flagged: it fell by more than 30%"),
+            "{format}: {text}"
+        );
+        assert!(
+            !text.contains("research (inferences): 28,800 before, 28,"),
+            "{format}"
+        );
+    }
 
     let text = run("table");
     assert!(text.contains("Work per GPU-hour"), "{text}");

@@ -67,6 +67,10 @@ pub struct Comparison {
     /// The fleet's work fell by more than 5%: lost, or only moved ([`WorkVerdict`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work: Option<WorkVerdict>,
+    /// Work per GPU-hour before and after, per team and unit, where a `prometheus:` source
+    /// counts work (`crate::work::compare`, docs/work.md); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub work_per_gpu_hour: Vec<crate::work::WorkChange>,
 }
 
 /// The prediction beside what the change realized.

@@ -256,6 +256,7 @@ mod tests {
             by_team: Vec::new(),
             predicted: None,
             work: None,
+            work_per_gpu_hour: Vec::new(),
         }
     }
 

@@ -162,28 +162,41 @@ fn late_sections(
     report.trend = trend_of(parts, report, req, params)?;
     watch.lap("trend");
     let watch = Stopwatch::start("report");
-    report.work = work_of(parts, req)?;
+    work_of(parts, report, req)?;
     watch.lap("work");
     Ok(())
 }
 
-/// Work per GPU-hour over the range's hours (`crate::work`), when the sources counted work.
-fn work_of(
-    parts: &[&Frames],
-    req: &ReportRequest,
-) -> Result<Option<crate::work::WorkSummary>, ReportError> {
+/// Work per GPU-hour over the range's hours (`crate::work`), when the sources counted work,
+/// and before and after each compared change.
+fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Result<(), ReportError> {
     if req.work.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     let mut held = crate::work::Held::new();
     for p in parts {
         for (k, v) in crate::work::held_hours(p)? {
-            if k.2 > req.range.since && k.2 <= req.range.until {
-                *held.entry(k).or_default() += v;
-            }
+            *held.entry(k).or_default() += v;
         }
     }
-    Ok(crate::work::summarise(&held, &req.work))
+    let ms = |t: &str| crate::times::parse_time(t, 0).ok();
+    for c in report.changes.iter_mut().flat_map(|s| s.changes.iter_mut()) {
+        let Some(cmp) = c.comparison.as_mut() else {
+            continue;
+        };
+        let (Some(b0), Some(b1), Some(a0), Some(a1)) = (
+            ms(&cmp.before.from),
+            ms(&cmp.before.until),
+            ms(&cmp.after.from),
+            ms(&cmp.after.until),
+        ) else {
+            continue;
+        };
+        cmp.work_per_gpu_hour = crate::work::compare(&held, &req.work, (b0, b1), (a0, a1));
+    }
+    held.retain(|k, _| k.2 > req.range.since && k.2 <= req.range.until);
+    report.work = crate::work::summarise(&held, &req.work);
+    Ok(())
 }
 
 /// The owners of the team rows and the actions, and the owners' notes among the data-quality

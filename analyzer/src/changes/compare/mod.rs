@@ -283,6 +283,7 @@ impl Acc {
                 .collect(),
             predicted: None,
             work: None,
+            work_per_gpu_hour: Vec::new(),
         };
         c.work = work_verdict(&c.fleet, &self.teams);
         c

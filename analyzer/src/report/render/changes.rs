@@ -83,6 +83,25 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
     if let Some(w) = &cmp.work {
         s.lines.push(w.explanation.clone());
     }
+    for w in &cmp.work_per_gpu_hour {
+        let v = |x: Option<f64>| x.map_or("unknown".into(), |v| thousands(v, 0));
+        s.lines.push(format!(
+            "Work per GPU-hour, {} ({}): {} before, {} after{}{}",
+            w.team,
+            w.unit,
+            v(w.before),
+            v(w.after),
+            w.change.map_or(String::new(), |c| format!(" ({:+.0}%)", c * 100.0)),
+            if w.flagged {
+                format!(
+                    ": flagged: it fell by more than {:.0}%, so what this change freed is not a plain saving (docs/work.md).",
+                    crate::work::DROP_FLAGGED * 100.0
+                )
+            } else {
+                ".".into()
+            }
+        ));
+    }
     if let Some(p) = &cmp.predicted {
         s.after.push(format!(
             "Predicted by {} (replayed {} .. {}, {}): {} GPU(s) freed ({} → {}); realized: {}{}.",
