@@ -35,8 +35,37 @@ pub struct WorkRow {
     pub amount: f64,
 }
 
-/// GPU-hours held per (namespace, pod, hour end, unix ms).
-pub type Held = BTreeMap<(String, String, i64), f64>;
+/// What a pod held in one hour: GPU-hours, and the energy of those devices (`None` where any
+/// row of them lacks it, or for MIG instances, whose energy is the GPU's).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HeldHour {
+    pub gpu_hours: f64,
+    pub kwh: Option<f64>,
+}
+
+/// What each pod held per (namespace, pod, hour end, unix ms).
+pub type Held = BTreeMap<(String, String, i64), HeldHour>;
+
+/// Adds `h` to `held`'s entry at `key` (energy stays known only where both are).
+pub fn add(held: &mut Held, key: (String, String, i64), h: HeldHour) {
+    match held.get_mut(&key) {
+        None => {
+            held.insert(key, h);
+        }
+        Some(e) => {
+            e.gpu_hours += h.gpu_hours;
+            e.kwh = e.kwh.zip(h.kwh).map(|(a, b)| a + b);
+        }
+    }
+}
+
+/// What the figures are priced with and the hour of week is read in.
+#[derive(Debug, Clone)]
+pub struct WorkContext {
+    pub gpu_hour_price: f64,
+    pub kwh_price: f64,
+    pub tz: chrono_tz::Tz,
+}
 
 /// One pod's (or team's) work of one unit over the hours both were known.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,8 +78,20 @@ pub struct WorkFigure {
     pub gpu_hours: f64,
     /// `work / gpu_hours`; `null` without GPU-hours.
     pub per_gpu_hour: Option<f64>,
+    /// The energy of the devices in the hours counted; `null` where unknown (MIG instances,
+    /// sources without energy).
+    pub kwh: Option<f64>,
+    pub per_kwh: Option<f64>,
+    /// GPU-hours × the GPU-hour price, plus kWh × the kWh price where the energy is known.
+    pub cost: f64,
+    /// Work per unit of the report's currency.
+    pub per_cost: Option<f64>,
     /// The hours counted.
     pub hours: u32,
+    /// A team's work per GPU-hour per hour of the week in the report's time zone (168 slots,
+    /// Monday 00:00 first; `null` for a slot without a counted hour); absent for a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hour_of_week: Option<Vec<Option<f64>>>,
 }
 
 /// The report's section: per team and unit, per pod and unit, and the pods that held GPUs
@@ -104,6 +145,11 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
             }
         }
         let hour_end = (((ts_ms() - lit(1i64)) / lit(HOUR_MS)) + lit(1i64)) * lit(HOUR_MS);
+        let energy = if schema.get("energy_delta_joules").is_some() {
+            col("energy_delta_joules").cast(DataType::Float64)
+        } else {
+            lit(NULL).cast(DataType::Float64)
+        };
         let df = lf
             .filter(
                 col("holder_namespace")
@@ -115,47 +161,119 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
                 col("holder_pod").cast(DataType::String).alias("pod"),
                 hour_end.alias("hour"),
             ])
-            .agg([col("interval_ms").cast(DataType::Int64).sum().alias("ms")])
+            .agg([
+                col("interval_ms").cast(DataType::Int64).sum().alias("ms"),
+                energy.clone().sum().alias("j"),
+                energy.null_count().cast(DataType::Int64).alias("j_nulls"),
+            ])
             .collect()?;
         let (ns, pod) = (df.column("ns")?.str()?, df.column("pod")?.str()?);
         let (hour, ms) = (df.column("hour")?.i64()?, df.column("ms")?.i64()?);
+        let (j, nulls) = (df.column("j")?.f64()?, df.column("j_nulls")?.i64()?);
         for i in 0..df.height() {
             if let (Some(n), Some(p), Some(h), Some(m)) =
                 (ns.get(i), pod.get(i), hour.get(i), ms.get(i))
             {
-                *out.entry((n.to_string(), p.to_string(), h)).or_default() +=
-                    m.max(0) as f64 / HOUR_MS as f64;
+                let kwh = (whole && nulls.get(i) == Some(0))
+                    .then(|| j.get(i))
+                    .flatten()
+                    .filter(|j| j.is_finite() && *j >= 0.0)
+                    .map(|j| j / 3.6e6);
+                let gpu_hours = m.max(0) as f64 / HOUR_MS as f64;
+                add(
+                    &mut out,
+                    (n.to_string(), p.to_string(), h),
+                    HeldHour { gpu_hours, kwh },
+                );
             }
         }
     }
     Ok(out)
 }
 
-fn figure(namespace: &str, pod: Option<&str>, unit: &str, sums: (f64, f64, u32)) -> WorkFigure {
-    let (work, gpu_hours, hours) = sums;
+/// Running sums of one figure: work, GPU-hours, kWh (`None` once an hour lacks it), hours.
+#[derive(Debug, Clone, Default)]
+struct Sums {
+    work: f64,
+    gpu_hours: f64,
+    kwh: Option<f64>,
+    hours: BTreeSet<i64>,
+    /// Per hour of week: work, GPU-hours.
+    week: BTreeMap<usize, (f64, f64)>,
+}
+
+impl Sums {
+    fn add(&mut self, work: f64, h: HeldHour, hour_end: i64, slot: usize) {
+        let first = self.hours.is_empty();
+        self.work += work;
+        self.gpu_hours += h.gpu_hours;
+        // The hour's energy once per hour (a team's several pods add theirs).
+        self.kwh = if first {
+            h.kwh
+        } else {
+            self.kwh.zip(h.kwh).map(|(a, b)| a + b)
+        };
+        self.hours.insert(hour_end);
+        let w = self.week.entry(slot).or_default();
+        w.0 += work;
+        w.1 += h.gpu_hours;
+    }
+}
+
+fn ratio(a: f64, b: f64, decimals: i32) -> Option<f64> {
+    let p = 10f64.powi(decimals);
+    (b > 0.0)
+        .then(|| a / b)
+        .filter(|v| v.is_finite())
+        .map(|v| (v * p).round() / p)
+}
+
+fn figure(
+    namespace: &str,
+    pod: Option<&str>,
+    unit: &str,
+    s: &Sums,
+    ctx: &WorkContext,
+) -> WorkFigure {
+    let r3 = |v: f64| (v * 1000.0).round() / 1000.0;
+    let cost = s.gpu_hours * ctx.gpu_hour_price + s.kwh.map_or(0.0, |k| k * ctx.kwh_price);
     WorkFigure {
         namespace: namespace.to_string(),
         pod: pod.map(str::to_string),
         unit: unit.to_string(),
-        work: (work * 1000.0).round() / 1000.0,
-        gpu_hours: (gpu_hours * 1000.0).round() / 1000.0,
-        per_gpu_hour: (gpu_hours > 0.0)
-            .then(|| work / gpu_hours)
-            .filter(|v| v.is_finite())
-            .map(|v| (v * 100.0).round() / 100.0),
-        hours,
+        work: r3(s.work),
+        gpu_hours: r3(s.gpu_hours),
+        per_gpu_hour: ratio(s.work, s.gpu_hours, 2),
+        kwh: s.kwh.map(r3),
+        per_kwh: s.kwh.and_then(|k| ratio(s.work, k, 2)),
+        cost: (cost * 100.0).round() / 100.0,
+        per_cost: ratio(s.work, cost, 2),
+        hours: u32::try_from(s.hours.len()).unwrap_or(u32::MAX),
+        hour_of_week: pod.is_none().then(|| {
+            (0..168)
+                .map(|i| s.week.get(&i).and_then(|(w, g)| ratio(*w, *g, 2)))
+                .collect()
+        }),
     }
+}
+
+/// The hour-of-week slot (Monday 00:00 = 0) of the hour that ends at `hour_end` in `tz`.
+fn slot(hour_end: i64, tz: chrono_tz::Tz) -> usize {
+    use chrono::{Datelike, Timelike};
+    let start = chrono::DateTime::from_timestamp_millis(hour_end - HOUR_MS)
+        .unwrap_or_default()
+        .with_timezone(&tz);
+    start.weekday().num_days_from_monday() as usize * 24 + start.hour() as usize
 }
 
 /// Joins `rows` to `held` (see the module doc); `None` when there is no work row at all (the
 /// source has no work metric: the report leaves the section out).
-pub fn summarise(held: &Held, rows: &[WorkRow]) -> Option<WorkSummary> {
+pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<WorkSummary> {
     if rows.is_empty() {
         return None;
     }
-    let mut pods: BTreeMap<(String, String, String), (f64, f64, u32)> = BTreeMap::new();
-    let mut teams: BTreeMap<(String, String), (f64, f64, u32)> = BTreeMap::new();
-    let mut team_hours: BTreeMap<(String, String), BTreeSet<i64>> = BTreeMap::new();
+    let mut pods: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
+    let mut teams: BTreeMap<(String, String), Sums> = BTreeMap::new();
     let mut with_work: BTreeSet<(String, String)> = BTreeSet::new();
     for r in rows
         .iter()
@@ -163,27 +281,17 @@ pub fn summarise(held: &Held, rows: &[WorkRow]) -> Option<WorkSummary> {
     {
         with_work.insert((r.namespace.clone(), r.pod.clone()));
         let key = (r.namespace.clone(), r.pod.clone(), r.hour_end_ms);
-        let Some(gh) = held.get(&key).copied().filter(|g| *g > 0.0) else {
+        let Some(h) = held.get(&key).copied().filter(|h| h.gpu_hours > 0.0) else {
             continue;
         };
-        let p = pods
-            .entry((r.namespace.clone(), r.pod.clone(), r.unit.clone()))
-            .or_default();
-        p.0 += r.amount;
-        p.1 += gh;
-        p.2 += 1;
-        let t = teams
-            .entry((r.namespace.clone(), r.unit.clone()))
-            .or_default();
-        t.0 += r.amount;
-        t.1 += gh;
-        team_hours
+        let at = slot(r.hour_end_ms, ctx.tz);
+        pods.entry((r.namespace.clone(), r.pod.clone(), r.unit.clone()))
+            .or_default()
+            .add(r.amount, h, r.hour_end_ms, at);
+        teams
             .entry((r.namespace.clone(), r.unit.clone()))
             .or_default()
-            .insert(r.hour_end_ms);
-    }
-    for (k, t) in &mut teams {
-        t.2 = u32::try_from(team_hours.get(k).map_or(0, BTreeSet::len)).unwrap_or(u32::MAX);
+            .add(r.amount, h, r.hour_end_ms, at);
     }
     let no_work: BTreeSet<String> = held
         .keys()
@@ -192,12 +300,12 @@ pub fn summarise(held: &Held, rows: &[WorkRow]) -> Option<WorkSummary> {
         .collect();
     Some(WorkSummary {
         teams: teams
-            .into_iter()
-            .map(|((n, u), s)| figure(&n, None, &u, s))
+            .iter()
+            .map(|((n, u), s)| figure(n, None, u, s, ctx))
             .collect(),
         pods: pods
-            .into_iter()
-            .map(|((n, p, u), s)| figure(&n, Some(&p), &u, s))
+            .iter()
+            .map(|((n, p, u), s)| figure(n, Some(p), u, s, ctx))
             .collect(),
         no_work_metric: no_work.into_iter().collect(),
     })
@@ -228,6 +336,7 @@ pub fn compare(
     rows: &[WorkRow],
     before: (i64, i64),
     after: (i64, i64),
+    ctx: &WorkContext,
 ) -> Vec<WorkChange> {
     let within = |(a, b): (i64, i64)| {
         let held: Held = held
@@ -240,7 +349,9 @@ pub fn compare(
             .filter(|r| r.hour_end_ms > a && r.hour_end_ms <= b)
             .cloned()
             .collect();
-        summarise(&held, &rows).map(|s| s.teams).unwrap_or_default()
+        summarise(&held, &rows, ctx)
+            .map(|s| s.teams)
+            .unwrap_or_default()
     };
     let (b, a) = (within(before), within(after));
     let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
@@ -293,9 +404,26 @@ mod tests {
         // chat-0: one GPU in hours 1 and 2; chat-1: two GPUs in hour 1; train-0: one GPU, no
         // work metric.
         for (pod, h, g) in [("chat-0", 1, 1.0), ("chat-0", 2, 1.0), ("chat-1", 1, 2.0)] {
-            held.insert(("chat".into(), pod.into(), h * HOUR_MS), g);
+            held.insert(
+                ("chat".into(), pod.into(), h * HOUR_MS),
+                HeldHour {
+                    gpu_hours: g,
+                    kwh: Some(0.7 * g),
+                },
+            );
         }
-        held.insert(("train".into(), "train-0".into(), HOUR_MS), 1.0);
+        held.insert(
+            ("train".into(), "train-0".into(), HOUR_MS),
+            HeldHour {
+                gpu_hours: 1.0,
+                kwh: None,
+            },
+        );
+        let ctx = WorkContext {
+            gpu_hour_price: 2.0,
+            kwh_price: 0.1,
+            tz: chrono_tz::Tz::UTC,
+        };
         let rows = [
             row("chat", "chat-0", "tokens", 1, 36_000.0),
             // Hour 2 of chat-0 has no sample (a scrape gap): its GPU-hour is not counted.
@@ -304,7 +432,7 @@ mod tests {
             row("chat", "chat-1", "tokens", 3, 99_999.0),
             row("chat", "chat-0", "requests", 1, 1_800.0),
         ];
-        let s = summarise(&held, &rows).unwrap();
+        let s = summarise(&held, &rows, &ctx).unwrap();
         let team = |u: &str| s.teams.iter().find(|t| t.unit == u).unwrap();
         assert_eq!(team("tokens").per_gpu_hour, Some(36_000.0));
         assert_eq!(team("tokens").gpu_hours, 3.0);
@@ -319,13 +447,27 @@ mod tests {
         assert_eq!(pod("chat-0").per_gpu_hour, Some(36_000.0));
         assert_eq!(pod("chat-1").per_gpu_hour, Some(36_000.0), "two GPUs");
         assert_eq!(s.no_work_metric, ["train/train-0"]);
-        assert!(summarise(&held, &[]).is_none());
+        // Energy: 0.7 kWh per GPU-hour here; cost: 2 a GPU-hour + 0.1 a kWh.
+        let t = team("tokens");
+        assert_eq!(t.kwh, Some(2.1));
+        assert_eq!(
+            t.per_kwh,
+            Some(108_000.0 / 2.1_f64).map(|v| (v * 100.0).round() / 100.0)
+        );
+        assert_eq!(t.cost, 6.21);
+        // Hour 1 ends at 01:00 UTC on 1970-01-01, a Thursday: slot 3 × 24 + 0.
+        let week = t.hour_of_week.as_ref().unwrap();
+        assert_eq!(week.len(), 168);
+        assert_eq!(week[72], Some(36_000.0));
+        assert_eq!(week.iter().flatten().count(), 1);
+        assert!(pod("chat-0").hour_of_week.is_none());
+        assert!(summarise(&held, &[], &ctx).is_none());
         // Before hour 1, after hour 2: chat-0's tokens halve on the same GPU.
         let rows = [
             row("chat", "chat-0", "tokens", 1, 36_000.0),
             row("chat", "chat-0", "tokens", 2, 18_000.0),
         ];
-        let c = compare(&held, &rows, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS));
+        let c = compare(&held, &rows, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS), &ctx);
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].before, c[0].after), (Some(36_000.0), Some(18_000.0)));
         assert_eq!(c[0].change, Some(-0.5));
@@ -334,6 +476,6 @@ mod tests {
             row("chat", "chat-0", "tokens", 1, 36_000.0),
             row("chat", "chat-0", "tokens", 2, 35_000.0),
         ];
-        assert!(!compare(&held, &kept, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS))[0].flagged);
+        assert!(!compare(&held, &kept, (0, HOUR_MS), (HOUR_MS, 2 * HOUR_MS), &ctx)[0].flagged);
     }
 }

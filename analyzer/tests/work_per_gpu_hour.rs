@@ -59,6 +59,31 @@ fn counter(
     }
 }
 
+/// tessera-exporter's energy counter of one GPU, from the history rows' energy (cumulative).
+fn energy_counter(s: &mut String, gpu: &polars::prelude::DataFrame, node: &str, index: &str) {
+    let (n, g, u) = (
+        om::strs(gpu, "node"),
+        om::strs(gpu, "gpu"),
+        om::strs(gpu, "uuid"),
+    );
+    let (j, ts) = (om::f64s(gpu, "energy_delta_joules"), om::f64s(gpu, "ts"));
+    let mut rows: Vec<(f64, f64, String)> = (0..gpu.height())
+        .filter(|&i| n[i].as_deref() == Some(node) && g[i].as_deref() == Some(index))
+        .filter_map(|i| Some((ts[i]?, j[i]?, u[i].clone()?)))
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let _ = writeln!(s, "# TYPE tessera_gpu_energy_joules counter");
+    let mut total = 0.0;
+    for (t, joules, uuid) in rows {
+        total += joules;
+        let _ = writeln!(
+            s,
+            "tessera_gpu_energy_joules_total{{instance=\"{node}:19435\",gpu=\"{index}\",uuid=\"{uuid}\"}} {total} {:.3}",
+            t / 1000.0
+        );
+    }
+}
+
 fn figure<'a>(w: &'a Value, key: &str, pod: Option<&str>, unit: &str) -> &'a Value {
     let list = if pod.is_some() {
         &w["pods"]
@@ -96,6 +121,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         (8.0, 4.0),
         None,
     );
+    energy_counter(&mut text, &gpu, "k8s-1", "0");
     text.push_str("# EOF\n");
     let server = prom::serve(tmp.path(), &text);
     let src = format!("prometheus:{}", server.url);
@@ -144,8 +170,54 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "one GPU: {serving:#}"
     );
     close(figure(w, "serving", Some("api-0"), "tokens"), 50.0 * 3600.0);
+    // Energy: the history's own energy of serving's GPU (k8s-1 GPU 0) over the day, against
+    // the kWh the join counted (the counted hours' share of the day).
+    let day_kwh: f64 = {
+        let (node, g) = (om::strs(&gpu, "node"), om::strs(&gpu, "gpu"));
+        let j = om::f64s(&gpu, "energy_delta_joules");
+        (0..gpu.height())
+            .filter(|&i| node[i].as_deref() == Some("k8s-1") && g[i].as_deref() == Some("0"))
+            .filter_map(|i| j[i])
+            .sum::<f64>()
+            / 3.6e6
+    };
+    let kwh = serving["kwh"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{serving:#}"));
+    let share = serving["hours"].as_f64().unwrap() / 24.0;
+    assert!(
+        (kwh - day_kwh * share).abs() <= day_kwh * 0.05,
+        "{kwh} kWh vs {day_kwh} × {share}"
+    );
+    let work = serving["work"].as_f64().unwrap();
+    let per_kwh = serving["per_kwh"].as_f64().unwrap();
+    assert!(
+        (per_kwh - work / kwh).abs() <= per_kwh * 0.001,
+        "{serving:#}"
+    );
+    let prices = &r["prices"];
+    let cost = serving["gpu_hours"].as_f64().unwrap() * prices["gpu_hour"].as_f64().unwrap()
+        + kwh * prices["kwh"].as_f64().unwrap();
+    let per_cost = serving["per_cost"].as_f64().unwrap();
+    assert!(
+        (per_cost - work / cost).abs() <= per_cost * 0.001,
+        "{serving:#}"
+    );
+    // Per hour of week: one day's slots, each the planted rate.
+    let week = serving["hour_of_week"].as_array().unwrap();
+    assert_eq!(week.len(), 168);
+    let known: Vec<f64> = week.iter().filter_map(Value::as_f64).collect();
+    assert!(known.len() >= 23, "{known:?}");
+    for v in &known {
+        assert!((v - 180_000.0).abs() <= 180_000.0 * 0.03, "{known:?}");
+    }
     let research = figure(w, "research", None, "inferences");
     close(research, 6.0 * 3600.0);
+    // A MIG instance's energy is its GPU's: unknown per instance, never 0.
+    assert!(
+        research["kwh"].is_null() && research["per_kwh"].is_null(),
+        "{research:#}"
+    );
     assert!(
         (research["gpu_hours"].as_f64().unwrap() - research["hours"].as_f64().unwrap()).abs()
             < 0.05,

@@ -176,9 +176,14 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
     let mut held = crate::work::Held::new();
     for p in parts {
         for (k, v) in crate::work::held_hours(p)? {
-            *held.entry(k).or_default() += v;
+            crate::work::add(&mut held, k, v);
         }
     }
+    let ctx = crate::work::WorkContext {
+        gpu_hour_price: req.prices.gpu_hour,
+        kwh_price: req.prices.kwh,
+        tz: req.tz,
+    };
     let ms = |t: &str| crate::times::parse_time(t, 0).ok();
     for c in report.changes.iter_mut().flat_map(|s| s.changes.iter_mut()) {
         let Some(cmp) = c.comparison.as_mut() else {
@@ -192,10 +197,10 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
         ) else {
             continue;
         };
-        cmp.work_per_gpu_hour = crate::work::compare(&held, &req.work, (b0, b1), (a0, a1));
+        cmp.work_per_gpu_hour = crate::work::compare(&held, &req.work, (b0, b1), (a0, a1), &ctx);
     }
     held.retain(|k, _| k.2 > req.range.since && k.2 <= req.range.until);
-    report.work = crate::work::summarise(&held, &req.work);
+    report.work = crate::work::summarise(&held, &req.work, &ctx);
     Ok(())
 }
 

@@ -18,6 +18,9 @@ fn row(f: &WorkFigure) -> Vec<String> {
         format!("{:.1}", f.gpu_hours),
         f.per_gpu_hour
             .map_or("unknown".to_string(), |v| thousands(v, 0)),
+        f.per_kwh.map_or("unknown".to_string(), |v| thousands(v, 0)),
+        f.per_cost
+            .map_or("unknown".to_string(), |v| thousands(v, 0)),
     ]
 }
 
@@ -29,11 +32,18 @@ pub fn section(r: &Report) -> Option<Section> {
         ..Section::default()
     };
     s.lines.push(
-        "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton), over the GPU-hours the same pods held in the same hours; units apart; hours where either is unknown are left out (docs/work.md).".into(),
+        "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton), over the GPU-hours the same pods held in the same hours (and their energy and cost); units apart; hours where either is unknown are left out (docs/work.md).".into(),
     );
-    s.header = ["team / pod", "unit", "work", "GPU-hours", "per GPU-hour"]
-        .map(String::from)
-        .to_vec();
+    s.header = [
+        "team / pod".to_string(),
+        "unit".into(),
+        "work".into(),
+        "GPU-hours".into(),
+        "per GPU-hour".into(),
+        "per kWh".into(),
+        format!("per {}", r.prices.currency),
+    ]
+    .to_vec();
     s.rows = w.teams.iter().chain(&w.pods).map(row).collect();
     if !w.no_work_metric.is_empty() {
         s.after.push(format!(
