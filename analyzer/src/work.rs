@@ -71,8 +71,10 @@ pub struct WorkContext {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkFigure {
     pub namespace: String,
-    /// `null` for a team's figure.
+    /// `null` for a team's and a workload's figure.
     pub pod: Option<String>,
+    /// The pod's workload ([`workload_of`]); `null` for a team's figure.
+    pub workload: Option<String>,
     pub unit: String,
     pub work: f64,
     pub gpu_hours: f64,
@@ -94,11 +96,13 @@ pub struct WorkFigure {
     pub hour_of_week: Option<Vec<Option<f64>>>,
 }
 
-/// The report's section: per team and unit, per pod and unit, and the pods that held GPUs
-/// without any work metric.
+/// The report's section: per team, workload and pod (each per unit), and the pods that held
+/// GPUs without any work metric.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct WorkSummary {
     pub teams: Vec<WorkFigure>,
+    /// Replicas summed: the pods of one workload ([`workload_of`]).
+    pub workloads: Vec<WorkFigure>,
     pub pods: Vec<WorkFigure>,
     /// `namespace/pod` of pods that held GPUs in the range and counted no work.
     pub no_work_metric: Vec<String>,
@@ -228,9 +232,35 @@ fn ratio(a: f64, b: f64, decimals: i32) -> Option<f64> {
         .map(|v| (v * p).round() / p)
 }
 
+/// The workload a pod belongs to, from the names Kubernetes' controllers give their pods (the
+/// metrics carry no owner reference): a Deployment's `<name>-<ReplicaSet hash>-<suffix>`, a
+/// StatefulSet's `<name>-<ordinal>`, a DaemonSet's or Job's `<name>-<suffix>` (the suffixes of
+/// Kubernetes' safe alphabet); any other name is its own workload.
+pub fn workload_of(pod: &str) -> String {
+    let safe = |p: &str, lens: std::ops::RangeInclusive<usize>| {
+        lens.contains(&p.len()) && p.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
+    };
+    let parts: Vec<&str> = pod.rsplitn(3, '-').collect();
+    match parts.as_slice() {
+        [suffix, hash, name] if safe(suffix, 5..=5) && safe(hash, 6..=10) && !name.is_empty() => {
+            (*name).to_string()
+        }
+        [last, rest @ ..] if !rest.is_empty() => {
+            let name = &pod[..pod.len() - last.len() - 1];
+            if last.chars().all(|c| c.is_ascii_digit()) || safe(last, 5..=5) {
+                name.to_string()
+            } else {
+                pod.to_string()
+            }
+        }
+        _ => pod.to_string(),
+    }
+}
+
 fn figure(
     namespace: &str,
     pod: Option<&str>,
+    workload: Option<&str>,
     unit: &str,
     s: &Sums,
     ctx: &WorkContext,
@@ -240,6 +270,7 @@ fn figure(
     WorkFigure {
         namespace: namespace.to_string(),
         pod: pod.map(str::to_string),
+        workload: workload.map(str::to_string),
         unit: unit.to_string(),
         work: r3(s.work),
         gpu_hours: r3(s.gpu_hours),
@@ -249,7 +280,7 @@ fn figure(
         cost: (cost * 100.0).round() / 100.0,
         per_cost: ratio(s.work, cost, 2),
         hours: u32::try_from(s.hours.len()).unwrap_or(u32::MAX),
-        hour_of_week: pod.is_none().then(|| {
+        hour_of_week: workload.is_none().then(|| {
             (0..168)
                 .map(|i| s.week.get(&i).and_then(|(w, g)| ratio(*w, *g, 2)))
                 .collect()
@@ -273,6 +304,7 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
         return None;
     }
     let mut pods: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
+    let mut workloads: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
     let mut teams: BTreeMap<(String, String), Sums> = BTreeMap::new();
     let mut with_work: BTreeSet<(String, String)> = BTreeSet::new();
     for r in rows
@@ -288,6 +320,10 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
         pods.entry((r.namespace.clone(), r.pod.clone(), r.unit.clone()))
             .or_default()
             .add(r.amount, h, r.hour_end_ms, at);
+        workloads
+            .entry((r.namespace.clone(), workload_of(&r.pod), r.unit.clone()))
+            .or_default()
+            .add(r.amount, h, r.hour_end_ms, at);
         teams
             .entry((r.namespace.clone(), r.unit.clone()))
             .or_default()
@@ -301,11 +337,15 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
     Some(WorkSummary {
         teams: teams
             .iter()
-            .map(|((n, u), s)| figure(n, None, u, s, ctx))
+            .map(|((n, u), s)| figure(n, None, None, u, s, ctx))
+            .collect(),
+        workloads: workloads
+            .iter()
+            .map(|((n, w, u), s)| figure(n, None, Some(w), u, s, ctx))
             .collect(),
         pods: pods
             .iter()
-            .map(|((n, p, u), s)| figure(n, Some(p), u, s, ctx))
+            .map(|((n, p, u), s)| figure(n, Some(p), Some(&workload_of(p)), u, s, ctx))
             .collect(),
         no_work_metric: no_work.into_iter().collect(),
     })
@@ -461,6 +501,19 @@ mod tests {
         assert_eq!(week[72], Some(36_000.0));
         assert_eq!(week.iter().flatten().count(), 1);
         assert!(pod("chat-0").hour_of_week.is_none());
+        // chat-0 and chat-1 are replicas of the StatefulSet chat: summed.
+        let w = &s.workloads.iter().find(|w| w.unit == "tokens").unwrap();
+        assert_eq!((w.workload.as_deref(), w.gpu_hours), (Some("chat"), 3.0));
+        for (pod, workload) in [
+            ("chat-api-7d9f8c5b6-x2k4p", "chat-api"),
+            ("chat-api-7d9f8c5b6-x2k4", "chat-api-7d9f8c5b6-x2k4"),
+            ("trainer-0", "trainer"),
+            ("node-agent-q7k2x", "node-agent"),
+            ("notebook", "notebook"),
+            ("my-pod-name", "my-pod-name"),
+        ] {
+            assert_eq!(workload_of(pod), workload, "{pod}");
+        }
         assert!(summarise(&held, &[], &ctx).is_none());
         // Before hour 1, after hour 2: chat-0's tokens halve on the same GPU.
         let rows = [

@@ -170,6 +170,13 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "one GPU: {serving:#}"
     );
     close(figure(w, "serving", Some("api-0"), "tokens"), 50.0 * 3600.0);
+    let api = w["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["workload"] == "api" && f["unit"] == "tokens")
+        .unwrap_or_else(|| panic!("the workload of api-0: {w:#}"));
+    close(api, 50.0 * 3600.0);
     // Energy: the history's own energy of serving's GPU (k8s-1 GPU 0) over the day, against
     // the kWh the join counted (the counted hours' share of the day).
     let day_kwh: f64 = {

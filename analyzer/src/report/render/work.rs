@@ -9,9 +9,10 @@ use crate::work::WorkFigure;
 
 fn row(f: &WorkFigure) -> Vec<String> {
     vec![
-        match &f.pod {
-            Some(p) => format!("{}/{p}", f.namespace),
-            None => f.namespace.clone(),
+        match (&f.pod, &f.workload) {
+            (Some(p), _) => format!("{}/{p}", f.namespace),
+            (None, Some(w)) => format!("{}/{w} (workload)", f.namespace),
+            (None, None) => f.namespace.clone(),
         },
         f.unit.clone(),
         thousands(f.work, 0),
@@ -35,7 +36,7 @@ pub fn section(r: &Report) -> Option<Section> {
         "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton), over the GPU-hours the same pods held in the same hours (and their energy and cost); units apart; hours where either is unknown are left out (docs/work.md).".into(),
     );
     s.header = [
-        "team / pod".to_string(),
+        "team / workload / pod".to_string(),
         "unit".into(),
         "work".into(),
         "GPU-hours".into(),
@@ -44,7 +45,13 @@ pub fn section(r: &Report) -> Option<Section> {
         format!("per {}", r.prices.currency),
     ]
     .to_vec();
-    s.rows = w.teams.iter().chain(&w.pods).map(row).collect();
+    s.rows = w
+        .teams
+        .iter()
+        .chain(&w.workloads)
+        .chain(&w.pods)
+        .map(row)
+        .collect();
     if !w.no_work_metric.is_empty() {
         s.after.push(format!(
             "No work metric (GPUs held, work unknown): {}",
