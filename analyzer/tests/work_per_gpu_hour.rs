@@ -121,6 +121,16 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         (8.0, 4.0),
         None,
     );
+    // nb-alice, whose held GPU the report says to release, serves a trickle: 0.01 tokens a
+    // second, 36 per GPU-hour, beside the action.
+    counter(
+        &mut text,
+        "vllm:generation_tokens_total",
+        "namespace=\"notebooks\",pod=\"nb-alice\",model_name=\"tiny\"",
+        since,
+        (0.01, 0.01),
+        None,
+    );
     energy_counter(&mut text, &gpu, "k8s-1", "0");
     text.push_str("# EOF\n");
     let server = prom::serve(tmp.path(), &text);
@@ -231,14 +241,29 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "one instance: {research:#}"
     );
     // Units apart: no team figure adds tokens to inferences.
-    assert_eq!(w["teams"].as_array().unwrap().len(), 2, "{w:#}");
+    assert_eq!(w["teams"].as_array().unwrap().len(), 3, "{w:#}");
     let none: Vec<&str> = w["no_work_metric"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert_eq!(none, ["notebooks/nb-alice", "research/nb-carol"], "{w:#}");
+    assert_eq!(none, ["research/nb-carol"], "{w:#}");
+    // The release action of nb-alice's GPU carries its work per GPU-hour.
+    let release = r["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "release" && a["what"].as_str().unwrap().contains("nb-alice"))
+        .unwrap_or_else(|| panic!("{:#}", r["actions"]));
+    close(&release["work"][0], 36.0);
+    assert!(
+        release["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("Work: notebooks/nb-alice did 36 tokens per GPU-hour"),
+        "{release:#}"
+    );
 
     // Around a change at noon: serving held, research halved.
     let noon = rfc3339(since + DAY_MS / 2);
@@ -321,9 +346,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
     let text = run("table");
     assert!(text.contains("Work per GPU-hour"), "{text}");
     assert!(
-        text.contains(
-            "No work metric (GPUs held, work unknown): notebooks/nb-alice, research/nb-carol"
-        ),
+        text.contains("No work metric (GPUs held, work unknown): research/nb-carol"),
         "{text}"
     );
     let html = run("html");

@@ -113,6 +113,10 @@ pub struct Action {
     pub findings: Vec<String>,
     /// The candidates it won over.
     pub overruled: Vec<Overruled>,
+    /// The work per GPU-hour of its workloads' pods (`crate::work`, where a source counts work;
+    /// set by the report): absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub work: Vec<crate::work::WorkFigure>,
 }
 
 /// The MIG planner's plan as a candidate (the report plans it; `analyze` does not).
@@ -444,6 +448,7 @@ fn workload_action(c: &Candidate<'_>, per_month: f64, ctx: &ActionContext<'_>) -
         teams: Vec::new(),
         findings: vec![c.finding.id.clone()],
         overruled: Vec::new(),
+        work: Vec::new(),
     };
     match (c.workload.scheduler, &e.namespace) {
         (Scheduler::Kubernetes, Some(ns)) => {
@@ -597,6 +602,7 @@ fn consolidation_action(
         teams: Vec::new(),
         findings: ids.into_iter().collect(),
         overruled: Vec::new(),
+        work: Vec::new(),
     };
     if all_kubernetes {
         a.steps.push(ActionStep {
@@ -667,6 +673,7 @@ fn mig_action(
         teams: Vec::new(),
         findings: Vec::new(),
         overruled: Vec::new(),
+        work: Vec::new(),
     }
 }
 

@@ -94,6 +94,7 @@ mod tests {
             teams: Vec::new(),
             findings: Vec::new(),
             overruled: Vec::new(),
+            work: Vec::new(),
         }
     }
 

@@ -148,6 +148,7 @@ pub fn run(
     watch.lap("changes");
     progress("trend", parts.len());
     late_sections(parts, &mut report, &req, &params)?;
+    work_of_actions(&mut report, &pass.analysis.findings);
     Ok(report)
 }
 
@@ -202,6 +203,47 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
     held.retain(|k, _| k.2 > req.range.since && k.2 <= req.range.until);
     report.work = crate::work::summarise(&held, &req.work, &ctx);
     Ok(())
+}
+
+/// Each action's pods' work per GPU-hour, and one sentence of it in the action's evidence
+/// beside the team's (a pod that does less work per GPU-hour than its team is the better
+/// candidate to act on).
+fn work_of_actions(report: &mut Report, findings: &[crate::advisor::Finding]) {
+    let Some(w) = &report.work else { return };
+    for a in &mut report.actions {
+        let pods: std::collections::BTreeSet<(String, String)> = findings
+            .iter()
+            .filter(|f| a.findings.contains(&f.id))
+            .filter_map(|f| Some((f.entity.namespace.clone()?, f.entity.pod.clone()?)))
+            .collect();
+        a.work = w
+            .pods
+            .iter()
+            .filter(|p| pods.contains(&(p.namespace.clone(), p.pod.clone().unwrap_or_default())))
+            .cloned()
+            .collect();
+        for p in &a.work {
+            let team = w
+                .teams
+                .iter()
+                .find(|t| t.namespace == p.namespace && t.unit == p.unit)
+                .and_then(|t| t.per_gpu_hour);
+            if let (Some(v), Some(pod)) = (p.per_gpu_hour, &p.pod) {
+                if !a.evidence.ends_with('.') {
+                    a.evidence.push('.');
+                }
+                a.evidence.push_str(&format!(
+                    " Work: {}/{pod} did {v:.0} {} per GPU-hour{}.",
+                    p.namespace,
+                    p.unit,
+                    team.map_or(String::new(), |t| format!(
+                        " (team {}: {t:.0})",
+                        p.namespace
+                    ))
+                ));
+            }
+        }
+    }
 }
 
 /// The owners of the team rows and the actions, and the owners' notes among the data-quality
