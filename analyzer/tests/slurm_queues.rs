@@ -431,6 +431,50 @@ fn the_queue_plan_becomes_slurm_qos_limits_changed_at_the_window_edges() {
         }
     }
 
+    // Slurm 23.02 and later take GPU amounts in reservations: with this sacctmgr saying so (the
+    // real one behind it) and a fake scontrol that keeps reservations in a file (Debian 12's
+    // Slurm is 22.05, which refuses them), the window becomes a weekly reservation, kept on
+    // re-apply and removed by undo.
+    let (sacctmgr23, scontrol) = slurm23_tools(&dir);
+    let tools = [
+        "--sacctmgr",
+        sacctmgr23.to_str().unwrap(),
+        "--scontrol",
+        scontrol.to_str().unwrap(),
+    ];
+    let mut args = vec!["--yes", "--now", WEEKDAY];
+    args.extend(tools);
+    let (code, out, err) = acc.tessera("apply", &plan, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("+ create reservation tessera-offpeak-1-sat WEEKLY from 2026-10-31T22:00:00 for 600 min, gres/gpu=6 for research,serving"),
+        "{out}"
+    );
+    let kept = fs::read_to_string(dir.join("reservations")).unwrap();
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert!(
+        kept.contains("Duration=10:00:00") && kept.contains("TRES=gres/gpu=6"),
+        "{kept}"
+    );
+    let (code, out, err) = acc.tessera("apply", &plan, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("reservation tessera-offpeak"),
+        "nothing to change: {out}"
+    );
+    let mut undo = vec!["--yes"];
+    undo.extend(tools);
+    let (code, out, err) = acc.tessera("undo", Path::new("--cohort=tessera"), &undo);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("- delete reservation tessera-offpeak-1-sat"),
+        "{out}"
+    );
+    assert_eq!(fs::read_to_string(dir.join("reservations")).unwrap(), "");
+    assert_eq!(acc.qos(), before, "undo leaves only the others' QOS");
+    let (code, _, err) = acc.tessera("apply", &plan, &["--yes", "--now", WEEKDAY]);
+    assert_eq!(code, 0, "{err}");
+
     // A dropped team is pruned; a QOS of a planned name that is not tessera's refuses the apply.
     let plan = plan_file(&dir, 6, false);
     let (code, out, err) = acc.tessera("apply", &plan, &["--yes", "--now", WEEKDAY]);
@@ -458,6 +502,62 @@ fn the_queue_plan_becomes_slurm_qos_limits_changed_at_the_window_edges() {
         "{err}"
     );
     assert_eq!(acc.qos(), theirs, "nothing changed");
+}
+
+/// A `sacctmgr` that says it is Slurm 23.11 and runs the real one otherwise, and a fake
+/// `scontrol` (Python) keeping reservations in `dir/reservations` as `scontrol show reservation
+/// -o` prints them, for the reservation path Debian's 22.05 cannot take.
+fn slurm23_tools(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let sacctmgr = dir.join("sacctmgr23");
+    fs::write(
+        &sacctmgr,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'slurm 23.11.4'; exit 0; fi\nexec {SACCTMGR} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    let state = dir.join("reservations");
+    fs::write(&state, "").unwrap();
+    let scontrol = dir.join("scontrol23");
+    fs::write(
+        &scontrol,
+        format!(
+            r#"#!/usr/bin/env python3
+import sys
+path = {state:?}
+lines = [l for l in open(path).read().splitlines() if l]
+a = sys.argv[1:]
+kv = dict(x.split("=", 1) for x in a if "=" in x)
+def hms(m):
+    m = int(m)
+    return "%02d:%02d:00" % (m // 60, m % 60)
+def line(kv, old=None):
+    d = dict(old or {{}})
+    d.update(kv)
+    if "Duration" in kv:
+        d["Duration"] = hms(kv["Duration"])
+    return " ".join("%s=%s" % (k, d[k]) for k in ["ReservationName", "StartTime", "Duration", "Flags", "Accounts", "TRES"] if k in d)
+def parse(l):
+    return dict(x.split("=", 1) for x in l.split())
+if a[:2] == ["show", "reservation"]:
+    print(chr(10).join(lines) if lines else "No reservations in the system")
+elif a[:2] == ["create", "reservation"]:
+    lines.append(line(kv))
+elif a[0] == "update":
+    lines = [line(kv, parse(l)) if parse(l)["ReservationName"] == kv["ReservationName"] else l for l in lines]
+elif a[0] == "delete":
+    lines = [l for l in lines if parse(l)["ReservationName"] != kv["ReservationName"]]
+else:
+    sys.exit("unexpected: %r" % a)
+open(path, "w").write("".join(l + chr(10) for l in lines))
+"#
+        ),
+    )
+    .unwrap();
+    for p in [&sacctmgr, &scontrol] {
+        fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (sacctmgr, scontrol)
 }
 
 #[test]

@@ -53,6 +53,9 @@ pub struct KueueArgs {
     /// The sacctmgr to run (--scheduler slurm).
     #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
     sacctmgr: PathBuf,
+    /// The scontrol of the weekly reservations (--scheduler slurm, Slurm 23.02 and later).
+    #[arg(long, value_name = "PATH", default_value = "scontrol")]
+    scontrol: PathBuf,
     #[command(flatten)]
     conn: Connection,
     /// The instant whose window state is applied, RFC 3339, and the clock for the age of the
@@ -80,6 +83,9 @@ pub struct UndoArgs {
     /// The sacctmgr to run (--scheduler slurm).
     #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
     sacctmgr: PathBuf,
+    /// The scontrol of the weekly reservations (--scheduler slurm, Slurm 23.02 and later).
+    #[arg(long, value_name = "PATH", default_value = "scontrol")]
+    scontrol: PathBuf,
     #[command(flatten)]
     conn: Connection,
     /// Change the cluster. Without it, only print the changes.
@@ -124,10 +130,12 @@ impl Target {
 
 fn sacctmgr(
     program: &std::path::Path,
+    scontrol: &std::path::Path,
     conn: &Connection,
 ) -> tessera::queues::slurm_apply::Sacctmgr {
     tessera::queues::slurm_apply::Sacctmgr {
         program: program.to_path_buf(),
+        scontrol: scontrol.to_path_buf(),
         timeout: tessera::queues::slurm_apply::TIMEOUT,
         audit_log: conn
             .audit_log
@@ -333,7 +341,7 @@ fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let Some(s) = args.scheduler.kube() else {
-        let s = sacctmgr(&args.sacctmgr, &args.conn);
+        let s = sacctmgr(&args.sacctmgr, &args.scontrol, &args.conn);
         tessera::queues::slurm_apply::apply(&s, plan, now, mode, args.yes, &mut out, &mut err)?;
         return Ok(());
     };
@@ -346,7 +354,7 @@ fn undo(args: UndoArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let Some(s) = args.scheduler.kube() else {
-        let s = sacctmgr(&args.sacctmgr, &args.conn);
+        let s = sacctmgr(&args.sacctmgr, &args.scontrol, &args.conn);
         tessera::queues::slurm_apply::undo(&s, &args.cohort, args.yes, &mut out, &mut err)?;
         return Ok(());
     };

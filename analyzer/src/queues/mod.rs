@@ -33,6 +33,7 @@ mod render;
 pub mod replay;
 pub mod slurm;
 pub mod slurm_apply;
+pub mod slurm_reservations;
 pub mod volcano;
 
 use std::collections::{BTreeMap, BTreeSet};

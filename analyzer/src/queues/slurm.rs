@@ -183,50 +183,8 @@ pub fn reservations_supported(version: &str) -> Option<bool> {
     Some((major, minor) >= (23, 2))
 }
 
-/// The `scontrol create reservation` lines that would hold each window's GPUs for the teams'
-/// accounts (Slurm ≥ 23.02): one per window opening in the week after `at` that starts
-/// after it, `Flags=WEEKLY` (`DAILY` for a window of every day, once), `StartTime` the local
-/// opening in the plan's zone (which must be slurmctld's: Slurm reads it in its own), named
-/// `<offpeak>-<line>-<weekday>`.
-pub fn reservations(plan: &QueuePlan, at: chrono::DateTime<chrono::Utc>) -> Vec<String> {
-    let Some(o) = &plan.offpeak else {
-        return Vec::new();
-    };
-    let Ok(tz) = clock::zone(o) else {
-        return Vec::new();
-    };
-    let accounts: Vec<&str> = plan.teams.iter().map(|t| t.team.as_str()).collect();
-    let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::new();
-    for op in clock::openings(o, tz, at, at + chrono::Duration::days(7)) {
-        let w = &o.windows[op.line];
-        let local = op.start.with_timezone(&tz);
-        let daily = w.days.is_empty() || w.days.len() == 7;
-        let day = if daily {
-            "daily".to_string()
-        } else {
-            local.format("%a").to_string().to_lowercase()
-        };
-        if op.start < at || !seen.insert((op.line, day.clone())) {
-            continue;
-        }
-        out.push(format!(
-            "scontrol create reservation ReservationName={}-{}-{day} StartTime={} Duration={} Flags={} Accounts={} TRES={TRES}={}",
-            o.queue,
-            op.line + 1,
-            local.format("%Y-%m-%dT%H:%M:%S"),
-            w.hours * 60,
-            if daily { "DAILY" } else { "WEEKLY" },
-            accounts.join(","),
-            total(&w.gpus)
-        ));
-    }
-    out
-}
-
-/// What the plan cannot say through Slurm's QOS, one line each (`at`: now, for the suggested
-/// reservations' start).
-pub fn notes(plan: &QueuePlan, version: &str, at: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+/// What the plan cannot say through Slurm's QOS, and what the reservations do, one line each.
+pub fn notes(plan: &QueuePlan, version: &str) -> Vec<String> {
     let mut out = vec![
         "Slurm's QOS caps and reserves nothing: the teams' guarantees are not enforced (a serving team's guarantee needs a reservation or a partition of its own)".to_string(),
     ];
@@ -250,16 +208,13 @@ pub fn notes(plan: &QueuePlan, version: &str, at: chrono::DateTime<chrono::Utc>)
         }
         out.push(match reservations_supported(version) {
             Some(true) => format!(
-                "{version} accepts GPU amounts in reservations: reservations can also hold the window's GPUs for the teams (tessera creates none; the lines below, with StartTime in the plan's zone, which must be slurmctld's)"
+                "{version} accepts GPU amounts in reservations: a weekly reservation per window line and day also holds the window's GPUs for the teams' accounts (StartTime in the plan's zone, which must be slurmctld's)"
             ),
             Some(false) => format!(
                 "{version} does not accept GPU amounts in reservations (TRES={TRES}=N needs Slurm 23.02): the window is the off-peak QOS's limit alone"
             ),
             None => "the Slurm version is unknown: no reservation is suggested".to_string(),
         });
-        if reservations_supported(version) == Some(true) {
-            out.extend(reservations(plan, at).into_iter().map(|l| format!("  {l}")));
-        }
     }
     out
 }
@@ -381,20 +336,10 @@ mod tests {
         assert_eq!(reservations_supported("slurm 22.05.8"), Some(false));
         assert_eq!(reservations_supported("slurm-wlm 23.02.1"), Some(true));
         assert_eq!(reservations_supported("nonsense"), None);
-        // The daily 20:00 UTC window of 7 GPUs: one DAILY reservation, from the next opening.
-        let at: DateTime<Utc> = "2026-11-02T21:00:00Z".parse().unwrap();
-        assert_eq!(
-            reservations(&p, at),
-            [
-                "scontrol create reservation ReservationName=tessera-offpeak-1-daily StartTime=2026-11-03T20:00:00 Duration=480 Flags=DAILY Accounts=serving,research TRES=gres/gpu=7"
-            ]
-        );
-        let n = notes(&p, "slurm 23.11.4", at);
-        assert!(n.last().unwrap().contains("Flags=DAILY"), "{n:?}");
         assert!(
-            !notes(&p, "slurm 22.05.8", at)
+            notes(&p, "slurm 23.11.4")
                 .iter()
-                .any(|l| l.contains("scontrol"))
+                .any(|l| l.contains("a weekly reservation per window line"))
         );
     }
 }

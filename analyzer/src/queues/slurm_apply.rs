@@ -25,6 +25,7 @@ use tessera_core::mig::plan_queues::QueuePlan;
 use super::apply::{Mode, Outcome};
 use super::objects::offpeak_state;
 use super::slurm::{self, Qos, Step};
+use super::slurm_reservations::{self as res, ResStep, Reservation};
 use crate::kubernetes::audit::{self, Change, Regarding};
 
 /// How long one `sacctmgr` call may take.
@@ -53,6 +54,8 @@ pub enum SlurmError {
     Plan(String),
     #[error("sacctmgr {args}: {why}")]
     Command { args: String, why: String },
+    #[error("scontrol {args}: {why}")]
+    Scontrol { args: String, why: String },
     /// A step failed after others had changed the accounting.
     #[error("{cause}; {rollback}")]
     Failed {
@@ -65,6 +68,8 @@ pub enum SlurmError {
 #[derive(Debug, Clone)]
 pub struct Sacctmgr {
     pub program: PathBuf,
+    /// The `scontrol` of the weekly reservations (Slurm 23.02 and later only).
+    pub scontrol: PathBuf,
     pub timeout: Duration,
     /// The local audit log (`-`: stderr); `None`: none.
     pub audit_log: Option<PathBuf>,
@@ -76,6 +81,54 @@ impl Sacctmgr {
             args: args.join(" "),
             why,
         })
+    }
+
+    fn scontrol(&self, args: &[String]) -> Result<String, SlurmError> {
+        crate::process::run(&self.scontrol, args, self.timeout).map_err(|why| {
+            SlurmError::Scontrol {
+                args: args.join(" "),
+                why,
+            }
+        })
+    }
+
+    fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
+        let a = ["show", "reservation", "-o"].map(String::from);
+        Ok(res::parse(&self.scontrol(&a)?))
+    }
+
+    /// Make one reservation step and write its audit line.
+    fn reserve(&self, step: &ResStep, err: &mut dyn Write) -> Result<(), SlurmError> {
+        self.scontrol(&step.args())?;
+        let Some(path) = &self.audit_log else {
+            return Ok(());
+        };
+        let (reason, name) = match step {
+            ResStep::Create(r) => ("ReservationCreated", r.name.clone()),
+            ResStep::Update(r) => ("ReservationUpdated", r.name.clone()),
+            ResStep::Delete(n) => ("ReservationDeleted", n.clone()),
+        };
+        let change = Change {
+            regarding: Regarding {
+                api_version: "slurm/scontrol".into(),
+                kind: "Reservation".into(),
+                namespace: None,
+                name,
+                uid: None,
+            },
+            reason,
+            action: "Apply",
+            note: step.line(),
+            warning: false,
+        };
+        if let Err(e) = audit::append(path, &change, crate::evidence::now_ms(), &hostname()) {
+            let _ = writeln!(
+                err,
+                "tessera: warning: the change was made, but the audit log {} could not be written: {e}",
+                path.display()
+            );
+        }
+        Ok(())
     }
 
     fn version(&self) -> String {
@@ -279,8 +332,14 @@ pub fn apply(
                 return Err(SlurmError::NotApplied(w.name.clone()));
             }
         }
+    }
+    let version = if mode == Mode::All {
+        s.version()
     } else {
-        for n in slurm::notes(plan, &s.version(), at) {
+        String::new()
+    };
+    if mode == Mode::All {
+        for n in slurm::notes(plan, &version) {
             print(out, &format!("note: {n}"));
         }
     }
@@ -308,7 +367,13 @@ pub fn apply(
             });
         }
     }
-    let o = conclude(&steps, unchanged, yes, out);
+    let mut o = conclude(&steps, unchanged, yes, out);
+    if mode == Mode::All && slurm::reservations_supported(&version) == Some(true) {
+        let done = reservations(s, plan, at, yes, out, err)?;
+        o.created += done.created;
+        o.updated += done.updated;
+        o.deleted += done.deleted;
+    }
     if mode == Mode::All {
         print(
             out,
@@ -316,6 +381,63 @@ pub fn apply(
         );
         for g in slurm::grants(plan) {
             print(out, &format!("  {g}"));
+        }
+    }
+    Ok(o)
+}
+
+/// The weekly reservations of the plan's windows: compared, printed, and with `yes` made (a
+/// failed step puts back the reservation steps made before it).
+fn reservations(
+    s: &Sacctmgr,
+    plan: &QueuePlan,
+    at: DateTime<Utc>,
+    yes: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, SlurmError> {
+    let Some(prefix) = res::prefix(plan) else {
+        return Ok(Outcome::default());
+    };
+    let current = s.reservations()?;
+    let steps = res::steps(&current, &res::desired(plan, at), &prefix);
+    let mut o = Outcome::default();
+    for st in &steps {
+        print(out, &st.line());
+        match st {
+            ResStep::Create(_) => o.created += 1,
+            ResStep::Update(_) => o.updated += 1,
+            ResStep::Delete(_) => o.deleted += 1,
+        }
+    }
+    if !yes {
+        return Ok(o);
+    }
+    for (i, st) in steps.iter().enumerate() {
+        if let Err(cause) = s.reserve(st, err) {
+            let mut failed = Vec::new();
+            for done in steps[..i].iter().rev() {
+                let prior = |n: &str| current.iter().find(|c| c.name == n).cloned();
+                let back = match done {
+                    ResStep::Create(r) => Some(ResStep::Delete(r.name.clone())),
+                    ResStep::Update(r) => prior(&r.name).map(ResStep::Update),
+                    ResStep::Delete(n) => prior(n).map(ResStep::Create),
+                };
+                if let Some(b) = back
+                    && let Err(e) = s.reserve(&b, err)
+                {
+                    failed.push(e.to_string());
+                }
+            }
+            let rollback = if failed.is_empty() {
+                format!("the {i} reservation change(s) made before it were put back")
+            } else {
+                format!("these could not be put back: {}", failed.join("; "))
+            };
+            return Err(SlurmError::Failed {
+                cause: Box::new(cause),
+                rollback,
+            });
         }
     }
     Ok(o)
@@ -332,13 +454,37 @@ pub fn undo(
     s.check()?;
     let current = s.qos()?;
     let (steps, _) = slurm::steps(&current, &[], cohort, true).unwrap_or_default();
+    // The reservations of tessera's QOS (`<qos>-<line>-<day>`), where Slurm has them.
+    let mut gone = Vec::new();
+    if slurm::reservations_supported(&s.version()) == Some(true) {
+        let ours: Vec<String> = steps
+            .iter()
+            .filter_map(|st| match st {
+                Step::Delete(n) => Some(format!("{n}-")),
+                _ => None,
+            })
+            .collect();
+        for r in s.reservations()? {
+            if ours.iter().any(|p| r.name.starts_with(p.as_str())) {
+                gone.push(ResStep::Delete(r.name));
+            }
+        }
+    }
+    for st in &gone {
+        print(out, &st.line());
+    }
     for st in &steps {
         print(out, &st.line());
     }
     if yes {
+        for st in &gone {
+            s.reserve(st, err)?;
+        }
         for st in &steps {
             s.make(st, cohort, err)?;
         }
     }
-    Ok(conclude(&steps, 0, yes, out))
+    let mut o = conclude(&steps, 0, yes, out);
+    o.deleted += gone.len();
+    Ok(o)
 }
