@@ -209,6 +209,14 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
 /// beside the team's (a pod that does less work per GPU-hour than its team is the better
 /// candidate to act on).
 fn work_of_actions(report: &mut Report, findings: &[crate::advisor::Finding]) {
+    attach_work(report, findings);
+    if let Some(w) = &report.work {
+        prefer_low_work(&mut report.actions, &w.teams);
+    }
+}
+
+/// Each action's pods' figures and the evidence sentence.
+fn attach_work(report: &mut Report, findings: &[crate::advisor::Finding]) {
     let Some(w) = &report.work else { return };
     for a in &mut report.actions {
         let pods: std::collections::BTreeSet<(String, String)> = findings
@@ -243,6 +251,44 @@ fn work_of_actions(report: &mut Report, findings: &[crate::advisor::Finding]) {
                 ));
             }
         }
+    }
+}
+
+/// An action whose pods do less than half their team's work per GPU-hour (of a unit) ranks
+/// before the `scale_idle_spans` actions above it: a workload that does little work for its GPU
+/// is a better candidate than one merely idle part of the time. The others keep their order;
+/// ranks are numbered again.
+fn prefer_low_work(actions: &mut Vec<crate::actions::Action>, teams: &[crate::work::WorkFigure]) {
+    let low = |a: &crate::actions::Action| {
+        a.work.iter().any(|p| {
+            let team = teams
+                .iter()
+                .find(|t| t.namespace == p.namespace && t.unit == p.unit);
+            matches!(
+                (p.per_gpu_hour, team.and_then(|t| t.per_gpu_hour)),
+                (Some(v), Some(t)) if v < 0.5 * t
+            )
+        })
+    };
+    let mut i = 0;
+    while i < actions.len() {
+        let first_idle = actions[..i]
+            .iter()
+            .position(|a| a.kind == "scale_idle_spans");
+        match first_idle {
+            Some(j) if actions[i].kind != "scale_idle_spans" && low(&actions[i]) => {
+                let mut a = actions.remove(i);
+                a.evidence.push_str(
+                    " Ranked before the idle-span actions: it does less than half its team's work per GPU-hour.",
+                );
+                actions.insert(j, a);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    for (n, a) in actions.iter_mut().enumerate() {
+        a.rank = n + 1;
     }
 }
 
@@ -321,4 +367,79 @@ fn action_plans(
         out.push(("mig", p));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::Action;
+    use crate::work::WorkFigure;
+
+    fn action(kind: &'static str, pod: Option<f64>) -> Action {
+        Action {
+            rank: 0,
+            kind,
+            what: kind.into(),
+            workloads: Vec::new(),
+            gpus_freed: None,
+            gpu_hours_per_month: 730.0,
+            saving_per_month: None,
+            currency: None,
+            evidence: String::new(),
+            verdict: String::new(),
+            steps: Vec::new(),
+            advice: None,
+            done_by: String::new(),
+            owner: None,
+            teams: Vec::new(),
+            findings: Vec::new(),
+            overruled: Vec::new(),
+            work: pod.map(|v| figure(Some("p"), v)).into_iter().collect(),
+        }
+    }
+
+    fn figure(pod: Option<&str>, v: f64) -> WorkFigure {
+        WorkFigure {
+            namespace: "chat".into(),
+            pod: pod.map(str::to_string),
+            workload: pod.map(str::to_string),
+            unit: "tokens".into(),
+            work: v,
+            gpu_hours: 1.0,
+            per_gpu_hour: Some(v),
+            kwh: None,
+            per_kwh: None,
+            cost: 2.0,
+            per_cost: None,
+            hours: 1,
+            hour_of_week: None,
+        }
+    }
+
+    #[test]
+    fn a_workload_doing_little_work_ranks_before_one_merely_idle_part_time() {
+        let teams = [figure(None, 36_000.0)];
+        let mut actions = vec![
+            action("release", None),
+            action("scale_idle_spans", None),
+            action("scale_to_zero", Some(30_000.0)),
+            action("consolidate", Some(1_000.0)),
+        ];
+        prefer_low_work(&mut actions, &teams);
+        let order: Vec<(&str, usize)> = actions.iter().map(|a| (a.kind, a.rank)).collect();
+        assert_eq!(
+            order,
+            [
+                ("release", 1),
+                ("consolidate", 2),
+                ("scale_idle_spans", 3),
+                ("scale_to_zero", 4)
+            ]
+        );
+        assert!(actions[1].evidence.contains("less than half its team's"));
+        assert!(
+            !actions[3].evidence.contains("less than half"),
+            "30,000 of 36,000 is not low"
+        );
+    }
 }
