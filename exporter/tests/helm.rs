@@ -361,7 +361,16 @@ fn prometheus_operator_objects_only_where_the_api_is_served_or_forced() {
     );
     let with = render(&forced(&json!({})));
     assert_eq!(of_kind(&with.objects, "ServiceMonitor").len(), 1);
-    assert_eq!(of_kind(&with.objects, "PrometheusRule").len(), 2);
+    // One PrometheusRule per rule file of rules/ (tessera, advisor, work).
+    let rule_files = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".rules.yml"))
+        })
+        .count();
+    assert_eq!(rule_files, 3);
+    assert_eq!(of_kind(&with.objects, "PrometheusRule").len(), rule_files);
     assert!(
         with.notes.contains("get servicemonitors,prometheusrules"),
         "{}",
