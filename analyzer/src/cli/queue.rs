@@ -50,12 +50,8 @@ pub struct KueueArgs {
     /// The batch scheduler whose queues enforce the plan (slurm: QOS limits through sacctmgr).
     #[arg(long, value_enum, default_value_t = Target::Kueue)]
     scheduler: Target,
-    /// The sacctmgr to run (--scheduler slurm).
-    #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
-    sacctmgr: PathBuf,
-    /// The scontrol of the weekly reservations (--scheduler slurm, Slurm 23.02 and later).
-    #[arg(long, value_name = "PATH", default_value = "scontrol")]
-    scontrol: PathBuf,
+    #[command(flatten)]
+    slurm: SlurmTools,
     #[command(flatten)]
     conn: Connection,
     /// The instant whose window state is applied, RFC 3339, and the clock for the age of the
@@ -80,12 +76,8 @@ pub struct UndoArgs {
     /// The batch scheduler whose queues are removed.
     #[arg(long, value_enum, default_value_t = Target::Kueue)]
     scheduler: Target,
-    /// The sacctmgr to run (--scheduler slurm).
-    #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
-    sacctmgr: PathBuf,
-    /// The scontrol of the weekly reservations (--scheduler slurm, Slurm 23.02 and later).
-    #[arg(long, value_name = "PATH", default_value = "scontrol")]
-    scontrol: PathBuf,
+    #[command(flatten)]
+    slurm: SlurmTools,
     #[command(flatten)]
     conn: Connection,
     /// Change the cluster. Without it, only print the changes.
@@ -109,6 +101,17 @@ pub struct ScheduleArgs {
     scheduler: Target,
 }
 
+/// The Slurm programs `--scheduler slurm` runs.
+#[derive(Debug, Args)]
+pub struct SlurmTools {
+    /// The sacctmgr to run (--scheduler slurm).
+    #[arg(long, value_name = "PATH", default_value = "sacctmgr")]
+    sacctmgr: PathBuf,
+    /// The scontrol of the weekly reservations (--scheduler slurm, Slurm 23.02 and later).
+    #[arg(long, value_name = "PATH", default_value = "scontrol")]
+    scontrol: PathBuf,
+}
+
 /// The schedulers `queue` applies plans to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
@@ -128,14 +131,10 @@ impl Target {
     }
 }
 
-fn sacctmgr(
-    program: &std::path::Path,
-    scontrol: &std::path::Path,
-    conn: &Connection,
-) -> tessera::queues::slurm_apply::Sacctmgr {
+fn sacctmgr(tools: &SlurmTools, conn: &Connection) -> tessera::queues::slurm_apply::Sacctmgr {
     tessera::queues::slurm_apply::Sacctmgr {
-        program: program.to_path_buf(),
-        scontrol: scontrol.to_path_buf(),
+        program: tools.sacctmgr.clone(),
+        scontrol: tools.scontrol.clone(),
         timeout: tessera::queues::slurm_apply::TIMEOUT,
         audit_log: conn
             .audit_log
@@ -341,7 +340,7 @@ fn kueue_apply(args: KueueArgs, mode: Mode) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let Some(s) = args.scheduler.kube() else {
-        let s = sacctmgr(&args.sacctmgr, &args.scontrol, &args.conn);
+        let s = sacctmgr(&args.slurm, &args.conn);
         tessera::queues::slurm_apply::apply(&s, plan, now, mode, args.yes, &mut out, &mut err)?;
         return Ok(());
     };
@@ -354,7 +353,7 @@ fn undo(args: UndoArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let Some(s) = args.scheduler.kube() else {
-        let s = sacctmgr(&args.sacctmgr, &args.scontrol, &args.conn);
+        let s = sacctmgr(&args.slurm, &args.conn);
         tessera::queues::slurm_apply::undo(&s, &args.cohort, args.yes, &mut out, &mut err)?;
         return Ok(());
     };

@@ -537,9 +537,16 @@ fn tally(steps: &[Step], unchanged: usize) -> Outcome {
 
 fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) -> Outcome {
     let o = tally(steps, unchanged);
-    let n = steps.len();
+    say_outcome(&o, steps.len(), "object(s)", yes, out);
+    o
+}
+
+/// The closing line of an apply or undo: nothing to change (`what` as planned), what was
+/// applied, or what the dry run would change (`n` changes).
+pub(super) fn say_outcome(o: &Outcome, n: usize, what: &str, yes: bool, out: &mut dyn Write) {
+    let unchanged = o.unchanged;
     let _ = if n == 0 {
-        writeln!(out, "nothing to change ({unchanged} object(s) as planned)")
+        writeln!(out, "nothing to change ({unchanged} {what} as planned)")
     } else if yes {
         writeln!(
             out,
@@ -552,7 +559,6 @@ fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) ->
             "dry run: nothing changed; --yes makes these {n} change(s)"
         )
     };
-    o
 }
 
 /// Apply `plan` to scheduler `s` as of `at` (every object, or the queues of a window edge).

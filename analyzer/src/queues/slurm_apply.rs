@@ -280,21 +280,7 @@ fn conclude(steps: &[Step], unchanged: usize, yes: bool, out: &mut dyn Write) ->
             Step::Delete(_) => o.deleted += 1,
         }
     }
-    let _ = if steps.is_empty() {
-        writeln!(out, "nothing to change ({unchanged} QOS as planned)")
-    } else if yes {
-        writeln!(
-            out,
-            "applied: {} created, {} updated, {} deleted, {unchanged} unchanged",
-            o.created, o.updated, o.deleted
-        )
-    } else {
-        writeln!(
-            out,
-            "dry run: nothing changed; --yes makes these {} change(s)",
-            steps.len()
-        )
-    };
+    super::apply::say_outcome(&o, steps.len(), "QOS", yes, out);
     o
 }
 
