@@ -224,6 +224,37 @@ fn run_err(url: &str, o: &IngestOptions) -> String {
 
 const T0: i64 = 1_793_577_600_000; // 2026-11-02T00:00:00Z
 
+/// A server whose names API lists none of the series its queries answer (Prometheus' answer for
+/// samples stored out of order, kept apart from its head's index until compacted): the source
+/// asks each family's series before it says there is nothing, and reads the rows.
+#[test]
+fn series_the_names_api_does_not_list_are_still_found_and_read() {
+    let fake = serve(Box::new(|req, _| {
+        Some(if req.path.ends_with("/label/__name__/values") {
+            (200, names_body(&[]))
+        } else {
+            (200, matrix_for(req, &[]))
+        })
+    }));
+    let (_, report) = run(&fake.url, &opts(T0 - 10_000, T0 + 50_000)).expect("ingest");
+    assert_eq!(
+        report.tables[&tessera::frames::Table::Gpu].rows,
+        6,
+        "{:?}",
+        report.warnings
+    );
+    let asked = fake
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.params
+                .get("query")
+                .is_some_and(|q| q.starts_with("count(count_over_time("))
+        })
+        .count();
+    assert!(asked >= 1, "the family's series were asked");
+}
+
 #[test]
 fn reads_a_tessera_gpu_series_into_the_gpu_frame() {
     let fake = tessera_server();

@@ -53,4 +53,5 @@ mod slurm_queues;
 mod slurm_real;
 mod spill;
 mod trend;
+mod work_live_scrape;
 mod work_per_gpu_hour;

@@ -56,8 +56,15 @@ pub fn serve_file(dir: &Path, om: &Path, max_block_duration: &str) -> Server {
 
 /// Serves the TSDB in `data` on a free port (config and log in `dir`).
 pub fn start(dir: &Path, data: &Path) -> Server {
+    start_with_config(dir, data, "global:\n  scrape_interval: 1m\n")
+}
+
+/// Serves the TSDB in `data` on a free port with the configuration `config` (YAML: scrape jobs,
+/// `storage.tsdb`), written with the log to `dir`.
+pub fn start_with_config(dir: &Path, data: &Path, config: &str) -> Server {
+    let config_text = config;
     let config = dir.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
+    std::fs::write(&config, config_text).expect("config");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
@@ -73,7 +80,7 @@ pub fn start(dir: &Path, data: &Path) -> Server {
         .stderr(log)
         .spawn()
         .expect("start prometheus");
-    let server = Server {
+    let mut server = Server {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
@@ -84,9 +91,10 @@ pub fn start(dir: &Path, data: &Path) -> Server {
         {
             break;
         }
+        let exited = server.child.try_wait().ok().flatten();
         assert!(
-            Instant::now() < deadline,
-            "prometheus not ready after 120 s: {}",
+            exited.is_none() && Instant::now() < deadline,
+            "prometheus not ready after 120 s (exited: {exited:?}): {}",
             std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));

@@ -367,6 +367,18 @@ fn detect_families(
             found = present;
         }
     }
+    // The names API can also miss samples a server stores out of order (Prometheus keeps them
+    // apart from its head's index until they are compacted): before saying there is nothing,
+    // each family's own series are asked.
+    if found.is_empty() {
+        for f in all {
+            let mut markers: Vec<&str> = f.markers().to_vec();
+            markers.extend(f.recorded_samples());
+            if has_samples(client, &markers, since, until)? {
+                found.push(f);
+            }
+        }
+    }
     let kube = kube::present(client, &names, (since, until))?;
     if found.is_empty() && !kube {
         notes.report.warnings.push(format!(
