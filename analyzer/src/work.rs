@@ -109,8 +109,8 @@ pub struct WorkSummary {
 }
 
 /// The GPU-hours each pod held per hour in one partition: whole GPUs (gpu rows with one holder,
-/// of GPUs without MIG instance rows) and MIG instances (mig rows with a holder), each device's
-/// row length counted once. A device several pods hold (time-slicing) names none of them: its
+/// of GPUs without MIG instance rows) and MIG instances (mig rows with a holder, by their share
+/// of the GPU: a `3g.40gb` hour is 3/7 of a GPU-hour), each device's row length counted once. A device several pods hold (time-slicing) names none of them: its
 /// hours are left out.
 pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
     let mut out = Held::new();
@@ -154,6 +154,12 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
         } else {
             lit(NULL).cast(DataType::Float64)
         };
+        // A MIG instance's hours count by its share of the GPU (its compute slices of 7).
+        let profile = if !whole && schema.get("profile").is_some() {
+            col("profile").cast(DataType::String)
+        } else {
+            lit(NULL).cast(DataType::String)
+        };
         let df = lf
             .filter(
                 col("holder_namespace")
@@ -164,6 +170,7 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
                 col("holder_namespace").cast(DataType::String).alias("ns"),
                 col("holder_pod").cast(DataType::String).alias("pod"),
                 hour_end.alias("hour"),
+                profile.alias("profile"),
             ])
             .agg([
                 col("interval_ms").cast(DataType::Int64).sum().alias("ms"),
@@ -174,6 +181,7 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
         let (ns, pod) = (df.column("ns")?.str()?, df.column("pod")?.str()?);
         let (hour, ms) = (df.column("hour")?.i64()?, df.column("ms")?.i64()?);
         let (j, nulls) = (df.column("j")?.f64()?, df.column("j_nulls")?.i64()?);
+        let profile = df.column("profile")?.str()?;
         for i in 0..df.height() {
             if let (Some(n), Some(p), Some(h), Some(m)) =
                 (ns.get(i), pod.get(i), hour.get(i), ms.get(i))
@@ -183,7 +191,8 @@ pub fn held_hours(frames: &Frames) -> Result<Held, PolarsError> {
                     .flatten()
                     .filter(|j| j.is_finite() && *j >= 0.0)
                     .map(|j| j / 3.6e6);
-                let gpu_hours = m.max(0) as f64 / HOUR_MS as f64;
+                let share = crate::frames::mig_profile_share(profile.get(i));
+                let gpu_hours = m.max(0) as f64 / HOUR_MS as f64 * share;
                 add(
                     &mut out,
                     (n.to_string(), p.to_string(), h),

@@ -16,8 +16,8 @@
 //!
 //! Planted: vLLM's tokens of serving/api-0 (a whole H100 the whole time) at 50 a second and
 //! Triton's inferences of research/embed-0 (a MIG 3g.40gb instance) at 8 a second. The truth,
-//! computed here from the planted rates: 180,000 tokens per GPU-hour and 28,800 inferences per
-//! instance-hour. The range starts on an hour and ends 20 minutes past one (only whole hours
+//! computed here from the planted rates: 180,000 tokens per GPU-hour and 8 × 3600 ÷ 3/7 = 67,200
+//! inferences per GPU-hour (a 3g.40gb instance-hour is 3/7 of a GPU-hour). The range starts on an hour and ends 20 minutes past one (only whole hours
 //! count, by design); pods that hold GPUs and count nothing are "no work metric".
 
 use std::io::{Read, Write};
@@ -299,7 +299,10 @@ scrape_configs:
         "one GPU held the whole time: {serving:#}"
     );
     close(figure(w, "pods", "serving", "tokens"), 50.0 * 3600.0);
-    close(figure(w, "teams", "research", "inferences"), 8.0 * 3600.0);
+    close(
+        figure(w, "teams", "research", "inferences"),
+        8.0 * 3600.0 * 7.0 / 3.0,
+    );
     let text_report = run("table");
     assert!(
         text_report.contains("Work per GPU-hour"),

@@ -6,7 +6,8 @@
 //! H100 all day) at 50 a second with a counter reset at noon, and Triton's inferences for
 //! research/embed-0 (a MIG 3g.40gb instance all day) at 8 a second until noon and 4 after. The
 //! planted truth, computed here from the planted rates: 50 × 3600 = 180,000 tokens per GPU-hour
-//! for serving and 6 × 3600 = 21,600 inferences per GPU-hour (per instance-hour) for research
+//! for serving and 6 × 3600 ÷ 3/7 = 50,400 inferences per GPU-hour for research (an instance-hour
+//! of a 3g.40gb is 3/7 of a GPU-hour)
 //! over the day; the pods that hold GPUs and count nothing (notebooks/nb-alice,
 //! research/nb-carol) are "no work metric", never 0. Around a change given at noon
 //! (`--change-at`): serving's tokens per GPU-hour held (not flagged), research's halved on the
@@ -229,14 +230,16 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         assert!((v - 180_000.0).abs() <= 180_000.0 * 0.03, "{known:?}");
     }
     let research = figure(w, "research", None, "inferences");
-    close(research, 6.0 * 3600.0);
+    // A 3g.40gb instance-hour is 3/7 of a GPU-hour.
+    close(research, 6.0 * 3600.0 * 7.0 / 3.0);
     // A MIG instance's energy is its GPU's: unknown per instance, never 0.
     assert!(
         research["kwh"].is_null() && research["per_kwh"].is_null(),
         "{research:#}"
     );
     assert!(
-        (research["gpu_hours"].as_f64().unwrap() - research["hours"].as_f64().unwrap()).abs()
+        (research["gpu_hours"].as_f64().unwrap() - research["hours"].as_f64().unwrap() * 3.0 / 7.0)
+            .abs()
             < 0.05,
         "one instance: {research:#}"
     );
@@ -304,11 +307,11 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
     assert!(s["change"].as_f64().unwrap().abs() < 0.01, "{s:#}");
     assert_eq!(s["flagged"], false, "{s:#}");
     assert!(
-        (re["before"].as_f64().unwrap() - 28_800.0).abs() < 150.0,
+        (re["before"].as_f64().unwrap() - 67_200.0).abs() < 350.0,
         "{re:#}"
     );
     assert!(
-        (re["after"].as_f64().unwrap() - 14_400.0).abs() < 75.0,
+        (re["after"].as_f64().unwrap() - 33_600.0).abs() < 175.0,
         "{re:#}"
     );
     assert_eq!(re["flagged"], true, "{re:#}");
@@ -338,7 +341,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
             "{format}: {text}"
         );
         assert!(
-            !text.contains("research (inferences): 28,800 before, 28,"),
+            !text.contains("research (inferences): 67,200 before, 67,"),
             "{format}"
         );
     }

@@ -234,14 +234,6 @@ fn candidates(
     Ok(())
 }
 
-/// Compute slices of a MIG profile name (`3g.40gb` → 3/7).
-fn profile_share(profile: Option<&str>) -> f64 {
-    profile
-        .and_then(|p| p.split('g').next())
-        .and_then(|n| n.parse::<f64>().ok())
-        .map_or(1.0, |n| (n / 7.0).min(1.0))
-}
-
 /// Judges one device's rows (sorted by ts), one finding candidate per owner.
 fn judge(
     d: &DeviceRows,
@@ -256,7 +248,7 @@ fn judge(
         c.uuid.get(first).unwrap_or("").to_string(),
     );
     let gi0 = c.gi.as_ref().and_then(|g| g.get(first));
-    let share = profile_share(c.profile.as_ref().and_then(|p| p.get(first)));
+    let share = crate::frames::mig_profile_share(c.profile.as_ref().and_then(|p| p.get(first)));
     let ends = procs.get(&(n0.clone(), u0.clone(), gi0.unwrap_or(-1)));
     let busy_at = |start: i64, end: i64| {
         ends.is_some_and(|v| {

@@ -97,3 +97,13 @@ impl Frames {
         })
     }
 }
+
+/// A MIG instance's share of its GPU's compute, from the `profile` column's name: its compute
+/// slices of 7 (`3g.40gb` → 3/7); 1 for a whole GPU or a name without slices. The idle and
+/// allocated detectors and work per GPU-hour weigh an instance's hours by it.
+pub fn mig_profile_share(profile: Option<&str>) -> f64 {
+    profile
+        .and_then(|p| p.split('g').next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .map_or(1.0, |n| (n / 7.0).min(1.0))
+}

@@ -90,13 +90,6 @@ pub struct IdleEntity {
     pub unjudged_rows: u64,
 }
 
-/// Compute slices of a MIG profile name (`3g.40gb` → 3), as a share of the GPU's 7.
-fn profile_share(profile: Option<&str>) -> f64 {
-    profile
-        .and_then(|p| p.split('g').next())
-        .and_then(|n| n.parse::<f64>().ok())
-        .map_or(1.0, |n| (n / 7.0).min(1.0))
-}
 /// Finds every entity's idle spans.
 pub fn idle_entities(frames: &Frames, p: &IdleParams) -> Result<Vec<IdleEntity>, AdvisorError> {
     Ok(judged(frames, p)?.0)
@@ -117,7 +110,7 @@ fn judged(
         let mut sources: BTreeMap<&'static str, u64> = BTreeMap::new();
         let mut cur: Option<IdleSpan> = None;
         let mut prev_ts: Option<i64> = None;
-        let share = profile_share(ent.profile.as_deref());
+        let share = crate::frames::mig_profile_share(ent.profile.as_deref());
         let close = |cur: &mut Option<IdleSpan>, spans: &mut Vec<IdleSpan>| {
             if let Some(s) = cur.take()
                 && s.end_ms - s.start_ms >= p.min_duration_ms
