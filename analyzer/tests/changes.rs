@@ -23,19 +23,19 @@ use crate::support::cli;
 use crate::support::openmetrics::{f64s, strs};
 use crate::support::prometheus as prom;
 
-const INTERVAL_MS: i64 = 300_000;
-const DAYS: i64 = 4;
+pub(crate) const INTERVAL_MS: i64 = 300_000;
+pub(crate) const DAYS: i64 = 4;
 const HOUR_MS: f64 = 3_600_000.0;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     root().join("fixtures/scenarios/consolidation.toml")
 }
 
-fn ok(args: &[&str]) -> String {
+pub(crate) fn ok(args: &[&str]) -> String {
     let out = cli::tessera(args);
     assert!(
         out.status.success(),
@@ -46,7 +46,7 @@ fn ok(args: &[&str]) -> String {
 }
 
 /// The fixture simulated into `dir` (4 days, 60 s samples, 5-minute rows).
-fn simulate(dir: &Path) -> String {
+pub(crate) fn simulate(dir: &Path) -> String {
     let out = dir.join("history");
     ok(&[
         "simulate",
@@ -64,7 +64,7 @@ fn simulate(dir: &Path) -> String {
     format!("history:{}", out.display())
 }
 
-fn report(src: &str, extra: &[&str]) -> Value {
+pub(crate) fn report(src: &str, extra: &[&str]) -> Value {
     let mut a = vec!["report", "--source", src, "--format", "json"];
     a.extend(extra);
     serde_json::from_str(&ok(&a)).expect("json")
@@ -72,8 +72,8 @@ fn report(src: &str, extra: &[&str]) -> Value {
 
 /// What the planted truth says one period holds.
 #[derive(Debug, Default)]
-struct Expected {
-    gpus_in_use: usize,
+pub(crate) struct Expected {
+    pub(crate) gpus_in_use: usize,
     gpu_hours_in_use: f64,
     gpu_hours_busy: f64,
     gpu_hours_free: f64,
@@ -85,16 +85,16 @@ struct Expected {
 }
 
 /// The planted change and both periods' expected figures, from the scenario alone.
-struct Truth {
-    change_ms: i64,
+pub(crate) struct Truth {
+    pub(crate) change_ms: i64,
     hours: f64,
     gpus_changed: usize,
     moved: usize,
-    before: Expected,
-    after: Expected,
+    pub(crate) before: Expected,
+    pub(crate) after: Expected,
 }
 
-fn truth() -> Truth {
+pub(crate) fn truth() -> Truth {
     let s = Scenario::from_file(&fixture()).expect("scenario");
     let start = s.start.timestamp_millis();
     let end = start + DAYS * 86_400_000;
@@ -271,7 +271,7 @@ fn check_comparison(c: &Value, t: &Truth) {
     );
 }
 
-fn change_ms(c: &Value) -> i64 {
+pub(crate) fn change_ms(c: &Value) -> i64 {
     chrono::DateTime::parse_from_rfc3339(c["at"].as_str().unwrap())
         .unwrap()
         .timestamp_millis()
@@ -506,7 +506,7 @@ fn a_planted_consolidation_is_found_and_its_saving_measured() {
 }
 
 /// The history's frames (gpu rows sorted by node, GPU and `ts`).
-fn frames(src: &str) -> (DataFrame, DataFrame, DataFrame) {
+pub(crate) fn frames(src: &str) -> (DataFrame, DataFrame, DataFrame) {
     let dir = src.strip_prefix("history:").unwrap();
     let (frames, _) = ingest::ingest(
         &[Source::history(dir.to_string())],
@@ -542,7 +542,7 @@ fn series(out: &mut String, name: &str, df: &DataFrame, labels: &[&str], value: 
 /// The history's rows as tessera-exporter's OpenMetrics, one sample per row at its end: SM
 /// activity, memory, MIG mode and the energy counter per GPU; MIG instances with their identity;
 /// processes with their pod.
-fn openmetrics(src: &str) -> String {
+pub(crate) fn openmetrics(src: &str) -> String {
     let (gpu, mig, process) = frames(src);
     let mut s = String::new();
     let g = &["gpu", "uuid"];

@@ -53,5 +53,6 @@ mod slurm_queues;
 mod slurm_real;
 mod spill;
 mod trend;
+mod work_consolidation;
 mod work_live_scrape;
 mod work_per_gpu_hour;
