@@ -4,12 +4,109 @@
 //! mig-manager` and `share apply` (merge, prune) and scale-down's workload patches go through
 //! it.
 //!
+//! [`ReadMaps`] is the one reader and writer of those ConfigMaps: it keeps each as read, so that
+//! a replace carries the resourceVersion it was decided on and keeps what tessera does not write
+//! (metadata, binary data, the keys the caller leaves alone).
+//!
 //! What it does not do: retry anything but a 409 (a write that got no answer may have been
 //! applied: the callers read the object back), or merge (the callers' closures do).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
-use super::KubeError;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+use super::{Kube, KubeError};
+
+/// The ConfigMaps as last read, by namespace and name.
+#[derive(Default)]
+pub struct ReadMaps(BTreeMap<(String, String), ConfigMap>);
+
+/// A ConfigMap's string data and its resourceVersion, as read.
+pub type Read = (BTreeMap<String, String>, String);
+
+impl ReadMaps {
+    /// ConfigMap `namespace/name` (`None` when absent), kept for a later [`ReadMaps::replace`].
+    pub fn read(
+        &mut self,
+        k: &Kube,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Read>, KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(k.client(), namespace);
+        let got = k.call(
+            &format!("read ConfigMap {namespace}/{name}"),
+            api.get_opt(name),
+        )?;
+        Ok(got.map(|cm| {
+            let out = (
+                cm.data.clone().unwrap_or_default(),
+                cm.metadata.resource_version.clone().unwrap_or_default(),
+            );
+            self.0.insert((namespace.to_string(), name.to_string()), cm);
+            out
+        }))
+    }
+
+    /// Create ConfigMap `namespace/name` with `data`, labelled as tessera's
+    /// ([`KubeError::Conflict`] when it exists).
+    pub fn create(
+        k: &Kube,
+        namespace: &str,
+        name: &str,
+        data: BTreeMap<String, String>,
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(k.client(), namespace);
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "tessera".to_string(),
+                )])),
+                ..Default::default()
+            },
+            data: Some(data),
+            ..Default::default()
+        };
+        k.call(
+            &format!("create ConfigMap {namespace}/{name}"),
+            api.create(&PostParams::default(), &cm),
+        )?;
+        Ok(())
+    }
+
+    /// Replace ConfigMap `namespace/name` as read, its data changed by `edit`, if it is still at
+    /// `resource_version` ([`KubeError::Conflict`] otherwise).
+    pub fn replace(
+        &self,
+        k: &Kube,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+        edit: impl FnOnce(&mut BTreeMap<String, String>),
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(k.client(), namespace);
+        let mut cm = self
+            .0
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                KubeError::Other(format!(
+                    "ConfigMap {namespace}/{name} was not read before it was replaced"
+                ))
+            })?;
+        cm.metadata.resource_version = Some(resource_version.to_string());
+        edit(cm.data.get_or_insert_with(BTreeMap::new));
+        k.call(
+            &format!("replace ConfigMap {namespace}/{name}"),
+            api.replace(name, &PostParams::default(), &cm),
+        )?;
+        Ok(())
+    }
+}
 
 /// How many times a ConfigMap write is tried before a 409 is the answer.
 pub const ATTEMPTS: u32 = 5;

@@ -23,13 +23,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, BoxStream, SelectAll, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use super::{
     CONFIG_KEY, Cluster, GpuPod, KubeError, NodeSelect, NodeView, PolicyView, StoredConfig,
 };
+use crate::kubernetes::configmap::ReadMaps;
 use crate::kubernetes::{Connection, Kube, events, labels, policy};
 
 /// How long the server keeps one watch open (`timeoutSeconds`) before it is resumed.
@@ -91,7 +92,7 @@ pub struct KubeCluster {
     /// The client; its request timeout bounds each call and the opening of a watch.
     k: Kube,
     /// The ConfigMaps as last read, replaced with their other keys kept.
-    read: BTreeMap<(String, String), ConfigMap>,
+    read: ReadMaps,
     streams: SelectAll<BoxStream<'static, (String, u64, Item)>>,
     watched: BTreeMap<String, Watched>,
     generation: u64,
@@ -166,12 +167,38 @@ pub fn gpu_pod(p: &Pod) -> Option<GpuPod> {
     })
 }
 
+/// The pods on `node`, not finished, that hold GPU resources (shared with `sharing::kube`).
+pub fn gpu_pods(k: &Kube, node: &str) -> Result<Vec<GpuPod>, KubeError> {
+    let api: Api<Pod> = Api::all(k.client());
+    let lp = ListParams::default().fields(&format!(
+        "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
+    ));
+    let list = k.call(&format!("list the pods of node {node}"), api.list(&lp))?;
+    Ok(list.items.iter().filter_map(gpu_pod).collect())
+}
+
+/// Set (`Some`) or remove (`None`) labels of `node` by a JSON merge patch carrying
+/// `resource_version` (a 409 when the node changed since); the node as written.
+pub fn patch_labels(
+    k: &Kube,
+    node: &str,
+    labels: &[(&str, Option<&str>)],
+    resource_version: &str,
+) -> Result<Node, KubeError> {
+    let api: Api<Node> = Api::all(k.client());
+    let patch = labels::merge_patch(labels, Some(resource_version));
+    k.call(
+        &format!("label node {node}"),
+        api.patch(node, &PatchParams::default(), &patch),
+    )
+}
+
 impl KubeCluster {
     /// Connect as [`Connection`] says; permission errors name deploy/mig-manager/rbac.yaml.
     pub fn connect(conn: &Connection) -> Result<KubeCluster, KubeError> {
         Ok(KubeCluster {
             k: Kube::connect(conn, "deploy/mig-manager/rbac.yaml")?,
-            read: BTreeMap::new(),
+            read: ReadMaps::default(),
             streams: SelectAll::new(),
             watched: BTreeMap::new(),
             generation: 0,
@@ -319,42 +346,18 @@ impl Cluster for KubeCluster {
         namespace: &str,
         name: &str,
     ) -> Result<Option<StoredConfig>, KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let got = self.k.call(
-            &format!("read ConfigMap {namespace}/{name}"),
-            api.get_opt(name),
-        )?;
-        Ok(got.map(|cm| {
-            let out = StoredConfig {
-                text: cm.data.as_ref().and_then(|d| d.get(CONFIG_KEY).cloned()),
-                resource_version: cm.metadata.resource_version.clone().unwrap_or_default(),
-            };
-            self.read
-                .insert((namespace.to_string(), name.to_string()), cm);
-            out
-        }))
+        Ok(self
+            .read
+            .read(&self.k, namespace, name)?
+            .map(|(data, resource_version)| StoredConfig {
+                text: data.get(CONFIG_KEY).cloned(),
+                resource_version,
+            }))
     }
 
     fn create_config(&mut self, namespace: &str, name: &str, text: &str) -> Result<(), KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "tessera".to_string(),
-                )])),
-                ..Default::default()
-            },
-            data: Some(BTreeMap::from([(CONFIG_KEY.to_string(), text.to_string())])),
-            ..Default::default()
-        };
-        self.k.call(
-            &format!("create ConfigMap {namespace}/{name}"),
-            api.create(&PostParams::default(), &cm),
-        )?;
-        Ok(())
+        let data = BTreeMap::from([(CONFIG_KEY.to_string(), text.to_string())]);
+        ReadMaps::create(&self.k, namespace, name, data)
     }
 
     fn replace_config(
@@ -364,25 +367,10 @@ impl Cluster for KubeCluster {
         text: &str,
         resource_version: &str,
     ) -> Result<(), KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let mut cm = self
-            .read
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
-            .ok_or_else(|| {
-                KubeError::Other(format!(
-                    "ConfigMap {namespace}/{name} was not read before it was replaced"
-                ))
-            })?;
-        cm.metadata.resource_version = Some(resource_version.to_string());
-        cm.data
-            .get_or_insert_with(BTreeMap::new)
-            .insert(CONFIG_KEY.to_string(), text.to_string());
-        self.k.call(
-            &format!("replace ConfigMap {namespace}/{name}"),
-            api.replace(name, &PostParams::default(), &cm),
-        )?;
-        Ok(())
+        self.read
+            .replace(&self.k, namespace, name, resource_version, |d| {
+                d.insert(CONFIG_KEY.to_string(), text.to_string());
+            })
     }
 
     fn nodes(&mut self, select: &NodeSelect) -> Result<Vec<NodeView>, KubeError> {
@@ -404,14 +392,7 @@ impl Cluster for KubeCluster {
     }
 
     fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError> {
-        let api: Api<Pod> = Api::all(self.k.client());
-        let lp = ListParams::default().fields(&format!(
-            "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
-        ));
-        let list = self
-            .k
-            .call(&format!("list the pods of node {node}"), api.list(&lp))?;
-        Ok(list.items.iter().filter_map(gpu_pod).collect())
+        gpu_pods(&self.k, node)
     }
 
     fn patch_labels(
@@ -420,13 +401,12 @@ impl Cluster for KubeCluster {
         labels: &[(&str, Option<&str>)],
         resource_version: &str,
     ) -> Result<NodeView, KubeError> {
-        let api = self.nodes_api();
-        let patch = labels::merge_patch(labels, Some(resource_version));
-        let n = self.k.call(
-            &format!("label node {node}"),
-            api.patch(node, &PatchParams::default(), &patch),
-        )?;
-        Ok(view(&n))
+        Ok(view(&patch_labels(
+            &self.k,
+            node,
+            labels,
+            resource_version,
+        )?))
     }
 
     fn set_unschedulable(&mut self, node: &str, unschedulable: bool) -> Result<(), KubeError> {

@@ -13,18 +13,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{Api, ListParams, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
 
 use super::{DevicePluginCluster, GpuPod, KubeError, NodeView, PolicyView, StoredMap};
-use crate::kubernetes::{Connection, Kube, events, labels, policy};
-use crate::mig_manager::kube::gpu_pod;
+use crate::kubernetes::configmap::ReadMaps;
+use crate::kubernetes::{Connection, Kube, events, policy};
 
 /// kube-rs behind [`DevicePluginCluster`].
 pub struct KubeDevicePlugin {
     k: Kube,
     /// The ConfigMaps as last read, replaced with their metadata kept.
-    read: BTreeMap<(String, String), ConfigMap>,
+    read: ReadMaps,
 }
 
 fn gpus(
@@ -49,7 +49,7 @@ impl KubeDevicePlugin {
     pub fn connect(conn: &Connection) -> Result<KubeDevicePlugin, KubeError> {
         Ok(KubeDevicePlugin {
             k: Kube::connect(conn, "deploy/sharing/rbac.yaml")?,
-            read: BTreeMap::new(),
+            read: ReadMaps::default(),
         })
     }
 }
@@ -68,20 +68,13 @@ impl DevicePluginCluster for KubeDevicePlugin {
         namespace: &str,
         name: &str,
     ) -> Result<Option<StoredMap>, KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let got = self.k.call(
-            &format!("read ConfigMap {namespace}/{name}"),
-            api.get_opt(name),
-        )?;
-        Ok(got.map(|cm| {
-            let out = StoredMap {
-                data: cm.data.clone().unwrap_or_default(),
-                resource_version: cm.metadata.resource_version.clone().unwrap_or_default(),
-            };
-            self.read
-                .insert((namespace.to_string(), name.to_string()), cm);
-            out
-        }))
+        Ok(self
+            .read
+            .read(&self.k, namespace, name)?
+            .map(|(data, resource_version)| StoredMap {
+                data,
+                resource_version,
+            }))
     }
 
     fn create_configmap(
@@ -90,25 +83,7 @@ impl DevicePluginCluster for KubeDevicePlugin {
         name: &str,
         data: &BTreeMap<String, String>,
     ) -> Result<(), KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "tessera".to_string(),
-                )])),
-                ..Default::default()
-            },
-            data: Some(data.clone()),
-            ..Default::default()
-        };
-        self.k.call(
-            &format!("create ConfigMap {namespace}/{name}"),
-            api.create(&PostParams::default(), &cm),
-        )?;
-        Ok(())
+        ReadMaps::create(&self.k, namespace, name, data.clone())
     }
 
     fn replace_configmap(
@@ -118,23 +93,10 @@ impl DevicePluginCluster for KubeDevicePlugin {
         data: &BTreeMap<String, String>,
         resource_version: &str,
     ) -> Result<(), KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.k.client(), namespace);
-        let mut cm = self
-            .read
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
-            .ok_or_else(|| {
-                KubeError::Other(format!(
-                    "ConfigMap {namespace}/{name} was not read before it was replaced"
-                ))
-            })?;
-        cm.metadata.resource_version = Some(resource_version.to_string());
-        cm.data = Some(data.clone());
-        self.k.call(
-            &format!("replace ConfigMap {namespace}/{name}"),
-            api.replace(name, &PostParams::default(), &cm),
-        )?;
-        Ok(())
+        self.read
+            .replace(&self.k, namespace, name, resource_version, |d| {
+                *d = data.clone()
+            })
     }
 
     fn node(&mut self, name: &str) -> Result<Option<NodeView>, KubeError> {
@@ -163,14 +125,7 @@ impl DevicePluginCluster for KubeDevicePlugin {
     }
 
     fn gpu_pods(&mut self, node: &str) -> Result<Vec<GpuPod>, KubeError> {
-        let api: Api<Pod> = Api::all(self.k.client());
-        let lp = ListParams::default().fields(&format!(
-            "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
-        ));
-        let list = self
-            .k
-            .call(&format!("list the pods of node {node}"), api.list(&lp))?;
-        Ok(list.items.iter().filter_map(gpu_pod).collect())
+        crate::mig_manager::kube::gpu_pods(&self.k, node)
     }
 
     fn patch_labels(
@@ -179,12 +134,7 @@ impl DevicePluginCluster for KubeDevicePlugin {
         labels: &[(&str, Option<&str>)],
         resource_version: &str,
     ) -> Result<NodeView, KubeError> {
-        let api: Api<Node> = Api::all(self.k.client());
-        let patch = labels::merge_patch(labels, Some(resource_version));
-        let n = self.k.call(
-            &format!("label node {node}"),
-            api.patch(node, &PatchParams::default(), &patch),
-        )?;
+        let n = crate::mig_manager::kube::patch_labels(&self.k, node, labels, resource_version)?;
         Ok(view(&n))
     }
 
