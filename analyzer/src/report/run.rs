@@ -49,6 +49,8 @@ pub struct ReportRequest<'a> {
     /// The work the serving frameworks counted in the range (`prometheus:` sources; empty:
     /// none), for the Work per GPU-hour section.
     pub work: Vec<crate::work::WorkRow>,
+    /// The user's own work counters the rows include (`--work-metrics`), named in the section.
+    pub work_metrics: Vec<crate::work::WorkMetric>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -201,7 +203,10 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
         cmp.work_per_gpu_hour = crate::work::compare(&held, &req.work, (b0, b1), (a0, a1), &ctx);
     }
     held.retain(|k, _| k.2 > req.range.since && k.2 <= req.range.until);
-    report.work = crate::work::summarise(&held, &req.work, &ctx);
+    report.work = crate::work::summarise(&held, &req.work, &ctx).map(|mut w| {
+        w.declared = req.work_metrics.clone();
+        w
+    });
     Ok(())
 }
 
