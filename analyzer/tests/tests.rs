@@ -54,3 +54,4 @@ mod slurm_real;
 mod spill;
 mod trend;
 mod work_per_gpu_hour;
+mod work_per_gpu_hour_changes;

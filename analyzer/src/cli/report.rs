@@ -386,7 +386,15 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         first_ts: ingest_report.time_range().map(|(first, _)| first),
         range_flags: args.src.range_flags(),
         owners,
-        work: super::source::work_rows(&args.src, range, &work_metrics),
+        // The trend's weeks too: their changes are judged by work per GPU-hour.
+        work: super::source::work_rows(
+            &args.src,
+            tessera::range::TimeRange {
+                since: range.since - report::trend::trend_reach_ms(range, args.trend_weeks),
+                until: range.until,
+            },
+            &work_metrics,
+        ),
         work_metrics,
     };
     let sources: Vec<String> = request.sources.clone();
