@@ -8,7 +8,9 @@
 //! a change given at that middle (`--change-at`): declared as the halved counter, ml's steps per
 //! GPU-hour fall by half (planted truth: 14,400 before, 7,200 after), the change is flagged and
 //! its saving is left out of the trend's realized savings (JSON and text); declared as the steady
-//! one, it holds (14,400 both sides), the change is not flagged and its saving is counted.
+//! one, it holds (14,400 both sides), the change is not flagged and its saving is counted. With
+//! the plan that made the change (`--plan`, a consolidation of GPU 1 onto GPU 0 with a
+//! `prediction` block), the same figures and flag stand beside the predicted-vs-realized block.
 
 use serde_json::Value;
 
@@ -196,4 +198,68 @@ fn work_per_gpu_hour_a_flagged_change_is_left_out_of_the_realized_savings() {
         t["realized_saving_per_month"], realized[0]["saving_per_month"],
         "counted: {t:#}"
     );
+}
+
+/// The plan that made the change: GPU 1's work onto GPU 0, made from days 1 to 3 (before the
+/// change), its prediction 2 GPUs → 1.
+fn plan(s: &Served) -> std::path::PathBuf {
+    let p = s.dir.join("plan.yaml");
+    let (from, until) = (rfc3339(s.since + DAY_MS), rfc3339(s.since + 3 * DAY_MS));
+    std::fs::write(
+        &p,
+        format!(
+            "version: v1\nkind: tessera-plan\n\
+             window: {{ from: \"{from}\", until: \"{until}\", sources: [\"{src}\"] }}\n\
+             consolidation:\n  - model: H100-80GB\n    host: {{ node: k8s-1, gpu: 0 }}\n    guests:\n      - {{ node: k8s-1, gpu: 1 }}\n\
+             prediction:\n  from: \"{from}\"\n  until: \"{until}\"\n  verdict: safe\n  gpus-before: 2\n  gpus-after: 1\n  gpu-hours-freed: 48.0\n  failed-intervals: 0\n",
+            src = s.src
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn work_per_gpu_hour_stands_beside_the_predicted_and_realized() {
+    let s = serve();
+    let plan = plan(&s);
+    let plan = plan.to_str().unwrap();
+    let (before, halved) = (4.0 * 3600.0, 2.0 * 3600.0);
+    for (counter, after, flagged) in [
+        ("halved_steps_total", halved, true),
+        ("steady_steps_total", before, false),
+    ] {
+        let r: Value =
+            serde_json::from_str(&report(&s, counter, "json", &["--plan", plan])).unwrap();
+        let cmp = &r["changes"]["changes"][0]["comparison"];
+        let p = &cmp["predicted"];
+        assert_eq!(p["plan"], plan, "{cmp:#}");
+        let beside = p["work_per_gpu_hour"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{p:#}"));
+        assert_eq!(beside.len(), 1, "{p:#}");
+        let w = &beside[0];
+        assert_eq!(
+            (&w["team"], &w["unit"]),
+            (&"ml".into(), &"steps".into()),
+            "{w:#}"
+        );
+        close(&w["before"], before, "before");
+        close(&w["after"], after, "after");
+        assert_eq!(w["flagged"], flagged, "{counter}: {w:#}");
+        // The same figures as the change's own comparison.
+        assert_eq!(*w, work_change(&r), "{cmp:#}");
+        for format in ["table", "html"] {
+            let text = report(&s, counter, format, &["--plan", plan]);
+            let line = text
+                .lines()
+                .find(|l| l.contains("Beside the prediction, work per GPU-hour, ml (steps)"))
+                .unwrap_or_else(|| panic!("{format}: {text}"));
+            assert_eq!(
+                line.contains("flagged: it fell by more than 30%"),
+                flagged,
+                "{format}: {line}"
+            );
+        }
+    }
 }

@@ -185,7 +185,8 @@ pub fn run(
 }
 
 /// Each compared change of `section`: each team's work per GPU-hour over its before and after
-/// periods (`crate::work::compare` of `held` and `rows`).
+/// periods (`crate::work::compare` of `held` and `rows`), also beside the plan's prediction
+/// where the change has one.
 pub fn add_work(
     section: &mut ChangeSection,
     held: &crate::work::Held,
@@ -206,5 +207,8 @@ pub fn add_work(
             continue;
         };
         cmp.work_per_gpu_hour = crate::work::compare(held, rows, (b0, b1), (a0, a1), ctx);
+        if let Some(p) = cmp.predicted.as_mut() {
+            p.work_per_gpu_hour = cmp.work_per_gpu_hour.clone();
+        }
     }
 }
