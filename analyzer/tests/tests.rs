@@ -55,3 +55,4 @@ mod spill;
 mod trend;
 mod work_per_gpu_hour;
 mod work_per_gpu_hour_changes;
+mod work_per_gpu_hour_sampling;
