@@ -131,6 +131,39 @@ fn check_unit(unit: &str) -> Result<(), String> {
     }
 }
 
+/// Words PromQL's parser reads as operators, aggregations or modifiers where a selector's
+/// metric name would stand.
+const KEYWORDS: &[&str] = &[
+    "sum",
+    "avg",
+    "count",
+    "min",
+    "max",
+    "group",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "count_values",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "atan2",
+    "inf",
+    "nan",
+];
+
 /// A PromQL instant vector selector: `name`, `name{matchers}` or `{matchers}` with a
 /// `__name__="…"` matcher; a matcher is `label op "string"` (`=`, `!=`, `=~`, `!~`; strings in
 /// double or single quotes with backslash escapes, or in backticks), separated by commas.
@@ -156,6 +189,11 @@ pub fn check_selector(s: &str) -> Result<(), String> {
         }
     };
     let name = ident(&mut i, true);
+    if KEYWORDS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "{name} is a PromQL keyword, not a metric name (write {{__name__=\"{name}\"}})"
+        ));
+    }
     let mut named = !name.is_empty();
     skip(&mut i);
     if i < b.len() && b[i] == '{' {
@@ -240,6 +278,8 @@ mod tests {
             "ns:a_total { job = 'x' , }",
             "a{l=`raw\\`}",
             "a{l=\"q\\\"}\"}",
+            "{__name__=\"sum\"}",
+            "summary_total",
         ] {
             assert_eq!(check_selector(ok), Ok(()), "{ok}");
         }
@@ -253,6 +293,8 @@ mod tests {
             "{job=\"x\"}",
             "a + b",
             "1a",
+            "sum",
+            "or{job=\"x\"}",
         ] {
             assert!(check_selector(bad).is_err(), "{bad}");
         }
