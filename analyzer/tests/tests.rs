@@ -56,3 +56,5 @@ mod trend;
 mod work_consolidation;
 mod work_live_scrape;
 mod work_per_gpu_hour;
+mod work_per_gpu_hour_changes;
+mod work_per_gpu_hour_sampling;

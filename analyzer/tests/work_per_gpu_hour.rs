@@ -358,3 +358,217 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
         "the HTML report has the section"
     );
 }
+
+/// `tessera report ARGS` through the built binary: its stdout, asserting success.
+fn report(args: &[&str]) -> String {
+    let out = crate::support::cli::tessera(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The user's own counters (`--work-metrics FILE`, docs/work.md "Other work"): a trainer's
+/// `trainer_steps_total` planted for research/nb-carol (a MIG 3g.40gb instance all day) at 2.5
+/// steps a second with a counter reset at 08:00, declared with a selector that leaves out the
+/// same family's `job="eval"` series (100 a second); beside it the built-in Triton inferences of
+/// research/embed-0 and an undeclared `undeclared_steps_total` of notebooks/nb-alice, which must
+/// not count. The planted truth: 2.5 × 3600 = 9,000 steps per GPU-hour (per instance-hour) for
+/// the pod and the team, units apart from research's inferences; nb-alice (and serving/api-0,
+/// whose counter is not planted here) stay "no work metric".
+#[test]
+fn declared_work_counters_are_read_as_the_built_in_ones() {
+    prom::require_tools();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let toml = std::fs::read_to_string(FIXTURE).unwrap();
+    let (gpu, mig, process, since) = om::simulate(tmp.path(), &toml, "allocated");
+    let mut text = openmetrics_with_holders(&gpu, &mig, &process, &["k8s-1", "mig-1"]);
+    text.truncate(text.len() - "# EOF\n".len());
+    let steps_rate = 2.5;
+    counter(
+        &mut text,
+        "trainer_steps_total",
+        "namespace=\"research\",pod=\"nb-carol\",job=\"trainer\"",
+        since,
+        (steps_rate, steps_rate),
+        Some(DAY_MS / 3),
+    );
+    counter(
+        &mut text,
+        "trainer_steps_total",
+        "namespace=\"research\",pod=\"nb-carol\",job=\"eval\"",
+        since,
+        (100.0, 100.0),
+        None,
+    );
+    counter(
+        &mut text,
+        "nv_inference_count",
+        "namespace=\"research\",pod=\"embed-0\",model=\"embed\",version=\"1\"",
+        since,
+        (8.0, 8.0),
+        None,
+    );
+    counter(
+        &mut text,
+        "undeclared_steps_total",
+        "namespace=\"notebooks\",pod=\"nb-alice\"",
+        since,
+        (1.0, 1.0),
+        None,
+    );
+    text.push_str("# EOF\n");
+    let server = prom::serve(tmp.path(), &text);
+    let file = tmp.path().join("work.toml");
+    std::fs::write(
+        &file,
+        "# A trainer's steps, and samples nobody counts yet.\n\
+         [[work]]\nunit = \"steps\"\ncounter = 'trainer_steps_total{job=\"trainer\"}'\n\n\
+         [[work]]\nunit = \"samples\"\ncounter = \"trainer_samples_total\"\n",
+    )
+    .unwrap();
+    let src = format!("prometheus:{}", server.url);
+    let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
+    let args = |format: &'static str| -> Vec<String> {
+        [
+            "report",
+            "--source",
+            &src,
+            "--since",
+            &from,
+            "--until",
+            &to,
+            "--interval",
+            "10s",
+            "--format",
+            format,
+            "--no-replay",
+            "--trend.weeks",
+            "0",
+            "--work-metrics",
+            file.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let json = args("json");
+    let r: Value = serde_json::from_str(&report(
+        &json.iter().map(String::as_str).collect::<Vec<_>>(),
+    ))
+    .unwrap();
+    let w = &r["work"];
+    // The planted truth, from the planted rate: one instance, so per instance-hour.
+    let truth = steps_rate * 3600.0;
+    for f in [
+        figure(w, "research", None, "steps"),
+        figure(w, "research", Some("nb-carol"), "steps"),
+    ] {
+        let got = f["per_gpu_hour"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{f:#}"));
+        assert!(
+            (got - truth).abs() <= truth * 0.005,
+            "{got} vs the planted {truth}: {f:#}"
+        );
+        let hours = f["hours"].as_f64().unwrap();
+        assert!(hours >= 23.0, "the day's whole hours: {f:#}");
+        assert!(
+            (f["work"].as_f64().unwrap() - truth * hours).abs() <= truth * hours * 0.005,
+            "{f:#}"
+        );
+        assert!(
+            (f["gpu_hours"].as_f64().unwrap() - hours).abs() < 0.05,
+            "{f:#}"
+        );
+    }
+    let inferences = figure(w, "research", None, "inferences");
+    let got = inferences["per_gpu_hour"].as_f64().unwrap();
+    assert!(
+        (got - 8.0 * 3600.0).abs() <= 8.0 * 3600.0 * 0.005,
+        "{inferences:#}"
+    );
+    // Units apart; the undeclared counter and the unplanted `samples` count nothing.
+    let units: Vec<(&str, &str)> = w["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["namespace"].as_str().unwrap(),
+                t["unit"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        units,
+        [("research", "inferences"), ("research", "steps")],
+        "{w:#}"
+    );
+    assert_eq!(
+        w["no_work_metric"],
+        serde_json::json!(["notebooks/nb-alice", "serving/api-0"]),
+        "{w:#}"
+    );
+    assert_eq!(
+        w["declared"],
+        serde_json::json!([
+            {"unit": "steps", "counter": "trainer_steps_total{job=\"trainer\"}"},
+            {"unit": "samples", "counter": "trainer_samples_total"}
+        ]),
+        "{w:#}"
+    );
+    let table = args("table");
+    let text = report(&table.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        text.contains("research/nb-carol") && text.contains("steps: trainer_steps_total"),
+        "{text}"
+    );
+}
+
+/// A bad `--work-metrics` file fails before any data is read, with exit status 2 and a message
+/// naming the file, the entry and what was expected; a missing file names the file.
+#[test]
+fn a_bad_work_metrics_file_is_refused_naming_the_entry() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("work.toml");
+    // Nothing listens on port 1: the file must fail first.
+    let run = |path: &std::path::Path| {
+        crate::support::cli::run(&[
+            "report",
+            "--source",
+            "prometheus:http://127.0.0.1:1",
+            "--work-metrics",
+            path.to_str().unwrap(),
+        ])
+    };
+    for (body, want) in [
+        (
+            "[[work]]\nunit = \"steps\"\ncounter = \"trainer_steps_total\"\n\n[[work]]\nunit = \"samples\"\ncounter = \"rate(trainer_samples_total[5m])\"\n",
+            "entry 2 (line 5): counter \"rate(trainer_samples_total[5m])\"",
+        ),
+        (
+            "[[work]]\nunit = \"Steps per second\"\ncounter = \"trainer_steps_total\"\n",
+            "entry 1 (line 1): unit \"Steps per second\": expected a name of 1 to 32 lower-case letters",
+        ),
+        ("[[work]]\nunit = \"steps\"\n", "missing field `counter`"),
+        ("[work]\nunit = 3\n", "expected [[work]] entries"),
+    ] {
+        std::fs::write(&file, body).unwrap();
+        let (code, _, err) = run(&file);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("bad work metrics file {}", file.display()))
+                && err.contains(want),
+            "{want}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, _, err) = run(&tmp.path().join("absent.toml"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("reading work metrics file") && err.contains("absent.toml"),
+        "{err}"
+    );
+}

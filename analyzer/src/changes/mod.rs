@@ -18,8 +18,11 @@
 //! change after the plan was made gets the prediction beside what it realized, and a large
 //! difference explained from the data ([`predicted`]).
 //!
+//! Where a source counts work, [`add_work`] sets each compared change's work per GPU-hour
+//! before and after (`crate::work::compare`, docs/work.md) on a section already made.
+//!
 //! What it does not do: read sources or files (the caller does), judge whether a change was
-//! good, or predict (the prediction is the plan's, made by `tessera replay`). Times in unix
+//! good (but for flagging a fall of work per GPU-hour), or predict (the prediction is the plan's, made by `tessera replay`). Times in unix
 //! ms; rows are `(ts − interval_ms, ts]` as everywhere.
 
 mod compare;
@@ -179,4 +182,33 @@ pub fn run(
         ));
     }
     Ok(section)
+}
+
+/// Each compared change of `section`: each team's work per GPU-hour over its before and after
+/// periods (`crate::work::compare` of `held` and `rows`), also beside the plan's prediction
+/// where the change has one.
+pub fn add_work(
+    section: &mut ChangeSection,
+    held: &crate::work::Held,
+    rows: &[crate::work::WorkRow],
+    ctx: &crate::work::WorkContext,
+) {
+    let ms = |t: &str| crate::times::parse_time(t, 0).ok();
+    for c in &mut section.changes {
+        let Some(cmp) = c.comparison.as_mut() else {
+            continue;
+        };
+        let (Some(b0), Some(b1), Some(a0), Some(a1)) = (
+            ms(&cmp.before.from),
+            ms(&cmp.before.until),
+            ms(&cmp.after.from),
+            ms(&cmp.after.until),
+        ) else {
+            continue;
+        };
+        cmp.work_per_gpu_hour = crate::work::compare(held, rows, (b0, b1), (a0, a1), ctx);
+        if let Some(p) = cmp.predicted.as_mut() {
+            p.work_per_gpu_hour = cmp.work_per_gpu_hour.clone();
+        }
+    }
 }

@@ -96,6 +96,11 @@ pub struct PredictedVsRealized {
     pub large_difference: bool,
     /// Why (from the data), or that it was as predicted.
     pub explanation: Vec<String>,
+    /// Each team's work per GPU-hour before and after the change, beside the prediction (the
+    /// comparison's `work_per_gpu_hour`: a flagged team's fall means what the plan freed is not
+    /// a plain saving); absent where no source counts work.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub work_per_gpu_hour: Vec<crate::work::WorkChange>,
 }
 
 /// One compared period: rows ending in `(from, until]`.

@@ -7,7 +7,8 @@
 //! Compared per hour, so periods of other lengths compare: GPUs freed (predicted: GPUs before −
 //! after; realized: the fall of the mean GPUs in use) and energy saved in kW (predicted:
 //! (kWh before − after) ÷ the replayed hours; realized: the fall of kWh ÷ the compared hours).
-//! Pure: values in, values out; the command reads the plan.
+//! Work per GPU-hour before and after stands beside them where a source counts work (set by
+//! `super::add_work`, not here). Pure: values in, values out; the command reads the plan.
 
 use std::collections::BTreeSet;
 
@@ -209,6 +210,7 @@ pub fn compare(
         energy_kw_saved_realized: kw_realized,
         large_difference: large,
         explanation,
+        work_per_gpu_hour: Vec::new(),
     }
 }
 

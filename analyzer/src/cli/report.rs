@@ -98,6 +98,12 @@ pub struct ReportArgs {
     /// The teams' contacts (docs/report.md, "Owners").
     #[command(flatten)]
     owners: OwnersArgs,
+    /// Your own work counters for the Work per GPU-hour section (TOML: [[work]] entries, each
+    /// with unit = "steps" and counter = 'trainer_steps_total{job="trainer"}', a counter
+    /// selector whose series carry namespace and pod labels), read from the prometheus:
+    /// sources beside the built-in ones (docs/work.md, "Other work").
+    #[arg(long = "work-metrics", value_name = "FILE")]
+    work_metrics: Option<PathBuf>,
 }
 
 /// `--smtp.tls`.
@@ -260,6 +266,10 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     // Bad delivery flags and unreadable secret files are found before any data is read.
     let delivery = args.deliver.delivery(args.archive.as_deref())?;
     let file_owners = args.owners.file()?;
+    let work_metrics = match &args.work_metrics {
+        Some(p) => tessera::work::declared::load(p)?,
+        None => Vec::new(),
+    };
     let tz: Tz = args.tz;
     let config = match &args.config {
         Some(p) => Some((p.as_path(), ReportConfig::load(p)?)),
@@ -376,7 +386,16 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         first_ts: ingest_report.time_range().map(|(first, _)| first),
         range_flags: args.src.range_flags(),
         owners,
-        work: super::source::work_rows(&args.src, range),
+        // The trend's weeks too: their changes are judged by work per GPU-hour.
+        work: super::source::work_rows(
+            &args.src,
+            tessera::range::TimeRange {
+                since: range.since - report::trend::trend_reach_ms(range, args.trend_weeks),
+                until: range.until,
+            },
+            &work_metrics,
+        ),
+        work_metrics,
     };
     let sources: Vec<String> = request.sources.clone();
     let prices_for_replay = request.prices.clone();

@@ -485,8 +485,12 @@ pub struct Trend {
     /// The layout changes found in those weeks whose periods could be compared, with what each
     /// saves per month as measured.
     pub realized: Vec<RealizedChange>,
-    /// Σ of `realized`'s savings per month; `null` when no change was compared.
+    /// Σ of `realized`'s savings per month, the changes work per GPU-hour flags left out;
+    /// `null` when no other change was compared.
     pub realized_saving_per_month: Option<f64>,
+    /// When the changes happened (`realized[].at`) that work per GPU-hour flags and the sum
+    /// leaves out.
+    pub flagged_left_out: Vec<String>,
 }
 
 /// One week of the trend: what its own report says of the fleet.
@@ -525,4 +529,9 @@ pub struct RealizedChange {
     /// (Cost before − cost after) ÷ the compared hours × hours in a month (GPU-hours in use and
     /// energy, as the change section prices them); `null` when a side's cost is unknown.
     pub saving_per_month: Option<f64>,
+    /// The teams (and units) whose work per GPU-hour fell by more than
+    /// `crate::work::DROP_FLAGGED` at the change, `team (unit)`: when any, the change is not
+    /// a plain saving and is left out of the sum ([`Trend::flagged_left_out`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub work_flagged: Vec<String>,
 }

@@ -46,9 +46,12 @@ pub struct ReportRequest<'a> {
     pub range_flags: Vec<String>,
     /// The teams' contacts (`--owners`, namespace labels) and what their sources said.
     pub owners: crate::owners::Owners,
-    /// The work the serving frameworks counted in the range (`prometheus:` sources; empty:
-    /// none), for the Work per GPU-hour section.
+    /// The work the serving frameworks counted in the range and the trend's weeks before it
+    /// (`prometheus:` sources; empty: none), for the Work per GPU-hour section, the changes and
+    /// the trend.
     pub work: Vec<crate::work::WorkRow>,
+    /// The user's own work counters the rows include (`--work-metrics`), named in the section.
+    pub work_metrics: Vec<crate::work::WorkMetric>,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -152,7 +155,8 @@ pub fn run(
     Ok(report)
 }
 
-/// The sections that read the frames again after the pass: the trend and work per GPU-hour.
+/// The sections that read the frames again after the pass: work per GPU-hour (first: the
+/// trend leaves the changes it flags out of the realized savings) and the trend.
 fn late_sections(
     parts: &[&Frames],
     report: &mut Report,
@@ -160,19 +164,23 @@ fn late_sections(
     params: &Params,
 ) -> Result<(), ReportError> {
     let watch = Stopwatch::start("report");
-    report.trend = trend_of(parts, report, req, params)?;
-    watch.lap("trend");
-    let watch = Stopwatch::start("report");
-    work_of(parts, report, req)?;
+    let work = work_input(parts, req)?;
+    work_of(report, req, work.as_ref());
     watch.lap("work");
+    let watch = Stopwatch::start("report");
+    report.trend = trend_of(parts, report, req, params, work.as_ref())?;
+    watch.lap("trend");
     Ok(())
 }
 
-/// Work per GPU-hour over the range's hours (`crate::work`), when the sources counted work,
-/// and before and after each compared change.
-fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Result<(), ReportError> {
+/// The GPU-hours each pod held per hour over all of `parts` (the trend's weeks too), when the
+/// sources counted work.
+fn work_input(
+    parts: &[&Frames],
+    req: &ReportRequest,
+) -> Result<Option<trend::WorkInput>, ReportError> {
     if req.work.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut held = crate::work::Held::new();
     for p in parts {
@@ -185,24 +193,33 @@ fn work_of(parts: &[&Frames], report: &mut Report, req: &ReportRequest) -> Resul
         kwh_price: req.prices.kwh,
         tz: req.tz,
     };
-    let ms = |t: &str| crate::times::parse_time(t, 0).ok();
-    for c in report.changes.iter_mut().flat_map(|s| s.changes.iter_mut()) {
-        let Some(cmp) = c.comparison.as_mut() else {
-            continue;
-        };
-        let (Some(b0), Some(b1), Some(a0), Some(a1)) = (
-            ms(&cmp.before.from),
-            ms(&cmp.before.until),
-            ms(&cmp.after.from),
-            ms(&cmp.after.until),
-        ) else {
-            continue;
-        };
-        cmp.work_per_gpu_hour = crate::work::compare(&held, &req.work, (b0, b1), (a0, a1), &ctx);
+    Ok(Some(trend::WorkInput {
+        held,
+        rows: req.work.clone(),
+        ctx,
+    }))
+}
+
+/// Work per GPU-hour over the range's hours (`crate::work`), when the sources counted work,
+/// and before and after each compared change.
+fn work_of(report: &mut Report, req: &ReportRequest, work: Option<&trend::WorkInput>) {
+    let Some(w) = work else { return };
+    if let Some(s) = report.changes.as_mut() {
+        changes::add_work(s, &w.held, &w.rows, &w.ctx);
     }
-    held.retain(|k, _| k.2 > req.range.since && k.2 <= req.range.until);
-    report.work = crate::work::summarise(&held, &req.work, &ctx);
-    Ok(())
+    let within = |end: i64| end > req.range.since && end <= req.range.until;
+    let mut held = w.held.clone();
+    held.retain(|k, _| within(k.2));
+    let rows: Vec<crate::work::WorkRow> = w
+        .rows
+        .iter()
+        .filter(|r| within(r.hour_end_ms))
+        .cloned()
+        .collect();
+    report.work = crate::work::summarise(&held, &rows, &w.ctx).map(|mut s| {
+        s.declared = req.work_metrics.clone();
+        s
+    });
 }
 
 /// Each action's pods' work per GPU-hour, and one sentence of it in the action's evidence
@@ -317,6 +334,7 @@ fn trend_of(
     report: &Report,
     req: &ReportRequest,
     params: &Params,
+    work: Option<&trend::WorkInput>,
 ) -> Result<Option<super::Trend>, ReportError> {
     trend::run(
         parts,
@@ -329,6 +347,7 @@ fn trend_of(
             sources: &req.sources,
             journal: &req.journal,
             first_ts: req.first_ts,
+            work,
         },
     )
 }

@@ -12,6 +12,11 @@
 //! compares the periods around a change it finds. A week without rows is left out; a week the
 //! data covers in part says its hours.
 //!
+//! Where a source counts work ([`WorkInput`]), each change's work per GPU-hour is compared as in
+//! the Changes section; a change flagged there (a team's fell by more than
+//! `crate::work::DROP_FLAGGED`) is listed with what it saved but left out of the realized
+//! savings' sum: what it freed cost throughput, it is not a plain saving.
+//!
 //! What it does not do: read sources (the command reads far enough back: `trend_reach_ms`), the
 //! other detectors, per-team or per-node trends, or forecasts.
 
@@ -45,6 +50,17 @@ pub struct TrendRequest<'a> {
     /// The end of the data's first row, unix ms, when known: weeks ending before it have no
     /// rows and are not read.
     pub first_ts: Option<i64>,
+    /// The work the sources counted, when they did (each change's work per GPU-hour).
+    pub work: Option<&'a WorkInput>,
+}
+
+/// What the join of work to GPU-hours needs, read once for the report and its trend.
+#[derive(Debug, Clone)]
+pub struct WorkInput {
+    /// The GPU-hours each pod held per hour, over every week read.
+    pub held: crate::work::Held,
+    pub rows: Vec<crate::work::WorkRow>,
+    pub ctx: crate::work::WorkContext,
 }
 
 /// The `n` weeks ending at `until`, oldest first: `(since, until]` each.
@@ -97,12 +113,23 @@ pub fn run(
             realized.extend(realized_of(&changes));
         }
     }
-    let known: Vec<f64> = realized.iter().filter_map(|c| c.saving_per_month).collect();
+    // A change that work per GPU-hour flags is not a plain saving: left out of the sum.
+    let known: Vec<f64> = realized
+        .iter()
+        .filter(|c| c.work_flagged.is_empty())
+        .filter_map(|c| c.saving_per_month)
+        .collect();
+    let flagged_left_out = realized
+        .iter()
+        .filter(|c| !c.work_flagged.is_empty())
+        .map(|c| c.at.clone())
+        .collect();
     Ok(Some(Trend {
         weeks_asked: req.weeks,
         weeks: out,
         realized_saving_per_month: (!known.is_empty()).then(|| r2(known.iter().sum())),
         realized,
+        flagged_left_out,
     }))
 }
 
@@ -311,7 +338,7 @@ fn week_figures(
     // The sum of the models' own costs, as a report of that week adds them.
     let idle_cost: f64 = models.iter().map(|m| m.wasted_cost).sum();
     let (allocation, _) = super::allocated(analysis, req.prices, &power);
-    let changes = changes::run(
+    let mut changes = changes::run(
         parts,
         scans,
         &ChangeRequest {
@@ -324,6 +351,9 @@ fn week_figures(
             currency: req.prices.currency.clone(),
         },
     )?;
+    if let Some(w) = req.work {
+        changes::add_work(&mut changes, &w.held, &w.rows, &w.ctx);
+    }
     let from = until - (u.hours * HOUR_MS).round() as i64;
     Ok(Some((
         TrendWeek {
@@ -362,6 +392,12 @@ fn realized_of(s: &ChangeSection) -> Vec<RealizedChange> {
                     (Some(b), Some(a)) if cmp.hours > 0.0 => Some(per_month(b - a)),
                     _ => None,
                 },
+                work_flagged: cmp
+                    .work_per_gpu_hour
+                    .iter()
+                    .filter(|w| w.flagged)
+                    .map(|w| format!("{} ({})", w.team, w.unit))
+                    .collect(),
             })
         })
         .collect()

@@ -15,15 +15,25 @@ pub const DAY_MS: i64 = 86_400_000;
 /// One simulated day of the scenario `toml` (named `name` in errors), written as history under
 /// `dir/history` and read back: the gpu, mig and process frames and the day's start (unix ms).
 pub fn simulate(dir: &Path, toml: &str, name: &str) -> (DataFrame, DataFrame, DataFrame, i64) {
+    simulate_days(dir, toml, name, 1)
+}
+
+/// As [`simulate`], over `days` days.
+pub fn simulate_days(
+    dir: &Path,
+    toml: &str,
+    name: &str,
+    days: u32,
+) -> (DataFrame, DataFrame, DataFrame, i64) {
     let scenario = tessera_core::sim::Scenario::from_toml(toml, name).expect("scenario");
     let hist = dir.join("history");
-    tessera_core::simulate::simulate(&scenario, 1, &hist, 5_000, 10_000).expect("simulate");
+    tessera_core::simulate::simulate(&scenario, days, &hist, 5_000, 10_000).expect("simulate");
     let since = scenario.start.timestamp_millis();
     let (frames, _) = ingest::ingest(
         &[Source::history(hist.to_string_lossy().into_owned())],
         &IngestOptions {
             since: Some(since),
-            until: Some(since + DAY_MS + 1),
+            until: Some(since + i64::from(days) * DAY_MS + 1),
             ..IngestOptions::default()
         },
     )
@@ -260,4 +270,42 @@ pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .expect("time")
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A counter series written into `s` as OpenMetrics (an OpenMetrics counter family for a
+/// `_total` name, else an untyped family), over `[0, len_ms]` after `since` (unix ms): sampled every
+/// `every_ms`, each sample's time moved by `jitter(k)` ms (k: the sample's number), no sample
+/// inside any of `gaps` (`[from, to)` ms after `since`: missed scrapes), each value
+/// `count(t)` (the planted cumulative count at `t` ms after `since`). Returns the samples
+/// written, `(t, value)`, so a test can compute its truth from them.
+pub fn sampled_counter(
+    s: &mut String,
+    (name, labels): (&str, &str),
+    (since, len_ms, every_ms): (i64, i64, i64),
+    jitter: &dyn Fn(i64) -> i64,
+    gaps: &[(i64, i64)],
+    count: &dyn Fn(i64) -> f64,
+) -> Vec<(i64, f64)> {
+    match name.strip_suffix("_total") {
+        Some(family) => writeln!(s, "# TYPE {family} counter"),
+        None => writeln!(s, "# TYPE {name} unknown"),
+    }
+    .unwrap();
+    let mut out = Vec::new();
+    let mut last = i64::MIN;
+    for k in 0..=(len_ms / every_ms) {
+        let t = (k * every_ms + jitter(k)).clamp(0, len_ms);
+        if t <= last || gaps.iter().any(|(a, b)| t >= *a && t < *b) {
+            continue;
+        }
+        last = t;
+        let v = count(t);
+        let _ = writeln!(
+            s,
+            "{name}{{{labels}}} {v} {:.3}",
+            (since + t) as f64 / 1000.0
+        );
+        out.push((t, v));
+    }
+    out
 }

@@ -3,15 +3,17 @@
 //! evaluated at the hours' ends), for the built-in metrics of vLLM, SGLang, TGI and Triton
 //! ([`WORK_METRICS`], the same list as `rules/tessera-work.rules.yml`), as
 //! [`crate::work::WorkRow`]s. The series need `namespace` and `pod` labels (kube-prometheus'
-//! target labels). A server without any of these metrics answers no series: no rows.
+//! target labels). A server without any of these metrics answers no series: no rows. The user's
+//! own counters (`--work-metrics`, [`crate::work::declared`]) are read the same way, each with
+//! its unit, after the built-in ones of the same unit.
 //!
-//! What it does not do: join the work to GPUs (`crate::work` does), read a user's own work
-//! rules, or read Slurm jobs' work.
+//! What it does not do: join the work to GPUs (`crate::work` does), parse the declared counters'
+//! file, or read Slurm jobs' work.
 
 use super::client::{Client, Matrix, err, parse};
 use super::options::PrometheusOptions;
 use crate::ingest::IngestError;
-use crate::work::WorkRow;
+use crate::work::{WorkMetric, WorkRow};
 
 /// The built-in work counters and their units (docs/work.md's table).
 pub const WORK_METRICS: &[(&str, &str)] = &[
@@ -28,10 +30,24 @@ const HOUR_MS: i64 = 3_600_000;
 /// The most hours asked in one query (Prometheus' default limit is 11,000 points a series).
 const MAX_POINTS: i64 = 10_000;
 
-/// The PromQL of one unit: its metrics' hourly increase per pod, the first metric that a pod
-/// counts winning (a pod runs one server).
-fn promql(unit: &str) -> String {
+/// Every counter with its unit: the built-in ones, then the declared ones.
+fn counters(declared: &[WorkMetric]) -> Vec<(&str, &str)> {
     WORK_METRICS
+        .iter()
+        .copied()
+        .chain(
+            declared
+                .iter()
+                .map(|m| (m.counter.as_str(), m.unit.as_str())),
+        )
+        .collect()
+}
+
+/// The PromQL of one unit: its counters' hourly increase per pod, the first counter that a pod
+/// counts winning (a pod runs one server; a declared counter of a built-in unit comes after the
+/// built-in ones).
+fn promql(unit: &str, declared: &[WorkMetric]) -> String {
+    counters(declared)
         .iter()
         .filter(|(_, u)| *u == unit)
         .map(|(m, _)| format!("sum by (namespace, pod) (increase({m}[1h]))"))
@@ -40,12 +56,12 @@ fn promql(unit: &str) -> String {
 }
 
 /// The work of every pod in the whole hours of `[since, until)` (unix ms) on the server at
-/// `url`, with the source's options.
+/// `url`, with the source's options, of the built-in counters and the `declared` ones.
 pub fn work_rows(
     url: &str,
     opts: &PrometheusOptions,
-    since: i64,
-    until: i64,
+    (since, until): (i64, i64),
+    declared: &[WorkMetric],
 ) -> Result<Vec<WorkRow>, IngestError> {
     let spec = format!("prometheus:{url}");
     let mut client = Client::new(&spec, url, opts)?;
@@ -56,10 +72,14 @@ pub fn work_rows(
     if first > last {
         return Ok(out);
     }
-    let mut units: Vec<&str> = WORK_METRICS.iter().map(|(_, u)| *u).collect();
-    units.dedup();
+    let mut units: Vec<&str> = Vec::new();
+    for (_, u) in counters(declared) {
+        if !units.contains(&u) {
+            units.push(u);
+        }
+    }
     for unit in units {
-        let q = promql(unit);
+        let q = promql(unit, declared);
         let mut start = first;
         while start <= last {
             let end = (start + (MAX_POINTS - 1) * HOUR_MS).min(last);

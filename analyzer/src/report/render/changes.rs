@@ -84,23 +84,7 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
         s.lines.push(w.explanation.clone());
     }
     for w in &cmp.work_per_gpu_hour {
-        let v = |x: Option<f64>| x.map_or("unknown".into(), |v| thousands(v, 0));
-        s.lines.push(format!(
-            "Work per GPU-hour, {} ({}): {} before, {} after{}{}",
-            w.team,
-            w.unit,
-            v(w.before),
-            v(w.after),
-            w.change.map_or(String::new(), |c| format!(" ({:+.0}%)", c * 100.0)),
-            if w.flagged {
-                format!(
-                    ": flagged: it fell by more than {:.0}%, so what this change freed is not a plain saving (docs/work.md).",
-                    crate::work::DROP_FLAGGED * 100.0
-                )
-            } else {
-                ".".into()
-            }
-        ));
+        s.lines.push(format!("Work per GPU-hour, {}", work_line(w)));
     }
     if let Some(p) = &cmp.predicted {
         s.after.push(format!(
@@ -125,6 +109,12 @@ fn change(r: &Report, ch: &Change, settle: f64) -> Vec<Section> {
             } else {
                 format!("{e}.")
             });
+        }
+        for w in &p.work_per_gpu_hour {
+            s.after.push(format!(
+                "Beside the prediction, work per GPU-hour, {}",
+                work_line(w)
+            ));
         }
     }
     let mut nodes = Section {
@@ -263,4 +253,27 @@ fn fleet_rows(r: &Report, k: &KeyedPeriods) -> Vec<Vec<String>> {
             }),
         ),
     ]
+}
+
+/// One team's work per GPU-hour before and after a change: `team (unit): B before, A after
+/// (±N%)`, and the flag when it fell by more than `crate::work::DROP_FLAGGED`.
+fn work_line(w: &crate::work::WorkChange) -> String {
+    let v = |x: Option<f64>| x.map_or("unknown".into(), |v| thousands(v, 0));
+    format!(
+        "{} ({}): {} before, {} after{}{}",
+        w.team,
+        w.unit,
+        v(w.before),
+        v(w.after),
+        w.change
+            .map_or(String::new(), |c| format!(" ({:+.0}%)", c * 100.0)),
+        if w.flagged {
+            format!(
+                ": flagged: it fell by more than {:.0}%, so what this change freed is not a plain saving (docs/work.md).",
+                crate::work::DROP_FLAGGED * 100.0
+            )
+        } else {
+            ".".into()
+        }
+    )
 }

@@ -79,19 +79,39 @@ fn realized_lines(r: &Report, t: &Trend) -> Vec<String> {
         .iter()
         .map(|c| {
             format!(
-                "Layout change at {}: {} GPU(s) in use fewer on average, {} a month saved as measured (equal periods around it; a negative saving costs more).",
+                "Layout change at {}: {} GPU(s) in use fewer on average, {} a month saved as measured (equal periods around it; a negative saving costs more){}.",
                 c.at,
                 c.gpus_freed
                     .map_or("unknown".into(), |g| thousands(g, 1)),
                 c.saving_per_month
-                    .map_or("unknown".into(), |m| money(r, m))
+                    .map_or("unknown".into(), |m| money(r, m)),
+                if c.work_flagged.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; flagged: work per GPU-hour of {} fell by more than {:.0}% at it, so it is not a plain saving and is left out of the sum",
+                        c.work_flagged.join(", "),
+                        crate::work::DROP_FLAGGED * 100.0
+                    )
+                }
             )
         })
         .collect();
+    let left_out = if t.flagged_left_out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (left out, flagged by work per GPU-hour: the change(s) at {})",
+            t.flagged_left_out.join(", ")
+        )
+    };
     out.push(match t.realized_saving_per_month {
         Some(m) => format!(
-            "Realized by the layout changes of these weeks: {} a month.",
+            "Realized by the layout changes of these weeks: {} a month{left_out}.",
             money(r, m)
+        ),
+        None if !t.flagged_left_out.is_empty() => format!(
+            "Realized savings: none counted{left_out}; no other layout change in these weeks could be compared."
         ),
         None => "Realized savings: no layout change in these weeks could be compared.".into(),
     });

@@ -32,9 +32,21 @@ pub fn section(r: &Report) -> Option<Section> {
         title: "Work per GPU-hour".into(),
         ..Section::default()
     };
-    s.lines.push(
-        "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton), over the GPU-hours the same pods held in the same hours (and their energy and cost); units apart; hours where either is unknown are left out (docs/work.md).".into(),
-    );
+    let declared = if w.declared.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " and the counters --work-metrics declares ({})",
+            w.declared
+                .iter()
+                .map(|m| format!("{}: {}", m.unit, m.counter))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    s.lines.push(format!(
+        "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton){declared}, over the GPU-hours the same pods held in the same hours (and their energy and cost); units apart; hours where either is unknown are left out (docs/work.md)."
+    ));
     s.header = [
         "team / workload / pod".to_string(),
         "unit".into(),

@@ -10,8 +10,11 @@
 //! tensor-parallel pod's work is divided by all its GPUs (its GPU-hours add up); replicas of a
 //! team add up.
 //!
-//! Pure over frames and values. What it does not do: query Prometheus (`ingest::prometheus`
-//! does), name workloads beyond their pods, or judge a change (the report does).
+//! The user's own counters (`--work-metrics FILE`) are declared in [`declared`].
+//!
+//! Pure over frames and values (but for [`declared::load`] reading its file). What it does not
+//! do: query Prometheus (`ingest::prometheus` does), name workloads beyond their pods, or judge
+//! a change (the report does).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +23,9 @@ use serde::Serialize;
 
 use crate::frames::Frames;
 use crate::frames::columns::ts_ms;
+
+pub mod declared;
+pub use declared::WorkMetric;
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -106,6 +112,10 @@ pub struct WorkSummary {
     pub pods: Vec<WorkFigure>,
     /// `namespace/pod` of pods that held GPUs in the range and counted no work.
     pub no_work_metric: Vec<String>,
+    /// The user's own counters read beside the built-in ones (`--work-metrics`); absent when
+    /// none was declared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<WorkMetric>,
 }
 
 /// The GPU-hours each pod held per hour in one partition: whole GPUs (gpu rows with one holder,
@@ -357,6 +367,7 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
             .map(|((n, p, u), s)| figure(n, Some(p), Some(&workload_of(p)), u, s, ctx))
             .collect(),
         no_work_metric: no_work.into_iter().collect(),
+        declared: Vec::new(),
     })
 }
 
