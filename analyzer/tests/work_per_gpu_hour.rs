@@ -459,8 +459,9 @@ fn declared_work_counters_are_read_as_the_built_in_ones() {
     ))
     .unwrap();
     let w = &r["work"];
-    // The planted truth, from the planted rate: one instance, so per instance-hour.
-    let truth = steps_rate * 3600.0;
+    // The planted truth, from the planted rate: one 3g.40gb instance, 3/7 of a GPU-hour an hour.
+    let per_hour = steps_rate * 3600.0;
+    let truth = per_hour * 7.0 / 3.0;
     for f in [
         figure(w, "research", None, "steps"),
         figure(w, "research", Some("nb-carol"), "steps"),
@@ -475,20 +476,18 @@ fn declared_work_counters_are_read_as_the_built_in_ones() {
         let hours = f["hours"].as_f64().unwrap();
         assert!(hours >= 23.0, "the day's whole hours: {f:#}");
         assert!(
-            (f["work"].as_f64().unwrap() - truth * hours).abs() <= truth * hours * 0.005,
+            (f["work"].as_f64().unwrap() - per_hour * hours).abs() <= per_hour * hours * 0.005,
             "{f:#}"
         );
         assert!(
-            (f["gpu_hours"].as_f64().unwrap() - hours).abs() < 0.05,
+            (f["gpu_hours"].as_f64().unwrap() - hours * 3.0 / 7.0).abs() < 0.05,
             "{f:#}"
         );
     }
     let inferences = figure(w, "research", None, "inferences");
     let got = inferences["per_gpu_hour"].as_f64().unwrap();
-    assert!(
-        (got - 8.0 * 3600.0).abs() <= 8.0 * 3600.0 * 0.005,
-        "{inferences:#}"
-    );
+    let want = 8.0 * 3600.0 * 7.0 / 3.0;
+    assert!((got - want).abs() <= want * 0.005, "{inferences:#}");
     // Units apart; the undeclared counter and the unplanted `samples` count nothing.
     let units: Vec<(&str, &str)> = w["teams"]
         .as_array()
