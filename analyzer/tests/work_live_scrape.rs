@@ -303,10 +303,22 @@ scrape_configs:
         figure(w, "teams", "research", "inferences"),
         8.0 * 3600.0 * 7.0 / 3.0,
     );
+    // Per model: vLLM's `model_name` and Triton's `model`, each served by one pod alone.
+    let model = |name: &str| -> &Value {
+        w["models"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no models: {w:#}"))
+            .iter()
+            .find(|f| f["model"] == name)
+            .unwrap_or_else(|| panic!("no model {name}: {w:#}"))
+    };
+    close(model("chat"), 50.0 * 3600.0);
+    assert_eq!(model("chat")["namespace"], "serving");
+    close(model("embed"), 8.0 * 3600.0 * 7.0 / 3.0);
     let text_report = run("table");
     assert!(
-        text_report.contains("Work per GPU-hour"),
-        "the section is in the text report:\n{text_report}"
+        text_report.contains("Work per GPU-hour") && text_report.contains("serving/chat (model)"),
+        "the section and its model rows are in the text report:\n{text_report}"
     );
     let no_work = &w["no_work_metric"];
     assert!(

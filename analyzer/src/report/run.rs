@@ -422,6 +422,7 @@ mod tests {
             namespace: "chat".into(),
             pod: pod.map(str::to_string),
             workload: pod.map(str::to_string),
+            model: None,
             unit: "tokens".into(),
             work: v,
             gpu_hours: 1.0,

@@ -36,6 +36,9 @@ pub struct WorkRow {
     pub pod: String,
     /// `tokens`, `requests`, `inferences`, or a user's.
     pub unit: String,
+    /// The model the counter names (vLLM's and SGLang's `model_name`, Triton's `model`); `None`
+    /// for a counter without one (TGI's).
+    pub model: Option<String>,
     /// The end of the hour, unix ms (a multiple of an hour).
     pub hour_end_ms: i64,
     pub amount: f64,
@@ -81,6 +84,9 @@ pub struct WorkFigure {
     pub pod: Option<String>,
     /// The pod's workload ([`workload_of`]); `null` for a team's figure.
     pub workload: Option<String>,
+    /// A model's figure: the model the counters name; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub unit: String,
     pub work: f64,
     pub gpu_hours: f64,
@@ -109,6 +115,9 @@ pub struct WorkSummary {
     pub teams: Vec<WorkFigure>,
     /// Replicas summed: the pods of one workload ([`workload_of`]).
     pub workloads: Vec<WorkFigure>,
+    /// Per team and model (the counters' model label), over the hours its pods served that
+    /// model alone (a pod's hour serving several models cannot split its GPU time: left out).
+    pub models: Vec<WorkFigure>,
     pub pods: Vec<WorkFigure>,
     /// `namespace/pod` of pods that held GPUs in the range and counted no work.
     pub no_work_metric: Vec<String>,
@@ -278,8 +287,7 @@ pub fn workload_of(pod: &str) -> String {
 
 fn figure(
     namespace: &str,
-    pod: Option<&str>,
-    workload: Option<&str>,
+    (pod, workload, model): (Option<&str>, Option<&str>, Option<&str>),
     unit: &str,
     s: &Sums,
     ctx: &WorkContext,
@@ -290,6 +298,7 @@ fn figure(
         namespace: namespace.to_string(),
         pod: pod.map(str::to_string),
         workload: workload.map(str::to_string),
+        model: model.map(str::to_string),
         unit: unit.to_string(),
         work: r3(s.work),
         gpu_hours: r3(s.gpu_hours),
@@ -299,7 +308,7 @@ fn figure(
         cost: (cost * 100.0).round() / 100.0,
         per_cost: ratio(s.work, cost, 2),
         hours: u32::try_from(s.hours.len()).unwrap_or(u32::MAX),
-        hour_of_week: workload.is_none().then(|| {
+        hour_of_week: (workload.is_none() && model.is_none()).then(|| {
             (0..168)
                 .map(|i| s.week.get(&i).and_then(|(w, g)| ratio(*w, *g, 2)))
                 .collect()
@@ -322,31 +331,53 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
     if rows.is_empty() {
         return None;
     }
-    let mut pods: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
-    let mut workloads: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
-    let mut teams: BTreeMap<(String, String), Sums> = BTreeMap::new();
+    // One amount per pod, unit and hour (a pod's models added), with the models counted.
+    type Hour = (f64, BTreeMap<Option<String>, f64>);
+    let mut by_hour: BTreeMap<(String, String, String, i64), Hour> = BTreeMap::new();
     let mut with_work: BTreeSet<(String, String)> = BTreeSet::new();
     for r in rows
         .iter()
         .filter(|r| r.amount.is_finite() && r.amount >= 0.0)
     {
         with_work.insert((r.namespace.clone(), r.pod.clone()));
-        let key = (r.namespace.clone(), r.pod.clone(), r.hour_end_ms);
+        let e = by_hour
+            .entry((
+                r.namespace.clone(),
+                r.pod.clone(),
+                r.unit.clone(),
+                r.hour_end_ms,
+            ))
+            .or_default();
+        e.0 += r.amount;
+        *e.1.entry(r.model.clone()).or_default() += r.amount;
+    }
+    let mut pods: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
+    let mut workloads: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
+    let mut models: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
+    let mut teams: BTreeMap<(String, String), Sums> = BTreeMap::new();
+    for ((ns, pod, unit, hour), (amount, by_model)) in &by_hour {
+        let key = (ns.clone(), pod.clone(), *hour);
         let Some(h) = held.get(&key).copied().filter(|h| h.gpu_hours > 0.0) else {
             continue;
         };
-        let at = slot(r.hour_end_ms, ctx.tz);
-        pods.entry((r.namespace.clone(), r.pod.clone(), r.unit.clone()))
+        let at = slot(*hour, ctx.tz);
+        pods.entry((ns.clone(), pod.clone(), unit.clone()))
             .or_default()
-            .add(r.amount, h, r.hour_end_ms, at);
+            .add(*amount, h, *hour, at);
         workloads
-            .entry((r.namespace.clone(), workload_of(&r.pod), r.unit.clone()))
+            .entry((ns.clone(), workload_of(pod), unit.clone()))
             .or_default()
-            .add(r.amount, h, r.hour_end_ms, at);
+            .add(*amount, h, *hour, at);
+        if let [(Some(model), _)] = by_model.iter().collect::<Vec<_>>().as_slice() {
+            models
+                .entry((ns.clone(), model.clone(), unit.clone()))
+                .or_default()
+                .add(*amount, h, *hour, at);
+        }
         teams
-            .entry((r.namespace.clone(), r.unit.clone()))
+            .entry((ns.clone(), unit.clone()))
             .or_default()
-            .add(r.amount, h, r.hour_end_ms, at);
+            .add(*amount, h, *hour, at);
     }
     let no_work: BTreeSet<String> = held
         .keys()
@@ -356,15 +387,19 @@ pub fn summarise(held: &Held, rows: &[WorkRow], ctx: &WorkContext) -> Option<Wor
     Some(WorkSummary {
         teams: teams
             .iter()
-            .map(|((n, u), s)| figure(n, None, None, u, s, ctx))
+            .map(|((n, u), s)| figure(n, (None, None, None), u, s, ctx))
             .collect(),
         workloads: workloads
             .iter()
-            .map(|((n, w, u), s)| figure(n, None, Some(w), u, s, ctx))
+            .map(|((n, w, u), s)| figure(n, (None, Some(w), None), u, s, ctx))
+            .collect(),
+        models: models
+            .iter()
+            .map(|((n, m, u), s)| figure(n, (None, None, Some(m)), u, s, ctx))
             .collect(),
         pods: pods
             .iter()
-            .map(|((n, p, u), s)| figure(n, Some(p), Some(&workload_of(p)), u, s, ctx))
+            .map(|((n, p, u), s)| figure(n, (Some(p), Some(&workload_of(p)), None), u, s, ctx))
             .collect(),
         no_work_metric: no_work.into_iter().collect(),
         declared: Vec::new(),
@@ -453,9 +488,62 @@ mod tests {
             namespace: ns.into(),
             pod: pod.into(),
             unit: unit.into(),
+            model: None,
             hour_end_ms: hour * HOUR_MS,
             amount,
         }
+    }
+
+    #[test]
+    fn models_count_the_hours_a_pod_served_one_model_and_a_pod_counts_its_gpu_once() {
+        let mut held = Held::new();
+        for pod in ["tri-0", "tri-1"] {
+            for h in [1, 2] {
+                held.insert(
+                    ("ml".into(), pod.into(), h * HOUR_MS),
+                    HeldHour {
+                        gpu_hours: 1.0,
+                        kwh: None,
+                    },
+                );
+            }
+        }
+        let ctx = WorkContext {
+            gpu_hour_price: 1.0,
+            kwh_price: 0.0,
+            tz: chrono_tz::Tz::UTC,
+        };
+        let m = |pod: &str, model: &str, hour: i64, amount: f64| WorkRow {
+            model: Some(model.into()),
+            ..row("ml", pod, "inferences", hour, amount)
+        };
+        // tri-0 serves `embed` alone; tri-1 serves `embed` and `rank` in hour 1, `rank` in hour 2.
+        let rows = [
+            m("tri-0", "embed", 1, 100.0),
+            m("tri-0", "embed", 2, 300.0),
+            m("tri-1", "embed", 1, 10.0),
+            m("tri-1", "rank", 1, 20.0),
+            m("tri-1", "rank", 2, 50.0),
+        ];
+        let s = summarise(&held, &rows, &ctx).unwrap();
+        let pod = |p: &str| s.pods.iter().find(|x| x.pod.as_deref() == Some(p)).unwrap();
+        // tri-1's two models in hour 1 add up over its one GPU-hour, counted once.
+        assert_eq!(pod("tri-1").work, 80.0);
+        assert_eq!(pod("tri-1").gpu_hours, 2.0);
+        let model = |name: &str| {
+            s.models
+                .iter()
+                .find(|x| x.model.as_deref() == Some(name))
+                .unwrap()
+        };
+        // embed: tri-0's two hours; tri-1's shared hour 1 is left out.
+        assert_eq!(model("embed").work, 400.0);
+        assert_eq!(model("embed").per_gpu_hour, Some(200.0));
+        // rank: tri-1's hour 2 alone.
+        assert_eq!(model("rank").gpu_hours, 1.0);
+        assert_eq!(model("rank").per_gpu_hour, Some(50.0));
+        assert!(model("rank").hour_of_week.is_none());
+        assert_eq!(s.teams[0].gpu_hours, 4.0);
     }
 
     #[test]

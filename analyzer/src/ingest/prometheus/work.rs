@@ -43,16 +43,20 @@ fn counters(declared: &[WorkMetric]) -> Vec<(&str, &str)> {
         .collect()
 }
 
-/// The PromQL of one unit: its counters' hourly increase per pod, the first counter that a pod
-/// counts winning (a pod runs one server; a declared counter of a built-in unit comes after the
-/// built-in ones).
+/// The PromQL of one unit: its counters' hourly increase per pod and model (`model`, or vLLM's
+/// and SGLang's `model_name` copied into it), the first counter that a pod counts winning (a pod
+/// runs one server; a declared counter of a built-in unit comes after the built-in ones).
 fn promql(unit: &str, declared: &[WorkMetric]) -> String {
     counters(declared)
         .iter()
         .filter(|(_, u)| *u == unit)
-        .map(|(m, _)| format!("sum by (namespace, pod) (increase({m}[1h]))"))
+        .map(|(m, _)| {
+            format!(
+                "sum by (namespace, pod, model) (label_replace(increase({m}[1h]), \"model\", \"$1\", \"model_name\", \"(.+)\"))"
+            )
+        })
         .collect::<Vec<_>>()
-        .join(" or ")
+        .join(" or on (namespace, pod) ")
 }
 
 /// The work of every pod in the whole hours of `[since, until)` (unix ms) on the server at
@@ -111,6 +115,7 @@ pub fn work_rows(
                         namespace: ns.clone(),
                         pod: pod.clone(),
                         unit: unit.to_string(),
+                        model: s.metric.get("model").filter(|m| !m.is_empty()).cloned(),
                         hour_end_ms: (t * 1000.0).round() as i64,
                         amount,
                     });

@@ -1,5 +1,5 @@
 //! The report's "Work per GPU-hour" section (`crate::work`, docs/work.md): per team and unit, then
-//! per pod, the work the serving frameworks counted over the GPU-hours the same pods held in the
+//! per workload, model and pod, the work the serving frameworks counted over the GPU-hours the same pods held in the
 //! same hours, and the pods that held GPUs without a work metric. Builds a [`Section`]; laying
 //! it out is the callers'.
 
@@ -9,10 +9,11 @@ use crate::work::WorkFigure;
 
 fn row(f: &WorkFigure) -> Vec<String> {
     vec![
-        match (&f.pod, &f.workload) {
-            (Some(p), _) => format!("{}/{p}", f.namespace),
-            (None, Some(w)) => format!("{}/{w} (workload)", f.namespace),
-            (None, None) => f.namespace.clone(),
+        match (&f.pod, &f.workload, &f.model) {
+            (Some(p), _, _) => format!("{}/{p}", f.namespace),
+            (None, Some(w), _) => format!("{}/{w} (workload)", f.namespace),
+            (None, None, Some(m)) => format!("{}/{m} (model)", f.namespace),
+            (None, None, None) => f.namespace.clone(),
         },
         f.unit.clone(),
         thousands(f.work, 0),
@@ -48,7 +49,7 @@ pub fn section(r: &Report) -> Option<Section> {
         "The work the serving frameworks counted (vLLM, SGLang, TGI, Triton){declared}, over the GPU-hours the same pods held in the same hours (and their energy and cost); units apart; hours where either is unknown are left out (docs/work.md)."
     ));
     s.header = [
-        "team / workload / pod".to_string(),
+        "team / workload / model / pod".to_string(),
         "unit".into(),
         "work".into(),
         "GPU-hours".into(),
@@ -61,6 +62,7 @@ pub fn section(r: &Report) -> Option<Section> {
         .teams
         .iter()
         .chain(&w.workloads)
+        .chain(&w.models)
         .chain(&w.pods)
         .map(row)
         .collect();
