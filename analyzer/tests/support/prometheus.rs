@@ -61,10 +61,28 @@ pub fn start(dir: &Path, data: &Path) -> Server {
 
 /// Serves the TSDB in `data` on a free port with the configuration `config` (YAML: scrape jobs,
 /// `storage.tsdb`), written with the log to `dir`.
+///
+/// The port is found free by binding it and letting it go, so a test running beside may take it
+/// first: a Prometheus that exits (its address in use), or a ready answer from a server that is
+/// not this one (its `storage.tsdb.path` is another's), is tried again on another port.
 pub fn start_with_config(dir: &Path, data: &Path, config: &str) -> Server {
     let config_text = config;
     let config = dir.join("prometheus.yml");
     std::fs::write(&config, config_text).expect("config");
+    for _attempt in 0..5 {
+        if let Some(server) = try_start(dir, data, &config) {
+            return server;
+        }
+    }
+    panic!(
+        "prometheus did not start on any of 5 ports: {}",
+        std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+    );
+}
+
+/// One start on a free port: the server once it answers as this one, `None` when the port was
+/// taken (it exited, or another server answered).
+fn try_start(dir: &Path, data: &Path, config: &Path) -> Option<Server> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
@@ -84,22 +102,34 @@ pub fn start_with_config(dir: &Path, data: &Path, config: &str) -> Server {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
+    // A guard against a hang (a Prometheus that neither answers nor exits), not a bound on speed.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
+        if server.child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
         if let Ok(r) = ureq::get(format!("{}/-/ready", server.url)).call()
             && r.status() == 200
         {
-            break;
+            let flags = ureq::get(format!("{}/api/v1/status/flags", server.url))
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_to_string().ok())
+                .unwrap_or_default();
+            let ours = serde_json::from_str::<serde_json::Value>(&flags)
+                .ok()
+                .is_some_and(|v| {
+                    v["data"]["storage.tsdb.path"].as_str() == Some(&data.display().to_string())
+                });
+            return ours.then_some(server);
         }
-        let exited = server.child.try_wait().ok().flatten();
         assert!(
-            exited.is_none() && Instant::now() < deadline,
-            "prometheus not ready after 120 s (exited: {exited:?}): {}",
+            Instant::now() < deadline,
+            "prometheus not ready after 120 s: {}",
             std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    server
 }
 
 /// Writes `openmetrics` to `dir/data.om` and serves it (2-hour blocks, promtool's default).
