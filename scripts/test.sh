@@ -43,6 +43,9 @@ need deb-systemd-helper || missing+=(init-system-helpers)
 # evidence (scale-down, share apply) on a clock just after the recorded data's end
 # (analyzer/tests/printed_commands.rs).
 need faketime || missing+=(faketime)
+# VictoriaMetrics: the report read from it through query_range beside Prometheus
+# (analyzer/tests/metric_stores.rs starts its own on a temporary folder).
+need victoria-metrics || missing+=(victoria-metrics)
 # munge, slurmctld, slurmd and slurm-client: a real single-node Slurm runs the epilog
 # (analyzer/tests/slurm_real.rs); the test starts its own daemons, as root, in a temporary folder.
 slurm=()

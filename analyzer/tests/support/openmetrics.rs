@@ -103,9 +103,32 @@ pub fn gauge(
     }
 }
 
+/// The process series' labels [`openmetrics`] writes.
+pub const PROCESS_LABELS: &[&str] = &[
+    "gpu",
+    "uuid",
+    "gpu_instance",
+    "compute_instance",
+    "pid",
+    "process",
+    "namespace",
+    "pod",
+];
+
 /// The frames as tessera-exporter's OpenMetrics exposition, for `promtool tsdb
 /// create-blocks-from openmetrics`.
 pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> String {
+    openmetrics_with(gpu, mig, process, PROCESS_LABELS)
+}
+
+/// [`openmetrics`] with the process series labelled by the columns `p` (e.g. with
+/// `slurm_job_id`, as the exporter labels a Slurm job's processes).
+pub fn openmetrics_with(
+    gpu: &DataFrame,
+    mig: &DataFrame,
+    process: &DataFrame,
+    p: &[&str],
+) -> String {
     let mut s = String::new();
     let g = &["gpu", "uuid"];
     gauge(
@@ -146,16 +169,6 @@ pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> Str
     ] {
         gauge(&mut s, name, mig, m, col, col);
     }
-    let p = &[
-        "gpu",
-        "uuid",
-        "gpu_instance",
-        "compute_instance",
-        "pid",
-        "process",
-        "namespace",
-        "pod",
-    ];
     gauge(
         &mut s,
         "tessera_process_sm_utilization_ratio",
