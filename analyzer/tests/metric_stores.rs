@@ -1,9 +1,10 @@
 //! The report of a 256-GPU fleet read from the two metric stores tessera meets past one machine
 //! (issue 61 item 2, its small version; docs/performance.md "10,240 GPUs through metric
 //! stores"): Debian's Prometheus (2.42; blocks built by `promtool tsdb create-blocks-from
-//! openmetrics`, read through remote read) and Debian's VictoriaMetrics (`victoria-metrics`
-//! 1.79; samples imported through its `/api/v1/import/prometheus`, read through `query_range`,
-//! since it serves no remote read). Both tools are required: the test fails, never skips,
+//! openmetrics`, read through `query_range` and through remote read) and Debian's
+//! VictoriaMetrics (`victoria-metrics` 1.79; samples imported through its
+//! `/api/v1/import/prometheus`; `--prometheus.api auto` finds no remote read there and reads
+//! through `query_range`). Both tools are required: the test fails, never skips,
 //! without them (`scripts/test.sh` installs them).
 //!
 //! `scripts/gen-fleet.py --gpus 256` (32 nodes, four GPU models, MIG instances, every workload
@@ -168,9 +169,11 @@ fn gpu_series(gpu: &DataFrame) -> String {
     format!("{info}{mode}{energy}")
 }
 
-fn report(source: &str, since: i64, until: i64) -> Value {
+fn report(source: &str, since: i64, until: i64, api: &str) -> Value {
     let out = crate::support::cli::tessera(&[
         "report",
+        "--prometheus.api",
+        api,
         "--source",
         source,
         "--since",
@@ -360,12 +363,24 @@ fn a_256_gpu_report_is_the_same_from_prometheus_and_victoria_metrics() {
     text.push_str(&gpu_series(&gpu));
     text.push_str("# EOF\n");
 
-    let history = report(&format!("history:{}", hist.display()), since, until);
+    let history = report(
+        &format!("history:{}", hist.display()),
+        since,
+        until,
+        "query-range",
+    );
     assert_eq!(history["fleet"]["gpus"], 256, "{}", history["fleet"]);
 
     let server = prom::serve(tmp.path(), &text);
-    let from_prometheus = report(&format!("prometheus:{}", server.url), since, until);
+    let from_prometheus = report(
+        &format!("prometheus:{}", server.url),
+        since,
+        until,
+        "query-range",
+    );
     agree(&from_prometheus, &history, "Prometheus");
+    let by_remote_read = report(&format!("prometheus:{}", server.url), since, until, "auto");
+    agree(&by_remote_read, &history, "Prometheus (remote read)");
     drop(server);
 
     let vm = victoria(tmp.path());
@@ -407,6 +422,24 @@ fn a_256_gpu_report_is_the_same_from_prometheus_and_victoria_metrics() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let from_victoria = report(&format!("prometheus:{}", vm.url), since, until);
+    let from_victoria = report(&format!("prometheus:{}", vm.url), since, until, "auto");
     agree(&from_victoria, &history, "VictoriaMetrics");
+    // `auto` reads Prometheus by remote read and VictoriaMetrics (no remote read) through
+    // query_range, as the report's notes say.
+    let said = |r: &Value, what: &str| {
+        r["data_quality"].as_array().is_some_and(|n| {
+            n.iter()
+                .any(|m| m["message"].as_str().is_some_and(|m| m.contains(what)))
+        })
+    };
+    assert!(
+        said(&by_remote_read, "one remote read per node group"),
+        "{}",
+        by_remote_read["data_quality"]
+    );
+    assert!(
+        said(&from_victoria, "read through /api/v1/query_range"),
+        "{}",
+        from_victoria["data_quality"]
+    );
 }
