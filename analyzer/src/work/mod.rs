@@ -29,6 +29,19 @@ pub use declared::WorkMetric;
 
 const HOUR_MS: i64 = 3_600_000;
 
+/// The label that names a Slurm job on its work counter's series (`tessera job`, docs/work.md
+/// "Slurm jobs"): a Pushgateway grouping key or a textfile collector's label.
+pub const JOB_LABEL: &str = "slurm_job_id";
+
+/// The work a Slurm job counted in one of its runs, in one unit (`tessera job`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanWork {
+    pub unit: String,
+    /// The run, `(start, end)` unix ms.
+    pub run: (i64, i64),
+    pub amount: f64,
+}
+
 /// The work one pod counted in one hour, in one unit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkRow {

@@ -106,6 +106,17 @@ pub fn gauge(
 /// The frames as tessera-exporter's OpenMetrics exposition, for `promtool tsdb
 /// create-blocks-from openmetrics`.
 pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> String {
+    openmetrics_labelled(gpu, mig, process, &[])
+}
+
+/// [`openmetrics`] with more of the process rows' columns as labels of the process series
+/// (`slurm_job_id`, as tessera-exporter labels a Slurm job's processes).
+pub fn openmetrics_labelled(
+    gpu: &DataFrame,
+    mig: &DataFrame,
+    process: &DataFrame,
+    process_labels: &[&str],
+) -> String {
     let mut s = String::new();
     let g = &["gpu", "uuid"];
     gauge(
@@ -146,7 +157,7 @@ pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> Str
     ] {
         gauge(&mut s, name, mig, m, col, col);
     }
-    let p = &[
+    let mut p = vec![
         "gpu",
         "uuid",
         "gpu_instance",
@@ -156,6 +167,8 @@ pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> Str
         "namespace",
         "pod",
     ];
+    p.extend_from_slice(process_labels);
+    let p = &p;
     gauge(
         &mut s,
         "tessera_process_sm_utilization_ratio",
