@@ -205,3 +205,190 @@ fn a_slurm_jobs_counter_gives_its_work_per_gpu_hour_and_unknown_stays_unknown() 
     let note = j["work_note"].as_str().unwrap();
     assert!(note.starts_with("unknown"), "{note}");
 }
+
+/// One node: job 700 serves on a MIG 3g.40gb instance all day; job 800 trains on a whole GPU
+/// twice under one id (00:00-04:00 and 12:00-16:00, a daily job resubmitted).
+const MIG_AND_RUNS: &str = r#"
+name = "job-work"
+seed = 11
+start = "2026-11-02T00:00:00Z"
+utc_offset_hours = 0
+
+[[nodes]]
+name = "hpc-1"
+gpus = [{ model = "H100-80GB", count = 2 }]
+mig = [{ gpu = 1, instances = [{ profile = "3g.40gb", start = 0 }] }]
+
+[[workloads]]
+name = "serve"
+kind = "inference"
+node = "hpc-1"
+gpu = 1
+mig_start = 0
+memory_gib = 6.0
+peak = 0.3
+process = "server"
+slurm_job = "700"
+
+[[workloads]]
+name = "train-a"
+kind = "training"
+node = "hpc-1"
+gpu = 0
+memory_gib = 40.0
+peak = 0.9
+start_hour = 0.0
+duration_hours = 4.0
+process = "torchrun"
+slurm_job = "800"
+
+[[workloads]]
+name = "train-b"
+kind = "training"
+node = "hpc-1"
+gpu = 0
+memory_gib = 40.0
+peak = 0.9
+start_hour = 12.0
+duration_hours = 4.0
+process = "torchrun"
+slurm_job = "800"
+"#;
+
+#[test]
+fn a_mig_instance_hour_counts_by_its_share_and_a_reused_ids_runs_add_up() {
+    prom::require_tools();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (gpu, mig, process, since) = om::simulate(tmp.path(), MIG_AND_RUNS, "job-work");
+    let mut text = openmetrics_labelled(&gpu, &mig, &process, &["slurm_job_id"]);
+    text.truncate(text.len() - "# EOF\n".len());
+    let (start, end) = span(&process, "700");
+    counter(
+        &mut text,
+        (
+            "vllm:request_success_total",
+            "job=\"serve\",slurm_job_id=\"700\",instance=\"\"",
+        ),
+        (start, end),
+        4.0,
+        None,
+    );
+    // Job 800's two runs: the second starts counting from 0 again (a reset); in between, the
+    // Pushgateway serves the first run's last value (flat).
+    let (job, ts, iv) = (
+        om::strs(&process, "slurm_job_id"),
+        om::f64s(&process, "ts"),
+        om::f64s(&process, "interval_ms"),
+    );
+    let runs: Vec<(i64, i64)> = [(0, 6), (10, 18)]
+        .iter()
+        .map(|&(a, b)| {
+            let (lo, hi) = (since + a * 3_600_000, since + b * 3_600_000);
+            let rows: Vec<(i64, i64)> = (0..process.height())
+                .filter(|&i| job[i].as_deref() == Some("800"))
+                .filter_map(|i| Some((ts[i]? as i64 - iv[i]? as i64, ts[i]? as i64)))
+                .filter(|r| r.1 > lo && r.1 <= hi)
+                .collect();
+            (
+                rows.iter().map(|r| r.0).min().expect("a run"),
+                rows.iter().map(|r| r.1).max().expect("a run"),
+            )
+        })
+        .collect();
+    writeln!(text, "# TYPE trainer_steps counter").unwrap();
+    let labels = "job=\"train\",slurm_job_id=\"800\",instance=\"\"";
+    let mut done = 0.0;
+    for (k, &(a, b)) in runs.iter().enumerate() {
+        let mut t = a;
+        while t <= b {
+            let v = 5.0 * (t - a) as f64 / 1000.0;
+            writeln!(
+                text,
+                "trainer_steps_total{{{labels}}} {v} {:.3}",
+                t as f64 / 1000.0
+            )
+            .unwrap();
+            t += 60_000;
+        }
+        done += 5.0 * (b - a) as f64 / 1000.0;
+        // Between the runs, the last value pushed, until the next run starts.
+        if let Some(&(next, _)) = runs.get(k + 1) {
+            let last = 5.0 * ((t - 60_000) - a) as f64 / 1000.0;
+            let mut u = t;
+            while u < next {
+                writeln!(
+                    text,
+                    "trainer_steps_total{{{labels}}} {last} {:.3}",
+                    u as f64 / 1000.0
+                )
+                .unwrap();
+                u += 60_000;
+            }
+        }
+    }
+    text.push_str("# EOF\n");
+    let server = prom::serve(tmp.path(), &text);
+    let declared = tmp.path().join("work.toml");
+    std::fs::write(
+        &declared,
+        "[[work]]\nunit = \"steps\"\ncounter = \"trainer_steps_total\"\n",
+    )
+    .unwrap();
+    let src = format!("prometheus:{}", server.url);
+    let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
+    let job = |id: &str| -> Value {
+        let out = tessera(&[
+            "job",
+            id,
+            "--source",
+            &src,
+            "--since",
+            &from,
+            "--until",
+            &to,
+            "--interval",
+            "10s",
+            "--work-metrics",
+            declared.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "tessera job {id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // 700: 4 requests a second on 3/7 of a GPU: 4 × 3600 × 7/3 per GPU-hour.
+    let j = job("700");
+    let w = &j["work"][0];
+    assert_eq!(w["unit"], "requests", "{j:#}");
+    let hours = (end - start) as f64 / 3_600_000.0;
+    let gh = w["gpu_hours"].as_f64().unwrap();
+    assert!(
+        (gh - hours * 3.0 / 7.0).abs() <= hours * 0.005,
+        "{gh} vs {hours} × 3/7: {w:#}"
+    );
+    let want = 4.0 * 3600.0 * 7.0 / 3.0;
+    let p = w["per_gpu_hour"].as_f64().unwrap();
+    assert!((p - want).abs() <= want * 0.005, "{p} vs {want}: {w:#}");
+    // 800: two runs of the id, their work summed over their own hours (not the gap between).
+    let j = job("800");
+    assert_eq!(j["runs"].as_array().unwrap().len(), 2, "{j:#}");
+    let w = &j["work"][0];
+    assert_eq!(w["unit"], "steps", "{j:#}");
+    let got = w["work"].as_f64().unwrap();
+    assert!((got - done).abs() <= done * 0.002, "{got} vs {done}: {w:#}");
+    let run_hours: f64 = runs.iter().map(|(a, b)| (b - a) as f64 / 3_600_000.0).sum();
+    let gh = w["gpu_hours"].as_f64().unwrap();
+    assert!(
+        (gh - run_hours).abs() <= run_hours * 0.005,
+        "{gh} vs {run_hours}: {w:#}"
+    );
+    let p = w["per_gpu_hour"].as_f64().unwrap();
+    assert!(
+        (p - 5.0 * 3600.0).abs() <= 5.0 * 3600.0 * 0.005,
+        "{p}: {w:#}"
+    );
+}

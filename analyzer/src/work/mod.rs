@@ -10,7 +10,9 @@
 //! tensor-parallel pod's work is divided by all its GPUs (its GPU-hours add up); replicas of a
 //! team add up.
 //!
-//! The user's own counters (`--work-metrics FILE`) are declared in [`declared`].
+//! The user's own counters (`--work-metrics FILE`) are declared in [`declared`]. A Slurm job's
+//! work (`tessera job`) is read as [`SpanWork`]s from counters labelled [`JOB_LABEL`] and joined
+//! to the job's own rows by `crate::jobs::work`.
 //!
 //! Pure over frames and values (but for [`declared::load`] reading its file). What it does not
 //! do: query Prometheus (`ingest::prometheus` does), name workloads beyond their pods, or judge
