@@ -392,3 +392,26 @@ fn a_mig_instance_hour_counts_by_its_share_and_a_reused_ids_runs_add_up() {
         "{p}: {w:#}"
     );
 }
+
+#[test]
+fn a_bad_work_metrics_file_fails_before_any_data_is_read() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let bad = tmp.path().join("work.toml");
+    std::fs::write(&bad, "[[work]]\nunit = \"Steps\"\ncounter = \"x_total\"\n").unwrap();
+    let missing = format!("history:{}", tmp.path().join("none").display());
+    let out = tessera(&[
+        "job",
+        "4242",
+        "--source",
+        &missing,
+        "--work-metrics",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad work metrics file") && err.contains("entry 1 (line 1)"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
