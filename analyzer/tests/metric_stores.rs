@@ -25,7 +25,7 @@ use polars::prelude::*;
 use serde_json::Value;
 use tessera::ingest::{self, IngestOptions, Source};
 
-use crate::support::openmetrics::{PROCESS_LABELS, f64s, openmetrics_with, rfc3339, strs};
+use crate::support::openmetrics::{f64s, openmetrics_labelled, rfc3339, strs};
 use crate::support::prometheus as prom;
 
 const VICTORIA: &str = "/usr/bin/victoria-metrics";
@@ -114,7 +114,7 @@ fn prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// What [`openmetrics_with`] leaves out and the report reads: each GPU's model (`tessera_gpu_info`'s
+/// What [`openmetrics_labelled`] leaves out and the report reads: each GPU's model (`tessera_gpu_info`'s
 /// `name`), MIG mode, and energy counter (the history's deltas added up, one sample per row).
 fn gpu_series(gpu: &DataFrame) -> String {
     use std::fmt::Write as _;
@@ -348,16 +348,11 @@ fn a_256_gpu_report_is_the_same_from_prometheus_and_victoria_metrics() {
     let collect = |lf: LazyFrame| lf.collect().expect("collect");
     let gpu = collect(frames.gpu);
     // The exporter labels a Slurm job's processes with its id (the teams "slurm job N").
-    let process_labels: Vec<&str> = PROCESS_LABELS
-        .iter()
-        .copied()
-        .chain(["slurm_job_id"])
-        .collect();
-    let mut text = openmetrics_with(
+    let mut text = openmetrics_labelled(
         &gpu,
         &collect(frames.mig),
         &collect(frames.process),
-        &process_labels,
+        &["slurm_job_id"],
     );
     text.truncate(text.len() - "# EOF\n".len());
     text.push_str(&gpu_series(&gpu));

@@ -20,6 +20,7 @@ mod extremes;
 mod hostile_names;
 mod ingest;
 mod job;
+mod job_work;
 mod metric_stores;
 mod mig_cli;
 mod mig_manager;

@@ -1,8 +1,10 @@
 //! `tessera job ID`: one Slurm job's GPU use and a verdict, in the manner of `jobstats` (table or
 //! the versioned JSON on stdout; warnings on stderr). Exit 2 when the sources hold no row of the
-//! job.
+//! job. With a `prometheus:` source, the job's work per GPU-hour (docs/jobs.md "Work").
 
 use anyhow::{Result, bail};
+use std::path::PathBuf;
+
 use clap::Args;
 use tessera::advisor::Params;
 use tessera::jobs;
@@ -10,7 +12,7 @@ use tessera::jobs;
 use tessera::output::{Format, TABLE_JSON};
 
 use super::source::{
-    OwnersArgs, SourceArgs, add_slurm_accounts, load_search, name_file, part_files,
+    OwnersArgs, SourceArgs, add_slurm_accounts, job_work, load_search, name_file, part_files,
 };
 
 #[derive(Debug, Args)]
@@ -25,6 +27,12 @@ pub struct JobArgs {
     /// The job's owner: `"slurm job N" = "contact"` in this file (docs/jobs.md).
     #[command(flatten)]
     owners: OwnersArgs,
+    /// Your own work counters (TOML: [[work]] entries, each with unit = "steps" and counter =
+    /// 'trainer_steps_total', a counter selector), read beside the built-in ones from the
+    /// prometheus: sources, restricted to the job's series (label slurm_job_id="ID"), for the
+    /// job's work per GPU-hour (docs/work.md, "Slurm jobs").
+    #[arg(long = "work-metrics", value_name = "FILE")]
+    work_metrics: Option<PathBuf>,
 }
 
 pub fn run(args: JobArgs) -> Result<()> {
@@ -35,6 +43,10 @@ pub fn run(args: JobArgs) -> Result<()> {
         );
     }
     let owners = args.owners.file()?;
+    let declared = match &args.work_metrics {
+        Some(p) => tessera::work::declared::load(p)?,
+        None => Vec::new(),
+    };
     // The range is where to look for the job: a window reaching past the data is not news.
     let (parts, _range, _rows) = load_search(&args.src)?;
     let files = part_files(&parts);
@@ -58,6 +70,14 @@ pub fn run(args: JobArgs) -> Result<()> {
         eprintln!("tessera: warning: {n}");
     }
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
+    // The work its counters counted in its runs, per GPU-hour held (docs/jobs.md "Work").
+    match job_work(&args.src, &args.job, &jobs::work::spans(&rows), &declared) {
+        Ok(found) if found.is_empty() => {
+            summary.work_note = Some(jobs::work::no_work_metric(&args.job));
+        }
+        Ok(found) => summary.work = Some(jobs::work::join(&rows, &found)),
+        Err(reason) => summary.work_note = Some(reason),
+    }
     match args.format {
         Format::Json => print!("{}", tessera::output::json::document(&summary)?),
         _ => print!("{}", jobs::render_table(&summary)),

@@ -20,7 +20,7 @@ use tessera::range::{RangeRequest, TimeRange};
 mod owners;
 mod work;
 pub use owners::{OwnersArgs, add_namespace_labels, add_slurm_accounts, job_accounts, slurm_jobs};
-pub use work::work_rows;
+pub use work::{job_work, work_rows};
 
 /// A flag SIGTERM (a CronJob's deadline, `kubectl delete`) and SIGINT set, so a rollout
 /// (`mig apply --via mig-manager`, `share apply`) stops and puts the nodes back; a second signal

@@ -43,6 +43,7 @@ use crate::times::fmt_ms;
 mod energy;
 mod render;
 mod runs;
+pub mod work;
 pub use render::{render_table, render_worst};
 pub use runs::{JobRun, RUN_GAP_MS};
 
@@ -94,6 +95,8 @@ pub struct JobRows {
     pub idle: Vec<advisor::evidence::IdleEvidence>,
     /// The job's energy on each device, J (devices whose GPU's energy is known).
     pub energy: BTreeMap<Device, f64>,
+    /// The MIG profile of each MIG instance the job used (`3g.40gb`), where the data names it.
+    pub profiles: BTreeMap<Device, String>,
 }
 
 impl JobRows {
@@ -109,6 +112,7 @@ impl JobRows {
         for (d, j) in other.energy {
             *self.energy.entry(d).or_default() += j;
         }
+        self.profiles.extend(other.profiles);
     }
 }
 
@@ -303,10 +307,12 @@ pub fn rows_by_job(
             gpu_at.insert((n, x, t), (gsm.get(i), gbusy.get(i), gcap.get(i)));
         }
     }
-    let m = frames
-        .mig
-        .clone()
-        .filter(in_range.clone())
+    let mut m = frames.mig.clone().filter(in_range.clone());
+    let profile = match m.collect_schema()?.get("profile") {
+        Some(_) => col("profile").cast(DataType::String),
+        None => lit(NULL).cast(DataType::String).alias("profile"),
+    };
+    let m = m
         .select([
             col("node"),
             col("gpu").cast(DataType::Int64),
@@ -314,8 +320,10 @@ pub fn rows_by_job(
             crate::frames::columns::ts_ms(),
             col("sm_active_mean"),
             col("memory_total_bytes").cast(DataType::Float64),
+            profile,
         ])
         .collect()?;
+    let mut profiles: BTreeMap<(&str, i64, i64), &str> = BTreeMap::new();
     // (node, gpu, GPU instance, ts) → (SM activity, memory).
     let mut mig_at: BTreeMap<(&str, i64, i64, i64), Pair> = BTreeMap::new();
     let (mn, mg, mgi, mt, msm, mcap) = (
@@ -326,9 +334,13 @@ pub fn rows_by_job(
         f64s(&m, "sm_active_mean")?,
         f64s(&m, "memory_total_bytes")?,
     );
+    let mprofile = strs(&m, "profile")?;
     for i in 0..m.height() {
         if let (Some(n), Some(x), Some(y), Some(t)) = (mn.get(i), mg.get(i), mgi.get(i), mt.get(i))
         {
+            if let Some(p) = mprofile.get(i) {
+                profiles.insert((n, x, y), p);
+            }
             mig_at.insert((n, x, y, t), (msm.get(i), mcap.get(i)));
         }
     }
@@ -361,6 +373,12 @@ pub fn rows_by_job(
         let rows = out.entry(job.to_string()).or_default();
         if held_only.contains(&(job.to_string(), d.clone())) {
             rows.held_only.insert(d.clone());
+        }
+        if let Some(name) = d
+            .gpu_instance
+            .and_then(|gi| profiles.get(&(gk.0, gk.1, i64::from(gi))))
+        {
+            rows.profiles.insert(d.clone(), name.to_string());
         }
         rows.devices.entry(d).or_default().push(row);
     }
@@ -516,6 +534,12 @@ pub struct JobSummary {
     /// `gpu_hours` × (1 − mean activity): what the job held and did not use; `null` when the job
     /// has no activity signal (unknown, not all unused).
     pub unused_gpu_hours: Option<f64>,
+    /// The work the job counted, per unit, and per GPU-hour it held ([`work`]; `tessera job`
+    /// with a `prometheus:` source); `null` when unknown or when no counter carries the job's
+    /// label, `work_note` saying which.
+    pub work: Option<Vec<work::JobWork>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_note: Option<String>,
     pub rating: Rating,
     /// The advice, one sentence a line.
     pub verdict: Vec<String>,
@@ -652,6 +676,8 @@ pub fn summarise(job: &str, rows: &JobRows) -> Option<JobSummary> {
         idle_hours,
         idle_spans,
         unused_gpu_hours: mean.map(|m| r3(gpu_hours * (1.0 - m.clamp(0.0, 1.0)) + 0.0)),
+        work: None,
+        work_note: None,
         rating,
         verdict: Vec::new(),
     };

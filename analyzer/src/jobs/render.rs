@@ -80,6 +80,37 @@ fn devices(s: &JobSummary) -> Table {
     t
 }
 
+/// A count as the table shows it: digits grouped, decimals only for small figures.
+fn count(x: f64) -> String {
+    crate::report::render::thousands(x, if x.abs() >= 100.0 { 0 } else { 2 })
+}
+
+/// One Work line per unit, or one saying why there is none (nothing when not asked).
+fn work_lines(o: &mut String, s: &JobSummary) {
+    use std::fmt::Write as _;
+    match (&s.work, &s.work_note) {
+        (Some(list), _) if !list.is_empty() => {
+            for w in list {
+                let per = w.per_gpu_hour.map_or(
+                    "per GPU-hour unknown (no GPU-hours in the runs it was counted in)".to_string(),
+                    |p| format!("{} {} per GPU-hour", count(p), w.unit),
+                );
+                let _ = writeln!(
+                    o,
+                    "  Work      {} {}, {per} ({:.1} GPU-hours)",
+                    count(w.work),
+                    w.unit,
+                    w.gpu_hours
+                );
+            }
+        }
+        (_, Some(note)) => {
+            let _ = writeln!(o, "  Work      {note}");
+        }
+        _ => {}
+    }
+}
+
 /// The summary as one screen of text (no colour).
 pub fn render_table(s: &JobSummary) -> String {
     use std::fmt::Write as _;
@@ -129,6 +160,7 @@ pub fn render_table(s: &JobSummary) -> String {
         s.idle_hours,
         s.idle_spans.len()
     );
+    work_lines(&mut o, s);
     let _ = writeln!(o);
     o.push_str(&devices(s).columns(&Columns {
         indent: "  ",

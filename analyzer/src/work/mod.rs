@@ -10,7 +10,9 @@
 //! tensor-parallel pod's work is divided by all its GPUs (its GPU-hours add up); replicas of a
 //! team add up.
 //!
-//! The user's own counters (`--work-metrics FILE`) are declared in [`declared`].
+//! The user's own counters (`--work-metrics FILE`) are declared in [`declared`]. A Slurm job's
+//! work (`tessera job`) is read as [`SpanWork`]s from counters labelled [`JOB_LABEL`] and joined
+//! to the job's own rows by `crate::jobs::work`.
 //!
 //! Pure over frames and values (but for [`declared::load`] reading its file). What it does not
 //! do: query Prometheus (`ingest::prometheus` does), name workloads beyond their pods, or judge
@@ -28,6 +30,19 @@ pub mod declared;
 pub use declared::WorkMetric;
 
 const HOUR_MS: i64 = 3_600_000;
+
+/// The label that names a Slurm job on its work counter's series (`tessera job`, docs/work.md
+/// "Slurm jobs"): a Pushgateway grouping key or a textfile collector's label.
+pub const JOB_LABEL: &str = "slurm_job_id";
+
+/// The work a Slurm job counted in one of its runs, in one unit (`tessera job`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanWork {
+    pub unit: String,
+    /// The run, `(start, end)` unix ms.
+    pub run: (i64, i64),
+    pub amount: f64,
+}
 
 /// The work one pod counted in one hour, in one unit.
 #[derive(Debug, Clone, PartialEq)]

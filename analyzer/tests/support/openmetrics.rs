@@ -103,31 +103,19 @@ pub fn gauge(
     }
 }
 
-/// The process series' labels [`openmetrics`] writes.
-pub const PROCESS_LABELS: &[&str] = &[
-    "gpu",
-    "uuid",
-    "gpu_instance",
-    "compute_instance",
-    "pid",
-    "process",
-    "namespace",
-    "pod",
-];
-
 /// The frames as tessera-exporter's OpenMetrics exposition, for `promtool tsdb
 /// create-blocks-from openmetrics`.
 pub fn openmetrics(gpu: &DataFrame, mig: &DataFrame, process: &DataFrame) -> String {
-    openmetrics_with(gpu, mig, process, PROCESS_LABELS)
+    openmetrics_labelled(gpu, mig, process, &[])
 }
 
-/// [`openmetrics`] with the process series labelled by the columns `p` (e.g. with
-/// `slurm_job_id`, as the exporter labels a Slurm job's processes).
-pub fn openmetrics_with(
+/// [`openmetrics`] with more of the process rows' columns as labels of the process series
+/// (`slurm_job_id`, as tessera-exporter labels a Slurm job's processes).
+pub fn openmetrics_labelled(
     gpu: &DataFrame,
     mig: &DataFrame,
     process: &DataFrame,
-    p: &[&str],
+    process_labels: &[&str],
 ) -> String {
     let mut s = String::new();
     let g = &["gpu", "uuid"];
@@ -169,6 +157,18 @@ pub fn openmetrics_with(
     ] {
         gauge(&mut s, name, mig, m, col, col);
     }
+    let mut p = vec![
+        "gpu",
+        "uuid",
+        "gpu_instance",
+        "compute_instance",
+        "pid",
+        "process",
+        "namespace",
+        "pod",
+    ];
+    p.extend_from_slice(process_labels);
+    let p = &p;
     gauge(
         &mut s,
         "tessera_process_sm_utilization_ratio",

@@ -78,7 +78,7 @@ use polars::prelude::*;
 pub use catalogue::{Family, LOOKBACK_MS, RECORDED_WINDOW_MS, chunks};
 pub use namespaces::instant_series;
 pub use options::{Api, PrometheusOptions};
-pub use work::{WORK_METRICS, work_rows};
+pub use work::{WORK_METRICS, job_work, work_rows};
 
 use assembly::Settled;
 use catalogue::{Query, queries, sample_metrics};
