@@ -224,6 +224,53 @@ fn run_err(url: &str, o: &IngestOptions) -> String {
 
 const T0: i64 = 1_793_577_600_000; // 2026-11-02T00:00:00Z
 
+/// Work per GPU-hour: a server that refuses one unit's query (a declared counter it rejects)
+/// costs that unit only; the built-in counters' work is kept, and the refusal is said.
+#[test]
+fn a_refused_work_query_costs_its_unit_only() {
+    let fake = serve(Box::new(|req, _| {
+        let q = req.params.get("query").cloned().unwrap_or_default();
+        Some(if q.contains("trainer_steps_total") {
+            (
+                400,
+                r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.to_string(),
+            )
+        } else {
+            let v = serde_json::json!({
+                "status": "success",
+                "data": {"resultType": "matrix", "result": [{
+                    "metric": {"namespace": "serving", "pod": "api-0", "model_name": "chat", "model": "chat"},
+                    "values": [[(T0 + 3_600_000) / 1000, "1000"]],
+                }]},
+            });
+            (200, v.to_string())
+        })
+    }));
+    let declared = [tessera::work::WorkMetric {
+        unit: "steps".into(),
+        counter: "trainer_steps_total".into(),
+    }];
+    let (rows, warnings) = tessera::ingest::prometheus::work_rows(
+        &fake.url,
+        &PrometheusOptions {
+            timeout: Duration::from_secs(2),
+            backoff: Duration::from_millis(50),
+            ..PrometheusOptions::default()
+        },
+        (T0, T0 + 2 * 3_600_000),
+        &declared,
+    )
+    .expect("the source answers");
+    assert!(
+        rows.iter()
+            .any(|r| r.unit == "tokens" && r.amount == 1000.0),
+        "{rows:?}"
+    );
+    assert!(rows.iter().all(|r| r.unit != "steps"), "{rows:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].starts_with("steps left out:"), "{warnings:?}");
+}
+
 /// A server whose names API lists none of the series its queries answer (Prometheus' answer for
 /// samples stored out of order, kept apart from its head's index until compacted): the source
 /// asks each family's series before it says there is nothing, and reads the rows.

@@ -29,7 +29,15 @@ pub fn work_rows(src: &SourceArgs, range: TimeRange, declared: &[WorkMetric]) ->
             (range.since, range.until),
             declared,
         ) {
-            Ok(rows) => out.extend(rows),
+            Ok((rows, warnings)) => {
+                out.extend(rows);
+                for w in warnings {
+                    eprintln!(
+                        "tessera: warning: work per GPU-hour: {}",
+                        tessera::output::escape::printable(&w)
+                    );
+                }
+            }
             Err(e) => eprintln!(
                 "tessera: warning: work per GPU-hour: {}",
                 tessera::output::escape::printable(&e.to_string())

@@ -65,21 +65,23 @@ fn promql(unit: &str, declared: &[WorkMetric]) -> String {
 }
 
 /// The work of every pod in the whole hours of `[since, until)` (unix ms) on the server at
-/// `url`, with the source's options, of the built-in counters and the `declared` ones.
+/// `url`, with the source's options, of the built-in counters and the `declared` ones; and a
+/// warning for each unit the server would not answer (that unit's work is left out, the others
+/// kept: one rejected declared counter does not cost the built-in figures).
 pub fn work_rows(
     url: &str,
     opts: &PrometheusOptions,
     (since, until): (i64, i64),
     declared: &[WorkMetric],
-) -> Result<Vec<WorkRow>, IngestError> {
+) -> Result<(Vec<WorkRow>, Vec<String>), IngestError> {
     let spec = format!("prometheus:{url}");
     let mut client = Client::new(&spec, url, opts)?;
     // The ends of the whole hours inside the range.
     let first = (since + HOUR_MS - 1).div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS;
     let last = until.div_euclid(HOUR_MS) * HOUR_MS;
-    let mut out = Vec::new();
+    let (mut out, mut warnings) = (Vec::new(), Vec::new());
     if first > last {
-        return Ok(out);
+        return Ok((out, warnings));
     }
     let mut units: Vec<&str> = Vec::new();
     for (_, u) in counters(declared) {
@@ -88,46 +90,66 @@ pub fn work_rows(
         }
     }
     for unit in units {
-        let q = promql(unit, declared);
-        let mut start = first;
-        while start <= last {
-            let end = (start + (MAX_POINTS - 1) * HOUR_MS).min(last);
-            let what = format!("query {q:?}");
-            let (data, _warnings) = client.get(
-                "/api/v1/query_range",
-                &[
-                    ("query", q.clone()),
-                    ("start", format!("{:.3}", start as f64 / 1000.0)),
-                    ("end", format!("{:.3}", end as f64 / 1000.0)),
-                    ("step", "3600".to_string()),
-                ],
-                &what,
-            )?;
-            let m: Matrix =
-                parse(&data).map_err(|e| err(&spec, format!("{what}: bad answer: {e}")))?;
-            for s in m.result {
-                let (Some(ns), Some(pod)) = (s.metric.get("namespace"), s.metric.get("pod")) else {
+        match unit_rows(
+            &mut client,
+            &spec,
+            unit,
+            &promql(unit, declared),
+            (first, last),
+        ) {
+            Ok(rows) => out.extend(rows),
+            Err(e) => warnings.push(format!("{unit} left out: {e}")),
+        }
+    }
+    Ok((out, warnings))
+}
+
+/// One unit's rows: `q`'s hourly values at the hour ends `first..=last`.
+fn unit_rows(
+    client: &mut Client,
+    spec: &str,
+    unit: &str,
+    q: &str,
+    (first, last): (i64, i64),
+) -> Result<Vec<WorkRow>, IngestError> {
+    let mut out = Vec::new();
+    let mut start = first;
+    while start <= last {
+        let end = (start + (MAX_POINTS - 1) * HOUR_MS).min(last);
+        let what = format!("query {q:?}");
+        let (data, _warnings) = client.get(
+            "/api/v1/query_range",
+            &[
+                ("query", q.to_string()),
+                ("start", format!("{:.3}", start as f64 / 1000.0)),
+                ("end", format!("{:.3}", end as f64 / 1000.0)),
+                ("step", "3600".to_string()),
+            ],
+            &what,
+        )?;
+        let m: Matrix = parse(&data).map_err(|e| err(spec, format!("{what}: bad answer: {e}")))?;
+        for s in m.result {
+            let (Some(ns), Some(pod)) = (s.metric.get("namespace"), s.metric.get("pod")) else {
+                continue;
+            };
+            for (t, v) in &s.values {
+                let Ok(amount) = v.parse::<f64>() else {
                     continue;
                 };
-                for (t, v) in &s.values {
-                    let Ok(amount) = v.parse::<f64>() else {
-                        continue;
-                    };
-                    if !amount.is_finite() || amount < 0.0 {
-                        continue;
-                    }
-                    out.push(WorkRow {
-                        namespace: ns.clone(),
-                        pod: pod.clone(),
-                        unit: unit.to_string(),
-                        model: s.metric.get("model").filter(|m| !m.is_empty()).cloned(),
-                        hour_end_ms: (t * 1000.0).round() as i64,
-                        amount,
-                    });
+                if !amount.is_finite() || amount < 0.0 {
+                    continue;
                 }
+                out.push(WorkRow {
+                    namespace: ns.clone(),
+                    pod: pod.clone(),
+                    unit: unit.to_string(),
+                    model: s.metric.get("model").filter(|m| !m.is_empty()).cloned(),
+                    hour_end_ms: (t * 1000.0).round() as i64,
+                    amount,
+                });
             }
-            start = end + HOUR_MS;
         }
+        start = end + HOUR_MS;
     }
     Ok(out)
 }
