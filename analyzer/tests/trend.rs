@@ -201,3 +201,28 @@ fn one_week_of_data_is_no_trend_and_says_why() {
         "{err}"
     );
 }
+
+/// One week holding a compared layout change (`fixtures/scenarios/consolidation.toml`, four
+/// days): no trend, but what the change realized is said in the text as in the JSON.
+#[test]
+fn one_week_with_a_change_still_says_what_it_realized() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = crate::changes::simulate(tmp.path());
+    let doc = crate::changes::report(&src, &[]);
+    let t = &doc["trend"];
+    assert_eq!(t["weeks"].as_array().unwrap().len(), 1, "{t:#}");
+    let realized = t["realized"].as_array().unwrap();
+    assert_eq!(realized.len(), 1, "{t:#}");
+    let (code, table, err) = run(&["report", "--source", &src]);
+    assert_eq!(code, 0, "{err}");
+    assert!(table.contains("Not enough data for a trend"), "{table}");
+    let at = realized[0]["at"].as_str().unwrap();
+    assert!(
+        table.contains(&format!("Layout change at {at}:")),
+        "{at} in\n{table}"
+    );
+    assert!(
+        table.contains("Realized by the layout changes of these weeks"),
+        "{table}"
+    );
+}

@@ -21,6 +21,10 @@ pub fn section(r: &Report) -> Option<Section> {
             if t.weeks.len() == 1 { "has" } else { "have" },
             t.weeks_asked
         ));
+        // What a week's own layout changes realized stands without a second week to compare.
+        if !t.realized.is_empty() || !t.flagged_left_out.is_empty() {
+            s.after = realized_lines(r, t);
+        }
         return Some(s);
     }
     s.lines.push(format!(
