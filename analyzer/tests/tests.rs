@@ -45,6 +45,7 @@ mod queue_volcano;
 mod queues;
 mod replay;
 mod report;
+mod report_duckdb;
 mod report_html;
 mod report_model;
 mod sampling_matrix;
