@@ -303,6 +303,17 @@ scrape_configs:
         figure(w, "teams", "research", "inferences"),
         8.0 * 3600.0 * 7.0 / 3.0,
     );
+    // Per workload: api-0 and embed-0 are StatefulSet pods of `api` and `embed`.
+    let workload = |name: &str| -> &Value {
+        w["workloads"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no workloads: {w:#}"))
+            .iter()
+            .find(|f| f["workload"] == name)
+            .unwrap_or_else(|| panic!("no workload {name}: {w:#}"))
+    };
+    close(workload("api"), 50.0 * 3600.0);
+    close(workload("embed"), 8.0 * 3600.0 * 7.0 / 3.0);
     // Per model: vLLM's `model_name` and Triton's `model`, each served by one pod alone.
     let model = |name: &str| -> &Value {
         w["models"]
