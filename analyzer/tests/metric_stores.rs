@@ -297,42 +297,7 @@ fn agree(store: &Value, hist: &Value, name: &str) {
 fn a_256_gpu_report_is_the_same_from_prometheus_and_victoria_metrics() {
     prom::require_tools();
     let tmp = tempfile::tempdir().expect("tmp");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let fleet = tmp.path().join("fleet.toml");
-    let generated = Command::new("python3")
-        .arg(root.join("scripts/gen-fleet.py"))
-        .args(["--gpus", "256", "--seed", "61", "-o"])
-        .arg(&fleet)
-        .output()
-        .expect("python3");
-    assert!(
-        generated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generated.stderr)
-    );
-    let hist = tmp.path().join("history");
-    let out = crate::support::cli::tessera(&[
-        "simulate",
-        "--scenario",
-        fleet.to_str().unwrap(),
-        "--days",
-        "1",
-        "--sample-interval",
-        "60s",
-        "--history.interval",
-        "60s",
-        "--out",
-        hist.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let start = tessera_core::sim::Scenario::from_file(&fleet)
-        .expect("scenario")
-        .start
-        .timestamp_millis();
+    let (hist, start) = crate::support::fleet::simulate(tmp.path(), 256, 61, 1);
     // Three hours written to the stores; the report over two, on the half hours inside them.
     let (from, to) = (start + HOUR_MS, start + 4 * HOUR_MS);
     let (since, until) = (start + 3 * HOUR_MS / 2, start + 7 * HOUR_MS / 2);

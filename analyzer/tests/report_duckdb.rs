@@ -32,42 +32,7 @@ fn close(got: &Value, want: &Value, what: &str) {
 #[test]
 fn the_reports_fleet_tallies_equal_duckdbs_on_the_same_parquet() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let fleet = tmp.path().join("fleet.toml");
-    let made = Command::new("python3")
-        .arg(root.join("scripts/gen-fleet.py"))
-        .args(["--gpus", "64", "--seed", "11", "-o"])
-        .arg(&fleet)
-        .output()
-        .expect("python3");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let hist = tmp.path().join("history");
-    let out = crate::support::cli::tessera(&[
-        "simulate",
-        "--scenario",
-        fleet.to_str().unwrap(),
-        "--days",
-        "2",
-        "--sample-interval",
-        "60s",
-        "--history.interval",
-        "60s",
-        "--out",
-        hist.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let start = tessera_core::sim::Scenario::from_file(&fleet)
-        .expect("scenario")
-        .start
-        .timestamp_millis();
+    let (hist, start) = crate::support::fleet::simulate(tmp.path(), 64, 11, 2);
     let (since, until) = (start + 11 * HOUR_MS / 2, start + 79 * HOUR_MS / 2);
     let out = crate::support::cli::tessera(&[
         "report",
@@ -89,6 +54,7 @@ fn the_reports_fleet_tallies_equal_duckdbs_on_the_same_parquet() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let duck = Command::new("python3")
         .arg(root.join("scripts/report-duckdb.py"))
         .arg(&hist)
