@@ -372,6 +372,17 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     for n in &owners.notes {
         eprintln!("tessera: warning: {n}");
     }
+    // The trend's weeks too: their changes are judged by work per GPU-hour.
+    let watch = tessera::timing::Stopwatch::start("report");
+    let work = super::source::work_rows(
+        &args.src,
+        tessera::range::TimeRange {
+            since: range.since - report::trend::trend_reach_ms(range, args.trend_weeks),
+            until: range.until,
+        },
+        &work_metrics,
+    );
+    watch.lap("work counters read");
     let request = ReportRequest {
         range,
         ingest: &ingest_report,
@@ -386,15 +397,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         first_ts: ingest_report.time_range().map(|(first, _)| first),
         range_flags: args.src.range_flags(),
         owners,
-        // The trend's weeks too: their changes are judged by work per GPU-hour.
-        work: super::source::work_rows(
-            &args.src,
-            tessera::range::TimeRange {
-                since: range.since - report::trend::trend_reach_ms(range, args.trend_weeks),
-                until: range.until,
-            },
-            &work_metrics,
-        ),
+        work,
         work_metrics,
     };
     let sources: Vec<String> = request.sources.clone();
@@ -404,6 +407,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     if !args.no_replay && !args.out_of_sample && !r.plans.is_empty() {
         // The plan actions' verdicts: their plans replayed on the reported period.
         bar.set("replaying the plans", 0);
+        let watch = tessera::timing::Stopwatch::start("report");
         let checks = tessera::replay::train::in_sample(
             &frames,
             range,
@@ -412,6 +416,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
             &prices_for_replay,
         );
         tessera::report::verdicts_from_replays(&mut r.actions, &checks);
+        watch.lap("replays");
     }
     if args.out_of_sample {
         bar.set("replaying the plans", 0);

@@ -104,7 +104,10 @@ pub fn run(
     )?;
     watch.lap("finish");
     let d = &pass.demand;
+    let watch = Stopwatch::start("report");
     let planned = mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default());
+    watch.lap("MIG plan");
+    let watch = Stopwatch::start("report");
     // One recommendation per workload: the findings and the MIG layouts, priced.
     let mig = match &planned {
         Ok(plan) if !plan.gpus.is_empty() => Some(crate::actions::mig_candidate(d, plan)),
@@ -146,6 +149,7 @@ pub fn run(
     set_owners(&mut report, &pass.analysis, &req.owners);
     report.next_steps = next_steps_of(&report, &pass.analysis);
     report.plans = action_plans(&pass.analysis, d, planned.as_ref().ok(), &report, req.range);
+    watch.lap("actions");
     let watch = Stopwatch::start("report");
     report.changes = Some(changes::run(parts, pass.scans, &change)?);
     watch.lap("changes");

@@ -19,6 +19,7 @@
 //! or plan MIG layouts (see the parent module).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono_tz::Tz;
 
@@ -191,6 +192,7 @@ fn prepare(
     hours: f64,
     prices: &Prices,
     shared: Option<&PartIds>,
+    energy_spent: &AtomicU64,
 ) -> Result<Prepared, ReportError> {
     let (start, end) = range;
     let len = (end - start).max(0);
@@ -250,8 +252,10 @@ fn prepare(
         range,
         shared.and_then(|s| s.whole(start + 1, end).process),
     )?;
+    let t = std::time::Instant::now();
     let energy = team_energy(frames, range)?;
     let idle = gpu_idle(&gpus, &cur);
+    energy_spent.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(per);
     drop(cur);
     Ok(Prepared {
@@ -284,6 +288,8 @@ pub struct PartTally {
     prices: Prices,
     state: std::sync::Mutex<FoldState>,
     turn: std::sync::Condvar,
+    /// Time spent in the energy split, summed over the workers (`TESSERA_TIMINGS`).
+    energy_spent: AtomicU64,
 }
 
 struct FoldState {
@@ -335,7 +341,15 @@ impl PartTally {
                 aborted: false,
             }),
             turn: std::sync::Condvar::new(),
+            energy_spent: AtomicU64::new(0),
         }
+    }
+
+    /// Time the energy split took so far, summed over the workers (part of [`add`]'s time).
+    ///
+    /// [`add`]: PartTally::add
+    pub fn energy_spent(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.energy_spent.load(Ordering::Relaxed))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FoldState> {
@@ -388,6 +402,7 @@ impl PartTally {
             self.hours,
             &self.prices,
             shared,
+            &self.energy_spent,
         )?;
         let mut st = self.lock();
         st.pending.insert(i, p);
