@@ -864,3 +864,60 @@ fn long_runs_say_where_they_are_on_a_pipe() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("node partition(s)"), "{err}");
 }
+
+/// `TESSERA_TIMINGS` (issue 61 item 1): the report names every section's time on a line of its
+/// own — the pass's steps summed over the workers (the energy split apart from the tallies), the
+/// MIG plan, the actions, the changes, work per GPU-hour, the trend and the plans' replays — and
+/// changes nothing on stdout.
+#[test]
+fn timings_name_every_section_and_change_no_output() {
+    let args = [
+        "report",
+        "--source",
+        "history:fixtures/demo-history",
+        "--format",
+        "json",
+    ];
+    let plain = tessera(&args);
+    let timed = cli::tessera_with(&args, |c| {
+        c.current_dir(root()).env("TESSERA_TIMINGS", "1");
+    });
+    assert!(timed.status.success() && plain.status.success());
+    assert_eq!(timed.stdout, plain.stdout, "timings change no output");
+    let err = String::from_utf8_lossy(&timed.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("timings: ")).collect();
+    for (what, step) in [
+        ("report pass (summed)", "read"),
+        ("report pass (summed)", "tallies"),
+        ("report pass (summed)", "energy split"),
+        ("report pass (summed)", "MIG demand"),
+        ("report pass (summed)", "change scan"),
+        ("report", "work counters read"),
+        ("report", "pass"),
+        ("report", "finish"),
+        ("report", "MIG plan"),
+        ("report", "actions"),
+        ("report", "changes"),
+        ("report", "work"),
+        ("report", "trend"),
+        ("report", "replays"),
+    ] {
+        let prefix = format!("timings: {what}: {step} ");
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {lines:#?}"));
+        let took = &line[prefix.len()..];
+        assert!(
+            ["ns", "µs", "ms", "s"].iter().any(|u| took.ends_with(u))
+                && took.starts_with(|c: char| c.is_ascii_digit()),
+            "a duration: {line}"
+        );
+    }
+    assert!(
+        String::from_utf8_lossy(&plain.stderr)
+            .lines()
+            .all(|l| !l.starts_with("timings: ")),
+        "no timings without the variable"
+    );
+}
