@@ -186,6 +186,46 @@ fn one_week_of_data_is_no_trend_and_says_why() {
     let src = simulate(tmp.path(), 6);
     let doc = report(&src, &[]);
     assert_eq!(doc["trend"]["weeks"].as_array().unwrap().len(), 1);
+    // The one week is the report's own: its figures are the report's, and the data is not read
+    // and judged a second time for it (no `timings: trend:` line).
+    let timed = |extra: &[&str]| {
+        let mut args = vec!["report", "--source", &src, "--format", "json"];
+        args.extend(extra);
+        let out = crate::support::cli::tessera_with(&args, |c| {
+            c.env("TESSERA_TIMINGS", "1");
+        });
+        assert!(out.status.success());
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+        let read = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.starts_with("timings: trend: "))
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        (doc, read)
+    };
+    let (own, read) = timed(&[]);
+    assert_eq!(own, doc, "timings change nothing");
+    assert!(
+        read.is_empty(),
+        "the report's own week read again: {read:?}"
+    );
+    let week = &doc["trend"]["weeks"][0];
+    assert_eq!(week["from"], doc["from"]);
+    assert_eq!(week["hours"], doc["hours"]);
+    assert_eq!(
+        week["gpu_hours_available"],
+        doc["fleet"]["gpu_hours_available"]
+    );
+    assert_eq!(week["cost"], doc["fleet"]["cost_total"]);
+    // A report that starts a day into the data: its week holds rows the report does not, so
+    // it is read (and covers more hours than the report).
+    let since = "2026-10-06T12:00:00Z";
+    let (later, read) = timed(&["--since", since]);
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert!(read[0].contains("1 earlier week(s) read"), "{read:?}");
+    let week = &later["trend"]["weeks"][0];
+    assert_eq!(ms(&week["from"]), START_MS, "{week}");
+    assert!(f(&week["hours"]) > f(&later["hours"]) + 24.0, "{week}");
     let (code, table, err) = run(&["report", "--source", &src]);
     assert_eq!(code, 0, "{err}");
     assert!(

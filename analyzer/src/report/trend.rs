@@ -5,7 +5,8 @@
 //! per month.
 //!
 //! A week is 7 × 24 hours back from the report's end (the last week is the report's own when the
-//! report covers exactly a week: its figures are taken from it). For every other week the
+//! report covers exactly a week, or when all of that week's rows are in the report, as in a
+//! history shorter than a week: its figures are taken from it). For every other week the
 //! detectors the trend needs (`idle_loaded`, `allocated_unused`) run over that week alone, on
 //! the advisor's workers, and the fleet figures are summed from the same rows read once per
 //! partition ([`super::tally::week_part`]); the change detection runs over the week's rows, and
@@ -94,14 +95,26 @@ pub fn run(
     let mut out = Vec::new();
     let mut realized = Vec::new();
     let all = weeks(range.until, req.weeks);
-    let own = |w: &(i64, i64)| *w == (range.since, range.until);
+    // The report's own week: the report's range, or a week ending with it whose rows all end
+    // in it (the data's first row ends after the report's start: a history shorter than a week
+    // is not read and judged a second time).
+    let own = |w: &(i64, i64)| {
+        *w == (range.since, range.until)
+            || (w.1 == range.until
+                && w.0 <= range.since
+                && req.first_ts.is_some_and(|f| f > range.since))
+    };
     // The weeks to read: not the report's own, not ending before the data's first row.
     let earlier: Vec<(i64, i64)> = all
         .iter()
         .copied()
         .filter(|w| !own(w) && req.first_ts.is_none_or(|f| w.1 >= f))
         .collect();
+    let watch = crate::timing::Stopwatch::start("trend");
     let mut read = earlier_weeks(parts, &earlier, req)?.into_iter().peekable();
+    if !earlier.is_empty() {
+        watch.lap(&format!("{} earlier week(s) read", earlier.len()));
+    }
     for w in &all {
         if own(w) {
             out.push(from_report(report));
