@@ -232,10 +232,18 @@ pub fn run(
     let t = targets::targets(plan, req.config.as_deref())?;
     let mut ex = series::Extracted::new(t.sources.len());
     let mut judged = stream::Stream::new(&t);
+    // `TESSERA_TIMINGS`: the partitions' reads and the judging, summed.
+    let (mut read, mut judge) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     for f in parts {
+        let at = std::time::Instant::now();
         let nodes = series::extract(f, &t.sources, &mut ex)?;
+        read += at.elapsed();
+        let at = std::time::Instant::now();
         judged.partition(&mut ex, nodes)?;
+        judge += at.elapsed();
     }
+    crate::timing::report("replay (summed)", "read", read);
+    crate::timing::report("replay (summed)", "judge", judge);
     if ex.gpus.is_empty() && !ex.workload_rows {
         return Err(ReplayError::NoRows);
     }
