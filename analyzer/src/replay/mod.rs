@@ -232,18 +232,42 @@ pub fn run(
     let t = targets::targets(plan, req.config.as_deref())?;
     let mut ex = series::Extracted::new(t.sources.len());
     let mut judged = stream::Stream::new(&t);
-    // `TESSERA_TIMINGS`: the partitions' reads and the judging, summed.
+    // The next partition is read on a worker while this one is taken apart and judged (in
+    // partition order: the same rows in the same order as one loop). `TESSERA_TIMINGS`: the
+    // reads (on the worker) and the rest (here), summed.
     let (mut read, mut judge) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-    for f in parts {
-        let at = std::time::Instant::now();
-        let nodes = series::extract(f, &t.sources, &mut ex)?;
-        read += at.elapsed();
-        let at = std::time::Instant::now();
-        judged.partition(&mut ex, nodes)?;
-        judge += at.elapsed();
-    }
+    std::thread::scope(|scope| -> Result<(), ReplayError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let sources = &t.sources;
+        let reader = scope.spawn(move || {
+            let mut spent = std::time::Duration::ZERO;
+            for f in parts {
+                let at = std::time::Instant::now();
+                let rows = series::read(f, sources);
+                spent += at.elapsed();
+                let failed = rows.is_err();
+                // The receiver is gone after an error of its own: nothing more to read.
+                if tx.send(rows).is_err() || failed {
+                    break;
+                }
+            }
+            spent
+        });
+        for rows in rx {
+            let at = std::time::Instant::now();
+            let nodes = series::extract(&rows?, &t.sources, &mut ex)?;
+            judged.partition(&mut ex, nodes)?;
+            judge += at.elapsed();
+        }
+        // A reader that panicked sent no more partitions: its panic is this one's.
+        read = match reader.join() {
+            Ok(spent) => spent,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        Ok(())
+    })?;
     crate::timing::report("replay (summed)", "read", read);
-    crate::timing::report("replay (summed)", "judge", judge);
+    crate::timing::report("replay (summed)", "extract and judge", judge);
     if ex.gpus.is_empty() && !ex.workload_rows {
         return Err(ReplayError::NoRows);
     }

@@ -1,4 +1,5 @@
-//! The rows a replay moves, read from one node partition's frames ([`extract`]): for every
+//! The rows a replay moves, read from one node partition's frames ([`read`]: only the reading,
+//! which the replay does for the next partition on a worker) and taken apart ([`extract`]): for every
 //! workload the plan names, its intervals with memory and activity (in compute slices), and for
 //! every GPU of the data the figures of the "before" side (rows, memory total, energy, idle
 //! power, hours loaded). It returns the nodes the partition held, so that [`super::stream`]
@@ -188,11 +189,37 @@ struct Wanted<'s> {
     scope: BTreeSet<(&'s str, u32)>,
 }
 
-/// Reads one partition's rows of the workloads in `sources` (and every GPU's figures) into
-/// `ex`; returns the nodes the partition holds (`ingest_parts` keeps all of a node's rows in
-/// one partition, so their workloads are then complete).
-pub fn extract(
+/// One partition's rows a replay reads ([`read`]): its GPU rows, and its MIG and process rows
+/// when the plan has workloads of those kinds.
+pub struct PartRows {
+    gpu: DataFrame,
+    mig: Option<DataFrame>,
+    process: Option<DataFrame>,
+}
+
+/// Reads one partition's rows for the workloads in `sources` (only the reading: a worker can
+/// read the next partition while [`extract`] takes this one's rows apart).
+pub fn read(
     frames: &Frames,
+    sources: &BTreeMap<String, WorkloadSource>,
+) -> Result<PartRows, FramesError> {
+    let has = |k: WorkloadKind| sources.values().any(|s| s.kind == k);
+    Ok(PartRows {
+        gpu: gpu_rows(frames)?,
+        mig: has(WorkloadKind::Mig)
+            .then(|| mig_rows(frames))
+            .transpose()?,
+        process: has(WorkloadKind::Process)
+            .then(|| process::process_rows(frames))
+            .transpose()?,
+    })
+}
+
+/// Takes one partition's rows ([`read`]) of the workloads in `sources` (and every GPU's
+/// figures) into `ex`; returns the nodes the partition holds (`ingest_parts` keeps all of a
+/// node's rows in one partition, so their workloads are then complete).
+pub fn extract(
+    rows: &PartRows,
     sources: &BTreeMap<String, WorkloadSource>,
     ex: &mut Extracted,
 ) -> Result<BTreeSet<String>, FramesError> {
@@ -218,9 +245,13 @@ pub fn extract(
         }
     }
     let mut nodes = BTreeSet::new();
-    let gpu_act = gpus(frames, &w, ex, &mut nodes)?;
-    migs(frames, &w, ex, &mut nodes)?;
-    process::processes(frames, &w, &gpu_act, ex, &mut nodes)?;
+    let gpu_act = gpus(&rows.gpu, &w, ex, &mut nodes)?;
+    if let Some(df) = &rows.mig {
+        migs(df, &w, ex, &mut nodes)?;
+    }
+    if let Some(df) = &rows.process {
+        process::processes(df, &w, &gpu_act, ex, &mut nodes)?;
+    }
     Ok(nodes)
 }
 
@@ -350,12 +381,11 @@ fn settle_locals(locals: Vec<Local>, uuids: &[&str], ex: &mut Extracted) -> GpuA
 }
 
 fn gpus(
-    frames: &Frames,
+    df: &DataFrame,
     w: &Wanted,
     ex: &mut Extracted,
     nodes: &mut BTreeSet<String>,
 ) -> Result<GpuAct, FramesError> {
-    let df = gpu_rows(frames)?;
     let ts = columns::i64s(&df, "ts")?;
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
@@ -443,16 +473,10 @@ struct MigSlot {
     model: Option<&'static GpuModel>,
 }
 
-fn migs(
-    frames: &Frames,
-    w: &Wanted,
-    ex: &mut Extracted,
-    nodes: &mut BTreeSet<String>,
-) -> Result<(), FramesError> {
-    if w.mig.is_empty() {
-        return Ok(());
-    }
-    let df = frames
+/// The MIG frame's columns the replay reads: time, interval, node, index, GPU instance,
+/// profile id, memory used and activity.
+fn mig_rows(frames: &Frames) -> Result<DataFrame, FramesError> {
+    Ok(frames
         .mig
         .clone()
         .select([
@@ -465,7 +489,18 @@ fn migs(
             col("memory_used_max_bytes").cast(DataType::Float64),
             col("sm_active_mean").cast(DataType::Float64),
         ])
-        .collect()?;
+        .collect()?)
+}
+
+fn migs(
+    df: &DataFrame,
+    w: &Wanted,
+    ex: &mut Extracted,
+    nodes: &mut BTreeSet<String>,
+) -> Result<(), FramesError> {
+    if w.mig.is_empty() {
+        return Ok(());
+    }
     let ts = columns::i64s(&df, "ts")?;
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;

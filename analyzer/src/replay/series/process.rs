@@ -59,7 +59,7 @@ struct ProcSlot<'w> {
 
 /// The process frame's columns the replay reads: time, interval, node, index, pid, name, GPU
 /// instance, namespace, pod, Slurm job, memory and own activity.
-fn process_rows(frames: &Frames) -> Result<DataFrame, FramesError> {
+pub(super) fn process_rows(frames: &Frames) -> Result<DataFrame, FramesError> {
     Ok(frames
         .process
         .clone()
@@ -207,7 +207,7 @@ impl LabelIds {
 }
 
 pub(super) fn processes(
-    frames: &Frames,
+    df: &DataFrame,
     w: &Wanted,
     gpu_act: &GpuAct,
     ex: &mut Extracted,
@@ -216,7 +216,6 @@ pub(super) fn processes(
     if w.proc.is_empty() {
         return Ok(());
     }
-    let df = process_rows(frames)?;
     let ts = columns::i64s(&df, "ts")?;
     let len = columns::i64s(&df, "interval_ms")?;
     let node_s = columns::strs(&df, "node")?;
