@@ -386,21 +386,21 @@ fn gpus(
     ex: &mut Extracted,
     nodes: &mut BTreeSet<String>,
 ) -> Result<GpuAct, FramesError> {
-    let ts = columns::i64s(&df, "ts")?;
-    let len = columns::i64s(&df, "interval_ms")?;
-    let node_s = columns::strs(&df, "node")?;
+    let ts = columns::i64s(df, "ts")?;
+    let len = columns::i64s(df, "interval_ms")?;
+    let node_s = columns::strs(df, "node")?;
     let node = node_s.ids();
     nodes.extend(node.strings.iter().map(|s| s.to_string()));
-    let gpu = columns::i64s(&df, "gpu")?;
-    let model = columns::strs(&df, "model")?;
-    let uuid_s = columns::strs(&df, "uuid")?;
+    let gpu = columns::i64s(df, "gpu")?;
+    let model = columns::strs(df, "model")?;
+    let uuid_s = columns::strs(df, "uuid")?;
     let uuid = uuid_s.ids();
-    let mem = columns::f64s(&df, "memory_used_max_bytes")?;
-    let total = columns::f64s(&df, "memory_total_bytes")?;
-    let sm = columns::f64s(&df, "sm_active_mean")?;
-    let busy = columns::f64s(&df, "busy_mean")?;
-    let power = columns::f64s(&df, "power_mean_watts")?;
-    let energy = columns::f64s(&df, "energy_delta_joules")?;
+    let mem = columns::f64s(df, "memory_used_max_bytes")?;
+    let total = columns::f64s(df, "memory_total_bytes")?;
+    let sm = columns::f64s(df, "sm_active_mean")?;
+    let busy = columns::f64s(df, "busy_mean")?;
+    let power = columns::f64s(df, "power_mean_watts")?;
+    let energy = columns::f64s(df, "energy_delta_joules")?;
     // (node id, index) → its figures in `locals`.
     let mut slot: FastMap<(u32, u32), usize> = FastMap::default();
     let mut recent: DirectCache<(u32, u32), usize> = DirectCache::default();
@@ -501,16 +501,16 @@ fn migs(
     if w.mig.is_empty() {
         return Ok(());
     }
-    let ts = columns::i64s(&df, "ts")?;
-    let len = columns::i64s(&df, "interval_ms")?;
-    let node_s = columns::strs(&df, "node")?;
+    let ts = columns::i64s(df, "ts")?;
+    let len = columns::i64s(df, "interval_ms")?;
+    let node_s = columns::strs(df, "node")?;
     let node = node_s.ids();
     nodes.extend(node.strings.iter().map(|s| s.to_string()));
-    let gpu = columns::i64s(&df, "gpu")?;
-    let gi = columns::i64s(&df, "gpu_instance")?;
-    let prof = columns::i64s(&df, "profile_id")?;
-    let mem = columns::f64s(&df, "memory_used_max_bytes")?;
-    let sm = columns::f64s(&df, "sm_active_mean")?;
+    let gpu = columns::i64s(df, "gpu")?;
+    let gi = columns::i64s(df, "gpu_instance")?;
+    let prof = columns::i64s(df, "profile_id")?;
+    let mem = columns::f64s(df, "memory_used_max_bytes")?;
+    let sm = columns::f64s(df, "sm_active_mean")?;
     let mut slot: FastMap<(u32, u32, i64), Option<usize>> = FastMap::default();
     let mut slots: Vec<MigSlot> = Vec::new();
     for i in 0..df.height() {

@@ -216,23 +216,23 @@ pub(super) fn processes(
     if w.proc.is_empty() {
         return Ok(());
     }
-    let ts = columns::i64s(&df, "ts")?;
-    let len = columns::i64s(&df, "interval_ms")?;
-    let node_s = columns::strs(&df, "node")?;
+    let ts = columns::i64s(df, "ts")?;
+    let len = columns::i64s(df, "interval_ms")?;
+    let node_s = columns::strs(df, "node")?;
     let node = node_s.ids();
     nodes.extend(node.strings.iter().map(|s| s.to_string()));
-    let gpu = columns::i64s(&df, "gpu")?;
-    let pid = columns::i64s(&df, "pid")?;
+    let gpu = columns::i64s(df, "gpu")?;
+    let pid = columns::i64s(df, "pid")?;
     let (name_s, ns_s, pod_s, job_s) = (
-        columns::strs(&df, "process")?,
-        columns::strs(&df, "namespace")?,
-        columns::strs(&df, "pod")?,
-        columns::strs(&df, "slurm_job_id")?,
+        columns::strs(df, "process")?,
+        columns::strs(df, "namespace")?,
+        columns::strs(df, "pod")?,
+        columns::strs(df, "slurm_job_id")?,
     );
     let (name, ns, pod, job) = (name_s.ids(), ns_s.ids(), pod_s.ids(), job_s.ids());
-    let gi = columns::i64s(&df, "gpu_instance")?;
-    let mem = columns::f64s(&df, "memory_used_max_bytes")?;
-    let sm = columns::f64s(&df, "sm_mean")?;
+    let gi = columns::i64s(df, "gpu_instance")?;
+    let mem = columns::f64s(df, "memory_used_max_bytes")?;
+    let sm = columns::f64s(df, "sm_mean")?;
     let mut label_ids = LabelIds::default();
     let mut slot: FastMap<(u32, u32), Option<usize>> = FastMap::default();
     let mut recent: DirectCache<(u32, u32), Option<usize>> = DirectCache::default();
