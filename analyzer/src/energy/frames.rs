@@ -189,47 +189,12 @@ fn by_interval<T: Copy>(n: usize, rows: &[(usize, T)]) -> (Vec<usize>, Vec<T>) {
 pub fn contributions<K: Eq + Hash + Clone>(
     frames: &Frames,
     range: (i64, i64),
-    key: impl FnMut(&ProcessRef) -> Option<K>,
+    mut key: impl FnMut(&ProcessRef) -> Option<K>,
 ) -> Result<Contributions<K>, EnergyError> {
     let g = within(frames.gpu.clone(), GPU, range)?;
     let m = within(frames.mig.clone(), MIG, range)?;
     let p = within(frames.process.clone(), PROCESS, range)?;
-    split_rows(&g, &m, &p, range, key)
-}
-
-/// [`contributions`] of frames already in memory (the report pass's partition, which also
-/// holds the period before the range): every row is read as it is and rows outside the range
-/// are skipped, not filtered out — no copy of the columns, and their strings' ids are the ones
-/// interned for the pass. The result is [`contributions`]' exactly.
-pub fn contributions_in_memory<K: Eq + Hash + Clone>(
-    frames: &Frames,
-    range: (i64, i64),
-    key: impl FnMut(&ProcessRef) -> Option<K>,
-) -> Result<Contributions<K>, EnergyError> {
-    let all = |lf: &polars::prelude::LazyFrame, cols: &[&str]| {
-        let select = cols
-            .iter()
-            .map(|c| col(*c).cast(cast_of(c)))
-            .collect::<Vec<_>>();
-        lf.clone().with_column(ts_ms()).select(select).collect()
-    };
-    let g = all(&frames.gpu, GPU)?;
-    let m = all(&frames.mig, MIG)?;
-    let p = all(&frames.process, PROCESS)?;
-    split_rows(&g, &m, &p, range, key)
-}
-
-/// The split of the GPU, MIG and process rows `g`, `m`, `p` whose `ts` (int64 ms) is in
-/// `(range.0, range.1]`.
-fn split_rows<K: Eq + Hash + Clone>(
-    g: &polars::prelude::DataFrame,
-    m: &polars::prelude::DataFrame,
-    p: &polars::prelude::DataFrame,
-    range: (i64, i64),
-    mut key: impl FnMut(&ProcessRef) -> Option<K>,
-) -> Result<Contributions<K>, EnergyError> {
-    let inside = |ts: Option<i64>| ts.filter(|&t| t > range.0 && t <= range.1);
-    let gc = GpuColumns::read(g)?;
+    let gc = GpuColumns::read(&g)?;
     let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
     // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
     // that read it), by the row's own model name.
@@ -240,11 +205,11 @@ fn split_rows<K: Eq + Hash + Clone>(
             .entry(name)
             .or_insert_with(|| model_by_nvml_name(name))
     };
-    let (mut gpus, ivs) = gpu_intervals(&gc, (&g_node, &g_uuid), g.height(), &inside);
+    let (mut gpus, ivs) = gpu_intervals(&gc, (&g_node, &g_uuid), g.height());
     let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
     let ids = (&node_id, &uuid_id);
-    let instances = mig_instances(m, &mut gpus, &ivs, &mut model_of, ids)?;
-    let pc = ProcessColumns::read(p)?;
+    let instances = mig_instances(&m, &mut gpus, &ivs, &mut model_of, ids)?;
+    let pc = ProcessColumns::read(&p)?;
     let mut out = Contributions {
         keys: Vec::new(),
         shares: Vec::new(),
@@ -252,7 +217,7 @@ fn split_rows<K: Eq + Hash + Clone>(
         no_activity_j: 0.0,
         unmatched: 0,
     };
-    let procs = match_processes(&pc, p.height(), &mut gpus, ids, &inside, &mut key, &mut out);
+    let procs = match_processes(&pc, p.height(), &mut gpus, ids, &mut key, &mut out);
     split_intervals(ivs, &instances, &procs, &gc, &mut model_of, &pc, &mut out);
     Ok(out)
 }
@@ -395,7 +360,6 @@ fn gpu_intervals(
     gc: &GpuColumns,
     (g_node, g_uuid): (&Ids, &Ids),
     height: usize,
-    inside: &impl Fn(Option<i64>) -> Option<i64>,
 ) -> (Gpus, Vec<u32>) {
     // Each GPU's rows with known energy: (ts, row), in row order.
     let mut gpus = Gpus::default();
@@ -403,7 +367,7 @@ fn gpu_intervals(
     let mut gpu_of: Vec<u32> = Vec::with_capacity(height);
     let mut counts: Vec<usize> = Vec::new();
     for i in 0..height {
-        let k = match inside(gc.ts.get(i)) {
+        let k = match gc.ts.get(i) {
             Some(_) if gc.energy_of(i).is_some() => {
                 gpus.of((g_node.at(i), g_uuid.at(i), gc.gpu.get(i)), true)
             }
@@ -528,7 +492,6 @@ fn match_processes<K: Eq + Hash + Clone>(
     height: usize,
     gpus: &mut Gpus,
     (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
-    inside: &impl Fn(Option<i64>) -> Option<i64>,
     key: &mut impl FnMut(&ProcessRef) -> Option<K>,
     out: &mut Contributions<K>,
 ) -> Vec<(usize, (u32, u32))> {
@@ -542,9 +505,7 @@ fn match_processes<K: Eq + Hash + Clone>(
     // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
     let mut procs: Vec<(usize, (u32, u32))> = Vec::with_capacity(height);
     for i in 0..height {
-        let Some(ts) = inside(pc.ts.get(i)) else {
-            continue;
-        };
+        let Some(ts) = pc.ts.get(i) else { continue };
         let gpu = pc.gpu.get(i);
         let v = match (
             as_gpu_id(&p_node, &p_node_tr, i),

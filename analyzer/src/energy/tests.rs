@@ -1,5 +1,5 @@
 //! The split's rule on hand-made intervals, and its invariant (Σ workloads + idle = energy, no
-//! negative or non-finite share) on random ones; the pass's in-memory read of partitions against the filtered one.
+//! negative or non-finite share) on random ones.
 
 use proptest::prelude::*;
 
@@ -349,64 +349,4 @@ fn split_into_a_reused_buffer_equals_split_and_idle_alone_equals_an_interval_wit
             }
         }
     }
-}
-
-/// The report pass's read ([`contributions_in_memory`]: every row of partitions in memory that
-/// also hold rows before and after the range, those skipped) gives what the filtered read
-/// gives, on the demo history's partitions and a range that cuts both ends of them.
-#[test]
-fn the_in_memory_read_equals_the_filtered_one() {
-    use crate::frames::Frames;
-    use crate::ingest::{self, IngestOptions, Source};
-    use polars::prelude::IntoLazy;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/demo-history");
-    let (parts, _) = ingest::ingest_parts(
-        &[Source::history(dir.display().to_string())],
-        &IngestOptions::default(),
-    )
-    .expect("demo history");
-    let mut compared = 0;
-    for part in parts {
-        let f = &part.frames;
-        let mem = |lf: &polars::prelude::LazyFrame| lf.clone().collect().expect("collect").lazy();
-        let mem = Frames {
-            gpu: mem(&f.gpu),
-            mig: mem(&f.mig),
-            process: mem(&f.process),
-        };
-        let bounds = mem
-            .gpu
-            .clone()
-            .select([
-                crate::frames::columns::ts_ms().min().alias("lo"),
-                crate::frames::columns::ts_ms().max().alias("hi"),
-            ])
-            .collect()
-            .expect("bounds");
-        let at = |c: &str| {
-            crate::frames::columns::i64s(&bounds, c)
-                .expect("bound")
-                .get(0)
-                .expect("rows")
-        };
-        let (lo, hi) = (at("lo"), at("hi"));
-        // A day in, a day before the end, on no row's edge.
-        let range = (lo + 86_400_000 + 4_321, hi - 86_400_000 - 1_234);
-        let key = |p: &ProcessRef| p.namespace.map(str::to_string);
-        let filtered = contributions(&mem, range, key).expect("filtered");
-        let skipped = contributions_in_memory(&mem, range, key).expect("in memory");
-        assert!(!filtered.shares.is_empty() && !filtered.intervals.is_empty());
-        assert_eq!(format!("{filtered:?}"), format!("{skipped:?}"));
-        // The whole partition, too (the filtered read then reads it as it is).
-        let all = (lo - 1, hi);
-        assert_eq!(
-            format!("{:?}", contributions(&mem, all, key).expect("all")),
-            format!(
-                "{:?}",
-                contributions_in_memory(&mem, all, key).expect("all")
-            )
-        );
-        compared += 1;
-    }
-    assert!(compared > 0, "the demo history has partitions");
 }

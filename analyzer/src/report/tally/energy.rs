@@ -13,7 +13,7 @@ use super::rows::{Gpu, Row};
 use super::{
     EnergySplit, IdlePower, Prices, QualityNote, ReportError, TeamUsage, Teams, r2, r3, team_of,
 };
-use crate::energy::{Contributions, contributions, contributions_in_memory};
+use crate::energy::{Contributions, contributions};
 use crate::frames::Frames;
 
 /// A row is idle for the idle power at this activity or below (the idle-loaded detector's).
@@ -25,15 +25,10 @@ pub(super) type TeamEnergy = Contributions<Arc<str>>;
 
 /// One partition's GPU intervals in `(range.0, range.1]` split by team (a process's namespace,
 /// else its Slurm job, else `(unattributed)`, as the team table names it).
-/// `in_memory`: `frames` are the report pass's, in memory ([`contributions_in_memory`]).
-pub(super) fn team_energy(
-    frames: &Frames,
-    range: (i64, i64),
-    in_memory: bool,
-) -> Result<TeamEnergy, ReportError> {
+pub(super) fn team_energy(frames: &Frames, range: (i64, i64)) -> Result<TeamEnergy, ReportError> {
     // The last (namespace, job) and its team: rows cycle through a node's few processes.
     let mut last: Option<(Option<String>, Option<String>, Arc<str>)> = None;
-    let team = move |p: &crate::energy::ProcessRef| {
+    Ok(contributions(frames, range, |p| {
         if let Some((ns, job, team)) = &last
             && ns.as_deref() == p.namespace
             && job.as_deref() == p.slurm_job
@@ -49,12 +44,7 @@ pub(super) fn team_energy(
             team.clone(),
         ));
         Some(team)
-    };
-    Ok(if in_memory {
-        contributions_in_memory(frames, range, team)?
-    } else {
-        contributions(frames, range, team)?
-    })
+    })?)
 }
 
 /// One GPU's idle rows: node, index, model, Σ energy J and Σ seconds.

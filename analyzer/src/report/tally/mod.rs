@@ -253,8 +253,7 @@ fn prepare(
         shared.and_then(|s| s.whole(start + 1, end).process),
     )?;
     let t = std::time::Instant::now();
-    // The pass's frames (with shared ids) are in memory: read as they are, rows skipped.
-    let energy = team_energy(frames, range, shared.is_some())?;
+    let energy = team_energy(frames, range)?;
     let idle = gpu_idle(&gpus, &cur);
     energy_spent.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(per);
