@@ -103,7 +103,24 @@ pub fn run(
         },
     )?;
     watch.lap("finish");
-    let d = &pass.demand;
+    actions_and_mig(&mut report, &pass.analysis, &pass.demand, &req);
+    let watch = Stopwatch::start("report");
+    report.changes = Some(changes::run(parts, pass.scans, &change)?);
+    watch.lap("changes");
+    progress("trend", parts.len());
+    late_sections(parts, &mut report, &req, &params)?;
+    work_of_actions(&mut report, &pass.analysis.findings);
+    Ok(report)
+}
+
+/// The report's MIG plan and its actions: the findings and the MIG layouts priced, one
+/// recommendation per workload; the MIG section; owners, next steps and the plans to replay.
+fn actions_and_mig(
+    report: &mut Report,
+    analysis: &crate::advisor::Analysis,
+    d: &crate::mig_planner::demand::Demand,
+    req: &ReportRequest,
+) {
     let watch = Stopwatch::start("report");
     let planned = mig_planner::plan(&d.workloads, &d.fleet, &PlannerOptions::default());
     watch.lap("MIG plan");
@@ -115,7 +132,7 @@ pub fn run(
     };
     report.range_flags = req.range_flags.clone();
     report.actions = crate::actions::recommend(
-        &pass.analysis.findings,
+        &analysis.findings,
         mig.as_ref(),
         &crate::actions::ActionContext {
             sources: &report.sources,
@@ -126,8 +143,7 @@ pub fn run(
     );
     // The MIG section weighs the MIG layouts against the consolidation the actions would keep
     // without them (the analysis' actions: the same precedence, no MIG candidate).
-    let consolidation_freed = pass
-        .analysis
+    let consolidation_freed = analysis
         .actions
         .iter()
         .find(|a| a.kind == "consolidate")
@@ -146,17 +162,10 @@ pub fn run(
         ),
         Err(e) => MigSection::note(format!("MIG recommendation: not available ({e}).")),
     });
-    set_owners(&mut report, &pass.analysis, &req.owners);
-    report.next_steps = next_steps_of(&report, &pass.analysis);
-    report.plans = action_plans(&pass.analysis, d, planned.as_ref().ok(), &report, req.range);
+    set_owners(report, analysis, &req.owners);
+    report.next_steps = next_steps_of(report, analysis);
+    report.plans = action_plans(analysis, d, planned.as_ref().ok(), report, req.range);
     watch.lap("actions");
-    let watch = Stopwatch::start("report");
-    report.changes = Some(changes::run(parts, pass.scans, &change)?);
-    watch.lap("changes");
-    progress("trend", parts.len());
-    late_sections(parts, &mut report, &req, &params)?;
-    work_of_actions(&mut report, &pass.analysis.findings);
-    Ok(report)
 }
 
 /// The sections that read the frames again after the pass: work per GPU-hour (first: the
