@@ -203,6 +203,8 @@ pub fn read(
     frames: &Frames,
     sources: &BTreeMap<String, WorkloadSource>,
 ) -> Result<PartRows, FramesError> {
+    // The MIG and process rows only for a plan with such workloads ([`extract`] reads what
+    // was read).
     let has = |k: WorkloadKind| sources.values().any(|s| s.kind == k);
     Ok(PartRows {
         gpu: gpu_rows(frames)?,
@@ -498,9 +500,6 @@ fn migs(
     ex: &mut Extracted,
     nodes: &mut BTreeSet<String>,
 ) -> Result<(), FramesError> {
-    if w.mig.is_empty() {
-        return Ok(());
-    }
     let ts = columns::i64s(df, "ts")?;
     let len = columns::i64s(df, "interval_ms")?;
     let node_s = columns::strs(df, "node")?;

@@ -213,9 +213,6 @@ pub(super) fn processes(
     ex: &mut Extracted,
     nodes: &mut BTreeSet<String>,
 ) -> Result<(), FramesError> {
-    if w.proc.is_empty() {
-        return Ok(());
-    }
     let ts = columns::i64s(df, "ts")?;
     let len = columns::i64s(df, "interval_ms")?;
     let node_s = columns::strs(df, "node")?;
