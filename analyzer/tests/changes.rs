@@ -112,10 +112,15 @@ pub(crate) fn truth() -> Truth {
         .collect();
     assert_eq!(ats.len(), 1, "one planted change: {ats:?}");
     let change = *ats.iter().next().unwrap();
-    // Equal periods: the shorter side, outside the documented settling margin, whole rows.
+    // Equal periods: the shorter side, outside the documented settling margin, on whole hours.
     let settle = tessera::changes::SETTLE_MS;
-    let len = ((change - settle) - start).min(end - (change + settle));
-    let len = len - len % INTERVAL_MS;
+    let h = HOUR_MS as i64;
+    let (floor, ceil) = (
+        |t: i64| t.div_euclid(h) * h,
+        |t: i64| -(-t).div_euclid(h) * h,
+    );
+    let len = (floor(change - settle) - ceil(start)).min(floor(end) - ceil(change + settle));
+    assert!(len > 0 && len % INTERVAL_MS == 0);
     let hours = len as f64 / HOUR_MS;
     let gpus_changed: BTreeSet<(&str, u32)> = s
         .nodes

@@ -6,10 +6,10 @@
 //!
 //! [`run`] is the workflow over frames already read: one scan per partition ([`scan::part`], run
 //! by the report pass on the partition it holds in memory: the per-GPU MIG states and each
-//! workload's devices, reduced to states and runs), the events found and grouped into changes
-//! ([`detect`], pure), then one more read of each partition for the compared windows of every
-//! change at once ([`compare`], sums over rows). `--change-at` gives the time instead of
-//! detecting it ([`ChangeRequest::at`]).
+//! workload's devices, reduced to states and runs, and the comparison's sums per whole hour),
+//! the events found and grouped into changes ([`detect`], pure), then the compared periods of
+//! every change, on whole hours, added up from the scans' hours ([`compare`]; no partition is
+//! read again). `--change-at` gives the time instead of detecting it ([`ChangeRequest::at`]).
 //!
 //! The apply journal beside a history (`journal`) adds `journal` events: the caller reads it
 //! (`journal::beside`) and passes its runs in [`ChangeRequest::journal`].
@@ -42,7 +42,6 @@ pub use model::{
     TeamUsage,
 };
 
-use crate::frames::Frames;
 use crate::range::TimeRange;
 
 /// Version of the `changes` section of the report JSON (`docs/report.md`).
@@ -109,16 +108,20 @@ impl ChangeRequest {
 }
 
 /// Finds the changes in `req.range` (or takes `req.at`) and compares equal periods around each.
-/// `scans` are the partitions' [`scan::part`] over `req.range`, in the order of `parts`.
+/// `scans` are the partitions' [`scan::part`] over `req.range`, in partition order; nothing is
+/// read again (the compared periods are added up from the hours the scans kept).
 pub fn run(
-    parts: &[&Frames],
-    scans: Vec<scan::PartScan>,
+    mut scans: Vec<scan::PartScan>,
     req: &ChangeRequest,
 ) -> Result<ChangeSection, ChangesError> {
     req.check()?;
     let (since, until) = (req.range.since, req.range.until);
     // The margin needs the rows' length: the longest row of the GPU tables.
     let interval = scans.iter().map(|s| s.longest).max().unwrap_or(0);
+    let hours: Vec<compare::PartHours> = scans
+        .iter_mut()
+        .map(|s| std::mem::take(&mut s.hours))
+        .collect();
     let settle = SETTLE_MS.max(interval);
     let mut events: Vec<Event> = scans.iter().flat_map(|s| s.events(settle)).collect();
     events.extend(detect::moves(
@@ -148,7 +151,7 @@ pub fn run(
         })
         .collect();
     let compared: Vec<Window> = ws.iter().flatten().copied().collect();
-    let mut accs = compare::tally_all(parts, &compared)?.into_iter();
+    let mut accs = compare::sum_all(&hours.iter().collect::<Vec<_>>(), &compared).into_iter();
     let mut changes = Vec::with_capacity(listed.len());
     for ((at, evs), w) in listed.into_iter().zip(&ws) {
         let comparison = match w {

@@ -248,10 +248,14 @@ pub(super) fn change(
     let (gpus_changed, workloads_moved) = (gpus.len(), moved.len());
     let note = comparison.is_none().then(|| {
         format!(
-            "not compared: the range holds no period before and after {}{} outside the {:.0}-minute \
-             settling margin",
+            "not compared: the range holds no whole hour before and after {}{} outside the \
+             {:.0}-minute settling margin",
             fmt_ms(at),
-            if given { "" } else { " (and the neighbouring changes)" },
+            if given {
+                ""
+            } else {
+                " (and the neighbouring changes)"
+            },
             settle as f64 / 60_000.0
         )
     });

@@ -105,7 +105,7 @@ pub fn run(
     watch.lap("finish");
     actions_and_mig(&mut report, &pass.analysis, &pass.demand, &req);
     let watch = Stopwatch::start("report");
-    report.changes = Some(changes::run(parts, pass.scans, &change)?);
+    report.changes = Some(changes::run(pass.scans, &change)?);
     watch.lap("changes");
     progress("trend", parts.len());
     late_sections(parts, &mut report, &req, &params)?;

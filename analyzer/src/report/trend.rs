@@ -290,7 +290,7 @@ fn earlier_weeks(
             }
         }
         let analysis = finish_detectors(&dets, partials, week, req)?;
-        if let Some(w) = week_figures(parts, week, sums, scans, &analysis, req)? {
+        if let Some(w) = week_figures(week, sums, scans, &analysis, req)? {
             out.push(w);
         }
     }
@@ -334,7 +334,6 @@ fn finish_detectors(
 /// One week's row from its sums and findings, and the changes found in it; `None` when no GPU
 /// has a row in it.
 fn week_figures(
-    parts: &[&Frames],
     (since, until): (i64, i64),
     sums: WeekPart,
     scans: Vec<changes::scan::PartScan>,
@@ -352,7 +351,6 @@ fn week_figures(
     let idle_cost: f64 = models.iter().map(|m| m.wasted_cost).sum();
     let (allocation, _) = super::allocated(analysis, req.prices, &power);
     let mut changes = changes::run(
-        parts,
         scans,
         &ChangeRequest {
             range: TimeRange { since, until },

@@ -1,7 +1,8 @@
 //! Equal periods around a change and their usage: [`windows`] (pure: the longest period that
-//! fits on both sides, outside the settling margin and the neighbouring changes, in whole rows)
-//! and the sums over the rows of both periods per fleet, node and team ([`tally_all`] reads
-//! each partition's frames once for every change; [`Acc::finish`] rounds and prices, pure).
+//! fits on both sides, outside the settling margin and the neighbouring changes, in whole
+//! hours) and the sums over the rows of both periods per fleet, node and team (each
+//! partition's sums per whole hour kept by the change scan, [`part::tally`], added up for every
+//! change's periods by [`sum_all`]; [`Acc::finish`] rounds and prices, pure).
 //!
 //! The rules are the report's: a row is in use when it holds ≥ 1 GiB or its activity is above
 //! 5%; activity is SM activity, else the busy ratio; energy is the counter's, else mean power ×
@@ -14,7 +15,8 @@ mod part;
 #[cfg(test)]
 mod tests;
 
-pub(super) use part::tally_all;
+pub use part::PartHours;
+pub(super) use part::{Rows, sum_all, tally};
 
 use super::ChangeRequest;
 use super::model::{
@@ -23,7 +25,7 @@ use super::model::{
 use crate::times::fmt_ms;
 
 const GIB: f64 = (1u64 << 30) as f64;
-const HOUR_MS: f64 = 3_600_000.0;
+pub(super) const HOUR_MS: f64 = 3_600_000.0;
 /// In use: at least this much memory held, or more than [`BUSY`] activity (the report's rule).
 const HELD: f64 = GIB;
 const BUSY: f64 = 0.05;
@@ -53,10 +55,11 @@ impl Window {
     }
 }
 
-/// The equal periods around a change at `at`: each ends (before) or starts (after) `settle`
-/// away from it, inside the range `(since, until]` and `settle` away from the neighbouring
-/// changes `prev` and `next`, as long as the shorter side allows, cut to whole rows of
-/// `interval` ms. `None` when no whole row fits on one side.
+/// The equal periods around a change at `at`: each ends (before) or starts (after) at least
+/// `settle` away from it, on whole hours (the sums are kept per hour: [`part::tally`]), inside
+/// the range `(since, until]` and `settle` away from the neighbouring changes `prev` and `next`,
+/// as long as the shorter side allows. `None` when not a whole hour, or less than a row of
+/// `interval` ms, fits on one side.
 pub fn windows(
     at: i64,
     (since, until): (i64, i64),
@@ -65,17 +68,16 @@ pub fn windows(
     settle: i64,
     interval: i64,
 ) -> Option<Window> {
-    let lo = prev.map_or(since, |p| since.max(p + settle));
-    let hi = next.map_or(until, |n| until.min(n - settle));
-    let len = ((at - settle) - lo).min(hi - (at + settle));
-    let len = if interval > 0 {
-        len - len.rem_euclid(interval)
-    } else {
-        len
-    };
-    (len > 0 && len >= interval).then_some(Window {
-        before: (at - settle - len, at - settle),
-        after: (at + settle, at + settle + len),
+    const H: i64 = HOUR_MS as i64;
+    let floor = |t: i64| t.div_euclid(H) * H;
+    let ceil = |t: i64| -(-t).div_euclid(H) * H;
+    let lo = ceil(prev.map_or(since, |p| since.max(p + settle)));
+    let hi = floor(next.map_or(until, |n| until.min(n - settle)));
+    let (end, start) = (floor(at - settle), ceil(at + settle));
+    let len = (end - lo).min(hi - start);
+    (len >= H && len >= interval).then_some(Window {
+        before: (end - len, end),
+        after: (start, start + len),
     })
 }
 

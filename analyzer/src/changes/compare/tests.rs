@@ -1,7 +1,7 @@
 //! The comparison's sums against a plain reference on random partitions: every row of every
 //! partition, in order, added to every period it ends in, through ordered maps and sets and a map
-//! of (GPU, `ts`) for the process rows' shares — as the comparison was computed before it read
-//! every change's periods at once. GPU rows come shuffled or in order, with duplicates (the last
+//! of (GPU, `ts`) for the process rows' shares — as the comparison was computed before it kept
+//! sums per slot (an hour; here a row, so that any window of whole rows is whole slots). GPU rows come shuffled or in order, with duplicates (the last
 //! one's figures count for the processes) and gaps; some process rows have no GPU row; a node
 //! is missing on some rows; windows overlap.
 
@@ -12,6 +12,7 @@ use proptest::prelude::*;
 
 use super::Window;
 use super::*;
+use crate::changes::keys::{Interner, gpu_ids, workload_ids};
 use crate::changes::testing::Seeded;
 use crate::frames::Frames;
 
@@ -272,6 +273,37 @@ fn same_sum(a: &Sum<String>, b: &RefSum) -> bool {
         && opt_close(a.energy, b.6)
 }
 
+/// A partition's sums per slot of `slot_ms`, its ids interned as the change scan interns them.
+fn hours(f: &Frames, slot_ms: i64) -> PartHours {
+    let gpu = f.gpu.clone().collect().expect("gpu");
+    let process = f.process.clone().collect().expect("process");
+    let mut labels = Interner::default();
+    let gpu_of = gpu_ids(&gpu, &mut labels).expect("labels");
+    let process_gpu_of = gpu_ids(&process, &mut labels).expect("labels");
+    let mut keys = Interner::default();
+    let workload_of = workload_ids(&process, &mut keys).expect("keys");
+    tally(
+        Rows {
+            gpu: &gpu,
+            gpu_of: &gpu_of,
+            process: &process,
+            process_gpu_of: &process_gpu_of,
+            workload_of: &workload_of,
+        },
+        (i64::MIN, i64::MAX),
+        slot_ms,
+        labels.names,
+        keys.names,
+    )
+    .expect("tally")
+}
+
+/// Both periods of every window from the partitions' slots of one row each.
+fn tally_all(parts: &[&Frames], windows: &[Window]) -> Vec<Acc> {
+    let hours: Vec<PartHours> = parts.iter().map(|f| hours(f, IV)).collect();
+    sum_all(&hours.iter().collect::<Vec<_>>(), windows)
+}
+
 fn check(seed: u64) {
     let mut r = Seeded::new(seed);
     let n = 30 + r.below(60) as i64;
@@ -290,7 +322,7 @@ fn check(seed: u64) {
         })
         .collect();
     let frames: Vec<Frames> = parts.iter().map(|(g, p)| frames(g, p)).collect();
-    let got = tally_all(&frames.iter().collect::<Vec<_>>(), &windows).expect("tally");
+    let got = tally_all(&frames.iter().collect::<Vec<_>>(), &windows);
     assert_eq!(got.len(), windows.len());
     for (acc, w) in got.iter().zip(&windows) {
         let want = reference(&parts, w);
@@ -339,7 +371,7 @@ fn the_periods_hold_rows_and_teams() {
     assert!(want.fleet[0].0.len() >= 2 && want.fleet[1].1 > 0.0);
     assert!(want.teams.len() >= 2);
     let frames = frames(&parts[0].0, &parts[0].1);
-    let got = tally_all(&[&frames], &[w]).expect("tally");
+    let got = tally_all(&[&frames], &[w]);
     assert!(same_sum(&got[0].fleet[0], &want.fleet[0]));
 }
 
@@ -355,7 +387,7 @@ proptest! {
 const H: i64 = 3_600_000;
 
 #[test]
-fn periods_are_equal_whole_rows_outside_the_margin() {
+fn periods_are_equal_whole_hours_outside_the_margin() {
     // 61 h before the change, 35 h after, 1 h margin, 5-minute rows: 34 h each side.
     let w = windows(61 * H, (0, 96 * H), None, None, H, 300_000).expect("window");
     assert_eq!(w.before, (26 * H, 60 * H));
@@ -363,12 +395,33 @@ fn periods_are_equal_whole_rows_outside_the_margin() {
     // A neighbouring change bounds the period after.
     let w = windows(61 * H, (0, 96 * H), None, Some(70 * H), H, 300_000).expect("window");
     assert_eq!(w.len_ms(), 7 * H);
-    // Not a whole row on one side: none.
-    assert!(windows(H + 60_000, (0, 96 * H), None, None, H, 300_000).is_none());
-    // Cut to whole rows.
-    let w = windows(61 * H + 60_000, (0, 96 * H), None, None, H, 300_000).expect("window");
-    assert_eq!(w.len_ms() % 300_000, 0);
-    assert!(w.after.1 <= 96 * H);
+    // Not a whole hour on one side: none.
+    assert!(windows(2 * H - 60_000, (0, 96 * H), None, None, H, 300_000).is_none());
+    // A change and a range off the hour: the periods still end on whole hours, outside the
+    // margin and inside the range.
+    let (since, until) = (H / 2, 96 * H - H / 3);
+    let at = 61 * H + 60_000;
+    let w = windows(at, (since, until), None, None, H, 300_000).expect("window");
+    for t in [w.before.0, w.before.1, w.after.0, w.after.1] {
+        assert_eq!(t % H, 0, "{t}");
+    }
+    assert!(w.before.0 >= since && w.after.1 <= until);
+    assert!(w.before.1 <= at - H && w.after.0 >= at + H);
+    assert_eq!(w.before, (28 * H, 60 * H));
+    assert_eq!(w.after, (63 * H, 95 * H));
+    // A neighbour off the hour.
+    let w = windows(at, (since, until), Some(50 * H + 1), None, H, 300_000).expect("window");
+    assert_eq!(w.before, (52 * H, 60 * H));
+    // Rows longer than the periods could be: none.
+    assert!(windows(61 * H, (0, 96 * H), None, None, H, 40 * H).is_none());
+}
+
+#[test]
+fn a_slot_holds_the_rows_ending_in_its_hour() {
+    // Rows ending on the hour belong to the hour before (rows are `(ts − interval, ts]`).
+    for (ts, k) in [(1, 1), (H, 1), (H + 1, 2), (0, 0), (-H, -1), (-H + 1, 0)] {
+        assert_eq!(part::slot_of(ts, H), k, "{ts}");
+    }
 }
 
 /// A fleet whose work went from `before` to `after` GPU-hours, and teams running `b` then `a`.

@@ -35,6 +35,8 @@ pub struct PartScan {
     insts: Vec<String>,
     /// Its workloads' runs on their devices, workload by workload, each in time order.
     pub(super) runs: Vec<Run>,
+    /// The comparison's sums per whole hour of the range (`compare::tally`).
+    pub(super) hours: super::compare::PartHours,
 }
 
 impl PartScan {
@@ -62,6 +64,12 @@ pub const COLUMNS: &[(crate::frames::Table, &[&str])] = &[
             "interval_ms",
             "mig_enabled",
             "status",
+            // The comparison's figures (`compare::tally`).
+            "busy_mean",
+            "sm_active_mean",
+            "memory_used_max_bytes",
+            "power_mean_watts",
+            "energy_delta_joules",
         ],
     ),
     (
@@ -163,8 +171,8 @@ pub fn part(frames: &Frames, since: i64, until: i64) -> Result<PartScan, Changes
     // Each GPU's rows of values: (start, end, mode, layout id), in row order.
     let mut rows: Vec<Vec<StateRow>> = Vec::new();
     let mut longest = 0i64;
+    let gpu_of = gpu_ids(&gpu, &mut labels)?;
     {
-        let gpu_of = gpu_ids(&gpu, &mut labels)?;
         let status = strs(&gpu, "status")?;
         let status = status.ids();
         // Per status id: a lost GPU's row has no values, it says nothing of the layout.
@@ -220,13 +228,37 @@ pub fn part(frames: &Frames, since: i64, until: i64) -> Result<PartScan, Changes
         gpus.push((labels.names[g].clone(), states));
     }
 
-    let runs = workload_runs(&process, &mut labels, inside)?;
+    let process_gpu_of = gpu_ids(&process, &mut labels)?;
+    let mut keys = Interner::default();
+    let workload_of = workload_ids(&process, &mut keys)?;
+    let runs = workload_runs(
+        &process,
+        &process_gpu_of,
+        &workload_of,
+        &labels,
+        &keys,
+        inside,
+    )?;
+    let hours = super::compare::tally(
+        super::compare::Rows {
+            gpu: &gpu,
+            gpu_of: &gpu_of,
+            process: &process,
+            process_gpu_of: &process_gpu_of,
+            workload_of: &workload_of,
+        },
+        (since, until),
+        super::compare::HOUR_MS as i64,
+        labels.names,
+        keys.names,
+    )?;
     Ok(PartScan {
         longest,
         gpus,
         layouts_known,
         insts: insts.names,
         runs,
+        hours,
     })
 }
 
@@ -299,12 +331,12 @@ impl Track {
 /// appearance, each in time order.
 fn workload_runs(
     p: &DataFrame,
-    labels: &mut Interner,
+    gpu_of: &[u32],
+    workload_of: &[u32],
+    labels: &Interner,
+    keys: &Interner,
     inside: impl Fn(Option<i64>) -> Option<i64>,
 ) -> Result<Vec<Run>, ChangesError> {
-    let gpu_of = gpu_ids(p, labels)?;
-    let mut keys = Interner::default();
-    let workload_of = workload_ids(p, &mut keys)?;
     let (ts, interval) = (i64s(p, "ts")?, i64s(p, "interval_ms")?);
     let mut tracks: Vec<Track> = Vec::new();
     tracks.resize_with(keys.names.len(), Track::default);
