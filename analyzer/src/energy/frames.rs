@@ -199,11 +199,20 @@ pub fn contributions<K: Eq + Hash + Clone>(
     // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
     // that read it), by the row's own model name.
     let mut models: FastMap<&str, Option<&'static GpuModel>> = FastMap::default();
+    // The last name asked and its table: a node's GPUs are mostly of one model.
+    let mut last: Option<(&str, Option<&'static GpuModel>)> = None;
     let mut model_of = |row: u32| -> Option<&'static GpuModel> {
         let name = gc.model.get(row as usize)?;
-        *models
+        if let Some((n, m)) = last
+            && n == name
+        {
+            return m;
+        }
+        let m = *models
             .entry(name)
-            .or_insert_with(|| model_by_nvml_name(name))
+            .or_insert_with(|| model_by_nvml_name(name));
+        last = Some((name, m));
+        m
     };
     let (mut gpus, ivs) = gpu_intervals(&gc, (&g_node, &g_uuid), g.height());
     let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));

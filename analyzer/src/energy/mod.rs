@@ -107,18 +107,15 @@ where
         }
         return part;
     }
-    let holding: Vec<usize> = idx
-        .clone()
-        .filter(|&i| procs[i].memory.is_some_and(|m| m.is_finite() && m > 0.0))
-        .collect();
-    let to: Vec<usize> = if holding.is_empty() {
-        idx.collect()
-    } else {
-        holding
-    };
-    let each = part / to.len() as f64;
-    for i in to {
-        out[i] += each;
+    let holds = |i: &usize| procs[*i].memory.is_some_and(|m| m.is_finite() && m > 0.0);
+    let holding = idx.clone().filter(holds).count();
+    let all = idx.clone().count();
+    // Equally among those holding memory, else among all (no list is collected).
+    let each = part / if holding == 0 { all } else { holding } as f64;
+    for i in idx {
+        if holding == 0 || holds(&i) {
+            out[i] += each;
+        }
     }
     part
 }
@@ -188,44 +185,45 @@ fn split_mig(e: f64, iv: &Interval, out: &mut [f64]) -> bool {
             .filter(|&s| s > 0)
             .unwrap_or_else(|| iv.instances.iter().map(|i| i.slices).sum::<u32>().max(7)),
     );
-    // Instances with a process, and their processes.
-    let mut loaded: Vec<(&Instance, Vec<usize>)> = Vec::new();
-    for inst in &iv.instances {
-        if loaded.iter().any(|(i, _)| i.id == inst.id) {
-            continue;
-        }
-        let procs: Vec<usize> = (0..iv.processes.len())
-            .filter(|&p| iv.processes[p].instance == Some(inst.id))
-            .collect();
-        if !procs.is_empty() {
-            loaded.push((inst, procs));
-        }
-    }
-    if loaded.is_empty() {
+    // Instances with a process (the first of each id), and their processes: walked again
+    // where needed rather than collected (a GPU has at most a few of each; no allocation per
+    // interval).
+    let of =
+        |id: u32| (0..iv.processes.len()).filter(move |&p| iv.processes[p].instance == Some(id));
+    let loaded = || {
+        iv.instances
+            .iter()
+            .enumerate()
+            .filter(|&(k, inst)| !iv.instances[..k].iter().any(|j| j.id == inst.id))
+            .map(|(_, inst)| inst)
+            .filter(move |inst| of(inst.id).next().is_some())
+    };
+    if loaded().next().is_none() {
         // Nothing ran: idle, and nothing was left unsplit for lack of activity.
         return true;
     }
     // Each loaded instance's share of the GPU: its own activity × slices when every loaded
     // instance has it, else the GPU's activity by slices, else what the instances have.
     let own = |i: &Instance| ratio(i.activity).map(|s| s * f64::from(i.slices) / total);
-    let slices: f64 = loaded.iter().map(|(i, _)| f64::from(i.slices)).sum();
-    let shares: Vec<f64> = match ratio(iv.activity) {
-        Some(a) if slices > 0.0 && loaded.iter().any(|(i, _)| own(i).is_none()) => loaded
-            .iter()
-            .map(|(i, _)| a * f64::from(i.slices) / slices)
-            .collect(),
+    let slices: f64 = loaded().map(|i| f64::from(i.slices)).sum();
+    let by_gpu = match ratio(iv.activity) {
+        Some(a) if slices > 0.0 && loaded().any(|i| own(i).is_none()) => Some(a),
         _ => {
-            if loaded.iter().all(|(i, _)| own(i).is_none()) {
+            if loaded().all(|i| own(i).is_none()) {
                 return false;
             }
-            loaded.iter().map(|(i, _)| own(i).unwrap_or(0.0)).collect()
+            None
         }
     };
+    let share = |i: &Instance| match by_gpu {
+        Some(a) => a * f64::from(i.slices) / slices,
+        None => own(i).unwrap_or(0.0),
+    };
     // Instances claiming more than the GPU (bad slice counts) are scaled to the whole GPU.
-    let sum: f64 = shares.iter().sum();
+    let sum: f64 = loaded().map(share).sum();
     let scale = if sum > 1.0 { 1.0 / sum } else { 1.0 };
-    for ((_, procs), share) in loaded.iter().zip(shares) {
-        to_processes(e * share * scale, procs.iter().copied(), &iv.processes, out);
+    for inst in loaded() {
+        to_processes(e * share(inst) * scale, of(inst.id), &iv.processes, out);
     }
     true
 }

@@ -350,3 +350,99 @@ fn split_into_a_reused_buffer_equals_split_and_idle_alone_equals_an_interval_wit
         }
     }
 }
+
+/// The MIG split and the equal split as they were written before they stopped collecting
+/// lists per interval: the reference the allocation-free versions must equal bit for bit.
+mod collected {
+    use super::super::{Instance, Interval, Process, ratio};
+
+    fn to_processes(part: f64, idx: &[usize], procs: &[Process], out: &mut [f64]) {
+        if idx.is_empty() || part <= 0.0 {
+            return;
+        }
+        let sm = |i: usize| ratio(procs[i].sm).unwrap_or(0.0);
+        let sm_sum: f64 = idx.iter().map(|&i| sm(i)).sum();
+        if sm_sum > 0.0 {
+            for &i in idx {
+                out[i] += part * (sm(i) / sm_sum);
+            }
+            return;
+        }
+        let holding: Vec<usize> = idx
+            .iter()
+            .copied()
+            .filter(|&i| procs[i].memory.is_some_and(|m| m.is_finite() && m > 0.0))
+            .collect();
+        let to: Vec<usize> = if holding.is_empty() {
+            idx.to_vec()
+        } else {
+            holding
+        };
+        let each = part / to.len() as f64;
+        for i in to {
+            out[i] += each;
+        }
+    }
+
+    /// The processes' joules of a MIG interval (`None`: no activity to split by).
+    pub fn split_mig(e: f64, iv: &Interval) -> Option<Vec<f64>> {
+        let mut out = vec![0.0; iv.processes.len()];
+        let total = f64::from(
+            iv.slices
+                .filter(|&s| s > 0)
+                .unwrap_or_else(|| iv.instances.iter().map(|i| i.slices).sum::<u32>().max(7)),
+        );
+        let mut loaded: Vec<(&Instance, Vec<usize>)> = Vec::new();
+        for inst in &iv.instances {
+            if loaded.iter().any(|(i, _)| i.id == inst.id) {
+                continue;
+            }
+            let procs: Vec<usize> = (0..iv.processes.len())
+                .filter(|&p| iv.processes[p].instance == Some(inst.id))
+                .collect();
+            if !procs.is_empty() {
+                loaded.push((inst, procs));
+            }
+        }
+        if loaded.is_empty() {
+            return Some(out);
+        }
+        let own = |i: &Instance| ratio(i.activity).map(|s| s * f64::from(i.slices) / total);
+        let slices: f64 = loaded.iter().map(|(i, _)| f64::from(i.slices)).sum();
+        let shares: Vec<f64> = match ratio(iv.activity) {
+            Some(a) if slices > 0.0 && loaded.iter().any(|(i, _)| own(i).is_none()) => loaded
+                .iter()
+                .map(|(i, _)| a * f64::from(i.slices) / slices)
+                .collect(),
+            _ => {
+                if loaded.iter().all(|(i, _)| own(i).is_none()) {
+                    return None;
+                }
+                loaded.iter().map(|(i, _)| own(i).unwrap_or(0.0)).collect()
+            }
+        };
+        let sum: f64 = shares.iter().sum();
+        let scale = if sum > 1.0 { 1.0 / sum } else { 1.0 };
+        for ((_, procs), share) in loaded.iter().zip(shares) {
+            to_processes(e * share * scale, procs, &iv.processes, &mut out);
+        }
+        Some(out)
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_mig_split_equals_its_collecting_reference_bit_for_bit(iv in interval()) {
+        prop_assume!(!iv.instances.is_empty());
+        let s = split(&iv);
+        let e = if iv.energy_j.is_finite() { iv.energy_j.max(0.0) } else { 0.0 };
+        match collected::split_mig(e, &iv) {
+            Some(want) => {
+                prop_assert!(!s.no_activity || iv.processes.is_empty());
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(&s.processes), bits(&want));
+            }
+            None => prop_assert!(s.no_activity),
+        }
+    }
+}

@@ -191,11 +191,14 @@ pub fn run(
             let strs = PartStrs::read(&mem)?;
             let ids = strs.ids();
             spent.add(0, t);
-            let t = std::time::Instant::now();
-            tally.add(i, &mem, Some(&ids))?;
-            spent.add(1, t);
+            // The rows after the start: the demand's, and the energy split's in the tallies.
             let t = std::time::Instant::now();
             let cur = current(&mem, start + 1)?;
+            spent.add(2, t);
+            let t = std::time::Instant::now();
+            tally.add(i, &mem, Some(&ids), Some(&cur))?;
+            spent.add(1, t);
+            let t = std::time::Instant::now();
             // The demand reads `cur` whole: a table is `mem`'s (the same rows) when all its rows
             // are after the start.
             let d = demand::extract_part_with(&cur, demand_params, ids.whole(start + 1, i64::MAX))?;

@@ -192,6 +192,7 @@ fn prepare(
     hours: f64,
     prices: &Prices,
     shared: Option<&PartIds>,
+    in_range: Option<&Frames>,
     energy_spent: &AtomicU64,
 ) -> Result<Prepared, ReportError> {
     let (start, end) = range;
@@ -253,7 +254,7 @@ fn prepare(
         shared.and_then(|s| s.whole(start + 1, end).process),
     )?;
     let t = std::time::Instant::now();
-    let energy = team_energy(frames, range)?;
+    let energy = team_energy(in_range.unwrap_or(frames), range)?;
     let idle = gpu_idle(&gpus, &cur);
     energy_spent.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(per);
@@ -373,12 +374,15 @@ impl PartTally {
     /// added exactly once, from any thread) and folds every partition that is next in order.
     /// Waits while `i` is [`AHEAD`] or more partitions past the next one to fold. Returns the
     /// number of partitions folded so far. `shared`: the partition's string ids, interned once
-    /// for every consumer of `frames` ([`crate::frames::shared`]).
+    /// for every consumer of `frames` ([`crate::frames::shared`]); `cur`: its rows after the
+    /// range's start, in memory where the caller has them (the energy split reads those instead
+    /// of filtering `frames` again).
     pub fn add(
         &self,
         i: usize,
         frames: &Frames,
         shared: Option<&PartIds>,
+        cur: Option<&Frames>,
     ) -> Result<usize, ReportError> {
         let guard = self.guard();
         {
@@ -402,6 +406,7 @@ impl PartTally {
             self.hours,
             &self.prices,
             shared,
+            cur,
             &self.energy_spent,
         )?;
         let mut st = self.lock();
@@ -469,7 +474,7 @@ pub fn build_parts_with(
                     loop {
                         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                         let Some((i, f)) = next else { return Ok(()) };
-                        on_done(tally.add(i, f, None)?);
+                        on_done(tally.add(i, f, None, None)?);
                     }
                 })
             })
