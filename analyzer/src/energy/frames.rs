@@ -227,6 +227,8 @@ pub fn contributions<K: Eq + Hash + Clone>(
         unmatched: 0,
     };
     let procs = match_processes(&pc, p.height(), &mut gpus, ids, &mut key, &mut out);
+    // At most one share per matched process row.
+    out.shares.reserve(procs.len());
     split_intervals(ivs, &instances, &procs, &gc, &mut model_of, &pc, &mut out);
     Ok(out)
 }
@@ -362,15 +364,15 @@ impl ProcessColumns {
     }
 }
 
-/// The GPUs of the partition's `height` GPU rows and its intervals in order, as GPU rows: each
-/// GPU's rows with known energy, one per `ts` (the first), the GPUs in (node, index, uuid)
-/// order.
+/// The GPUs of the partition's `height` GPU rows and its intervals in order, as (GPU row,
+/// energy J): each GPU's rows with known energy, one per `ts` (the first), the GPUs in (node,
+/// index, uuid) order.
 fn gpu_intervals(
     gc: &GpuColumns,
     (g_node, g_uuid): (&Ids, &Ids),
     height: usize,
-) -> (Gpus, Vec<u32>) {
-    // Each GPU's rows with known energy: (ts, row), in row order.
+) -> (Gpus, Vec<(u32, f64)>) {
+    // Each GPU's rows with known energy, in row order.
     let mut gpus = Gpus::default();
     // Each row's GPU first (counted, so that each GPU's list is allocated once).
     let mut gpu_of: Vec<u32> = Vec::with_capacity(height);
@@ -390,10 +392,12 @@ fn gpu_intervals(
             k as u32
         }));
     }
-    let mut rows: Vec<Vec<(i64, usize)>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+    // (ts, row, energy): the energy read here, in row order, not again per interval.
+    let mut rows: Vec<Vec<(i64, usize, f64)>> =
+        counts.iter().map(|&n| Vec::with_capacity(n)).collect();
     for (i, &k) in gpu_of.iter().enumerate() {
         if let (Some(r), Some(ts)) = (rows.get_mut(k as usize), gc.ts.get(i)) {
-            r.push((ts, i));
+            r.push((ts, i, gc.energy_of(i).unwrap_or(0.0)));
         }
     }
     drop(gpu_of);
@@ -422,10 +426,10 @@ fn gpu_intervals(
     gpus.cursor = vec![0; rows.len()];
     // The intervals in order (their instances and processes apart): each one's GPU row (the
     // interval itself is made when it is split).
-    let mut ivs: Vec<u32> = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+    let mut ivs: Vec<(u32, f64)> = Vec::with_capacity(rows.iter().map(Vec::len).sum());
     for &k in &order {
         gpus.first[k] = ivs.len();
-        ivs.extend(rows[k].iter().map(|&(_, i)| i as u32));
+        ivs.extend(rows[k].iter().map(|&(_, i, e)| (i as u32, e)));
     }
     drop(rows);
     (gpus, ivs)
@@ -437,7 +441,7 @@ fn gpu_intervals(
 fn mig_instances(
     m: &polars::prelude::DataFrame,
     gpus: &mut Gpus,
-    ivs: &[u32],
+    ivs: &[(u32, f64)],
     model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
     (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
 ) -> Result<Vec<(usize, Instance)>, EnergyError> {
@@ -452,6 +456,8 @@ fn mig_instances(
     );
     // A profile's slices on a model (the model's table by address).
     let mut slices_of: FastMap<(u32, usize), Option<u32>> = FastMap::default();
+    // The last one asked: a GPU's instances come together, often of one profile.
+    let mut last_slices: Option<((u32, usize), Option<u32>)> = None;
     let mut instances: Vec<(usize, Instance)> = Vec::with_capacity(m.height());
     for i in 0..m.height() {
         let (Some(ts), Some(gi)) = (m_ts.get(i), m_gi.get(i)) else {
@@ -470,16 +476,23 @@ fn mig_instances(
             continue;
         };
         let Ok(id) = u32::try_from(gi) else { continue };
-        let model = model_of(ivs[v]);
+        let model = model_of(ivs[v].0);
         let slices = m_profile.at(i).and_then(|pid| {
             let at = model.map_or(0, |m| m as *const GpuModel as usize);
-            *slices_of.entry((pid, at)).or_insert_with(|| {
+            if let Some((k, s)) = last_slices
+                && k == (pid, at)
+            {
+                return s;
+            }
+            let s = *slices_of.entry((pid, at)).or_insert_with(|| {
                 let name = m_profile.strings[pid as usize];
                 model
                     .and_then(|m| m.profile_by_name(name))
                     .map(|p| p.compute_slices)
                     .or_else(|| profile_slices(name))
-            })
+            });
+            last_slices = Some(((pid, at), s));
+            s
         });
         instances.push((
             v,
@@ -567,7 +580,7 @@ fn match_processes<K: Eq + Hash + Clone>(
 /// `out`: its energy and idle part, each owned process's joules; an interval without an
 /// activity value leaves its processes nothing.
 fn split_intervals<K>(
-    ivs: Vec<u32>,
+    ivs: Vec<(u32, f64)>,
     instances: &[(usize, Instance)],
     procs: &[(usize, (u32, u32))],
     gc: &GpuColumns,
@@ -580,10 +593,9 @@ fn split_intervals<K>(
     // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
     let mut joules: Vec<f64> = Vec::new();
-    for (v, row) in ivs.into_iter().enumerate() {
+    for (v, (row, energy_j)) in ivs.into_iter().enumerate() {
         let row = row as usize;
         let here = &procs[proc_at[v]..proc_at[v + 1]];
-        let energy_j = gc.energy_of(row).unwrap_or(0.0);
         if here.is_empty() {
             // No process: nothing to split, all of it is idle.
             out.intervals.push((energy_j, idle_alone(energy_j)));
