@@ -21,7 +21,7 @@
 
 use std::hash::Hash;
 
-use polars::prelude::{DataType, PolarsError, col, lit};
+use polars::prelude::{ChunkAgg, DataType, IntoLazy, PolarsError, col, lit};
 
 use tessera_core::mig::GpuModel;
 use tessera_core::mig::profiles::model_by_nvml_name;
@@ -189,11 +189,12 @@ fn by_interval<T: Copy>(n: usize, rows: &[(usize, T)]) -> (Vec<usize>, Vec<T>) {
 pub fn contributions<K: Eq + Hash + Clone>(
     frames: &Frames,
     range: (i64, i64),
+    held: Held,
     mut key: impl FnMut(&ProcessRef) -> Option<K>,
 ) -> Result<Contributions<K>, EnergyError> {
-    let g = within(frames.gpu.clone(), GPU, range)?;
-    let m = within(frames.mig.clone(), MIG, range)?;
-    let p = within(frames.process.clone(), PROCESS, range)?;
+    let g = within(frames.gpu.clone(), GPU, range, held)?;
+    let m = within(frames.mig.clone(), MIG, range, held)?;
+    let p = within(frames.process.clone(), PROCESS, range, held)?;
     let gc = GpuColumns::read(&g)?;
     let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
     // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
@@ -233,39 +234,49 @@ pub fn contributions<K: Eq + Hash + Clone>(
     Ok(out)
 }
 
+/// How [`contributions`] is to read its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Frames that read their sources (Parquet, a store): the range is filtered in the query,
+    /// so that only its rows are read.
+    Lazy,
+    /// Frames already in memory (the report pass's): the columns are taken as they are and the
+    /// range is checked on them, then filtered only when rows lie outside it; their strings'
+    /// ids are the ones interned for the pass.
+    InMemory,
+}
+
 /// `lf`'s columns `cols` (each cast to its type) with `ts` in `(range.0, range.1]`, `ts` as
 /// int64 ms.
 fn within(
     lf: polars::prelude::LazyFrame,
     cols: &[&str],
     range: (i64, i64),
+    held: Held,
 ) -> Result<polars::prelude::DataFrame, EnergyError> {
     let select = cols
         .iter()
         .map(|c| col(*c).cast(cast_of(c)))
         .collect::<Vec<_>>();
-    // Frames already in memory and inside the range (the report pass's) are read as they
-    // are: no filtered copy, and their strings' ids are the ones interned for the pass.
-    let bounds = lf
-        .clone()
-        .select([ts_ms().min().alias("lo"), ts_ms().max().alias("hi")])
-        .collect()?;
-    let (lo, hi) = (i64s(&bounds, "lo")?.get(0), i64s(&bounds, "hi")?.get(0));
-    let inside = match (lo, hi) {
-        (Some(lo), Some(hi)) => lo > range.0 && hi <= range.1,
-        _ => false,
-    };
+    let in_range = col("ts")
+        .gt(lit(range.0))
+        .and(col("ts").lt_eq(lit(range.1)));
     let lf = lf.with_column(ts_ms());
-    let lf = if inside {
-        lf
-    } else {
-        lf.filter(
-            col("ts")
-                .gt(lit(range.0))
-                .and(col("ts").lt_eq(lit(range.1))),
-        )
+    if held == Held::Lazy {
+        return Ok(lf.filter(in_range).select(select).collect()?);
+    }
+    let df = lf.select(select).collect()?;
+    let ts = df.column("ts")?.as_materialized_series().i64()?.clone();
+    let inside = match (ts.min(), ts.max()) {
+        (Some(lo), Some(hi)) => lo > range.0 && hi <= range.1,
+        // No rows, or none with a time: nothing to keep.
+        _ => df.height() == 0,
     };
-    Ok(lf.select(select).collect()?)
+    Ok(if inside {
+        df
+    } else {
+        df.lazy().filter(in_range).collect()?
+    })
 }
 
 /// The GPU rows' columns [`contributions`] reads.

@@ -37,7 +37,7 @@
 
 pub mod frames;
 
-pub use frames::{Contributions, EnergyError, ProcessRef, contributions};
+pub use frames::{Contributions, EnergyError, Held, ProcessRef, contributions};
 
 /// One process in an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

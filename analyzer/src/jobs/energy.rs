@@ -16,7 +16,7 @@ pub(super) fn job_energy(
     only: Option<&str>,
     range: (i64, i64),
 ) -> Result<BTreeMap<String, BTreeMap<Device, f64>>, JobError> {
-    let c = contributions(frames, range, |p| {
+    let c = contributions(frames, range, crate::energy::Held::Lazy, |p| {
         let job = p.slurm_job.filter(|j| only.is_none_or(|o| o == *j))?;
         Some((
             job.to_string(),

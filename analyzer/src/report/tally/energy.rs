@@ -13,7 +13,7 @@ use super::rows::{Gpu, Row};
 use super::{
     EnergySplit, IdlePower, Prices, QualityNote, ReportError, TeamUsage, Teams, r2, r3, team_of,
 };
-use crate::energy::{Contributions, contributions};
+use crate::energy::{Contributions, Held, contributions};
 use crate::frames::Frames;
 
 /// A row is idle for the idle power at this activity or below (the idle-loaded detector's).
@@ -24,11 +24,16 @@ const J_PER_KWH: f64 = 3.6e6;
 pub(super) type TeamEnergy = Contributions<Arc<str>>;
 
 /// One partition's GPU intervals in `(range.0, range.1]` split by team (a process's namespace,
-/// else its Slurm job, else `(unattributed)`, as the team table names it).
-pub(super) fn team_energy(frames: &Frames, range: (i64, i64)) -> Result<TeamEnergy, ReportError> {
+/// else its Slurm job, else `(unattributed)`, as the team table names it); `held`: whether
+/// `frames` are in memory ([`Held`]).
+pub(super) fn team_energy(
+    frames: &Frames,
+    range: (i64, i64),
+    held: Held,
+) -> Result<TeamEnergy, ReportError> {
     // The last (namespace, job) and its team: rows cycle through a node's few processes.
     let mut last: Option<(Option<String>, Option<String>, Arc<str>)> = None;
-    Ok(contributions(frames, range, |p| {
+    Ok(contributions(frames, range, held, |p| {
         if let Some((ns, job, team)) = &last
             && ns.as_deref() == p.namespace
             && job.as_deref() == p.slurm_job

@@ -254,7 +254,10 @@ fn prepare(
         shared.and_then(|s| s.whole(start + 1, end).process),
     )?;
     let t = std::time::Instant::now();
-    let energy = team_energy(in_range.unwrap_or(frames), range)?;
+    let energy = match in_range {
+        Some(f) => team_energy(f, range, crate::energy::Held::InMemory)?,
+        None => team_energy(frames, range, crate::energy::Held::Lazy)?,
+    };
     let idle = gpu_idle(&gpus, &cur);
     energy_spent.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(per);
