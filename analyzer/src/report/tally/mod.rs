@@ -185,14 +185,15 @@ struct Prepared {
     idle: Vec<GpuIdle>,
 }
 
+/// Reads and reduces one partition; `(shared, in_range)`: what the caller holds of it (see
+/// [`PartTally::add`]).
 fn prepare(
     frames: &Frames,
     range: (i64, i64),
     tz: &Tz,
     hours: f64,
     prices: &Prices,
-    shared: Option<&PartIds>,
-    in_range: Option<&Frames>,
+    (shared, in_range): (Option<&PartIds>, Option<&Frames>),
     energy_spent: &AtomicU64,
 ) -> Result<Prepared, ReportError> {
     let (start, end) = range;
@@ -408,8 +409,7 @@ impl PartTally {
             &self.tz,
             self.hours,
             &self.prices,
-            shared,
-            cur,
+            (shared, cur),
             &self.energy_spent,
         )?;
         let mut st = self.lock();
