@@ -163,23 +163,54 @@ fn as_gpu_id(ids: &Ids, tr: &[Option<u32>], i: usize) -> Option<Option<u32>> {
     }
 }
 
-/// The items of `rows` grouped by interval (`n` of them), in order within each: the items and
-/// where each interval's start (`starts[v]..starts[v + 1]`).
-fn by_interval<T: Copy>(n: usize, rows: &[(usize, T)]) -> (Vec<usize>, Vec<T>) {
-    let mut starts = vec![0usize; n + 1];
-    for (v, _) in rows {
-        starts[v + 1] += 1;
+/// Rows `(interval, item)` kept per GPU, in the order they came. Each GPU's intervals are one
+/// run of consecutive interval numbers, so each GPU's list put in interval order (stably), and
+/// the lists laid end to end in the order of their first interval, are every row in interval
+/// order, rows of one interval in the order they came: what a stable sort of all the rows by
+/// interval gives, without a scatter over the whole partition.
+struct PerGpu<T>(Vec<Vec<(usize, T)>>);
+
+impl<T: Copy> PerGpu<T> {
+    fn new() -> Self {
+        PerGpu(Vec::new())
     }
-    for v in 0..n {
-        starts[v + 1] += starts[v];
+
+    fn push(&mut self, gpu: usize, v: usize, x: T) {
+        if gpu >= self.0.len() {
+            self.0.resize_with(gpu + 1, Vec::new);
+        }
+        self.0[gpu].push((v, x));
     }
-    let mut next = starts.clone();
-    let mut out: Vec<T> = rows.iter().map(|(_, x)| *x).collect();
-    for (v, x) in rows {
-        out[next[*v]] = *x;
-        next[*v] += 1;
+
+    fn len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
     }
-    (starts, out)
+
+    /// The items grouped by interval (`n` of them), in order within each: the items and where
+    /// each interval's start (`starts[v]..starts[v + 1]`).
+    fn by_interval(self, n: usize) -> (Vec<usize>, Vec<T>) {
+        let total = self.len();
+        let mut lists: Vec<Vec<(usize, T)>> =
+            self.0.into_iter().filter(|l| !l.is_empty()).collect();
+        for l in &mut lists {
+            if !l.is_sorted_by_key(|x| x.0) {
+                l.sort_by_key(|x| x.0);
+            }
+        }
+        lists.sort_by_key(|l| l[0].0);
+        let mut starts = vec![0usize; n + 1];
+        let mut out: Vec<T> = Vec::with_capacity(total);
+        for l in lists {
+            for (v, x) in l {
+                starts[v + 1] += 1;
+                out.push(x);
+            }
+        }
+        for v in 0..n {
+            starts[v + 1] += starts[v];
+        }
+        (starts, out)
+    }
 }
 
 /// The energy split of every GPU interval of `frames` with `ts` in `(range.0, range.1]`; `key`
@@ -230,7 +261,7 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let procs = match_processes(&pc, p.height(), &mut gpus, ids, &mut key, &mut out);
     // At most one share per matched process row.
     out.shares.reserve(procs.len());
-    split_intervals(ivs, &instances, &procs, &gc, &mut model_of, &pc, &mut out);
+    split_intervals(ivs, instances, procs, &gc, &mut model_of, &pc, &mut out);
     Ok(out)
 }
 
@@ -455,7 +486,7 @@ fn mig_instances(
     ivs: &[(u32, f64)],
     model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
     (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
-) -> Result<Vec<(usize, Instance)>, EnergyError> {
+) -> Result<PerGpu<Instance>, EnergyError> {
     let (m_node, m_uuid, m_profile) = (strs(m, "node")?, strs(m, "uuid")?, strs(m, "profile")?);
     let (m_node, m_uuid, m_profile) = (m_node.ids(), m_uuid.ids(), m_profile.ids());
     let (m_node_tr, m_uuid_tr) = (translate(&m_node, node_id), translate(&m_uuid, uuid_id));
@@ -469,7 +500,7 @@ fn mig_instances(
     let mut slices_of: FastMap<(u32, usize), Option<u32>> = FastMap::default();
     // The last one asked: a GPU's instances come together, often of one profile.
     let mut last_slices: Option<((u32, usize), Option<u32>)> = None;
-    let mut instances: Vec<(usize, Instance)> = Vec::with_capacity(m.height());
+    let mut instances: PerGpu<Instance> = PerGpu::new();
     for i in 0..m.height() {
         let (Some(ts), Some(gi)) = (m_ts.get(i), m_gi.get(i)) else {
             continue;
@@ -480,9 +511,9 @@ fn mig_instances(
         ) else {
             continue;
         };
-        let Some(v) = gpus
+        let Some((k, v)) = gpus
             .of((node, uuid, m_gpu.get(i)), false)
-            .and_then(|k| gpus.interval(k, ts))
+            .and_then(|k| Some((k, gpus.interval(k, ts)?)))
         else {
             continue;
         };
@@ -505,14 +536,15 @@ fn mig_instances(
             last_slices = Some(((pid, at), s));
             s
         });
-        instances.push((
+        instances.push(
+            k,
             v,
             Instance {
                 id,
                 slices: slices.unwrap_or(1),
                 activity: m_sm.get(i),
             },
-        ));
+        );
     }
     Ok(instances)
 }
@@ -527,16 +559,16 @@ fn match_processes<K: Eq + Hash + Clone>(
     (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
     key: &mut impl FnMut(&ProcessRef) -> Option<K>,
     out: &mut Contributions<K>,
-) -> Vec<(usize, (u32, u32))> {
+) -> PerGpu<(u32, u32)> {
     let (p_node, p_uuid, p_ns, p_job) = (pc.node.ids(), pc.uuid.ids(), pc.ns.ids(), pc.job.ids());
     let (p_node_tr, p_uuid_tr) = (translate(&p_node, node_id), translate(&p_uuid, uuid_id));
     let mut key_index: FastMap<K, usize> = FastMap::default();
     // The owners of the process identities met (the caller's key, asked once per identity).
     let mut owner_of: FastMap<ProcKey, u32> = FastMap::default();
     let mut owner_cache: DirectCache<ProcKey, u32> = DirectCache::default();
-    // Per process row of an interval: its interval, the process and its key.
-    // Per process row of an interval: its interval, its row and its owner (or `NO_OWNER`).
-    let mut procs: Vec<(usize, (u32, u32))> = Vec::with_capacity(height);
+    // Per process row of an interval, by GPU: its interval, its row and its owner (or
+    // `NO_OWNER`).
+    let mut procs: PerGpu<(u32, u32)> = PerGpu::new();
     for i in 0..height {
         let Some(ts) = pc.ts.get(i) else { continue };
         let gpu = pc.gpu.get(i);
@@ -582,7 +614,7 @@ fn match_processes<K: Eq + Hash + Clone>(
                 o
             }
         };
-        procs.push((v, (i as u32, owner)));
+        procs.push(k, v, (i as u32, owner));
     }
     procs
 }
@@ -592,15 +624,15 @@ fn match_processes<K: Eq + Hash + Clone>(
 /// activity value leaves its processes nothing.
 fn split_intervals<K>(
     ivs: Vec<(u32, f64)>,
-    instances: &[(usize, Instance)],
-    procs: &[(usize, (u32, u32))],
+    instances: PerGpu<Instance>,
+    procs: PerGpu<(u32, u32)>,
     gc: &GpuColumns,
     model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
     pc: &ProcessColumns,
     out: &mut Contributions<K>,
 ) {
-    let (inst_at, instances) = by_interval(ivs.len(), instances);
-    let (proc_at, procs) = by_interval(ivs.len(), procs);
+    let (inst_at, instances) = instances.by_interval(ivs.len());
+    let (proc_at, procs) = procs.by_interval(ivs.len());
     // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
     let mut joules: Vec<f64> = Vec::new();
@@ -700,3 +732,57 @@ pub const COLUMNS: &[(crate::frames::Table, &[&str])] = &[
     (crate::frames::Table::Mig, MIG),
     (crate::frames::Table::Process, PROCESS),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::PerGpu;
+    use proptest::prelude::*;
+
+    /// A stable sort of every row by interval: what [`PerGpu::by_interval`] must give.
+    fn sorted(n: usize, rows: &[(usize, (usize, u32))]) -> (Vec<usize>, Vec<(usize, u32)>) {
+        let mut all: Vec<(usize, (usize, u32))> = rows.to_vec();
+        all.sort_by_key(|r| r.0);
+        let mut starts = vec![0usize; n + 1];
+        for (v, _) in &all {
+            starts[v + 1] += 1;
+        }
+        for v in 0..n {
+            starts[v + 1] += starts[v];
+        }
+        (starts, all.into_iter().map(|r| r.1).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn rows_kept_per_gpu_come_out_as_a_stable_sort_by_interval(
+            // Each GPU's number of intervals, and rows as (GPU, interval within it).
+            sizes in prop::collection::vec(1usize..6, 1..5),
+            picks in prop::collection::vec((0usize..5, 0usize..6), 0..60),
+            order in prop::collection::vec(0usize..5, 0..5),
+        ) {
+            // GPUs numbered in another order than their intervals (the keys' order is not the
+            // intervals' order).
+            let g = sizes.len();
+            let mut first = vec![0usize; g];
+            let mut at = 0;
+            let mut seq: Vec<usize> = (0..g).collect();
+            for (i, o) in order.iter().enumerate() {
+                seq.swap(i % g, o % g);
+            }
+            for &k in &seq {
+                first[k] = at;
+                at += sizes[k];
+            }
+            let n = at;
+            let mut per = PerGpu::new();
+            let mut rows = Vec::new();
+            for (i, &(k, j)) in picks.iter().enumerate() {
+                let k = k % g;
+                let v = first[k] + j % sizes[k];
+                per.push(k, v, (v, i as u32));
+                rows.push((v, (v, i as u32)));
+            }
+            prop_assert_eq!(per.by_interval(n), sorted(n, &rows));
+        }
+    }
+}
