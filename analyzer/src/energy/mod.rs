@@ -36,6 +36,7 @@
 //! GPU's idle floor included), and it does not guess activity that the data does not have.
 
 pub mod frames;
+mod per_gpu;
 
 pub use frames::{Contributions, EnergyError, Held, ProcessRef, contributions};
 
