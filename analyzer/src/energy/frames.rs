@@ -4,14 +4,18 @@
 //! when they share a sampling period: the exporter's history, Prometheus scrapes), and returns
 //! each interval's energy and idle part and each process row's joules under the caller's key, in
 //! (node, GPU index, uuid, `ts`) order — the order a single pass over the union of node
-//! partitions gives, so sums folded partition by partition are byte-identical to it.
+//! partitions gives, so sums folded partition by partition are byte-identical to it. A caller
+//! that walks the GPU rows already (the report's tallies) makes the intervals itself
+//! ([`IntervalsBuilder`], in its own GPU order) and [`contributions_of`] reads only the MIG and
+//! process rows.
 //!
 //! A GPU row's energy is its `energy_delta_joules`, else `power_mean_watts` × `interval_ms`
 //! (what the report's energy is); a row with neither is not an interval here (its energy is
 //! unknown, never 0), and its processes get nothing. Of several GPU rows with the same node,
 //! uuid, index and `ts`, the first is the interval. A MIG instance's compute slices come from the
-//! GPU model's profile table (`tessera_core::mig`), else from the profile's name. Reads the lazy
-//! frames it is given and nothing else; keys, sums and prices are the caller's.
+//! profile table of its GPU's model (the model of the GPU's first interval, `tessera_core::mig`),
+//! else from the profile's name. Reads the lazy frames it is given and nothing else; keys, sums
+//! and prices are the caller's.
 //!
 //! Rows are matched without hashing strings per row: strings become small ids once per distinct
 //! value ([`crate::frames::columns::Strs::ids`]), each GPU's intervals are kept sorted by `ts`
@@ -27,7 +31,7 @@ use tessera_core::mig::GpuModel;
 use tessera_core::mig::profiles::model_by_nvml_name;
 
 use super::per_gpu::PerGpu;
-use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into};
+use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into, split_one};
 use crate::frames::columns::{
     DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, cache_word as word, f64s, find_from,
     i64s, strs, ts_ms,
@@ -55,7 +59,8 @@ pub struct ProcessRef<'a> {
     pub slurm_job: Option<&'a str>,
 }
 
-/// One partition's split, in (node, GPU index, uuid, `ts`) order.
+/// One partition's split, in the intervals' order ([`contributions`]: (node, GPU index, uuid,
+/// `ts`)).
 #[derive(Debug, Clone)]
 pub struct Contributions<K> {
     /// The keys met, in order of first appearance.
@@ -137,22 +142,13 @@ impl Gpus {
 }
 
 /// Per id of `ids`, the id of the same string among `to`'s (`None`: `to` does not have it).
-fn translate(ids: &Ids, to: &FastMap<&str, u32>) -> Vec<Option<u32>> {
-    ids.strings.iter().map(|s| to.get(s).copied()).collect()
+fn translate(ids: &Ids, to: &FastMap<String, u32>) -> Vec<Option<u32>> {
+    ids.strings.iter().map(|s| to.get(*s).copied()).collect()
 }
 
 /// The string of an id of `ids`.
 fn name<'a>(ids: &Ids<'a>, id: Option<u32>) -> Option<&'a str> {
     id.map(|x| ids.strings[x as usize])
-}
-
-/// The id of each string of `ids`.
-fn g_strings<'a>(ids: &Ids<'a>) -> FastMap<&'a str, u32> {
-    ids.strings
-        .iter()
-        .enumerate()
-        .map(|(id, s)| (*s, id as u32))
-        .collect()
 }
 
 /// Row `i`'s string id in the GPU table's ids: `None` when the GPU table has no such string
@@ -167,40 +163,47 @@ fn as_gpu_id(ids: &Ids, tr: &[Option<u32>], i: usize) -> Option<Option<u32>> {
 /// The energy split of every GPU interval of `frames` with `ts` in `(range.0, range.1]`; `key`
 /// names each process row's owner (`None`: not counted in `shares`, but still a process of its
 /// interval). `key` is called once per distinct [`ProcessRef`] (rows with equal fields get the
-/// same key), in row order.
+/// same key), in row order. The intervals are made from the GPU rows, in (node, GPU index, uuid,
+/// `ts`) order.
 pub fn contributions<K: Eq + Hash + Clone>(
     frames: &Frames,
     range: (i64, i64),
     held: Held,
-    mut key: impl FnMut(&ProcessRef) -> Option<K>,
+    key: impl FnMut(&ProcessRef) -> Option<K>,
 ) -> Result<Contributions<K>, EnergyError> {
     let g = within(frames.gpu.clone(), GPU, range, held)?;
+    let gc = GpuColumns::read(&g)?;
+    let intervals = gpu_intervals(&gc, g.height());
+    contributions_of(frames, range, held, intervals, key)
+}
+
+/// [`contributions`] over GPU intervals the caller made already ([`IntervalsBuilder`]: the
+/// report's tallies walk the same GPU rows); only the MIG and process rows of `frames` are read.
+/// Shares come in the order of `intervals`.
+pub fn contributions_of<K: Eq + Hash + Clone>(
+    frames: &Frames,
+    range: (i64, i64),
+    held: Held,
+    intervals: GpuIntervals,
+    mut key: impl FnMut(&ProcessRef) -> Option<K>,
+) -> Result<Contributions<K>, EnergyError> {
+    let GpuIntervals {
+        mut gpus,
+        nodes,
+        uuids,
+        models,
+        ivs,
+    } = intervals;
     let m = within(frames.mig.clone(), MIG, range, held)?;
     let p = within(frames.process.clone(), PROCESS, range, held)?;
-    let gc = GpuColumns::read(&g)?;
-    let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
-    // A GPU row's model's table, looked up only for the intervals with MIG rows (the only ones
-    // that read it), by the row's own model name.
-    let mut models: FastMap<&str, Option<&'static GpuModel>> = FastMap::default();
-    // The last name asked and its table: a node's GPUs are mostly of one model.
-    let mut last: Option<(&str, Option<&'static GpuModel>)> = None;
-    let mut model_of = |row: u32| -> Option<&'static GpuModel> {
-        let name = gc.model.get(row as usize)?;
-        if let Some((n, m)) = last
-            && n == name
-        {
-            return m;
-        }
-        let m = *models
-            .entry(name)
-            .or_insert_with(|| model_by_nvml_name(name));
-        last = Some((name, m));
-        m
+    let strings = |list: &[String]| -> FastMap<String, u32> {
+        (list.iter().enumerate())
+            .map(|(id, s)| (s.clone(), id as u32))
+            .collect()
     };
-    let (mut gpus, ivs) = gpu_intervals(&gc, (&g_node, &g_uuid), g.height());
-    let (node_id, uuid_id) = (g_strings(&g_node), g_strings(&g_uuid));
+    let (node_id, uuid_id) = (strings(&nodes), strings(&uuids));
     let ids = (&node_id, &uuid_id);
-    let instances = mig_instances(&m, &mut gpus, &ivs, &mut model_of, ids)?;
+    let instances = mig_instances(&m, &mut gpus, &models, ids)?;
     let pc = ProcessColumns::read(&p)?;
     let mut out = Contributions {
         keys: Vec::new(),
@@ -212,8 +215,132 @@ pub fn contributions<K: Eq + Hash + Clone>(
     let procs = match_processes(&pc, p.height(), &mut gpus, ids, &mut key, &mut out);
     // At most one share per matched process row.
     out.shares.reserve(procs.len());
-    split_intervals(ivs, instances, procs, &gc, &mut model_of, &pc, &mut out);
+    split_intervals(ivs, instances, procs, &models, &pc, &mut out);
     Ok(out)
+}
+
+/// One GPU interval: its GPU (an index into [`GpuIntervals`]' GPUs), its energy J and its
+/// activity (NaN: none).
+#[derive(Clone, Copy)]
+struct Iv {
+    gpu: u32,
+    energy_j: f64,
+    activity: f64,
+}
+
+/// A partition's GPU intervals, GPU by GPU and each GPU's by `ts`: what [`contributions_of`]
+/// splits. Made by [`contributions`] from the GPU rows, or by an [`IntervalsBuilder`].
+pub struct GpuIntervals {
+    gpus: Gpus,
+    /// The node names and uuids the GPUs' keys number.
+    nodes: Vec<String>,
+    uuids: Vec<String>,
+    /// Per GPU, its model's profile table (its MIG instances' compute slices).
+    models: Vec<Option<&'static GpuModel>>,
+    ivs: Vec<Iv>,
+}
+
+/// Builds [`GpuIntervals`] from GPU rows the caller walks: each GPU once ([`gpu`]), in the order
+/// the intervals are to come, then its rows in ascending `ts` ([`row`]). A row whose energy is
+/// unknown (or not a finite number ≥ 0) is not an interval; of rows with the same `ts`, the
+/// first with a known energy is. A GPU given a second time gets no rows.
+///
+/// [`gpu`]: IntervalsBuilder::gpu
+/// [`row`]: IntervalsBuilder::row
+pub struct IntervalsBuilder {
+    out: GpuIntervals,
+    node_ids: FastMap<String, u32>,
+    uuid_ids: FastMap<String, u32>,
+    /// The GPU whose rows come now, and its last interval's `ts`.
+    current: Option<usize>,
+    last_ts: Option<i64>,
+}
+
+impl Default for IntervalsBuilder {
+    fn default() -> Self {
+        IntervalsBuilder {
+            out: GpuIntervals {
+                gpus: Gpus::default(),
+                nodes: Vec::new(),
+                uuids: Vec::new(),
+                models: Vec::new(),
+                ivs: Vec::new(),
+            },
+            node_ids: FastMap::default(),
+            uuid_ids: FastMap::default(),
+            current: None,
+            last_ts: None,
+        }
+    }
+}
+
+impl IntervalsBuilder {
+    /// Room for `n` intervals.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut b = IntervalsBuilder::default();
+        b.out.ivs.reserve(n);
+        b
+    }
+
+    /// The next GPU: its node, uuid, index and model name (NVML's).
+    pub fn gpu(
+        &mut self,
+        node: Option<&str>,
+        uuid: Option<&str>,
+        index: Option<i64>,
+        model: Option<&str>,
+    ) {
+        let id = |s: Option<&str>, ids: &mut FastMap<String, u32>, list: &mut Vec<String>| {
+            s.map(|s| {
+                *ids.entry(s.to_string()).or_insert_with(|| {
+                    list.push(s.to_string());
+                    (list.len() - 1) as u32
+                })
+            })
+        };
+        let o = &mut self.out;
+        let k = (
+            id(node, &mut self.node_ids, &mut o.nodes),
+            id(uuid, &mut self.uuid_ids, &mut o.uuids),
+            index,
+        );
+        self.last_ts = None;
+        if o.gpus.of(k, false).is_some() {
+            self.current = None;
+            return;
+        }
+        let g = o.gpus.of(k, true).unwrap_or_default();
+        o.gpus.ts.push(Vec::new());
+        o.gpus.first.push(o.ivs.len());
+        o.gpus.cursor.push(0);
+        o.models.push(model.and_then(model_by_nvml_name));
+        self.current = Some(g);
+    }
+
+    /// The current GPU's next row: its `ts`, energy J and activity (SM activity, else busy
+    /// ratio).
+    pub fn row(&mut self, ts: i64, energy_j: Option<f64>, activity: Option<f64>) {
+        let (Some(g), Some(e)) = (
+            self.current,
+            energy_j.filter(|e| e.is_finite() && *e >= 0.0),
+        ) else {
+            return;
+        };
+        if self.last_ts.is_some_and(|t| ts <= t) {
+            return;
+        }
+        self.last_ts = Some(ts);
+        self.out.gpus.ts[g].push(ts);
+        self.out.ivs.push(Iv {
+            gpu: g as u32,
+            energy_j: e,
+            activity: activity.unwrap_or(f64::NAN),
+        });
+    }
+
+    pub fn finish(self) -> GpuIntervals {
+        self.out
+    }
 }
 
 /// How [`contributions`] is to read its frames.
@@ -357,14 +484,11 @@ impl ProcessColumns {
     }
 }
 
-/// The GPUs of the partition's `height` GPU rows and its intervals in order, as (GPU row,
-/// energy J): each GPU's rows with known energy, one per `ts` (the first), the GPUs in (node,
-/// index, uuid) order.
-fn gpu_intervals(
-    gc: &GpuColumns,
-    (g_node, g_uuid): (&Ids, &Ids),
-    height: usize,
-) -> (Gpus, Vec<(u32, f64)>) {
+/// The intervals of the partition's `height` GPU rows: each GPU's rows with known energy, one
+/// per `ts` (the first), the GPUs in (node, index, uuid) order, each with the model of its first
+/// interval.
+fn gpu_intervals(gc: &GpuColumns, height: usize) -> GpuIntervals {
+    let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
     // Each GPU's rows with known energy, in row order.
     let mut gpus = Gpus::default();
     // Each row's GPU first (counted, so that each GPU's list is allocated once).
@@ -394,49 +518,42 @@ fn gpu_intervals(
         }
     }
     drop(gpu_of);
-    // By `ts` (the first row of a `ts` is the interval), and the GPUs in (node, index, uuid)
-    // order: the partition's order of intervals.
+    // By `ts`, stably (the first row of a `ts` is the interval), and the GPUs in (node, index,
+    // uuid) order: the partition's order of intervals.
     for r in &mut rows {
         if !r.is_sorted_by_key(|x| x.0) {
             r.sort_by_key(|x| x.0);
         }
-        r.dedup_by_key(|x| x.0);
     }
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         let (ka, kb) = (gpus.keys[a], gpus.keys[b]);
-        (name(g_node, ka.0), ka.2, name(g_uuid, ka.1)).cmp(&(
-            name(g_node, kb.0),
+        (name(&g_node, ka.0), ka.2, name(&g_uuid, ka.1)).cmp(&(
+            name(&g_node, kb.0),
             kb.2,
-            name(g_uuid, kb.1),
+            name(&g_uuid, kb.1),
         ))
     });
-    gpus.ts = rows
-        .iter()
-        .map(|r| r.iter().map(|x| x.0).collect())
-        .collect();
-    gpus.first = vec![0; rows.len()];
-    gpus.cursor = vec![0; rows.len()];
-    // The intervals in order (their instances and processes apart): each one's GPU row (the
-    // interval itself is made when it is split).
-    let mut ivs: Vec<(u32, f64)> = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+    let mut b = IntervalsBuilder::with_capacity(rows.iter().map(Vec::len).sum());
     for &k in &order {
-        gpus.first[k] = ivs.len();
-        ivs.extend(rows[k].iter().map(|&(_, i, e)| (i as u32, e)));
+        let (node, uuid, index) = gpus.keys[k];
+        let model = rows[k].first().and_then(|&(_, i, _)| gc.model.get(i));
+        b.gpu(name(&g_node, node), name(&g_uuid, uuid), index, model);
+        for &(ts, i, e) in &rows[k] {
+            b.row(ts, Some(e), gc.sm.get(i).or(gc.busy.get(i)));
+        }
     }
-    drop(rows);
-    (gpus, ivs)
+    b.finish()
 }
 
 /// The MIG rows `m` matched to their GPU's interval (ids of the GPU table's strings: `ids`),
-/// each instance with its compute slices from its GPU model's profile table (`model_of` by the
-/// interval's GPU row), else from the profile's name.
+/// each instance with its compute slices from its GPU model's profile table (`models`, per GPU),
+/// else from the profile's name.
 fn mig_instances(
     m: &polars::prelude::DataFrame,
     gpus: &mut Gpus,
-    ivs: &[(u32, f64)],
-    model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
-    (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
+    models: &[Option<&'static GpuModel>],
+    (node_id, uuid_id): (&FastMap<String, u32>, &FastMap<String, u32>),
 ) -> Result<PerGpu<Instance>, EnergyError> {
     let (m_node, m_uuid, m_profile) = (strs(m, "node")?, strs(m, "uuid")?, strs(m, "profile")?);
     let (m_node, m_uuid, m_profile) = (m_node.ids(), m_uuid.ids(), m_profile.ids());
@@ -469,7 +586,7 @@ fn mig_instances(
             continue;
         };
         let Ok(id) = u32::try_from(gi) else { continue };
-        let model = model_of(ivs[v].0);
+        let model = models[k];
         let slices = m_profile.at(i).and_then(|pid| {
             let at = model.map_or(0, |m| m as *const GpuModel as usize);
             if let Some((k, s)) = last_slices
@@ -507,7 +624,7 @@ fn match_processes<K: Eq + Hash + Clone>(
     pc: &ProcessColumns,
     height: usize,
     gpus: &mut Gpus,
-    (node_id, uuid_id): (&FastMap<&str, u32>, &FastMap<&str, u32>),
+    (node_id, uuid_id): (&FastMap<String, u32>, &FastMap<String, u32>),
     key: &mut impl FnMut(&ProcessRef) -> Option<K>,
     out: &mut Contributions<K>,
 ) -> PerGpu<(u32, u32)> {
@@ -570,15 +687,14 @@ fn match_processes<K: Eq + Hash + Clone>(
     procs
 }
 
-/// Splits each interval (its GPU row in `ivs`) among its MIG instances and processes into
-/// `out`: its energy and idle part, each owned process's joules; an interval without an
-/// activity value leaves its processes nothing.
+/// Splits each interval among its MIG instances and processes into `out`: its energy and idle
+/// part, each owned process's joules; an interval without an activity value leaves its
+/// processes nothing.
 fn split_intervals<K>(
-    ivs: Vec<(u32, f64)>,
+    ivs: Vec<Iv>,
     instances: PerGpu<Instance>,
     procs: PerGpu<(u32, u32)>,
-    gc: &GpuColumns,
-    model_of: &mut impl FnMut(u32) -> Option<&'static GpuModel>,
+    models: &[Option<&'static GpuModel>],
     pc: &ProcessColumns,
     out: &mut Contributions<K>,
 ) {
@@ -587,12 +703,31 @@ fn split_intervals<K>(
     // One interval at a time, its instances, processes and split in vectors reused.
     let mut iv = Interval::default();
     let mut joules: Vec<f64> = Vec::new();
-    for (v, (row, energy_j)) in ivs.into_iter().enumerate() {
-        let row = row as usize;
+    for (
+        v,
+        Iv {
+            gpu,
+            energy_j,
+            activity,
+        },
+    ) in ivs.into_iter().enumerate()
+    {
         let here = &procs[proc_at[v]..proc_at[v + 1]];
         if here.is_empty() {
             // No process: nothing to split, all of it is idle.
             out.intervals.push((energy_j, idle_alone(energy_j)));
+            continue;
+        }
+        let activity = (!activity.is_nan()).then_some(activity);
+        if let ([(i, owner)], true) = (here, inst_at[v] == inst_at[v + 1]) {
+            // One process outside MIG (the most common interval): split without building it.
+            let (idle, share) = split_one(energy_j, activity, || pc.sm.get(*i as usize));
+            match share {
+                None => out.no_activity_j += energy_j,
+                Some(j) if *owner != NO_OWNER => out.shares.push((*owner as usize, j)),
+                Some(_) => {}
+            }
+            out.intervals.push((energy_j, idle));
             continue;
         }
         iv.instances.clear();
@@ -609,12 +744,12 @@ fn split_intervals<K>(
         }));
         (iv.energy_j, iv.activity, iv.slices) = (
             energy_j,
-            gc.sm.get(row).or(gc.busy.get(row)),
+            activity,
             if iv.instances.is_empty() {
                 // Read only in MIG mode.
                 None
             } else {
-                model_of(row as u32).map(|m| m.compute_slices)
+                models[gpu as usize].map(|m| m.compute_slices)
             },
         );
         let (idle, no_activity) = split_into(&iv, &mut joules);

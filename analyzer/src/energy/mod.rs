@@ -38,7 +38,10 @@
 pub mod frames;
 mod per_gpu;
 
-pub use frames::{Contributions, EnergyError, Held, ProcessRef, contributions};
+pub use frames::{
+    Contributions, EnergyError, GpuIntervals, Held, IntervalsBuilder, ProcessRef, contributions,
+    contributions_of,
+};
 
 /// One process in an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -163,6 +166,27 @@ pub fn idle_alone(energy_j: f64) -> f64 {
     };
     let given: f64 = [0.0f64; 0].iter().sum();
     (e - given).max(0.0)
+}
+
+/// [`split_into`] of an interval outside MIG with exactly one process, without building the
+/// interval: the idle rest and the process's joules (`None`: no activity value splits it,
+/// [`Split::no_activity`]). `sm` (the process's `sm_mean`) is asked only when the GPU's
+/// `activity` is unknown. The same arithmetic as [`split_into`], bit for bit (a property test).
+pub fn split_one(
+    energy_j: f64,
+    activity: Option<f64>,
+    sm: impl FnOnce() -> Option<f64>,
+) -> (f64, Option<f64>) {
+    let e = if energy_j.is_finite() {
+        energy_j.max(0.0)
+    } else {
+        0.0
+    };
+    let a = ratio(activity).or_else(|| ratio(sm()).map(|s| s.min(1.0)));
+    // The one process gets all of the workload part (its share of the activity sum is 1).
+    let share = a.map(|a| e * a).filter(|&part| part > 0.0).unwrap_or(0.0);
+    let given: f64 = std::iter::once(share).sum();
+    ((e - given).max(0.0), a.map(|_| share))
 }
 
 /// Outside MIG; `false` when no activity value was there to split by.

@@ -446,3 +446,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn one_process_outside_mig_splits_bit_for_bit_as_the_general_rule(
+        energy_j in prop_oneof![Just(0.0), Just(-0.0), 0.0f64..1e7, Just(f64::INFINITY), Just(f64::NAN)],
+        activity in ratio_value(),
+        sm in ratio_value(),
+        memory in prop_oneof![Just(None), Just(Some(0.0)), (0.0f64..1e11).prop_map(Some)],
+        instance in prop_oneof![Just(None), (0u32..5).prop_map(Some)],
+    ) {
+        let iv = Interval {
+            energy_j,
+            activity,
+            slices: None,
+            instances: Vec::new(),
+            processes: vec![Process { sm, memory, instance }],
+        };
+        let mut out = vec![7.0];
+        let (idle, no_activity) = split_into(&iv, &mut out);
+        let (one_idle, share) = super::split_one(energy_j, activity, || sm);
+        prop_assert_eq!(one_idle.to_bits(), idle.to_bits());
+        match share {
+            Some(j) => {
+                prop_assert!(!no_activity);
+                prop_assert_eq!(j.to_bits(), out[0].to_bits());
+            }
+            None => prop_assert!(no_activity),
+        }
+    }
+}

@@ -55,8 +55,9 @@ type ViewKey = (u32, u128);
 /// A string column's rows as small integers ([`Strs::ids`]): equal strings have equal ids.
 #[derive(Clone)]
 pub struct Ids<'a> {
-    /// Per row, the id of its string (`None` when null).
-    pub ids: Vec<Option<u32>>,
+    /// Per row, the id of its string (`None` when null); shared, so that a remembered column's
+    /// ids are recalled without a copy.
+    pub ids: std::sync::Arc<[Option<u32>]>,
     /// The strings by id, in order of first appearance.
     pub strings: Vec<&'a str>,
 }
@@ -107,7 +108,10 @@ impl Strs {
                 ids.push(Some(id));
             }
         }
-        Ids { ids, strings }
+        Ids {
+            ids: ids.into(),
+            strings,
+        }
     }
 }
 
@@ -342,7 +346,7 @@ mod memo {
     struct Entry {
         key: Vec<ChunkKey>,
         _keep: Vec<Utf8ViewArray>,
-        ids: Vec<Option<u32>>,
+        ids: std::sync::Arc<[Option<u32>]>,
         /// Per id, the row where its string first appears.
         first: Vec<usize>,
     }

@@ -1,7 +1,9 @@
 //! The report's energy per team: each partition's GPU intervals split between the teams' processes
 //! and idle ([`crate::energy`]), folded in partition order (the sums are those of one pass over
 //! the union, byte for byte), and each GPU's idle power, which prices the energy of the findings'
-//! wasted GPU-hours.
+//! wasted GPU-hours. The intervals are made from the tallies' own GPU rows, in the report's GPU
+//! order (node, index, model), in the same walk as the idle power ([`gpu_walk`]): the GPU table
+//! is not read a second time.
 //!
 //! Reads the frames and rows it is given; does not split anything itself (the energy module
 //! does) and does not render.
@@ -13,7 +15,7 @@ use super::rows::{Gpu, Row};
 use super::{
     EnergySplit, IdlePower, Prices, QualityNote, ReportError, TeamUsage, Teams, r2, r3, team_of,
 };
-use crate::energy::{Contributions, Held, contributions};
+use crate::energy::{Contributions, GpuIntervals, Held, IntervalsBuilder, contributions_of};
 use crate::frames::Frames;
 
 /// A row is idle for the idle power at this activity or below (the idle-loaded detector's).
@@ -23,17 +25,19 @@ const J_PER_KWH: f64 = 3.6e6;
 /// One partition's split, keyed by team name.
 pub(super) type TeamEnergy = Contributions<Arc<str>>;
 
-/// One partition's GPU intervals in `(range.0, range.1]` split by team (a process's namespace,
-/// else its Slurm job, else `(unattributed)`, as the team table names it); `held`: whether
-/// `frames` are in memory ([`Held`]).
+/// One partition's GPU intervals (`intervals`, from [`gpu_walk`]) split by team (a process's
+/// namespace, else its Slurm job, else `(unattributed)`, as the team table names it), its MIG
+/// and process rows read from `frames` in `(range.0, range.1]`; `held`: whether `frames` are in
+/// memory ([`Held`]).
 pub(super) fn team_energy(
     frames: &Frames,
     range: (i64, i64),
     held: Held,
+    intervals: GpuIntervals,
 ) -> Result<TeamEnergy, ReportError> {
     // The last (namespace, job) and its team: rows cycle through a node's few processes.
     let mut last: Option<(Option<String>, Option<String>, Arc<str>)> = None;
-    Ok(contributions(frames, range, held, |p| {
+    Ok(contributions_of(frames, range, held, intervals, |p| {
         if let Some((ns, job, team)) = &last
             && ns.as_deref() == p.namespace
             && job.as_deref() == p.slurm_job
@@ -55,23 +59,33 @@ pub(super) fn team_energy(
 /// One GPU's idle rows: node, index, model, Σ energy J and Σ seconds.
 pub(super) type GpuIdle = (String, Option<i64>, String, f64, f64);
 
-/// Each GPU's energy and time over its current rows with activity ≤ 1% and known energy (0 s:
-/// none; the GPU's model is still known).
-pub(super) fn gpu_idle(gpus: &[Gpu], cur: &[&Row]) -> Vec<GpuIdle> {
-    let mut acc: Vec<(f64, f64)> = vec![(0.0, 0.0); gpus.len()];
-    for r in cur {
-        if let (Some(e), Some(a)) = (r.energy_j(), r.activity())
-            && a <= IDLE_ACTIVITY
-            && r.interval > 0
-        {
-            acc[r.gpu].0 += e;
-            acc[r.gpu].1 += r.interval as f64 / 1000.0;
-        }
-    }
-    gpus.iter()
-        .zip(acc)
-        .map(|(g, (j, s))| (g.node.clone(), g.index, g.model.clone(), j, s))
-        .collect()
+/// In one walk over each GPU's current rows (`per`, in the order of `gpus`): each GPU's energy
+/// and time over its rows with activity ≤ 1% and known energy (0 s: none; the GPU's model is
+/// still known), and the partition's GPU intervals for the energy split (in the report's GPU
+/// order, each GPU's model its first row's).
+pub(super) fn gpu_walk(gpus: &[Gpu], per: &[&[&Row]]) -> (Vec<GpuIdle>, GpuIntervals) {
+    let mut b = IntervalsBuilder::with_capacity(per.iter().map(|r| r.len()).sum());
+    let idle = gpus
+        .iter()
+        .zip(per)
+        .map(|(g, rows)| {
+            b.gpu(Some(&g.node), g.uuid.as_deref(), g.index, Some(&g.model));
+            let (mut j, mut s) = (0.0, 0.0);
+            for r in *rows {
+                let (e, a) = (r.energy_j(), r.activity());
+                b.row(r.ts, e, a);
+                if let (Some(e), Some(a)) = (e, a)
+                    && a <= IDLE_ACTIVITY
+                    && r.interval > 0
+                {
+                    j += e;
+                    s += r.interval as f64 / 1000.0;
+                }
+            }
+            (g.node.clone(), g.index, g.model.clone(), j, s)
+        })
+        .collect();
+    (idle, b.finish())
 }
 
 /// The split and the idle power summed over the partitions so far.

@@ -38,7 +38,7 @@ mod tests;
 mod usage;
 mod week;
 
-use energy::{EnergyAcc, GpuIdle, TeamEnergy, gpu_idle, team_energy};
+use energy::{EnergyAcc, GpuIdle, TeamEnergy, gpu_walk, team_energy};
 use gpus::{free_counts, gpu_activity, gpu_notes};
 use hist::bucket_of;
 pub(crate) use rows::{GPU_COLUMNS, PROCESS_COLUMNS};
@@ -255,11 +255,11 @@ fn prepare(
         shared.and_then(|s| s.whole(start + 1, end).process),
     )?;
     let t = std::time::Instant::now();
+    let (idle, intervals) = gpu_walk(&gpus, &per);
     let energy = match in_range {
-        Some(f) => team_energy(f, range, crate::energy::Held::InMemory)?,
-        None => team_energy(frames, range, crate::energy::Held::Lazy)?,
+        Some(f) => team_energy(f, range, crate::energy::Held::InMemory, intervals)?,
+        None => team_energy(frames, range, crate::energy::Held::Lazy, intervals)?,
     };
-    let idle = gpu_idle(&gpus, &cur);
     energy_spent.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(per);
     drop(cur);

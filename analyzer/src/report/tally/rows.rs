@@ -69,6 +69,7 @@ impl Row {
 #[derive(Clone)]
 pub(super) struct Gpu {
     pub node: String,
+    pub uuid: Option<String>,
     pub index: Option<i64>,
     pub model: String,
     pub source: String,
@@ -198,6 +199,7 @@ pub(super) fn gpu_rows(
                 let g = *ids.entry((node_id, uuid_id, index)).or_insert_with(|| {
                     gpus.push(Gpu {
                         node: node_ids.get(i).unwrap_or("?").to_string(),
+                        uuid: uuid_ids.get(i).map(str::to_string),
                         index,
                         model: model.get(i).unwrap_or("unknown").to_string(),
                         source: source.get(i).unwrap_or("").to_string(),
