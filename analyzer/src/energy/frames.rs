@@ -28,13 +28,13 @@ use std::hash::Hash;
 use polars::prelude::{ChunkAgg, DataType, IntoLazy, PolarsError, col, lit};
 
 use tessera_core::mig::GpuModel;
-use tessera_core::mig::profiles::model_by_nvml_name;
 
+use super::intervals::{GpuIntervals, Gpus, IntervalsBuilder, Iv};
 use super::per_gpu::PerGpu;
 use super::{Instance, Interval, Process, idle_alone, profile_slices, split_into, split_one};
 use crate::frames::columns::{
-    DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, cache_word as word, f64s, find_from,
-    i64s, strs, ts_ms,
+    DirectCache, F64s, FastMap, I64s, Ids, Strs, cache_slot, cache_word as word, f64s, i64s, strs,
+    ts_ms,
 };
 use crate::frames::{Frames, FramesError};
 
@@ -90,9 +90,6 @@ impl<K> Contributions<K> {
     }
 }
 
-/// A GPU as its rows name it: node and uuid (ids of the GPU table's strings), GPU index.
-type GpuKey = (Option<u32>, Option<u32>, Option<i64>);
-
 /// A matched process row's identity as the caller's key sees it: its GPU (node, uuid and index,
 /// as a [`Gpus`] index), GPU instance, pid, namespace and Slurm job (ids of the process table's
 /// strings).
@@ -100,46 +97,6 @@ type ProcKey = (usize, Option<i64>, Option<i64>, Option<u32>, Option<u32>);
 
 /// No owner, in [`contributions`]' per-row owners.
 const NO_OWNER: u32 = u32::MAX;
-
-/// The GPUs of a partition's GPU rows, each with its intervals' `ts` in order.
-#[derive(Default)]
-struct Gpus {
-    keys: Vec<GpuKey>,
-    index: FastMap<GpuKey, usize>,
-    cache: DirectCache<GpuKey, usize>,
-    /// Per GPU: its intervals' `ts`, ascending (distinct), where its intervals start in the
-    /// partition's order, and where its last match was.
-    ts: Vec<Vec<i64>>,
-    first: Vec<usize>,
-    cursor: Vec<usize>,
-}
-
-impl Gpus {
-    /// The GPU with key `k` (added when `add`; else `None` when there is none).
-    fn of(&mut self, k: GpuKey, add: bool) -> Option<usize> {
-        let slot = cache_slot([word(k.0), word(k.1), word(k.2)]);
-        if let Some(g) = self.cache.get(slot, &k) {
-            return Some(g);
-        }
-        let g = match self.index.get(&k) {
-            Some(&g) => g,
-            None if add => {
-                self.keys.push(k);
-                self.index.insert(k, self.keys.len() - 1);
-                self.keys.len() - 1
-            }
-            None => return None,
-        };
-        self.cache.put(slot, k, g);
-        Some(g)
-    }
-
-    /// The interval of GPU `g` at `ts`, as an index in the partition's order.
-    fn interval(&mut self, g: usize, ts: i64) -> Option<usize> {
-        let at = find_from(&self.ts[g], &mut self.cursor[g], ts)?;
-        Some(self.first[g] + at)
-    }
-}
 
 /// Per id of `ids`, the id of the same string among `to`'s (`None`: `to` does not have it).
 fn translate(ids: &Ids, to: &FastMap<String, u32>) -> Vec<Option<u32>> {
@@ -217,130 +174,6 @@ pub fn contributions_of<K: Eq + Hash + Clone>(
     out.shares.reserve(procs.len());
     split_intervals(ivs, instances, procs, &models, &pc, &mut out);
     Ok(out)
-}
-
-/// One GPU interval: its GPU (an index into [`GpuIntervals`]' GPUs), its energy J and its
-/// activity (NaN: none).
-#[derive(Clone, Copy)]
-struct Iv {
-    gpu: u32,
-    energy_j: f64,
-    activity: f64,
-}
-
-/// A partition's GPU intervals, GPU by GPU and each GPU's by `ts`: what [`contributions_of`]
-/// splits. Made by [`contributions`] from the GPU rows, or by an [`IntervalsBuilder`].
-pub struct GpuIntervals {
-    gpus: Gpus,
-    /// The node names and uuids the GPUs' keys number.
-    nodes: Vec<String>,
-    uuids: Vec<String>,
-    /// Per GPU, its model's profile table (its MIG instances' compute slices).
-    models: Vec<Option<&'static GpuModel>>,
-    ivs: Vec<Iv>,
-}
-
-/// Builds [`GpuIntervals`] from GPU rows the caller walks: each GPU once ([`gpu`]), in the order
-/// the intervals are to come, then its rows in ascending `ts` ([`row`]). A row whose energy is
-/// unknown (or not a finite number ≥ 0) is not an interval; of rows with the same `ts`, the
-/// first with a known energy is. A GPU given a second time gets no rows.
-///
-/// [`gpu`]: IntervalsBuilder::gpu
-/// [`row`]: IntervalsBuilder::row
-pub struct IntervalsBuilder {
-    out: GpuIntervals,
-    node_ids: FastMap<String, u32>,
-    uuid_ids: FastMap<String, u32>,
-    /// The GPU whose rows come now, and its last interval's `ts`.
-    current: Option<usize>,
-    last_ts: Option<i64>,
-}
-
-impl Default for IntervalsBuilder {
-    fn default() -> Self {
-        IntervalsBuilder {
-            out: GpuIntervals {
-                gpus: Gpus::default(),
-                nodes: Vec::new(),
-                uuids: Vec::new(),
-                models: Vec::new(),
-                ivs: Vec::new(),
-            },
-            node_ids: FastMap::default(),
-            uuid_ids: FastMap::default(),
-            current: None,
-            last_ts: None,
-        }
-    }
-}
-
-impl IntervalsBuilder {
-    /// Room for `n` intervals.
-    pub fn with_capacity(n: usize) -> Self {
-        let mut b = IntervalsBuilder::default();
-        b.out.ivs.reserve(n);
-        b
-    }
-
-    /// The next GPU: its node, uuid, index and model name (NVML's).
-    pub fn gpu(
-        &mut self,
-        node: Option<&str>,
-        uuid: Option<&str>,
-        index: Option<i64>,
-        model: Option<&str>,
-    ) {
-        let id = |s: Option<&str>, ids: &mut FastMap<String, u32>, list: &mut Vec<String>| {
-            s.map(|s| {
-                *ids.entry(s.to_string()).or_insert_with(|| {
-                    list.push(s.to_string());
-                    (list.len() - 1) as u32
-                })
-            })
-        };
-        let o = &mut self.out;
-        let k = (
-            id(node, &mut self.node_ids, &mut o.nodes),
-            id(uuid, &mut self.uuid_ids, &mut o.uuids),
-            index,
-        );
-        self.last_ts = None;
-        if o.gpus.of(k, false).is_some() {
-            self.current = None;
-            return;
-        }
-        let g = o.gpus.of(k, true).unwrap_or_default();
-        o.gpus.ts.push(Vec::new());
-        o.gpus.first.push(o.ivs.len());
-        o.gpus.cursor.push(0);
-        o.models.push(model.and_then(model_by_nvml_name));
-        self.current = Some(g);
-    }
-
-    /// The current GPU's next row: its `ts`, energy J and activity (SM activity, else busy
-    /// ratio).
-    pub fn row(&mut self, ts: i64, energy_j: Option<f64>, activity: Option<f64>) {
-        let (Some(g), Some(e)) = (
-            self.current,
-            energy_j.filter(|e| e.is_finite() && *e >= 0.0),
-        ) else {
-            return;
-        };
-        if self.last_ts.is_some_and(|t| ts <= t) {
-            return;
-        }
-        self.last_ts = Some(ts);
-        self.out.gpus.ts[g].push(ts);
-        self.out.ivs.push(Iv {
-            gpu: g as u32,
-            energy_j: e,
-            activity: activity.unwrap_or(f64::NAN),
-        });
-    }
-
-    pub fn finish(self) -> GpuIntervals {
-        self.out
-    }
 }
 
 /// How [`contributions`] is to read its frames.
@@ -489,59 +322,41 @@ impl ProcessColumns {
 /// interval.
 fn gpu_intervals(gc: &GpuColumns, height: usize) -> GpuIntervals {
     let (g_node, g_uuid) = (gc.node.ids(), gc.uuid.ids());
-    // Each GPU's rows with known energy, in row order.
     let mut gpus = Gpus::default();
-    // Each row's GPU first (counted, so that each GPU's list is allocated once).
-    let mut gpu_of: Vec<u32> = Vec::with_capacity(height);
-    let mut counts: Vec<usize> = Vec::new();
-    for i in 0..height {
-        let k = match gc.ts.get(i) {
-            Some(_) if gc.energy_of(i).is_some() => {
-                gpus.of((g_node.at(i), g_uuid.at(i), gc.gpu.get(i)), true)
-            }
-            _ => None,
-        };
-        gpu_of.push(k.map_or(u32::MAX, |k| {
-            if k == counts.len() {
-                counts.push(0);
-            }
-            counts[k] += 1;
-            k as u32
-        }));
-    }
-    // (ts, row, energy): the energy read here, in row order, not again per interval.
-    let mut rows: Vec<Vec<(i64, usize, f64)>> =
-        counts.iter().map(|&n| Vec::with_capacity(n)).collect();
-    for (i, &k) in gpu_of.iter().enumerate() {
-        if let (Some(r), Some(ts)) = (rows.get_mut(k as usize), gc.ts.get(i)) {
-            r.push((ts, i, gc.energy_of(i).unwrap_or(0.0)));
-        }
-    }
-    drop(gpu_of);
-    // By `ts`, stably (the first row of a `ts` is the interval), and the GPUs in (node, index,
-    // uuid) order: the partition's order of intervals.
-    for r in &mut rows {
-        if !r.is_sorted_by_key(|x| x.0) {
-            r.sort_by_key(|x| x.0);
-        }
-    }
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (ka, kb) = (gpus.keys[a], gpus.keys[b]);
-        (name(&g_node, ka.0), ka.2, name(&g_uuid, ka.1)).cmp(&(
-            name(&g_node, kb.0),
-            kb.2,
-            name(&g_uuid, kb.1),
-        ))
-    });
-    let mut b = IntervalsBuilder::with_capacity(rows.iter().map(Vec::len).sum());
-    for &k in &order {
+    // (GPU, ts, row) of each row with a time and a known energy.
+    let mut rows: Vec<(u32, i64, u32)> = (0..height)
+        .filter_map(|i| {
+            let ts = gc.ts.get(i).filter(|_| gc.energy_of(i).is_some())?;
+            let k = gpus.of((g_node.at(i), g_uuid.at(i), gc.gpu.get(i)), true)?;
+            Some((k as u32, ts, i as u32))
+        })
+        .collect();
+    let mut rank: Vec<usize> = (0..gpus.keys.len()).collect();
+    rank.sort_by_key(|&k| {
         let (node, uuid, index) = gpus.keys[k];
-        let model = rows[k].first().and_then(|&(_, i, _)| gc.model.get(i));
-        b.gpu(name(&g_node, node), name(&g_uuid, uuid), index, model);
-        for &(ts, i, e) in &rows[k] {
-            b.row(ts, Some(e), gc.sm.get(i).or(gc.busy.get(i)));
+        (name(&g_node, node), index, name(&g_uuid, uuid))
+    });
+    let mut order = vec![0; rank.len()];
+    for (r, &k) in rank.iter().enumerate() {
+        order[k] = r;
+    }
+    // By GPU and `ts`, stably: the first row of a `ts` is the interval.
+    rows.sort_by_key(|&(k, ts, _)| (order[k as usize], ts));
+    let mut b = IntervalsBuilder::with_capacity(rows.len());
+    let mut last = None;
+    for (k, ts, i) in rows {
+        let i = i as usize;
+        if last != Some(k) {
+            let (node, uuid, index) = gpus.keys[k as usize];
+            b.gpu(
+                name(&g_node, node),
+                name(&g_uuid, uuid),
+                index,
+                gc.model.get(i),
+            );
+            last = Some(k);
         }
+        b.row(ts, gc.energy_of(i), gc.sm.get(i).or(gc.busy.get(i)));
     }
     b.finish()
 }

@@ -36,12 +36,11 @@
 //! GPU's idle floor included), and it does not guess activity that the data does not have.
 
 pub mod frames;
+mod intervals;
 mod per_gpu;
 
-pub use frames::{
-    Contributions, EnergyError, GpuIntervals, Held, IntervalsBuilder, ProcessRef, contributions,
-    contributions_of,
-};
+pub use frames::{Contributions, EnergyError, Held, ProcessRef, contributions, contributions_of};
+pub use intervals::{GpuIntervals, IntervalsBuilder};
 
 /// One process in an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

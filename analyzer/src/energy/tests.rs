@@ -476,3 +476,158 @@ proptest! {
         }
     }
 }
+
+mod partition {
+    //! [`contributions`] (intervals made from the GPU table) against [`contributions_of`] with
+    //! intervals an [`IntervalsBuilder`] made from the same rows walked GPU by GPU in `ts` order
+    //! (what the report's tallies do), and the intervals against a reference written here: one
+    //! per GPU and `ts` that has a row of known energy, the first such row's.
+
+    use std::collections::BTreeMap;
+
+    use polars::prelude::*;
+    use proptest::prelude::*;
+
+    use crate::energy::{Held, IntervalsBuilder, contributions, contributions_of};
+    use crate::frames::Frames;
+
+    /// A GPU row: GPU (node, index; uuid from both), ts, energy, SM activity.
+    type G = (u8, i64, i64, Option<f64>, Option<f64>);
+    /// A process row: GPU, ts, pid, namespace, sm, MIG instance.
+    type P = (u8, i64, i64, u8, Option<f64>, Option<i64>);
+
+    fn gpu_of(g: u8) -> (String, i64, String) {
+        let node = format!("n{}", g % 2);
+        (
+            node.clone(),
+            i64::from(g / 2),
+            format!("GPU-{node}-{}", g / 2),
+        )
+    }
+
+    fn frames(gpu: &[G], mig: &[(u8, i64, i64)], process: &[P]) -> Frames {
+        let gs: Vec<_> = gpu.iter().map(|r| gpu_of(r.0)).collect();
+        let g = df!(
+            "node" => gs.iter().map(|x| x.0.clone()).collect::<Vec<_>>(),
+            "uuid" => gs.iter().map(|x| x.2.clone()).collect::<Vec<_>>(),
+            "gpu" => gs.iter().map(|x| x.1).collect::<Vec<_>>(),
+            "model" => gs.iter().map(|_| "NVIDIA H100 80GB HBM3").collect::<Vec<_>>(),
+            "ts" => gpu.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "interval_ms" => gpu.iter().map(|_| 10_000i64).collect::<Vec<_>>(),
+            "sm_active_mean" => gpu.iter().map(|r| r.4).collect::<Vec<_>>(),
+            "busy_mean" => gpu.iter().map(|_| None::<f64>).collect::<Vec<_>>(),
+            "power_mean_watts" => gpu.iter().map(|_| None::<f64>).collect::<Vec<_>>(),
+            "energy_delta_joules" => gpu.iter().map(|r| r.3).collect::<Vec<_>>(),
+        )
+        .expect("gpu");
+        let ms: Vec<_> = mig.iter().map(|r| gpu_of(r.0)).collect();
+        let m = df!(
+            "node" => ms.iter().map(|x| x.0.clone()).collect::<Vec<_>>(),
+            "uuid" => ms.iter().map(|x| x.2.clone()).collect::<Vec<_>>(),
+            "gpu" => ms.iter().map(|x| x.1).collect::<Vec<_>>(),
+            "gpu_instance" => mig.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "ts" => mig.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "profile" => mig.iter().map(|_| "3g.40gb").collect::<Vec<_>>(),
+            "sm_active_mean" => mig.iter().map(|_| Some(0.5)).collect::<Vec<_>>(),
+        )
+        .expect("mig");
+        let ps: Vec<_> = process.iter().map(|r| gpu_of(r.0)).collect();
+        let p = df!(
+            "node" => ps.iter().map(|x| x.0.clone()).collect::<Vec<_>>(),
+            "uuid" => ps.iter().map(|x| x.2.clone()).collect::<Vec<_>>(),
+            "gpu" => ps.iter().map(|x| x.1).collect::<Vec<_>>(),
+            "gpu_instance" => process.iter().map(|r| r.5).collect::<Vec<_>>(),
+            "ts" => process.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "pid" => process.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "namespace" => process.iter().map(|r| format!("team{}", r.3)).collect::<Vec<_>>(),
+            "slurm_job_id" => process.iter().map(|_| None::<String>).collect::<Vec<_>>(),
+            "memory_used_max_bytes" => process.iter().map(|_| Some(1e9)).collect::<Vec<_>>(),
+            "sm_mean" => process.iter().map(|r| r.4).collect::<Vec<_>>(),
+        )
+        .expect("process");
+        Frames {
+            gpu: g.lazy(),
+            mig: m.lazy(),
+            process: p.lazy(),
+        }
+    }
+
+    fn energy() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            3 => (0.0f64..5000.0).prop_map(Some),
+            1 => Just(None),
+            1 => Just(Some(-1.0)),
+            1 => Just(Some(f64::NAN)),
+        ]
+    }
+
+    fn rows() -> impl Strategy<Value = (Vec<G>, Vec<(u8, i64, i64)>, Vec<P>)> {
+        let ts = (1i64..8).prop_map(|t| t * 10_000);
+        let sm = prop_oneof![Just(None), (0.0f64..=1.0).prop_map(Some)];
+        (
+            prop::collection::vec((0u8..5, ts.clone(), energy(), sm.clone()), 0..40),
+            prop::collection::vec((0u8..5, ts.clone(), 0i64..3), 0..8),
+            prop::collection::vec(
+                (
+                    0u8..6,
+                    ts,
+                    1i64..4,
+                    0u8..3,
+                    sm,
+                    prop_oneof![Just(None), (0i64..3).prop_map(Some)],
+                ),
+                0..40,
+            ),
+        )
+            .prop_map(|(g, m, p)| {
+                let g = g.into_iter().map(|(a, b, c, d)| (a, b, 0, c, d)).collect();
+                (g, m, p)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn intervals_made_by_a_walk_split_as_those_made_from_the_gpu_table((gpu, mig, process) in rows()) {
+            let f = frames(&gpu, &mig, &process);
+            let range = (10_000, 60_000);
+            let key = |p: &crate::energy::ProcessRef| p.namespace.map(str::to_string);
+            let read = contributions(&f, range, Held::Lazy, key).expect("read");
+            // The walk: each GPU in (node, index, uuid) order, its rows in range by `ts`,
+            // stably (row order within a `ts`).
+            let mut per: BTreeMap<(String, i64, String), Vec<(i64, Option<f64>, Option<f64>)>> =
+                BTreeMap::new();
+            for r in gpu.iter().filter(|r| r.1 > range.0 && r.1 <= range.1) {
+                let (n, i, u) = gpu_of(r.0);
+                per.entry((n, i, u)).or_default().push((r.1, r.3, r.4));
+            }
+            let mut b = IntervalsBuilder::default();
+            // The reference: per GPU and `ts`, the first row's energy among those known.
+            let mut want: Vec<f64> = Vec::new();
+            for ((n, i, u), rows) in &mut per {
+                rows.sort_by_key(|r| r.0);
+                b.gpu(Some(n), Some(u), Some(*i), Some("NVIDIA H100 80GB HBM3"));
+                let mut last = None;
+                for &(ts, e, a) in rows.iter() {
+                    b.row(ts, e, a);
+                    if let Some(e) = e.filter(|e| e.is_finite() && *e >= 0.0)
+                        && last != Some(ts)
+                    {
+                        want.push(e);
+                        last = Some(ts);
+                    }
+                }
+            }
+            let walked = contributions_of(&f, range, Held::Lazy, b.finish(), key).expect("walk");
+            let bits = |v: &[(f64, f64)]| v.iter().map(|(a, b)| (a.to_bits(), b.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&read.intervals), bits(&walked.intervals));
+            let got: Vec<f64> = read.intervals.iter().map(|x| x.0).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(&read.keys, &walked.keys);
+            let shares = |v: &[(usize, f64)]| v.iter().map(|(k, j)| (*k, j.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(shares(&read.shares), shares(&walked.shares));
+            prop_assert_eq!(read.unmatched, walked.unmatched);
+            prop_assert_eq!(read.no_activity_j.to_bits(), walked.no_activity_j.to_bits());
+        }
+    }
+}
