@@ -495,6 +495,10 @@ mod partition {
     type G = (u8, i64, i64, Option<f64>, Option<f64>);
     /// A process row: GPU, ts, pid, namespace, sm, MIG instance.
     type P = (u8, i64, i64, u8, Option<f64>, Option<i64>);
+    /// A MIG row: GPU, ts, GPU instance.
+    type M = (u8, i64, i64);
+    /// A GPU's rows as the walk gives them: ts, energy, activity.
+    type Walked = Vec<(i64, Option<f64>, Option<f64>)>;
 
     fn gpu_of(g: u8) -> (String, i64, String) {
         let node = format!("n{}", g % 2);
@@ -505,7 +509,7 @@ mod partition {
         )
     }
 
-    fn frames(gpu: &[G], mig: &[(u8, i64, i64)], process: &[P]) -> Frames {
+    fn frames(gpu: &[G], mig: &[M], process: &[P]) -> Frames {
         let gs: Vec<_> = gpu.iter().map(|r| gpu_of(r.0)).collect();
         let g = df!(
             "node" => gs.iter().map(|x| x.0.clone()).collect::<Vec<_>>(),
@@ -561,7 +565,7 @@ mod partition {
         ]
     }
 
-    fn rows() -> impl Strategy<Value = (Vec<G>, Vec<(u8, i64, i64)>, Vec<P>)> {
+    fn rows() -> impl Strategy<Value = (Vec<G>, Vec<M>, Vec<P>)> {
         let ts = (1i64..8).prop_map(|t| t * 10_000);
         let sm = prop_oneof![Just(None), (0.0f64..=1.0).prop_map(Some)];
         (
@@ -595,8 +599,7 @@ mod partition {
             let read = contributions(&f, range, Held::Lazy, key).expect("read");
             // The walk: each GPU in (node, index, uuid) order, its rows in range by `ts`,
             // stably (row order within a `ts`).
-            let mut per: BTreeMap<(String, i64, String), Vec<(i64, Option<f64>, Option<f64>)>> =
-                BTreeMap::new();
+            let mut per: BTreeMap<(String, i64, String), Walked> = BTreeMap::new();
             for r in gpu.iter().filter(|r| r.1 > range.0 && r.1 <= range.1) {
                 let (n, i, u) = gpu_of(r.0);
                 per.entry((n, i, u)).or_default().push((r.1, r.3, r.4));
