@@ -122,16 +122,17 @@ impl IntervalsBuilder {
             index,
         );
         self.last_ts = None;
-        if o.gpus.of(k, false).is_some() {
-            self.current = None;
+        // A key met before is not a new GPU: its rows are not taken.
+        let known = o.gpus.keys.len();
+        let g = o.gpus.of(k, true).filter(|&g| g == known);
+        self.current = g;
+        if g.is_none() {
             return;
         }
-        let g = o.gpus.of(k, true).unwrap_or_default();
         o.gpus.ts.push(Vec::new());
         o.gpus.first.push(o.ivs.len());
         o.gpus.cursor.push(0);
         o.models.push(model.and_then(model_by_nvml_name));
-        self.current = Some(g);
     }
 
     /// The current GPU's next row: its `ts`, energy J and activity (SM activity, else busy

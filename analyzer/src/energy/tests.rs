@@ -634,3 +634,27 @@ mod partition {
         }
     }
 }
+
+#[test]
+fn a_gpu_given_twice_to_the_builder_gets_no_second_run_of_rows() {
+    let mut b = IntervalsBuilder::default();
+    b.gpu(Some("n0"), Some("GPU-a"), Some(0), None);
+    b.row(10, Some(5.0), Some(0.5));
+    b.row(10, Some(7.0), Some(0.5));
+    b.row(20, None, Some(0.5));
+    b.gpu(Some("n0"), Some("GPU-a"), Some(0), None);
+    b.row(30, Some(9.0), Some(0.5));
+    b.gpu(Some("n0"), Some("GPU-b"), Some(1), None);
+    b.row(30, Some(3.0), None);
+    let c = contributions_of(
+        &crate::frames::Frames::empty(),
+        (0, 100),
+        Held::Lazy,
+        b.finish(),
+        |_| None::<u8>,
+    )
+    .expect("split");
+    // The first row of ts 10 (5 J), nothing of the repeated GPU, then GPU-b's 3 J.
+    let e: Vec<f64> = c.intervals.iter().map(|x| x.0).collect();
+    assert_eq!(e, vec![5.0, 3.0]);
+}
