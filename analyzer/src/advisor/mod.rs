@@ -155,7 +155,7 @@ pub enum Severity {
 pub struct Finding {
     /// Stable across runs for the same detector and entity (`idle_loaded-3f9a0c1d2b4e5f60`).
     pub id: String,
-    /// The detector of [`Finding::details`].
+    /// The detector of `Finding::details`.
     pub detector: &'static str,
     pub severity: Severity,
     pub entity: Entity,

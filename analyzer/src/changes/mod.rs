@@ -7,8 +7,8 @@
 //! [`run`] is the workflow over frames already read: one scan per partition ([`scan::part`], run
 //! by the report pass on the partition it holds in memory: the per-GPU MIG states and each
 //! workload's devices, reduced to states and runs, and the comparison's sums per whole hour),
-//! the events found and grouped into changes ([`detect`], pure), then the compared periods of
-//! every change, on whole hours, added up from the scans' hours ([`compare`]; no partition is
+//! the events found and grouped into changes (`detect`, pure), then the compared periods of
+//! every change, on whole hours, added up from the scans' hours (`compare`; no partition is
 //! read again). `--change-at` gives the time instead of detecting it ([`ChangeRequest::at`]).
 //!
 //! The apply journal beside a history (`journal`) adds `journal` events: the caller reads it

@@ -64,7 +64,7 @@ pub struct Comparison {
     /// The plan's prediction beside what was realized (`--plan FILE` with a `prediction`
     /// block, for the first change after the plan was made); `null` otherwise.
     pub predicted: Option<PredictedVsRealized>,
-    /// The fleet's work fell by more than 5%: lost, or only moved ([`WorkVerdict`]).
+    /// The fleet's work fell by more than 5%: lost, or only moved (`WorkVerdict`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work: Option<WorkVerdict>,
     /// Work per GPU-hour before and after, per team and unit, where a `prometheus:` source

@@ -46,7 +46,7 @@ pub fn names(teams: &[String]) -> String {
     }
 }
 
-/// The subject of a team's mail: "tessera GPU report for serving, <period>: <its saving>".
+/// The subject of a team's mail: "tessera GPU report for serving, `<period>`: `<its saving>`".
 pub fn subject(team_report: &Report, teams: &[String]) -> String {
     printable(&format!(
         "tessera GPU report for {}, {}: {}",

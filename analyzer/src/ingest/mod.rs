@@ -6,12 +6,12 @@
 //! Readers are strict: a bad manifest, version, column, file or line is an [`IngestError`] naming
 //! the file (and line or column); `skip_bad_rows` turns bad *rows* (not bad files or schemas) into
 //! counted warnings. Duplicate history rows (one node's key and `ts` twice) are counted and dropped
-//! where there is a sign of them ([`dedupe`]); a file named by two sources is read once. This
+//! where there is a sign of them (`dedupe`); a file named by two sources is read once. This
 //! module does not detect, plan or report anything and does not deduplicate rows that sources of
 //! different kinds share.
 //!
 //! Layout: `source` (`--source` specs and times, the `SourceKind` seam each reader implements;
-//! [`KINDS`] here registers them), `error` and `report` (what an ingest says),
+//! `KINDS` here registers them), `error` and `report` (what an ingest says),
 //! `parts` (the driver: sources into partitions of frames), the readers `history`, `csv` and
 //! `prometheus` (with `remote_read` and `promeval`), and what they share: `schema`, `period`,
 //! `resample`, `dedupe`, `occupancy` (per-node GPU counts into synthetic GPU rows); `summary`

@@ -10,7 +10,7 @@
 //! outside the query's range (a chunk may hold some) are cut.
 //!
 //! This module does no HTTP, no PromQL and no evaluation: the `prometheus:` source sends the
-//! request ([`encode_request`]) and evaluates the samples ([`super::promeval`]).
+//! request ([`encode_request`]) and evaluates the samples (`super::promeval`).
 
 use std::collections::BTreeMap;
 use std::io::Read;

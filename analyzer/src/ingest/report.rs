@@ -36,7 +36,7 @@ pub struct IngestReport {
     /// (docs/frames.md, "Sampling periods").
     pub sampling: BTreeMap<String, Sampling>,
     /// Partitions whose history showed a sign of duplicate rows and was checked row by row, with
-    /// the sign ([`super::dedupe`]); none for clean history, which costs no check.
+    /// the sign (`super::dedupe`); none for clean history, which costs no check.
     #[serde(skip)]
     pub duplicate_checks: BTreeMap<String, &'static str>,
 }

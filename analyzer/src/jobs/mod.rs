@@ -518,7 +518,7 @@ pub struct JobSummary {
     pub end: String,
     /// Hours the job ran: the sum of its runs' (not `end − start`: an id can be reused).
     pub duration_hours: f64,
-    /// The id's runs in time order (one unless the id was reused: [`runs`]).
+    /// The id's runs in time order (one unless the id was reused: `runs`).
     pub runs: Vec<JobRun>,
     pub gpu_hours: f64,
     pub devices: Vec<DeviceUse>,

@@ -3,7 +3,7 @@
 //! in-cluster service account (a CronJob: deploy/mig-manager/).
 //!
 //! Calls are made on a current-thread tokio runtime owned by [`KubeCluster`], each bounded by
-//! the request timeout (`--request-timeout`, default [`CALL_TIMEOUT`]), so the synchronous
+//! the request timeout (`--request-timeout`, default `CALL_TIMEOUT`), so the synchronous
 //! rollout never hangs on a silent API server. Node watches (one per node,
 //! `fieldSelector=metadata.name=<node>`) are kept open in one bounded loop per node, never by
 //! recursion: a stream the server ends is resumed from the last resourceVersion seen; a 410

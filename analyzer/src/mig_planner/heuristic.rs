@@ -11,7 +11,7 @@
 //! - Improvement: repeatedly take the GPU with the fewest workloads and try to move all of them
 //!   into the other GPUs (best fit); keep the move only when all fit.
 //!
-//! Also [`first_fit_decreasing_by_memory`], the baseline the benchmark compares against.
+//! Also `first_fit_decreasing_by_memory`, the baseline the benchmark compares against.
 
 use super::{Bin, Prepared};
 

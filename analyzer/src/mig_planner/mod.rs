@@ -11,7 +11,7 @@
 //!   finishes within its node budget), [`heuristic`] best-fit decreasing with a bin-emptying local
 //!   improvement for large fleets. Either way each GPU's placements are chosen last, among all
 //!   legal placements of its instances, to keep the largest contiguous free range (fragmentation).
-//! - Every plan reports a lower bound on GPUs and its gap ([`lower_bound`]).
+//! - Every plan reports a lower bound on GPUs and its gap (`lower_bound`).
 //! - A GPU whose layout is one instance of its model's full-GPU profile (`7g.*` on the 7-slice
 //!   models, `4g.24gb` on A30: one workload that needs the whole GPU) is left out of MIG mode
 //!   ([`PlannedGpu::mig_enabled`] false, [`is_whole_gpu`]): MIG would give it nothing and cost
@@ -256,7 +256,7 @@ pub struct Proposal {
     /// Fleet GPUs of models without a MIG table: kept out of the plan.
     pub non_mig_gpus: Vec<FleetGpu>,
     pub gpus_used: u32,
-    /// Lower bound on GPUs for the placed workloads (see [`lower_bound`]).
+    /// Lower bound on GPUs for the placed workloads (see `lower_bound`).
     pub lower_bound: u32,
     pub per_model: Vec<ModelBound>,
     pub method: Method,

@@ -36,7 +36,7 @@ pub fn printable_lines(s: &str) -> Cow<'_, str> {
 /// A writer that escapes the control characters of each line but its newline ([`printable`])
 /// before passing it on: the boundary of a command's streamed human output (the `share` plan and
 /// rollout), whatever wrote the line. Lines are held until their newline, so a character is never
-/// cut; [`Write::flush`] passes on a partial line too, and dropping it flushes.
+/// cut; [`Write::flush`](std::io::Write::flush) passes on a partial line too, and dropping it flushes.
 pub struct Escaping<W: std::io::Write> {
     inner: W,
     line: Vec<u8>,

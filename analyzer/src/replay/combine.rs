@@ -16,8 +16,8 @@
 //!   takes demand ÷ capacity as long.
 //! - **Verdicts.** `unsafe`: memory exceeded in any interval (or a loaded workload without a
 //!   place under the config in force); `tight`: p99 memory above
-//!   [`TIGHT_MEMORY_SHARE`](super::TIGHT_MEMORY_SHARE) of the capacity, or contention in more
-//!   than [`TIGHT_CONTENTION_SHARE`](super::TIGHT_CONTENTION_SHARE) of the intervals; else
+//!   [`super::TIGHT_MEMORY_SHARE`] of the capacity, or contention in more
+//!   than [`super::TIGHT_CONTENTION_SHARE`] of the intervals; else
 //!   `safe`. The plan's verdict is its worst placement's.
 //! - **Fleet.** GPUs before: the GPUs the plan's workloads (and moves) ran on; after: the GPUs a
 //!   config in force gives a workload, and the consolidation hosts, weighted by the time each
@@ -49,7 +49,7 @@ type Gpus = BTreeMap<(String, u32), GpuStat>;
 /// How many spans of a kind a placement lists (the count covers them all).
 const MAX_SPANS: usize = 50;
 
-/// Spans of consecutive intervals, from `(end, length)` in time order; at most [`MAX_SPANS`].
+/// Spans of consecutive intervals, from `(end, length)` in time order; at most `MAX_SPANS`.
 pub fn spans(ends: &[(i64, i64)]) -> Vec<Span> {
     let mut out: Vec<(i64, i64, u64)> = Vec::new();
     for &(end, len) in ends {

@@ -9,7 +9,7 @@
 //! history shorter than a week: its figures are taken from it). For every other week the
 //! detectors the trend needs (`idle_loaded`, `allocated_unused`) run over that week alone, on
 //! the advisor's workers, and the fleet figures are summed from the same rows read once per
-//! partition ([`super::tally::week_part`]); the change detection runs over the week's rows, and
+//! partition (`super::tally::week_part`); the change detection runs over the week's rows, and
 //! compares the periods around a change it finds. A week without rows is left out; a week the
 //! data covers in part says its hours.
 //!

@@ -1,6 +1,6 @@
 //! Page headers checked before a Parquet row group is decoded: a corrupt page header can claim
 //! any uncompressed size up to 2 GiB, and the parquet crate allocates what the header claims
-//! before it finds out that the page does not decode. [`check_pages`] walks every column
+//! before it finds out that the page does not decode. `check_pages` walks every column
 //! chunk's pages (Thrift compact protocol, only as far as needed to find each header's length
 //! and sizes) and refuses a page whose sizes are negative, run past its chunk, or whose
 //! uncompressed size exceeds the chunk's total uncompressed size from the footer — an

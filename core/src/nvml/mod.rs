@@ -1,5 +1,5 @@
 //! The NVML backend: [`NvmlBackend`], a [`GpuBackend`] over nvml-wrapper 0.13, with raw calls
-//! (see [`raw`]) where the crate has gaps.
+//! (see `raw`) where the crate has gaps.
 //!
 //! What it does:
 //! - Loads NVML at run time (`libnvidia-ml.so.1`, or any path, e.g. the fake library in

@@ -22,12 +22,12 @@
 //! per sample — moves time forward by this much). A missing or bad scenario makes `nvmlInit_v2`
 //! return `NVML_ERROR_UNKNOWN` with the reason on stderr. `TESSERA_FAKE_NVML_PROFILE_PATCH`
 //! (read at every call) alters one profile of the reported MIG profile tables
-//! ([`state::patched_profile`]), as a driver whose tables differ from tessera's would.
+//! (`state::patched_profile`), as a driver whose tables differ from tessera's would.
 //!
 //! MIG writes (`mig_write_exports`: instance create/destroy/list, MIG mode) follow the simulated
 //! backend's rules and change what the read calls report afterwards.
 //!
-//! `tests/fake-nvml-old` builds the same sources without [`extra_exports`] and the MIG writes: an "old driver"
+//! `tests/fake-nvml-old` builds the same sources without `extra_exports` and the MIG writes: an "old driver"
 //! library whose missing functions come back as `FailedToLoadSymbol`.
 //!
 //! This crate is test tooling: it is never linked into the exporter.

@@ -1,7 +1,7 @@
 //! Equal periods around a change and their usage: [`windows`] (pure: the longest period that
 //! fits on both sides, outside the settling margin and the neighbouring changes, in whole
 //! hours) and the sums over the rows of both periods per fleet, node and team (each
-//! partition's sums per whole hour kept by the change scan, [`part::tally`], added up for every
+//! partition's sums per whole hour kept by the change scan, `part::tally`, added up for every
 //! change's periods by [`sum_all`]; [`Acc::finish`] rounds and prices, pure).
 //!
 //! The rules are the report's: a row is in use when it holds ≥ 1 GiB or its activity is above
@@ -56,7 +56,7 @@ impl Window {
 }
 
 /// The equal periods around a change at `at`: each ends (before) or starts (after) at least
-/// `settle` away from it, on whole hours (the sums are kept per hour: [`part::tally`]), inside
+/// `settle` away from it, on whole hours (the sums are kept per hour: `part::tally`), inside
 /// the range `(since, until]` and `settle` away from the neighbouring changes `prev` and `next`,
 /// as long as the shorter side allows. `None` when not a whole hour, or less than a row of
 /// `interval` ms, fits on one side.

@@ -2,10 +2,10 @@
 //! on the worker that holds the partition in memory, so nothing is decoded twice): each GPU's
 //! MIG state per row (mode and instances), consecutive equal rows merged into one state, and
 //! each workload's devices per row reduced to runs. The result does not depend on the settling
-//! margin, which needs every partition's longest row: [`PartScan::events`] applies it later.
+//! margin, which needs every partition's longest row: `PartScan::events` applies it later.
 //!
 //! Rows are `(ts − interval_ms, ts]`; only rows ending in `(since, until]` count. It decides
-//! nothing itself ([`super::detect`] does). The row-per-row version it replaced is kept as the
+//! nothing itself (`super::detect` does). The row-per-row version it replaced is kept as the
 //! tests' reference (`reference.rs`): both give the same events and runs.
 
 #[cfg(test)]

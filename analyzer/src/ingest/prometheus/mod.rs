@@ -29,7 +29,7 @@
 //! Remote read (`--prometheus.api remote-read`, or `auto` where the server answers it): one
 //! `POST /api/v1/read` per node group returns the raw samples as compressed chunks
 //! ([`super::remote_read`]), and the same PromQL texts are evaluated over them here at the same
-//! times ([`super::promeval`]), into the same cells: no PromQL on the server, ~1 byte per sample
+//! times (`super::promeval`), into the same cells: no PromQL on the server, ~1 byte per sample
 //! on the wire instead of JSON.
 //!
 //! Transport: a blocking `ureq` client (rustls) with a per-request timeout, retries with
@@ -50,7 +50,7 @@
 //!
 //! Occupancy: where the server has kube-state-metrics' pod GPU requests and node allocatable
 //! GPUs, the nodes no GPU exporter covers get synthetic `gpu` rows with `holders`
-//! ([`crate::ingest::occupancy`]), in a partition of their own; a server with those and no
+//! (`crate::ingest::occupancy`), in a partition of their own; a server with those and no
 //! GPU exporter is read for them alone.
 
 mod assembly;

@@ -376,7 +376,7 @@ impl PartTally {
 
     /// Reads and reduces partition `i` (partitions are numbered from 0 in report order, each
     /// added exactly once, from any thread) and folds every partition that is next in order.
-    /// Waits while `i` is [`AHEAD`] or more partitions past the next one to fold. Returns the
+    /// Waits while `i` is `AHEAD` or more partitions past the next one to fold. Returns the
     /// number of partitions folded so far. `shared`: the partition's string ids, interned once
     /// for every consumer of `frames` ([`crate::frames::shared`]); `cur`: its rows after the
     /// range's start, in memory where the caller has them (the energy split reads those instead

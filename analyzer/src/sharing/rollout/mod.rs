@@ -6,7 +6,7 @@
 //! reach, and the pods holding GPUs on the nodes that change (the device plugin restarts under
 //! them). Nothing is written without `yes`. With it: refusal when the ClusterPolicy does not
 //! point the device plugin at the ConfigMap or has no default config; the ConfigMap written
-//! (409: re-read, re-merged, retried), then node by node ([`nodes`]).
+//! (409: re-read, re-merged, retried), then node by node (`nodes`).
 //!
 //! Output: the plan and the per-node results on `out`; notes, warnings and refusals on `err`.
 //! Returns the exit code: 0 done, dry run or nothing to do; 2 refused, failed, timed out,
