@@ -86,6 +86,9 @@ for name in demo fleet; do
   done
   run report-by-job.txt report --source "$src" --by job
   run report-by-job.json report --source "$src" --by job --format json
+  # The plan actions' verdicts: replayed out of sample (the previous period's plans), or not.
+  run report-out-of-sample.json report --source "$src" --format json --out-of-sample
+  run report-no-replay.txt report --source "$src" --no-replay
   run ingest.txt ingest --source "$src"
   run mig-plan.txt mig plan --source "$src" -o "$out/$name.mig-plan.out.yaml"
   run mig-plan.json mig plan --source "$src" --format json -o "$out/$name.mig-plan-json.out.yaml"

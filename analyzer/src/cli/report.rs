@@ -1,7 +1,7 @@
 //! `tessera report`: flag parsing, range selection and output for the weekly report (a module
 //! of the binary). Ingests the sources (reaching one period further back for week-over-week),
 //! builds a [`ReportRequest`] for [`tessera::report::run`] (the workflow: the advisor with its
-//! default thresholds, the tallies, the MIG section) and writes the
+//! default thresholds, the tallies, the MIG section, the plan actions' replays) and writes the
 //! [`tessera::report::Report`] as a table, Markdown, HTML or JSON to stdout or `--out` (HTML to
 //! a terminal is refused, exit 2, naming `--out`). Colour only for a table on a terminal without `NO_COLOR`; a spinner on a terminal
 //! while it works; warnings on stderr.
@@ -16,7 +16,7 @@ use tessera::advisor::Params;
 use tessera::deliver;
 use tessera::ingest::{fmt_ms, parse_time};
 use tessera::output::Format;
-use tessera::report::{self, ReportConfig, ReportRequest, html, render};
+use tessera::report::{self, Replays, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
     OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, add_slurm_accounts, load_parts,
@@ -399,44 +399,16 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         owners,
         work,
         work_metrics,
+        replays: if args.out_of_sample {
+            Replays::OutOfSample
+        } else if args.no_replay {
+            Replays::None
+        } else {
+            Replays::InSample
+        },
     };
-    let sources: Vec<String> = request.sources.clone();
-    let prices_for_replay = request.prices.clone();
-    let mut r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
+    let r = report::run(&frames, request, &|phase, n| bar.set(phase, n))
         .map_err(|e| named(e.into()))?;
-    if !args.no_replay && !args.out_of_sample && !r.plans.is_empty() {
-        // The plan actions' verdicts: their plans replayed on the reported period.
-        bar.set("replaying the plans", 0);
-        let watch = tessera::timing::Stopwatch::start("report");
-        let checks = tessera::replay::train::in_sample(
-            &frames,
-            range,
-            &r.plans,
-            &sources,
-            &prices_for_replay,
-        );
-        tessera::report::verdicts_from_replays(&mut r.actions, &checks);
-        watch.lap("replays");
-    }
-    if args.out_of_sample {
-        bar.set("replaying the plans", 0);
-        r.out_of_sample = Some(tessera::replay::train::out_of_sample(
-            &frames,
-            range.previous(),
-            range,
-            &[
-                tessera::replay::train::PlanKind::Consolidation,
-                tessera::replay::train::PlanKind::Mig,
-            ],
-            tz,
-            &sources,
-            &prices_for_replay,
-        ));
-        // The plans' actions carry the verdicts of their replays on the reported period.
-        if let Some(checks) = &r.out_of_sample {
-            tessera::report::verdicts_from_replays(&mut r.actions, checks);
-        }
-    }
     bar.finish();
     if let Some(dir) = &args.archive {
         archive(&r, dir, args.keep)?;

@@ -42,7 +42,7 @@ pub use model::{
     TrendWeek, Usage,
 };
 pub use quality::source_matches;
-pub use run::{ReportRequest, run};
+pub use run::{Replays, ReportRequest, run};
 pub use tally::{AbortGuard, PartTally, build_parts, build_parts_with};
 
 // Used by the tallies (`use super::*`).

@@ -3,9 +3,9 @@
 //! and replayed on the reported one (`tessera replay`'s model, docs/replay.md) — "planned from
 //! Nov 9–16, replayed on Nov 16–23: safe, 0 failed intervals, p99 memory 81% of the instance".
 //!
-//! This module holds the figures (their text section is `render`'s); making the plans and replaying them is
-//! `crate::replay::train::out_of_sample`'s (the command calls it: the report does not, so the
-//! default report costs nothing more).
+//! This module holds the figures (their text section is `render`'s); making the plans and
+//! replaying them is `crate::replay::train::out_of_sample`'s, which [`super::run`] calls only
+//! when asked ([`super::Replays::OutOfSample`]), so the default report costs nothing more.
 
 use serde::Serialize;
 

@@ -1,6 +1,7 @@
 //! The weekly report's workflow over frames already read: one pass per node partition
 //! ([`super::pass`]: the advisor, the tallies and the MIG demand), the tallies finished into the
-//! [`Report`], and the MIG planner's recommendation over the same range set on it.
+//! [`Report`], the MIG planner's recommendation over the same range set on it, and the plan
+//! actions' verdicts from replaying their plans ([`Replays`]).
 //!
 //! What it does not do: read sources or resolve the range (the command does, through
 //! `tessera::range`), or print (the renderers do). The MIG planner's failure is not an error of
@@ -52,6 +53,21 @@ pub struct ReportRequest<'a> {
     pub work: Vec<crate::work::WorkRow>,
     /// The user's own work counters the rows include (`--work-metrics`), named in the section.
     pub work_metrics: Vec<crate::work::WorkMetric>,
+    /// How the plan actions get their verdicts ([`Replays`]).
+    pub replays: Replays,
+}
+
+/// How the report replays the plans of its plan actions (`tessera replay`'s model) so that each
+/// action carries a verdict (safe, tight, unsafe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replays {
+    /// `--no-replay`: the actions keep no verdict.
+    None,
+    /// The default: the plans the report made, replayed on the reported period.
+    InSample,
+    /// `--out-of-sample`: plans of each kind made from the previous period and replayed on the
+    /// reported one; their figures are the report's `out_of_sample` section.
+    OutOfSample,
 }
 
 /// Builds the report over `parts` (one per node partition). `progress(phase, n)`: `n`
@@ -110,7 +126,47 @@ pub fn run(
     progress("trend", parts.len());
     late_sections(parts, &mut report, &req, &params)?;
     work_of_actions(&mut report, &pass.analysis.findings);
+    replay_plans(parts, &mut report, &req, progress);
     Ok(report)
+}
+
+/// The plan actions' verdicts ([`Replays`]): their plans replayed on the reported period
+/// (`crate::replay::train`).
+fn replay_plans(
+    parts: &[&Frames],
+    report: &mut Report,
+    req: &ReportRequest,
+    progress: &(dyn Fn(&'static str, usize) + Sync),
+) {
+    use crate::replay::train::{self, PlanKind};
+    let checks = match req.replays {
+        Replays::None => return,
+        Replays::InSample if report.plans.is_empty() => return,
+        Replays::InSample => {
+            progress("replaying the plans", 0);
+            let watch = Stopwatch::start("report");
+            let checks =
+                train::in_sample(parts, req.range, &report.plans, &req.sources, &req.prices);
+            watch.lap("replays");
+            checks
+        }
+        Replays::OutOfSample => {
+            progress("replaying the plans", 0);
+            let kinds = [PlanKind::Consolidation, PlanKind::Mig];
+            let checks = train::out_of_sample(
+                parts,
+                req.range.previous(),
+                req.range,
+                &kinds,
+                req.tz,
+                &req.sources,
+                &req.prices,
+            );
+            report.out_of_sample = Some(checks.clone());
+            checks
+        }
+    };
+    super::verdicts_from_replays(&mut report.actions, &checks);
 }
 
 /// The report's MIG plan and its actions: the findings and the MIG layouts priced, one
