@@ -217,14 +217,6 @@ impl HostDemand {
                 .reduce(f64::max)
         })
     }
-
-    /// Whether the host GPU was in MIG mode in the window.
-    pub fn host_in_mig(&self) -> bool {
-        self.workloads
-            .first()
-            .and_then(|w| w.stats.as_ref())
-            .is_some_and(|s| s.mig)
-    }
 }
 
 /// The stats of `g`: by UUID when both sides have one, else by node and index.
