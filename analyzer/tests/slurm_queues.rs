@@ -462,8 +462,52 @@ fn the_queue_plan_becomes_slurm_qos_limits_changed_at_the_window_edges() {
         !out.contains("reservation tessera-offpeak"),
         "nothing to change: {out}"
     );
+    // scontrol has no compare-and-swap: the reservations are read again right before each
+    // write, and a reservation someone else made between that read and the first one refuses
+    // the step (here: deleted, then made again by the ops team before tessera's create).
+    let state = dir.join("reservations");
+    fs::write(&state, "").unwrap();
+    let _ = fs::remove_file(dir.join("reservations.shows"));
+    let theirs = "ReservationName=tessera-offpeak-1-sat StartTime=2026-10-31T22:00:00 Duration=02:00:00 Flags=WEEKLY Accounts=ops TRES=gres/gpu=1";
+    fs::write(dir.join("reservations.interfere"), format!("2\n{theirs}\n")).unwrap();
+    let (code, out, err) = acc.tessera("apply", &plan, &args);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("reservation tessera-offpeak-1-sat changed since tessera read it"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(&state).unwrap(),
+        format!("{theirs}\n"),
+        "theirs is kept, not written over"
+    );
+    fs::remove_file(dir.join("reservations.interfere")).unwrap();
+    let (code, out, err) = acc.tessera("apply", &plan, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "~ update reservation tessera-offpeak-1-sat: 600 min, gres/gpu=6 for research,serving"
+        ),
+        "the next apply decides on what is there now: {out}"
+    );
     let mut undo = vec!["--yes"];
     undo.extend(tools);
+    // The same read before undo's delete: a reservation changed since undo read it is kept.
+    let _ = fs::remove_file(dir.join("reservations.shows"));
+    let changed = theirs.replace("Accounts=ops", "Accounts=ops,research");
+    fs::write(
+        dir.join("reservations.interfere"),
+        format!("2\n{changed}\n"),
+    )
+    .unwrap();
+    let (code, _, err) = acc.tessera("undo", Path::new("--cohort=tessera"), &undo);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("reservation tessera-offpeak-1-sat changed since tessera read it"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&state).unwrap(), format!("{changed}\n"));
+    fs::remove_file(dir.join("reservations.interfere")).unwrap();
     let (code, out, err) = acc.tessera("undo", Path::new("--cohort=tessera"), &undo);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -523,7 +567,7 @@ fn slurm23_tools(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
         &scontrol,
         format!(
             r#"#!/usr/bin/env python3
-import sys
+import os, sys
 path = {state:?}
 lines = [l for l in open(path).read().splitlines() if l]
 a = sys.argv[1:]
@@ -540,6 +584,15 @@ def line(kv, old=None):
 def parse(l):
     return dict(x.split("=", 1) for x in l.split())
 if a[:2] == ["show", "reservation"]:
+    # Someone else's change between two reads: `path.interfere` holds N and a line, added to
+    # the reservations at the Nth read counted in `path.shows`.
+    n = int(open(path + ".shows").read()) + 1 if os.path.exists(path + ".shows") else 1
+    open(path + ".shows", "w").write(str(n))
+    if os.path.exists(path + ".interfere"):
+        at, theirs = open(path + ".interfere").read().split(chr(10), 1)
+        if int(at) == n:
+            name = parse(theirs.strip())["ReservationName"]
+            lines = [l for l in lines if parse(l)["ReservationName"] != name] + [theirs.strip()]
     print(chr(10).join(lines) if lines else "No reservations in the system")
 elif a[:2] == ["create", "reservation"]:
     lines.append(line(kv))

@@ -12,8 +12,14 @@
 //! writes to check that they say what the plan says. When a step fails, the earlier steps are
 //! put back, newest first. Each change is a line of the local audit log.
 //!
-//! What it does not do: attach QOS to accounts (the grants are printed), create reservations,
-//! or restart anything.
+//! On Slurm 23.02 and later the windows are also weekly reservations
+//! ([`super::slurm_reservations`], through `scontrol`), written the same way: `scontrol` has no
+//! compare-and-swap either, so the reservations are read again right before each write, and a
+//! step whose reservation someone else created, changed or deleted since the first read is
+//! refused ([`SlurmError::Changed`]) and the reservation steps made before it are put back.
+//!
+//! What it does not do: attach QOS to accounts (the grants are printed), reserve nodes, or
+//! restart anything.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,6 +62,10 @@ pub enum SlurmError {
     Command { args: String, why: String },
     #[error("scontrol {args}: {why}")]
     Scontrol { args: String, why: String },
+    #[error(
+        "reservation {0} changed since tessera read it (someone else's change): tessera left it as it is; run the command again to decide on what is there now"
+    )]
+    Changed(String),
     /// A step failed after others had changed the accounting.
     #[error("{cause}; {rollback}")]
     Failed {
@@ -95,6 +105,20 @@ impl Sacctmgr {
     fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
         let a = ["show", "reservation", "-o"].map(String::from);
         Ok(res::parse(&self.scontrol(&a)?))
+    }
+
+    /// Make one reservation step of a plan whose reservations were `read`, unless its
+    /// reservation changed since (read again now: [`res::changed`]).
+    fn reserve_read(
+        &self,
+        step: &ResStep,
+        read: &[Reservation],
+        err: &mut dyn Write,
+    ) -> Result<(), SlurmError> {
+        if res::changed(step.name(), read, &self.reservations()?) {
+            return Err(SlurmError::Changed(step.name().to_string()));
+        }
+        self.reserve(step, err)
     }
 
     /// Make one reservation step and write its audit line.
@@ -400,7 +424,7 @@ fn reservations(
         return Ok(o);
     }
     for (i, st) in steps.iter().enumerate() {
-        if let Err(cause) = s.reserve(st, err) {
+        if let Err(cause) = s.reserve_read(st, &current, err) {
             let mut failed = Vec::new();
             for done in steps[..i].iter().rev() {
                 let prior = |n: &str| current.iter().find(|c| c.name == n).cloned();
@@ -441,7 +465,7 @@ pub fn undo(
     let current = s.qos()?;
     let (steps, _) = slurm::steps(&current, &[], cohort, true).unwrap_or_default();
     // The reservations of tessera's QOS (`<qos>-<line>-<day>`), where Slurm has them.
-    let mut gone = Vec::new();
+    let (mut gone, mut read) = (Vec::new(), Vec::new());
     if slurm::reservations_supported(&s.version()) == Some(true) {
         let ours: Vec<String> = steps
             .iter()
@@ -450,9 +474,10 @@ pub fn undo(
                 _ => None,
             })
             .collect();
-        for r in s.reservations()? {
+        read = s.reservations()?;
+        for r in &read {
             if ours.iter().any(|p| r.name.starts_with(p.as_str())) {
-                gone.push(ResStep::Delete(r.name));
+                gone.push(ResStep::Delete(r.name.clone()));
             }
         }
     }
@@ -464,7 +489,7 @@ pub fn undo(
     }
     if yes {
         for st in &gone {
-            s.reserve(st, err)?;
+            s.reserve_read(st, &read, err)?;
         }
         for st in &steps {
             s.make(st, cohort, err)?;

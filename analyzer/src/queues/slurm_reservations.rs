@@ -143,6 +143,14 @@ pub enum ResStep {
 }
 
 impl ResStep {
+    /// The reservation the step writes.
+    pub fn name(&self) -> &str {
+        match self {
+            ResStep::Create(r) | ResStep::Update(r) => &r.name,
+            ResStep::Delete(n) => n,
+        }
+    }
+
     /// The `scontrol` arguments.
     pub fn args(&self) -> Vec<String> {
         let body = |r: &Reservation| {
@@ -194,18 +202,27 @@ impl ResStep {
     }
 }
 
+/// What [`steps`] compares of a reservation: its duration, repetition, accounts and GPUs (not
+/// its start, which a weekly reservation moves on by itself).
+fn terms(r: &Reservation) -> (u32, &str, &[String], Option<u32>) {
+    (r.minutes, &r.repeat, &r.accounts, r.gpus)
+}
+
+/// Whether the reservation `name` is another in `fresh` than it was in `read`: created, deleted,
+/// or changed in what [`steps`] compares (scontrol has no compare-and-swap: `slurm_apply` reads
+/// again right before each write and refuses a step whose reservation someone else changed).
+pub fn changed(name: &str, read: &[Reservation], fresh: &[Reservation]) -> bool {
+    let read = read.iter().find(|r| r.name == name);
+    read.map(terms) != fresh.iter().find(|r| r.name == name).map(terms)
+}
+
 /// The steps from `current` to `want`; tessera's are the names starting with `prefix`.
 pub fn steps(current: &[Reservation], want: &[Reservation], prefix: &str) -> Vec<ResStep> {
     let mut out = Vec::new();
     for w in want {
         match current.iter().find(|c| c.name == w.name) {
             None => out.push(ResStep::Create(w.clone())),
-            Some(c)
-                if (c.minutes, &c.repeat, &c.accounts, c.gpus)
-                    != (w.minutes, &w.repeat, &w.accounts, w.gpus) =>
-            {
-                out.push(ResStep::Update(w.clone()));
-            }
+            Some(c) if terms(c) != terms(w) => out.push(ResStep::Update(w.clone())),
             Some(_) => {}
         }
     }
@@ -276,5 +293,31 @@ mod tests {
             ]
         );
         assert!(super::steps(&parse("No reservations in the system\n"), &want, "x-").len() == 1);
+    }
+
+    #[test]
+    fn a_reservation_created_changed_or_deleted_since_the_read_is_changed_and_its_start_is_not() {
+        let read = parse(
+            "ReservationName=t-1-sat StartTime=2026-11-07T22:00:00 Duration=10:00:00 Flags=WEEKLY Accounts=research TRES=gres/gpu=6\n",
+        );
+        let again = |line: &str| parse(&format!("{line}\n"));
+        let same = "ReservationName=t-1-sat StartTime=2026-11-07T22:00:00 Duration=10:00:00 Flags=WEEKLY Accounts=research TRES=gres/gpu=6";
+        assert!(!changed("t-1-sat", &read, &again(same)));
+        // A weekly reservation moved on to its next week is the same reservation.
+        let moved = same.replace("2026-11-07", "2026-11-14");
+        assert!(!changed("t-1-sat", &read, &again(&moved)));
+        for other in [
+            same.replace("Accounts=research", "Accounts=ops"),
+            same.replace("gres/gpu=6", "gres/gpu=2"),
+            same.replace("10:00:00", "11:00:00"),
+            same.replace("WEEKLY", "DAILY"),
+            String::new(),
+        ] {
+            assert!(changed("t-1-sat", &read, &again(&other)), "{other}");
+        }
+        // Someone else created one of the name a create step was going to write.
+        assert!(changed("t-1-sat", &[], &read));
+        assert!(!changed("t-2-sun", &read, &read));
+        assert_eq!(ResStep::Delete("t-1-sat".into()).name(), "t-1-sat");
     }
 }
