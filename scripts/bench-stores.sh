@@ -23,8 +23,8 @@
 #   GPUS=512 DCGM_EVERY=1 scripts/bench-stores.sh   # every node as dcgm-exporter
 #
 # Environment: GPUS (10240), DCGM_EVERY (0: none; K: nodes 0, K, 2K, … as dcgm-exporter;
-# tessera reads one exporter family per server, so a mixed fleet is reported in part, with a
-# warning), BATCH_NODES (64: nodes written, backfilled and deleted at once), NODES_PER_FILE
+# tessera reads each family on the nodes the ones before it do not name, so a mixed fleet is
+# reported whole), BATCH_NODES (64: nodes written, backfilled and deleted at once), NODES_PER_FILE
 # (32), WORK (target/bench-data/stores-$GPUS), TESSERA (the release binary; built with cargo
 # when unset), CONVERT (history-openmetrics beside it), CONCURRENCY (4), NODES_PER_QUERY (1),
 # PROM_FLAGS (extra Prometheus flags), VM_FLAGS (extra victoria-metrics flags), REPORT_FLAGS

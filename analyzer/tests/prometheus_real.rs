@@ -287,11 +287,12 @@ fn same(v: Option<f64>) -> Option<(f64, f64)> {
     v.map(|v| (v, v))
 }
 
-fn tessera_openmetrics(rows: &[Row]) -> String {
+/// tessera-exporter's series of `rows`, scraped from `node`.
+fn tessera_openmetrics(rows: &[Row], node: &str) -> String {
     let mut s = String::new();
     let l = |r: &Row| {
         format!(
-            "instance=\"gpu-node-1:9835\",gpu=\"{}\",uuid=\"{}\"",
+            "instance=\"{node}:9835\",gpu=\"{}\",uuid=\"{}\"",
             r.gpu, r.uuid
         )
     };
@@ -354,13 +355,14 @@ fn pod_of(gpu: &str) -> (&'static str, &'static str) {
     }
 }
 
-fn dcgm_openmetrics(rows: &[Row]) -> String {
+/// dcgm-exporter's series of `rows` on `node`.
+fn dcgm_openmetrics(rows: &[Row], node: &str) -> String {
     let mut s = String::new();
     // With Kubernetes mapping: the pod each GPU is given to (the scenario's workloads).
     let l = |r: &Row| {
         let (ns, pod) = pod_of(&r.gpu);
         format!(
-            "gpu=\"{}\",UUID=\"{}\",Hostname=\"gpu-node-1\",modelName=\"{}\",instance=\"10.0.0.1:9400\",namespace=\"{ns}\",pod=\"{pod}\",container=\"main\"",
+            "gpu=\"{}\",UUID=\"{}\",Hostname=\"{node}\",modelName=\"{}\",instance=\"10.0.0.1:9400\",namespace=\"{ns}\",pod=\"{pod}\",container=\"main\"",
             r.gpu, r.uuid, r.model
         )
     };
@@ -547,7 +549,7 @@ fn tessera_metrics_in_prometheus_match_the_history() {
         "{}",
         hist.height()
     );
-    let server = serve(tmp.path(), &tessera_openmetrics(&rows(&hist)));
+    let server = serve(tmp.path(), &tessera_openmetrics(&rows(&hist), "gpu-node-1"));
     let (prom, report) = ingest_prometheus(&server.url, since, until);
     let w = report.warnings.join("\n");
     assert!(w.contains("read tessera-exporter metrics"), "{w}");
@@ -600,11 +602,70 @@ fn same_through_remote_read(
     assert_agree(hist, &rr, mem_tol, energy_tol);
 }
 
+/// A mixed fleet (one node on tessera-exporter, one on dcgm-exporter) is read whole, each GPU
+/// once; a node with both exporters is read from tessera-exporter's series alone.
+#[test]
+fn a_mixed_fleet_is_read_whole_and_a_node_with_two_exporters_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, hist, since, until) = simulate(tmp.path());
+    let (gpu0, gpu1): (Vec<Row>, Vec<Row>) = rows(&hist).into_iter().partition(|r| r.gpu == "0");
+    let without_eof = |t: String| t.strip_suffix("# EOF\n").expect("EOF").to_string();
+    let mixed = without_eof(tessera_openmetrics(&gpu0, "gpu-node-1"))
+        + &dcgm_openmetrics(&gpu1, "gpu-node-2");
+    let dir = tmp.path().join("mixed");
+    std::fs::create_dir(&dir).expect("dir");
+    let server = serve(&dir, &mixed);
+    let (prom, report) = ingest_prometheus(&server.url, since, until);
+    let w = report.warnings.join("\n");
+    assert!(w.contains("read tessera-exporter metrics"), "{w}");
+    assert!(
+        w.contains("also read dcgm-exporter metrics on the 1 node(s) without tessera-exporter metrics (gpu-node-2)"),
+        "{w}"
+    );
+    // Every GPU's rows, each once (dcgm-exporter's whole MiB and mJ for the second).
+    assert_agree(&hist, &prom, MIB / 2.0 + 1.0, 0.0011);
+    let second = gpu1[0].uuid.as_str();
+    let node_of = |u: &Option<String>| {
+        let on = if u.as_deref() == Some(second) {
+            "gpu-node-2"
+        } else {
+            "gpu-node-1"
+        };
+        Some(on.to_string())
+    };
+    let (pu, pn) = (strs(&prom, "uuid"), strs(&prom, "node"));
+    for (u, n) in pu.iter().zip(&pn) {
+        assert_eq!(n, &node_of(u), "{u:?}");
+    }
+    let mut keys: Vec<(Option<String>, Option<f64>)> =
+        pu.into_iter().zip(f64s(&prom, "ts")).collect();
+    let n = keys.len();
+    keys.sort_by(|a, b| a.partial_cmp(b).expect("no NaN ts"));
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a GPU and ts given twice");
+
+    // Both exporters on one node: dcgm-exporter's series are not read there.
+    let both = without_eof(tessera_openmetrics(&rows(&hist), "gpu-node-1"))
+        + &dcgm_openmetrics(&gpu1, "gpu-node-1");
+    let dir = tmp.path().join("both");
+    std::fs::create_dir(&dir).expect("dir");
+    let server = serve(&dir, &both);
+    let (prom, report) = ingest_prometheus(&server.url, since, until);
+    let w = report.warnings.join("\n");
+    assert!(
+        w.contains("also found dcgm-exporter metrics; not read: every node they name is read from the metrics above"),
+        "{w}"
+    );
+    // tessera-exporter's exact values, not dcgm-exporter's rounded ones, and no row twice.
+    assert_agree(&hist, &prom, 0.0, 1e-6);
+    assert!(prom.height() <= hist.height() + 2, "{} rows", prom.height());
+}
+
 #[test]
 fn dcgm_metrics_in_prometheus_match_the_history() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (_, hist, since, until) = simulate(tmp.path());
-    let server = serve(tmp.path(), &dcgm_openmetrics(&rows(&hist)));
+    let server = serve(tmp.path(), &dcgm_openmetrics(&rows(&hist), "gpu-node-1"));
     let (prom, report) = ingest_prometheus(&server.url, since, until);
     let w = report.warnings.join("\n");
     assert!(w.contains("read dcgm-exporter metrics"), "{w}");

@@ -15,7 +15,7 @@ use super::catalogue::{Family, Query};
 use super::discovery::node_name;
 use crate::frames::schema::{ColType, Table};
 use crate::ingest::resample::{self, Agg, Observations, Sampling, Values};
-use crate::ingest::{IngestError, history, value_range};
+use crate::ingest::{IngestError, Partitions, history, value_range};
 
 /// A canonical entity: its table and label-derived columns.
 pub(super) type Key = (Table, Vec<(&'static str, String)>);
@@ -589,4 +589,48 @@ pub(super) fn settle(
         out.push((table, rows, s));
     }
     Ok(out)
+}
+/// The partitions' rows, and the sampling: each table's over every partition (their periods
+/// pooled, so the median is the fleet's), then the tables together.
+pub(super) fn partitions(parts: Vec<(String, Settled)>) -> (Partitions, Sampling) {
+    let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
+    let mut out = Vec::with_capacity(parts.len());
+    for (key, tables) in parts {
+        let mut lfs = Vec::new();
+        let mut files = Vec::new();
+        for (table, rows, s) in tables {
+            match by_table.get_mut(&table) {
+                Some(acc) => merge_table(acc, s),
+                None => {
+                    by_table.insert(table, s);
+                }
+            }
+            if let Some((lf, file)) = rows {
+                lfs.push((table, lf));
+                files.extend(file);
+            }
+        }
+        out.push((key, lfs, files));
+    }
+    let mut sampling = Sampling::default();
+    for table in Table::ALL {
+        if let Some(mut s) = by_table.remove(&table) {
+            s.periods = Vec::new();
+            sampling.merge(s);
+        }
+    }
+    (out, sampling)
+}
+
+/// Pools a table's resampling findings over partitions: the median period is the median of
+/// every partition's periods.
+fn merge_table(acc: &mut Sampling, s: Sampling) {
+    let mut periods = std::mem::take(&mut acc.periods);
+    periods.extend(s.periods.iter().copied());
+    acc.merge(s);
+    if !periods.is_empty() {
+        periods.sort_by(|a, b| a.total_cmp(b));
+        acc.median_period_ms = Some(periods[periods.len() / 2]);
+    }
+    acc.periods = periods;
 }

@@ -301,8 +301,11 @@ pub(super) fn with_matcher(promql: &str, matcher: &str) -> String {
 }
 
 /// The node groups of the fleet found by the scrape interval scan, `per` nodes each, and why
-/// the fleet is one partition when it is (`None` when it is partitioned).
-pub(super) fn node_groups(scan: &Scan, per: usize) -> (Vec<Group>, Option<String>) {
+/// the fleet is one partition when it is (`None` when it is partitioned). `named`: each group
+/// must select its nodes by their label, never the whole fleet (a family read beside another:
+/// a few nodes, or `--prometheus.nodes-per-query 0`, are one group); where the nodes cannot
+/// be told apart the groups are none, with the reason.
+pub(super) fn node_groups(scan: &Scan, per: usize, named: bool) -> (Vec<Group>, Option<String>) {
     let all = Group {
         nodes: scan.nodes.keys().cloned().collect(),
         label: None,
@@ -313,7 +316,7 @@ pub(super) fn node_groups(scan: &Scan, per: usize) -> (Vec<Group>, Option<String
         .flat_map(|v| v.keys())
         .copied()
         .collect();
-    let why = if per == 0 {
+    let why = if per == 0 && !named {
         Some("--prometheus.nodes-per-query 0".to_string())
     } else if scan.unnamed > 0 {
         Some(format!(
@@ -325,7 +328,7 @@ pub(super) fn node_groups(scan: &Scan, per: usize) -> (Vec<Group>, Option<String
             "the nodes are named by different labels: {}",
             labels.iter().copied().collect::<Vec<_>>().join(", ")
         ))
-    } else if scan.nodes.len() <= per {
+    } else if scan.nodes.len() <= per && !named {
         Some(format!("{} node(s)", scan.nodes.len()))
     } else {
         None
@@ -333,7 +336,10 @@ pub(super) fn node_groups(scan: &Scan, per: usize) -> (Vec<Group>, Option<String
     if why.is_some() {
         return (vec![all], why);
     }
-    let label = *labels.iter().next().expect("one label");
+    let Some(&label) = labels.iter().next() else {
+        return (Vec::new(), Some("no node named".into()));
+    };
+    let per = if per == 0 { scan.nodes.len() } else { per };
     let values: BTreeMap<String, BTreeSet<String>> = scan
         .nodes
         .iter()

@@ -16,19 +16,21 @@ use crate::ingest::IngestError;
 
 /// Fetches every group, `concurrency` at once, each on its own thread with its own client;
 /// returns the partitions in node order and the counts. The first error stops the others
-/// (after their current group) and is returned.
+/// (after their current group) and is returned. `files`: the spill files other reads wrote
+/// before (this read's are numbered after them).
 pub(super) fn fetch_all(
     plan: &Plan,
     client: &Client,
     groups: Vec<Group>,
     concurrency: usize,
     spill: Option<&Path>,
+    files: usize,
 ) -> Result<(Vec<(String, Settled)>, Tallies), IngestError> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let written = AtomicUsize::new(0);
+    let written = AtomicUsize::new(files);
     type Done = Result<Vec<(String, Settled)>, IngestError>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..groups.len()).map(|_| None).collect());
     let tallies: Mutex<Tallies> = Mutex::new(Tallies::default());

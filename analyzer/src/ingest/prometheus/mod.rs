@@ -8,7 +8,8 @@
 //! dcgm-exporter's `FB_USED` for GPU, MIG and pod rows) are sent once. Long ranges are split into
 //! chunks of at most [`PrometheusOptions::max_points`] points per series. The metric family —
 //! tessera's own, dcgm-exporter's or nvidia_gpu_exporter's — is detected first through
-//! `/api/v1/label/__name__/values` and named in the report.
+//! `/api/v1/label/__name__/values` and named in the report; in a mixed fleet each further
+//! family is read on the nodes the ones before it do not name (a node is read once).
 //!
 //! Counters: `energy_delta_joules` is the counter's last value in the interval minus its last
 //! value before the interval (within [`LOOKBACK_MS`]), clamped at 0 (a reset counts nothing, like
@@ -42,7 +43,7 @@
 //! Layout (each module uses only those listed before it): `options` (the settings),
 //! `catalogue` (families, PromQL templates, chunks), `client` (HTTP), `discovery` (scrape
 //! intervals, nodes, groups), `recorded` (recorded maxima or raw), `assembly` (cells into rows,
-//! spill), `holders` (tessera-exporter's kubelet series into the holders' columns), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
+//! spill, the partitions and their sampling), `holders` (tessera-exporter's kubelet series into the holders' columns), `plan` (what every partition's reads share), `fetch_range` and `fetch_remote` (one
 //! group through either API), `fetch` (every group, concurrently), `kube` (kube-state-metrics'
 //! GPU counts per node into synthetic rows), `namespaces` (one instant query's series: the
 //! namespaces' labels the owners come from), `notes` (the report's lines); `read` here ties
@@ -80,7 +81,7 @@ pub use namespaces::instant_series;
 pub use options::{Api, PrometheusOptions};
 pub use work::{WORK_METRICS, job_work, work_rows};
 
-use assembly::Settled;
+use assembly::{Settled, partitions};
 use catalogue::{Query, queries, sample_metrics};
 use client::{Client, err, parse};
 use discovery::{Scan, has_samples, node_groups, scrape_interval};
@@ -159,18 +160,120 @@ pub(super) fn read(
     else {
         return Ok((Vec::new(), Sampling::default()));
     };
-    let Some(&family) = found.first() else {
+    if found.is_empty() {
         return occupancy_only(&mut client, opts, (since, until), notes);
-    };
+    }
+    // Each family on the nodes the ones before it do not cover (a fleet half on one exporter,
+    // half on another; a node with both is read from the first): one after the other.
+    let (mut parts, mut tallies) = (Vec::new(), Tallies::default());
+    let mut covered = BTreeSet::new();
+    let mut first: Option<FamilyRead> = None;
+    let mut chunks_sent = 0;
+    for (k, &family) in found.iter().enumerate() {
+        let at = Where {
+            names: &names,
+            opts,
+            range: (since, until),
+        };
+        let before = first.as_ref().map(|_| &covered);
+        let Some(mut r) = read_family(&mut client, family, &at, before, parts.len(), notes)? else {
+            continue;
+        };
+        if k > 0 {
+            notes.also(family, found[0], &r.nodes);
+        }
+        covered.extend(std::mem::take(&mut r.nodes));
+        parts.append(&mut r.parts);
+        tallies.merge(std::mem::take(&mut r.tallies));
+        chunks_sent += r.windows.len();
+        first.get_or_insert(r);
+    }
+    let r = first.expect("the first family is always read");
+    watch.lap("fetched");
+    if kube {
+        let k = kube::KubeRead {
+            spec: &spec,
+            step: r.step,
+            windows: &r.windows,
+            row_spec: r.row_spec,
+            max_response_bytes: popts.max_response_bytes,
+            covered,
+        };
+        notes.kube(r.step, None, r.remote);
+        if let Some((df, s)) = kube::occupancy(&mut client, &k, &mut tallies, notes.report)? {
+            // Nodes no GPU exporter covers: a partition of their own (or the fleet's).
+            let key = if r.why_one.is_some() { "*" } else { KUBE_PART };
+            parts.push((key.into(), vec![(Table::Gpu, Some((df.lazy(), None)), s)]));
+        }
+    }
+    let requests = client.requests + tallies.requests;
+    let bytes = client.bytes + tallies.bytes;
+    notes.requests(popts, r.remote, requests, chunks_sent);
+    notes.partitions(popts, parts.len(), r.why_one.as_deref(), r.spilled, bytes);
+    notes.tallies(&tallies, popts);
+    let (out, mut sampling) = partitions(parts);
+    sampling.maxima = Some(maxima_source(r.recorded.as_ref()));
+    Ok((out, sampling))
+}
+
+/// One family's partitions, and what the notes and the kube-state-metrics read take from the
+/// first family read.
+struct FamilyRead {
+    parts: Vec<(String, Settled)>,
+    tallies: Tallies,
+    /// The nodes read.
+    nodes: BTreeSet<String>,
+    step: i64,
+    windows: Vec<(i64, i64)>,
+    row_spec: RowSpec,
+    remote: bool,
+    /// Why the family was read as one partition.
+    why_one: Option<String>,
+    spilled: bool,
+    recorded: Option<Recorded>,
+}
+
+/// What every family's read shares: the metric names the server lists, the options and the
+/// range.
+struct Where<'a> {
+    names: &'a BTreeSet<String>,
+    opts: &'a IngestOptions<'a>,
+    range: (i64, i64),
+}
+
+/// Reads `family` on the nodes `covered` leaves out (all of them for the first family, `None`;
+/// a later one is read by node groups, so that it reads no covered node: where its nodes cannot be
+/// told apart, or all are covered, it is not read, with a warning). `files`: the spill files
+/// written so far.
+fn read_family(
+    client: &mut Client,
+    family: Family,
+    at: &Where,
+    covered: Option<&BTreeSet<String>>,
+    files: usize,
+    notes: &mut Notes,
+) -> Result<Option<FamilyRead>, IngestError> {
+    let (opts, (since, until)) = (at.opts, at.range);
+    let popts = &opts.prometheus;
+    let watch = crate::timing::Stopwatch::start("prometheus");
     let Discovered {
-        raw,
+        mut raw,
         recorded,
         why_raw,
         prom_warnings,
-    } = discover(&mut client, family, &names, opts, (since, until))?;
+    } = discover(client, family, at.names, opts, (since, until))?;
+    let later = covered.is_some();
+    if let Some(covered) = covered {
+        raw.nodes.retain(|n, _| !covered.contains(n));
+    }
+    // Partitions: groups of nodes, each queried with a label matcher.
+    let (groups, why_one) = node_groups(&raw, popts.nodes_per_query, later);
+    if later && (raw.nodes.is_empty() || why_one.is_some()) {
+        notes.not_read(family, why_one.as_deref().filter(|_| !raw.nodes.is_empty()));
+        return Ok(None);
+    }
     let step = query_step(opts.interval_ms, recorded.as_ref(), raw.finest);
     notes.reading(family, step, recorded.as_ref(), raw.finest, &why_raw);
-    notes.others(&found);
     // A counter's previous value is looked for over Prometheus' lookback, or four scrape
     // intervals when they are longer (a missed 5-minute scrape with jitter leaves more than
     // 5 minutes between two samples).
@@ -178,9 +281,9 @@ pub(super) fn read(
     // Rows end in (since, until] (crate::range): evaluated at multiples of the step in it.
     let windows = chunks(since + 1, until + 1, step, popts.max_points);
     let texts = query_texts(family, recorded.as_ref(), step, lookback);
-    let remote = use_remote(&mut client, popts.api, family, until, &texts, notes)?;
+    let remote = use_remote(client, popts.api, family, until, &texts, notes)?;
     let plan = Plan {
-        spec: &spec,
+        spec: notes.spec,
         family,
         step,
         lookback,
@@ -194,45 +297,24 @@ pub(super) fn read(
         },
         max_response_bytes: popts.max_response_bytes,
     };
-    // Partitions: groups of nodes, each queried with a label matcher.
-    let (groups, why_one) = node_groups(&raw, popts.nodes_per_query);
     let spill = opts.spill.filter(|_| why_one.is_none());
     watch.lap("discovery");
-    let (mut parts, mut tallies) = fetch_all(&plan, &client, groups, popts.concurrency, spill)?;
-    watch.lap("fetched");
-    if kube {
-        let k = kube::KubeRead {
-            spec: &spec,
-            step,
-            windows: &windows,
-            row_spec: plan.row_spec,
-            max_response_bytes: popts.max_response_bytes,
-            covered: raw.nodes.keys().cloned().collect(),
-        };
-        notes.kube(step, None, remote);
-        if let Some((df, s)) = kube::occupancy(&mut client, &k, &mut tallies, notes.report)? {
-            // Nodes no GPU exporter covers: a partition of their own (or the fleet's).
-            let key = if why_one.is_some() { "*" } else { KUBE_PART };
-            parts.push((key.into(), vec![(Table::Gpu, Some((df.lazy(), None)), s)]));
-        }
-    }
+    let (parts, mut tallies) = fetch_all(&plan, client, groups, popts.concurrency, spill, files)?;
     for (w, n) in prom_warnings {
         *tallies.prom_warnings.entry(w).or_default() += n;
     }
-    let requests = client.requests + tallies.requests;
-    let bytes = client.bytes + tallies.bytes;
-    notes.requests(popts, remote, requests, windows.len());
-    notes.partitions(
-        popts,
-        parts.len(),
-        why_one.as_deref(),
-        spill.is_some(),
-        bytes,
-    );
-    notes.tallies(&tallies, popts);
-    let (out, mut sampling) = partitions(parts);
-    sampling.maxima = Some(maxima_source(recorded.as_ref()));
-    Ok((out, sampling))
+    Ok(Some(FamilyRead {
+        parts,
+        tallies,
+        nodes: raw.nodes.into_keys().collect(),
+        step,
+        row_spec: plan.row_spec,
+        windows,
+        remote,
+        why_one,
+        spilled: spill.is_some(),
+        recorded,
+    }))
 }
 
 /// The partition of kube-state-metrics' synthetic rows when the GPU exporter's nodes are read
@@ -557,38 +639,6 @@ fn use_remote(
     Ok(remote)
 }
 
-/// The partitions' rows, and the sampling: each table's over every partition (their periods
-/// pooled, so the median is the fleet's), then the tables together.
-fn partitions(parts: Vec<(String, Settled)>) -> (Partitions, Sampling) {
-    let mut by_table: BTreeMap<Table, Sampling> = BTreeMap::new();
-    let mut out = Vec::with_capacity(parts.len());
-    for (key, tables) in parts {
-        let mut lfs = Vec::new();
-        let mut files = Vec::new();
-        for (table, rows, s) in tables {
-            match by_table.get_mut(&table) {
-                Some(acc) => merge_table(acc, s),
-                None => {
-                    by_table.insert(table, s);
-                }
-            }
-            if let Some((lf, file)) = rows {
-                lfs.push((table, lf));
-                files.extend(file);
-            }
-        }
-        out.push((key, lfs, files));
-    }
-    let mut sampling = Sampling::default();
-    for table in Table::ALL {
-        if let Some(mut s) = by_table.remove(&table) {
-            s.periods = Vec::new();
-            sampling.merge(s);
-        }
-    }
-    (out, sampling)
-}
-
 /// Where the maxima came from, for the report.
 fn maxima_source(recorded: Option<&Recorded>) -> String {
     match recorded {
@@ -602,17 +652,4 @@ fn maxima_source(recorded: Option<&Recorded>) -> String {
         ),
         None => "raw series".to_string(),
     }
-}
-
-/// Pools a table's resampling findings over partitions: the median period is the median of
-/// every partition's periods.
-fn merge_table(acc: &mut Sampling, s: Sampling) {
-    let mut periods = std::mem::take(&mut acc.periods);
-    periods.extend(s.periods.iter().copied());
-    acc.merge(s);
-    if !periods.is_empty() {
-        periods.sort_by(|a, b| a.total_cmp(b));
-        acc.median_period_ms = Some(periods[periods.len() / 2]);
-    }
-    acc.periods = periods;
 }

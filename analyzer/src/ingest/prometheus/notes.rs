@@ -4,6 +4,8 @@
 //!
 //! It reads nothing and decides nothing: the caller hands it what was found.
 
+use std::collections::BTreeSet;
+
 use super::catalogue::{Family, MIB};
 use super::client::fmt_size;
 use super::options::PrometheusOptions;
@@ -97,17 +99,36 @@ impl Notes<'_> {
         }
     }
 
-    /// The other families found, not read.
-    pub(super) fn others(&mut self, found: &[Family]) {
-        if found.len() > 1 {
-            let others: Vec<&str> = found[1..].iter().map(|f| f.name()).collect();
-            self.report.warnings.push(format!(
-                "{}: also found {} metrics; only {} were read",
-                self.spec,
-                others.join(", "),
-                found[0].name()
-            ));
-        }
+    /// A family read beside the first, on the nodes it does not cover.
+    pub(super) fn also(&mut self, family: Family, first: Family, nodes: &BTreeSet<String>) {
+        let shown: Vec<&str> = nodes.iter().take(5).map(String::as_str).collect();
+        self.report.warnings.push(format!(
+            "{}: also read {} metrics on the {} node(s) without {} metrics ({}{})",
+            self.spec,
+            family.name(),
+            nodes.len(),
+            first.name(),
+            shown.join(", "),
+            if nodes.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    /// A family found beside the first and not read: every node it names is read from an
+    /// earlier one, or its nodes cannot be told apart (`why`).
+    pub(super) fn not_read(&mut self, family: Family, why: Option<&str>) {
+        self.report.warnings.push(format!(
+            "{}: also found {} metrics; not read: {}",
+            self.spec,
+            family.name(),
+            why.map_or(
+                "every node they name is read from the metrics above".into(),
+                |w| { format!("{w}, so the nodes the metrics above read cannot be left out") }
+            )
+        ));
     }
 
     /// The requests sent.
