@@ -355,3 +355,55 @@ pub(super) fn node_groups(scan: &Scan, per: usize, named: bool) -> (Vec<Group>, 
         .collect();
     (groups, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(nodes: &[(&str, &'static str)], unnamed: u64) -> Scan {
+        Scan {
+            finest: Some(15_000.0),
+            windows: BTreeSet::new(),
+            nodes: nodes
+                .iter()
+                .map(|(n, label)| {
+                    let values = BTreeSet::from([format!("{n}:9400")]);
+                    (n.to_string(), BTreeMap::from([(*label, values)]))
+                })
+                .collect(),
+            unnamed,
+        }
+    }
+
+    #[test]
+    fn a_family_read_beside_another_is_read_by_its_nodes_never_as_the_whole_fleet() {
+        let two = scan(&[("a", "instance"), ("b", "instance")], 0);
+        // Alone, a fleet of few nodes is one query without a matcher...
+        let (groups, why) = node_groups(&two, 4, false);
+        assert_eq!(why.as_deref(), Some("2 node(s)"));
+        assert_eq!(groups[0].matcher(), None);
+        // ...beside another family it is selected by its nodes' label, whatever the group size.
+        for per in [0, 1, 4] {
+            let (groups, why) = node_groups(&two, per, true);
+            assert_eq!(why, None, "per {per}");
+            let keys: Vec<String> = groups.iter().map(Group::key).collect();
+            let want = if per == 1 {
+                vec!["a", "b"]
+            } else {
+                vec!["a+1"]
+            };
+            assert_eq!(keys, want, "per {per}");
+            assert!(groups.iter().all(|g| g.matcher().is_some()), "per {per}");
+        }
+        // Nodes that cannot be told apart give no groups, with the reason.
+        let (_, why) = node_groups(&scan(&[("a", "instance")], 3), 1, true);
+        assert_eq!(
+            why.as_deref(),
+            Some("3 series have no node, Hostname or instance label")
+        );
+        let mixed = scan(&[("a", "instance"), ("b", "Hostname")], 0);
+        assert!(node_groups(&mixed, 1, true).1.is_some());
+        let (groups, why) = node_groups(&scan(&[], 0), 1, true);
+        assert!(groups.is_empty() && why.is_some());
+    }
+}
