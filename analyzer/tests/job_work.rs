@@ -198,6 +198,49 @@ fn a_slurm_jobs_counter_gives_its_work_per_gpu_hour_and_unknown_stays_unknown() 
     );
     assert!(!table.contains("0 steps"), "{table}");
 
+    // `report --by job` gives each job the work `tessera job` gives it.
+    let out = tessera(&[
+        "report",
+        "--by",
+        "job",
+        "--source",
+        &src,
+        "--since",
+        &from,
+        "--until",
+        &to,
+        "--interval",
+        "10s",
+        "--work-metrics",
+        declared.to_str().unwrap(),
+        "--top",
+        "100",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = |id: &str| {
+        by_job["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no job {id}: {by_job:#}"))
+    };
+    for id in ["4242", "5151"] {
+        let alone: Value = serde_json::from_str(&run(id, &src, "json")).unwrap();
+        let listed = listed(id);
+        assert_eq!(listed["work"], alone["work"], "job {id}");
+        assert_eq!(listed["work_note"], alone["work_note"], "job {id}");
+    }
+    assert!(listed("4242")["work"].is_array());
+
     // A history source holds no counters: unknown, never 0.
     let hist = format!("history:{}", tmp.path().join("history").display());
     let j: Value = serde_json::from_str(&run("4242", &hist, "json")).unwrap();

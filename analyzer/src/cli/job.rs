@@ -71,13 +71,8 @@ pub fn run(args: JobArgs) -> Result<()> {
     }
     summary.owner = owners.of(None, Some(&args.job)).map(str::to_string);
     // The work its counters counted in its runs, per GPU-hour held (docs/jobs.md "Work").
-    match job_work(&args.src, &args.job, &jobs::work::spans(&rows), &declared) {
-        Ok(found) if found.is_empty() => {
-            summary.work_note = Some(jobs::work::no_work_metric(&args.job));
-        }
-        Ok(found) => summary.work = Some(jobs::work::join(&rows, &found)),
-        Err(reason) => summary.work_note = Some(reason),
-    }
+    let found = job_work(&args.src, &args.job, &jobs::work::spans(&rows), &declared);
+    jobs::work::set(&mut summary, &rows, found);
     match args.format {
         Format::Json => print!("{}", tessera::output::json::document(&summary)?),
         _ => print!("{}", jobs::render_table(&summary)),

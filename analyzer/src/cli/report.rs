@@ -19,8 +19,8 @@ use tessera::output::Format;
 use tessera::report::{self, Replays, ReportConfig, ReportRequest, html, render};
 
 use super::source::{
-    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, add_slurm_accounts, load_parts,
-    load_reaching, name_file, parse_interval, parse_tz, part_files, slurm_jobs,
+    OwnersArgs, PartProgress, SourceArgs, add_namespace_labels, add_slurm_accounts, job_work,
+    load_parts, load_reaching, name_file, parse_interval, parse_tz, part_files, slurm_jobs,
 };
 
 /// `--by`: what the report is broken down by instead of the fleet.
@@ -299,7 +299,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         if delivery.is_some() {
             bail!("--by job prints the worst jobs; delivery sends the weekly report: not together");
         }
-        return by_job(&args).map(|()| 0);
+        return by_job(&args, &work_metrics).map(|()| 0);
     }
     let plan = match &args.plan {
         Some(p) => {
@@ -530,8 +530,10 @@ fn deliver_report(r: &report::Report, d: &Delivery) -> Result<u8> {
     }
     Ok(0)
 }
-/// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed.
-fn by_job(args: &ReportArgs) -> Result<()> {
+/// `--by job`: every job of the range summarised (`tessera::jobs`), the worst `--top` printed,
+/// each with its work per GPU-hour where the sources count it (`declared`: the user's own
+/// counters).
+fn by_job(args: &ReportArgs, declared: &[tessera::work::WorkMetric]) -> Result<()> {
     if args.archive.is_some() {
         bail!("--by job prints the worst jobs; --archive keeps the weekly report: not together");
     }
@@ -561,6 +563,15 @@ fn by_job(args: &ReportArgs) -> Result<()> {
     }
     for j in &mut worst {
         j.owner = owners.of(None, Some(&j.job)).map(str::to_string);
+        // Its work per GPU-hour, as `tessera job` reads it (docs/jobs.md "Work").
+        let rows = &jobs[&j.job];
+        let found = job_work(
+            &args.src,
+            &j.job,
+            &tessera::jobs::work::spans(rows),
+            declared,
+        );
+        tessera::jobs::work::set(j, rows, found);
     }
     let text = match args.format {
         Format::Json => tessera::output::json::document(&serde_json::json!({

@@ -102,6 +102,17 @@ pub fn no_work_metric(job: &str) -> String {
     )
 }
 
+/// Sets `summary`'s work from what the sources read for the job's runs (`found`, per unit and
+/// run; `Err`: why none could be asked): the figures per GPU-hour held, else the note saying why
+/// there are none (never 0).
+pub fn set(summary: &mut super::JobSummary, rows: &JobRows, found: Result<Vec<SpanWork>, String>) {
+    match found {
+        Ok(found) if found.is_empty() => summary.work_note = Some(no_work_metric(&summary.job)),
+        Ok(found) => summary.work = Some(join(rows, &found)),
+        Err(reason) => summary.work_note = Some(reason),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Device, Row};
