@@ -123,6 +123,19 @@ struct TeamSum<P> {
     energy: Option<f64>,
 }
 
+impl<P: Ord> TeamSum<P> {
+    /// Adds `from`'s figures, its processes named by `name`.
+    fn add<Q>(&mut self, from: &TeamSum<Q>, name: impl Fn(&Q) -> P) {
+        self.processes.extend(from.processes.iter().map(name));
+        self.gpu_hours += from.gpu_hours;
+        for (to, x) in [(&mut self.busy, from.busy), (&mut self.energy, from.energy)] {
+            if let Some(x) = x {
+                *to.get_or_insert(0.0) += x;
+            }
+        }
+    }
+}
+
 /// The sums of both periods of one change, over every partition.
 pub(super) struct Acc {
     fleet: [Sum<String>; 2],
@@ -147,11 +160,6 @@ impl Acc {
             into.gpus
                 .extend(from.gpus.into_iter().map(|g| labels[g as usize].clone()));
         }
-        fn opt(into: &mut Option<f64>, from: Option<f64>) {
-            if let Some(x) = from {
-                *into.get_or_insert(0.0) += x;
-            }
-        }
         for (side, s) in p.fleet.into_iter().enumerate() {
             sum(&mut self.fleet[side], s, labels);
         }
@@ -163,13 +171,8 @@ impl Acc {
         }
         for (team, sides) in p.teams {
             let into = self.teams.entry(team).or_default();
-            for (side, t) in sides.into_iter().enumerate() {
-                let to = &mut into[side];
-                to.processes
-                    .extend(t.processes.into_iter().map(|k| keys[k as usize].clone()));
-                to.gpu_hours += t.gpu_hours;
-                opt(&mut to.busy, t.busy);
-                opt(&mut to.energy, t.energy);
+            for (side, t) in sides.iter().enumerate() {
+                into[side].add(t, |k| keys[*k as usize].clone());
             }
         }
     }

@@ -73,18 +73,8 @@ impl PartHours {
                 add_sum(&mut out.nodes.entry(node.clone()).or_default()[side], s);
             }
             for (team, t) in &slot.teams {
-                let to = &mut out
-                    .teams
-                    .entry(self.teams[*team as usize].clone())
-                    .or_default()[side];
-                to.processes.extend(t.processes.iter().copied());
-                to.gpu_hours += t.gpu_hours;
-                if let Some(b) = t.busy {
-                    *to.busy.get_or_insert(0.0) += b;
-                }
-                if let Some(e) = t.energy {
-                    *to.energy.get_or_insert(0.0) += e;
-                }
+                let name = self.teams[*team as usize].clone();
+                out.teams.entry(name).or_default()[side].add(t, |&p| p);
             }
         }
         out
