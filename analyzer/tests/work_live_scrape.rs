@@ -254,30 +254,9 @@ scrape_configs:
 
     let src = format!("prometheus:{}", server.url);
     let until = since + MINUTES as i64 * 60_000;
-    let run = |format: &str| {
-        let out = crate::support::cli::tessera(&[
-            "report",
-            "--source",
-            &src,
-            "--since",
-            &rfc3339(since),
-            "--until",
-            &rfc3339(until),
-            "--interval",
-            "60s",
-            "--format",
-            format,
-            "--no-replay",
-            "--trend.weeks",
-            "0",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let range = (rfc3339(since), rfc3339(until));
+    let run =
+        |format: &str| crate::support::cli::report(&src, (&range.0, &range.1), "60s", format, &[]);
     let r: Value = serde_json::from_str(&run("json")).unwrap();
     let w = &r["work"];
     let close = |f: &Value, want: f64| {

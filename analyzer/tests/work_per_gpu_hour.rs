@@ -137,30 +137,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
     let server = prom::serve(tmp.path(), &text);
     let src = format!("prometheus:{}", server.url);
     let (from, to) = (rfc3339(since), rfc3339(since + DAY_MS));
-    let run = |format: &str| {
-        let out = crate::support::cli::tessera(&[
-            "report",
-            "--source",
-            &src,
-            "--since",
-            &from,
-            "--until",
-            &to,
-            "--interval",
-            "10s",
-            "--format",
-            format,
-            "--no-replay",
-            "--trend.weeks",
-            "0",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = |format: &str| crate::support::cli::report(&src, (&from, &to), "10s", format, &[]);
     let r: Value = serde_json::from_str(&run("json")).unwrap();
     let w = &r["work"];
     let close = |f: &Value, want: f64| {
@@ -270,30 +247,9 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
 
     // Around a change at noon: serving held, research halved.
     let noon = rfc3339(since + DAY_MS / 2);
-    let out = crate::support::cli::tessera(&[
-        "report",
-        "--source",
-        &src,
-        "--since",
-        &from,
-        "--until",
-        &to,
-        "--interval",
-        "10s",
-        "--format",
-        "json",
-        "--no-replay",
-        "--trend.weeks",
-        "0",
-        "--change-at",
-        &noon,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let at = ["--change-at", noon.as_str()];
+    let json = crate::support::cli::report(&src, (&from, &to), "10s", "json", &at);
+    let r: Value = serde_json::from_str(&json).unwrap();
     let cmp = &r["changes"]["changes"][0]["comparison"]["work_per_gpu_hour"];
     let of = |team: &str| {
         cmp.as_array()
@@ -316,25 +272,7 @@ fn the_report_gives_the_planted_work_per_gpu_hour_and_unknown_stays_unknown() {
     );
     assert_eq!(re["flagged"], true, "{re:#}");
     for format in ["table", "html"] {
-        let out = crate::support::cli::tessera(&[
-            "report",
-            "--source",
-            &src,
-            "--since",
-            &from,
-            "--until",
-            &to,
-            "--interval",
-            "10s",
-            "--format",
-            format,
-            "--no-replay",
-            "--trend.weeks",
-            "0",
-            "--change-at",
-            &noon,
-        ]);
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = crate::support::cli::report(&src, (&from, &to), "10s", format, &at);
         assert!(
             text.contains("Work per GPU-hour, research (inferences)")
                 && text.contains("flagged: it fell by more than 30%"),

@@ -182,30 +182,9 @@ fn work_per_gpu_hour_at_60s_and_15s_with_jitter_and_gaps_counts_whole_hours_only
         rfc3339(since + 23 * HOUR + 30 * MIN),
     );
     let src = format!("prometheus:{}", server.url);
-    let out = crate::support::cli::tessera(&[
-        "report",
-        "--source",
-        &src,
-        "--since",
-        &from,
-        "--until",
-        &to,
-        "--interval",
-        "10s",
-        "--format",
-        "json",
-        "--no-replay",
-        "--trend.weeks",
-        "0",
-        "--work-metrics",
-        file.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let declared = ["--work-metrics", file.to_str().unwrap()];
+    let json = crate::support::cli::report(&src, (&from, &to), "10s", "json", &declared);
+    let r: Value = serde_json::from_str(&json).unwrap();
     let w = &r["work"];
     // The whole hours of the range end at 02:00 … 23:00 (00:30–01:00 and 23:00–23:30 are not
     // whole); 2026-11-02 is a Monday, so an hour's slot of the week is its hour of the day.

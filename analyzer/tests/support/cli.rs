@@ -50,3 +50,40 @@ pub fn fleet_64(dir: &std::path::Path) -> String {
     assert_eq!(code, 0, "simulate: {err}");
     format!("history:{}", history.display())
 }
+
+/// `tessera report` of `source` over `since..until` at `interval` in `format`, without the plan
+/// replays and the trend (what the work tests look at), with `extra` flags: its stdout, the run
+/// asserted successful.
+pub fn report(
+    source: &str,
+    (since, until): (&str, &str),
+    interval: &str,
+    format: &str,
+    extra: &[&str],
+) -> String {
+    let mut args = vec![
+        "report",
+        "--source",
+        source,
+        "--since",
+        since,
+        "--until",
+        until,
+        "--interval",
+        interval,
+        "--format",
+        format,
+        "--no-replay",
+        "--trend.weeks",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let out = tessera(&args);
+    assert!(
+        out.status.success(),
+        "tessera {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
