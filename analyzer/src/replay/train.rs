@@ -18,7 +18,31 @@ use crate::frames::Frames;
 use crate::mig_planner::{self, PlanRequest, PlanRunError};
 use crate::prices::Prices;
 use crate::range::TimeRange;
-use crate::report::out_of_sample::OutOfSample;
+
+/// One out-of-sample check: the plan of one kind made from the previous period and replayed on
+/// the report's, or why there was none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutOfSample {
+    /// `mig` or `consolidation`.
+    pub kind: &'static str,
+    pub trained_from: String,
+    pub trained_until: String,
+    pub replayed_from: String,
+    pub replayed_until: String,
+    /// Why no plan or no replay was made (nothing to consolidate, no MIG GPU, no rows); `null`
+    /// when there is a replay.
+    pub skipped: Option<String>,
+    /// `safe`, `tight` or `unsafe`; `null` when skipped.
+    pub verdict: Option<&'static str>,
+    pub failed_intervals: Option<u64>,
+    pub gpus_before: Option<u32>,
+    pub gpus_after: Option<u32>,
+    pub gpu_hours_freed: Option<f64>,
+    /// The largest p99 memory of a placement, as a share of its capacity (where known).
+    pub p99_memory_share_max: Option<f64>,
+    /// The placements and workloads that decided the verdict.
+    pub deciding: Vec<String>,
+}
 
 /// Which planner makes the plan of the training range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
