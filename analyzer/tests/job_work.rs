@@ -199,31 +199,16 @@ fn a_slurm_jobs_counter_gives_its_work_per_gpu_hour_and_unknown_stays_unknown() 
     assert!(!table.contains("0 steps"), "{table}");
 
     // `report --by job` gives each job the work `tessera job` gives it.
-    let out = tessera(&[
-        "report",
+    let by = [
         "--by",
         "job",
-        "--source",
-        &src,
-        "--since",
-        &from,
-        "--until",
-        &to,
-        "--interval",
-        "10s",
         "--work-metrics",
         declared.to_str().unwrap(),
         "--top",
         "100",
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let by_job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    ];
+    let json = crate::support::cli::report(&src, (&from, &to), "10s", "json", &by);
+    let by_job: Value = serde_json::from_str(&json).unwrap();
     let listed = |id: &str| {
         by_job["jobs"]
             .as_array()

@@ -169,17 +169,18 @@ pub(super) fn read(
     let mut covered = BTreeSet::new();
     let mut first: Option<FamilyRead> = None;
     let mut chunks_sent = 0;
-    for (k, &family) in found.iter().enumerate() {
-        let at = Where {
-            names: &names,
-            opts,
-            range: (since, until),
-        };
-        let before = first.as_ref().map(|_| &covered);
+    let at = Where {
+        names: &names,
+        opts,
+        range: (since, until),
+    };
+    for &family in &found {
+        let later = first.is_some();
+        let before = later.then_some(&covered);
         let Some(mut r) = read_family(&mut client, family, &at, before, parts.len(), notes)? else {
             continue;
         };
-        if k > 0 {
+        if later {
             notes.also(family, found[0], &r.nodes);
         }
         covered.extend(std::mem::take(&mut r.nodes));
